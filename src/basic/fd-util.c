@@ -1,0 +1,206 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#include <errno.h>
+#include <fcntl.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+
+#include "fd-util.h"
+
+int loop_write(int fd, const void *buf, size_t len) {
+        const char *p = buf;
+
+        while (len > 0) {
+                ssize_t n = write(fd, p, len);
+
+                if (n < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        return negative_errno();
+                }
+                if (n == 0)
+                        return -EIO;
+                p += n;
+                len -= (size_t)n;
+        }
+        return 0;
+}
+
+ssize_t loop_read(int fd, void *buf, size_t len) {
+        char *p = buf;
+        size_t done = 0;
+
+        while (done < len) {
+                ssize_t n = read(fd, p + done, len - done);
+
+                if (n < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        return negative_errno();
+                }
+                if (n == 0)
+                        break;
+                done += (size_t)n;
+        }
+        return (ssize_t)done;
+}
+
+int write_string_file(const char *path, const char *s) {
+        _cleanup_close_ int fd = -EBADF;
+        size_t len = strlen(s);
+        ssize_t n;
+
+        fd = open(path, O_WRONLY | O_CLOEXEC | O_NOCTTY);
+        if (fd < 0)
+                return negative_errno();
+        n = write(fd, s, len);
+        if (n < 0)
+                return negative_errno();
+        if ((size_t)n != len)
+                return -EIO;
+        return 0;
+}
+
+int read_full_file(const char *path, size_t max, char **ret) {
+        _cleanup_close_ int fd = -EBADF;
+        _cleanup_free_ char *buf = NULL;
+        size_t size = 0, alloc = 4096;
+
+        fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+        if (fd < 0)
+                return negative_errno();
+        buf = malloc(alloc);
+        if (!buf)
+                return -ENOMEM;
+        for (;;) {
+                ssize_t n;
+
+                if (size + 1 >= alloc) {
+                        char *c;
+
+                        if (alloc > max + 1)
+                                return -EFBIG;
+                        alloc *= 2;
+                        c = realloc(buf, alloc);
+                        if (!c)
+                                return -ENOMEM;
+                        buf = c;
+                }
+                n = read(fd, buf + size, alloc - size - 1);
+                if (n < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        return negative_errno();
+                }
+                if (n == 0)
+                        break;
+                size += (size_t)n;
+                if (size > max)
+                        return -EFBIG;
+        }
+        buf[size] = '\0';
+        *ret = TAKE_PTR(buf);
+        return 0;
+}
+
+#define MAX_FDS_PER_MESSAGE 16
+
+int send_with_fds(int sock, const void *data, size_t len, const int *fds, size_t n_fds) {
+        union {
+                struct cmsghdr align;
+                char buf[CMSG_SPACE(sizeof(int) * MAX_FDS_PER_MESSAGE)];
+        } control = {};
+        struct iovec iov = {.iov_base = (void *)data, .iov_len = len};
+        struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1};
+        ssize_t n;
+
+        if (n_fds > MAX_FDS_PER_MESSAGE)
+                return -E2BIG;
+        if (n_fds > 0) {
+                struct cmsghdr *cmsg;
+
+                mh.msg_control = control.buf;
+                mh.msg_controllen = CMSG_SPACE(sizeof(int) * n_fds);
+                cmsg = CMSG_FIRSTHDR(&mh);
+                cmsg->cmsg_level = SOL_SOCKET;
+                cmsg->cmsg_type = SCM_RIGHTS;
+                cmsg->cmsg_len = CMSG_LEN(sizeof(int) * n_fds);
+                memcpy(CMSG_DATA(cmsg), fds, sizeof(int) * n_fds);
+        }
+        do
+                n = sendmsg(sock, &mh, MSG_NOSIGNAL);
+        while (n < 0 && errno == EINTR);
+        if (n < 0)
+                return negative_errno();
+        if ((size_t)n != len)
+                return -EIO;
+        return 0;
+}
+
+ssize_t recv_with_fds(int sock, void *data, size_t len, int *fds, size_t max_fds) {
+        union {
+                struct cmsghdr align;
+                char buf[CMSG_SPACE(sizeof(int) * MAX_FDS_PER_MESSAGE)];
+        } control = {};
+        struct iovec iov = {.iov_base = data, .iov_len = len};
+        struct msghdr mh = {
+                .msg_iov = &iov,
+                .msg_iovlen = 1,
+                .msg_control = control.buf,
+                .msg_controllen = sizeof(control.buf),
+        };
+        size_t got = 0;
+        ssize_t n;
+
+        for (size_t i = 0; i < max_fds; i++)
+                fds[i] = -EBADF;
+        do
+                n = recvmsg(sock, &mh, MSG_CMSG_CLOEXEC);
+        while (n < 0 && errno == EINTR);
+        if (n < 0)
+                return negative_errno();
+
+        for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c)) {
+                size_t k;
+                int *in;
+
+                if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
+                        continue;
+                k = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+                in = (int *)(void *)CMSG_DATA(c);
+                for (size_t i = 0; i < k; i++) {
+                        int fd;
+
+                        memcpy(&fd, in + i, sizeof(int));
+                        if (got < max_fds)
+                                fds[got++] = fd;
+                        else
+                                (void)safe_close(fd); /* more than the caller wants */
+                }
+        }
+        if (mh.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) {
+                for (size_t i = 0; i < got; i++)
+                        fds[i] = safe_close(fds[i]);
+                return -EMSGSIZE;
+        }
+        return n;
+}
+
+bool path_is_safe_absolute(const char *path) {
+        const char *p;
+
+        if (!path || path[0] != '/')
+                return false;
+        p = path;
+        while (*p) {
+                size_t n;
+
+                while (*p == '/')
+                        p++;
+                n = strcspn(p, "/");
+                if ((n == 1 && p[0] == '.') || (n == 2 && p[0] == '.' && p[1] == '.'))
+                        return false;
+                p += n;
+        }
+        return true;
+}

@@ -1,0 +1,12 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#pragma once
+
+/* The subcommands. Each takes argv starting at its own name ("run", ...)
+ * and returns the process exit status. */
+
+/* hutch's own failures exit with 125 (docker's convention), so they are
+ * never confused with the command's 126/127/128+N. */
+#define HUTCH_EXIT_FAILURE 125
+
+int verb_run(int argc, char **argv);
+int verb_doctor(int argc, char **argv);

@@ -1,0 +1,46 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#include <stdio.h>
+#include <string.h>
+
+#include "cli.h"
+#include "log.h"
+
+static const struct {
+        const char *name;
+        int (*fn)(int argc, char **argv);
+        const char *summary;
+} verbs[] = {
+        {"run", verb_run, "run a command in a fresh one-shot sandbox"},
+        {"doctor", verb_doctor, "report which kernel features work here"},
+};
+
+static void usage(FILE *f) {
+        (void)fprintf(f, "usage: hutch COMMAND [ARGS...]\n\ncommands:\n");
+        for (size_t i = 0; i < ELEMENTSOF(verbs); i++)
+                (void)fprintf(f, "  %-8s %s\n", verbs[i].name, verbs[i].summary);
+        (void)fprintf(f, "\nrun 'hutch COMMAND --help' for the flags of a command\n");
+}
+
+int main(int argc, char **argv) {
+        log_setup("hutch", LOG_LEVEL_INFO);
+
+        if (argc < 2) {
+                usage(stderr);
+                return HUTCH_EXIT_FAILURE;
+        }
+        if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 ||
+            strcmp(argv[1], "help") == 0) {
+                usage(stdout);
+                return 0;
+        }
+        if (strcmp(argv[1], "--version") == 0) {
+                (void)printf("hutch %s\n", HUTCH_VERSION);
+                return 0;
+        }
+        for (size_t i = 0; i < ELEMENTSOF(verbs); i++)
+                if (strcmp(argv[1], verbs[i].name) == 0)
+                        return verbs[i].fn(argc - 1, argv + 1);
+
+        log_error("unknown command '%s' (see 'hutch --help')", argv[1]);
+        return HUTCH_EXIT_FAILURE;
+}

@@ -1,0 +1,254 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <string.h>
+
+#include "parse-util.h"
+#include "run-flags.h"
+#include "strv.h"
+
+enum {
+        ARG_ENV_PASS = 0x100,
+        ARG_WORKSPACE,
+        ARG_TMPFS,
+        ARG_READ_ONLY,
+        ARG_HOSTNAME,
+        ARG_NETWORK,
+        ARG_POLICY,
+        ARG_JSON,
+        ARG_JSON_FD,
+};
+
+static const struct option run_options[] = {{"volume", required_argument, NULL, 'v'},
+                                            {"workdir", required_argument, NULL, 'w'},
+                                            {"env", required_argument, NULL, 'e'},
+                                            {"env-pass", required_argument, NULL, ARG_ENV_PASS},
+                                            {"workspace", required_argument, NULL, ARG_WORKSPACE},
+                                            {"tmpfs", required_argument, NULL, ARG_TMPFS},
+                                            {"read-only", no_argument, NULL, ARG_READ_ONLY},
+                                            {"hostname", required_argument, NULL, ARG_HOSTNAME},
+                                            {"network", required_argument, NULL, ARG_NETWORK},
+                                            {"policy", required_argument, NULL, ARG_POLICY},
+                                            {"json", required_argument, NULL, ARG_JSON},
+                                            {"json-fd", required_argument, NULL, ARG_JSON_FD},
+                                            {"help", no_argument, NULL, 'h'},
+                                            {}};
+
+/* '+': stop at the first non-option, so the command's own flags are never
+ * parsed ("hutch run ls -l"). ':': report a missing value as ':' rather
+ * than '?', so the two errors get their own messages. */
+static const char run_optstring[] = "+:v:w:e:h";
+
+/* The reference printed by run_args_usage(); docs/cli-run.md has the same
+ * table. */
+static const struct {
+        const char *flag;
+        const char *help;
+} run_usage_table[] = {
+        {"-v, --volume HOST:SANDBOX[:ro|:rw]", "bind a host path into the sandbox (repeatable)"},
+        {"-w, --workdir DIR",
+         "working directory (default /workspace with a workspace, else $HOME)"},
+        {"-e, --env KEY=VALUE|KEY", "set a variable, or pass the caller's KEY (repeatable)"},
+        {"--env-pass KEY", "pass the caller's KEY through (repeatable)"},
+        {"--workspace DIR[:mount|:copy]",
+         "the agent's folder at /workspace (default mode mount; copy: a 4g tmpfs)"},
+        {"--tmpfs PATH[:size=N]",
+         "a tmpfs at PATH (default size 1g; defaults: /tmp 1g, $HOME 1g, /dev/shm 64m)"},
+        {"--read-only", "make the workspace, $HOME and binds read-only"},
+        {"--hostname NAME", "the sandbox's hostname (default hutch)"},
+        {"--network MODE", "network mode (default none: loopback only)"},
+        {"--policy FILE", "apply a JSON policy file first; flags override it"},
+        {"--json FILE", "write the outcome as JSON to FILE after the command"},
+        {"--json-fd N", "write the outcome as JSON to the open fd N (N >= 3)"},
+        {"-h, --help", "show this help"},
+};
+
+void run_args_usage(FILE *f) {
+        (void)fprintf(f, "usage: hutch run [FLAGS] [--] CMD [ARGS...]\n\n"
+                         "run CMD in a fresh one-shot sandbox\n\nflags:\n");
+        for (size_t i = 0; i < ELEMENTSOF(run_usage_table); i++)
+                (void)fprintf(f, "  %-36s %s\n", run_usage_table[i].flag, run_usage_table[i].help);
+        (void)fprintf(f, "\nexit status: the command's, or 125 if hutch failed, 126 if CMD is not "
+                         "executable,\n127 if it was not found, 128+N if it was killed by signal "
+                         "N\n");
+}
+
+void run_args_done(RunArgs *a) {
+        if (!a)
+                return;
+        a->policy = policy_free(a->policy);
+        a->command = strv_free(a->command);
+        free(a->json_path);
+        a->json_path = NULL;
+        a->json_fd = -EBADF;
+        a->help = false;
+}
+
+/* Describes a getopt failure: @c is '?' (unknown option, or a value given
+ * to a flag that takes none) or ':' (missing value). */
+static int run_args_option_error(int c, int argc, char **argv, HutchError *reterr) {
+        const char *arg = optind >= 1 && optind <= argc ? argv[optind - 1] : "";
+        bool long_form = strncmp(arg, "--", 2) == 0;
+        int n = (int)MIN(strcspn(arg, "="), (size_t)INT32_MAX);
+
+        if (c == ':') {
+                /* A missing value is always at the end of argv, so
+                 * argv[optind - 1] is the flag itself. */
+                if (long_form)
+                        return hutch_error_set(reterr, EINVAL, "option '%.*s' needs a value", n,
+                                               arg);
+                return hutch_error_set(reterr, EINVAL, "option '-%c' needs a value", optopt);
+        }
+        /* glibc sets optopt to 0 for an unknown or ambiguous long option,
+         * to the option's value for "--flag=VALUE" of a flag without a value,
+         * and to the character for an unknown short option. In a cluster
+         * ("-hq") optind may not have moved, so only trust argv[optind - 1]
+         * for the long cases. */
+        if (long_form && (optopt == 0 || optopt >= 0x100 || optopt == 'h')) {
+                if (optopt == 0)
+                        return hutch_error_set(reterr, EINVAL, "unknown option '%.*s'", n, arg);
+                return hutch_error_set(reterr, EINVAL, "option '%.*s' does not take a value", n,
+                                       arg);
+        }
+        if (optopt > 0 && optopt < 0x80)
+                return hutch_error_set(reterr, EINVAL, "unknown option '-%c'", optopt);
+        return hutch_error_set(reterr, EINVAL, "unknown option '%s'", arg);
+}
+
+static int run_args_parse_json_fd(const char *s, int *ret, HutchError *reterr) {
+        int fd, r;
+
+        r = safe_atoi(s, &fd);
+        if (r < 0)
+                return hutch_error_set(reterr, EINVAL, "invalid --json-fd '%s'", s);
+        if (fd < 3)
+                return hutch_error_set(reterr, EINVAL,
+                                       "--json-fd '%s' must be 3 or higher (0, 1 and 2 are the "
+                                       "command's stdio)",
+                                       s);
+        if (fcntl(fd, F_GETFD) < 0)
+                return hutch_error_set(reterr, EINVAL,
+                                       "--json-fd '%s' is not an open file descriptor", s);
+        *ret = fd;
+        return 0;
+}
+
+/* Applies one flag of the second pass to @a. */
+static int run_args_apply(RunArgs *a, int c, const char *value, HutchError *reterr) {
+        switch (c) {
+        case 'v':
+                return policy_add_bind_spec(a->policy, value, reterr);
+        case 'w':
+                return policy_set_workdir(a->policy, value, reterr);
+        case 'e':
+                return policy_add_env_spec(a->policy, value, reterr);
+        case ARG_ENV_PASS:
+                if (!env_name_is_valid(value))
+                        return hutch_error_set(reterr, EINVAL,
+                                               "invalid environment variable name '%s' in "
+                                               "--env-pass (expected [A-Za-z_][A-Za-z0-9_]*)",
+                                               value);
+                return policy_add_env_spec(a->policy, value, reterr);
+        case ARG_WORKSPACE:
+                return policy_set_workspace_spec(a->policy, value, reterr);
+        case ARG_TMPFS:
+                return policy_add_tmpfs_spec(a->policy, value, reterr);
+        case ARG_READ_ONLY:
+                a->policy->read_only = true;
+                return 0;
+        case ARG_HOSTNAME:
+                return policy_set_hostname(a->policy, value, reterr);
+        case ARG_NETWORK:
+                return policy_set_network(a->policy, value, reterr);
+        case ARG_JSON: {
+                char *copy;
+
+                if (value[0] == '\0')
+                        return hutch_error_set(reterr, EINVAL, "--json needs a file name");
+                copy = strdup(value);
+                if (!copy)
+                        return -ENOMEM;
+                free(a->json_path);
+                a->json_path = copy;
+                return 0;
+        }
+        case ARG_JSON_FD:
+                return run_args_parse_json_fd(value, &a->json_fd, reterr);
+        default:
+                return 0; /* --policy and --help: handled by the first pass */
+        }
+}
+
+int run_args_parse(int argc, char **argv, RunArgs *ret, HutchError *reterr) {
+        _cleanup_(run_args_done) RunArgs a = {.json_fd = -EBADF};
+        _cleanup_strv_free_ char **policy_files = NULL;
+        bool help = false;
+        int c, first, r;
+
+        if (argc < 1 || !argv || !ret)
+                return -EINVAL;
+
+        /* First pass: the flags' syntax, --help, and the policy files, which
+         * are applied before every other flag wherever they appear. optind = 0
+         * makes glibc reinitialise its state, so parsing can run again. */
+        optind = 0;
+        opterr = 0;
+        while ((c = getopt_long(argc, argv, run_optstring, run_options, NULL)) >= 0) {
+                if (c == '?' || c == ':')
+                        return run_args_option_error(c, argc, argv, reterr);
+                if (c == 'h')
+                        help = true;
+                if (c == ARG_POLICY) {
+                        r = strv_extend(&policy_files, optarg);
+                        if (r < 0)
+                                return r;
+                }
+        }
+        first = optind;
+
+        a.policy = policy_new();
+        if (!a.policy)
+                return -ENOMEM;
+        if (help) {
+                /* Nothing else is checked: help must work whatever else is
+                 * on the command line. */
+                a.help = true;
+                *ret = a;
+                a = (RunArgs){.json_fd = -EBADF};
+                return 0;
+        }
+
+        STRV_FOREACH(f, policy_files) {
+                r = policy_load_file(a.policy, *f, reterr);
+                if (r < 0)
+                        return r;
+        }
+
+        optind = 0;
+        while ((c = getopt_long(argc, argv, run_optstring, run_options, NULL)) >= 0) {
+                r = run_args_apply(&a, c, optarg, reterr);
+                if (r < 0)
+                        return r;
+        }
+
+        if (a.json_path && a.json_fd >= 0)
+                return hutch_error_set(reterr, EINVAL, "--json and --json-fd cannot be combined");
+        if (first >= argc)
+                return hutch_error_set(reterr, EINVAL,
+                                       "missing command (usage: hutch run [FLAGS] -- CMD "
+                                       "[ARGS...])");
+        for (int i = first; i < argc; i++) {
+                r = strv_extend(&a.command, argv[i]);
+                if (r < 0)
+                        return r;
+        }
+
+        r = policy_validate(a.policy, reterr);
+        if (r < 0)
+                return r;
+
+        *ret = a;
+        a = (RunArgs){.json_fd = -EBADF}; /* the caller owns it now */
+        return 0;
+}

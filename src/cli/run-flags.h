@@ -1,0 +1,34 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#pragma once
+
+/* Flag parsing for `hutch run`, kept apart from run.c so unit tests can
+ * cover it. Fills the same Policy the JSON policy file fills. */
+
+#include <stdbool.h>
+#include <stdio.h>
+
+#include "hutch-error.h"
+#include "policy/policy.h"
+
+typedef struct RunArgs {
+        Policy *policy;  /* owned */
+        char **command;  /* owned; argv of the command, at least one entry */
+        char *json_path; /* --json FILE, or NULL */
+        int json_fd;     /* --json-fd N, or -EBADF */
+        bool help;       /* --help was given: print run_args_usage() and exit 0 */
+} RunArgs;
+
+void run_args_done(RunArgs *a);
+
+/* Parses @argv (argv[0] is "run") into @ret. --policy FILE is applied first
+ * wherever it appears, then the other flags in order, so flags override the
+ * file. The command follows the flags, optionally after "--"; it must not
+ * be empty unless --help was given. Every bad input is -EINVAL (or the
+ * errno of a failed file read) with @reterr naming the flag and value, e.g.
+ * "invalid size '12q' in --tmpfs '/tmp:size=12q'". Policy validation
+ * against the host (policy_validate()) is also run here. @ret is written
+ * only on success. */
+int run_args_parse(int argc, char **argv, RunArgs *ret, HutchError *reterr);
+
+/* Prints the flag reference of `hutch run`. */
+void run_args_usage(FILE *f);

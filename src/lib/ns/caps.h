@@ -1,0 +1,36 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#pragma once
+
+/* Capabilities, dropped for good by the pre-exec child before it execs the
+ * user's command. Raw prctl(2)/capset(2), no libcap. Nothing here logs.
+ *
+ * In the sandbox the caller is uid 0 of a user namespace in which it holds
+ * every capability. Dropping the sets alone is not enough there: an exec by
+ * uid 0 would grant the full set again. The securebits below switch that
+ * rule off and lock it, and the empty bounding set makes sure no file
+ * capability can bring anything back either. */
+
+/* Drops every capability of the calling thread (and so of everything it
+ * forks and execs), in this order:
+ *
+ *  1. securebits: sets SECBIT_NOROOT (exec as uid 0 grants nothing),
+ *     SECBIT_NO_SETUID_FIXUP, SECBIT_NO_CAP_AMBIENT_RAISE, clears
+ *     SECBIT_KEEP_CAPS, and sets the _LOCKED bit of all four so they can
+ *     never change again. Other bits already set are kept. This needs
+ *     CAP_SETPCAP; without it the function fails closed (-EPERM) rather
+ *     than skipping the step;
+ *  2. the bounding set: drops every capability from 0 to the value of
+ *     /proc/sys/kernel/cap_last_cap (or, when that file cannot be read,
+ *     to the last one PR_CAPBSET_READ accepts); also needs CAP_SETPCAP;
+ *  3. the ambient set: cleared;
+ *  4. effective, permitted and inheritable: emptied with capset(2) v3;
+ *  5. SECURITY: reads everything back (securebits, the three sets, the
+ *     ambient and bounding sets, up to the first number the kernel rejects)
+ *     and fails with -EPERM if anything is left.
+ *
+ * Returns 0, or -EPERM (no CAP_SETPCAP, a locked SECBIT_KEEP_CAPS, or a
+ * capability left after the drop), -ERANGE when cap_last_cap is above 63,
+ * -EINVAL when it is malformed, or another -errno from the calls above.
+ * On failure some steps may already have happened; the caller must treat
+ * the process as unusable (the pre-exec child reports and exits). */
+int caps_drop_all(void);

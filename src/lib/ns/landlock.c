@@ -1,0 +1,111 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/landlock.h>
+#include <stdint.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "macro.h"
+#include "ns/landlock.h"
+
+/* COMPAT(linux-libc-dev < 6.2): the rights newer than the installed
+ * headers. The values are kernel ABI and never change. */
+#ifndef LANDLOCK_ACCESS_FS_REFER
+#define LANDLOCK_ACCESS_FS_REFER (1ULL << 13)
+#endif
+#ifndef LANDLOCK_ACCESS_FS_TRUNCATE
+#define LANDLOCK_ACCESS_FS_TRUNCATE (1ULL << 14)
+#endif
+
+/* The write-type rights of ABI 1. */
+#define ACCESS_FS_WRITE_V1                                                                         \
+        (LANDLOCK_ACCESS_FS_WRITE_FILE | LANDLOCK_ACCESS_FS_REMOVE_DIR |                           \
+         LANDLOCK_ACCESS_FS_REMOVE_FILE | LANDLOCK_ACCESS_FS_MAKE_CHAR |                           \
+         LANDLOCK_ACCESS_FS_MAKE_DIR | LANDLOCK_ACCESS_FS_MAKE_REG |                               \
+         LANDLOCK_ACCESS_FS_MAKE_SOCK | LANDLOCK_ACCESS_FS_MAKE_FIFO |                             \
+         LANDLOCK_ACCESS_FS_MAKE_BLOCK | LANDLOCK_ACCESS_FS_MAKE_SYM)
+
+/* The rights the kernel accepts on a rule for a non-directory, restricted
+ * to the write-type ones (EXECUTE and READ_FILE are never handled here). */
+#define ACCESS_FS_WRITE_FILE_ONLY (LANDLOCK_ACCESS_FS_WRITE_FILE | LANDLOCK_ACCESS_FS_TRUNCATE)
+
+int landlock_get_abi(void) {
+        long abi;
+
+        abi = syscall(SYS_landlock_create_ruleset, NULL, 0, LANDLOCK_CREATE_RULESET_VERSION);
+        if (abi < 0) {
+                if (errno == ENOSYS || errno == EOPNOTSUPP)
+                        return -EOPNOTSUPP;
+                return negative_errno();
+        }
+        if (abi == 0 || abi > INT32_MAX)
+                return -EOPNOTSUPP;
+        return (int)abi;
+}
+
+/* Returns the write-type rights ABI @abi knows. */
+static uint64_t write_access_for_abi(int abi) {
+        uint64_t access = ACCESS_FS_WRITE_V1;
+
+        if (abi >= 2)
+                access |= LANDLOCK_ACCESS_FS_REFER;
+        if (abi >= 3)
+                access |= LANDLOCK_ACCESS_FS_TRUNCATE;
+        return access;
+}
+
+/* Grants @handled beneath @path (or only its file rights when @path is not
+ * a directory) in the ruleset @ruleset_fd. */
+static int ruleset_allow_path(int ruleset_fd, const char *path, uint64_t handled) {
+        _cleanup_close_ int fd = -EBADF;
+        struct landlock_path_beneath_attr rule = {};
+        struct stat st;
+
+        fd = open(path, O_PATH | O_CLOEXEC);
+        if (fd < 0)
+                return negative_errno();
+        if (fstat(fd, &st) < 0)
+                return negative_errno();
+
+        rule.parent_fd = fd;
+        rule.allowed_access = S_ISDIR(st.st_mode) ? handled : handled & ACCESS_FS_WRITE_FILE_ONLY;
+        if (syscall(SYS_landlock_add_rule, ruleset_fd, LANDLOCK_RULE_PATH_BENEATH, &rule, 0) < 0)
+                return negative_errno();
+        return 0;
+}
+
+int landlock_restrict_writes(char *const *writable) {
+        _cleanup_close_ int ruleset_fd = -EBADF;
+        struct landlock_ruleset_attr attr = {};
+        int abi;
+        long fd;
+        int r;
+
+        abi = landlock_get_abi();
+        if (abi < 0)
+                return abi;
+
+        /* SECURITY: only the rights named here are restricted; a right the
+         * ruleset does not handle stays allowed everywhere. Handling every
+         * write-type right this ABI knows is what makes "write only beneath
+         * @writable" hold. Rights of later ABIs are not write-type (IOCTL_DEV
+         * is deliberately not handled, see the header). */
+        attr.handled_access_fs = write_access_for_abi(abi);
+        /* The ruleset fd is born O_CLOEXEC (the kernel always sets it). */
+        fd = syscall(SYS_landlock_create_ruleset, &attr, sizeof(attr), 0);
+        if (fd < 0)
+                return negative_errno();
+        ruleset_fd = (int)fd;
+
+        for (char *const *p = writable; p && *p; p++) {
+                r = ruleset_allow_path(ruleset_fd, *p, attr.handled_access_fs);
+                if (r < 0)
+                        return r;
+        }
+
+        if (syscall(SYS_landlock_restrict_self, ruleset_fd, 0) < 0)
+                return negative_errno();
+        return 0;
+}

@@ -1,0 +1,129 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#pragma once
+
+/* Policy: what a sandbox may see and do. The CLI flags and the JSON policy
+ * file (docs/policy.md) fill the same struct; the sandbox code only reads
+ * it. A Policy owns all its strings and arrays.
+ *
+ * Lifecycle: policy_new() gives the documented defaults; the parsers add to
+ * it; policy_validate() runs once after all input was applied and before any
+ * namespace is created, so every bad input is reported while nothing on the
+ * host has changed yet.
+ *
+ * Merging (flags override the policy file): the file is loaded first, then
+ * flags are applied on top. Scalars are replaced, list entries (binds, tmpfs,
+ * env) are appended, and a later tmpfs/bind/env entry for the same target or
+ * key replaces the earlier one. */
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "hutch-error.h"
+#include "macro.h"
+
+typedef enum WorkspaceMode {
+        WORKSPACE_MODE_MOUNT, /* the real folder, read-write */
+        WORKSPACE_MODE_COPY,  /* copied into a tmpfs before the command */
+        _WORKSPACE_MODE_MAX,
+        _WORKSPACE_MODE_INVALID = -EINVAL,
+} WorkspaceMode;
+
+typedef enum NetworkMode {
+        NETWORK_MODE_NONE, /* loopback only */
+        _NETWORK_MODE_MAX,
+        _NETWORK_MODE_INVALID = -EINVAL,
+} NetworkMode;
+
+const char *workspace_mode_to_string(WorkspaceMode m);
+WorkspaceMode workspace_mode_from_string(const char *s);
+const char *network_mode_to_string(NetworkMode m);
+NetworkMode network_mode_from_string(const char *s);
+
+typedef struct BindMount {
+        char *source; /* absolute host path */
+        char *target; /* absolute sandbox path */
+        bool read_only;
+} BindMount;
+
+typedef struct TmpfsMount {
+        char *path;    /* absolute sandbox path */
+        uint64_t size; /* bytes, > 0 */
+} TmpfsMount;
+
+/* Defaults, documented in docs/policy.md and README. */
+#define POLICY_DEFAULT_TMP_SIZE (1024ULL << 20)
+#define POLICY_DEFAULT_HOME_SIZE (1024ULL << 20)
+#define POLICY_DEFAULT_SHM_SIZE (64ULL << 20)
+#define POLICY_DEFAULT_COPY_SIZE (4096ULL << 20)
+#define POLICY_DEFAULT_HOSTNAME "hutch"
+#define POLICY_SANDBOX_HOME "/root"
+#define POLICY_SANDBOX_WORKSPACE "/workspace"
+#define POLICY_MAX_BINDS 64
+#define POLICY_MAX_TMPFS 64
+#define POLICY_MAX_ENV 1024
+#define POLICY_MAX_FILE_SIZE (1U << 20)
+
+typedef struct Policy {
+        char *workspace;              /* absolute host path, or NULL for none */
+        WorkspaceMode workspace_mode; /* default WORKSPACE_MODE_MOUNT */
+        BindMount *binds;             /* -v HOST:SANDBOX[:ro] */
+        size_t n_binds;
+        TmpfsMount *tmpfs; /* --tmpfs PATH[:size=N]; one for /tmp replaces the default */
+        size_t n_tmpfs;
+        char **env;      /* "KEY=VALUE" entries set with -e K=V */
+        char **env_pass; /* names copied from the caller (-e K, --env-pass K) */
+        char *workdir;   /* -w; NULL means /workspace with a workspace, else $HOME */
+        char *hostname;  /* default POLICY_DEFAULT_HOSTNAME */
+        bool read_only;  /* workspace, $HOME and binds read-only */
+        NetworkMode network;
+} Policy;
+
+/* Returns a policy with the defaults, or NULL on OOM. */
+Policy *policy_new(void);
+Policy *policy_free(Policy *p);
+DEFINE_POINTER_CLEANUP(Policy, policy_free)
+
+/* Parses "DIR[:mount|:copy]" and sets the workspace. DIR is made absolute
+ * against the current directory (it is not resolved or checked here; that is
+ * policy_validate()'s job). -EINVAL with @reterr naming the value for an
+ * unknown mode or an empty DIR. */
+int policy_set_workspace_spec(Policy *p, const char *spec, HutchError *reterr);
+
+/* Parses "HOST:SANDBOX[:ro|:rw]" and appends a bind. HOST is made absolute
+ * against the current directory; SANDBOX must be absolute (-EINVAL naming it
+ * otherwise). */
+int policy_add_bind_spec(Policy *p, const char *spec, HutchError *reterr);
+
+/* Parses "PATH[:size=N]" (N as parse_size()) and appends a tmpfs; without a
+ * size the default for /tmp is used. */
+int policy_add_tmpfs_spec(Policy *p, const char *spec, HutchError *reterr);
+
+/* Parses "KEY=VALUE" (sets) or "KEY" (passes the caller's KEY through).
+ * -EINVAL for an invalid name. */
+int policy_add_env_spec(Policy *p, const char *spec, HutchError *reterr);
+
+/* Sets a scalar string field; -EINVAL naming the value if it is invalid
+ * (hostname: 1-63 chars [A-Za-z0-9-], not starting with '-'; workdir:
+ * absolute without "." or ".." components). */
+int policy_set_hostname(Policy *p, const char *hostname, HutchError *reterr);
+int policy_set_workdir(Policy *p, const char *workdir, HutchError *reterr);
+int policy_set_network(Policy *p, const char *mode, HutchError *reterr);
+
+/* Checks the whole policy against the host, before anything is created:
+ * the workspace and every bind source exist (-ENOENT naming the path), the
+ * workspace is a directory (-ENOTDIR), bind targets do not replace the
+ * sandbox's own mounts (/, /proc, /dev, /usr, /etc, ...: -EINVAL), counts
+ * are within the POLICY_MAX_* caps (-E2BIG). Returns 0 or -errno with
+ * @reterr filled. */
+int policy_validate(const Policy *p, HutchError *reterr);
+
+/* Applies a JSON policy document (docs/policy.md) from @text of @len bytes
+ * onto @p. Unknown fields, wrong types and invalid values fail with
+ * -EINVAL; @reterr then holds the JSON pointer of the field and its line
+ * (and column for syntax errors). */
+int policy_load_json(Policy *p, const char *text, size_t len, HutchError *reterr);
+
+/* Reads @path (at most POLICY_MAX_FILE_SIZE bytes) and applies it with
+ * policy_load_json(). */
+int policy_load_file(Policy *p, const char *path, HutchError *reterr);

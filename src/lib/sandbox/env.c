@@ -1,0 +1,75 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#include <string.h>
+
+#include "sandbox/sandbox.h"
+#include "strv.h"
+
+#define SANDBOX_PATH "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+/* Caller variables that describe the terminal and locale, not the caller:
+ * passed through by default. */
+static const char *const passthrough[] = {"TERM", "LANG", "TZ", NULL};
+
+int sandbox_build_env(const Policy *policy, char *const *caller_env, char ***ret) {
+        _cleanup_strv_free_ char **env = NULL;
+        int r;
+
+        env = calloc(1, sizeof(char *));
+        if (!env)
+                return -ENOMEM;
+
+        r = strv_env_set(&env, "PATH", SANDBOX_PATH);
+        if (r < 0)
+                return r;
+        r = strv_env_set(&env, "HOME", POLICY_SANDBOX_HOME);
+        if (r < 0)
+                return r;
+        r = strv_env_set(&env, "USER", "root");
+        if (r < 0)
+                return r;
+        r = strv_env_set(&env, "HUTCH", "1");
+        if (r < 0)
+                return r;
+
+        for (size_t i = 0; passthrough[i]; i++) {
+                const char *v = strv_env_get(caller_env, passthrough[i]);
+
+                if (v) {
+                        r = strv_env_set(&env, passthrough[i], v);
+                        if (r < 0)
+                                return r;
+                }
+        }
+        for (size_t i = 0; caller_env && caller_env[i]; i++)
+                if (strncmp(caller_env[i], "LC_", 3) == 0 && strchr(caller_env[i], '=')) {
+                        r = strv_extend(&env, caller_env[i]);
+                        if (r < 0)
+                                return r;
+                }
+
+        STRV_FOREACH(name, policy->env_pass) {
+                const char *v = strv_env_get(caller_env, *name);
+
+                if (!v)
+                        continue;
+                r = strv_env_set(&env, *name, v);
+                if (r < 0)
+                        return r;
+        }
+        STRV_FOREACH(kv, policy->env) {
+                _cleanup_free_ char *key = NULL;
+                const char *eq = strchr(*kv, '=');
+
+                if (!eq)
+                        continue;
+                key = strndup(*kv, (size_t)(eq - *kv));
+                if (!key)
+                        return -ENOMEM;
+                r = strv_env_set(&env, key, eq + 1);
+                if (r < 0)
+                        return r;
+        }
+
+        *ret = TAKE_PTR(env);
+        return 0;
+}

@@ -1,0 +1,1424 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/kvm.h>
+#include <linux/landlock.h>
+#include <linux/seccomp.h>
+#include <sched.h>
+#include <seccomp.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <sys/mount.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <sys/syscall.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+
+#include "fd-util.h"
+#include "parse-util.h"
+#include "sandbox/features.h"
+#include "strv.h"
+
+#ifndef SYS_landlock_create_ruleset
+#define SYS_landlock_create_ruleset 444
+#endif
+
+/* Bounds on the files the probes read. mountinfo grows with the number of
+ * mounts; 16 MiB is far above any real system and still bounded. */
+#define MOUNTINFO_MAX (16U * 1024U * 1024U)
+#define SMALL_FILE_MAX (64U * 1024U)
+
+/* Any unprivileged range works for the idmapped-mount probe: it only asks
+ * whether the kernel and the filesystem accept an idmap. */
+#define IDMAP_PROBE_BASE "2147483648"
+
+/* ---- enums ---- */
+
+static const char *const feature_status_table[_FEATURE_STATUS_MAX] = {
+        [FEATURE_OK] = "ok",
+        [FEATURE_MISSING] = "missing",
+        [FEATURE_DEGRADED] = "degraded",
+};
+
+const char *feature_status_to_string(FeatureStatus s) {
+        if (s < 0 || s >= _FEATURE_STATUS_MAX)
+                return NULL;
+        return feature_status_table[s];
+}
+
+FeatureStatus feature_status_from_string(const char *s) {
+        if (!s)
+                return _FEATURE_STATUS_INVALID;
+        for (int i = 0; i < _FEATURE_STATUS_MAX; i++)
+                if (strcmp(s, feature_status_table[i]) == 0)
+                        return (FeatureStatus)i;
+        return _FEATURE_STATUS_INVALID;
+}
+
+static const char *const feature_id_table[_FEATURE_ID_MAX] = {
+        [FEATURE_USER_NAMESPACES] = "user_namespaces",
+        [FEATURE_MOUNT_IN_USERNS] = "mount_in_userns",
+        [FEATURE_OVERLAYFS] = "overlayfs",
+        [FEATURE_IDMAPPED_MOUNTS] = "idmapped_mounts",
+        [FEATURE_SECCOMP] = "seccomp",
+        [FEATURE_LANDLOCK] = "landlock",
+        [FEATURE_CGROUPS] = "cgroups",
+        [FEATURE_KVM] = "kvm",
+};
+
+const char *feature_id_to_string(FeatureId id) {
+        if (id < 0 || id >= _FEATURE_ID_MAX)
+                return NULL;
+        return feature_id_table[id];
+}
+
+FeatureId feature_id_from_string(const char *s) {
+        if (!s)
+                return _FEATURE_ID_INVALID;
+        for (int i = 0; i < _FEATURE_ID_MAX; i++)
+                if (strcmp(s, feature_id_table[i]) == 0)
+                        return (FeatureId)i;
+        return _FEATURE_ID_INVALID;
+}
+
+bool feature_is_required(FeatureId id) {
+        return id == FEATURE_USER_NAMESPACES || id == FEATURE_MOUNT_IN_USERNS ||
+               id == FEATURE_SECCOMP;
+}
+
+static const char *const feature_impact_table[_FEATURE_ID_MAX][_FEATURE_STATUS_MAX] = {
+        [FEATURE_USER_NAMESPACES] =
+                {
+                        [FEATURE_OK] =
+                                "hutch run can map the sandbox's root to an unprivileged host id",
+                        [FEATURE_MISSING] =
+                                "hutch run cannot work here: every sandbox needs a user namespace",
+                        [FEATURE_DEGRADED] = "user namespaces work only partly; hutch run may fail",
+                },
+        [FEATURE_MOUNT_IN_USERNS] =
+                {
+                        [FEATURE_OK] = "hutch can build the sandbox's own /proc, /tmp and "
+                                       "read-only system dirs",
+                        [FEATURE_MISSING] = "hutch run cannot work here: it cannot build the "
+                                            "sandbox's filesystem",
+                        [FEATURE_DEGRADED] = "mounting works only partly; hutch run may fail",
+                },
+        [FEATURE_OVERLAYFS] =
+                {
+                        [FEATURE_OK] = "overlay roots, overlay workspaces and O(1) snapshots are "
+                                       "available",
+                        [FEATURE_MISSING] = "overlay roots, overlay workspaces and O(1) snapshots "
+                                            "are unavailable",
+                        [FEATURE_DEGRADED] = "overlayfs works with restrictions",
+                },
+        [FEATURE_IDMAPPED_MOUNTS] =
+                {
+                        [FEATURE_OK] = "the sandbox can use the caller's workspace with the "
+                                       "caller's ownership",
+                        [FEATURE_MISSING] = "as root, hutch cannot give the sandbox write access "
+                                            "to the workspace as the caller's user; run hutch as "
+                                            "a normal user",
+                        [FEATURE_DEGRADED] = "idmapped mounts work only on some filesystems",
+                },
+        [FEATURE_SECCOMP] =
+                {
+                        [FEATURE_OK] = "hutch can block dangerous system calls",
+                        [FEATURE_MISSING] = "hutch run cannot work here: it refuses to run without "
+                                            "a seccomp filter",
+                        [FEATURE_DEGRADED] =
+                                "system calls are filtered, but a violation kills one thread "
+                                "instead of the whole process",
+                },
+        [FEATURE_LANDLOCK] =
+                {
+                        [FEATURE_OK] =
+                                "filesystem access is also confined by landlock (defence in depth)",
+                        [FEATURE_MISSING] =
+                                "sandboxes run without the landlock layer; namespaces and seccomp "
+                                "still apply",
+                        [FEATURE_DEGRADED] = "landlock confines only part of the filesystem access",
+                },
+        [FEATURE_CGROUPS] =
+                {
+                        [FEATURE_OK] = "--memory, --pids and --cpus can be hard per-sandbox limits",
+                        [FEATURE_MISSING] =
+                                "--memory, --pids and --cpus fall back to per-process rlimits",
+                        [FEATURE_DEGRADED] =
+                                "--memory, --pids and --cpus fall back to per-process rlimits",
+                },
+        [FEATURE_KVM] =
+                {
+                        [FEATURE_OK] = "the microVM backend (--backend vm) can use KVM",
+                        [FEATURE_MISSING] =
+                                "the microVM backend needs --vm-accel tcg (slow emulation)",
+                        [FEATURE_DEGRADED] =
+                                "the microVM backend needs --vm-accel tcg (slow emulation)",
+                },
+};
+
+const char *feature_impact(FeatureId id, FeatureStatus status) {
+        if (id < 0 || id >= _FEATURE_ID_MAX || status < 0 || status >= _FEATURE_STATUS_MAX)
+                return NULL;
+        return feature_impact_table[id][status];
+}
+
+void feature_check_done(FeatureCheck *c) {
+        if (!c)
+                return;
+        free(c->detail);
+        *c = (FeatureCheck){};
+}
+
+/* ---- small helpers ---- */
+
+/* Appends printf output to the malloc'd string *s (NULL is empty). */
+static _printf_(2, 3) int strextendf(char **s, const char *fmt, ...) {
+        _cleanup_free_ char *add = NULL;
+        va_list ap;
+        size_t a, b;
+        char *n;
+        int k;
+
+        va_start(ap, fmt);
+        k = vasprintf(&add, fmt, ap);
+        va_end(ap);
+        if (k < 0) {
+                add = NULL;
+                return -ENOMEM;
+        }
+        a = *s ? strlen(*s) : 0;
+        b = (size_t)k;
+        n = realloc(*s, a + b + 1);
+        if (!n)
+                return -ENOMEM;
+        memcpy(n + a, add, b + 1);
+        *s = n;
+        return 0;
+}
+
+static int check_set(FeatureCheck *ret, FeatureStatus status, char *detail_take) {
+        if (!detail_take)
+                return -ENOMEM;
+        *ret = (FeatureCheck){.status = status, .detail = detail_take};
+        return 0;
+}
+
+/* True if @word appears in @list as a whole item separated by any of @seps. */
+static bool word_in_list(const char *list, const char *word, const char *seps) {
+        size_t n = strlen(word);
+
+        if (!list || n == 0)
+                return false;
+        for (const char *p = list; *p;) {
+                size_t k;
+
+                p += strspn(p, seps);
+                k = strcspn(p, seps);
+                if (k == n && strncmp(p, word, n) == 0)
+                        return true;
+                p += k;
+        }
+        return false;
+}
+
+/* Reads a small /proc or /sys file without its trailing newline. */
+static int read_one_line(const char *path, char **ret) {
+        _cleanup_free_ char *s = NULL;
+        size_t n;
+        int r;
+
+        r = read_full_file(path, SMALL_FILE_MAX, &s);
+        if (r < 0)
+                return r;
+        n = strcspn(s, "\n");
+        s[n] = '\0';
+        *ret = TAKE_PTR(s);
+        return 0;
+}
+
+/* Returns 1 if the sysctl file @path holds exactly @value, 0 if it holds
+ * something else or does not exist. */
+static int sysctl_is(const char *path, const char *value) {
+        _cleanup_free_ char *s = NULL;
+
+        if (read_one_line(path, &s) < 0)
+                return 0;
+        return strcmp(s, value) == 0;
+}
+
+static const char *errno_text(int r) {
+        return strerror(r < 0 ? -r : r);
+}
+
+/* ---- running a probe in a child ---- */
+
+/* What a probe child tells its parent. It lives in a MAP_SHARED page, so
+ * the child (or its child, the pid 1 of a new pid namespace) writes it in
+ * place and the parent reads it after waitpid(): no protocol to parse. */
+typedef struct ProbeReport {
+        int error;      /* 0, or -errno of the failed step */
+        char step[128]; /* the step that failed */
+} ProbeReport;
+
+typedef int (*ProbeFn)(ProbeReport *rep, void *userdata);
+
+static void report_step(ProbeReport *rep, const char *step) {
+        size_t n = MIN(strlen(step), sizeof(rep->step) - 1);
+
+        memcpy(rep->step, step, n);
+        rep->step[n] = '\0';
+}
+
+static int wait_for_pid(pid_t pid, int *ret_status) {
+        int status;
+
+        for (;;) {
+                if (waitpid(pid, &status, 0) >= 0)
+                        break;
+                if (errno != EINTR)
+                        return negative_errno();
+        }
+        *ret_status = status;
+        return 0;
+}
+
+/* Forks; the child runs @fn, stores its result in the shared report and
+ * _exit()s. The child's namespaces, mounts and seccomp filter die with it.
+ * Returns 0 and the report (whose error says whether the probe worked), or
+ * -errno if the child could not be run. */
+static int probe_in_child(ProbeFn fn, void *userdata, ProbeReport *ret) {
+        ProbeReport *shared;
+        pid_t pid;
+        int status, r;
+
+        shared = mmap(NULL, sizeof(ProbeReport), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
+                      -1, 0);
+        if (shared == MAP_FAILED)
+                return negative_errno();
+        *shared = (ProbeReport){.error = -ECHILD};
+        report_step(shared, "the probe process died before reporting");
+
+        pid = fork();
+        if (pid < 0) {
+                r = negative_errno();
+                (void)munmap(shared, sizeof(ProbeReport));
+                return r;
+        }
+        if (pid == 0) {
+                r = fn(shared, userdata);
+                shared->error = r < 0 ? r : 0;
+                _exit(0);
+        }
+
+        r = wait_for_pid(pid, &status);
+        if (r >= 0)
+                *ret = *shared;
+        (void)munmap(shared, sizeof(ProbeReport));
+        return r;
+}
+
+/* Maps the caller's own uid and gid to 0 in the user namespace it has just
+ * entered: the one map an unprivileged process may write for itself
+ * (user_namespaces(7)). @uid and @gid are the ids from before unshare(). */
+static int write_self_maps(ProbeReport *rep, uid_t uid, gid_t gid) {
+        char map[64];
+        int r;
+
+        report_step(rep, "write /proc/self/setgroups");
+        r = write_string_file("/proc/self/setgroups", "deny");
+        if (r < 0 && r != -ENOENT) /* COMPAT(kernel < 3.19): no setgroups file */
+                return r;
+
+        report_step(rep, "write /proc/self/uid_map");
+        (void)snprintf(map, sizeof(map), "0 %u 1\n", (unsigned)uid);
+        r = write_string_file("/proc/self/uid_map", map);
+        if (r < 0)
+                return r;
+
+        report_step(rep, "write /proc/self/gid_map");
+        (void)snprintf(map, sizeof(map), "0 %u 1\n", (unsigned)gid);
+        r = write_string_file("/proc/self/gid_map", map);
+        if (r < 0)
+                return r;
+
+        report_step(rep, "check that uid 0 inside is the caller");
+        if (getuid() != 0 || getgid() != 0)
+                return -EPROTO;
+        return 0;
+}
+
+static int enter_userns(ProbeReport *rep, int extra_flags, const char *step) {
+        uid_t uid = geteuid();
+        gid_t gid = getegid();
+
+        report_step(rep, step);
+        if (unshare(CLONE_NEWUSER | extra_flags) < 0)
+                return negative_errno();
+        return write_self_maps(rep, uid, gid);
+}
+
+/* Mounts a tmpfs over a directory that exists on every system and makes it
+ * the cwd, so the rest of the probe uses short relative paths.
+ * SECURITY: only ever called in a child's private mount namespace; the
+ * tmpfs hides the host directory from that child alone. */
+static int enter_scratch_tmpfs(ProbeReport *rep) {
+        static const char *const candidates[] = {"/tmp", "/run", "/mnt", "/dev/shm", "/dev"};
+        const char *dir = NULL;
+
+        report_step(rep, "make the mount tree private");
+        if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
+                return negative_errno();
+
+        for (size_t i = 0; i < ELEMENTSOF(candidates) && !dir; i++) {
+                struct stat st;
+
+                if (stat(candidates[i], &st) >= 0 && S_ISDIR(st.st_mode))
+                        dir = candidates[i];
+        }
+        report_step(rep, "find a directory for a scratch tmpfs");
+        if (!dir)
+                return -ENOENT;
+
+        report_step(rep, "mount a tmpfs");
+        if (mount("tmpfs", dir, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=1m") < 0)
+                return negative_errno();
+        report_step(rep, "enter the tmpfs");
+        if (chdir(dir) < 0)
+                return negative_errno();
+        return 0;
+}
+
+/* ---- 1. user namespaces ---- */
+
+static int userns_child(ProbeReport *rep, void *userdata) {
+        return enter_userns(rep, 0, "unshare(CLONE_NEWUSER)");
+}
+
+/* Why user namespaces fail, from the sysctls that gate them and the errno
+ * of the failed step; NULL when none of them explains it. */
+static const char *userns_hint(const ProbeReport *rep) {
+        bool root = geteuid() == 0, at_unshare = strncmp(rep->step, "unshare", 7) == 0;
+        int error = rep->error;
+
+        if (sysctl_is("/proc/sys/user/max_user_namespaces", "0"))
+                return "user namespaces are disabled: user.max_user_namespaces is 0; "
+                       "enable them with sysctl user.max_user_namespaces=15000";
+        if (!root && sysctl_is("/proc/sys/kernel/unprivileged_userns_clone", "0"))
+                return "Debian's kernel.unprivileged_userns_clone is 0; allow them with "
+                       "sysctl kernel.unprivileged_userns_clone=1";
+        if (!root && sysctl_is("/proc/sys/kernel/apparmor_restrict_unprivileged_userns", "1"))
+                return "Ubuntu's AppArmor restricts unprivileged user namespaces; allow hutch with "
+                       "an AppArmor profile or sysctl "
+                       "kernel.apparmor_restrict_unprivileged_userns=0";
+        if (!at_unshare)
+                return NULL;
+        if (error == -ENOSPC)
+                return "a namespace limit is reached (user.max_user_namespaces, or "
+                       "user.max_mnt_namespaces / user.max_pid_namespaces)";
+        if (error == -EINVAL)
+                return "the kernel is built without user namespaces (CONFIG_USER_NS)";
+        if (error == -EPERM)
+                return "a container's seccomp filter or a chroot can forbid them";
+        return NULL;
+}
+
+static char *failure_detail(const ProbeReport *rep, const char *hint) {
+        char *s = NULL;
+
+        if (strextendf(&s, "%s failed: %s", rep->step, errno_text(rep->error)) < 0)
+                return NULL;
+        if (hint && strextendf(&s, "; %s", hint) < 0) {
+                free(s);
+                return NULL;
+        }
+        return s;
+}
+
+int feature_probe_user_namespaces(FeatureCheck *ret) {
+        _cleanup_free_ char *max = NULL;
+        ProbeReport rep;
+        char *d = NULL;
+        int r;
+
+        r = probe_in_child(userns_child, NULL, &rep);
+        if (r < 0)
+                return r;
+        if (rep.error < 0)
+                return check_set(ret, FEATURE_MISSING, failure_detail(&rep, userns_hint(&rep)));
+
+        if (read_one_line("/proc/sys/user/max_user_namespaces", &max) < 0)
+                max = NULL;
+        if (asprintf(&d, "user namespaces work (probed as uid %u%s%s)", (unsigned)geteuid(),
+                     max ? "; user.max_user_namespaces=" : "", max ?: "") < 0)
+                return -ENOMEM;
+        return check_set(ret, FEATURE_OK, d);
+}
+
+/* ---- 2. mounts in a user namespace ---- */
+
+/* Runs as pid 1 of the new pid namespace. */
+static int mount_pid1(ProbeReport *rep) {
+        struct mount_attr attr = {.attr_set = MOUNT_ATTR_RDONLY};
+        struct statvfs sv;
+        char self[16];
+        ssize_t n;
+        int r;
+
+        report_step(rep, "check that the probe is pid 1 of a new pid namespace");
+        if (getpid() != 1)
+                return -EPROTO;
+
+        r = enter_scratch_tmpfs(rep);
+        if (r < 0)
+                return r;
+
+        report_step(rep, "mkdir on the tmpfs");
+        if (mkdir("proc", 0755) < 0 || mkdir("root", 0755) < 0)
+                return negative_errno();
+
+        report_step(rep, "mount proc");
+        if (mount("proc", "proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0)
+                return negative_errno();
+        report_step(rep, "check that the new proc shows pid 1 as self");
+        n = readlink("proc/self", self, sizeof(self) - 1);
+        if (n < 0)
+                return negative_errno();
+        self[n] = '\0';
+        if (strcmp(self, "1") != 0)
+                return -EPROTO;
+
+        report_step(rep, "bind-mount / recursively");
+        if (mount("/", "root", NULL, MS_BIND | MS_REC, NULL) < 0)
+                return negative_errno();
+        report_step(rep, "make the bind mount read-only (mount_setattr)");
+        if (mount_setattr(AT_FDCWD, "root", AT_RECURSIVE, &attr, sizeof(attr)) < 0)
+                return negative_errno();
+        report_step(rep, "check that the bind mount is read-only");
+        if (statvfs("root", &sv) < 0)
+                return negative_errno();
+        if (!(sv.f_flag & ST_RDONLY))
+                return -EPROTO;
+        return 0;
+}
+
+static int mount_child(ProbeReport *rep, void *userdata) {
+        pid_t pid;
+        int status, r;
+
+        r = enter_userns(rep, CLONE_NEWNS | CLONE_NEWPID,
+                         "unshare(CLONE_NEWUSER|CLONE_NEWNS|CLONE_NEWPID)");
+        if (r < 0)
+                return r;
+
+        report_step(rep, "fork pid 1 of the new pid namespace");
+        pid = fork();
+        if (pid < 0)
+                return negative_errno();
+        if (pid == 0) {
+                r = mount_pid1(rep);
+                rep->error = r < 0 ? r : 0;
+                _exit(0);
+        }
+        r = wait_for_pid(pid, &status);
+        if (r < 0)
+                return r;
+        if (!WIFEXITED(status)) {
+                report_step(rep, "pid 1 of the new pid namespace died");
+                return -ECHILD;
+        }
+        return rep->error;
+}
+
+static const char *mount_hint(const ProbeReport *rep) {
+        if (strstr(rep->step, "unshare") || strstr(rep->step, "_map") ||
+            strstr(rep->step, "setgroups"))
+                return userns_hint(rep);
+        if (strcmp(rep->step, "mount proc") == 0 && rep->error == -EPERM)
+                return "the host's /proc has parts hidden by over-mounts (as in a container), so "
+                       "the kernel refuses a new proc";
+        if (strstr(rep->step, "mount_setattr") && rep->error == -ENOSYS)
+                return "mount_setattr() needs Linux 5.12";
+        return NULL;
+}
+
+int feature_probe_mount_in_userns(FeatureCheck *ret) {
+        ProbeReport rep;
+        int r;
+
+        r = probe_in_child(mount_child, NULL, &rep);
+        if (r < 0)
+                return r;
+        if (rep.error < 0)
+                return check_set(ret, FEATURE_MISSING, failure_detail(&rep, mount_hint(&rep)));
+        return check_set(ret, FEATURE_OK,
+                         strdup("a user namespace can mount tmpfs, proc (as pid 1 of a new pid "
+                                "namespace) and read-only recursive binds"));
+}
+
+/* ---- 3. overlayfs in a user namespace ---- */
+
+static int overlay_child(ProbeReport *rep, void *userdata) {
+        _cleanup_close_ int fd = -EBADF;
+        struct stat st;
+        int r;
+
+        r = enter_userns(rep, CLONE_NEWNS, "unshare(CLONE_NEWUSER|CLONE_NEWNS)");
+        if (r < 0)
+                return r;
+        r = enter_scratch_tmpfs(rep);
+        if (r < 0)
+                return r;
+
+        report_step(rep, "create lower, upper and work directories");
+        if (mkdir("lower", 0755) < 0 || mkdir("upper", 0755) < 0 || mkdir("work", 0755) < 0 ||
+            mkdir("merged", 0755) < 0)
+                return negative_errno();
+        fd = open("lower/file", O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+        if (fd < 0)
+                return negative_errno();
+        fd = safe_close(fd);
+
+        report_step(rep, "mount overlay");
+        if (mount("overlay", "merged", "overlay", 0, "lowerdir=lower,upperdir=upper,workdir=work") <
+            0) {
+                /* COMPAT(kernel < 5.11 semantics): some kernels want userxattr
+                 * spelled out for an unprivileged overlay. */
+                if (errno != EINVAL)
+                        return negative_errno();
+                if (mount("overlay", "merged", "overlay", 0,
+                          "lowerdir=lower,upperdir=upper,workdir=work,userxattr") < 0)
+                        return negative_errno();
+        }
+
+        report_step(rep, "see the lower file through the overlay");
+        if (stat("merged/file", &st) < 0)
+                return negative_errno();
+        report_step(rep, "write through the overlay");
+        fd = open("merged/new", O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+        if (fd < 0)
+                return negative_errno();
+        report_step(rep, "find the write in the upper directory");
+        if (stat("upper/new", &st) < 0)
+                return negative_errno();
+        return 0;
+}
+
+int feature_probe_overlayfs(FeatureCheck *ret) {
+        _cleanup_free_ char *fs = NULL;
+        const char *hint = NULL;
+        ProbeReport rep;
+        int r;
+
+        r = probe_in_child(overlay_child, NULL, &rep);
+        if (r < 0)
+                return r;
+        if (rep.error >= 0)
+                return check_set(ret, FEATURE_OK,
+                                 strdup("overlayfs can be mounted in a user namespace"));
+
+        if (read_full_file("/proc/filesystems", SMALL_FILE_MAX, &fs) >= 0 &&
+            !word_in_list(fs, "overlay", " \t\n"))
+                hint = "overlay is not in /proc/filesystems (kernel without CONFIG_OVERLAY_FS, "
+                       "or run modprobe overlay)";
+        else if (strcmp(rep.step, "mount overlay") == 0 && rep.error == -EPERM)
+                hint = "this kernel does not allow overlayfs in user namespaces (needs Linux 5.11)";
+        else if (strstr(rep.step, "unshare") || strstr(rep.step, "_map"))
+                hint = userns_hint(&rep);
+        return check_set(ret, FEATURE_MISSING, failure_detail(&rep, hint));
+}
+
+/* ---- 4. idmapped mounts ---- */
+
+static void close_pairp(int (*p)[2]) {
+        (*p)[0] = safe_close((*p)[0]);
+        (*p)[1] = safe_close((*p)[1]);
+}
+
+/* Runs in the probe child (host namespaces, root): a grandchild creates
+ * the user namespace the idmap points to; the child writes its maps,
+ * clones the mount of the cwd with open_tree() and idmaps it. The clone is
+ * detached and never attached anywhere: closing its fd drops it. */
+static int idmap_child(ProbeReport *rep, void *userdata) {
+        struct mount_attr attr = {.attr_set = MOUNT_ATTR_IDMAP};
+        _cleanup_close_ int ns = -EBADF, tree = -EBADF;
+        _cleanup_(close_pairp) int ready[2] = {-EBADF, -EBADF}, hold[2] = {-EBADF, -EBADF};
+        char path[64], c;
+        int32_t err = 0;
+        pid_t pid;
+        ssize_t n;
+        int status, r = 0;
+
+        report_step(rep, "create pipes");
+        if (pipe2(ready, O_CLOEXEC) < 0 || pipe2(hold, O_CLOEXEC) < 0)
+                return negative_errno();
+
+        report_step(rep, "fork the user namespace holder");
+        pid = fork();
+        if (pid < 0)
+                return negative_errno();
+        if (pid == 0) {
+                /* Reports unshare()'s result, then holds the namespace until
+                 * the parent closes hold[1]. */
+                ready[0] = safe_close(ready[0]);
+                hold[1] = safe_close(hold[1]);
+                err = unshare(CLONE_NEWUSER) < 0 ? negative_errno() : 0;
+                (void)loop_write(ready[1], &err, sizeof(err));
+                (void)loop_read(hold[0], &c, 1);
+                _exit(0);
+        }
+        ready[1] = safe_close(ready[1]);
+        hold[0] = safe_close(hold[0]);
+
+        report_step(rep, "unshare(CLONE_NEWUSER) in the holder");
+        n = loop_read(ready[0], &err, sizeof(err));
+        ready[0] = safe_close(ready[0]);
+        if (n < 0)
+                r = (int)n;
+        else if ((size_t)n != sizeof(err))
+                r = -EPROTO;
+        else if (err < 0)
+                r = err;
+
+        if (r >= 0) {
+                report_step(rep, "write the holder's uid_map");
+                (void)snprintf(path, sizeof(path), "/proc/%d/uid_map", (int)pid);
+                r = write_string_file(path, "0 " IDMAP_PROBE_BASE " 65536\n");
+        }
+        if (r >= 0) {
+                report_step(rep, "write the holder's gid_map");
+                (void)snprintf(path, sizeof(path), "/proc/%d/gid_map", (int)pid);
+                r = write_string_file(path, "0 " IDMAP_PROBE_BASE " 65536\n");
+        }
+        if (r >= 0) {
+                report_step(rep, "open the holder's user namespace");
+                (void)snprintf(path, sizeof(path), "/proc/%d/ns/user", (int)pid);
+                ns = open(path, O_RDONLY | O_CLOEXEC);
+                if (ns < 0)
+                        r = negative_errno();
+        }
+        if (r >= 0) {
+                report_step(rep, "open_tree(OPEN_TREE_CLONE) of the current directory");
+                tree = open_tree(AT_FDCWD, ".", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
+                if (tree < 0)
+                        r = negative_errno();
+        }
+        if (r >= 0) {
+                report_step(rep, "mount_setattr(MOUNT_ATTR_IDMAP)");
+                attr.userns_fd = (uint64_t)ns;
+                if (mount_setattr(tree, "", AT_EMPTY_PATH, &attr, sizeof(attr)) < 0)
+                        r = negative_errno();
+        }
+
+        /* Release the holder whatever happened, and reap it. */
+        hold[1] = safe_close(hold[1]);
+        if (wait_for_pid(pid, &status) < 0 && r >= 0)
+                r = -ECHILD;
+        return r;
+}
+
+int feature_probe_idmapped_mounts(FeatureCheck *ret) {
+        _cleanup_free_ char *cwd = NULL;
+        const char *hint = NULL;
+        ProbeReport rep;
+        char *d = NULL;
+        int r;
+
+        if (geteuid() != 0)
+                return check_set(ret, FEATURE_OK, strdup("not needed (single-id map)"));
+
+        cwd = get_current_dir_name();
+        if (!cwd && errno == ENOMEM)
+                return -ENOMEM;
+
+        r = probe_in_child(idmap_child, NULL, &rep);
+        if (r < 0)
+                return r;
+        if (rep.error >= 0) {
+                if (asprintf(&d,
+                             "idmapped mounts work on the filesystem of '%s'; hutch needs them as "
+                             "root to give the sandbox access to the caller's workspace",
+                             cwd ?: ".") < 0)
+                        return -ENOMEM;
+                return check_set(ret, FEATURE_OK, d);
+        }
+
+        if (strncmp(rep.step, "unshare", 7) == 0)
+                hint = userns_hint(&rep);
+        else if (rep.error == -ENOSYS)
+                hint = "open_tree() and mount_setattr() need Linux 5.12";
+        else if (strstr(rep.step, "MOUNT_ATTR_IDMAP") && rep.error == -EINVAL)
+                hint = "the filesystem of the current directory does not support idmapped mounts";
+        if (asprintf(&d, "on '%s': ", cwd ?: ".") < 0)
+                return -ENOMEM;
+        if (strextendf(&d, "%s failed: %s%s%s", rep.step, errno_text(rep.error), hint ? "; " : "",
+                       hint ?: "") < 0 ||
+            strextendf(&d, "; hutch needs them as root to give the sandbox access to the caller's "
+                           "workspace") < 0) {
+                free(d);
+                return -ENOMEM;
+        }
+        return check_set(ret, FEATURE_MISSING, d);
+}
+
+/* ---- 5. seccomp ---- */
+
+static int seccomp_child(ProbeReport *rep, void *userdata) {
+        scmp_filter_ctx ctx;
+        long k;
+        int r;
+
+        report_step(rep, "prctl(PR_SET_NO_NEW_PRIVS)");
+        if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
+                return negative_errno();
+
+        report_step(rep, "build a seccomp filter");
+        ctx = seccomp_init(SCMP_ACT_ALLOW);
+        if (!ctx)
+                return -ENOMEM;
+        /* the kernel's errno rather than libseccomp's -ECANCELED */
+        r = seccomp_attr_set(ctx, SCMP_FLTATR_API_SYSRAWRC, 1);
+        if (r >= 0)
+                r = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EXDEV), SCMP_SYS(getppid), 0);
+        if (r >= 0) {
+                report_step(rep, "load a seccomp filter");
+                r = seccomp_load(ctx);
+        }
+        seccomp_release(ctx);
+        if (r < 0)
+                return r;
+
+        report_step(rep, "check that the filter makes getppid() fail with EXDEV");
+        k = syscall(SYS_getppid);
+        if (k >= 0 || errno != EXDEV)
+                return -EPROTO;
+        return 0;
+}
+
+static const char *seccomp_hint(const ProbeReport *rep) {
+        if (strcmp(rep->step, "load a seccomp filter") != 0)
+                return NULL;
+        if (rep->error == -EPERM || rep->error == -EACCES)
+                return "this process may not install seccomp filters (a container runtime's own "
+                       "filter can forbid it)";
+        if (rep->error == -EINVAL)
+                return "the kernel is built without CONFIG_SECCOMP_FILTER";
+        return NULL;
+}
+
+static bool seccomp_action_avail(uint32_t action) {
+        return syscall(SYS_seccomp, SECCOMP_GET_ACTION_AVAIL, 0, &action) == 0;
+}
+
+int feature_probe_seccomp(FeatureCheck *ret) {
+        _cleanup_free_ char *actions = NULL;
+        bool have_errno, have_kill_process;
+        ProbeReport rep;
+        char *d = NULL;
+        int mode, r;
+
+        mode = prctl(PR_GET_SECCOMP, 0, 0, 0, 0);
+        if (mode < 0) {
+                r = negative_errno();
+                if (asprintf(&d, "prctl(PR_GET_SECCOMP) failed: %s%s", errno_text(r),
+                             r == -EINVAL ? "; the kernel is built without CONFIG_SECCOMP" : "") <
+                    0)
+                        return -ENOMEM;
+                return check_set(ret, FEATURE_MISSING, d);
+        }
+
+        if (read_one_line("/proc/sys/kernel/seccomp/actions_avail", &actions) >= 0) {
+                have_errno = word_in_list(actions, "errno", " ");
+                have_kill_process = word_in_list(actions, "kill_process", " ");
+        } else {
+                /* COMPAT(kernel < 4.14): no actions_avail; ask the syscall. */
+                actions = NULL;
+                have_errno = seccomp_action_avail(SECCOMP_RET_ERRNO);
+                have_kill_process = seccomp_action_avail(SECCOMP_RET_KILL_PROCESS);
+        }
+        if (!have_errno)
+                return check_set(ret, FEATURE_MISSING,
+                                 strdup("the seccomp filter action \"errno\" is not available"));
+
+        r = probe_in_child(seccomp_child, NULL, &rep);
+        if (r < 0)
+                return r;
+        if (rep.error < 0)
+                return check_set(ret, FEATURE_MISSING, failure_detail(&rep, seccomp_hint(&rep)));
+
+        if (asprintf(&d, "seccomp filters work (actions: %s)%s%s", actions ?: "errno",
+                     have_kill_process ? "" : "; the kill_process action is not available",
+                     mode == 2 ? "; hutch already runs under a filter, hutch's stacks on it" : "") <
+            0)
+                return -ENOMEM;
+        return check_set(ret, have_kill_process ? FEATURE_OK : FEATURE_DEGRADED, d);
+}
+
+/* ---- 6. landlock ---- */
+
+int feature_probe_landlock(FeatureCheck *ret) {
+        _cleanup_free_ char *lsm = NULL;
+        char *d = NULL;
+        long abi;
+        int r;
+
+        abi = syscall(SYS_landlock_create_ruleset, NULL, 0, LANDLOCK_CREATE_RULESET_VERSION);
+        if (abi >= 1) {
+                if (asprintf(&d, "landlock ABI %ld", abi) < 0)
+                        return -ENOMEM;
+                return check_set(ret, FEATURE_OK, d);
+        }
+        r = abi < 0 ? negative_errno() : -EPROTO;
+
+        if (read_one_line("/sys/kernel/security/lsm", &lsm) < 0)
+                lsm = NULL;
+        if (lsm && !word_in_list(lsm, "landlock", ","))
+                r = asprintf(&d,
+                             "landlock is not in the active LSM list "
+                             "(/sys/kernel/security/lsm: %s); add it to the lsm= kernel "
+                             "parameter",
+                             lsm);
+        else if (r == -ENOSYS)
+                r = asprintf(&d, "landlock_create_ruleset() is not implemented: the kernel has no "
+                                 "landlock (needs Linux 5.13 with CONFIG_SECURITY_LANDLOCK)");
+        else if (r == -EOPNOTSUPP)
+                r = asprintf(&d, "landlock is built in but disabled at boot; add it to the lsm= "
+                                 "kernel parameter");
+        else
+                r = asprintf(&d, "landlock_create_ruleset() failed: %s", errno_text(r));
+        if (r < 0)
+                return -ENOMEM;
+        return check_set(ret, FEATURE_MISSING, d);
+}
+
+/* ---- 7. cgroups ---- */
+
+/* The v1 controllers hutch knows; anything else in the super options
+ * (rw, xattr, noprefix, release_agent=...) is not a controller. */
+static const char *const cgroup_v1_controllers[] = {
+        "blkio",  "cpu",  "cpuacct", "cpuset",   "devices",    "freezer", "hugetlb",
+        "memory", "misc", "net_cls", "net_prio", "perf_event", "pids",    "rdma",
+};
+
+static void cgroup_mount_done(CgroupMount *m) {
+        free(m->root);
+        free(m->path);
+        free(m->name);
+        strv_free(m->controllers);
+        *m = (CgroupMount){};
+}
+
+void cgroup_layout_done(CgroupLayout *l) {
+        if (!l)
+                return;
+        for (size_t i = 0; i < l->n_mounts; i++)
+                cgroup_mount_done(l->mounts + i);
+        free(l->mounts);
+        *l = (CgroupLayout){};
+}
+
+static void cgroup_layout_donep(CgroupLayout *l) {
+        cgroup_layout_done(l);
+}
+
+/* Decodes mountinfo's octal escapes (\040 for a space, ...) in the @n bytes
+ * at @s. A backslash not followed by three octal digits, or an escape of
+ * NUL or above \377, is -EBADMSG. */
+static int mountinfo_unescape(const char *s, size_t n, char **ret) {
+        _cleanup_free_ char *out = NULL;
+        size_t j = 0;
+
+        out = malloc(n + 1);
+        if (!out)
+                return -ENOMEM;
+        for (size_t i = 0; i < n; i++) {
+                unsigned v = 0;
+
+                if (s[i] != '\\') {
+                        out[j++] = s[i];
+                        continue;
+                }
+                if (n - i < 4)
+                        return -EBADMSG;
+                for (size_t k = 1; k <= 3; k++) {
+                        if (s[i + k] < '0' || s[i + k] > '7')
+                                return -EBADMSG;
+                        v = v * 8 + (unsigned)(s[i + k] - '0');
+                }
+                if (v == 0 || v > 0377)
+                        return -EBADMSG;
+                out[j++] = (char)v;
+                i += 3;
+        }
+        out[j] = '\0';
+        *ret = TAKE_PTR(out);
+        return 0;
+}
+
+typedef struct Field {
+        const char *p;
+        size_t n;
+} Field;
+
+static int field_to_u32(Field f, uint32_t *ret) {
+        char buf[16];
+
+        if (f.n == 0 || f.n >= sizeof(buf))
+                return -EBADMSG;
+        memcpy(buf, f.p, f.n);
+        buf[f.n] = '\0';
+        return safe_atou32(buf, ret) < 0 ? -EBADMSG : 0;
+}
+
+static bool field_is(Field f, const char *s) {
+        return f.n == strlen(s) && strncmp(f.p, s, f.n) == 0;
+}
+
+/* Fills @m's controllers and name from the comma-separated v1 super
+ * options in @f. */
+static int cgroup_v1_parse_options(Field f, CgroupMount *m) {
+        const char *p = f.p, *end = f.p + f.n;
+        int r;
+
+        while (p < end) {
+                const char *comma = memchr(p, ',', (size_t)(end - p));
+                Field o = {p, comma ? (size_t)(comma - p) : (size_t)(end - p)};
+
+                p = comma ? comma + 1 : end;
+                if (o.n > 5 && strncmp(o.p, "name=", 5) == 0) {
+                        free(m->name);
+                        m->name = strndup(o.p + 5, o.n - 5);
+                        if (!m->name)
+                                return -ENOMEM;
+                        continue;
+                }
+                for (size_t i = 0; i < ELEMENTSOF(cgroup_v1_controllers); i++)
+                        if (field_is(o, cgroup_v1_controllers[i])) {
+                                r = strv_extend(&m->controllers, cgroup_v1_controllers[i]);
+                                if (r < 0)
+                                        return r;
+                                break;
+                        }
+        }
+        return 0;
+}
+
+/* Parses one mountinfo line of @n bytes. Returns 1 and fills @m for a
+ * cgroup mount, 0 for any other valid line, -EBADMSG or -ENOMEM. */
+static int mountinfo_parse_line(const char *line, size_t n, CgroupMount *m) {
+        Field head[6], tail[3];
+        size_t n_head = 0, n_tail = 0;
+        bool after_sep = false;
+        const char *p = line, *end = line + n, *colon;
+        uint32_t u;
+        int r;
+
+        while (p <= end) {
+                const char *sp = memchr(p, ' ', (size_t)(end - p));
+                Field f = {p, sp ? (size_t)(sp - p) : (size_t)(end - p)};
+
+                p = sp ? sp + 1 : end + 1;
+                if (!after_sep) {
+                        if (n_head < ELEMENTSOF(head)) {
+                                if (f.n == 0)
+                                        return -EBADMSG;
+                                head[n_head++] = f;
+                        } else if (field_is(f, "-"))
+                                after_sep = true;
+                        /* else: an optional field (shared:N, master:N, ...) */
+                } else if (n_tail < ELEMENTSOF(tail))
+                        tail[n_tail++] = f;
+        }
+        if (n_head < ELEMENTSOF(head) || !after_sep || n_tail < ELEMENTSOF(tail))
+                return -EBADMSG;
+
+        if (field_to_u32(head[0], &u) < 0 || field_to_u32(head[1], &u) < 0)
+                return -EBADMSG;
+        colon = memchr(head[2].p, ':', head[2].n);
+        if (!colon || field_to_u32((Field){head[2].p, (size_t)(colon - head[2].p)}, &u) < 0 ||
+            field_to_u32((Field){colon + 1, head[2].n - (size_t)(colon + 1 - head[2].p)}, &u) < 0)
+                return -EBADMSG;
+
+        if (!field_is(tail[0], "cgroup") && !field_is(tail[0], "cgroup2")) {
+                /* Still validate the escapes of every line: garbage is garbage. */
+                _cleanup_free_ char *a = NULL, *b = NULL;
+
+                r = mountinfo_unescape(head[3].p, head[3].n, &a);
+                if (r < 0)
+                        return r;
+                return mountinfo_unescape(head[4].p, head[4].n, &b);
+        }
+
+        *m = (CgroupMount){.v2 = field_is(tail[0], "cgroup2")};
+        r = mountinfo_unescape(head[3].p, head[3].n, &m->root);
+        if (r >= 0)
+                r = mountinfo_unescape(head[4].p, head[4].n, &m->path);
+        if (r >= 0 && !m->v2)
+                r = cgroup_v1_parse_options(tail[2], m);
+        if (r < 0) {
+                cgroup_mount_done(m);
+                return r;
+        }
+        return 1;
+}
+
+int cgroup_layout_parse(const char *mountinfo, CgroupLayout *ret) {
+        _cleanup_(cgroup_layout_donep) CgroupLayout l = {};
+        int r;
+
+        if (!mountinfo)
+                return -EINVAL;
+
+        for (const char *p = mountinfo; *p;) {
+                size_t n = strcspn(p, "\n");
+                CgroupMount m;
+
+                if (n > 0) {
+                        r = mountinfo_parse_line(p, n, &m);
+                        if (r < 0)
+                                return r;
+                        if (r > 0) {
+                                CgroupMount *a;
+
+                                if (l.n_mounts >= CGROUP_LAYOUT_MOUNTS_MAX) {
+                                        cgroup_mount_done(&m);
+                                        return -E2BIG;
+                                }
+                                a = realloc(l.mounts, (l.n_mounts + 1) * sizeof(CgroupMount));
+                                if (!a) {
+                                        cgroup_mount_done(&m);
+                                        return -ENOMEM;
+                                }
+                                l.mounts = a;
+                                l.mounts[l.n_mounts++] = m;
+                        }
+                }
+                p += n;
+                if (*p == '\n')
+                        p++;
+        }
+
+        *ret = l;
+        l = (CgroupLayout){};
+        return 0;
+}
+
+static const CgroupMount *cgroup_layout_find(const CgroupLayout *l, bool v2,
+                                             const char *controller) {
+        const CgroupMount *first = NULL;
+
+        for (size_t i = 0; i < l->n_mounts; i++) {
+                const CgroupMount *m = l->mounts + i;
+
+                if (m->v2 != v2)
+                        continue;
+                if (!v2 && !strv_contains(m->controllers, controller))
+                        continue;
+                if (strcmp(m->root, "/") == 0)
+                        return m;
+                if (!first)
+                        first = m;
+        }
+        return first;
+}
+
+const CgroupMount *cgroup_layout_find_v2(const CgroupLayout *l) {
+        return cgroup_layout_find(l, true, NULL);
+}
+
+const CgroupMount *cgroup_layout_find_v1(const CgroupLayout *l, const char *controller) {
+        if (!controller)
+                return NULL;
+        return cgroup_layout_find(l, false, controller);
+}
+
+int cgroup_self_path(const char *proc_self_cgroup, const char *controller, char **ret) {
+        const char *found = NULL;
+        size_t found_n = 0;
+
+        if (!proc_self_cgroup)
+                return -EINVAL;
+
+        for (const char *p = proc_self_cgroup; *p;) {
+                size_t n = strcspn(p, "\n");
+                const char *c1, *c2, *end = p + n;
+                uint32_t id;
+
+                if (n > 0) {
+                        c1 = memchr(p, ':', n);
+                        c2 = c1 ? memchr(c1 + 1, ':', (size_t)(end - c1 - 1)) : NULL;
+                        if (!c2 || c2 + 1 >= end || c2[1] != '/' ||
+                            field_to_u32((Field){p, (size_t)(c1 - p)}, &id) < 0)
+                                return -EBADMSG;
+                        if (!found) {
+                                Field list = {c1 + 1, (size_t)(c2 - c1 - 1)};
+                                bool match;
+
+                                if (!controller)
+                                        match = id == 0 && list.n == 0;
+                                else {
+                                        _cleanup_free_ char *l = strndup(list.p, list.n);
+
+                                        if (!l)
+                                                return -ENOMEM;
+                                        match = word_in_list(l, controller, ",");
+                                }
+                                if (match) {
+                                        found = c2 + 1;
+                                        found_n = (size_t)(end - found);
+                                }
+                        }
+                }
+                p = end;
+                if (*p == '\n')
+                        p++;
+        }
+        if (!found)
+                return -ENOENT;
+        *ret = strndup(found, found_n);
+        return *ret ? 0 : -ENOMEM;
+}
+
+/* The directory of cgroup @self (a path in the hierarchy) as seen through
+ * mount @m; NULL @self gives the mount point. -ENOENT if @self is outside
+ * the part of the hierarchy mounted there. */
+static int cgroup_dir(const CgroupMount *m, const char *self, char **ret) {
+        size_t k = strlen(m->root);
+        const char *rel;
+        char *d = NULL;
+
+        if (!self) {
+                d = strdup(m->path);
+                goto done;
+        }
+        if (strcmp(m->root, "/") == 0)
+                rel = self;
+        else if (strncmp(self, m->root, k) == 0 && (self[k] == '\0' || self[k] == '/'))
+                rel = self + k;
+        else
+                return -ENOENT;
+        if (rel[0] == '\0' || strcmp(rel, "/") == 0)
+                d = strdup(m->path);
+        else if (asprintf(&d, "%s%s", strcmp(m->path, "/") == 0 ? "" : m->path, rel) < 0)
+                d = NULL;
+done:
+        if (!d)
+                return -ENOMEM;
+        *ret = d;
+        return 0;
+}
+
+static bool dir_file_writable(const char *dir, const char *file) {
+        _cleanup_free_ char *p = NULL;
+
+        if (asprintf(&p, "%s/%s", dir, file) < 0)
+                return false;
+        return access(p, W_OK) >= 0;
+}
+
+/* Describes the v2 hierarchy in @s; returns 1 if hutch could use it for
+ * memory and pids limits, 0 if not, -ENOMEM. */
+static int cgroup_describe_v2(const CgroupMount *m, const char *self_cgroup, bool root, char **s) {
+        _cleanup_free_ char *self = NULL, *place = NULL, *ctrl_path = NULL, *ctrl = NULL;
+        bool writable;
+        int r;
+
+        if (!root && cgroup_self_path(self_cgroup, NULL, &self) >= 0 &&
+            cgroup_dir(m, self, &place) >= 0) {
+                /* systemd delegates the parent of a user's scope
+                 * (user@UID.service), so that is where hutch would create
+                 * its cgroups; never go above the mount point. */
+                char *slash = strrchr(place, '/');
+
+                if (slash && (size_t)(slash - place) >= strlen(m->path))
+                        *slash = '\0';
+        }
+        if (!place) {
+                place = strdup(m->path);
+                if (!place)
+                        return -ENOMEM;
+        }
+
+        if (asprintf(&ctrl_path, "%s/cgroup.controllers", place) < 0)
+                return -ENOMEM;
+        if (read_one_line(ctrl_path, &ctrl) < 0)
+                ctrl = NULL;
+        writable = dir_file_writable(place, "cgroup.procs") &&
+                   dir_file_writable(place, "cgroup.subtree_control");
+
+        r = strextendf(s, "cgroup v2 at %s: controllers: %s; hutch would use %s (%s)", m->path,
+                       ctrl && ctrl[0] ? ctrl : "none", place,
+                       writable ? "writable" : "not writable");
+        if (r < 0)
+                return r;
+        return writable && word_in_list(ctrl, "memory", " ") && word_in_list(ctrl, "pids", " ");
+}
+
+/* Describes the v1 hierarchies in @s; returns 1 if writable memory and pids
+ * hierarchies exist, 0 if not, -ENOMEM. */
+static int cgroup_describe_v1(const CgroupLayout *l, const char *self_cgroup, bool root, char **s) {
+        static const char *const wanted[] = {"memory", "pids", "cpu", "freezer"};
+        bool ok_memory = false, ok_pids = false;
+        int r;
+
+        r = strextendf(s, "cgroup v1:");
+        if (r < 0)
+                return r;
+        for (size_t i = 0; i < ELEMENTSOF(wanted); i++) {
+                _cleanup_free_ char *self = NULL, *place = NULL;
+                const CgroupMount *m = cgroup_layout_find_v1(l, wanted[i]);
+                bool writable;
+
+                if (!m) {
+                        r = strextendf(s, "%s %s not mounted", i ? "," : "", wanted[i]);
+                        if (r < 0)
+                                return r;
+                        continue;
+                }
+                if (!root && cgroup_self_path(self_cgroup, wanted[i], &self) >= 0)
+                        (void)cgroup_dir(m, self, &place);
+                if (!place) {
+                        place = strdup(m->path);
+                        if (!place)
+                                return -ENOMEM;
+                }
+                writable = dir_file_writable(place, "cgroup.procs");
+                if (strcmp(wanted[i], "memory") == 0)
+                        ok_memory = writable;
+                if (strcmp(wanted[i], "pids") == 0)
+                        ok_pids = writable;
+                r = strextendf(s, "%s %s at %s (%s)", i ? "," : "", wanted[i], place,
+                               writable ? "writable" : "not writable");
+                if (r < 0)
+                        return r;
+        }
+        return ok_memory && ok_pids;
+}
+
+int feature_probe_cgroups(FeatureCheck *ret) {
+        _cleanup_(cgroup_layout_donep) CgroupLayout l = {};
+        _cleanup_free_ char *mountinfo = NULL, *self = NULL;
+        const CgroupMount *v2;
+        bool root = geteuid() == 0, has_v1 = false, usable = false;
+        char *d = NULL;
+        int r;
+
+        r = read_full_file("/proc/self/mountinfo", MOUNTINFO_MAX, &mountinfo);
+        if (r < 0)
+                return r;
+        r = cgroup_layout_parse(mountinfo, &l);
+        if (r < 0)
+                return r;
+        if (read_full_file("/proc/self/cgroup", SMALL_FILE_MAX, &self) < 0)
+                self = NULL;
+
+        for (size_t i = 0; i < l.n_mounts; i++)
+                has_v1 = has_v1 || !l.mounts[i].v2;
+        v2 = cgroup_layout_find_v2(&l);
+
+        if (v2) {
+                r = cgroup_describe_v2(v2, self, root, &d);
+                if (r < 0)
+                        goto fail;
+                usable = r > 0;
+        }
+        if (has_v1) {
+                if (v2 && (r = strextendf(&d, "; ")) < 0)
+                        goto fail;
+                r = cgroup_describe_v1(&l, self, root, &d);
+                if (r < 0)
+                        goto fail;
+                usable = usable || r > 0;
+        }
+        if (!v2 && !has_v1 && (r = strextendf(&d, "no cgroup filesystem is mounted")) < 0)
+                goto fail;
+        if (!usable && (r = strextendf(&d, "; limits will fall back to rlimits")) < 0)
+                goto fail;
+        return check_set(ret, usable ? FEATURE_OK : FEATURE_DEGRADED, d);
+
+fail:
+        free(d);
+        return r;
+}
+
+/* ---- 8. /dev/kvm ---- */
+
+int feature_probe_kvm(FeatureCheck *ret) {
+        static const char pvm_note[] = "kvm_pvm: this host's KVM only runs PVM guest kernels; the "
+                                       "microVM backend will need --vm-accel tcg";
+        _cleanup_close_ int fd = -EBADF;
+        bool pvm = access("/sys/module/kvm_pvm", F_OK) >= 0;
+        char *d = NULL;
+        int version, r;
+
+        fd = open("/dev/kvm", O_RDWR | O_CLOEXEC | O_NOCTTY);
+        if (fd < 0) {
+                r = negative_errno();
+                if (r == -ENOENT)
+                        r = asprintf(&d,
+                                     "no /dev/kvm (no hardware virtualisation here, or the kvm "
+                                     "module is not loaded)%s%s",
+                                     pvm ? "; " : "", pvm ? pvm_note : "");
+                else if (r == -EACCES || r == -EPERM)
+                        r = asprintf(&d,
+                                     "/dev/kvm cannot be opened read-write by uid %u (add the "
+                                     "user to the group owning /dev/kvm)%s%s",
+                                     (unsigned)geteuid(), pvm ? "; " : "", pvm ? pvm_note : "");
+                else
+                        r = asprintf(&d, "opening /dev/kvm failed: %s%s%s", errno_text(r),
+                                     pvm ? "; " : "", pvm ? pvm_note : "");
+                if (r < 0)
+                        return -ENOMEM;
+                return check_set(ret, FEATURE_MISSING, d);
+        }
+
+        version = ioctl(fd, KVM_GET_API_VERSION, 0);
+        if (version < 0) {
+                r = negative_errno();
+                if (asprintf(&d, "/dev/kvm does not answer KVM_GET_API_VERSION: %s",
+                             errno_text(r)) < 0)
+                        return -ENOMEM;
+                return check_set(ret, FEATURE_MISSING, d);
+        }
+        if (pvm) {
+                if (asprintf(&d, "/dev/kvm opens (KVM API version %d), but %s", version, pvm_note) <
+                    0)
+                        return -ENOMEM;
+                return check_set(ret, FEATURE_DEGRADED, d);
+        }
+        if (asprintf(&d, "/dev/kvm works (KVM API version %d)", version) < 0)
+                return -ENOMEM;
+        return check_set(ret, FEATURE_OK, d);
+}
+
+/* ---- dispatch ---- */
+
+int feature_probe(FeatureId id, FeatureCheck *ret) {
+        switch (id) {
+        case FEATURE_USER_NAMESPACES:
+                return feature_probe_user_namespaces(ret);
+        case FEATURE_MOUNT_IN_USERNS:
+                return feature_probe_mount_in_userns(ret);
+        case FEATURE_OVERLAYFS:
+                return feature_probe_overlayfs(ret);
+        case FEATURE_IDMAPPED_MOUNTS:
+                return feature_probe_idmapped_mounts(ret);
+        case FEATURE_SECCOMP:
+                return feature_probe_seccomp(ret);
+        case FEATURE_LANDLOCK:
+                return feature_probe_landlock(ret);
+        case FEATURE_CGROUPS:
+                return feature_probe_cgroups(ret);
+        case FEATURE_KVM:
+                return feature_probe_kvm(ret);
+        case _FEATURE_ID_MAX:
+        case _FEATURE_ID_INVALID:
+        default:
+                return -EINVAL;
+        }
+}

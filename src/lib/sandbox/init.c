@@ -1,0 +1,269 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <net/if.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "fd-util.h"
+#include "macro.h"
+#include "ns/caps.h"
+#include "ns/landlock.h"
+#include "sandbox/init.h"
+#include "sandbox/rootfs.h"
+#include "sandbox/sync.h"
+#include "seccomp/seccomp-filter.h"
+#include "strv.h"
+
+#define INIT_MAX_FDS (1 + POLICY_MAX_BINDS)
+
+static const int forwarded_signals[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2};
+
+_noreturn_ static void init_fail(int sync_fd, int err, const char *step, const char *msg) {
+        (void)sync_send(sync_fd, SYNC_OP_ERROR, err, 0, step, msg ? msg : strerror(err), NULL, 0);
+        _exit(125);
+}
+
+/* SECURITY: init is a clone of the supervisor, so the stack area holding
+ * the caller's argv and environment is still mapped in it and would show in
+ * /proc/1/cmdline and /proc/1/environ inside the sandbox. Wipe it; init
+ * only uses the heap copies it was given. */
+static int wipe_caller_strings(void) {
+        _cleanup_free_ char *stat = NULL;
+        unsigned long long v[4];
+        const char *p;
+        int field = 2, r;
+
+        r = read_full_file("/proc/self/stat", 4096, &stat);
+        if (r < 0)
+                return r;
+        p = strrchr(stat, ')');
+        if (!p)
+                return -EBADMSG;
+        /* Fields 48-51: arg_start arg_end env_start env_end. */
+        for (p++; *p && field < 48; p++)
+                if (*p == ' ')
+                        field++;
+        if (sscanf(p, " %llu %llu %llu %llu", &v[0], &v[1], &v[2], &v[3]) != 4)
+                return -EBADMSG;
+        if (v[1] > v[0])
+                memset((void *)(uintptr_t)v[0], 0, (size_t)(v[1] - v[0]));
+        if (v[3] > v[2])
+                memset((void *)(uintptr_t)v[2], 0, (size_t)(v[3] - v[2]));
+        return 0;
+}
+
+static int loopback_up(void) {
+        _cleanup_close_ int fd = -EBADF;
+        struct ifreq ifr = {};
+
+        fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+        if (fd < 0)
+                return negative_errno();
+        (void)snprintf(ifr.ifr_name, sizeof(ifr.ifr_name), "lo");
+        if (ioctl(fd, SIOCGIFFLAGS, &ifr) < 0)
+                return negative_errno();
+        ifr.ifr_flags |= IFF_UP | IFF_RUNNING;
+        if (ioctl(fd, SIOCSIFFLAGS, &ifr) < 0)
+                return negative_errno();
+        return 0;
+}
+
+static void forward_handler(int sig) {
+        /* Never runs: the signals are blocked and read with sigwaitinfo().
+         * A handler must exist because PID 1 drops default-action signals
+         * sent from the parent namespace. */
+        (void)sig;
+}
+
+/* SECURITY: the order matters. no_new_privs first (landlock and seccomp
+ * need it), then capabilities, then landlock (which needs the paths still
+ * reachable), then seccomp last, since it forbids what the others use. */
+static void confine_self(const InitArgs *a) {
+        _cleanup_strv_free_ char **writable = NULL;
+        int r;
+
+        if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
+                init_fail(a->sync_fd, errno, "set no_new_privs", NULL);
+        r = caps_drop_all();
+        if (r < 0)
+                init_fail(a->sync_fd, -r, "drop capabilities", NULL);
+        r = rootfs_writable_paths(a->policy, &writable);
+        if (r < 0)
+                init_fail(a->sync_fd, -r, "list writable paths", NULL);
+        r = landlock_restrict_writes(writable);
+        /* COMPAT(kernel < 5.13 or landlock disabled): landlock is defence in
+         * depth over read-only mounts; `hutch doctor` reports its absence. */
+        if (r < 0 && r != -EOPNOTSUPP)
+                init_fail(a->sync_fd, -r, "apply landlock", NULL);
+        r = seccomp_filter_load_default();
+        if (r < 0)
+                init_fail(a->sync_fd, -r, "load the seccomp filter", NULL);
+}
+
+_noreturn_ static void exec_command(const InitArgs *a) {
+        extern char **environ;
+        struct sigaction dfl = {.sa_handler = SIG_DFL};
+        sigset_t none;
+        char msg[300];
+
+        for (size_t i = 0; i < ELEMENTSOF(forwarded_signals); i++)
+                (void)sigaction(forwarded_signals[i], &dfl, NULL);
+        /* The command starts with no signal blocked, whatever the caller had. */
+        sigemptyset(&none);
+        (void)sigprocmask(SIG_SETMASK, &none, NULL);
+
+        /* SECURITY: a new session, so the command has no controlling
+         * terminal to inject input into. */
+        if (setsid() < 0)
+                init_fail(a->sync_fd, errno, "create a session", NULL);
+        if (chdir(a->workdir) < 0) {
+                int e = errno;
+
+                (void)snprintf(msg, sizeof(msg), "working directory '%s': %s", a->workdir,
+                               strerror(e));
+                init_fail(a->sync_fd, e, "enter the working directory", msg);
+        }
+        /* SECURITY: only 0-2 survive exec; the sync socket stays usable for
+         * error reports until then. */
+        if (close_range(3, ~0U, CLOSE_RANGE_CLOEXEC) < 0)
+                init_fail(a->sync_fd, errno, "close file descriptors", NULL);
+
+        environ = a->envp;
+        (void)execvp(a->argv[0], a->argv);
+        if (errno == ENOENT) {
+                (void)dprintf(STDERR_FILENO, "hutch: %s: command not found\n", a->argv[0]);
+                _exit(127);
+        }
+        (void)dprintf(STDERR_FILENO, "hutch: %s: %s\n", a->argv[0], strerror(errno));
+        _exit(126);
+}
+
+_noreturn_ static void supervise(const InitArgs *a, pid_t cmd, const sigset_t *mask) {
+        int status = 0;
+
+        (void)sync_send(a->sync_fd, SYNC_OP_STARTED, 0, 0, NULL, NULL, NULL, 0);
+        for (;;) {
+                siginfo_t si;
+                int sig = sigwaitinfo(mask, &si);
+
+                if (sig < 0)
+                        continue;
+                if (sig != SIGCHLD) {
+                        (void)kill(cmd, sig);
+                        continue;
+                }
+                for (;;) {
+                        int st;
+                        pid_t p = waitpid(-1, &st, WNOHANG);
+
+                        if (p <= 0)
+                                break;
+                        if (p == cmd) {
+                                status = st;
+                                /* The command is done: whatever it left
+                                 * behind dies with this pid namespace. */
+                                (void)sync_send(a->sync_fd, SYNC_OP_EXITED, 0, status, NULL, NULL,
+                                                NULL, 0);
+                                _exit(0);
+                        }
+                }
+        }
+}
+
+void sandbox_init_main(const InitArgs *a) {
+        int fds[INIT_MAX_FDS];
+        struct sigaction sa = {.sa_handler = forward_handler};
+        sigset_t mask;
+        RootfsConfig rc;
+        HutchError err = {};
+        SyncMsg go;
+        pid_t cmd;
+        int r;
+
+        /* SECURITY: if the supervisor dies, so does init, and with it the
+         * whole pid namespace. The GO handshake below closes the race where
+         * the supervisor died before this prctl(): its socket end is then
+         * closed and recv sees EOF. */
+        if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0)
+                _exit(125);
+        (void)setsid();
+
+        r = sync_recv(a->sync_fd, &go, fds, ELEMENTSOF(fds));
+        if (r <= 0 || go.op != SYNC_OP_GO)
+                _exit(125);
+
+        /* As host root, init starts with host uid 0, which the sandbox's
+         * range does not map; become the namespace's root (an unprivileged
+         * host id). Changing credentials clears the death signal, so set it
+         * again and make sure the supervisor did not die in between. */
+        if (getuid() != 0 || getgid() != 0) {
+                struct pollfd pfd = {.fd = a->sync_fd, .events = POLLRDHUP};
+
+                if (setgroups(0, NULL) < 0 || setresgid(0, 0, 0) < 0 || setresuid(0, 0, 0) < 0)
+                        init_fail(a->sync_fd, errno, "become root of the user namespace", NULL);
+                if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0)
+                        _exit(125);
+                if (poll(&pfd, 1, 0) != 0)
+                        _exit(125);
+        }
+
+        r = wipe_caller_strings();
+        if (r < 0)
+                init_fail(a->sync_fd, -r, "wipe the caller's argv and environment", NULL);
+        if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) < 0)
+                init_fail(a->sync_fd, errno, "make init non-dumpable", NULL);
+
+        /* The supervisor sends the detached trees (as root) for the
+         * workspace, then one per bind; or none (unprivileged). */
+        if (go.n_fds > 0 && go.n_fds != (a->policy->workspace ? 1 : 0) + a->policy->n_binds)
+                init_fail(a->sync_fd, EPROTO, "receive the workspace and bind mounts", NULL);
+        rc = (RootfsConfig){
+                .policy = a->policy,
+                .workspace_fd = go.n_fds > 0 && a->policy->workspace ? fds[0] : -EBADF,
+                .bind_fds = go.n_fds > 0 ? fds + (a->policy->workspace ? 1 : 0) : NULL,
+        };
+        r = rootfs_setup(&rc, &err);
+        if (r < 0)
+                init_fail(a->sync_fd, err.errnum, "build the sandbox filesystem", err.msg);
+        for (size_t i = 0; i < ELEMENTSOF(fds); i++)
+                fds[i] = safe_close(fds[i]);
+
+        if (sethostname(a->policy->hostname, strlen(a->policy->hostname)) < 0)
+                init_fail(a->sync_fd, errno, "set the hostname", NULL);
+        r = loopback_up();
+        if (r < 0)
+                init_fail(a->sync_fd, -r, "bring up the loopback interface", NULL);
+
+        /* SECURITY: nothing of the supervisor's descriptors reaches init's
+         * children except stdio and the sync socket. */
+        if (a->sync_fd > 3)
+                (void)close_range(3, (unsigned)a->sync_fd - 1, 0);
+        (void)close_range((unsigned)a->sync_fd + 1, ~0U, 0);
+
+        sigemptyset(&mask);
+        sigaddset(&mask, SIGCHLD);
+        for (size_t i = 0; i < ELEMENTSOF(forwarded_signals); i++) {
+                sigaddset(&mask, forwarded_signals[i]);
+                (void)sigaction(forwarded_signals[i], &sa, NULL);
+        }
+        if (sigprocmask(SIG_BLOCK, &mask, NULL) < 0)
+                init_fail(a->sync_fd, errno, "block signals", NULL);
+
+        confine_self(a);
+
+        cmd = fork();
+        if (cmd < 0)
+                init_fail(a->sync_fd, errno, "fork the command", NULL);
+        if (cmd == 0)
+                exec_command(a);
+        supervise(a, cmd, &mask);
+}

@@ -1,0 +1,24 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#pragma once
+
+/* The sandbox init: PID 1 of the new namespaces (DESIGN.md §2).
+ *
+ * It waits for the supervisor's GO (the id maps are written by then), builds
+ * the filesystem, confines itself (no capabilities, no_new_privs, landlock,
+ * seccomp), forks the command, reaps every zombie, forwards SIGINT, SIGTERM,
+ * SIGHUP, SIGQUIT, SIGUSR1 and SIGUSR2 to the command, and reports the
+ * command's wait status over the sync socket. A failing step is reported as
+ * SYNC_OP_ERROR {errno, step, message} and ends init. */
+
+#include "policy/policy.h"
+
+typedef struct InitArgs {
+        const Policy *policy;
+        char **argv; /* heap copies: the caller's argv/env memory is wiped */
+        char **envp;
+        const char *workdir; /* absolute path inside the sandbox */
+        int sync_fd;
+} InitArgs;
+
+/* Never returns: _exit()s when the command has ended or setup failed. */
+_noreturn_ void sandbox_init_main(const InitArgs *a);

@@ -1,0 +1,45 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#include <jansson.h>
+#include <string.h>
+
+#include "sandbox/outcome.h"
+
+static const char *const reason_table[_OUTCOME_REASON_MAX] = {
+        [OUTCOME_EXITED] = "exited", [OUTCOME_SIGNALED] = "signaled", [OUTCOME_TIMEOUT] = "timeout",
+        [OUTCOME_OOM] = "oom",       [OUTCOME_PIDS] = "pids",         [OUTCOME_KILLED] = "killed",
+};
+
+const char *outcome_reason_to_string(OutcomeReason r) {
+        if (r < 0 || r >= _OUTCOME_REASON_MAX)
+                return NULL;
+        return reason_table[r];
+}
+
+OutcomeReason outcome_reason_from_string(const char *s) {
+        if (!s)
+                return _OUTCOME_REASON_INVALID;
+        for (int i = 0; i < _OUTCOME_REASON_MAX; i++)
+                if (strcmp(reason_table[i], s) == 0)
+                        return (OutcomeReason)i;
+        return _OUTCOME_REASON_INVALID;
+}
+
+int outcome_to_json(const Outcome *o, char **ret) {
+        json_t *obj;
+        char *s;
+
+        obj = json_pack("{s:i, s:o, s:s, s:I, s:I, s:I, s:b, s:[]}", "exit_code", o->exit_code,
+                        "signal", o->signal > 0 ? json_integer(o->signal) : json_null(), "reason",
+                        outcome_reason_to_string(o->reason) ?: "exited", "wall_ms",
+                        (json_int_t)o->wall_ms, "cpu_ms", (json_int_t)o->cpu_ms, "mem_peak_bytes",
+                        (json_int_t)o->mem_peak_bytes, "stdout_truncated", o->stdout_truncated,
+                        "denied");
+        if (!obj)
+                return -ENOMEM;
+        s = json_dumps(obj, JSON_COMPACT);
+        json_decref(obj);
+        if (!s)
+                return -ENOMEM;
+        *ret = s;
+        return 0;
+}

@@ -1,0 +1,39 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#pragma once
+
+/* Outcome: the typed result of one command in a sandbox (DESIGN.md §1),
+ * printed with --json. Plain data; no ownership. */
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "macro.h"
+
+typedef enum OutcomeReason {
+        OUTCOME_EXITED,   /* the command exited; exit_code is its status */
+        OUTCOME_SIGNALED, /* killed by a signal it did not get from hutch */
+        OUTCOME_TIMEOUT,  /* wall-clock timeout */
+        OUTCOME_OOM,      /* memory limit */
+        OUTCOME_PIDS,     /* a fork failed against the pids limit */
+        OUTCOME_KILLED,   /* hutch killed it (stop, signal to hutch) */
+        _OUTCOME_REASON_MAX,
+        _OUTCOME_REASON_INVALID = -EINVAL,
+} OutcomeReason;
+
+const char *outcome_reason_to_string(OutcomeReason r);
+OutcomeReason outcome_reason_from_string(const char *s);
+
+typedef struct Outcome {
+        OutcomeReason reason;
+        int exit_code; /* shell convention: status, or 128+signal */
+        int signal;    /* the terminating signal, 0 if none */
+        uint64_t wall_ms;
+        uint64_t cpu_ms;
+        uint64_t mem_peak_bytes;
+        bool stdout_truncated;
+} Outcome;
+
+/* Formats @o as one JSON object followed by a newline into a malloc'd
+ * string. Returns 0 or -ENOMEM. */
+int outcome_to_json(const Outcome *o, char **ret);

@@ -1,0 +1,530 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "fd-util.h"
+#include "macro.h"
+#include "ns/mount-util.h"
+#include "sandbox/copy.h"
+#include "sandbox/rootfs.h"
+#include "strv.h"
+
+#define OLDROOT "/oldroot"
+#define MASK_FILE "/.hutch-empty"
+#define ROOT_TMPFS_SIZE (8ULL << 20)
+#define DEV_TMPFS_SIZE (1ULL << 20)
+
+const char *const rootfs_system_dirs[] = {
+        "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", NULL,
+};
+
+/* SECURITY: files and folders of the host's /etc that hold credentials. They
+ * are covered by an empty read-only file or folder, whatever their modes. */
+static const char *const masked_files[] = {
+        "/etc/shadow",  "/etc/shadow-",          "/etc/gshadow",     "/etc/gshadow-",
+        "/etc/sudoers", "/etc/security/opasswd", "/etc/krb5.keytab", NULL,
+};
+static const char *const masked_dirs[] = {
+        "/etc/sudoers.d",
+        "/etc/ssl/private",
+        NULL,
+};
+
+/* Device nodes bound from the host's /dev: the minimal set programs expect. */
+static const char *const dev_nodes[] = {
+        "null", "zero", "full", "random", "urandom", "tty", NULL,
+};
+
+/* procfs entries that must not be writable from inside even where the
+ * kernel would allow a namespaced root to write them. */
+static const char *const proc_readonly[] = {
+        "/proc/sys", "/proc/sysrq-trigger", "/proc/irq", "/proc/bus", "/proc/fs", NULL,
+};
+
+static int fail(HutchError *reterr, int r, const char *what, const char *path) {
+        return hutch_error_set(reterr, -r, "failed to %s '%s': %s", what, path, strerror(-r));
+}
+
+static int pivot_root_syscall(const char *new_root, const char *put_old) {
+        if (syscall(SYS_pivot_root, new_root, put_old) < 0)
+                return negative_errno();
+        return 0;
+}
+
+/* Mounts the sandbox root tmpfs on a host directory and pivots into it, so
+ * that the host's root stays reachable at OLDROOT while the tree is built. */
+static int enter_staging_root(HutchError *reterr) {
+        static const char *const bases[] = {"/tmp", "/mnt", "/var/tmp", "/run", "/", NULL};
+        const char *base = NULL;
+        int r;
+
+        /* SECURITY: nothing mounted here may propagate back to the host. */
+        if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
+                return fail(reterr, negative_errno(), "make private", "/");
+
+        for (size_t i = 0; bases[i]; i++) {
+                struct stat st;
+
+                if (stat(bases[i], &st) == 0 && S_ISDIR(st.st_mode)) {
+                        base = bases[i];
+                        break;
+                }
+        }
+        if (!base)
+                return hutch_error_set(reterr, ENOENT, "no directory to stage the sandbox root");
+
+        r = mount_tmpfs(base, ROOT_TMPFS_SIZE, 0755, MS_NOSUID | MS_NODEV);
+        if (r < 0)
+                return fail(reterr, r, "mount the root tmpfs on", base);
+        if (chdir(base) < 0)
+                return fail(reterr, negative_errno(), "enter", base);
+        if (mkdir("oldroot", 0700) < 0)
+                return fail(reterr, negative_errno(), "create", OLDROOT);
+        r = pivot_root_syscall(".", "oldroot");
+        if (r < 0)
+                return fail(reterr, r, "pivot into the sandbox root from", base);
+        if (chdir("/") < 0)
+                return fail(reterr, negative_errno(), "enter", "/");
+        return 0;
+}
+
+static int host_path(const char *path, char *buf, size_t size) {
+        int n = snprintf(buf, size, OLDROOT "%s", path);
+
+        if (n < 0 || (size_t)n >= size)
+                return -ENAMETOOLONG;
+        return 0;
+}
+
+static int bind_readonly(const char *source, const char *target, HutchError *reterr) {
+        int r;
+
+        r = mount_bind(source, target);
+        if (r < 0)
+                return fail(reterr, r, "bind-mount", source);
+        r = mount_set_attr(target, MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, true);
+        if (r < 0)
+                return fail(reterr, r, "make read-only", target);
+        return 0;
+}
+
+/* Binds one system directory read-only, or recreates it as the same
+ * symlink (merged /usr: /bin -> usr/bin). A directory the host lacks is
+ * skipped. */
+static int setup_system_dir(const char *dir, HutchError *reterr) {
+        char src[4096], target[4096];
+        struct stat st;
+        ssize_t n;
+        int r;
+
+        r = host_path(dir, src, sizeof(src));
+        if (r < 0)
+                return fail(reterr, r, "resolve", dir);
+        if (lstat(src, &st) < 0) {
+                if (errno == ENOENT)
+                        return 0;
+                return fail(reterr, negative_errno(), "inspect", dir);
+        }
+        if (S_ISLNK(st.st_mode)) {
+                n = readlink(src, target, sizeof(target) - 1);
+                if (n < 0)
+                        return fail(reterr, negative_errno(), "read symlink", dir);
+                target[n] = '\0';
+                if (symlink(target, dir) < 0)
+                        return fail(reterr, negative_errno(), "create symlink", dir);
+                return 0;
+        }
+        if (!S_ISDIR(st.st_mode))
+                return 0;
+        if (mkdir(dir, 0755) < 0)
+                return fail(reterr, negative_errno(), "create", dir);
+        return bind_readonly(src, dir, reterr);
+}
+
+static int mask_file(const char *path, HutchError *reterr) {
+        struct stat st;
+        int r;
+
+        if (lstat(path, &st) < 0 || !S_ISREG(st.st_mode))
+                return 0; /* absent (or not a plain file): nothing to hide */
+        r = mount_bind(MASK_FILE, path);
+        if (r < 0)
+                return fail(reterr, r, "mask", path);
+        r = mount_set_attr(path, MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, false);
+        if (r < 0)
+                return fail(reterr, r, "make read-only", path);
+        return 0;
+}
+
+static int mask_dir(const char *path, HutchError *reterr) {
+        struct stat st;
+        int r;
+
+        if (lstat(path, &st) < 0 || !S_ISDIR(st.st_mode))
+                return 0;
+        r = mount_tmpfs(path, 4096, 0755, MS_NOSUID | MS_NODEV | MS_NOEXEC | MS_RDONLY);
+        if (r < 0)
+                return fail(reterr, r, "mask", path);
+        return 0;
+}
+
+static int setup_etc_masks(HutchError *reterr) {
+        _cleanup_(closedirp) DIR *d = NULL;
+        struct dirent *de;
+        int fd, r;
+
+        fd = open(MASK_FILE, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0444);
+        if (fd < 0)
+                return fail(reterr, negative_errno(), "create", MASK_FILE);
+        (void)close(fd);
+
+        for (size_t i = 0; masked_files[i]; i++) {
+                r = mask_file(masked_files[i], reterr);
+                if (r < 0)
+                        return r;
+        }
+        for (size_t i = 0; masked_dirs[i]; i++) {
+                r = mask_dir(masked_dirs[i], reterr);
+                if (r < 0)
+                        return r;
+        }
+
+        /* SECURITY: the host's SSH keys (ssh_host_*_key and friends). */
+        d = opendir("/etc/ssh");
+        while (d && (de = readdir(d))) {
+                char path[512];
+
+                if (!strstr(de->d_name, "key"))
+                        continue;
+                (void)snprintf(path, sizeof(path), "/etc/ssh/%s", de->d_name);
+                r = mask_file(path, reterr);
+                if (r < 0)
+                        return r;
+        }
+        return 0;
+}
+
+static int setup_proc(HutchError *reterr) {
+        int r;
+
+        if (mkdir("/proc", 0555) < 0)
+                return fail(reterr, negative_errno(), "create", "/proc");
+        if (mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0)
+                return fail(reterr, negative_errno(), "mount", "/proc");
+        for (size_t i = 0; proc_readonly[i]; i++) {
+                if (access(proc_readonly[i], F_OK) < 0)
+                        continue;
+                r = mount_bind(proc_readonly[i], proc_readonly[i]);
+                if (r < 0)
+                        return fail(reterr, r, "bind-mount", proc_readonly[i]);
+                r = mount_set_attr(proc_readonly[i], MOUNT_ATTR_RDONLY, true);
+                if (r < 0)
+                        return fail(reterr, r, "make read-only", proc_readonly[i]);
+        }
+        return 0;
+}
+
+static uint64_t tmpfs_size_for(const Policy *p, const char *path, uint64_t fallback) {
+        for (size_t i = 0; i < p->n_tmpfs; i++)
+                if (strcmp(p->tmpfs[i].path, path) == 0)
+                        return p->tmpfs[i].size;
+        return fallback;
+}
+
+static int setup_dev(const Policy *p, HutchError *reterr) {
+        static const char *const links[][2] = {
+                {"/proc/self/fd", "/dev/fd"},       {"/proc/self/fd/0", "/dev/stdin"},
+                {"/proc/self/fd/1", "/dev/stdout"}, {"/proc/self/fd/2", "/dev/stderr"},
+                {"pts/ptmx", "/dev/ptmx"},
+        };
+        int r;
+
+        if (mkdir("/dev", 0755) < 0)
+                return fail(reterr, negative_errno(), "create", "/dev");
+        r = mount_tmpfs("/dev", DEV_TMPFS_SIZE, 0755, MS_NOSUID | MS_NOEXEC);
+        if (r < 0)
+                return fail(reterr, r, "mount", "/dev");
+
+        for (size_t i = 0; dev_nodes[i]; i++) {
+                char src[64], dst[64];
+
+                (void)snprintf(src, sizeof(src), OLDROOT "/dev/%s", dev_nodes[i]);
+                (void)snprintf(dst, sizeof(dst), "/dev/%s", dev_nodes[i]);
+                r = touch_mount_point(dst);
+                if (r < 0)
+                        return fail(reterr, r, "create", dst);
+                r = mount_bind(src, dst);
+                if (r < 0)
+                        return fail(reterr, r, "bind-mount", src);
+        }
+
+        if (mkdir("/dev/pts", 0755) < 0)
+                return fail(reterr, negative_errno(), "create", "/dev/pts");
+        if (mount("devpts", "/dev/pts", "devpts", MS_NOSUID | MS_NOEXEC,
+                  "newinstance,ptmxmode=0666,mode=0620") < 0)
+                return fail(reterr, negative_errno(), "mount", "/dev/pts");
+
+        if (mkdir("/dev/shm", 01777) < 0)
+                return fail(reterr, negative_errno(), "create", "/dev/shm");
+        r = mount_tmpfs("/dev/shm", tmpfs_size_for(p, "/dev/shm", POLICY_DEFAULT_SHM_SIZE), 01777,
+                        MS_NOSUID | MS_NODEV);
+        if (r < 0)
+                return fail(reterr, r, "mount", "/dev/shm");
+
+        for (size_t i = 0; i < ELEMENTSOF(links); i++)
+                if (symlink(links[i][0], links[i][1]) < 0)
+                        return fail(reterr, negative_errno(), "create symlink", links[i][1]);
+
+        /* The /dev tmpfs itself is read-only; its bound nodes and submounts
+         * keep their own flags. */
+        r = mount_set_attr("/dev", MOUNT_ATTR_RDONLY, false);
+        if (r < 0)
+                return fail(reterr, r, "make read-only", "/dev");
+        return 0;
+}
+
+static int setup_workspace(const RootfsConfig *c, HutchError *reterr) {
+        const Policy *p = c->policy;
+        char src[4096];
+        int r;
+
+        if (!p->workspace)
+                return 0;
+        r = host_path(p->workspace, src, sizeof(src));
+        if (r < 0)
+                return fail(reterr, r, "resolve", p->workspace);
+        if (mkdir(POLICY_SANDBOX_WORKSPACE, 0755) < 0)
+                return fail(reterr, negative_errno(), "create", POLICY_SANDBOX_WORKSPACE);
+
+        if (p->workspace_mode == WORKSPACE_MODE_COPY) {
+                _cleanup_close_ int from = -EBADF, to = -EBADF;
+
+                r = mount_tmpfs(
+                        POLICY_SANDBOX_WORKSPACE,
+                        tmpfs_size_for(p, POLICY_SANDBOX_WORKSPACE, POLICY_DEFAULT_COPY_SIZE), 0755,
+                        MS_NOSUID | MS_NODEV);
+                if (r < 0)
+                        return fail(reterr, r, "mount the workspace tmpfs on",
+                                    POLICY_SANDBOX_WORKSPACE);
+                if (c->workspace_fd >= 0)
+                        from = openat(c->workspace_fd, ".",
+                                      O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+                else
+                        from = open(src, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+                if (from < 0)
+                        return fail(reterr, negative_errno(), "open the workspace", p->workspace);
+                to = open(POLICY_SANDBOX_WORKSPACE, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+                if (to < 0)
+                        return fail(reterr, negative_errno(), "open", POLICY_SANDBOX_WORKSPACE);
+                r = copy_tree(from, to, reterr);
+                if (r < 0)
+                        return r;
+        } else if (c->workspace_fd >= 0) {
+                if (move_mount(c->workspace_fd, "", AT_FDCWD, POLICY_SANDBOX_WORKSPACE,
+                               MOVE_MOUNT_F_EMPTY_PATH) < 0)
+                        return fail(reterr, negative_errno(), "attach the workspace", p->workspace);
+        } else {
+                r = mount_bind(src, POLICY_SANDBOX_WORKSPACE);
+                if (r < 0)
+                        return fail(reterr, r, "bind-mount the workspace", p->workspace);
+        }
+
+        r = mount_set_attr(POLICY_SANDBOX_WORKSPACE,
+                           MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV |
+                                   (p->read_only ? MOUNT_ATTR_RDONLY : 0),
+                           true);
+        if (r < 0)
+                return fail(reterr, r, "set flags of", POLICY_SANDBOX_WORKSPACE);
+        return 0;
+}
+
+typedef struct UserMount {
+        const char *target;
+        const BindMount *bind; /* or NULL for a tmpfs */
+        const TmpfsMount *tmpfs;
+        int fd;
+} UserMount;
+
+static int user_mount_compare(const void *a, const void *b) {
+        return strcmp(((const UserMount *)a)->target, ((const UserMount *)b)->target);
+}
+
+static int setup_one_user_mount(const Policy *p, const UserMount *m, HutchError *reterr) {
+        char src[4096];
+        struct stat st;
+        int r;
+
+        if (m->tmpfs) {
+                r = mkdir_parents(m->target, 0755);
+                if (r < 0)
+                        return fail(reterr, r, "create", m->target);
+                r = mount_tmpfs(m->target, m->tmpfs->size, 01777, MS_NOSUID | MS_NODEV);
+                if (r < 0)
+                        return fail(reterr, r, "mount tmpfs on", m->target);
+                return 0;
+        }
+
+        r = host_path(m->bind->source, src, sizeof(src));
+        if (r < 0)
+                return fail(reterr, r, "resolve", m->bind->source);
+        if (m->fd >= 0 ? fstat(m->fd, &st) < 0 : stat(src, &st) < 0)
+                return fail(reterr, negative_errno(), "inspect", m->bind->source);
+        r = S_ISDIR(st.st_mode) ? mkdir_parents(m->target, 0755) : touch_mount_point(m->target);
+        if (r < 0)
+                return fail(reterr, r, "create the mount point", m->target);
+        if (m->fd >= 0) {
+                if (move_mount(m->fd, "", AT_FDCWD, m->target, MOVE_MOUNT_F_EMPTY_PATH) < 0)
+                        return fail(reterr, negative_errno(), "attach", m->bind->source);
+        } else {
+                r = mount_bind(src, m->target);
+                if (r < 0)
+                        return fail(reterr, r, "bind-mount", m->bind->source);
+        }
+        r = mount_set_attr(m->target,
+                           MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV |
+                                   (m->bind->read_only || p->read_only ? MOUNT_ATTR_RDONLY : 0),
+                           true);
+        if (r < 0)
+                return fail(reterr, r, "set flags of", m->target);
+        return 0;
+}
+
+/* -v binds and --tmpfs mounts, parents before children. /tmp and /dev/shm
+ * tmpfs entries only resize the default mounts and are skipped here. */
+static int setup_user_mounts(const RootfsConfig *c, HutchError *reterr) {
+        const Policy *p = c->policy;
+        UserMount list[POLICY_MAX_BINDS + POLICY_MAX_TMPFS];
+        size_t n = 0;
+        int r;
+
+        for (size_t i = 0; i < p->n_binds && n < ELEMENTSOF(list); i++)
+                list[n++] = (UserMount){
+                        .target = p->binds[i].target,
+                        .bind = &p->binds[i],
+                        .fd = c->bind_fds ? c->bind_fds[i] : -EBADF,
+                };
+        for (size_t i = 0; i < p->n_tmpfs && n < ELEMENTSOF(list); i++) {
+                const char *t = p->tmpfs[i].path;
+
+                if (strcmp(t, "/tmp") == 0 || strcmp(t, "/dev/shm") == 0 ||
+                    (p->workspace && p->workspace_mode == WORKSPACE_MODE_COPY &&
+                     strcmp(t, POLICY_SANDBOX_WORKSPACE) == 0))
+                        continue;
+                list[n++] = (UserMount){.target = t, .tmpfs = &p->tmpfs[i], .fd = -EBADF};
+        }
+        qsort(list, n, sizeof(list[0]), user_mount_compare);
+        for (size_t i = 0; i < n; i++) {
+                r = setup_one_user_mount(p, &list[i], reterr);
+                if (r < 0)
+                        return r;
+        }
+        return 0;
+}
+
+int rootfs_setup(const RootfsConfig *c, HutchError *reterr) {
+        const Policy *p = c->policy;
+        int r;
+
+        r = enter_staging_root(reterr);
+        if (r < 0)
+                return r;
+
+        for (size_t i = 0; rootfs_system_dirs[i]; i++) {
+                r = setup_system_dir(rootfs_system_dirs[i], reterr);
+                if (r < 0)
+                        return r;
+        }
+        r = setup_etc_masks(reterr);
+        if (r < 0)
+                return r;
+        r = setup_proc(reterr);
+        if (r < 0)
+                return r;
+        r = setup_dev(p, reterr);
+        if (r < 0)
+                return r;
+
+        if (mkdir("/tmp", 01777) < 0)
+                return fail(reterr, negative_errno(), "create", "/tmp");
+        r = mount_tmpfs("/tmp", tmpfs_size_for(p, "/tmp", POLICY_DEFAULT_TMP_SIZE), 01777,
+                        MS_NOSUID | MS_NODEV);
+        if (r < 0)
+                return fail(reterr, r, "mount", "/tmp");
+
+        if (mkdir(POLICY_SANDBOX_HOME, 0700) < 0)
+                return fail(reterr, negative_errno(), "create", POLICY_SANDBOX_HOME);
+        r = mount_tmpfs(POLICY_SANDBOX_HOME, POLICY_DEFAULT_HOME_SIZE, 0700,
+                        MS_NOSUID | MS_NODEV | (p->read_only ? MS_RDONLY : 0));
+        if (r < 0)
+                return fail(reterr, r, "mount", POLICY_SANDBOX_HOME);
+
+        r = setup_workspace(c, reterr);
+        if (r < 0)
+                return r;
+        r = setup_user_mounts(c, reterr);
+        if (r < 0)
+                return r;
+
+        /* SECURITY: drop every reference to the host's root. */
+        if (umount2(OLDROOT, MNT_DETACH) < 0)
+                return fail(reterr, negative_errno(), "unmount", OLDROOT);
+        if (rmdir(OLDROOT) < 0)
+                return fail(reterr, negative_errno(), "remove", OLDROOT);
+        if (unlink(MASK_FILE) < 0)
+                return fail(reterr, negative_errno(), "remove", MASK_FILE);
+        r = mount_set_attr("/", MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, false);
+        if (r < 0)
+                return fail(reterr, r, "make read-only", "/");
+        return 0;
+}
+
+int rootfs_writable_paths(const Policy *p, char ***ret) {
+        static const char *const always[] = {
+                "/tmp",        "/dev/shm",     "/dev/pts", "/dev/null", "/dev/zero", "/dev/full",
+                "/dev/random", "/dev/urandom", "/dev/tty", "/proc",     NULL,
+        };
+        _cleanup_strv_free_ char **l = NULL;
+        int r;
+
+        for (size_t i = 0; always[i]; i++) {
+                r = strv_extend(&l, always[i]);
+                if (r < 0)
+                        return r;
+        }
+        if (!p->read_only) {
+                r = strv_extend(&l, POLICY_SANDBOX_HOME);
+                if (r < 0)
+                        return r;
+                if (p->workspace) {
+                        r = strv_extend(&l, POLICY_SANDBOX_WORKSPACE);
+                        if (r < 0)
+                                return r;
+                }
+        }
+        for (size_t i = 0; i < p->n_tmpfs; i++)
+                if (!strv_contains(l, p->tmpfs[i].path)) {
+                        r = strv_extend(&l, p->tmpfs[i].path);
+                        if (r < 0)
+                                return r;
+                }
+        for (size_t i = 0; i < p->n_binds; i++)
+                if (!p->read_only && !p->binds[i].read_only) {
+                        r = strv_extend(&l, p->binds[i].target);
+                        if (r < 0)
+                                return r;
+                }
+        if (!l) {
+                l = calloc(1, sizeof(char *));
+                if (!l)
+                        return -ENOMEM;
+        }
+        *ret = TAKE_PTR(l);
+        return 0;
+}

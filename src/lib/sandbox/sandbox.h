@@ -1,0 +1,29 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#pragma once
+
+/* One-shot sandbox: sandbox_run() is the supervisor of DESIGN.md §2. It
+ * clones the sandbox init into new user, mount, pid, net, ipc, uts and
+ * cgroup namespaces, writes the id maps, hands it the bind mounts, waits for
+ * the command and fills the outcome.
+ *
+ * The calling process must be single-threaded. Failures of the sandbox's own
+ * setup (before the command runs) are returned as -errno with @reterr saying
+ * which step failed; the command's own failure is an Outcome, not an
+ * error. */
+
+#include "hutch-error.h"
+#include "policy/policy.h"
+#include "sandbox/outcome.h"
+
+/* Runs @argv (argv[0] searched in the sandbox's PATH) under @policy, which
+ * must have passed policy_validate(). @caller_env is the environment the
+ * -e K / --env-pass names are copied from. Forwards SIGINT, SIGTERM and
+ * SIGHUP received by the caller to the command. */
+int sandbox_run(const Policy *policy, char *const *argv, char *const *caller_env,
+                Outcome *ret_outcome, HutchError *reterr);
+
+/* Builds the command's environment: PATH, HOME, USER, HUTCH=1 and the
+ * caller's TERM, LANG, LC_*, TZ, then the names in policy->env_pass (when
+ * set in @caller_env), then policy->env. Returns 0 and a new vector in
+ * @ret, or -ENOMEM. */
+int sandbox_build_env(const Policy *policy, char *const *caller_env, char ***ret);

@@ -1,0 +1,52 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#pragma once
+
+/* The supervisor <-> sandbox init protocol (STYLE.md §2): fixed-size,
+ * versioned SOCK_SEQPACKET messages with a closed op enum. Descriptors
+ * travel with SCM_RIGHTS. The supervisor validates every field it reads and
+ * never trusts a length or an index from the sandbox side.
+ *
+ *   supervisor -> init  SYNC_OP_GO      after the id maps are written; carries
+ *                                       the detached (idmapped) mounts, in the
+ *                                       order of SandboxMounts
+ *   init -> supervisor  SYNC_OP_ERROR   a setup step failed: {err, step, msg};
+ *                                       init then _exit()s
+ *   init -> supervisor  SYNC_OP_STARTED the command was forked
+ *   init -> supervisor  SYNC_OP_EXITED  the command's wait status
+ */
+
+#include <stdint.h>
+
+#define SYNC_MAGIC UINT32_C(0x68757463) /* "hutc" */
+#define SYNC_VERSION_MAJOR 1
+#define SYNC_VERSION_MINOR 0
+
+typedef enum SyncOp {
+        SYNC_OP_GO = 1,
+        SYNC_OP_ERROR,
+        SYNC_OP_STARTED,
+        SYNC_OP_EXITED,
+        _SYNC_OP_MAX,
+        _SYNC_OP_INVALID = -22,
+} SyncOp;
+
+typedef struct SyncMsg {
+        uint32_t magic;
+        uint16_t version_major;
+        uint16_t version_minor;
+        uint32_t op;    /* SyncOp */
+        int32_t err;    /* positive errno for SYNC_OP_ERROR */
+        int32_t status; /* wait status for SYNC_OP_EXITED */
+        uint32_t n_fds; /* descriptors attached */
+        char step[64];  /* NUL-terminated; SYNC_OP_ERROR only */
+        char msg[256];  /* NUL-terminated; SYNC_OP_ERROR only */
+} SyncMsg;
+
+/* Sends one message (@n_fds descriptors attached). Returns 0 or -errno. */
+int sync_send(int sock, SyncOp op, int err, int status, const char *step, const char *msg,
+              const int *fds, size_t n_fds);
+
+/* Receives one message and checks magic, major version and op range;
+ * returns 1 with @ret filled, 0 on EOF, -EBADMSG on a malformed message,
+ * -errno otherwise. Received fds go to @fds (up to @max_fds). */
+int sync_recv(int sock, SyncMsg *ret, int *fds, size_t max_fds);

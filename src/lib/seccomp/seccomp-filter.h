@@ -1,0 +1,92 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#pragma once
+
+/* The sandbox's default seccomp filter: a deny-list in front of an ALLOW
+ * default. It is installed by the pre-exec child (already inside its new
+ * namespaces, after pivot_root, with every capability dropped) right before
+ * execve() of the user's command, and it applies to the calling thread and
+ * everything it later forks or execs.
+ *
+ * What the filter does:
+ *
+ *  - Every call that is not listed is allowed. A listed call fails with an
+ *    errno (EPERM, or ENOSYS for clone3) instead of killing the process, so
+ *    programs print a clean error and may fall back.
+ *  - The deny-list is the static table returned by
+ *    seccomp_filter_default_rules(): mount and the new mount API, namespace
+ *    creation and entry (unshare, setns, clone with any CLONE_NEW* flag),
+ *    clone3 (ENOSYS: its flags sit in memory seccomp cannot read, and glibc
+ *    falls back to clone), bpf, perf_event_open, userfaultfd, io_uring,
+ *    the key management calls, kexec, kernel modules, reboot, swap,
+ *    port I/O, file handles, ptrace and cross-process memory access,
+ *    clock setting, syslog, ioctl(TIOCSTI/TIOCLINUX), personality values
+ *    other than PER_LINUX (0) and the query 0xffffffff, and a few obsolete
+ *    or rarely needed calls; each entry carries a one-line reason.
+ *  - Architectures: the native one and, when native is x86_64, also i386,
+ *    so a 64-bit process cannot slip past the list through `int $0x80`
+ *    (those calls arrive with AUDIT_ARCH_I386 and i386 numbers). A name
+ *    that does not exist on one of the two (umount, vm86 and stime only
+ *    exist on i386; kexec_file_load only on x86_64) is skipped on that
+ *    architecture alone. x32 calls (nr | 0x40000000 with AUDIT_ARCH_X86_64)
+ *    are not a separate architecture of this filter. libseccomp 2.5.4
+ *    opens the x86_64 section with "if nr >= 0x40000000 and nr != -1:
+ *    bad-architecture action" (-1 is let through for tracers that skip a
+ *    call; the kernel answers it with ENOSYS), and any other audit
+ *    architecture gets the same action: SECCOMP_RET_KILL_PROCESS. The unit
+ *    test checks both the generated jump and the kill.
+ *  - SECURITY: loading always sets PR_SET_NO_NEW_PRIVS first
+ *    (SCMP_FLTATR_CTL_NNP is left on). The sandbox sets it itself anyway;
+ *    keeping the attribute on means the filter can never be in force on a
+ *    process that could still gain privileges through a setuid exec, even
+ *    when a caller holding CAP_SYS_ADMIN forgot to set it.
+ *
+ * None of these functions logs. */
+
+#include <seccomp.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* One deny rule. With @arg < 0 the rule matches every call of @name; with
+ * @arg in 0..5 it matches when (argument @arg & @mask) == @value. Several
+ * rules for one name are alternatives (any match denies). */
+typedef struct SeccompRule {
+        const char *name; /* syscall name as libseccomp spells it */
+        int error;        /* the errno the call fails with (1..4095) */
+        int arg;          /* argument compared, or -1 for every call */
+        uint64_t mask;    /* with arg >= 0: (argument & mask) == value */
+        uint64_t value;
+        const char *reason; /* why it is denied, one line */
+} SeccompRule;
+
+/* Returns the default deny table (static storage, never freed) and writes
+ * its length to @ret_n. Exposed so tests and `hutch doctor` can inspect
+ * exactly what seccomp_filter_new_default() compiles. */
+const SeccompRule *seccomp_filter_default_rules(size_t *ret_n);
+
+/* Builds the default deny-list filter, not loaded. Returns 0 and a filter
+ * context the caller owns (release with seccomp_release()) in @ret, or
+ * -errno: -ENOMEM, -ENOSYS if libseccomp does not know a name of the table
+ * on any architecture (a libseccomp older than the table), or the error
+ * libseccomp reported. */
+int seccomp_filter_new_default(scmp_filter_ctx *ret);
+
+/* Builds the default filter and loads it into the calling thread (no
+ * TSYNC: the pre-exec child is single-threaded). Sets PR_SET_NO_NEW_PRIVS
+ * first (see above). Returns 0, or -errno: the errors of
+ * seccomp_filter_new_default(), or the kernel's error from prctl/seccomp
+ * (libseccomp is told to pass raw kernel errors through, e.g. -EINVAL when
+ * the kernel lacks seccomp filters). */
+int seccomp_filter_load_default(void);
+
+/* Builds the default filter and writes its BPF program (an array of
+ * struct sock_filter in host byte order, as seccomp_export_bpf() writes
+ * it) to @fd. Returns 0 or -errno (-EBADF for a negative @fd). */
+int seccomp_filter_export_default(int fd);
+
+/* Cleanup helper for scmp_filter_ctx variables. */
+static inline void seccomp_releasep(scmp_filter_ctx *ctx) {
+        if (*ctx) {
+                seccomp_release(*ctx);
+                *ctx = NULL;
+        }
+}

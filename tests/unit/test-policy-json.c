@@ -1,0 +1,683 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#include <fcntl.h>
+#include <ftw.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "policy/policy-internal.h"
+#include "policy/policy.h"
+#include "strv.h"
+#include "test.h"
+
+static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw) {
+        return remove(path);
+}
+
+static void tmpdir_removep(char **dir) {
+        if (*dir) {
+                (void)nftw(*dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+                free(*dir);
+        }
+}
+#define _cleanup_tmpdir_ _cleanup_(tmpdir_removep)
+
+static char *make_tmpdir(void) {
+        char t[] = "/tmp/hutch-test-policy-json-XXXXXX";
+        char *real;
+
+        if (!mkdtemp(t))
+                fail_msg("mkdtemp: %s", strerror(errno));
+        real = realpath(t, NULL);
+        if (!real)
+                fail_msg("realpath: %s", strerror(errno));
+        return real;
+}
+
+static char *path_join(const char *a, const char *b) {
+        char *s = NULL;
+
+        if (asprintf(&s, "%s/%s", a, b) < 0)
+                fail_msg("asprintf failed");
+        return s;
+}
+
+static void write_file(const char *path, const char *data, size_t len) {
+        int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+
+        if (fd < 0)
+                fail_msg("create %s: %s", path, strerror(errno));
+        if (write(fd, data, len) != (ssize_t)len)
+                fail_msg("write %s: %s", path, strerror(errno));
+        (void)close(fd);
+}
+
+/* Loads @json into a fresh policy; the error (if any) lands in @e. */
+static int load(const char *json, HutchError *e) {
+        _cleanup_(policy_freep) Policy *p = policy_new();
+
+        if (!p)
+                return -ENOMEM;
+        *e = (HutchError){};
+        return policy_load_json(p, json, strlen(json), e);
+}
+
+TEST(full_document) {
+        _cleanup_tmpdir_ char *dir = make_tmpdir();
+        _cleanup_(policy_freep) Policy *p = policy_new();
+        _cleanup_free_ char *json = NULL;
+        HutchError e = {};
+
+        ASSERT_TRUE(asprintf(&json,
+                             "{\n"
+                             "  \"workspace\": {\"path\": \"%s\", \"mode\": \"copy\"},\n"
+                             "  \"binds\": [\n"
+                             "    {\"source\": \"/tmp\", \"target\": \"/data\", \"read_only\": "
+                             "true},\n"
+                             "    {\"source\": \"/tmp\", \"target\": \"/rw\"}\n"
+                             "  ],\n"
+                             "  \"tmpfs\": [{\"path\": \"/tmp\", \"size\": \"64m\"}, {\"path\": "
+                             "\"/cache\", \"size\": 8192}, {\"path\": \"/big\"}],\n"
+                             "  \"env\": {\"A\": \"1\", \"B\": \"two words\"},\n"
+                             "  \"env_pass\": [\"TERM\", \"LANG\"],\n"
+                             "  \"workdir\": \"/workspace/src\",\n"
+                             "  \"hostname\": \"box\",\n"
+                             "  \"read_only\": true,\n"
+                             "  \"network\": \"none\"\n"
+                             "}\n",
+                             dir) > 0);
+        ASSERT_OK(policy_load_json(p, json, strlen(json), &e));
+
+        ASSERT_STREQ(p->workspace, dir);
+        ASSERT_EQ(p->workspace_mode, WORKSPACE_MODE_COPY);
+        ASSERT_EQ(p->n_binds, 2);
+        ASSERT_STREQ(p->binds[0].source, "/tmp");
+        ASSERT_STREQ(p->binds[0].target, "/data");
+        ASSERT_TRUE(p->binds[0].read_only);
+        ASSERT_STREQ(p->binds[1].target, "/rw");
+        ASSERT_FALSE(p->binds[1].read_only);
+        ASSERT_EQ(p->n_tmpfs, 3);
+        ASSERT_STREQ(p->tmpfs[0].path, "/tmp");
+        ASSERT_EQ(p->tmpfs[0].size, 64ULL << 20);
+        ASSERT_EQ(p->tmpfs[1].size, 8192);
+        ASSERT_EQ(p->tmpfs[2].size, POLICY_DEFAULT_TMP_SIZE);
+        ASSERT_STREQ(strv_env_get(p->env, "A"), "1");
+        ASSERT_STREQ(strv_env_get(p->env, "B"), "two words");
+        ASSERT_EQ(strv_length(p->env_pass), 2);
+        ASSERT_STREQ(p->env_pass[1], "LANG");
+        ASSERT_STREQ(p->workdir, "/workspace/src");
+        ASSERT_STREQ(p->hostname, "box");
+        ASSERT_TRUE(p->read_only);
+        ASSERT_EQ(p->network, NETWORK_MODE_NONE);
+        ASSERT_OK(policy_validate(p, &e));
+}
+
+TEST(empty_object_changes_nothing) {
+        _cleanup_(policy_freep) Policy *p = policy_new();
+        HutchError e = {};
+
+        ASSERT_OK(policy_load_json(p, " {\n}\n", 5, &e));
+        ASSERT_NULL(p->workspace);
+        ASSERT_EQ(p->n_binds, 0);
+        ASSERT_STREQ(p->hostname, "hutch");
+        ASSERT_FALSE(p->read_only);
+}
+
+TEST(workspace_forms) {
+        _cleanup_tmpdir_ char *dir = make_tmpdir();
+        _cleanup_(policy_freep) Policy *p = policy_new();
+        _cleanup_free_ char *json = NULL, *old = getcwd(NULL, 0);
+        HutchError e = {};
+
+        ASSERT_TRUE(asprintf(&json, "{\"workspace\": \"%s:copy\"}", dir) > 0);
+        ASSERT_OK(policy_load_json(p, json, strlen(json), &e));
+        ASSERT_STREQ(p->workspace, dir);
+        ASSERT_EQ(p->workspace_mode, WORKSPACE_MODE_COPY);
+
+        /* The object without a mode keeps the mode already set. */
+        ASSERT_OK(policy_load_json(p, "{\"workspace\": {\"path\": \"/tmp\"}}", 31, &e));
+        ASSERT_EQ(p->workspace_mode, WORKSPACE_MODE_COPY);
+        ASSERT_OK(policy_load_json(p, "{\"workspace\": {\"path\": \"/tmp\", \"mode\": \"mount\"}}",
+                                   48, &e));
+        ASSERT_EQ(p->workspace_mode, WORKSPACE_MODE_MOUNT);
+
+        /* Relative paths are relative to the current directory. */
+        ASSERT_NOT_NULL(old);
+        ASSERT_OK(chdir(dir));
+        ASSERT_OK(policy_load_json(p, "{\"workspace\": \".\"}", 18, &e));
+        ASSERT_OK(chdir(old));
+        ASSERT_STREQ(p->workspace, dir);
+}
+
+TEST(later_documents_merge) {
+        _cleanup_(policy_freep) Policy *p = policy_new();
+        HutchError e = {};
+        const char *a = "{\"hostname\": \"a\", \"binds\": [{\"source\": \"/tmp\", \"target\": "
+                        "\"/x\"}], \"env\": {\"K\": \"1\"}}";
+        const char *b = "{\"hostname\": \"b\", \"binds\": [{\"source\": \"/tmp\", \"target\": "
+                        "\"/y\"}, {\"source\": \"/var\", \"target\": \"/x\", \"read_only\": "
+                        "true}], \"env\": {\"K\": \"2\", \"L\": \"3\"}}";
+
+        ASSERT_OK(policy_load_json(p, a, strlen(a), &e));
+        ASSERT_OK(policy_load_json(p, b, strlen(b), &e));
+        ASSERT_STREQ(p->hostname, "b");
+        ASSERT_EQ(p->n_binds, 2);
+        ASSERT_STREQ(p->binds[0].target, "/x");
+        ASSERT_STREQ(p->binds[0].source, "/var");
+        ASSERT_TRUE(p->binds[0].read_only);
+        ASSERT_STREQ(p->binds[1].target, "/y");
+        ASSERT_EQ(strv_length(p->env), 2);
+        ASSERT_STREQ(strv_env_get(p->env, "K"), "2");
+}
+
+TEST(escaped_keys_are_decoded) {
+        _cleanup_(policy_freep) Policy *p = policy_new();
+        HutchError e = {};
+        const char *ok = "{\"host\\u006eame\": \"box\"}";
+        const char *bad = "{\n\"read_only\": false,\n  \"host\\u006eame\": \"-x\"}";
+
+        ASSERT_OK(policy_load_json(p, ok, strlen(ok), &e));
+        ASSERT_STREQ(p->hostname, "box");
+        ASSERT_ERROR(policy_load_json(p, bad, strlen(bad), &e), EINVAL);
+        ASSERT_STREQ(e.pointer, "/hostname");
+        ASSERT_EQ(e.line, 3);
+        ASSERT_EQ(e.column, 20);
+}
+
+/* Every member with a value of the wrong type. */
+TEST(wrong_types) {
+        static const struct {
+                const char *json;
+                const char *msg;
+        } cases[] = {
+                {"{\"read_only\": \"yes\"}",
+                 "policy: /read_only: expected a boolean, got a string"},
+                {"{\"read_only\": 1}", "policy: /read_only: expected a boolean, got an integer"},
+                {"{\"read_only\": null}", "policy: /read_only: expected a boolean, got null"},
+                {"{\"hostname\": 5}", "policy: /hostname: expected a string, got an integer"},
+                {"{\"workdir\": []}", "policy: /workdir: expected a string, got an array"},
+                {"{\"network\": false}", "policy: /network: expected a string, got a boolean"},
+                {"{\"workspace\": 1.5}",
+                 "policy: /workspace: expected an object or a string, got a real number"},
+                {"{\"workspace\": {\"path\": 1}}",
+                 "policy: /workspace/path: expected a string, got an integer"},
+                {"{\"workspace\": {\"path\": \"/tmp\", \"mode\": true}}",
+                 "policy: /workspace/mode: expected a string, got a boolean"},
+                {"{\"binds\": {}}", "policy: /binds: expected an array, got an object"},
+                {"{\"binds\": [\"/a:/b\"]}", "policy: /binds/0: expected an object, got a string"},
+                {"{\"binds\": [{\"source\": 1, \"target\": \"/b\"}]}",
+                 "policy: /binds/0/source: expected a string, got an integer"},
+                {"{\"binds\": [{\"source\": \"/a\", \"target\": [\"/b\"]}]}",
+                 "policy: /binds/0/target: expected a string, got an array"},
+                {"{\"binds\": [{\"source\": \"/a\", \"target\": \"/b\", \"read_only\": \"no\"}]}",
+                 "policy: /binds/0/read_only: expected a boolean, got a string"},
+                {"{\"tmpfs\": \"/tmp\"}", "policy: /tmpfs: expected an array, got a string"},
+                {"{\"tmpfs\": [null]}", "policy: /tmpfs/0: expected an object, got null"},
+                {"{\"tmpfs\": [{\"path\": null}]}",
+                 "policy: /tmpfs/0/path: expected a string, got null"},
+                {"{\"tmpfs\": [{\"path\": \"/t\", \"size\": 1.5}]}",
+                 "policy: /tmpfs/0/size: expected a string or an integer, got a real number"},
+                {"{\"env\": []}", "policy: /env: expected an object, got an array"},
+                {"{\"env\": {\"A\": 1}}", "policy: /env/A: expected a string, got an integer"},
+                {"{\"env\": {\"A\": null}}", "policy: /env/A: expected a string, got null"},
+                {"{\"env_pass\": \"A\"}", "policy: /env_pass: expected an array, got a string"},
+                {"{\"env_pass\": [\"A\", true]}",
+                 "policy: /env_pass/1: expected a string, got a boolean"},
+        };
+
+        for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
+                HutchError e = {};
+
+                ASSERT_ERROR(load(cases[i].json, &e), EINVAL);
+                ASSERT_EQ(e.errnum, EINVAL);
+                ASSERT_STREQ(e.msg, cases[i].msg);
+                ASSERT_EQ(e.line, 1);
+                ASSERT_TRUE(e.pointer[0] == '/');
+                ASSERT_TRUE(strstr(cases[i].msg, e.pointer) != NULL);
+        }
+}
+
+TEST(unknown_fields) {
+        static const struct {
+                const char *json;
+                const char *pointer;
+                const char *msg;
+                unsigned line, column;
+        } cases[] = {
+                {"{\"frob\": 1}", "/frob", "policy: /frob: unknown field 'frob'", 1, 2},
+                {"{\"hostname\": \"a\",\n \"Hostname\": \"b\"}", "/Hostname",
+                 "policy: /Hostname: unknown field 'Hostname'", 2, 2},
+                {"{\"workspace\": {\"path\": \"/tmp\", \"pth\": \"/\"}}", "/workspace/pth",
+                 "policy: /workspace/pth: unknown field 'pth'", 1, 32},
+                {"{\"binds\": [\n  {\"source\": \"/a\", \"target\": \"/a\"},\n  {\"source\": "
+                 "\"/b\", \"target\": \"/b\"},\n  {\"sourc\": \"/c\", \"target\": \"/c\"}\n]}",
+                 "/binds/2/sourc", "policy: /binds/2/sourc: unknown field 'sourc'", 4, 4},
+                {"{\"tmpfs\": [{\"path\": \"/t\", \"mode\": \"1777\"}]}", "/tmpfs/0/mode",
+                 "policy: /tmpfs/0/mode: unknown field 'mode'", 1, 27},
+                /* '/' and '~' in a key are escaped in the pointer. */
+                {"{\"a/b~c\": 1}", "/a~1b~0c", "policy: /a~1b~0c: unknown field 'a/b~c'", 1, 2},
+        };
+
+        for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
+                HutchError e = {};
+
+                ASSERT_ERROR(load(cases[i].json, &e), EINVAL);
+                ASSERT_STREQ(e.pointer, cases[i].pointer);
+                ASSERT_STREQ(e.msg, cases[i].msg);
+                ASSERT_EQ(e.line, cases[i].line);
+                ASSERT_EQ(e.column, cases[i].column);
+        }
+}
+
+TEST(syntax_errors) {
+        static const struct {
+                const char *json;
+                const char *msg;
+                unsigned line, column;
+        } cases[] = {
+                {"", "policy: line 1 column 0: '[' or '{' expected near end of file", 1, 0},
+                {"{", "policy: line 1 column 1: string or '}' expected near end of file", 1, 1},
+                {"{\"a\": 1,}", "policy: line 1 column 9: string or '}' expected near '}'", 1, 9},
+                {"{\n  \"hostname\": \"a\"\n  \"workdir\": \"/\"\n}",
+                 "policy: line 3 column 11: '}' expected near '\"workdir\"'", 3, 11},
+                {"{\n \"read_only\": tru\n}", "policy: line 2 column 17: invalid token near 'tru'",
+                 2, 17},
+                {"{} x", "policy: line 1 column 4: end of file expected near 'x'", 1, 4},
+                {"\"just a string\"",
+                 "policy: line 1 column 15: '[' or '{' expected near '\"just a string\"'", 1, 15},
+                /* Duplicate keys are refused by the parser, with the line. */
+                {"{\n  \"hostname\": \"a\",\n  \"hostname\": \"b\"\n}",
+                 "policy: line 3 column 12: duplicate object key near '\"hostname\"'", 3, 12},
+                {"{\"env\": {\"A\": \"1\", \"A\": \"2\"}}",
+                 "policy: line 1 column 22: duplicate object key near '\"A\"'", 1, 22},
+                {"{\"hostname\": \"a\\u0000b\"}",
+                 "policy: line 1 column 23: \\u0000 is not allowed without JSON_ALLOW_NUL near "
+                 "'\"a\\u0000b\"'",
+                 1, 23},
+        };
+
+        for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
+                HutchError e = {};
+
+                ASSERT_ERROR(load(cases[i].json, &e), EINVAL);
+                ASSERT_STREQ(e.msg, cases[i].msg);
+                ASSERT_EQ(e.line, cases[i].line);
+                ASSERT_EQ(e.column, cases[i].column);
+                ASSERT_STREQ(e.pointer, "");
+        }
+}
+
+TEST(embedded_nul_is_refused) {
+        _cleanup_(policy_freep) Policy *p = policy_new();
+        HutchError e = {};
+
+        /* The length covers a NUL and garbage after a complete document: the
+         * whole buffer is parsed, not just the C string. */
+        ASSERT_ERROR(policy_load_json(p, "{}\0{\"x\":1}", 10, &e), EINVAL);
+        ASSERT_EQ(e.line, 1);
+}
+
+TEST(top_level_must_be_an_object) {
+        HutchError e = {};
+
+        ASSERT_ERROR(load("\n [{\"hostname\": \"x\"}]", &e), EINVAL);
+        ASSERT_STREQ(e.msg, "policy: the top level must be an object, not an array");
+        ASSERT_EQ(e.line, 2);
+        ASSERT_EQ(e.column, 2);
+}
+
+TEST(invalid_values) {
+        static const struct {
+                const char *json;
+                const char *pointer;
+                const char *msg;
+        } cases[] = {
+                {"{\"workspace\": \"\"}", "/workspace",
+                 "policy: /workspace: workspace directory is empty"},
+                {"{\"workspace\": \":copy\"}", "/workspace",
+                 "policy: /workspace: workspace directory is empty"},
+                {"{\"workspace\": {\"path\": \"\"}}", "/workspace/path",
+                 "policy: /workspace/path: path must not be empty"},
+                {"{\"workspace\": {\"mode\": \"copy\"}}", "/workspace",
+                 "policy: /workspace: missing field 'path'"},
+                {"{\"workspace\": {\"path\": \"/tmp\", \"mode\": \"overlay\"}}", "/workspace/mode",
+                 "policy: /workspace/mode: unknown workspace mode 'overlay' (expected 'mount' or "
+                 "'copy')"},
+                {"{\"binds\": [{\"source\": \"/a\", \"target\": \"rel\"}]}", "/binds/0/target",
+                 "policy: /binds/0/target: bind target 'rel' must be an absolute path"},
+                {"{\"binds\": [{\"source\": \"/a\", \"target\": \"/usr/x\"}]}", "/binds/0/target",
+                 "policy: /binds/0/target: bind target '/usr/x' is reserved: '/usr' is a "
+                 "read-only host system directory"},
+                {"{\"binds\": [{\"source\": \"/a\", \"target\": \"/a/../etc\"}]}",
+                 "/binds/0/target",
+                 "policy: /binds/0/target: bind target '/a/../etc' must not contain '.' or '..' "
+                 "components"},
+                {"{\"binds\": [{\"source\": \"\", \"target\": \"/b\"}]}", "/binds/0/source",
+                 "policy: /binds/0/source: source must not be empty"},
+                {"{\"binds\": [{\"source\": \"/a\"}]}", "/binds/0",
+                 "policy: /binds/0: missing field 'target'"},
+                {"{\"binds\": [{}]}", "/binds/0", "policy: /binds/0: missing field 'source'"},
+                {"{\"tmpfs\": [{\"size\": \"1m\"}]}", "/tmpfs/0",
+                 "policy: /tmpfs/0: missing field 'path'"},
+                {"{\"tmpfs\": [{\"path\": \"tmp\"}]}", "/tmpfs/0/path",
+                 "policy: /tmpfs/0/path: tmpfs target 'tmp' must be an absolute path"},
+                {"{\"tmpfs\": [{\"path\": \"/dev/pts\"}]}", "/tmpfs/0/path",
+                 "policy: /tmpfs/0/path: tmpfs target '/dev/pts' is reserved: '/dev' is set up "
+                 "by hutch"},
+                {"{\"tmpfs\": [{\"path\": \"/t\", \"size\": \"12q\"}]}", "/tmpfs/0/size",
+                 "policy: /tmpfs/0/size: invalid size '12q'"},
+                {"{\"tmpfs\": [{\"path\": \"/t\", \"size\": -5}]}", "/tmpfs/0/size",
+                 "policy: /tmpfs/0/size: invalid size -5"},
+                {"{\"tmpfs\": [{\"path\": \"/t\", \"size\": 1}]}", "/tmpfs/0/size",
+                 "policy: /tmpfs/0/size: tmpfs size '1' is below the minimum 4k"},
+                {"{\"tmpfs\": [{\"path\": \"/t\", \"size\": \"1k\"}]}", "/tmpfs/0/size",
+                 "policy: /tmpfs/0/size: tmpfs size '1k' is below the minimum 4k"},
+                {"{\"env\": {\"1X\": \"a\"}}", "/env/1X",
+                 "policy: /env/1X: invalid environment variable name '1X' (expected "
+                 "[A-Za-z_][A-Za-z0-9_]*)"},
+                {"{\"env\": {\"\": \"a\"}}", "/env/",
+                 "policy: /env/: invalid environment variable name '' (expected "
+                 "[A-Za-z_][A-Za-z0-9_]*)"},
+                {"{\"env_pass\": [\"OK\", \"A=B\"]}", "/env_pass/1",
+                 "policy: /env_pass/1: invalid environment variable name 'A=B' (expected "
+                 "[A-Za-z_][A-Za-z0-9_]*)"},
+                {"{\"hostname\": \"-x\"}", "/hostname",
+                 "policy: /hostname: invalid hostname '-x' (1-63 characters of A-Z, a-z, 0-9 and "
+                 "'-', not starting or ending with '-')"},
+                {"{\"workdir\": \"rel\"}", "/workdir",
+                 "policy: /workdir: workdir 'rel' must be an absolute path without '.' or '..' "
+                 "components"},
+                {"{\"network\": \"host\"}", "/network",
+                 "policy: /network: unsupported network mode 'host' (only 'none' is available)"},
+        };
+
+        for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
+                HutchError e = {};
+
+                ASSERT_ERROR(load(cases[i].json, &e), EINVAL);
+                ASSERT_EQ(e.errnum, EINVAL);
+                ASSERT_STREQ(e.pointer, cases[i].pointer);
+                ASSERT_STREQ(e.msg, cases[i].msg);
+                ASSERT_EQ(e.line, 1);
+                ASSERT_TRUE(e.column > 1);
+        }
+}
+
+TEST(semantic_error_deep_in_a_document) {
+        const char *json = "{\n"
+                           "  \"hostname\": \"box\",\n"
+                           "  \"binds\": [\n"
+                           "    {\"source\": \"/tmp\", \"target\": \"/a\"},\n"
+                           "    {\n"
+                           "      \"source\": \"/tmp\",\n"
+                           "      \"read_only\": true,\n"
+                           "      \"target\": \"rel\"\n"
+                           "    }\n"
+                           "  ],\n"
+                           "  \"env\": {\"K\": \"v\"}\n"
+                           "}\n";
+        HutchError e = {};
+
+        ASSERT_ERROR(load(json, &e), EINVAL);
+        ASSERT_STREQ(e.pointer, "/binds/1/target");
+        ASSERT_STREQ(e.msg, "policy: /binds/1/target: bind target 'rel' must be an absolute path");
+        ASSERT_EQ(e.line, 8);
+        ASSERT_EQ(e.column, 17);
+}
+
+TEST(missing_field_points_at_the_object) {
+        const char *json = "{\"binds\": [\n"
+                           "  {\"source\": \"/a\", \"target\": \"/a\"},\n"
+                           "  {\"source\": \"/b\"}\n"
+                           "]}";
+        HutchError e = {};
+
+        ASSERT_ERROR(load(json, &e), EINVAL);
+        ASSERT_STREQ(e.pointer, "/binds/1");
+        ASSERT_EQ(e.line, 3);
+        ASSERT_EQ(e.column, 3);
+}
+
+TEST(env_error_points_at_the_key) {
+        const char *json = "{\"env\": {\n  \"GOOD\": \"1\",\n  \"B-AD\":\n    \"2\"}}";
+        HutchError e = {};
+
+        ASSERT_ERROR(load(json, &e), EINVAL);
+        ASSERT_STREQ(e.pointer, "/env/B-AD");
+        ASSERT_EQ(e.line, 3);
+        ASSERT_EQ(e.column, 3);
+
+        /* A wrong type points at the value. */
+        ASSERT_ERROR(load("{\"env\": {\n  \"A\":\n    7}}", &e), EINVAL);
+        ASSERT_EQ(e.line, 3);
+        ASSERT_EQ(e.column, 5);
+}
+
+/* Builds @head, @n items "@before<i>@after" separated by commas, @tail. */
+static char *repeat_json(const char *head, const char *before, const char *after, int n,
+                         const char *tail) {
+        char *s = strdup(head);
+
+        for (int i = 0; s && i < n; i++) {
+                char *item = NULL, *t = NULL;
+
+                if (asprintf(&item, "%s%d%s", before, i, after) < 0)
+                        fail_msg("asprintf failed");
+                if (asprintf(&t, "%s%s%s", s, i > 0 ? "," : "", item) < 0)
+                        fail_msg("asprintf failed");
+                free(item);
+                free(s);
+                s = t;
+        }
+        if (s) {
+                char *t = NULL;
+
+                if (asprintf(&t, "%s%s", s, tail) < 0)
+                        fail_msg("asprintf failed");
+                free(s);
+                s = t;
+        }
+        return s;
+}
+
+TEST(caps) {
+        _cleanup_free_ char *binds = NULL, *tmpfs = NULL, *env = NULL, *pass = NULL;
+        HutchError e = {};
+
+        binds = repeat_json("{\"binds\": [", "\n{\"source\": \"/tmp\", \"target\": \"/b", "\"}",
+                            POLICY_MAX_BINDS + 1, "]}");
+        ASSERT_ERROR(load(binds, &e), E2BIG);
+        ASSERT_STREQ(e.pointer, "/binds/64");
+        ASSERT_STREQ(e.msg, "policy: /binds/64: too many binds (at most 64)");
+        ASSERT_EQ(e.line, 66);
+
+        tmpfs = repeat_json("{\"tmpfs\": [", "{\"path\": \"/t", "\"}", POLICY_MAX_TMPFS + 1, "]}");
+        ASSERT_ERROR(load(tmpfs, &e), E2BIG);
+        ASSERT_STREQ(e.pointer, "/tmpfs/64");
+
+        env = repeat_json("{\"env\": {", "\"K", "\": \"v\"", POLICY_MAX_ENV + 1, "}}");
+        ASSERT_ERROR(load(env, &e), E2BIG);
+        ASSERT_STREQ(e.pointer, "/env/K1024");
+        ASSERT_STREQ(e.msg, "policy: /env/K1024: too many environment variables (at most 1024)");
+
+        pass = repeat_json("{\"env_pass\": [", "\"K", "\"", POLICY_MAX_ENV + 1, "]}");
+        ASSERT_ERROR(load(pass, &e), E2BIG);
+        ASSERT_STREQ(e.pointer, "/env_pass/1024");
+}
+
+TEST(size_limit) {
+        _cleanup_(policy_freep) Policy *p = policy_new();
+        _cleanup_free_ char *big = malloc(POLICY_MAX_FILE_SIZE + 1);
+        HutchError e = {};
+
+        ASSERT_NOT_NULL(big);
+        memset(big, ' ', POLICY_MAX_FILE_SIZE + 1);
+        big[0] = '{';
+        big[POLICY_MAX_FILE_SIZE - 1] = '}';
+        /* Exactly at the limit: fine. One byte more: -EFBIG. */
+        ASSERT_OK(policy_load_json(p, big, POLICY_MAX_FILE_SIZE, &e));
+        ASSERT_ERROR(policy_load_json(p, big, POLICY_MAX_FILE_SIZE + 1, &e), EFBIG);
+        ASSERT_STREQ(e.msg, "policy is larger than the limit of 1048576 bytes");
+}
+
+TEST(current_directory_gone) {
+        _cleanup_tmpdir_ char *dir = make_tmpdir();
+        _cleanup_free_ char *gone = path_join(dir, "gone"), *old = getcwd(NULL, 0);
+        HutchError e = {};
+
+        ASSERT_NOT_NULL(old);
+        ASSERT_OK(mkdir(gone, 0755));
+        ASSERT_OK(chdir(gone));
+        ASSERT_OK(rmdir(gone));
+        ASSERT_ERROR(load("{\"workspace\": \"x\"}", &e), ENOENT);
+        ASSERT_STREQ(e.pointer, "/workspace");
+        ASSERT_ERROR(load("{\"workspace\": {\"path\": \"x\"}}", &e), ENOENT);
+        ASSERT_STREQ(e.pointer, "/workspace");
+        ASSERT_ERROR(load("{\"binds\": [{\"source\": \"x\", \"target\": \"/x\"}]}", &e), ENOENT);
+        ASSERT_STREQ(e.pointer, "/binds/0");
+        ASSERT_OK(chdir(old));
+}
+
+TEST(bad_arguments) {
+        _cleanup_(policy_freep) Policy *p = policy_new();
+
+        ASSERT_ERROR(policy_load_json(NULL, "{}", 2, NULL), EINVAL);
+        ASSERT_ERROR(policy_load_json(p, NULL, 0, NULL), EINVAL);
+        ASSERT_ERROR(policy_load_file(NULL, "/x", NULL), EINVAL);
+        ASSERT_ERROR(policy_load_file(p, NULL, NULL), EINVAL);
+        /* The error detail is optional. */
+        ASSERT_ERROR(policy_load_json(p, "{\"x\": 1}", 8, NULL), EINVAL);
+        ASSERT_ERROR(policy_load_json(p, "{", 1, NULL), EINVAL);
+        ASSERT_ERROR(policy_load_json(p, "[]", 2, NULL), EINVAL);
+}
+
+TEST(load_file) {
+        _cleanup_tmpdir_ char *dir = make_tmpdir();
+        _cleanup_(policy_freep) Policy *p = policy_new();
+        _cleanup_free_ char *good = path_join(dir, "good.json"), *bad = path_join(dir, "bad.json"),
+                            *syntax = path_join(dir, "syntax.json"),
+                            *big = path_join(dir, "big.json"),
+                            *missing = path_join(dir, "missing.json"), *msg = NULL,
+                            *filler = malloc(POLICY_MAX_FILE_SIZE + 2);
+        const char *good_json = "{\"hostname\": \"filebox\", \"read_only\": true}\n";
+        const char *bad_json = "{\n  \"hostname\": \"ok\",\n  \"binds\": [\n    {\"source\": "
+                               "\"/tmp\", \"target\": \"rel\"}\n  ]\n}\n";
+        HutchError e = {};
+
+        write_file(good, good_json, strlen(good_json));
+        ASSERT_OK(policy_load_file(p, good, &e));
+        ASSERT_STREQ(p->hostname, "filebox");
+        ASSERT_TRUE(p->read_only);
+
+        /* Semantic errors name the file, the line and the pointer. */
+        write_file(bad, bad_json, strlen(bad_json));
+        ASSERT_ERROR(policy_load_file(p, bad, &e), EINVAL);
+        ASSERT_TRUE(asprintf(&msg,
+                             "policy file '%s' line 4: /binds/0/target: bind target 'rel' must be "
+                             "an absolute path",
+                             bad) > 0);
+        ASSERT_STREQ(e.msg, msg);
+        ASSERT_STREQ(e.pointer, "/binds/0/target");
+        ASSERT_EQ(e.line, 4);
+        ASSERT_EQ(e.column, 34);
+
+        write_file(syntax, "{\n  \"a\": 1,\n}", 13);
+        ASSERT_ERROR(policy_load_file(p, syntax, &e), EINVAL);
+        free(msg);
+        msg = NULL;
+        ASSERT_TRUE(asprintf(&msg,
+                             "policy file '%s' line 3 column 1: string or '}' expected near '}'",
+                             syntax) > 0);
+        ASSERT_STREQ(e.msg, msg);
+        ASSERT_EQ(e.line, 3);
+        ASSERT_EQ(e.column, 1);
+
+        ASSERT_ERROR(policy_load_file(p, missing, &e), ENOENT);
+        free(msg);
+        msg = NULL;
+        ASSERT_TRUE(asprintf(&msg, "cannot open policy file '%s': No such file or directory",
+                             missing) > 0);
+        ASSERT_STREQ(e.msg, msg);
+
+        ASSERT_ERROR(policy_load_file(p, dir, &e), EISDIR);
+        ASSERT_TRUE(strstr(e.msg, "cannot read policy file") == e.msg);
+
+        /* One byte over the limit, whitespace after a valid document. */
+        ASSERT_NOT_NULL(filler);
+        memset(filler, ' ', POLICY_MAX_FILE_SIZE + 1);
+        filler[0] = '{';
+        filler[1] = '}';
+        write_file(big, filler, POLICY_MAX_FILE_SIZE + 1);
+        ASSERT_ERROR(policy_load_file(p, big, &e), EFBIG);
+        free(msg);
+        msg = NULL;
+        ASSERT_TRUE(asprintf(&msg, "policy file '%s' is larger than the limit of 1048576 bytes",
+                             big) > 0);
+        ASSERT_STREQ(e.msg, msg);
+        write_file(big, filler, POLICY_MAX_FILE_SIZE);
+        ASSERT_OK(policy_load_file(p, big, &e));
+
+        /* An empty file is a syntax error, not an empty policy. */
+        write_file(big, "", 0);
+        ASSERT_ERROR(policy_load_file(p, big, &e), EINVAL);
+}
+
+TEST(locate) {
+        const char *text = "{\n"
+                           "  \"a\": [1, {\"b\\/c\": \"x\"}, [true, null]],\n"
+                           "  \"k~\": {\"\\u00e9t\\u00e9\": 2, \"\\ud83d\\ude00\": 3},\n"
+                           "  \"\xc3\xa9\xc3\xa9\": \"v\", \"s\": \"q\\\"}\"\n"
+                           "}";
+        size_t len = strlen(text);
+        unsigned line = 0, column = 0;
+
+        ASSERT_OK(json_locate(text, len, "", false, &line, &column));
+        ASSERT_EQ(line, 1);
+        ASSERT_EQ(column, 1);
+        ASSERT_OK(json_locate(text, len, "/a", false, &line, &column));
+        ASSERT_EQ(line, 2);
+        ASSERT_EQ(column, 8);
+        ASSERT_OK(json_locate(text, len, "/a", true, &line, &column));
+        ASSERT_EQ(column, 3);
+        ASSERT_OK(json_locate(text, len, "/a/0", false, &line, &column));
+        ASSERT_EQ(column, 9);
+        /* An escaped '/' in the text, "~1" in the pointer. */
+        ASSERT_OK(json_locate(text, len, "/a/1/b~1c", false, &line, &column));
+        ASSERT_EQ(column, 21);
+        ASSERT_OK(json_locate(text, len, "/a/2/1", false, &line, &column));
+        ASSERT_EQ(column, 34);
+        /* "~0" and \u escapes, including a surrogate pair. */
+        ASSERT_OK(json_locate(text, len, "/k~0/\xc3\xa9t\xc3\xa9", false, &line, &column));
+        ASSERT_EQ(line, 3);
+        ASSERT_EQ(column, 27);
+        ASSERT_OK(json_locate(text, len, "/k~0/\xf0\x9f\x98\x80", false, &line, &column));
+        ASSERT_EQ(column, 46);
+        /* Columns count characters: the two-byte key counts as two. */
+        ASSERT_OK(json_locate(text, len, "/\xc3\xa9\xc3\xa9", false, &line, &column));
+        ASSERT_EQ(line, 4);
+        ASSERT_EQ(column, 9);
+        /* A string with an escaped quote and a brace is skipped correctly. */
+        ASSERT_OK(json_locate(text, len, "/s", false, &line, &column));
+        ASSERT_EQ(column, 19);
+
+        ASSERT_ERROR(json_locate(text, len, "/nope", false, &line, &column), ENOENT);
+        ASSERT_ERROR(json_locate(text, len, "/a/3", false, &line, &column), ENOENT);
+        ASSERT_ERROR(json_locate(text, len, "/a/x", false, &line, &column), ENOENT);
+        ASSERT_ERROR(json_locate(text, len, "/a/0/x", false, &line, &column), ENOENT);
+        ASSERT_ERROR(json_locate("{}", 2, "/x", false, &line, &column), ENOENT);
+        ASSERT_ERROR(json_locate("[]", 2, "/0", false, &line, &column), ENOENT);
+        ASSERT_ERROR(json_locate(text, len, "a", false, &line, &column), EINVAL);
+        ASSERT_ERROR(json_locate(text, len, "/k~2", false, &line, &column), EINVAL);
+        ASSERT_ERROR(json_locate(text, len, "/k~", false, &line, &column), EINVAL);
+        ASSERT_ERROR(json_locate(NULL, 0, "", false, &line, &column), EINVAL);
+        /* Malformed text: never read past the end. */
+        ASSERT_ERROR(json_locate("{\"a", 3, "/a", false, &line, &column), EINVAL);
+        ASSERT_ERROR(json_locate("{\"a\" 1}", 7, "/a", false, &line, &column), EINVAL);
+        ASSERT_ERROR(json_locate("{\"x\": [1, 2", 11, "/y", false, &line, &column), EINVAL);
+        ASSERT_ERROR(json_locate("{\"x\\q\": 1}", 10, "/y", false, &line, &column), EINVAL);
+        ASSERT_ERROR(json_locate("{\"\\u12\": 1}", 11, "/y", false, &line, &column), EINVAL);
+        ASSERT_ERROR(json_locate("{\"x\": @}", 8, "/y", false, &line, &column), EINVAL);
+        ASSERT_EQ(line, 4); /* untouched by failures */
+}
+
+DEFINE_TEST_MAIN

@@ -1,0 +1,404 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#include <fcntl.h>
+#include <ftw.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "run-flags.h"
+#include "strv.h"
+#include "test.h"
+
+#define ARGV_MAX 32
+
+static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw) {
+        return remove(path);
+}
+
+static void tmpdir_removep(char **dir) {
+        if (*dir) {
+                (void)nftw(*dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+                free(*dir);
+        }
+}
+#define _cleanup_tmpdir_ _cleanup_(tmpdir_removep)
+
+static char *make_tmpdir(void) {
+        char t[] = "/tmp/hutch-test-run-flags-XXXXXX";
+        char *real;
+
+        if (!mkdtemp(t))
+                fail_msg("mkdtemp: %s", strerror(errno));
+        real = realpath(t, NULL);
+        if (!real)
+                fail_msg("realpath: %s", strerror(errno));
+        return real;
+}
+
+static char *path_join(const char *a, const char *b) {
+        char *s = NULL;
+
+        if (asprintf(&s, "%s/%s", a, b) < 0)
+                fail_msg("asprintf failed");
+        return s;
+}
+
+static void write_file(const char *path, const char *data) {
+        int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+        size_t len = strlen(data);
+
+        if (fd < 0)
+                fail_msg("create %s: %s", path, strerror(errno));
+        if (write(fd, data, len) != (ssize_t)len)
+                fail_msg("write %s: %s", path, strerror(errno));
+        (void)close(fd);
+}
+
+/* Parses "run" plus the NULL-terminated arguments. @a is reset first and
+ * must be released with run_args_done(). */
+static int parse(RunArgs *a, HutchError *e, ...) {
+        char *argv[ARGV_MAX + 2] = {(char *)"run"};
+        int argc = 1;
+        va_list ap;
+
+        va_start(ap, e);
+        for (const char *s; (s = va_arg(ap, const char *));) {
+                if (argc > ARGV_MAX)
+                        fail_msg("too many arguments");
+                argv[argc++] = (char *)s;
+        }
+        va_end(ap);
+        argv[argc] = NULL;
+        *a = (RunArgs){.json_fd = -EBADF};
+        *e = (HutchError){};
+        return run_args_parse(argc, argv, a, e);
+}
+
+/* Expects -@err with the message @msg. */
+#define ASSERT_PARSE_FAILS(err, expected, ...)                                                     \
+        do {                                                                                       \
+                RunArgs pa;                                                                        \
+                HutchError pe;                                                                     \
+                ASSERT_ERROR(parse(&pa, &pe, __VA_ARGS__, NULL), err);                             \
+                ASSERT_STREQ(pe.msg, expected);                                                    \
+                ASSERT_NULL(pa.policy);                                                            \
+                ASSERT_NULL(pa.command);                                                           \
+        } while (0)
+
+TEST(minimal_and_defaults) {
+        _cleanup_(run_args_done) RunArgs a = {};
+        HutchError e;
+
+        ASSERT_OK(parse(&a, &e, "true", NULL));
+        ASSERT_EQ(strv_length(a.command), 1);
+        ASSERT_STREQ(a.command[0], "true");
+        ASSERT_NOT_NULL(a.policy);
+        ASSERT_NULL(a.policy->workspace);
+        ASSERT_STREQ(a.policy->hostname, "hutch");
+        ASSERT_NULL(a.json_path);
+        ASSERT_EQ(a.json_fd, -EBADF);
+        ASSERT_FALSE(a.help);
+}
+
+TEST(every_flag) {
+        _cleanup_tmpdir_ char *dir = make_tmpdir();
+        _cleanup_(run_args_done) RunArgs a = {};
+        _cleanup_free_ char *ws = NULL, *vol = NULL, *vol2 = NULL, *json = path_join(dir, "o.json");
+        HutchError e;
+
+        ASSERT_TRUE(asprintf(&ws, "%s:copy", dir) > 0);
+        ASSERT_TRUE(asprintf(&vol, "%s:/data:ro", dir) > 0);
+        ASSERT_TRUE(asprintf(&vol2, "%s:/more", dir) > 0);
+        ASSERT_OK(parse(&a, &e, "-v", vol, "--volume", vol2, "-w", "/workspace/sub", "-e", "A=1",
+                        "--env", "B=2", "-e", "PASSED", "--env-pass", "ALSO", "--workspace", ws,
+                        "--tmpfs", "/tmp:size=64m", "--tmpfs=/cache", "--read-only", "--hostname",
+                        "box", "--network", "none", "--json", json, "cmd", "arg", NULL));
+
+        ASSERT_EQ(a.policy->n_binds, 2);
+        ASSERT_STREQ(a.policy->binds[0].source, dir);
+        ASSERT_STREQ(a.policy->binds[0].target, "/data");
+        ASSERT_TRUE(a.policy->binds[0].read_only);
+        ASSERT_STREQ(a.policy->binds[1].target, "/more");
+        ASSERT_FALSE(a.policy->binds[1].read_only);
+        ASSERT_STREQ(a.policy->workdir, "/workspace/sub");
+        ASSERT_STREQ(strv_env_get(a.policy->env, "A"), "1");
+        ASSERT_STREQ(strv_env_get(a.policy->env, "B"), "2");
+        ASSERT_EQ(strv_length(a.policy->env_pass), 2);
+        ASSERT_STREQ(a.policy->env_pass[0], "PASSED");
+        ASSERT_STREQ(a.policy->env_pass[1], "ALSO");
+        ASSERT_STREQ(a.policy->workspace, dir);
+        ASSERT_EQ(a.policy->workspace_mode, WORKSPACE_MODE_COPY);
+        ASSERT_EQ(a.policy->n_tmpfs, 2);
+        ASSERT_STREQ(a.policy->tmpfs[0].path, "/tmp");
+        ASSERT_EQ(a.policy->tmpfs[0].size, 64ULL << 20);
+        ASSERT_STREQ(a.policy->tmpfs[1].path, "/cache");
+        ASSERT_EQ(a.policy->tmpfs[1].size, POLICY_DEFAULT_TMP_SIZE);
+        ASSERT_TRUE(a.policy->read_only);
+        ASSERT_STREQ(a.policy->hostname, "box");
+        ASSERT_EQ(a.policy->network, NETWORK_MODE_NONE);
+        ASSERT_STREQ(a.json_path, json);
+        ASSERT_EQ(strv_length(a.command), 2);
+        ASSERT_STREQ(a.command[1], "arg");
+}
+
+TEST(json_fd) {
+        _cleanup_(run_args_done) RunArgs a = {};
+        _cleanup_close_ int fd = open("/dev/null", O_WRONLY | O_CLOEXEC);
+        char num[16];
+        HutchError e;
+
+        ASSERT_TRUE(fd >= 3);
+        (void)snprintf(num, sizeof(num), "%d", fd);
+        ASSERT_OK(parse(&a, &e, "--json-fd", num, "true", NULL));
+        ASSERT_EQ(a.json_fd, fd);
+        run_args_done(&a);
+        /* run_args_done() does not close it: the fd is the caller's. */
+        ASSERT_TRUE(fcntl(fd, F_GETFD) >= 0);
+        ASSERT_EQ(a.json_fd, -EBADF);
+
+        ASSERT_PARSE_FAILS(EINVAL,
+                           "--json-fd '1' must be 3 or higher (0, 1 and 2 are the command's stdio)",
+                           "--json-fd", "1", "true");
+        ASSERT_PARSE_FAILS(EINVAL,
+                           "--json-fd '-4' must be 3 or higher (0, 1 and 2 are the "
+                           "command's stdio)",
+                           "--json-fd", "-4", "true");
+        ASSERT_PARSE_FAILS(EINVAL, "invalid --json-fd 'x3'", "--json-fd", "x3", "true");
+        ASSERT_PARSE_FAILS(EINVAL, "--json-fd '999999' is not an open file descriptor", "--json-fd",
+                           "999999", "true");
+        ASSERT_PARSE_FAILS(EINVAL, "--json and --json-fd cannot be combined", "--json", "/x",
+                           "--json-fd", num, "true");
+        ASSERT_PARSE_FAILS(EINVAL, "--json needs a file name", "--json", "", "true");
+}
+
+TEST(command_is_never_parsed) {
+        _cleanup_(run_args_done) RunArgs a = {};
+        HutchError e;
+
+        ASSERT_OK(parse(&a, &e, "ls", "-l", "--tmpfs", "x", NULL));
+        ASSERT_EQ(strv_length(a.command), 4);
+        ASSERT_STREQ(a.command[0], "ls");
+        ASSERT_STREQ(a.command[1], "-l");
+        ASSERT_STREQ(a.command[2], "--tmpfs");
+        ASSERT_EQ(a.policy->n_tmpfs, 0);
+        run_args_done(&a);
+
+        /* "--" ends the flags; a later "--" belongs to the command. */
+        ASSERT_OK(parse(&a, &e, "--read-only", "--", "-v", "--", "x", NULL));
+        ASSERT_TRUE(a.policy->read_only);
+        ASSERT_EQ(a.policy->n_binds, 0);
+        ASSERT_EQ(strv_length(a.command), 3);
+        ASSERT_STREQ(a.command[0], "-v");
+        ASSERT_STREQ(a.command[1], "--");
+        run_args_done(&a);
+
+        ASSERT_OK(parse(&a, &e, "--", "--help", NULL));
+        ASSERT_FALSE(a.help);
+        ASSERT_STREQ(a.command[0], "--help");
+        run_args_done(&a);
+
+        /* A lone "-" is a command, not a flag. */
+        ASSERT_OK(parse(&a, &e, "-", NULL));
+        ASSERT_STREQ(a.command[0], "-");
+}
+
+TEST(missing_command) {
+        ASSERT_PARSE_FAILS(EINVAL, "missing command (usage: hutch run [FLAGS] -- CMD [ARGS...])",
+                           "--read-only");
+        ASSERT_PARSE_FAILS(EINVAL, "missing command (usage: hutch run [FLAGS] -- CMD [ARGS...])",
+                           "--");
+
+        RunArgs a;
+        HutchError e;
+        char *argv[] = {(char *)"run", NULL};
+
+        ASSERT_ERROR(run_args_parse(1, argv, &a, &e), EINVAL);
+        ASSERT_ERROR(run_args_parse(0, argv, &a, &e), EINVAL);
+        ASSERT_ERROR(run_args_parse(1, NULL, &a, &e), EINVAL);
+        ASSERT_ERROR(run_args_parse(1, argv, NULL, &e), EINVAL);
+}
+
+TEST(option_errors) {
+        ASSERT_PARSE_FAILS(EINVAL, "unknown option '--frob'", "--frob", "true");
+        ASSERT_PARSE_FAILS(EINVAL, "unknown option '--frob'", "--frob=1", "true");
+        ASSERT_PARSE_FAILS(EINVAL, "unknown option '-x'", "-x", "true");
+        ASSERT_PARSE_FAILS(EINVAL, "unknown option '-q'", "--read-only", "-hq", "true");
+        ASSERT_PARSE_FAILS(EINVAL, "option '--tmpfs' needs a value", "--tmpfs");
+        ASSERT_PARSE_FAILS(EINVAL, "option '--workspace' needs a value", "--workspace");
+        ASSERT_PARSE_FAILS(EINVAL, "option '-v' needs a value", "-v");
+        ASSERT_PARSE_FAILS(EINVAL, "option '-e' needs a value", "--read-only", "-e");
+        ASSERT_PARSE_FAILS(EINVAL, "option '--read-only' does not take a value", "--read-only=1",
+                           "true");
+        ASSERT_PARSE_FAILS(EINVAL, "option '--help' does not take a value", "--help=1");
+        /* An ambiguous abbreviation (--workdir or --workspace) is refused. */
+        ASSERT_PARSE_FAILS(EINVAL, "unknown option '--work'", "--work", "/x", "true");
+}
+
+TEST(abbreviations_and_clusters) {
+        _cleanup_(run_args_done) RunArgs a = {};
+        HutchError e;
+
+        ASSERT_OK(parse(&a, &e, "--host", "box", "-eA=1", "-w/w", "true", NULL));
+        ASSERT_STREQ(a.policy->hostname, "box");
+        ASSERT_STREQ(strv_env_get(a.policy->env, "A"), "1");
+        ASSERT_STREQ(a.policy->workdir, "/w");
+}
+
+TEST(bad_values) {
+        _cleanup_tmpdir_ char *dir = make_tmpdir();
+        _cleanup_free_ char *missing = path_join(dir, "missing"), *msg = NULL,
+                            *file = path_join(dir, "file"), *vol = NULL;
+
+        ASSERT_PARSE_FAILS(EINVAL, "invalid size '12q' in --tmpfs '/x:size=12q'", "--tmpfs",
+                           "/x:size=12q", "true");
+        ASSERT_PARSE_FAILS(EINVAL, "invalid size '12q' in --tmpfs '/tmp:size=12q'", "--tmpfs",
+                           "/tmp:size=12q", "true");
+        ASSERT_PARSE_FAILS(EINVAL, "bind target 'data' in -v '/tmp:data' must be an absolute path",
+                           "-v", "/tmp:data", "true");
+        ASSERT_PARSE_FAILS(EINVAL, "unsupported network mode 'host' (only 'none' is available)",
+                           "--network", "host", "true");
+        ASSERT_PARSE_FAILS(EINVAL,
+                           "invalid hostname 'a.b' (1-63 characters of A-Z, a-z, 0-9 and '-', not "
+                           "starting or ending with '-')",
+                           "--hostname", "a.b", "true");
+        ASSERT_PARSE_FAILS(EINVAL,
+                           "workdir 'w' must be an absolute path without '.' or '..' "
+                           "components",
+                           "-w", "w", "true");
+        ASSERT_PARSE_FAILS(EINVAL,
+                           "invalid environment variable name '1A' in -e '1A=x' (expected "
+                           "[A-Za-z_][A-Za-z0-9_]*)",
+                           "-e", "1A=x", "true");
+        ASSERT_PARSE_FAILS(EINVAL,
+                           "invalid environment variable name 'A=x' in --env-pass (expected "
+                           "[A-Za-z_][A-Za-z0-9_]*)",
+                           "--env-pass", "A=x", "true");
+        ASSERT_PARSE_FAILS(EINVAL, "workspace directory in --workspace ':copy' is empty",
+                           "--workspace", ":copy", "true");
+
+        /* Host checks (policy_validate()) run too. */
+        ASSERT_TRUE(asprintf(&msg, "workspace '%s' does not exist", missing) > 0);
+        ASSERT_PARSE_FAILS(ENOENT, msg, "--workspace", missing, "true");
+        write_file(file, "");
+        free(msg);
+        msg = NULL;
+        ASSERT_TRUE(asprintf(&msg, "workspace '%s' is not a directory", file) > 0);
+        ASSERT_PARSE_FAILS(ENOTDIR, msg, "--workspace", file, "true");
+        free(msg);
+        msg = NULL;
+        ASSERT_TRUE(asprintf(&msg, "bind source '%s' does not exist", missing) > 0);
+        ASSERT_TRUE(asprintf(&vol, "%s:/x", missing) > 0);
+        ASSERT_PARSE_FAILS(ENOENT, msg, "-v", "/tmp:/ok", "--volume", vol, "true");
+}
+
+TEST(policy_file_merges_under_flags) {
+        _cleanup_tmpdir_ char *dir = make_tmpdir();
+        _cleanup_(run_args_done) RunArgs a = {};
+        _cleanup_free_ char *pf = path_join(dir, "p.json");
+        HutchError e;
+
+        write_file(pf, "{\n"
+                       "  \"hostname\": \"filebox\",\n"
+                       "  \"workdir\": \"/from-file\",\n"
+                       "  \"binds\": [{\"source\": \"/tmp\", \"target\": \"/file\"}],\n"
+                       "  \"tmpfs\": [{\"path\": \"/tmp\", \"size\": \"64m\"}],\n"
+                       "  \"env\": {\"A\": \"file\", \"B\": \"file\"}\n"
+                       "}\n");
+        /* --policy comes after the flags on the command line and is still
+         * applied first: the flags win for scalars, lists merge, and an entry
+         * for the same target or key replaces the file's. */
+        ASSERT_OK(parse(&a, &e, "--hostname", "flagbox", "-v", "/tmp:/flag", "--tmpfs",
+                        "/tmp:size=128m", "-e", "A=flag", "--policy", pf, "true", NULL));
+        ASSERT_STREQ(a.policy->hostname, "flagbox");
+        ASSERT_STREQ(a.policy->workdir, "/from-file");
+        ASSERT_EQ(a.policy->n_binds, 2);
+        ASSERT_STREQ(a.policy->binds[0].target, "/file");
+        ASSERT_STREQ(a.policy->binds[1].target, "/flag");
+        ASSERT_EQ(a.policy->n_tmpfs, 1);
+        ASSERT_EQ(a.policy->tmpfs[0].size, 128ULL << 20);
+        ASSERT_STREQ(strv_env_get(a.policy->env, "A"), "flag");
+        ASSERT_STREQ(strv_env_get(a.policy->env, "B"), "file");
+}
+
+TEST(policy_file_errors) {
+        _cleanup_tmpdir_ char *dir = make_tmpdir();
+        _cleanup_free_ char *pf = path_join(dir, "p.json"), *missing = path_join(dir, "no.json"),
+                            *msg = NULL;
+
+        write_file(pf, "{\n  \"hostname\": \"ok\",\n  \"tmpfs\": [\n    {\"path\": \"/t\", "
+                       "\"size\": \"12q\"}\n  ]\n}\n");
+        ASSERT_TRUE(asprintf(&msg, "policy file '%s' line 4: /tmpfs/0/size: invalid size '12q'",
+                             pf) > 0);
+        ASSERT_PARSE_FAILS(EINVAL, msg, "--policy", pf, "true");
+
+        RunArgs a;
+        HutchError e;
+
+        ASSERT_ERROR(parse(&a, &e, "--policy", pf, "true", NULL), EINVAL);
+        ASSERT_STREQ(e.pointer, "/tmpfs/0/size");
+        ASSERT_EQ(e.line, 4);
+
+        free(msg);
+        msg = NULL;
+        ASSERT_TRUE(asprintf(&msg, "cannot open policy file '%s': No such file or directory",
+                             missing) > 0);
+        ASSERT_PARSE_FAILS(ENOENT, msg, "--policy", missing, "true");
+}
+
+TEST(help) {
+        _cleanup_(run_args_done) RunArgs a = {};
+        HutchError e;
+
+        ASSERT_OK(parse(&a, &e, "--help", NULL));
+        ASSERT_TRUE(a.help);
+        ASSERT_NOT_NULL(a.policy);
+        ASSERT_NULL(a.command);
+        run_args_done(&a);
+
+        /* Help wins over bad values and a missing policy file. */
+        ASSERT_OK(parse(&a, &e, "--network", "host", "--policy", "/nonexistent.json", "-h", NULL));
+        ASSERT_TRUE(a.help);
+}
+
+TEST(parse_twice) {
+        _cleanup_(run_args_done) RunArgs a = {}, b = {};
+        HutchError e;
+
+        /* getopt's state is reset, so a second parse sees every flag again. */
+        ASSERT_OK(parse(&a, &e, "--hostname", "one", "-e", "A=1", "x", NULL));
+        ASSERT_OK(parse(&b, &e, "--hostname", "two", "-e", "A=2", "y", NULL));
+        ASSERT_STREQ(a.policy->hostname, "one");
+        ASSERT_STREQ(b.policy->hostname, "two");
+        ASSERT_STREQ(strv_env_get(b.policy->env, "A"), "2");
+        ASSERT_STREQ(b.command[0], "y");
+}
+
+TEST(usage) {
+        static const char *const flags[] = {
+                "--volume",    "--workdir",  "--env ",    "--env-pass", "--workspace", "--tmpfs",
+                "--read-only", "--hostname", "--network", "--policy",   "--json ",     "--json-fd",
+                "--help",      "1g",         "64m",       "4g",         "125",
+        };
+        _cleanup_free_ char *buf = NULL;
+        size_t len = 0;
+        FILE *f = open_memstream(&buf, &len);
+
+        ASSERT_NOT_NULL(f);
+        run_args_usage(f);
+        ASSERT_OK(fclose(f));
+        ASSERT_TRUE(strncmp(buf, "usage: hutch run", 16) == 0);
+        for (size_t i = 0; i < ELEMENTSOF(flags); i++)
+                if (!strstr(buf, flags[i]))
+                        fail_msg("usage lacks '%s'", flags[i]);
+}
+
+TEST(run_args_done_is_idempotent) {
+        RunArgs a = {.json_fd = -EBADF};
+
+        run_args_done(&a);
+        run_args_done(&a);
+        run_args_done(NULL);
+        ASSERT_NULL(a.policy);
+}
+
+DEFINE_TEST_MAIN
