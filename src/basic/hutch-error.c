@@ -4,8 +4,8 @@
 
 #include "hutch-error.h"
 
-static int hutch_error_vset(HutchError *reterr, int errnum, const char *pointer, const char *fmt,
-                            va_list ap) {
+_printf_(4, 0) static int hutch_error_vset(HutchError *reterr, int errnum, const char *pointer,
+                                           const char *fmt, va_list ap) {
         if (reterr) {
                 *reterr = (HutchError){.errnum = errnum};
                 (void)vsnprintf(reterr->msg, sizeof(reterr->msg), fmt, ap);

@@ -265,6 +265,29 @@ static bool bpf_has_jump_k(const struct sock_filter *insn, size_t n, uint16_t op
         return false;
 }
 
+/* The program hutch loads is generated at build time; it must be exactly
+ * what libseccomp compiles from the table now. */
+TEST(embedded_program_matches_the_table) {
+        _cleanup_close_ int fd = -EBADF;
+        _cleanup_free_ struct sock_filter *insn = NULL;
+        const struct sock_filter *embedded;
+        struct stat st;
+        size_t n, m;
+
+        fd = memfd_create("hutch-seccomp-bpf", MFD_CLOEXEC);
+        ASSERT_TRUE(fd >= 0);
+        ASSERT_OK(seccomp_filter_export_default(fd));
+        ASSERT_EQ(fstat(fd, &st), 0);
+        n = (size_t)st.st_size / sizeof(struct sock_filter);
+        insn = calloc(n, sizeof(struct sock_filter));
+        ASSERT_NOT_NULL(insn);
+        ASSERT_EQ(pread(fd, insn, (size_t)st.st_size, 0), st.st_size);
+
+        embedded = seccomp_filter_default_program(&m);
+        ASSERT_EQ(m, n);
+        ASSERT_EQ(memcmp(embedded, insn, n * sizeof(struct sock_filter)), 0);
+}
+
 TEST(export_shape) {
         _cleanup_close_ int fd = -EBADF;
         _cleanup_free_ struct sock_filter *insn = NULL;

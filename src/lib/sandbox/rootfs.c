@@ -396,8 +396,9 @@ static int setup_one_user_mount(const Policy *p, const UserMount *m, HutchError 
         return 0;
 }
 
-/* -v binds and --tmpfs mounts, parents before children. /tmp and /dev/shm
- * tmpfs entries only resize the default mounts and are skipped here. */
+/* -v binds and --tmpfs mounts, parents before children. Entries for /tmp,
+ * /dev/shm, $HOME and a copied workspace only resize those default mounts
+ * and are skipped here. */
 static int setup_user_mounts(const RootfsConfig *c, HutchError *reterr) {
         const Policy *p = c->policy;
         UserMount list[POLICY_MAX_BINDS + POLICY_MAX_TMPFS];
@@ -414,6 +415,7 @@ static int setup_user_mounts(const RootfsConfig *c, HutchError *reterr) {
                 const char *t = p->tmpfs[i].path;
 
                 if (strcmp(t, "/tmp") == 0 || strcmp(t, "/dev/shm") == 0 ||
+                    strcmp(t, POLICY_SANDBOX_HOME) == 0 ||
                     (p->workspace && p->workspace_mode == WORKSPACE_MODE_COPY &&
                      strcmp(t, POLICY_SANDBOX_WORKSPACE) == 0))
                         continue;
@@ -460,7 +462,8 @@ int rootfs_setup(const RootfsConfig *c, HutchError *reterr) {
 
         if (mkdir(POLICY_SANDBOX_HOME, 0700) < 0)
                 return fail(reterr, negative_errno(), "create", POLICY_SANDBOX_HOME);
-        r = mount_tmpfs(POLICY_SANDBOX_HOME, POLICY_DEFAULT_HOME_SIZE, 0700,
+        r = mount_tmpfs(POLICY_SANDBOX_HOME,
+                        tmpfs_size_for(p, POLICY_SANDBOX_HOME, POLICY_DEFAULT_HOME_SIZE), 0700,
                         MS_NOSUID | MS_NODEV | (p->read_only ? MS_RDONLY : 0));
         if (r < 0)
                 return fail(reterr, r, "mount", POLICY_SANDBOX_HOME);

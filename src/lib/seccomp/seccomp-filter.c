@@ -274,16 +274,6 @@ int seccomp_filter_new_default(scmp_filter_ctx *ret) {
         return 0;
 }
 
-int seccomp_filter_load_default(void) {
-        _cleanup_(seccomp_releasep) scmp_filter_ctx ctx = NULL;
-        int r;
-
-        r = seccomp_filter_new_default(&ctx);
-        if (r < 0)
-                return r;
-        return seccomp_load(ctx);
-}
-
 int seccomp_filter_export_default(int fd) {
         _cleanup_(seccomp_releasep) scmp_filter_ctx ctx = NULL;
         int r;

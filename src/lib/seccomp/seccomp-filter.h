@@ -42,6 +42,7 @@
  *
  * None of these functions logs. */
 
+#include <linux/filter.h>
 #include <seccomp.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -70,13 +71,18 @@ const SeccompRule *seccomp_filter_default_rules(size_t *ret_n);
  * libseccomp reported. */
 int seccomp_filter_new_default(scmp_filter_ctx *ret);
 
-/* Builds the default filter and loads it into the calling thread (no
- * TSYNC: the pre-exec child is single-threaded). Sets PR_SET_NO_NEW_PRIVS
- * first (see above). Returns 0, or -errno: the errors of
- * seccomp_filter_new_default(), or the kernel's error from prctl/seccomp
- * (libseccomp is told to pass raw kernel errors through, e.g. -EINVAL when
- * the kernel lacks seccomp filters). */
+/* Loads the default filter into the calling thread (no TSYNC: the
+ * pre-exec child is single-threaded). The BPF program is the one
+ * seccomp_filter_new_default() compiles, generated at build time by
+ * seccomp-gen (so starting a sandbox costs no libseccomp work) for the
+ * build host's architecture; a unit test checks the two stay identical.
+ * Sets PR_SET_NO_NEW_PRIVS first (see above). Returns 0 or the kernel's
+ * -errno (e.g. -EINVAL when the kernel lacks seccomp filters). */
 int seccomp_filter_load_default(void);
+
+/* The build-time program: returns it (static storage) and its length in
+ * instructions in @ret_n. */
+const struct sock_filter *seccomp_filter_default_program(size_t *ret_n);
 
 /* Builds the default filter and writes its BPF program (an array of
  * struct sock_filter in host byte order, as seccomp_export_bpf() writes
