@@ -125,6 +125,8 @@ static void json_ctx_pop(JsonCtx *c, int saved) {
                 c->pointer[c->pointer_len] = '\0';
 }
 
+static int json_ctx_vfail(JsonCtx *c, int errnum, bool at_key, const char *fmt, va_list ap)
+        _printf_(4, 0);
 static int json_ctx_vfail(JsonCtx *c, int errnum, bool at_key, const char *fmt, va_list ap) {
         if (c->failed)
                 return -errnum;

@@ -27,13 +27,14 @@ OutcomeReason outcome_reason_from_string(const char *s);
 typedef struct Outcome {
         OutcomeReason reason;
         int exit_code; /* shell convention: status, or 128+signal */
-        int signal;    /* the terminating signal, 0 if none */
+        int signal;    /* the terminating signal, 0 if none (null in JSON) */
         uint64_t wall_ms;
         uint64_t cpu_ms;
         uint64_t mem_peak_bytes;
         bool stdout_truncated;
 } Outcome;
 
-/* Formats @o as one JSON object followed by a newline into a malloc'd
- * string. Returns 0 or -ENOMEM. */
+/* Formats @o as one JSON object (no trailing newline) into a malloc'd
+ * string: {exit_code, signal (null when none), reason, wall_ms, cpu_ms,
+ * mem_peak_bytes, stdout_truncated, denied}. Returns 0 or -ENOMEM. */
 int outcome_to_json(const Outcome *o, char **ret);

@@ -489,9 +489,11 @@ int rootfs_setup(const RootfsConfig *c, HutchError *reterr) {
 }
 
 int rootfs_writable_paths(const Policy *p, char ***ret) {
+        /* SECURITY: /proc is not on the list: the command may not write
+         * procfs files (oom_score_adj, comm, attr/...), only read them. */
         static const char *const always[] = {
-                "/tmp",        "/dev/shm",     "/dev/pts", "/dev/null", "/dev/zero", "/dev/full",
-                "/dev/random", "/dev/urandom", "/dev/tty", "/proc",     NULL,
+                "/tmp",      "/dev/shm",    "/dev/pts",     "/dev/null", "/dev/zero",
+                "/dev/full", "/dev/random", "/dev/urandom", "/dev/tty",  NULL,
         };
         _cleanup_strv_free_ char **l = NULL;
         int r;

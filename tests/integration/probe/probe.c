@@ -450,6 +450,7 @@ static const SyscallCase syscall_cases[] = {
         {"personality-query", SYS_personality, 136, CALL_PLAIN, {0xffffffffL}},
         {"personality-zero", SYS_personality, 136, CALL_PLAIN, {0}},
         {"tiocsti", SYS_ioctl, 54, CALL_PLAIN, {-1, TIOCSTI, LOW(buf)}},
+        {"tiocsti-stdin", SYS_ioctl, 54, CALL_PLAIN, {0, TIOCSTI, LOW(buf)}},
         {"tioclinux", SYS_ioctl, 54, CALL_PLAIN, {-1, TIOCLINUX, LOW(buf)}},
         {"tiocgwinsz", SYS_ioctl, 54, CALL_PLAIN, {-1, TIOCGWINSZ, LOW(buf)}},
         {"fsopen", SYS_fsopen, 430, CALL_FD, {LOW(tmpfs), 0}},

@@ -1,0 +1,373 @@
+# SPDX-License-Identifier: LGPL-2.1-or-later
+"""Fixtures for the integration suite: the real hutch binary, driven as a
+user would, with tests/integration/probe/probe inside the sandbox.
+
+Environment:
+  HUTCH_BUILD_DIR       meson build dir (default: <repo>/build)
+  HUTCH_TEST_MUST_WORK  "1": a skipped test counts as a failure (CI)
+
+Privilege modes: the `sbx` fixture is parametrized over "root" (hutch run
+by root, sandbox ids from /etc/subuid or the default base) and "user"
+(hutch run by the unprivileged user `hutchtest`, single-id map). As a
+non-root caller, "root" skips and "user" runs as the caller itself.
+"""
+
+import os
+import pwd
+import shutil
+import select
+import signal
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+BUILD = Path(os.environ.get("HUTCH_BUILD_DIR", REPO / "build")).resolve()
+TEST_USER = "hutchtest"
+DEFAULT_TIMEOUT = 30
+# The documented default sub-id base when /etc/subuid has no range for root.
+DEFAULT_SUBID_BASE = 0x70000000
+SUBID_COUNT = 65536
+IS_ROOT = os.geteuid() == 0
+
+
+def must_work():
+    return os.environ.get("HUTCH_TEST_MUST_WORK") == "1"
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """With HUTCH_TEST_MUST_WORK=1 a skip is a failure (bwrap's rule)."""
+    outcome = yield
+    rep = outcome.get_result()
+    if must_work() and rep.skipped and not hasattr(rep, "wasxfail"):
+        reason = rep.longrepr
+        if isinstance(reason, tuple) and len(reason) == 3:
+            reason = reason[2]
+        rep.outcome = "failed"
+        rep.longrepr = f"skipped, but HUTCH_TEST_MUST_WORK=1 makes skips failures: {reason}"
+
+
+def find_hutch():
+    for cand in (BUILD / "hutch", BUILD / "src" / "cli" / "hutch"):
+        if cand.is_file() and os.access(cand, os.X_OK):
+            return cand
+    return None
+
+
+def find_probe():
+    cand = BUILD / "tests" / "integration" / "probe"
+    if cand.is_file() and os.access(cand, os.X_OK):
+        return cand
+    return None
+
+
+def subid_base(path, name="root", uid=0):
+    """First range of @name (or @uid) in /etc/subuid-style @path with at
+    least SUBID_COUNT ids, else the default base."""
+    try:
+        text = Path(path).read_text()
+    except OSError:
+        return DEFAULT_SUBID_BASE
+    for line in text.splitlines():
+        parts = line.strip().split(":")
+        if len(parts) != 3 or parts[0] not in (name, str(uid)):
+            continue
+        try:
+            start, count = int(parts[1]), int(parts[2])
+        except ValueError:
+            continue
+        if count >= SUBID_COUNT:
+            return start
+    return DEFAULT_SUBID_BASE
+
+
+class Runner:
+    """Runs hutch as one privilege mode. `run()` returns a
+    CompletedProcess with text stdout/stderr; `probe()` runs the probe
+    inside a sandbox with its directory bound at /probe."""
+
+    def __init__(self, mode, hutch, probe_dir, uid, gid, base_dir):
+        self.mode = mode
+        self.hutch = str(hutch)
+        self.probe_dir = str(probe_dir)
+        self.uid = uid
+        self.gid = gid
+        self.base_dir = Path(base_dir)
+        self._n = 0
+
+    @property
+    def switches_user(self):
+        return self.uid != os.geteuid()
+
+    def argv(self, args, verb="run"):
+        """The command line of `hutch VERB ARGS...` as this mode's caller;
+        verb=None runs `hutch ARGS...`."""
+        cmd = [self.hutch, *([verb] if verb else []), *[str(a) for a in args]]
+        if self.switches_user:
+            cmd = [
+                "setpriv",
+                f"--reuid={self.uid}",
+                f"--regid={self.gid}",
+                "--clear-groups",
+                "--",
+                *cmd,
+            ]
+        return cmd
+
+    def env(self, extra=None):
+        env = {
+            "PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+            "LANG": "C.UTF-8",
+        }
+        if self.switches_user:
+            env["HOME"] = str(self.base_dir)
+            env["USER"] = TEST_USER
+        else:
+            env["HOME"] = os.environ.get("HOME", "/root")
+            env["USER"] = pwd.getpwuid(os.geteuid()).pw_name
+        env.update(extra or {})
+        return env
+
+    def popen(self, args, env=None, **kw):
+        """`hutch run ARGS...` started with Popen (text mode by default)."""
+        kw.setdefault("cwd", str(self.base_dir))
+        kw.setdefault("text", True)
+        kw.setdefault("stdin", subprocess.DEVNULL)
+        return subprocess.Popen(self.argv(args), env=self.env(env), **kw)
+
+    def run(self, args, env=None, timeout=DEFAULT_TIMEOUT, input=None, verb="run", **kw):
+        """`hutch run ARGS...` to completion, output captured."""
+        kw.setdefault("cwd", str(self.base_dir))
+        kw.setdefault("text", True)
+        if input is None:
+            kw.setdefault("stdin", subprocess.DEVNULL)
+        return subprocess.run(
+            self.argv(args, verb),
+            env=self.env(env),
+            input=input,
+            capture_output=True,
+            timeout=timeout,
+            **kw,
+        )
+
+    def run_raw(self, args, **kw):
+        """`hutch ARGS...` (no implicit "run")."""
+        return self.run(args, verb=None, **kw)
+
+    def probe_args(self, *verb, flags=()):
+        return [*flags, "-v", f"{self.probe_dir}:/probe:ro", "--", "/probe/probe", *verb]
+
+    def probe(self, *verb, flags=(), **kw):
+        return self.run(self.probe_args(*verb, flags=flags), **kw)
+
+    def fact(self, *verb, flags=(), **kw):
+        """The probe's stdout, stripped; fails the test on any other exit."""
+        r = self.probe(*verb, flags=flags, **kw)
+        assert r.returncode == 0, f"probe {verb} exited {r.returncode}: {r.stderr}"
+        return r.stdout.strip()
+
+    def make_dir(self, mode=0o755, name="dir"):
+        """A fresh directory that this mode's caller owns."""
+        self._n += 1
+        d = self.base_dir / f"{name}-{self._n}"
+        d.mkdir(mode=mode)
+        os.chmod(d, mode)
+        if self.switches_user:
+            os.chown(d, self.uid, self.gid)
+        return d
+
+    def chown(self, path):
+        if self.switches_user:
+            for p in [path, *Path(path).rglob("*")]:
+                os.lchown(p, self.uid, self.gid)
+
+    def expected_uid_map(self):
+        if self.mode == "root":
+            return f"0 {subid_base('/etc/subuid')} {SUBID_COUNT}"
+        return f"0 {self.uid} 1"
+
+    def expected_gid_map(self):
+        if self.mode == "root":
+            return f"0 {subid_base('/etc/subgid')} {SUBID_COUNT}"
+        return f"0 {self.gid} 1"
+
+
+def ensure_test_user():
+    try:
+        return pwd.getpwnam(TEST_USER)
+    except KeyError:
+        pass
+    r = subprocess.run(
+        ["useradd", "-M", "-s", "/usr/sbin/nologin", TEST_USER],
+        capture_output=True,
+        text=True,
+    )
+    if r.returncode != 0:
+        return None
+    return pwd.getpwnam(TEST_USER)
+
+
+def stage_binaries(base, hutch, probe):
+    """Copies hutch and the probe into @base (mode 0755), so they run from
+    a world-readable place whoever the caller is."""
+    os.chmod(base, 0o755)
+    shutil.copy2(hutch, base / "hutch")
+    pdir = base / "probe-bin"
+    pdir.mkdir(mode=0o755)
+    os.chmod(pdir, 0o755)
+    shutil.copy2(probe, pdir / "probe")
+    os.chmod(base / "hutch", 0o755)
+    os.chmod(pdir / "probe", 0o755)
+    return base / "hutch", pdir
+
+
+@pytest.fixture(scope="session")
+def binaries():
+    hutch, probe = find_hutch(), find_probe()
+    if not hutch or not probe:
+        pytest.fail(
+            f"hutch or the probe is not built in {BUILD} (set HUTCH_BUILD_DIR or run ninja -C build)"
+        )
+    return hutch, probe
+
+
+@pytest.fixture(scope="session")
+def root_runner(binaries):
+    if not IS_ROOT:
+        pytest.skip("needs root: runs hutch as host root")
+    base = Path(tempfile.mkdtemp(prefix="hutch-root-"))
+    hutch, pdir = stage_binaries(base, *binaries)
+    yield Runner("root", hutch, pdir, 0, 0, base)
+    shutil.rmtree(base, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def user_runner(binaries):
+    if IS_ROOT:
+        if not shutil.which("setpriv"):
+            pytest.skip("needs setpriv (util-linux) to run as an unprivileged user")
+        pw = ensure_test_user()
+        if pw is None:
+            pytest.skip(f"cannot create the unprivileged user '{TEST_USER}' with useradd")
+        uid, gid = pw.pw_uid, pw.pw_gid
+    else:
+        uid, gid = os.getuid(), os.getgid()
+    base = Path(tempfile.mkdtemp(prefix="hutch-user-"))
+    hutch, pdir = stage_binaries(base, *binaries)
+    yield Runner("user", hutch, pdir, uid, gid, base)
+    shutil.rmtree(base, ignore_errors=True)
+
+
+@pytest.fixture(params=["root", "user"])
+def sbx(request):
+    """The main containment cases run in both privilege modes."""
+    return request.getfixturevalue(f"{request.param}_runner")
+
+
+@pytest.fixture
+def caller(request):
+    """The Runner of the current caller: root in CI, else the user."""
+    return request.getfixturevalue("root_runner" if IS_ROOT else "user_runner")
+
+
+@pytest.fixture
+def probe_dir(caller):
+    """A world-readable directory holding only the probe, to bind at
+    /probe (`-v DIR:/probe:ro`)."""
+    return Path(caller.probe_dir)
+
+
+@pytest.fixture
+def hutch(caller):
+    """hutch(args, **kw): runs the real binary (`hutch ARGS...`) as the
+    current caller and returns the CompletedProcess (text stdout/stderr,
+    timeout per call)."""
+    return caller.run_raw
+
+
+def wait_pidfds(pids, timeout):
+    """Waits until every pid in @pids has exited (pidfd readable), at most
+    @timeout seconds. Returns the pids still alive."""
+    fds = {}
+    for pid in pids:
+        try:
+            fds[os.pidfd_open(pid)] = pid
+        except ProcessLookupError:
+            continue
+    alive = set(fds.values())
+    try:
+        poller = select.poll()
+        for fd in fds:
+            poller.register(fd, select.POLLIN)
+        deadline = time.monotonic() + timeout
+        while alive:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                break
+            for fd, _ in poller.poll(int(left * 1000) + 1):
+                alive.discard(fds[fd])
+                poller.unregister(fd)
+    finally:
+        for fd in fds:
+            os.close(fd)
+    return alive
+
+
+def proc_table():
+    """{pid: (ppid, state, uid, cmdline)} of the host's processes."""
+    table = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            status = Path(f"/proc/{entry}/status").read_text()
+            cmdline = Path(f"/proc/{entry}/cmdline").read_bytes()
+        except OSError:
+            continue
+        fields = dict(
+            line.split(":", 1) for line in status.splitlines() if ":" in line
+        )
+        table[int(entry)] = (
+            int(fields["PPid"].strip()),
+            fields["State"].strip()[:1],
+            int(fields["Uid"].split()[0]),
+            cmdline.replace(b"\0", b" ").decode(errors="replace"),
+        )
+    return table
+
+
+def descendants(pid, table=None):
+    table = table if table is not None else proc_table()
+    out, todo = set(), [pid]
+    while todo:
+        p = todo.pop()
+        for child, (ppid, *_rest) in table.items():
+            if ppid == p and child not in out:
+                out.add(child)
+                todo.append(child)
+    return out
+
+
+def live_with_marker(marker):
+    return {
+        pid: info
+        for pid, info in proc_table().items()
+        if marker in info[3] and info[1] != "Z"
+    }
+
+
+def kill_quietly(pid, sig=signal.SIGKILL):
+    try:
+        os.kill(pid, sig)
+    except ProcessLookupError:
+        pass
+
+
+def parse_kv(line):
+    """"a=1 b=2" -> {"a": "1", "b": "2"}."""
+    return dict(tok.split("=", 1) for tok in line.split() if "=" in tok)
+

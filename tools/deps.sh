@@ -1,0 +1,52 @@
+#!/bin/bash
+# SPDX-License-Identifier: LGPL-2.1-or-later
+#
+# tools/deps.sh build|test|bench
+#
+# Installs the Debian packages hutch needs for one purpose: `build` (compile
+# hutch and the probe), `test` (build + unit, integration and lint checks),
+# `bench` (build + the peers of bench/bench-run.sh). As root, missing
+# packages are installed with apt-get; otherwise the one command to run is
+# printed and the script exits 1. Nothing is done when all are present.
+set -euo pipefail
+
+# The one list (DESIGN.md §9). libc6-dev provides the static libc the
+# probe links against.
+build_pkgs=(meson ninja-build gcc libc6-dev pkg-config libseccomp-dev libjansson-dev libcmocka-dev)
+test_pkgs=(python3 python3-pytest clang-format shellcheck strace bubblewrap uidmap util-linux passwd)
+bench_pkgs=(bubblewrap hyperfine python3)
+
+usage() {
+        echo "usage: $0 build|test|bench" >&2
+        exit 2
+}
+
+[ $# -eq 1 ] || usage
+case "$1" in
+build) want=("${build_pkgs[@]}") ;;
+test) want=("${build_pkgs[@]}" "${test_pkgs[@]}") ;;
+bench) want=("${build_pkgs[@]}" "${bench_pkgs[@]}") ;;
+*) usage ;;
+esac
+
+missing=()
+for pkg in "${want[@]}"; do
+        status=$(dpkg-query -W -f='${db:Status-Status}' "$pkg" 2>/dev/null || true)
+        if [ "$status" != "installed" ]; then
+                missing+=("$pkg")
+        fi
+done
+
+if [ ${#missing[@]} -eq 0 ]; then
+        exit 0
+fi
+
+if [ "$(id -u)" -ne 0 ]; then
+        echo "missing Debian packages; install them with:" >&2
+        echo "sudo apt-get install -y ${missing[*]}"
+        exit 1
+fi
+
+echo "installing: ${missing[*]}" >&2
+apt-get update
+DEBIAN_FRONTEND=noninteractive apt-get install -y "${missing[@]}"
