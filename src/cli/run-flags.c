@@ -18,22 +18,54 @@ enum {
         ARG_POLICY,
         ARG_JSON,
         ARG_JSON_FD,
+        ARG_MEMORY,
+        ARG_MEMORY_SWAP,
+        ARG_CPUS,
+        ARG_PIDS,
+        ARG_TIMEOUT,
+        ARG_DISK,
+        ARG_OUTPUT_LIMIT,
+        ARG_ALLOW_DEGRADED,
 };
 
-static const struct option run_options[] = {{"volume", required_argument, NULL, 'v'},
-                                            {"workdir", required_argument, NULL, 'w'},
-                                            {"env", required_argument, NULL, 'e'},
-                                            {"env-pass", required_argument, NULL, ARG_ENV_PASS},
-                                            {"workspace", required_argument, NULL, ARG_WORKSPACE},
-                                            {"tmpfs", required_argument, NULL, ARG_TMPFS},
-                                            {"read-only", no_argument, NULL, ARG_READ_ONLY},
-                                            {"hostname", required_argument, NULL, ARG_HOSTNAME},
-                                            {"network", required_argument, NULL, ARG_NETWORK},
-                                            {"policy", required_argument, NULL, ARG_POLICY},
-                                            {"json", required_argument, NULL, ARG_JSON},
-                                            {"json-fd", required_argument, NULL, ARG_JSON_FD},
-                                            {"help", no_argument, NULL, 'h'},
-                                            {}};
+/* The limit flags, in the order of PolicyLimit. */
+static const struct {
+        int arg;
+        PolicyLimit limit;
+        const char *flag;
+} limit_flags[] = {
+        {ARG_MEMORY, POLICY_LIMIT_MEMORY, "--memory"},
+        {ARG_MEMORY_SWAP, POLICY_LIMIT_MEMORY_SWAP, "--memory-swap"},
+        {ARG_CPUS, POLICY_LIMIT_CPUS, "--cpus"},
+        {ARG_PIDS, POLICY_LIMIT_PIDS, "--pids"},
+        {ARG_TIMEOUT, POLICY_LIMIT_TIMEOUT, "--timeout"},
+        {ARG_DISK, POLICY_LIMIT_DISK, "--disk"},
+        {ARG_OUTPUT_LIMIT, POLICY_LIMIT_OUTPUT, "--output-limit"},
+};
+
+static const struct option run_options[] = {
+        {"volume", required_argument, NULL, 'v'},
+        {"workdir", required_argument, NULL, 'w'},
+        {"env", required_argument, NULL, 'e'},
+        {"env-pass", required_argument, NULL, ARG_ENV_PASS},
+        {"workspace", required_argument, NULL, ARG_WORKSPACE},
+        {"tmpfs", required_argument, NULL, ARG_TMPFS},
+        {"read-only", no_argument, NULL, ARG_READ_ONLY},
+        {"hostname", required_argument, NULL, ARG_HOSTNAME},
+        {"network", required_argument, NULL, ARG_NETWORK},
+        {"policy", required_argument, NULL, ARG_POLICY},
+        {"json", required_argument, NULL, ARG_JSON},
+        {"json-fd", required_argument, NULL, ARG_JSON_FD},
+        {"memory", required_argument, NULL, ARG_MEMORY},
+        {"memory-swap", required_argument, NULL, ARG_MEMORY_SWAP},
+        {"cpus", required_argument, NULL, ARG_CPUS},
+        {"pids", required_argument, NULL, ARG_PIDS},
+        {"timeout", required_argument, NULL, ARG_TIMEOUT},
+        {"disk", required_argument, NULL, ARG_DISK},
+        {"output-limit", required_argument, NULL, ARG_OUTPUT_LIMIT},
+        {"allow-degraded", no_argument, NULL, ARG_ALLOW_DEGRADED},
+        {"help", no_argument, NULL, 'h'},
+        {}};
 
 /* '+': stop at the first non-option, so the command's own flags are never
  * parsed ("hutch run ls -l"). ':': report a missing value as ':' rather
@@ -61,6 +93,14 @@ static const struct {
         {"--policy FILE", "apply a JSON policy file first; flags override it"},
         {"--json FILE", "write the outcome as JSON to FILE after the command"},
         {"--json-fd N", "write the outcome as JSON to the open fd N (N >= 3)"},
+        {"--memory SIZE", "memory limit (default 2g; minimum 6m)"},
+        {"--memory-swap SIZE", "memory + swap limit, as docker (default: no swap)"},
+        {"--cpus N", "CPU time limit in CPUs, e.g. 1.5 (default none)"},
+        {"--pids N", "process/thread limit (default 1024)"},
+        {"--timeout DURATION", "wall-clock limit: 500ms, 30s, 5m, 1h; 0 = none (default)"},
+        {"--disk SIZE", "size of the writable $HOME and copied workspace"},
+        {"--output-limit SIZE", "cut stdout and stderr after SIZE bytes each (default none)"},
+        {"--allow-degraded", "run with rlimits when a limit cannot be a cgroup limit"},
         {"-h, --help", "show this help"},
 };
 
@@ -175,6 +215,21 @@ static int run_args_apply(RunArgs *a, int c, const char *value, HutchError *rete
         }
         case ARG_JSON_FD:
                 return run_args_parse_json_fd(value, &a->json_fd, reterr);
+        case ARG_ALLOW_DEGRADED:
+                a->policy->allow_degraded = true;
+                return 0;
+        case ARG_MEMORY:
+        case ARG_MEMORY_SWAP:
+        case ARG_CPUS:
+        case ARG_PIDS:
+        case ARG_TIMEOUT:
+        case ARG_DISK:
+        case ARG_OUTPUT_LIMIT:
+                for (size_t i = 0; i < ELEMENTSOF(limit_flags); i++)
+                        if (limit_flags[i].arg == c)
+                                return policy_set_limit(a->policy, limit_flags[i].limit, value,
+                                                        limit_flags[i].flag, reterr);
+                return -EINVAL;
         default:
                 return 0; /* --policy and --help: handled by the first pass */
         }

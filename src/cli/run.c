@@ -23,6 +23,33 @@ static int write_outcome(int fd, const Outcome *o) {
         return loop_write(fd, "\n", 1);
 }
 
+/* A limit above what the machine has is allowed (it is simply no limit)
+ * but probably a mistake, so say so. */
+static void warn_limits_beyond_machine(const Policy *p) {
+        long pages = sysconf(_SC_PHYS_PAGES), page_size = sysconf(_SC_PAGESIZE);
+        long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+
+        if ((p->limits_explicit & (1U << POLICY_LIMIT_MEMORY)) && pages > 0 && page_size > 0 &&
+            p->memory_max > (uint64_t)pages * (uint64_t)page_size)
+                log_warning("--memory %llu bytes is more than this machine has (%llu bytes)",
+                            (unsigned long long)p->memory_max,
+                            (unsigned long long)pages * (unsigned long long)page_size);
+        if (p->cpu_millis && cpus > 0 && p->cpu_millis > (uint64_t)cpus * 1000)
+                log_warning("--cpus %u.%03u is more than this machine has (%ld)",
+                            p->cpu_millis / 1000, p->cpu_millis % 1000, cpus);
+}
+
+/* Limits the user asked for that run as rlimits (--allow-degraded). */
+static void warn_degraded(const Policy *p, const Outcome *o) {
+        unsigned asked = o->degraded & p->limits_explicit;
+
+        for (int i = 0; i < _POLICY_LIMIT_MAX; i++)
+                if (asked & (1U << i))
+                        log_warning("the %s limit was not enforced by a cgroup (degraded run, see "
+                                    "'hutch doctor')",
+                                    policy_limit_to_string(i));
+}
+
 int verb_run(int argc, char **argv) {
         extern char **environ;
         _cleanup_(run_args_done) RunArgs args = {.json_fd = -EBADF};
@@ -58,6 +85,7 @@ int verb_run(int argc, char **argv) {
                 }
         }
 
+        warn_limits_beyond_machine(args.policy);
         if (args.policy->workspace && args.policy->workspace_mode == WORKSPACE_MODE_MOUNT &&
             !args.policy->read_only)
                 log_warning("workspace '%s' is mounted read-write: changes inside are live on "
@@ -70,6 +98,7 @@ int verb_run(int argc, char **argv) {
                 return HUTCH_EXIT_FAILURE;
         }
 
+        warn_degraded(args.policy, &o);
         if (json_fd >= 0) {
                 r = write_outcome(json_fd, &o);
                 if (r < 0) {

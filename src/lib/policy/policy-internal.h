@@ -67,3 +67,7 @@ int policy_add_env(Policy *p, const char *key, const char *value, const char *ct
  * text, -EINVAL if the text or the pointer is malformed, -ENOMEM. */
 int json_locate(const char *text, size_t len, const char *pointer, bool want_key,
                 unsigned *ret_line, unsigned *ret_column);
+
+/* Checks the limits of a policy filled in any way: ranges as
+ * policy_set_limit() and memory + swap at least memory. -EINVAL. */
+int policy_validate_limits(const Policy *p, HutchError *reterr);

@@ -510,6 +510,58 @@ static int json_dispatch_env_pass(JsonCtx *c, const JsonField *f, json_t *v, voi
         return 0;
 }
 
+/* A limit is given as a string the way the flag takes it ("512m", "1.5",
+ * "30s") or as a number: bytes for sizes, a count for pids, CPUs for cpus
+ * (a timeout needs its unit, so only 0 is accepted as a number). */
+static int json_dispatch_limit(JsonCtx *c, const JsonField *f, json_t *v, void *userdata) {
+        PolicyLimit which = policy_limit_from_string(f->name);
+        HutchError e = {};
+        char text[64];
+        int r;
+
+        if (json_is_string(v)) {
+                r = policy_set_limit(userdata, which, json_string_value(v), NULL, &e);
+                if (r < 0)
+                        return json_ctx_fail_from(c, r, &e);
+                return 0;
+        }
+        if (json_is_integer(v)) {
+                json_int_t i = json_integer_value(v);
+
+                if (i < 0)
+                        return json_ctx_fail(c, EINVAL, "%s must not be negative", f->name);
+                if (which == POLICY_LIMIT_TIMEOUT && i != 0)
+                        return json_ctx_fail(c, EINVAL,
+                                             "timeout needs a unit: write it as a string like "
+                                             "\"30s\" (0 alone means none)");
+                (void)snprintf(text, sizeof(text), "%" JSON_INTEGER_FORMAT, i);
+        } else {
+                double d = json_real_value(v);
+
+                if (!(d > 0 && d <= POLICY_MAX_CPU_MILLIS / 1000))
+                        return json_ctx_fail(c, EINVAL, "%s must be in (0, 1024]", f->name);
+                (void)snprintf(text, sizeof(text), "%.3f", d);
+        }
+        r = policy_set_limit(userdata, which, text, NULL, &e);
+        if (r < 0)
+                return json_ctx_fail_from(c, r, &e);
+        return 0;
+}
+
+static const JsonField limits_table[] = {
+        {"memory", JT_STRING | JT_INTEGER, json_dispatch_limit, 0, NULL, 0},
+        {"memory_swap", JT_STRING | JT_INTEGER, json_dispatch_limit, 0, NULL, 0},
+        {"cpus", JT_STRING | JT_INTEGER | JT_REAL, json_dispatch_limit, 0, NULL, 0},
+        {"pids", JT_STRING | JT_INTEGER, json_dispatch_limit, 0, NULL, 0},
+        {"timeout", JT_STRING | JT_INTEGER, json_dispatch_limit, 0, NULL, 0},
+        {"disk", JT_STRING | JT_INTEGER, json_dispatch_limit, 0, NULL, 0},
+        {"output_limit", JT_STRING | JT_INTEGER, json_dispatch_limit, 0, NULL, 0},
+};
+
+static int json_dispatch_limits(JsonCtx *c, const JsonField *f, json_t *v, void *userdata) {
+        return json_dispatch_object(c, v, limits_table, ELEMENTSOF(limits_table), userdata);
+}
+
 static const JsonField policy_table[] = {
         {"workspace", JT_STRING | JT_OBJECT, json_dispatch_workspace, 0, NULL, 0},
         {"binds", JT_ARRAY, json_dispatch_binds, 0, NULL, 0},
@@ -520,6 +572,9 @@ static const JsonField policy_table[] = {
         {"hostname", JT_STRING, json_dispatch_setter, 0, policy_set_hostname, 0},
         {"read_only", JT_BOOLEAN, json_dispatch_bool, offsetof(Policy, read_only), NULL, 0},
         {"network", JT_STRING, json_dispatch_setter, 0, policy_set_network, 0},
+        {"limits", JT_OBJECT, json_dispatch_limits, 0, NULL, 0},
+        {"allow_degraded", JT_BOOLEAN, json_dispatch_bool, offsetof(Policy, allow_degraded), NULL,
+         0},
 };
 
 /* The locator: a minimal scanner over JSON text that a parser already

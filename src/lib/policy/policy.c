@@ -70,6 +70,8 @@ Policy *policy_new(void) {
         p->hostname = strdup(POLICY_DEFAULT_HOSTNAME);
         if (!p->hostname)
                 return NULL;
+        p->memory_max = POLICY_DEFAULT_MEMORY;
+        p->pids_max = POLICY_DEFAULT_PIDS;
         return TAKE_PTR(p);
 }
 
@@ -788,5 +790,5 @@ int policy_validate(const Policy *p, HutchError *reterr) {
                 return hostname_error(reterr, p->hostname);
         if (p->network < 0 || p->network >= _NETWORK_MODE_MAX)
                 return hutch_error_set(reterr, EINVAL, "invalid network mode %d", (int)p->network);
-        return 0;
+        return policy_validate_limits(p, reterr);
 }

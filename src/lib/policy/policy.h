@@ -64,6 +64,30 @@ typedef struct TmpfsMount {
 #define POLICY_MAX_ENV 1024
 #define POLICY_MAX_FILE_SIZE (1U << 20)
 
+/* Resource limits (docs/policy.md, README). A memory and a pids limit are
+ * on by default; the others are off. */
+#define POLICY_DEFAULT_MEMORY (2048ULL << 20)
+#define POLICY_DEFAULT_PIDS 1024
+#define POLICY_MIN_MEMORY (6ULL << 20)
+#define POLICY_MAX_CPU_MILLIS (1024U * 1000U)
+
+typedef enum PolicyLimit {
+        POLICY_LIMIT_MEMORY,      /* --memory SIZE */
+        POLICY_LIMIT_MEMORY_SWAP, /* --memory-swap SIZE: memory + swap, as docker */
+        POLICY_LIMIT_CPUS,        /* --cpus N.NNN */
+        POLICY_LIMIT_PIDS,        /* --pids N */
+        POLICY_LIMIT_TIMEOUT,     /* --timeout DURATION */
+        POLICY_LIMIT_DISK,        /* --disk SIZE: $HOME and a copied workspace */
+        POLICY_LIMIT_OUTPUT,      /* --output-limit SIZE per stream */
+        _POLICY_LIMIT_MAX,
+        _POLICY_LIMIT_INVALID = -EINVAL,
+} PolicyLimit;
+
+/* The JSON field names: "memory", "memory_swap", "cpus", "pids", "timeout",
+ * "disk", "output_limit". */
+const char *policy_limit_to_string(PolicyLimit l);
+PolicyLimit policy_limit_from_string(const char *s);
+
 typedef struct Policy {
         char *workspace;              /* absolute host path, or NULL for none */
         WorkspaceMode workspace_mode; /* default WORKSPACE_MODE_MOUNT */
@@ -77,6 +101,17 @@ typedef struct Policy {
         char *hostname;  /* default POLICY_DEFAULT_HOSTNAME */
         bool read_only;  /* workspace, $HOME and binds read-only */
         NetworkMode network;
+
+        /* Resource limits; 0 means none. */
+        uint64_t memory_max;      /* bytes; default POLICY_DEFAULT_MEMORY */
+        uint64_t memory_swap_max; /* memory + swap; 0 = same as memory_max (no swap) */
+        uint32_t cpu_millis;      /* 1000 = one CPU's time; 0 = no quota */
+        uint64_t pids_max;        /* default POLICY_DEFAULT_PIDS */
+        uint64_t timeout_ms;      /* wall clock; 0 = none */
+        uint64_t disk_size;       /* $HOME and copied-workspace tmpfs size; 0 = their defaults */
+        uint64_t output_limit;    /* bytes per stream (stdout, stderr); 0 = none */
+        unsigned limits_explicit; /* 1 << PolicyLimit for each limit given by the user */
+        bool allow_degraded;      /* run with rlimits when a limit cannot be a cgroup limit */
 } Policy;
 
 /* Returns a policy with the defaults, or NULL on OOM. */
@@ -109,6 +144,16 @@ int policy_add_env_spec(Policy *p, const char *spec, HutchError *reterr);
 int policy_set_hostname(Policy *p, const char *hostname, HutchError *reterr);
 int policy_set_workdir(Policy *p, const char *workdir, HutchError *reterr);
 int policy_set_network(Policy *p, const char *mode, HutchError *reterr);
+
+/* Parses @text as the value of limit @which and sets it, marking it
+ * explicit: sizes as parse_size() (memory at least POLICY_MIN_MEMORY,
+ * others > 0), cpus a decimal with up to three fractional digits in
+ * (0, 1024], pids an integer >= 1, timeout as parse_duration_ms() ("0" =
+ * none). @ctx names the source in messages ("--memory"); with NULL the
+ * message names the limit ("memory limit"). -EINVAL for a bad value,
+ * -ERANGE for one that overflows. */
+int policy_set_limit(Policy *p, PolicyLimit which, const char *text, const char *ctx,
+                     HutchError *reterr);
 
 /* Checks the whole policy against the host, before anything is created:
  * the workspace and every bind source exist (-ENOENT naming the path), the

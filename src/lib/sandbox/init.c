@@ -115,8 +115,11 @@ _noreturn_ static void exec_command(const InitArgs *a) {
         sigset_t none;
         char msg[300];
 
-        for (size_t i = 0; i < ELEMENTSOF(forwarded_signals); i++)
-                (void)sigaction(forwarded_signals[i], &dfl, NULL);
+        /* The command starts with default dispositions, whatever the caller
+         * ignored (SIGPIPE in particular). */
+        for (int sig = 1; sig < NSIG; sig++)
+                if (sig != SIGKILL && sig != SIGSTOP)
+                        (void)sigaction(sig, &dfl, NULL);
         /* The command starts with no signal blocked, whatever the caller had. */
         sigemptyset(&none);
         (void)sigprocmask(SIG_SETMASK, &none, NULL);
@@ -243,6 +246,13 @@ void sandbox_init_main(const InitArgs *a) {
         if (r < 0)
                 init_fail(a->sync_fd, -r, "bring up the loopback interface", NULL);
 
+        /* With an output limit the command's stdout/stderr are the
+         * supervisor's relay pipes. */
+        if (a->stdout_fd >= 0 && dup2(a->stdout_fd, STDOUT_FILENO) < 0)
+                init_fail(a->sync_fd, errno, "attach the stdout pipe", NULL);
+        if (a->stderr_fd >= 0 && dup2(a->stderr_fd, STDERR_FILENO) < 0)
+                init_fail(a->sync_fd, errno, "attach the stderr pipe", NULL);
+
         /* SECURITY: nothing of the supervisor's descriptors reaches init's
          * children except stdio and the sync socket. */
         if (a->sync_fd > 3)
@@ -258,6 +268,11 @@ void sandbox_init_main(const InitArgs *a) {
         if (sigprocmask(SIG_BLOCK, &mask, NULL) < 0)
                 init_fail(a->sync_fd, errno, "block signals", NULL);
 
+        if (a->rlimits.memory_max || a->rlimits.pids_max) {
+                r = rlimits_apply(&a->rlimits);
+                if (r < 0)
+                        init_fail(a->sync_fd, -r, "apply the resource rlimits", NULL);
+        }
         confine_self(a);
 
         cmd = fork();

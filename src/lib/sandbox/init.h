@@ -10,6 +10,7 @@
  * command's wait status over the sync socket. A failing step is reported as
  * SYNC_OP_ERROR {errno, step, message} and ends init. */
 
+#include "cgroup/cgroup.h"
 #include "policy/policy.h"
 
 typedef struct InitArgs {
@@ -18,6 +19,9 @@ typedef struct InitArgs {
         char **envp;
         const char *workdir; /* absolute path inside the sandbox */
         int sync_fd;
+        int stdout_fd;        /* pipe for the command's stdout, or -EBADF to inherit */
+        int stderr_fd;        /* same for stderr */
+        CgroupLimits rlimits; /* applied before the fork when non-zero (degraded run) */
 } InitArgs;
 
 /* Never returns: _exit()s when the command has ended or setup failed. */

@@ -2,6 +2,7 @@
 #include <jansson.h>
 #include <string.h>
 
+#include "policy/policy.h"
 #include "sandbox/outcome.h"
 
 static const char *const reason_table[_OUTCOME_REASON_MAX] = {
@@ -25,18 +26,28 @@ OutcomeReason outcome_reason_from_string(const char *s) {
 }
 
 int outcome_to_json(const Outcome *o, char **ret) {
-        json_t *obj;
+        json_t *obj, *degraded;
         char *s;
 
-        obj = json_pack("{s:i, s:o, s:s, s:I, s:I, s:I, s:b, s:[]}", "exit_code", o->exit_code,
-                        "signal", o->signal > 0 ? json_integer(o->signal) : json_null(), "reason",
+        degraded = json_array();
+        if (!degraded)
+                return -ENOMEM;
+        for (int i = 0; i < _POLICY_LIMIT_MAX; i++)
+                if ((o->degraded & (1U << i)) &&
+                    json_array_append_new(degraded, json_string(policy_limit_to_string(i))) < 0) {
+                        json_decref(degraded);
+                        return -ENOMEM;
+                }
+        obj = json_pack("{s:i, s:o, s:s, s:I, s:I, s:I, s:b, s:b, s:[], s:o}", "exit_code",
+                        o->exit_code, "signal",
+                        o->signal > 0 ? json_integer(o->signal) : json_null(), "reason",
                         outcome_reason_to_string(o->reason) ?: "exited", "wall_ms",
                         (json_int_t)o->wall_ms, "cpu_ms", (json_int_t)o->cpu_ms, "mem_peak_bytes",
                         (json_int_t)o->mem_peak_bytes, "stdout_truncated", o->stdout_truncated,
-                        "denied");
+                        "stderr_truncated", o->stderr_truncated, "denied", "degraded", degraded);
         if (!obj)
                 return -ENOMEM;
-        s = json_dumps(obj, JSON_COMPACT);
+        s = json_dumps(obj, JSON_COMPACT | JSON_PRESERVE_ORDER);
         json_decref(obj);
         if (!s)
                 return -ENOMEM;

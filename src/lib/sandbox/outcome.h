@@ -32,9 +32,12 @@ typedef struct Outcome {
         uint64_t cpu_ms;
         uint64_t mem_peak_bytes;
         bool stdout_truncated;
+        bool stderr_truncated;
+        unsigned degraded; /* 1 << PolicyLimit of limits no cgroup enforced */
 } Outcome;
 
 /* Formats @o as one JSON object (no trailing newline) into a malloc'd
  * string: {exit_code, signal (null when none), reason, wall_ms, cpu_ms,
- * mem_peak_bytes, stdout_truncated, denied}. Returns 0 or -ENOMEM. */
+ * mem_peak_bytes, stdout_truncated, stderr_truncated, denied, degraded
+ * (the names of the limits no cgroup enforced)}. Returns 0 or -ENOMEM. */
 int outcome_to_json(const Outcome *o, char **ret);

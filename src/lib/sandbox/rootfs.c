@@ -463,8 +463,9 @@ int rootfs_setup(const RootfsConfig *c, HutchError *reterr) {
         if (mkdir(POLICY_SANDBOX_HOME, 0700) < 0)
                 return fail(reterr, negative_errno(), "create", POLICY_SANDBOX_HOME);
         r = mount_tmpfs(POLICY_SANDBOX_HOME,
-                        tmpfs_size_for(p, POLICY_SANDBOX_HOME, POLICY_DEFAULT_HOME_SIZE), 0700,
-                        MS_NOSUID | MS_NODEV | (p->read_only ? MS_RDONLY : 0));
+                        tmpfs_size_for(p, POLICY_SANDBOX_HOME,
+                                       p->disk_size ? p->disk_size : POLICY_DEFAULT_HOME_SIZE),
+                        0700, MS_NOSUID | MS_NODEV | (p->read_only ? MS_RDONLY : 0));
         if (r < 0)
                 return fail(reterr, r, "mount", POLICY_SANDBOX_HOME);
 

@@ -13,6 +13,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/timerfd.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -20,8 +21,10 @@
 #include "fd-util.h"
 #include "macro.h"
 #include "ns/userns.h"
+#include "sandbox/cgroup-setup.h"
 #include "sandbox/init.h"
 #include "sandbox/sandbox.h"
+#include "sandbox/supervise.h"
 #include "sandbox/sync.h"
 #include "strv.h"
 
@@ -31,20 +34,15 @@
 
 static const int supervisor_signals[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2};
 
-static uint64_t now_ms(void) {
-        struct timespec ts;
-
-        (void)clock_gettime(CLOCK_MONOTONIC, &ts);
-        return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
-/* clone3() with fork semantics (no new stack) and a pidfd. The caller is
- * single-threaded, so no lock can be held in the child. */
-static pid_t clone_sandbox(int *ret_pidfd) {
+/* clone3() with fork semantics (no new stack) and a pidfd, straight into
+ * the v2 cgroup @cgroup_fd when there is one. The caller is single-threaded,
+ * so no lock can be held in the child. */
+static pid_t clone_sandbox(int cgroup_fd, int *ret_pidfd) {
         struct clone_args args = {
-                .flags = SANDBOX_NS_FLAGS | CLONE_PIDFD,
+                .flags = SANDBOX_NS_FLAGS | CLONE_PIDFD | (cgroup_fd >= 0 ? CLONE_INTO_CGROUP : 0),
                 .pidfd = (uint64_t)(uintptr_t)ret_pidfd,
                 .exit_signal = SIGCHLD,
+                .cgroup = cgroup_fd >= 0 ? (uint64_t)cgroup_fd : 0,
         };
         long pid = syscall(SYS_clone3, &args, sizeof(args));
 
@@ -140,128 +138,182 @@ static int prepare_mounts(const Policy *p, const IdMapping *m, pid_t pid, Prepar
         return 0;
 }
 
-static int fill_outcome(int status, const struct rusage *ru, uint64_t wall_ms, Outcome *ret) {
+static int fill_outcome(const Supervision *s, const struct rusage *ru, const CgroupStats *st,
+                        unsigned degraded, Outcome *ret) {
         Outcome o = {
-                .wall_ms = wall_ms,
-                .cpu_ms = (uint64_t)(ru->ru_utime.tv_sec + ru->ru_stime.tv_sec) * 1000 +
-                          (uint64_t)(ru->ru_utime.tv_usec + ru->ru_stime.tv_usec) / 1000,
-                .mem_peak_bytes = (uint64_t)ru->ru_maxrss * 1024,
+                .wall_ms = s->end_ms - (s->start_ms ? s->start_ms : s->end_ms),
+                .cpu_ms =
+                        st->have_cpu
+                                ? st->cpu_usec / 1000
+                                : (uint64_t)(ru->ru_utime.tv_sec + ru->ru_stime.tv_sec) * 1000 +
+                                          (uint64_t)(ru->ru_utime.tv_usec + ru->ru_stime.tv_usec) /
+                                                  1000,
+                .mem_peak_bytes =
+                        st->have_mem_peak ? st->mem_peak_bytes : (uint64_t)ru->ru_maxrss * 1024,
+                .stdout_truncated = s->relays[0].truncated,
+                .stderr_truncated = s->relays[1].truncated,
+                .degraded = degraded,
         };
 
-        if (WIFEXITED(status)) {
+        if (s->exited && WIFEXITED(s->status)) {
                 o.reason = OUTCOME_EXITED;
-                o.exit_code = WEXITSTATUS(status);
-        } else if (WIFSIGNALED(status)) {
+                o.exit_code = WEXITSTATUS(s->status);
+        } else if (s->exited && WIFSIGNALED(s->status)) {
                 o.reason = OUTCOME_SIGNALED;
-                o.signal = WTERMSIG(status);
+                o.signal = WTERMSIG(s->status);
                 o.exit_code = 128 + o.signal;
+        } else if (s->timed_out || st->oom_kills > 0) {
+                /* Init itself was killed: by the timeout, or by the OOM
+                 * killer, which takes the whole exec cgroup on v2. */
+                o.signal = SIGKILL;
+                o.exit_code = 128 + SIGKILL;
         } else
-                return -EBADMSG;
+                return -EPROTO;
+
+        /* Which limit ended the command, read from the kernel's counters,
+         * never guessed from the signal. */
+        if (s->timed_out)
+                o.reason = OUTCOME_TIMEOUT;
+        else if (st->oom_kills > 0)
+                o.reason = OUTCOME_OOM;
+        else if (st->pids_max_events > 0 && o.exit_code != 0)
+                o.reason = OUTCOME_PIDS;
+        else if (o.reason == OUTCOME_SIGNALED && o.signal == s->forwarded_signal)
+                o.reason = OUTCOME_KILLED;
         *ret = o;
         return 0;
 }
 
-typedef struct Supervision {
-        int sync_fd;
-        int pidfd;
-        int sigfd;
-        bool started, exited;
-        int status;
-        uint64_t start_ms, end_ms;
-        HutchError error; /* errnum != 0 once init reported a failure */
-} Supervision;
+static int timer_arm(uint64_t timeout_ms, int *ret_fd) {
+        _cleanup_close_ int fd = -EBADF;
+        struct itimerspec its = {
+                .it_value.tv_sec = (time_t)(timeout_ms / 1000),
+                .it_value.tv_nsec = (long)(timeout_ms % 1000) * 1000000,
+        };
 
-static void handle_sync_message(Supervision *s) {
-        int fds[1];
-        SyncMsg m;
-        int r;
-
-        r = sync_recv(s->sync_fd, &m, fds, ELEMENTSOF(fds));
-        if (r <= 0) {
-                /* EOF or garbage: stop reading; the pidfd ends the loop. */
-                if (r < 0 && s->error.errnum == 0)
-                        (void)hutch_error_set(&s->error, EBADMSG,
-                                              "malformed message from the sandbox init");
-                s->sync_fd = -EBADF;
-                return;
-        }
-        (void)safe_close(fds[0]);
-        switch ((SyncOp)m.op) {
-        case SYNC_OP_ERROR:
-                if (s->error.errnum == 0)
-                        (void)hutch_error_set(&s->error, m.err > 0 && m.err < 4096 ? m.err : EIO,
-                                              "sandbox setup failed: %s: %s", m.step, m.msg);
-                break;
-        case SYNC_OP_STARTED:
-                s->started = true;
-                s->start_ms = now_ms();
-                break;
-        case SYNC_OP_EXITED:
-                s->exited = true;
-                s->status = m.status;
-                s->end_ms = now_ms();
-                break;
-        case SYNC_OP_GO:
-        case _SYNC_OP_MAX:
-        case _SYNC_OP_INVALID:
-        default:
-                (void)hutch_error_set(&s->error, EBADMSG,
-                                      "unexpected message from the sandbox init");
-                break;
-        }
+        fd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
+        if (fd < 0)
+                return negative_errno();
+        if (timerfd_settime(fd, 0, &its, NULL) < 0)
+                return negative_errno();
+        *ret_fd = TAKE_FD(fd);
+        return 0;
 }
 
-static void supervise(Supervision *s) {
-        for (;;) {
-                struct pollfd pfd[3] = {
-                        {.fd = s->sync_fd, .events = POLLIN},
-                        {.fd = s->sigfd, .events = POLLIN},
-                        {.fd = s->pidfd, .events = POLLIN},
-                };
+/* With an output limit, the command writes into pipes that the supervisor
+ * relays; without one it writes to the caller's stdout/stderr directly. */
+static int relays_open(const Policy *p, Supervision *s, int write_ends[2]) {
+        for (size_t i = 0; i < 2; i++) {
+                int fds[2];
 
-                if (poll(pfd, ELEMENTSOF(pfd), -1) < 0) {
-                        if (errno == EINTR)
-                                continue;
-                        return;
-                }
-                if (pfd[0].revents & (POLLIN | POLLHUP | POLLERR))
-                        handle_sync_message(s);
-                if (pfd[1].revents & POLLIN) {
-                        struct signalfd_siginfo si;
-
-                        if (read(s->sigfd, &si, sizeof(si)) == sizeof(si))
-                                (void)pidfd_send_signal(s->pidfd, (int)si.ssi_signo, NULL, 0);
-                }
-                if ((pfd[2].revents & POLLIN) && !(pfd[0].revents & POLLIN)) {
-                        /* Init is gone; read what it sent before it went. */
-                        while (s->sync_fd >= 0) {
-                                struct pollfd q = {.fd = s->sync_fd, .events = POLLIN};
-
-                                if (poll(&q, 1, 0) <= 0 || !(q.revents & POLLIN))
-                                        break;
-                                handle_sync_message(s);
-                        }
-                        return;
-                }
+                s->relays[i] =
+                        (Relay){.in_fd = -EBADF, .out_fd = (int)i + 1, .limit = p->output_limit};
+                write_ends[i] = -EBADF;
+                if (!p->output_limit)
+                        continue;
+                if (pipe2(fds, O_CLOEXEC) < 0)
+                        return negative_errno();
+                s->relays[i].in_fd = fds[0];
+                write_ends[i] = fds[1];
         }
+        return 0;
+}
+
+typedef struct RunState {
+        char **env, **args;
+        int sync_parent, sync_child, pidfd, sigfd, timerfd, cgroup_fd;
+        int out_w[2];
+        Prepared prep;
+        RunCgroup rc;
+        Supervision sup;
+        struct sigaction old_pipe;
+        bool pipe_saved;
+} RunState;
+
+static void run_state_done(RunState *st) {
+        st->env = strv_free(st->env);
+        st->args = strv_free(st->args);
+        st->sync_parent = safe_close(st->sync_parent);
+        st->sync_child = safe_close(st->sync_child);
+        st->pidfd = safe_close(st->pidfd);
+        st->sigfd = safe_close(st->sigfd);
+        st->timerfd = safe_close(st->timerfd);
+        st->cgroup_fd = safe_close(st->cgroup_fd);
+        for (size_t i = 0; i < 2; i++)
+                st->out_w[i] = safe_close(st->out_w[i]);
+        prepared_done(&st->prep);
+        supervision_done(&st->sup);
+        run_cgroup_done(&st->rc);
+        if (st->pipe_saved)
+                (void)sigaction(SIGPIPE, &st->old_pipe, NULL);
+}
+
+/* Everything up to the clone: nothing here creates a namespace, so a
+ * failure leaves nothing behind but what run_state_done() releases. */
+static int run_prepare(const Policy *policy, char *const *argv, char *const *caller_env,
+                       RunState *st, HutchError *reterr) {
+        struct sigaction ign = {.sa_handler = SIG_IGN};
+        int socks[2], r;
+
+        r = sandbox_build_env(policy, caller_env, &st->env);
+        if (r < 0)
+                return hutch_error_set(reterr, -r, "failed to build the environment");
+        st->args = strv_copy(argv);
+        if (!st->args)
+                return hutch_error_set(reterr, ENOMEM, "out of memory");
+
+        r = run_cgroup_prepare(policy, &st->rc, reterr);
+        if (r < 0)
+                return r;
+        if (st->rc.cgroup) {
+                r = cgroup_leaf_fd_v2(st->rc.cgroup);
+                if (r >= 0)
+                        st->cgroup_fd = r;
+                else if (r != -EOPNOTSUPP)
+                        return hutch_error_set(reterr, -r, "failed to open the sandbox cgroup: %s",
+                                               strerror(-r));
+        }
+
+        r = relays_open(policy, &st->sup, st->out_w);
+        if (r < 0)
+                return hutch_error_set(reterr, -r, "failed to create the output pipes: %s",
+                                       strerror(-r));
+        if (policy->output_limit) {
+                /* A reader of our stdout that goes away must not kill the
+                 * supervisor; init gives the command default dispositions. */
+                if (sigaction(SIGPIPE, &ign, &st->old_pipe) == 0)
+                        st->pipe_saved = true;
+        }
+
+        if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, socks) < 0)
+                return hutch_error_set(reterr, errno, "failed to create the sync socket: %m");
+        st->sync_parent = socks[0];
+        st->sync_child = socks[1];
+        return 0;
 }
 
 int sandbox_run(const Policy *policy, char *const *argv, char *const *caller_env,
                 Outcome *ret_outcome, HutchError *reterr) {
-        _cleanup_strv_free_ char **env = NULL, **args = NULL;
-        _cleanup_close_ int sync_parent = -EBADF, sync_child = -EBADF, pidfd = -EBADF,
-                            sigfd = -EBADF;
-        _cleanup_(prepared_done) Prepared prep = {};
-        Supervision sup = {};
+        _cleanup_(run_state_done) RunState st = {
+                .sync_parent = -EBADF,
+                .sync_child = -EBADF,
+                .pidfd = -EBADF,
+                .sigfd = -EBADF,
+                .timerfd = -EBADF,
+                .cgroup_fd = -EBADF,
+                .out_w = {-EBADF, -EBADF},
+                .sup.relays = {{.in_fd = -EBADF}, {.in_fd = -EBADF}},
+        };
         sigset_t mask, orig_mask;
         struct rusage ru = {};
+        CgroupStats stats = {};
         IdMapping idmap;
-        int socks[2], status = 0, r;
         const char *workdir;
+        int status = 0, r;
         pid_t pid;
 
-        for (size_t i = 0; i < ELEMENTSOF(prep.fds); i++)
-                prep.fds[i] = -EBADF;
+        for (size_t i = 0; i < ELEMENTSOF(st.prep.fds); i++)
+                st.prep.fds[i] = -EBADF;
         if (!argv || !argv[0])
                 return hutch_error_set(reterr, EINVAL, "missing command");
 
@@ -269,33 +321,25 @@ int sandbox_run(const Policy *policy, char *const *argv, char *const *caller_env
         if (r < 0)
                 return hutch_error_set(reterr, -r, "failed to pick the sandbox's id range: %s",
                                        strerror(-r));
-        r = sandbox_build_env(policy, caller_env, &env);
+        r = run_prepare(policy, argv, caller_env, &st, reterr);
         if (r < 0)
-                return hutch_error_set(reterr, -r, "failed to build the environment");
-        args = strv_copy(argv);
-        if (!args)
-                return hutch_error_set(reterr, ENOMEM, "out of memory");
+                return r;
         workdir = policy->workdir     ? policy->workdir
                   : policy->workspace ? POLICY_SANDBOX_WORKSPACE
                                       : POLICY_SANDBOX_HOME;
-
-        if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, socks) < 0)
-                return hutch_error_set(reterr, errno, "failed to create the sync socket: %m");
-        sync_parent = socks[0];
-        sync_child = socks[1];
 
         sigemptyset(&mask);
         for (size_t i = 0; i < ELEMENTSOF(supervisor_signals); i++)
                 sigaddset(&mask, supervisor_signals[i]);
         if (sigprocmask(SIG_BLOCK, &mask, &orig_mask) < 0)
                 return hutch_error_set(reterr, errno, "failed to block signals: %m");
-        sigfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
-        if (sigfd < 0) {
+        st.sigfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
+        if (st.sigfd < 0) {
                 r = hutch_error_set(reterr, errno, "failed to create a signalfd: %m");
                 goto restore_mask;
         }
 
-        pid = clone_sandbox(&pidfd);
+        pid = clone_sandbox(st.cgroup_fd, &st.pidfd);
         if (pid < 0) {
                 r = hutch_error_set(reterr, -pid,
                                     "failed to create the sandbox namespaces: %s (see 'hutch "
@@ -306,16 +350,41 @@ int sandbox_run(const Policy *policy, char *const *argv, char *const *caller_env
         if (pid == 0) {
                 InitArgs a = {
                         .policy = policy,
-                        .argv = args,
-                        .envp = env,
+                        .argv = st.args,
+                        .envp = st.env,
                         .workdir = workdir,
-                        .sync_fd = sync_child,
+                        .sync_fd = st.sync_child,
+                        .stdout_fd = st.out_w[0],
+                        .stderr_fd = st.out_w[1],
+                        .rlimits = st.rc.rlimits,
                 };
 
-                (void)safe_close(sync_parent);
                 sandbox_init_main(&a);
         }
-        sync_child = safe_close(sync_child);
+        st.sync_child = safe_close(st.sync_child);
+        st.cgroup_fd = safe_close(st.cgroup_fd);
+        for (size_t i = 0; i < 2; i++)
+                st.out_w[i] = safe_close(st.out_w[i]);
+
+        /* v1 hierarchies (and v2 when clone3 could not place it) take the
+         * pid now, before init runs anything: it waits for GO. */
+        if (st.rc.cgroup) {
+                r = cgroup_attach(st.rc.cgroup, pid);
+                if (r < 0) {
+                        (void)hutch_error_set(reterr, -r,
+                                              "failed to move the sandbox into its cgroup: %s",
+                                              strerror(-r));
+                        goto kill_child;
+                }
+        }
+        if (policy->timeout_ms) {
+                r = timer_arm(policy->timeout_ms, &st.timerfd);
+                if (r < 0) {
+                        (void)hutch_error_set(reterr, -r, "failed to arm the timeout: %s",
+                                              strerror(-r));
+                        goto kill_child;
+                }
+        }
 
         r = userns_write_maps(pid, &idmap);
         if (r < 0) {
@@ -323,55 +392,55 @@ int sandbox_run(const Policy *policy, char *const *argv, char *const *caller_env
                                       strerror(-r));
                 goto kill_child;
         }
-        r = prepare_mounts(policy, &idmap, pid, &prep, reterr);
+        r = prepare_mounts(policy, &idmap, pid, &st.prep, reterr);
         if (r < 0)
                 goto kill_child;
         {
-                int fds[ELEMENTSOF(prep.fds)];
+                int fds[ELEMENTSOF(st.prep.fds)];
                 size_t n = 0;
 
                 /* Only the prepared trees travel, in order (workspace first,
                  * then the binds); init maps them back positionally. */
-                for (size_t i = 0; i < prep.n_fds; i++)
-                        if (prep.fds[i] >= 0)
-                                fds[n++] = prep.fds[i];
-                r = sync_send(sync_parent, SYNC_OP_GO, 0, 0, NULL, NULL, fds, n);
+                for (size_t i = 0; i < st.prep.n_fds; i++)
+                        if (st.prep.fds[i] >= 0)
+                                fds[n++] = st.prep.fds[i];
+                r = sync_send(st.sync_parent, SYNC_OP_GO, 0, 0, NULL, NULL, fds, n);
         }
-        prepared_done(&prep);
+        prepared_done(&st.prep);
         if (r < 0) {
                 (void)hutch_error_set(reterr, -r, "failed to start the sandbox: %s", strerror(-r));
                 goto kill_child;
         }
 
-        sup = (Supervision){.sync_fd = sync_parent, .pidfd = pidfd, .sigfd = sigfd};
-        supervise(&sup);
+        st.sup.sync_fd = st.sync_parent;
+        st.sup.pidfd = st.pidfd;
+        st.sup.sigfd = st.sigfd;
+        st.sup.timerfd = st.timerfd;
+        st.sup.cgroup = st.rc.cgroup;
+        supervise(&st.sup);
 
         if (wait4(pid, &status, 0, &ru) < 0) {
                 r = hutch_error_set(reterr, errno, "failed to wait for the sandbox: %m");
                 goto restore_mask;
         }
-        if (sup.error.errnum != 0) {
+        if (st.sup.error.errnum != 0) {
                 if (reterr)
-                        *reterr = sup.error;
-                r = -sup.error.errnum;
+                        *reterr = st.sup.error;
+                r = -st.sup.error.errnum;
                 goto restore_mask;
         }
-        if (!sup.exited) {
-                r = hutch_error_set(reterr, EPROTO,
-                                    "the sandbox init ended before the command finished "
-                                    "(wait status 0x%x)",
-                                    (unsigned)status);
-                goto restore_mask;
-        }
-        r = fill_outcome(sup.status, &ru, sup.end_ms - sup.start_ms, ret_outcome);
+        run_cgroup_stats(&st.rc, &stats);
+        r = fill_outcome(&st.sup, &ru, &stats, st.rc.degraded, ret_outcome);
         if (r < 0)
-                (void)hutch_error_set(reterr, -r, "unexpected wait status 0x%x",
-                                      (unsigned)sup.status);
+                (void)hutch_error_set(reterr, -r,
+                                      "the sandbox init ended before the command finished "
+                                      "(wait status 0x%x)",
+                                      (unsigned)status);
         goto restore_mask;
 
 kill_child:
         /* Undo: the half-started sandbox dies with its namespaces. */
-        (void)pidfd_send_signal(pidfd, SIGKILL, NULL, 0);
+        (void)pidfd_send_signal(st.pidfd, SIGKILL, NULL, 0);
         (void)waitpid(pid, NULL, 0);
 restore_mask:
         (void)sigprocmask(SIG_SETMASK, &orig_mask, NULL);

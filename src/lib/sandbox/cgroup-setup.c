@@ -1,0 +1,141 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/random.h>
+#include <unistd.h>
+
+#include "macro.h"
+#include "sandbox/cgroup-setup.h"
+
+#define CPU_PERIOD_US 100000ULL
+#define CPU_MIN_QUOTA_US 1000ULL
+
+static bool controller_usable(const CgroupTopology *t, CgroupController c) {
+        return t->controllers[c].version != CGROUP_VERSION_NONE && t->controllers[c].writable;
+}
+
+static CgroupLimits policy_cgroup_limits(const Policy *p) {
+        CgroupLimits lim = {
+                .memory_max = p->memory_max,
+                .pids_max = p->pids_max,
+        };
+
+        /* --memory-swap is memory + swap (docker); the cgroup wants the swap
+         * beyond memory. */
+        if (p->memory_max && p->memory_swap_max > p->memory_max)
+                lim.memory_swap_max = p->memory_swap_max - p->memory_max;
+        if (p->cpu_millis) {
+                lim.cpu_period_us = CPU_PERIOD_US;
+                lim.cpu_quota_us =
+                        MAX((uint64_t)p->cpu_millis * CPU_PERIOD_US / 1000, CPU_MIN_QUOTA_US);
+        }
+        return lim;
+}
+
+static const char *const limit_flag[_POLICY_LIMIT_MAX] = {
+        [POLICY_LIMIT_MEMORY] = "--memory",       [POLICY_LIMIT_MEMORY_SWAP] = "--memory-swap",
+        [POLICY_LIMIT_CPUS] = "--cpus",           [POLICY_LIMIT_PIDS] = "--pids",
+        [POLICY_LIMIT_TIMEOUT] = "--timeout",     [POLICY_LIMIT_DISK] = "--disk",
+        [POLICY_LIMIT_OUTPUT] = "--output-limit",
+};
+
+static int refuse(unsigned missing, HutchError *reterr) {
+        for (int i = 0; i < _POLICY_LIMIT_MAX; i++)
+                if (missing & (1U << i))
+                        return hutch_error_set(
+                                reterr, EOPNOTSUPP,
+                                "%s was asked for but no writable cgroup can enforce it here "
+                                "(see 'hutch doctor' and docs/cgroups.md); pass "
+                                "--allow-degraded to run with rlimits instead",
+                                limit_flag[i]);
+        return -EOPNOTSUPP;
+}
+
+/* Drops from @lim what @t cannot enforce, recording it in @degraded. */
+static void drop_unusable(const CgroupTopology *t, CgroupLimits *lim, unsigned *degraded) {
+        if ((lim->memory_max || lim->memory_swap_max) && !controller_usable(t, CGROUP_MEMORY)) {
+                *degraded |= 1U << POLICY_LIMIT_MEMORY;
+                if (lim->memory_swap_max)
+                        *degraded |= 1U << POLICY_LIMIT_MEMORY_SWAP;
+                lim->memory_max = lim->memory_swap_max = 0;
+        }
+        if (lim->pids_max && !controller_usable(t, CGROUP_PIDS)) {
+                *degraded |= 1U << POLICY_LIMIT_PIDS;
+                lim->pids_max = 0;
+        }
+        if (lim->cpu_quota_us && !controller_usable(t, CGROUP_CPU)) {
+                *degraded |= 1U << POLICY_LIMIT_CPUS;
+                lim->cpu_quota_us = lim->cpu_period_us = 0;
+        }
+}
+
+static unsigned limits_mask(const CgroupLimits *lim) {
+        return (lim->memory_max ? 1U << POLICY_LIMIT_MEMORY : 0) |
+               (lim->memory_swap_max ? 1U << POLICY_LIMIT_MEMORY_SWAP : 0) |
+               (lim->pids_max ? 1U << POLICY_LIMIT_PIDS : 0) |
+               (lim->cpu_quota_us ? 1U << POLICY_LIMIT_CPUS : 0);
+}
+
+int run_cgroup_prepare(const Policy *p, RunCgroup *ret, HutchError *reterr) {
+        _cleanup_(cgroup_topology_done) CgroupTopology topo = {};
+        CgroupLimits want = policy_cgroup_limits(p), lim;
+        RunCgroup rc = {};
+        uint32_t salt = 0;
+        char name[64];
+        int r;
+
+        r = cgroup_topology_detect(&topo);
+        if (r < 0)
+                topo = (CgroupTopology){}; /* unreadable: as if there were no cgroups */
+
+        lim = want;
+        drop_unusable(&topo, &lim, &rc.degraded);
+        if ((rc.degraded & p->limits_explicit) && !p->allow_degraded)
+                return refuse(rc.degraded & p->limits_explicit, reterr);
+
+        (void)getrandom(&salt, sizeof(salt), GRND_NONBLOCK);
+        (void)snprintf(name, sizeof(name), "run-%d-%08x", (int)getpid(), salt);
+        r = cgroup_new(&topo, name, &lim, &rc.cgroup, reterr);
+        if (r < 0) {
+                unsigned failed = limits_mask(&lim);
+
+                /* The hierarchies looked usable but refused: fail closed for
+                 * what was asked for, degrade the defaults. */
+                if ((failed & p->limits_explicit) && !p->allow_degraded)
+                        return r;
+                rc.degraded |= failed;
+                /* A cgroup without limits still makes the timeout exact. */
+                if (cgroup_new(&topo, name, &(CgroupLimits){}, &rc.cgroup, NULL) < 0)
+                        rc.cgroup = NULL;
+        }
+
+        /* Degraded limits the user asked for become rlimits (see
+         * rlimits_apply() for what they do and do not bound). */
+        if (p->allow_degraded) {
+                unsigned asked = rc.degraded & p->limits_explicit;
+
+                if (asked & (1U << POLICY_LIMIT_MEMORY)) {
+                        rc.rlimits.memory_max = want.memory_max;
+                        rc.rlimits.memory_swap_max = want.memory_swap_max;
+                }
+                if (asked & (1U << POLICY_LIMIT_PIDS))
+                        rc.rlimits.pids_max = want.pids_max;
+        }
+        *ret = rc;
+        return 0;
+}
+
+void run_cgroup_done(RunCgroup *rc) {
+        if (rc->cgroup)
+                (void)cgroup_destroy(rc->cgroup);
+        rc->cgroup = NULL;
+}
+
+void run_cgroup_stats(RunCgroup *rc, CgroupStats *ret) {
+        CgroupStats st = {};
+
+        if (rc->cgroup && cgroup_stats(rc->cgroup, &st) < 0)
+                st = (CgroupStats){};
+        *ret = st;
+}

@@ -1,0 +1,187 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#include <errno.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/pidfd.h>
+#include <sys/signalfd.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "fd-util.h"
+#include "macro.h"
+#include "sandbox/supervise.h"
+#include "sandbox/sync.h"
+
+#define RELAY_CHUNK 65536
+
+uint64_t now_ms(void) {
+        struct timespec ts;
+
+        (void)clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+void supervision_done(Supervision *s) {
+        for (size_t i = 0; i < ELEMENTSOF(s->relays); i++)
+                s->relays[i].in_fd = safe_close(s->relays[i].in_fd);
+}
+
+static void handle_sync_message(Supervision *s) {
+        int fds[1];
+        SyncMsg m;
+        int r;
+
+        r = sync_recv(s->sync_fd, &m, fds, ELEMENTSOF(fds));
+        if (r <= 0) {
+                /* EOF or garbage: stop reading; the pidfd ends the loop. */
+                if (r < 0 && r != -EAGAIN && s->error.errnum == 0)
+                        (void)hutch_error_set(&s->error, EBADMSG,
+                                              "malformed message from the sandbox init");
+                if (r != -EAGAIN)
+                        s->sync_fd = -EBADF;
+                return;
+        }
+        (void)safe_close(fds[0]);
+        switch ((SyncOp)m.op) {
+        case SYNC_OP_ERROR:
+                if (s->error.errnum == 0)
+                        (void)hutch_error_set(&s->error, m.err > 0 && m.err < 4096 ? m.err : EIO,
+                                              "sandbox setup failed: %s: %s", m.step, m.msg);
+                break;
+        case SYNC_OP_STARTED:
+                s->started = true;
+                s->start_ms = now_ms();
+                break;
+        case SYNC_OP_EXITED:
+                s->exited = true;
+                s->status = m.status;
+                s->end_ms = now_ms();
+                break;
+        case SYNC_OP_GO:
+        case _SYNC_OP_MAX:
+        case _SYNC_OP_INVALID:
+        default:
+                (void)hutch_error_set(&s->error, EBADMSG,
+                                      "unexpected message from the sandbox init");
+                break;
+        }
+}
+
+static void relay_pump(Relay *r) {
+        char buf[RELAY_CHUNK];
+        ssize_t n;
+
+        n = read(r->in_fd, buf, sizeof(buf));
+        if (n < 0) {
+                if (errno == EINTR || errno == EAGAIN)
+                        return;
+                r->in_fd = safe_close(r->in_fd);
+                return;
+        }
+        if (n == 0) {
+                r->in_fd = safe_close(r->in_fd);
+                return;
+        }
+        if (r->written < r->limit) {
+                uint64_t k = MIN((uint64_t)n, r->limit - r->written);
+
+                if (r->out_fd >= 0 && loop_write(r->out_fd, buf, (size_t)k) < 0)
+                        r->out_fd = -EBADF; /* the reader went away: keep draining */
+                r->written += k;
+                if (k < (uint64_t)n)
+                        r->truncated = true;
+        } else
+                r->truncated = true;
+}
+
+/* Init is gone: read what it sent before it went. */
+static void drain_sync(Supervision *s) {
+        while (s->sync_fd >= 0) {
+                struct pollfd q = {.fd = s->sync_fd, .events = POLLIN};
+
+                if (poll(&q, 1, 0) <= 0 || !(q.revents & (POLLIN | POLLHUP)))
+                        break;
+                handle_sync_message(s);
+        }
+        s->sync_fd = -EBADF;
+}
+
+static void on_timeout(Supervision *s) {
+        uint64_t ticks;
+
+        if (read(s->timerfd, &ticks, sizeof(ticks)) != sizeof(ticks))
+                return;
+        s->timed_out = true;
+        /* Everything the command started dies: the exec cgroup when there is
+         * one (daemons that left the session included), and init, whose death
+         * ends the pid namespace. */
+        if (s->cgroup)
+                (void)cgroup_kill(s->cgroup);
+        (void)pidfd_send_signal(s->pidfd, SIGKILL, NULL, 0);
+}
+
+void supervise(Supervision *s) {
+        for (;;) {
+                struct pollfd pfd[6];
+                int idx_sync = -1, idx_sig, idx_pid = -1, idx_timer = -1, idx_relay[2] = {-1, -1};
+                nfds_t n = 0;
+                bool relays_open = false;
+
+                for (size_t i = 0; i < ELEMENTSOF(s->relays); i++)
+                        relays_open = relays_open || s->relays[i].in_fd >= 0;
+                if (s->init_gone && s->sync_fd < 0 && !relays_open)
+                        return;
+
+                if (s->sync_fd >= 0) {
+                        idx_sync = (int)n;
+                        pfd[n++] = (struct pollfd){.fd = s->sync_fd, .events = POLLIN};
+                }
+                idx_sig = (int)n;
+                pfd[n++] = (struct pollfd){.fd = s->sigfd, .events = POLLIN};
+                if (!s->init_gone) {
+                        idx_pid = (int)n;
+                        pfd[n++] = (struct pollfd){.fd = s->pidfd, .events = POLLIN};
+                }
+                if (s->timerfd >= 0 && !s->timed_out && !s->init_gone) {
+                        idx_timer = (int)n;
+                        pfd[n++] = (struct pollfd){.fd = s->timerfd, .events = POLLIN};
+                }
+                for (size_t i = 0; i < ELEMENTSOF(s->relays); i++)
+                        if (s->relays[i].in_fd >= 0) {
+                                idx_relay[i] = (int)n;
+                                pfd[n++] =
+                                        (struct pollfd){.fd = s->relays[i].in_fd, .events = POLLIN};
+                        }
+
+                if (poll(pfd, n, -1) < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        return;
+                }
+
+                if (idx_sync >= 0 && (pfd[idx_sync].revents & (POLLIN | POLLHUP | POLLERR)))
+                        handle_sync_message(s);
+                if (pfd[idx_sig].revents & POLLIN) {
+                        struct signalfd_siginfo si;
+
+                        if (read(s->sigfd, &si, sizeof(si)) == sizeof(si) && !s->init_gone) {
+                                s->forwarded_signal = (int)si.ssi_signo;
+                                (void)pidfd_send_signal(s->pidfd, (int)si.ssi_signo, NULL, 0);
+                        }
+                }
+                if (idx_timer >= 0 && (pfd[idx_timer].revents & POLLIN))
+                        on_timeout(s);
+                for (size_t i = 0; i < ELEMENTSOF(s->relays); i++)
+                        if (idx_relay[i] >= 0 &&
+                            (pfd[idx_relay[i]].revents & (POLLIN | POLLHUP | POLLERR)))
+                                relay_pump(&s->relays[i]);
+                if (idx_pid >= 0 && (pfd[idx_pid].revents & POLLIN)) {
+                        s->init_gone = true;
+                        drain_sync(s);
+                        if (!s->end_ms)
+                                s->end_ms = now_ms();
+                }
+        }
+}
