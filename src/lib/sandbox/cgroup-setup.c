@@ -1,11 +1,15 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
+#include <dirent.h>
 #include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/random.h>
 #include <unistd.h>
 
+#include "fd-util.h"
 #include "macro.h"
+#include "parse-util.h"
 #include "sandbox/cgroup-setup.h"
 
 #define CPU_PERIOD_US 100000ULL
@@ -77,6 +81,50 @@ static unsigned limits_mask(const CgroupLimits *lim) {
                (lim->cpu_quota_us ? 1U << POLICY_LIMIT_CPUS : 0);
 }
 
+/* A run whose supervisor was SIGKILLed cannot remove its cgroups; its
+ * processes died with its pid namespace, so what is left is empty
+ * "run-<pid>-<hex>" directories of a pid that no longer exists. Remove
+ * those under @base (rmdir refuses anything still populated). */
+static void gc_stale_runs(const char *base) {
+        _cleanup_(closedirp) DIR *d = NULL;
+        struct dirent *de;
+
+        if (!base)
+                return;
+        d = opendir(base);
+        while (d && (de = readdir(d))) {
+                char path[4096], pidtext[16];
+                const char *dash;
+                size_t n;
+                int pid;
+
+                if (strncmp(de->d_name, "run-", 4) != 0)
+                        continue;
+                dash = strchr(de->d_name + 4, '-');
+                n = dash ? (size_t)(dash - de->d_name - 4) : 0;
+                if (n == 0 || n >= sizeof(pidtext))
+                        continue;
+                memcpy(pidtext, de->d_name + 4, n);
+                pidtext[n] = '\0';
+                if (safe_atoi(pidtext, &pid) < 0 || pid <= 0)
+                        continue;
+                if (kill(pid, 0) == 0 || errno != ESRCH)
+                        continue;
+                (void)snprintf(path, sizeof(path), "%s/%s/exec", base, de->d_name);
+                (void)rmdir(path);
+                (void)snprintf(path, sizeof(path), "%s/%s", base, de->d_name);
+                (void)rmdir(path);
+        }
+}
+
+static void gc_stale(const CgroupTopology *t) {
+        for (int c = 0; c < _CGROUP_CONTROLLER_MAX; c++)
+                gc_stale_runs(t->controllers[c].base);
+        gc_stale_runs(t->v2.base);
+        gc_stale_runs(t->freezer.base);
+        gc_stale_runs(t->cpuacct.base);
+}
+
 int run_cgroup_prepare(const Policy *p, RunCgroup *ret, HutchError *reterr) {
         _cleanup_(cgroup_topology_done) CgroupTopology topo = {};
         CgroupLimits want = policy_cgroup_limits(p), lim;
@@ -88,6 +136,7 @@ int run_cgroup_prepare(const Policy *p, RunCgroup *ret, HutchError *reterr) {
         r = cgroup_topology_detect(&topo);
         if (r < 0)
                 topo = (CgroupTopology){}; /* unreadable: as if there were no cgroups */
+        gc_stale(&topo);
 
         lim = want;
         drop_unusable(&topo, &lim, &rc.degraded);
