@@ -1355,7 +1355,9 @@ static void check_cpu_use(Cgroup *c, bool limited) {
         if (limited)
                 ASSERT_TRUE(st.cpu_usec < 200000); /* 10% of 500 ms is 50 ms */
         else
-                ASSERT_TRUE(st.cpu_usec > 250000);
+                /* More than twice what the quota lets through, with room for
+                 * a machine whose other core is busy with parallel tests. */
+                ASSERT_TRUE(st.cpu_usec > 120000);
 }
 
 /* A setsid double-forked daemon in @c dies with the kill. */

@@ -1,10 +1,16 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
+#include <fcntl.h>
+#include <grp.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include "cgroup/cgroup.h"
+#include "fd-util.h"
 #include "parse-util.h"
 #include "sandbox/features.h"
-#include "strv.h"
 #include "test.h"
 
 /* ---- enums ---- */
@@ -145,305 +151,351 @@ TEST(idmapped_mounts_depend_on_privilege) {
         feature_check_done(&c);
 }
 
-TEST(cgroups_probe_describes_a_layout) {
-        FeatureCheck c = {};
+/* ---- cgroups: the doctor says what `hutch run` would do ---- */
 
+static void skip_because(const char *why) {
+        if (getenv("HUTCH_TEST_MUST_WORK"))
+                fail_msg("cannot run: %s, and HUTCH_TEST_MUST_WORK is set", why);
+        fprintf(stderr, "skip: %s\n", why);
+        skip();
+}
+
+static bool place_usable(const CgroupPlace *p) {
+        return p->version != CGROUP_VERSION_NONE && p->writable;
+}
+
+static void assert_detail_has(const FeatureCheck *c, const char *want) {
+        if (!strstr(c->detail, want))
+                fail_msg("\"%s\" is not in the detail: %s", want, c->detail);
+}
+
+/* The detail names, per controller, the place the cgroup library picked,
+ * and the status follows memory and pids being usable. Works as any user
+ * on any layout. */
+TEST(cgroups_probe_matches_the_topology) {
+        _cleanup_(cgroup_topology_done) CgroupTopology t = {};
+        FeatureCheck c = {};
+        bool ok;
+
+        ASSERT_OK(cgroup_topology_detect(&t));
         ASSERT_OK(feature_probe_cgroups(&c));
         assert_valid_check(&c);
-        ASSERT_TRUE(strstr(c.detail, "cgroup v") || strstr(c.detail, "no cgroup filesystem"));
-        if (c.status != FEATURE_OK)
-                ASSERT_NOT_NULL(strstr(c.detail, "rlimits"));
+        ASSERT_TRUE(strncmp(c.detail, "memory: ", 8) == 0);
+        for (CgroupController k = 0; k < _CGROUP_CONTROLLER_MAX; k++) {
+                const CgroupPlace *p = t.controllers + k;
+                _cleanup_free_ char *want = NULL;
+
+                if (p->version == CGROUP_VERSION_NONE)
+                        ASSERT_TRUE(asprintf(&want, "%s: no hierarchy offers it",
+                                             cgroup_controller_to_string(k)) > 0);
+                else if (!p->base)
+                        ASSERT_TRUE(asprintf(&want, "%s: %s at %s with no base for this user",
+                                             cgroup_controller_to_string(k),
+                                             cgroup_version_to_string(p->version), p->mount) > 0);
+                else
+                        ASSERT_TRUE(asprintf(&want, "%s: %s %s (%s)",
+                                             cgroup_controller_to_string(k),
+                                             cgroup_version_to_string(p->version), p->base,
+                                             p->writable ? "writable" : "not writable") > 0);
+                assert_detail_has(&c, want);
+                if (!place_usable(p))
+                        assert_detail_has(&c, k == CGROUP_MEMORY ? "--memory"
+                                              : k == CGROUP_PIDS ? "--pids"
+                                                                 : "--cpus");
+        }
+        assert_detail_has(&c, "kill/freeze: ");
+
+        ok = place_usable(t.controllers + CGROUP_MEMORY) &&
+             place_usable(t.controllers + CGROUP_PIDS);
+        ASSERT_EQ(c.status, ok ? FEATURE_OK : FEATURE_DEGRADED);
+        if (ok)
+                ASSERT_NULL(strstr(c.detail, "not enforced"));
+        else {
+                assert_detail_has(&c, "will need --allow-degraded");
+                assert_detail_has(&c, "not enforced");
+        }
         feature_check_done(&c);
 }
 
-/* ---- cgroup layout parser ---- */
+/* As root this machine (hybrid: v1 memory, pids and cpu, an empty v2
+ * hierarchy) gives hutch writable memory and pids cgroups. */
+TEST(cgroups_ok_as_root) {
+        FeatureCheck c = {};
 
-static const char mountinfo_v2[] =
-        "24 30 0:22 / /sys rw,nosuid,nodev,noexec,relatime shared:7 - sysfs sysfs rw\n"
-        "25 30 0:23 / /proc rw,nosuid,nodev,noexec,relatime shared:12 - proc proc rw\n"
-        "30 1 8:1 / / rw,relatime shared:1 - ext4 /dev/sda1 rw,errors=remount-ro\n"
-        "35 24 0:30 / /sys/fs/cgroup rw,nosuid,nodev,noexec,relatime shared:9 - cgroup2 cgroup2 "
-        "rw,nsdelegate,memory_recursiveprot\n";
+        if (geteuid() != 0)
+                skip_because("needs root: the root cgroups are writable only by root");
 
-static const char mountinfo_v1[] =
-        "25 18 0:21 / /sys/fs/cgroup ro,nosuid,nodev,noexec shared:8 - tmpfs tmpfs ro,mode=755\n"
-        "26 25 0:22 / /sys/fs/cgroup/systemd rw,nosuid,nodev,noexec,relatime shared:9 - cgroup "
-        "cgroup rw,xattr,release_agent=/usr/lib/systemd/systemd-cgroups-agent,name=systemd\n"
-        "29 25 0:25 / /sys/fs/cgroup/cpu,cpuacct rw,nosuid,nodev,noexec,relatime shared:12 - "
-        "cgroup cgroup rw,cpu,cpuacct\n"
-        "30 25 0:26 / /sys/fs/cgroup/memory rw,nosuid,nodev,noexec,relatime shared:13 - cgroup "
-        "cgroup rw,memory\n"
-        "31 25 0:27 / /sys/fs/cgroup/pids rw,nosuid,nodev,noexec,relatime shared:14 - cgroup "
-        "cgroup rw,pids\n";
-
-/* Copied from this machine's /proc/self/mountinfo (hybrid: v1 controllers,
- * an empty v2 hierarchy at /sys/fs/cgroup/unified). */
-static const char mountinfo_hybrid[] =
-        "22 27 0:21 / /proc rw,relatime - proc proc rw\n"
-        "27 1 254:0 / / rw,relatime - ext4 /dev/vda rw,discard,resv_strict,resuid=65534\n"
-        "31 23 0:28 / /sys/fs/cgroup rw,relatime - tmpfs tmpfs rw,mode=755\n"
-        "32 31 0:29 / /sys/fs/cgroup/cpu rw,relatime - cgroup cgroup rw,cpu\n"
-        "33 31 0:30 / /sys/fs/cgroup/cpuacct rw,relatime - cgroup cgroup rw,cpuacct\n"
-        "34 31 0:31 / /sys/fs/cgroup/cpuset rw,relatime - cgroup cgroup rw,cpuset\n"
-        "35 31 0:32 / /sys/fs/cgroup/memory rw,relatime - cgroup cgroup rw,memory\n"
-        "36 31 0:33 / /sys/fs/cgroup/devices rw,relatime - cgroup cgroup rw,devices\n"
-        "37 31 0:34 / /sys/fs/cgroup/freezer rw,relatime - cgroup cgroup rw,freezer\n"
-        "38 31 0:35 / /sys/fs/cgroup/blkio rw,relatime - cgroup cgroup rw,blkio\n"
-        "39 31 0:36 / /sys/fs/cgroup/pids rw,relatime - cgroup cgroup rw,pids\n"
-        "40 31 0:37 / /sys/fs/cgroup/systemd rw,relatime - cgroup cgroup rw,name=systemd\n"
-        "41 31 0:38 / /sys/fs/cgroup/unified rw,relatime - cgroup2 cgroup2 rw\n";
-
-TEST(cgroup_layout_pure_v2) {
-        CgroupLayout l = {};
-        const CgroupMount *m;
-
-        ASSERT_OK(cgroup_layout_parse(mountinfo_v2, &l));
-        ASSERT_EQ(l.n_mounts, 1);
-        m = cgroup_layout_find_v2(&l);
-        ASSERT_NOT_NULL(m);
-        ASSERT_TRUE(m->v2);
-        ASSERT_STREQ(m->path, "/sys/fs/cgroup");
-        ASSERT_STREQ(m->root, "/");
-        ASSERT_NULL(m->controllers);
-        ASSERT_NULL(m->name);
-        ASSERT_NULL(cgroup_layout_find_v1(&l, "memory"));
-        ASSERT_NULL(cgroup_layout_find_v1(&l, NULL));
-        cgroup_layout_done(&l);
-        ASSERT_EQ(l.n_mounts, 0);
-        ASSERT_NULL(l.mounts);
+        ASSERT_OK(feature_probe_cgroups(&c));
+        assert_valid_check(&c);
+        if (c.status != FEATURE_OK)
+                fail_msg("expected ok, got %s: %s", feature_status_to_string(c.status), c.detail);
+        assert_detail_has(&c, "memory: ");
+        assert_detail_has(&c, "pids: ");
+        assert_detail_has(&c, "/hutch (writable)");
+        ASSERT_NULL(strstr(c.detail, "--allow-degraded"));
+        feature_check_done(&c);
 }
 
-TEST(cgroup_layout_pure_v1) {
-        CgroupLayout l = {};
-        const CgroupMount *m;
+/* The probe only reads, so a forked child can drop to nobody after the
+ * test is set up; it sends back "<status> <detail>". */
+TEST(cgroups_degraded_as_nobody) {
+        _cleanup_free_ char *out = NULL;
+        int fds[2], status;
+        size_t n = 0, cap = 65536;
+        ssize_t k;
+        pid_t pid;
 
-        ASSERT_OK(cgroup_layout_parse(mountinfo_v1, &l));
-        ASSERT_EQ(l.n_mounts, 4);
-        ASSERT_NULL(cgroup_layout_find_v2(&l));
+        if (geteuid() != 0)
+                skip_because("needs root to switch to uid 65534");
 
-        /* named hierarchy: no controllers; xattr and release_agent= are not controllers */
-        ASSERT_STREQ(l.mounts[0].name, "systemd");
-        ASSERT_EQ(strv_length(l.mounts[0].controllers), 0);
-        ASSERT_FALSE(l.mounts[0].v2);
+        ASSERT_OK(pipe2(fds, O_CLOEXEC));
+        pid = fork();
+        ASSERT_TRUE(pid >= 0);
+        if (pid == 0) {
+                FeatureCheck c = {};
+                char *msg = NULL;
+                int r;
 
-        m = cgroup_layout_find_v1(&l, "cpuacct");
-        ASSERT_NOT_NULL(m);
-        ASSERT_STREQ(m->path, "/sys/fs/cgroup/cpu,cpuacct");
-        ASSERT_EQ(strv_length(m->controllers), 2);
-        ASSERT_STREQ(m->controllers[0], "cpu");
-        ASSERT_STREQ(m->controllers[1], "cpuacct");
-        ASSERT_TRUE(cgroup_layout_find_v1(&l, "cpu") == m);
-
-        m = cgroup_layout_find_v1(&l, "memory");
-        ASSERT_NOT_NULL(m);
-        ASSERT_STREQ(m->path, "/sys/fs/cgroup/memory");
-        m = cgroup_layout_find_v1(&l, "pids");
-        ASSERT_NOT_NULL(m);
-        ASSERT_STREQ(m->path, "/sys/fs/cgroup/pids");
-        ASSERT_NULL(cgroup_layout_find_v1(&l, "freezer"));
-        ASSERT_NULL(cgroup_layout_find_v1(&l, "rw"));
-        ASSERT_NULL(cgroup_layout_find_v1(&l, "xattr"));
-        cgroup_layout_done(&l);
-}
-
-TEST(cgroup_layout_hybrid) {
-        static const char *const v1[] = {"cpu",     "cpuacct", "cpuset", "memory",
-                                         "devices", "freezer", "blkio",  "pids"};
-        CgroupLayout l = {};
-        const CgroupMount *m;
-
-        ASSERT_OK(cgroup_layout_parse(mountinfo_hybrid, &l));
-        ASSERT_EQ(l.n_mounts, 10);
-        m = cgroup_layout_find_v2(&l);
-        ASSERT_NOT_NULL(m);
-        ASSERT_STREQ(m->path, "/sys/fs/cgroup/unified");
-        for (size_t i = 0; i < ELEMENTSOF(v1); i++) {
-                char want[64];
-
-                m = cgroup_layout_find_v1(&l, v1[i]);
-                ASSERT_NOT_NULL(m);
-                (void)snprintf(want, sizeof(want), "/sys/fs/cgroup/%s", v1[i]);
-                ASSERT_STREQ(m->path, want);
-                ASSERT_EQ(strv_length(m->controllers), 1);
+                (void)close(fds[0]);
+                if (setgroups(0, NULL) < 0 || setresgid(65534, 65534, 65534) < 0 ||
+                    setresuid(65534, 65534, 65534) < 0)
+                        _exit(2);
+                r = feature_probe_cgroups(&c);
+                if (r < 0)
+                        _exit(3);
+                if (asprintf(&msg, "%s %s", feature_status_to_string(c.status), c.detail) < 0)
+                        _exit(4);
+                if (loop_write(fds[1], msg, strlen(msg)) < 0)
+                        _exit(5);
+                _exit(0);
         }
-        ASSERT_STREQ(l.mounts[8].name, "systemd");
-        ASSERT_NULL(cgroup_layout_find_v1(&l, "hugetlb"));
-        cgroup_layout_done(&l);
+        (void)close(fds[1]);
+        out = malloc(cap + 1);
+        ASSERT_NOT_NULL(out);
+        while ((k = loop_read(fds[0], out + n, cap - n)) > 0)
+                n += (size_t)k;
+        out[n] = '\0';
+        (void)close(fds[0]);
+        ASSERT_EQ(waitpid(pid, &status, 0), pid);
+        ASSERT_TRUE(WIFEXITED(status));
+        ASSERT_EQ(WEXITSTATUS(status), 0);
+
+        if (strncmp(out, "degraded ", 9) != 0)
+                fail_msg("expected degraded as uid 65534, got: %s", out);
+        ASSERT_NOT_NULL(strstr(out, "memory: "));
+        ASSERT_NOT_NULL(strstr(out, "pids: "));
+        /* why: nothing is writable for nobody, and what that means */
+        ASSERT_TRUE(strstr(out, "not writable") || strstr(out, "no base for this user"));
+        ASSERT_NULL(strstr(out, "(writable)"));
+        ASSERT_NOT_NULL(strstr(out, "--memory/--pids"));
+        ASSERT_NOT_NULL(strstr(out, "will need --allow-degraded"));
+        ASSERT_NOT_NULL(strstr(out, "the default memory and pids limits are not enforced"));
 }
 
-TEST(cgroup_layout_escapes_and_optional_fields) {
-        CgroupLayout l = {};
+/* A bad $HUTCH_CGROUP_BASE_V2 makes detection fail: "missing" with the
+ * error, not a failed probe. */
+TEST(cgroups_missing_when_detection_fails) {
+        _cleanup_free_ char *saved = NULL;
+        const char *old = getenv("HUTCH_CGROUP_BASE_V2");
+        FeatureCheck c = {};
+        int r;
 
-        ASSERT_OK(cgroup_layout_parse("40 31 0:37 /a\\040b /sys/fs/my\\040cg\\134x rw shared:1 "
-                                      "master:2 propagate_from:3 - cgroup2 cgroup2 rw\n"
-                                      "50 1 0:40 / /empty\\011src rw - tmpfs  rw",
-                                      &l));
-        ASSERT_EQ(l.n_mounts, 1);
-        ASSERT_STREQ(l.mounts[0].root, "/a b");
-        ASSERT_STREQ(l.mounts[0].path, "/sys/fs/my cg\\x");
-        cgroup_layout_done(&l);
+        if (old) {
+                saved = strdup(old);
+                ASSERT_NOT_NULL(saved);
+        }
+        ASSERT_OK(setenv("HUTCH_CGROUP_BASE_V2", "relative/path", 1));
+        r = feature_probe_cgroups(&c);
+        if (saved)
+                ASSERT_OK(setenv("HUTCH_CGROUP_BASE_V2", saved, 1));
+        else
+                ASSERT_OK(unsetenv("HUTCH_CGROUP_BASE_V2"));
+
+        ASSERT_OK(r);
+        assert_valid_check(&c);
+        ASSERT_EQ(c.status, FEATURE_MISSING);
+        assert_detail_has(&c, "detecting the cgroup layout failed: ");
+        assert_detail_has(&c, strerror(EINVAL));
+        assert_detail_has(&c, "'relative/path'");
+        assert_detail_has(&c, "--allow-degraded");
+        feature_check_done(&c);
 }
 
-TEST(cgroup_layout_prefers_root_mount) {
-        CgroupLayout l = {};
-        const CgroupMount *m;
+/* $HUTCH_CGROUP_BASE_V2 moves the v2 base, for `hutch run` and so for the
+ * doctor: kill/freeze names it. */
+TEST(cgroups_probe_follows_the_v2_base_variable) {
+        _cleanup_(cgroup_topology_done) CgroupTopology t = {};
+        _cleanup_free_ char *dir = NULL, *want = NULL;
+        FeatureCheck c = {};
+        int r;
 
-        /* a bind of a sub-hierarchy first (as in a container), the full one second */
-        ASSERT_OK(cgroup_layout_parse(
-                "60 1 0:32 /docker/abc /c/memory rw - cgroup cgroup rw,memory\n"
-                "61 1 0:32 / /sys/fs/cgroup/memory rw - cgroup cgroup rw,memory\n"
-                "62 1 0:38 /sub /c/unified rw - cgroup2 cgroup2 rw\n",
-                &l));
-        ASSERT_EQ(l.n_mounts, 3);
-        m = cgroup_layout_find_v1(&l, "memory");
-        ASSERT_STREQ(m->path, "/sys/fs/cgroup/memory");
-        /* only a sub-hierarchy of v2: it is still found */
-        m = cgroup_layout_find_v2(&l);
-        ASSERT_NOT_NULL(m);
-        ASSERT_STREQ(m->root, "/sub");
-        cgroup_layout_done(&l);
+        if (getenv("HUTCH_CGROUP_BASE_V2"))
+                skip_because("$HUTCH_CGROUP_BASE_V2 is already set");
+        ASSERT_OK(cgroup_topology_detect(&t));
+        if (t.v2.version != CGROUP_VERSION_2 || !t.v2.writable)
+                skip_because("needs a writable v2 hierarchy (root on this machine)");
+
+        ASSERT_TRUE(asprintf(&dir, "%s/hutch-test-doctor-%d", t.v2.mount, (int)getpid()) > 0);
+        ASSERT_TRUE(mkdir(dir, 0755) >= 0);
+        ASSERT_OK(setenv("HUTCH_CGROUP_BASE_V2", dir, 1));
+        r = feature_probe_cgroups(&c);
+        (void)unsetenv("HUTCH_CGROUP_BASE_V2");
+        (void)rmdir(dir);
+
+        ASSERT_OK(r);
+        ASSERT_TRUE(asprintf(&want, "kill/freeze: v2 %s (writable)", dir) > 0);
+        assert_detail_has(&c, want);
+        feature_check_done(&c);
 }
 
-TEST(cgroup_layout_empty_and_no_cgroups) {
-        CgroupLayout l = {};
+/* ---- cgroups: the detail for a given topology (pure) ---- */
 
-        ASSERT_OK(cgroup_layout_parse("", &l));
-        ASSERT_EQ(l.n_mounts, 0);
-        ASSERT_NULL(cgroup_layout_find_v2(&l));
-        cgroup_layout_done(&l);
+/* A place with borrowed strings: never passed to cgroup_topology_done(). */
+#define PLACE(v, m, b, w)                                                                          \
+        ((CgroupPlace){.version = (v), .mount = (char *)(m), .base = (char *)(b), .writable = (w)})
 
-        ASSERT_OK(cgroup_layout_parse("\n\n22 27 0:21 / /proc rw - proc proc rw\n\n", &l));
-        ASSERT_EQ(l.n_mounts, 0);
-        ASSERT_NULL(cgroup_layout_find_v1(&l, "memory"));
-        cgroup_layout_done(&l);
+static void assert_cgroups_check(const CgroupTopology *t, FeatureStatus status,
+                                 const char *detail) {
+        FeatureCheck c = {};
+
+        ASSERT_OK(feature_cgroups_from_topology(t, &c));
+        assert_valid_check(&c);
+        ASSERT_STREQ(c.detail, detail);
+        if (c.status != status)
+                fail_msg("expected %s, got %s: %s", feature_status_to_string(status),
+                         feature_status_to_string(c.status), c.detail);
+        feature_check_done(&c);
 }
 
-static void assert_parse_fails(const char *text, int err) {
-        CgroupLayout l = {.n_mounts = 4242};
-        int r = cgroup_layout_parse(text, &l);
+TEST(cgroups_check_pure_v2_as_root) {
+        CgroupPlace v2 = PLACE(CGROUP_VERSION_2, "/sys/fs/cgroup", "/sys/fs/cgroup/hutch", true);
+        CgroupTopology t = {.privileged = true, .controllers = {v2, v2, v2}, .v2 = v2};
 
-        if (r != -err)
-                fail_msg("parsing \"%s\" gave %d, expected %d", text ? text : "(null)", r, -err);
+        assert_cgroups_check(&t, FEATURE_OK,
+                             "memory: v2 /sys/fs/cgroup/hutch (writable); pids: v2 "
+                             "/sys/fs/cgroup/hutch (writable); cpu: v2 /sys/fs/cgroup/hutch "
+                             "(writable); kill/freeze: v2 /sys/fs/cgroup/hutch (writable)");
+}
+
+TEST(cgroups_check_hybrid_as_root) {
+        CgroupTopology t = {
+                .controllers =
+                        {
+                                PLACE(CGROUP_VERSION_1, "/sys/fs/cgroup/memory",
+                                      "/sys/fs/cgroup/memory/hutch", true),
+                                PLACE(CGROUP_VERSION_1, "/sys/fs/cgroup/pids",
+                                      "/sys/fs/cgroup/pids/hutch", true),
+                                PLACE(CGROUP_VERSION_1, "/sys/fs/cgroup/cpu",
+                                      "/sys/fs/cgroup/cpu/hutch", true),
+                        },
+                .v2 = PLACE(CGROUP_VERSION_2, "/sys/fs/cgroup/unified",
+                            "/sys/fs/cgroup/unified/hutch", true),
+                .freezer = PLACE(CGROUP_VERSION_1, "/sys/fs/cgroup/freezer",
+                                 "/sys/fs/cgroup/freezer/hutch", true),
+        };
+
+        assert_cgroups_check(&t, FEATURE_OK,
+                             "memory: v1 /sys/fs/cgroup/memory/hutch (writable); pids: v1 "
+                             "/sys/fs/cgroup/pids/hutch (writable); cpu: v1 "
+                             "/sys/fs/cgroup/cpu/hutch (writable); kill/freeze: v2 "
+                             "/sys/fs/cgroup/unified/hutch (writable)");
+
+        /* without a writable v2, the v1 freezer kills and freezes */
+        t.v2.writable = false;
+        assert_cgroups_check(&t, FEATURE_OK,
+                             "memory: v1 /sys/fs/cgroup/memory/hutch (writable); pids: v1 "
+                             "/sys/fs/cgroup/pids/hutch (writable); cpu: v1 "
+                             "/sys/fs/cgroup/cpu/hutch (writable); kill/freeze: freezer v1 "
+                             "/sys/fs/cgroup/freezer/hutch (writable)");
+
+        /* without either, SIGKILL passes over the memory and pids cgroups */
+        t.freezer = PLACE(CGROUP_VERSION_NONE, NULL, NULL, false);
+        assert_cgroups_check(
+                &t, FEATURE_OK,
+                "memory: v1 /sys/fs/cgroup/memory/hutch (writable); pids: v1 "
+                "/sys/fs/cgroup/pids/hutch (writable); cpu: v1 /sys/fs/cgroup/cpu/hutch "
+                "(writable); kill/freeze: no writable v2 or v1 freezer cgroup (v2 "
+                "/sys/fs/cgroup/unified/hutch (not writable), freezer not mounted); kill falls "
+                "back to SIGKILL passes over the sandbox's cgroups, freeze is unavailable");
+}
+
+TEST(cgroups_check_degraded_says_what_it_means) {
+        CgroupPlace v2 =
+                PLACE(CGROUP_VERSION_2, "/sys/fs/cgroup", "/sys/fs/cgroup/user.slice", true);
+        CgroupTopology t = {.controllers = {v2, v2, v2}, .v2 = v2};
+
+        /* cpu alone missing: still ok, but --cpus needs --allow-degraded */
+        t.controllers[CGROUP_CPU] = PLACE(CGROUP_VERSION_NONE, NULL, NULL, false);
+        assert_cgroups_check(&t, FEATURE_OK,
+                             "memory: v2 /sys/fs/cgroup/user.slice (writable); pids: v2 "
+                             "/sys/fs/cgroup/user.slice (writable); cpu: no hierarchy offers "
+                             "it; kill/freeze: v2 /sys/fs/cgroup/user.slice (writable); --cpus "
+                             "will need --allow-degraded");
+
+        /* memory not offered by v2 */
+        t.controllers[CGROUP_MEMORY] = PLACE(CGROUP_VERSION_NONE, NULL, NULL, false);
+        assert_cgroups_check(&t, FEATURE_DEGRADED,
+                             "memory: no hierarchy offers it; pids: v2 /sys/fs/cgroup/user.slice "
+                             "(writable); cpu: no hierarchy offers it; kill/freeze: v2 "
+                             "/sys/fs/cgroup/user.slice (writable); --memory/--cpus will need "
+                             "--allow-degraded; the default memory limit is not enforced");
+
+        /* pids served but not writable */
+        t.controllers[CGROUP_MEMORY] = v2;
+        t.controllers[CGROUP_PIDS].writable = false;
+        assert_cgroups_check(&t, FEATURE_DEGRADED,
+                             "memory: v2 /sys/fs/cgroup/user.slice (writable); pids: v2 "
+                             "/sys/fs/cgroup/user.slice (not writable); cpu: no hierarchy offers "
+                             "it; kill/freeze: v2 /sys/fs/cgroup/user.slice (writable); "
+                             "--pids/--cpus will need --allow-degraded; the default pids limit "
+                             "is not enforced");
+}
+
+TEST(cgroups_check_nothing_usable) {
+        CgroupPlace nobase = PLACE(CGROUP_VERSION_2, "/sys/fs/cgroup", NULL, false);
+        CgroupTopology t = {.controllers = {nobase, nobase, nobase}, .v2 = nobase};
+
+        assert_cgroups_check(
+                &t, FEATURE_DEGRADED,
+                "memory: v2 at /sys/fs/cgroup with no base for this user; pids: v2 at "
+                "/sys/fs/cgroup with no base for this user; cpu: v2 at /sys/fs/cgroup with no "
+                "base for this user; kill/freeze: no writable v2 or v1 freezer cgroup (v2 at "
+                "/sys/fs/cgroup with no base for this user, freezer not mounted); nothing can "
+                "kill by cgroup, the pid namespace still ends everything when the run ends; "
+                "--memory/--pids/--cpus will need --allow-degraded; the default memory and pids "
+                "limits are not enforced");
+
+        /* no cgroup filesystem at all */
+        t = (CgroupTopology){};
+        assert_cgroups_check(
+                &t, FEATURE_DEGRADED,
+                "memory: no hierarchy offers it; pids: no hierarchy offers it; cpu: no hierarchy "
+                "offers it; kill/freeze: no writable v2 or v1 freezer cgroup (no v2 mounted, "
+                "freezer not mounted); nothing can kill by cgroup, the pid namespace still ends "
+                "everything when the run ends; --memory/--pids/--cpus will need "
+                "--allow-degraded; the default memory and pids limits are not enforced");
+
+        /* a writable cpuacct alone (no limit) still gives the SIGKILL passes */
+        t.cpuacct = PLACE(CGROUP_VERSION_1, "/sys/fs/cgroup/cpuacct",
+                          "/sys/fs/cgroup/cpuacct/hutch", true);
+        assert_cgroups_check(
+                &t, FEATURE_DEGRADED,
+                "memory: no hierarchy offers it; pids: no hierarchy offers it; cpu: no hierarchy "
+                "offers it; kill/freeze: no writable v2 or v1 freezer cgroup (no v2 mounted, "
+                "freezer not mounted); kill falls back to SIGKILL passes over the sandbox's "
+                "cgroups, freeze is unavailable; --memory/--pids/--cpus will need "
+                "--allow-degraded; the default memory and pids limits are not enforced");
+}
+
+TEST(cgroups_check_bad_arguments) {
+        CgroupTopology t = {};
+        FeatureCheck c = {.status = FEATURE_MISSING};
+
+        ASSERT_ERROR(feature_cgroups_from_topology(NULL, &c), EINVAL);
+        ASSERT_ERROR(feature_cgroups_from_topology(&t, NULL), EINVAL);
         /* ret_ is written only on success */
-        ASSERT_EQ(l.n_mounts, 4242);
-        ASSERT_NULL(l.mounts);
-}
-
-TEST(cgroup_layout_errors) {
-        /* NULL input */
-        assert_parse_fails(NULL, EINVAL);
-        /* garbage */
-        assert_parse_fails("hello world", EBADMSG);
-        assert_parse_fails("\x01\x02\x03 \xff\xfe", EBADMSG);
-        assert_parse_fails("-", EBADMSG);
-        /* fewer than six fields before the separator */
-        assert_parse_fails("1 2 0:1 /", EBADMSG);
-        assert_parse_fails("1 2 0:1 / /x - cgroup2 cgroup2 rw", EBADMSG);
-        /* no separator */
-        assert_parse_fails("1 2 0:1 / /x rw cgroup2 cgroup2 rw", EBADMSG);
-        /* fewer than three fields after it */
-        assert_parse_fails("1 2 0:1 / /x rw - cgroup2 cgroup2", EBADMSG);
-        assert_parse_fails("1 2 0:1 / /x rw -", EBADMSG);
-        /* an empty mandatory field (two spaces) */
-        assert_parse_fails("1  2 0:1 / /x rw - cgroup2 cgroup2 rw", EBADMSG);
-        /* non-numeric or overflowing mount id / parent id */
-        assert_parse_fails("a 2 0:1 / /x rw - cgroup2 cgroup2 rw", EBADMSG);
-        assert_parse_fails("-1 2 0:1 / /x rw - cgroup2 cgroup2 rw", EBADMSG);
-        assert_parse_fails("99999999999 2 0:1 / /x rw - cgroup2 cgroup2 rw", EBADMSG);
-        assert_parse_fails("12345678901234567890 2 0:1 / /x rw - cgroup2 cgroup2 rw", EBADMSG);
-        assert_parse_fails("1 b 0:1 / /x rw - cgroup2 cgroup2 rw", EBADMSG);
-        /* bad MAJ:MIN */
-        assert_parse_fails("1 2 01 / /x rw - cgroup2 cgroup2 rw", EBADMSG);
-        assert_parse_fails("1 2 x:1 / /x rw - cgroup2 cgroup2 rw", EBADMSG);
-        assert_parse_fails("1 2 0: / /x rw - cgroup2 cgroup2 rw", EBADMSG);
-        assert_parse_fails("1 2 :1 / /x rw - cgroup2 cgroup2 rw", EBADMSG);
-        /* bad escapes, in a cgroup line and in another line */
-        assert_parse_fails("1 2 0:1 / /x\\04 rw - cgroup2 cgroup2 rw", EBADMSG);
-        assert_parse_fails("1 2 0:1 / /x\\ rw - cgroup2 cgroup2 rw", EBADMSG);
-        assert_parse_fails("1 2 0:1 / /x\\089 rw - cgroup2 cgroup2 rw", EBADMSG);
-        assert_parse_fails("1 2 0:1 / /x\\000 rw - cgroup2 cgroup2 rw", EBADMSG);
-        assert_parse_fails("1 2 0:1 / /x\\400 rw - cgroup2 cgroup2 rw", EBADMSG);
-        assert_parse_fails("1 2 0:1 /\\9 /x rw - cgroup cgroup rw,memory", EBADMSG);
-        assert_parse_fails("1 2 0:1 /\\9 /x rw - ext4 /dev/sda rw", EBADMSG);
-        assert_parse_fails("1 2 0:1 / /x\\12 rw - ext4 /dev/sda rw", EBADMSG);
-        /* a bad line after good cgroup lines: nothing leaks (LSan), error returned */
-        assert_parse_fails("35 31 0:32 / /sys/fs/cgroup/memory rw - cgroup cgroup rw,memory\n"
-                           "41 31 0:38 / /sys/fs/cgroup/unified rw - cgroup2 cgroup2 rw\n"
-                           "garbage\n",
-                           EBADMSG);
-}
-
-TEST(cgroup_layout_too_many_mounts) {
-        _cleanup_free_ char *text = NULL;
-        static const char line[] = "41 31 0:38 / /sys/fs/cgroup/unified rw - cgroup2 cgroup2 rw\n";
-        size_t n = sizeof(line) - 1;
-        CgroupLayout l = {};
-
-        text = malloc(n * (CGROUP_LAYOUT_MOUNTS_MAX + 1) + 1);
-        ASSERT_NOT_NULL(text);
-        for (size_t i = 0; i < CGROUP_LAYOUT_MOUNTS_MAX; i++)
-                memcpy(text + i * n, line, n);
-        text[n * CGROUP_LAYOUT_MOUNTS_MAX] = '\0';
-
-        /* exactly the cap: fine */
-        ASSERT_OK(cgroup_layout_parse(text, &l));
-        ASSERT_EQ(l.n_mounts, CGROUP_LAYOUT_MOUNTS_MAX);
-        cgroup_layout_done(&l);
-
-        /* one more: -E2BIG */
-        memcpy(text + n * CGROUP_LAYOUT_MOUNTS_MAX, line, n + 1);
-        assert_parse_fails(text, E2BIG);
-}
-
-/* ---- /proc/self/cgroup ---- */
-
-/* Copied from this machine. */
-static const char self_cgroup_hybrid[] = "9:name=systemd:/\n"
-                                         "8:pids:/\n"
-                                         "7:blkio:/\n"
-                                         "6:freezer:/\n"
-                                         "5:devices:/\n"
-                                         "4:memory:/process_api/1a2a11713e38acc5ee609ca65ab74974\n"
-                                         "3:cpuset:/\n"
-                                         "2:cpuacct:/\n"
-                                         "1:cpu:/\n"
-                                         "0::/\n";
-
-TEST(cgroup_self_path_lookups) {
-        _cleanup_free_ char *a = NULL, *b = NULL, *c = NULL, *d = NULL, *e = NULL;
-
-        ASSERT_OK(cgroup_self_path(self_cgroup_hybrid, NULL, &a));
-        ASSERT_STREQ(a, "/");
-        ASSERT_OK(cgroup_self_path(self_cgroup_hybrid, "memory", &b));
-        ASSERT_STREQ(b, "/process_api/1a2a11713e38acc5ee609ca65ab74974");
-        ASSERT_OK(cgroup_self_path(self_cgroup_hybrid, "name=systemd", &c));
-        ASSERT_STREQ(c, "/");
-        ASSERT_OK(cgroup_self_path("3:cpu,cpuacct:/x\n0::/user.slice/a:b.scope", "cpuacct", &d));
-        ASSERT_STREQ(d, "/x");
-        ASSERT_OK(cgroup_self_path("3:cpu,cpuacct:/x\n0::/user.slice/a:b.scope", NULL, &e));
-        ASSERT_STREQ(e, "/user.slice/a:b.scope");
-}
-
-TEST(cgroup_self_path_errors) {
-        char *s = (char *)"untouched";
-
-        ASSERT_ERROR(cgroup_self_path(NULL, NULL, &s), EINVAL);
-        /* no such line: pure v1 has no 0:: line; an unmounted controller */
-        ASSERT_ERROR(cgroup_self_path("4:memory:/a\n", NULL, &s), ENOENT);
-        ASSERT_ERROR(cgroup_self_path(self_cgroup_hybrid, "rdma", &s), ENOENT);
-        ASSERT_ERROR(cgroup_self_path("", NULL, &s), ENOENT);
-        /* "cpu" must not match "cpuacct" */
-        ASSERT_ERROR(cgroup_self_path("2:cpuacct:/\n", "cpu", &s), ENOENT);
-        /* malformed lines */
-        ASSERT_ERROR(cgroup_self_path("garbage", NULL, &s), EBADMSG);
-        ASSERT_ERROR(cgroup_self_path("0:/", NULL, &s), EBADMSG);
-        ASSERT_ERROR(cgroup_self_path("0::", NULL, &s), EBADMSG);
-        ASSERT_ERROR(cgroup_self_path("0::relative", NULL, &s), EBADMSG);
-        ASSERT_ERROR(cgroup_self_path("x::/", NULL, &s), EBADMSG);
-        ASSERT_ERROR(cgroup_self_path(":memory:/", "memory", &s), EBADMSG);
-        /* a malformed line after the match still fails */
-        ASSERT_ERROR(cgroup_self_path("0::/\nbroken\n", NULL, &s), EBADMSG);
-        ASSERT_STREQ(s, "untouched");
+        ASSERT_EQ(c.status, FEATURE_MISSING);
+        ASSERT_NULL(c.detail);
 }
 
 DEFINE_TEST_MAIN

@@ -135,7 +135,10 @@ int run_cgroup_prepare(const Policy *p, RunCgroup *ret, HutchError *reterr) {
 
         r = cgroup_topology_detect(&topo);
         if (r < 0)
-                topo = (CgroupTopology){}; /* unreadable: as if there were no cgroups */
+                return hutch_error_set(reterr, -r,
+                                       "failed to detect the cgroup layout: %s (a bad "
+                                       "$HUTCH_CGROUP_BASE_V2? see 'hutch doctor')",
+                                       strerror(-r));
         gc_stale(&topo);
 
         lim = want;

@@ -8,6 +8,7 @@
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
@@ -19,19 +20,16 @@
 #include <sys/types.h>
 #include <sys/wait.h>
 
+#include "cgroup/cgroup.h"
 #include "fd-util.h"
-#include "parse-util.h"
 #include "sandbox/features.h"
 #include "seccomp/seccomp-filter.h"
-#include "strv.h"
 
 #ifndef SYS_landlock_create_ruleset
 #define SYS_landlock_create_ruleset 444
 #endif
 
-/* Bounds on the files the probes read. mountinfo grows with the number of
- * mounts; 16 MiB is far above any real system and still bounded. */
-#define MOUNTINFO_MAX (16U * 1024U * 1024U)
+/* Bound on the small /proc and /sys files the probes read. */
 #define SMALL_FILE_MAX (64U * 1024U)
 
 /* Any unprivileged range works for the idmapped-mount probe: it only asks
@@ -146,11 +144,15 @@ static const char *const feature_impact_table[_FEATURE_ID_MAX][_FEATURE_STATUS_M
                 },
         [FEATURE_CGROUPS] =
                 {
-                        [FEATURE_OK] = "--memory, --pids and --cpus can be hard per-sandbox limits",
+                        [FEATURE_OK] = "the default memory and pids limits, --memory and --pids "
+                                       "are hard per-sandbox cgroup limits",
                         [FEATURE_MISSING] =
-                                "--memory, --pids and --cpus fall back to per-process rlimits",
+                                "hutch run uses no cgroup: the default limits are not enforced, "
+                                "and --memory, --pids or --cpus need --allow-degraded (weaker "
+                                "per-process rlimits)",
                         [FEATURE_DEGRADED] =
-                                "--memory, --pids and --cpus fall back to per-process rlimits",
+                                "limits no cgroup can hold are not enforced by default; asking "
+                                "for them needs --allow-degraded (weaker per-process rlimits)",
                 },
         [FEATURE_KVM] =
                 {
@@ -883,452 +885,159 @@ int feature_probe_landlock(FeatureCheck *ret) {
 
 /* ---- 7. cgroups ---- */
 
-/* The v1 controllers hutch knows; anything else in the super options
- * (rw, xattr, noprefix, release_agent=...) is not a controller. */
-static const char *const cgroup_v1_controllers[] = {
-        "blkio",  "cpu",  "cpuacct", "cpuset",   "devices",    "freezer", "hugetlb",
-        "memory", "misc", "net_cls", "net_prio", "perf_event", "pids",    "rdma",
-};
-
-static void cgroup_mount_done(CgroupMount *m) {
-        free(m->root);
-        free(m->path);
-        free(m->name);
-        strv_free(m->controllers);
-        *m = (CgroupMount){};
+/* What `hutch run` asks of a place (cgroup-setup.c): a hierarchy serves it
+ * and its base can be written. */
+static bool cgroup_place_usable(const CgroupPlace *p) {
+        return p->version != CGROUP_VERSION_NONE && p->writable;
 }
 
-void cgroup_layout_done(CgroupLayout *l) {
-        if (!l)
-                return;
-        for (size_t i = 0; i < l->n_mounts; i++)
-                cgroup_mount_done(l->mounts + i);
-        free(l->mounts);
-        *l = (CgroupLayout){};
+/* Appends how @p looks to hutch: "v1 /sys/fs/cgroup/memory/hutch
+ * (writable)", or why there is nothing to use. @none says why a place
+ * with version NONE is empty. */
+static int cgroup_place_describe(char **s, const CgroupPlace *p, const char *none) {
+        const char *v = cgroup_version_to_string(p->version);
+
+        if (p->version == CGROUP_VERSION_NONE)
+                return strextendf(s, "%s", none);
+        if (!p->base)
+                return strextendf(s, "%s at %s with no base for this user", v, p->mount);
+        return strextendf(s, "%s %s (%s)", v, p->base, p->writable ? "writable" : "not writable");
 }
 
-static void cgroup_layout_donep(CgroupLayout *l) {
-        cgroup_layout_done(l);
-}
-
-/* Decodes mountinfo's octal escapes (\040 for a space, ...) in the @n bytes
- * at @s. A backslash not followed by three octal digits, or an escape of
- * NUL or above \377, is -EBADMSG. */
-static int mountinfo_unescape(const char *s, size_t n, char **ret) {
-        _cleanup_free_ char *out = NULL;
-        size_t j = 0;
-
-        out = malloc(n + 1);
-        if (!out)
-                return -ENOMEM;
-        for (size_t i = 0; i < n; i++) {
-                unsigned v = 0;
-
-                if (s[i] != '\\') {
-                        out[j++] = s[i];
-                        continue;
-                }
-                if (n - i < 4)
-                        return -EBADMSG;
-                for (size_t k = 1; k <= 3; k++) {
-                        if (s[i + k] < '0' || s[i + k] > '7')
-                                return -EBADMSG;
-                        v = v * 8 + (unsigned)(s[i + k] - '0');
-                }
-                if (v == 0 || v > 0377)
-                        return -EBADMSG;
-                out[j++] = (char)v;
-                i += 3;
-        }
-        out[j] = '\0';
-        *ret = TAKE_PTR(out);
-        return 0;
-}
-
-typedef struct Field {
-        const char *p;
-        size_t n;
-} Field;
-
-static int field_to_u32(Field f, uint32_t *ret) {
-        char buf[16];
-
-        if (f.n == 0 || f.n >= sizeof(buf))
-                return -EBADMSG;
-        memcpy(buf, f.p, f.n);
-        buf[f.n] = '\0';
-        return safe_atou32(buf, ret) < 0 ? -EBADMSG : 0;
-}
-
-static bool field_is(Field f, const char *s) {
-        return f.n == strlen(s) && strncmp(f.p, s, f.n) == 0;
-}
-
-/* Fills @m's controllers and name from the comma-separated v1 super
- * options in @f. */
-static int cgroup_v1_parse_options(Field f, CgroupMount *m) {
-        const char *p = f.p, *end = f.p + f.n;
+/* Appends the kill/freeze part, following cgroup_new()'s choice: v2 when
+ * usable, else the v1 freezer, else SIGKILL passes over the hierarchies a
+ * run always uses when it can (memory for its counters, pids for the
+ * default limit, cpuacct for cpu time). */
+static int cgroup_describe_kill(char **s, const CgroupTopology *t) {
+        bool fallback;
         int r;
 
-        while (p < end) {
-                const char *comma = memchr(p, ',', (size_t)(end - p));
-                Field o = {p, comma ? (size_t)(comma - p) : (size_t)(end - p)};
-
-                p = comma ? comma + 1 : end;
-                if (o.n > 5 && strncmp(o.p, "name=", 5) == 0) {
-                        free(m->name);
-                        m->name = strndup(o.p + 5, o.n - 5);
-                        if (!m->name)
-                                return -ENOMEM;
-                        continue;
-                }
-                for (size_t i = 0; i < ELEMENTSOF(cgroup_v1_controllers); i++)
-                        if (field_is(o, cgroup_v1_controllers[i])) {
-                                r = strv_extend(&m->controllers, cgroup_v1_controllers[i]);
-                                if (r < 0)
-                                        return r;
-                                break;
-                        }
+        if (cgroup_place_usable(&t->v2)) {
+                r = strextendf(s, "kill/freeze: ");
+                return r < 0 ? r : cgroup_place_describe(s, &t->v2, "");
         }
-        return 0;
+        if (cgroup_place_usable(&t->freezer)) {
+                r = strextendf(s, "kill/freeze: freezer ");
+                return r < 0 ? r : cgroup_place_describe(s, &t->freezer, "");
+        }
+
+        fallback = cgroup_place_usable(t->controllers + CGROUP_MEMORY) ||
+                   cgroup_place_usable(t->controllers + CGROUP_PIDS) ||
+                   cgroup_place_usable(&t->cpuacct);
+        r = strextendf(s, "kill/freeze: no writable v2 or v1 freezer cgroup (");
+        if (r >= 0)
+                r = cgroup_place_describe(s, &t->v2, "no v2 mounted");
+        if (r >= 0)
+                r = strextendf(s, ", freezer ");
+        if (r >= 0)
+                r = cgroup_place_describe(s, &t->freezer, "not mounted");
+        if (r < 0)
+                return r;
+        if (fallback)
+                return strextendf(s, "); kill falls back to SIGKILL passes over the sandbox's "
+                                     "cgroups, freeze is unavailable");
+        return strextendf(s, "); nothing can kill by cgroup, the pid namespace still ends "
+                             "everything when the run ends");
 }
 
-/* Parses one mountinfo line of @n bytes. Returns 1 and fills @m for a
- * cgroup mount, 0 for any other valid line, -EBADMSG or -ENOMEM. */
-static int mountinfo_parse_line(const char *line, size_t n, CgroupMount *m) {
-        Field head[6], tail[3];
-        size_t n_head = 0, n_tail = 0;
-        bool after_sep = false;
-        const char *p = line, *end = line + n, *colon;
-        uint32_t u;
+/* Appends what a missing controller means for `hutch run`: asking for its
+ * limit needs --allow-degraded, and the memory and pids defaults are
+ * dropped (cgroup-setup.c). */
+static int cgroup_describe_consequence(char **s, const bool usable[_CGROUP_CONTROLLER_MAX]) {
+        static const char *const flag[_CGROUP_CONTROLLER_MAX] = {
+                [CGROUP_MEMORY] = "--memory",
+                [CGROUP_PIDS] = "--pids",
+                [CGROUP_CPU] = "--cpus",
+        };
+        bool first = true;
         int r;
 
-        while (p <= end) {
-                const char *sp = memchr(p, ' ', (size_t)(end - p));
-                Field f = {p, sp ? (size_t)(sp - p) : (size_t)(end - p)};
-
-                p = sp ? sp + 1 : end + 1;
-                if (!after_sep) {
-                        if (n_head < ELEMENTSOF(head)) {
-                                if (f.n == 0)
-                                        return -EBADMSG;
-                                head[n_head++] = f;
-                        } else if (field_is(f, "-"))
-                                after_sep = true;
-                        /* else: an optional field (shared:N, master:N, ...) */
-                } else if (n_tail < ELEMENTSOF(tail))
-                        tail[n_tail++] = f;
-        }
-        if (n_head < ELEMENTSOF(head) || !after_sep || n_tail < ELEMENTSOF(tail))
-                return -EBADMSG;
-
-        if (field_to_u32(head[0], &u) < 0 || field_to_u32(head[1], &u) < 0)
-                return -EBADMSG;
-        colon = memchr(head[2].p, ':', head[2].n);
-        if (!colon || field_to_u32((Field){head[2].p, (size_t)(colon - head[2].p)}, &u) < 0 ||
-            field_to_u32((Field){colon + 1, head[2].n - (size_t)(colon + 1 - head[2].p)}, &u) < 0)
-                return -EBADMSG;
-
-        if (!field_is(tail[0], "cgroup") && !field_is(tail[0], "cgroup2")) {
-                /* Still validate the escapes of every line: garbage is garbage. */
-                _cleanup_free_ char *a = NULL, *b = NULL;
-
-                r = mountinfo_unescape(head[3].p, head[3].n, &a);
+        for (CgroupController c = 0; c < _CGROUP_CONTROLLER_MAX; c++) {
+                if (usable[c])
+                        continue;
+                r = strextendf(s, "%s%s", first ? "; " : "/", flag[c]);
                 if (r < 0)
                         return r;
-                return mountinfo_unescape(head[4].p, head[4].n, &b);
+                first = false;
         }
-
-        *m = (CgroupMount){.v2 = field_is(tail[0], "cgroup2")};
-        r = mountinfo_unescape(head[3].p, head[3].n, &m->root);
-        if (r >= 0)
-                r = mountinfo_unescape(head[4].p, head[4].n, &m->path);
-        if (r >= 0 && !m->v2)
-                r = cgroup_v1_parse_options(tail[2], m);
-        if (r < 0) {
-                cgroup_mount_done(m);
+        if (first)
+                return 0;
+        r = strextendf(s, " will need --allow-degraded");
+        if (r < 0)
                 return r;
-        }
-        return 1;
-}
-
-int cgroup_layout_parse(const char *mountinfo, CgroupLayout *ret) {
-        _cleanup_(cgroup_layout_donep) CgroupLayout l = {};
-        int r;
-
-        if (!mountinfo)
-                return -EINVAL;
-
-        for (const char *p = mountinfo; *p;) {
-                size_t n = strcspn(p, "\n");
-                CgroupMount m;
-
-                if (n > 0) {
-                        r = mountinfo_parse_line(p, n, &m);
-                        if (r < 0)
-                                return r;
-                        if (r > 0) {
-                                CgroupMount *a;
-
-                                if (l.n_mounts >= CGROUP_LAYOUT_MOUNTS_MAX) {
-                                        cgroup_mount_done(&m);
-                                        return -E2BIG;
-                                }
-                                a = realloc(l.mounts, (l.n_mounts + 1) * sizeof(CgroupMount));
-                                if (!a) {
-                                        cgroup_mount_done(&m);
-                                        return -ENOMEM;
-                                }
-                                l.mounts = a;
-                                l.mounts[l.n_mounts++] = m;
-                        }
-                }
-                p += n;
-                if (*p == '\n')
-                        p++;
-        }
-
-        *ret = l;
-        l = (CgroupLayout){};
+        if (!usable[CGROUP_MEMORY] && !usable[CGROUP_PIDS])
+                return strextendf(s, "; the default memory and pids limits are not enforced");
+        if (!usable[CGROUP_MEMORY])
+                return strextendf(s, "; the default memory limit is not enforced");
+        if (!usable[CGROUP_PIDS])
+                return strextendf(s, "; the default pids limit is not enforced");
         return 0;
 }
 
-static const CgroupMount *cgroup_layout_find(const CgroupLayout *l, bool v2,
-                                             const char *controller) {
-        const CgroupMount *first = NULL;
-
-        for (size_t i = 0; i < l->n_mounts; i++) {
-                const CgroupMount *m = l->mounts + i;
-
-                if (m->v2 != v2)
-                        continue;
-                if (!v2 && !strv_contains(m->controllers, controller))
-                        continue;
-                if (strcmp(m->root, "/") == 0)
-                        return m;
-                if (!first)
-                        first = m;
-        }
-        return first;
-}
-
-const CgroupMount *cgroup_layout_find_v2(const CgroupLayout *l) {
-        return cgroup_layout_find(l, true, NULL);
-}
-
-const CgroupMount *cgroup_layout_find_v1(const CgroupLayout *l, const char *controller) {
-        if (!controller)
-                return NULL;
-        return cgroup_layout_find(l, false, controller);
-}
-
-int cgroup_self_path(const char *proc_self_cgroup, const char *controller, char **ret) {
-        const char *found = NULL;
-        size_t found_n = 0;
-
-        if (!proc_self_cgroup)
-                return -EINVAL;
-
-        for (const char *p = proc_self_cgroup; *p;) {
-                size_t n = strcspn(p, "\n");
-                const char *c1, *c2, *end = p + n;
-                uint32_t id;
-
-                if (n > 0) {
-                        c1 = memchr(p, ':', n);
-                        c2 = c1 ? memchr(c1 + 1, ':', (size_t)(end - c1 - 1)) : NULL;
-                        if (!c2 || c2 + 1 >= end || c2[1] != '/' ||
-                            field_to_u32((Field){p, (size_t)(c1 - p)}, &id) < 0)
-                                return -EBADMSG;
-                        if (!found) {
-                                Field list = {c1 + 1, (size_t)(c2 - c1 - 1)};
-                                bool match;
-
-                                if (!controller)
-                                        match = id == 0 && list.n == 0;
-                                else {
-                                        _cleanup_free_ char *l = strndup(list.p, list.n);
-
-                                        if (!l)
-                                                return -ENOMEM;
-                                        match = word_in_list(l, controller, ",");
-                                }
-                                if (match) {
-                                        found = c2 + 1;
-                                        found_n = (size_t)(end - found);
-                                }
-                        }
-                }
-                p = end;
-                if (*p == '\n')
-                        p++;
-        }
-        if (!found)
-                return -ENOENT;
-        *ret = strndup(found, found_n);
-        return *ret ? 0 : -ENOMEM;
-}
-
-/* The directory of cgroup @self (a path in the hierarchy) as seen through
- * mount @m; NULL @self gives the mount point. -ENOENT if @self is outside
- * the part of the hierarchy mounted there. */
-static int cgroup_dir(const CgroupMount *m, const char *self, char **ret) {
-        size_t k = strlen(m->root);
-        const char *rel;
+/* The detail when cgroup_topology_detect() fails: `hutch run` then carries
+ * on as if there were no cgroups (cgroup-setup.c). */
+static int cgroup_detect_failed(FeatureCheck *ret, int error) {
+        const char *env = secure_getenv("HUTCH_CGROUP_BASE_V2");
+        _cleanup_free_ char *hint = NULL;
         char *d = NULL;
 
-        if (!self) {
-                d = strdup(m->path);
-                goto done;
-        }
-        if (strcmp(m->root, "/") == 0)
-                rel = self;
-        else if (strncmp(self, m->root, k) == 0 && (self[k] == '\0' || self[k] == '/'))
-                rel = self + k;
-        else
-                return -ENOENT;
-        if (rel[0] == '\0' || strcmp(rel, "/") == 0)
-                d = strdup(m->path);
-        else if (asprintf(&d, "%s%s", strcmp(m->path, "/") == 0 ? "" : m->path, rel) < 0)
-                d = NULL;
-done:
-        if (!d)
+        if (error == -EINVAL && env && *env &&
+            asprintf(&hint,
+                     " ($HUTCH_CGROUP_BASE_V2 '%s' must be an existing directory inside the v2 "
+                     "mount, absolute, without . or ..)",
+                     env) < 0) {
+                hint = NULL;
                 return -ENOMEM;
-        *ret = d;
-        return 0;
-}
-
-static bool dir_file_writable(const char *dir, const char *file) {
-        _cleanup_free_ char *p = NULL;
-
-        if (asprintf(&p, "%s/%s", dir, file) < 0)
-                return false;
-        return access(p, W_OK) >= 0;
-}
-
-/* Describes the v2 hierarchy in @s; returns 1 if hutch could use it for
- * memory and pids limits, 0 if not, -ENOMEM. */
-static int cgroup_describe_v2(const CgroupMount *m, const char *self_cgroup, bool root, char **s) {
-        _cleanup_free_ char *self = NULL, *place = NULL, *ctrl_path = NULL, *ctrl = NULL;
-        bool writable;
-        int r;
-
-        if (!root && cgroup_self_path(self_cgroup, NULL, &self) >= 0 &&
-            cgroup_dir(m, self, &place) >= 0) {
-                /* systemd delegates the parent of a user's scope
-                 * (user@UID.service), so that is where hutch would create
-                 * its cgroups; never go above the mount point. */
-                char *slash = strrchr(place, '/');
-
-                if (slash && (size_t)(slash - place) >= strlen(m->path))
-                        *slash = '\0';
         }
-        if (!place) {
-                place = strdup(m->path);
-                if (!place)
-                        return -ENOMEM;
-        }
-
-        if (asprintf(&ctrl_path, "%s/cgroup.controllers", place) < 0)
+        if (asprintf(&d,
+                     "detecting the cgroup layout failed: %s%s; hutch run will use no cgroup: "
+                     "--memory/--pids/--cpus will need --allow-degraded, the default memory and "
+                     "pids limits are not enforced, and only the pid namespace ends everything "
+                     "when the run ends",
+                     errno_text(error), hint ?: "") < 0)
                 return -ENOMEM;
-        if (read_one_line(ctrl_path, &ctrl) < 0)
-                ctrl = NULL;
-        writable = dir_file_writable(place, "cgroup.procs") &&
-                   dir_file_writable(place, "cgroup.subtree_control");
-
-        r = strextendf(s, "cgroup v2 at %s: controllers: %s; hutch would use %s (%s)", m->path,
-                       ctrl && ctrl[0] ? ctrl : "none", place,
-                       writable ? "writable" : "not writable");
-        if (r < 0)
-                return r;
-        return writable && word_in_list(ctrl, "memory", " ") && word_in_list(ctrl, "pids", " ");
+        return check_set(ret, FEATURE_MISSING, d);
 }
 
-/* Describes the v1 hierarchies in @s; returns 1 if writable memory and pids
- * hierarchies exist, 0 if not, -ENOMEM. */
-static int cgroup_describe_v1(const CgroupLayout *l, const char *self_cgroup, bool root, char **s) {
-        static const char *const wanted[] = {"memory", "pids", "cpu", "freezer"};
-        bool ok_memory = false, ok_pids = false;
-        int r;
+int feature_cgroups_from_topology(const CgroupTopology *t, FeatureCheck *ret) {
+        bool usable[_CGROUP_CONTROLLER_MAX] = {};
+        char *d = NULL;
+        int r = 0;
 
-        r = strextendf(s, "cgroup v1:");
-        if (r < 0)
-                return r;
-        for (size_t i = 0; i < ELEMENTSOF(wanted); i++) {
-                _cleanup_free_ char *self = NULL, *place = NULL;
-                const CgroupMount *m = cgroup_layout_find_v1(l, wanted[i]);
-                bool writable;
+        if (!t || !ret)
+                return -EINVAL;
 
-                if (!m) {
-                        r = strextendf(s, "%s %s not mounted", i ? "," : "", wanted[i]);
-                        if (r < 0)
-                                return r;
-                        continue;
-                }
-                if (!root && cgroup_self_path(self_cgroup, wanted[i], &self) >= 0)
-                        (void)cgroup_dir(m, self, &place);
-                if (!place) {
-                        place = strdup(m->path);
-                        if (!place)
-                                return -ENOMEM;
-                }
-                writable = dir_file_writable(place, "cgroup.procs");
-                if (strcmp(wanted[i], "memory") == 0)
-                        ok_memory = writable;
-                if (strcmp(wanted[i], "pids") == 0)
-                        ok_pids = writable;
-                r = strextendf(s, "%s %s at %s (%s)", i ? "," : "", wanted[i], place,
-                               writable ? "writable" : "not writable");
-                if (r < 0)
-                        return r;
+        for (CgroupController c = 0; r >= 0 && c < _CGROUP_CONTROLLER_MAX; c++) {
+                usable[c] = cgroup_place_usable(t->controllers + c);
+                r = strextendf(&d, "%s%s: ", c > 0 ? "; " : "", cgroup_controller_to_string(c));
+                if (r >= 0)
+                        r = cgroup_place_describe(&d, t->controllers + c, "no hierarchy offers it");
         }
-        return ok_memory && ok_pids;
+        if (r >= 0)
+                r = strextendf(&d, "; ");
+        if (r >= 0)
+                r = cgroup_describe_kill(&d, t);
+        if (r >= 0)
+                r = cgroup_describe_consequence(&d, usable);
+        if (r < 0) {
+                free(d);
+                return r;
+        }
+        return check_set(
+                ret, usable[CGROUP_MEMORY] && usable[CGROUP_PIDS] ? FEATURE_OK : FEATURE_DEGRADED,
+                d);
 }
 
 int feature_probe_cgroups(FeatureCheck *ret) {
-        _cleanup_(cgroup_layout_donep) CgroupLayout l = {};
-        _cleanup_free_ char *mountinfo = NULL, *self = NULL;
-        const CgroupMount *v2;
-        bool root = geteuid() == 0, has_v1 = false, usable = false;
-        char *d = NULL;
+        _cleanup_(cgroup_topology_done) CgroupTopology t = {};
         int r;
 
-        r = read_full_file("/proc/self/mountinfo", MOUNTINFO_MAX, &mountinfo);
-        if (r < 0)
+        r = cgroup_topology_detect(&t);
+        if (r == -ENOMEM)
                 return r;
-        r = cgroup_layout_parse(mountinfo, &l);
         if (r < 0)
-                return r;
-        if (read_full_file("/proc/self/cgroup", SMALL_FILE_MAX, &self) < 0)
-                self = NULL;
-
-        for (size_t i = 0; i < l.n_mounts; i++)
-                has_v1 = has_v1 || !l.mounts[i].v2;
-        v2 = cgroup_layout_find_v2(&l);
-
-        if (v2) {
-                r = cgroup_describe_v2(v2, self, root, &d);
-                if (r < 0)
-                        goto fail;
-                usable = r > 0;
-        }
-        if (has_v1) {
-                if (v2 && (r = strextendf(&d, "; ")) < 0)
-                        goto fail;
-                r = cgroup_describe_v1(&l, self, root, &d);
-                if (r < 0)
-                        goto fail;
-                usable = usable || r > 0;
-        }
-        if (!v2 && !has_v1 && (r = strextendf(&d, "no cgroup filesystem is mounted")) < 0)
-                goto fail;
-        if (!usable && (r = strextendf(&d, "; limits will fall back to rlimits")) < 0)
-                goto fail;
-        return check_set(ret, usable ? FEATURE_OK : FEATURE_DEGRADED, d);
-
-fail:
-        free(d);
-        return r;
+                return cgroup_detect_failed(ret, r);
+        return feature_cgroups_from_topology(&t, ret);
 }
 
 /* ---- 8. /dev/kvm ---- */

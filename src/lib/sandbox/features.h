@@ -14,12 +14,14 @@
  * They must be called from a single-threaded process (they fork), and they
  * do not log.
  *
- * The cgroup layout parser is a pure function over the text of
- * /proc/self/mountinfo so that it can be tested on any layout. */
+ * The cgroups check has no parser of its own: it asks the cgroup library
+ * (cgroup/cgroup.h) exactly what `hutch run` asks it, so that the doctor
+ * and the run can never disagree. */
 
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "cgroup/cgroup.h"
 #include "macro.h"
 
 typedef enum FeatureStatus {
@@ -42,7 +44,7 @@ typedef enum FeatureId {
         FEATURE_IDMAPPED_MOUNTS, /* mount_setattr(MOUNT_ATTR_IDMAP), needed as root */
         FEATURE_SECCOMP,         /* seccomp filter mode with the errno/kill_process actions */
         FEATURE_LANDLOCK,        /* landlock ABI version */
-        FEATURE_CGROUPS,         /* a writable cgroup v2 or v1 place with memory + pids */
+        FEATURE_CGROUPS,         /* writable memory + pids cgroups where `hutch run` puts them */
         FEATURE_KVM,             /* /dev/kvm for the microVM backend (informational) */
         _FEATURE_ID_MAX,
         _FEATURE_ID_INVALID = -EINVAL,
@@ -110,13 +112,27 @@ int feature_probe_seccomp(FeatureCheck *ret);
  * the active LSM list of /sys/kernel/security/lsm). */
 int feature_probe_landlock(FeatureCheck *ret);
 
-/* Reads /proc/self/mountinfo and /proc/self/cgroup and reports the cgroup
- * layout and where hutch would create its cgroups: as root the v2 root or
- * the v1 hierarchy roots, else the parent of our own v2 cgroup (systemd's
- * delegation) or our own v1 cgroups. "ok" when a writable v2 place with the
- * memory and pids controllers or writable v1 memory and pids hierarchies
- * exist, else "degraded" (limits fall back to rlimits). */
+/* cgroup_topology_detect(), as `hutch run` does (it reads
+ * /proc/self/mountinfo and /proc/self/cgroup, applies
+ * $HUTCH_CGROUP_BASE_V2 and checks writability; it creates nothing). The
+ * detail names, for memory, pids and cpu, the version and the base hutch
+ * would use and whether it is writable ("memory: v1
+ * /sys/fs/cgroup/memory/hutch (writable)"), then what kills and freezes a
+ * sandbox: the v2 base when usable, else the v1 freezer, else nothing (and
+ * then whether SIGKILL passes or only the pid namespace end a run). A
+ * controller is usable when a hierarchy serves it and its base is
+ * writable. "ok" when memory and pids are both usable, else "degraded",
+ * with the flags that will need --allow-degraded and the defaults that are
+ * not enforced. "missing" when the detection fails (the error is in the
+ * detail; `hutch run` then uses no cgroup at all). Returns -ENOMEM only
+ * when out of memory. */
 int feature_probe_cgroups(FeatureCheck *ret);
+
+/* The pure part of feature_probe_cgroups(): the check for topology @t (as
+ * cgroup_topology_detect() or cgroup_topology_parse() plus
+ * cgroup_topology_probe() fill it; @t is borrowed). Returns 0 and fills
+ * @ret, -EINVAL for a NULL argument, -ENOMEM. */
+int feature_cgroups_from_topology(const CgroupTopology *t, FeatureCheck *ret);
 
 /* /dev/kvm can be opened read-write and answers KVM_GET_API_VERSION. When
  * /sys/module/kvm_pvm exists the host's KVM only runs PVM guest kernels:
@@ -125,54 +141,3 @@ int feature_probe_kvm(FeatureCheck *ret);
 
 /* Runs the probe of @id. -EINVAL for an out-of-range @id. */
 int feature_probe(FeatureId id, FeatureCheck *ret);
-
-/* cgroup layout (pure parsing) */
-
-/* Caps on what the parser allocates for a hostile or absurd mountinfo: at
- * most this many cgroup mounts are kept (-E2BIG beyond). */
-#define CGROUP_LAYOUT_MOUNTS_MAX 256U
-
-typedef struct CgroupMount {
-        bool v2;            /* "cgroup2" rather than "cgroup" */
-        char *root;         /* the hierarchy path mounted there (field 4), unescaped */
-        char *path;         /* the mount point (field 5), unescaped */
-        char **controllers; /* v1: controllers from the super options, in order;
-                             * v2: NULL (they live in cgroup.controllers) */
-        char *name;         /* v1 named hierarchy ("systemd" for name=systemd), or NULL */
-} CgroupMount;
-
-typedef struct CgroupLayout {
-        CgroupMount *mounts; /* in mountinfo order */
-        size_t n_mounts;
-} CgroupLayout;
-
-/* Frees the contents of @l and resets it; accepts NULL. */
-void cgroup_layout_done(CgroupLayout *l);
-
-/* Parses @mountinfo (the text of /proc/<pid>/mountinfo) and keeps the
- * cgroup and cgroup2 mounts. Every line is validated, cgroup or not; empty
- * lines are skipped. Octal escapes (\040 and friends) in the root and mount
- * point are decoded. v1 controllers are recognised from a fixed list of
- * known controller names; other super options (rw, xattr, ...) are
- * ignored.
- *
- * Returns 0 and fills @ret (possibly with no mounts), -EINVAL if
- * @mountinfo is NULL, -EBADMSG for a malformed line (fewer than six fields
- * before the " - " separator, no separator, fewer than three fields after
- * it, a non-numeric mount or parent id, a bad MAJ:MIN, or a bad escape),
- * -E2BIG for more than CGROUP_LAYOUT_MOUNTS_MAX cgroup mounts, -ENOMEM. */
-int cgroup_layout_parse(const char *mountinfo, CgroupLayout *ret);
-
-/* The first v2 mount, the first v1 mount carrying @controller, or NULL.
- * With several mounts of one hierarchy (bind mounts), the first whose root
- * is "/" is preferred. */
-const CgroupMount *cgroup_layout_find_v2(const CgroupLayout *l);
-const CgroupMount *cgroup_layout_find_v1(const CgroupLayout *l, const char *controller);
-
-/* Looks up our own cgroup in @proc_self_cgroup (the text of
- * /proc/self/cgroup): the "0::PATH" line when @controller is NULL, else
- * the v1 line whose comma-separated controller list contains @controller.
- * Returns 0 and a copy of PATH in @ret, -EINVAL if @proc_self_cgroup is
- * NULL, -ENOENT if there is no such line, -EBADMSG for a malformed line
- * (not "ID:LIST:/PATH"), -ENOMEM. */
-int cgroup_self_path(const char *proc_self_cgroup, const char *controller, char **ret);
