@@ -308,7 +308,9 @@ static int setup_workspace(const RootfsConfig *c, HutchError *reterr) {
 
                 r = mount_tmpfs(
                         POLICY_SANDBOX_WORKSPACE,
-                        tmpfs_size_for(p, POLICY_SANDBOX_WORKSPACE, POLICY_DEFAULT_COPY_SIZE), 0755,
+                        tmpfs_size_for(p, POLICY_SANDBOX_WORKSPACE,
+                                       p->disk_size ? p->disk_size : POLICY_DEFAULT_COPY_SIZE),
+                        0755,
                         MS_NOSUID | MS_NODEV);
                 if (r < 0)
                         return fail(reterr, r, "mount the workspace tmpfs on",
