@@ -23,9 +23,12 @@ if [ ! -x "$hutch" ]; then
         hutch=$PWD/build/src/cli/hutch
 fi
 
-names=(hutch bwrap unshare)
+# hutch-limits: the limit machinery of issue #3 on top of the default
+# run (which already has a cgroup with the default memory and pids limits).
+names=(hutch hutch-limits bwrap unshare)
 cmds=(
         "$hutch run -- /bin/true"
+        "$hutch run --memory 256m --pids 64 --timeout 10s -- /bin/true"
         "bwrap --unshare-all --die-with-parent --ro-bind / / --tmpfs /tmp --proc /proc --dev /dev --cap-drop ALL /bin/true"
         "unshare -U -r -m -p -f -n -i -u /bin/true"
 )
@@ -49,8 +52,9 @@ trap 'rm -rf "$out"' EXIT
 # over all samples of all rounds.
 for round in $(seq 1 "$rounds"); do
         args=()
-        for k in 0 1 2; do
-                i=$(((k + round) % 3))
+        n=${#cmds[@]}
+        for k in $(seq 0 $((n - 1))); do
+                i=$(((k + round) % n))
                 args+=(--command-name "${names[$i]}" "${cmds[$i]}")
         done
         warmup=10
@@ -79,7 +83,7 @@ samples, commands = {}, {}
 for f in sorted(out.glob("round-*.json")):
     for r in json.loads(f.read_text())["results"]:
         samples.setdefault(r["command"], []).extend(r["times"])
-order = ["hutch", "bwrap", "unshare"]
+order = ["hutch", "hutch-limits", "bwrap", "unshare"]
 rows = []
 for name in order:
     t = samples[name]
@@ -101,10 +105,10 @@ pathlib.Path(result).write_text(json.dumps({"rounds": int(rounds), "runs_per_rou
 
 uname = os.uname()
 print(f"kernel {uname.release}, {os.cpu_count()} cpus, {rounds} rounds x {runs} runs per command (interleaved)")
-print(f"{'command':<10} {'median ms':>10} {'mean ms':>10} {'stddev':>8} {'min ms':>8} {'vs bwrap':>9}")
+print(f"{'command':<13} {'median ms':>10} {'mean ms':>10} {'stddev':>8} {'min ms':>8} {'vs bwrap':>9}")
 for r in rows:
     print(
-        f"{r['name']:<10} {r['median_ms']:>10.2f} {r['mean_ms']:>10.2f} {r['stddev_ms']:>8.2f}"
+        f"{r['name']:<13} {r['median_ms']:>10.2f} {r['mean_ms']:>10.2f} {r['stddev_ms']:>8.2f}"
         f" {r['min_ms']:>8.2f} {r['ratio_vs_bwrap']:>8.2f}x"
     )
 print(f"samples: {result}")

@@ -58,6 +58,12 @@ static inline int negative_errno(void) {
         return errno > 0 ? -errno : -EIO;
 }
 
+/* free() that returns NULL, for `p = mfree(p);`. */
+static inline void *mfree(void *p) {
+        free(p);
+        return NULL;
+}
+
 static inline void freep(void *p) {
         free(*(void **)p);
 }

@@ -26,6 +26,11 @@ enum {
         ARG_DISK,
         ARG_OUTPUT_LIMIT,
         ARG_ALLOW_DEGRADED,
+        ARG_ALLOW_HOST,
+        ARG_DENY_HOST,
+        ARG_ALLOW_PRIVATE,
+        ARG_RESOLVE,
+        ARG_AUDIT_LOG,
 };
 
 /* The limit flags, in the order of PolicyLimit. */
@@ -64,6 +69,11 @@ static const struct option run_options[] = {
         {"disk", required_argument, NULL, ARG_DISK},
         {"output-limit", required_argument, NULL, ARG_OUTPUT_LIMIT},
         {"allow-degraded", no_argument, NULL, ARG_ALLOW_DEGRADED},
+        {"allow-host", required_argument, NULL, ARG_ALLOW_HOST},
+        {"deny-host", required_argument, NULL, ARG_DENY_HOST},
+        {"allow-private", required_argument, NULL, ARG_ALLOW_PRIVATE},
+        {"resolve", required_argument, NULL, ARG_RESOLVE},
+        {"audit-log", required_argument, NULL, ARG_AUDIT_LOG},
         {"help", no_argument, NULL, 'h'},
         {}};
 
@@ -89,7 +99,14 @@ static const struct {
          "a tmpfs at PATH (default size 1g; defaults: /tmp 1g, $HOME 1g, /dev/shm 64m)"},
         {"--read-only", "make the workspace, $HOME and binds read-only"},
         {"--hostname NAME", "the sandbox's hostname (default hutch)"},
-        {"--network MODE", "network mode (default none: loopback only)"},
+        {"--network MODE",
+         "none (default: loopback only) or allow (the allowlisted hosts, through hutch-proxy)"},
+        {"--allow-host PATTERN[:PORT]",
+         "allow a host (exact or *.domain; ports 80,443 by default); implies --network allow"},
+        {"--deny-host PATTERN[:PORT]", "deny a host even when an allow entry matches"},
+        {"--allow-private CIDR", "let allowed names resolve into this non-public range"},
+        {"--resolve NAME:ADDR[,ADDR]", "use these addresses for NAME instead of DNS"},
+        {"--audit-log FILE", "append the proxy's decisions to FILE as JSON lines"},
         {"--policy FILE", "apply a JSON policy file first; flags override it"},
         {"--json FILE", "write the outcome as JSON to FILE after the command"},
         {"--json-fd N", "write the outcome as JSON to the open fd N (N >= 3)"},
@@ -218,6 +235,16 @@ static int run_args_apply(RunArgs *a, int c, const char *value, HutchError *rete
         case ARG_ALLOW_DEGRADED:
                 a->policy->allow_degraded = true;
                 return 0;
+        case ARG_ALLOW_HOST:
+                return policy_add_allow_host(a->policy, value, "--allow-host", reterr);
+        case ARG_DENY_HOST:
+                return policy_add_deny_host(a->policy, value, "--deny-host", reterr);
+        case ARG_ALLOW_PRIVATE:
+                return policy_add_allow_private(a->policy, value, "--allow-private", reterr);
+        case ARG_RESOLVE:
+                return policy_add_resolve(a->policy, value, "--resolve", reterr);
+        case ARG_AUDIT_LOG:
+                return policy_set_audit_log(a->policy, value, reterr);
         case ARG_MEMORY:
         case ARG_MEMORY_SWAP:
         case ARG_CPUS:

@@ -55,7 +55,7 @@ int verb_run(int argc, char **argv) {
         _cleanup_(run_args_done) RunArgs args = {.json_fd = -EBADF};
         _cleanup_close_ int json_fd = -EBADF;
         HutchError err = {};
-        Outcome o = {};
+        _cleanup_(outcome_done) Outcome o = {};
         int r;
 
         r = run_args_parse(argc, argv, &args, &err);

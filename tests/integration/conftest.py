@@ -222,6 +222,11 @@ def stage_binaries(base, hutch, probe):
     shutil.copy2(probe, pdir / "probe")
     os.chmod(base / "hutch", 0o755)
     os.chmod(pdir / "probe", 0o755)
+    # hutch finds hutch-proxy next to itself (network mode allow).
+    proxy = BUILD / "src" / "proxy" / "hutch-proxy"
+    if proxy.is_file():
+        shutil.copy2(proxy, base / "hutch-proxy")
+        os.chmod(base / "hutch-proxy", 0o755)
     return base / "hutch", pdir
 
 

@@ -388,7 +388,7 @@ TEST(invalid_values) {
                  "policy: /workdir: workdir 'rel' must be an absolute path without '.' or '..' "
                  "components"},
                 {"{\"network\": \"host\"}", "/network",
-                 "policy: /network: unsupported network mode 'host' (only 'none' is available)"},
+                 "policy: /network: unsupported network mode 'host' (expected 'none' or 'allow')"},
         };
 
         for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
@@ -678,6 +678,71 @@ TEST(locate) {
         ASSERT_ERROR(json_locate("{\"\\u12\": 1}", 11, "/y", false, &line, &column), EINVAL);
         ASSERT_ERROR(json_locate("{\"x\": @}", 8, "/y", false, &line, &column), EINVAL);
         ASSERT_EQ(line, 4); /* untouched by failures */
+}
+
+TEST(limits_and_network_fields) {
+        _cleanup_(policy_freep) Policy *p = policy_new();
+        HutchError e = {};
+        const char *json = "{\"limits\": {\"memory\": \"512m\", \"memory_swap\": 1073741824,"
+                           " \"cpus\": 1.5, \"pids\": 64, \"timeout\": \"30s\", \"disk\": \"1g\","
+                           " \"output_limit\": \"10m\"},"
+                           " \"allow_degraded\": true,"
+                           " \"network\": \"allow\","
+                           " \"allow_hosts\": [\"api.example.com\", \"*.npmjs.org:443\"],"
+                           " \"deny_hosts\": [\"evil.npmjs.org\"],"
+                           " \"allow_private\": [\"127.0.0.0/8\"],"
+                           " \"resolve\": [\"api.example.com:127.0.0.1\"],"
+                           " \"audit_log\": \"/tmp/a.jsonl\"}";
+
+        ASSERT_OK(policy_load_json(p, json, strlen(json), &e));
+        ASSERT_EQ(p->memory_max, 512ULL << 20);
+        ASSERT_EQ(p->memory_swap_max, 1ULL << 30);
+        ASSERT_EQ(p->cpu_millis, 1500);
+        ASSERT_EQ(p->pids_max, 64);
+        ASSERT_EQ(p->timeout_ms, 30000);
+        ASSERT_EQ(p->disk_size, 1ULL << 30);
+        ASSERT_EQ(p->output_limit, 10ULL << 20);
+        ASSERT_TRUE(p->allow_degraded);
+        ASSERT_EQ(p->network, NETWORK_MODE_ALLOW);
+        ASSERT_EQ(strv_length(p->allow_hosts), 2);
+        ASSERT_STREQ(p->deny_hosts[0], "evil.npmjs.org");
+        ASSERT_STREQ(p->allow_private[0], "127.0.0.0/8");
+        ASSERT_STREQ(p->resolve[0], "api.example.com:127.0.0.1");
+        ASSERT_STREQ(p->audit_log, "/tmp/a.jsonl");
+        ASSERT_OK(policy_validate(p, &e));
+}
+
+TEST(limits_and_network_errors) {
+        static const struct {
+                const char *json;
+                const char *pointer;
+        } cases[] = {
+                {"{\"limits\": {\"pids\": 0}}", "/limits/pids"},
+                {"{\"limits\": {\"bogus\": 1}}", "/limits/bogus"},
+                {"{\"limits\": {\"memory\": -1}}", "/limits/memory"},
+                {"{\"limits\": {\"memory\": true}}", "/limits/memory"},
+                {"{\"limits\": {\"timeout\": 10}}", "/limits/timeout"},
+                {"{\"limits\": {\"cpus\": 2000.5}}", "/limits/cpus"},
+                {"{\"limits\": {\"cpus\": \"abc\"}}", "/limits/cpus"},
+                {"{\"limits\": []}", "/limits"},
+                {"{\"allow_degraded\": \"yes\"}", "/allow_degraded"},
+                {"{\"allow_hosts\": [\"*.\"]}", "/allow_hosts/0"},
+                {"{\"allow_hosts\": [\"ok.com\", 7]}", "/allow_hosts/1"},
+                {"{\"deny_hosts\": \"x.com\"}", "/deny_hosts"},
+                {"{\"allow_private\": [\"10.0.0.0/99\"]}", "/allow_private/0"},
+                {"{\"resolve\": [\"nope\"]}", "/resolve/0"},
+                {"{\"audit_log\": \"\"}", "/audit_log"},
+                {"{\"network\": \"host\"}", "/network"},
+        };
+
+        for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
+                _cleanup_(policy_freep) Policy *p = policy_new();
+                HutchError e = {};
+
+                ASSERT_ERROR(policy_load_json(p, cases[i].json, strlen(cases[i].json), &e), EINVAL);
+                ASSERT_STREQ(e.pointer, cases[i].pointer);
+                ASSERT_EQ(e.line, 1);
+        }
 }
 
 DEFINE_TEST_MAIN

@@ -2,7 +2,9 @@
 #include <fcntl.h>
 #include <ftw.h>
 #include <limits.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -585,7 +587,7 @@ TEST(network) {
         ASSERT_OK(policy_set_network(p, "none", &e));
         ASSERT_EQ(p->network, NETWORK_MODE_NONE);
         ASSERT_ERROR(policy_set_network(p, "host", &e), EINVAL);
-        ASSERT_STREQ(e.msg, "unsupported network mode 'host' (only 'none' is available)");
+        ASSERT_STREQ(e.msg, "unsupported network mode 'host' (expected 'none' or 'allow')");
         ASSERT_ERROR(policy_set_network(p, "", &e), EINVAL);
 }
 
@@ -793,7 +795,7 @@ TEST(validate_direct_fills) {
 
         p->network = _NETWORK_MODE_MAX;
         ASSERT_ERROR(policy_validate(p, &e), EINVAL);
-        ASSERT_STREQ(e.msg, "invalid network mode 1");
+        ASSERT_STREQ(e.msg, "invalid network mode 2");
         p->network = NETWORK_MODE_NONE;
         ASSERT_OK(policy_validate(p, &e));
 }
@@ -840,6 +842,174 @@ TEST(check_target_direct) {
         ASSERT_STREQ(e.msg, "bind target '' must be an absolute path");
         ASSERT_OK(policy_check_target("/tmp", true, NULL, &e));
         ASSERT_OK(policy_check_target("/tmp", false, NULL, &e));
+}
+
+TEST(limit_strings) {
+        for (int i = 0; i < _POLICY_LIMIT_MAX; i++)
+                ASSERT_EQ(policy_limit_from_string(policy_limit_to_string(i)), i);
+        ASSERT_NULL(policy_limit_to_string(_POLICY_LIMIT_MAX));
+        ASSERT_NULL(policy_limit_to_string(-1));
+        ASSERT_EQ(policy_limit_from_string("bogus"), _POLICY_LIMIT_INVALID);
+        ASSERT_EQ(policy_limit_from_string(NULL), _POLICY_LIMIT_INVALID);
+}
+
+TEST(limit_defaults) {
+        _cleanup_(policy_freep) Policy *p = policy_new();
+
+        ASSERT_EQ(p->memory_max, POLICY_DEFAULT_MEMORY);
+        ASSERT_EQ(p->pids_max, POLICY_DEFAULT_PIDS);
+        ASSERT_EQ(p->timeout_ms, 0);
+        ASSERT_EQ(p->cpu_millis, 0);
+        ASSERT_EQ(p->output_limit, 0);
+        ASSERT_EQ(p->limits_explicit, 0);
+}
+
+TEST(limit_values) {
+        _cleanup_(policy_freep) Policy *p = policy_new();
+        HutchError e = {};
+
+        ASSERT_OK(policy_set_limit(p, POLICY_LIMIT_MEMORY, "512m", "--memory", &e));
+        ASSERT_EQ(p->memory_max, 512ULL << 20);
+        ASSERT_TRUE(p->limits_explicit & (1U << POLICY_LIMIT_MEMORY));
+        ASSERT_OK(policy_set_limit(p, POLICY_LIMIT_MEMORY_SWAP, "1g", "--memory-swap", &e));
+        ASSERT_EQ(p->memory_swap_max, 1ULL << 30);
+        ASSERT_OK(policy_set_limit(p, POLICY_LIMIT_CPUS, "1.5", "--cpus", &e));
+        ASSERT_EQ(p->cpu_millis, 1500);
+        ASSERT_OK(policy_set_limit(p, POLICY_LIMIT_CPUS, "0.25", "--cpus", &e));
+        ASSERT_EQ(p->cpu_millis, 250);
+        ASSERT_OK(policy_set_limit(p, POLICY_LIMIT_CPUS, "2", "--cpus", &e));
+        ASSERT_EQ(p->cpu_millis, 2000);
+        ASSERT_OK(policy_set_limit(p, POLICY_LIMIT_PIDS, "64", "--pids", &e));
+        ASSERT_EQ(p->pids_max, 64);
+        ASSERT_OK(policy_set_limit(p, POLICY_LIMIT_TIMEOUT, "1500ms", "--timeout", &e));
+        ASSERT_EQ(p->timeout_ms, 1500);
+        ASSERT_OK(policy_set_limit(p, POLICY_LIMIT_TIMEOUT, "0", "--timeout", &e));
+        ASSERT_EQ(p->timeout_ms, 0);
+        ASSERT_OK(policy_set_limit(p, POLICY_LIMIT_DISK, "8m", "--disk", &e));
+        ASSERT_EQ(p->disk_size, 8ULL << 20);
+        ASSERT_OK(policy_set_limit(p, POLICY_LIMIT_OUTPUT, "10k", "--output-limit", &e));
+        ASSERT_EQ(p->output_limit, 10ULL << 10);
+        ASSERT_OK(policy_validate_limits(p, &e));
+}
+
+TEST(limit_errors) {
+        _cleanup_(policy_freep) Policy *p = policy_new();
+        HutchError e = {};
+
+        ASSERT_ERROR(policy_set_limit(p, POLICY_LIMIT_MEMORY, "0", "--memory", &e), EINVAL);
+        ASSERT_STREQ(e.msg, "invalid --memory '0': must be greater than 0");
+        ASSERT_ERROR(policy_set_limit(p, POLICY_LIMIT_MEMORY, "1k", "--memory", &e), EINVAL);
+        ASSERT_STREQ(e.msg, "invalid --memory '1k': below the minimum of 6m");
+        ASSERT_ERROR(policy_set_limit(p, POLICY_LIMIT_MEMORY, "12q", NULL, &e), EINVAL);
+        ASSERT_STREQ(e.msg, "invalid memory limit '12q': expected a size like 512m or 2g");
+        ASSERT_ERROR(policy_set_limit(p, POLICY_LIMIT_MEMORY, "99999999999999999t", NULL, &e),
+                     ERANGE);
+        ASSERT_ERROR(policy_set_limit(p, POLICY_LIMIT_CPUS, "-1", "--cpus", &e), EINVAL);
+        ASSERT_ERROR(policy_set_limit(p, POLICY_LIMIT_CPUS, "0", "--cpus", &e), EINVAL);
+        ASSERT_ERROR(policy_set_limit(p, POLICY_LIMIT_CPUS, "0.0001", "--cpus", &e), EINVAL);
+        ASSERT_ERROR(policy_set_limit(p, POLICY_LIMIT_CPUS, "1.", "--cpus", &e), EINVAL);
+        ASSERT_ERROR(policy_set_limit(p, POLICY_LIMIT_CPUS, ".5", "--cpus", &e), EINVAL);
+        ASSERT_ERROR(policy_set_limit(p, POLICY_LIMIT_CPUS, "abc", "--cpus", &e), EINVAL);
+        ASSERT_ERROR(policy_set_limit(p, POLICY_LIMIT_CPUS, "1025", "--cpus", &e), ERANGE);
+        ASSERT_ERROR(policy_set_limit(p, POLICY_LIMIT_CPUS, "9999999999", "--cpus", &e), EINVAL);
+        ASSERT_ERROR(policy_set_limit(p, POLICY_LIMIT_PIDS, "0", "--pids", &e), EINVAL);
+        ASSERT_STREQ(e.msg, "invalid --pids '0': must be at least 1");
+        ASSERT_ERROR(policy_set_limit(p, POLICY_LIMIT_PIDS, "-5", "--pids", &e), EINVAL);
+        ASSERT_ERROR(policy_set_limit(p, POLICY_LIMIT_TIMEOUT, "abc", "--timeout", &e), EINVAL);
+        ASSERT_ERROR(policy_set_limit(p, POLICY_LIMIT_TIMEOUT, "10", "--timeout", &e), EINVAL);
+        ASSERT_ERROR(policy_set_limit(p, POLICY_LIMIT_DISK, "1", "--disk", &e), EINVAL);
+        ASSERT_ERROR(policy_set_limit(p, POLICY_LIMIT_OUTPUT, "0", NULL, &e), EINVAL);
+        ASSERT_ERROR(policy_set_limit(p, _POLICY_LIMIT_MAX, "1", NULL, &e), EINVAL);
+        ASSERT_ERROR(policy_set_limit(NULL, POLICY_LIMIT_PIDS, "1", NULL, &e), EINVAL);
+        /* Nothing was set by the failures. */
+        ASSERT_EQ(p->limits_explicit, 0);
+}
+
+TEST(limit_validation) {
+        _cleanup_(policy_freep) Policy *p = policy_new();
+        HutchError e = {};
+
+        ASSERT_OK(policy_set_limit(p, POLICY_LIMIT_MEMORY_SWAP, "1g", NULL, &e));
+        ASSERT_ERROR(policy_validate_limits(p, &e), EINVAL);
+        ASSERT_STREQ(e.msg, "memory+swap limit (--memory-swap) must be at least the memory "
+                            "limit (--memory, 2048 MiB by default)");
+        p->memory_max = 0;
+        ASSERT_ERROR(policy_validate_limits(p, &e), EINVAL);
+        p->memory_max = 1024;
+        p->memory_swap_max = 0;
+        ASSERT_ERROR(policy_validate_limits(p, &e), EINVAL);
+        p->memory_max = POLICY_MIN_MEMORY;
+        p->cpu_millis = POLICY_MAX_CPU_MILLIS + 1;
+        ASSERT_ERROR(policy_validate_limits(p, &e), ERANGE);
+        p->cpu_millis = 0;
+        p->disk_size = 1;
+        ASSERT_ERROR(policy_validate_limits(p, &e), EINVAL);
+        p->disk_size = 0;
+        ASSERT_OK(policy_validate_limits(p, &e));
+}
+
+TEST(network_entries) {
+        _cleanup_(policy_freep) Policy *p = policy_new();
+        HutchError e = {};
+
+        ASSERT_EQ(policy_network_mode(p), NETWORK_MODE_NONE);
+        ASSERT_OK(policy_add_allow_host(p, "api.example.com", "--allow-host", &e));
+        ASSERT_OK(policy_add_allow_host(p, "api.example.com", "--allow-host", &e));
+        ASSERT_EQ(strv_length(p->allow_hosts), 1); /* duplicates kept once */
+        ASSERT_EQ(policy_network_mode(p), NETWORK_MODE_ALLOW);
+        ASSERT_OK(policy_add_allow_host(p, "*.npmjs.org:443", "--allow-host", &e));
+        ASSERT_OK(policy_add_deny_host(p, "evil.npmjs.org", "--deny-host", &e));
+        ASSERT_OK(policy_add_allow_private(p, "127.0.0.0/8", "--allow-private", &e));
+        ASSERT_OK(policy_add_resolve(p, "api.example.com:127.0.0.1", "--resolve", &e));
+        ASSERT_OK(policy_add_resolve(p, "b.example.com:127.0.0.1,::1", "--resolve", &e));
+        ASSERT_OK(policy_set_audit_log(p, "/tmp/audit.jsonl", &e));
+        ASSERT_STREQ(p->audit_log, "/tmp/audit.jsonl");
+        ASSERT_OK(policy_validate_network(p, &e));
+
+        ASSERT_ERROR(policy_add_allow_host(p, "*.", "--allow-host", &e), EINVAL);
+        ASSERT_TRUE(strstr(e.msg, "--allow-host") && strstr(e.msg, "*."));
+        ASSERT_ERROR(policy_add_allow_host(p, "a..b", NULL, &e), EINVAL);
+        ASSERT_ERROR(policy_add_allow_host(p, "*foo.com", NULL, &e), EINVAL);
+        ASSERT_ERROR(policy_add_allow_host(p, "x.com:0", NULL, &e), EINVAL);
+        ASSERT_ERROR(policy_add_deny_host(p, "foo.*.com", NULL, &e), EINVAL);
+        ASSERT_ERROR(policy_add_allow_private(p, "10.0.0.0/33", "--allow-private", &e), EINVAL);
+        ASSERT_ERROR(policy_add_resolve(p, "noaddress", "--resolve", &e), EINVAL);
+        ASSERT_STREQ(e.msg, "invalid --resolve 'noaddress': expected NAME:ADDR[,ADDR...] with a "
+                            "host name and IP addresses");
+        ASSERT_ERROR(policy_add_resolve(p, "1.2.3.4:1.2.3.4", NULL, &e), EINVAL);
+        ASSERT_ERROR(policy_add_resolve(p, "a.com:1.2.3.4,", NULL, &e), EINVAL);
+        ASSERT_ERROR(policy_add_resolve(p, "a.com:nope", "--resolve", &e), EINVAL);
+        ASSERT_STREQ(e.msg, "invalid --resolve 'a.com:nope': 'nope' is not an IP address");
+        ASSERT_ERROR(policy_set_audit_log(p, "", &e), EINVAL);
+}
+
+TEST(network_entries_cap) {
+        _cleanup_(policy_freep) Policy *p = policy_new();
+        HutchError e = {};
+        char name[64];
+
+        for (int i = 0; i < POLICY_MAX_NET_ENTRIES; i++) {
+                (void)snprintf(name, sizeof(name), "h%d.example.com", i);
+                ASSERT_OK(policy_add_allow_host(p, name, NULL, &e));
+        }
+        ASSERT_ERROR(policy_add_allow_host(p, "one-more.example.com", NULL, &e), E2BIG);
+}
+
+TEST(network_none_conflicts_with_allow_host) {
+        _cleanup_(policy_freep) Policy *p = policy_new();
+        HutchError e = {};
+
+        ASSERT_OK(policy_set_network(p, "none", &e));
+        ASSERT_OK(policy_add_allow_host(p, "example.com", NULL, &e));
+        ASSERT_ERROR(policy_validate(p, &e), EINVAL);
+        ASSERT_STREQ(e.msg, "--allow-host 'example.com' needs network mode 'allow', but "
+                            "'--network none' was given");
+        ASSERT_OK(policy_set_network(p, "allow", &e));
+        ASSERT_OK(policy_validate(p, &e));
+
+        /* An entry put in directly is checked by validate too. */
+        ASSERT_OK(strv_extend(&p->deny_hosts, "*foo.com"));
+        ASSERT_ERROR(policy_validate(p, &e), EINVAL);
 }
 
 DEFINE_TEST_MAIN

@@ -255,7 +255,7 @@ TEST(bad_values) {
                            "/tmp:size=12q", "true");
         ASSERT_PARSE_FAILS(EINVAL, "bind target 'data' in -v '/tmp:data' must be an absolute path",
                            "-v", "/tmp:data", "true");
-        ASSERT_PARSE_FAILS(EINVAL, "unsupported network mode 'host' (only 'none' is available)",
+        ASSERT_PARSE_FAILS(EINVAL, "unsupported network mode 'host' (expected 'none' or 'allow')",
                            "--network", "host", "true");
         ASSERT_PARSE_FAILS(EINVAL,
                            "invalid hostname 'a.b' (1-63 characters of A-Z, a-z, 0-9 and '-', not "

@@ -71,3 +71,8 @@ int json_locate(const char *text, size_t len, const char *pointer, bool want_key
 /* Checks the limits of a policy filled in any way: ranges as
  * policy_set_limit() and memory + swap at least memory. -EINVAL. */
 int policy_validate_limits(const Policy *p, HutchError *reterr);
+
+/* Checks the network fields of a policy filled in any way: every entry as
+ * the policy_add_*() functions check it, and no --allow-host together with
+ * an explicit --network none. -EINVAL or -E2BIG. */
+int policy_validate_network(const Policy *p, HutchError *reterr);

@@ -562,6 +562,48 @@ static int json_dispatch_limits(JsonCtx *c, const JsonField *f, json_t *v, void 
         return json_dispatch_object(c, v, limits_table, ELEMENTSOF(limits_table), userdata);
 }
 
+typedef int (*PolicyListAdder)(Policy *p, const char *value, const char *ctx, HutchError *reterr);
+
+static int json_dispatch_string_list(JsonCtx *c, json_t *v, Policy *p, PolicyListAdder add) {
+        json_t *item;
+        size_t i;
+        int r;
+
+        json_array_foreach(v, i, item) {
+                char idx[24];
+                HutchError e = {};
+                int saved;
+
+                (void)snprintf(idx, sizeof(idx), "%zu", i);
+                saved = json_ctx_push(c, idx);
+                if (saved < 0)
+                        return saved;
+                if (!json_is_string(item))
+                        return json_ctx_fail_type(c, JT_STRING, item);
+                r = add(p, json_string_value(item), NULL, &e);
+                if (r < 0)
+                        return json_ctx_fail_from(c, r, &e);
+                json_ctx_pop(c, saved);
+        }
+        return 0;
+}
+
+static int json_dispatch_allow_hosts(JsonCtx *c, const JsonField *f, json_t *v, void *userdata) {
+        return json_dispatch_string_list(c, v, userdata, policy_add_allow_host);
+}
+
+static int json_dispatch_deny_hosts(JsonCtx *c, const JsonField *f, json_t *v, void *userdata) {
+        return json_dispatch_string_list(c, v, userdata, policy_add_deny_host);
+}
+
+static int json_dispatch_allow_private(JsonCtx *c, const JsonField *f, json_t *v, void *userdata) {
+        return json_dispatch_string_list(c, v, userdata, policy_add_allow_private);
+}
+
+static int json_dispatch_resolve(JsonCtx *c, const JsonField *f, json_t *v, void *userdata) {
+        return json_dispatch_string_list(c, v, userdata, policy_add_resolve);
+}
+
 static const JsonField policy_table[] = {
         {"workspace", JT_STRING | JT_OBJECT, json_dispatch_workspace, 0, NULL, 0},
         {"binds", JT_ARRAY, json_dispatch_binds, 0, NULL, 0},
@@ -573,6 +615,11 @@ static const JsonField policy_table[] = {
         {"read_only", JT_BOOLEAN, json_dispatch_bool, offsetof(Policy, read_only), NULL, 0},
         {"network", JT_STRING, json_dispatch_setter, 0, policy_set_network, 0},
         {"limits", JT_OBJECT, json_dispatch_limits, 0, NULL, 0},
+        {"allow_hosts", JT_ARRAY, json_dispatch_allow_hosts, 0, NULL, 0},
+        {"deny_hosts", JT_ARRAY, json_dispatch_deny_hosts, 0, NULL, 0},
+        {"allow_private", JT_ARRAY, json_dispatch_allow_private, 0, NULL, 0},
+        {"resolve", JT_ARRAY, json_dispatch_resolve, 0, NULL, 0},
+        {"audit_log", JT_STRING, json_dispatch_setter, 0, policy_set_audit_log, 0},
         {"allow_degraded", JT_BOOLEAN, json_dispatch_bool, offsetof(Policy, allow_degraded), NULL,
          0},
 };

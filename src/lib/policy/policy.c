@@ -27,6 +27,7 @@ static const char *const workspace_mode_table[_WORKSPACE_MODE_MAX] = {
 
 static const char *const network_mode_table[_NETWORK_MODE_MAX] = {
         [NETWORK_MODE_NONE] = "none",
+        [NETWORK_MODE_ALLOW] = "allow",
 };
 
 const char *workspace_mode_to_string(WorkspaceMode m) {
@@ -89,6 +90,11 @@ Policy *policy_free(Policy *p) {
         free(p->tmpfs);
         strv_free(p->env);
         strv_free(p->env_pass);
+        strv_free(p->allow_hosts);
+        strv_free(p->deny_hosts);
+        strv_free(p->allow_private);
+        strv_free(p->resolve);
+        free(p->audit_log);
         free(p->workdir);
         free(p->hostname);
         free(p);
@@ -577,9 +583,10 @@ int policy_set_network(Policy *p, const char *mode, HutchError *reterr) {
         m = network_mode_from_string(mode);
         if (m < 0)
                 return hutch_error_set(reterr, EINVAL,
-                                       "unsupported network mode '%s' (only 'none' is available)",
+                                       "unsupported network mode '%s' (expected 'none' or 'allow')",
                                        mode ? mode : "");
         p->network = m;
+        p->network_set = true;
         return 0;
 }
 
@@ -790,5 +797,8 @@ int policy_validate(const Policy *p, HutchError *reterr) {
                 return hostname_error(reterr, p->hostname);
         if (p->network < 0 || p->network >= _NETWORK_MODE_MAX)
                 return hutch_error_set(reterr, EINVAL, "invalid network mode %d", (int)p->network);
+        r = policy_validate_network(p, reterr);
+        if (r < 0)
+                return r;
         return policy_validate_limits(p, reterr);
 }

@@ -30,7 +30,8 @@ typedef enum WorkspaceMode {
 } WorkspaceMode;
 
 typedef enum NetworkMode {
-        NETWORK_MODE_NONE, /* loopback only */
+        NETWORK_MODE_NONE,  /* loopback only */
+        NETWORK_MODE_ALLOW, /* the allowlisted hosts, through hutch-proxy */
         _NETWORK_MODE_MAX,
         _NETWORK_MODE_INVALID = -EINVAL,
 } NetworkMode;
@@ -63,6 +64,7 @@ typedef struct TmpfsMount {
 #define POLICY_MAX_TMPFS 64
 #define POLICY_MAX_ENV 1024
 #define POLICY_MAX_FILE_SIZE (1U << 20)
+#define POLICY_MAX_NET_ENTRIES 1024
 
 /* Resource limits (docs/policy.md, README). A memory and a pids limit are
  * on by default; the others are off. */
@@ -101,6 +103,12 @@ typedef struct Policy {
         char *hostname;  /* default POLICY_DEFAULT_HOSTNAME */
         bool read_only;  /* workspace, $HOME and binds read-only */
         NetworkMode network;
+        bool network_set;     /* the mode was given explicitly (flag or file) */
+        char **allow_hosts;   /* --allow-host PATTERN[:PORT]; implies NETWORK_MODE_ALLOW */
+        char **deny_hosts;    /* --deny-host PATTERN[:PORT]; wins over allow */
+        char **allow_private; /* --allow-private CIDR: non-public ranges allowed names may use */
+        char **resolve;       /* --resolve NAME:ADDR[,ADDR...]: instead of DNS */
+        char *audit_log;      /* --audit-log FILE: the proxy's JSON-lines decisions */
 
         /* Resource limits; 0 means none. */
         uint64_t memory_max;      /* bytes; default POLICY_DEFAULT_MEMORY */
@@ -144,6 +152,20 @@ int policy_add_env_spec(Policy *p, const char *spec, HutchError *reterr);
 int policy_set_hostname(Policy *p, const char *hostname, HutchError *reterr);
 int policy_set_workdir(Policy *p, const char *workdir, HutchError *reterr);
 int policy_set_network(Policy *p, const char *mode, HutchError *reterr);
+
+/* The network mode in force: NETWORK_MODE_ALLOW when set so or when any
+ * --allow-host was given, else NETWORK_MODE_NONE. */
+NetworkMode policy_network_mode(const Policy *p);
+
+/* Appends a network list entry; @ctx names the source in messages
+ * ("--allow-host"). Entries are checked here (pattern, CIDR, NAME:ADDR),
+ * so a bad one is refused before anything runs: -EINVAL naming it, -E2BIG
+ * past POLICY_MAX_NET_ENTRIES, -ENOMEM. */
+int policy_add_allow_host(Policy *p, const char *pattern, const char *ctx, HutchError *reterr);
+int policy_add_deny_host(Policy *p, const char *pattern, const char *ctx, HutchError *reterr);
+int policy_add_allow_private(Policy *p, const char *cidr, const char *ctx, HutchError *reterr);
+int policy_add_resolve(Policy *p, const char *entry, const char *ctx, HutchError *reterr);
+int policy_set_audit_log(Policy *p, const char *path, HutchError *reterr);
 
 /* Parses @text as the value of limit @which and sets it, marking it
  * explicit: sizes as parse_size() (memory at least POLICY_MIN_MEMORY,

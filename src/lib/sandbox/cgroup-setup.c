@@ -4,7 +4,6 @@
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/random.h>
 #include <unistd.h>
 
 #include "fd-util.h"
@@ -125,12 +124,10 @@ static void gc_stale(const CgroupTopology *t) {
         gc_stale_runs(t->cpuacct.base);
 }
 
-int run_cgroup_prepare(const Policy *p, RunCgroup *ret, HutchError *reterr) {
+int run_cgroup_prepare(const Policy *p, const char *name, RunCgroup *ret, HutchError *reterr) {
         _cleanup_(cgroup_topology_done) CgroupTopology topo = {};
         CgroupLimits want = policy_cgroup_limits(p), lim;
         RunCgroup rc = {};
-        uint32_t salt = 0;
-        char name[64];
         int r;
 
         r = cgroup_topology_detect(&topo);
@@ -146,8 +143,6 @@ int run_cgroup_prepare(const Policy *p, RunCgroup *ret, HutchError *reterr) {
         if ((rc.degraded & p->limits_explicit) && !p->allow_degraded)
                 return refuse(rc.degraded & p->limits_explicit, reterr);
 
-        (void)getrandom(&salt, sizeof(salt), GRND_NONBLOCK);
-        (void)snprintf(name, sizeof(name), "run-%d-%08x", (int)getpid(), salt);
         r = cgroup_new(&topo, name, &lim, &rc.cgroup, reterr);
         if (r < 0) {
                 unsigned failed = limits_mask(&lim);

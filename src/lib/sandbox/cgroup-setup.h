@@ -23,9 +23,9 @@ typedef struct RunCgroup {
         unsigned degraded;    /* 1 << PolicyLimit of limits not enforced by a cgroup */
 } RunCgroup;
 
-/* Creates the cgroup for a run of @p. Returns 0, or -EOPNOTSUPP (or the
+/* Creates the cgroup "@name" for a run of @p. Returns 0, or -EOPNOTSUPP (or the
  * cgroup error) with @reterr naming the limit that cannot be enforced. */
-int run_cgroup_prepare(const Policy *p, RunCgroup *ret, HutchError *reterr);
+int run_cgroup_prepare(const Policy *p, const char *name, RunCgroup *ret, HutchError *reterr);
 
 /* Removes the cgroup (killing what is left) and frees it. */
 void run_cgroup_done(RunCgroup *rc);

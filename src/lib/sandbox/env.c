@@ -1,4 +1,5 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
+#include <stdio.h>
 #include <string.h>
 
 #include "sandbox/sandbox.h"
@@ -46,6 +47,30 @@ int sandbox_build_env(const Policy *policy, char *const *caller_env, char ***ret
                         if (r < 0)
                                 return r;
                 }
+
+        if (policy_network_mode(policy) == NETWORK_MODE_ALLOW) {
+                /* Every common client finds the proxy through these; the
+                 * sandbox has no DNS and no other way out. */
+                static const char *const proxy_vars[] = {
+                        "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY",
+                        "http_proxy", "https_proxy", "all_proxy",
+                };
+                char url[64];
+
+                (void)snprintf(url, sizeof(url), "http://127.0.0.1:%d", SANDBOX_PROXY_PORT);
+                for (size_t i = 0; i < ELEMENTSOF(proxy_vars); i++) {
+                        r = strv_env_set(&env, proxy_vars[i], url);
+                        if (r < 0)
+                                return r;
+                }
+                r = strv_env_set(&env, "NO_PROXY", "localhost,127.0.0.1,::1");
+                if (r >= 0)
+                        r = strv_env_set(&env, "no_proxy", "localhost,127.0.0.1,::1");
+                if (r >= 0)
+                        r = strv_env_set(&env, "NODE_USE_ENV_PROXY", "1");
+                if (r < 0)
+                        return r;
+        }
 
         STRV_FOREACH(name, policy->env_pass) {
                 const char *v = strv_env_get(caller_env, *name);

@@ -2,7 +2,8 @@
 #pragma once
 
 /* Outcome: the typed result of one command in a sandbox (DESIGN.md §1),
- * printed with --json. Plain data; no ownership. */
+ * printed with --json. Plain data except for the denied list, which
+ * outcome_done() frees. */
 
 #include <stdbool.h>
 #include <stdint.h>
@@ -34,7 +35,11 @@ typedef struct Outcome {
         bool stdout_truncated;
         bool stderr_truncated;
         unsigned degraded; /* 1 << PolicyLimit of limits no cgroup enforced */
+        char *denied;      /* JSON array of the proxy's denials, or NULL for []; owned */
 } Outcome;
+
+/* Frees what @o owns (denied). */
+void outcome_done(Outcome *o);
 
 /* Formats @o as one JSON object (no trailing newline) into a malloc'd
  * string: {exit_code, signal (null when none), reason, wall_ms, cpu_ms,

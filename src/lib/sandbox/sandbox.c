@@ -8,6 +8,7 @@
 #include <string.h>
 #include <sys/mount.h>
 #include <sys/pidfd.h>
+#include <sys/random.h>
 #include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
@@ -23,6 +24,7 @@
 #include "ns/userns.h"
 #include "sandbox/cgroup-setup.h"
 #include "sandbox/init.h"
+#include "sandbox/proxy-spawn.h"
 #include "sandbox/sandbox.h"
 #include "sandbox/supervise.h"
 #include "sandbox/sync.h"
@@ -220,7 +222,11 @@ static int relays_open(const Policy *p, Supervision *s, int write_ends[2]) {
 }
 
 typedef struct RunState {
+        const Policy *policy;
+        char name[64]; /* "run-<pid>-<hex>": the cgroup's name and the proxy's sandbox id */
         char **env, **args;
+        char *proxy_binary;
+        ProxyProcess proxy;
         int sync_parent, sync_child, pidfd, sigfd, timerfd, cgroup_fd;
         int out_w[2];
         Prepared prep;
@@ -231,6 +237,12 @@ typedef struct RunState {
 } RunState;
 
 static void run_state_done(RunState *st) {
+        if (st->proxy.pid > 0) {
+                _cleanup_free_ char *ignored = NULL;
+
+                (void)proxy_stop(&st->proxy, &ignored);
+        }
+        st->proxy_binary = mfree(st->proxy_binary);
         st->env = strv_free(st->env);
         st->args = strv_free(st->args);
         st->sync_parent = safe_close(st->sync_parent);
@@ -253,7 +265,18 @@ static void run_state_done(RunState *st) {
 static int run_prepare(const Policy *policy, char *const *argv, char *const *caller_env,
                        RunState *st, HutchError *reterr) {
         struct sigaction ign = {.sa_handler = SIG_IGN};
+        uint32_t salt = 0;
         int socks[2], r;
+
+        st->policy = policy;
+        (void)getrandom(&salt, sizeof(salt), GRND_NONBLOCK);
+        (void)snprintf(st->name, sizeof(st->name), "run-%d-%08x", (int)getpid(), salt);
+        if (policy_network_mode(policy) == NETWORK_MODE_ALLOW) {
+                /* Before anything is created: no proxy, no network wall. */
+                r = proxy_binary_find(&st->proxy_binary, reterr);
+                if (r < 0)
+                        return r;
+        }
 
         r = sandbox_build_env(policy, caller_env, &st->env);
         if (r < 0)
@@ -262,7 +285,7 @@ static int run_prepare(const Policy *policy, char *const *argv, char *const *cal
         if (!st->args)
                 return hutch_error_set(reterr, ENOMEM, "out of memory");
 
-        r = run_cgroup_prepare(policy, &st->rc, reterr);
+        r = run_cgroup_prepare(policy, st->name, &st->rc, reterr);
         if (r < 0)
                 return r;
         if (st->rc.cgroup) {
@@ -292,6 +315,21 @@ static int run_prepare(const Policy *policy, char *const *argv, char *const *cal
         return 0;
 }
 
+/* The proxy's listening sockets arrived from init: start hutch-proxy on
+ * them. The sockets are closed here either way; the proxy holds the only
+ * other copies. */
+static int on_proxy_sockets(Supervision *s, int *fds, size_t n_fds, HutchError *reterr) {
+        RunState *st = s->userdata;
+        int r = -EPROTO;
+
+        if (st->proxy_binary && st->proxy.pid == 0)
+                r = proxy_spawn(st->proxy_binary, st->policy, st->name, fds, n_fds, &st->proxy,
+                                reterr);
+        for (size_t i = 0; i < n_fds; i++)
+                fds[i] = safe_close(fds[i]);
+        return r;
+}
+
 int sandbox_run(const Policy *policy, char *const *argv, char *const *caller_env,
                 Outcome *ret_outcome, HutchError *reterr) {
         _cleanup_(run_state_done) RunState st = {
@@ -302,11 +340,13 @@ int sandbox_run(const Policy *policy, char *const *argv, char *const *caller_env
                 .timerfd = -EBADF,
                 .cgroup_fd = -EBADF,
                 .out_w = {-EBADF, -EBADF},
+                .proxy = PROXY_PROCESS_NULL,
                 .sup.relays = {{.in_fd = -EBADF}, {.in_fd = -EBADF}},
         };
         sigset_t mask, orig_mask;
         struct rusage ru = {};
         CgroupStats stats = {};
+        _cleanup_free_ char *denied = NULL;
         IdMapping idmap;
         const char *workdir;
         int status = 0, r;
@@ -417,6 +457,8 @@ int sandbox_run(const Policy *policy, char *const *argv, char *const *caller_env
         st.sup.sigfd = st.sigfd;
         st.sup.timerfd = st.timerfd;
         st.sup.cgroup = st.rc.cgroup;
+        st.sup.on_sockets = on_proxy_sockets;
+        st.sup.userdata = &st;
         supervise(&st.sup);
 
         if (wait4(pid, &status, 0, &ru) < 0) {
@@ -430,7 +472,21 @@ int sandbox_run(const Policy *policy, char *const *argv, char *const *caller_env
                 goto restore_mask;
         }
         run_cgroup_stats(&st.rc, &stats);
+        if (policy_network_mode(policy) == NETWORK_MODE_ALLOW && st.proxy.pid <= 0) {
+                r = hutch_error_set(reterr, EPROTO, "the sandbox's proxy never started");
+                goto restore_mask;
+        }
+        if (st.proxy.pid > 0) {
+                r = proxy_stop(&st.proxy, &denied);
+                if (r < 0) {
+                        (void)hutch_error_set(reterr, -r, "failed to read the proxy's summary: %s",
+                                              strerror(-r));
+                        goto restore_mask;
+                }
+        }
         r = fill_outcome(&st.sup, &ru, &stats, st.rc.degraded, ret_outcome);
+        if (r >= 0)
+                ret_outcome->denied = TAKE_PTR(denied);
         if (r < 0)
                 (void)hutch_error_set(reterr, -r,
                                       "the sandbox init ended before the command finished "

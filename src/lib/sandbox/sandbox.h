@@ -15,6 +15,10 @@
 #include "policy/policy.h"
 #include "sandbox/outcome.h"
 
+/* Where hutch-proxy listens inside a sandbox in network mode allow:
+ * 127.0.0.1 and [::1], this port. */
+#define SANDBOX_PROXY_PORT 3128
+
 /* Runs @argv (argv[0] searched in the sandbox's PATH) under @policy, which
  * must have passed policy_validate(). @caller_env is the environment the
  * -e K / --env-pass names are copied from. Forwards SIGINT, SIGTERM and

@@ -29,7 +29,7 @@ void supervision_done(Supervision *s) {
 }
 
 static void handle_sync_message(Supervision *s) {
-        int fds[1];
+        int fds[2] = {-EBADF, -EBADF};
         SyncMsg m;
         int r;
 
@@ -43,7 +43,30 @@ static void handle_sync_message(Supervision *s) {
                         s->sync_fd = -EBADF;
                 return;
         }
-        (void)safe_close(fds[0]);
+        if (m.op == SYNC_OP_SOCKETS) {
+                HutchError e = {};
+
+                if (s->on_sockets)
+                        r = s->on_sockets(s, fds, m.n_fds, &e);
+                else {
+                        for (size_t i = 0; i < ELEMENTSOF(fds); i++)
+                                fds[i] = safe_close(fds[i]);
+                        r = -EPROTO;
+                }
+                if (r < 0 && s->error.errnum == 0) {
+                        if (e.errnum)
+                                s->error = e;
+                        else
+                                (void)hutch_error_set(&s->error, -r,
+                                                      "unexpected proxy sockets from the sandbox");
+                }
+                if (r < 0)
+                        /* Fail closed: nothing may run without its wall. */
+                        (void)pidfd_send_signal(s->pidfd, SIGKILL, NULL, 0);
+                return;
+        }
+        for (size_t i = 0; i < ELEMENTSOF(fds); i++)
+                fds[i] = safe_close(fds[i]);
         switch ((SyncOp)m.op) {
         case SYNC_OP_ERROR:
                 if (s->error.errnum == 0)
@@ -60,6 +83,7 @@ static void handle_sync_message(Supervision *s) {
                 s->end_ms = now_ms();
                 break;
         case SYNC_OP_GO:
+        case SYNC_OP_SOCKETS:
         case _SYNC_OP_MAX:
         case _SYNC_OP_INVALID:
         default:

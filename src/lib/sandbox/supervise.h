@@ -23,20 +23,28 @@ typedef struct Relay {
         bool truncated;
 } Relay;
 
-typedef struct Supervision {
+typedef struct Supervision Supervision;
+
+/* Called with the listening sockets init created for the proxy; takes
+ * ownership of @fds. A failure is recorded as the run's error. */
+typedef int (*SupervisionSocketsFn)(Supervision *s, int *fds, size_t n_fds, HutchError *reterr);
+
+struct Supervision {
         int sync_fd; /* borrowed */
         int pidfd;   /* borrowed: the sandbox init */
         int sigfd;   /* borrowed: signalfd of the forwarded signals */
         int timerfd; /* borrowed: armed with the timeout, or -EBADF */
         Relay relays[2];
         Cgroup *cgroup; /* borrowed, or NULL */
+        SupervisionSocketsFn on_sockets;
+        void *userdata;
 
         bool started, exited, timed_out, init_gone;
         int status;           /* the command's wait status, valid with exited */
         int forwarded_signal; /* the last signal passed on to the command, or 0 */
         uint64_t start_ms, end_ms;
         HutchError error; /* errnum != 0 once init reported a failure */
-} Supervision;
+};
 
 /* Runs until init is gone and every relay reached EOF. */
 void supervise(Supervision *s);

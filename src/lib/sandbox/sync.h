@@ -11,6 +11,9 @@
  *                                       order of SandboxMounts
  *   init -> supervisor  SYNC_OP_ERROR   a setup step failed: {err, step, msg};
  *                                       init then _exit()s
+ *   init -> supervisor  SYNC_OP_SOCKETS the proxy's listening sockets, created
+ *                                       in the sandbox's network namespace
+ *                                       (network mode allow only)
  *   init -> supervisor  SYNC_OP_STARTED the command was forked
  *   init -> supervisor  SYNC_OP_EXITED  the command's wait status
  */
@@ -26,6 +29,7 @@ typedef enum SyncOp {
         SYNC_OP_ERROR,
         SYNC_OP_STARTED,
         SYNC_OP_EXITED,
+        SYNC_OP_SOCKETS,
         _SYNC_OP_MAX,
         _SYNC_OP_INVALID = -22,
 } SyncOp;

@@ -1,0 +1,245 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#include <errno.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <libgen.h>
+#include <limits.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/pidfd.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "fd-util.h"
+#include "macro.h"
+#include "sandbox/proxy-spawn.h"
+#include "strv.h"
+
+#define PROXY_STOP_TIMEOUT_MS 3000
+#define PROXY_SUMMARY_MAX (1U << 20)
+/* Where the proxy finds its descriptors: listening sockets from 3 on,
+ * then the watch and summary pipes. */
+#define PROXY_FIRST_FD 3
+
+int proxy_binary_find(char **ret, HutchError *reterr) {
+        const char *env = getenv("HUTCH_PROXY_PATH");
+        char self[PATH_MAX], cand[PATH_MAX + 64];
+        ssize_t n;
+        char *dir;
+
+        if (env && env[0]) {
+                if (access(env, X_OK) < 0)
+                        return hutch_error_set(reterr, ENOENT,
+                                               "$HUTCH_PROXY_PATH '%s' is not an executable", env);
+                *ret = strdup(env);
+                return *ret ? 0 : -ENOMEM;
+        }
+        n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+        if (n < 0)
+                return hutch_error_set(reterr, errno, "failed to find the running hutch: %m");
+        self[n] = '\0';
+        dir = dirname(self);
+        /* Installed: $libexecdir/hutch/hutch-proxy beside $bindir/hutch;
+         * else next to hutch; else the build tree's src/proxy. */
+        (void)snprintf(cand, sizeof(cand), "%s/../libexec/hutch/hutch-proxy", dir);
+        if (access(cand, X_OK) < 0)
+                (void)snprintf(cand, sizeof(cand), "%s/hutch-proxy", dir);
+        if (access(cand, X_OK) < 0)
+                (void)snprintf(cand, sizeof(cand), "%s/../proxy/hutch-proxy", dir);
+        if (access(cand, X_OK) < 0)
+                return hutch_error_set(reterr, ENOENT,
+                                       "network mode allow needs hutch-proxy, which is not in '%s' "
+                                       "(install it next to hutch or set $HUTCH_PROXY_PATH)",
+                                       dir);
+        *ret = strdup(cand);
+        return *ret ? 0 : -ENOMEM;
+}
+
+static int argv_add(char ***argv, const char *flag, const char *value) {
+        int r = strv_extend(argv, flag);
+
+        if (r < 0 || !value)
+                return r;
+        return strv_extend(argv, value);
+}
+
+static int argv_add_list(char ***argv, const char *flag, char **values) {
+        STRV_FOREACH(v, values) {
+                int r = argv_add(argv, flag, *v);
+
+                if (r < 0)
+                        return r;
+        }
+        return 0;
+}
+
+static int proxy_argv(const char *binary, const Policy *p, const char *sandbox_id, size_t n_fds,
+                      char ***ret) {
+        _cleanup_strv_free_ char **argv = NULL;
+        char num[16];
+        int r;
+
+        r = strv_extend(&argv, binary);
+        for (size_t i = 0; r >= 0 && i < n_fds; i++) {
+                (void)snprintf(num, sizeof(num), "%zu", PROXY_FIRST_FD + i);
+                r = argv_add(&argv, "--listen-fd", num);
+        }
+        if (r >= 0) {
+                (void)snprintf(num, sizeof(num), "%zu", PROXY_FIRST_FD + n_fds);
+                r = argv_add(&argv, "--watch-fd", num);
+        }
+        if (r >= 0) {
+                (void)snprintf(num, sizeof(num), "%zu", PROXY_FIRST_FD + n_fds + 1);
+                r = argv_add(&argv, "--summary-fd", num);
+        }
+        if (r >= 0)
+                r = argv_add(&argv, "--sandbox-id", sandbox_id);
+        if (r >= 0)
+                r = argv_add_list(&argv, "--allow", p->allow_hosts);
+        if (r >= 0)
+                r = argv_add_list(&argv, "--deny", p->deny_hosts);
+        if (r >= 0)
+                r = argv_add_list(&argv, "--allow-private", p->allow_private);
+        if (r >= 0)
+                r = argv_add_list(&argv, "--resolve", p->resolve);
+        if (r >= 0 && p->audit_log)
+                r = argv_add(&argv, "--audit-log", p->audit_log);
+        if (r < 0)
+                return r;
+        *ret = TAKE_PTR(argv);
+        return 0;
+}
+
+/* In the forked child: put @src[i] at PROXY_FIRST_FD + i, close the rest,
+ * and exec. Never returns. */
+_noreturn_ static void proxy_exec(char **argv, const int *src, size_t n) {
+        int high[8];
+        int devnull;
+
+        /* The proxy dies with the supervisor, like the sandbox. */
+        (void)prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
+        for (size_t i = 0; i < n; i++) {
+                high[i] = fcntl(src[i], F_DUPFD, 100);
+                if (high[i] < 0)
+                        _exit(127);
+        }
+        for (size_t i = 0; i < n; i++)
+                if (dup2(high[i], PROXY_FIRST_FD + (int)i) < 0)
+                        _exit(127);
+        (void)close_range(PROXY_FIRST_FD + (unsigned)n, ~0U, 0);
+        /* The proxy writes nothing to stdout; keep the command's output
+         * clean whatever it does. */
+        devnull = open("/dev/null", O_RDWR | O_CLOEXEC);
+        if (devnull >= 0) {
+                (void)dup2(devnull, STDIN_FILENO);
+                (void)dup2(devnull, STDOUT_FILENO);
+        }
+        (void)execv(argv[0], argv);
+        (void)dprintf(STDERR_FILENO, "hutch: failed to run '%s': %s\n", argv[0], strerror(errno));
+        _exit(127);
+}
+
+int proxy_spawn(const char *binary, const Policy *p, const char *sandbox_id, const int *fds,
+                size_t n_fds, ProxyProcess *ret, HutchError *reterr) {
+        _cleanup_strv_free_ char **argv = NULL;
+        _cleanup_close_ int watch_r = -EBADF, watch_w = -EBADF, sum_r = -EBADF, sum_w = -EBADF,
+                            pidfd = -EBADF;
+        int pipes[2], all[8];
+        pid_t pid;
+        int r;
+
+        if (n_fds == 0 || n_fds > 2)
+                return hutch_error_set(reterr, EPROTO, "expected 1 or 2 proxy sockets, got %zu",
+                                       n_fds);
+        r = proxy_argv(binary, p, sandbox_id, n_fds, &argv);
+        if (r < 0)
+                return hutch_error_set(reterr, -r, "out of memory");
+        if (pipe2(pipes, O_CLOEXEC) < 0)
+                return hutch_error_set(reterr, errno, "failed to create the proxy's pipes: %m");
+        watch_r = pipes[0];
+        watch_w = pipes[1];
+        if (pipe2(pipes, O_CLOEXEC) < 0)
+                return hutch_error_set(reterr, errno, "failed to create the proxy's pipes: %m");
+        sum_r = pipes[0];
+        sum_w = pipes[1];
+        for (size_t i = 0; i < n_fds; i++)
+                all[i] = fds[i];
+        all[n_fds] = watch_r;
+        all[n_fds + 1] = sum_w;
+
+        pid = fork();
+        if (pid < 0)
+                return hutch_error_set(reterr, errno, "failed to start hutch-proxy: %m");
+        if (pid == 0)
+                proxy_exec(argv, all, n_fds + 2);
+
+        pidfd = pidfd_open(pid, 0);
+        if (pidfd < 0) {
+                r = errno;
+                (void)kill(pid, SIGKILL);
+                (void)waitpid(pid, NULL, 0);
+                return hutch_error_set(reterr, r, "failed to watch hutch-proxy: %s", strerror(r));
+        }
+        *ret = (ProxyProcess){
+                .pid = pid,
+                .pidfd = TAKE_FD(pidfd),
+                .watch_fd = TAKE_FD(watch_w),
+                .summary_fd = TAKE_FD(sum_r),
+        };
+        return 0;
+}
+
+/* Extracts the compact "denied" array from the summary line. */
+static int summary_denied(const char *text, char **ret) {
+        json_t *root, *denied;
+        char *s;
+
+        root = json_loads(text, JSON_DISABLE_EOF_CHECK, NULL);
+        denied = root ? json_object_get(root, "denied") : NULL;
+        s = json_is_array(denied) ? json_dumps(denied, JSON_COMPACT) : strdup("[]");
+        json_decref(root);
+        if (!s)
+                return -ENOMEM;
+        *ret = s;
+        return 0;
+}
+
+int proxy_stop(ProxyProcess *pp, char **ret_denied) {
+        _cleanup_free_ char *summary = NULL;
+        size_t size = 0;
+        int r = 0;
+
+        if (pp->pid <= 0)
+                return -ESRCH;
+        pp->watch_fd = safe_close(pp->watch_fd);
+        {
+                struct pollfd pfd = {.fd = pp->pidfd, .events = POLLIN};
+
+                if (poll(&pfd, 1, PROXY_STOP_TIMEOUT_MS) <= 0)
+                        (void)pidfd_send_signal(pp->pidfd, SIGKILL, NULL, 0);
+        }
+        (void)waitpid(pp->pid, NULL, 0);
+        pp->pid = 0;
+        pp->pidfd = safe_close(pp->pidfd);
+
+        summary = malloc(PROXY_SUMMARY_MAX + 1);
+        if (!summary)
+                r = -ENOMEM;
+        while (r >= 0 && size < PROXY_SUMMARY_MAX) {
+                ssize_t n = read(pp->summary_fd, summary + size, PROXY_SUMMARY_MAX - size);
+
+                if (n < 0 && errno == EINTR)
+                        continue;
+                if (n <= 0)
+                        break;
+                size += (size_t)n;
+        }
+        pp->summary_fd = safe_close(pp->summary_fd);
+        if (r < 0)
+                return r;
+        summary[size] = '\0';
+        return summary_denied(summary, ret_denied);
+}

@@ -1,0 +1,43 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#pragma once
+
+/* Starting and stopping hutch-proxy for one run in network mode allow
+ * (private to src/lib/sandbox). The proxy is its own binary in the host's
+ * network namespace (DESIGN.md §2, §5): it accepts on the listening
+ * sockets init created inside the sandbox and is the only process that
+ * reaches the network. It exits when the supervisor closes its watch pipe
+ * (or dies), and writes a summary line with the denials on the way out. */
+
+#include <stddef.h>
+#include <sys/types.h>
+
+#include "hutch-error.h"
+#include "policy/policy.h"
+
+typedef struct ProxyProcess {
+        pid_t pid;      /* 0 when not running */
+        int pidfd;      /* owned */
+        int watch_fd;   /* write end: closing it stops the proxy */
+        int summary_fd; /* read end of the summary pipe */
+} ProxyProcess;
+
+#define PROXY_PROCESS_NULL                                                                         \
+        ((ProxyProcess){.pid = 0, .pidfd = -EBADF, .watch_fd = -EBADF, .summary_fd = -EBADF})
+
+/* Finds the hutch-proxy binary: $HUTCH_PROXY_PATH, else
+ * ../libexec/hutch/hutch-proxy from the running hutch (installed), else next
+ * to it, else ../proxy/hutch-proxy (the build tree). Returns 0 and a
+ * new string, or -ENOENT with @reterr saying where it looked. */
+int proxy_binary_find(char **ret, HutchError *reterr);
+
+/* Starts @binary for @p with the listening sockets @fds (@n_fds of them;
+ * borrowed, the caller closes its copies afterwards). Returns 0 or -errno
+ * with @reterr filled. */
+int proxy_spawn(const char *binary, const Policy *p, const char *sandbox_id, const int *fds,
+                size_t n_fds, ProxyProcess *ret, HutchError *reterr);
+
+/* Stops the proxy (closes its watch pipe, waits up to a few seconds, then
+ * kills it), and returns the "denied" array of its summary as compact JSON
+ * text in @ret_denied ("[]" when it wrote none). Returns 0 or -errno; the
+ * process is reaped and every fd closed in any case. */
+int proxy_stop(ProxyProcess *pp, char **ret_denied);

@@ -1,0 +1,204 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <event2/event.h>
+
+#include "audit.h"
+#include "fd-util.h"
+#include "log.h"
+#include "proxy-config.h"
+#include "proxy-server.h"
+
+/* hutch-proxy: the egress proxy of one sandbox. It runs in the host's
+ * network namespace and accepts on sockets the supervisor created inside
+ * the sandbox's (docs/network.md has the interface). Exit codes: 0 after
+ * SIGTERM/SIGINT/SIGHUP, the parent's death or the watch fd firing (the
+ * summary line is written first); 125 for a bad configuration; 1 for a
+ * failure to start. */
+
+#define EXIT_CONFIG 125
+
+static void stop_cb(evutil_socket_t fd, short what, void *arg) {
+        struct event_base *base = arg;
+
+        (void)event_base_loopbreak(base);
+}
+
+static int check_listen_fd(int fd) {
+        int listening = 0, flags;
+        socklen_t len = sizeof(listening);
+
+        if (getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &listening, &len) < 0)
+                return negative_errno();
+        if (!listening)
+                return -EINVAL;
+        flags = fcntl(fd, F_GETFL);
+        if (flags < 0 || fcntl(fd, F_SETFL, flags | O_NONBLOCK) < 0)
+                return negative_errno();
+        return 0;
+}
+
+static void set_cloexec(int fd) {
+        int flags;
+
+        if (fd < 0)
+                return;
+        flags = fcntl(fd, F_GETFD);
+        if (flags >= 0)
+                (void)fcntl(fd, F_SETFD, flags | FD_CLOEXEC);
+}
+
+/* Every tunnel holds two sockets and four pipe ends. */
+static void raise_nofile(void) {
+        struct rlimit rl;
+
+        if (getrlimit(RLIMIT_NOFILE, &rl) < 0 || rl.rlim_cur >= rl.rlim_max)
+                return;
+        rl.rlim_cur = rl.rlim_max;
+        (void)setrlimit(RLIMIT_NOFILE, &rl);
+}
+
+static int open_audit(const ProxyConfig *cfg) {
+        int fd;
+
+        if (cfg->audit_fd >= 0)
+                return cfg->audit_fd;
+        if (!cfg->audit_path)
+                return -EBADF;
+        fd = open(cfg->audit_path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOCTTY, 0600);
+        if (fd < 0)
+                return negative_errno();
+        return fd;
+}
+
+static int run(const ProxyConfig *cfg, Audit *audit) {
+        _cleanup_(proxy_freep) Proxy *proxy = NULL;
+        struct event *signals[3] = {}, *watch = NULL;
+        static const int stop_signals[3] = {SIGTERM, SIGINT, SIGHUP};
+        struct event_base *base;
+        int r;
+
+        base = event_base_new();
+        if (!base)
+                return log_error_errno(-ENOMEM, "failed to create the event loop: %m");
+
+        r = proxy_new(cfg, base, audit, &proxy);
+        if (r < 0) {
+                log_error_errno(r, "failed to start serving: %m");
+                event_base_free(base);
+                return r;
+        }
+        for (size_t i = 0; i < ELEMENTSOF(stop_signals); i++) {
+                signals[i] = evsignal_new(base, stop_signals[i], stop_cb, base);
+                if (signals[i])
+                        (void)event_add(signals[i], NULL);
+        }
+        if (cfg->watch_fd >= 0) {
+                /* A pipe whose write end only the parent holds, or a pidfd:
+                 * either becomes readable when the parent is gone. */
+                watch = event_new(base, cfg->watch_fd, EV_READ, stop_cb, base);
+                if (watch)
+                        (void)event_add(watch, NULL);
+        }
+        if (cfg->ready_fd >= 0) {
+                (void)loop_write(cfg->ready_fd, "ready\n", 6);
+                (void)close(cfg->ready_fd);
+        }
+        log_debug("serving on %zu socket(s)", cfg->n_listen_fds);
+
+        (void)event_base_dispatch(base);
+
+        proxy = proxy_free(proxy);
+        if (watch)
+                event_free(watch);
+        for (size_t i = 0; i < ELEMENTSOF(signals); i++)
+                if (signals[i])
+                        event_free(signals[i]);
+        event_base_free(base);
+        return 0;
+}
+
+int main(int argc, char *argv[]) {
+        _cleanup_(proxy_config_freep) ProxyConfig *cfg = NULL;
+        HutchError err = {};
+        Audit audit;
+        pid_t ppid;
+        int r, fd;
+
+        log_setup("hutch-proxy", LOG_LEVEL_INFO);
+
+        /* Die with the supervisor. getppid() is re-checked because the
+         * parent may have died before prctl() took effect. */
+        ppid = getppid();
+        if (prctl(PR_SET_PDEATHSIG, SIGTERM) < 0) {
+                log_error_errno(negative_errno(), "failed to set the parent death signal: %m");
+                return 1;
+        }
+        if (getppid() != ppid)
+                return 0;
+
+        cfg = proxy_config_new();
+        if (!cfg) {
+                log_error_errno(-ENOMEM, "failed to allocate the configuration: %m");
+                return 1;
+        }
+        r = proxy_config_parse_argv(cfg, argc, argv, &err);
+        if (r > 0)
+                return 0;
+        if (r >= 0)
+                r = proxy_config_validate(cfg, &err);
+        if (r < 0) {
+                if (err.pointer[0])
+                        log_error("%s (at %s)", err.msg, err.pointer);
+                else
+                        log_error("%s", err.msg[0] ? err.msg : strerror(-r));
+                return EXIT_CONFIG;
+        }
+        if (cfg->verbose)
+                log_setup("hutch-proxy", LOG_LEVEL_DEBUG);
+
+        for (size_t i = 0; i < cfg->n_listen_fds; i++) {
+                r = check_listen_fd(cfg->listen_fds[i]);
+                if (r < 0) {
+                        log_error_errno(r, "--listen-fd %d is not a listening socket: %m",
+                                        cfg->listen_fds[i]);
+                        return EXIT_CONFIG;
+                }
+                set_cloexec(cfg->listen_fds[i]);
+        }
+        set_cloexec(cfg->audit_fd);
+        set_cloexec(cfg->summary_fd);
+        set_cloexec(cfg->watch_fd);
+        set_cloexec(cfg->ready_fd);
+        raise_nofile();
+        /* Writes to a closed socket or pipe fail with EPIPE instead. */
+        (void)signal(SIGPIPE, SIG_IGN);
+
+        fd = open_audit(cfg);
+        if (fd < 0 && fd != -EBADF) {
+                log_error_errno(fd, "failed to open the audit log '%s': %m", cfg->audit_path);
+                return EXIT_CONFIG;
+        }
+        r = audit_init(&audit, fd, cfg->sandbox_id);
+        if (r < 0) {
+                log_error_errno(r, "failed to set up the audit log: %m");
+                return 1;
+        }
+
+        r = run(cfg, &audit);
+
+        if (audit_write_summary(&audit, cfg->summary_fd) < 0)
+                log_warning("failed to write the summary line");
+        if (cfg->summary_fd >= 0)
+                (void)close(cfg->summary_fd);
+        audit_done(&audit);
+        return r < 0 ? 1 : 0;
+}

@@ -1,0 +1,69 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#pragma once
+
+/* What a parsed request head asks the proxy to do, and the heads the proxy
+ * sends on. This is the part of hutch-proxy that takes bytes from inside
+ * the sandbox and decides; it does no I/O (tests/fuzz drives it directly).
+ *
+ * Accepted: "CONNECT host:port" (authority form, port required) and
+ * absolute-URI requests "METHOD http://host[:port]/path" for any method.
+ * Refused with 400 and a static reason: origin-form targets ("/path"),
+ * "*", schemes other than http (https must use CONNECT), userinfo
+ * ("http://user@host/"), fragments, invalid hosts or ports, more than one
+ * Host header, a Host header that names another host or port, and HTTP
+ * versions other than 1.0 and 1.1. */
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "http-message.h"
+#include "net/allowlist.h"
+
+typedef enum ProxyRequestKind {
+        PROXY_REQUEST_CONNECT, /* an opaque tunnel */
+        PROXY_REQUEST_FORWARD, /* an absolute-URI request, forwarded in origin form */
+        _PROXY_REQUEST_KIND_MAX,
+        _PROXY_REQUEST_KIND_INVALID = -EINVAL,
+} ProxyRequestKind;
+
+typedef struct ProxyRequest {
+        ProxyRequestKind kind;
+        Host host;     /* normalised */
+        uint16_t port; /* explicit, or 80 for http:// */
+        /* FORWARD: the origin-form target ("/path?query"), borrowed from the
+         * HttpMessage; "/" when the URI had no path. */
+        const char *path;
+        size_t path_len;
+        bool path_needs_slash; /* the URI had "?query" and no path: prefix "/" */
+} ProxyRequest;
+
+/* Analyses the complete request head in @m. Writes @ret only on success.
+ * Returns 0, or -EBADMSG with @reterr_status (an HTTP status, 400) and
+ * @reterr_reason (a static string) set. */
+int proxy_request_analyze(const HttpMessage *m, ProxyRequest *ret, int *reterr_status,
+                          const char **reterr_reason);
+
+/* Parses an authority "host[:port]" of @n bytes (brackets for IPv6), as in
+ * CONNECT targets, URIs and Host headers. Writes @ret_host and @ret_port (0
+ * when no port is given) only on success. Returns 0 or -EINVAL (bad host,
+ * empty, non-numeric, 0 or > 65535 port, trailing text). */
+int proxy_authority_parse(const char *s, size_t n, Host *ret_host, uint16_t *ret_port);
+
+/* Builds the head to send upstream for a FORWARD request: the request line
+ * in origin form with the client's HTTP version, "Host" from @req, then
+ * the client's fields except Host and the hop-by-hop ones (Connection and
+ * the fields it names, Proxy-Connection, Keep-Alive, Proxy-Authorization,
+ * TE, Trailer, Upgrade), plus "Connection: close" when @close. Returns 0
+ * with a malloc'd buffer in @ret and its length in @ret_len, -ENOMEM, or
+ * -EBADMSG if a field could not be emitted on one line. */
+int proxy_request_build_head(const HttpMessage *m, const ProxyRequest *req, bool close, char **ret,
+                             size_t *ret_len);
+
+/* Builds the head to send to the client for the upstream response in @m:
+ * "HTTP/1.1 CODE REASON", the fields minus the hop-by-hop ones (Connection
+ * and the fields it names, Proxy-Connection, Keep-Alive, Upgrade,
+ * Proxy-Authenticate; Transfer-Encoding and Trailer stay because the body
+ * is forwarded verbatim), plus "Connection: close" when @close. Same
+ * returns as proxy_request_build_head(). */
+int proxy_response_build_head(const HttpMessage *m, bool close, char **ret, size_t *ret_len);

@@ -1,0 +1,1416 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
+#include <event2/dns.h>
+#include <event2/event.h>
+#include <event2/listener.h>
+#include <event2/util.h>
+
+#include "http-message.h"
+#include "log.h"
+#include "proxy-request.h"
+#include "proxy-server.h"
+
+/* Addresses tried per request, in resolver order. */
+#define CANDIDATES_MAX 16
+/* Forwarding stops reading one side while the other side's output buffer
+ * holds more than HIGH bytes, and resumes below LOW: per connection at
+ * most about 2 x HIGH bytes are buffered. */
+#define FORWARD_HIGH_WATER (256 * 1024)
+#define FORWARD_LOW_WATER (64 * 1024)
+#define BEV_MAX_SINGLE_READ (64 * 1024)
+/* Tunnels move bytes socket -> pipe -> socket with splice(2); a larger
+ * pipe means fewer system calls. Falls back to the default pipe size if
+ * the kernel refuses (fs.pipe-max-size, per-user pipe limits). */
+#define TUNNEL_PIPE_SIZE (1024 * 1024)
+/* splice() rounds per callback before yielding to other connections. */
+#define TUNNEL_ROUNDS 16
+#define REASON_MAX 1024
+#define ACCEPT_RETRY_MS 500
+/* After the last response: how long unread client bytes are discarded
+ * before close(), so the kernel does not answer them with a reset that
+ * could destroy the response in flight. */
+#define LINGER_MS 2000
+
+static const HttpLimits request_limits = {
+        .line_max = HTTP_REQUEST_LINE_MAX,
+        .head_max = HTTP_REQUEST_HEAD_MAX,
+        .fields_max = HTTP_REQUEST_FIELDS_MAX,
+};
+
+static const HttpLimits response_limits = {
+        .line_max = HTTP_RESPONSE_LINE_MAX,
+        .head_max = HTTP_RESPONSE_HEAD_MAX,
+        .fields_max = HTTP_RESPONSE_FIELDS_MAX,
+};
+
+typedef struct Conn Conn;
+
+typedef enum ConnState {
+        CONN_HEAD,         /* reading a request head */
+        CONN_RESOLVING,    /* allowed; waiting for DNS */
+        CONN_CONNECTING,   /* waiting for the upstream connection */
+        CONN_FORWARDING,   /* request and response of an absolute-URI exchange in flight */
+        CONN_TUNNEL_FLUSH, /* CONNECT answered; waiting for the 200 to be written */
+        CONN_TUNNEL,       /* splicing bytes both ways */
+        CONN_CLOSING,      /* flushing a final response */
+        CONN_LINGER,       /* response written and shut down; discarding input until EOF */
+        CONN_DEAD,         /* released; the struct is freed by the reaper */
+} ConnState;
+
+typedef enum TimerKind {
+        TIMER_NONE,
+        TIMER_IDLE,    /* keep-alive, no byte of the next request yet */
+        TIMER_HEAD,    /* the request head must be complete by then */
+        TIMER_DNS,     /* resolution deadline */
+        TIMER_CLOSING, /* the client must read our last response by then */
+} TimerKind;
+
+/* One direction of a tunnel: src -> pipe -> dst. */
+typedef struct Pump {
+        Conn *conn;
+        int src, dst;
+        int pipe_r, pipe_w;
+        size_t pipe_size;
+        size_t pending; /* bytes in the pipe */
+        bool src_eof, done;
+        struct event *src_ev, *dst_ev;
+        uint64_t *bytes;
+} Pump;
+
+typedef struct DnsQuery {
+        Conn *conn; /* NULL once the connection gave up on it */
+        struct evdns_getaddrinfo_request *req;
+        bool in_start;   /* inside evdns_getaddrinfo() */
+        bool done_early; /* the callback ran inside evdns_getaddrinfo() */
+        int result;
+        struct evutil_addrinfo *res;
+} DnsQuery;
+
+struct Conn {
+        Proxy *proxy;
+        Conn *prev, *next;
+        ConnState state;
+        TimerKind timer_kind;
+        int fd;
+        struct bufferevent *bev;
+        struct event *timer;
+        struct event *kick; /* processes buffered pipelined input */
+
+        HttpMessage req;
+        ProxyRequest target;
+        bool keep_alive;  /* the client keeps the connection after this exchange */
+        bool close_after; /* close once the current response is written */
+
+        /* The exchange being decided or served; an audit line is owed
+         * while in_exchange is set. */
+        bool in_exchange;
+        bool decided; /* the allowlist allowed it */
+        uint64_t started_us;
+        char method[24];
+        char rule[HOST_PATTERN_STRING_MAX];
+        char address[NET_ADDR_STRING_MAX];
+        unsigned status;
+        uint64_t bytes_up, bytes_down;
+
+        DnsQuery *dns;
+        NetAddr candidates[CANDIDATES_MAX];
+        size_t n_candidates, next_candidate;
+        char connect_error[160];
+        bool connect_timed_out;
+
+        /* The upstream connection; it survives an exchange when both sides
+         * keep alive and the next request is for the same host and port. */
+        int up_fd;
+        struct bufferevent *up_bev;
+        Host up_host;
+        uint16_t up_port;
+        char up_address[NET_ADDR_STRING_MAX];
+        bool up_idle;
+        bool up_eof;
+        HttpMessage resp;
+        bool resp_head_sent;
+
+        Pump pumps[2]; /* 0: client to upstream, 1: upstream to client */
+};
+
+struct Proxy {
+        const ProxyConfig *config;
+        struct event_base *base;
+        struct evdns_base *dns;
+        Audit *audit;
+        struct evconnlistener *listeners[PROXY_LISTEN_FDS_MAX];
+        size_t n_listeners;
+        bool listeners_paused;
+        struct event *accept_retry;
+        struct event *reaper;
+        Conn *conns;
+        Conn *dead;
+        unsigned n_conns;
+        bool audit_warned;
+};
+
+static void conn_process_input(Conn *c);
+static void conn_forward_request_body(Conn *c);
+static void conn_forward_response(Conn *c);
+static void conn_connect_next(Conn *c);
+
+static uint64_t now_us(void) {
+        struct timespec ts;
+
+        (void)clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (uint64_t)ts.tv_sec * 1000000 + (uint64_t)ts.tv_nsec / 1000;
+}
+
+static struct timeval ms_to_timeval(uint64_t ms) {
+        return (struct timeval){.tv_sec = (time_t)(ms / 1000),
+                                .tv_usec = (suseconds_t)((ms % 1000) * 1000)};
+}
+
+static void listeners_set(Proxy *p, bool enable) {
+        if (p->listeners_paused == !enable)
+                return;
+        for (size_t i = 0; i < p->n_listeners; i++)
+                (void)(enable ? evconnlistener_enable(p->listeners[i])
+                              : evconnlistener_disable(p->listeners[i]));
+        p->listeners_paused = !enable;
+}
+
+static void conn_arm_timer(Conn *c, TimerKind kind, uint64_t ms) {
+        struct timeval tv = ms_to_timeval(ms);
+
+        c->timer_kind = kind;
+        (void)evtimer_add(c->timer, &tv);
+}
+
+static void conn_stop_timer(Conn *c) {
+        if (c->timer_kind == TIMER_NONE)
+                return;
+        c->timer_kind = TIMER_NONE;
+        (void)evtimer_del(c->timer);
+}
+
+/* Writes the audit line of the current exchange, once. */
+static void conn_audit(Conn *c, AuditDecision decision, const char *reason) {
+        Proxy *p = c->proxy;
+        AuditRecord r;
+        int k;
+
+        if (!c->in_exchange)
+                return;
+        c->in_exchange = false;
+        r = (AuditRecord){
+                .method = c->method[0] ? c->method : NULL,
+                .host = c->target.host.name[0] ? c->target.host.name : NULL,
+                .port = c->target.port,
+                .address = c->address[0] ? c->address : NULL,
+                .decision = decision,
+                .rule = c->rule[0] ? c->rule : NULL,
+                .reason = reason,
+                .status = c->status,
+                .bytes_up = c->bytes_up,
+                .bytes_down = c->bytes_down,
+                .duration_ms = (now_us() - c->started_us) / 1000,
+        };
+        k = audit_log(p->audit, &r);
+        if (k < 0 && !p->audit_warned) {
+                p->audit_warned = true;
+                log_warning_errno(k, "failed to write the audit log: %m");
+        }
+}
+
+static void conn_begin_exchange(Conn *c) {
+        c->in_exchange = true;
+        c->decided = false;
+        c->started_us = now_us();
+        c->method[0] = c->rule[0] = c->address[0] = '\0';
+        c->target = (ProxyRequest){};
+        c->status = 0;
+        c->bytes_up = c->bytes_down = 0;
+        c->close_after = false;
+        c->connect_error[0] = '\0';
+        c->connect_timed_out = false;
+}
+
+static void conn_cancel_dns(Conn *c) {
+        DnsQuery *q = c->dns;
+
+        if (!q)
+                return;
+        c->dns = NULL;
+        /* The callback still runs (with EVUTIL_EAI_CANCEL) and frees @q. */
+        q->conn = NULL;
+        evdns_getaddrinfo_cancel(q->req);
+}
+
+static void conn_drop_upstream(Conn *c) {
+        if (c->up_bev) {
+                bufferevent_free(c->up_bev);
+                c->up_bev = NULL;
+        }
+        c->up_fd = safe_close(c->up_fd);
+        c->up_idle = false;
+        c->up_eof = false;
+}
+
+static void pump_release(Pump *pm) {
+        if (pm->src_ev)
+                event_free(pm->src_ev);
+        if (pm->dst_ev)
+                event_free(pm->dst_ev);
+        pm->src_ev = pm->dst_ev = NULL;
+        pm->pipe_r = safe_close(pm->pipe_r);
+        pm->pipe_w = safe_close(pm->pipe_w);
+}
+
+static void reaper_cb(evutil_socket_t fd, short what, void *arg) {
+        Proxy *p = arg;
+
+        while (p->dead) {
+                Conn *c = p->dead;
+
+                p->dead = c->next;
+                free(c);
+        }
+}
+
+/* Releases everything @c holds and queues the struct for freeing, so
+ * callers up the stack may still test c->state == CONN_DEAD. */
+static void conn_close(Conn *c) {
+        Proxy *p = c->proxy;
+
+        if (c->state == CONN_DEAD)
+                return;
+        if (c->in_exchange)
+                conn_audit(c, c->decided ? AUDIT_ALLOW : AUDIT_ERROR,
+                           "the connection closed before the exchange completed");
+        conn_cancel_dns(c);
+        conn_drop_upstream(c);
+        for (size_t i = 0; i < ELEMENTSOF(c->pumps); i++)
+                pump_release(&c->pumps[i]);
+        if (c->bev) {
+                bufferevent_free(c->bev);
+                c->bev = NULL;
+        }
+        c->fd = safe_close(c->fd);
+        if (c->timer) {
+                event_free(c->timer);
+                c->timer = NULL;
+        }
+        if (c->kick) {
+                event_free(c->kick);
+                c->kick = NULL;
+        }
+        http_message_done(&c->req);
+        http_message_done(&c->resp);
+
+        if (c->prev)
+                c->prev->next = c->next;
+        else
+                p->conns = c->next;
+        if (c->next)
+                c->next->prev = c->prev;
+        p->n_conns--;
+        if (p->n_conns < p->config->max_connections &&
+            !event_pending(p->accept_retry, EV_TIMEOUT, NULL))
+                listeners_set(p, true);
+
+        c->state = CONN_DEAD;
+        c->prev = NULL;
+        c->next = p->dead;
+        p->dead = c;
+        event_active(p->reaper, 0, 0);
+}
+
+/* The final response is written: shut down our side and discard what the
+ * client still sends, until its EOF or LINGER_MS. */
+static void conn_linger(Conn *c) {
+        struct evbuffer *in = bufferevent_get_input(c->bev);
+
+        (void)shutdown(c->fd, SHUT_WR);
+        (void)evbuffer_drain(in, evbuffer_get_length(in));
+        c->state = CONN_LINGER;
+        conn_stop_timer(c);
+        conn_arm_timer(c, TIMER_CLOSING, LINGER_MS);
+        (void)bufferevent_enable(c->bev, EV_READ);
+}
+
+/* Closes once the client output buffer is written (or the client stops
+ * reading for the header timeout). */
+static void conn_close_after_flush(Conn *c) {
+        conn_cancel_dns(c);
+        conn_drop_upstream(c);
+        if (!c->bev) {
+                conn_close(c);
+                return;
+        }
+        if (evbuffer_get_length(bufferevent_get_output(c->bev)) == 0) {
+                conn_linger(c);
+                return;
+        }
+        c->state = CONN_CLOSING;
+        (void)bufferevent_disable(c->bev, EV_READ);
+        conn_stop_timer(c);
+        conn_arm_timer(c, TIMER_CLOSING, c->proxy->config->header_timeout_ms);
+}
+
+/* Answers the current request with a short text body of @status. */
+static void conn_send_text(Conn *c, unsigned status, const char *text, bool keep) {
+        struct evbuffer *out = bufferevent_get_output(c->bev);
+        size_t before = evbuffer_get_length(out);
+        size_t body_len = strlen("hutch-proxy: ") + strlen(text) + 1;
+
+        (void)evbuffer_add_printf(out,
+                                  "HTTP/1.1 %u %s\r\n"
+                                  "Content-Type: text/plain; charset=utf-8\r\n"
+                                  "Content-Length: %zu\r\n"
+                                  "Connection: %s\r\n"
+                                  "\r\n"
+                                  "hutch-proxy: %s\n",
+                                  status, http_status_str((enum http_status)status), body_len,
+                                  keep ? "keep-alive" : "close", text);
+        c->status = status;
+        c->bytes_down += evbuffer_get_length(out) - before;
+}
+
+/* Back to reading the next request on a kept-alive connection. A request
+ * already buffered (pipelined) is processed from the loop, not from here,
+ * so a burst of them cannot recurse. */
+static void conn_next_request(Conn *c) {
+        http_message_reset(&c->req);
+        c->state = CONN_HEAD;
+        conn_stop_timer(c);
+        conn_arm_timer(c, TIMER_IDLE, c->proxy->config->idle_timeout_ms);
+        (void)bufferevent_enable(c->bev, EV_READ);
+        if (evbuffer_get_length(bufferevent_get_input(c->bev)) > 0)
+                event_active(c->kick, 0, 0);
+}
+
+/* Ends the exchange with an answer of our own: audited, then either the
+ * connection goes on (@keep) or closes after the answer is written. */
+static void conn_answer(Conn *c, AuditDecision decision, unsigned status, const char *text,
+                        const char *reason, bool keep) {
+        conn_send_text(c, status, text, keep);
+        conn_audit(c, decision, reason);
+        if (keep)
+                conn_next_request(c);
+        else
+                conn_close_after_flush(c);
+}
+
+static void conn_deny(Conn *c, const char *reason) {
+        char text[REASON_MAX + 16];
+        /* A denied absolute-URI request without a body leaves the
+         * connection in a known state: the client may try another host. */
+        bool keep = c->target.kind == PROXY_REQUEST_FORWARD && c->req.state == HTTP_MESSAGE_DONE &&
+                    c->keep_alive;
+
+        (void)snprintf(text, sizeof(text), "denied: %s", reason);
+        conn_answer(c, AUDIT_DENY, 403, text, reason, keep);
+}
+
+static void conn_fail(Conn *c, unsigned status, const char *reason) {
+        conn_answer(c, c->decided ? AUDIT_ALLOW : AUDIT_ERROR, status, reason, reason, false);
+}
+
+/* The upstream side of a forwarded exchange failed. */
+static void conn_upstream_failed(Conn *c, const char *reason) {
+        if (!c->resp_head_sent) {
+                conn_fail(c, 502, reason);
+                return;
+        }
+        /* Part of the response is out: all we can do is cut it short. */
+        conn_audit(c, AUDIT_ALLOW, reason);
+        conn_close(c);
+}
+
+static void conn_exchange_done(Conn *c) {
+        bool reusable = c->up_bev && !c->up_eof && http_message_keep_alive(&c->resp) &&
+                        c->req.state == HTTP_MESSAGE_DONE &&
+                        evbuffer_get_length(bufferevent_get_input(c->up_bev)) == 0;
+        struct timeval idle = ms_to_timeval(c->proxy->config->idle_timeout_ms);
+
+        conn_audit(c, AUDIT_ALLOW, NULL);
+        if (reusable) {
+                /* Keep reading it so a close by the server is noticed. */
+                c->up_idle = true;
+                (void)bufferevent_set_timeouts(c->up_bev, &idle, NULL);
+        } else
+                conn_drop_upstream(c);
+
+        if (c->close_after) {
+                conn_close_after_flush(c);
+                return;
+        }
+        conn_next_request(c);
+}
+
+/* Latency: a bufferevent writes on the next loop iteration. While nothing
+ * is queued on @bev, write to its socket at once and queue only what does
+ * not fit; the order is kept because the queue was empty. A write error is
+ * left for the bufferevent to meet and report. */
+static int send_now(struct bufferevent *bev, const char *data, size_t len) {
+        struct evbuffer *out = bufferevent_get_output(bev);
+        ssize_t n = 0;
+
+        if (evbuffer_get_length(out) == 0) {
+                n = send(bufferevent_getfd(bev), data, len, MSG_DONTWAIT | MSG_NOSIGNAL);
+                if (n < 0)
+                        n = 0;
+        }
+        if ((size_t)n < len && evbuffer_add(out, data + n, len - (size_t)n) < 0)
+                return -ENOMEM;
+        return 0;
+}
+
+/* Moves @len bytes from @from to @bev's socket, the same way. */
+static int move_now(struct bufferevent *bev, struct evbuffer *from, size_t len) {
+        struct evbuffer *out = bufferevent_get_output(bev);
+        int n = 0;
+
+        if (evbuffer_get_length(out) == 0) {
+                n = evbuffer_write_atmost(from, bufferevent_getfd(bev), (ev_ssize_t)len);
+                if (n < 0)
+                        n = 0;
+        }
+        if ((size_t)n < len &&
+            evbuffer_remove_buffer(from, out, len - (size_t)n) != (int)(len - (size_t)n))
+                return -ENOMEM;
+        return 0;
+}
+
+/* Sends a built head, or fails the exchange if it could not be built. */
+static int conn_add_head(struct bufferevent *bev, int r, char *head, size_t len,
+                         uint64_t *counter) {
+        if (r < 0)
+                return r;
+        r = send_now(bev, head, len);
+        free(head);
+        if (r < 0)
+                return r;
+        *counter += len;
+        return 0;
+}
+
+/* Passes a complete response head on to the client. An interim (1xx)
+ * response is passed on and the parser re-armed for the final one.
+ * Returns 0, or -EBADMSG after failing the exchange. */
+static int conn_response_head(Conn *c) {
+        unsigned code = http_message_status_code(&c->resp);
+        bool interim = code >= 100 && code < 200;
+        char *head = NULL;
+        size_t len = 0;
+        int r;
+
+        if (code < 100 || code == 101) {
+                conn_upstream_failed(c, code == 101
+                                                ? "the upstream server switched protocols unasked"
+                                                : "bad status from the upstream server");
+                return -EBADMSG;
+        }
+        if (!interim)
+                c->close_after = !c->keep_alive || !http_message_keep_alive(&c->resp) ||
+                                 c->req.state != HTTP_MESSAGE_DONE;
+        r = proxy_response_build_head(&c->resp, !interim && c->close_after, &head, &len);
+        r = conn_add_head(c->bev, r, head, len, &c->bytes_down);
+        if (r < 0) {
+                conn_upstream_failed(c, "bad response head from the upstream server");
+                return -EBADMSG;
+        }
+        if (interim) {
+                bool skip = c->resp.skip_body;
+
+                http_message_reset(&c->resp);
+                c->resp.skip_body = skip;
+                return 0;
+        }
+        c->status = code;
+        c->resp_head_sent = true;
+        return 0;
+}
+
+static void conn_forward_response(Conn *c) {
+        struct evbuffer *in, *out;
+
+        while (c->state == CONN_FORWARDING) {
+                struct evbuffer_iovec vec;
+                HttpMessageState before;
+                ssize_t n;
+
+                in = bufferevent_get_input(c->up_bev);
+                out = bufferevent_get_output(c->bev);
+                if (c->resp.state == HTTP_MESSAGE_DONE) {
+                        conn_exchange_done(c);
+                        return;
+                }
+                if (evbuffer_get_length(in) == 0) {
+                        if (!c->up_eof)
+                                return;
+                        if (http_message_finish(&c->resp) < 0) {
+                                conn_upstream_failed(c, "the upstream server closed the "
+                                                        "connection before the response ended");
+                                return;
+                        }
+                        continue;
+                }
+                if (c->resp.state == HTTP_MESSAGE_BODY &&
+                    evbuffer_get_length(out) >= FORWARD_HIGH_WATER) {
+                        (void)bufferevent_disable(c->up_bev, EV_READ);
+                        bufferevent_setwatermark(c->bev, EV_WRITE, FORWARD_LOW_WATER, 0);
+                        return;
+                }
+                if (evbuffer_peek(in, -1, NULL, &vec, 1) < 1)
+                        return;
+                before = c->resp.state;
+                n = http_message_feed(&c->resp, vec.iov_base, vec.iov_len);
+                if (n < 0) {
+                        char reason[REASON_MAX];
+
+                        (void)snprintf(reason, sizeof(reason),
+                                       "bad response from the upstream server: %s",
+                                       c->resp.error ? c->resp.error : "malformed");
+                        conn_upstream_failed(c, reason);
+                        return;
+                }
+                if (before == HTTP_MESSAGE_BODY) {
+                        /* Body bytes travel verbatim, chunked framing included. */
+                        if (move_now(c->bev, in, (size_t)n) < 0) {
+                                conn_upstream_failed(c, "out of memory");
+                                return;
+                        }
+                        c->bytes_down += (uint64_t)n;
+                        continue;
+                }
+                (void)evbuffer_drain(in, (size_t)n);
+                if (c->resp.state == HTTP_MESSAGE_HEAD)
+                        continue;
+
+                /* A complete response head. */
+                if (conn_response_head(c) < 0)
+                        return;
+        }
+}
+
+static void conn_forward_request_body(Conn *c) {
+        while (c->state == CONN_FORWARDING && c->req.state == HTTP_MESSAGE_BODY) {
+                struct evbuffer *in = bufferevent_get_input(c->bev);
+                struct evbuffer *out = bufferevent_get_output(c->up_bev);
+                struct evbuffer_iovec vec;
+                ssize_t n;
+
+                if (evbuffer_get_length(in) == 0) {
+                        (void)bufferevent_enable(c->bev, EV_READ);
+                        return;
+                }
+                if (evbuffer_get_length(out) >= FORWARD_HIGH_WATER) {
+                        (void)bufferevent_disable(c->bev, EV_READ);
+                        bufferevent_setwatermark(c->up_bev, EV_WRITE, FORWARD_LOW_WATER, 0);
+                        return;
+                }
+                if (evbuffer_peek(in, -1, NULL, &vec, 1) < 1)
+                        return;
+                n = http_message_feed(&c->req, vec.iov_base, vec.iov_len);
+                if (n < 0) {
+                        char reason[REASON_MAX];
+
+                        (void)snprintf(reason, sizeof(reason), "malformed request body: %s",
+                                       c->req.error ? c->req.error : "?");
+                        if (c->resp_head_sent) {
+                                conn_audit(c, AUDIT_ALLOW, reason);
+                                conn_close(c);
+                        } else
+                                conn_fail(c, 400, reason);
+                        return;
+                }
+                if (move_now(c->up_bev, in, (size_t)n) < 0) {
+                        conn_upstream_failed(c, "out of memory");
+                        return;
+                }
+                c->bytes_up += (uint64_t)n;
+        }
+        /* The whole request is out. Pipelined requests wait in the kernel
+         * until this response is done. */
+        if (c->state == CONN_FORWARDING)
+                (void)bufferevent_disable(c->bev, EV_READ);
+}
+
+/* Tunnel events are edge-triggered and stay registered for the tunnel's
+ * life: pump_run() always goes on until a side would block (EAGAIN), so
+ * the next edge wakes it, and no epoll_ctl() is spent per wait. */
+static void pump_stop(Pump *pm) {
+        if (pm->src_ev)
+                (void)event_del(pm->src_ev);
+        if (pm->dst_ev)
+                (void)event_del(pm->dst_ev);
+}
+
+static void tunnel_end(Conn *c, int error) {
+        char reason[REASON_MAX];
+
+        if (error != 0) {
+                (void)snprintf(reason, sizeof(reason), "the tunnel ended with an error: %s",
+                               strerror(error));
+                conn_audit(c, AUDIT_ALLOW, reason);
+        } else
+                conn_audit(c, AUDIT_ALLOW, NULL);
+        conn_close(c);
+}
+
+/* Moves bytes src -> pipe -> dst until one side would block. */
+static void pump_run(Pump *pm) {
+        Conn *c = pm->conn;
+
+        for (unsigned round = 0; round < TUNNEL_ROUNDS; round++) {
+                ssize_t n;
+
+                if (pm->pending > 0) {
+                        n = splice(pm->pipe_r, NULL, pm->dst, NULL, pm->pending,
+                                   SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
+                        if (n < 0 && errno == EINTR)
+                                continue;
+                        if (n < 0 && errno == EAGAIN)
+                                return; /* the next writable edge resumes */
+                        if (n <= 0) {
+                                tunnel_end(c, n < 0 ? errno : EPIPE);
+                                return;
+                        }
+                        pm->pending -= (size_t)n;
+                        continue;
+                }
+                if (pm->src_eof) {
+                        /* Pass the half-close on; the other direction goes on. */
+                        (void)shutdown(pm->dst, SHUT_WR);
+                        pm->done = true;
+                        pump_stop(pm);
+                        if (c->pumps[0].done && c->pumps[1].done)
+                                tunnel_end(c, 0);
+                        return;
+                }
+                /* The pipe is empty here, so EAGAIN means the socket is. */
+                n = splice(pm->src, NULL, pm->pipe_w, NULL, pm->pipe_size,
+                           SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
+                if (n == 0) {
+                        pm->src_eof = true;
+                        continue;
+                }
+                if (n < 0 && errno == EINTR)
+                        continue;
+                if (n < 0 && errno == EAGAIN)
+                        return; /* the next readable edge resumes */
+                if (n < 0) {
+                        tunnel_end(c, errno);
+                        return;
+                }
+                pm->pending += (size_t)n;
+                *pm->bytes += (uint64_t)n;
+        }
+        /* Out of rounds with neither side blocked, so no edge will come:
+         * yield to other connections and resume from the loop. */
+        event_active(pm->src_ev, EV_READ, 0);
+}
+
+static void pump_cb(evutil_socket_t fd, short what, void *arg) {
+        pump_run(arg);
+}
+
+static int pump_setup(Conn *c, Pump *pm, int src, int dst, uint64_t *bytes) {
+        int fds[2], size;
+
+        *pm = (Pump){.conn = c,
+                     .src = src,
+                     .dst = dst,
+                     .pipe_r = -EBADF,
+                     .pipe_w = -EBADF,
+                     .bytes = bytes};
+        if (pipe2(fds, O_NONBLOCK | O_CLOEXEC) < 0)
+                return negative_errno();
+        pm->pipe_r = fds[0];
+        pm->pipe_w = fds[1];
+        (void)fcntl(pm->pipe_w, F_SETPIPE_SZ, TUNNEL_PIPE_SIZE);
+        size = fcntl(pm->pipe_w, F_GETPIPE_SZ);
+        if (size <= 0)
+                return negative_errno();
+        pm->pipe_size = (size_t)size;
+        pm->src_ev = event_new(c->proxy->base, src, EV_READ | EV_PERSIST | EV_ET, pump_cb, pm);
+        pm->dst_ev = event_new(c->proxy->base, dst, EV_WRITE | EV_PERSIST | EV_ET, pump_cb, pm);
+        if (!pm->src_ev || !pm->dst_ev)
+                return -ENOMEM;
+        if (event_add(pm->src_ev, NULL) < 0 || event_add(pm->dst_ev, NULL) < 0)
+                return -ENOMEM;
+        return 0;
+}
+
+/* The 200 is out: leave the bufferevents and splice from now on. Bytes the
+ * client sent early (a TLS ClientHello right behind the CONNECT) go first. */
+static void conn_start_tunnel(Conn *c) {
+        struct evbuffer *early = bufferevent_get_input(c->bev);
+        size_t n_early = evbuffer_get_length(early);
+        _cleanup_free_ char *buf = NULL;
+        int r;
+
+        if (n_early > 0) {
+                buf = malloc(n_early);
+                if (!buf || evbuffer_remove(early, buf, n_early) != (int)n_early) {
+                        tunnel_end(c, ENOMEM);
+                        return;
+                }
+        }
+        bufferevent_free(c->bev);
+        c->bev = NULL;
+        bufferevent_free(c->up_bev);
+        c->up_bev = NULL;
+        conn_stop_timer(c);
+
+        r = pump_setup(c, &c->pumps[0], c->fd, c->up_fd, &c->bytes_up);
+        if (r >= 0)
+                r = pump_setup(c, &c->pumps[1], c->up_fd, c->fd, &c->bytes_down);
+        if (r < 0) {
+                tunnel_end(c, -r);
+                return;
+        }
+        if (n_early > 0) {
+                ssize_t w = write(c->pumps[0].pipe_w, buf, n_early);
+
+                if (w != (ssize_t)n_early) {
+                        tunnel_end(c, w < 0 ? errno : ENOBUFS);
+                        return;
+                }
+                c->pumps[0].pending = n_early;
+                c->bytes_up += n_early;
+        }
+        c->state = CONN_TUNNEL;
+        pump_run(&c->pumps[0]);
+        if (c->state == CONN_TUNNEL)
+                pump_run(&c->pumps[1]);
+}
+
+/* The upstream connection is there (new or reused): answer a CONNECT or
+ * send the request on. */
+static void conn_upstream_ready(Conn *c) {
+        static const char established[] = "HTTP/1.1 200 Connection established\r\n\r\n";
+        struct timeval idle = ms_to_timeval(c->proxy->config->idle_timeout_ms);
+        char *head = NULL;
+        size_t len = 0;
+        int r;
+
+        c->up_idle = false;
+        if (c->target.kind == PROXY_REQUEST_CONNECT) {
+                c->status = 200;
+                c->state = CONN_TUNNEL_FLUSH;
+                if (evbuffer_add(bufferevent_get_output(c->bev), established,
+                                 sizeof(established) - 1) < 0) {
+                        conn_fail(c, 500, "out of memory");
+                        return;
+                }
+                /* client_write_cb() starts the tunnel once it is written. */
+                return;
+        }
+
+        r = proxy_request_build_head(&c->req, &c->target, !c->keep_alive, &head, &len);
+        r = conn_add_head(c->up_bev, r, head, len, &c->bytes_up);
+        if (r < 0) {
+                conn_fail(c, 400, "the request head cannot be forwarded");
+                return;
+        }
+        http_message_reset(&c->resp);
+        c->resp.skip_body = http_message_method(&c->req) == HTTP_HEAD;
+        c->resp_head_sent = false;
+        c->state = CONN_FORWARDING;
+        (void)bufferevent_set_timeouts(c->up_bev, &idle, NULL);
+        (void)bufferevent_enable(c->up_bev, EV_READ);
+        conn_forward_request_body(c);
+        /* The response may already be buffered (a reused connection). */
+        if (c->state == CONN_FORWARDING &&
+            evbuffer_get_length(bufferevent_get_input(c->up_bev)) > 0)
+                conn_forward_response(c);
+}
+
+static void up_read_cb(struct bufferevent *bev, void *arg) {
+        Conn *c = arg;
+
+        if (c->state == CONN_FORWARDING) {
+                conn_forward_response(c);
+                return;
+        }
+        /* An idle upstream that talks out of turn cannot be reused. */
+        conn_drop_upstream(c);
+}
+
+static void up_write_cb(struct bufferevent *bev, void *arg) {
+        Conn *c = arg;
+
+        if (c->state != CONN_FORWARDING)
+                return;
+        bufferevent_setwatermark(bev, EV_WRITE, 0, 0);
+        if (c->req.state == HTTP_MESSAGE_BODY)
+                conn_forward_request_body(c);
+}
+
+static void conn_connect_failed(Conn *c, short what) {
+        char addr[NET_ADDR_STRING_MAX];
+        int err = EVUTIL_SOCKET_ERROR();
+
+        if (net_addr_to_string(&c->candidates[c->next_candidate - 1], addr, sizeof(addr)) < 0)
+                addr[0] = '\0';
+        if (what & BEV_EVENT_TIMEOUT) {
+                c->connect_timed_out = true;
+                (void)snprintf(c->connect_error, sizeof(c->connect_error), "%s: timed out", addr);
+        } else
+                (void)snprintf(c->connect_error, sizeof(c->connect_error), "%s: %s", addr,
+                               strerror(err != 0 ? err : ECONNREFUSED));
+        conn_drop_upstream(c);
+        conn_connect_next(c);
+}
+
+static void up_event_cb(struct bufferevent *bev, short what, void *arg) {
+        Conn *c = arg;
+
+        if (c->state == CONN_CONNECTING) {
+                if (what & BEV_EVENT_CONNECTED) {
+                        int one = 1;
+
+                        (void)setsockopt(c->up_fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+                        (void)bufferevent_set_timeouts(bev, NULL, NULL);
+                        (void)bufferevent_set_max_single_read(bev, BEV_MAX_SINGLE_READ);
+                        conn_upstream_ready(c);
+                        return;
+                }
+                conn_connect_failed(c, what);
+                return;
+        }
+        if (c->state == CONN_FORWARDING) {
+                if (what & BEV_EVENT_EOF) {
+                        c->up_eof = true;
+                        conn_forward_response(c);
+                        return;
+                }
+                conn_upstream_failed(c, what & BEV_EVENT_TIMEOUT
+                                                ? "the upstream server did not answer in time"
+                                                : "the upstream connection failed");
+                return;
+        }
+        /* An idle upstream closed, failed or timed out. */
+        conn_drop_upstream(c);
+}
+
+static void conn_connect_next(Conn *c) {
+        Proxy *p = c->proxy;
+        struct timeval tv = ms_to_timeval(p->config->connect_timeout_ms);
+        char reason[REASON_MAX];
+
+        while (c->next_candidate < c->n_candidates) {
+                const NetAddr *a = &c->candidates[c->next_candidate++];
+                struct sockaddr_storage ss;
+                socklen_t len;
+                int fd;
+
+                if (net_addr_to_string(a, c->address, sizeof(c->address)) < 0)
+                        c->address[0] = '\0';
+                if (net_addr_to_sockaddr(a, c->target.port, &ss, &len) < 0)
+                        continue;
+                fd = socket(a->family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, IPPROTO_TCP);
+                if (fd < 0) {
+                        (void)snprintf(c->connect_error, sizeof(c->connect_error), "%s: %s",
+                                       c->address, strerror(errno));
+                        continue;
+                }
+                c->up_bev = bufferevent_socket_new(p->base, fd, 0);
+                if (!c->up_bev) {
+                        (void)close(fd);
+                        break;
+                }
+                c->up_fd = fd;
+                memcpy(c->up_address, c->address, sizeof(c->up_address));
+                c->up_host = c->target.host;
+                c->up_port = c->target.port;
+                c->up_eof = false;
+                c->state = CONN_CONNECTING;
+                bufferevent_setcb(c->up_bev, up_read_cb, up_write_cb, up_event_cb, c);
+                (void)bufferevent_set_timeouts(c->up_bev, NULL, &tv);
+                /* May call up_event_cb() before returning; nothing of @c is
+                 * touched after it. */
+                if (bufferevent_socket_connect(c->up_bev, (struct sockaddr *)&ss, (int)len) < 0) {
+                        (void)snprintf(c->connect_error, sizeof(c->connect_error), "%s: %s",
+                                       c->address, strerror(errno));
+                        conn_drop_upstream(c);
+                        continue;
+                }
+                return;
+        }
+
+        (void)snprintf(reason, sizeof(reason), "cannot connect to host '%s' port %u (%s)",
+                       c->target.host.name, (unsigned)c->target.port,
+                       c->connect_error[0] ? c->connect_error : "no usable address");
+        conn_fail(c, c->connect_timed_out ? 504 : 502, reason);
+}
+
+/* Keeps the addresses a connection may go to and starts connecting; if
+ * there are none, denies naming the first one refused. */
+static void conn_use_addresses(Conn *c, const NetAddr *addrs, size_t n) {
+        const NetAddr *refused = NULL;
+
+        c->n_candidates = c->next_candidate = 0;
+        for (size_t i = 0; i < n; i++) {
+                bool dup = false;
+
+                if (allowlist_check_address(c->proxy->config->allowlist, &addrs[i], NULL) <= 0) {
+                        if (!refused)
+                                refused = &addrs[i];
+                        continue;
+                }
+                for (size_t j = 0; j < c->n_candidates; j++)
+                        dup = dup || net_addr_equal(&c->candidates[j], &addrs[i]);
+                if (!dup && c->n_candidates < CANDIDATES_MAX)
+                        c->candidates[c->n_candidates++] = addrs[i];
+        }
+
+        if (c->n_candidates == 0 && refused) {
+                const char *cls = net_addr_class_to_string(net_addr_classify(refused));
+                char reason[REASON_MAX];
+
+                if (net_addr_to_string(refused, c->address, sizeof(c->address)) < 0)
+                        c->address[0] = '\0';
+                /* SECURITY: the check is on the address the connection
+                 * would use, so DNS answers and IP spellings cannot reach
+                 * loopback, the LAN or the metadata service. */
+                if (c->target.host.kind == HOST_KIND_ADDRESS)
+                        (void)snprintf(reason, sizeof(reason),
+                                       "address %s port %u is a private address (%s); it needs "
+                                       "--allow-private",
+                                       c->address, (unsigned)c->target.port, cls);
+                else
+                        (void)snprintf(reason, sizeof(reason),
+                                       "host '%s' port %u resolves to a private address %s (%s); "
+                                       "it needs --allow-private",
+                                       c->target.host.name, (unsigned)c->target.port, c->address,
+                                       cls);
+                conn_deny(c, reason);
+                return;
+        }
+        conn_connect_next(c);
+}
+
+static void conn_dns_done(Conn *c, int result, struct evutil_addrinfo *res) {
+        NetAddr addrs[CANDIDATES_MAX];
+        char reason[REASON_MAX];
+        size_t n = 0;
+
+        conn_stop_timer(c);
+        for (struct evutil_addrinfo *ai = res; ai && n < ELEMENTSOF(addrs); ai = ai->ai_next)
+                if (net_addr_from_sockaddr(ai->ai_addr, (socklen_t)ai->ai_addrlen, &addrs[n],
+                                           NULL) >= 0)
+                        n++;
+        if (res)
+                evutil_freeaddrinfo(res);
+        if (result != 0 || n == 0) {
+                (void)snprintf(reason, sizeof(reason), "cannot resolve host '%s': %s",
+                               c->target.host.name,
+                               result != 0 ? evutil_gai_strerror(result) : "no address");
+                conn_fail(c, 502, reason);
+                return;
+        }
+        conn_use_addresses(c, addrs, n);
+}
+
+static void dns_cb(int result, struct evutil_addrinfo *res, void *arg) {
+        DnsQuery *q = arg;
+        Conn *c = q->conn;
+
+        if (q->in_start) {
+                q->done_early = true;
+                q->result = result;
+                q->res = res;
+                return;
+        }
+        free(q);
+        if (!c) {
+                if (res)
+                        evutil_freeaddrinfo(res);
+                return;
+        }
+        c->dns = NULL;
+        conn_dns_done(c, result, res);
+}
+
+static void conn_start_dns(Conn *c) {
+        struct evutil_addrinfo hints = {
+                .ai_family = AF_UNSPEC,
+                .ai_socktype = SOCK_STREAM,
+                .ai_protocol = IPPROTO_TCP,
+        };
+        struct evdns_getaddrinfo_request *req;
+        DnsQuery *q;
+
+        q = calloc(1, sizeof(DnsQuery));
+        if (!q) {
+                conn_fail(c, 500, "out of memory");
+                return;
+        }
+        q->conn = c;
+        q->in_start = true;
+        req = evdns_getaddrinfo(c->proxy->dns, c->target.host.name, NULL, &hints, dns_cb, q);
+        q->in_start = false;
+        if (q->done_early || !req) {
+                int result = q->done_early ? q->result : EVUTIL_EAI_FAIL;
+                struct evutil_addrinfo *res = q->res;
+
+                free(q);
+                conn_dns_done(c, result, res);
+                return;
+        }
+        q->req = req;
+        c->dns = q;
+        c->state = CONN_RESOLVING;
+        conn_arm_timer(c, TIMER_DNS, c->proxy->config->dns_timeout_ms);
+}
+
+static void conn_handle_head(Conn *c) {
+        const ProxyConfig *cfg = c->proxy->config;
+        const HostPattern *rule = NULL;
+        const ResolveEntry *e;
+        const char *reason = NULL;
+        char text[REASON_MAX];
+        int status = 400, v;
+
+        (void)bufferevent_disable(c->bev, EV_READ);
+        conn_stop_timer(c);
+        conn_begin_exchange(c);
+        (void)snprintf(c->method, sizeof(c->method), "%s",
+                       http_method_str(http_message_method(&c->req)));
+
+        if (proxy_request_analyze(&c->req, &c->target, &status, &reason) < 0) {
+                conn_answer(c, AUDIT_ERROR, (unsigned)status, reason, reason, false);
+                return;
+        }
+        c->keep_alive = c->target.kind == PROXY_REQUEST_FORWARD &&
+                        http_message_keep_alive(&c->req) && c->req.parser.http_minor == 1;
+
+        v = allowlist_check_host(cfg->allowlist, &c->target.host, c->target.port, &rule);
+        if (rule)
+                (void)snprintf(c->rule, sizeof(c->rule), "%s", rule->text);
+        if (v == ALLOWLIST_DENY_RULE) {
+                (void)snprintf(text, sizeof(text), "host '%s' port %u matches deny rule '%s'",
+                               c->target.host.name, (unsigned)c->target.port, c->rule);
+                conn_deny(c, text);
+                return;
+        }
+        if (v != ALLOWLIST_ALLOW) {
+                (void)snprintf(text, sizeof(text), "host '%s' port %u is not in the allowlist",
+                               c->target.host.name, (unsigned)c->target.port);
+                conn_deny(c, text);
+                return;
+        }
+        c->decided = true;
+
+        if (c->target.kind == PROXY_REQUEST_FORWARD && c->up_bev && c->up_idle &&
+            c->up_port == c->target.port && c->up_host.kind == c->target.host.kind &&
+            strcmp(c->up_host.name, c->target.host.name) == 0) {
+                /* The address was checked when this connection was made. */
+                memcpy(c->address, c->up_address, sizeof(c->address));
+                conn_upstream_ready(c);
+                return;
+        }
+        conn_drop_upstream(c);
+
+        if (c->target.host.kind == HOST_KIND_ADDRESS) {
+                conn_use_addresses(c, &c->target.host.addr, 1);
+                return;
+        }
+        e = proxy_config_find_resolve(cfg, c->target.host.name);
+        if (e) {
+                conn_use_addresses(c, e->addrs, e->n_addrs);
+                return;
+        }
+        conn_start_dns(c);
+}
+
+static void conn_process_input(Conn *c) {
+        while (c->state == CONN_HEAD) {
+                struct evbuffer *in = bufferevent_get_input(c->bev);
+                struct evbuffer_iovec vec;
+                ssize_t n;
+
+                if (evbuffer_get_length(in) == 0)
+                        return;
+                /* The first byte of a request: from now on the head has
+                 * header_timeout to arrive (slowloris). */
+                if (c->timer_kind == TIMER_IDLE) {
+                        conn_stop_timer(c);
+                        conn_arm_timer(c, TIMER_HEAD, c->proxy->config->header_timeout_ms);
+                }
+                if (evbuffer_peek(in, -1, NULL, &vec, 1) < 1)
+                        return;
+                n = http_message_feed(&c->req, vec.iov_base, vec.iov_len);
+                if (n < 0) {
+                        conn_stop_timer(c);
+                        conn_begin_exchange(c);
+                        conn_answer(c, AUDIT_ERROR, (unsigned)c->req.status, c->req.error,
+                                    c->req.error, false);
+                        return;
+                }
+                (void)evbuffer_drain(in, (size_t)n);
+                if (c->req.state != HTTP_MESSAGE_HEAD)
+                        conn_handle_head(c);
+        }
+}
+
+static void kick_cb(evutil_socket_t fd, short what, void *arg) {
+        Conn *c = arg;
+
+        if (c->state == CONN_HEAD)
+                conn_process_input(c);
+}
+
+static void client_read_cb(struct bufferevent *bev, void *arg) {
+        Conn *c = arg;
+
+        if (c->state == CONN_HEAD)
+                conn_process_input(c);
+        else if (c->state == CONN_FORWARDING && c->req.state == HTTP_MESSAGE_BODY)
+                conn_forward_request_body(c);
+        else if (c->state == CONN_LINGER)
+                (void)evbuffer_drain(bufferevent_get_input(bev),
+                                     evbuffer_get_length(bufferevent_get_input(bev)));
+}
+
+static void client_write_cb(struct bufferevent *bev, void *arg) {
+        Conn *c = arg;
+
+        switch (c->state) {
+        case CONN_TUNNEL_FLUSH:
+                if (evbuffer_get_length(bufferevent_get_output(bev)) == 0)
+                        conn_start_tunnel(c);
+                return;
+        case CONN_CLOSING:
+                if (evbuffer_get_length(bufferevent_get_output(bev)) == 0)
+                        conn_linger(c);
+                return;
+        case CONN_FORWARDING:
+                /* The response backlog drained: read the upstream again. */
+                bufferevent_setwatermark(bev, EV_WRITE, 0, 0);
+                (void)bufferevent_enable(c->up_bev, EV_READ);
+                conn_forward_response(c);
+                return;
+        case CONN_HEAD:
+        case CONN_RESOLVING:
+        case CONN_CONNECTING:
+        case CONN_TUNNEL:
+        case CONN_LINGER:
+        case CONN_DEAD:
+                return;
+        }
+}
+
+static void client_event_cb(struct bufferevent *bev, short what, void *arg) {
+        Conn *c = arg;
+
+        /* EOF or an error: the client is gone (or half-gone, which HTTP/1.1
+         * clients do not do while they still want an answer). */
+        if (c->in_exchange)
+                conn_audit(c, c->decided ? AUDIT_ALLOW : AUDIT_ERROR,
+                           "the client closed the connection");
+        conn_close(c);
+}
+
+static void conn_timer_cb(evutil_socket_t fd, short what, void *arg) {
+        Conn *c = arg;
+        TimerKind kind = c->timer_kind;
+        char reason[REASON_MAX];
+
+        c->timer_kind = TIMER_NONE;
+        switch (kind) {
+        case TIMER_IDLE:
+                conn_close(c);
+                return;
+        case TIMER_HEAD:
+                (void)snprintf(reason, sizeof(reason),
+                               "the request head did not arrive within %" PRIu64 " ms",
+                               c->proxy->config->header_timeout_ms);
+                conn_begin_exchange(c);
+                conn_answer(c, AUDIT_ERROR, 408, reason, reason, false);
+                return;
+        case TIMER_DNS:
+                conn_cancel_dns(c);
+                (void)snprintf(reason, sizeof(reason),
+                               "resolving host '%s' timed out after %" PRIu64 " ms",
+                               c->target.host.name, c->proxy->config->dns_timeout_ms);
+                conn_fail(c, 504, reason);
+                return;
+        case TIMER_CLOSING:
+                conn_close(c);
+                return;
+        case TIMER_NONE:
+                return;
+        }
+}
+
+static int conn_new(Proxy *p, int fd) {
+        Conn *c;
+        int one = 1, r;
+
+        c = calloc(1, sizeof(Conn));
+        if (!c)
+                return -ENOMEM;
+        c->proxy = p;
+        c->fd = fd;
+        c->up_fd = -EBADF;
+        for (size_t i = 0; i < ELEMENTSOF(c->pumps); i++)
+                c->pumps[i].pipe_r = c->pumps[i].pipe_w = -EBADF;
+        c->state = CONN_HEAD;
+
+        /* Linked first, so conn_close() can undo everything below. */
+        c->next = p->conns;
+        if (p->conns)
+                p->conns->prev = c;
+        p->conns = c;
+        p->n_conns++;
+
+        r = http_message_init(&c->req, HTTP_REQUEST, &request_limits);
+        if (r >= 0)
+                r = http_message_init(&c->resp, HTTP_RESPONSE, &response_limits);
+        c->bev = r >= 0 ? bufferevent_socket_new(p->base, fd, 0) : NULL;
+        c->timer = c->bev ? evtimer_new(p->base, conn_timer_cb, c) : NULL;
+        c->kick = c->timer ? event_new(p->base, -1, 0, kick_cb, c) : NULL;
+        if (!c->kick) {
+                conn_close(c);
+                return -ENOMEM;
+        }
+        (void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+        bufferevent_setcb(c->bev, client_read_cb, client_write_cb, client_event_cb, c);
+        (void)bufferevent_set_max_single_read(c->bev, BEV_MAX_SINGLE_READ);
+        (void)bufferevent_enable(c->bev, EV_READ);
+        /* Silence until the first byte is not slowloris, just idle: it
+         * ends without a 408; the head then has header_timeout again. */
+        conn_arm_timer(c, TIMER_IDLE, p->config->header_timeout_ms);
+        return 0;
+}
+
+static void accept_cb(struct evconnlistener *l, evutil_socket_t fd, struct sockaddr *sa, int len,
+                      void *arg) {
+        Proxy *p = arg;
+
+        if (conn_new(p, fd) < 0) {
+                log_warning("out of memory for a new connection, closing it");
+                return;
+        }
+        if (p->n_conns >= p->config->max_connections)
+                listeners_set(p, false);
+}
+
+static void accept_retry_cb(evutil_socket_t fd, short what, void *arg) {
+        Proxy *p = arg;
+
+        if (p->n_conns < p->config->max_connections)
+                listeners_set(p, true);
+}
+
+static void accept_error_cb(struct evconnlistener *l, void *arg) {
+        Proxy *p = arg;
+        int err = EVUTIL_SOCKET_ERROR();
+        struct timeval tv = ms_to_timeval(ACCEPT_RETRY_MS);
+
+        /* Out of fds or memory: stop accepting for a moment rather than
+         * spin; queued clients wait in the backlog. */
+        log_warning_errno(-err, "accept failed: %m");
+        listeners_set(p, false);
+        (void)evtimer_add(p->accept_retry, &tv);
+}
+
+static int proxy_setup_dns(Proxy *p) {
+        const ProxyConfig *cfg = p->config;
+        char timeout[32];
+
+        if (cfg->nameservers) {
+                p->dns = evdns_base_new(p->base, EVDNS_BASE_DISABLE_WHEN_INACTIVE);
+                if (!p->dns)
+                        return -ENOMEM;
+                STRV_FOREACH(ns, cfg->nameservers)
+                        if (evdns_base_nameserver_ip_add(p->dns, *ns) != 0)
+                                return -EINVAL;
+        } else {
+                p->dns = evdns_base_new(p->base, EVDNS_BASE_INITIALIZE_NAMESERVERS |
+                                                         EVDNS_BASE_DISABLE_WHEN_INACTIVE);
+                if (!p->dns)
+                        return -ENOMEM;
+        }
+        /* SECURITY: the allowlist matched the name as written; search-list
+         * expansion would resolve a different one. */
+        evdns_base_search_clear(p->dns);
+        (void)snprintf(timeout, sizeof(timeout), "%" PRIu64 ".%03" PRIu64,
+                       cfg->dns_timeout_ms / 2000, (cfg->dns_timeout_ms / 2) % 1000);
+        (void)evdns_base_set_option(p->dns, "timeout", timeout);
+        (void)evdns_base_set_option(p->dns, "attempts", "2");
+        return 0;
+}
+
+int proxy_new(const ProxyConfig *config, struct event_base *base, Audit *audit, Proxy **ret) {
+        _cleanup_(proxy_freep) Proxy *p = NULL;
+        int r;
+
+        p = calloc(1, sizeof(Proxy));
+        if (!p)
+                return -ENOMEM;
+        p->config = config;
+        p->base = base;
+        p->audit = audit;
+        p->reaper = event_new(base, -1, 0, reaper_cb, p);
+        p->accept_retry = evtimer_new(base, accept_retry_cb, p);
+        if (!p->reaper || !p->accept_retry)
+                return -ENOMEM;
+        r = proxy_setup_dns(p);
+        if (r < 0)
+                return r;
+
+        for (size_t i = 0; i < config->n_listen_fds; i++) {
+                /* -1: the socket is already listening; the caller owns it. */
+                p->listeners[i] = evconnlistener_new(base, accept_cb, p, LEV_OPT_CLOSE_ON_EXEC, -1,
+                                                     config->listen_fds[i]);
+                if (!p->listeners[i])
+                        return -ENOMEM;
+                evconnlistener_set_error_cb(p->listeners[i], accept_error_cb);
+                p->n_listeners++;
+        }
+
+        *ret = TAKE_PTR(p);
+        return 0;
+}
+
+Proxy *proxy_free(Proxy *p) {
+        if (!p)
+                return NULL;
+        while (p->conns) {
+                Conn *c = p->conns;
+
+                if (c->in_exchange)
+                        conn_audit(c, c->decided ? AUDIT_ALLOW : AUDIT_ERROR,
+                                   "the proxy shut down");
+                conn_close(c);
+        }
+        reaper_cb(-1, 0, p);
+        for (size_t i = 0; i < p->n_listeners; i++)
+                evconnlistener_free(p->listeners[i]);
+        if (p->dns)
+                evdns_base_free(p->dns, 1);
+        if (p->reaper)
+                event_free(p->reaper);
+        if (p->accept_retry)
+                event_free(p->accept_retry);
+        free(p);
+        return NULL;
+}
+
+unsigned proxy_connections(const Proxy *p) {
+        return p->n_conns;
+}
