@@ -172,13 +172,12 @@ int policy_validate_limits(const Policy *p, HutchError *reterr) {
                                        "memory limit %llu is below the minimum of 6m",
                                        (unsigned long long)p->memory_max);
         if (p->memory_swap_max != 0 && p->memory_swap_max < p->memory_max)
-                return hutch_error_set(reterr, EINVAL,
-                                       "memory+swap limit (--memory-swap) must be at least the "
-                                       "memory limit (--memory, %llu MiB%s)",
-                                       (unsigned long long)(p->memory_max >> 20),
-                                       (p->limits_explicit & (1U << POLICY_LIMIT_MEMORY))
-                                               ? ""
-                                               : " by default");
+                return hutch_error_set(
+                        reterr, EINVAL,
+                        "memory+swap limit (--memory-swap) must be at least the "
+                        "memory limit (--memory, %llu MiB%s)",
+                        (unsigned long long)(p->memory_max >> 20),
+                        (p->limits_explicit & (1U << POLICY_LIMIT_MEMORY)) ? "" : " by default");
         if (p->memory_swap_max != 0 && p->memory_max == 0)
                 return hutch_error_set(reterr, EINVAL,
                                        "a memory+swap limit (--memory-swap) needs a memory limit");

@@ -310,8 +310,7 @@ static int setup_workspace(const RootfsConfig *c, HutchError *reterr) {
                         POLICY_SANDBOX_WORKSPACE,
                         tmpfs_size_for(p, POLICY_SANDBOX_WORKSPACE,
                                        p->disk_size ? p->disk_size : POLICY_DEFAULT_COPY_SIZE),
-                        0755,
-                        MS_NOSUID | MS_NODEV);
+                        0755, MS_NOSUID | MS_NODEV);
                 if (r < 0)
                         return fail(reterr, r, "mount the workspace tmpfs on",
                                     POLICY_SANDBOX_WORKSPACE);
