@@ -124,52 +124,57 @@ static void gc_stale(const CgroupTopology *t) {
         gc_stale_runs(t->cpuacct.base);
 }
 
-int run_cgroup_prepare(const Policy *p, const char *name, RunCgroup *ret, HutchError *reterr) {
-        _cleanup_(cgroup_topology_done) CgroupTopology topo = {};
-        CgroupLimits want = policy_cgroup_limits(p), lim;
-        RunCgroup rc = {};
+int run_cgroup_plan(const Policy *p, RunCgroup *ret, HutchError *reterr) {
+        RunCgroup rc = {.want = policy_cgroup_limits(p)};
         int r;
 
-        r = cgroup_topology_detect(&topo);
+        r = cgroup_topology_detect(&rc.topology);
         if (r < 0)
                 return hutch_error_set(reterr, -r,
                                        "failed to detect the cgroup layout: %s (a bad "
                                        "$HUTCH_CGROUP_BASE_V2? see 'hutch doctor')",
                                        strerror(-r));
-        gc_stale(&topo);
+        gc_stale(&rc.topology);
 
-        lim = want;
-        drop_unusable(&topo, &lim, &rc.degraded);
-        if ((rc.degraded & p->limits_explicit) && !p->allow_degraded)
+        rc.limits = rc.want;
+        drop_unusable(&rc.topology, &rc.limits, &rc.degraded);
+        if ((rc.degraded & p->limits_explicit) && !p->allow_degraded) {
+                cgroup_topology_done(&rc.topology);
                 return refuse(rc.degraded & p->limits_explicit, reterr);
+        }
+        *ret = rc;
+        return 0;
+}
 
-        r = cgroup_new(&topo, name, &lim, &rc.cgroup, reterr);
+int run_cgroup_create(const Policy *p, RunCgroup *rc, const char *name, HutchError *reterr) {
+        int r;
+
+        r = cgroup_new(&rc->topology, name, &rc->limits, &rc->cgroup, reterr);
         if (r < 0) {
-                unsigned failed = limits_mask(&lim);
+                unsigned failed = limits_mask(&rc->limits);
 
                 /* The hierarchies looked usable but refused: fail closed for
                  * what was asked for, degrade the defaults. */
                 if ((failed & p->limits_explicit) && !p->allow_degraded)
                         return r;
-                rc.degraded |= failed;
+                rc->degraded |= failed;
                 /* A cgroup without limits still makes the timeout exact. */
-                if (cgroup_new(&topo, name, &(CgroupLimits){}, &rc.cgroup, NULL) < 0)
-                        rc.cgroup = NULL;
+                if (cgroup_new(&rc->topology, name, &(CgroupLimits){}, &rc->cgroup, NULL) < 0)
+                        rc->cgroup = NULL;
         }
 
         /* Degraded limits the user asked for become rlimits (see
          * rlimits_apply() for what they do and do not bound). */
         if (p->allow_degraded) {
-                unsigned asked = rc.degraded & p->limits_explicit;
+                unsigned asked = rc->degraded & p->limits_explicit;
 
                 if (asked & (1U << POLICY_LIMIT_MEMORY)) {
-                        rc.rlimits.memory_max = want.memory_max;
-                        rc.rlimits.memory_swap_max = want.memory_swap_max;
+                        rc->rlimits.memory_max = rc->want.memory_max;
+                        rc->rlimits.memory_swap_max = rc->want.memory_swap_max;
                 }
                 if (asked & (1U << POLICY_LIMIT_PIDS))
-                        rc.rlimits.pids_max = want.pids_max;
+                        rc->rlimits.pids_max = rc->want.pids_max;
         }
-        *ret = rc;
         return 0;
 }
 
@@ -177,6 +182,7 @@ void run_cgroup_done(RunCgroup *rc) {
         if (rc->cgroup)
                 (void)cgroup_destroy(rc->cgroup);
         rc->cgroup = NULL;
+        cgroup_topology_done(&rc->topology);
 }
 
 void run_cgroup_stats(RunCgroup *rc, CgroupStats *ret) {

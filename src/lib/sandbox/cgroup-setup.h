@@ -18,16 +18,26 @@
 #include "sandbox/outcome.h"
 
 typedef struct RunCgroup {
-        Cgroup *cgroup;       /* NULL when no hierarchy at all can be used */
-        CgroupLimits rlimits; /* to apply in init (degraded, allowed); zero = none */
-        unsigned degraded;    /* 1 << PolicyLimit of limits not enforced by a cgroup */
+        CgroupTopology topology; /* owned; detected by run_cgroup_plan() */
+        CgroupLimits want;       /* the policy's limits */
+        CgroupLimits limits;     /* what the cgroup will enforce */
+        Cgroup *cgroup;          /* NULL when no hierarchy at all can be used */
+        CgroupLimits rlimits;    /* to apply in init (degraded, allowed); zero = none */
+        unsigned degraded;       /* 1 << PolicyLimit of limits not enforced by a cgroup */
 } RunCgroup;
 
-/* Creates the cgroup "@name" for a run of @p. Returns 0, or -EOPNOTSUPP (or the
- * cgroup error) with @reterr naming the limit that cannot be enforced. */
-int run_cgroup_prepare(const Policy *p, const char *name, RunCgroup *ret, HutchError *reterr);
+/* Before anything is created: detects the hierarchies, removes stale runs,
+ * and decides which limits a cgroup can hold. Returns 0, or -EOPNOTSUPP
+ * with @reterr naming a limit that was asked for and cannot be enforced. */
+int run_cgroup_plan(const Policy *p, RunCgroup *ret, HutchError *reterr);
 
-/* Removes the cgroup (killing what is left) and frees it. */
+/* Creates the cgroup "@name" as planned (while the sandbox init builds its
+ * filesystem, so the two overlap) and settles the rlimits of a degraded
+ * run. Returns 0, or the cgroup error when a limit that was asked for
+ * turns out not to be enforceable after all. */
+int run_cgroup_create(const Policy *p, RunCgroup *rc, const char *name, HutchError *reterr);
+
+/* Removes the cgroup (killing what is left), frees it and the topology. */
 void run_cgroup_done(RunCgroup *rc);
 
 /* Fills the outcome's cpu, memory peak and OOM/pids evidence from the

@@ -5,6 +5,7 @@
 #include <net/if.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
@@ -14,6 +15,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "cgroup/cgroup.h"
 #include "fd-util.h"
 #include "macro.h"
 #include "ns/caps.h"
@@ -140,6 +142,32 @@ static void forward_handler(int sig) {
          * A handler must exist because PID 1 drops default-action signals
          * sent from the parent namespace. */
         (void)sig;
+}
+
+/* The supervisor made our cgroup while we built the filesystem; nothing of
+ * the user's runs before we are in it. Then a cgroup namespace rooted
+ * there, and the rlimits of a degraded run (SYNC_OP_CONTINUE's values). */
+static void wait_for_cgroup(const InitArgs *a) {
+        CgroupLimits rl;
+        int fds[1];
+        SyncMsg m;
+        int r;
+
+        r = sync_recv(a->sync_fd, &m, fds, 0);
+        if (r <= 0 || m.op != SYNC_OP_CONTINUE)
+                _exit(125); /* the supervisor failed or died: it reports why */
+        if (unshare(CLONE_NEWCGROUP) < 0)
+                init_fail(a->sync_fd, errno, "create the cgroup namespace", NULL);
+        rl = (CgroupLimits){
+                .memory_max = m.values[0],
+                .memory_swap_max = m.values[1],
+                .pids_max = m.values[2],
+        };
+        if (rl.memory_max || rl.pids_max) {
+                r = rlimits_apply(&rl);
+                if (r < 0)
+                        init_fail(a->sync_fd, -r, "apply the resource rlimits", NULL);
+        }
 }
 
 /* SECURITY: the order matters. no_new_privs first (landlock and seccomp
@@ -331,11 +359,7 @@ void sandbox_init_main(const InitArgs *a) {
         if (sigprocmask(SIG_BLOCK, &mask, NULL) < 0)
                 init_fail(a->sync_fd, errno, "block signals", NULL);
 
-        if (a->rlimits.memory_max || a->rlimits.pids_max) {
-                r = rlimits_apply(&a->rlimits);
-                if (r < 0)
-                        init_fail(a->sync_fd, -r, "apply the resource rlimits", NULL);
-        }
+        wait_for_cgroup(a);
         confine_self(a);
 
         cmd = fork();

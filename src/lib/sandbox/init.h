@@ -10,7 +10,6 @@
  * command's wait status over the sync socket. A failing step is reported as
  * SYNC_OP_ERROR {errno, step, message} and ends init. */
 
-#include "cgroup/cgroup.h"
 #include "policy/policy.h"
 
 typedef struct InitArgs {

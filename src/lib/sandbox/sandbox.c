@@ -36,15 +36,13 @@
 
 static const int supervisor_signals[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2};
 
-/* clone3() with fork semantics (no new stack) and a pidfd, straight into
- * the v2 cgroup @cgroup_fd when there is one. The caller is single-threaded,
- * so no lock can be held in the child. */
-static pid_t clone_sandbox(int cgroup_fd, int *ret_pidfd) {
+/* clone3() with fork semantics (no new stack) and a pidfd. The caller is
+ * single-threaded, so no lock can be held in the child. */
+static pid_t clone_sandbox(int *ret_pidfd) {
         struct clone_args args = {
-                .flags = SANDBOX_NS_FLAGS | CLONE_PIDFD | (cgroup_fd >= 0 ? CLONE_INTO_CGROUP : 0),
+                .flags = SANDBOX_NS_FLAGS | CLONE_PIDFD,
                 .pidfd = (uint64_t)(uintptr_t)ret_pidfd,
                 .exit_signal = SIGCHLD,
-                .cgroup = cgroup_fd >= 0 ? (uint64_t)cgroup_fd : 0,
         };
         long pid = syscall(SYS_clone3, &args, sizeof(args));
 
@@ -227,7 +225,7 @@ typedef struct RunState {
         char **env, **args;
         char *proxy_binary;
         ProxyProcess proxy;
-        int sync_parent, sync_child, pidfd, sigfd, timerfd, cgroup_fd;
+        int sync_parent, sync_child, pidfd, sigfd, timerfd;
         int out_w[2];
         Prepared prep;
         RunCgroup rc;
@@ -250,7 +248,6 @@ static void run_state_done(RunState *st) {
         st->pidfd = safe_close(st->pidfd);
         st->sigfd = safe_close(st->sigfd);
         st->timerfd = safe_close(st->timerfd);
-        st->cgroup_fd = safe_close(st->cgroup_fd);
         for (size_t i = 0; i < 2; i++)
                 st->out_w[i] = safe_close(st->out_w[i]);
         prepared_done(&st->prep);
@@ -285,17 +282,9 @@ static int run_prepare(const Policy *policy, char *const *argv, char *const *cal
         if (!st->args)
                 return hutch_error_set(reterr, ENOMEM, "out of memory");
 
-        r = run_cgroup_prepare(policy, st->name, &st->rc, reterr);
+        r = run_cgroup_plan(policy, &st->rc, reterr);
         if (r < 0)
                 return r;
-        if (st->rc.cgroup) {
-                r = cgroup_leaf_fd_v2(st->rc.cgroup);
-                if (r >= 0)
-                        st->cgroup_fd = r;
-                else if (r != -EOPNOTSUPP)
-                        return hutch_error_set(reterr, -r, "failed to open the sandbox cgroup: %s",
-                                               strerror(-r));
-        }
 
         r = relays_open(policy, &st->sup, st->out_w);
         if (r < 0)
@@ -338,7 +327,6 @@ int sandbox_run(const Policy *policy, char *const *argv, char *const *caller_env
                 .pidfd = -EBADF,
                 .sigfd = -EBADF,
                 .timerfd = -EBADF,
-                .cgroup_fd = -EBADF,
                 .out_w = {-EBADF, -EBADF},
                 .proxy = PROXY_PROCESS_NULL,
                 .sup.relays = {{.in_fd = -EBADF}, {.in_fd = -EBADF}},
@@ -379,7 +367,7 @@ int sandbox_run(const Policy *policy, char *const *argv, char *const *caller_env
                 goto restore_mask;
         }
 
-        pid = clone_sandbox(st.cgroup_fd, &st.pidfd);
+        pid = clone_sandbox(&st.pidfd);
         if (pid < 0) {
                 r = hutch_error_set(reterr, -pid,
                                     "failed to create the sandbox namespaces: %s (see 'hutch "
@@ -396,27 +384,14 @@ int sandbox_run(const Policy *policy, char *const *argv, char *const *caller_env
                         .sync_fd = st.sync_child,
                         .stdout_fd = st.out_w[0],
                         .stderr_fd = st.out_w[1],
-                        .rlimits = st.rc.rlimits,
                 };
 
                 sandbox_init_main(&a);
         }
         st.sync_child = safe_close(st.sync_child);
-        st.cgroup_fd = safe_close(st.cgroup_fd);
         for (size_t i = 0; i < 2; i++)
                 st.out_w[i] = safe_close(st.out_w[i]);
 
-        /* v1 hierarchies (and v2 when clone3 could not place it) take the
-         * pid now, before init runs anything: it waits for GO. */
-        if (st.rc.cgroup) {
-                r = cgroup_attach(st.rc.cgroup, pid);
-                if (r < 0) {
-                        (void)hutch_error_set(reterr, -r,
-                                              "failed to move the sandbox into its cgroup: %s",
-                                              strerror(-r));
-                        goto kill_child;
-                }
-        }
         if (policy->timeout_ms) {
                 r = timer_arm(policy->timeout_ms, &st.timerfd);
                 if (r < 0) {
@@ -447,6 +422,29 @@ int sandbox_run(const Policy *policy, char *const *argv, char *const *caller_env
                 r = sync_send(st.sync_parent, SYNC_OP_GO, 0, 0, NULL, NULL, fds, n);
         }
         prepared_done(&st.prep);
+        if (r < 0) {
+                (void)hutch_error_set(reterr, -r, "failed to start the sandbox: %s", strerror(-r));
+                goto kill_child;
+        }
+
+        /* While init builds its filesystem, make its cgroup and move it
+         * there; init waits for CONTINUE before it runs anything of the
+         * user's, so no process of the command starts outside. */
+        r = run_cgroup_create(policy, &st.rc, st.name, reterr);
+        if (r < 0)
+                goto kill_child;
+        if (st.rc.cgroup) {
+                r = cgroup_attach(st.rc.cgroup, pid);
+                if (r < 0) {
+                        (void)hutch_error_set(reterr, -r,
+                                              "failed to move the sandbox into its cgroup: %s",
+                                              strerror(-r));
+                        goto kill_child;
+                }
+        }
+        r = sync_send_values(st.sync_parent, SYNC_OP_CONTINUE,
+                             (uint64_t[3]){st.rc.rlimits.memory_max, st.rc.rlimits.memory_swap_max,
+                                           st.rc.rlimits.pids_max});
         if (r < 0) {
                 (void)hutch_error_set(reterr, -r, "failed to start the sandbox: %s", strerror(-r));
                 goto kill_child;

@@ -25,6 +25,18 @@ int sync_send(int sock, SyncOp op, int err, int status, const char *step, const 
         return send_with_fds(sock, &m, sizeof(m), fds, n_fds);
 }
 
+int sync_send_values(int sock, SyncOp op, const uint64_t values[3]) {
+        SyncMsg m = {
+                .magic = SYNC_MAGIC,
+                .version_major = SYNC_VERSION_MAJOR,
+                .version_minor = SYNC_VERSION_MINOR,
+                .op = (uint32_t)op,
+                .values = {values[0], values[1], values[2]},
+        };
+
+        return send_with_fds(sock, &m, sizeof(m), NULL, 0);
+}
+
 int sync_recv(int sock, SyncMsg *ret, int *fds, size_t max_fds) {
         SyncMsg m;
         ssize_t n;

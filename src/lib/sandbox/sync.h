@@ -9,6 +9,10 @@
  *   supervisor -> init  SYNC_OP_GO      after the id maps are written; carries
  *                                       the detached (idmapped) mounts, in the
  *                                       order of SandboxMounts
+ *   supervisor -> init  SYNC_OP_CONTINUE init is in its cgroup (created while
+ *                                       init built its filesystem); values[]
+ *                                       carry the rlimits of a degraded run:
+ *                                       memory, swap, pids (0 = none)
  *   init -> supervisor  SYNC_OP_ERROR   a setup step failed: {err, step, msg};
  *                                       init then _exit()s
  *   init -> supervisor  SYNC_OP_SOCKETS the proxy's listening sockets, created
@@ -22,7 +26,7 @@
 
 #define SYNC_MAGIC UINT32_C(0x68757463) /* "hutc" */
 #define SYNC_VERSION_MAJOR 1
-#define SYNC_VERSION_MINOR 0
+#define SYNC_VERSION_MINOR 1
 
 typedef enum SyncOp {
         SYNC_OP_GO = 1,
@@ -30,6 +34,7 @@ typedef enum SyncOp {
         SYNC_OP_STARTED,
         SYNC_OP_EXITED,
         SYNC_OP_SOCKETS,
+        SYNC_OP_CONTINUE,
         _SYNC_OP_MAX,
         _SYNC_OP_INVALID = -22,
 } SyncOp;
@@ -38,17 +43,21 @@ typedef struct SyncMsg {
         uint32_t magic;
         uint16_t version_major;
         uint16_t version_minor;
-        uint32_t op;    /* SyncOp */
-        int32_t err;    /* positive errno for SYNC_OP_ERROR */
-        int32_t status; /* wait status for SYNC_OP_EXITED */
-        uint32_t n_fds; /* descriptors attached */
-        char step[64];  /* NUL-terminated; SYNC_OP_ERROR only */
-        char msg[256];  /* NUL-terminated; SYNC_OP_ERROR only */
+        uint32_t op;        /* SyncOp */
+        int32_t err;        /* positive errno for SYNC_OP_ERROR */
+        int32_t status;     /* wait status for SYNC_OP_EXITED */
+        uint32_t n_fds;     /* descriptors attached */
+        uint64_t values[3]; /* op-specific numbers (SYNC_OP_CONTINUE) */
+        char step[64];      /* NUL-terminated; SYNC_OP_ERROR only */
+        char msg[256];      /* NUL-terminated; SYNC_OP_ERROR only */
 } SyncMsg;
 
 /* Sends one message (@n_fds descriptors attached). Returns 0 or -errno. */
 int sync_send(int sock, SyncOp op, int err, int status, const char *step, const char *msg,
               const int *fds, size_t n_fds);
+
+/* Sends a SYNC_OP_CONTINUE-style message carrying three numbers. */
+int sync_send_values(int sock, SyncOp op, const uint64_t values[3]);
 
 /* Receives one message and checks magic, major version and op range;
  * returns 1 with @ret filled, 0 on EOF, -EBADMSG on a malformed message,
