@@ -83,6 +83,7 @@ static void handle_sync_message(Supervision *s) {
                 s->end_ms = now_ms();
                 break;
         case SYNC_OP_GO:
+        case SYNC_OP_CONTINUE:
         case SYNC_OP_SOCKETS:
         case _SYNC_OP_MAX:
         case _SYNC_OP_INVALID:
