@@ -31,6 +31,8 @@ enum {
         ARG_ALLOW_PRIVATE,
         ARG_RESOLVE,
         ARG_AUDIT_LOG,
+        ARG_SECRET,
+        ARG_UPSTREAM_CA,
 };
 
 /* The limit flags, in the order of PolicyLimit. */
@@ -74,6 +76,8 @@ static const struct option run_options[] = {
         {"allow-private", required_argument, NULL, ARG_ALLOW_PRIVATE},
         {"resolve", required_argument, NULL, ARG_RESOLVE},
         {"audit-log", required_argument, NULL, ARG_AUDIT_LOG},
+        {"secret", required_argument, NULL, ARG_SECRET},
+        {"upstream-ca", required_argument, NULL, ARG_UPSTREAM_CA},
         {"help", no_argument, NULL, 'h'},
         {}};
 
@@ -107,6 +111,10 @@ static const struct {
         {"--allow-private CIDR", "let allowed names resolve into this non-public range"},
         {"--resolve NAME:ADDR[,ADDR]", "use these addresses for NAME instead of DNS"},
         {"--audit-log FILE", "append the proxy's decisions to FILE as JSON lines"},
+        {"--secret NAME[=file:PATH]@HOST[,HOST][;OPT=V]",
+         "broker the caller's $NAME: the sandbox gets a placeholder, hutch-proxy sends the real "
+         "value to HOST only (see docs/secrets.md; repeatable)"},
+        {"--upstream-ca FILE", "also trust this CA for the proxy's upstream TLS (repeatable)"},
         {"--policy FILE", "apply a JSON policy file first; flags override it"},
         {"--json FILE", "write the outcome as JSON to FILE after the command"},
         {"--json-fd N", "write the outcome as JSON to the open fd N (N >= 3)"},
@@ -245,6 +253,10 @@ static int run_args_apply(RunArgs *a, int c, const char *value, HutchError *rete
                 return policy_add_resolve(a->policy, value, "--resolve", reterr);
         case ARG_AUDIT_LOG:
                 return policy_set_audit_log(a->policy, value, reterr);
+        case ARG_SECRET:
+                return policy_add_secret_spec(a->policy, value, reterr);
+        case ARG_UPSTREAM_CA:
+                return policy_add_upstream_ca(a->policy, value, "--upstream-ca", reterr);
         case ARG_MEMORY:
         case ARG_MEMORY_SWAP:
         case ARG_CPUS:

@@ -179,6 +179,17 @@ int audit_log(Audit *a, const AuditRecord *r) {
                 json_decref(obj);
                 return k;
         }
+        if (obj && r->intercepted) {
+                json_t *names = json_array();
+
+                for (size_t i = 0; names && i < r->n_secrets; i++)
+                        (void)json_array_append_new(names, json_string(r->secrets[i]));
+                (void)json_object_set_new(obj, "intercepted", json_true());
+                if (names)
+                        (void)json_object_set_new(obj, "secrets", names);
+        }
+        if (obj && r->secret)
+                (void)json_object_set_new(obj, "secret", json_string(r->secret));
         return write_line(a, obj, -EBADF);
 }
 

@@ -41,6 +41,14 @@ typedef struct AuditRecord {
         uint64_t bytes_up;   /* client to upstream, heads included */
         uint64_t bytes_down; /* upstream to client */
         uint64_t duration_ms;
+        /* Credential brokering: a request read inside an intercepted TLS
+         * connection ("intercepted": true), with the names of the secrets
+         * substituted in it ("secrets"); a tripwire names its secret
+         * ("secret"). Names only, never values. */
+        bool intercepted;
+        const char *const *secrets;
+        size_t n_secrets;
+        const char *secret;
 } AuditRecord;
 
 typedef struct AuditDenial {

@@ -148,6 +148,18 @@ static int on_headers_complete(http_parser *p) {
         return m->skip_body ? 1 : 0;
 }
 
+static int on_body(http_parser *p, const char *at, size_t len) {
+        HttpMessage *m = from_parser(p);
+
+        if (!m->on_body)
+                return 0;
+        if (m->on_body(m->body_userdata, at, len) != 0) {
+                (void)message_fail(m, 502, "the body could not be passed on");
+                return -1;
+        }
+        return 0;
+}
+
 static int on_message_complete(http_parser *p) {
         HttpMessage *m = from_parser(p);
 
@@ -161,6 +173,7 @@ static const http_parser_settings request_settings = {
         .on_header_field = on_header_field,
         .on_header_value = on_header_value,
         .on_headers_complete = on_headers_complete,
+        .on_body = on_body,
         .on_message_complete = on_message_complete,
 };
 
@@ -169,6 +182,7 @@ static const http_parser_settings response_settings = {
         .on_header_field = on_header_field,
         .on_header_value = on_header_value,
         .on_headers_complete = on_headers_complete,
+        .on_body = on_body,
         .on_message_complete = on_message_complete,
 };
 

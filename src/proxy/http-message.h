@@ -87,6 +87,12 @@ typedef struct HttpMessage {
         HttpField *fields;
         size_t n_fields;
 
+        /* Optional: called with each piece of decoded body data (chunked
+         * framing removed) while http_message_feed() runs. A non-zero
+         * return fails the message. Kept by http_message_reset(). */
+        int (*on_body)(void *userdata, const char *data, size_t len);
+        void *body_userdata;
+
         int status;        /* FAILED: the status to answer with (400, 414, 431) */
         const char *error; /* FAILED: static description */
 } HttpMessage;

@@ -16,6 +16,7 @@
 #include "log.h"
 #include "proxy-config.h"
 #include "proxy-server.h"
+#include "tls-mint.h"
 
 /* hutch-proxy: the egress proxy of one sandbox. It runs in the host's
  * network namespace and accepts on sockets the supervisor created inside
@@ -79,18 +80,57 @@ static int open_audit(const ProxyConfig *cfg) {
         return fd;
 }
 
+/* With secrets: the sandbox CA, whose certificate goes to --ca-out-fd
+ * before anything is accepted. Without: --ca-out-fd is closed empty. */
+static int setup_mint(const ProxyConfig *cfg, TlsMint **ret) {
+        _cleanup_free_ char *pem = NULL;
+        char msg[512];
+        size_t len;
+        int r;
+
+        *ret = NULL;
+        if (cfg->n_secrets == 0) {
+                if (cfg->ca_out_fd >= 0)
+                        (void)close(cfg->ca_out_fd);
+                return 0;
+        }
+        r = tls_mint_new(cfg->sandbox_id, ret, msg, sizeof(msg));
+        if (r < 0)
+                return log_error_errno(r, "%s", msg);
+        if (cfg->ca_out_fd >= 0) {
+                /* First the certificate, which the sandbox's start waits for;
+                 * then the TLS contexts. */
+                r = tls_mint_ca_pem(*ret, &pem, &len);
+                if (r >= 0)
+                        r = loop_write(cfg->ca_out_fd, pem, len);
+                (void)close(cfg->ca_out_fd);
+                if (r < 0)
+                        return log_error_errno(
+                                r, "failed to write the CA certificate to --ca-out-fd: %m");
+        }
+        r = tls_mint_prepare(*ret, cfg->upstream_ca, msg, sizeof(msg));
+        if (r < 0)
+                return log_error_errno(r, "%s", msg);
+        return 0;
+}
+
 static int run(const ProxyConfig *cfg, Audit *audit) {
+        _cleanup_(tls_mint_freep) TlsMint *mint = NULL;
         _cleanup_(proxy_freep) Proxy *proxy = NULL;
         struct event *signals[3] = {}, *watch = NULL;
         static const int stop_signals[3] = {SIGTERM, SIGINT, SIGHUP};
         struct event_base *base;
         int r;
 
+        r = setup_mint(cfg, &mint);
+        if (r < 0)
+                return r;
+
         base = event_base_new();
         if (!base)
                 return log_error_errno(-ENOMEM, "failed to create the event loop: %m");
 
-        r = proxy_new(cfg, base, audit, &proxy);
+        r = proxy_new(cfg, base, audit, mint, &proxy);
         if (r < 0) {
                 log_error_errno(r, "failed to start serving: %m");
                 event_base_free(base);
@@ -144,6 +184,12 @@ int main(int argc, char *argv[]) {
         }
         if (getppid() != ppid)
                 return 0;
+        /* SECURITY: secret values live in this process: no core dumps, no
+         * ptrace or /proc/PID/mem by the same user. */
+        if (prctl(PR_SET_DUMPABLE, 0) < 0) {
+                log_error_errno(negative_errno(), "failed to make the process non-dumpable: %m");
+                return 1;
+        }
 
         cfg = proxy_config_new();
         if (!cfg) {
@@ -178,6 +224,7 @@ int main(int argc, char *argv[]) {
         set_cloexec(cfg->summary_fd);
         set_cloexec(cfg->watch_fd);
         set_cloexec(cfg->ready_fd);
+        set_cloexec(cfg->ca_out_fd);
         raise_nofile();
         /* Writes to a closed socket or pipe fail with EPIPE instead. */
         (void)signal(SIGPIPE, SIG_IGN);

@@ -270,6 +270,18 @@ static int set_verbose(ProxyConfig *c, const char *value, HutchError *reterr) {
                        : 0;
 }
 
+static int set_ca_out_fd(ProxyConfig *c, const char *value, HutchError *reterr) {
+        return fd_arg(value, 3, "--ca-out-fd", &c->ca_out_fd, reterr);
+}
+
+static int set_upstream_ca(ProxyConfig *c, const char *value, HutchError *reterr) {
+        if (value[0] == '\0')
+                return hutch_error_set(reterr, EINVAL, "invalid --upstream-ca '': empty");
+        if (strv_extend(&c->upstream_ca, value) < 0)
+                return hutch_error_set(reterr, ENOMEM, "out of memory");
+        return 0;
+}
+
 static int set_config_fd(ProxyConfig *c, const char *value, HutchError *reterr);
 
 static const ConfigOption options[] = {
@@ -307,6 +319,10 @@ static const ConfigOption options[] = {
         {"max-connections", "max_connections", OPT_INT, set_max_connections, "N",
          "serve at most N client connections at once (default 512)"},
         {"verbose", "verbose", OPT_BOOL, set_verbose, NULL, "log debug messages to stderr"},
+        {"ca-out-fd", "ca_out_fd", OPT_INT, set_ca_out_fd, "FD",
+         "write the sandbox CA certificate (PEM) to FD and close it (empty without secrets)"},
+        {"upstream-ca", "upstream_ca", OPT_STRING_LIST, set_upstream_ca, "FILE",
+         "also trust the CAs in FILE for upstream TLS of intercepted hosts"},
         {"config-fd", NULL, OPT_INT, set_config_fd, "FD",
          "read a JSON configuration document from FD"},
 };
@@ -321,7 +337,7 @@ ProxyConfig *proxy_config_new(void) {
                 free(c);
                 return NULL;
         }
-        c->audit_fd = c->summary_fd = c->watch_fd = c->ready_fd = -EBADF;
+        c->audit_fd = c->summary_fd = c->watch_fd = c->ready_fd = c->ca_out_fd = -EBADF;
         c->header_timeout_ms = PROXY_DEFAULT_HEADER_TIMEOUT_MS;
         c->idle_timeout_ms = PROXY_DEFAULT_IDLE_TIMEOUT_MS;
         c->connect_timeout_ms = PROXY_DEFAULT_CONNECT_TIMEOUT_MS;
@@ -338,6 +354,10 @@ ProxyConfig *proxy_config_free(ProxyConfig *c) {
         strv_free(c->nameservers);
         free(c->audit_path);
         free(c->sandbox_id);
+        for (size_t i = 0; i < c->n_secrets; i++)
+                proxy_secret_done(&c->secrets[i]);
+        free(c->secrets);
+        strv_free(c->upstream_ca);
         free(c);
         return NULL;
 }
@@ -428,6 +448,214 @@ static int json_apply(ProxyConfig *c, const ConfigOption *o, json_t *v, HutchErr
         return 0;
 }
 
+static int secret_string(json_t *obj, const char *key, bool required, size_t index, char **ret,
+                         HutchError *reterr) {
+        char pointer[HUTCH_ERROR_POINTER_MAX];
+        json_t *v = json_object_get(obj, key);
+
+        (void)snprintf(pointer, sizeof(pointer), "/secrets/%zu/%s", index, key);
+        if (!v && !required) {
+                *ret = NULL;
+                return 0;
+        }
+        if (!json_is_string(v) || json_string_length(v) == 0)
+                return hutch_error_set_pointer(reterr, EINVAL, pointer,
+                                               "'%s' of a secret must be a non-empty string", key);
+        if (strlen(json_string_value(v)) != json_string_length(v))
+                return hutch_error_set_pointer(reterr, EINVAL, pointer,
+                                               "'%s' of a secret must not contain NUL", key);
+        *ret = strdup(json_string_value(v));
+        if (!*ret)
+                return hutch_error_set(reterr, ENOMEM, "out of memory");
+        return 0;
+}
+
+static bool printable_token(const char *s) {
+        for (; *s; s++)
+                if ((unsigned char)*s <= 0x20 || (unsigned char)*s >= 0x7f)
+                        return false;
+        return true;
+}
+
+/* One element of "secrets" (docs/network.md). */
+static int load_secret(ProxyConfig *c, json_t *obj, size_t index, HutchError *reterr) {
+        static const char *const known[] = {"name",   "placeholder", "value",  "hosts",
+                                            "header", "path_prefix", "methods"};
+        char pointer[HUTCH_ERROR_POINTER_MAX];
+        _cleanup_free_ char *value = NULL;
+        ProxySecret s = {};
+        const char *key;
+        json_t *v, *item;
+        size_t i;
+        int r;
+
+        (void)snprintf(pointer, sizeof(pointer), "/secrets/%zu", index);
+        if (!json_is_object(obj))
+                return hutch_error_set_pointer(reterr, EINVAL, pointer,
+                                               "a secret must be an object");
+        if (c->n_secrets >= PROXY_SECRETS_MAX)
+                return hutch_error_set_pointer(reterr, E2BIG, pointer,
+                                               "too many secrets (at most %d)", PROXY_SECRETS_MAX);
+        json_object_foreach(obj, key, v) {
+                bool ok = false;
+
+                for (i = 0; i < ELEMENTSOF(known); i++)
+                        ok = ok || strcmp(known[i], key) == 0;
+                if (!ok) {
+                        (void)snprintf(pointer, sizeof(pointer), "/secrets/%zu/%s", index, key);
+                        return hutch_error_set_pointer(reterr, EINVAL, pointer,
+                                                       "unknown key '%s' in a secret", key);
+                }
+        }
+        r = secret_string(obj, "name", true, index, &s.name, reterr);
+        if (r >= 0)
+                r = secret_string(obj, "placeholder", true, index, &s.placeholder, reterr);
+        if (r >= 0)
+                r = secret_string(obj, "value", true, index, &value, reterr);
+        if (r >= 0)
+                r = secret_string(obj, "header", false, index, &s.header, reterr);
+        if (r >= 0)
+                r = secret_string(obj, "path_prefix", false, index, &s.path_prefix, reterr);
+        if (r < 0)
+                goto fail;
+        s.placeholder_len = strlen(s.placeholder);
+        (void)snprintf(pointer, sizeof(pointer), "/secrets/%zu", index);
+        /* SECURITY: a value is spliced into header lines; a placeholder is
+         * searched for in them. Both must be printable without spaces, and
+         * of one length so a body keeps its Content-Length. */
+        if (!printable_token(value) || !printable_token(s.placeholder)) {
+                r = hutch_error_set_pointer(reterr, EINVAL, pointer,
+                                            "secret '%s': the value and the placeholder must be "
+                                            "printable ASCII without spaces",
+                                            s.name);
+                goto fail;
+        }
+        if (strlen(value) != s.placeholder_len || strcmp(value, s.placeholder) == 0) {
+                r = hutch_error_set_pointer(reterr, EINVAL, pointer,
+                                            "secret '%s': the placeholder must differ from the "
+                                            "value and have the same length",
+                                            s.name);
+                goto fail;
+        }
+        if (s.placeholder_len > PROXY_SECRET_VALUE_MAX) {
+                r = hutch_error_set_pointer(reterr, E2BIG, pointer,
+                                            "secret '%s': longer than %d bytes", s.name,
+                                            PROXY_SECRET_VALUE_MAX);
+                goto fail;
+        }
+        if (s.header && !printable_token(s.header)) {
+                r = hutch_error_set_pointer(reterr, EINVAL, pointer,
+                                            "secret '%s': invalid header name", s.name);
+                goto fail;
+        }
+        if (s.path_prefix && s.path_prefix[0] != '/') {
+                r = hutch_error_set_pointer(reterr, EINVAL, pointer,
+                                            "secret '%s': path_prefix must start with '/'", s.name);
+                goto fail;
+        }
+        r = proxy_secret_set_value(&s, value, strlen(value));
+        explicit_bzero(value, strlen(value));
+        if (r < 0) {
+                r = hutch_error_set(reterr, -r, "out of memory");
+                goto fail;
+        }
+
+        v = json_object_get(obj, "hosts");
+        if (!json_is_array(v) || json_array_size(v) == 0) {
+                r = hutch_error_set_pointer(reterr, EINVAL, pointer,
+                                            "secret '%s': 'hosts' must be a non-empty array",
+                                            s.name);
+                goto fail;
+        }
+        s.hosts = allowlist_new();
+        if (!s.hosts) {
+                r = hutch_error_set(reterr, ENOMEM, "out of memory");
+                goto fail;
+        }
+        json_array_foreach(v, i, item) {
+                HutchError e = {};
+
+                (void)snprintf(pointer, sizeof(pointer), "/secrets/%zu/hosts/%zu", index, i);
+                if (!json_is_string(item)) {
+                        r = hutch_error_set_pointer(reterr, EINVAL, pointer,
+                                                    "a host of a secret must be a string");
+                        goto fail;
+                }
+                /* The secret's hosts are allowed, like --allow. */
+                r = allowlist_add_allow(s.hosts, json_string_value(item), &e);
+                if (r >= 0)
+                        r = allowlist_add_allow(c->allowlist, json_string_value(item), &e);
+                if (r < 0) {
+                        r = hutch_error_set_pointer(reterr, -r, pointer, "secret '%s': %s", s.name,
+                                                    e.msg);
+                        goto fail;
+                }
+        }
+
+        v = json_object_get(obj, "methods");
+        if (v) {
+                (void)snprintf(pointer, sizeof(pointer), "/secrets/%zu/methods", index);
+                if (!json_is_array(v) || json_array_size(v) == 0) {
+                        r = hutch_error_set_pointer(reterr, EINVAL, pointer,
+                                                    "'methods' must be a non-empty array");
+                        goto fail;
+                }
+                json_array_foreach(v, i, item) {
+                        if (!json_is_string(item) || !printable_token(json_string_value(item)) ||
+                            json_string_length(item) == 0) {
+                                r = hutch_error_set_pointer(reterr, EINVAL, pointer,
+                                                            "'methods' must hold method names");
+                                goto fail;
+                        }
+                        if (strv_extend(&s.methods, json_string_value(item)) < 0) {
+                                r = hutch_error_set(reterr, ENOMEM, "out of memory");
+                                goto fail;
+                        }
+                }
+        }
+
+        for (i = 0; i < c->n_secrets; i++)
+                if (strcmp(c->secrets[i].placeholder, s.placeholder) == 0) {
+                        (void)snprintf(pointer, sizeof(pointer), "/secrets/%zu", index);
+                        r = hutch_error_set_pointer(reterr, EINVAL, pointer,
+                                                    "secret '%s': the placeholder is used twice",
+                                                    s.name);
+                        goto fail;
+                }
+        {
+                ProxySecret *grown = reallocarray(c->secrets, c->n_secrets + 1, sizeof(*grown));
+
+                if (!grown) {
+                        r = hutch_error_set(reterr, ENOMEM, "out of memory");
+                        goto fail;
+                }
+                grown[c->n_secrets++] = s;
+                c->secrets = grown;
+        }
+        return 0;
+fail:
+        if (value)
+                explicit_bzero(value, strlen(value));
+        proxy_secret_done(&s);
+        return r;
+}
+
+static int load_secrets(ProxyConfig *c, json_t *v, HutchError *reterr) {
+        json_t *item;
+        size_t i;
+        int r;
+
+        if (!json_is_array(v))
+                return hutch_error_set_pointer(reterr, EINVAL, "/secrets",
+                                               "'secrets' must be an array of objects");
+        json_array_foreach(v, i, item) {
+                r = load_secret(c, item, i, reterr);
+                if (r < 0)
+                        return r;
+        }
+        return 0;
+}
+
 int proxy_config_load_json(ProxyConfig *c, const char *text, size_t len, HutchError *reterr) {
         json_error_t jerr;
         const char *key;
@@ -450,6 +678,14 @@ int proxy_config_load_json(ProxyConfig *c, const char *text, size_t len, HutchEr
         }
         json_object_foreach(root, key, v) {
                 const ConfigOption *o = NULL;
+
+                if (strcmp(key, "secrets") == 0) {
+                        /* JSON only: a value never travels in argv. */
+                        r = load_secrets(c, v, reterr);
+                        if (r < 0)
+                                break;
+                        continue;
+                }
 
                 for (size_t i = 0; i < ELEMENTSOF(options); i++)
                         if (options[i].json && strcmp(options[i].json, key) == 0)
@@ -505,7 +741,10 @@ static int set_config_fd(ProxyConfig *c, const char *value, HutchError *reterr) 
                 len += (size_t)n;
         }
         fd = safe_close(fd);
-        return proxy_config_load_json(c, text, len, reterr);
+        r = proxy_config_load_json(c, text, len, reterr);
+        /* SECURITY: the document may hold secret values. */
+        explicit_bzero(text, alloc);
+        return r;
 }
 
 static void print_help(void) {

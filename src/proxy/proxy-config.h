@@ -17,6 +17,7 @@
 #include "hutch-error.h"
 #include "macro.h"
 #include "net/allowlist.h"
+#include "secrets.h"
 
 #define PROXY_LISTEN_FDS_MAX 16
 #define PROXY_RESOLVE_MAX 1024
@@ -52,6 +53,10 @@ typedef struct ProxyConfig {
         int watch_fd;       /* --watch-fd N; -EBADF if none */
         int ready_fd;       /* --ready-fd N; -EBADF if none */
         char *sandbox_id;
+        ProxySecret *secrets; /* JSON "secrets" only, never a flag */
+        size_t n_secrets;
+        char **upstream_ca; /* extra CA files for upstream TLS */
+        int ca_out_fd;      /* --ca-out-fd N; -EBADF if none */
         uint64_t header_timeout_ms;
         uint64_t idle_timeout_ms;
         uint64_t connect_timeout_ms;

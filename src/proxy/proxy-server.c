@@ -19,9 +19,11 @@
 #include <event2/util.h>
 
 #include "http-message.h"
+#include "intercept.h"
 #include "log.h"
 #include "proxy-request.h"
 #include "proxy-server.h"
+#include "secrets.h"
 
 /* Addresses tried per request, in resolver order. */
 #define CANDIDATES_MAX 16
@@ -65,6 +67,7 @@ typedef enum ConnState {
         CONN_FORWARDING,   /* request and response of an absolute-URI exchange in flight */
         CONN_TUNNEL_FLUSH, /* CONNECT answered; waiting for the 200 to be written */
         CONN_TUNNEL,       /* splicing bytes both ways */
+        CONN_INTERCEPT,    /* handed over to intercept.c (a secret's host) */
         CONN_CLOSING,      /* flushing a final response */
         CONN_LINGER,       /* response written and shut down; discarding input until EOF */
         CONN_DEAD,         /* released; the struct is freed by the reaper */
@@ -144,6 +147,11 @@ struct Conn {
         bool resp_head_sent;
 
         Pump pumps[2]; /* 0: client to upstream, 1: upstream to client */
+
+        /* Credential brokering: the CONNECT is for a secret's host. */
+        bool intercept;
+        Intercept *icpt;
+        const char *secret; /* a tripwire's secret name, for the audit line */
 };
 
 struct Proxy {
@@ -151,6 +159,7 @@ struct Proxy {
         struct event_base *base;
         struct evdns_base *dns;
         Audit *audit;
+        TlsMint *mint; /* NULL without secrets */
         struct evconnlistener *listeners[PROXY_LISTEN_FDS_MAX];
         size_t n_listeners;
         bool listeners_paused;
@@ -166,6 +175,7 @@ static void conn_process_input(Conn *c);
 static void conn_forward_request_body(Conn *c);
 static void conn_forward_response(Conn *c);
 static void conn_connect_next(Conn *c);
+static void conn_start_intercept(Conn *c);
 
 static uint64_t now_us(void) {
         struct timespec ts;
@@ -223,6 +233,8 @@ static void conn_audit(Conn *c, AuditDecision decision, const char *reason) {
                 .bytes_up = c->bytes_up,
                 .bytes_down = c->bytes_down,
                 .duration_ms = (now_us() - c->started_us) / 1000,
+                .intercepted = c->intercept,
+                .secret = c->secret,
         };
         k = audit_log(p->audit, &r);
         if (k < 0 && !p->audit_warned) {
@@ -242,6 +254,8 @@ static void conn_begin_exchange(Conn *c) {
         c->close_after = false;
         c->connect_error[0] = '\0';
         c->connect_timed_out = false;
+        c->intercept = false;
+        c->secret = NULL;
 }
 
 static void conn_cancel_dns(Conn *c) {
@@ -282,6 +296,7 @@ static void reaper_cb(evutil_socket_t fd, short what, void *arg) {
                 Conn *c = p->dead;
 
                 p->dead = c->next;
+                intercept_free(c->icpt);
                 free(c);
         }
 }
@@ -796,6 +811,52 @@ static void conn_start_tunnel(Conn *c) {
                 pump_run(&c->pumps[1]);
 }
 
+static void intercept_done(void *userdata) {
+        conn_close(userdata);
+}
+
+/* The 200 is out and the host has secrets: terminate TLS (intercept.c).
+ * The CONNECT's own audit line is written now; every request inside gets
+ * one of its own. */
+static void conn_start_intercept(Conn *c) {
+        Proxy *p = c->proxy;
+        InterceptParams ip;
+        int r;
+
+        if (evbuffer_get_length(bufferevent_get_input(c->bev)) > 0) {
+                /* NEEDSWORK: a client that sends its ClientHello before the
+                 * 200 arrives; libevent's socket TLS cannot take bytes
+                 * already read. No common client does. */
+                conn_audit(c, AUDIT_ERROR, "the client sent TLS data before the 200 of CONNECT");
+                conn_close(c);
+                return;
+        }
+        conn_audit(c, AUDIT_ALLOW, NULL);
+        conn_stop_timer(c);
+        bufferevent_free(c->bev);
+        c->bev = NULL;
+        bufferevent_free(c->up_bev);
+        c->up_bev = NULL;
+        ip = (InterceptParams){
+                .base = p->base,
+                .config = p->config,
+                .audit = p->audit,
+                .mint = p->mint,
+                .host = c->target.host,
+                .port = c->target.port,
+                .address = c->address,
+                .rule = c->rule,
+                .done = intercept_done,
+                .userdata = c,
+        };
+        c->state = CONN_INTERCEPT;
+        r = intercept_start(&ip, TAKE_FD(c->fd), TAKE_FD(c->up_fd), &c->icpt);
+        if (r < 0) {
+                log_warning_errno(r, "failed to intercept a connection: %m");
+                conn_close(c);
+        }
+}
+
 /* The upstream connection is there (new or reused): answer a CONNECT or
  * send the request on. */
 static void conn_upstream_ready(Conn *c) {
@@ -1097,6 +1158,27 @@ static void conn_handle_head(Conn *c) {
         c->keep_alive = c->target.kind == PROXY_REQUEST_FORWARD &&
                         http_message_keep_alive(&c->req) && c->req.parser.http_minor == 1;
 
+        if (cfg->n_secrets > 0) {
+                /* SECURITY: a placeholder in the URL or a header of a
+                 * request to a host its secret is not for is a leak
+                 * attempt (or a bug): refused and named, never valued. */
+                const ProxySecret *trip = secrets_find_tripwire(
+                        cfg->secrets, cfg->n_secrets, &c->target.host, c->target.port, &c->req);
+
+                if (trip) {
+                        (void)snprintf(text, sizeof(text), "tripwire: placeholder of %s sent to %s",
+                                       trip->name, c->target.host.name);
+                        c->secret = trip->name;
+                        conn_deny(c, text);
+                        return;
+                }
+                if (c->target.kind == PROXY_REQUEST_CONNECT && c->proxy->mint)
+                        for (size_t i = 0; i < cfg->n_secrets; i++)
+                                if (proxy_secret_covers(&cfg->secrets[i], &c->target.host,
+                                                        c->target.port))
+                                        c->intercept = true;
+        }
+
         v = allowlist_check_host(cfg->allowlist, &c->target.host, c->target.port, &rule);
         if (rule)
                 (void)snprintf(c->rule, sizeof(c->rule), "%s", rule->text);
@@ -1190,8 +1272,12 @@ static void client_write_cb(struct bufferevent *bev, void *arg) {
 
         switch (c->state) {
         case CONN_TUNNEL_FLUSH:
-                if (evbuffer_get_length(bufferevent_get_output(bev)) == 0)
-                        conn_start_tunnel(c);
+                if (evbuffer_get_length(bufferevent_get_output(bev)) == 0) {
+                        if (c->intercept)
+                                conn_start_intercept(c);
+                        else
+                                conn_start_tunnel(c);
+                }
                 return;
         case CONN_CLOSING:
                 if (evbuffer_get_length(bufferevent_get_output(bev)) == 0)
@@ -1207,6 +1293,7 @@ static void client_write_cb(struct bufferevent *bev, void *arg) {
         case CONN_RESOLVING:
         case CONN_CONNECTING:
         case CONN_TUNNEL:
+        case CONN_INTERCEPT:
         case CONN_LINGER:
         case CONN_DEAD:
                 return;
@@ -1355,7 +1442,8 @@ static int proxy_setup_dns(Proxy *p) {
         return 0;
 }
 
-int proxy_new(const ProxyConfig *config, struct event_base *base, Audit *audit, Proxy **ret) {
+int proxy_new(const ProxyConfig *config, struct event_base *base, Audit *audit, TlsMint *mint,
+              Proxy **ret) {
         _cleanup_(proxy_freep) Proxy *p = NULL;
         int r;
 
@@ -1365,6 +1453,7 @@ int proxy_new(const ProxyConfig *config, struct event_base *base, Audit *audit, 
         p->config = config;
         p->base = base;
         p->audit = audit;
+        p->mint = mint;
         p->reaper = event_new(base, -1, 0, reaper_cb, p);
         p->accept_retry = evtimer_new(base, accept_retry_cb, p);
         if (!p->reaper || !p->accept_retry)

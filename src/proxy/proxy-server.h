@@ -16,12 +16,15 @@
 
 #include "audit.h"
 #include "proxy-config.h"
+#include "tls-mint.h"
 
 typedef struct Proxy Proxy;
 
-/* Borrows @config, @base and @audit for its whole life. Returns 0 or
- * -errno (-ENOMEM, or the error of creating a listener or the resolver). */
-int proxy_new(const ProxyConfig *config, struct event_base *base, Audit *audit, Proxy **ret);
+/* Borrows @config, @base, @audit and @mint (NULL without secrets: no
+ * interception) for its whole life. Returns 0 or -errno (-ENOMEM, or the
+ * error of creating a listener or the resolver). */
+int proxy_new(const ProxyConfig *config, struct event_base *base, Audit *audit, TlsMint *mint,
+              Proxy **ret);
 Proxy *proxy_free(Proxy *p);
 DEFINE_POINTER_CLEANUP(Proxy, proxy_free)
 

@@ -10,7 +10,7 @@
 #include "strv.h"
 
 NetworkMode policy_network_mode(const Policy *p) {
-        if (p->network == NETWORK_MODE_ALLOW || strv_length(p->allow_hosts) > 0)
+        if (p->network == NETWORK_MODE_ALLOW || strv_length(p->allow_hosts) > 0 || p->n_secrets > 0)
                 return NETWORK_MODE_ALLOW;
         return NETWORK_MODE_NONE;
 }

@@ -76,3 +76,13 @@ int policy_validate_limits(const Policy *p, HutchError *reterr);
  * the policy_add_*() functions check it, and no --allow-host together with
  * an explicit --network none. -EINVAL or -E2BIG. */
 int policy_validate_network(const Policy *p, HutchError *reterr);
+
+/* Makes @path absolute against the current directory (lexically, then
+ * canonical when it exists). Returns 0 and a new string, or -errno. */
+int policy_path_make_absolute(const char *path, char **ret);
+
+/* Checks the secrets and upstream CAs of a policy filled in any way: each
+ * secret as policy_add_secret() checks it, no two of the same name, no
+ * secret together with an explicit --network none, and every upstream CA
+ * file exists. -EINVAL, -EEXIST, -ENOENT or -E2BIG. */
+int policy_validate_secrets(const Policy *p, HutchError *reterr);

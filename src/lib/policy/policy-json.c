@@ -12,6 +12,7 @@
 #include "parse-util.h"
 #include "policy/policy-internal.h"
 #include "policy/policy.h"
+#include "strv.h"
 
 /* The JSON policy document (docs/policy.md), decoded table by table: each
  * object has a static table of its fields, and json_dispatch_object() walks
@@ -604,6 +605,130 @@ static int json_dispatch_resolve(JsonCtx *c, const JsonField *f, json_t *v, void
         return json_dispatch_string_list(c, v, userdata, policy_add_resolve);
 }
 
+static int json_dispatch_upstream_ca(JsonCtx *c, const JsonField *f, json_t *v, void *userdata) {
+        return json_dispatch_string_list(c, v, userdata, policy_add_upstream_ca);
+}
+
+/* A member of "secrets", borrowed from the json_t. */
+typedef struct JsonSecret {
+        const char *name;
+        const char *source; /* "env:VAR" or "file:PATH" */
+        json_t *hosts;
+        const char *header;
+        const char *path_prefix;
+        json_t *methods;
+} JsonSecret;
+
+static int json_dispatch_borrow(JsonCtx *c, const JsonField *f, json_t *v, void *userdata) {
+        *(json_t **)((char *)userdata + f->offset) = v;
+        return 0;
+}
+
+static const JsonField secret_table[] = {
+        {"name", JT_STRING, json_dispatch_nonempty_string, offsetof(JsonSecret, name), NULL,
+         JSON_MANDATORY},
+        {"source", JT_STRING, json_dispatch_nonempty_string, offsetof(JsonSecret, source), NULL, 0},
+        {"hosts", JT_ARRAY, json_dispatch_borrow, offsetof(JsonSecret, hosts), NULL,
+         JSON_MANDATORY},
+        {"header", JT_STRING, json_dispatch_nonempty_string, offsetof(JsonSecret, header), NULL, 0},
+        {"path_prefix", JT_STRING, json_dispatch_nonempty_string, offsetof(JsonSecret, path_prefix),
+         NULL, 0},
+        {"methods", JT_ARRAY, json_dispatch_borrow, offsetof(JsonSecret, methods), NULL, 0},
+};
+
+/* Copies the strings of the array member @key of the current object into
+ * @ret; the pointer then names the item that is not a string. */
+static int json_secret_strings(JsonCtx *c, const char *key, json_t *arr, char ***ret) {
+        _cleanup_strv_free_ char **l = NULL;
+        json_t *item;
+        size_t i;
+        int saved, r;
+
+        saved = json_ctx_push(c, key);
+        if (saved < 0)
+                return saved;
+        json_array_foreach(arr, i, item) {
+                int s2 = json_ctx_push_index(c, i);
+
+                if (s2 < 0)
+                        return s2;
+                if (!json_is_string(item))
+                        return json_ctx_fail_type(c, JT_STRING, item);
+                r = strv_extend(&l, json_string_value(item));
+                if (r < 0)
+                        return r;
+                json_ctx_pop(c, s2);
+        }
+        json_ctx_pop(c, saved);
+        if (!l) {
+                l = calloc(1, sizeof(char *));
+                if (!l)
+                        return -ENOMEM;
+        }
+        *ret = TAKE_PTR(l);
+        return 0;
+}
+
+static int json_dispatch_secrets(JsonCtx *c, const JsonField *f, json_t *v, void *userdata) {
+        Policy *p = userdata;
+        json_t *item;
+        size_t i;
+        int r;
+
+        json_array_foreach(v, i, item) {
+                _cleanup_strv_free_ char **hosts = NULL, **methods = NULL;
+                _cleanup_free_ char *file = NULL;
+                JsonSecret js = {};
+                PolicySecret s = {};
+                HutchError e = {};
+                int saved;
+
+                saved = json_ctx_push_index(c, i);
+                if (saved < 0)
+                        return saved;
+                r = json_dispatch_object(c, item, secret_table, ELEMENTSOF(secret_table), &js);
+                if (r < 0)
+                        return r;
+                r = json_secret_strings(c, "hosts", js.hosts, &hosts);
+                if (r < 0)
+                        return r;
+                if (js.methods) {
+                        r = json_secret_strings(c, "methods", js.methods, &methods);
+                        if (r < 0)
+                                return r;
+                }
+                s = (PolicySecret){
+                        .name = (char *)js.name,
+                        .hosts = hosts,
+                        .header = (char *)js.header,
+                        .path_prefix = (char *)js.path_prefix,
+                        .methods = methods,
+                };
+                if (js.source && strncmp(js.source, "file:", 5) == 0 && js.source[5]) {
+                        r = policy_path_make_absolute(js.source + 5, &file);
+                        if (r < 0)
+                                return json_ctx_fail(c, -r, "cannot make '%s' absolute: %s",
+                                                     js.source + 5, strerror(-r));
+                        s.file = file;
+                } else if (js.source && strncmp(js.source, "env:", 4) == 0 && js.source[4])
+                        s.env_var = (char *)js.source + 4;
+                else if (js.source) {
+                        saved = json_ctx_push(c, "source");
+                        if (saved < 0)
+                                return saved;
+                        return json_ctx_fail(c, EINVAL,
+                                             "invalid source '%s' (expected \"env:VARIABLE\" or "
+                                             "\"file:PATH\")",
+                                             js.source);
+                }
+                r = policy_add_secret(p, &s, NULL, &e);
+                if (r < 0)
+                        return json_ctx_fail_from(c, r, &e);
+                json_ctx_pop(c, saved);
+        }
+        return 0;
+}
+
 static const JsonField policy_table[] = {
         {"workspace", JT_STRING | JT_OBJECT, json_dispatch_workspace, 0, NULL, 0},
         {"binds", JT_ARRAY, json_dispatch_binds, 0, NULL, 0},
@@ -620,6 +745,8 @@ static const JsonField policy_table[] = {
         {"allow_private", JT_ARRAY, json_dispatch_allow_private, 0, NULL, 0},
         {"resolve", JT_ARRAY, json_dispatch_resolve, 0, NULL, 0},
         {"audit_log", JT_STRING, json_dispatch_setter, 0, policy_set_audit_log, 0},
+        {"secrets", JT_ARRAY, json_dispatch_secrets, 0, NULL, 0},
+        {"upstream_ca", JT_ARRAY, json_dispatch_upstream_ca, 0, NULL, 0},
         {"allow_degraded", JT_BOOLEAN, json_dispatch_bool, offsetof(Policy, allow_degraded), NULL,
          0},
 };

@@ -95,6 +95,10 @@ Policy *policy_free(Policy *p) {
         strv_free(p->allow_private);
         strv_free(p->resolve);
         free(p->audit_log);
+        for (size_t i = 0; i < p->n_secrets; i++)
+                policy_secret_done(&p->secrets[i]);
+        free(p->secrets);
+        strv_free(p->upstream_ca);
         free(p->workdir);
         free(p->hostname);
         free(p);
@@ -129,7 +133,7 @@ static bool path_is_at_or_below(const char *path, const char *prefix) {
  * components and repeated slashes are dropped, ".." is kept (resolving it
  * lexically would be wrong across symlinks). Then, if the path exists, it
  * is replaced by its canonical form. */
-static int path_make_absolute(const char *path, char **ret) {
+int policy_path_make_absolute(const char *path, char **ret) {
         _cleanup_free_ char *joined = NULL, *cwd = NULL, *canonical = NULL;
         char *w;
 
@@ -183,7 +187,7 @@ int policy_set_workspace_path(Policy *p, const char *path, WorkspaceMode mode, c
         if (!path || path[0] == '\0')
                 return hutch_error_set(reterr, EINVAL, "workspace directory" CTX_FMT " is empty",
                                        CTX_ARGS(ctx));
-        r = path_make_absolute(path, &abs);
+        r = policy_path_make_absolute(path, &abs);
         if (r < 0)
                 return hutch_error_set(reterr, -r,
                                        "cannot make workspace '%s'" CTX_FMT " absolute: %s", path,
@@ -298,7 +302,7 @@ int policy_add_bind(Policy *p, const char *source, const char *target, bool read
         r = policy_check_target(target, false, ctx, reterr);
         if (r < 0)
                 return r;
-        r = path_make_absolute(source, &abs);
+        r = policy_path_make_absolute(source, &abs);
         if (r < 0)
                 return hutch_error_set(reterr, -r,
                                        "cannot make bind source '%s'" CTX_FMT " absolute: %s",
@@ -798,6 +802,9 @@ int policy_validate(const Policy *p, HutchError *reterr) {
         if (p->network < 0 || p->network >= _NETWORK_MODE_MAX)
                 return hutch_error_set(reterr, EINVAL, "invalid network mode %d", (int)p->network);
         r = policy_validate_network(p, reterr);
+        if (r < 0)
+                return r;
+        r = policy_validate_secrets(p, reterr);
         if (r < 0)
                 return r;
         return policy_validate_limits(p, reterr);

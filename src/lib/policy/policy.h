@@ -65,6 +65,8 @@ typedef struct TmpfsMount {
 #define POLICY_MAX_ENV 1024
 #define POLICY_MAX_FILE_SIZE (1U << 20)
 #define POLICY_MAX_NET_ENTRIES 1024
+#define POLICY_MAX_SECRETS 64
+#define POLICY_MAX_SECRET_HOSTS 64
 
 /* Resource limits (docs/policy.md, README). A memory and a pids limit are
  * on by default; the others are off. */
@@ -90,6 +92,19 @@ typedef enum PolicyLimit {
 const char *policy_limit_to_string(PolicyLimit l);
 PolicyLimit policy_limit_from_string(const char *s);
 
+/* A credential brokered by hutch-proxy (docs/secrets.md): the sandbox
+ * gets a placeholder in $name, the proxy swaps in the real value on
+ * requests to @hosts. Only the source is kept here, never the value. */
+typedef struct PolicySecret {
+        char *name;        /* the sandbox's variable, [A-Za-z_][A-Za-z0-9_]* */
+        char *env_var;     /* read from the caller's variable (default: name), or NULL */
+        char *file;        /* or read from this host file (absolute), or NULL */
+        char **hosts;      /* allowlist patterns "HOST[:PORT]", at least one */
+        char *header;      /* substitute only in this request header, or NULL */
+        char *path_prefix; /* substitute only below this path ("/v1/"), or NULL */
+        char **methods;    /* substitute only for these methods, or NULL for all */
+} PolicySecret;
+
 typedef struct Policy {
         char *workspace;              /* absolute host path, or NULL for none */
         WorkspaceMode workspace_mode; /* default WORKSPACE_MODE_MOUNT */
@@ -103,12 +118,15 @@ typedef struct Policy {
         char *hostname;  /* default POLICY_DEFAULT_HOSTNAME */
         bool read_only;  /* workspace, $HOME and binds read-only */
         NetworkMode network;
-        bool network_set;     /* the mode was given explicitly (flag or file) */
-        char **allow_hosts;   /* --allow-host PATTERN[:PORT]; implies NETWORK_MODE_ALLOW */
-        char **deny_hosts;    /* --deny-host PATTERN[:PORT]; wins over allow */
-        char **allow_private; /* --allow-private CIDR: non-public ranges allowed names may use */
-        char **resolve;       /* --resolve NAME:ADDR[,ADDR...]: instead of DNS */
-        char *audit_log;      /* --audit-log FILE: the proxy's JSON-lines decisions */
+        bool network_set;      /* the mode was given explicitly (flag or file) */
+        char **allow_hosts;    /* --allow-host PATTERN[:PORT]; implies NETWORK_MODE_ALLOW */
+        char **deny_hosts;     /* --deny-host PATTERN[:PORT]; wins over allow */
+        char **allow_private;  /* --allow-private CIDR: non-public ranges allowed names may use */
+        char **resolve;        /* --resolve NAME:ADDR[,ADDR...]: instead of DNS */
+        char *audit_log;       /* --audit-log FILE: the proxy's JSON-lines decisions */
+        PolicySecret *secrets; /* --secret; implies NETWORK_MODE_ALLOW */
+        size_t n_secrets;
+        char **upstream_ca; /* --upstream-ca FILE: extra CAs for the proxy's upstream TLS */
 
         /* Resource limits; 0 means none. */
         uint64_t memory_max;      /* bytes; default POLICY_DEFAULT_MEMORY */
@@ -154,7 +172,7 @@ int policy_set_workdir(Policy *p, const char *workdir, HutchError *reterr);
 int policy_set_network(Policy *p, const char *mode, HutchError *reterr);
 
 /* The network mode in force: NETWORK_MODE_ALLOW when set so or when any
- * --allow-host was given, else NETWORK_MODE_NONE. */
+ * --allow-host or --secret was given, else NETWORK_MODE_NONE. */
 NetworkMode policy_network_mode(const Policy *p);
 
 /* Appends a network list entry; @ctx names the source in messages
@@ -166,6 +184,25 @@ int policy_add_deny_host(Policy *p, const char *pattern, const char *ctx, HutchE
 int policy_add_allow_private(Policy *p, const char *cidr, const char *ctx, HutchError *reterr);
 int policy_add_resolve(Policy *p, const char *entry, const char *ctx, HutchError *reterr);
 int policy_set_audit_log(Policy *p, const char *path, HutchError *reterr);
+
+/* Parses a --secret spec (docs/secrets.md):
+ *   NAME[=file:PATH|=env:VAR]@HOST[:PORT][/PREFIX][,HOST[:PORT][/PREFIX]...][;OPTION=VALUE...]
+ * with the options header=NAME and methods=M1,M2. A relative PATH is made
+ * absolute against the current directory. Every host is checked as an
+ * --allow-host entry. -EINVAL naming the spec and what is wrong; -EEXIST
+ * for a second secret of the same name; -E2BIG past POLICY_MAX_SECRETS;
+ * -ENOMEM. The value itself is not read here: the supervisor reads it right before
+ * the run (src/lib/sandbox/secrets.h). */
+int policy_add_secret_spec(Policy *p, const char *spec, HutchError *reterr);
+
+/* Checks @s (every field as policy_add_secret_spec() checks it) and
+ * appends a deep copy. @ctx names the source in messages, or NULL. */
+int policy_add_secret(Policy *p, const PolicySecret *s, const char *ctx, HutchError *reterr);
+void policy_secret_done(PolicySecret *s);
+
+/* Appends an --upstream-ca file (made absolute; existence is checked by
+ * policy_validate()). -EINVAL for an empty path. */
+int policy_add_upstream_ca(Policy *p, const char *path, const char *ctx, HutchError *reterr);
 
 /* Parses @text as the value of limit @which and sets it, marking it
  * explicit: sizes as parse_size() (memory at least POLICY_MIN_MEMORY,

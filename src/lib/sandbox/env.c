@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "sandbox/sandbox.h"
+#include "sandbox/secrets.h"
 #include "strv.h"
 
 #define SANDBOX_PATH "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
@@ -70,6 +71,22 @@ int sandbox_build_env(const Policy *policy, char *const *caller_env, char ***ret
                         r = strv_env_set(&env, "NODE_USE_ENV_PROXY", "1");
                 if (r < 0)
                         return r;
+        }
+        if (policy->n_secrets > 0) {
+                /* The proxy terminates TLS for the secrets' hosts with the
+                 * sandbox's own CA: every common client must trust the
+                 * bundle that holds it (docs/secrets.md). */
+                static const char *const ca_vars[] = {
+                        "SSL_CERT_FILE",       "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE",
+                        "NODE_EXTRA_CA_CERTS", "GIT_SSL_CAINFO",     "PIP_CERT",
+                        "AWS_CA_BUNDLE",
+                };
+
+                for (size_t i = 0; i < ELEMENTSOF(ca_vars); i++) {
+                        r = strv_env_set(&env, ca_vars[i], SANDBOX_CA_BUNDLE_PATH);
+                        if (r < 0)
+                                return r;
+                }
         }
 
         STRV_FOREACH(name, policy->env_pass) {

@@ -76,8 +76,17 @@ static int argv_add_list(char ***argv, const char *flag, char **values) {
         return 0;
 }
 
+static int argv_add_fd(char ***argv, const char *flag, size_t fd) {
+        char num[16];
+
+        (void)snprintf(num, sizeof(num), "%zu", fd);
+        return argv_add(argv, flag, num);
+}
+
+/* The fds after the listening sockets: watch, summary, then the
+ * configuration memfd and the CA pipe when there are secrets. */
 static int proxy_argv(const char *binary, const Policy *p, const char *sandbox_id, size_t n_fds,
-                      char ***ret) {
+                      bool secrets, char ***ret) {
         _cleanup_strv_free_ char **argv = NULL;
         char num[16];
         int r;
@@ -107,6 +116,16 @@ static int proxy_argv(const char *binary, const Policy *p, const char *sandbox_i
                 r = argv_add_list(&argv, "--resolve", p->resolve);
         if (r >= 0 && p->audit_log)
                 r = argv_add(&argv, "--audit-log", p->audit_log);
+        /* A secret's hosts are allowed; its value travels only in the
+         * configuration memfd, never in argv. */
+        for (size_t i = 0; r >= 0 && i < p->n_secrets; i++)
+                r = argv_add_list(&argv, "--allow", p->secrets[i].hosts);
+        if (r >= 0)
+                r = argv_add_list(&argv, "--upstream-ca", p->upstream_ca);
+        if (r >= 0 && secrets)
+                r = argv_add_fd(&argv, "--config-fd", PROXY_FIRST_FD + n_fds + 2);
+        if (r >= 0 && secrets)
+                r = argv_add_fd(&argv, "--ca-out-fd", PROXY_FIRST_FD + n_fds + 3);
         if (r < 0)
                 return r;
         *ret = TAKE_PTR(argv);
@@ -143,7 +162,8 @@ _noreturn_ static void proxy_exec(char **argv, const int *src, size_t n) {
 }
 
 int proxy_spawn(const char *binary, const Policy *p, const char *sandbox_id, const int *fds,
-                size_t n_fds, ProxyProcess *ret, HutchError *reterr) {
+                size_t n_fds, int config_fd, int ca_out_fd, ProxyProcess *ret, HutchError *reterr) {
+        bool secrets = config_fd >= 0 && ca_out_fd >= 0;
         _cleanup_strv_free_ char **argv = NULL;
         _cleanup_close_ int watch_r = -EBADF, watch_w = -EBADF, sum_r = -EBADF, sum_w = -EBADF,
                             pidfd = -EBADF;
@@ -154,7 +174,7 @@ int proxy_spawn(const char *binary, const Policy *p, const char *sandbox_id, con
         if (n_fds == 0 || n_fds > 2)
                 return hutch_error_set(reterr, EPROTO, "expected 1 or 2 proxy sockets, got %zu",
                                        n_fds);
-        r = proxy_argv(binary, p, sandbox_id, n_fds, &argv);
+        r = proxy_argv(binary, p, sandbox_id, n_fds, secrets, &argv);
         if (r < 0)
                 return hutch_error_set(reterr, -r, "out of memory");
         if (pipe2(pipes, O_CLOEXEC) < 0)
@@ -169,12 +189,14 @@ int proxy_spawn(const char *binary, const Policy *p, const char *sandbox_id, con
                 all[i] = fds[i];
         all[n_fds] = watch_r;
         all[n_fds + 1] = sum_w;
+        all[n_fds + 2] = config_fd;
+        all[n_fds + 3] = ca_out_fd;
 
         pid = fork();
         if (pid < 0)
                 return hutch_error_set(reterr, errno, "failed to start hutch-proxy: %m");
         if (pid == 0)
-                proxy_exec(argv, all, n_fds + 2);
+                proxy_exec(argv, all, n_fds + (secrets ? 4 : 2));
 
         pidfd = pidfd_open(pid, 0);
         if (pidfd < 0) {

@@ -31,10 +31,13 @@ typedef struct ProxyProcess {
 int proxy_binary_find(char **ret, HutchError *reterr);
 
 /* Starts @binary for @p with the listening sockets @fds (@n_fds of them;
- * borrowed, the caller closes its copies afterwards). Returns 0 or -errno
- * with @reterr filled. */
+ * borrowed, the caller closes its copies afterwards). With secrets,
+ * @config_fd is the --config-fd document (secret_set_config_memfd()) and
+ * @ca_out_fd the write end of the pipe the proxy writes its CA
+ * certificate to (--ca-out-fd); both borrowed, else -EBADF. Returns 0 or
+ * -errno with @reterr filled. */
 int proxy_spawn(const char *binary, const Policy *p, const char *sandbox_id, const int *fds,
-                size_t n_fds, ProxyProcess *ret, HutchError *reterr);
+                size_t n_fds, int config_fd, int ca_out_fd, ProxyProcess *ret, HutchError *reterr);
 
 /* Stops the proxy (closes its watch pipe, waits up to a few seconds, then
  * kills it), and returns the "denied" array of its summary as compact JSON

@@ -14,6 +14,7 @@
 #include "ns/mount-util.h"
 #include "sandbox/copy.h"
 #include "sandbox/rootfs.h"
+#include "sandbox/secrets.h"
 #include "strv.h"
 
 #define OLDROOT "/oldroot"
@@ -431,6 +432,55 @@ static int setup_user_mounts(const RootfsConfig *c, HutchError *reterr) {
         return 0;
 }
 
+/* Writes the CA bundle into the root tmpfs (read-only once the root is) at
+ * SANDBOX_CA_BUNDLE_PATH, and binds it over the system bundle when the
+ * host has one, so that clients that ignore the environment trust the
+ * sandbox CA too. */
+static int setup_ca_bundle(int fd, HutchError *reterr) {
+        _cleanup_close_ int out = -EBADF;
+        char buf[65536];
+        off_t off = 0;
+        struct stat st;
+        int r;
+
+        if (fd < 0)
+                return 0;
+        if (mkdir("/run", 0755) < 0 && errno != EEXIST)
+                return fail(reterr, negative_errno(), "create", "/run");
+        if (mkdir(SANDBOX_CA_BUNDLE_DIR, 0755) < 0)
+                return fail(reterr, negative_errno(), "create", SANDBOX_CA_BUNDLE_DIR);
+        out = open(SANDBOX_CA_BUNDLE_PATH, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0444);
+        if (out < 0)
+                return fail(reterr, negative_errno(), "create", SANDBOX_CA_BUNDLE_PATH);
+        for (;;) {
+                ssize_t n = pread(fd, buf, sizeof(buf), off);
+
+                if (n < 0 && errno == EINTR)
+                        continue;
+                if (n < 0)
+                        return fail(reterr, negative_errno(), "read the CA bundle for",
+                                    SANDBOX_CA_BUNDLE_PATH);
+                if (n == 0)
+                        break;
+                r = loop_write(out, buf, (size_t)n);
+                if (r < 0)
+                        return fail(reterr, r, "write", SANDBOX_CA_BUNDLE_PATH);
+                off += n;
+        }
+        out = safe_close(out);
+
+        if (stat(SANDBOX_SYSTEM_CA_BUNDLE, &st) < 0 || !S_ISREG(st.st_mode))
+                return 0;
+        r = mount_bind(SANDBOX_CA_BUNDLE_PATH, SANDBOX_SYSTEM_CA_BUNDLE);
+        if (r < 0)
+                return fail(reterr, r, "bind the CA bundle over", SANDBOX_SYSTEM_CA_BUNDLE);
+        r = mount_set_attr(SANDBOX_SYSTEM_CA_BUNDLE,
+                           MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, false);
+        if (r < 0)
+                return fail(reterr, r, "make read-only", SANDBOX_SYSTEM_CA_BUNDLE);
+        return 0;
+}
+
 int rootfs_setup(const RootfsConfig *c, HutchError *reterr) {
         const Policy *p = c->policy;
         int r;
@@ -445,6 +495,9 @@ int rootfs_setup(const RootfsConfig *c, HutchError *reterr) {
                         return r;
         }
         r = setup_etc_masks(reterr);
+        if (r < 0)
+                return r;
+        r = setup_ca_bundle(c->ca_bundle_fd, reterr);
         if (r < 0)
                 return r;
         r = setup_proc(reterr);

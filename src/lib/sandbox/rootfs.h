@@ -22,6 +22,9 @@ typedef struct RootfsConfig {
          * root), or -EBADF to bind by path: */
         int workspace_fd;
         const int *bind_fds; /* policy->n_binds entries */
+        /* With secrets: a memfd holding the CA bundle (system CAs + the
+         * sandbox CA), else -EBADF. */
+        int ca_bundle_fd;
 } RootfsConfig;
 
 /* Builds the tree and pivots into it; the working directory is left at the

@@ -6,6 +6,7 @@
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/mount.h>
 #include <sys/pidfd.h>
 #include <sys/random.h>
@@ -26,6 +27,7 @@
 #include "sandbox/init.h"
 #include "sandbox/proxy-spawn.h"
 #include "sandbox/sandbox.h"
+#include "sandbox/secrets.h"
 #include "sandbox/supervise.h"
 #include "sandbox/sync.h"
 #include "strv.h"
@@ -33,6 +35,11 @@
 #define SANDBOX_NS_FLAGS                                                                           \
         (CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS | \
          CLONE_NEWCGROUP)
+
+/* How long hutch-proxy may take to send its CA certificate. */
+#define SANDBOX_CA_TIMEOUT_MS 10000
+#define SANDBOX_CA_PEM_MAX (64U << 10)
+#define SANDBOX_SYSTEM_CA_MAX (16U << 20)
 
 static const int supervisor_signals[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2};
 
@@ -224,6 +231,7 @@ typedef struct RunState {
         char name[64]; /* "run-<pid>-<hex>": the cgroup's name and the proxy's sandbox id */
         char **env, **args;
         char *proxy_binary;
+        SecretSet *secrets; /* the real values, until the proxy has them */
         ProxyProcess proxy;
         int sync_parent, sync_child, pidfd, sigfd, timerfd;
         int out_w[2];
@@ -241,6 +249,7 @@ static void run_state_done(RunState *st) {
                 (void)proxy_stop(&st->proxy, &ignored);
         }
         st->proxy_binary = mfree(st->proxy_binary);
+        st->secrets = secret_set_free(st->secrets);
         st->env = strv_free(st->env);
         st->args = strv_free(st->args);
         st->sync_parent = safe_close(st->sync_parent);
@@ -274,10 +283,23 @@ static int run_prepare(const Policy *policy, char *const *argv, char *const *cal
                 if (r < 0)
                         return r;
         }
+        /* Before anything is created: a secret that cannot be read is bad
+         * input, reported with nothing to undo. */
+        r = secret_set_load(policy, caller_env, &st->secrets, reterr);
+        if (r < 0)
+                return r;
 
         r = sandbox_build_env(policy, caller_env, &st->env);
         if (r < 0)
                 return hutch_error_set(reterr, -r, "failed to build the environment");
+        /* The placeholders win over -e and --env-pass of the same name: the
+         * real value must never be passed in. */
+        for (size_t i = 0; st->secrets && i < st->secrets->n; i++) {
+                r = strv_env_set(&st->env, st->secrets->items[i].def->name,
+                                 st->secrets->items[i].placeholder);
+                if (r < 0)
+                        return hutch_error_set(reterr, -r, "failed to build the environment");
+        }
         st->args = strv_copy(argv);
         if (!st->args)
                 return hutch_error_set(reterr, ENOMEM, "out of memory");
@@ -304,6 +326,128 @@ static int run_prepare(const Policy *policy, char *const *argv, char *const *cal
         return 0;
 }
 
+/* Reads the proxy's CA certificate (PEM, EOF-terminated) from @fd, within
+ * SANDBOX_CA_TIMEOUT_MS. */
+static int read_ca_pem(int fd, char **ret, size_t *ret_len, HutchError *reterr) {
+        _cleanup_free_ char *pem = NULL;
+        uint64_t deadline = now_ms() + SANDBOX_CA_TIMEOUT_MS;
+        size_t len = 0;
+
+        pem = malloc(SANDBOX_CA_PEM_MAX + 1);
+        if (!pem)
+                return -ENOMEM;
+        for (;;) {
+                struct pollfd pfd = {.fd = fd, .events = POLLIN};
+                uint64_t now = now_ms();
+                ssize_t n;
+                int k;
+
+                if (now >= deadline)
+                        return hutch_error_set(reterr, ETIMEDOUT,
+                                               "hutch-proxy did not send its CA certificate "
+                                               "within %d ms",
+                                               SANDBOX_CA_TIMEOUT_MS);
+                k = poll(&pfd, 1, (int)(deadline - now));
+                if (k < 0 && errno == EINTR)
+                        continue;
+                if (k < 0)
+                        return hutch_error_set(reterr, errno, "failed to wait for hutch-proxy: %m");
+                if (k == 0)
+                        continue;
+                n = read(fd, pem + len, SANDBOX_CA_PEM_MAX - len);
+                if (n < 0 && (errno == EINTR || errno == EAGAIN))
+                        continue;
+                if (n < 0)
+                        return hutch_error_set(reterr, errno,
+                                               "failed to read hutch-proxy's CA certificate: %m");
+                if (n == 0)
+                        break;
+                len += (size_t)n;
+                if (len >= SANDBOX_CA_PEM_MAX)
+                        return hutch_error_set(reterr, EFBIG,
+                                               "hutch-proxy's CA certificate is too large");
+        }
+        pem[len] = '\0';
+        if (len == 0 || !strstr(pem, "-----BEGIN CERTIFICATE-----") ||
+            !strstr(pem, "-----END CERTIFICATE-----"))
+                return hutch_error_set(reterr, EPROTO,
+                                       "hutch-proxy sent no CA certificate (does it support "
+                                       "--ca-out-fd?)");
+        *ret = TAKE_PTR(pem);
+        *ret_len = len;
+        return 0;
+}
+
+/* The bundle the sandbox trusts: the host's system CAs, then the
+ * sandbox's CA, in a sealed memfd. */
+static int make_ca_bundle(const char *pem, size_t pem_len, HutchError *reterr) {
+        _cleanup_free_ char *system = NULL;
+        _cleanup_close_ int fd = -EBADF;
+        int r;
+
+        r = read_full_file(SANDBOX_SYSTEM_CA_BUNDLE, SANDBOX_SYSTEM_CA_MAX, &system);
+        if (r < 0 && r != -ENOENT)
+                return hutch_error_set(reterr, -r, "failed to read the system CA bundle '%s': %s",
+                                       SANDBOX_SYSTEM_CA_BUNDLE, strerror(-r));
+        fd = memfd_create("hutch-ca-bundle", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+        if (fd < 0)
+                return hutch_error_set(reterr, errno, "failed to create the CA bundle: %m");
+        if (system) {
+                size_t n = strlen(system);
+
+                r = loop_write(fd, system, n);
+                if (r >= 0 && n > 0 && system[n - 1] != '\n')
+                        r = loop_write(fd, "\n", 1);
+        }
+        if (r >= 0 || !system)
+                r = loop_write(fd, pem, pem_len);
+        if (r < 0)
+                return hutch_error_set(reterr, -r, "failed to write the CA bundle: %s",
+                                       strerror(-r));
+        if (fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL) < 0)
+                return hutch_error_set(reterr, errno, "failed to seal the CA bundle: %m");
+        return TAKE_FD(fd);
+}
+
+/* With secrets: start the proxy with its configuration memfd and CA pipe,
+ * wait for the CA, and answer init with the bundle (SYNC_OP_CA). */
+static int spawn_with_secrets(RunState *st, int *fds, size_t n_fds, HutchError *reterr) {
+        _cleanup_close_ int config = -EBADF, ca_r = -EBADF, ca_w = -EBADF, bundle = -EBADF;
+        _cleanup_free_ char *pem = NULL;
+        size_t pem_len = 0;
+        int pipes[2], r;
+
+        config = secret_set_config_memfd(st->secrets);
+        if (config < 0)
+                return hutch_error_set(reterr, -config,
+                                       "failed to write hutch-proxy's configuration: %s",
+                                       strerror(-config));
+        /* SECURITY: from here on only the memfd (and then the proxy) holds
+         * the real values. */
+        st->secrets = secret_set_free(st->secrets);
+        if (pipe2(pipes, O_CLOEXEC) < 0)
+                return hutch_error_set(reterr, errno, "failed to create the CA pipe: %m");
+        ca_r = pipes[0];
+        ca_w = pipes[1];
+        r = proxy_spawn(st->proxy_binary, st->policy, st->name, fds, n_fds, config, ca_w,
+                        &st->proxy, reterr);
+        if (r < 0)
+                return r;
+        config = safe_close(config);
+        ca_w = safe_close(ca_w);
+        r = read_ca_pem(ca_r, &pem, &pem_len, reterr);
+        if (r < 0)
+                return r;
+        bundle = make_ca_bundle(pem, pem_len, reterr);
+        if (bundle < 0)
+                return bundle;
+        r = sync_send(st->sync_parent, SYNC_OP_CA, 0, 0, NULL, NULL, &bundle, 1);
+        if (r < 0)
+                return hutch_error_set(reterr, -r, "failed to send the CA bundle: %s",
+                                       strerror(-r));
+        return 0;
+}
+
 /* The proxy's listening sockets arrived from init: start hutch-proxy on
  * them. The sockets are closed here either way; the proxy holds the only
  * other copies. */
@@ -311,9 +455,13 @@ static int on_proxy_sockets(Supervision *s, int *fds, size_t n_fds, HutchError *
         RunState *st = s->userdata;
         int r = -EPROTO;
 
-        if (st->proxy_binary && st->proxy.pid == 0)
-                r = proxy_spawn(st->proxy_binary, st->policy, st->name, fds, n_fds, &st->proxy,
-                                reterr);
+        if (st->proxy_binary && st->proxy.pid == 0) {
+                if (st->policy->n_secrets > 0)
+                        r = st->secrets ? spawn_with_secrets(st, fds, n_fds, reterr) : -EPROTO;
+                else
+                        r = proxy_spawn(st->proxy_binary, st->policy, st->name, fds, n_fds, -EBADF,
+                                        -EBADF, &st->proxy, reterr);
+        }
         for (size_t i = 0; i < n_fds; i++)
                 fds[i] = safe_close(fds[i]);
         return r;

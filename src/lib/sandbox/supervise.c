@@ -85,6 +85,7 @@ static void handle_sync_message(Supervision *s) {
         case SYNC_OP_GO:
         case SYNC_OP_CONTINUE:
         case SYNC_OP_SOCKETS:
+        case SYNC_OP_CA:
         case _SYNC_OP_MAX:
         case _SYNC_OP_INVALID:
         default:

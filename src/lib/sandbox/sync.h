@@ -18,6 +18,10 @@
  *   init -> supervisor  SYNC_OP_SOCKETS the proxy's listening sockets, created
  *                                       in the sandbox's network namespace
  *                                       (network mode allow only)
+ *   supervisor -> init  SYNC_OP_CA      (policies with secrets only)
+ *                                       the answer to SYNC_OP_SOCKETS: a sealed
+ *                                       memfd with the CA bundle (system CAs +
+ *                                       the sandbox CA) for the rootfs
  *   init -> supervisor  SYNC_OP_STARTED the command was forked
  *   init -> supervisor  SYNC_OP_EXITED  the command's wait status
  */
@@ -26,7 +30,7 @@
 
 #define SYNC_MAGIC UINT32_C(0x68757463) /* "hutc" */
 #define SYNC_VERSION_MAJOR 1
-#define SYNC_VERSION_MINOR 1
+#define SYNC_VERSION_MINOR 2
 
 typedef enum SyncOp {
         SYNC_OP_GO = 1,
@@ -35,6 +39,7 @@ typedef enum SyncOp {
         SYNC_OP_EXITED,
         SYNC_OP_SOCKETS,
         SYNC_OP_CONTINUE,
+        SYNC_OP_CA,
         _SYNC_OP_MAX,
         _SYNC_OP_INVALID = -22,
 } SyncOp;

@@ -1,0 +1,674 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
+#include <event2/bufferevent_ssl.h>
+#include <openssl/err.h>
+#include <openssl/x509.h>
+
+#include "fd-util.h"
+#include "http-message.h"
+#include "intercept.h"
+#include "log.h"
+#include "secrets.h"
+
+#define REASON_MAX 1024
+#define FORWARD_HIGH_WATER (256 * 1024)
+
+static const HttpLimits request_limits = {
+        .line_max = HTTP_REQUEST_LINE_MAX,
+        .head_max = HTTP_REQUEST_HEAD_MAX,
+        .fields_max = HTTP_REQUEST_FIELDS_MAX,
+};
+
+static const HttpLimits response_limits = {
+        .line_max = HTTP_RESPONSE_LINE_MAX,
+        .head_max = HTTP_RESPONSE_HEAD_MAX,
+        .fields_max = HTTP_RESPONSE_FIELDS_MAX,
+};
+
+typedef enum IState {
+        I_HANDSHAKE, /* TLS handshake with the client */
+        I_HEAD,      /* reading a request head */
+        I_WAIT_UP,   /* a request is complete; the upstream handshake is not */
+        I_FORWARD,   /* request and response in flight */
+        I_CLOSING,   /* flushing a final response */
+        I_DEAD,
+} IState;
+
+struct Intercept {
+        InterceptParams p;
+        char address[NET_ADDR_STRING_MAX];
+        char rule[HOST_PATTERN_STRING_MAX];
+        IState state;
+        struct bufferevent *cl, *up;
+        bool up_ready, up_failed, up_eof;
+        char up_error[REASON_MAX];
+        HttpMessage req, resp;
+        SecretFilter filter;
+        bool chunked;     /* the response body is re-chunked */
+        bool close_after; /* close once this response is out */
+        bool resp_head_sent;
+        struct event *kick;
+
+        bool in_exchange;
+        uint64_t started_us;
+        char method[24];
+        unsigned status;
+        uint64_t bytes_up, bytes_down;
+        uint64_t used; /* secrets substituted in this request */
+};
+
+static void i_process_input(Intercept *i);
+static void i_forward_request_body(Intercept *i);
+static void i_forward_response(Intercept *i);
+
+static uint64_t now_us(void) {
+        struct timespec ts;
+
+        (void)clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (uint64_t)ts.tv_sec * 1000000 + (uint64_t)ts.tv_nsec / 1000;
+}
+
+static struct timeval ms_tv(uint64_t ms) {
+        return (struct timeval){.tv_sec = (time_t)(ms / 1000),
+                                .tv_usec = (suseconds_t)((ms % 1000) * 1000)};
+}
+
+static void i_begin(Intercept *i) {
+        i->in_exchange = true;
+        i->started_us = now_us();
+        i->method[0] = '\0';
+        i->status = 0;
+        i->bytes_up = i->bytes_down = 0;
+        i->used = 0;
+        i->resp_head_sent = false;
+}
+
+static void i_audit(Intercept *i, AuditDecision d, const char *reason, const char *secret) {
+        const ProxyConfig *cfg = i->p.config;
+        const char *names[PROXY_SECRETS_MAX];
+        size_t n = 0;
+        AuditRecord r;
+
+        if (!i->in_exchange)
+                return;
+        i->in_exchange = false;
+        for (size_t k = 0; k < cfg->n_secrets && k < PROXY_SECRETS_MAX; k++)
+                if (i->used & (UINT64_C(1) << k))
+                        names[n++] = cfg->secrets[k].name;
+        r = (AuditRecord){
+                .method = i->method[0] ? i->method : NULL,
+                .host = i->p.host.name,
+                .port = i->p.port,
+                .address = i->address[0] ? i->address : NULL,
+                .decision = d,
+                .rule = i->rule[0] ? i->rule : NULL,
+                .reason = reason,
+                .status = i->status,
+                .bytes_up = i->bytes_up,
+                .bytes_down = i->bytes_down,
+                .duration_ms = (now_us() - i->started_us) / 1000,
+                .intercepted = true,
+                .secrets = names,
+                .n_secrets = n,
+                .secret = secret,
+        };
+        (void)audit_log(i->p.audit, &r);
+}
+
+static void i_release(Intercept *i) {
+        if (i->cl) {
+                bufferevent_free(i->cl);
+                i->cl = NULL;
+        }
+        if (i->up) {
+                bufferevent_free(i->up);
+                i->up = NULL;
+        }
+        i->state = I_DEAD;
+}
+
+/* The end: everything released, then the owner told (last). */
+static void i_finish(Intercept *i) {
+        if (i->state == I_DEAD)
+                return;
+        if (i->in_exchange)
+                i_audit(i, AUDIT_ALLOW, "the connection closed before the exchange completed",
+                        NULL);
+        i_release(i);
+        i->p.done(i->p.userdata);
+}
+
+static void i_drop_upstream(Intercept *i) {
+        if (i->up) {
+                bufferevent_free(i->up);
+                i->up = NULL;
+        }
+}
+
+static void i_close_after_flush(Intercept *i) {
+        i_drop_upstream(i);
+        i->state = I_CLOSING;
+        (void)bufferevent_disable(i->cl, EV_READ);
+        if (evbuffer_get_length(bufferevent_get_output(i->cl)) == 0)
+                i_finish(i);
+}
+
+/* Answers the current request with a short text and closes. */
+static void i_answer(Intercept *i, AuditDecision d, unsigned status, const char *text,
+                     const char *secret) {
+        struct evbuffer *out = bufferevent_get_output(i->cl);
+        size_t before = evbuffer_get_length(out);
+
+        (void)evbuffer_add_printf(out,
+                                  "HTTP/1.1 %u %s\r\n"
+                                  "Content-Type: text/plain; charset=utf-8\r\n"
+                                  "Content-Length: %zu\r\n"
+                                  "Connection: close\r\n"
+                                  "\r\n"
+                                  "hutch-proxy: %s\n",
+                                  status, http_status_str((enum http_status)status),
+                                  strlen("hutch-proxy: ") + strlen(text) + 1, text);
+        i->status = status;
+        i->bytes_down += evbuffer_get_length(out) - before;
+        i_audit(i, d, text, secret);
+        i_close_after_flush(i);
+}
+
+static void i_upstream_failed(Intercept *i, const char *reason) {
+        if (!i->resp_head_sent) {
+                i_answer(i, AUDIT_ALLOW, 502, reason, NULL);
+                return;
+        }
+        i_audit(i, AUDIT_ALLOW, reason, NULL);
+        i_finish(i);
+}
+
+static void i_emit(Intercept *i, const char *data, size_t len) {
+        struct evbuffer *out = bufferevent_get_output(i->cl);
+
+        if (len == 0)
+                return;
+        if (i->chunked) {
+                (void)evbuffer_add_printf(out, "%zx\r\n", len);
+                (void)evbuffer_add(out, data, len);
+                (void)evbuffer_add(out, "\r\n", 2);
+        } else
+                (void)evbuffer_add(out, data, len);
+        i->bytes_down += len;
+}
+
+/* Decoded response body: masked, held back where a value may start. */
+static int i_on_body(void *userdata, const char *data, size_t len) {
+        Intercept *i = userdata;
+        const char *out;
+        size_t n;
+
+        if (secret_filter_feed(&i->filter, i->p.config->secrets, i->p.config->n_secrets, data, len,
+                               &out, &n) < 0)
+                return -1;
+        i_emit(i, out, n);
+        return 0;
+}
+
+static void i_exchange_done(Intercept *i) {
+        const char *rest;
+        size_t n;
+
+        secret_filter_flush(&i->filter, &rest, &n);
+        i_emit(i, rest, n);
+        if (i->chunked)
+                (void)evbuffer_add(bufferevent_get_output(i->cl), "0\r\n\r\n", 5);
+        i_audit(i, AUDIT_ALLOW, NULL, NULL);
+        if (i->close_after || i->up_eof || !http_message_keep_alive(&i->resp)) {
+                i_close_after_flush(i);
+                return;
+        }
+        http_message_reset(&i->req);
+        i->state = I_HEAD;
+        (void)bufferevent_disable(i->up, EV_WRITE);
+        (void)bufferevent_enable(i->cl, EV_READ);
+        if (evbuffer_get_length(bufferevent_get_input(i->cl)) > 0)
+                event_active(i->kick, 0, 0);
+}
+
+static int i_response_head(Intercept *i) {
+        unsigned code = http_message_status_code(&i->resp);
+        bool interim = code >= 100 && code < 200;
+        char *head = NULL;
+        size_t len = 0;
+
+        if (code < 100 || code == 101) {
+                i_upstream_failed(i, code == 101 ? "the upstream server switched protocols"
+                                                 : "bad status from the upstream server");
+                return -EBADMSG;
+        }
+        if (secrets_build_response_head(i->p.config->secrets, i->p.config->n_secrets, &i->resp,
+                                        &head, &len) < 0) {
+                i_upstream_failed(i, "out of memory");
+                return -ENOMEM;
+        }
+        (void)evbuffer_add(bufferevent_get_output(i->cl), head, len);
+        free(head);
+        i->bytes_down += len;
+        if (interim) {
+                bool skip = i->resp.skip_body;
+
+                http_message_reset(&i->resp);
+                i->resp.skip_body = skip;
+                return 0;
+        }
+        i->status = code;
+        i->resp_head_sent = true;
+        i->chunked = (i->resp.parser.flags & F_CHUNKED) && http_message_has_body(&i->resp);
+        return 0;
+}
+
+static void i_forward_response(Intercept *i) {
+        while (i->state == I_FORWARD) {
+                struct evbuffer *in = bufferevent_get_input(i->up);
+                struct evbuffer_iovec vec;
+                HttpMessageState before;
+                ssize_t n;
+
+                if (i->resp.state == HTTP_MESSAGE_DONE) {
+                        if (i->req.state != HTTP_MESSAGE_DONE)
+                                i->close_after = true;
+                        i_exchange_done(i);
+                        return;
+                }
+                if (evbuffer_get_length(in) == 0) {
+                        if (!i->up_eof)
+                                return;
+                        if (http_message_finish(&i->resp) < 0) {
+                                i_upstream_failed(i, "the upstream server closed the "
+                                                     "connection before the response ended");
+                                return;
+                        }
+                        continue;
+                }
+                if (evbuffer_get_length(bufferevent_get_output(i->cl)) >= FORWARD_HIGH_WATER) {
+                        (void)bufferevent_disable(i->up, EV_READ);
+                        return;
+                }
+                if (evbuffer_peek(in, -1, NULL, &vec, 1) < 1)
+                        return;
+                before = i->resp.state;
+                n = http_message_feed(&i->resp, vec.iov_base, vec.iov_len);
+                if (n < 0) {
+                        char reason[REASON_MAX];
+
+                        (void)snprintf(reason, sizeof(reason),
+                                       "bad response from the upstream server: %s",
+                                       i->resp.error ? i->resp.error : "malformed");
+                        i_upstream_failed(i, reason);
+                        return;
+                }
+                (void)evbuffer_drain(in, (size_t)n);
+                if (before == HTTP_MESSAGE_HEAD && i->resp.state != HTTP_MESSAGE_HEAD &&
+                    i_response_head(i) < 0)
+                        return;
+        }
+}
+
+static void i_forward_request_body(Intercept *i) {
+        while (i->state == I_FORWARD && i->req.state == HTTP_MESSAGE_BODY) {
+                struct evbuffer *in = bufferevent_get_input(i->cl);
+                struct evbuffer *out = bufferevent_get_output(i->up);
+                struct evbuffer_iovec vec;
+                ssize_t n;
+
+                if (evbuffer_get_length(in) == 0) {
+                        (void)bufferevent_enable(i->cl, EV_READ);
+                        return;
+                }
+                if (evbuffer_get_length(out) >= FORWARD_HIGH_WATER) {
+                        /* up_write_cb() resumes once it is written. */
+                        (void)bufferevent_disable(i->cl, EV_READ);
+                        return;
+                }
+                if (evbuffer_peek(in, -1, NULL, &vec, 1) < 1)
+                        return;
+                n = http_message_feed(&i->req, vec.iov_base, vec.iov_len);
+                if (n < 0) {
+                        char reason[REASON_MAX];
+
+                        (void)snprintf(reason, sizeof(reason), "malformed request body: %s",
+                                       i->req.error ? i->req.error : "?");
+                        if (i->resp_head_sent) {
+                                i_audit(i, AUDIT_ALLOW, reason, NULL);
+                                i_finish(i);
+                        } else
+                                i_answer(i, AUDIT_ERROR, 400, reason, NULL);
+                        return;
+                }
+                /* Body bytes travel verbatim, chunked framing included. */
+                if (evbuffer_remove_buffer(in, out, (size_t)n) != (int)n) {
+                        i_upstream_failed(i, "out of memory");
+                        return;
+                }
+                i->bytes_up += (uint64_t)n;
+        }
+        /* The whole request is out; a pipelined one waits. */
+        if (i->state == I_FORWARD)
+                (void)bufferevent_disable(i->cl, EV_READ);
+}
+
+static void i_handle_request(Intercept *i) {
+        const ProxyConfig *cfg = i->p.config;
+        const ProxySecret *trip;
+        struct timeval idle = ms_tv(cfg->idle_timeout_ms);
+        char *head = NULL;
+        size_t len = 0;
+        int r;
+
+        if (i->up_failed) {
+                i_answer(i, AUDIT_ERROR, 502, i->up_error, NULL);
+                return;
+        }
+        /* SECURITY: a placeholder of a secret that is not for this host is
+         * an attempt to send it elsewhere: refused, named, never valued. */
+        trip = secrets_find_tripwire(cfg->secrets, cfg->n_secrets, &i->p.host, i->p.port, &i->req);
+        if (trip) {
+                char reason[REASON_MAX];
+
+                (void)snprintf(reason, sizeof(reason), "tripwire: placeholder of %s sent to %s",
+                               trip->name, i->p.host.name);
+                i_answer(i, AUDIT_DENY, 403, reason, trip->name);
+                return;
+        }
+        r = secrets_build_request_head(cfg->secrets, cfg->n_secrets, &i->p.host, i->p.port, &i->req,
+                                       &head, &len, &i->used);
+        if (r == -EBADMSG) {
+                i_answer(i, AUDIT_ERROR, 400,
+                         "only origin-form requests (\"GET /path\") are accepted inside an "
+                         "intercepted connection",
+                         NULL);
+                return;
+        }
+        if (r < 0) {
+                i_answer(i, AUDIT_ERROR, 500, "out of memory", NULL);
+                return;
+        }
+        r = evbuffer_add(bufferevent_get_output(i->up), head, len);
+        /* SECURITY: the head holds real values. */
+        explicit_bzero(head, len);
+        free(head);
+        if (r < 0) {
+                i_answer(i, AUDIT_ERROR, 500, "out of memory", NULL);
+                return;
+        }
+        i->bytes_up += len;
+        i->close_after = !http_message_keep_alive(&i->req);
+        http_message_reset(&i->resp);
+        i->resp.skip_body = http_message_method(&i->req) == HTTP_HEAD;
+        i->chunked = false;
+        i->state = I_FORWARD;
+        (void)bufferevent_set_timeouts(i->up, &idle, NULL);
+        (void)bufferevent_enable(i->up, EV_READ | EV_WRITE);
+        i_forward_request_body(i);
+        if (i->state == I_FORWARD && evbuffer_get_length(bufferevent_get_input(i->up)) > 0)
+                i_forward_response(i);
+}
+
+static void i_handle_head(Intercept *i) {
+        (void)bufferevent_disable(i->cl, EV_READ);
+        i_begin(i);
+        (void)snprintf(i->method, sizeof(i->method), "%s",
+                       http_method_str(http_message_method(&i->req)));
+        if (!i->up_ready && !i->up_failed) {
+                i->state = I_WAIT_UP;
+                return;
+        }
+        i_handle_request(i);
+}
+
+static void i_process_input(Intercept *i) {
+        while (i->state == I_HEAD) {
+                struct evbuffer *in = bufferevent_get_input(i->cl);
+                struct evbuffer_iovec vec;
+                ssize_t n;
+
+                if (evbuffer_get_length(in) == 0)
+                        return;
+                if (!i->up && !i->up_failed) {
+                        /* The upstream closed while idle: the client must
+                         * come again on a new connection. */
+                        i_finish(i);
+                        return;
+                }
+                if (evbuffer_peek(in, -1, NULL, &vec, 1) < 1)
+                        return;
+                n = http_message_feed(&i->req, vec.iov_base, vec.iov_len);
+                if (n < 0) {
+                        i_begin(i);
+                        i_answer(i, AUDIT_ERROR, (unsigned)i->req.status, i->req.error, NULL);
+                        return;
+                }
+                (void)evbuffer_drain(in, (size_t)n);
+                if (i->req.state != HTTP_MESSAGE_HEAD)
+                        i_handle_head(i);
+        }
+}
+
+static void kick_cb(evutil_socket_t fd, short what, void *arg) {
+        Intercept *i = arg;
+
+        if (i->state == I_HEAD)
+                i_process_input(i);
+}
+
+static void openssl_error(struct bufferevent *bev, char *buf, size_t size) {
+        unsigned long e = bufferevent_get_openssl_error(bev);
+
+        if (e == 0) {
+                int err = EVUTIL_SOCKET_ERROR();
+
+                (void)snprintf(buf, size, "%s", err != 0 ? strerror(err) : "connection closed");
+                return;
+        }
+        ERR_error_string_n(e, buf, size);
+        while (bufferevent_get_openssl_error(bev) != 0)
+                ;
+}
+
+static void cl_event_cb(struct bufferevent *bev, short what, void *arg) {
+        Intercept *i = arg;
+        struct timeval idle = ms_tv(i->p.config->idle_timeout_ms);
+
+        if (what & BEV_EVENT_CONNECTED) {
+                i->state = I_HEAD;
+                (void)bufferevent_set_timeouts(bev, &idle, NULL);
+                i_process_input(i);
+                return;
+        }
+        if (i->state == I_HANDSHAKE) {
+                char detail[256], reason[REASON_MAX];
+
+                if (what & BEV_EVENT_TIMEOUT)
+                        (void)snprintf(detail, sizeof(detail), "timed out");
+                else
+                        openssl_error(bev, detail, sizeof(detail));
+                (void)snprintf(reason, sizeof(reason),
+                               "the TLS handshake with the client failed: %s", detail);
+                i_begin(i);
+                i_audit(i, AUDIT_ERROR, reason, NULL);
+        } else if (i->in_exchange)
+                i_audit(i, AUDIT_ALLOW, "the client closed the connection", NULL);
+        i_finish(i);
+}
+
+static void cl_read_cb(struct bufferevent *bev, void *arg) {
+        Intercept *i = arg;
+
+        if (i->state == I_HEAD)
+                i_process_input(i);
+        else if (i->state == I_FORWARD && i->req.state == HTTP_MESSAGE_BODY)
+                i_forward_request_body(i);
+}
+
+static void cl_write_cb(struct bufferevent *bev, void *arg) {
+        Intercept *i = arg;
+
+        if (i->state == I_CLOSING) {
+                if (evbuffer_get_length(bufferevent_get_output(bev)) == 0)
+                        i_finish(i);
+                return;
+        }
+        if (i->state == I_FORWARD) {
+                (void)bufferevent_enable(i->up, EV_READ);
+                i_forward_response(i);
+        }
+}
+
+static void up_event_cb(struct bufferevent *bev, short what, void *arg) {
+        Intercept *i = arg;
+
+        if (what & BEV_EVENT_CONNECTED) {
+                i->up_ready = true;
+                (void)bufferevent_set_timeouts(bev, NULL, NULL);
+                if (i->state == I_WAIT_UP)
+                        i_handle_request(i);
+                return;
+        }
+        if (!i->up_ready) {
+                SSL *ssl = bufferevent_openssl_get_ssl(bev);
+                long v = ssl ? SSL_get_verify_result(ssl) : X509_V_OK;
+                char detail[256];
+
+                if (v != X509_V_OK)
+                        (void)snprintf(i->up_error, sizeof(i->up_error),
+                                       "upstream certificate for '%s' did not verify: %s",
+                                       i->p.host.name, X509_verify_cert_error_string(v));
+                else {
+                        if (what & BEV_EVENT_TIMEOUT)
+                                (void)snprintf(detail, sizeof(detail), "timed out");
+                        else
+                                openssl_error(bev, detail, sizeof(detail));
+                        (void)snprintf(i->up_error, sizeof(i->up_error),
+                                       "the TLS handshake with upstream '%s' failed: %s",
+                                       i->p.host.name, detail);
+                }
+                i->up_failed = true;
+                i_drop_upstream(i);
+                if (i->state == I_WAIT_UP)
+                        i_handle_request(i);
+                return;
+        }
+        if (i->state == I_FORWARD) {
+                if (what & BEV_EVENT_EOF) {
+                        i->up_eof = true;
+                        i_forward_response(i);
+                        return;
+                }
+                i_upstream_failed(i, what & BEV_EVENT_TIMEOUT
+                                             ? "the upstream server did not answer in time"
+                                             : "the upstream connection failed");
+                return;
+        }
+        /* Closed while idle: the next request cannot be sent. */
+        i_drop_upstream(i);
+        if (i->state == I_HEAD && evbuffer_get_length(bufferevent_get_input(i->cl)) == 0 &&
+            i->req.head_bytes == 0)
+                i_finish(i);
+}
+
+static void up_read_cb(struct bufferevent *bev, void *arg) {
+        Intercept *i = arg;
+
+        if (i->state == I_FORWARD)
+                i_forward_response(i);
+        else
+                (void)evbuffer_drain(bufferevent_get_input(bev),
+                                     evbuffer_get_length(bufferevent_get_input(bev)));
+}
+
+static void up_write_cb(struct bufferevent *bev, void *arg) {
+        Intercept *i = arg;
+
+        if (i->state == I_FORWARD && i->req.state == HTTP_MESSAGE_BODY)
+                i_forward_request_body(i);
+}
+
+int intercept_start(const InterceptParams *p, int client_fd, int up_fd, Intercept **ret) {
+        struct timeval hs = ms_tv(p->config->header_timeout_ms);
+        struct timeval ct = ms_tv(p->config->connect_timeout_ms);
+        SSL *cl_ssl = NULL, *up_ssl = NULL;
+        Intercept *i;
+
+        i = calloc(1, sizeof(Intercept));
+        if (!i)
+                goto fail;
+        i->p = *p;
+        (void)snprintf(i->address, sizeof(i->address), "%s", p->address ? p->address : "");
+        (void)snprintf(i->rule, sizeof(i->rule), "%s", p->rule ? p->rule : "");
+        i->p.address = i->p.rule = NULL;
+        i->state = I_HANDSHAKE;
+        if (http_message_init(&i->req, HTTP_REQUEST, &request_limits) < 0 ||
+            http_message_init(&i->resp, HTTP_RESPONSE, &response_limits) < 0)
+                goto fail;
+        i->resp.on_body = i_on_body;
+        i->resp.body_userdata = i;
+        i->kick = event_new(p->base, -1, 0, kick_cb, i);
+        if (!i->kick)
+                goto fail;
+        if (tls_mint_server_ssl(p->mint, &p->host, &cl_ssl) < 0 ||
+            tls_mint_client_ssl(p->mint, &p->host, &up_ssl) < 0)
+                goto fail;
+
+        /* From here the bufferevents own the SSLs and the fds. */
+        i->cl = bufferevent_openssl_socket_new(p->base, client_fd, cl_ssl,
+                                               BUFFEREVENT_SSL_ACCEPTING, BEV_OPT_CLOSE_ON_FREE);
+        if (!i->cl)
+                goto fail;
+        client_fd = -EBADF;
+        cl_ssl = NULL;
+        i->up = bufferevent_openssl_socket_new(p->base, up_fd, up_ssl, BUFFEREVENT_SSL_CONNECTING,
+                                               BEV_OPT_CLOSE_ON_FREE);
+        if (!i->up)
+                goto fail;
+        up_fd = -EBADF;
+        up_ssl = NULL;
+        /* Servers (and clients) often close without close_notify. */
+        bufferevent_openssl_set_allow_dirty_shutdown(i->cl, 1);
+        bufferevent_openssl_set_allow_dirty_shutdown(i->up, 1);
+        bufferevent_setcb(i->cl, cl_read_cb, cl_write_cb, cl_event_cb, i);
+        bufferevent_setcb(i->up, up_read_cb, up_write_cb, up_event_cb, i);
+        (void)bufferevent_set_timeouts(i->cl, &hs, &hs);
+        (void)bufferevent_set_timeouts(i->up, &ct, &ct);
+        (void)bufferevent_enable(i->cl, EV_READ | EV_WRITE);
+        (void)bufferevent_enable(i->up, EV_READ | EV_WRITE);
+        *ret = i;
+        return 0;
+fail:
+        SSL_free(cl_ssl);
+        SSL_free(up_ssl);
+        safe_close(client_fd);
+        safe_close(up_fd);
+        intercept_free(i);
+        return -ENOMEM;
+}
+
+Intercept *intercept_free(Intercept *i) {
+        if (!i)
+                return NULL;
+        if (i->state != I_DEAD) {
+                i_audit(i, AUDIT_ALLOW, "the proxy shut down", NULL);
+                i_release(i);
+        }
+        if (i->kick)
+                event_free(i->kick);
+        http_message_done(&i->req);
+        http_message_done(&i->resp);
+        secret_filter_done(&i->filter);
+        free(i);
+        return NULL;
+}

@@ -1,0 +1,333 @@
+# SPDX-License-Identifier: LGPL-2.1-or-later
+"""Credential brokering through `hutch run --secret` (issue 5): the sandbox
+holds a placeholder, hutch-proxy swaps in the real value for the secret's
+hosts only (docs/secrets.md).
+
+Upstreams are HTTPS echo servers on the host's loopback with a test CA
+(python3-trustme) that hutch-proxy is told to trust with --upstream-ca;
+the sandbox reaches them only through the proxy, by names mapped with
+--resolve. Nothing is sent to any other address."""
+
+import json
+import re
+import socket
+import ssl
+import threading
+
+import pytest
+
+from proxyutil import EchoHandler, Upstream, _ThreadingServer
+
+trustme = pytest.importorskip("trustme")
+
+API = "api.secret.test"
+OTHER = "other.secret.test"
+PLAIN = "plain.secret.test"
+REAL = "sk-proj-REALvalue0123456789abcdefXYZ"
+PLACEHOLDER_RE = re.compile(r"^sk-proj-[A-Za-z0-9]{%d}$" % (len(REAL) - len("sk-proj-")))
+CA_VARS = [
+    "SSL_CERT_FILE",
+    "REQUESTS_CA_BUNDLE",
+    "CURL_CA_BUNDLE",
+    "NODE_EXTRA_CA_CERTS",
+    "GIT_SSL_CAINFO",
+    "PIP_CERT",
+    "AWS_CA_BUNDLE",
+]
+BUNDLE = "/run/hutch/ca-bundle.pem"
+SYSTEM_BUNDLE = "/etc/ssl/certs/ca-certificates.crt"
+
+
+class TlsUpstream:
+    """The proxyutil echo server behind TLS with a trustme certificate for
+    API and OTHER."""
+
+    def __init__(self, ca):
+        self.server = _ThreadingServer(("127.0.0.1", 0), EchoHandler, socket.AF_INET)
+        self.server.lock = threading.Lock()
+        self.server.requests = []
+        self.server.connections = 0
+        self.server.git_root = None
+        ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        ca.issue_cert(API, OTHER).configure_cert(ctx)
+        self.server.socket = ctx.wrap_socket(self.server.socket, server_side=True)
+        self.port = self.server.server_address[1]
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    @property
+    def requests(self):
+        with self.server.lock:
+            return list(self.server.requests)
+
+    def close(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture(scope="module")
+def ca():
+    return trustme.CA()
+
+
+@pytest.fixture(scope="module")
+def tls_upstream(ca):
+    u = TlsUpstream(ca)
+    yield u
+    u.close()
+
+
+@pytest.fixture(scope="module")
+def plain_upstream():
+    u = Upstream("127.0.0.1")
+    yield u
+    u.close()
+
+
+def proxy_ready(sbx):
+    # hutch-proxy with --ca-out-fd (the proxy side of issue 5).
+    from proxyutil import PROXY_BIN
+
+    import subprocess
+
+    if not PROXY_BIN.is_file():
+        pytest.skip("hutch-proxy is not built")
+    out = subprocess.run([str(PROXY_BIN), "--help"], capture_output=True, text=True).stdout
+    if "--ca-out-fd" not in out:
+        pytest.skip("hutch-proxy has no --ca-out-fd yet")
+
+
+def ca_file(sbx, ca):
+    d = sbx.make_dir(name="ca")
+    path = d / "upstream-ca.pem"
+    ca.cert_pem.write_to_path(str(path))
+    path.chmod(0o644)
+    sbx.chown(path)
+    return path
+
+
+def secret_flags(sbx, ca, up, spec_suffix="", extra_hosts=()):
+    flags = [
+        "--secret",
+        f"TOKEN@{API}:{up.port}{spec_suffix}",
+        "--resolve",
+        f"{API}:127.0.0.1",
+        "--allow-private",
+        "127.0.0.0/8",
+        "--upstream-ca",
+        str(ca_file(sbx, ca)),
+    ]
+    for h in extra_hosts:
+        flags += ["--allow-host", h[0], "--resolve", f"{h[0].split(':')[0]}:127.0.0.1"]
+    return flags
+
+
+def run_json(sbx, flags, cmd, env=None, **kw):
+    out = sbx.make_dir(name="out") / "outcome.json"
+    r = sbx.run([*flags, "--json", str(out), "--", *cmd], env=env, **kw)
+    outcome = json.loads(out.read_text()) if out.exists() and out.stat().st_size else None
+    return r, outcome
+
+
+# ------------------------------------------------------------ bad input
+
+
+@pytest.mark.parametrize(
+    "flags,env,needle",
+    [
+        (["--secret", "TOKEN@api.example"], {}, "secret 'TOKEN': environment variable TOKEN is not set"),
+        (["--secret", "TOKEN@api.example"], {"TOKEN": ""}, "environment variable TOKEN is empty"),
+        (["--secret", "TOKEN@api.example"], {"TOKEN": "short"}, "shorter than 8"),
+        (["--secret", "TOKEN@a..example"], {"TOKEN": REAL}, "invalid host pattern 'a..example'"),
+        (["--secret", "TOKEN@api.example;colour=red"], {"TOKEN": REAL}, "unknown option 'colour'"),
+        (["--secret", "TOKEN@api.example;methods=get"], {"TOKEN": REAL}, "invalid method 'get'"),
+        (
+            ["--secret", "TOKEN@api.example", "--secret", "TOKEN@b.example"],
+            {"TOKEN": REAL},
+            "secret 'TOKEN' in --secret 'TOKEN@b.example' is given twice",
+        ),
+        (["--secret", "TOKEN=file:/nonexistent/key@api.example"], {}, "cannot read the file '/nonexistent/key'"),
+        (["--secret", "TOKEN@api.example", "--network", "none"], {"TOKEN": REAL}, "needs network mode 'allow'"),
+        (["--upstream-ca", "/nonexistent/ca.pem"], {}, "upstream CA file '/nonexistent/ca.pem'"),
+    ],
+)
+def test_bad_secret_input(sbx, flags, env, needle):
+    r = sbx.run([*flags, "--", "true"], env=env)
+    assert r.returncode == 125, r.stderr
+    assert needle in r.stderr
+    assert REAL not in r.stderr
+
+
+def test_empty_secret_file(sbx):
+    d = sbx.make_dir(name="keys")
+    key = d / "key"
+    key.write_text("\n")
+    sbx.chown(key)
+    r = sbx.run(["--secret", f"TOKEN=file:{key}@api.example", "--", "true"])
+    assert r.returncode == 125
+    assert f"secret 'TOKEN': the file '{key}' is empty" in r.stderr
+
+
+def test_unreadable_secret_file(sbx):
+    d = sbx.make_dir(name="keys")
+    key = d / "key"
+    if sbx.switches_user:
+        key.write_text(REAL)
+        key.chmod(0o600)  # owned by root, the caller is not
+        expected = "Permission denied"
+    else:
+        # Root reads any file: a directory is what it cannot read.
+        key.mkdir()
+        expected = "Is a directory"
+    r = sbx.run(["--secret", f"TOKEN=file:{key}@api.example", "--", "true"])
+    assert r.returncode == 125
+    assert expected in r.stderr and REAL not in r.stderr
+
+
+# ------------------------------------------------------------ inside the sandbox
+
+
+def test_placeholder_env_and_trust(sbx, ca, tls_upstream):
+    proxy_ready(sbx)
+    script = "env; echo ===; cat " + SYSTEM_BUNDLE + "; echo ===; cat " + BUNDLE
+    r, o = run_json(sbx, secret_flags(sbx, ca, tls_upstream), ["sh", "-c", script], env={"TOKEN": REAL})
+    assert r.returncode == 0, r.stderr
+    env_text, system, bundle = r.stdout.split("===\n")
+    env = dict(line.split("=", 1) for line in env_text.splitlines() if "=" in line)
+    assert PLACEHOLDER_RE.match(env["TOKEN"]), env["TOKEN"]
+    assert env["TOKEN"] != REAL
+    for v in CA_VARS:
+        assert env[v] == BUNDLE
+    assert REAL not in r.stdout
+    # The bundle: the host's CAs, then the sandbox CA, over the system path.
+    host = open(SYSTEM_BUNDLE).read()
+    assert system == bundle
+    assert bundle.startswith(host.rstrip("\n"))
+    extra = bundle[len(host) :]
+    assert extra.count("-----BEGIN CERTIFICATE-----") == 1
+    assert "PRIVATE KEY" not in bundle
+
+
+def test_placeholder_is_new_for_every_sandbox(sbx, ca, tls_upstream):
+    proxy_ready(sbx)
+    seen = set()
+    for _ in range(3):
+        r = sbx.run([*secret_flags(sbx, ca, tls_upstream), "--", "sh", "-c", "echo $TOKEN"], env={"TOKEN": REAL})
+        assert r.returncode == 0, r.stderr
+        seen.add(r.stdout.strip())
+    assert len(seen) == 3
+
+
+def test_real_value_is_nowhere_the_sandbox_can_read(sbx, ca, tls_upstream):
+    proxy_ready(sbx)
+    d = sbx.make_dir(name="keys")
+    key = d / "key"
+    key.write_text(REAL + "\n")
+    sbx.chown(key)
+    # Both sources: the environment (passed in with --env-pass too, which
+    # the placeholder must win over) and a file.
+    flags = secret_flags(sbx, ca, tls_upstream) + [
+        "--env-pass",
+        "TOKEN",
+        "--secret",
+        f"FILEKEY=file:{key}@{OTHER}",
+    ]
+    # The needle comes on stdin into /dev/shm (not searched) for grep -f,
+    # so no command line holds it.
+    script = (
+        "cat > /dev/shm/needle; test -s /dev/shm/needle || exit 3; "
+        "grep -rlsF -f /dev/shm/needle /etc /root /tmp /run /usr/local /proc/self/environ "
+        "/proc/1/environ /proc/[0-9]*/cmdline /proc/[0-9]*/environ; "
+        'echo "$TOKEN $FILEKEY"'
+    )
+    r, o = run_json(sbx, flags, ["sh", "-c", script], env={"TOKEN": REAL}, input=REAL + "\n")
+    assert r.returncode == 0, r.stderr
+    assert REAL not in r.stdout and REAL not in r.stderr
+    lines = r.stdout.splitlines()
+    assert len(lines) == 1, r.stdout  # grep found nothing
+    token, filekey = lines[0].split()
+    assert PLACEHOLDER_RE.match(token) and PLACEHOLDER_RE.match(filekey)
+    assert token != filekey
+
+
+# ------------------------------------------------------------ end to end
+
+
+def test_curl_gets_the_real_value_upstream_and_the_placeholder_back(sbx, ca, tls_upstream):
+    proxy_ready(sbx)
+    url = f"https://{API}:{tls_upstream.port}/e2e-curl"
+    script = f'echo "$TOKEN"; curl -sS -H "Authorization: Bearer $TOKEN" {url}'
+    log = sbx.make_dir(name="audit") / "audit.jsonl"
+    flags = secret_flags(sbx, ca, tls_upstream) + ["--audit-log", str(log)]
+    r, o = run_json(sbx, flags, ["sh", "-c", script], env={"TOKEN": REAL})
+    assert r.returncode == 0, r.stderr
+    placeholder, body = r.stdout.split("\n", 1)
+    echoed = dict(json.loads(body)["headers"])
+    # The upstream echoes what it got (the real value); the proxy turns it
+    # back into the placeholder on the way in.
+    assert echoed["Authorization"] == f"Bearer {placeholder}"
+    assert REAL not in r.stdout
+    got = [q for q in tls_upstream.requests if q["path"] == "/e2e-curl"]
+    assert dict(got[-1]["headers"])["Authorization"] == f"Bearer {REAL}"
+    assert o["denied"] == []
+    audit = log.read_text()
+    assert REAL not in audit
+    assert any(d.get("intercepted") and d.get("secrets") == ["TOKEN"] for d in map(json.loads, audit.splitlines()))
+
+
+def test_python_urllib_trusts_the_sandbox_ca(sbx, ca, tls_upstream):
+    proxy_ready(sbx)
+    url = f"https://{API}:{tls_upstream.port}/e2e-python"
+    code = (
+        "import os, urllib.request as u; "
+        f"q = u.Request('{url}', headers={{'X-Key': os.environ['TOKEN']}}); "
+        "print(u.urlopen(q, timeout=20).status)"
+    )
+    r, o = run_json(sbx, secret_flags(sbx, ca, tls_upstream), ["python3", "-c", code], env={"TOKEN": REAL})
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "200"
+    got = [q for q in tls_upstream.requests if q["path"] == "/e2e-python"]
+    assert dict(got[-1]["headers"])["X-Key"] == REAL
+
+
+def test_header_scope(sbx, ca, tls_upstream):
+    proxy_ready(sbx)
+    url = f"https://{API}:{tls_upstream.port}/e2e-scope"
+    script = f'curl -sS -o /dev/null -H "Authorization: Bearer $TOKEN" -H "X-Other: $TOKEN" {url}'
+    r, o = run_json(
+        sbx,
+        secret_flags(sbx, ca, tls_upstream, ";header=Authorization"),
+        ["sh", "-c", script],
+        env={"TOKEN": REAL},
+    )
+    assert r.returncode == 0, r.stderr
+    got = dict([q for q in tls_upstream.requests if q["path"] == "/e2e-scope"][-1]["headers"])
+    assert got["Authorization"] == f"Bearer {REAL}"
+    assert got["X-Other"] != REAL and got["X-Other"].startswith("sk-proj-")
+
+
+def test_other_allowed_host_gets_the_placeholder(sbx, ca, tls_upstream):
+    proxy_ready(sbx)
+    url = f"https://{OTHER}:{tls_upstream.port}/e2e-other"
+    flags = secret_flags(sbx, ca, tls_upstream, extra_hosts=[(f"{OTHER}:{tls_upstream.port}",)])
+    # OTHER is an opaque tunnel: the client must trust the test CA itself.
+    cafile = [f for f in flags if f.endswith("upstream-ca.pem")][0]
+    script = f'echo "$TOKEN"; curl -sS -o /dev/null --cacert {cafile} -H "Authorization: Bearer $TOKEN" {url}'
+    flags += ["-v", f"{cafile}:{cafile}:ro"]
+    r, o = run_json(sbx, flags, ["sh", "-c", script], env={"TOKEN": REAL})
+    assert r.returncode == 0, r.stderr
+    placeholder = r.stdout.strip()
+    got = dict([q for q in tls_upstream.requests if q["path"] == "/e2e-other"][-1]["headers"])
+    assert got["Authorization"] == f"Bearer {placeholder}"
+
+
+def test_placeholder_to_a_third_host_is_a_tripwire(sbx, ca, tls_upstream, plain_upstream):
+    proxy_ready(sbx)
+    flags = secret_flags(sbx, ca, tls_upstream, extra_hosts=[(f"{PLAIN}:{plain_upstream.port}",)])
+    url = f"http://{PLAIN}:{plain_upstream.port}/e2e-tripwire"
+    script = f'curl -sS -o /dev/null -w "%{{http_code}}" -H "Authorization: Bearer $TOKEN" {url}'
+    r, o = run_json(sbx, flags, ["sh", "-c", script], env={"TOKEN": REAL})
+    assert r.stdout == "403", r.stderr
+    assert not [q for q in plain_upstream.requests if q["path"] == "/e2e-tripwire"]
+    assert any(d["host"] == PLAIN and "tripwire" in d["reason"] and "TOKEN" in d["reason"] for d in o["denied"]), o
+    assert REAL not in json.dumps(o)
