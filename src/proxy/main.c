@@ -47,6 +47,22 @@ static int check_listen_fd(int fd) {
         return 0;
 }
 
+static void set_cloexec(int fd);
+
+/* Each listening fd must be a listening socket; made non-blocking and
+ * CLOEXEC. Logs and returns -errno otherwise. */
+static int check_listen_fds(const ProxyConfig *cfg) {
+        for (size_t i = 0; i < cfg->n_listen_fds; i++) {
+                int r = check_listen_fd(cfg->listen_fds[i]);
+
+                if (r < 0)
+                        return log_error_errno(r, "--listen-fd %d is not a listening socket: %m",
+                                               cfg->listen_fds[i]);
+                set_cloexec(cfg->listen_fds[i]);
+        }
+        return 0;
+}
+
 static void set_cloexec(int fd) {
         int flags;
 
@@ -114,7 +130,37 @@ static int setup_mint(const ProxyConfig *cfg, TlsMint **ret) {
         return 0;
 }
 
-static int run(const ProxyConfig *cfg, Audit *audit) {
+/* --listen-fds-socket: the supervisor starts the proxy before the sandbox
+ * exists (its OpenSSL start-up then overlaps the sandbox's), and sends the
+ * listening sockets once the sandbox made them. They come after the CA
+ * certificate was written, which the supervisor reads first. */
+static int receive_listen_fds(ProxyConfig *cfg) {
+        int fds[PROXY_LISTEN_FDS_MAX];
+        char byte;
+        ssize_t n;
+
+        if (cfg->listen_socket < 0)
+                return 0;
+        n = recv_with_fds(cfg->listen_socket, &byte, 1, fds, ELEMENTSOF(fds));
+        (void)close(cfg->listen_socket);
+        cfg->listen_socket = -EBADF;
+        if (n <= 0)
+                return log_error_errno(n < 0 ? (int)n : -EPIPE,
+                                       "no listening sockets arrived on --listen-fds-socket: %m");
+        for (size_t i = 0; i < ELEMENTSOF(fds) && fds[i] >= 0; i++) {
+                if (cfg->n_listen_fds >= PROXY_LISTEN_FDS_MAX) {
+                        (void)close(fds[i]);
+                        continue;
+                }
+                cfg->listen_fds[cfg->n_listen_fds++] = fds[i];
+        }
+        if (cfg->n_listen_fds == 0)
+                return log_error_errno(-EINVAL, "no listening sockets arrived on "
+                                                "--listen-fds-socket");
+        return check_listen_fds(cfg);
+}
+
+static int run(ProxyConfig *cfg, Audit *audit) {
         _cleanup_(tls_mint_freep) TlsMint *mint = NULL;
         _cleanup_(proxy_freep) Proxy *proxy = NULL;
         struct event *signals[3] = {}, *watch = NULL;
@@ -123,6 +169,9 @@ static int run(const ProxyConfig *cfg, Audit *audit) {
         int r;
 
         r = setup_mint(cfg, &mint);
+        if (r < 0)
+                return r;
+        r = receive_listen_fds(cfg);
         if (r < 0)
                 return r;
 
@@ -211,20 +260,15 @@ int main(int argc, char *argv[]) {
         if (cfg->verbose)
                 log_setup("hutch-proxy", LOG_LEVEL_DEBUG);
 
-        for (size_t i = 0; i < cfg->n_listen_fds; i++) {
-                r = check_listen_fd(cfg->listen_fds[i]);
-                if (r < 0) {
-                        log_error_errno(r, "--listen-fd %d is not a listening socket: %m",
-                                        cfg->listen_fds[i]);
-                        return EXIT_CONFIG;
-                }
-                set_cloexec(cfg->listen_fds[i]);
-        }
+        r = check_listen_fds(cfg);
+        if (r < 0)
+                return EXIT_CONFIG;
         set_cloexec(cfg->audit_fd);
         set_cloexec(cfg->summary_fd);
         set_cloexec(cfg->watch_fd);
         set_cloexec(cfg->ready_fd);
         set_cloexec(cfg->ca_out_fd);
+        set_cloexec(cfg->listen_socket);
         raise_nofile();
         /* Writes to a closed socket or pipe fail with EPIPE instead. */
         (void)signal(SIGPIPE, SIG_IGN);

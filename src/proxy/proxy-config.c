@@ -284,9 +284,15 @@ static int set_upstream_ca(ProxyConfig *c, const char *value, HutchError *reterr
 
 static int set_config_fd(ProxyConfig *c, const char *value, HutchError *reterr);
 
+static int set_listen_socket(ProxyConfig *c, const char *value, HutchError *reterr) {
+        return fd_arg(value, 3, "--listen-fds-socket", &c->listen_socket, reterr);
+}
+
 static const ConfigOption options[] = {
         {"listen-fd", "listen_fds", OPT_INT_LIST, set_listen_fd, "FD",
          "accept proxy clients on this listening socket (repeatable)"},
+        {"listen-fds-socket", "listen_fds_socket", OPT_INT, set_listen_socket, "FD",
+         "receive the listening sockets over this unix socket once the CA is written"},
         {"allow", "allow", OPT_STRING_LIST, set_allow, "PATTERN[:PORT]",
          "allow a host: NAME, *.DOMAIN or an IP; ports 80 and 443 by default"},
         {"deny", "deny", OPT_STRING_LIST, set_deny, "PATTERN[:PORT]",
@@ -338,6 +344,7 @@ ProxyConfig *proxy_config_new(void) {
                 return NULL;
         }
         c->audit_fd = c->summary_fd = c->watch_fd = c->ready_fd = c->ca_out_fd = -EBADF;
+        c->listen_socket = -EBADF;
         c->header_timeout_ms = PROXY_DEFAULT_HEADER_TIMEOUT_MS;
         c->idle_timeout_ms = PROXY_DEFAULT_IDLE_TIMEOUT_MS;
         c->connect_timeout_ms = PROXY_DEFAULT_CONNECT_TIMEOUT_MS;
@@ -814,8 +821,9 @@ int proxy_config_parse_argv(ProxyConfig *c, int argc, char *argv[], HutchError *
 }
 
 int proxy_config_validate(const ProxyConfig *c, HutchError *reterr) {
-        if (c->n_listen_fds == 0)
-                return hutch_error_set(reterr, EINVAL, "no --listen-fd given");
+        if (c->n_listen_fds == 0 && c->listen_socket < 0)
+                return hutch_error_set(reterr, EINVAL,
+                                       "no --listen-fd or --listen-fds-socket given");
         if (c->audit_path && c->audit_fd >= 0)
                 return hutch_error_set(reterr, EINVAL,
                                        "--audit-log and --audit-fd cannot be used together");

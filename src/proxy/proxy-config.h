@@ -57,6 +57,8 @@ typedef struct ProxyConfig {
         size_t n_secrets;
         char **upstream_ca; /* extra CA files for upstream TLS */
         int ca_out_fd;      /* --ca-out-fd N; -EBADF if none */
+        int listen_socket;  /* --listen-fds-socket N: the listening sockets arrive here
+                             * (one SCM_RIGHTS message) after the CA is written; -EBADF */
         uint64_t header_timeout_ms;
         uint64_t idle_timeout_ms;
         uint64_t connect_timeout_ms;

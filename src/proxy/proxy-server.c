@@ -312,9 +312,11 @@ static void conn_close(Conn *c) {
                 conn_audit(c, c->decided ? AUDIT_ALLOW : AUDIT_ERROR,
                            "the connection closed before the exchange completed");
         conn_cancel_dns(c);
-        conn_drop_upstream(c);
+        /* The tunnel's events go before the fds they watch: freeing an event
+         * on an already closed fd makes epoll complain (EBADF). */
         for (size_t i = 0; i < ELEMENTSOF(c->pumps); i++)
                 pump_release(&c->pumps[i]);
+        conn_drop_upstream(c);
         if (c->bev) {
                 bufferevent_free(c->bev);
                 c->bev = NULL;

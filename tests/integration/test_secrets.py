@@ -10,6 +10,7 @@ the sandbox reaches them only through the proxy, by names mapped with
 
 import json
 import re
+import shutil
 import socket
 import ssl
 import threading
@@ -17,6 +18,7 @@ import threading
 import pytest
 
 from proxyutil import EchoHandler, Upstream, _ThreadingServer
+from test_proxy import find_undici
 
 trustme = pytest.importorskip("trustme")
 
@@ -331,3 +333,102 @@ def test_placeholder_to_a_third_host_is_a_tripwire(sbx, ca, tls_upstream, plain_
     assert not [q for q in plain_upstream.requests if q["path"] == "/e2e-tripwire"]
     assert any(d["host"] == PLAIN and "tripwire" in d["reason"] and "TOKEN" in d["reason"] for d in o["denied"]), o
     assert REAL not in json.dumps(o)
+
+
+# ------------------------------------------------------------ other clients
+#
+# Each client sends the placeholder to API (intercepted: the sandbox CA
+# signs, and the client trusts it only through what hutch sets up) and,
+# as the negative twin, to OTHER (allowed, no secret: an opaque tunnel, so
+# that one request names the test CA itself). The script prints one JSON
+# line: the placeholder it held, API's status and body, OTHER's status.
+
+
+def client_flags(sbx, ca, up):
+    flags = secret_flags(sbx, ca, up, extra_hosts=[(f"{OTHER}:{up.port}",)])
+    cafile = [f for f in flags if f.endswith("upstream-ca.pem")][0]
+    return flags + ["-v", f"{cafile}:{cafile}:ro"], cafile
+
+
+def urlpath(url):
+    return "/" + url.split("/", 3)[3]
+
+
+def assert_swapped_both_ways(up, r, o, api_path, other_path):
+    assert r.returncode == 0, r.stderr
+    assert REAL not in r.stdout and REAL not in r.stderr
+    out = json.loads(r.stdout.strip().splitlines()[-1])
+    placeholder = out["placeholder"]
+    assert PLACEHOLDER_RE.match(placeholder) and placeholder != REAL, placeholder
+    assert out["status"] == 200 and out["other"] == 200, out
+    # API: the real value upstream, the placeholder back in the body.
+    got = [q for q in up.requests if q["path"] == api_path]
+    assert len(got) == 1, got
+    assert dict(got[0]["headers"])["Authorization"] == f"Bearer {REAL}"
+    echoed = json.loads(out["body"])
+    assert echoed["path"] == api_path
+    assert dict(echoed["headers"])["Authorization"] == f"Bearer {placeholder}"
+    # OTHER: the placeholder, untouched.
+    got = [q for q in up.requests if q["path"] == other_path]
+    assert len(got) == 1, got
+    assert dict(got[0]["headers"])["Authorization"] == f"Bearer {placeholder}"
+    assert o["denied"] == []
+
+
+PY_REQUESTS = r"""
+import json, os, sys
+import requests
+api, other, cafile = sys.argv[1:]
+tok = os.environ["TOKEN"]
+h = {"Authorization": "Bearer " + tok}
+a = requests.get(api, headers=h, timeout=20)
+b = requests.get(other, headers=h, timeout=20, verify=cafile)
+print(json.dumps({"placeholder": tok, "status": a.status_code, "body": a.text, "other": b.status_code}))
+"""
+
+
+def test_python_requests_trusts_the_sandbox_ca(sbx, ca, tls_upstream):
+    proxy_ready(sbx)
+    flags, cafile = client_flags(sbx, ca, tls_upstream)
+    api = f"https://{API}:{tls_upstream.port}/e2e-requests-{sbx.mode}"
+    other = f"https://{OTHER}:{tls_upstream.port}/e2e-requests-other-{sbx.mode}"
+    r, o = run_json(sbx, flags, ["python3", "-c", PY_REQUESTS, api, other, cafile], env={"TOKEN": REAL})
+    assert_swapped_both_ways(tls_upstream, r, o, urlpath(api), urlpath(other))
+
+
+NODE_UNDICI_SECRET = r"""
+const fs = require('fs');
+const { ProxyAgent, fetch } = require(process.argv[1]);
+const [, , api, other, cafile] = process.argv;
+(async () => {
+  const tok = process.env.TOKEN;
+  const headers = { Authorization: 'Bearer ' + tok };
+  // No TLS options: node's defaults, which NODE_EXTRA_CA_CERTS extends.
+  const a = await fetch(api, { headers, dispatcher: new ProxyAgent(process.env.HTTPS_PROXY) });
+  const body = await a.text();
+  const opaque = new ProxyAgent({ uri: process.env.HTTPS_PROXY,
+                                  requestTls: { ca: fs.readFileSync(cafile) } });
+  const b = await fetch(other, { headers, dispatcher: opaque });
+  await b.text();
+  console.log(JSON.stringify({ placeholder: tok, status: a.status, body, other: b.status }));
+})().catch(e => { console.error(e); process.exit(1); });
+"""
+
+
+def test_node_fetch_trusts_the_sandbox_ca(sbx, ca, tls_upstream):
+    proxy_ready(sbx)
+    undici = find_undici()
+    if undici is None:
+        pytest.skip("undici could not be installed with npm (node 20's fetch needs it for proxies)")
+    # A copy the caller can read, whoever the caller is.
+    copy = sbx.make_dir(name="undici") / "undici"
+    shutil.copytree(undici, copy)
+    sbx.chown(copy)
+    flags, cafile = client_flags(sbx, ca, tls_upstream)
+    flags += ["-v", f"{copy}:/opt/undici:ro"]
+    api = f"https://{API}:{tls_upstream.port}/e2e-node-{sbx.mode}"
+    other = f"https://{OTHER}:{tls_upstream.port}/e2e-node-other-{sbx.mode}"
+    cmd = ["node", "-e", NODE_UNDICI_SECRET, "/opt/undici", api, other, cafile]
+    r, o = run_json(sbx, flags, cmd, env={"TOKEN": REAL}, timeout=60)
+    assert_swapped_both_ways(tls_upstream, r, o, urlpath(api), urlpath(other))
+

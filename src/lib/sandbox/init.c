@@ -137,28 +137,15 @@ static int send_proxy_sockets(int sync_fd) {
         return r;
 }
 
-/* The supervisor sends SYNC_OP_CONTINUE as soon as init sits in its
- * cgroup, which may be before the CA bundle (SYNC_OP_CA) that init waits
- * for first; such an early CONTINUE is kept here for wait_for_cgroup().
- * Safe as a global: init is a single-threaded process of its own, and only
- * these two functions touch it, in that order. */
-static SyncMsg early_continue;
-static bool have_early_continue;
-
-/* With secrets: the supervisor answers the sockets with the CA bundle
- * once the proxy has made its CA. Any other answer ends init. */
+/* With secrets: after SYNC_OP_CONTINUE, the supervisor sends the CA
+ * bundle (the proxy made its CA while we built the filesystem). Any other
+ * answer ends init. */
 static int recv_ca_bundle(int sync_fd) {
         int fd = -EBADF;
         SyncMsg m;
         int r;
 
         r = sync_recv(sync_fd, &m, &fd, 1);
-        if (r > 0 && m.op == SYNC_OP_CONTINUE && !have_early_continue) {
-                early_continue = m;
-                have_early_continue = true;
-                fd = safe_close(fd);
-                r = sync_recv(sync_fd, &m, &fd, 1);
-        }
         if (r <= 0)
                 _exit(125);
         if (m.op != SYNC_OP_CA || m.n_fds != 1 || fd < 0) {
@@ -184,11 +171,7 @@ static void wait_for_cgroup(const InitArgs *a) {
         SyncMsg m;
         int r;
 
-        if (have_early_continue) {
-                m = early_continue;
-                r = 1;
-        } else
-                r = sync_recv(a->sync_fd, &m, fds, 0);
+        r = sync_recv(a->sync_fd, &m, fds, 0);
         if (r <= 0 || m.op != SYNC_OP_CONTINUE)
                 _exit(125); /* the supervisor failed or died: it reports why */
         if (unshare(CLONE_NEWCGROUP) < 0)
@@ -311,7 +294,7 @@ void sandbox_init_main(const InitArgs *a) {
         HutchError err = {};
         SyncMsg go;
         pid_t cmd;
-        int ca_fd = -EBADF, r;
+        int r;
 
         /* SECURITY: if the supervisor dies, so does init, and with it the
          * whole pid namespace. The GO handshake below closes the race where
@@ -362,21 +345,18 @@ void sandbox_init_main(const InitArgs *a) {
                 if (r < 0)
                         init_fail(a->sync_fd, -r, "create the proxy's listening sockets", NULL);
         }
-        if (a->policy->n_secrets > 0)
-                ca_fd = recv_ca_bundle(a->sync_fd);
 
         rc = (RootfsConfig){
                 .policy = a->policy,
                 .workspace_fd = go.n_fds > 0 && a->policy->workspace ? fds[0] : -EBADF,
                 .bind_fds = go.n_fds > 0 ? fds + (a->policy->workspace ? 1 : 0) : NULL,
-                .ca_bundle_fd = ca_fd,
+                .ca_bundle = a->policy->n_secrets > 0,
         };
         r = rootfs_setup(&rc, &err);
         if (r < 0)
                 init_fail(a->sync_fd, err.errnum, "build the sandbox filesystem", err.msg);
         for (size_t i = 0; i < ELEMENTSOF(fds); i++)
                 fds[i] = safe_close(fds[i]);
-        ca_fd = safe_close(ca_fd);
 
         if (sethostname(a->policy->hostname, strlen(a->policy->hostname)) < 0)
                 init_fail(a->sync_fd, errno, "set the hostname", NULL);
@@ -404,6 +384,13 @@ void sandbox_init_main(const InitArgs *a) {
                 init_fail(a->sync_fd, errno, "block signals", NULL);
 
         wait_for_cgroup(a);
+        if (a->policy->n_secrets > 0) {
+                _cleanup_close_ int ca_fd = recv_ca_bundle(a->sync_fd);
+
+                r = rootfs_install_ca_bundle(ca_fd, &err);
+                if (r < 0)
+                        init_fail(a->sync_fd, err.errnum, "install the CA bundle", err.msg);
+        }
         confine_self(a);
 
         cmd = fork();

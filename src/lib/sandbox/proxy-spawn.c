@@ -10,6 +10,7 @@
 #include <string.h>
 #include <sys/pidfd.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -85,25 +86,21 @@ static int argv_add_fd(char ***argv, const char *flag, size_t fd) {
 
 /* The fds after the listening sockets: watch, summary, then the
  * configuration memfd and the CA pipe when there are secrets. */
-static int proxy_argv(const char *binary, const Policy *p, const char *sandbox_id, size_t n_fds,
-                      bool secrets, char ***ret) {
+/* The proxy's descriptors, from PROXY_FIRST_FD on: the listen-fds socket,
+ * the watch pipe, the summary pipe, then with secrets the config memfd and
+ * the CA pipe. */
+static int proxy_argv(const char *binary, const Policy *p, const char *sandbox_id, bool secrets,
+                      char ***ret) {
         _cleanup_strv_free_ char **argv = NULL;
-        char num[16];
         int r;
 
         r = strv_extend(&argv, binary);
-        for (size_t i = 0; r >= 0 && i < n_fds; i++) {
-                (void)snprintf(num, sizeof(num), "%zu", PROXY_FIRST_FD + i);
-                r = argv_add(&argv, "--listen-fd", num);
-        }
-        if (r >= 0) {
-                (void)snprintf(num, sizeof(num), "%zu", PROXY_FIRST_FD + n_fds);
-                r = argv_add(&argv, "--watch-fd", num);
-        }
-        if (r >= 0) {
-                (void)snprintf(num, sizeof(num), "%zu", PROXY_FIRST_FD + n_fds + 1);
-                r = argv_add(&argv, "--summary-fd", num);
-        }
+        if (r >= 0)
+                r = argv_add_fd(&argv, "--listen-fds-socket", PROXY_FIRST_FD);
+        if (r >= 0)
+                r = argv_add_fd(&argv, "--watch-fd", PROXY_FIRST_FD + 1);
+        if (r >= 0)
+                r = argv_add_fd(&argv, "--summary-fd", PROXY_FIRST_FD + 2);
         if (r >= 0)
                 r = argv_add(&argv, "--sandbox-id", sandbox_id);
         if (r >= 0)
@@ -123,9 +120,9 @@ static int proxy_argv(const char *binary, const Policy *p, const char *sandbox_i
         if (r >= 0)
                 r = argv_add_list(&argv, "--upstream-ca", p->upstream_ca);
         if (r >= 0 && secrets)
-                r = argv_add_fd(&argv, "--config-fd", PROXY_FIRST_FD + n_fds + 2);
+                r = argv_add_fd(&argv, "--config-fd", PROXY_FIRST_FD + 3);
         if (r >= 0 && secrets)
-                r = argv_add_fd(&argv, "--ca-out-fd", PROXY_FIRST_FD + n_fds + 3);
+                r = argv_add_fd(&argv, "--ca-out-fd", PROXY_FIRST_FD + 4);
         if (r < 0)
                 return r;
         *ret = TAKE_PTR(argv);
@@ -161,22 +158,23 @@ _noreturn_ static void proxy_exec(char **argv, const int *src, size_t n) {
         _exit(127);
 }
 
-int proxy_spawn(const char *binary, const Policy *p, const char *sandbox_id, const int *fds,
-                size_t n_fds, int config_fd, int ca_out_fd, ProxyProcess *ret, HutchError *reterr) {
+int proxy_spawn(const char *binary, const Policy *p, const char *sandbox_id, int config_fd,
+                int ca_out_fd, ProxyProcess *ret, HutchError *reterr) {
         bool secrets = config_fd >= 0 && ca_out_fd >= 0;
         _cleanup_strv_free_ char **argv = NULL;
         _cleanup_close_ int watch_r = -EBADF, watch_w = -EBADF, sum_r = -EBADF, sum_w = -EBADF,
-                            pidfd = -EBADF;
-        int pipes[2], all[8];
+                            sock_parent = -EBADF, sock_child = -EBADF, pidfd = -EBADF;
+        int pipes[2], all[5];
         pid_t pid;
         int r;
 
-        if (n_fds == 0 || n_fds > 2)
-                return hutch_error_set(reterr, EPROTO, "expected 1 or 2 proxy sockets, got %zu",
-                                       n_fds);
-        r = proxy_argv(binary, p, sandbox_id, n_fds, secrets, &argv);
+        r = proxy_argv(binary, p, sandbox_id, secrets, &argv);
         if (r < 0)
                 return hutch_error_set(reterr, -r, "out of memory");
+        if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, pipes) < 0)
+                return hutch_error_set(reterr, errno, "failed to create the proxy's socket: %m");
+        sock_parent = pipes[0];
+        sock_child = pipes[1];
         if (pipe2(pipes, O_CLOEXEC) < 0)
                 return hutch_error_set(reterr, errno, "failed to create the proxy's pipes: %m");
         watch_r = pipes[0];
@@ -185,18 +183,17 @@ int proxy_spawn(const char *binary, const Policy *p, const char *sandbox_id, con
                 return hutch_error_set(reterr, errno, "failed to create the proxy's pipes: %m");
         sum_r = pipes[0];
         sum_w = pipes[1];
-        for (size_t i = 0; i < n_fds; i++)
-                all[i] = fds[i];
-        all[n_fds] = watch_r;
-        all[n_fds + 1] = sum_w;
-        all[n_fds + 2] = config_fd;
-        all[n_fds + 3] = ca_out_fd;
+        all[0] = sock_child;
+        all[1] = watch_r;
+        all[2] = sum_w;
+        all[3] = config_fd;
+        all[4] = ca_out_fd;
 
         pid = fork();
         if (pid < 0)
                 return hutch_error_set(reterr, errno, "failed to start hutch-proxy: %m");
         if (pid == 0)
-                proxy_exec(argv, all, n_fds + (secrets ? 4 : 2));
+                proxy_exec(argv, all, secrets ? 5 : 3);
 
         pidfd = pidfd_open(pid, 0);
         if (pidfd < 0) {
@@ -210,8 +207,20 @@ int proxy_spawn(const char *binary, const Policy *p, const char *sandbox_id, con
                 .pidfd = TAKE_FD(pidfd),
                 .watch_fd = TAKE_FD(watch_w),
                 .summary_fd = TAKE_FD(sum_r),
+                .listen_socket = TAKE_FD(sock_parent),
         };
         return 0;
+}
+
+int proxy_hand_sockets(ProxyProcess *pp, const int *fds, size_t n_fds) {
+        char byte = 0;
+        int r;
+
+        if (pp->listen_socket < 0)
+                return -EBADF;
+        r = send_with_fds(pp->listen_socket, &byte, 1, fds, n_fds);
+        pp->listen_socket = safe_close(pp->listen_socket);
+        return r;
 }
 
 /* Extracts the compact "denied" array from the summary line. */
@@ -237,6 +246,7 @@ int proxy_stop(ProxyProcess *pp, char **ret_denied) {
         if (pp->pid <= 0)
                 return -ESRCH;
         pp->watch_fd = safe_close(pp->watch_fd);
+        pp->listen_socket = safe_close(pp->listen_socket);
         {
                 struct pollfd pfd = {.fd = pp->pidfd, .events = POLLIN};
 

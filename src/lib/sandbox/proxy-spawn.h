@@ -15,14 +15,19 @@
 #include "policy/policy.h"
 
 typedef struct ProxyProcess {
-        pid_t pid;      /* 0 when not running */
-        int pidfd;      /* owned */
-        int watch_fd;   /* write end: closing it stops the proxy */
-        int summary_fd; /* read end of the summary pipe */
+        pid_t pid;         /* 0 when not running */
+        int pidfd;         /* owned */
+        int watch_fd;      /* write end: closing it stops the proxy */
+        int summary_fd;    /* read end of the summary pipe */
+        int listen_socket; /* where the listening sockets go (proxy_hand_sockets()) */
 } ProxyProcess;
 
 #define PROXY_PROCESS_NULL                                                                         \
-        ((ProxyProcess){.pid = 0, .pidfd = -EBADF, .watch_fd = -EBADF, .summary_fd = -EBADF})
+        ((ProxyProcess){.pid = 0,                                                                  \
+                        .pidfd = -EBADF,                                                           \
+                        .watch_fd = -EBADF,                                                        \
+                        .summary_fd = -EBADF,                                                      \
+                        .listen_socket = -EBADF})
 
 /* Finds the hutch-proxy binary: $HUTCH_PROXY_PATH, else
  * ../libexec/hutch/hutch-proxy from the running hutch (installed), else next
@@ -30,14 +35,18 @@ typedef struct ProxyProcess {
  * new string, or -ENOENT with @reterr saying where it looked. */
 int proxy_binary_find(char **ret, HutchError *reterr);
 
-/* Starts @binary for @p with the listening sockets @fds (@n_fds of them;
- * borrowed, the caller closes its copies afterwards). With secrets,
- * @config_fd is the --config-fd document (secret_set_config_memfd()) and
- * @ca_out_fd the write end of the pipe the proxy writes its CA
- * certificate to (--ca-out-fd); both borrowed, else -EBADF. Returns 0 or
- * -errno with @reterr filled. */
-int proxy_spawn(const char *binary, const Policy *p, const char *sandbox_id, const int *fds,
-                size_t n_fds, int config_fd, int ca_out_fd, ProxyProcess *ret, HutchError *reterr);
+/* Starts @binary for @p before the sandbox exists, so that its start-up
+ * (OpenSSL's in particular) overlaps the sandbox's; the listening sockets
+ * follow with proxy_hand_sockets(). With secrets, @config_fd is the
+ * --config-fd document (secret_set_config_memfd()) and @ca_out_fd the
+ * write end of the pipe the proxy writes its CA certificate to
+ * (--ca-out-fd), before it waits for the sockets; both borrowed, else
+ * -EBADF. Returns 0 or -errno with @reterr filled. */
+int proxy_spawn(const char *binary, const Policy *p, const char *sandbox_id, int config_fd,
+                int ca_out_fd, ProxyProcess *ret, HutchError *reterr);
+
+/* Sends the listening sockets @fds (borrowed) to the proxy. 0 or -errno. */
+int proxy_hand_sockets(ProxyProcess *pp, const int *fds, size_t n_fds);
 
 /* Stops the proxy (closes its watch pipe, waits up to a few seconds, then
  * kills it), and returns the "denied" array of its summary as compact JSON

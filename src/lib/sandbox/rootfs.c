@@ -432,26 +432,50 @@ static int setup_user_mounts(const RootfsConfig *c, HutchError *reterr) {
         return 0;
 }
 
-/* Writes the CA bundle into the root tmpfs (read-only once the root is) at
- * SANDBOX_CA_BUNDLE_PATH, and binds it over the system bundle when the
- * host has one, so that clients that ignore the environment trust the
- * sandbox CA too. */
-static int setup_ca_bundle(int fd, HutchError *reterr) {
+/* With secrets: a small tmpfs at SANDBOX_CA_BUNDLE_DIR with an empty
+ * bundle file, bound over the system bundle when the host has one (so
+ * clients that ignore the environment trust the sandbox CA too). The
+ * content arrives later (rootfs_install_ca_bundle()): the proxy makes its CA
+ * while the filesystem is built. */
+static int setup_ca_bundle(bool wanted, HutchError *reterr) {
         _cleanup_close_ int out = -EBADF;
-        char buf[65536];
-        off_t off = 0;
         struct stat st;
         int r;
 
-        if (fd < 0)
+        if (!wanted)
                 return 0;
         if (mkdir("/run", 0755) < 0 && errno != EEXIST)
                 return fail(reterr, negative_errno(), "create", "/run");
         if (mkdir(SANDBOX_CA_BUNDLE_DIR, 0755) < 0)
                 return fail(reterr, negative_errno(), "create", SANDBOX_CA_BUNDLE_DIR);
+        r = mount_tmpfs(SANDBOX_CA_BUNDLE_DIR, 4ULL << 20, 0755, MS_NOSUID | MS_NODEV | MS_NOEXEC);
+        if (r < 0)
+                return fail(reterr, r, "mount", SANDBOX_CA_BUNDLE_DIR);
         out = open(SANDBOX_CA_BUNDLE_PATH, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0444);
         if (out < 0)
                 return fail(reterr, negative_errno(), "create", SANDBOX_CA_BUNDLE_PATH);
+
+        if (stat(SANDBOX_SYSTEM_CA_BUNDLE, &st) < 0 || !S_ISREG(st.st_mode))
+                return 0;
+        r = mount_bind(SANDBOX_CA_BUNDLE_PATH, SANDBOX_SYSTEM_CA_BUNDLE);
+        if (r < 0)
+                return fail(reterr, r, "bind the CA bundle over", SANDBOX_SYSTEM_CA_BUNDLE);
+        r = mount_set_attr(SANDBOX_SYSTEM_CA_BUNDLE,
+                           MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, false);
+        if (r < 0)
+                return fail(reterr, r, "make read-only", SANDBOX_SYSTEM_CA_BUNDLE);
+        return 0;
+}
+
+int rootfs_install_ca_bundle(int fd, HutchError *reterr) {
+        _cleanup_close_ int out = -EBADF;
+        char buf[65536];
+        off_t off = 0;
+        int r;
+
+        out = open(SANDBOX_CA_BUNDLE_PATH, O_WRONLY | O_TRUNC | O_CLOEXEC | O_NOFOLLOW);
+        if (out < 0)
+                return fail(reterr, negative_errno(), "open", SANDBOX_CA_BUNDLE_PATH);
         for (;;) {
                 ssize_t n = pread(fd, buf, sizeof(buf), off);
 
@@ -468,16 +492,11 @@ static int setup_ca_bundle(int fd, HutchError *reterr) {
                 off += n;
         }
         out = safe_close(out);
-
-        if (stat(SANDBOX_SYSTEM_CA_BUNDLE, &st) < 0 || !S_ISREG(st.st_mode))
-                return 0;
-        r = mount_bind(SANDBOX_CA_BUNDLE_PATH, SANDBOX_SYSTEM_CA_BUNDLE);
-        if (r < 0)
-                return fail(reterr, r, "bind the CA bundle over", SANDBOX_SYSTEM_CA_BUNDLE);
-        r = mount_set_attr(SANDBOX_SYSTEM_CA_BUNDLE,
+        /* Read-only from now on (the bind over the system bundle already is). */
+        r = mount_set_attr(SANDBOX_CA_BUNDLE_DIR,
                            MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, false);
         if (r < 0)
-                return fail(reterr, r, "make read-only", SANDBOX_SYSTEM_CA_BUNDLE);
+                return fail(reterr, r, "make read-only", SANDBOX_CA_BUNDLE_DIR);
         return 0;
 }
 
@@ -497,7 +516,7 @@ int rootfs_setup(const RootfsConfig *c, HutchError *reterr) {
         r = setup_etc_masks(reterr);
         if (r < 0)
                 return r;
-        r = setup_ca_bundle(c->ca_bundle_fd, reterr);
+        r = setup_ca_bundle(c->ca_bundle, reterr);
         if (r < 0)
                 return r;
         r = setup_proc(reterr);

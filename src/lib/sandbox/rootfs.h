@@ -22,14 +22,19 @@ typedef struct RootfsConfig {
          * root), or -EBADF to bind by path: */
         int workspace_fd;
         const int *bind_fds; /* policy->n_binds entries */
-        /* With secrets: a memfd holding the CA bundle (system CAs + the
-         * sandbox CA), else -EBADF. */
-        int ca_bundle_fd;
+        /* With secrets: make an empty CA bundle file, bound over the system
+         * bundle, for rootfs_install_ca_bundle() to fill. */
+        bool ca_bundle;
 } RootfsConfig;
 
 /* Builds the tree and pivots into it; the working directory is left at the
  * new "/". Returns 0 or -errno with @reterr naming the step and path. */
 int rootfs_setup(const RootfsConfig *c, HutchError *reterr);
+
+/* Writes the CA bundle from @fd (a memfd from the supervisor) into the
+ * bundle file made by rootfs_setup() with ca_bundle, then makes its tmpfs
+ * read-only. Returns 0 or -errno with @reterr filled. */
+int rootfs_install_ca_bundle(int fd, HutchError *reterr);
 
 /* Returns the writable paths of the finished tree (for landlock), as a new
  * NULL-terminated vector in @ret. */

@@ -233,6 +233,7 @@ typedef struct RunState {
         char *proxy_binary;
         SecretSet *secrets; /* the real values, until the proxy has them */
         ProxyProcess proxy;
+        int ca_fd; /* read end of the proxy's CA pipe (secrets only) */
         int sync_parent, sync_child, pidfd, sigfd, timerfd;
         int out_w[2];
         Prepared prep;
@@ -249,6 +250,7 @@ static void run_state_done(RunState *st) {
                 (void)proxy_stop(&st->proxy, &ignored);
         }
         st->proxy_binary = mfree(st->proxy_binary);
+        st->ca_fd = safe_close(st->ca_fd);
         st->secrets = secret_set_free(st->secrets);
         st->env = strv_free(st->env);
         st->args = strv_free(st->args);
@@ -265,6 +267,8 @@ static void run_state_done(RunState *st) {
         if (st->pipe_saved)
                 (void)sigaction(SIGPIPE, &st->old_pipe, NULL);
 }
+
+static int start_proxy(RunState *st, HutchError *reterr);
 
 /* Everything up to the clone: nothing here creates a namespace, so a
  * failure leaves nothing behind but what run_state_done() releases. */
@@ -305,6 +309,9 @@ static int run_prepare(const Policy *policy, char *const *argv, char *const *cal
                 return hutch_error_set(reterr, ENOMEM, "out of memory");
 
         r = run_cgroup_plan(policy, &st->rc, reterr);
+        if (r < 0)
+                return r;
+        r = start_proxy(st, reterr);
         if (r < 0)
                 return r;
 
@@ -409,35 +416,47 @@ static int make_ca_bundle(const char *pem, size_t pem_len, HutchError *reterr) {
         return TAKE_FD(fd);
 }
 
-/* With secrets: start the proxy with its configuration memfd and CA pipe,
- * wait for the CA, and answer init with the bundle (SYNC_OP_CA). */
-static int spawn_with_secrets(RunState *st, int *fds, size_t n_fds, HutchError *reterr) {
-        _cleanup_close_ int config = -EBADF, ca_r = -EBADF, ca_w = -EBADF, bundle = -EBADF;
+/* Network mode allow: hutch-proxy starts before the sandbox exists, so
+ * that its start-up (OpenSSL's, with secrets) overlaps the sandbox's; it
+ * gets the listening sockets when init has made them. With secrets it gets
+ * its configuration memfd and writes the CA certificate to a pipe whose
+ * read end stays in st->ca_fd. */
+static int start_proxy(RunState *st, HutchError *reterr) {
+        _cleanup_close_ int config = -EBADF, ca_w = -EBADF;
+        int pipes[2];
+
+        if (!st->proxy_binary)
+                return 0;
+        if (st->policy->n_secrets > 0) {
+                config = secret_set_config_memfd(st->secrets);
+                if (config < 0)
+                        return hutch_error_set(reterr, -config,
+                                               "failed to write hutch-proxy's configuration: %s",
+                                               strerror(-config));
+                /* SECURITY: from here on only the memfd (and then the proxy)
+                 * holds the real values; the sandbox is cloned later. */
+                st->secrets = secret_set_free(st->secrets);
+                if (pipe2(pipes, O_CLOEXEC) < 0)
+                        return hutch_error_set(reterr, errno, "failed to create the CA pipe: %m");
+                st->ca_fd = pipes[0];
+                ca_w = pipes[1];
+        }
+        return proxy_spawn(st->proxy_binary, st->policy, st->name, config, ca_w, &st->proxy,
+                           reterr);
+}
+
+/* With secrets: the proxy's CA, with the host's CAs, as the bundle init
+ * installs before the command runs (SYNC_OP_CA). */
+static int send_ca_bundle(RunState *st, HutchError *reterr) {
+        _cleanup_close_ int bundle = -EBADF;
         _cleanup_free_ char *pem = NULL;
         size_t pem_len = 0;
-        int pipes[2], r;
+        int r;
 
-        config = secret_set_config_memfd(st->secrets);
-        if (config < 0)
-                return hutch_error_set(reterr, -config,
-                                       "failed to write hutch-proxy's configuration: %s",
-                                       strerror(-config));
-        /* SECURITY: from here on only the memfd (and then the proxy) holds
-         * the real values. */
-        st->secrets = secret_set_free(st->secrets);
-        if (pipe2(pipes, O_CLOEXEC) < 0)
-                return hutch_error_set(reterr, errno, "failed to create the CA pipe: %m");
-        ca_r = pipes[0];
-        ca_w = pipes[1];
-        r = proxy_spawn(st->proxy_binary, st->policy, st->name, fds, n_fds, config, ca_w,
-                        &st->proxy, reterr);
+        r = read_ca_pem(st->ca_fd, &pem, &pem_len, reterr);
         if (r < 0)
                 return r;
-        config = safe_close(config);
-        ca_w = safe_close(ca_w);
-        r = read_ca_pem(ca_r, &pem, &pem_len, reterr);
-        if (r < 0)
-                return r;
+        st->ca_fd = safe_close(st->ca_fd);
         bundle = make_ca_bundle(pem, pem_len, reterr);
         if (bundle < 0)
                 return bundle;
@@ -448,23 +467,21 @@ static int spawn_with_secrets(RunState *st, int *fds, size_t n_fds, HutchError *
         return 0;
 }
 
-/* The proxy's listening sockets arrived from init: start hutch-proxy on
- * them. The sockets are closed here either way; the proxy holds the only
+/* The proxy's listening sockets arrived from init: hand them to the
+ * running proxy. They are closed here either way; the proxy holds the only
  * other copies. */
 static int on_proxy_sockets(Supervision *s, int *fds, size_t n_fds, HutchError *reterr) {
         RunState *st = s->userdata;
         int r = -EPROTO;
 
-        if (st->proxy_binary && st->proxy.pid == 0) {
-                if (st->policy->n_secrets > 0)
-                        r = st->secrets ? spawn_with_secrets(st, fds, n_fds, reterr) : -EPROTO;
-                else
-                        r = proxy_spawn(st->proxy_binary, st->policy, st->name, fds, n_fds, -EBADF,
-                                        -EBADF, &st->proxy, reterr);
-        }
+        if (st->proxy.pid > 0 && n_fds > 0)
+                r = proxy_hand_sockets(&st->proxy, fds, n_fds);
         for (size_t i = 0; i < n_fds; i++)
                 fds[i] = safe_close(fds[i]);
-        return r;
+        if (r < 0)
+                return hutch_error_set(reterr, -r, "failed to hand the sockets to hutch-proxy: %s",
+                                       strerror(-r));
+        return 0;
 }
 
 int sandbox_run(const Policy *policy, char *const *argv, char *const *caller_env,
@@ -477,6 +494,7 @@ int sandbox_run(const Policy *policy, char *const *argv, char *const *caller_env
                 .timerfd = -EBADF,
                 .out_w = {-EBADF, -EBADF},
                 .proxy = PROXY_PROCESS_NULL,
+                .ca_fd = -EBADF,
                 .sup.relays = {{.in_fd = -EBADF}, {.in_fd = -EBADF}},
         };
         sigset_t mask, orig_mask;
@@ -596,6 +614,11 @@ int sandbox_run(const Policy *policy, char *const *argv, char *const *caller_env
         if (r < 0) {
                 (void)hutch_error_set(reterr, -r, "failed to start the sandbox: %s", strerror(-r));
                 goto kill_child;
+        }
+        if (policy->n_secrets > 0) {
+                r = send_ca_bundle(&st, reterr);
+                if (r < 0)
+                        goto kill_child;
         }
 
         st.sup.sync_fd = st.sync_parent;
