@@ -119,6 +119,11 @@ static int setup_mint(const ProxyConfig *cfg, TlsMint **ret) {
                 r = tls_mint_ca_pem(*ret, &pem, &len);
                 if (r >= 0)
                         r = loop_write(cfg->ca_out_fd, pem, len);
+                /* After the PEM block (readers skip text outside it): the
+                 * hash name of the CA for an SSL_CERT_DIR-style directory. */
+                if (r >= 0 && dprintf(cfg->ca_out_fd, "# subject-hash: %08lx\n",
+                                      tls_mint_ca_subject_hash(*ret)) < 0)
+                        r = -EIO;
                 (void)close(cfg->ca_out_fd);
                 if (r < 0)
                         return log_error_errno(

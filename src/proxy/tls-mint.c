@@ -277,6 +277,10 @@ TlsMint *tls_mint_free(TlsMint *m) {
         return NULL;
 }
 
+unsigned long tls_mint_ca_subject_hash(const TlsMint *m) {
+        return X509_NAME_hash_ex(X509_get_subject_name(m->ca), NULL, NULL, NULL);
+}
+
 int tls_mint_ca_pem(const TlsMint *m, char **ret, size_t *ret_len) {
         BIO *bio = BIO_new(BIO_s_mem());
         char *data, *copy;

@@ -49,6 +49,10 @@ DEFINE_POINTER_CLEANUP(TlsMint, tls_mint_free)
  * -ENOMEM. */
 int tls_mint_ca_pem(const TlsMint *m, char **ret, size_t *ret_len);
 
+/* OpenSSL's subject-name hash of the CA (what `openssl x509 -hash` and
+ * c_rehash print), for a hashed certificate directory entry. */
+unsigned long tls_mint_ca_subject_hash(const TlsMint *m);
+
 /* A server-side SSL for a client that CONNECTed to @h, with the leaf for
  * @h (minted now if not cached). Returns 0 or -ENOMEM/-EINVAL. */
 int tls_mint_server_ssl(TlsMint *m, const Host *h, SSL **ret);

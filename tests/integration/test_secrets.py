@@ -292,6 +292,36 @@ def test_python_urllib_trusts_the_sandbox_ca(sbx, ca, tls_upstream):
     assert dict(got[-1]["headers"])["X-Key"] == REAL
 
 
+def test_ssl_cert_dir_users_trust_the_sandbox_ca(sbx, ca, tls_upstream):
+    """A client that only looks in hashed directories (SSL_CERT_FILE
+    pointing nowhere) trusts the sandbox CA through SSL_CERT_DIR, whose
+    first entry holds it as <subject-hash>.0. Negative twin: with only the
+    system directory it does not."""
+    proxy_ready(sbx)
+    url = f"https://{API}:{tls_upstream.port}/e2e-certdir"
+    code = (
+        "import urllib.request as u, sys\n"
+        "try:\n"
+        f"    print(u.urlopen('{url}', timeout=20).status)\n"
+        "except Exception as e:\n"
+        "    print('failed', type(e).__name__, e)\n"
+    )
+    script = (
+        'echo "dir=$SSL_CERT_DIR"; ls /run/hutch/certs; '
+        f'SSL_CERT_FILE=/nonexistent python3 -c "$0"; '
+        f'SSL_CERT_FILE=/nonexistent SSL_CERT_DIR=/etc/ssl/certs python3 -c "$0"'
+    )
+    r, o = run_json(
+        sbx, secret_flags(sbx, ca, tls_upstream), ["sh", "-c", script, code], env={"TOKEN": REAL}
+    )
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert lines[0] == "dir=/run/hutch/certs:/etc/ssl/certs"
+    assert re.fullmatch(r"[0-9a-f]{8}\.0", lines[1]), lines
+    assert lines[2] == "200", lines
+    assert lines[3].startswith("failed") and "CERTIFICATE_VERIFY_FAILED" in lines[3], lines
+
+
 def test_header_scope(sbx, ca, tls_upstream):
     proxy_ready(sbx)
     url = f"https://{API}:{tls_upstream.port}/e2e-scope"

@@ -87,6 +87,12 @@ int sandbox_build_env(const Policy *policy, char *const *caller_env, char ***ret
                         if (r < 0)
                                 return r;
                 }
+                /* Clients that look up hashed directories (OpenSSL's and Go's
+                 * take a ':'-separated list): the sandbox CA, then the
+                 * system's. */
+                r = strv_env_set(&env, "SSL_CERT_DIR", SANDBOX_CA_DIR ":/etc/ssl/certs");
+                if (r < 0)
+                        return r;
         }
 
         STRV_FOREACH(name, policy->env_pass) {

@@ -140,19 +140,22 @@ static int send_proxy_sockets(int sync_fd) {
 /* With secrets: after SYNC_OP_CONTINUE, the supervisor sends the CA
  * bundle (the proxy made its CA while we built the filesystem). Any other
  * answer ends init. */
-static int recv_ca_bundle(int sync_fd) {
-        int fd = -EBADF;
+static void recv_ca_bundle(int sync_fd, int *ret_bundle, int *ret_ca, uint64_t *ret_hash) {
+        int fds[2] = {-EBADF, -EBADF};
         SyncMsg m;
         int r;
 
-        r = sync_recv(sync_fd, &m, &fd, 1);
+        r = sync_recv(sync_fd, &m, fds, ELEMENTSOF(fds));
         if (r <= 0)
                 _exit(125);
-        if (m.op != SYNC_OP_CA || m.n_fds != 1 || fd < 0) {
-                fd = safe_close(fd);
+        if (m.op != SYNC_OP_CA || m.n_fds != 2 || fds[0] < 0 || fds[1] < 0) {
+                for (size_t i = 0; i < ELEMENTSOF(fds); i++)
+                        fds[i] = safe_close(fds[i]);
                 init_fail(sync_fd, EPROTO, "receive the CA bundle", NULL);
         }
-        return fd;
+        *ret_bundle = fds[0];
+        *ret_ca = fds[1];
+        *ret_hash = m.values[0];
 }
 
 static void forward_handler(int sig) {
@@ -385,9 +388,11 @@ void sandbox_init_main(const InitArgs *a) {
 
         wait_for_cgroup(a);
         if (a->policy->n_secrets > 0) {
-                _cleanup_close_ int ca_fd = recv_ca_bundle(a->sync_fd);
+                _cleanup_close_ int bundle = -EBADF, ca = -EBADF;
+                uint64_t hash = 0;
 
-                r = rootfs_install_ca_bundle(ca_fd, &err);
+                recv_ca_bundle(a->sync_fd, &bundle, &ca, &hash);
+                r = rootfs_install_ca_bundle(bundle, ca, hash, &err);
                 if (r < 0)
                         init_fail(a->sync_fd, err.errnum, "install the CA bundle", err.msg);
         }

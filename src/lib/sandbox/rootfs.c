@@ -467,31 +467,48 @@ static int setup_ca_bundle(bool wanted, HutchError *reterr) {
         return 0;
 }
 
-int rootfs_install_ca_bundle(int fd, HutchError *reterr) {
+static int copy_fd_to_new_file(int fd, const char *path, HutchError *reterr) {
         _cleanup_close_ int out = -EBADF;
         char buf[65536];
         off_t off = 0;
         int r;
 
-        out = open(SANDBOX_CA_BUNDLE_PATH, O_WRONLY | O_TRUNC | O_CLOEXEC | O_NOFOLLOW);
+        out = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0444);
         if (out < 0)
-                return fail(reterr, negative_errno(), "open", SANDBOX_CA_BUNDLE_PATH);
+                return fail(reterr, negative_errno(), "open", path);
         for (;;) {
                 ssize_t n = pread(fd, buf, sizeof(buf), off);
 
                 if (n < 0 && errno == EINTR)
                         continue;
                 if (n < 0)
-                        return fail(reterr, negative_errno(), "read the CA bundle for",
-                                    SANDBOX_CA_BUNDLE_PATH);
+                        return fail(reterr, negative_errno(), "read the CA bundle for", path);
                 if (n == 0)
-                        break;
+                        return 0;
                 r = loop_write(out, buf, (size_t)n);
                 if (r < 0)
-                        return fail(reterr, r, "write", SANDBOX_CA_BUNDLE_PATH);
+                        return fail(reterr, r, "write", path);
                 off += n;
         }
-        out = safe_close(out);
+}
+
+int rootfs_install_ca_bundle(int bundle_fd, int ca_fd, uint64_t hash, HutchError *reterr) {
+        int r;
+
+        r = copy_fd_to_new_file(bundle_fd, SANDBOX_CA_BUNDLE_PATH, reterr);
+        if (r < 0)
+                return r;
+        if (hash != 0) {
+                char path[128];
+
+                if (mkdir(SANDBOX_CA_DIR, 0755) < 0)
+                        return fail(reterr, negative_errno(), "create", SANDBOX_CA_DIR);
+                (void)snprintf(path, sizeof(path), SANDBOX_CA_DIR "/%08llx.0",
+                               (unsigned long long)hash);
+                r = copy_fd_to_new_file(ca_fd, path, reterr);
+                if (r < 0)
+                        return r;
+        }
         /* Read-only from now on (the bind over the system bundle already is). */
         r = mount_set_attr(SANDBOX_CA_BUNDLE_DIR,
                            MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, false);

@@ -11,6 +11,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "hutch-error.h"
 #include "ns/userns.h"
@@ -31,10 +32,12 @@ typedef struct RootfsConfig {
  * new "/". Returns 0 or -errno with @reterr naming the step and path. */
 int rootfs_setup(const RootfsConfig *c, HutchError *reterr);
 
-/* Writes the CA bundle from @fd (a memfd from the supervisor) into the
- * bundle file made by rootfs_setup() with ca_bundle, then makes its tmpfs
- * read-only. Returns 0 or -errno with @reterr filled. */
-int rootfs_install_ca_bundle(int fd, HutchError *reterr);
+/* Writes the CA bundle from @bundle_fd (a memfd from the supervisor) into
+ * the bundle file made by rootfs_setup() with ca_bundle and, when @hash is
+ * not 0, the sandbox CA alone (@ca_fd) as SANDBOX_CA_DIR/<hash>.0 for
+ * SSL_CERT_DIR users; then makes the tmpfs read-only. Returns 0 or -errno
+ * with @reterr filled. */
+int rootfs_install_ca_bundle(int bundle_fd, int ca_fd, uint64_t hash, HutchError *reterr);
 
 /* Returns the writable paths of the finished tree (for landlock), as a new
  * NULL-terminated vector in @ret. */

@@ -385,14 +385,15 @@ static int read_ca_pem(int fd, char **ret, size_t *ret_len, HutchError *reterr) 
         return 0;
 }
 
-/* The bundle the sandbox trusts: the host's system CAs, then the
- * sandbox's CA, in a sealed memfd. */
-static int make_ca_bundle(const char *pem, size_t pem_len, HutchError *reterr) {
+/* The bundle the sandbox trusts: the host's system CAs (when
+ * @with_system), then the sandbox's CA, in a sealed memfd. */
+static int make_ca_bundle(const char *pem, size_t pem_len, bool with_system, HutchError *reterr) {
         _cleanup_free_ char *system = NULL;
         _cleanup_close_ int fd = -EBADF;
         int r;
 
-        r = read_full_file(SANDBOX_SYSTEM_CA_BUNDLE, SANDBOX_SYSTEM_CA_MAX, &system);
+        r = with_system ? read_full_file(SANDBOX_SYSTEM_CA_BUNDLE, SANDBOX_SYSTEM_CA_MAX, &system)
+                        : -ENOENT;
         if (r < 0 && r != -ENOENT)
                 return hutch_error_set(reterr, -r, "failed to read the system CA bundle '%s': %s",
                                        SANDBOX_SYSTEM_CA_BUNDLE, strerror(-r));
@@ -448,8 +449,10 @@ static int start_proxy(RunState *st, HutchError *reterr) {
 /* With secrets: the proxy's CA, with the host's CAs, as the bundle init
  * installs before the command runs (SYNC_OP_CA). */
 static int send_ca_bundle(RunState *st, HutchError *reterr) {
-        _cleanup_close_ int bundle = -EBADF;
+        _cleanup_close_ int bundle = -EBADF, alone = -EBADF;
         _cleanup_free_ char *pem = NULL;
+        const char *tag;
+        uint64_t hash = 0;
         size_t pem_len = 0;
         int r;
 
@@ -457,10 +460,28 @@ static int send_ca_bundle(RunState *st, HutchError *reterr) {
         if (r < 0)
                 return r;
         st->ca_fd = safe_close(st->ca_fd);
-        bundle = make_ca_bundle(pem, pem_len, reterr);
+        /* "# subject-hash: 8 hex digits" after the PEM block (0 = none). */
+        tag = strstr(pem, "# subject-hash: ");
+        for (size_t i = 0; tag && i < 8; i++) {
+                char ch = tag[16 + i];
+                int d = ch >= '0' && ch <= '9'   ? ch - '0'
+                        : ch >= 'a' && ch <= 'f' ? ch - 'a' + 10
+                                                 : -1;
+
+                if (d < 0) {
+                        hash = 0;
+                        break;
+                }
+                hash = hash << 4 | (uint64_t)d;
+        }
+        bundle = make_ca_bundle(pem, pem_len, true, reterr);
         if (bundle < 0)
                 return bundle;
-        r = sync_send(st->sync_parent, SYNC_OP_CA, 0, 0, NULL, NULL, &bundle, 1);
+        alone = make_ca_bundle(pem, pem_len, false, reterr);
+        if (alone < 0)
+                return alone;
+        r = sync_send_values(st->sync_parent, SYNC_OP_CA, (uint64_t[3]){hash, 0, 0},
+                             (int[2]){bundle, alone}, 2);
         if (r < 0)
                 return hutch_error_set(reterr, -r, "failed to send the CA bundle: %s",
                                        strerror(-r));
@@ -610,7 +631,8 @@ int sandbox_run(const Policy *policy, char *const *argv, char *const *caller_env
         }
         r = sync_send_values(st.sync_parent, SYNC_OP_CONTINUE,
                              (uint64_t[3]){st.rc.rlimits.memory_max, st.rc.rlimits.memory_swap_max,
-                                           st.rc.rlimits.pids_max});
+                                           st.rc.rlimits.pids_max},
+                             NULL, 0);
         if (r < 0) {
                 (void)hutch_error_set(reterr, -r, "failed to start the sandbox: %s", strerror(-r));
                 goto kill_child;

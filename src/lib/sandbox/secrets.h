@@ -28,6 +28,9 @@
  * bound over /etc/ssl/certs/ca-certificates.crt when the host has that). */
 #define SANDBOX_CA_BUNDLE_DIR "/run/hutch"
 #define SANDBOX_CA_BUNDLE_PATH "/run/hutch/ca-bundle.pem"
+/* The sandbox CA as <subject-hash>.0, for SSL_CERT_DIR (with the system
+ * directory after it). */
+#define SANDBOX_CA_DIR "/run/hutch/certs"
 #define SANDBOX_SYSTEM_CA_BUNDLE "/etc/ssl/certs/ca-certificates.crt"
 
 typedef struct SecretValue {

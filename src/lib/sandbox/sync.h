@@ -18,7 +18,9 @@
  *   init -> supervisor  SYNC_OP_SOCKETS the proxy's listening sockets, created
  *                                       in the sandbox's network namespace
  *                                       (network mode allow only)
- *   supervisor -> init  SYNC_OP_CA      (policies with secrets only)
+ *   supervisor -> init  SYNC_OP_CA      (policies with secrets only; 2 fds: the
+ *                                       bundle and the CA alone; values[0]: the
+ *                                       CA's subject hash for SSL_CERT_DIR)
  *                                       the answer to SYNC_OP_SOCKETS: a sealed
  *                                       memfd with the CA bundle (system CAs +
  *                                       the sandbox CA) for the rootfs
@@ -61,8 +63,8 @@ typedef struct SyncMsg {
 int sync_send(int sock, SyncOp op, int err, int status, const char *step, const char *msg,
               const int *fds, size_t n_fds);
 
-/* Sends a SYNC_OP_CONTINUE-style message carrying three numbers. */
-int sync_send_values(int sock, SyncOp op, const uint64_t values[3]);
+/* Sends a message carrying three numbers and @n_fds descriptors. */
+int sync_send_values(int sock, SyncOp op, const uint64_t values[3], const int *fds, size_t n_fds);
 
 /* Receives one message and checks magic, major version and op range;
  * returns 1 with @ret filled, 0 on EOF, -EBADMSG on a malformed message,
