@@ -6,6 +6,7 @@
 #include <limits.h>
 #include <poll.h>
 #include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/pidfd.h>
@@ -17,6 +18,7 @@
 #include "fd-util.h"
 #include "macro.h"
 #include "sandbox/proxy-spawn.h"
+#include "sandbox/supervise.h"
 #include "strv.h"
 
 #define PROXY_STOP_TIMEOUT_MS 3000
@@ -240,6 +242,7 @@ static int summary_denied(const char *text, char **ret) {
 
 int proxy_stop(ProxyProcess *pp, char **ret_denied) {
         _cleanup_free_ char *summary = NULL;
+        uint64_t deadline;
         size_t size = 0;
         int r = 0;
 
@@ -247,29 +250,33 @@ int proxy_stop(ProxyProcess *pp, char **ret_denied) {
                 return -ESRCH;
         pp->watch_fd = safe_close(pp->watch_fd);
         pp->listen_socket = safe_close(pp->listen_socket);
-        {
-                struct pollfd pfd = {.fd = pp->pidfd, .events = POLLIN};
 
-                if (poll(&pfd, 1, PROXY_STOP_TIMEOUT_MS) <= 0)
-                        (void)pidfd_send_signal(pp->pidfd, SIGKILL, NULL, 0);
-        }
-        (void)waitpid(pp->pid, NULL, 0);
-        pp->pid = 0;
-        pp->pidfd = safe_close(pp->pidfd);
-
+        /* The summary is the proxy's last act (the audit log is written
+         * unbuffered before it): read it to EOF, then end the process rather
+         * than wait for its library teardown. */
         summary = malloc(PROXY_SUMMARY_MAX + 1);
         if (!summary)
                 r = -ENOMEM;
+        deadline = now_ms() + PROXY_STOP_TIMEOUT_MS;
         while (r >= 0 && size < PROXY_SUMMARY_MAX) {
-                ssize_t n = read(pp->summary_fd, summary + size, PROXY_SUMMARY_MAX - size);
+                struct pollfd pfd = {.fd = pp->summary_fd, .events = POLLIN};
+                uint64_t now = now_ms();
+                ssize_t n;
 
-                if (n < 0 && errno == EINTR)
+                if (now >= deadline || poll(&pfd, 1, (int)(deadline - now)) == 0)
+                        break;
+                n = read(pp->summary_fd, summary + size, PROXY_SUMMARY_MAX - size);
+                if (n < 0 && (errno == EINTR || errno == EAGAIN))
                         continue;
                 if (n <= 0)
                         break;
                 size += (size_t)n;
         }
         pp->summary_fd = safe_close(pp->summary_fd);
+        (void)pidfd_send_signal(pp->pidfd, SIGKILL, NULL, 0);
+        (void)waitpid(pp->pid, NULL, 0);
+        pp->pid = 0;
+        pp->pidfd = safe_close(pp->pidfd);
         if (r < 0)
                 return r;
         summary[size] = '\0';
