@@ -338,8 +338,8 @@ void sandbox_init_main(const InitArgs *a) {
                 init_fail(a->sync_fd, EPROTO, "receive the workspace and bind mounts", NULL);
 
         /* The network comes first: the network namespace exists since the
-         * clone, and with secrets the filesystem needs the CA that the
-         * proxy makes when it starts on these sockets. */
+         * clone, and the proxy (already started by the supervisor) can take
+         * its listening sockets while the filesystem is built. */
         r = loopback_up();
         if (r < 0)
                 init_fail(a->sync_fd, -r, "bring up the loopback interface", NULL);
