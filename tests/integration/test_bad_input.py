@@ -46,6 +46,11 @@ def bad_cases(sbx):
         "missing-bind-source": (["-v", "/nonexistent/hutch-src:/data"], ["/nonexistent/hutch-src"]),
         "bad-bind-mode": (["-v", f"{d}:/data:rx"], ["rx"]),
         "bad-tmpfs-size": (["--tmpfs", "/x:size=12q"], ["12q"]),
+        # 15 binds (+ the workspace) fit one descriptor message to init.
+        "too-many-binds": (
+            [a for i in range(16) for a in ("-v", f"{d}:/b{i}")],
+            ["too many binds", "at most 15"],
+        ),
         "relative-tmpfs": (["--tmpfs", "rel/tmp"], ["rel/tmp"]),
         "network-host": (["--network", "host"], ["host"]),
         "bad-hostname": (["--hostname", "bad_name!"], ["bad_name!"]),

@@ -5,6 +5,7 @@ int $0x80, landlock, and no fd beyond 0-2."""
 
 import fcntl
 import os
+import subprocess
 
 import pytest
 
@@ -183,3 +184,45 @@ def test_landlock_denies_procfs_writes(sbx):
     r = sbx.probe("can-open", "/proc/self/comm", "r")
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == "ok"
+
+
+def test_no_set_id_files(sbx):
+    """The sandbox cannot create set-user-id or set-group-id files (on a
+    mounted workspace they would belong to the caller on the host): chmod,
+    and open(O_CREAT) with those bits fail with EPERM. Twin: plain modes
+    work."""
+    script = (
+        "touch /tmp/f; "
+        "chmod 4755 /tmp/f 2>/dev/null; echo suid=$?; "
+        "chmod 2755 /tmp/f 2>/dev/null; echo sgid=$?; "
+        "chmod 755 /tmp/f; echo plain=$?; "
+        "python3 -c 'import os; os.open(\"/tmp/g\", os.O_CREAT | os.O_WRONLY, 0o4755)' "
+        "2>/dev/null; echo creat_suid=$?; "
+        "python3 -c 'import os; os.open(\"/tmp/h\", os.O_CREAT | os.O_WRONLY, 0o755)'; "
+        "echo creat_plain=$?; stat -c %a /tmp/f"
+    )
+    r = sbx.run(["--", "sh", "-c", script])
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == ["suid=1", "sgid=1", "plain=0", "creat_suid=1", "creat_plain=0", "755"]
+
+
+def test_workspace_mount_is_not_shared_with_the_host(sbx):
+    """The workspace and -v trees are private mounts inside the sandbox: no
+    mount propagates between them and the host. The sources are made
+    shared mounts first (in a throwaway mount namespace of the test), as
+    they are on systemd hosts, where a clone of them would otherwise join
+    their peer group."""
+    ws = sbx.make_dir(name="ws")
+    data = sbx.make_dir(name="data")
+    setup = f"mount --bind {ws} {ws} && mount --make-shared {ws} && " \
+        f"mount --bind {data} {data} && mount --make-shared {data} && exec \"$@\""
+    argv = sbx.argv(["--workspace", str(ws), "-v", f"{data}:/data", "--", "cat", "/proc/self/mountinfo"])
+    r = subprocess.run(
+        ["unshare", "-m", "--propagation", "unchanged", "sh", "-c", setup, "sh", *argv],
+        env=sbx.env(), capture_output=True, text=True, timeout=60, cwd=str(sbx.base_dir),
+    )
+    assert r.returncode == 0, r.stderr
+    lines = [line for line in r.stdout.splitlines() if " /workspace " in line or " /data " in line]
+    assert len(lines) == 2, r.stdout
+    for line in lines:
+        assert "shared:" not in line and "master:" not in line, line

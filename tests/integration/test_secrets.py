@@ -140,6 +140,17 @@ def run_json(sbx, flags, cmd, env=None, **kw):
         (["--secret", "TOKEN@api.example"], {}, "secret 'TOKEN': environment variable TOKEN is not set"),
         (["--secret", "TOKEN@api.example"], {"TOKEN": ""}, "environment variable TOKEN is empty"),
         (["--secret", "TOKEN@api.example"], {"TOKEN": "short"}, "shorter than 8"),
+        # The real value may not come in under another name.
+        (
+            ["--secret", "TOKEN=env:SRC@api.example", "--env-pass", "SRC"],
+            {"SRC": REAL},
+            "through the environment variable 'SRC'",
+        ),
+        (
+            ["--secret", "TOKEN=env:SRC@api.example", "-e", f"OTHER={REAL}"],
+            {"SRC": REAL},
+            "through the environment variable 'OTHER'",
+        ),
         (["--secret", "TOKEN@a..example"], {"TOKEN": REAL}, "invalid host pattern 'a..example'"),
         (["--secret", "TOKEN@api.example;colour=red"], {"TOKEN": REAL}, "unknown option 'colour'"),
         (["--secret", "TOKEN@api.example;methods=get"], {"TOKEN": REAL}, "invalid method 'get'"),

@@ -60,7 +60,9 @@ typedef struct TmpfsMount {
 #define POLICY_DEFAULT_HOSTNAME "hutch"
 #define POLICY_SANDBOX_HOME "/root"
 #define POLICY_SANDBOX_WORKSPACE "/workspace"
-#define POLICY_MAX_BINDS 64
+/* The workspace and every bind travel to init in one SCM_RIGHTS message
+ * of at most 16 descriptors (fd-util.c). */
+#define POLICY_MAX_BINDS 15
 #define POLICY_MAX_TMPFS 64
 #define POLICY_MAX_ENV 1024
 #define POLICY_MAX_FILE_SIZE (1U << 20)

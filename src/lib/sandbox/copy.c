@@ -53,10 +53,21 @@ static int copy_regular(int src_dirfd, int dst_dirfd, const char *name, const st
                         HutchError *reterr) {
         _cleanup_close_ int from = -EBADF, to = -EBADF;
         struct timespec times[2] = {st->st_atim, st->st_mtim};
-        int r;
+        struct stat opened;
+        int flags, r;
 
-        from = openat(src_dirfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY);
+        /* SECURITY: O_NONBLOCK and the check below: the entry may have been
+         * swapped (for a FIFO that would block init forever, say) since it
+         * was inspected; only the same regular file is copied. */
+        from = openat(src_dirfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
         if (from < 0)
+                return copy_fail(reterr, negative_errno(), "open", name);
+        if (fstat(from, &opened) < 0)
+                return copy_fail(reterr, negative_errno(), "inspect", name);
+        if (!S_ISREG(opened.st_mode) || opened.st_dev != st->st_dev || opened.st_ino != st->st_ino)
+                return copy_fail(reterr, -ESTALE, "copy (it changed while being copied)", name);
+        flags = fcntl(from, F_GETFL);
+        if (flags < 0 || fcntl(from, F_SETFL, flags & ~O_NONBLOCK) < 0)
                 return copy_fail(reterr, negative_errno(), "open", name);
         to = openat(dst_dirfd, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
                     st->st_mode & 0777);

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/openat2.h>
 #include <linux/sched.h>
 #include <poll.h>
 #include <signal.h>
@@ -67,14 +68,32 @@ static pid_t clone_sandbox(int *ret_pidfd) {
  * allow). */
 static int open_detached_tree(const char *path, int userns_fd, bool read_only, int *ret_fd,
                               HutchError *reterr) {
-        _cleanup_close_ int fd = -EBADF;
+        _cleanup_close_ int fd = -EBADF, pathfd = -EBADF;
+        /* SECURITY: the clone must not stay in the host mount's peer group,
+         * or mounts would propagate between the sandbox and the host. */
         struct mount_attr attr = {
                 .attr_set = MOUNT_ATTR_IDMAP | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV |
                             (read_only ? MOUNT_ATTR_RDONLY : 0),
+                .propagation = MS_PRIVATE,
                 .userns_fd = (uint64_t)userns_fd,
         };
+        struct open_how how = {
+                .flags = O_PATH | O_CLOEXEC,
+                .resolve = RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS,
+        };
 
-        fd = open_tree(AT_FDCWD, path, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE);
+        /* SECURITY: @path was validated (canonical, no symlinks); opening it
+         * again without following symlinks means a component swapped for a
+         * symlink since then (to "/", say) fails instead of being mounted
+         * into the sandbox with the caller's ownership. */
+        pathfd = (int)syscall(SYS_openat2, AT_FDCWD, path, &how, sizeof(how));
+        if (pathfd < 0)
+                return hutch_error_set(reterr, errno,
+                                       "failed to open '%s' for the sandbox (a symlink in the path "
+                                       "is refused): %m",
+                                       path);
+        fd = open_tree(pathfd, "",
+                       OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE | AT_EMPTY_PATH);
         if (fd < 0)
                 return hutch_error_set(reterr, errno, "failed to open '%s' for the sandbox: %m",
                                        path);
@@ -270,6 +289,27 @@ static void run_state_done(RunState *st) {
 
 static int start_proxy(RunState *st, HutchError *reterr);
 
+/* Reads what init already sent without waiting; an ERROR replaces @reterr. */
+static void prefer_init_error(int sync_fd, HutchError *reterr) {
+        for (;;) {
+                struct pollfd pfd = {.fd = sync_fd, .events = POLLIN};
+                int fds[2] = {-EBADF, -EBADF};
+                SyncMsg m;
+
+                if (sync_fd < 0 || poll(&pfd, 1, 0) <= 0 || !(pfd.revents & POLLIN))
+                        return;
+                if (sync_recv(sync_fd, &m, fds, ELEMENTSOF(fds)) <= 0)
+                        return;
+                for (size_t i = 0; i < ELEMENTSOF(fds); i++)
+                        fds[i] = safe_close(fds[i]);
+                if (m.op == SYNC_OP_ERROR) {
+                        (void)hutch_error_set(reterr, m.err > 0 && m.err < 4096 ? m.err : EIO,
+                                              "sandbox setup failed: %s: %s", m.step, m.msg);
+                        return;
+                }
+        }
+}
+
 /* Everything up to the clone: nothing here creates a namespace, so a
  * failure leaves nothing behind but what run_state_done() releases. */
 static int run_prepare(const Policy *policy, char *const *argv, char *const *caller_env,
@@ -304,6 +344,19 @@ static int run_prepare(const Policy *policy, char *const *argv, char *const *cal
                 if (r < 0)
                         return hutch_error_set(reterr, -r, "failed to build the environment");
         }
+        /* SECURITY: no real value may reach the environment by another name
+         * (--env-pass of the variable it came from, an LC_* variable, -e):
+         * refuse the run rather than hand it in. */
+        for (size_t i = 0; st->secrets && i < st->secrets->n; i++)
+                STRV_FOREACH(e, st->env)
+                        if (memmem(*e, strlen(*e), st->secrets->items[i].value,
+                                   st->secrets->items[i].len))
+                                return hutch_error_set(
+                                        reterr, EPERM,
+                                        "secret '%s': its real value would reach the sandbox "
+                                        "through the environment variable '%.*s' (drop that "
+                                        "-e/--env-pass)",
+                                        st->secrets->items[i].def->name, (int)strcspn(*e, "="), *e);
         st->args = strv_copy(argv);
         if (!st->args)
                 return hutch_error_set(reterr, ENOMEM, "out of memory");
@@ -686,7 +739,9 @@ int sandbox_run(const Policy *policy, char *const *argv, char *const *caller_env
         goto restore_mask;
 
 kill_child:
-        /* Undo: the half-started sandbox dies with its namespaces. */
+        /* Undo: the half-started sandbox dies with its namespaces. If init
+         * failed first (our send then saw EPIPE), its own error says more. */
+        prefer_init_error(st.sync_parent, reterr);
         (void)pidfd_send_signal(st.pidfd, SIGKILL, NULL, 0);
         (void)waitpid(pid, NULL, 0);
 restore_mask:

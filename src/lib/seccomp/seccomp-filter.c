@@ -4,6 +4,7 @@
 #include <seccomp.h>
 #include <stdint.h>
 #include <sys/ioctl.h>
+#include <sys/stat.h>
 
 #include "macro.h"
 #include "seccomp/seccomp-filter.h"
@@ -134,6 +135,32 @@ static const SeccompRule default_rules[] = {
         DENY(process_vm_writev, EPERM, "writes another process's memory"),
         DENY(pidfd_getfd, EPERM, "steals another process's fds"),
         DENY(kcmp, EPERM, "compares kernel objects across processes: exploit aid"),
+
+        /* SECURITY: no set-user-id or set-group-id files. What the sandbox
+         * creates in a mounted workspace or a read-write bind belongs to the
+         * caller on the host (host root when hutch runs as root): a set-id
+         * bit there would hand the caller's identity to anyone who can run
+         * the file outside. nosuid only protects the sandbox's own mounts. */
+        DENY_ARG(chmod, EPERM, 1, S_ISUID, S_ISUID, "set-user-id bit"),
+        DENY_ARG(chmod, EPERM, 1, S_ISGID, S_ISGID, "set-group-id bit"),
+        DENY_ARG(fchmod, EPERM, 1, S_ISUID, S_ISUID, "set-user-id bit"),
+        DENY_ARG(fchmod, EPERM, 1, S_ISGID, S_ISGID, "set-group-id bit"),
+        DENY_ARG(fchmodat, EPERM, 2, S_ISUID, S_ISUID, "set-user-id bit"),
+        DENY_ARG(fchmodat, EPERM, 2, S_ISGID, S_ISGID, "set-group-id bit"),
+        DENY_ARG(fchmodat2, EPERM, 2, S_ISUID, S_ISUID, "set-user-id bit"),
+        DENY_ARG(fchmodat2, EPERM, 2, S_ISGID, S_ISGID, "set-group-id bit"),
+        DENY_ARG(open, EPERM, 2, S_ISUID, S_ISUID, "creates a set-user-id file"),
+        DENY_ARG(open, EPERM, 2, S_ISGID, S_ISGID, "creates a set-group-id file"),
+        DENY_ARG(openat, EPERM, 3, S_ISUID, S_ISUID, "creates a set-user-id file"),
+        DENY_ARG(openat, EPERM, 3, S_ISGID, S_ISGID, "creates a set-group-id file"),
+        DENY_ARG(creat, EPERM, 1, S_ISUID, S_ISUID, "creates a set-user-id file"),
+        DENY_ARG(creat, EPERM, 1, S_ISGID, S_ISGID, "creates a set-group-id file"),
+        DENY_ARG(mknod, EPERM, 1, S_ISUID, S_ISUID, "creates a set-user-id file"),
+        DENY_ARG(mknod, EPERM, 1, S_ISGID, S_ISGID, "creates a set-group-id file"),
+        DENY_ARG(mknodat, EPERM, 2, S_ISUID, S_ISUID, "creates a set-user-id file"),
+        DENY_ARG(mknodat, EPERM, 2, S_ISGID, S_ISGID, "creates a set-group-id file"),
+        DENY(openat2, ENOSYS,
+             "its mode lives in a struct seccomp cannot read; libc falls back to openat"),
 
         /* Terminal injection: TIOCSTI pushes input into a shared terminal's
          * input queue (CVE-2017-5226 in bubblewrap); TIOCLINUX can do the
