@@ -313,6 +313,47 @@ def test_cpus_unlimited_twin(lim):
 # ---- 4. timeout ----
 
 
+def test_timeout_holds_while_the_caller_does_not_read(lim):
+    """With --output-limit the supervisor relays the output; a caller that
+    stops reading must not stall it: the command still dies at the timeout
+    (found by a review: a blocking relay write held the timer off)."""
+    marker = f"hutch-stall-{uuid.uuid4().hex[:8]}"
+    out = lim.make_dir(name="stall") / "outcome.json"
+    r_fd, w_fd = os.pipe()
+    # $0 of the shell carries the marker; hutch's own argv has it too, and
+    # is left out below.
+    script = "head -c 1000000 /dev/zero; sleep 30"
+    p = lim.popen(
+        [*NET, "--timeout", "1s", "--output-limit", "10m", "--json", str(out), "--", "sh", "-c",
+         script, marker],
+        stdout=w_fd,
+        stderr=subprocess.PIPE,
+    )
+    os.close(w_fd)
+    try:
+        # Nobody reads r_fd: the relay is stuck on a full pipe. The command
+        # must still be gone soon after its 1 s.
+        deadline = time.monotonic() + 6
+        seen = False
+        def sandboxed():
+            return {pid for pid in live_with_marker(marker) if pid != p.pid}
+
+        while time.monotonic() < deadline:
+            alive = sandboxed()
+            seen = seen or bool(alive)
+            if seen and not alive:
+                break
+            time.sleep(0.05)
+        assert seen, "the command never started"
+        assert not sandboxed(), "the command outlived its timeout"
+    finally:
+        with os.fdopen(r_fd, "rb") as f:
+            f.read()
+        p.wait(timeout=30)
+    o = json.loads(out.read_text())
+    assert o["reason"] == "timeout" and o["wall_ms"] < 3000, o
+
+
 def test_timeout_kills_sleep(lim, record_property):
     t0 = time.monotonic()
     r, o = run_json(lim, ["--timeout", "1s"], ["sleep", "30"])

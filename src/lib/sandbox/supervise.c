@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 #include <errno.h>
+#include <limits.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
@@ -13,8 +14,6 @@
 #include "macro.h"
 #include "sandbox/supervise.h"
 #include "sandbox/sync.h"
-
-#define RELAY_CHUNK 65536
 
 uint64_t now_ms(void) {
         struct timespec ts;
@@ -95,11 +94,13 @@ static void handle_sync_message(Supervision *s) {
         }
 }
 
-static void relay_pump(Relay *r) {
-        char buf[RELAY_CHUNK];
+/* Reads a chunk of the command's output into the empty buffer, keeping
+ * what is within the limit. */
+static void relay_fill(Relay *r) {
         ssize_t n;
+        uint64_t k;
 
-        n = read(r->in_fd, buf, sizeof(buf));
+        n = read(r->in_fd, r->buf, sizeof(r->buf));
         if (n < 0) {
                 if (errno == EINTR || errno == EAGAIN)
                         return;
@@ -110,16 +111,29 @@ static void relay_pump(Relay *r) {
                 r->in_fd = safe_close(r->in_fd);
                 return;
         }
-        if (r->written < r->limit) {
-                uint64_t k = MIN((uint64_t)n, r->limit - r->written);
-
-                if (r->out_fd >= 0 && loop_write(r->out_fd, buf, (size_t)k) < 0)
-                        r->out_fd = -EBADF; /* the reader went away: keep draining */
-                r->written += k;
-                if (k < (uint64_t)n)
-                        r->truncated = true;
-        } else
+        k = r->written < r->limit ? MIN((uint64_t)n, r->limit - r->written) : 0;
+        if (k < (uint64_t)n)
                 r->truncated = true;
+        r->written += k;
+        r->off = 0;
+        r->len = r->out_fd >= 0 ? (size_t)k : 0; /* the reader went away: drop */
+}
+
+/* Writes what the caller's fd can take now (at most PIPE_BUF, which a
+ * pipe that polls writable always accepts without blocking). */
+static void relay_flush(Relay *r) {
+        ssize_t n = write(r->out_fd, r->buf + r->off, MIN(r->len - r->off, (size_t)PIPE_BUF));
+
+        if (n < 0) {
+                if (errno == EINTR || errno == EAGAIN)
+                        return;
+                r->out_fd = -EBADF; /* the reader went away: keep draining */
+                r->len = r->off = 0;
+                return;
+        }
+        r->off += (size_t)n;
+        if (r->off >= r->len)
+                r->len = r->off = 0;
 }
 
 /* Init is gone: read what it sent before it went. */
@@ -150,14 +164,16 @@ static void on_timeout(Supervision *s) {
 
 void supervise(Supervision *s) {
         for (;;) {
-                struct pollfd pfd[6];
-                int idx_sync = -1, idx_sig, idx_pid = -1, idx_timer = -1, idx_relay[2] = {-1, -1};
+                struct pollfd pfd[8];
+                int idx_sync = -1, idx_sig, idx_pid = -1, idx_timer = -1;
+                int idx_in[2] = {-1, -1}, idx_out[2] = {-1, -1};
                 nfds_t n = 0;
-                bool relays_open = false;
+                bool relays_busy = false;
 
                 for (size_t i = 0; i < ELEMENTSOF(s->relays); i++)
-                        relays_open = relays_open || s->relays[i].in_fd >= 0;
-                if (s->init_gone && s->sync_fd < 0 && !relays_open)
+                        relays_busy =
+                                relays_busy || s->relays[i].in_fd >= 0 || s->relays[i].len > 0;
+                if (s->init_gone && s->sync_fd < 0 && !relays_busy)
                         return;
 
                 if (s->sync_fd >= 0) {
@@ -174,12 +190,17 @@ void supervise(Supervision *s) {
                         idx_timer = (int)n;
                         pfd[n++] = (struct pollfd){.fd = s->timerfd, .events = POLLIN};
                 }
-                for (size_t i = 0; i < ELEMENTSOF(s->relays); i++)
-                        if (s->relays[i].in_fd >= 0) {
-                                idx_relay[i] = (int)n;
-                                pfd[n++] =
-                                        (struct pollfd){.fd = s->relays[i].in_fd, .events = POLLIN};
+                for (size_t i = 0; i < ELEMENTSOF(s->relays); i++) {
+                        Relay *r = &s->relays[i];
+
+                        if (r->len > 0) {
+                                idx_out[i] = (int)n;
+                                pfd[n++] = (struct pollfd){.fd = r->out_fd, .events = POLLOUT};
+                        } else if (r->in_fd >= 0) {
+                                idx_in[i] = (int)n;
+                                pfd[n++] = (struct pollfd){.fd = r->in_fd, .events = POLLIN};
                         }
+                }
 
                 if (poll(pfd, n, -1) < 0) {
                         if (errno == EINTR)
@@ -199,10 +220,18 @@ void supervise(Supervision *s) {
                 }
                 if (idx_timer >= 0 && (pfd[idx_timer].revents & POLLIN))
                         on_timeout(s);
-                for (size_t i = 0; i < ELEMENTSOF(s->relays); i++)
-                        if (idx_relay[i] >= 0 &&
-                            (pfd[idx_relay[i]].revents & (POLLIN | POLLHUP | POLLERR)))
-                                relay_pump(&s->relays[i]);
+                for (size_t i = 0; i < ELEMENTSOF(s->relays); i++) {
+                        if (idx_in[i] >= 0 &&
+                            (pfd[idx_in[i]].revents & (POLLIN | POLLHUP | POLLERR)))
+                                relay_fill(&s->relays[i]);
+                        if (idx_out[i] >= 0 && pfd[idx_out[i]].revents) {
+                                if (pfd[idx_out[i]].revents & (POLLERR | POLLNVAL)) {
+                                        s->relays[i].out_fd = -EBADF;
+                                        s->relays[i].len = s->relays[i].off = 0;
+                                } else
+                                        relay_flush(&s->relays[i]);
+                        }
+                }
                 if (idx_pid >= 0 && (pfd[idx_pid].revents & POLLIN)) {
                         s->init_gone = true;
                         drain_sync(s);

@@ -12,15 +12,23 @@
 #include "cgroup/cgroup.h"
 #include "hutch-error.h"
 
+#define RELAY_BUF_SIZE 65536
+
 /* One output stream of the command: bytes from @in_fd (a pipe) are copied to
- * @out_fd until @limit bytes were written; the rest is read and dropped, so
- * the command never blocks on a full pipe. */
+ * @out_fd until @limit bytes were kept; the rest is read and dropped, so
+ * the command never blocks on a full pipe. Writes to @out_fd happen only
+ * when poll() says it can take them (at most PIPE_BUF at a time), so a
+ * caller that stops reading never stalls the supervisor: the timeout and
+ * signals keep working. The caller's fd stays as it is (no O_NONBLOCK on a
+ * shared file description). */
 typedef struct Relay {
         int in_fd;  /* owned; -EBADF once at EOF or when unused */
         int out_fd; /* borrowed (the caller's 1 or 2); -EBADF after a write error */
         uint64_t limit;
-        uint64_t written;
+        uint64_t written; /* bytes kept for the caller so far */
         bool truncated;
+        size_t len, off; /* pending bytes in buf[off..len) */
+        char buf[RELAY_BUF_SIZE];
 } Relay;
 
 typedef struct Supervision Supervision;
