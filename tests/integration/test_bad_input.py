@@ -46,6 +46,10 @@ def bad_cases(sbx):
         "missing-bind-source": (["-v", "/nonexistent/hutch-src:/data"], ["/nonexistent/hutch-src"]),
         "bad-bind-mode": (["-v", f"{d}:/data:rx"], ["rx"]),
         "bad-tmpfs-size": (["--tmpfs", "/x:size=12q"], ["12q"]),
+        "bind-below-rw-bind": (
+            ["-v", f"{d}:/data", "-v", f"{d}:/data/sub"],
+            ["/data/sub", "read-write bind"],
+        ),
         # 15 binds (+ the workspace) fit one descriptor message to init.
         "too-many-binds": (
             [a for i in range(16) for a in ("-v", f"{d}:/b{i}")],

@@ -1012,4 +1012,23 @@ TEST(network_none_conflicts_with_allow_host) {
         ASSERT_ERROR(policy_validate(p, &e), EINVAL);
 }
 
+TEST(no_mount_below_a_read_write_bind) {
+        _cleanup_(policy_freep) Policy *p = policy_new();
+        HutchError e = {};
+
+        ASSERT_OK(policy_add_bind_spec(p, "/tmp:/data", &e));
+        ASSERT_OK(policy_add_bind_spec(p, "/usr/share:/data/sub:ro", &e));
+        ASSERT_ERROR(policy_validate(p, &e), EINVAL);
+        ASSERT_STREQ(e.msg, "bind target '/data/sub' is inside the read-write bind of '/tmp' at "
+                            "'/data'; its mount point would be created in that host folder");
+
+        /* Twin: below a read-only bind is fine (nothing is created there). */
+        _cleanup_(policy_freep) Policy *q = policy_new();
+
+        ASSERT_OK(policy_add_bind_spec(q, "/tmp:/data:ro", &e));
+        ASSERT_OK(policy_add_bind_spec(q, "/usr/share:/data/sub:ro", &e));
+        ASSERT_OK(policy_add_tmpfs_spec(q, "/data/t:size=1m", &e));
+        ASSERT_OK(policy_validate(q, &e));
+}
+
 DEFINE_TEST_MAIN

@@ -671,12 +671,27 @@ static int validate_target_unique(const Policy *p, const char *kind, const char 
                                                "%s target '%s' would replace the workspace", kind,
                                                target);
         }
-        for (size_t i = 0; i < p->n_binds; i++)
-                if (i != self_bind && p->binds[i].target && strcmp(p->binds[i].target, simple) == 0)
+        for (size_t i = 0; i < p->n_binds; i++) {
+                const BindMount *b = &p->binds[i];
+
+                if (i == self_bind || !b->target)
+                        continue;
+                if (strcmp(b->target, simple) == 0)
                         return hutch_error_set(reterr, EINVAL,
                                                "%s target '%s' is also the target of the bind of "
                                                "'%s'",
-                                               kind, target, p->binds[i].source);
+                                               kind, target, b->source);
+                /* SECURITY: as for a mounted workspace, a mount below a
+                 * read-write bind would create its mount point in the host
+                 * folder behind it (following whatever the sandbox left
+                 * there on an earlier run). */
+                if (!b->read_only && !p->read_only && path_is_at_or_below(simple, b->target))
+                        return hutch_error_set(reterr, EINVAL,
+                                               "%s target '%s' is inside the read-write bind of "
+                                               "'%s' at '%s'; its mount point would be created "
+                                               "in that host folder",
+                                               kind, target, b->source, b->target);
+        }
         for (size_t i = 0; i < p->n_tmpfs; i++)
                 if (i != self_tmpfs && p->tmpfs[i].path && strcmp(p->tmpfs[i].path, simple) == 0)
                         return hutch_error_set(reterr, EINVAL,
