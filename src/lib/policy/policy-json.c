@@ -488,29 +488,6 @@ static int json_dispatch_env(JsonCtx *c, const JsonField *f, json_t *v, void *us
         return 0;
 }
 
-static int json_dispatch_env_pass(JsonCtx *c, const JsonField *f, json_t *v, void *userdata) {
-        Policy *p = userdata;
-        json_t *item;
-        size_t i;
-        int r;
-
-        json_array_foreach(v, i, item) {
-                HutchError e = {};
-                int saved;
-
-                saved = json_ctx_push_index(c, i);
-                if (saved < 0)
-                        return saved;
-                if (!json_is_string(item))
-                        return json_ctx_fail_type(c, JT_STRING, item);
-                r = policy_add_env(p, json_string_value(item), NULL, NULL, &e);
-                if (r < 0)
-                        return json_ctx_fail_from(c, r, &e);
-                json_ctx_pop(c, saved);
-        }
-        return 0;
-}
-
 /* A limit is given as a string the way the flag takes it ("512m", "1.5",
  * "30s") or as a number: bytes for sizes, a count for pids, CPUs for cpus
  * (a timeout needs its unit, so only 0 is accepted as a number). */
@@ -571,12 +548,10 @@ static int json_dispatch_string_list(JsonCtx *c, json_t *v, Policy *p, PolicyLis
         int r;
 
         json_array_foreach(v, i, item) {
-                char idx[24];
                 HutchError e = {};
                 int saved;
 
-                (void)snprintf(idx, sizeof(idx), "%zu", i);
-                saved = json_ctx_push(c, idx);
+                saved = json_ctx_push_index(c, i);
                 if (saved < 0)
                         return saved;
                 if (!json_is_string(item))
@@ -587,6 +562,14 @@ static int json_dispatch_string_list(JsonCtx *c, json_t *v, Policy *p, PolicyLis
                 json_ctx_pop(c, saved);
         }
         return 0;
+}
+
+static int add_env_pass(Policy *p, const char *name, const char *ctx, HutchError *reterr) {
+        return policy_add_env(p, name, NULL, ctx, reterr);
+}
+
+static int json_dispatch_env_pass(JsonCtx *c, const JsonField *f, json_t *v, void *userdata) {
+        return json_dispatch_string_list(c, v, userdata, add_env_pass);
 }
 
 static int json_dispatch_allow_hosts(JsonCtx *c, const JsonField *f, json_t *v, void *userdata) {
