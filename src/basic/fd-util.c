@@ -62,11 +62,15 @@ int write_string_file(const char *path, const char *s) {
 }
 
 int read_full_file(const char *path, size_t max, char **ret) {
+        return read_full_file_at(AT_FDCWD, path, 0, max, ret);
+}
+
+int read_full_file_at(int dirfd, const char *path, int flags, size_t max, char **ret) {
         _cleanup_close_ int fd = -EBADF;
         _cleanup_free_ char *buf = NULL;
         size_t size = 0, alloc = 4096;
 
-        fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+        fd = openat(dirfd, path, O_RDONLY | O_CLOEXEC | O_NOCTTY | flags);
         if (fd < 0)
                 return negative_errno();
         buf = malloc(alloc);

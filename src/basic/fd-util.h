@@ -30,6 +30,9 @@ int write_string_file(const char *path, const char *s);
  * NUL-terminated string. */
 int read_full_file(const char *path, size_t max, char **ret);
 
+/* The same, relative to @dirfd, with extra open(2) @flags (O_NOFOLLOW). */
+int read_full_file_at(int dirfd, const char *path, int flags, size_t max, char **ret);
+
 /* Sends @data of @len bytes plus the @n_fds descriptors in @fds (may be 0)
  * as one message over the SOCK_SEQPACKET socket @sock. */
 int send_with_fds(int sock, const void *data, size_t len, const int *fds, size_t n_fds);

@@ -49,36 +49,12 @@ int cg_write(const char *dir, const char *file, const char *value) {
 }
 
 int cg_read(const char *dir, const char *file, char **ret) {
-        _cleanup_close_ int dfd = -EBADF, fd = -EBADF;
-        _cleanup_free_ char *buf = NULL;
-        size_t size = 0;
+        _cleanup_close_ int dfd = -EBADF;
 
         dfd = cg_open_dir(dir);
         if (dfd < 0)
                 return dfd;
-        fd = openat(dfd, file, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NOCTTY);
-        if (fd < 0)
-                return negative_errno();
-        buf = malloc(CG_FILE_MAX + 1);
-        if (!buf)
-                return -ENOMEM;
-        for (;;) {
-                ssize_t n = read(fd, buf + size, CG_FILE_MAX + 1 - size);
-
-                if (n < 0) {
-                        if (errno == EINTR)
-                                continue;
-                        return negative_errno();
-                }
-                if (n == 0)
-                        break;
-                size += (size_t)n;
-                if (size > CG_FILE_MAX)
-                        return -EFBIG;
-        }
-        buf[size] = '\0';
-        *ret = TAKE_PTR(buf);
-        return 0;
+        return read_full_file_at(dfd, file, O_NOFOLLOW, CG_FILE_MAX, ret);
 }
 
 int cg_keyed_value(const char *text, const char *key, uint64_t *ret) {
