@@ -1,9 +1,11 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <time.h>
 
 #include "fd-util.h"
 
@@ -43,6 +45,45 @@ ssize_t loop_read(int fd, void *buf, size_t len) {
                 done += (size_t)n;
         }
         return (ssize_t)done;
+}
+
+static uint64_t monotonic_ms(void) {
+        struct timespec ts;
+
+        (void)clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+ssize_t read_until_eof(int fd, void *buf, size_t size, uint64_t timeout_ms) {
+        uint64_t deadline = monotonic_ms() + timeout_ms;
+        char *p = buf;
+        size_t len = 0;
+
+        for (;;) {
+                struct pollfd pfd = {.fd = fd, .events = POLLIN};
+                uint64_t now = monotonic_ms();
+                ssize_t n;
+                int k;
+
+                if (len >= size)
+                        return -EFBIG;
+                if (now >= deadline)
+                        return -ETIMEDOUT;
+                k = poll(&pfd, 1, (int)MIN(deadline - now, (uint64_t)INT32_MAX));
+                if (k < 0 && errno != EINTR)
+                        return negative_errno();
+                if (k <= 0)
+                        continue;
+                n = read(fd, p + len, size - len);
+                if (n < 0) {
+                        if (errno == EINTR || errno == EAGAIN)
+                                continue;
+                        return negative_errno();
+                }
+                if (n == 0)
+                        return (ssize_t)len;
+                len += (size_t)n;
+        }
 }
 
 int write_string_file(const char *path, const char *s) {

@@ -6,6 +6,7 @@
 #include <dirent.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <sys/types.h>
 
 #include "macro.h"
@@ -21,6 +22,11 @@ int loop_write(int fd, const void *buf, size_t len);
 /* Reads up to @len bytes, retrying on EINTR, until @len or EOF; returns the
  * count read. */
 ssize_t loop_read(int fd, void *buf, size_t len);
+
+/* Reads @fd until EOF into @buf (at most @size bytes), waiting at most
+ * @timeout_ms in all. Returns the count read at EOF, -ETIMEDOUT when the
+ * time ran out, -EFBIG when @buf filled up before EOF, or -errno. */
+ssize_t read_until_eof(int fd, void *buf, size_t size, uint64_t timeout_ms);
 
 /* Writes @s to the file at @path (O_WRONLY|O_CLOEXEC, no O_CREAT), as one
  * write(2): the /proc files this is for want the whole value at once. */

@@ -4,7 +4,6 @@
 #include <jansson.h>
 #include <libgen.h>
 #include <limits.h>
-#include <poll.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -18,7 +17,6 @@
 #include "fd-util.h"
 #include "macro.h"
 #include "sandbox/proxy-spawn.h"
-#include "sandbox/supervise.h"
 #include "strv.h"
 
 #define PROXY_STOP_TIMEOUT_MS 3000
@@ -242,9 +240,7 @@ static int summary_denied(const char *text, char **ret) {
 
 int proxy_stop(ProxyProcess *pp, char **ret_denied) {
         _cleanup_free_ char *summary = NULL;
-        uint64_t deadline;
-        size_t size = 0;
-        int r = 0;
+        ssize_t n = -ENOMEM;
 
         if (pp->pid <= 0)
                 return -ESRCH;
@@ -253,32 +249,19 @@ int proxy_stop(ProxyProcess *pp, char **ret_denied) {
 
         /* The summary is the proxy's last act (the audit log is written
          * unbuffered before it): read it to EOF, then end the process rather
-         * than wait for its library teardown. */
+         * than wait for its library teardown. A summary that did not come
+         * whole (time out, too large) counts as no denials. */
         summary = malloc(PROXY_SUMMARY_MAX + 1);
-        if (!summary)
-                r = -ENOMEM;
-        deadline = now_ms() + PROXY_STOP_TIMEOUT_MS;
-        while (r >= 0 && size < PROXY_SUMMARY_MAX) {
-                struct pollfd pfd = {.fd = pp->summary_fd, .events = POLLIN};
-                uint64_t now = now_ms();
-                ssize_t n;
-
-                if (now >= deadline || poll(&pfd, 1, (int)(deadline - now)) == 0)
-                        break;
-                n = read(pp->summary_fd, summary + size, PROXY_SUMMARY_MAX - size);
-                if (n < 0 && (errno == EINTR || errno == EAGAIN))
-                        continue;
-                if (n <= 0)
-                        break;
-                size += (size_t)n;
-        }
+        if (summary)
+                n = read_until_eof(pp->summary_fd, summary, PROXY_SUMMARY_MAX,
+                                   PROXY_STOP_TIMEOUT_MS);
         pp->summary_fd = safe_close(pp->summary_fd);
         (void)pidfd_send_signal(pp->pidfd, SIGKILL, NULL, 0);
         (void)waitpid(pp->pid, NULL, 0);
         pp->pid = 0;
         pp->pidfd = safe_close(pp->pidfd);
-        if (r < 0)
-                return r;
-        summary[size] = '\0';
+        if (!summary)
+                return -ENOMEM;
+        summary[n < 0 ? 0 : n] = '\0';
         return summary_denied(summary, ret_denied);
 }

@@ -390,43 +390,22 @@ static int run_prepare(const Policy *policy, char *const *argv, char *const *cal
  * SANDBOX_CA_TIMEOUT_MS. */
 static int read_ca_pem(int fd, char **ret, size_t *ret_len, HutchError *reterr) {
         _cleanup_free_ char *pem = NULL;
-        uint64_t deadline = now_ms() + SANDBOX_CA_TIMEOUT_MS;
-        size_t len = 0;
+        ssize_t len;
 
         pem = malloc(SANDBOX_CA_PEM_MAX + 1);
         if (!pem)
                 return -ENOMEM;
-        for (;;) {
-                struct pollfd pfd = {.fd = fd, .events = POLLIN};
-                uint64_t now = now_ms();
-                ssize_t n;
-                int k;
-
-                if (now >= deadline)
-                        return hutch_error_set(reterr, ETIMEDOUT,
-                                               "hutch-proxy did not send its CA certificate "
-                                               "within %d ms",
-                                               SANDBOX_CA_TIMEOUT_MS);
-                k = poll(&pfd, 1, (int)(deadline - now));
-                if (k < 0 && errno == EINTR)
-                        continue;
-                if (k < 0)
-                        return hutch_error_set(reterr, errno, "failed to wait for hutch-proxy: %m");
-                if (k == 0)
-                        continue;
-                n = read(fd, pem + len, SANDBOX_CA_PEM_MAX - len);
-                if (n < 0 && (errno == EINTR || errno == EAGAIN))
-                        continue;
-                if (n < 0)
-                        return hutch_error_set(reterr, errno,
-                                               "failed to read hutch-proxy's CA certificate: %m");
-                if (n == 0)
-                        break;
-                len += (size_t)n;
-                if (len >= SANDBOX_CA_PEM_MAX)
-                        return hutch_error_set(reterr, EFBIG,
-                                               "hutch-proxy's CA certificate is too large");
-        }
+        len = read_until_eof(fd, pem, SANDBOX_CA_PEM_MAX, SANDBOX_CA_TIMEOUT_MS);
+        if (len == -ETIMEDOUT)
+                return hutch_error_set(reterr, ETIMEDOUT,
+                                       "hutch-proxy did not send its CA certificate within %d ms",
+                                       SANDBOX_CA_TIMEOUT_MS);
+        if (len == -EFBIG)
+                return hutch_error_set(reterr, EFBIG, "hutch-proxy's CA certificate is too large");
+        if (len < 0)
+                return hutch_error_set(reterr, (int)-len,
+                                       "failed to read hutch-proxy's CA certificate: %s",
+                                       strerror((int)-len));
         pem[len] = '\0';
         if (len == 0 || !strstr(pem, "-----BEGIN CERTIFICATE-----") ||
             !strstr(pem, "-----END CERTIFICATE-----"))
@@ -434,7 +413,7 @@ static int read_ca_pem(int fd, char **ret, size_t *ret_len, HutchError *reterr) 
                                        "hutch-proxy sent no CA certificate (does it support "
                                        "--ca-out-fd?)");
         *ret = TAKE_PTR(pem);
-        *ret_len = len;
+        *ret_len = (size_t)len;
         return 0;
 }
 
