@@ -55,6 +55,23 @@ class _ThreadingServer(socketserver.ThreadingMixIn, http.server.HTTPServer):
         super().__init__(addr, handler)
 
 
+def read_request_body(handler):
+    """The body of the request @handler (a BaseHTTPRequestHandler) is
+    serving: chunked (trailers skipped) or by Content-Length."""
+    if handler.headers.get("Transfer-Encoding", "").lower() == "chunked":
+        body = b""
+        while True:
+            size = int(handler.rfile.readline().split(b";")[0].strip(), 16)
+            if size == 0:
+                while handler.rfile.readline() not in (b"\r\n", b"\n", b""):
+                    pass
+                return body
+            body += handler.rfile.read(size)
+            handler.rfile.readline()
+    n = int(handler.headers.get("Content-Length") or 0)
+    return handler.rfile.read(n) if n else b""
+
+
 class EchoHandler(http.server.BaseHTTPRequestHandler):
     """Answers every request with a JSON echo of what arrived: method,
     path, headers (in order), body. Each response is one write (no Nagle
@@ -71,22 +88,8 @@ class EchoHandler(http.server.BaseHTTPRequestHandler):
         with self.server.lock:
             self.server.connections += 1
 
-    def _read_body(self):
-        if self.headers.get("Transfer-Encoding", "").lower() == "chunked":
-            body = b""
-            while True:
-                size = int(self.rfile.readline().split(b";")[0].strip(), 16)
-                if size == 0:
-                    while self.rfile.readline() not in (b"\r\n", b"\n", b""):
-                        pass
-                    return body
-                body += self.rfile.read(size)
-                self.rfile.readline()
-        n = int(self.headers.get("Content-Length") or 0)
-        return self.rfile.read(n) if n else b""
-
     def _respond(self):
-        body = self._read_body()
+        body = read_request_body(self)
         if self.path.startswith("/git/"):
             return self._git(body)
         record = {

@@ -33,22 +33,8 @@ class SecretEchoHandler(http.server.BaseHTTPRequestHandler):
     def log_message(self, *args):
         pass
 
-    def _body(self):
-        if self.headers.get("Transfer-Encoding", "").lower() == "chunked":
-            body = b""
-            while True:
-                size = int(self.rfile.readline().split(b";")[0].strip(), 16)
-                if size == 0:
-                    while self.rfile.readline() not in (b"\r\n", b"\n", b""):
-                        pass
-                    return body
-                body += self.rfile.read(size)
-                self.rfile.readline()
-        n = int(self.headers.get("Content-Length") or 0)
-        return self.rfile.read(n) if n else b""
-
     def _respond(self):
-        body = self._body()
+        body = proxyutil.read_request_body(self)
         record = {
             "method": self.command,
             "path": self.path,
