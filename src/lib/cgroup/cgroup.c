@@ -738,6 +738,27 @@ static int kill_batch(int dfd, const pid_t *pids, size_t n) {
         return r;
 }
 
+/* Takes @fd (a directory) and returns it as a DIR stream in @ret; @fd is
+ * closed on failure too. */
+static int dir_stream_take(int fd, DIR **ret) {
+        DIR *d = fdopendir(fd);
+
+        if (!d) {
+                int r = negative_errno();
+
+                (void)close(fd);
+                return r;
+        }
+        *ret = d;
+        return 0;
+}
+
+/* True for the entry of a child cgroup (a directory, not "." or ".."). */
+static bool is_child_cgroup(const struct dirent *de) {
+        return de->d_type == DT_DIR && strcmp(de->d_name, ".") != 0 &&
+               strcmp(de->d_name, "..") != 0;
+}
+
 /* Counts (and with @do_kill, SIGKILLs) the processes in the cgroup open at
  * @dfd and in every cgroup below it; adds the count to @found. */
 static int procs_walk(int dfd, bool do_kill, unsigned depth, size_t *found) {
@@ -761,17 +782,13 @@ static int procs_walk(int dfd, bool do_kill, unsigned depth, size_t *found) {
         fd = openat(dfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         if (fd < 0)
                 return negative_errno();
-        d = fdopendir(fd);
-        if (!d) {
-                r = negative_errno();
-                (void)close(fd);
+        r = dir_stream_take(fd, &d);
+        if (r < 0)
                 return r;
-        }
         for (struct dirent *de; (de = readdir(d));) {
                 _cleanup_close_ int sub = -EBADF;
 
-                if (de->d_type != DT_DIR || strcmp(de->d_name, ".") == 0 ||
-                    strcmp(de->d_name, "..") == 0)
+                if (!is_child_cgroup(de))
                         continue;
                 sub = openat(dfd, de->d_name, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
                 if (sub < 0) {
@@ -996,17 +1013,13 @@ static int counter_sum_leaves(const char *dir, const char *file, const char *key
         fd = cg_open_dir(dir);
         if (fd < 0)
                 return fd;
-        d = fdopendir(fd);
-        if (!d) {
-                r = negative_errno();
-                (void)close(fd);
+        r = dir_stream_take(fd, &d);
+        if (r < 0)
                 return r;
-        }
         for (struct dirent *de; (de = readdir(d));) {
                 _cleanup_free_ char *sub = NULL;
 
-                if (de->d_type != DT_DIR || strcmp(de->d_name, ".") == 0 ||
-                    strcmp(de->d_name, "..") == 0)
+                if (!is_child_cgroup(de))
                         continue;
                 sub = cg_path_join(dir, de->d_name);
                 if (!sub)
@@ -1113,18 +1126,14 @@ static int rmdir_tree(const char *path, unsigned depth, uint64_t deadline) {
                 return 0;
         if (fd < 0)
                 return fd;
-        d = fdopendir(fd);
-        if (!d) {
-                r = negative_errno();
-                (void)close(fd);
+        r = dir_stream_take(fd, &d);
+        if (r < 0)
                 return r;
-        }
         for (struct dirent *de; (de = readdir(d));) {
                 _cleanup_free_ char *sub = NULL;
                 int k;
 
-                if (de->d_type != DT_DIR || strcmp(de->d_name, ".") == 0 ||
-                    strcmp(de->d_name, "..") == 0)
+                if (!is_child_cgroup(de))
                         continue;
                 sub = cg_path_join(path, de->d_name);
                 if (!sub)
