@@ -594,6 +594,91 @@ fail:
         return r;
 }
 
+int cgroup_new_child(Cgroup *parent, const char *child, Cgroup **ret, HutchError *reterr) {
+        _cleanup_(cgroup_freep) Cgroup *c = NULL;
+        int r;
+
+        if (!parent || !ret)
+                return -EINVAL;
+        if (!name_is_valid(child) || strcmp(child, LEAF_NAME) == 0)
+                return hutch_error_set(reterr, EINVAL, "invalid child cgroup name '%s'",
+                                       child ? child : "");
+        c = calloc(1, sizeof(Cgroup));
+        if (!c)
+                return -ENOMEM;
+        c->name = strdup(child);
+        if (!c->name)
+                return -ENOMEM;
+        for (size_t i = 0; i < parent->n; i++) {
+                const Hierarchy *ph = parent->h + i;
+                bool oom_group = ph->version == CGROUP_VERSION_2 && (ph->limits & ROLE_MEMORY);
+                CgroupPlace p = {.version = ph->version, .mount = ph->mount, .base = ph->dir};
+
+                if (!ph->roles || !ph->made_dir)
+                        continue;
+                /* No limits of its own: the parent's count for it. v2
+                 * with a memory limit: the leaf gets memory.oom.group. */
+                r = cgroup_add(c, &p, ph->roles, oom_group ? ROLE_MEMORY : 0, 0);
+                if (r < 0)
+                        return r;
+        }
+        for (size_t i = 0; i < c->n; i++) {
+                Hierarchy *h = c->h + i;
+
+                r = hierarchy_create(h, reterr);
+                if (r >= 0 && (h->limits & ROLE_MEMORY)) {
+                        r = cg_write(h->leaf, "memory.oom.group", "1");
+                        if (r < 0)
+                                (void)hutch_error_set(reterr, -r,
+                                                      "cannot write %s/memory.oom.group: %s",
+                                                      h->leaf, strerror(-r));
+                }
+                if (r < 0) {
+                        (void)cgroup_remove(c);
+                        return r;
+                }
+        }
+        *ret = TAKE_PTR(c);
+        return 0;
+}
+
+int cgroup_open_procs(Cgroup *c, int *fds, size_t max_fds, size_t *ret_n) {
+        size_t n = 0;
+
+        if (!c || !fds || !ret_n)
+                return -EINVAL;
+        for (size_t i = 0; i < c->n; i++) {
+                const Hierarchy *h = c->h + i;
+                _cleanup_close_ int dfd = -EBADF;
+                int fd;
+
+                if (!h->roles || !h->made_leaf)
+                        continue;
+                if (n >= max_fds) {
+                        fd = -E2BIG;
+                        goto fail;
+                }
+                dfd = cg_open_dir(h->leaf);
+                if (dfd < 0) {
+                        fd = dfd;
+                        goto fail;
+                }
+                fd = openat(dfd, "cgroup.procs", O_WRONLY | O_CLOEXEC);
+                if (fd < 0) {
+                        fd = negative_errno();
+                        goto fail;
+                }
+                fds[n++] = fd;
+                continue;
+        fail:
+                for (size_t j = 0; j < n; j++)
+                        fds[j] = safe_close(fds[j]);
+                return fd;
+        }
+        *ret_n = n;
+        return 0;
+}
+
 /* ---- attaching ---- */
 
 int cgroup_attach(Cgroup *c, pid_t pid) {

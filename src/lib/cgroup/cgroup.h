@@ -211,6 +211,23 @@ const char *cgroup_leaf_path_v2(const Cgroup *c);
  * it does not need before anything else. */
 int cgroup_leaf_fd_v2(Cgroup *c);
 
+/* Creates "<name>/<child>" and its own leaf in every hierarchy @parent
+ * uses (one exec of a persistent sandbox): no limits of its own, since
+ * the parent's limits count for everything below it; with a v2 memory
+ * limit its leaf gets memory.oom.group. cgroup_kill(), cgroup_stats() and
+ * cgroup_remove() on the returned object act on the child only. @parent
+ * must outlive it. Returns 0, -EINVAL for a bad @child ("exec" is the
+ * parent's own leaf), -EEXIST, or the mkdir/write error (nothing left
+ * behind). */
+int cgroup_new_child(Cgroup *parent, const char *child, Cgroup **ret, HutchError *reterr);
+
+/* Opens the leaf's cgroup.procs (O_WRONLY) in every hierarchy @c uses, up
+ * to @max_fds, for a process to move itself there by writing "0": the
+ * kernel checks the permission against the opener's credentials. Returns
+ * 0 with @ret_n fds in @fds (the caller closes them), -E2BIG, or the open
+ * error (nothing left open). */
+int cgroup_open_procs(Cgroup *c, int *fds, size_t max_fds, size_t *ret_n);
+
 /* Moves @pid (a whole process) into the leaf of every hierarchy @c uses
  * (cgroup.procs). The v2 leaf is written too, which is harmless after
  * CLONE_INTO_CGROUP. Do it before the process runs anything: children it

@@ -23,6 +23,7 @@
 static const char *const workspace_mode_table[_WORKSPACE_MODE_MAX] = {
         [WORKSPACE_MODE_MOUNT] = "mount",
         [WORKSPACE_MODE_COPY] = "copy",
+        [WORKSPACE_MODE_OVERLAY] = "overlay",
 };
 
 static const char *const network_mode_table[_NETWORK_MODE_MAX] = {

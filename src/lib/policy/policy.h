@@ -25,6 +25,7 @@
 typedef enum WorkspaceMode {
         WORKSPACE_MODE_MOUNT, /* the real folder, read-write */
         WORKSPACE_MODE_COPY,  /* copied into a tmpfs before the command */
+        WORKSPACE_MODE_OVERLAY, /* lower layer of an overlay; changes stay in the sandbox */
         _WORKSPACE_MODE_MAX,
         _WORKSPACE_MODE_INVALID = -EINVAL,
 } WorkspaceMode;

@@ -11,6 +11,7 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/prctl.h>
+#include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -203,7 +204,7 @@ static void confine_self(const InitArgs *a) {
         r = caps_drop_all();
         if (r < 0)
                 init_fail(a->sync_fd, -r, "drop capabilities", NULL);
-        r = rootfs_writable_paths(a->policy, &writable);
+        r = rootfs_writable_paths(a->policy, a->persistent, &writable);
         if (r < 0)
                 init_fail(a->sync_fd, -r, "list writable paths", NULL);
         r = landlock_restrict_writes(writable);
@@ -216,20 +217,36 @@ static void confine_self(const InitArgs *a) {
                 init_fail(a->sync_fd, -r, "load the seccomp filter", NULL);
 }
 
-_noreturn_ static void exec_command(const InitArgs *a) {
-        extern char **environ;
+/* The command starts with default dispositions, whatever the caller
+ * ignored (SIGPIPE in particular), and with no signal blocked. */
+static void reset_signals(void) {
         struct sigaction dfl = {.sa_handler = SIG_DFL};
         sigset_t none;
-        char msg[300];
 
-        /* The command starts with default dispositions, whatever the caller
-         * ignored (SIGPIPE in particular). */
         for (int sig = 1; sig < NSIG; sig++)
                 if (sig != SIGKILL && sig != SIGSTOP)
                         (void)sigaction(sig, &dfl, NULL);
-        /* The command starts with no signal blocked, whatever the caller had. */
         sigemptyset(&none);
         (void)sigprocmask(SIG_SETMASK, &none, NULL);
+}
+
+_noreturn_ static void exec_argv(char **argv, char **envp) {
+        extern char **environ;
+
+        environ = envp;
+        (void)execvp(argv[0], argv);
+        if (errno == ENOENT) {
+                (void)dprintf(STDERR_FILENO, "hutch: %s: command not found\n", argv[0]);
+                _exit(127);
+        }
+        (void)dprintf(STDERR_FILENO, "hutch: %s: %s\n", argv[0], strerror(errno));
+        _exit(126);
+}
+
+_noreturn_ static void exec_command(const InitArgs *a) {
+        char msg[300];
+
+        reset_signals();
 
         /* SECURITY: a new session, so the command has no controlling
          * terminal to inject input into. */
@@ -246,15 +263,202 @@ _noreturn_ static void exec_command(const InitArgs *a) {
          * error reports until then. */
         if (close_range(3, ~0U, CLOSE_RANGE_CLOEXEC) < 0)
                 init_fail(a->sync_fd, errno, "close file descriptors", NULL);
+        exec_argv(a->argv, a->envp);
+}
 
-        environ = a->envp;
-        (void)execvp(a->argv[0], a->argv);
-        if (errno == ENOENT) {
-                (void)dprintf(STDERR_FILENO, "hutch: %s: command not found\n", a->argv[0]);
-                _exit(127);
+/* ---- persistent sandboxes: serving exec requests ---- */
+
+#define INIT_MAX_EXECS 256
+
+typedef struct ExecRequest {
+        uint64_t id;
+        char *cwd;
+        char **argv, **envp; /* point into the payload */
+        int fds[SYNC_EXEC_FDS_MAX];
+        size_t n_fds;
+} ExecRequest;
+
+/* Splits "cwd\0argv...\0\0env...\0" (from the keeper, which built it)
+ * into @req; the vectors point into @buf. */
+static int payload_parse(char *buf, size_t len, ExecRequest *req) {
+        size_t n = 0, i, k = 0;
+        char **v;
+
+        if (len == 0 || buf[len - 1] != '\0')
+                return -EBADMSG;
+        for (i = 0; i < len; i += strlen(buf + i) + 1)
+                n++;
+        v = calloc(n + 1, sizeof(char *));
+        if (!v)
+                return -ENOMEM;
+        req->cwd = buf;
+        i = strlen(buf) + 1;
+        while (i < len && buf[i]) {
+                v[k++] = buf + i;
+                i += strlen(buf + i) + 1;
         }
-        (void)dprintf(STDERR_FILENO, "hutch: %s: %s\n", a->argv[0], strerror(errno));
-        _exit(126);
+        if (k == 0 || i >= len) {
+                free(v);
+                return -EBADMSG;
+        }
+        v[k++] = NULL;
+        i++; /* the empty string that ends argv */
+        req->argv = v;
+        req->envp = v + k;
+        while (i < len) {
+                if (!buf[i]) {
+                        free(v);
+                        req->argv = req->envp = NULL;
+                        return -EBADMSG;
+                }
+                v[k++] = buf + i;
+                i += strlen(buf + i) + 1;
+        }
+        return 0;
+}
+
+_noreturn_ static void exec_child(const ExecRequest *req) {
+        reset_signals();
+        /* SECURITY: a new session per exec, as for a one-shot run. */
+        (void)setsid();
+        /* Into this exec's cgroup before anything of the user's runs. */
+        for (size_t i = 3; i < req->n_fds; i++)
+                if (write(req->fds[i], "0", 1) != 1) {
+                        (void)dprintf(req->fds[2], "hutch: cannot join the exec's cgroup: %s\n",
+                                      strerror(errno));
+                        _exit(125);
+                }
+        for (int i = 0; i < 3; i++)
+                if (dup2(req->fds[i], i) < 0)
+                        _exit(125);
+        if (chdir(req->cwd) < 0) {
+                (void)dprintf(STDERR_FILENO, "hutch: working directory '%s': %s\n", req->cwd,
+                              strerror(errno));
+                _exit(125);
+        }
+        if (close_range(3, ~0U, CLOSE_RANGE_CLOEXEC) < 0)
+                _exit(125);
+        exec_argv(req->argv, req->envp);
+}
+
+typedef struct RunningExec {
+        uint64_t id;
+        pid_t pid;
+} RunningExec;
+
+static void exec_request_done(ExecRequest *req) {
+        for (size_t i = 0; i < req->n_fds; i++)
+                req->fds[i] = safe_close(req->fds[i]);
+        free(req->argv);
+        *req = (ExecRequest){};
+}
+
+/* One SYNC_OP_EXEC: fork the command, or report why not (the exec ends
+ * with status 125 and a line on its stderr). */
+static void serve_exec(const InitArgs *a, const SyncMsg *m, int *fds, char *buf, RunningExec *execs,
+                       size_t *n_execs) {
+        ExecRequest req = {.id = m->values[0], .n_fds = m->n_fds};
+        const char *why = NULL;
+        ssize_t len;
+        pid_t pid;
+
+        memcpy(req.fds, fds, sizeof(int) * m->n_fds);
+        len = recv(a->sync_fd, buf, SYNC_EXEC_PAYLOAD_MAX, MSG_CMSG_CLOEXEC);
+        if (len <= 0)
+                _exit(0); /* the keeper is gone */
+        if (req.n_fds < 3 || (uint64_t)len != m->values[1] ||
+            payload_parse(buf, (size_t)len, &req) < 0)
+                why = "malformed exec request";
+        else if (*n_execs >= INIT_MAX_EXECS)
+                why = "too many commands running in this sandbox";
+        if (!why) {
+                pid = fork();
+                if (pid == 0)
+                        exec_child(&req);
+                if (pid < 0)
+                        why = strerror(errno);
+                else
+                        execs[(*n_execs)++] = (RunningExec){.id = req.id, .pid = pid};
+        }
+        if (why) {
+                if (req.n_fds >= 3)
+                        (void)dprintf(req.fds[2], "hutch: cannot start the command: %s\n", why);
+                (void)sync_send_status(a->sync_fd, SYNC_OP_EXITED, 125 << 8,
+                                       (uint64_t[3]){req.id, 0, 0}, NULL, 0);
+        } else
+                (void)sync_send_values(a->sync_fd, SYNC_OP_STARTED, (uint64_t[3]){req.id, 0, 0},
+                                       NULL, 0);
+        exec_request_done(&req);
+}
+
+static void serve_reap(const InitArgs *a, RunningExec *execs, size_t *n_execs) {
+        for (;;) {
+                int st;
+                pid_t p = waitpid(-1, &st, WNOHANG);
+
+                if (p <= 0)
+                        return;
+                for (size_t i = 0; i < *n_execs; i++)
+                        if (execs[i].pid == p) {
+                                (void)sync_send_status(a->sync_fd, SYNC_OP_EXITED, st,
+                                                       (uint64_t[3]){execs[i].id, 0, 0}, NULL, 0);
+                                execs[i] = execs[--*n_execs];
+                                break;
+                        }
+        }
+}
+
+/* Persistent sandbox: init stays, forks one command per SYNC_OP_EXEC and
+ * reports each exit; orphans re-parented to it are reaped silently. Ends
+ * when the keeper closes the socket (or, with the keeper, by SIGKILL). */
+_noreturn_ static void serve(const InitArgs *a, const sigset_t *mask) {
+        static RunningExec execs[INIT_MAX_EXECS];
+        size_t n_execs = 0;
+        _cleanup_free_ char *buf = NULL;
+        int sigfd;
+
+        buf = malloc(SYNC_EXEC_PAYLOAD_MAX);
+        if (!buf)
+                init_fail(a->sync_fd, ENOMEM, "serve commands", NULL);
+        sigfd = signalfd(-1, mask, SFD_CLOEXEC | SFD_NONBLOCK);
+        if (sigfd < 0)
+                init_fail(a->sync_fd, errno, "create a signalfd", NULL);
+        if (sync_send(a->sync_fd, SYNC_OP_READY, 0, 0, NULL, NULL, NULL, 0) < 0)
+                _exit(0);
+        for (;;) {
+                struct pollfd pfd[2] = {{.fd = a->sync_fd, .events = POLLIN},
+                                        {.fd = sigfd, .events = POLLIN}};
+                int fds[SYNC_EXEC_FDS_MAX];
+                SyncMsg m;
+                int r;
+
+                if (poll(pfd, 2, -1) < 0)
+                        continue;
+                if (pfd[1].revents) {
+                        struct signalfd_siginfo si;
+
+                        while (read(sigfd, &si, sizeof(si)) == sizeof(si))
+                                ;
+                        serve_reap(a, execs, &n_execs);
+                }
+                if (!pfd[0].revents)
+                        continue;
+                for (size_t i = 0; i < ELEMENTSOF(fds); i++)
+                        fds[i] = -EBADF;
+                r = sync_recv(a->sync_fd, &m, fds, ELEMENTSOF(fds));
+                if (r <= 0)
+                        _exit(0);
+                if (m.op == SYNC_OP_EXEC) {
+                        serve_exec(a, &m, fds, buf, execs, &n_execs);
+                        continue;
+                }
+                for (size_t i = 0; i < ELEMENTSOF(fds); i++)
+                        fds[i] = safe_close(fds[i]);
+                if (m.op == SYNC_OP_SIGNAL && m.values[1] > 0 && m.values[1] < (uint64_t)NSIG)
+                        for (size_t i = 0; i < n_execs; i++)
+                                if (execs[i].id == m.values[0])
+                                        (void)kill(execs[i].pid, (int)m.values[1]);
+        }
 }
 
 _noreturn_ static void supervise(const InitArgs *a, pid_t cmd, const sigset_t *mask) {
@@ -290,7 +494,11 @@ _noreturn_ static void supervise(const InitArgs *a, pid_t cmd, const sigset_t *m
 }
 
 void sandbox_init_main(const InitArgs *a) {
-        int fds[INIT_MAX_FDS];
+        int fds[INIT_MAX_FDS], layer_fds[1 + SANDBOX_MAX_LAYERS];
+        RootfsLayers layers = {};
+
+        for (size_t i = 0; i < ELEMENTSOF(layer_fds); i++)
+                layer_fds[i] = -EBADF;
         struct sigaction sa = {.sa_handler = forward_handler};
         sigset_t mask;
         RootfsConfig rc;
@@ -337,6 +545,25 @@ void sandbox_init_main(const InitArgs *a) {
         if (go.n_fds > 0 && go.n_fds != (a->policy->workspace ? 1 : 0) + a->policy->n_binds)
                 init_fail(a->sync_fd, EPROTO, "receive the workspace and bind mounts", NULL);
 
+        if (a->persistent) {
+                SyncMsg lm;
+
+                r = sync_recv(a->sync_fd, &lm, layer_fds, ELEMENTSOF(layer_fds));
+                /* Detached mounts (as root), or none: init binds the paths. */
+                if (r <= 0 || lm.op != SYNC_OP_LAYERS ||
+                    lm.values[0] != strv_length(a->layer_paths) ||
+                    (lm.n_fds != 0 && lm.n_fds != lm.values[0] + 1))
+                        init_fail(a->sync_fd, EPROTO, "receive the sandbox's layers", NULL);
+                layers = (RootfsLayers){
+                        .data_fd = layer_fds[0],
+                        .data_path = a->data_dir,
+                        .upper = a->upper,
+                        .layer_fds = layer_fds + 1,
+                        .layer_paths = a->layer_paths,
+                        .n_layers = lm.values[0],
+                };
+        }
+
         /* The network comes first: the network namespace exists since the
          * clone, and the proxy (already started by the supervisor) can take
          * its listening sockets while the filesystem is built. */
@@ -354,12 +581,15 @@ void sandbox_init_main(const InitArgs *a) {
                 .workspace_fd = go.n_fds > 0 && a->policy->workspace ? fds[0] : -EBADF,
                 .bind_fds = go.n_fds > 0 ? fds + (a->policy->workspace ? 1 : 0) : NULL,
                 .ca_bundle = a->policy->n_secrets > 0,
+                .layers = a->persistent ? &layers : NULL,
         };
         r = rootfs_setup(&rc, &err);
         if (r < 0)
                 init_fail(a->sync_fd, err.errnum, "build the sandbox filesystem", err.msg);
         for (size_t i = 0; i < ELEMENTSOF(fds); i++)
                 fds[i] = safe_close(fds[i]);
+        for (size_t i = 0; i < ELEMENTSOF(layer_fds); i++)
+                layer_fds[i] = safe_close(layer_fds[i]);
 
         if (sethostname(a->policy->hostname, strlen(a->policy->hostname)) < 0)
                 init_fail(a->sync_fd, errno, "set the hostname", NULL);
@@ -397,6 +627,8 @@ void sandbox_init_main(const InitArgs *a) {
                         init_fail(a->sync_fd, err.errnum, "install the CA bundle", err.msg);
         }
         confine_self(a);
+        if (a->persistent)
+                serve(a, &mask);
 
         cmd = fork();
         if (cmd < 0)

@@ -21,6 +21,13 @@ typedef struct InitArgs {
         int stdout_fd;        /* pipe for the command's stdout, or -EBADF to inherit */
         int stderr_fd;        /* same for stderr */
         CgroupLimits rlimits; /* applied before the fork when non-zero (degraded run) */
+        /* Persistent sandbox: init receives the layers (SYNC_OP_LAYERS) and,
+         * instead of running argv, serves SYNC_OP_EXEC requests. */
+        bool persistent;
+        const char *upper; /* the data dir's current upper, "upper-<gen>" */
+        /* Unprivileged (no detached mounts): the host paths init binds. */
+        const char *data_dir;
+        char **layer_paths;
 } InitArgs;
 
 /* Never returns: _exit()s when the command has ended or setup failed. */

@@ -26,6 +26,15 @@ const char *const rootfs_system_dirs[] = {
         "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", NULL,
 };
 
+const char *const rootfs_persistent_dirs[] = {
+        POLICY_SANDBOX_HOME, "/var", "/opt", "/srv", "/home", "/mnt", NULL,
+};
+
+/* Where init attaches the layers while it builds the tree; gone before
+ * the command runs. */
+#define STAGE "/.hutch"
+#define OVERLAY_OPTS_MAX 8192
+
 /* SECURITY: files and folders of the host's /etc that hold credentials. They
  * are covered by an empty read-only file or folder, whatever their modes. */
 static const char *const masked_files[] = {
@@ -291,6 +300,231 @@ static int setup_dev(const Policy *p, HutchError *reterr) {
         return 0;
 }
 
+static int stage_dir(const char *name, char *buf, size_t size, HutchError *reterr) {
+        int n = snprintf(buf, size, STAGE "/%s", name);
+
+        if (n < 0 || (size_t)n >= size)
+                return fail(reterr, -ENAMETOOLONG, "create", name);
+        if (mkdir(buf, 0700) < 0)
+                return fail(reterr, negative_errno(), "create", buf);
+        return 0;
+}
+
+/* Attaches a detached mount (or binds a host path, without fd) at a new
+ * directory STAGE/@name. */
+static int stage_attach(int fd, const char *host, const char *name, HutchError *reterr) {
+        char path[256];
+        int r;
+
+        r = stage_dir(name, path, sizeof(path), reterr);
+        if (r < 0)
+                return r;
+        if (fd >= 0) {
+                if (move_mount(fd, "", AT_FDCWD, path, MOVE_MOUNT_F_EMPTY_PATH) < 0)
+                        return fail(reterr, negative_errno(), "attach", name);
+                return 0;
+        }
+        r = mount_bind(host, path);
+        if (r < 0)
+                return fail(reterr, r, "bind-mount", host);
+        return 0;
+}
+
+static int append(char *buf, size_t size, size_t *len, const char *const *parts) {
+        for (size_t i = 0; parts[i]; i++) {
+                size_t n = strlen(parts[i]);
+
+                if (n >= size - *len)
+                        return -ENAMETOOLONG;
+                memcpy(buf + *len, parts[i], n + 1);
+                *len += n;
+        }
+        return 0;
+}
+
+/* Mounts an overlay on @target: the layers' @sub directories (top first)
+ * over @bottom, with @upper and @work. userxattr: whiteouts and opaque
+ * directories are recorded in user.overlay.* xattrs, which an
+ * unprivileged mounter may set (docs/persistent.md). */
+static int mount_overlay(const RootfsLayers *l, const char *sub, const char *bottom,
+                         const char *upper, const char *work, const char *target,
+                         HutchError *reterr) {
+        char opts[OVERLAY_OPTS_MAX];
+        size_t len = 0;
+        int r;
+
+        opts[0] = '\0';
+        r = append(opts, sizeof(opts), &len, (const char *const[]){"lowerdir=", NULL});
+        for (size_t i = 0; r >= 0 && l && i < l->n_layers; i++) {
+                char layer[32];
+
+                (void)snprintf(layer, sizeof(layer), STAGE "/l%zu/", i);
+                r = append(opts, sizeof(opts), &len, (const char *const[]){layer, sub, ":", NULL});
+        }
+        if (r >= 0)
+                r = append(opts, sizeof(opts), &len,
+                           (const char *const[]){bottom, ",upperdir=", upper, ",workdir=", work,
+                                                 ",userxattr", NULL});
+        if (r < 0)
+                return fail(reterr, r, "build the overlay options for", target);
+        if (mount("overlay", target, "overlay", MS_NOSUID | MS_NODEV, opts) < 0)
+                return fail(reterr, negative_errno(), "mount the overlay on", target);
+        return 0;
+}
+
+/* --workspace DIR:overlay. Persistent: the upper is the sandbox's own
+ * layer; one-shot: a tmpfs (sized like a copied workspace) that is
+ * discarded with the sandbox. */
+static int setup_workspace_overlay(const RootfsConfig *c, const char *src, HutchError *reterr) {
+        const Policy *p = c->policy;
+        const RootfsLayers *l = c->layers;
+        char upper[512], work[512];
+        int r;
+
+        r = stage_attach(c->workspace_fd, src, "wsh", reterr);
+        if (r < 0)
+                return r;
+        if (l) {
+                (void)snprintf(upper, sizeof(upper), STAGE "/data/%s/ws", l->upper);
+                (void)snprintf(work, sizeof(work), STAGE "/data/work/ws");
+        } else {
+                char dir[256];
+
+                r = stage_dir("wsu", dir, sizeof(dir), reterr);
+                if (r < 0)
+                        return r;
+                r = mount_tmpfs(
+                        dir,
+                        tmpfs_size_for(p, POLICY_SANDBOX_WORKSPACE,
+                                       p->disk_size ? p->disk_size : POLICY_DEFAULT_COPY_SIZE),
+                        0755, MS_NOSUID | MS_NODEV);
+                if (r < 0)
+                        return fail(reterr, r, "mount the workspace's upper tmpfs on", dir);
+                (void)snprintf(upper, sizeof(upper), STAGE "/wsu/upper");
+                (void)snprintf(work, sizeof(work), STAGE "/wsu/work");
+                if (mkdir(upper, 0755) < 0 || mkdir(work, 0700) < 0)
+                        return fail(reterr, negative_errno(), "create", upper);
+        }
+        return mount_overlay(l, "ws", STAGE "/wsh", upper, work, POLICY_SANDBOX_WORKSPACE, reterr);
+}
+
+/* Persistent sandbox: attach the data dir and the snapshot layers, mount
+ * the overlay of the persistent directories and bind each of them. */
+static int setup_persistent(const RootfsConfig *c, HutchError *reterr) {
+        const RootfsLayers *l = c->layers;
+        _cleanup_close_ int top = -EBADF;
+        char path[512];
+        int r;
+
+        r = host_path(l->data_path, path, sizeof(path));
+        if (r < 0)
+                return fail(reterr, r, "resolve", l->data_path);
+        r = stage_attach(l->data_fd, path, "data", reterr);
+        if (r < 0)
+                return r;
+        for (size_t i = 0; i < l->n_layers; i++) {
+                char name[32];
+
+                (void)snprintf(name, sizeof(name), "l%zu", i);
+                r = host_path(l->layer_paths[i], path, sizeof(path));
+                if (r < 0)
+                        return fail(reterr, r, "resolve", l->layer_paths[i]);
+                r = stage_attach(l->layer_fds[i], path, name, reterr);
+                if (r < 0)
+                        return r;
+                if (l->layer_fds[i] < 0) {
+                        (void)snprintf(path, sizeof(path), STAGE "/%s", name);
+                        r = mount_set_attr(path, MOUNT_ATTR_RDONLY, true);
+                        if (r < 0)
+                                return fail(reterr, r, "make read-only", path);
+                }
+        }
+        r = stage_dir("skel", path, sizeof(path), reterr);
+        if (r < 0)
+                return r;
+        if (chmod(path, 0755) < 0)
+                return fail(reterr, negative_errno(), "set the mode of", path);
+        for (size_t i = 0; rootfs_persistent_dirs[i]; i++) {
+                (void)snprintf(path, sizeof(path), STAGE "/skel%s", rootfs_persistent_dirs[i]);
+                if (mkdir(path, strcmp(rootfs_persistent_dirs[i], POLICY_SANDBOX_HOME) == 0
+                                        ? 0700
+                                        : 0755) < 0)
+                        return fail(reterr, negative_errno(), "create", path);
+        }
+        r = stage_dir("p", path, sizeof(path), reterr);
+        if (r < 0)
+                return r;
+        {
+                char upper[512], work[512];
+
+                (void)snprintf(upper, sizeof(upper), STAGE "/data/%s/root", l->upper);
+                (void)snprintf(work, sizeof(work), STAGE "/data/work/root");
+                r = mount_overlay(l, "root", STAGE "/skel", upper, work, STAGE "/p", reterr);
+                if (r < 0)
+                        return r;
+        }
+        top = open(STAGE "/p", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (top < 0)
+                return fail(reterr, negative_errno(), "open", STAGE "/p");
+        for (size_t i = 0; rootfs_persistent_dirs[i]; i++) {
+                const char *d = rootfs_persistent_dirs[i];
+                struct stat st;
+
+                /* SECURITY: the sandbox owns these directories' contents;
+                 * one it replaced with a symlink would be followed by the
+                 * bind (into the host's tree, still mounted at /oldroot). */
+                if (fstatat(top, d + 1, &st, AT_SYMLINK_NOFOLLOW) < 0)
+                        return fail(reterr, negative_errno(), "inspect the persistent directory",
+                                    d);
+                if (!S_ISDIR(st.st_mode))
+                        return hutch_error_set(reterr, ENOTDIR,
+                                               "the persistent directory %s is no longer a "
+                                               "directory; remove the sandbox's change to it",
+                                               d);
+                (void)snprintf(path, sizeof(path), STAGE "/p%s", d);
+                if (mkdir(d, 0755) < 0)
+                        return fail(reterr, negative_errno(), "create", d);
+                r = mount_bind(path, d);
+                if (r < 0)
+                        return fail(reterr, r, "bind-mount", d);
+                r = mount_set_attr(d,
+                                   MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV |
+                                           (c->policy->read_only ? MOUNT_ATTR_RDONLY : 0),
+                                   false);
+                if (r < 0)
+                        return fail(reterr, r, "set flags of", d);
+        }
+        return 0;
+}
+
+/* Detaches the staging mounts: the overlays keep what they use. */
+static int stage_remove(HutchError *reterr) {
+        _cleanup_(closedirp) DIR *d = NULL;
+        struct dirent *de;
+
+        d = opendir(STAGE);
+        if (!d) {
+                if (errno == ENOENT)
+                        return 0;
+                return fail(reterr, negative_errno(), "open", STAGE);
+        }
+        while ((de = readdir(d))) {
+                char path[512];
+
+                if (de->d_name[0] == '.')
+                        continue;
+                (void)snprintf(path, sizeof(path), STAGE "/%s", de->d_name);
+                if (umount2(path, MNT_DETACH) < 0 && errno != EINVAL)
+                        return fail(reterr, negative_errno(), "unmount", path);
+                if (rmdir(path) < 0 && errno != ENOTEMPTY)
+                        return fail(reterr, negative_errno(), "remove", path);
+        }
+        (void)closedir(TAKE_PTR(d));
+        if (rmdir(STAGE) < 0)
+                return fail(reterr, negative_errno(), "remove", STAGE);
+        return 0;
+}
+
 static int setup_workspace(const RootfsConfig *c, HutchError *reterr) {
         const Policy *p = c->policy;
         char src[4096];
@@ -326,6 +560,10 @@ static int setup_workspace(const RootfsConfig *c, HutchError *reterr) {
                 if (to < 0)
                         return fail(reterr, negative_errno(), "open", POLICY_SANDBOX_WORKSPACE);
                 r = copy_tree(from, to, reterr);
+                if (r < 0)
+                        return r;
+        } else if (p->workspace_mode == WORKSPACE_MODE_OVERLAY) {
+                r = setup_workspace_overlay(c, src, reterr);
                 if (r < 0)
                         return r;
         } else if (c->workspace_fd >= 0) {
@@ -418,7 +656,7 @@ static int setup_user_mounts(const RootfsConfig *c, HutchError *reterr) {
 
                 if (strcmp(t, "/tmp") == 0 || strcmp(t, "/dev/shm") == 0 ||
                     strcmp(t, POLICY_SANDBOX_HOME) == 0 ||
-                    (p->workspace && p->workspace_mode == WORKSPACE_MODE_COPY &&
+                    (p->workspace && p->workspace_mode != WORKSPACE_MODE_MOUNT &&
                      strcmp(t, POLICY_SANDBOX_WORKSPACE) == 0))
                         continue;
                 list[n++] = (UserMount){.target = t, .tmpfs = &p->tmpfs[i], .fd = -EBADF};
@@ -550,16 +788,28 @@ int rootfs_setup(const RootfsConfig *c, HutchError *reterr) {
         if (r < 0)
                 return fail(reterr, r, "mount", "/tmp");
 
-        if (mkdir(POLICY_SANDBOX_HOME, 0700) < 0)
-                return fail(reterr, negative_errno(), "create", POLICY_SANDBOX_HOME);
-        r = mount_tmpfs(POLICY_SANDBOX_HOME,
+        if (mkdir(STAGE, 0700) < 0)
+                return fail(reterr, negative_errno(), "create", STAGE);
+        if (c->layers) {
+                r = setup_persistent(c, reterr);
+                if (r < 0)
+                        return r;
+        } else {
+                if (mkdir(POLICY_SANDBOX_HOME, 0700) < 0)
+                        return fail(reterr, negative_errno(), "create", POLICY_SANDBOX_HOME);
+                r = mount_tmpfs(
+                        POLICY_SANDBOX_HOME,
                         tmpfs_size_for(p, POLICY_SANDBOX_HOME,
                                        p->disk_size ? p->disk_size : POLICY_DEFAULT_HOME_SIZE),
                         0700, MS_NOSUID | MS_NODEV | (p->read_only ? MS_RDONLY : 0));
-        if (r < 0)
-                return fail(reterr, r, "mount", POLICY_SANDBOX_HOME);
+                if (r < 0)
+                        return fail(reterr, r, "mount", POLICY_SANDBOX_HOME);
+        }
 
         r = setup_workspace(c, reterr);
+        if (r < 0)
+                return r;
+        r = stage_remove(reterr);
         if (r < 0)
                 return r;
         r = setup_user_mounts(c, reterr);
@@ -579,7 +829,7 @@ int rootfs_setup(const RootfsConfig *c, HutchError *reterr) {
         return 0;
 }
 
-int rootfs_writable_paths(const Policy *p, char ***ret) {
+int rootfs_writable_paths(const Policy *p, bool persistent, char ***ret) {
         /* SECURITY: /proc is not on the list: the command may not write
          * procfs files (oom_score_adj, comm, attr/...), only read them. */
         static const char *const always[] = {
@@ -598,6 +848,11 @@ int rootfs_writable_paths(const Policy *p, char ***ret) {
                 r = strv_extend(&l, POLICY_SANDBOX_HOME);
                 if (r < 0)
                         return r;
+                for (size_t i = 1; persistent && rootfs_persistent_dirs[i]; i++) {
+                        r = strv_extend(&l, rootfs_persistent_dirs[i]);
+                        if (r < 0)
+                                return r;
+                }
                 if (p->workspace) {
                         r = strv_extend(&l, POLICY_SANDBOX_WORKSPACE);
                         if (r < 0)

@@ -17,6 +17,24 @@
 #include "ns/userns.h"
 #include "policy/policy.h"
 
+/* A persistent sandbox's layers (DESIGN.md §4), attached by init: the
+ * directories /root, /var, /opt, /srv, /home and /mnt come from one overlay
+ * whose lower layers are the snapshot layers' root/ over an empty
+ * skeleton and whose upper is <data>/<upper>/root; a workspace in overlay
+ * mode is an overlay of the snapshot layers' ws/ over the host folder, upper
+ * <data>/<upper>/ws. */
+typedef struct RootfsLayers {
+        int data_fd;          /* detached mount of the sandbox's data dir, or -EBADF */
+        const char *data_path; /* its host path (bound when there is no fd) */
+        const char *upper;    /* its current upper layer, "upper-<gen>" */
+        const int *layer_fds; /* detached read-only snapshot layers, top first (-EBADF: bind) */
+        char *const *layer_paths; /* their host paths */
+        size_t n_layers;
+} RootfsLayers;
+
+/* The persistent directories (all below "/"), NULL-terminated. */
+extern const char *const rootfs_persistent_dirs[];
+
 typedef struct RootfsConfig {
         const Policy *policy;
         /* Detached mounts prepared by the supervisor (idmapped when hutch is
@@ -26,6 +44,7 @@ typedef struct RootfsConfig {
         /* With secrets: make an empty CA bundle file, bound over the system
          * bundle, for rootfs_install_ca_bundle() to fill. */
         bool ca_bundle;
+        const RootfsLayers *layers; /* persistent sandbox, or NULL */
 } RootfsConfig;
 
 /* Builds the tree and pivots into it; the working directory is left at the
@@ -39,9 +58,10 @@ int rootfs_setup(const RootfsConfig *c, HutchError *reterr);
  * with @reterr filled. */
 int rootfs_install_ca_bundle(int bundle_fd, int ca_fd, uint64_t hash, HutchError *reterr);
 
-/* Returns the writable paths of the finished tree (for landlock), as a new
+/* Returns the writable paths of the finished tree (for landlock; with
+ * @persistent also the persistent directories), as a new
  * NULL-terminated vector in @ret. */
-int rootfs_writable_paths(const Policy *p, char ***ret);
+int rootfs_writable_paths(const Policy *p, bool persistent, char ***ret);
 
 /* The system directories bound read-only from the host, in order. */
 extern const char *const rootfs_system_dirs[];

@@ -27,6 +27,7 @@
 #include "sandbox/cgroup-setup.h"
 #include "sandbox/init.h"
 #include "sandbox/proxy-spawn.h"
+#include "sandbox/sandbox-internal.h"
 #include "sandbox/sandbox.h"
 #include "sandbox/secrets.h"
 #include "sandbox/supervise.h"
@@ -72,10 +73,10 @@ static int open_detached_tree(const char *path, int userns_fd, bool read_only, i
         /* SECURITY: the clone must not stay in the host mount's peer group,
          * or mounts would propagate between the sandbox and the host. */
         struct mount_attr attr = {
-                .attr_set = MOUNT_ATTR_IDMAP | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV |
-                            (read_only ? MOUNT_ATTR_RDONLY : 0),
+                .attr_set = (userns_fd >= 0 ? MOUNT_ATTR_IDMAP : 0) | MOUNT_ATTR_NOSUID |
+                            MOUNT_ATTR_NODEV | (read_only ? MOUNT_ATTR_RDONLY : 0),
                 .propagation = MS_PRIVATE,
-                .userns_fd = (uint64_t)userns_fd,
+                .userns_fd = userns_fd >= 0 ? (uint64_t)userns_fd : 0,
         };
         struct open_how how = {
                 .flags = O_PATH | O_CLOEXEC,
@@ -100,7 +101,7 @@ static int open_detached_tree(const char *path, int userns_fd, bool read_only, i
         if (mount_setattr(fd, "", AT_EMPTY_PATH | AT_RECURSIVE, &attr, sizeof(attr)) < 0) {
                 int e = errno;
 
-                if (!read_only || (e != EINVAL && e != EOPNOTSUPP))
+                if (!read_only || userns_fd < 0 || (e != EINVAL && e != EOPNOTSUPP))
                         return hutch_error_set(
                                 reterr, e,
                                 "failed to map ownership of '%s' into the sandbox "
@@ -116,30 +117,48 @@ static int open_detached_tree(const char *path, int userns_fd, bool read_only, i
         return 0;
 }
 
-typedef struct Prepared {
-        int fds[1 + POLICY_MAX_BINDS]; /* [0] workspace, then one per bind */
-        size_t n_fds;
-} Prepared;
-
 static void prepared_done(Prepared *p) {
         for (size_t i = 0; i < ELEMENTSOF(p->fds); i++)
                 p->fds[i] = safe_close(p->fds[i]);
+        for (size_t i = 0; i < ELEMENTSOF(p->layer_fds); i++)
+                p->layer_fds[i] = safe_close(p->layer_fds[i]);
 }
 
 /* As root, the supervisor prepares every host tree the sandbox gets (the
  * workspace and -v binds) as idmapped detached mounts; unprivileged, init
  * binds them by path itself and the fds stay -EBADF. */
-static int prepare_mounts(const Policy *p, const IdMapping *m, pid_t pid, Prepared *ret,
-                          HutchError *reterr) {
+static int prepare_mounts(const Policy *p, const SandboxLayerPaths *layers, const IdMapping *m,
+                          pid_t pid, Prepared *ret, HutchError *reterr) {
         _cleanup_close_ int userns_fd = -EBADF;
         char path[64];
         int r;
 
         for (size_t i = 0; i < ELEMENTSOF(ret->fds); i++)
                 ret->fds[i] = -EBADF;
+        for (size_t i = 0; i < ELEMENTSOF(ret->layer_fds); i++)
+                ret->layer_fds[i] = -EBADF;
         ret->n_fds = 1 + p->n_binds;
+        ret->n_layer_fds = 0;
         if (!m->privileged)
                 return 0;
+
+        /* A persistent sandbox's own directories already belong to its
+         * root (the store made them so): no idmap. */
+        if (layers) {
+                r = open_detached_tree(layers->data_dir, -EBADF, false, &ret->layer_fds[0], reterr);
+                if (r < 0)
+                        return r;
+                ret->n_layer_fds = 1;
+                STRV_FOREACH(l, layers->layers) {
+                        if (ret->n_layer_fds >= ELEMENTSOF(ret->layer_fds))
+                                return hutch_error_set(reterr, E2BIG, "too many layers");
+                        r = open_detached_tree(*l, -EBADF, true, &ret->layer_fds[ret->n_layer_fds],
+                                               reterr);
+                        if (r < 0)
+                                return r;
+                        ret->n_layer_fds++;
+                }
+        }
 
         (void)snprintf(path, sizeof(path), "/proc/%d/ns/user", (int)pid);
         userns_fd = open(path, O_RDONLY | O_CLOEXEC);
@@ -245,24 +264,7 @@ static int relays_open(const Policy *p, Supervision *s, int write_ends[2]) {
         return 0;
 }
 
-typedef struct RunState {
-        const Policy *policy;
-        char name[64]; /* "run-<pid>-<hex>": the cgroup's name and the proxy's sandbox id */
-        char **env, **args;
-        char *proxy_binary;
-        SecretSet *secrets; /* the real values, until the proxy has them */
-        ProxyProcess proxy;
-        int ca_fd; /* read end of the proxy's CA pipe (secrets only) */
-        int sync_parent, sync_child, pidfd, sigfd, timerfd;
-        int out_w[2];
-        Prepared prep;
-        RunCgroup rc;
-        Supervision sup;
-        struct sigaction old_pipe;
-        bool pipe_saved;
-} RunState;
-
-static void run_state_done(RunState *st) {
+void run_state_done(RunState *st) {
         if (st->proxy.pid > 0) {
                 _cleanup_free_ char *ignored = NULL;
 
@@ -285,6 +287,9 @@ static void run_state_done(RunState *st) {
         run_cgroup_done(&st->rc);
         if (st->pipe_saved)
                 (void)sigaction(SIGPIPE, &st->old_pipe, NULL);
+        if (st->mask_saved)
+                (void)sigprocmask(SIG_SETMASK, &st->orig_mask, NULL);
+        st->mask_saved = false;
 }
 
 static int start_proxy(RunState *st, HutchError *reterr);
@@ -357,9 +362,11 @@ static int run_prepare(const Policy *policy, char *const *argv, char *const *cal
                                         "through the environment variable '%.*s' (drop that "
                                         "-e/--env-pass)",
                                         st->secrets->items[i].def->name, (int)strcspn(*e, "="), *e);
-        st->args = strv_copy(argv);
-        if (!st->args)
-                return hutch_error_set(reterr, ENOMEM, "out of memory");
+        if (argv) {
+                st->args = strv_copy(argv);
+                if (!st->args)
+                        return hutch_error_set(reterr, ENOMEM, "out of memory");
+        }
 
         r = run_cgroup_plan(policy, &st->rc, reterr);
         if (r < 0)
@@ -523,7 +530,7 @@ static int send_ca_bundle(RunState *st, HutchError *reterr) {
 /* The proxy's listening sockets arrived from init: hand them to the
  * running proxy. They are closed here either way; the proxy holds the only
  * other copies. */
-static int on_proxy_sockets(Supervision *s, int *fds, size_t n_fds, HutchError *reterr) {
+int sandbox_on_proxy_sockets(Supervision *s, int *fds, size_t n_fds, HutchError *reterr) {
         RunState *st = s->userdata;
         int r = -EPROTO;
 
@@ -537,9 +544,8 @@ static int on_proxy_sockets(Supervision *s, int *fds, size_t n_fds, HutchError *
         return 0;
 }
 
-int sandbox_run(const Policy *policy, char *const *argv, char *const *caller_env,
-                Outcome *ret_outcome, HutchError *reterr) {
-        _cleanup_(run_state_done) RunState st = {
+void run_state_init(RunState *st) {
+        *st = (RunState){
                 .sync_parent = -EBADF,
                 .sync_child = -EBADF,
                 .pidfd = -EBADF,
@@ -550,25 +556,39 @@ int sandbox_run(const Policy *policy, char *const *argv, char *const *caller_env
                 .ca_fd = -EBADF,
                 .sup.relays = {{.in_fd = -EBADF}, {.in_fd = -EBADF}},
         };
-        sigset_t mask, orig_mask;
-        struct rusage ru = {};
-        CgroupStats stats = {};
-        _cleanup_free_ char *denied = NULL;
+        for (size_t i = 0; i < ELEMENTSOF(st->prep.fds); i++)
+                st->prep.fds[i] = -EBADF;
+        for (size_t i = 0; i < ELEMENTSOF(st->prep.layer_fds); i++)
+                st->prep.layer_fds[i] = -EBADF;
+}
+
+void sandbox_abort(RunState *st, HutchError *reterr) {
+        /* Undo: the half-started sandbox dies with its namespaces. If init
+         * failed first (our send then saw EPIPE), its own error says more. */
+        prefer_init_error(st->sync_parent, reterr);
+        if (st->pid > 0) {
+                (void)pidfd_send_signal(st->pidfd, SIGKILL, NULL, 0);
+                (void)waitpid(st->pid, NULL, 0);
+                st->pid = 0;
+        }
+}
+
+int sandbox_start(const Policy *policy, const SandboxLayerPaths *layers, char *const *argv,
+                  char *const *caller_env, RunState *st, HutchError *reterr) {
+        sigset_t mask;
         IdMapping idmap;
         const char *workdir;
-        int status = 0, r;
         pid_t pid;
+        int r;
 
-        for (size_t i = 0; i < ELEMENTSOF(st.prep.fds); i++)
-                st.prep.fds[i] = -EBADF;
-        if (!argv || !argv[0])
+        if (!layers && (!argv || !argv[0]))
                 return hutch_error_set(reterr, EINVAL, "missing command");
 
         r = idmapping_for_caller(NULL, NULL, &idmap);
         if (r < 0)
                 return hutch_error_set(reterr, -r, "failed to pick the sandbox's id range: %s",
                                        strerror(-r));
-        r = run_prepare(policy, argv, caller_env, &st, reterr);
+        r = run_prepare(policy, layers ? NULL : argv, caller_env, st, reterr);
         if (r < 0)
                 return r;
         workdir = policy->workdir     ? policy->workdir
@@ -578,41 +598,43 @@ int sandbox_run(const Policy *policy, char *const *argv, char *const *caller_env
         sigemptyset(&mask);
         for (size_t i = 0; i < ELEMENTSOF(supervisor_signals); i++)
                 sigaddset(&mask, supervisor_signals[i]);
-        if (sigprocmask(SIG_BLOCK, &mask, &orig_mask) < 0)
+        if (sigprocmask(SIG_BLOCK, &mask, &st->orig_mask) < 0)
                 return hutch_error_set(reterr, errno, "failed to block signals: %m");
-        st.sigfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
-        if (st.sigfd < 0) {
-                r = hutch_error_set(reterr, errno, "failed to create a signalfd: %m");
-                goto restore_mask;
-        }
+        st->mask_saved = true;
+        st->sigfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
+        if (st->sigfd < 0)
+                return hutch_error_set(reterr, errno, "failed to create a signalfd: %m");
 
-        pid = clone_sandbox(&st.pidfd);
-        if (pid < 0) {
-                r = hutch_error_set(reterr, -pid,
-                                    "failed to create the sandbox namespaces: %s (see 'hutch "
-                                    "doctor')",
-                                    strerror(-pid));
-                goto restore_mask;
-        }
+        pid = clone_sandbox(&st->pidfd);
+        if (pid < 0)
+                return hutch_error_set(reterr, -pid,
+                                       "failed to create the sandbox namespaces: %s (see 'hutch "
+                                       "doctor')",
+                                       strerror(-pid));
         if (pid == 0) {
                 InitArgs a = {
                         .policy = policy,
-                        .argv = st.args,
-                        .envp = st.env,
+                        .argv = st->args,
+                        .envp = st->env,
                         .workdir = workdir,
-                        .sync_fd = st.sync_child,
-                        .stdout_fd = st.out_w[0],
-                        .stderr_fd = st.out_w[1],
+                        .sync_fd = st->sync_child,
+                        .stdout_fd = st->out_w[0],
+                        .stderr_fd = st->out_w[1],
+                        .persistent = layers != NULL,
+                        .upper = layers ? layers->upper : NULL,
+                        .data_dir = layers ? layers->data_dir : NULL,
+                        .layer_paths = layers ? layers->layers : NULL,
                 };
 
                 sandbox_init_main(&a);
         }
-        st.sync_child = safe_close(st.sync_child);
+        st->pid = pid;
+        st->sync_child = safe_close(st->sync_child);
         for (size_t i = 0; i < 2; i++)
-                st.out_w[i] = safe_close(st.out_w[i]);
+                st->out_w[i] = safe_close(st->out_w[i]);
 
-        if (policy->timeout_ms) {
-                r = timer_arm(policy->timeout_ms, &st.timerfd);
+        if (policy->timeout_ms && !layers) {
+                r = timer_arm(policy->timeout_ms, &st->timerfd);
                 if (r < 0) {
                         (void)hutch_error_set(reterr, -r, "failed to arm the timeout: %s",
                                               strerror(-r));
@@ -626,21 +648,25 @@ int sandbox_run(const Policy *policy, char *const *argv, char *const *caller_env
                                       strerror(-r));
                 goto kill_child;
         }
-        r = prepare_mounts(policy, &idmap, pid, &st.prep, reterr);
+        r = prepare_mounts(policy, layers, &idmap, pid, &st->prep, reterr);
         if (r < 0)
                 goto kill_child;
         {
-                int fds[ELEMENTSOF(st.prep.fds)];
+                int fds[ELEMENTSOF(st->prep.fds)];
                 size_t n = 0;
 
                 /* Only the prepared trees travel, in order (workspace first,
                  * then the binds); init maps them back positionally. */
-                for (size_t i = 0; i < st.prep.n_fds; i++)
-                        if (st.prep.fds[i] >= 0)
-                                fds[n++] = st.prep.fds[i];
-                r = sync_send(st.sync_parent, SYNC_OP_GO, 0, 0, NULL, NULL, fds, n);
+                for (size_t i = 0; i < st->prep.n_fds; i++)
+                        if (st->prep.fds[i] >= 0)
+                                fds[n++] = st->prep.fds[i];
+                r = sync_send(st->sync_parent, SYNC_OP_GO, 0, 0, NULL, NULL, fds, n);
         }
-        prepared_done(&st.prep);
+        if (r >= 0 && layers)
+                r = sync_send_values(st->sync_parent, SYNC_OP_LAYERS,
+                                     (uint64_t[3]){strv_length(layers->layers), 0, 0},
+                                     st->prep.layer_fds, st->prep.n_layer_fds);
+        prepared_done(&st->prep);
         if (r < 0) {
                 (void)hutch_error_set(reterr, -r, "failed to start the sandbox: %s", strerror(-r));
                 goto kill_child;
@@ -649,11 +675,11 @@ int sandbox_run(const Policy *policy, char *const *argv, char *const *caller_env
         /* While init builds its filesystem, make its cgroup and move it
          * there; init waits for CONTINUE before it runs anything of the
          * user's, so no process of the command starts outside. */
-        r = run_cgroup_create(policy, &st.rc, st.name, reterr);
+        r = run_cgroup_create(policy, &st->rc, st->name, reterr);
         if (r < 0)
                 goto kill_child;
-        if (st.rc.cgroup) {
-                r = cgroup_attach(st.rc.cgroup, pid);
+        if (st->rc.cgroup) {
+                r = cgroup_attach(st->rc.cgroup, pid);
                 if (r < 0) {
                         (void)hutch_error_set(reterr, -r,
                                               "failed to move the sandbox into its cgroup: %s",
@@ -661,69 +687,71 @@ int sandbox_run(const Policy *policy, char *const *argv, char *const *caller_env
                         goto kill_child;
                 }
         }
-        r = sync_send_values(st.sync_parent, SYNC_OP_CONTINUE,
-                             (uint64_t[3]){st.rc.rlimits.memory_max, st.rc.rlimits.memory_swap_max,
-                                           st.rc.rlimits.pids_max},
+        r = sync_send_values(st->sync_parent, SYNC_OP_CONTINUE,
+                             (uint64_t[3]){st->rc.rlimits.memory_max,
+                                           st->rc.rlimits.memory_swap_max, st->rc.rlimits.pids_max},
                              NULL, 0);
         if (r < 0) {
                 (void)hutch_error_set(reterr, -r, "failed to start the sandbox: %s", strerror(-r));
                 goto kill_child;
         }
         if (policy->n_secrets > 0) {
-                r = send_ca_bundle(&st, reterr);
+                r = send_ca_bundle(st, reterr);
                 if (r < 0)
                         goto kill_child;
         }
+        return 0;
+
+kill_child:
+        sandbox_abort(st, reterr);
+        return r;
+}
+
+int sandbox_run(const Policy *policy, char *const *argv, char *const *caller_env,
+                Outcome *ret_outcome, HutchError *reterr) {
+        _cleanup_(run_state_done) RunState st;
+        struct rusage ru = {};
+        CgroupStats stats = {};
+        _cleanup_free_ char *denied = NULL;
+        int status = 0, r;
+
+        run_state_init(&st);
+        r = sandbox_start(policy, NULL, argv, caller_env, &st, reterr);
+        if (r < 0)
+                return r;
 
         st.sup.sync_fd = st.sync_parent;
         st.sup.pidfd = st.pidfd;
         st.sup.sigfd = st.sigfd;
         st.sup.timerfd = st.timerfd;
         st.sup.cgroup = st.rc.cgroup;
-        st.sup.on_sockets = on_proxy_sockets;
+        st.sup.on_sockets = sandbox_on_proxy_sockets;
         st.sup.userdata = &st;
         supervise(&st.sup);
 
-        if (wait4(pid, &status, 0, &ru) < 0) {
-                r = hutch_error_set(reterr, errno, "failed to wait for the sandbox: %m");
-                goto restore_mask;
-        }
+        if (wait4(st.pid, &status, 0, &ru) < 0)
+                return hutch_error_set(reterr, errno, "failed to wait for the sandbox: %m");
+        st.pid = 0;
         if (st.sup.error.errnum != 0) {
                 if (reterr)
                         *reterr = st.sup.error;
-                r = -st.sup.error.errnum;
-                goto restore_mask;
+                return -st.sup.error.errnum;
         }
         run_cgroup_stats(&st.rc, &stats);
-        if (policy_network_mode(policy) == NETWORK_MODE_ALLOW && st.proxy.pid <= 0) {
-                r = hutch_error_set(reterr, EPROTO, "the sandbox's proxy never started");
-                goto restore_mask;
-        }
+        if (policy_network_mode(policy) == NETWORK_MODE_ALLOW && st.proxy.pid <= 0)
+                return hutch_error_set(reterr, EPROTO, "the sandbox's proxy never started");
         if (st.proxy.pid > 0) {
                 r = proxy_stop(&st.proxy, &denied);
-                if (r < 0) {
-                        (void)hutch_error_set(reterr, -r, "failed to read the proxy's summary: %s",
-                                              strerror(-r));
-                        goto restore_mask;
-                }
+                if (r < 0)
+                        return hutch_error_set(reterr, -r, "failed to read the proxy's summary: %s",
+                                               strerror(-r));
         }
         r = fill_outcome(&st.sup, &ru, &stats, st.rc.degraded, ret_outcome);
-        if (r >= 0)
-                ret_outcome->denied = TAKE_PTR(denied);
         if (r < 0)
-                (void)hutch_error_set(reterr, -r,
-                                      "the sandbox init ended before the command finished "
-                                      "(wait status 0x%x)",
-                                      (unsigned)status);
-        goto restore_mask;
-
-kill_child:
-        /* Undo: the half-started sandbox dies with its namespaces. If init
-         * failed first (our send then saw EPIPE), its own error says more. */
-        prefer_init_error(st.sync_parent, reterr);
-        (void)pidfd_send_signal(st.pidfd, SIGKILL, NULL, 0);
-        (void)waitpid(pid, NULL, 0);
-restore_mask:
-        (void)sigprocmask(SIG_SETMASK, &orig_mask, NULL);
-        return r;
+                return hutch_error_set(reterr, -r,
+                                       "the sandbox init ended before the command finished "
+                                       "(wait status 0x%x)",
+                                       (unsigned)status);
+        ret_outcome->denied = TAKE_PTR(denied);
+        return 0;
 }

@@ -19,6 +19,18 @@
  * 127.0.0.1 and [::1], this port. */
 #define SANDBOX_PROXY_PORT 3128
 
+/* Snapshot layers below a persistent sandbox's own (a snapshot chain's
+ * depth): each is one descriptor in SYNC_OP_LAYERS, with the data dir. */
+#define SANDBOX_MAX_LAYERS 15
+
+/* A persistent sandbox's layers on the host (see rootfs.h RootfsLayers). */
+typedef struct SandboxLayerPaths {
+        const char *data_dir; /* holds upper-<gen>/{root,ws} and work/{root,ws} */
+        const char *upper;    /* "upper-<gen>" */
+        char **layers;        /* snapshot layer dirs (each with root/ and ws/), top first;
+                               * at most SANDBOX_MAX_LAYERS */
+} SandboxLayerPaths;
+
 /* Runs @argv (argv[0] searched in the sandbox's PATH) under @policy, which
  * must have passed policy_validate(). @caller_env is the environment the
  * -e K / --env-pass names are copied from. Forwards SIGINT, SIGTERM and

@@ -85,6 +85,10 @@ static void handle_sync_message(Supervision *s) {
         case SYNC_OP_CONTINUE:
         case SYNC_OP_SOCKETS:
         case SYNC_OP_CA:
+        case SYNC_OP_LAYERS:
+        case SYNC_OP_READY:
+        case SYNC_OP_EXEC:
+        case SYNC_OP_SIGNAL:
         case _SYNC_OP_MAX:
         case _SYNC_OP_INVALID:
         default:

@@ -38,6 +38,21 @@ int sync_send_values(int sock, SyncOp op, const uint64_t values[3], const int *f
         return send_with_fds(sock, &m, sizeof(m), fds, n_fds);
 }
 
+int sync_send_status(int sock, SyncOp op, int status, const uint64_t values[3], const int *fds,
+                     size_t n_fds) {
+        SyncMsg m = {
+                .magic = SYNC_MAGIC,
+                .version_major = SYNC_VERSION_MAJOR,
+                .version_minor = SYNC_VERSION_MINOR,
+                .op = (uint32_t)op,
+                .status = status,
+                .values = {values[0], values[1], values[2]},
+                .n_fds = (uint32_t)n_fds,
+        };
+
+        return send_with_fds(sock, &m, sizeof(m), fds, n_fds);
+}
+
 int sync_recv(int sock, SyncMsg *ret, int *fds, size_t max_fds) {
         SyncMsg m;
         ssize_t n;

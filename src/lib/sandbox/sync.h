@@ -24,15 +24,33 @@
  *                                       the answer to SYNC_OP_SOCKETS: a sealed
  *                                       memfd with the CA bundle (system CAs +
  *                                       the sandbox CA) for the rootfs
- *   init -> supervisor  SYNC_OP_STARTED the command was forked
- *   init -> supervisor  SYNC_OP_EXITED  the command's wait status
+ *   init -> supervisor  SYNC_OP_STARTED the command was forked (values[0]: the
+ *                                       exec id, 0 for a one-shot run)
+ *   init -> supervisor  SYNC_OP_EXITED  the command's wait status (values[0]:
+ *                                       the exec id)
+ *
+ * Persistent sandboxes (the keeper is the supervisor):
+ *   keeper -> init      SYNC_OP_LAYERS  right after GO: the data dir and the
+ *                                       snapshot layers (values[0]: how many
+ *                                       layers follow the data dir)
+ *   init -> keeper      SYNC_OP_READY   confined, serving exec requests
+ *   keeper -> init      SYNC_OP_EXEC    values[0]: exec id, values[1]: payload
+ *                                       length; fds: stdin, stdout, stderr,
+ *                                       then the exec cgroup's cgroup.procs
+ *                                       files; followed by one datagram, the
+ *                                       payload: "cwd\0argv...\0\0env...\0"
+ *   keeper -> init      SYNC_OP_SIGNAL  values[0]: exec id, values[1]: signal
  */
 
 #include <stdint.h>
 
 #define SYNC_MAGIC UINT32_C(0x68757463) /* "hutc" */
 #define SYNC_VERSION_MAJOR 1
-#define SYNC_VERSION_MINOR 2
+#define SYNC_VERSION_MINOR 3
+/* An exec request's payload (cwd, argv, environment). */
+#define SYNC_EXEC_PAYLOAD_MAX (128U << 10)
+/* Descriptors of one exec request: stdio and up to six cgroup.procs. */
+#define SYNC_EXEC_FDS_MAX 9
 
 typedef enum SyncOp {
         SYNC_OP_GO = 1,
@@ -42,6 +60,10 @@ typedef enum SyncOp {
         SYNC_OP_SOCKETS,
         SYNC_OP_CONTINUE,
         SYNC_OP_CA,
+        SYNC_OP_LAYERS,
+        SYNC_OP_READY,
+        SYNC_OP_EXEC,
+        SYNC_OP_SIGNAL,
         _SYNC_OP_MAX,
         _SYNC_OP_INVALID = -22,
 } SyncOp;
@@ -65,6 +87,11 @@ int sync_send(int sock, SyncOp op, int err, int status, const char *step, const 
 
 /* Sends a message carrying three numbers and @n_fds descriptors. */
 int sync_send_values(int sock, SyncOp op, const uint64_t values[3], const int *fds, size_t n_fds);
+
+/* Sends a message carrying a wait status, three numbers and @n_fds
+ * descriptors. */
+int sync_send_status(int sock, SyncOp op, int status, const uint64_t values[3], const int *fds,
+                     size_t n_fds);
 
 /* Receives one message and checks magic, major version and op range;
  * returns 1 with @ret filled, 0 on EOF, -EBADMSG on a malformed message,

@@ -1,0 +1,75 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#pragma once
+
+/* The keeper: the detached supervisor of a running persistent sandbox
+ * (DESIGN.md §2). It starts the sandbox (init serving exec requests),
+ * listens on a unix control socket, runs one command per `exec` request in
+ * its own child cgroup, and stops itself when no command has run for the
+ * idle timeout.
+ *
+ * Control protocol (docs/persistent.md): SOCK_SEQPACKET, one JSON object
+ * per message, at most KEEPER_MSG_MAX bytes; descriptors with SCM_RIGHTS.
+ *   client -> keeper {"op":"exec","argv":[...],"env":["K=V",...],"cwd":S|null,
+ *                     "timeout_ms":N,"detach":B}   + stdin, stdout, stderr
+ *   keeper -> client {"op":"started","id":N}, later (not detached)
+ *                    {"op":"outcome","exit_code":N,"outcome":{...}}
+ *   client -> keeper {"op":"signal","signal":N}   (on an exec's connection)
+ *   client -> keeper {"op":"stop"} | {"op":"ping"} -> {"op":"ok",...}
+ *   client -> keeper {"op":"freeze"} -> {"op":"ok"}; the sandbox stays
+ *                    frozen until {"op":"thaw"} or the connection closes
+ *   keeper -> client {"op":"error","message":S} for a refused request
+ * A client that closes an exec's connection before the outcome kills that
+ * exec (a detached one is not tied to its connection). */
+
+#include <stdint.h>
+
+#include "hutch-error.h"
+#include "policy/policy.h"
+#include "sandbox/outcome.h"
+#include "sandbox/sandbox.h"
+
+#define KEEPER_MSG_MAX (64U << 10)
+#define KEEPER_DEFAULT_IDLE_MS (15ULL * 60 * 1000)
+
+typedef struct KeeperConfig {
+        const Policy *policy;
+        SandboxLayerPaths layers;
+        const char *socket_path;  /* created by the keeper (and removed at the end) */
+        const char *logs_dir;     /* detached execs' output: exec-<id>.log */
+        const char *history_path; /* one JSON line per finished exec */
+        uint64_t idle_timeout_ms; /* 0: KEEPER_DEFAULT_IDLE_MS */
+        int ready_fd;             /* gets "ok\n" or "error: MESSAGE\n", then is closed */
+} KeeperConfig;
+
+/* Runs the keeper until it is stopped (a "stop" request, SIGTERM/SIGINT,
+ * the idle timeout) or the sandbox dies. The caller is single-threaded and
+ * detached. Returns 0 after a clean stop, or -errno (before the sandbox
+ * was ready, the message also went to @cfg->ready_fd). */
+int sandbox_keep(const KeeperConfig *cfg, char *const *caller_env, HutchError *reterr);
+
+/* ---- client side ---- */
+
+typedef struct KeeperExec {
+        char **argv;
+        char **env;          /* "K=V" set over the sandbox's environment, or NULL */
+        const char *cwd;     /* or NULL: the policy's working directory */
+        uint64_t timeout_ms; /* 0: the policy's timeout (0 = none) */
+        bool detach;
+        int fds[3]; /* the command's stdin, stdout, stderr (borrowed) */
+} KeeperExec;
+
+/* Connects to the keeper's socket: a new fd, -ECONNREFUSED/-ENOENT when no
+ * keeper listens there, or another -errno. */
+int keeper_connect(const char *socket_path);
+
+/* Sends @req on a connected socket; with @detach returns after "started"
+ * with @ret_id set; otherwise waits for the outcome and fills @ret (its
+ * JSON in @ret_json when non-NULL). @forward_sigfd (or -EBADF) is a
+ * signalfd whose signals are passed on to the command. Returns 0, or
+ * -errno with @reterr (the keeper's refusal message, or what failed). */
+int keeper_exec(int sock, const KeeperExec *req, int forward_sigfd, uint64_t *ret_id,
+                int *ret_exit_code, char **ret_json, HutchError *reterr);
+
+/* Sends {"op":@op} and waits for the answer ("ok"): for stop, ping,
+ * freeze, thaw. Returns 0, or -errno with @reterr. */
+int keeper_simple(int sock, const char *op, HutchError *reterr);

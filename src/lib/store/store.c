@@ -1,0 +1,1236 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "fd-util.h"
+#include "macro.h"
+#include "rm-rf.h"
+#include "store/store.h"
+#include "strv.h"
+
+#define SNAPSHOT_CHAIN_MAX 64
+
+uint64_t store_now_ms(void) {
+        struct timespec ts;
+
+        (void)clock_gettime(CLOCK_REALTIME, &ts);
+        return (uint64_t)ts.tv_sec * 1000U + (uint64_t)ts.tv_nsec / 1000000U;
+}
+
+int store_new_id(char **ret) {
+        uint64_t v = 0;
+        char *s;
+
+        if (getrandom(&v, sizeof(v), 0) != sizeof(v))
+                return -EIO;
+        if (asprintf(&s, "%016llx", (unsigned long long)v) < 0)
+                return -ENOMEM;
+        *ret = s;
+        return 0;
+}
+
+bool store_name_is_valid(const char *name) {
+        size_t n;
+
+        if (!name || !((name[0] >= 'a' && name[0] <= 'z') || (name[0] >= '0' && name[0] <= '9')))
+                return false;
+        n = strlen(name);
+        if (n > STORE_NAME_MAX)
+                return false;
+        for (size_t i = 1; i < n; i++) {
+                char c = name[i];
+
+                if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' || c == '.' ||
+                      c == '-'))
+                        return false;
+        }
+        return true;
+}
+
+static bool is_id(const char *s) {
+        if (!s || strlen(s) != 16)
+                return false;
+        for (size_t i = 0; i < 16; i++)
+                if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f')))
+                        return false;
+        return true;
+}
+
+/* Makes @path (and missing parents) mode 0700, and checks that what is
+ * there is a directory owned by us. */
+static int mkdir_private(const char *path) {
+        _cleanup_free_ char *copy = strdup(path);
+        struct stat st;
+
+        if (!copy)
+                return -ENOMEM;
+        for (char *p = copy + 1; *p; p++)
+                if (*p == '/') {
+                        *p = '\0';
+                        if (mkdir(copy, 0755) < 0 && errno != EEXIST)
+                                return negative_errno();
+                        *p = '/';
+                }
+        if (mkdir(path, 0700) < 0 && errno != EEXIST)
+                return negative_errno();
+        if (lstat(path, &st) < 0)
+                return negative_errno();
+        /* SECURITY: someone else's folder (a planted /tmp/hutch-<uid>)
+         * must not hold our sockets and layers. */
+        if (!S_ISDIR(st.st_mode) || st.st_uid != geteuid())
+                return -EPERM;
+        return 0;
+}
+
+Store *store_free(Store *s) {
+        if (!s)
+                return NULL;
+        free(s->home);
+        free(s->state);
+        free(s);
+        return NULL;
+}
+
+static int pick_dirs(char **ret_home, char **ret_state) {
+        const char *home = getenv("HUTCH_HOME"), *xdg, *user_home;
+        char *h = NULL, *st = NULL;
+        int n;
+
+        if (home && home[0] == '/')
+                h = strdup(home);
+        else if (geteuid() == 0)
+                h = strdup("/var/lib/hutch");
+        else if ((xdg = getenv("XDG_DATA_HOME")) && xdg[0] == '/')
+                n = asprintf(&h, "%s/hutch", xdg), h = n < 0 ? NULL : h;
+        else if ((user_home = getenv("HOME")) && user_home[0] == '/')
+                n = asprintf(&h, "%s/.local/share/hutch", user_home), h = n < 0 ? NULL : h;
+        else
+                return -ENOENT;
+
+        if ((xdg = getenv("HUTCH_STATE_DIR")) && xdg[0] == '/')
+                st = strdup(xdg);
+        else if (geteuid() == 0)
+                st = strdup("/run/hutch");
+        else if ((xdg = getenv("XDG_RUNTIME_DIR")) && xdg[0] == '/')
+                n = asprintf(&st, "%s/hutch", xdg), st = n < 0 ? NULL : st;
+        else
+                n = asprintf(&st, "/tmp/hutch-%u", (unsigned)geteuid()), st = n < 0 ? NULL : st;
+        if (!h || !st) {
+                free(h);
+                free(st);
+                return -ENOMEM;
+        }
+        *ret_home = h;
+        *ret_state = st;
+        return 0;
+}
+
+int store_open(Store **ret, HutchError *reterr) {
+        _cleanup_(store_freep) Store *s = calloc(1, sizeof(Store));
+        static const char *const subdirs[] = {"sandboxes", "snapshots", NULL};
+        int r;
+
+        if (!s)
+                return -ENOMEM;
+        r = pick_dirs(&s->home, &s->state);
+        if (r == -ENOENT)
+                return hutch_error_set(reterr, ENOENT,
+                                       "no place for the store: set HUTCH_HOME or HOME");
+        if (r < 0)
+                return r;
+        r = mkdir_private(s->home);
+        for (size_t i = 0; r >= 0 && subdirs[i]; i++) {
+                _cleanup_free_ char *p = NULL;
+
+                if (asprintf(&p, "%s/%s", s->home, subdirs[i]) < 0)
+                        return -ENOMEM;
+                r = mkdir_private(p);
+        }
+        if (r < 0)
+                return hutch_error_set(reterr, -r, "cannot use the store %s: %s", s->home,
+                                       strerror(-r));
+        r = mkdir_private(s->state);
+        if (r < 0)
+                return hutch_error_set(reterr, -r, "cannot use the state directory %s: %s",
+                                       s->state, strerror(-r));
+        r = idmapping_for_caller(NULL, NULL, &s->idmap);
+        if (r < 0)
+                return hutch_error_set(reterr, -r, "failed to pick the sandboxes' id range: %s",
+                                       strerror(-r));
+        *ret = TAKE_PTR(s);
+        return 0;
+}
+
+static int join(const char *a, const char *b, const char *c, const char *d, char **ret) {
+        char *s;
+        int n = asprintf(&s, "%s/%s/%s%s%s", a, b, c, d ? "/" : "", d ? d : "");
+
+        if (n < 0)
+                return -ENOMEM;
+        *ret = s;
+        return 0;
+}
+
+int store_sandbox_path(const Store *s, const char *name, const char *sub, char **ret) {
+        return join(s->home, "sandboxes", name, sub, ret);
+}
+
+int store_snapshot_path(const Store *s, const char *name, const char *sub, char **ret) {
+        return join(s->home, "snapshots", name, sub, ret);
+}
+
+int store_state_path(const Store *s, const char *name, const char *sub, char **ret) {
+        char *p;
+        int n = asprintf(&p, "%s/%s%s%s", s->state, name, sub ? "/" : "", sub ? sub : "");
+
+        if (n < 0)
+                return -ENOMEM;
+        *ret = p;
+        return 0;
+}
+
+static int lock_path(const char *path, int *ret_fd) {
+        _cleanup_close_ int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+
+        if (fd < 0)
+                return negative_errno();
+        while (flock(fd, LOCK_EX) < 0)
+                if (errno != EINTR)
+                        return negative_errno();
+        *ret_fd = TAKE_FD(fd);
+        return 0;
+}
+
+int store_lock_sandbox(const Store *s, const char *name, int *ret_fd) {
+        _cleanup_free_ char *dir = NULL, *path = NULL;
+        struct stat st;
+        int r;
+
+        r = store_sandbox_path(s, name, NULL, &dir);
+        if (r < 0)
+                return r;
+        if (lstat(dir, &st) < 0 || !S_ISDIR(st.st_mode))
+                return -ENOENT;
+        r = store_sandbox_path(s, name, "lock", &path);
+        if (r < 0)
+                return r;
+        r = lock_path(path, ret_fd);
+        /* Removed while we waited. */
+        if (r >= 0 && lstat(dir, &st) < 0) {
+                *ret_fd = safe_close(*ret_fd);
+                return -ENOENT;
+        }
+        return r;
+}
+
+int store_lock_all(const Store *s, int *ret_fd) {
+        _cleanup_free_ char *path = NULL;
+
+        if (asprintf(&path, "%s/lock", s->home) < 0)
+                return -ENOMEM;
+        return lock_path(path, ret_fd);
+}
+
+bool store_keeper_running(const Store *s, const char *name) {
+        _cleanup_free_ char *path = NULL;
+        _cleanup_close_ int fd = -EBADF;
+
+        if (store_state_path(s, name, "keeper.lock", &path) < 0)
+                return false;
+        fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+        if (fd < 0)
+                return false;
+        if (flock(fd, LOCK_SH | LOCK_NB) == 0) {
+                (void)flock(fd, LOCK_UN);
+                return false;
+        }
+        return errno == EWOULDBLOCK;
+}
+
+/* ---- records ---- */
+
+/* Writes @text to @dir/@name through a temp file, fsync and rename. */
+static int write_atomic(const char *dir, const char *name, const char *text) {
+        _cleanup_free_ char *tmp = NULL, *path = NULL;
+        _cleanup_close_ int fd = -EBADF, dfd = -EBADF;
+        int r;
+
+        if (asprintf(&tmp, "%s/.%s.tmp", dir, name) < 0 || asprintf(&path, "%s/%s", dir, name) < 0)
+                return -ENOMEM;
+        fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+        if (fd < 0)
+                return negative_errno();
+        r = loop_write(fd, text, strlen(text));
+        if (r >= 0 && fsync(fd) < 0)
+                r = negative_errno();
+        if (r >= 0 && rename(tmp, path) < 0)
+                r = negative_errno();
+        if (r < 0) {
+                (void)unlink(tmp);
+                return r;
+        }
+        dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (dfd >= 0)
+                (void)fsync(dfd);
+        return 0;
+}
+
+static int record_load_file(const char *path, json_t **ret) {
+        _cleanup_free_ char *text = NULL;
+        json_t *j;
+        int r;
+
+        r = read_full_file(path, STORE_RECORD_MAX, &text);
+        if (r < 0)
+                return r;
+        j = json_loads(text, JSON_REJECT_DUPLICATES, NULL);
+        if (!json_is_object(j) ||
+            json_integer_value(json_object_get(j, "version")) != STORE_RECORD_VERSION) {
+                json_decref(j);
+                return -EBADMSG;
+        }
+        *ret = j;
+        return 0;
+}
+
+static char *jstrdup(json_t *o, const char *key) {
+        const char *v = json_string_value(json_object_get(o, key));
+
+        return v ? strdup(v) : NULL;
+}
+
+static uint64_t jnum(json_t *o, const char *key) {
+        json_int_t v = json_integer_value(json_object_get(o, key));
+
+        return v > 0 ? (uint64_t)v : 0;
+}
+
+SandboxRecord *sandbox_record_free(SandboxRecord *r) {
+        if (!r)
+                return NULL;
+        free(r->name);
+        free(r->id);
+        free(r->policy_json);
+        free(r->parent);
+        free(r);
+        return NULL;
+}
+
+SnapshotRecord *snapshot_record_free(SnapshotRecord *r) {
+        if (!r)
+                return NULL;
+        free(r->name);
+        free(r->id);
+        free(r->parent);
+        strv_free(r->layers);
+        free(r->policy_json);
+        free(r->origin);
+        free(r->origin_upper);
+        free(r);
+        return NULL;
+}
+
+static int sandbox_record_parse(json_t *j, SandboxRecord **ret) {
+        _cleanup_(sandbox_record_freep) SandboxRecord *r = calloc(1, sizeof(SandboxRecord));
+        json_t *policy = json_object_get(j, "policy");
+
+        if (!r)
+                return -ENOMEM;
+        r->name = jstrdup(j, "name");
+        r->id = jstrdup(j, "id");
+        r->parent = jstrdup(j, "parent");
+        r->created_ms = jnum(j, "created_ms");
+        r->last_used_ms = jnum(j, "last_used_ms");
+        r->gen = jnum(j, "gen");
+        r->idle_timeout_ms = jnum(j, "idle_timeout_ms");
+        r->policy_json = json_is_object(policy) ? json_dumps(policy, JSON_COMPACT) : NULL;
+        if (!r->name || !r->id || !r->policy_json || !store_name_is_valid(r->name) || !r->gen)
+                return -EBADMSG;
+        *ret = TAKE_PTR(r);
+        return 0;
+}
+
+int store_sandbox_save(const Store *s, const SandboxRecord *r, HutchError *reterr) {
+        _cleanup_free_ char *dir = NULL, *text = NULL;
+        json_t *policy = json_loads(r->policy_json, 0, NULL), *j;
+        int q;
+
+        if (!policy)
+                return hutch_error_set(reterr, EINVAL, "invalid policy JSON");
+        j = json_pack("{s:i,s:s,s:s,s:I,s:I,s:o,s:o,s:I,s:I}", "version", STORE_RECORD_VERSION,
+                      "name", r->name, "id", r->id, "created_ms", (json_int_t)r->created_ms,
+                      "last_used_ms", (json_int_t)r->last_used_ms, "policy", policy, "parent",
+                      r->parent ? json_string(r->parent) : json_null(), "gen", (json_int_t)r->gen,
+                      "idle_timeout_ms", (json_int_t)r->idle_timeout_ms);
+        if (!j)
+                return -ENOMEM;
+        text = json_dumps(j, JSON_INDENT(2));
+        json_decref(j);
+        if (!text)
+                return -ENOMEM;
+        q = store_sandbox_path(s, r->name, NULL, &dir);
+        if (q < 0)
+                return q;
+        q = write_atomic(dir, "sandbox.json", text);
+        if (q < 0)
+                return hutch_error_set(reterr, -q, "failed to write the record of '%s': %s",
+                                       r->name, strerror(-q));
+        return 0;
+}
+
+int snapshot_record_to_json(const SnapshotRecord *r, char **ret) {
+        json_t *layers = json_array(), *policy = json_loads(r->policy_json, 0, NULL), *j;
+        char *text;
+
+        STRV_FOREACH(l, r->layers)
+                (void)json_array_append_new(layers, json_string(*l));
+        if (!policy)
+                policy = json_object();
+        j = json_pack("{s:i,s:s,s:s,s:I,s:o,s:o,s:o,s:o,s:o,s:b}", "version", STORE_RECORD_VERSION,
+                      "name", r->name, "id", r->id, "created_ms", (json_int_t)r->created_ms,
+                      "parent", r->parent ? json_string(r->parent) : json_null(), "layers", layers,
+                      "policy", policy, "origin", r->origin ? json_string(r->origin) : json_null(),
+                      "origin_upper", r->origin_upper ? json_string(r->origin_upper) : json_null(),
+                      "has_manifest", r->has_manifest);
+        if (!j)
+                return -ENOMEM;
+        text = json_dumps(j, JSON_INDENT(2));
+        json_decref(j);
+        if (!text)
+                return -ENOMEM;
+        *ret = text;
+        return 0;
+}
+
+static int snapshot_record_parse(json_t *j, SnapshotRecord **ret) {
+        _cleanup_(snapshot_record_freep) SnapshotRecord *r = calloc(1, sizeof(SnapshotRecord));
+        json_t *layers = json_object_get(j, "layers"), *v, *policy = json_object_get(j, "policy");
+        size_t i;
+
+        if (!r)
+                return -ENOMEM;
+        r->name = jstrdup(j, "name");
+        r->id = jstrdup(j, "id");
+        r->parent = jstrdup(j, "parent");
+        r->origin = jstrdup(j, "origin");
+        r->origin_upper = jstrdup(j, "origin_upper");
+        r->created_ms = jnum(j, "created_ms");
+        r->has_manifest = json_is_true(json_object_get(j, "has_manifest"));
+        r->policy_json = json_is_object(policy) ? json_dumps(policy, JSON_COMPACT) : NULL;
+        if (!r->name || !r->id || !store_name_is_valid(r->name) || !json_is_array(layers) ||
+            json_array_size(layers) == 0 || json_array_size(layers) > SNAPSHOT_CHAIN_MAX ||
+            !r->policy_json || (r->parent && !store_name_is_valid(r->parent)))
+                return -EBADMSG;
+        json_array_foreach(layers, i, v) {
+                const char *l = json_string_value(v);
+
+                /* SECURITY: a layer is a folder inside the snapshot's. */
+                if (!l || !l[0] || l[0] == '/' || strstr(l, "..") || strv_extend(&r->layers, l) < 0)
+                        return -EBADMSG;
+        }
+        *ret = TAKE_PTR(r);
+        return 0;
+}
+
+int snapshot_record_from_json(const char *text, SnapshotRecord **ret, HutchError *reterr) {
+        json_t *j = json_loads(text, JSON_REJECT_DUPLICATES, NULL);
+        int r;
+
+        if (!json_is_object(j)) {
+                json_decref(j);
+                return hutch_error_set(reterr, EBADMSG, "the snapshot record is not JSON");
+        }
+        r = snapshot_record_parse(j, ret);
+        json_decref(j);
+        if (r < 0)
+                return hutch_error_set(reterr, -r, "invalid snapshot record");
+        return 0;
+}
+
+int store_snapshot_load(const Store *s, const char *name_or_id, SnapshotRecord **ret,
+                        HutchError *reterr) {
+        _cleanup_strv_free_ char **names = NULL;
+        int r;
+
+        if (store_name_is_valid(name_or_id)) {
+                _cleanup_free_ char *path = NULL;
+                json_t *j = NULL;
+
+                r = store_snapshot_path(s, name_or_id, "snapshot.json", &path);
+                if (r < 0)
+                        return r;
+                r = record_load_file(path, &j);
+                if (r >= 0) {
+                        r = snapshot_record_parse(j, ret);
+                        json_decref(j);
+                        if (r < 0)
+                                return hutch_error_set(reterr, -r,
+                                                       "the record of snapshot '%s' is damaged",
+                                                       name_or_id);
+                        return 0;
+                }
+                if (r != -ENOENT)
+                        return hutch_error_set(reterr, -r, "cannot read snapshot '%s': %s",
+                                               name_or_id, strerror(-r));
+        }
+        if (is_id(name_or_id) && store_list(s, "snapshots", &names) >= 0)
+                STRV_FOREACH(n, names) {
+                        _cleanup_(snapshot_record_freep) SnapshotRecord *c = NULL;
+
+                        if (store_snapshot_load(s, *n, &c, NULL) >= 0 &&
+                            strcmp(c->id, name_or_id) == 0) {
+                                *ret = TAKE_PTR(c);
+                                return 0;
+                        }
+                }
+        return hutch_error_set(reterr, ENOENT, "no snapshot named '%s'", name_or_id);
+}
+
+int store_snapshot_chain(const Store *s, const char *parent, size_t max, char ***ret,
+                         HutchError *reterr) {
+        _cleanup_strv_free_ char **l = NULL;
+        _cleanup_free_ char *cur = parent ? strdup(parent) : NULL;
+        size_t depth = 0;
+        int r;
+
+        if (parent && !cur)
+                return -ENOMEM;
+        while (cur) {
+                _cleanup_(snapshot_record_freep) SnapshotRecord *snap = NULL;
+
+                if (++depth > SNAPSHOT_CHAIN_MAX)
+                        return hutch_error_set(reterr, ELOOP, "snapshot chain too long");
+                r = store_snapshot_load(s, cur, &snap, reterr);
+                if (r < 0)
+                        return r;
+                STRV_FOREACH(layer, snap->layers) {
+                        _cleanup_free_ char *p = NULL;
+
+                        r = store_snapshot_path(s, snap->name, *layer, &p);
+                        if (r < 0)
+                                return r;
+                        r = strv_push_take(&l, TAKE_PTR(p));
+                        if (r < 0)
+                                return r;
+                }
+                free(cur);
+                cur = TAKE_PTR(snap->parent);
+        }
+        if (strv_length(l) > max)
+                return hutch_error_set(reterr, E2BIG,
+                                       "the snapshot chain has %zu layers; at most %zu can be "
+                                       "stacked (create from a snapshot of a snapshot less often)",
+                                       strv_length(l), max);
+        *ret = TAKE_PTR(l);
+        return 0;
+}
+
+/* ---- sandboxes ---- */
+
+static int upper_name(uint64_t gen, char *buf, size_t size) {
+        int n = snprintf(buf, size, "upper-%llu", (unsigned long long)gen);
+
+        return n < 0 || (size_t)n >= size ? -ENAMETOOLONG : 0;
+}
+
+/* data/<upper>/{root,ws}, owned by the sandbox's root. */
+static int make_layer_dirs(const Store *s, int dfd, const char *name) {
+        static const char *const subs[] = {"root", "ws", NULL};
+        _cleanup_close_ int fd = -EBADF;
+
+        if (mkdirat(dfd, name, 0755) < 0 && errno != EEXIST)
+                return negative_errno();
+        fd = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (fd < 0)
+                return negative_errno();
+        for (size_t i = 0; subs[i]; i++)
+                if (mkdirat(fd, subs[i], 0755) < 0 && errno != EEXIST)
+                        return negative_errno();
+        if (s->idmap.privileged) {
+                for (size_t i = 0; subs[i]; i++)
+                        if (fchownat(fd, subs[i], s->idmap.uid_base, s->idmap.gid_base,
+                                     AT_SYMLINK_NOFOLLOW) < 0)
+                                return negative_errno();
+                if (fchownat(dfd, name, s->idmap.uid_base, s->idmap.gid_base, AT_SYMLINK_NOFOLLOW) <
+                    0)
+                        return negative_errno();
+        }
+        return 0;
+}
+
+static int make_data_dir(const Store *s, const char *dir, uint64_t gen) {
+        _cleanup_close_ int dfd = -EBADF;
+        char upper[64];
+        int r;
+
+        if (mkdir(dir, 0700) < 0 && errno != EEXIST)
+                return negative_errno();
+        dfd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (dfd < 0)
+                return negative_errno();
+        r = upper_name(gen, upper, sizeof(upper));
+        if (r >= 0)
+                r = make_layer_dirs(s, dfd, upper);
+        if (r >= 0)
+                r = make_layer_dirs(s, dfd, "work");
+        /* The sandbox's root must reach its layers through data/. */
+        if (r >= 0 && s->idmap.privileged && fchown(dfd, s->idmap.uid_base, s->idmap.gid_base) < 0)
+                r = negative_errno();
+        return r;
+}
+
+int store_sandbox_create(Store *s, SandboxRecord *r, HutchError *reterr) {
+        _cleanup_free_ char *tmp = NULL, *final = NULL, *data = NULL, *logs = NULL;
+        _cleanup_close_ int lock = -EBADF;
+        struct stat st;
+        int q;
+
+        q = store_lock_all(s, &lock);
+        if (q < 0)
+                return hutch_error_set(reterr, -q, "cannot lock the store: %s", strerror(-q));
+        q = store_sandbox_path(s, r->name, NULL, &final);
+        if (q < 0)
+                return q;
+        if (lstat(final, &st) == 0)
+                return hutch_error_set(reterr, EEXIST, "a sandbox named '%s' already exists",
+                                       r->name);
+        if (asprintf(&tmp, "%s/sandboxes/.tmp-%s", s->home, r->id) < 0 ||
+            asprintf(&data, "%s/data", tmp) < 0 || asprintf(&logs, "%s/logs", tmp) < 0)
+                return -ENOMEM;
+        if (mkdir(tmp, 0700) < 0)
+                return hutch_error_set(reterr, errno, "cannot create %s: %m", tmp);
+        q = make_data_dir(s, data, r->gen);
+        if (q >= 0 && mkdir(logs, 0700) < 0)
+                q = negative_errno();
+        if (q < 0) {
+                (void)rm_rf_at(AT_FDCWD, tmp);
+                return hutch_error_set(reterr, -q, "cannot create the sandbox's layers: %s",
+                                       strerror(-q));
+        }
+        {
+                /* Save under the temp folder: store_sandbox_save() takes
+                 * the name's folder, so write the record by hand. */
+                _cleanup_free_ char *saved = r->name;
+                char *tmpname = strrchr(tmp, '/') + 1;
+
+                r->name = tmpname;
+                q = store_sandbox_save(s, r, reterr);
+                r->name = TAKE_PTR(saved);
+        }
+        if (q >= 0 && rename(tmp, final) < 0)
+                q = hutch_error_set(reterr, errno, "cannot create %s: %m", final);
+        if (q < 0)
+                (void)rm_rf_at(AT_FDCWD, tmp);
+        return q;
+}
+
+int store_sandbox_remove(const Store *s, const char *name, HutchError *reterr) {
+        _cleanup_free_ char *dir = NULL, *trash = NULL, *state = NULL, *id = NULL;
+        int r;
+
+        r = store_new_id(&id);
+        if (r < 0)
+                return r;
+        r = store_sandbox_path(s, name, NULL, &dir);
+        if (r < 0 || asprintf(&trash, "%s/sandboxes/.tmp-rm-%s", s->home, id) < 0)
+                return -ENOMEM;
+        if (rename(dir, trash) < 0)
+                return hutch_error_set(reterr, errno, "cannot remove %s: %m", dir);
+        r = rm_rf_at(AT_FDCWD, trash);
+        if (store_state_path(s, name, NULL, &state) >= 0)
+                (void)rm_rf_at(AT_FDCWD, state);
+        if (r < 0)
+                return hutch_error_set(reterr, -r, "removed '%s', but %s is left (hutch gc): %s",
+                                       name, trash, strerror(-r));
+        return 0;
+}
+
+static int name_compare(const void *a, const void *b) {
+        return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+int store_list(const Store *s, const char *kind, char ***ret) {
+        _cleanup_free_ char *dir = NULL;
+        _cleanup_(closedirp) DIR *d = NULL;
+        _cleanup_strv_free_ char **l = NULL;
+        struct dirent *de;
+        size_t n;
+        int r;
+
+        if (asprintf(&dir, "%s/%s", s->home, kind) < 0)
+                return -ENOMEM;
+        d = opendir(dir);
+        if (!d)
+                return negative_errno();
+        while ((de = readdir(d)))
+                if (store_name_is_valid(de->d_name)) {
+                        r = strv_extend(&l, de->d_name);
+                        if (r < 0)
+                                return r;
+                }
+        n = strv_length(l);
+        if (n > 1)
+                qsort(l, n, sizeof(char *), name_compare);
+        *ret = TAKE_PTR(l);
+        return 0;
+}
+
+/* Puts things right after a snapshot of the stopped sandbox @r was
+ * interrupted (the record names a layer that is not there): the snapshot
+ * was committed (roll forward to the new layer) or not (move the layer
+ * back from the temp folder). */
+static int sandbox_recover(Store *s, SandboxRecord *r) {
+        _cleanup_free_ char *data = NULL, *snapdir = NULL;
+        _cleanup_(closedirp) DIR *d = NULL;
+        _cleanup_strv_free_ char **snaps = NULL;
+        struct dirent *de;
+        char upper[64];
+        struct stat st;
+        int q;
+
+        q = upper_name(r->gen, upper, sizeof(upper));
+        if (q < 0)
+                return q;
+        q = store_sandbox_path(s, r->name, "data", &data);
+        if (q < 0)
+                return q;
+        {
+                _cleanup_free_ char *p = NULL;
+
+                if (asprintf(&p, "%s/%s", data, upper) < 0)
+                        return -ENOMEM;
+                if (lstat(p, &st) == 0)
+                        return 0; /* nothing to do */
+        }
+        /* Committed? A snapshot made of this very layer. */
+        if (store_list(s, "snapshots", &snaps) >= 0)
+                STRV_FOREACH(n, snaps) {
+                        _cleanup_(snapshot_record_freep) SnapshotRecord *snap = NULL;
+
+                        if (store_snapshot_load(s, *n, &snap, NULL) < 0 || !snap->origin ||
+                            !snap->origin_upper || strcmp(snap->origin, r->name) != 0 ||
+                            strcmp(snap->origin_upper, upper) != 0)
+                                continue;
+                        free(r->parent);
+                        r->parent = strdup(snap->name);
+                        if (!r->parent)
+                                return -ENOMEM;
+                        r->gen++;
+                        {
+                                _cleanup_close_ int dfd =
+                                        open(data, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+                                char next[64];
+
+                                if (dfd < 0 || upper_name(r->gen, next, sizeof(next)) < 0)
+                                        return -EIO;
+                                q = make_layer_dirs(s, dfd, next);
+                                if (q < 0)
+                                        return q;
+                        }
+                        return store_sandbox_save(s, r, NULL);
+                }
+        /* Not committed: the layer sits in a temp snapshot folder. */
+        if (asprintf(&snapdir, "%s/snapshots", s->home) < 0)
+                return -ENOMEM;
+        d = opendir(snapdir);
+        while (d && (de = readdir(d))) {
+                _cleanup_free_ char *rec = NULL, *layer = NULL, *back = NULL;
+                json_t *j = NULL;
+                bool mine;
+
+                if (strncmp(de->d_name, ".tmp-", 5) != 0)
+                        continue;
+                if (asprintf(&rec, "%s/%s/snapshot.json", snapdir, de->d_name) < 0 ||
+                    asprintf(&layer, "%s/%s/layer", snapdir, de->d_name) < 0 ||
+                    asprintf(&back, "%s/%s", data, upper) < 0)
+                        return -ENOMEM;
+                if (record_load_file(rec, &j) < 0)
+                        continue;
+                mine = json_string_value(json_object_get(j, "origin")) &&
+                       json_string_value(json_object_get(j, "origin_upper")) &&
+                       strcmp(json_string_value(json_object_get(j, "origin")), r->name) == 0 &&
+                       strcmp(json_string_value(json_object_get(j, "origin_upper")), upper) == 0;
+                json_decref(j);
+                if (mine && rename(layer, back) == 0)
+                        return 0;
+        }
+        return -ENOENT;
+}
+
+static int sandbox_load_name(Store *s, const char *name, SandboxRecord **ret) {
+        _cleanup_free_ char *path = NULL;
+        _cleanup_(sandbox_record_freep) SandboxRecord *r = NULL;
+        json_t *j = NULL;
+        int q;
+
+        q = store_sandbox_path(s, name, "sandbox.json", &path);
+        if (q < 0)
+                return q;
+        q = record_load_file(path, &j);
+        if (q < 0)
+                return q;
+        q = sandbox_record_parse(j, &r);
+        json_decref(j);
+        if (q < 0)
+                return q;
+        if (strcmp(r->name, name) != 0)
+                return -EBADMSG;
+        q = sandbox_recover(s, r);
+        if (q < 0)
+                return q == -ENOENT ? -EUCLEAN : q;
+        *ret = TAKE_PTR(r);
+        return 0;
+}
+
+int store_sandbox_load(Store *s, const char *name_or_id, SandboxRecord **ret, HutchError *reterr) {
+        _cleanup_strv_free_ char **names = NULL;
+        int r;
+
+        if (store_name_is_valid(name_or_id)) {
+                r = sandbox_load_name(s, name_or_id, ret);
+                if (r >= 0)
+                        return 0;
+                if (r == -EUCLEAN)
+                        return hutch_error_set(reterr, EUCLEAN,
+                                               "sandbox '%s' has lost its layer (an interrupted "
+                                               "snapshot could not be undone)",
+                                               name_or_id);
+                if (r != -ENOENT)
+                        return hutch_error_set(reterr, -r, "cannot read sandbox '%s': %s",
+                                               name_or_id, strerror(-r));
+        } else if (!is_id(name_or_id))
+                return hutch_error_set(reterr, EINVAL,
+                                       "invalid sandbox name '%s': it must match "
+                                       "[a-z0-9][a-z0-9_.-]{0,62}",
+                                       name_or_id);
+        if (is_id(name_or_id) && store_list(s, "sandboxes", &names) >= 0)
+                STRV_FOREACH(n, names) {
+                        _cleanup_(sandbox_record_freep) SandboxRecord *c = NULL;
+
+                        if (sandbox_load_name(s, *n, &c) >= 0 && strcmp(c->id, name_or_id) == 0) {
+                                *ret = TAKE_PTR(c);
+                                return 0;
+                        }
+                }
+        return hutch_error_set(reterr, ENOENT, "no sandbox named '%s'", name_or_id);
+}
+
+/* ---- snapshots ---- */
+
+int store_snapshot_begin(const Store *s, char **ret_tmp, HutchError *reterr) {
+        _cleanup_free_ char *id = NULL, *tmp = NULL;
+        int r;
+
+        r = store_new_id(&id);
+        if (r < 0)
+                return r;
+        if (asprintf(&tmp, "%s/snapshots/.tmp-%s", s->home, id) < 0)
+                return -ENOMEM;
+        if (mkdir(tmp, 0700) < 0)
+                return hutch_error_set(reterr, errno, "cannot create %s: %m", tmp);
+        *ret_tmp = TAKE_PTR(tmp);
+        return 0;
+}
+
+static int snapshot_write_record(const char *dir, const SnapshotRecord *r) {
+        _cleanup_free_ char *text = NULL;
+        int q;
+
+        q = snapshot_record_to_json(r, &text);
+        if (q < 0)
+                return q;
+        return write_atomic(dir, "snapshot.json", text);
+}
+
+int store_snapshot_commit(const Store *s, const char *tmp, const SnapshotRecord *r,
+                          HutchError *reterr) {
+        _cleanup_free_ char *final = NULL;
+        struct stat st;
+        int q;
+
+        q = store_snapshot_path(s, r->name, NULL, &final);
+        if (q < 0)
+                return q;
+        q = snapshot_write_record(tmp, r);
+        if (q < 0)
+                return hutch_error_set(reterr, -q, "cannot write the snapshot record: %s",
+                                       strerror(-q));
+        if (lstat(final, &st) == 0)
+                return hutch_error_set(reterr, EEXIST, "a snapshot named '%s' already exists",
+                                       r->name);
+        if (rename(tmp, final) < 0)
+                return hutch_error_set(reterr, errno, "cannot create %s: %m", final);
+        return 0;
+}
+
+static int copy_manifest(const Store *s, const char *sandbox, const char *to_dir) {
+        _cleanup_free_ char *from = NULL, *text = NULL;
+        int r;
+
+        r = store_sandbox_path(s, sandbox, "ws-manifest", &from);
+        if (r < 0)
+                return r;
+        r = read_full_file(from, 1U << 30, &text);
+        if (r == -ENOENT)
+                return 0;
+        if (r < 0)
+                return r;
+        r = write_atomic(to_dir, "ws-manifest", text);
+        return r < 0 ? r : 1;
+}
+
+static int snapshot_record_for(const SandboxRecord *sb, const char *snap, const char *upper,
+                               SnapshotRecord *ret) {
+        int r;
+
+        *ret = (SnapshotRecord){
+                .name = strdup(snap),
+                .created_ms = store_now_ms(),
+                .parent = sb->parent ? strdup(sb->parent) : NULL,
+                .policy_json = strdup(sb->policy_json),
+                .origin = strdup(sb->name),
+                .origin_upper = upper ? strdup(upper) : NULL,
+        };
+        r = store_new_id(&ret->id);
+        if (r < 0)
+                return r;
+        r = strv_extend(&ret->layers, "layer");
+        if (r < 0)
+                return r;
+        if (!ret->name || !ret->policy_json || !ret->origin || (sb->parent && !ret->parent) ||
+            (upper && !ret->origin_upper))
+                return -ENOMEM;
+        return 0;
+}
+
+static void snapshot_record_clear(SnapshotRecord *r) {
+        free(r->name);
+        free(r->id);
+        free(r->parent);
+        strv_free(r->layers);
+        free(r->policy_json);
+        free(r->origin);
+        free(r->origin_upper);
+        *r = (SnapshotRecord){};
+}
+
+int store_snapshot_stopped(Store *s, SandboxRecord *r, const char *snap, HutchError *reterr) {
+        _cleanup_(snapshot_record_clear) SnapshotRecord rec = {};
+        _cleanup_free_ char *tmp = NULL, *data = NULL, *from = NULL, *to = NULL, *final = NULL;
+        _cleanup_close_ int dfd = -EBADF, lock = -EBADF;
+        char upper[64], next[64];
+        struct stat st;
+        int q;
+
+        q = store_lock_all(s, &lock);
+        if (q < 0)
+                return hutch_error_set(reterr, -q, "cannot lock the store: %s", strerror(-q));
+        q = store_snapshot_path(s, snap, NULL, &final);
+        if (q < 0)
+                return q;
+        if (lstat(final, &st) == 0)
+                return hutch_error_set(reterr, EEXIST, "a snapshot named '%s' already exists",
+                                       snap);
+        if (upper_name(r->gen, upper, sizeof(upper)) < 0 ||
+            upper_name(r->gen + 1, next, sizeof(next)) < 0)
+                return -ENAMETOOLONG;
+        q = snapshot_record_for(r, snap, upper, &rec);
+        if (q < 0)
+                return q;
+        q = store_snapshot_begin(s, &tmp, reterr);
+        if (q < 0)
+                return q;
+        q = copy_manifest(s, r->name, tmp);
+        if (q < 0)
+                goto fail;
+        rec.has_manifest = q > 0;
+        /* 1. the record in the temp folder (it names the layer's origin,
+         *    which is what recovery goes by); */
+        q = snapshot_write_record(tmp, &rec);
+        if (q < 0)
+                goto fail;
+        /* 2. the sandbox's next, empty layer; */
+        q = store_sandbox_path(s, r->name, "data", &data);
+        if (q < 0)
+                goto fail;
+        dfd = open(data, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (dfd < 0) {
+                q = negative_errno();
+                goto fail;
+        }
+        q = make_layer_dirs(s, dfd, next);
+        if (q < 0)
+                goto fail;
+        /* 3. the layer moves (a rename: O(1) whatever its size); */
+        if (asprintf(&from, "%s/%s", data, upper) < 0 || asprintf(&to, "%s/layer", tmp) < 0) {
+                q = -ENOMEM;
+                goto fail;
+        }
+        if (rename(from, to) < 0) {
+                q = negative_errno();
+                goto fail;
+        }
+        /* 4. the snapshot appears (the commit point); */
+        if (rename(tmp, final) < 0) {
+                q = negative_errno();
+                (void)rename(to, from);
+                goto fail;
+        }
+        /* 5. the sandbox continues from it. A crash between 4 and 5 is
+         *    rolled forward by the next load. */
+        free(r->parent);
+        r->parent = strdup(snap);
+        if (!r->parent)
+                return -ENOMEM;
+        r->gen++;
+        return store_sandbox_save(s, r, reterr);
+fail:
+        (void)rm_rf_at(AT_FDCWD, tmp);
+        return hutch_error_set(reterr, -q, "failed to snapshot '%s': %s", r->name, strerror(-q));
+}
+
+int store_snapshot_copy(Store *s, const SandboxRecord *r, const char *snap, StoreCopyFn copy_layer,
+                        HutchError *reterr) {
+        _cleanup_(snapshot_record_clear) SnapshotRecord rec = {};
+        _cleanup_free_ char *tmp = NULL, *from = NULL;
+        _cleanup_close_ int src = -EBADF, dst = -EBADF, lock = -EBADF;
+        char upper[64], sub[80];
+        int q;
+
+        q = store_lock_all(s, &lock);
+        if (q < 0)
+                return hutch_error_set(reterr, -q, "cannot lock the store: %s", strerror(-q));
+        if (upper_name(r->gen, upper, sizeof(upper)) < 0)
+                return -ENAMETOOLONG;
+        q = snapshot_record_for(r, snap, NULL, &rec);
+        if (q < 0)
+                return q;
+        q = store_snapshot_begin(s, &tmp, reterr);
+        if (q < 0)
+                return q;
+        q = copy_manifest(s, r->name, tmp);
+        if (q < 0)
+                goto fail;
+        rec.has_manifest = q > 0;
+        (void)snprintf(sub, sizeof(sub), "data/%s", upper);
+        q = store_sandbox_path(s, r->name, sub, &from);
+        if (q < 0)
+                goto fail;
+        src = open(from, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (src < 0) {
+                q = negative_errno();
+                goto fail;
+        }
+        {
+                _cleanup_close_ int tfd = open(tmp, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+
+                if (tfd < 0 || mkdirat(tfd, "layer", 0755) < 0) {
+                        q = negative_errno();
+                        goto fail;
+                }
+                dst = openat(tfd, "layer", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+                if (dst < 0) {
+                        q = negative_errno();
+                        goto fail;
+                }
+                if (s->idmap.privileged && fchown(dst, s->idmap.uid_base, s->idmap.gid_base) < 0) {
+                        q = negative_errno();
+                        goto fail;
+                }
+        }
+        q = copy_layer(src, dst, reterr);
+        if (q < 0) {
+                (void)rm_rf_at(AT_FDCWD, tmp);
+                return q;
+        }
+        q = store_snapshot_commit(s, tmp, &rec, reterr);
+        if (q < 0) {
+                (void)rm_rf_at(AT_FDCWD, tmp);
+                return q;
+        }
+        return 0;
+fail:
+        (void)rm_rf_at(AT_FDCWD, tmp);
+        return hutch_error_set(reterr, -q, "failed to snapshot '%s': %s", r->name, strerror(-q));
+}
+
+int store_snapshot_dependent(const Store *s, const char *name, char **ret) {
+        _cleanup_strv_free_ char **sbs = NULL, **snaps = NULL;
+        int r;
+
+        *ret = NULL;
+        r = store_list(s, "sandboxes", &sbs);
+        if (r < 0)
+                return r;
+        STRV_FOREACH(n, sbs) {
+                _cleanup_free_ char *path = NULL;
+                json_t *j = NULL;
+                const char *p;
+
+                if (store_sandbox_path(s, *n, "sandbox.json", &path) < 0 ||
+                    record_load_file(path, &j) < 0)
+                        continue;
+                p = json_string_value(json_object_get(j, "parent"));
+                if (p && strcmp(p, name) == 0) {
+                        json_decref(j);
+                        return asprintf(ret, "sandbox '%s'", *n) < 0 ? -ENOMEM : 1;
+                }
+                json_decref(j);
+        }
+        r = store_list(s, "snapshots", &snaps);
+        if (r < 0)
+                return r;
+        STRV_FOREACH(n, snaps) {
+                _cleanup_(snapshot_record_freep) SnapshotRecord *c = NULL;
+
+                if (store_snapshot_load(s, *n, &c, NULL) >= 0 && c->parent &&
+                    strcmp(c->parent, name) == 0)
+                        return asprintf(ret, "snapshot '%s'", *n) < 0 ? -ENOMEM : 1;
+        }
+        return 0;
+}
+
+int store_snapshot_remove(const Store *s, const char *name, HutchError *reterr) {
+        _cleanup_free_ char *dir = NULL, *trash = NULL, *id = NULL, *dep = NULL;
+        _cleanup_close_ int lock = -EBADF;
+        int r;
+
+        r = store_lock_all(s, &lock);
+        if (r < 0)
+                return hutch_error_set(reterr, -r, "cannot lock the store: %s", strerror(-r));
+        r = store_snapshot_dependent(s, name, &dep);
+        if (r < 0)
+                return hutch_error_set(reterr, -r, "cannot list the store: %s", strerror(-r));
+        if (r > 0)
+                return hutch_error_set(reterr, EBUSY,
+                                       "snapshot '%s' is used by %s; remove that first", name, dep);
+        r = store_new_id(&id);
+        if (r < 0)
+                return r;
+        if (store_snapshot_path(s, name, NULL, &dir) < 0 ||
+            asprintf(&trash, "%s/snapshots/.tmp-rm-%s", s->home, id) < 0)
+                return -ENOMEM;
+        if (rename(dir, trash) < 0)
+                return hutch_error_set(reterr, errno, "cannot remove %s: %m", dir);
+        r = rm_rf_at(AT_FDCWD, trash);
+        if (r < 0)
+                return hutch_error_set(reterr, -r, "removed '%s', but %s is left (hutch gc): %s",
+                                       name, trash, strerror(-r));
+        return 0;
+}
+
+/* ---- gc ---- */
+
+static int gc_temp(const char *dir, unsigned *n) {
+        _cleanup_(closedirp) DIR *d = opendir(dir);
+        struct dirent *de;
+
+        if (!d)
+                return negative_errno();
+        while ((de = readdir(d)))
+                if (strncmp(de->d_name, ".tmp-", 5) == 0 && rm_rf_at(dirfd(d), de->d_name) >= 0)
+                        (*n)++;
+        return 0;
+}
+
+int store_gc(Store *s, unsigned *ret_removed, HutchError *reterr) {
+        _cleanup_strv_free_ char **sbs = NULL;
+        _cleanup_free_ char *dir = NULL;
+        _cleanup_close_ int lock = -EBADF;
+        unsigned n = 0;
+        int r;
+
+        r = store_lock_all(s, &lock);
+        if (r < 0)
+                return hutch_error_set(reterr, -r, "cannot lock the store: %s", strerror(-r));
+        r = store_list(s, "sandboxes", &sbs);
+        if (r < 0)
+                return hutch_error_set(reterr, -r, "cannot list the store: %s", strerror(-r));
+        /* Each sandbox first (recovery may need a temp snapshot folder). */
+        STRV_FOREACH(name, sbs) {
+                _cleanup_(sandbox_record_freep) SandboxRecord *rec = NULL;
+                _cleanup_close_ int sl = -EBADF;
+                _cleanup_free_ char *data = NULL;
+                _cleanup_(closedirp) DIR *d = NULL;
+                struct dirent *de;
+                char upper[64];
+
+                if (store_lock_sandbox(s, *name, &sl) < 0 || sandbox_load_name(s, *name, &rec) < 0)
+                        continue;
+                if (upper_name(rec->gen, upper, sizeof(upper)) < 0 ||
+                    store_sandbox_path(s, *name, "data", &data) < 0)
+                        continue;
+                d = opendir(data);
+                while (d && (de = readdir(d)))
+                        if (strncmp(de->d_name, "upper-", 6) == 0 &&
+                            strcmp(de->d_name, upper) != 0 && rm_rf_at(dirfd(d), de->d_name) >= 0)
+                                n++;
+                if (!store_keeper_running(s, *name)) {
+                        _cleanup_free_ char *state = NULL;
+
+                        if (store_state_path(s, *name, NULL, &state) >= 0 &&
+                            access(state, F_OK) == 0 && rm_rf_at(AT_FDCWD, state) >= 0)
+                                n++;
+                }
+        }
+        if (asprintf(&dir, "%s/snapshots", s->home) < 0)
+                return -ENOMEM;
+        (void)gc_temp(dir, &n);
+        free(dir);
+        if (asprintf(&dir, "%s/sandboxes", s->home) < 0) {
+                dir = NULL;
+                return -ENOMEM;
+        }
+        (void)gc_temp(dir, &n);
+        *ret_removed = n;
+        return 0;
+}
+
+static uint64_t usage_at(int dfd, unsigned depth) {
+        _cleanup_(closedirp) DIR *d = NULL;
+        struct dirent *de;
+        uint64_t sum = 0;
+
+        if (depth > RM_RF_MAX_DEPTH) {
+                (void)close(dfd);
+                return 0;
+        }
+        d = fdopendir(dfd);
+        if (!d) {
+                (void)close(dfd);
+                return 0;
+        }
+        while ((de = readdir(d))) {
+                struct stat st;
+
+                if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+                        continue;
+                if (fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+                        continue;
+                sum += (uint64_t)st.st_blocks * 512U;
+                if (S_ISDIR(st.st_mode)) {
+                        int fd = openat(dirfd(d), de->d_name,
+                                        O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+
+                        if (fd >= 0)
+                                sum += usage_at(fd, depth + 1);
+                }
+        }
+        return sum;
+}
+
+uint64_t store_disk_usage(const char *path) {
+        int fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+
+        return fd < 0 ? 0 : usage_at(fd, 0);
+}

@@ -1,0 +1,151 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#pragma once
+
+/* The store of persistent sandboxes and snapshots (docs/persistent.md):
+ *
+ *   $HUTCH_HOME/                  (default $XDG_DATA_HOME/hutch, root: /var/lib/hutch)
+ *     sandboxes/<name>/sandbox.json   the record (policy, parent snapshot, layer gen)
+ *     sandboxes/<name>/lock           flock: one changing command at a time
+ *     sandboxes/<name>/data/upper-<gen>/{root,ws}   the sandbox's own layer
+ *     sandboxes/<name>/data/work/{root,ws}          overlayfs work dirs
+ *     sandboxes/<name>/ws-manifest    the host workspace as it was at create
+ *     sandboxes/<name>/history.jsonl  one line per finished exec
+ *     sandboxes/<name>/logs/exec-<id>.log   output of detached execs
+ *     snapshots/<snap>/snapshot.json  the record (layers, parent, policy)
+ *     snapshots/<snap>/layer/{root,ws}      (imported: layers/<i>/...)
+ *     snapshots/.tmp-*, sandboxes/.tmp-*    being made or removed; `hutch gc`
+ *   $XDG_RUNTIME_DIR/hutch/<name>/  (root: /run/hutch; else /tmp/hutch-<uid>)
+ *     keeper.sock, keeper.lock (held while the keeper runs), keeper.log
+ *
+ * Every record is written to a temporary name, fsync'ed and renamed. */
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "hutch-error.h"
+#include "macro.h"
+#include "ns/userns.h"
+
+#define STORE_NAME_MAX 63
+#define STORE_RECORD_VERSION 1
+#define STORE_RECORD_MAX (4U << 20)
+
+typedef struct Store {
+        char *home;
+        char *state;
+        IdMapping idmap; /* who the sandboxes' files belong to */
+} Store;
+
+/* Finds (and creates, 0700) the store and state directories. */
+int store_open(Store **ret, HutchError *reterr);
+Store *store_free(Store *s);
+DEFINE_POINTER_CLEANUP(Store, store_free)
+
+/* [a-z0-9][a-z0-9_.-]{0,62} */
+bool store_name_is_valid(const char *name);
+
+typedef struct SandboxRecord {
+        char *name;
+        char *id; /* 16 hex digits, also accepted where a name is */
+        uint64_t created_ms, last_used_ms;
+        char *policy_json;
+        char *parent; /* the snapshot it continues from, or NULL */
+        uint64_t gen; /* its layer is data/upper-<gen> */
+        uint64_t idle_timeout_ms;
+} SandboxRecord;
+
+SandboxRecord *sandbox_record_free(SandboxRecord *r);
+DEFINE_POINTER_CLEANUP(SandboxRecord, sandbox_record_free)
+
+typedef struct SnapshotRecord {
+        char *name;
+        char *id;
+        uint64_t created_ms;
+        char *parent;  /* the snapshot below this one, or NULL */
+        char **layers; /* directories inside the snapshot's folder, top first */
+        char *policy_json;
+        char *origin;       /* the sandbox it was taken from (information) */
+        char *origin_upper; /* the sandbox layer it was made of (crash recovery) */
+        bool has_manifest;  /* ws-manifest is in the snapshot's folder */
+} SnapshotRecord;
+
+SnapshotRecord *snapshot_record_free(SnapshotRecord *r);
+DEFINE_POINTER_CLEANUP(SnapshotRecord, snapshot_record_free)
+
+/* "<home>/sandboxes/<name>[/<sub>]" and the like, as new strings. */
+int store_sandbox_path(const Store *s, const char *name, const char *sub, char **ret);
+int store_snapshot_path(const Store *s, const char *name, const char *sub, char **ret);
+int store_state_path(const Store *s, const char *name, const char *sub, char **ret);
+
+/* Takes the sandbox's lock (blocking; the fd holds it). -ENOENT when there
+ * is no such sandbox. */
+int store_lock_sandbox(const Store *s, const char *name, int *ret_fd);
+/* The store-wide lock for creating and removing names and snapshots. */
+int store_lock_all(const Store *s, int *ret_fd);
+
+/* Loads a sandbox by name or id, recovering from an interrupted snapshot
+ * first (call with the sandbox's lock held when it may change). -ENOENT
+ * (with @reterr) when there is none. */
+int store_sandbox_load(Store *s, const char *name_or_id, SandboxRecord **ret, HutchError *reterr);
+int store_sandbox_save(const Store *s, const SandboxRecord *r, HutchError *reterr);
+
+/* Makes the sandbox's folder (data dirs owned by the sandbox's root) and
+ * its record, under a temporary name renamed into place last. -EEXIST
+ * when the name is taken. */
+int store_sandbox_create(Store *s, SandboxRecord *r, HutchError *reterr);
+
+/* Removes the sandbox's folder (renamed away first, so it disappears at
+ * once). The caller has stopped it. */
+int store_sandbox_remove(const Store *s, const char *name, HutchError *reterr);
+
+/* Names of all sandboxes / snapshots, sorted. */
+int store_list(const Store *s, const char *kind, char ***ret);
+
+int store_snapshot_load(const Store *s, const char *name_or_id, SnapshotRecord **ret,
+                        HutchError *reterr);
+
+/* The host paths of the snapshot layers under @parent, top first (at most
+ * @max; -E2BIG when the chain is deeper). */
+int store_snapshot_chain(const Store *s, const char *parent, size_t max, char ***ret,
+                         HutchError *reterr);
+
+/* Who depends on snapshot @name: a sandbox or snapshot name, or NULL. */
+int store_snapshot_dependent(const Store *s, const char *name, char **ret);
+
+/* Freezes the stopped sandbox's layer into snapshot @snap by rename (O(1))
+ * and gives the sandbox a new empty layer on top of it. */
+int store_snapshot_stopped(Store *s, SandboxRecord *r, const char *snap, HutchError *reterr);
+
+/* A running sandbox: @copy_layer copies its layer (the caller froze it)
+ * into the empty directory it is given. */
+typedef int (*StoreCopyFn)(int src_dirfd, int dst_dirfd, HutchError *reterr);
+int store_snapshot_copy(Store *s, const SandboxRecord *r, const char *snap, StoreCopyFn copy_layer,
+                        HutchError *reterr);
+
+/* Writes a snapshot record under a new temp folder: returns the folder's
+ * path; store_snapshot_commit() renames it into place. */
+int store_snapshot_begin(const Store *s, char **ret_tmp, HutchError *reterr);
+int store_snapshot_commit(const Store *s, const char *tmp, const SnapshotRecord *r,
+                          HutchError *reterr);
+
+int store_snapshot_remove(const Store *s, const char *name, HutchError *reterr);
+
+/* Removes leftovers of interrupted commands: temp folders, unused layer
+ * generations, state of keepers that are gone. Returns how many. */
+int store_gc(Store *s, unsigned *ret_removed, HutchError *reterr);
+
+/* Whether a keeper runs for @name (its keeper.lock is held). */
+bool store_keeper_running(const Store *s, const char *name);
+
+/* The JSON of a snapshot record (for export's manifest) and back. */
+int snapshot_record_to_json(const SnapshotRecord *r, char **ret);
+int snapshot_record_from_json(const char *text, SnapshotRecord **ret, HutchError *reterr);
+
+/* Disk use of a folder, in bytes (st_blocks). */
+uint64_t store_disk_usage(const char *path);
+
+/* Milliseconds since the epoch. */
+uint64_t store_now_ms(void);
+
+/* A new 16-hex-digit id. */
+int store_new_id(char **ret);
