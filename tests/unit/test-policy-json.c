@@ -140,6 +140,21 @@ TEST(workspace_forms) {
         ASSERT_OK(policy_load_json(p, "{\"workspace\": {\"path\": \"/tmp\", \"mode\": \"mount\"}}",
                                    48, &e));
         ASSERT_EQ(p->workspace_mode, WORKSPACE_MODE_MOUNT);
+        free(json);
+        json = NULL;
+        ASSERT_TRUE(asprintf(&json, "{\"workspace\": {\"path\": \"%s\", \"mode\": \"overlay\"}}",
+                             dir) > 0);
+        ASSERT_OK(policy_load_json(p, json, strlen(json), &e));
+        ASSERT_STREQ(p->workspace, dir);
+        ASSERT_EQ(p->workspace_mode, WORKSPACE_MODE_OVERLAY);
+        ASSERT_OK(policy_validate(p, &e));
+        free(json);
+        json = NULL;
+        ASSERT_TRUE(asprintf(&json, "{\"workspace\": \"%s:overlay\"}", dir) > 0);
+        p->workspace_mode = WORKSPACE_MODE_MOUNT;
+        ASSERT_OK(policy_load_json(p, json, strlen(json), &e));
+        ASSERT_STREQ(p->workspace, dir);
+        ASSERT_EQ(p->workspace_mode, WORKSPACE_MODE_OVERLAY);
 
         /* Relative paths are relative to the current directory. */
         ASSERT_NOT_NULL(old);
@@ -340,9 +355,9 @@ TEST(invalid_values) {
                  "policy: /workspace/path: path must not be empty"},
                 {"{\"workspace\": {\"mode\": \"copy\"}}", "/workspace",
                  "policy: /workspace: missing field 'path'"},
-                {"{\"workspace\": {\"path\": \"/tmp\", \"mode\": \"overlay\"}}", "/workspace/mode",
-                 "policy: /workspace/mode: unknown workspace mode 'overlay' (expected 'mount' or "
-                 "'copy')"},
+                {"{\"workspace\": {\"path\": \"/tmp\", \"mode\": \"snapshot\"}}", "/workspace/mode",
+                 "policy: /workspace/mode: unknown workspace mode 'snapshot' (expected 'mount', "
+                 "'copy' or 'overlay')"},
                 {"{\"binds\": [{\"source\": \"/a\", \"target\": \"rel\"}]}", "/binds/0/target",
                  "policy: /binds/0/target: bind target 'rel' must be an absolute path"},
                 {"{\"binds\": [{\"source\": \"/a\", \"target\": \"/usr/x\"}]}", "/binds/0/target",

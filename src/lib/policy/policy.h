@@ -23,8 +23,9 @@
 #include "macro.h"
 
 typedef enum WorkspaceMode {
-        WORKSPACE_MODE_MOUNT, /* the real folder, read-write */
-        WORKSPACE_MODE_COPY,  /* copied into a tmpfs before the command */
+        WORKSPACE_MODE_MOUNT,   /* the real folder, read-write */
+        WORKSPACE_MODE_COPY,    /* copied into a tmpfs before the command */
+        WORKSPACE_MODE_OVERLAY, /* the lower layer of an overlay; changes stay in the sandbox */
         _WORKSPACE_MODE_MAX,
         _WORKSPACE_MODE_INVALID = -EINVAL,
 } WorkspaceMode;
@@ -147,7 +148,7 @@ Policy *policy_new(void);
 Policy *policy_free(Policy *p);
 DEFINE_POINTER_CLEANUP(Policy, policy_free)
 
-/* Parses "DIR[:mount|:copy]" and sets the workspace. DIR is made absolute
+/* Parses "DIR[:mount|:copy|:overlay]" and sets the workspace. DIR is made absolute
  * against the current directory (it is not resolved or checked here; that is
  * policy_validate()'s job). -EINVAL with @reterr naming the value for an
  * unknown mode or an empty DIR. */

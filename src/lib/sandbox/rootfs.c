@@ -304,7 +304,9 @@ static int setup_workspace(const RootfsConfig *c, HutchError *reterr) {
         if (mkdir(POLICY_SANDBOX_WORKSPACE, 0755) < 0)
                 return fail(reterr, negative_errno(), "create", POLICY_SANDBOX_WORKSPACE);
 
-        if (p->workspace_mode == WORKSPACE_MODE_COPY) {
+        /* NEEDSWORK: overlay is set up as copy until the rootfs work mounts the overlay. */
+        if (p->workspace_mode == WORKSPACE_MODE_COPY ||
+            p->workspace_mode == WORKSPACE_MODE_OVERLAY) {
                 _cleanup_close_ int from = -EBADF, to = -EBADF;
 
                 r = mount_tmpfs(
@@ -404,6 +406,9 @@ static int setup_one_user_mount(const Policy *p, const UserMount *m, HutchError 
 static int setup_user_mounts(const RootfsConfig *c, HutchError *reterr) {
         const Policy *p = c->policy;
         UserMount list[POLICY_MAX_BINDS + POLICY_MAX_TMPFS];
+        /* NEEDSWORK: overlay is set up as copy until the rootfs work mounts the overlay. */
+        bool workspace_tmpfs = p->workspace && (p->workspace_mode == WORKSPACE_MODE_COPY ||
+                                                p->workspace_mode == WORKSPACE_MODE_OVERLAY);
         size_t n = 0;
         int r;
 
@@ -418,8 +423,7 @@ static int setup_user_mounts(const RootfsConfig *c, HutchError *reterr) {
 
                 if (strcmp(t, "/tmp") == 0 || strcmp(t, "/dev/shm") == 0 ||
                     strcmp(t, POLICY_SANDBOX_HOME) == 0 ||
-                    (p->workspace && p->workspace_mode == WORKSPACE_MODE_COPY &&
-                     strcmp(t, POLICY_SANDBOX_WORKSPACE) == 0))
+                    (workspace_tmpfs && strcmp(t, POLICY_SANDBOX_WORKSPACE) == 0))
                         continue;
                 list[n++] = (UserMount){.target = t, .tmpfs = &p->tmpfs[i], .fd = -EBADF};
         }
