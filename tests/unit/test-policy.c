@@ -998,6 +998,20 @@ TEST(network_entries) {
         ASSERT_ERROR(policy_add_resolve(p, "a.com:nope", "--resolve", &e), EINVAL);
         ASSERT_STREQ(e.msg, "invalid --resolve 'a.com:nope': 'nope' is not an IP address");
         ASSERT_ERROR(policy_set_audit_log(p, "", &e), EINVAL);
+        ASSERT_STREQ(p->audit_log, "/tmp/audit.jsonl"); /* unchanged by the failure */
+}
+
+TEST(audit_log_is_made_absolute) {
+        _cleanup_tmpdir_ char *dir = make_tmpdir();
+        _cleanup_(policy_freep) Policy *p = policy_new();
+        _cleanup_free_ char *old = getcwd(NULL, 0), *want = path_join(dir, "logs/a.jsonl");
+        HutchError e = {};
+
+        ASSERT_NOT_NULL(old);
+        ASSERT_OK(chdir(dir));
+        ASSERT_OK(policy_set_audit_log(p, "./logs//a.jsonl", &e));
+        ASSERT_OK(chdir(old));
+        ASSERT_STREQ(p->audit_log, want);
 }
 
 TEST(network_entries_cap) {

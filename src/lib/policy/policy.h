@@ -126,7 +126,7 @@ typedef struct Policy {
         char **deny_hosts;     /* --deny-host PATTERN[:PORT]; wins over allow */
         char **allow_private;  /* --allow-private CIDR: non-public ranges allowed names may use */
         char **resolve;        /* --resolve NAME:ADDR[,ADDR...]: instead of DNS */
-        char *audit_log;       /* --audit-log FILE: the proxy's JSON-lines decisions */
+        char *audit_log;       /* --audit-log FILE (absolute): the proxy's JSON-lines decisions */
         PolicySecret *secrets; /* --secret; implies NETWORK_MODE_ALLOW */
         size_t n_secrets;
         char **upstream_ca; /* --upstream-ca FILE: extra CAs for the proxy's upstream TLS */
@@ -186,6 +186,10 @@ int policy_add_allow_host(Policy *p, const char *pattern, const char *ctx, Hutch
 int policy_add_deny_host(Policy *p, const char *pattern, const char *ctx, HutchError *reterr);
 int policy_add_allow_private(Policy *p, const char *cidr, const char *ctx, HutchError *reterr);
 int policy_add_resolve(Policy *p, const char *entry, const char *ctx, HutchError *reterr);
+
+/* Sets the audit log file, made absolute against the current directory (as
+ * policy_path_make_absolute()). -EINVAL for an empty path, getcwd()'s errno,
+ * -ENOMEM. */
 int policy_set_audit_log(Policy *p, const char *path, HutchError *reterr);
 
 /* Parses a --secret spec (docs/secrets.md):
