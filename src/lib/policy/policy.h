@@ -238,3 +238,23 @@ int policy_load_json(Policy *p, const char *text, size_t len, HutchError *reterr
 /* Reads @path (at most POLICY_MAX_FILE_SIZE bytes) and applies it with
  * policy_load_json(). */
 int policy_load_file(Policy *p, const char *path, HutchError *reterr);
+
+/* Writes @p as a compact JSON policy document (docs/policy.md, "Written
+ * policies") that policy_load_json() applied to policy_new() turns back into
+ * a policy equal to @p in every field, for a @p filled by the setters and
+ * loaders above. Keys come in a fixed order; fields at their default (empty
+ * lists, unset strings, false) are left out, the network mode is written only
+ * when it was set explicitly (network_set) and a limit only when its
+ * limits_explicit bit is set, so the others come back as defaults. Secrets
+ * are written as their sources, never a value. The paths are written as they
+ * are: they are absolute already, so the document reads the same from any
+ * current directory.
+ *
+ * Returns 0 and a NUL-terminated string in @ret that the caller free()s.
+ * -EINVAL for a NULL argument or a field the format cannot hold (a workspace
+ * or network mode out of range, an env entry without '=' or with an invalid
+ * name, a secret with both an env and a file source), -EILSEQ for a string
+ * that is not valid UTF-8 (JSON has no way to hold it), -EFBIG when the
+ * document would be larger than POLICY_MAX_FILE_SIZE (the loader would
+ * refuse it), -ENOMEM. */
+int policy_to_json(const Policy *p, char **ret);
