@@ -97,8 +97,9 @@ static const struct {
          "working directory (default /workspace with a workspace, else $HOME)"},
         {"-e, --env KEY=VALUE|KEY", "set a variable, or pass the caller's KEY (repeatable)"},
         {"--env-pass KEY", "pass the caller's KEY through (repeatable)"},
-        {"--workspace DIR[:mount|:copy]",
-         "the agent's folder at /workspace (default mode mount; copy: a 4g tmpfs)"},
+        {"--workspace DIR[:mount|:copy|:overlay]",
+         "the agent's folder at /workspace (default mode mount; copy: a 4g tmpfs; overlay: "
+         "changes stay in the sandbox)"},
         {"--tmpfs PATH[:size=N]",
          "a tmpfs at PATH (default size 1g; defaults: /tmp 1g, $HOME 1g, /dev/shm 64m)"},
         {"--read-only", "make the workspace, $HOME and binds read-only"},

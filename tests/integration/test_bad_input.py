@@ -42,6 +42,14 @@ def bad_cases(sbx):
             ["/nonexistent/hutch-ws"],
         ),
         "workspace-not-a-dir": (["--workspace", str(f)], [str(f)]),
+        "missing-overlay-workspace": (
+            ["--workspace", "/nonexistent/hutch-ws:overlay"],
+            ["/nonexistent/hutch-ws", "does not exist"],
+        ),
+        "overlay-workspace-not-a-dir": (
+            ["--workspace", f"{f}:overlay"],
+            [str(f), "not a directory"],
+        ),
         "relative-bind-target": (["-v", f"{d}:relative/target"], ["relative/target"]),
         "missing-bind-source": (["-v", "/nonexistent/hutch-src:/data"], ["/nonexistent/hutch-src"]),
         "bad-bind-mode": (["-v", f"{d}:/data:rx"], ["rx"]),
@@ -91,6 +99,8 @@ CASE_IDS = [
     "unknown-flag",
     "missing-workspace",
     "workspace-not-a-dir",
+    "missing-overlay-workspace",
+    "overlay-workspace-not-a-dir",
     "relative-bind-target",
     "missing-bind-source",
     "bad-bind-mode",

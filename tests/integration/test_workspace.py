@@ -1,7 +1,8 @@
 # SPDX-License-Identifier: LGPL-2.1-or-later
-"""--workspace DIR[:mount|:copy]: mounted at /workspace and made the cwd.
+"""--workspace DIR[:mount|:copy|:overlay]: mounted at /workspace and made the cwd.
 :mount is the live folder (with a warning), :copy a tmpfs copy that never
-follows a symlink out of DIR and never reaches back into DIR."""
+follows a symlink out of DIR and never reaches back into DIR, :overlay DIR
+as the lower layer with the changes kept in the sandbox."""
 
 import os
 
@@ -96,6 +97,21 @@ def test_copy_is_a_tmpfs_and_changes_stay_inside(sbx):
     assert (d / "sub" / "nested.txt").read_text() == "nested\n"
     fstype = int(parse_kv(sbx.fact("statfs", "/workspace", flags=["--workspace", f"{d}:copy"]))["type"], 16)
     assert fstype == TMPFS_MAGIC
+
+
+def test_overlay_shows_the_folder_and_changes_stay_inside(sbx):
+    d = workspace(sbx)
+    script = (
+        "cat file.txt sub/nested.txt; echo new > new.txt; echo changed > file.txt;"
+        " rm sub/nested.txt; cat new.txt file.txt; ls sub"
+    )
+    r = sbx.run(["--workspace", f"{d}:overlay", "--", "sh", "-c", script])
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == "original\nnested\nnew\nchanged\n"
+    assert r.stderr == "", "overlay mode must not print the live-folder warning"
+    assert sorted(os.listdir(d)) == ["file.txt", "sub"]
+    assert (d / "file.txt").read_text() == "original\n"
+    assert (d / "sub" / "nested.txt").read_text() == "nested\n"
 
 
 def test_copy_never_follows_symlinks_out(sbx):

@@ -62,30 +62,45 @@ static int load(const char *json, HutchError *e) {
         return policy_load_json(p, json, strlen(json), e);
 }
 
+/* A document with every local field; %s is the workspace directory. */
+static const char full_document_fmt[] =
+        "{\n"
+        "  \"workspace\": {\"path\": \"%s\", \"mode\": \"copy\"},\n"
+        "  \"binds\": [\n"
+        "    {\"source\": \"/tmp\", \"target\": \"/data\", \"read_only\": "
+        "true},\n"
+        "    {\"source\": \"/tmp\", \"target\": \"/rw\"}\n"
+        "  ],\n"
+        "  \"tmpfs\": [{\"path\": \"/tmp\", \"size\": \"64m\"}, {\"path\": "
+        "\"/cache\", \"size\": 8192}, {\"path\": \"/big\"}],\n"
+        "  \"env\": {\"A\": \"1\", \"B\": \"two words\"},\n"
+        "  \"env_pass\": [\"TERM\", \"LANG\"],\n"
+        "  \"workdir\": \"/workspace/src\",\n"
+        "  \"hostname\": \"box\",\n"
+        "  \"read_only\": true,\n"
+        "  \"network\": \"none\"\n"
+        "}\n";
+
+/* A document with the limits and every network field. */
+static const char limits_network_document[] =
+        "{\"limits\": {\"memory\": \"512m\", \"memory_swap\": 1073741824,"
+        " \"cpus\": 1.5, \"pids\": 64, \"timeout\": \"30s\", \"disk\": \"1g\","
+        " \"output_limit\": \"10m\"},"
+        " \"allow_degraded\": true,"
+        " \"network\": \"allow\","
+        " \"allow_hosts\": [\"api.example.com\", \"*.npmjs.org:443\"],"
+        " \"deny_hosts\": [\"evil.npmjs.org\"],"
+        " \"allow_private\": [\"127.0.0.0/8\"],"
+        " \"resolve\": [\"api.example.com:127.0.0.1\"],"
+        " \"audit_log\": \"/tmp/a.jsonl\"}";
+
 TEST(full_document) {
         _cleanup_tmpdir_ char *dir = make_tmpdir();
         _cleanup_(policy_freep) Policy *p = policy_new();
         _cleanup_free_ char *json = NULL;
         HutchError e = {};
 
-        ASSERT_TRUE(asprintf(&json,
-                             "{\n"
-                             "  \"workspace\": {\"path\": \"%s\", \"mode\": \"copy\"},\n"
-                             "  \"binds\": [\n"
-                             "    {\"source\": \"/tmp\", \"target\": \"/data\", \"read_only\": "
-                             "true},\n"
-                             "    {\"source\": \"/tmp\", \"target\": \"/rw\"}\n"
-                             "  ],\n"
-                             "  \"tmpfs\": [{\"path\": \"/tmp\", \"size\": \"64m\"}, {\"path\": "
-                             "\"/cache\", \"size\": 8192}, {\"path\": \"/big\"}],\n"
-                             "  \"env\": {\"A\": \"1\", \"B\": \"two words\"},\n"
-                             "  \"env_pass\": [\"TERM\", \"LANG\"],\n"
-                             "  \"workdir\": \"/workspace/src\",\n"
-                             "  \"hostname\": \"box\",\n"
-                             "  \"read_only\": true,\n"
-                             "  \"network\": \"none\"\n"
-                             "}\n",
-                             dir) > 0);
+        ASSERT_TRUE(asprintf(&json, full_document_fmt, dir) > 0);
         ASSERT_OK(policy_load_json(p, json, strlen(json), &e));
 
         ASSERT_STREQ(p->workspace, dir);
@@ -140,6 +155,21 @@ TEST(workspace_forms) {
         ASSERT_OK(policy_load_json(p, "{\"workspace\": {\"path\": \"/tmp\", \"mode\": \"mount\"}}",
                                    48, &e));
         ASSERT_EQ(p->workspace_mode, WORKSPACE_MODE_MOUNT);
+        free(json);
+        json = NULL;
+        ASSERT_TRUE(asprintf(&json, "{\"workspace\": {\"path\": \"%s\", \"mode\": \"overlay\"}}",
+                             dir) > 0);
+        ASSERT_OK(policy_load_json(p, json, strlen(json), &e));
+        ASSERT_STREQ(p->workspace, dir);
+        ASSERT_EQ(p->workspace_mode, WORKSPACE_MODE_OVERLAY);
+        ASSERT_OK(policy_validate(p, &e));
+        free(json);
+        json = NULL;
+        ASSERT_TRUE(asprintf(&json, "{\"workspace\": \"%s:overlay\"}", dir) > 0);
+        p->workspace_mode = WORKSPACE_MODE_MOUNT;
+        ASSERT_OK(policy_load_json(p, json, strlen(json), &e));
+        ASSERT_STREQ(p->workspace, dir);
+        ASSERT_EQ(p->workspace_mode, WORKSPACE_MODE_OVERLAY);
 
         /* Relative paths are relative to the current directory. */
         ASSERT_NOT_NULL(old);
@@ -340,9 +370,9 @@ TEST(invalid_values) {
                  "policy: /workspace/path: path must not be empty"},
                 {"{\"workspace\": {\"mode\": \"copy\"}}", "/workspace",
                  "policy: /workspace: missing field 'path'"},
-                {"{\"workspace\": {\"path\": \"/tmp\", \"mode\": \"overlay\"}}", "/workspace/mode",
-                 "policy: /workspace/mode: unknown workspace mode 'overlay' (expected 'mount' or "
-                 "'copy')"},
+                {"{\"workspace\": {\"path\": \"/tmp\", \"mode\": \"snapshot\"}}", "/workspace/mode",
+                 "policy: /workspace/mode: unknown workspace mode 'snapshot' (expected 'mount', "
+                 "'copy' or 'overlay')"},
                 {"{\"binds\": [{\"source\": \"/a\", \"target\": \"rel\"}]}", "/binds/0/target",
                  "policy: /binds/0/target: bind target 'rel' must be an absolute path"},
                 {"{\"binds\": [{\"source\": \"/a\", \"target\": \"/usr/x\"}]}", "/binds/0/target",
@@ -683,16 +713,7 @@ TEST(locate) {
 TEST(limits_and_network_fields) {
         _cleanup_(policy_freep) Policy *p = policy_new();
         HutchError e = {};
-        const char *json = "{\"limits\": {\"memory\": \"512m\", \"memory_swap\": 1073741824,"
-                           " \"cpus\": 1.5, \"pids\": 64, \"timeout\": \"30s\", \"disk\": \"1g\","
-                           " \"output_limit\": \"10m\"},"
-                           " \"allow_degraded\": true,"
-                           " \"network\": \"allow\","
-                           " \"allow_hosts\": [\"api.example.com\", \"*.npmjs.org:443\"],"
-                           " \"deny_hosts\": [\"evil.npmjs.org\"],"
-                           " \"allow_private\": [\"127.0.0.0/8\"],"
-                           " \"resolve\": [\"api.example.com:127.0.0.1\"],"
-                           " \"audit_log\": \"/tmp/a.jsonl\"}";
+        const char *json = limits_network_document;
 
         ASSERT_OK(policy_load_json(p, json, strlen(json), &e));
         ASSERT_EQ(p->memory_max, 512ULL << 20);
@@ -743,6 +764,458 @@ TEST(limits_and_network_errors) {
                 ASSERT_STREQ(e.pointer, cases[i].pointer);
                 ASSERT_EQ(e.line, 1);
         }
+}
+
+/* The writer: policy_to_json() and back. */
+
+static void assert_str_or_null_equal(const char *a, const char *b) {
+        if (!a || !b)
+                ASSERT_TRUE(a == b);
+        else
+                ASSERT_STREQ(a, b);
+}
+
+/* Equal lists; NULL and empty are the same list. */
+static void assert_strv_equal(char *const *a, char *const *b) {
+        ASSERT_EQ(strv_length(a), strv_length(b));
+        for (size_t i = 0; i < strv_length(a); i++)
+                ASSERT_STREQ(a[i], b[i]);
+}
+
+static void assert_secret_equal(const PolicySecret *a, const PolicySecret *b) {
+        ASSERT_STREQ(a->name, b->name);
+        assert_str_or_null_equal(a->env_var, b->env_var);
+        assert_str_or_null_equal(a->file, b->file);
+        assert_strv_equal(a->hosts, b->hosts);
+        assert_str_or_null_equal(a->header, b->header);
+        assert_str_or_null_equal(a->path_prefix, b->path_prefix);
+        /* No methods (all of them) is not an empty list. */
+        ASSERT_EQ(a->methods == NULL, b->methods == NULL);
+        assert_strv_equal(a->methods, b->methods);
+}
+
+/* Every field of Policy, in the order of its declaration. */
+static void assert_policy_equal(const Policy *a, const Policy *b) {
+        assert_str_or_null_equal(a->workspace, b->workspace);
+        ASSERT_EQ(a->workspace_mode, b->workspace_mode);
+        ASSERT_EQ(a->n_binds, b->n_binds);
+        for (size_t i = 0; i < a->n_binds; i++) {
+                ASSERT_STREQ(a->binds[i].source, b->binds[i].source);
+                ASSERT_STREQ(a->binds[i].target, b->binds[i].target);
+                ASSERT_EQ(a->binds[i].read_only, b->binds[i].read_only);
+        }
+        ASSERT_EQ(a->n_tmpfs, b->n_tmpfs);
+        for (size_t i = 0; i < a->n_tmpfs; i++) {
+                ASSERT_STREQ(a->tmpfs[i].path, b->tmpfs[i].path);
+                ASSERT_EQ(a->tmpfs[i].size, b->tmpfs[i].size);
+        }
+        assert_strv_equal(a->env, b->env);
+        assert_strv_equal(a->env_pass, b->env_pass);
+        assert_str_or_null_equal(a->workdir, b->workdir);
+        assert_str_or_null_equal(a->hostname, b->hostname);
+        ASSERT_EQ(a->read_only, b->read_only);
+        ASSERT_EQ(a->network, b->network);
+        ASSERT_EQ(a->network_set, b->network_set);
+        assert_strv_equal(a->allow_hosts, b->allow_hosts);
+        assert_strv_equal(a->deny_hosts, b->deny_hosts);
+        assert_strv_equal(a->allow_private, b->allow_private);
+        assert_strv_equal(a->resolve, b->resolve);
+        assert_str_or_null_equal(a->audit_log, b->audit_log);
+        ASSERT_EQ(a->n_secrets, b->n_secrets);
+        for (size_t i = 0; i < a->n_secrets; i++)
+                assert_secret_equal(&a->secrets[i], &b->secrets[i]);
+        assert_strv_equal(a->upstream_ca, b->upstream_ca);
+        ASSERT_EQ(a->memory_max, b->memory_max);
+        ASSERT_EQ(a->memory_swap_max, b->memory_swap_max);
+        ASSERT_EQ(a->cpu_millis, b->cpu_millis);
+        ASSERT_EQ(a->pids_max, b->pids_max);
+        ASSERT_EQ(a->timeout_ms, b->timeout_ms);
+        ASSERT_EQ(a->disk_size, b->disk_size);
+        ASSERT_EQ(a->output_limit, b->output_limit);
+        ASSERT_EQ(a->limits_explicit, b->limits_explicit);
+        ASSERT_EQ(a->allow_degraded, b->allow_degraded);
+}
+
+/* Writes @p and loads the document into a fresh policy from another
+ * directory (/), as a persistent sandbox's start does. Returns the loaded
+ * policy and, with @ret_json, the document. */
+static Policy *write_and_reload(const Policy *p, char **ret_json) {
+        _cleanup_free_ char *json = NULL, *old = getcwd(NULL, 0);
+        Policy *q = policy_new();
+        HutchError e = {};
+        int r;
+
+        ASSERT_NOT_NULL(q);
+        ASSERT_NOT_NULL(old);
+        ASSERT_OK(policy_to_json(p, &json));
+        ASSERT_OK(chdir("/"));
+        r = policy_load_json(q, json, strlen(json), &e);
+        ASSERT_OK(chdir(old));
+        if (r < 0)
+                fail_msg("reloading %s: %s", json, e.msg);
+        if (ret_json)
+                *ret_json = TAKE_PTR(json);
+        return q;
+}
+
+/* The round trip gives an equal policy, which writes the same document
+ * again, and which validates exactly as the original does. */
+static void assert_round_trip(const Policy *p) {
+        _cleanup_(policy_freep) Policy *q = NULL;
+        _cleanup_free_ char *json = NULL, *again = NULL;
+        HutchError e1 = {}, e2 = {};
+        int r1, r2;
+
+        q = write_and_reload(p, &json);
+        assert_policy_equal(p, q);
+        ASSERT_OK(policy_to_json(q, &again));
+        ASSERT_STREQ(again, json);
+
+        r1 = policy_validate(p, &e1);
+        r2 = policy_validate(q, &e2);
+        ASSERT_EQ(r1, r2);
+        ASSERT_STREQ(e1.msg, e2.msg);
+}
+
+TEST(write_defaults) {
+        _cleanup_(policy_freep) Policy *p = policy_new();
+        _cleanup_free_ char *json = NULL;
+
+        /* Only the hostname: every other default is left to the reader. */
+        ASSERT_OK(policy_to_json(p, &json));
+        ASSERT_STREQ(json, "{\"hostname\":\"hutch\"}");
+        assert_round_trip(p);
+}
+
+TEST(write_key_order_is_fixed) {
+        _cleanup_(policy_freep) Policy *p = policy_new();
+        _cleanup_free_ char *json = NULL;
+        HutchError e = {};
+
+        /* Set in another order than the document's; env keeps its own. */
+        p->allow_degraded = true;
+        ASSERT_OK(policy_set_limit(p, POLICY_LIMIT_PIDS, "64", NULL, &e));
+        ASSERT_OK(policy_set_limit(p, POLICY_LIMIT_MEMORY, "8m", NULL, &e));
+        ASSERT_OK(policy_set_network(p, "none", &e));
+        p->read_only = true;
+        ASSERT_OK(policy_set_hostname(p, "box", &e));
+        ASSERT_OK(policy_set_workdir(p, "/w", &e));
+        ASSERT_OK(policy_add_env_spec(p, "B=2", &e));
+        ASSERT_OK(policy_add_env_spec(p, "A=1", &e));
+        ASSERT_OK(policy_to_json(p, &json));
+        ASSERT_STREQ(json, "{\"env\":{\"B\":\"2\",\"A\":\"1\"},\"workdir\":\"/w\",\"hostname\":"
+                           "\"box\",\"read_only\":true,\"network\":\"none\",\"limits\":{"
+                           "\"memory\":8388608,\"pids\":64},\"allow_degraded\":true}");
+        assert_round_trip(p);
+}
+
+TEST(write_every_field) {
+        _cleanup_tmpdir_ char *dir = make_tmpdir();
+        _cleanup_(policy_freep) Policy *p = policy_new();
+        _cleanup_free_ char *ws = path_join(dir, "ws:1"), *data = path_join(dir, "data"),
+                            *key = path_join(dir, "key"), *ca = path_join(dir, "ca.pem"),
+                            *ws_spec = NULL, *bind_ro = NULL, *bind_rw = NULL, *file_secret = NULL,
+                            *audit = path_join(dir, "audit.jsonl"), *json = NULL;
+        _cleanup_(policy_freep) Policy *q = NULL;
+        HutchError e = {};
+
+        ASSERT_OK(mkdir(ws, 0755));
+        ASSERT_OK(mkdir(data, 0755));
+        write_file(key, "k\n", 2);
+        write_file(ca, "ca\n", 3);
+        ASSERT_OK(setenv("HUTCH_TEST_WRITE_TOKEN", "s3cr3t-value-never-written", 1));
+
+        ASSERT_TRUE(asprintf(&ws_spec, "%s:overlay", ws) > 0);
+        ASSERT_TRUE(asprintf(&bind_ro, "%s:/data:ro", data) > 0);
+        ASSERT_TRUE(asprintf(&bind_rw, "%s:/srv/rw", data) > 0);
+        ASSERT_TRUE(asprintf(&file_secret, "KEY=file:%s@x.example:8443", key) > 0);
+        ASSERT_OK(policy_set_workspace_spec(p, ws_spec, &e));
+        ASSERT_OK(policy_add_bind_spec(p, bind_ro, &e));
+        ASSERT_OK(policy_add_bind_spec(p, bind_rw, &e));
+        ASSERT_OK(policy_add_tmpfs_spec(p, "/tmp:size=64m", &e));
+        ASSERT_OK(policy_add_tmpfs_spec(p, "/workspace:size=8g", &e));
+        ASSERT_OK(policy_add_tmpfs_spec(p, "/cache", &e));
+        ASSERT_OK(policy_add_env_spec(p, "A=1", &e));
+        ASSERT_OK(policy_add_env_spec(p, "EMPTY=", &e));
+        ASSERT_OK(policy_add_env_spec(p, "Q=\"quoted\" \\ a=b\nnew line, caf\xc3\xa9", &e));
+        ASSERT_OK(policy_add_env_spec(p, "TERM", &e));
+        ASSERT_OK(policy_add_env_spec(p, "A", &e)); /* set and passed */
+        ASSERT_OK(policy_set_workdir(p, "/workspace/src", &e));
+        ASSERT_OK(policy_set_hostname(p, "box", &e));
+        p->read_only = true;
+        ASSERT_OK(policy_set_network(p, "allow", &e));
+        ASSERT_OK(policy_add_allow_host(p, "api.example.com", NULL, &e));
+        ASSERT_OK(policy_add_allow_host(p, "*.npmjs.org:443", NULL, &e));
+        ASSERT_OK(policy_add_deny_host(p, "evil.npmjs.org", NULL, &e));
+        ASSERT_OK(policy_add_allow_private(p, "127.0.0.0/8", NULL, &e));
+        ASSERT_OK(policy_add_resolve(p, "api.example.com:127.0.0.1,::1", NULL, &e));
+        ASSERT_OK(policy_set_audit_log(p, audit, &e));
+        ASSERT_OK(policy_add_secret_spec(p, "OPENAI_API_KEY@api.openai.com", &e));
+        ASSERT_OK(
+                policy_add_secret_spec(p,
+                                       "GH=env:HUTCH_TEST_WRITE_TOKEN@api.github.com/repos/o/,"
+                                       "[::1]:8443/repos/o/;header=Authorization;methods=GET,POST",
+                                       &e));
+        ASSERT_OK(policy_add_secret_spec(p, file_secret, &e));
+        ASSERT_OK(policy_add_upstream_ca(p, ca, NULL, &e));
+        for (int i = 0; i < _POLICY_LIMIT_MAX; i++) {
+                static const char *const values[_POLICY_LIMIT_MAX] = {
+                        [POLICY_LIMIT_MEMORY] = "512m", [POLICY_LIMIT_MEMORY_SWAP] = "1g",
+                        [POLICY_LIMIT_CPUS] = "1.5",    [POLICY_LIMIT_PIDS] = "64",
+                        [POLICY_LIMIT_TIMEOUT] = "90s", [POLICY_LIMIT_DISK] = "2g",
+                        [POLICY_LIMIT_OUTPUT] = "10m",
+                };
+
+                ASSERT_OK(policy_set_limit(p, (PolicyLimit)i, values[i], NULL, &e));
+        }
+        p->allow_degraded = true;
+        ASSERT_OK(policy_validate(p, &e));
+
+        /* Spot checks that each field really is in the document (so the
+         * round trip below is not trivially equal). */
+        q = write_and_reload(p, &json);
+        ASSERT_EQ(q->workspace_mode, WORKSPACE_MODE_OVERLAY);
+        ASSERT_STREQ(q->workspace, ws);
+        ASSERT_EQ(q->n_binds, 2);
+        ASSERT_TRUE(q->binds[0].read_only);
+        ASSERT_EQ(q->n_tmpfs, 3);
+        ASSERT_EQ(q->tmpfs[1].size, 8ULL << 30);
+        ASSERT_STREQ(strv_env_get(q->env, "Q"), "\"quoted\" \\ a=b\nnew line, caf\xc3\xa9");
+        ASSERT_STREQ(strv_env_get(q->env, "EMPTY"), "");
+        ASSERT_EQ(strv_length(q->env_pass), 2);
+        ASSERT_TRUE(q->network_set);
+        ASSERT_EQ(q->network, NETWORK_MODE_ALLOW);
+        ASSERT_STREQ(q->audit_log, audit);
+        ASSERT_EQ(q->n_secrets, 3);
+        ASSERT_NULL(q->secrets[0].env_var);
+        ASSERT_NULL(q->secrets[0].file);
+        ASSERT_NULL(q->secrets[0].methods);
+        ASSERT_STREQ(q->secrets[1].env_var, "HUTCH_TEST_WRITE_TOKEN");
+        ASSERT_STREQ(q->secrets[1].path_prefix, "/repos/o/");
+        ASSERT_STREQ(q->secrets[1].header, "Authorization");
+        ASSERT_STREQ(q->secrets[1].methods[1], "POST");
+        ASSERT_STREQ(q->secrets[2].file, key);
+        ASSERT_EQ(q->limits_explicit, (1U << _POLICY_LIMIT_MAX) - 1);
+        ASSERT_EQ(q->cpu_millis, 1500);
+        ASSERT_EQ(q->timeout_ms, 90000);
+        ASSERT_TRUE(q->allow_degraded);
+        /* SECURITY: only where a secret comes from is written, never its value. */
+        ASSERT_NULL(strstr(json, "s3cr3t"));
+        ASSERT_NOT_NULL(strstr(json, "\"source\":\"env:HUTCH_TEST_WRITE_TOKEN\""));
+
+        assert_round_trip(p);
+        ASSERT_OK(policy_validate(q, &e));
+        ASSERT_OK(unsetenv("HUTCH_TEST_WRITE_TOKEN"));
+}
+
+TEST(write_rich_documents) {
+        _cleanup_tmpdir_ char *dir = make_tmpdir();
+        _cleanup_free_ char *full = NULL, *secrets = NULL, *key = path_join(dir, "key");
+        HutchError e = {};
+
+        write_file(key, "k\n", 2);
+        ASSERT_TRUE(asprintf(&full, full_document_fmt, dir) > 0);
+        ASSERT_TRUE(asprintf(&secrets,
+                             "{\"secrets\": [{\"name\": \"A\", \"hosts\": [\"a.example\"]},"
+                             " {\"name\": \"B\", \"source\": \"env:B_SRC\", \"hosts\":"
+                             " [\"b.example:8443\", \"[::1]\"], \"header\": \"X-Api-Key\","
+                             " \"path_prefix\": \"/v1/\", \"methods\": [\"GET\"]},"
+                             " {\"name\": \"C\", \"source\": \"file:%s\", \"hosts\":"
+                             " [\"c.example\"]}],"
+                             " \"upstream_ca\": [\"%s\"], \"limits\": {\"timeout\": 0}}",
+                             key, key) > 0);
+
+        const char *const docs[] = {full, limits_network_document, secrets};
+        for (size_t i = 0; i < ELEMENTSOF(docs); i++) {
+                _cleanup_(policy_freep) Policy *p = policy_new();
+
+                ASSERT_OK(policy_load_json(p, docs[i], strlen(docs[i]), &e));
+                ASSERT_OK(policy_validate(p, &e));
+                assert_round_trip(p);
+        }
+}
+
+TEST(write_workspace_modes) {
+        _cleanup_tmpdir_ char *dir = make_tmpdir();
+        /* A name ending in ":copy" would be a mode in the string form. */
+        _cleanup_free_ char *ws = path_join(dir, "a dir:copy");
+
+        ASSERT_OK(mkdir(ws, 0755));
+        for (int m = 0; m < _WORKSPACE_MODE_MAX; m++) {
+                _cleanup_(policy_freep) Policy *p = policy_new();
+                _cleanup_(policy_freep) Policy *q = NULL;
+                HutchError e = {};
+
+                ASSERT_OK(policy_set_workspace_path(p, ws, (WorkspaceMode)m, NULL, &e));
+                ASSERT_OK(policy_validate(p, &e));
+                assert_round_trip(p);
+                q = write_and_reload(p, NULL);
+                ASSERT_STREQ(q->workspace, ws);
+                ASSERT_EQ(q->workspace_mode, m);
+        }
+}
+
+TEST(write_limits_only_explicit) {
+        static const struct {
+                PolicyLimit which;
+                const char *set;     /* as the flag takes it */
+                const char *written; /* the member of "limits" */
+        } cases[] = {
+                {POLICY_LIMIT_CPUS, "0.001", "\"cpus\":\"0.001\""},
+                {POLICY_LIMIT_CPUS, "2", "\"cpus\":\"2\""},
+                {POLICY_LIMIT_CPUS, "1.500", "\"cpus\":\"1.5\""},
+                {POLICY_LIMIT_CPUS, "1.25", "\"cpus\":\"1.25\""},
+                {POLICY_LIMIT_CPUS, "1024", "\"cpus\":\"1024\""},
+                {POLICY_LIMIT_TIMEOUT, "0", "\"timeout\":\"0\""},
+                {POLICY_LIMIT_TIMEOUT, "1500ms", "\"timeout\":\"1500ms\""},
+                {POLICY_LIMIT_TIMEOUT, "90s", "\"timeout\":\"90s\""},
+                {POLICY_LIMIT_TIMEOUT, "120s", "\"timeout\":\"2m\""},
+                {POLICY_LIMIT_TIMEOUT, "2h", "\"timeout\":\"2h\""},
+                {POLICY_LIMIT_MEMORY, "6m", "\"memory\":6291456"},
+                {POLICY_LIMIT_MEMORY, "9223372036854775807", "\"memory\":9223372036854775807"},
+                {POLICY_LIMIT_MEMORY, "18446744073709551615",
+                 "\"memory\":\"18446744073709551615\""},
+                {POLICY_LIMIT_MEMORY_SWAP, "1g", "\"memory_swap\":1073741824"},
+                {POLICY_LIMIT_PIDS, "1", "\"pids\":1"},
+                {POLICY_LIMIT_PIDS, "9223372036854775808", "\"pids\":\"9223372036854775808\""},
+                {POLICY_LIMIT_DISK, "4k", "\"disk\":4096"},
+                {POLICY_LIMIT_OUTPUT, "1", "\"output_limit\":1"},
+        };
+
+        for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
+                _cleanup_(policy_freep) Policy *p = policy_new();
+                _cleanup_(policy_freep) Policy *q = NULL;
+                _cleanup_free_ char *json = NULL;
+                HutchError e = {};
+
+                ASSERT_OK(policy_set_limit(p, cases[i].which, cases[i].set, NULL, &e));
+                q = write_and_reload(p, &json);
+                if (!strstr(json, cases[i].written))
+                        fail_msg("%s: %s not in %s", cases[i].set, cases[i].written, json);
+                ASSERT_EQ(q->limits_explicit, 1U << cases[i].which);
+                assert_round_trip(p);
+        }
+
+        /* A limit changed without its explicit bit is not the user's: it
+         * comes back as the default, and no "limits" is written at all. */
+        _cleanup_(policy_freep) Policy *p = policy_new();
+        _cleanup_(policy_freep) Policy *q = NULL;
+        _cleanup_free_ char *json = NULL;
+
+        p->pids_max = 7;
+        p->memory_max = 64ULL << 20;
+        q = write_and_reload(p, &json);
+        ASSERT_NULL(strstr(json, "limits"));
+        ASSERT_EQ(q->pids_max, POLICY_DEFAULT_PIDS);
+        ASSERT_EQ(q->memory_max, POLICY_DEFAULT_MEMORY);
+        ASSERT_EQ(q->limits_explicit, 0);
+}
+
+TEST(write_network_explicit_or_implied) {
+        static const char *const modes[] = {NULL, "none", "allow"};
+
+        for (size_t i = 0; i < ELEMENTSOF(modes); i++) {
+                _cleanup_(policy_freep) Policy *p = policy_new();
+                _cleanup_(policy_freep) Policy *q = NULL;
+                _cleanup_free_ char *json = NULL;
+                HutchError e = {};
+
+                if (modes[i])
+                        ASSERT_OK(policy_set_network(p, modes[i], &e));
+                if (!modes[i] || strcmp(modes[i], "allow") == 0)
+                        ASSERT_OK(policy_add_allow_host(p, "example.com", NULL, &e));
+                q = write_and_reload(p, &json);
+                ASSERT_EQ(q->network_set, modes[i] != NULL);
+                ASSERT_EQ(strstr(json, "\"network\"") != NULL, modes[i] != NULL);
+                ASSERT_EQ(policy_network_mode(q), policy_network_mode(p));
+                assert_round_trip(p);
+        }
+}
+
+TEST(write_validates_as_the_original) {
+        _cleanup_tmpdir_ char *dir = make_tmpdir();
+        _cleanup_free_ char *ws = path_join(dir, "ws"), *src = path_join(dir, "src");
+        _cleanup_(policy_freep) Policy *p = policy_new();
+        HutchError e = {};
+
+        ASSERT_OK(mkdir(ws, 0755));
+        ASSERT_OK(mkdir(src, 0755));
+        ASSERT_OK(policy_set_workspace_path(p, ws, WORKSPACE_MODE_COPY, NULL, &e));
+        ASSERT_OK(policy_add_bind(p, src, "/workspace/src", true, NULL, &e));
+        ASSERT_OK(policy_validate(p, &e));
+        assert_round_trip(p); /* both pass */
+
+        /* Negative twins: what the original fails, the reloaded policy
+         * fails the same way (assert_round_trip() compares the errors). */
+        p->workspace_mode = WORKSPACE_MODE_MOUNT; /* a bind inside a mounted workspace */
+        ASSERT_ERROR(policy_validate(p, &e), EINVAL);
+        assert_round_trip(p);
+        p->workspace_mode = WORKSPACE_MODE_COPY;
+        ASSERT_OK(rmdir(src));
+        ASSERT_ERROR(policy_validate(p, &e), ENOENT);
+        assert_round_trip(p);
+        ASSERT_OK(mkdir(src, 0755));
+        ASSERT_OK(policy_set_network(p, "none", &e));
+        ASSERT_OK(policy_add_secret_spec(p, "T@api.example.com", &e));
+        ASSERT_ERROR(policy_validate(p, &e), EINVAL);
+        assert_round_trip(p);
+}
+
+TEST(write_errors) {
+        _cleanup_(policy_freep) Policy *p = policy_new();
+        _cleanup_free_ char *big = malloc(POLICY_MAX_FILE_SIZE / 2 + 1);
+        char *json = (char *)"untouched";
+        HutchError e = {};
+
+        ASSERT_ERROR(policy_to_json(NULL, &json), EINVAL);
+        ASSERT_ERROR(policy_to_json(p, NULL), EINVAL);
+
+        /* Out-of-range modes cannot be named. */
+        ASSERT_OK(policy_set_workspace_path(p, "/tmp", WORKSPACE_MODE_COPY, NULL, &e));
+        p->workspace_mode = _WORKSPACE_MODE_MAX;
+        ASSERT_ERROR(policy_to_json(p, &json), EINVAL);
+        p->workspace_mode = WORKSPACE_MODE_COPY;
+        p->network = _NETWORK_MODE_MAX;
+        p->network_set = true;
+        ASSERT_ERROR(policy_to_json(p, &json), EINVAL);
+        p->network = NETWORK_MODE_NONE;
+
+        /* An env entry that is not KEY=VALUE (filled directly). */
+        ASSERT_OK(strv_extend(&p->env, "NOEQUALS"));
+        ASSERT_ERROR(policy_to_json(p, &json), EINVAL);
+        p->env = strv_free(p->env);
+        ASSERT_OK(strv_extend(&p->env, "\xff=1"));
+        ASSERT_ERROR(policy_to_json(p, &json), EINVAL);
+        p->env = strv_free(p->env);
+
+        /* A secret with two sources has no "source" to write. */
+        ASSERT_OK(policy_add_secret_spec(p, "T=env:X@api.example.com", &e));
+        p->secrets[0].file = strdup("/k");
+        ASSERT_NOT_NULL(p->secrets[0].file);
+        ASSERT_ERROR(policy_to_json(p, &json), EINVAL);
+        free(p->secrets[0].file);
+        p->secrets[0].file = NULL;
+
+        /* JSON holds only UTF-8. */
+        ASSERT_OK(policy_add_env_spec(p, "BIN=\xff\xfe", &e));
+        ASSERT_ERROR(policy_to_json(p, &json), EILSEQ);
+        p->env = strv_free(p->env);
+        ASSERT_OK(policy_set_workspace_spec(p, "/tmp/\xc3(", &e));
+        ASSERT_ERROR(policy_to_json(p, &json), EILSEQ);
+        ASSERT_OK(policy_set_workspace_spec(p, "/tmp", &e));
+
+        /* A document the reader would refuse as too large. */
+        ASSERT_NOT_NULL(big);
+        memset(big, 'x', POLICY_MAX_FILE_SIZE / 2);
+        big[POLICY_MAX_FILE_SIZE / 2] = '\0';
+        ASSERT_OK(policy_add_env(p, "A", big, NULL, &e));
+        ASSERT_OK(policy_to_json(p, &json)); /* half the limit: fine */
+        free(json);
+        json = (char *)"untouched";
+        ASSERT_OK(policy_add_env(p, "B", big, NULL, &e));
+        ASSERT_ERROR(policy_to_json(p, &json), EFBIG);
+
+        ASSERT_STREQ(json, "untouched"); /* never written on failure */
 }
 
 DEFINE_TEST_MAIN

@@ -68,9 +68,11 @@ TEST(workspace_mode_strings) {
         }
         ASSERT_STREQ(workspace_mode_to_string(WORKSPACE_MODE_MOUNT), "mount");
         ASSERT_STREQ(workspace_mode_to_string(WORKSPACE_MODE_COPY), "copy");
+        ASSERT_STREQ(workspace_mode_to_string(WORKSPACE_MODE_OVERLAY), "overlay");
+        ASSERT_EQ(workspace_mode_from_string("overlay"), WORKSPACE_MODE_OVERLAY);
         ASSERT_NULL(workspace_mode_to_string(_WORKSPACE_MODE_MAX));
         ASSERT_NULL(workspace_mode_to_string(_WORKSPACE_MODE_INVALID));
-        ASSERT_EQ(workspace_mode_from_string("overlay"), _WORKSPACE_MODE_INVALID);
+        ASSERT_EQ(workspace_mode_from_string("overlayfs"), _WORKSPACE_MODE_INVALID);
         ASSERT_EQ(workspace_mode_from_string("Copy"), _WORKSPACE_MODE_INVALID);
         ASSERT_EQ(workspace_mode_from_string(""), _WORKSPACE_MODE_INVALID);
         ASSERT_EQ(workspace_mode_from_string(NULL), _WORKSPACE_MODE_INVALID);
@@ -149,6 +151,17 @@ TEST(workspace_spec_absolute_and_modes) {
          * is not silently turned into a read-write mount by a flag). */
         ASSERT_OK(policy_set_workspace_spec(p, ws, &e));
         ASSERT_EQ(p->workspace_mode, WORKSPACE_MODE_COPY);
+
+        /* An overlay workspace passes the same host checks as the others. */
+        free(spec);
+        spec = NULL;
+        ASSERT_TRUE(asprintf(&spec, "%s:overlay", ws) > 0);
+        ASSERT_OK(policy_set_workspace_spec(p, spec, &e));
+        ASSERT_STREQ(p->workspace, ws);
+        ASSERT_EQ(p->workspace_mode, WORKSPACE_MODE_OVERLAY);
+        ASSERT_OK(policy_validate(p, &e));
+        ASSERT_OK(policy_set_workspace_spec(p, ws, &e));
+        ASSERT_EQ(p->workspace_mode, WORKSPACE_MODE_OVERLAY);
 
         free(spec);
         spec = NULL;
@@ -608,7 +621,7 @@ TEST(validate_workspace) {
         _cleanup_(policy_freep) Policy *p = policy_new();
         _cleanup_free_ char *ws = path_join(dir, "ws"), *file = path_join(dir, "file"),
                             *missing = path_join(dir, "missing"),
-                            *colon = path_join(dir, "ws:overlay"), *link = path_join(dir, "link"),
+                            *colon = path_join(dir, "ws:snapshot"), *link = path_join(dir, "link"),
                             *msg = NULL;
         HutchError e = {};
 
@@ -624,7 +637,8 @@ TEST(validate_workspace) {
         /* An unknown mode makes the whole spec a path: say what the modes are. */
         ASSERT_OK(policy_set_workspace_spec(p, colon, &e));
         ASSERT_ERROR(policy_validate(p, &e), ENOENT);
-        ASSERT_TRUE(strstr(e.msg, "(the workspace modes are 'mount' and 'copy')") != NULL);
+        ASSERT_TRUE(strstr(e.msg, "(the workspace modes are 'mount', 'copy' and 'overlay')") !=
+                    NULL);
 
         ASSERT_OK(policy_set_workspace_spec(p, file, &e));
         ASSERT_ERROR(policy_validate(p, &e), ENOTDIR);
@@ -698,9 +712,12 @@ TEST(validate_binds) {
         ASSERT_OK(policy_set_workspace_spec(p, ws, &e));
         ASSERT_ERROR(policy_validate(p, &e), EINVAL);
         ASSERT_STREQ(e.msg, "bind target '/workspace/sub' is inside the mounted workspace "
-                            "(/workspace); use a copied workspace to mount below it");
-        /* Below a copied workspace (a tmpfs) it is fine. */
+                            "(/workspace); use a copy or overlay workspace to mount below it");
+        /* Below a copied workspace (a tmpfs) it is fine, and below an
+         * overlay one (its upper layer is not the host folder) too. */
         p->workspace_mode = WORKSPACE_MODE_COPY;
+        ASSERT_OK(policy_validate(p, &e));
+        p->workspace_mode = WORKSPACE_MODE_OVERLAY;
         ASSERT_OK(policy_validate(p, &e));
         free(p->workspace);
         p->workspace = NULL;
@@ -729,7 +746,7 @@ TEST(validate_workspace_targets) {
         p->workspace_mode = WORKSPACE_MODE_MOUNT;
         ASSERT_ERROR(policy_validate(p, &e), EINVAL);
         ASSERT_STREQ(e.msg, "tmpfs target '/workspace' is inside the mounted workspace "
-                            "(/workspace); use a copied workspace to mount below it");
+                            "(/workspace); use a copy or overlay workspace to mount below it");
         p->workspace_mode = WORKSPACE_MODE_COPY;
 
         /* A bind can never replace the workspace itself. */
@@ -981,6 +998,20 @@ TEST(network_entries) {
         ASSERT_ERROR(policy_add_resolve(p, "a.com:nope", "--resolve", &e), EINVAL);
         ASSERT_STREQ(e.msg, "invalid --resolve 'a.com:nope': 'nope' is not an IP address");
         ASSERT_ERROR(policy_set_audit_log(p, "", &e), EINVAL);
+        ASSERT_STREQ(p->audit_log, "/tmp/audit.jsonl"); /* unchanged by the failure */
+}
+
+TEST(audit_log_is_made_absolute) {
+        _cleanup_tmpdir_ char *dir = make_tmpdir();
+        _cleanup_(policy_freep) Policy *p = policy_new();
+        _cleanup_free_ char *old = getcwd(NULL, 0), *want = path_join(dir, "logs/a.jsonl");
+        HutchError e = {};
+
+        ASSERT_NOT_NULL(old);
+        ASSERT_OK(chdir(dir));
+        ASSERT_OK(policy_set_audit_log(p, "./logs//a.jsonl", &e));
+        ASSERT_OK(chdir(old));
+        ASSERT_STREQ(p->audit_log, want);
 }
 
 TEST(network_entries_cap) {

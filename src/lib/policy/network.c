@@ -128,15 +128,19 @@ int policy_add_resolve(Policy *p, const char *entry, const char *ctx, HutchError
 }
 
 int policy_set_audit_log(Policy *p, const char *path, HutchError *reterr) {
-        char *copy;
+        char *abs = NULL;
+        int r;
 
         if (!path || path[0] == '\0')
                 return hutch_error_set(reterr, EINVAL, "--audit-log needs a file name");
-        copy = strdup(path);
-        if (!copy)
-                return -ENOMEM;
+        /* Absolute now, so a stored policy names the same file from any
+         * current directory (and hutch-proxy's cwd never matters). */
+        r = policy_path_make_absolute(path, &abs);
+        if (r < 0)
+                return hutch_error_set(reterr, -r, "cannot make audit log '%s' absolute: %s", path,
+                                       strerror(-r));
         free(p->audit_log);
-        p->audit_log = copy;
+        p->audit_log = abs;
         return 0;
 }
 

@@ -27,7 +27,7 @@
 int policy_set_workspace_path(Policy *p, const char *path, WorkspaceMode mode, const char *ctx,
                               HutchError *reterr);
 
-/* Parses "DIR[:mount|:copy]" (see policy_set_workspace_spec()). */
+/* Parses "DIR[:mount|:copy|:overlay]" (see policy_set_workspace_spec()). */
 int policy_set_workspace_spec_ctx(Policy *p, const char *spec, const char *ctx, HutchError *reterr);
 
 /* Checks that @target can be a bind (@is_tmpfs false) or tmpfs target:

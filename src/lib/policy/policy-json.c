@@ -316,7 +316,9 @@ static int json_dispatch_workspace_mode(JsonCtx *c, const JsonField *f, json_t *
         m = workspace_mode_from_string(s);
         if (m < 0)
                 return json_ctx_fail(c, EINVAL,
-                                     "unknown workspace mode '%s' (expected 'mount' or 'copy')", s);
+                                     "unknown workspace mode '%s' (expected 'mount', 'copy' or "
+                                     "'overlay')",
+                                     s);
         *(WorkspaceMode *)((char *)userdata + f->offset) = m;
         return 0;
 }

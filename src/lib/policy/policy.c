@@ -611,12 +611,13 @@ static int validate_workspace(const Policy *p, HutchError *reterr) {
                 int r = negative_errno();
 
                 if (r == -ENOENT) {
-                        /* The spec parser treats "DIR:overlay" as a path, since ':'
+                        /* The spec parser treats "DIR:ro" as a path, since ':'
                          * is valid in names; say so when that is the likely cause. */
                         if (strchr(p->workspace, ':'))
                                 return hutch_error_set(reterr, ENOENT,
                                                        "workspace '%s' does not exist (the "
-                                                       "workspace modes are 'mount' and 'copy')",
+                                                       "workspace modes are 'mount', 'copy' "
+                                                       "and 'overlay')",
                                                        p->workspace);
                         return hutch_error_set(reterr, ENOENT, "workspace '%s' does not exist",
                                                p->workspace);
@@ -655,17 +656,20 @@ static int validate_target_unique(const Policy *p, const char *kind, const char 
                 return -ENOMEM;
         path_simplify_slashes(simple);
         if (p->workspace && path_is_at_or_below(simple, POLICY_SANDBOX_WORKSPACE)) {
-                bool copy = p->workspace_mode == WORKSPACE_MODE_COPY;
-
                 /* SECURITY: a mounted workspace is the user's real folder: a
                  * mount below it would create its mount point there, on the
                  * host. A copied one is a tmpfs: mounts below it are fine, and
-                 * a tmpfs entry for /workspace itself sets that tmpfs's size. */
-                if (!copy)
+                 * a tmpfs entry for /workspace itself sets that tmpfs's size.
+                 * An overlay workspace creates mount points in its upper
+                 * layer, never in the host folder (the lower layer), so it
+                 * is treated as a copy. */
+                if (p->workspace_mode != WORKSPACE_MODE_COPY &&
+                    p->workspace_mode != WORKSPACE_MODE_OVERLAY)
                         return hutch_error_set(reterr, EINVAL,
                                                "%s target '%s' is inside the mounted workspace "
                                                "(" POLICY_SANDBOX_WORKSPACE
-                                               "); use a copied workspace to mount below it",
+                                               "); use a copy or overlay workspace to mount "
+                                               "below it",
                                                kind, target);
                 if (strcmp(simple, POLICY_SANDBOX_WORKSPACE) == 0 && strcmp(kind, "tmpfs") != 0)
                         return hutch_error_set(reterr, EINVAL,

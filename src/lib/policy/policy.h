@@ -23,9 +23,9 @@
 #include "macro.h"
 
 typedef enum WorkspaceMode {
-        WORKSPACE_MODE_MOUNT, /* the real folder, read-write */
-        WORKSPACE_MODE_COPY,  /* copied into a tmpfs before the command */
-        WORKSPACE_MODE_OVERLAY, /* lower layer of an overlay; changes stay in the sandbox */
+        WORKSPACE_MODE_MOUNT,   /* the real folder, read-write */
+        WORKSPACE_MODE_COPY,    /* copied into a tmpfs before the command */
+        WORKSPACE_MODE_OVERLAY, /* the lower layer of an overlay; changes stay in the sandbox */
         _WORKSPACE_MODE_MAX,
         _WORKSPACE_MODE_INVALID = -EINVAL,
 } WorkspaceMode;
@@ -126,7 +126,7 @@ typedef struct Policy {
         char **deny_hosts;     /* --deny-host PATTERN[:PORT]; wins over allow */
         char **allow_private;  /* --allow-private CIDR: non-public ranges allowed names may use */
         char **resolve;        /* --resolve NAME:ADDR[,ADDR...]: instead of DNS */
-        char *audit_log;       /* --audit-log FILE: the proxy's JSON-lines decisions */
+        char *audit_log;       /* --audit-log FILE (absolute): the proxy's JSON-lines decisions */
         PolicySecret *secrets; /* --secret; implies NETWORK_MODE_ALLOW */
         size_t n_secrets;
         char **upstream_ca; /* --upstream-ca FILE: extra CAs for the proxy's upstream TLS */
@@ -148,7 +148,7 @@ Policy *policy_new(void);
 Policy *policy_free(Policy *p);
 DEFINE_POINTER_CLEANUP(Policy, policy_free)
 
-/* Parses "DIR[:mount|:copy]" and sets the workspace. DIR is made absolute
+/* Parses "DIR[:mount|:copy|:overlay]" and sets the workspace. DIR is made absolute
  * against the current directory (it is not resolved or checked here; that is
  * policy_validate()'s job). -EINVAL with @reterr naming the value for an
  * unknown mode or an empty DIR. */
@@ -186,6 +186,10 @@ int policy_add_allow_host(Policy *p, const char *pattern, const char *ctx, Hutch
 int policy_add_deny_host(Policy *p, const char *pattern, const char *ctx, HutchError *reterr);
 int policy_add_allow_private(Policy *p, const char *cidr, const char *ctx, HutchError *reterr);
 int policy_add_resolve(Policy *p, const char *entry, const char *ctx, HutchError *reterr);
+
+/* Sets the audit log file, made absolute against the current directory (as
+ * policy_path_make_absolute()). -EINVAL for an empty path, getcwd()'s errno,
+ * -ENOMEM. */
 int policy_set_audit_log(Policy *p, const char *path, HutchError *reterr);
 
 /* Parses a --secret spec (docs/secrets.md):
@@ -234,3 +238,23 @@ int policy_load_json(Policy *p, const char *text, size_t len, HutchError *reterr
 /* Reads @path (at most POLICY_MAX_FILE_SIZE bytes) and applies it with
  * policy_load_json(). */
 int policy_load_file(Policy *p, const char *path, HutchError *reterr);
+
+/* Writes @p as a compact JSON policy document (docs/policy.md, "Written
+ * policies") that policy_load_json() applied to policy_new() turns back into
+ * a policy equal to @p in every field, for a @p filled by the setters and
+ * loaders above. Keys come in a fixed order; fields at their default (empty
+ * lists, unset strings, false) are left out, the network mode is written only
+ * when it was set explicitly (network_set) and a limit only when its
+ * limits_explicit bit is set, so the others come back as defaults. Secrets
+ * are written as their sources, never a value. The paths are written as they
+ * are: they are absolute already, so the document reads the same from any
+ * current directory.
+ *
+ * Returns 0 and a NUL-terminated string in @ret that the caller free()s.
+ * -EINVAL for a NULL argument or a field the format cannot hold (a workspace
+ * or network mode out of range, an env entry without '=' or with an invalid
+ * name, a secret with both an env and a file source), -EILSEQ for a string
+ * that is not valid UTF-8 (JSON has no way to hold it), -EFBIG when the
+ * document would be larger than POLICY_MAX_FILE_SIZE (the loader would
+ * refuse it), -ENOMEM. */
+int policy_to_json(const Policy *p, char **ret);

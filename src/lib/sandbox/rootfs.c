@@ -642,6 +642,10 @@ static int setup_one_user_mount(const Policy *p, const UserMount *m, HutchError 
 static int setup_user_mounts(const RootfsConfig *c, HutchError *reterr) {
         const Policy *p = c->policy;
         UserMount list[POLICY_MAX_BINDS + POLICY_MAX_TMPFS];
+        /* A --tmpfs /workspace sizes a copied workspace or an overlay's
+         * upper tmpfs. */
+        bool workspace_tmpfs = p->workspace && (p->workspace_mode == WORKSPACE_MODE_COPY ||
+                                                p->workspace_mode == WORKSPACE_MODE_OVERLAY);
         size_t n = 0;
         int r;
 
@@ -656,8 +660,7 @@ static int setup_user_mounts(const RootfsConfig *c, HutchError *reterr) {
 
                 if (strcmp(t, "/tmp") == 0 || strcmp(t, "/dev/shm") == 0 ||
                     strcmp(t, POLICY_SANDBOX_HOME) == 0 ||
-                    (p->workspace && p->workspace_mode != WORKSPACE_MODE_MOUNT &&
-                     strcmp(t, POLICY_SANDBOX_WORKSPACE) == 0))
+                    (workspace_tmpfs && strcmp(t, POLICY_SANDBOX_WORKSPACE) == 0))
                         continue;
                 list[n++] = (UserMount){.target = t, .tmpfs = &p->tmpfs[i], .fd = -EBADF};
         }

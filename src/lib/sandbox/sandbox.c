@@ -167,8 +167,11 @@ static int prepare_mounts(const Policy *p, const SandboxLayerPaths *layers, cons
                                        "failed to open the sandbox's user "
                                        "namespace: %m");
         if (p->workspace) {
+                /* SECURITY: a copy's source and an overlay's lower layer are
+                 * never written through this mount. */
                 r = open_detached_tree(p->workspace, userns_fd,
-                                       p->read_only || p->workspace_mode == WORKSPACE_MODE_COPY,
+                                       p->read_only || p->workspace_mode == WORKSPACE_MODE_COPY ||
+                                               p->workspace_mode == WORKSPACE_MODE_OVERLAY,
                                        &ret->fds[0], reterr);
                 if (r < 0)
                         return r;
