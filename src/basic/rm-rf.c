@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "fd-util.h"
@@ -38,6 +39,11 @@ static int rm_rf_children(int dfd, unsigned depth) {
                  * unlinked above, never entered. */
                 child = openat(dirfd(d), de->d_name,
                                O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+                /* overlayfs leaves its work/work directory mode 000. */
+                if (child < 0 && errno == EACCES &&
+                    fchmodat(dirfd(d), de->d_name, 0700, AT_SYMLINK_NOFOLLOW) >= 0)
+                        child = openat(dirfd(d), de->d_name,
+                                       O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
                 if (child < 0) {
                         if (r == 0)
                                 r = negative_errno();

@@ -10,3 +10,14 @@
 
 int verb_run(int argc, char **argv);
 int verb_doctor(int argc, char **argv);
+int verb_create(int argc, char **argv);
+int verb_exec(int argc, char **argv);
+int verb_ls(int argc, char **argv);
+int verb_stop(int argc, char **argv);
+int verb_rm(int argc, char **argv);
+int verb_logs(int argc, char **argv);
+int verb_gc(int argc, char **argv);
+int verb_snapshot(int argc, char **argv);
+int verb_diff(int argc, char **argv);
+int verb_apply(int argc, char **argv);
+int verb_keeper(int argc, char **argv);

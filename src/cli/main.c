@@ -11,6 +11,16 @@ static const struct {
         const char *summary;
 } verbs[] = {
         {"run", verb_run, "run a command in a fresh one-shot sandbox"},
+        {"create", verb_create, "create a persistent sandbox"},
+        {"exec", verb_exec, "run a command in a persistent sandbox (starts it on demand)"},
+        {"ls", verb_ls, "list the persistent sandboxes"},
+        {"stop", verb_stop, "stop a sandbox (its files stay)"},
+        {"rm", verb_rm, "remove a sandbox"},
+        {"logs", verb_logs, "a sandbox's exec history, detached output and audit log"},
+        {"snapshot", verb_snapshot, "snapshot a sandbox; snapshot ls/rm/export/import"},
+        {"diff", verb_diff, "what a sandbox changed in its overlay workspace"},
+        {"apply", verb_apply, "write a sandbox's workspace changes back to the host"},
+        {"gc", verb_gc, "remove leftovers of interrupted commands"},
         {"doctor", verb_doctor, "report which kernel features work here"},
 };
 
@@ -37,6 +47,9 @@ int main(int argc, char **argv) {
                 (void)printf("hutch %s\n", HUTCH_VERSION);
                 return 0;
         }
+        /* The keeper's entry point (started by exec; not for users). */
+        if (strcmp(argv[1], "__keeper") == 0)
+                return verb_keeper(argc - 1, argv + 1);
         for (size_t i = 0; i < ELEMENTSOF(verbs); i++)
                 if (strcmp(argv[1], verbs[i].name) == 0)
                         return verbs[i].fn(argc - 1, argv + 1);

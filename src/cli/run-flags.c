@@ -2,6 +2,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "parse-util.h"
@@ -33,6 +34,8 @@ enum {
         ARG_AUDIT_LOG,
         ARG_SECRET,
         ARG_UPSTREAM_CA,
+        ARG_FROM,
+        ARG_IDLE_TIMEOUT,
 };
 
 /* The limit flags, in the order of PolicyLimit. */
@@ -78,6 +81,8 @@ static const struct option run_options[] = {
         {"audit-log", required_argument, NULL, ARG_AUDIT_LOG},
         {"secret", required_argument, NULL, ARG_SECRET},
         {"upstream-ca", required_argument, NULL, ARG_UPSTREAM_CA},
+        {"from", required_argument, NULL, ARG_FROM},
+        {"idle-timeout", required_argument, NULL, ARG_IDLE_TIMEOUT},
         {"help", no_argument, NULL, 'h'},
         {}};
 
@@ -147,6 +152,8 @@ void run_args_done(RunArgs *a) {
         a->command = strv_free(a->command);
         free(a->json_path);
         a->json_path = NULL;
+        free(a->from);
+        a->from = NULL;
         a->json_fd = -EBADF;
         a->help = false;
 }
@@ -198,6 +205,46 @@ static int run_args_parse_json_fd(const char *s, int *ret, HutchError *reterr) {
                                        "--json-fd '%s' is not an open file descriptor", s);
         *ret = fd;
         return 0;
+}
+
+/* The flags only `hutch create` takes, and the ones it cannot honour (a
+ * persistent sandbox's $HOME is not a tmpfs, its execs have no output
+ * relay, and a copy would have to be made at every start). */
+static int run_args_check_mode(RunArgs *a, RunArgsMode mode, int c, const char *value,
+                               HutchError *reterr) {
+        if (mode == RUN_ARGS_RUN && (c == ARG_FROM || c == ARG_IDLE_TIMEOUT))
+                return hutch_error_set(reterr, EINVAL, "%s is a flag of 'hutch create'",
+                                       c == ARG_FROM ? "--from" : "--idle-timeout");
+        if (mode != RUN_ARGS_CREATE)
+                return 0;
+        switch (c) {
+        case ARG_JSON:
+        case ARG_JSON_FD:
+                return hutch_error_set(reterr, EINVAL,
+                                       "--json and --json-fd are flags of 'hutch exec'");
+        case ARG_DISK:
+        case ARG_OUTPUT_LIMIT:
+                return hutch_error_set(reterr, EINVAL,
+                                       "%s cannot be enforced for a persistent sandbox (its "
+                                       "layer lives on the host's disk; see docs/persistent.md)",
+                                       c == ARG_DISK ? "--disk" : "--output-limit");
+        case ARG_FROM:
+                free(a->from);
+                a->from = strdup(value);
+                return a->from ? 0 : -ENOMEM;
+        case ARG_IDLE_TIMEOUT:
+                if (parse_duration_ms(value, &a->idle_timeout_ms) < 0 || a->idle_timeout_ms == 0)
+                        return hutch_error_set(reterr, EINVAL,
+                                               "invalid --idle-timeout '%s' (a duration above "
+                                               "0: 30s, 15m, 1h)",
+                                               value);
+                return 0;
+        case 'h':
+                return 0;
+        default:
+                a->policy_given = true;
+                return 0;
+        }
 }
 
 /* Applies one flag of the second pass to @a. */
@@ -258,6 +305,9 @@ static int run_args_apply(RunArgs *a, int c, const char *value, HutchError *rete
                 return policy_add_secret_spec(a->policy, value, reterr);
         case ARG_UPSTREAM_CA:
                 return policy_add_upstream_ca(a->policy, value, "--upstream-ca", reterr);
+        case ARG_FROM:
+        case ARG_IDLE_TIMEOUT:
+                return 0; /* run_args_check_mode() */
         case ARG_MEMORY:
         case ARG_MEMORY_SWAP:
         case ARG_CPUS:
@@ -276,6 +326,23 @@ static int run_args_apply(RunArgs *a, int c, const char *value, HutchError *rete
 }
 
 int run_args_parse(int argc, char **argv, RunArgs *ret, HutchError *reterr) {
+        return run_args_parse_mode(argc, argv, RUN_ARGS_RUN, ret, reterr);
+}
+
+/* create: "--workspace DIR" without a mode means an overlay. */
+static const char *workspace_default_overlay(const char *value, char **buf) {
+        const char *colon = strrchr(value, ':');
+
+        if (colon && workspace_mode_from_string(colon + 1) >= 0)
+                return value;
+        if (asprintf(buf, "%s:overlay", value) < 0) {
+                *buf = NULL;
+                return NULL;
+        }
+        return *buf;
+}
+
+int run_args_parse_mode(int argc, char **argv, RunArgsMode mode, RunArgs *ret, HutchError *reterr) {
         _cleanup_(run_args_done) RunArgs a = {.json_fd = -EBADF};
         _cleanup_strv_free_ char **policy_files = NULL;
         bool help = false;
@@ -299,6 +366,9 @@ int run_args_parse(int argc, char **argv, RunArgs *ret, HutchError *reterr) {
                         if (r < 0)
                                 return r;
                 }
+                r = run_args_check_mode(&a, mode, c, optarg, reterr);
+                if (r < 0)
+                        return r;
         }
         first = optind;
 
@@ -322,17 +392,30 @@ int run_args_parse(int argc, char **argv, RunArgs *ret, HutchError *reterr) {
 
         optind = 0;
         while ((c = getopt_long(argc, argv, run_optstring, run_options, NULL)) >= 0) {
-                r = run_args_apply(&a, c, optarg, reterr);
+                _cleanup_free_ char *buf = NULL;
+                const char *value = optarg;
+
+                if (mode == RUN_ARGS_CREATE && c == ARG_WORKSPACE) {
+                        value = workspace_default_overlay(optarg, &buf);
+                        if (!value)
+                                return -ENOMEM;
+                }
+                r = run_args_apply(&a, c, value, reterr);
                 if (r < 0)
                         return r;
         }
 
         if (a.json_path && a.json_fd >= 0)
                 return hutch_error_set(reterr, EINVAL, "--json and --json-fd cannot be combined");
-        if (first >= argc)
+        if (first >= argc && mode == RUN_ARGS_RUN)
                 return hutch_error_set(reterr, EINVAL,
                                        "missing command (usage: hutch run [FLAGS] -- CMD "
                                        "[ARGS...])");
+        if (mode == RUN_ARGS_CREATE && a.policy->workspace &&
+            a.policy->workspace_mode == WORKSPACE_MODE_COPY)
+                return hutch_error_set(reterr, EINVAL,
+                                       "a persistent sandbox cannot copy its workspace at every "
+                                       "start: use ':overlay' (the default) or ':mount'");
         for (int i = first; i < argc; i++) {
                 r = strv_extend(&a.command, argv[i]);
                 if (r < 0)

@@ -10,12 +10,22 @@
 #include "hutch-error.h"
 #include "policy/policy.h"
 
+typedef enum RunArgsMode {
+        RUN_ARGS_RUN,    /* hutch run [FLAGS] -- CMD... */
+        RUN_ARGS_CREATE, /* hutch create NAME [FLAGS]: no command; --from, --idle-timeout;
+                          * a workspace without a mode is an overlay */
+} RunArgsMode;
+
 typedef struct RunArgs {
-        Policy *policy;  /* owned */
-        char **command;  /* owned; argv of the command, at least one entry */
-        char *json_path; /* --json FILE, or NULL */
-        int json_fd;     /* --json-fd N, or -EBADF */
-        bool help;       /* --help was given: print run_args_usage() and exit 0 */
+        Policy *policy;           /* owned */
+        char **command;           /* owned; argv of the command, at least one entry (run), or
+                                   * the positional arguments (create) */
+        char *json_path;          /* --json FILE, or NULL */
+        int json_fd;              /* --json-fd N, or -EBADF */
+        bool help;                /* --help was given: print run_args_usage() and exit 0 */
+        char *from;               /* create: --from SNAPSHOT, or NULL */
+        uint64_t idle_timeout_ms; /* create: --idle-timeout, or 0 */
+        bool policy_given;        /* create: a policy flag or --policy was given */
 } RunArgs;
 
 void run_args_done(RunArgs *a);
@@ -29,6 +39,9 @@ void run_args_done(RunArgs *a);
  * against the host (policy_validate()) is also run here. @ret is written
  * only on success. */
 int run_args_parse(int argc, char **argv, RunArgs *ret, HutchError *reterr);
+
+/* The same for @mode (run_args_parse() is RUN_ARGS_RUN). */
+int run_args_parse_mode(int argc, char **argv, RunArgsMode mode, RunArgs *ret, HutchError *reterr);
 
 /* Prints the flag reference of `hutch run`. */
 void run_args_usage(FILE *f);

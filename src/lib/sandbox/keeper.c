@@ -18,6 +18,7 @@
 
 #include "fd-util.h"
 #include "macro.h"
+#include "parse-util.h"
 #include "sandbox/keeper.h"
 #include "sandbox/sandbox-internal.h"
 #include "sandbox/sync.h"
@@ -726,9 +727,43 @@ static void keeper_loop(Keeper *k) {
         }
 }
 
+/* Exec ids go on from the history's last line across restarts. */
+static uint64_t history_last_id(const char *path) {
+        _cleanup_close_ int fd = -EBADF;
+        char buf[4097], *line;
+        uint64_t id;
+        off_t size;
+        ssize_t n;
+
+        if (!path)
+                return 0;
+        fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+        if (fd < 0)
+                return 0;
+        size = lseek(fd, 0, SEEK_END);
+        if (size <= 0)
+                return 0;
+        n = pread(fd, buf, sizeof(buf) - 1, size > 4096 ? size - 4096 : 0);
+        if (n <= 0)
+                return 0;
+        buf[n] = '\0';
+        if (buf[n - 1] == '\n')
+                buf[--n] = '\0';
+        line = strrchr(buf, '\n');
+        line = line ? line + 1 : buf;
+        if (strncmp(line, "{\"id\":", 6) != 0)
+                return 0;
+        line += 6;
+        line[strspn(line, "0123456789")] = '\0';
+        return safe_atou64(line, &id) < 0 ? 0 : id;
+}
+
 int sandbox_keep(const KeeperConfig *cfg, char *const *caller_env, HutchError *reterr) {
         _cleanup_(run_state_done) RunState st;
-        Keeper k = {.cfg = cfg, .st = &st, .listen_fd = -EBADF};
+        Keeper k = {.cfg = cfg,
+                    .st = &st,
+                    .listen_fd = -EBADF,
+                    .next_id = history_last_id(cfg->history_path)};
         HutchError err = {};
         int r;
 

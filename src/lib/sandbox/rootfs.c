@@ -439,11 +439,14 @@ static int setup_persistent(const RootfsConfig *c, HutchError *reterr) {
                                 return fail(reterr, r, "make read-only", path);
                 }
         }
+        /* The bottom layer: the empty persistent directories, on a small
+         * tmpfs of its own so that it can be detached like the others. */
         r = stage_dir("skel", path, sizeof(path), reterr);
         if (r < 0)
                 return r;
-        if (chmod(path, 0755) < 0)
-                return fail(reterr, negative_errno(), "set the mode of", path);
+        r = mount_tmpfs(path, 64ULL << 10, 0755, MS_NOSUID | MS_NODEV);
+        if (r < 0)
+                return fail(reterr, r, "mount", path);
         for (size_t i = 0; rootfs_persistent_dirs[i]; i++) {
                 (void)snprintf(path, sizeof(path), STAGE "/skel%s", rootfs_persistent_dirs[i]);
                 if (mkdir(path, strcmp(rootfs_persistent_dirs[i], POLICY_SANDBOX_HOME) == 0

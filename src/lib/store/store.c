@@ -360,8 +360,8 @@ static int sandbox_record_parse(json_t *j, SandboxRecord **ret) {
         return 0;
 }
 
-int store_sandbox_save(const Store *s, const SandboxRecord *r, HutchError *reterr) {
-        _cleanup_free_ char *dir = NULL, *text = NULL;
+static int sandbox_record_write(const char *dir, const SandboxRecord *r, HutchError *reterr) {
+        _cleanup_free_ char *text = NULL;
         json_t *policy = json_loads(r->policy_json, 0, NULL), *j;
         int q;
 
@@ -378,14 +378,21 @@ int store_sandbox_save(const Store *s, const SandboxRecord *r, HutchError *reter
         json_decref(j);
         if (!text)
                 return -ENOMEM;
-        q = store_sandbox_path(s, r->name, NULL, &dir);
-        if (q < 0)
-                return q;
         q = write_atomic(dir, "sandbox.json", text);
         if (q < 0)
                 return hutch_error_set(reterr, -q, "failed to write the record of '%s': %s",
                                        r->name, strerror(-q));
         return 0;
+}
+
+int store_sandbox_save(const Store *s, const SandboxRecord *r, HutchError *reterr) {
+        _cleanup_free_ char *dir = NULL;
+        int q;
+
+        q = store_sandbox_path(s, r->name, NULL, &dir);
+        if (q < 0)
+                return q;
+        return sandbox_record_write(dir, r, reterr);
 }
 
 int snapshot_record_to_json(const SnapshotRecord *r, char **ret) {
@@ -617,16 +624,7 @@ int store_sandbox_create(Store *s, SandboxRecord *r, HutchError *reterr) {
                 return hutch_error_set(reterr, -q, "cannot create the sandbox's layers: %s",
                                        strerror(-q));
         }
-        {
-                /* Save under the temp folder: store_sandbox_save() takes
-                 * the name's folder, so write the record by hand. */
-                _cleanup_free_ char *saved = r->name;
-                char *tmpname = strrchr(tmp, '/') + 1;
-
-                r->name = tmpname;
-                q = store_sandbox_save(s, r, reterr);
-                r->name = TAKE_PTR(saved);
-        }
+        q = sandbox_record_write(tmp, r, reterr);
         if (q >= 0 && rename(tmp, final) < 0)
                 q = hutch_error_set(reterr, errno, "cannot create %s: %m", final);
         if (q < 0)
