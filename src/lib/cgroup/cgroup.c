@@ -596,6 +596,7 @@ fail:
 
 int cgroup_new_child(Cgroup *parent, const char *child, Cgroup **ret, HutchError *reterr) {
         _cleanup_(cgroup_freep) Cgroup *c = NULL;
+        unsigned want = 0; /* 0: every hierarchy */
         int r;
 
         if (!parent || !ret)
@@ -609,12 +610,28 @@ int cgroup_new_child(Cgroup *parent, const char *child, Cgroup **ret, HutchError
         c->name = strdup(child);
         if (!c->name)
                 return -ENOMEM;
+        /* Only what kills and counts the child: the v2 hierarchy
+         * (cgroup.kill, cpu.stat) when the parent uses it, else the v1
+         * freezer and cpuacct, else (nothing that can kill) all of them.
+         * Elsewhere the child's processes stay in the parent's leaf, under
+         * the parent's limits. Fewer directories make an exec cheaper (a v1
+         * memory cgroup costs about a millisecond to create). */
+        for (size_t i = 0; i < parent->n; i++) {
+                const Hierarchy *ph = parent->h + i;
+
+                if (ph->roles && ph->made_dir && ph->version == CGROUP_VERSION_2 &&
+                    (ph->roles & ROLE_KILL))
+                        want = ROLE_KILL;
+                else if (ph->roles && ph->made_dir && (ph->roles & ROLE_FREEZER) &&
+                         want != ROLE_KILL)
+                        want = ROLE_FREEZER | ROLE_CPUACCT;
+        }
         for (size_t i = 0; i < parent->n; i++) {
                 const Hierarchy *ph = parent->h + i;
                 bool oom_group = ph->version == CGROUP_VERSION_2 && (ph->limits & ROLE_MEMORY);
                 CgroupPlace p = {.version = ph->version, .mount = ph->mount, .base = ph->dir};
 
-                if (!ph->roles || !ph->made_dir)
+                if (!ph->roles || !ph->made_dir || (want && !(ph->roles & want)))
                         continue;
                 /* No limits of its own: the parent's count for it. v2
                  * with a memory limit: the leaf gets memory.oom.group. */

@@ -59,6 +59,7 @@ typedef struct Keeper {
         Exec execs[KEEPER_MAX_EXECS];
         size_t n_execs;
         uint64_t next_id, idle_since_ms;
+        CgroupStats counters; /* the sandbox's, read at the last exec's end */
         bool stop, frozen;
         HutchError error;
 } Keeper;
@@ -189,8 +190,8 @@ static void exec_finished(Keeper *k, Exec *e, int status) {
                 (void)cgroup_kill(e->cgroup);
                 (void)cgroup_stats(e->cgroup, &mine);
         }
-        if (k->st->rc.cgroup)
-                (void)cgroup_stats(k->st->rc.cgroup, &after);
+        if (k->st->rc.cgroup && cgroup_stats(k->st->rc.cgroup, &after) >= 0)
+                k->counters = after;
         o.wall_ms = now_ms() - e->start_ms;
         o.cpu_ms = mine.have_cpu ? mine.cpu_usec / 1000 : 0;
         o.mem_peak_bytes = after.have_mem_peak ? after.mem_peak_bytes : 0;
@@ -369,7 +370,9 @@ static int exec_start(Keeper *k, Conn *c, json_t *req, int *fds, size_t n_fds) {
         if (k->st->rc.cgroup) {
                 HutchError ignored = {};
 
-                (void)cgroup_stats(k->st->rc.cgroup, &e->before);
+                /* The sandbox's counters as of the last exec's end: reading
+                 * them here would cost two cgroup walks per exec. */
+                e->before = k->counters;
                 if (asprintf(&name, "x-%llu", (unsigned long long)e->id) < 0) {
                         name = NULL;
                         r = -ENOMEM;
@@ -784,6 +787,8 @@ int sandbox_keep(const KeeperConfig *cfg, char *const *caller_env, HutchError *r
                 return r;
         }
         report_ready(cfg->ready_fd, NULL);
+        if (st.rc.cgroup)
+                (void)cgroup_stats(st.rc.cgroup, &k.counters);
 
         keeper_loop(&k);
 
