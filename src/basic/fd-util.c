@@ -1,10 +1,12 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/openat2.h>
 #include <poll.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <time.h>
 
 #include "fd-util.h"
@@ -108,12 +110,17 @@ int read_full_file(const char *path, size_t max, char **ret) {
 
 int read_full_file_at(int dirfd, const char *path, int flags, size_t max, char **ret) {
         _cleanup_close_ int fd = -EBADF;
-        _cleanup_free_ char *buf = NULL;
-        size_t size = 0, alloc = 4096;
 
         fd = openat(dirfd, path, O_RDONLY | O_CLOEXEC | O_NOCTTY | flags);
         if (fd < 0)
                 return negative_errno();
+        return read_full_fd(fd, max, ret, NULL);
+}
+
+int read_full_fd(int fd, size_t max, char **ret, size_t *ret_size) {
+        _cleanup_free_ char *buf = NULL;
+        size_t size = 0, alloc = 4096;
+
         buf = malloc(alloc);
         if (!buf)
                 return -ENOMEM;
@@ -144,8 +151,92 @@ int read_full_file_at(int dirfd, const char *path, int flags, size_t max, char *
                         return -EFBIG;
         }
         buf[size] = '\0';
+        if (ret_size)
+                *ret_size = size;
         *ret = TAKE_PTR(buf);
         return 0;
+}
+
+int opendir_fd(int dirfd, DIR **ret) {
+        int fd = fcntl(dirfd, F_DUPFD_CLOEXEC, 3);
+        DIR *d;
+
+        if (fd < 0)
+                return negative_errno();
+        d = fdopendir(fd);
+        if (!d) {
+                int r = negative_errno();
+
+                (void)close(fd);
+                return r;
+        }
+        /* The dup shares the offset of @dirfd, which an earlier reader may
+         * have left at the end. */
+        rewinddir(d);
+        *ret = d;
+        return 0;
+}
+
+struct dirent *readdir_no_dot(DIR *d) {
+        for (;;) {
+                struct dirent *de;
+
+                errno = 0;
+                de = readdir(d);
+                if (!de || (strcmp(de->d_name, ".") != 0 && strcmp(de->d_name, "..") != 0))
+                        return de;
+        }
+}
+
+int open_regular_at(int dirfd, const char *name, const struct stat *expected) {
+        _cleanup_close_ int fd = -EBADF;
+        struct stat st;
+        int flags;
+
+        /* SECURITY: O_NONBLOCK and the check below: the entry may have been
+         * swapped since @expected was taken (for a FIFO that would block the
+         * open forever, say); only the same regular file is accepted. */
+        fd = openat(dirfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+        if (fd < 0)
+                return negative_errno();
+        if (fstat(fd, &st) < 0)
+                return negative_errno();
+        if (!S_ISREG(st.st_mode) || st.st_dev != expected->st_dev || st.st_ino != expected->st_ino)
+                return -ESTALE;
+        flags = fcntl(fd, F_GETFL);
+        if (flags < 0 || fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) < 0)
+                return negative_errno();
+        return TAKE_FD(fd);
+}
+
+int open_directory_at(int dirfd, const char *name, const struct stat *expected) {
+        _cleanup_close_ int fd = -EBADF;
+        struct stat st;
+
+        fd = openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (fd < 0)
+                return negative_errno();
+        if (fstat(fd, &st) < 0)
+                return negative_errno();
+        if (st.st_dev != expected->st_dev || st.st_ino != expected->st_ino)
+                return -ESTALE;
+        return TAKE_FD(fd);
+}
+
+int openat_beneath(int dirfd, const char *path, int flags, mode_t mode) {
+        struct open_how how = {
+                .flags = (uint64_t)(flags | O_CLOEXEC),
+                .mode = (flags & (O_CREAT | O_TMPFILE)) ? mode : 0,
+                .resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS,
+        };
+        long fd;
+
+        do
+                fd = syscall(SYS_openat2, dirfd, path, &how, sizeof(how));
+        while (fd < 0 && errno == EINTR);
+        if (fd < 0)
+                return negative_errno();
+        return (int)fd;
 }
 
 #define MAX_FDS_PER_MESSAGE 16

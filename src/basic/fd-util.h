@@ -7,6 +7,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/stat.h>
 #include <sys/types.h>
 
 #include "macro.h"
@@ -38,6 +39,35 @@ int read_full_file(const char *path, size_t max, char **ret);
 
 /* The same, relative to @dirfd, with extra open(2) @flags (O_NOFOLLOW). */
 int read_full_file_at(int dirfd, const char *path, int flags, size_t max, char **ret);
+
+/* The same from an open @fd (read from its current offset). The data may
+ * hold NUL bytes: its length (without the terminator) goes to @ret_size
+ * when non-NULL. */
+int read_full_fd(int fd, size_t max, char **ret, size_t *ret_size);
+
+/* Opens a DIR stream over a duplicate of the directory @dirfd (which
+ * stays the caller's), from its first entry. */
+int opendir_fd(int dirfd, DIR **ret);
+
+/* readdir() without "." and "..". NULL at the end with errno 0, or on
+ * failure with errno set. */
+struct dirent *readdir_no_dot(DIR *d);
+
+/* Opens @name in @dirfd read-only (O_NOFOLLOW, never blocking on a FIFO)
+ * and checks it is still the regular file @expected (from fstatat) names:
+ * same st_dev and st_ino. Returns the fd (O_NONBLOCK cleared), -ESTALE when
+ * the entry was swapped for something else, or -errno. */
+int open_regular_at(int dirfd, const char *name, const struct stat *expected);
+
+/* The same for the directory @name (O_DIRECTORY | O_NOFOLLOW). */
+int open_directory_at(int dirfd, const char *name, const struct stat *expected);
+
+/* openat2() of the relative @path under @dirfd with RESOLVE_BENEATH |
+ * RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS: no component may be a symlink
+ * (the last included) and ".." may not climb above @dirfd. O_CLOEXEC is
+ * added to @flags; @mode is used with O_CREAT. Returns the fd or -errno
+ * (-ELOOP for a symlink, -EXDEV for an escape). */
+int openat_beneath(int dirfd, const char *path, int flags, mode_t mode);
 
 /* Sends @data of @len bytes plus the @n_fds descriptors in @fds (may be 0)
  * as one message over the SOCK_SEQPACKET socket @sock. */

@@ -1,5 +1,8 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 #include <fcntl.h>
+#include <stdlib.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "fd-util.h"
@@ -50,6 +53,110 @@ TEST(read_until_eof_bad_fd) {
         (void)close(p[0]);
         (void)close(p[1]);
         ASSERT_ERROR(read_until_eof(p[0], buf, sizeof(buf), 1000), EBADF);
+}
+
+TEST(read_full_fd_binary_and_cap) {
+        _cleanup_free_ char *s = NULL;
+        size_t n = 0;
+        int fd = memfd_create("t", MFD_CLOEXEC);
+
+        ASSERT_TRUE(fd >= 0);
+        ASSERT_OK(loop_write(fd, "a\0b\n", 4));
+        ASSERT_OK(lseek(fd, 0, SEEK_SET));
+        ASSERT_OK(read_full_fd(fd, 4, &s, &n));
+        ASSERT_EQ(n, 4);
+        ASSERT_EQ(memcmp(s, "a\0b\n", 5), 0); /* NUL-terminated too */
+        ASSERT_OK(lseek(fd, 0, SEEK_SET));
+        ASSERT_ERROR(read_full_fd(fd, 3, &s, &n), EFBIG);
+        (void)close(fd);
+}
+
+/* A scratch directory with a file "f", a directory "d", a symlink "l" to
+ * "d" and a FIFO "p". */
+static int scratch(char *path) {
+        int fd;
+
+        if (!mkdtemp(path))
+                fail_msg("mkdtemp: %s", strerror(errno));
+        fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        ASSERT_TRUE(fd >= 0);
+        ASSERT_OK(mkdirat(fd, "d", 0755));
+        ASSERT_OK(symlinkat("d", fd, "l"));
+        ASSERT_OK(mkfifoat(fd, "p", 0644));
+        ASSERT_OK(close(openat(fd, "f", O_WRONLY | O_CREAT | O_CLOEXEC, 0644)));
+        return fd;
+}
+
+static void unscratch(const char *path, int fd) {
+        (void)unlinkat(fd, "f", 0);
+        (void)unlinkat(fd, "l", 0);
+        (void)unlinkat(fd, "p", 0);
+        (void)unlinkat(fd, "d", AT_REMOVEDIR);
+        (void)close(fd);
+        (void)rmdir(path);
+}
+
+TEST(open_checked_at) {
+        char path[] = "/tmp/hutch-test-fd-util-XXXXXX";
+        int fd = scratch(path), f;
+        struct stat sf, sd, sp;
+
+        ASSERT_OK(fstatat(fd, "f", &sf, AT_SYMLINK_NOFOLLOW));
+        ASSERT_OK(fstatat(fd, "d", &sd, AT_SYMLINK_NOFOLLOW));
+        ASSERT_OK(fstatat(fd, "p", &sp, AT_SYMLINK_NOFOLLOW));
+        f = open_regular_at(fd, "f", &sf);
+        ASSERT_OK(f);
+        ASSERT_EQ(fcntl(f, F_GETFL) & O_NONBLOCK, 0);
+        (void)close(f);
+        f = open_directory_at(fd, "d", &sd);
+        ASSERT_OK(f);
+        (void)close(f);
+        /* Swapped entries: a FIFO is never waited on, a symlink never
+         * followed, another inode is stale. */
+        ASSERT_ERROR(open_regular_at(fd, "p", &sf), ESTALE);
+        ASSERT_ERROR(open_regular_at(fd, "d", &sf), ESTALE);
+        ASSERT_ERROR(open_regular_at(fd, "l", &sf), ELOOP);
+        ASSERT_ERROR(open_directory_at(fd, "l", &sd), ENOTDIR);
+        ASSERT_ERROR(open_directory_at(fd, "d", &sf), ESTALE);
+        ASSERT_ERROR(open_regular_at(fd, "gone", &sf), ENOENT);
+        unscratch(path, fd);
+}
+
+TEST(openat_beneath_refuses_symlinks_and_escapes) {
+        char path[] = "/tmp/hutch-test-fd-util-XXXXXX";
+        int fd = scratch(path), f;
+
+        f = openat_beneath(fd, "d", O_RDONLY | O_DIRECTORY, 0);
+        ASSERT_OK(f);
+        ASSERT_EQ(fcntl(f, F_GETFD) & FD_CLOEXEC, FD_CLOEXEC);
+        (void)close(f);
+        f = openat_beneath(fd, "d/new", O_WRONLY | O_CREAT | O_EXCL, 0600);
+        ASSERT_OK(f);
+        (void)close(f);
+        ASSERT_OK(unlinkat(fd, "d/new", 0));
+        ASSERT_ERROR(openat_beneath(fd, "l", O_RDONLY, 0), ELOOP);
+        ASSERT_ERROR(openat_beneath(fd, "l/x", O_RDONLY, 0), ELOOP);
+        ASSERT_ERROR(openat_beneath(fd, "../etc", O_RDONLY, 0), EXDEV);
+        ASSERT_ERROR(openat_beneath(fd, "/etc", O_RDONLY, 0), EXDEV);
+        unscratch(path, fd);
+}
+
+TEST(opendir_fd_starts_over) {
+        char path[] = "/tmp/hutch-test-fd-util-XXXXXX";
+        int fd = scratch(path);
+
+        for (int round = 0; round < 2; round++) {
+                _cleanup_(closedirp) DIR *d = NULL;
+                int n = 0;
+
+                ASSERT_OK(opendir_fd(fd, &d));
+                while (readdir_no_dot(d))
+                        n++;
+                ASSERT_EQ(errno, 0);
+                ASSERT_EQ(n, 4); /* f, d, l, p */
+        }
+        ASSERT_ERROR(opendir_fd(-EBADF, &(DIR *){NULL}), EBADF);
+        unscratch(path, fd);
 }
 
 DEFINE_TEST_MAIN
