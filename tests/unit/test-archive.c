@@ -132,8 +132,7 @@ static void layer0_fill(int l) {
                 "new\nline",
                 "tab\there",
                 "quo\"te'\\",
-                "\xc3\xbcn\xc3\xaf c\xc3\xb6"
-                "d\xc3\xa9 \xe2\x9c\x93",
+                "\303\274n\303\257 c\303\266d\303\251 \342\234\223", /* "ünï cödé ✓" */
                 "-dash",
                 "...",
                 ".hidden",
