@@ -13,7 +13,7 @@ set -euo pipefail
 # The one list (DESIGN.md §9). libc6-dev provides the static libc the
 # probe links against. user-mode-linux boots a pure cgroup v2 kernel for
 # tests/integration/test_cgroup_v2.py (this machine is hybrid).
-build_pkgs=(meson ninja-build gcc libc6-dev pkg-config libseccomp-dev libjansson-dev libcmocka-dev libevent-dev libhttp-parser-dev libssl-dev)
+build_pkgs=(meson ninja-build gcc libc6-dev pkg-config libseccomp-dev libjansson-dev libcmocka-dev libevent-dev libhttp-parser-dev libssl-dev libarchive-dev)
 test_pkgs=(python3 python3-pytest clang-format shellcheck strace bubblewrap uidmap util-linux passwd user-mode-linux curl git nodejs python3-trustme python3-cryptography python3-requests)
 bench_pkgs=(bubblewrap hyperfine python3 tinyproxy)
 
