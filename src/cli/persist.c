@@ -23,6 +23,7 @@
 #include "persist.h"
 #include "run-flags.h"
 #include "sandbox/keeper.h"
+#include "store/diff.h"
 #include "store/store.h"
 #include "strv.h"
 
@@ -761,7 +762,60 @@ int verb_gc(int argc, char **argv) {
         return 0;
 }
 
+int persist_write_manifest(const Store *s, const SandboxRecord *rec, int host_fd,
+                           HutchError *reterr) {
+        _cleanup_free_ char *path = NULL, *tmp = NULL;
+        _cleanup_close_ int fd = -EBADF;
+        int r;
+
+        if (store_sandbox_path(s, rec->name, "ws-manifest", &path) < 0 ||
+            asprintf(&tmp, "%s.tmp", path) < 0)
+                return -ENOMEM;
+        fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+        if (fd < 0)
+                return hutch_error_set(reterr, errno, "cannot create %s: %m", tmp);
+        r = ws_manifest_write(host_fd, fd, reterr);
+        if (r >= 0 && fsync(fd) < 0)
+                r = hutch_error_set(reterr, errno, "cannot write %s: %m", tmp);
+        if (r >= 0 && rename(tmp, path) < 0)
+                r = hutch_error_set(reterr, errno, "cannot create %s: %m", path);
+        if (r < 0)
+                (void)unlink(tmp);
+        return r;
+}
+
 int persist_record_workspace(const Store *s, const SandboxRecord *rec, const SnapshotRecord *snap,
                              HutchError *reterr) {
-        return 0;
+        _cleanup_(policy_freep) Policy *p = policy_new();
+        _cleanup_close_ int host = -EBADF;
+        int r;
+
+        if (!p)
+                return -ENOMEM;
+        r = policy_load_json(p, rec->policy_json, strlen(rec->policy_json), reterr);
+        if (r < 0)
+                return r;
+        if (!p->workspace || p->workspace_mode != WORKSPACE_MODE_OVERLAY)
+                return 0;
+        if (snap) {
+                /* The snapshot's layers sit on the host folder as it was
+                 * when its first sandbox was created: keep that record. */
+                _cleanup_free_ char *from = NULL, *to = NULL;
+
+                if (!snap->has_manifest)
+                        return 0;
+                if (store_snapshot_path(s, snap->name, "ws-manifest", &from) < 0 ||
+                    store_sandbox_path(s, rec->name, NULL, &to) < 0)
+                        return -ENOMEM;
+                r = store_file_copy(from, to, "ws-manifest");
+                if (r < 0)
+                        return hutch_error_set(reterr, -r, "cannot copy %s: %s", from,
+                                               strerror(-r));
+                return 0;
+        }
+        host = open(p->workspace, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (host < 0)
+                return hutch_error_set(reterr, errno, "cannot open the workspace '%s': %m",
+                                       p->workspace);
+        return persist_write_manifest(s, rec, host, reterr);
 }

@@ -24,3 +24,7 @@ int persist_stop(const Store *s, const char *name, HutchError *reterr);
  * conflict check, or take the snapshot's record when @snap has one. */
 int persist_record_workspace(const Store *s, const SandboxRecord *rec, const SnapshotRecord *snap,
                              HutchError *reterr);
+
+/* Records the host folder's current state as apply's baseline. */
+int persist_write_manifest(const Store *s, const SandboxRecord *rec, int host_fd,
+                           HutchError *reterr);

@@ -15,6 +15,7 @@
 #include "log.h"
 #include "persist.h"
 #include "rm-rf.h"
+#include "sandbox/keeper.h"
 #include "sandbox/sandbox.h"
 #include "store/archive.h"
 #include "store/layers.h"

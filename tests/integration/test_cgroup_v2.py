@@ -37,8 +37,10 @@ CASES = {
     "timeout": "$H run --timeout 1s --json $J -- sh -c "
     "'setsid sh -c \"exec -a hutch-v2-marker sleep 30\" & sleep 30'",
     "cpu": "$H run --cpus 0.5 --json $J -- sh -c 'timeout 2 sh -c \"while :; do :; done\"'",
-    "cpu_max": "$H run --cpus 0.5 -- sh -c 'sleep 0.5' & sleep 0.2; "
-    "cat /sys/fs/cgroup/hutch/run-*/cpu.max; wait",
+    # Waits (bounded) for the run's cgroup: under load the guest is slow.
+    "cpu_max": "$H run --cpus 0.5 -- sh -c 'sleep 3' & "
+    "for i in $(seq 100); do cat /sys/fs/cgroup/hutch/run-*/cpu.max 2>/dev/null && break; "
+    "sleep 0.05; done; wait",
     "leftover": "ls /sys/fs/cgroup/hutch | grep -c '^run-' || true",
     "marker": "grep -l 'hutch-v2-marke[r]' /proc/[0-9]*/cmdline 2>/dev/null | wc -l",
     # The unprivileged user in a delegated subtree: hutch creates its

@@ -24,10 +24,10 @@
  * mode is an overlay of the snapshot layers' ws/ over the host folder, upper
  * <data>/<upper>/ws. */
 typedef struct RootfsLayers {
-        int data_fd;          /* detached mount of the sandbox's data dir, or -EBADF */
-        const char *data_path; /* its host path (bound when there is no fd) */
-        const char *upper;    /* its current upper layer, "upper-<gen>" */
-        const int *layer_fds; /* detached read-only snapshot layers, top first (-EBADF: bind) */
+        int data_fd;              /* detached mount of the sandbox's data dir, or -EBADF */
+        const char *data_path;    /* its host path (bound when there is no fd) */
+        const char *upper;        /* its current upper layer, "upper-<gen>" */
+        const int *layer_fds;     /* detached read-only snapshot layers, top first (-EBADF: bind) */
         char *const *layer_paths; /* their host paths */
         size_t n_layers;
 } RootfsLayers;

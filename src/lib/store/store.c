@@ -871,19 +871,43 @@ int store_snapshot_commit(const Store *s, const char *tmp, const SnapshotRecord 
         return 0;
 }
 
+int store_file_copy(const char *from, const char *to_dir, const char *name) {
+        _cleanup_free_ char *tmp = NULL, *path = NULL;
+        _cleanup_close_ int in = -EBADF, out = -EBADF;
+        char buf[65536];
+        ssize_t n;
+        int r = 0;
+
+        in = open(from, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+        if (in < 0)
+                return negative_errno();
+        if (asprintf(&tmp, "%s/.%s.tmp", to_dir, name) < 0 ||
+            asprintf(&path, "%s/%s", to_dir, name) < 0)
+                return -ENOMEM;
+        out = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+        if (out < 0)
+                return negative_errno();
+        while (r >= 0 && (n = read(in, buf, sizeof(buf))) != 0)
+                r = n < 0 ? negative_errno() : loop_write(out, buf, (size_t)n);
+        if (r >= 0 && fsync(out) < 0)
+                r = negative_errno();
+        if (r >= 0 && rename(tmp, path) < 0)
+                r = negative_errno();
+        if (r < 0)
+                (void)unlink(tmp);
+        return r;
+}
+
 static int copy_manifest(const Store *s, const char *sandbox, const char *to_dir) {
-        _cleanup_free_ char *from = NULL, *text = NULL;
+        _cleanup_free_ char *from = NULL;
         int r;
 
         r = store_sandbox_path(s, sandbox, "ws-manifest", &from);
         if (r < 0)
                 return r;
-        r = read_full_file(from, 1U << 30, &text);
+        r = store_file_copy(from, to_dir, "ws-manifest");
         if (r == -ENOENT)
                 return 0;
-        if (r < 0)
-                return r;
-        r = write_atomic(to_dir, "ws-manifest", text);
         return r < 0 ? r : 1;
 }
 

@@ -141,6 +141,10 @@ bool store_keeper_running(const Store *s, const char *name);
 int snapshot_record_to_json(const SnapshotRecord *r, char **ret);
 int snapshot_record_from_json(const char *text, SnapshotRecord **ret, HutchError *reterr);
 
+/* Copies the file @from to @to_dir/@name (through a temp name, fsync'ed).
+ * -ENOENT when @from does not exist. */
+int store_file_copy(const char *from, const char *to_dir, const char *name);
+
 /* Disk use of a folder, in bytes (st_blocks). */
 uint64_t store_disk_usage(const char *path);
 
