@@ -80,7 +80,7 @@ static int snapshot_take(int argc, char **argv) {
         }
         /* Again under the lock: another command may have changed it. */
         rec = sandbox_record_free(rec);
-        r = store_sandbox_load(s, argv[1], &rec, &err);
+        r = store_sandbox_load_locked(s, argv[1], &rec, &err);
         if (r < 0)
                 return fail(&err, r);
         if (argc == 3) {

@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <jansson.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,6 +20,16 @@
 #include "strv.h"
 
 #define SNAPSHOT_CHAIN_MAX 64
+
+/* Test hook: with HUTCH_TEST_CRASH_POINT=@where in the environment, the
+ * process dies here by SIGKILL, as a crash or a kill -9 would make it (the
+ * crash-safety tests stop a snapshot between each two of its steps). */
+static void crash_point(const char *where) {
+        const char *want = getenv("HUTCH_TEST_CRASH_POINT");
+
+        if (want && strcmp(want, where) == 0)
+                (void)raise(SIGKILL);
+}
 
 uint64_t store_now_ms(void) {
         struct timespec ts;
@@ -765,7 +776,41 @@ static int sandbox_recover(Store *s, SandboxRecord *r) {
         return -ENOENT;
 }
 
-static int sandbox_load_name(Store *s, const char *name, SandboxRecord **ret) {
+/* Recovery changes the sandbox: only under its lock. A caller that does
+ * not hold it takes it here if it is free; if another command holds it
+ * (a snapshot in progress), the sandbox is busy. */
+static int sandbox_recover_locked(Store *s, SandboxRecord *r, bool locked) {
+        _cleanup_free_ char *path = NULL;
+        _cleanup_close_ int fd = -EBADF;
+        char upper[64], sub[80];
+        struct stat st;
+        int q;
+
+        q = upper_name(r->gen, upper, sizeof(upper));
+        if (q < 0)
+                return q;
+        (void)snprintf(sub, sizeof(sub), "data/%s", upper);
+        q = store_sandbox_path(s, r->name, sub, &path);
+        if (q < 0)
+                return q;
+        if (lstat(path, &st) == 0)
+                return 0;
+        if (!locked) {
+                _cleanup_free_ char *lockp = NULL;
+
+                q = store_sandbox_path(s, r->name, "lock", &lockp);
+                if (q < 0)
+                        return q;
+                fd = open(lockp, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+                if (fd < 0)
+                        return negative_errno();
+                if (flock(fd, LOCK_EX | LOCK_NB) < 0)
+                        return errno == EWOULDBLOCK ? -EBUSY : negative_errno();
+        }
+        return sandbox_recover(s, r);
+}
+
+static int sandbox_load_name(Store *s, const char *name, bool locked, SandboxRecord **ret) {
         _cleanup_free_ char *path = NULL;
         _cleanup_(sandbox_record_freep) SandboxRecord *r = NULL;
         json_t *j = NULL;
@@ -783,21 +828,27 @@ static int sandbox_load_name(Store *s, const char *name, SandboxRecord **ret) {
                 return q;
         if (strcmp(r->name, name) != 0)
                 return -EBADMSG;
-        q = sandbox_recover(s, r);
+        q = sandbox_recover_locked(s, r, locked);
         if (q < 0)
                 return q == -ENOENT ? -EUCLEAN : q;
         *ret = TAKE_PTR(r);
         return 0;
 }
 
-int store_sandbox_load(Store *s, const char *name_or_id, SandboxRecord **ret, HutchError *reterr) {
+static int sandbox_load(Store *s, const char *name_or_id, bool locked, SandboxRecord **ret,
+                        HutchError *reterr) {
         _cleanup_strv_free_ char **names = NULL;
         int r;
 
         if (store_name_is_valid(name_or_id)) {
-                r = sandbox_load_name(s, name_or_id, ret);
+                r = sandbox_load_name(s, name_or_id, locked, ret);
                 if (r >= 0)
                         return 0;
+                if (r == -EBUSY)
+                        return hutch_error_set(reterr, EBUSY,
+                                               "sandbox '%s' is busy (a snapshot of it is being "
+                                               "made); try again",
+                                               name_or_id);
                 if (r == -EUCLEAN)
                         return hutch_error_set(reterr, EUCLEAN,
                                                "sandbox '%s' has lost its layer (an interrupted "
@@ -815,12 +866,21 @@ int store_sandbox_load(Store *s, const char *name_or_id, SandboxRecord **ret, Hu
                 STRV_FOREACH(n, names) {
                         _cleanup_(sandbox_record_freep) SandboxRecord *c = NULL;
 
-                        if (sandbox_load_name(s, *n, &c) >= 0 && strcmp(c->id, name_or_id) == 0) {
+                        if (sandbox_load_name(s, *n, false, &c) >= 0 &&
+                            strcmp(c->id, name_or_id) == 0) {
                                 *ret = TAKE_PTR(c);
                                 return 0;
                         }
                 }
         return hutch_error_set(reterr, ENOENT, "no sandbox named '%s'", name_or_id);
+}
+
+int store_sandbox_load(Store *s, const char *name_or_id, SandboxRecord **ret, HutchError *reterr) {
+        return sandbox_load(s, name_or_id, false, ret, reterr);
+}
+
+int store_sandbox_load_locked(Store *s, const char *name, SandboxRecord **ret, HutchError *reterr) {
+        return sandbox_load(s, name, true, ret, reterr);
 }
 
 /* ---- snapshots ---- */
@@ -981,6 +1041,7 @@ int store_snapshot_stopped(Store *s, SandboxRecord *r, const char *snap, HutchEr
         q = snapshot_write_record(tmp, &rec);
         if (q < 0)
                 goto fail;
+        crash_point("snapshot-1");
         /* 2. the sandbox's next, empty layer; */
         q = store_sandbox_path(s, r->name, "data", &data);
         if (q < 0)
@@ -993,6 +1054,7 @@ int store_snapshot_stopped(Store *s, SandboxRecord *r, const char *snap, HutchEr
         q = make_layer_dirs(s, dfd, next);
         if (q < 0)
                 goto fail;
+        crash_point("snapshot-2");
         /* 3. the layer moves (a rename: O(1) whatever its size); */
         if (asprintf(&from, "%s/%s", data, upper) < 0 || asprintf(&to, "%s/layer", tmp) < 0) {
                 q = -ENOMEM;
@@ -1002,12 +1064,14 @@ int store_snapshot_stopped(Store *s, SandboxRecord *r, const char *snap, HutchEr
                 q = negative_errno();
                 goto fail;
         }
+        crash_point("snapshot-3");
         /* 4. the snapshot appears (the commit point); */
         if (rename(tmp, final) < 0) {
                 q = negative_errno();
                 (void)rename(to, from);
                 goto fail;
         }
+        crash_point("snapshot-4");
         /* 5. the sandbox continues from it. A crash between 4 and 5 is
          *    rolled forward by the next load. */
         free(r->parent);
@@ -1075,6 +1139,7 @@ int store_snapshot_copy(Store *s, const SandboxRecord *r, const char *snap, Stor
                 (void)rm_rf_at(AT_FDCWD, tmp);
                 return q;
         }
+        crash_point("copy-1");
         q = store_snapshot_commit(s, tmp, &rec, reterr);
         if (q < 0) {
                 (void)rm_rf_at(AT_FDCWD, tmp);
@@ -1187,7 +1252,8 @@ int store_gc(Store *s, unsigned *ret_removed, HutchError *reterr) {
                 struct dirent *de;
                 char upper[64];
 
-                if (store_lock_sandbox(s, *name, &sl) < 0 || sandbox_load_name(s, *name, &rec) < 0)
+                if (store_lock_sandbox(s, *name, &sl) < 0 ||
+                    sandbox_load_name(s, *name, true, &rec) < 0)
                         continue;
                 if (upper_name(rec->gen, upper, sizeof(upper)) < 0 ||
                     store_sandbox_path(s, *name, "data", &data) < 0)

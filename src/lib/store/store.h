@@ -87,6 +87,10 @@ int store_lock_all(const Store *s, int *ret_fd);
  * first (call with the sandbox's lock held when it may change). -ENOENT
  * (with @reterr) when there is none. */
 int store_sandbox_load(Store *s, const char *name_or_id, SandboxRecord **ret, HutchError *reterr);
+/* The same for a caller that holds the sandbox's lock. Without it, a
+ * sandbox whose recovery is needed while another command holds the lock is
+ * -EBUSY. */
+int store_sandbox_load_locked(Store *s, const char *name, SandboxRecord **ret, HutchError *reterr);
 int store_sandbox_save(const Store *s, const SandboxRecord *r, HutchError *reterr);
 
 /* Makes the sandbox's folder (data dirs owned by the sandbox's root) and
