@@ -1,0 +1,207 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#ifndef HUTCH_H
+#define HUTCH_H
+
+/* hutch: the C API (DESIGN.md §7). "The small function your agent calls
+ * instead of exec()": one-shot sandboxes, persistent sandboxes, snapshots,
+ * and file access inside a sandbox. The CLI, `hutch serve` and `hutch mcp`
+ * are thin layers over these calls.
+ *
+ * Conventions:
+ *  - Every function returns 0 (or a count) on success and a negative errno
+ *    on failure, and then fills @err (when not NULL) with a one-line
+ *    message; for a policy error also the JSON pointer of the field
+ *    ("/limits/memory") in err->field.
+ *  - Output parameters are written only on success. Strings and arrays
+ *    returned are owned by the caller and freed with the matching
+ *    hutch_*_free() (or free() where said).
+ *  - Sandboxes and snapshots are named [a-z0-9][a-z0-9_.-]{0,62}; a
+ *    sandbox's 16-hex-digit id is accepted wherever a name is.
+ *  - The store is $HUTCH_HOME (docs/persistent.md); the calls work for
+ *    root and for unprivileged users.
+ *  - The library is not thread-safe: call it from one thread at a time
+ *    (each call is independent; state lives in the store and the keepers).
+ *  - Stable: HUTCH_API_VERSION grows with additions; nothing here changes
+ *    meaning within a major version. */
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define HUTCH_API_VERSION_MAJOR 1
+#define HUTCH_API_VERSION_MINOR 0
+
+typedef struct hutch_error {
+        int code;          /* positive errno */
+        char message[512]; /* one line, no trailing newline */
+        char field[128];   /* JSON pointer of the policy field at fault, or "" */
+} hutch_error;
+
+/* ---- policies ---- */
+
+/* The policy of docs/policy.md: the same fields as `hutch run`'s flags. */
+typedef struct hutch_policy hutch_policy;
+
+/* A policy with the defaults (no network, 2g memory, 1024 pids, ...). */
+hutch_policy *hutch_policy_new(void);
+void hutch_policy_free(hutch_policy *p);
+
+/* Loads a JSON policy document (docs/policy.md) over @p's current values:
+ * -EINVAL with err->field naming the field for a bad one. */
+int hutch_policy_load_json(hutch_policy *p, const char *json, hutch_error *err);
+
+/* The policy as a JSON document (only explicit limits are written); free(). */
+int hutch_policy_to_json(const hutch_policy *p, char **ret_json, hutch_error *err);
+
+/* Setters: each takes the value as the matching `hutch run` flag does and
+ * fails with -EINVAL naming it. */
+int hutch_policy_set_workspace(hutch_policy *p, const char *spec /* DIR[:mount|copy|overlay] */,
+                               hutch_error *err);
+int hutch_policy_add_bind(hutch_policy *p, const char *spec /* HOST:SANDBOX[:ro] */,
+                          hutch_error *err);
+int hutch_policy_add_env(hutch_policy *p, const char *spec /* K=V or K */, hutch_error *err);
+int hutch_policy_set_workdir(hutch_policy *p, const char *dir, hutch_error *err);
+int hutch_policy_set_network(hutch_policy *p, const char *mode /* none|allow */, hutch_error *err);
+int hutch_policy_allow_host(hutch_policy *p, const char *pattern, hutch_error *err);
+int hutch_policy_add_secret(hutch_policy *p, const char *spec /* as --secret */, hutch_error *err);
+/* @name: memory, memory-swap, cpus, pids, timeout, disk, output-limit;
+ * @value as the flag takes it ("512m", "1.5", "30s"). */
+int hutch_policy_set_limit(hutch_policy *p, const char *name, const char *value,
+                           hutch_error *err);
+
+/* Checks the policy against the host (paths exist, combinations make
+ * sense): what every call below does first. */
+int hutch_policy_validate(const hutch_policy *p, hutch_error *err);
+
+/* ---- outcomes ---- */
+
+typedef struct hutch_outcome {
+        int exit_code;   /* shell convention: status, 126, 127, 128+signal */
+        int signal;      /* terminating signal, 0 if none */
+        char reason[16]; /* exited, signaled, timeout, oom, pids, killed */
+        uint64_t wall_ms, cpu_ms, mem_peak_bytes;
+        bool stdout_truncated, stderr_truncated;
+        char *json; /* the whole outcome as JSON (with "denied", "degraded"); free() */
+} hutch_outcome;
+
+void hutch_outcome_done(hutch_outcome *o); /* frees o->json */
+
+/* ---- one-shot ---- */
+
+/* Runs @argv in a fresh sandbox under @p with the caller's stdin, stdout
+ * and stderr (as `hutch run`), and waits. The command's failure is an
+ * outcome, not an error. */
+int hutch_run(const hutch_policy *p, char *const argv[], hutch_outcome *ret, hutch_error *err);
+
+/* ---- persistent sandboxes ---- */
+
+/* Creates sandbox @name with policy @p (NULL with @from_snapshot: the
+ * snapshot's policy), from @from_snapshot or empty. Returns its id in
+ * @ret_id (17 bytes) when not NULL. -EEXIST for a taken name. */
+int hutch_create(const char *name, const hutch_policy *p, const char *from_snapshot,
+                 char ret_id[17], hutch_error *err);
+
+typedef struct hutch_exec_options {
+        char *const *argv;      /* required */
+        char *const *env;       /* "K=V" over the sandbox's environment, or NULL */
+        const char *cwd;        /* absolute, or NULL for the policy's */
+        uint64_t timeout_ms;    /* 0: the policy's */
+        int stdin_fd;           /* -1: /dev/null */
+        int stdout_fd;          /* -1: discarded */
+        int stderr_fd;          /* -1: discarded */
+        bool detach;            /* run in the background; @ret gets no outcome */
+} hutch_exec_options;
+
+/* Runs a command in sandbox @name (started on demand) and waits for its
+ * outcome. With o->detach, returns once it started (its output goes to the
+ * sandbox's logs) and @ret is left untouched. */
+int hutch_exec(const char *name, const hutch_exec_options *o, hutch_outcome *ret,
+               hutch_error *err);
+
+typedef struct hutch_sandbox_info {
+        char name[64];
+        char id[17];
+        bool running;
+        uint64_t created_ms, last_used_ms, disk_bytes;
+        char parent[64]; /* snapshot it continues from, or "" */
+} hutch_sandbox_info;
+
+/* Every sandbox (sorted by name); free() the array. */
+int hutch_list(hutch_sandbox_info **ret, size_t *ret_n, hutch_error *err);
+int hutch_get(const char *name, hutch_sandbox_info *ret, hutch_error *err);
+
+/* Stops a running sandbox (its processes end; its files stay). 0 also when
+ * it was not running. */
+int hutch_stop(const char *name, hutch_error *err);
+
+/* Stops (when running) and removes the sandbox and its files. */
+int hutch_destroy(const char *name, hutch_error *err);
+
+/* ---- snapshots ---- */
+
+/* Freezes sandbox @name's files into snapshot @snap (running or not;
+ * running processes are not captured). */
+int hutch_snapshot(const char *name, const char *snap, hutch_error *err);
+
+/* Puts sandbox @name back to snapshot @snap: it is stopped, its own
+ * changes since are discarded, and it continues from @snap. */
+int hutch_restore(const char *name, const char *snap, hutch_error *err);
+
+int hutch_snapshot_remove(const char *snap, hutch_error *err);
+
+/* Snapshot names, sorted; free with hutch_strv_free(). */
+int hutch_snapshot_list(char ***ret, hutch_error *err);
+void hutch_strv_free(char **l);
+
+/* ---- files inside a sandbox ----
+ * Paths are absolute inside the sandbox, or relative to its workspace (or
+ * $HOME without one). They are resolved inside the sandbox, by a process
+ * of the sandbox with its identity and confinement: nothing outside the
+ * sandbox's own view (its root, its mounts) can be reached, whatever `..`,
+ * symlinks or magic links say. The sandbox is started on demand. */
+
+/* Reads a regular file of at most @max bytes (-EFBIG beyond); free(). */
+int hutch_file_read(const char *name, const char *path, size_t max, char **ret_data,
+                    size_t *ret_len, hutch_error *err);
+
+/* Writes @len bytes to @path atomically (a temp file renamed over it),
+ * creating it with @mode (e.g. 0644) or keeping an existing file's mode. */
+int hutch_file_write(const char *name, const char *path, const void *data, size_t len,
+                     unsigned mode, hutch_error *err);
+
+typedef struct hutch_file_info {
+        char name[256]; /* the entry's name (list) or the path's last part (stat) */
+        char type[8];   /* file, dir, symlink, other */
+        uint64_t size;
+        unsigned mode; /* permission bits */
+        int64_t mtime_ms;
+} hutch_file_info;
+
+/* The entries of directory @path, sorted by name; free() the array. */
+int hutch_file_list(const char *name, const char *path, hutch_file_info **ret, size_t *ret_n,
+                    hutch_error *err);
+int hutch_file_stat(const char *name, const char *path, hutch_file_info *ret, hutch_error *err);
+/* Removes a file, a symlink or an empty directory (-ENOTEMPTY otherwise). */
+int hutch_file_remove(const char *name, const char *path, hutch_error *err);
+
+/* ---- the workspace ---- */
+
+/* The sandbox's changes to its overlay workspace as JSON (an array of
+ * {path, kind, type}, as `hutch diff --json`); free(). */
+int hutch_diff_json(const char *name, char **ret_json, hutch_error *err);
+
+/* Writes those changes (all, or under @paths, a NULL-terminated list) to the
+ * host folder; -EEXIST (nothing written) when the host changed a path the
+ * sandbox changed, unless @force. Returns the number applied. */
+int hutch_apply(const char *name, char *const *paths, bool force, hutch_error *err);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
