@@ -36,6 +36,9 @@ enum {
         ARG_UPSTREAM_CA,
         ARG_FROM,
         ARG_IDLE_TIMEOUT,
+        ARG_BACKEND,
+        ARG_VM_ACCEL,
+        ARG_VM_KERNEL,
 };
 
 /* The limit flags, in the order of PolicyLimit. */
@@ -83,6 +86,9 @@ static const struct option run_options[] = {
         {"upstream-ca", required_argument, NULL, ARG_UPSTREAM_CA},
         {"from", required_argument, NULL, ARG_FROM},
         {"idle-timeout", required_argument, NULL, ARG_IDLE_TIMEOUT},
+        {"backend", required_argument, NULL, ARG_BACKEND},
+        {"vm-accel", required_argument, NULL, ARG_VM_ACCEL},
+        {"vm-kernel", required_argument, NULL, ARG_VM_KERNEL},
         {"help", no_argument, NULL, 'h'},
         {}};
 
@@ -132,6 +138,9 @@ static const struct {
         {"--disk SIZE", "size of the writable $HOME and copied workspace"},
         {"--output-limit SIZE", "cut stdout and stderr after SIZE bytes each (default none)"},
         {"--allow-degraded", "run with rlimits when a limit cannot be a cgroup limit"},
+        {"--backend ns|vm", "namespaces on this kernel (default), or a microVM (docs/vm.md)"},
+        {"--vm-accel kvm|tcg", "the microVM's accelerator (default kvm; tcg is slow emulation)"},
+        {"--vm-kernel FILE", "the microVM's kernel (default: the newest /boot/vmlinuz-*)"},
         {"-h, --help", "show this help"},
 };
 
@@ -305,6 +314,12 @@ static int run_args_apply(RunArgs *a, int c, const char *value, HutchError *rete
                 return policy_add_secret_spec(a->policy, value, reterr);
         case ARG_UPSTREAM_CA:
                 return policy_add_upstream_ca(a->policy, value, "--upstream-ca", reterr);
+        case ARG_BACKEND:
+                return policy_set_backend(a->policy, value, reterr);
+        case ARG_VM_ACCEL:
+                return policy_set_vm_accel(a->policy, value, reterr);
+        case ARG_VM_KERNEL:
+                return policy_set_vm_kernel(a->policy, value, reterr);
         case ARG_FROM:
         case ARG_IDLE_TIMEOUT:
                 return 0; /* run_args_check_mode() */
@@ -416,6 +431,10 @@ int run_args_parse_mode(int argc, char **argv, RunArgsMode mode, RunArgs *ret, H
                 return hutch_error_set(reterr, EINVAL,
                                        "a persistent sandbox cannot copy its workspace at every "
                                        "start: use ':overlay' (the default) or ':mount'");
+        if (mode == RUN_ARGS_CREATE && a.policy->backend == SANDBOX_BACKEND_VM)
+                return hutch_error_set(reterr, EOPNOTSUPP,
+                                       "persistent sandboxes do not support --backend vm yet (use "
+                                       "'hutch run --backend vm'; see docs/vm.md)");
         for (int i = first; i < argc; i++) {
                 r = strv_extend(&a.command, argv[i]);
                 if (r < 0)

@@ -834,6 +834,9 @@ static void assert_policy_equal(const Policy *a, const Policy *b) {
         ASSERT_EQ(a->output_limit, b->output_limit);
         ASSERT_EQ(a->limits_explicit, b->limits_explicit);
         ASSERT_EQ(a->allow_degraded, b->allow_degraded);
+        ASSERT_EQ(a->backend, b->backend);
+        ASSERT_EQ(a->vm_accel, b->vm_accel);
+        assert_str_or_null_equal(a->vm_kernel, b->vm_kernel);
 }
 
 /* Writes @p and loads the document into a fresh policy from another
@@ -1216,6 +1219,53 @@ TEST(write_errors) {
         ASSERT_ERROR(policy_to_json(p, &json), EFBIG);
 
         ASSERT_STREQ(json, "untouched"); /* never written on failure */
+}
+
+/* The microVM fields: written only when not the default, and back. */
+TEST(vm_fields_round_trip) {
+        static const char doc[] = "{\"backend\":\"vm\",\"vm_accel\":\"tcg\",\"vm_kernel\":"
+                                  "\"/boot/nonexistent-vmlinuz\"}";
+        _cleanup_(policy_freep) Policy *p = policy_new();
+        _cleanup_free_ char *json = NULL;
+        HutchError e = {};
+
+        ASSERT_OK(policy_load_json(p, doc, strlen(doc), &e));
+        ASSERT_EQ(p->backend, SANDBOX_BACKEND_VM);
+        ASSERT_EQ(p->vm_accel, VM_ACCEL_TCG);
+        ASSERT_STREQ(p->vm_kernel, "/boot/nonexistent-vmlinuz");
+        ASSERT_OK(policy_to_json(p, &json));
+        ASSERT_NOT_NULL(strstr(json, "\"backend\":\"vm\",\"vm_accel\":\"tcg\","
+                                     "\"vm_kernel\":\"/boot/nonexistent-vmlinuz\""));
+        /* A kernel that does not exist is refused for backend vm only. */
+        ASSERT_ERROR(policy_validate(p, &e), ENOENT);
+        ASSERT_NOT_NULL(strstr(e.msg, "/boot/nonexistent-vmlinuz"));
+        ASSERT_OK(policy_set_backend(p, "ns", &e));
+        ASSERT_OK(policy_validate(p, &e));
+        assert_round_trip(p);
+}
+
+TEST(vm_fields_bad_values) {
+        HutchError e = {};
+
+        ASSERT_ERROR(load("{\"backend\":\"vz\"}", &e), EINVAL);
+        ASSERT_STREQ(e.pointer, "/backend");
+        ASSERT_NOT_NULL(strstr(e.msg, "'vz'"));
+        ASSERT_ERROR(load("{\"vm_accel\":\"hvf\"}", &e), EINVAL);
+        ASSERT_STREQ(e.pointer, "/vm_accel");
+        ASSERT_ERROR(load("{\"vm_kernel\":\"\"}", &e), EINVAL);
+        ASSERT_ERROR(load("{\"backend\":1}", &e), EINVAL);
+}
+
+TEST(vm_enums_both_ways) {
+        for (int i = 0; i < _SANDBOX_BACKEND_MAX; i++)
+                ASSERT_EQ(sandbox_backend_from_string(sandbox_backend_to_string(i)), i);
+        for (int i = 0; i < _VM_ACCEL_MAX; i++)
+                ASSERT_EQ(vm_accel_from_string(vm_accel_to_string(i)), i);
+        ASSERT_EQ(sandbox_backend_from_string("VM"), _SANDBOX_BACKEND_INVALID);
+        ASSERT_EQ(sandbox_backend_from_string(NULL), _SANDBOX_BACKEND_INVALID);
+        ASSERT_NULL(sandbox_backend_to_string(_SANDBOX_BACKEND_MAX));
+        ASSERT_EQ(vm_accel_from_string("kqemu"), _VM_ACCEL_INVALID);
+        ASSERT_NULL(vm_accel_to_string(-1));
 }
 
 DEFINE_TEST_MAIN

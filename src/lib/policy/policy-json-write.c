@@ -267,6 +267,29 @@ static int encode_env(const Policy *p, const JsonOutField *f, json_t **ret) {
 
 /* Only a mode given explicitly is written: an implied "allow" (from
  * allow_hosts or secrets) comes back implied, and network_set with it. */
+/* The backend and the accelerator are written only when not the default. */
+static int encode_backend(const Policy *p, const JsonOutField *f, json_t **ret) {
+        const char *s = sandbox_backend_to_string(p->backend);
+
+        *ret = NULL;
+        if (!s)
+                return -EINVAL;
+        if (p->backend == SANDBOX_BACKEND_NS)
+                return 0;
+        return json_new_string(s, ret);
+}
+
+static int encode_vm_accel(const Policy *p, const JsonOutField *f, json_t **ret) {
+        const char *s = vm_accel_to_string(p->vm_accel);
+
+        *ret = NULL;
+        if (!s)
+                return -EINVAL;
+        if (p->vm_accel == VM_ACCEL_KVM)
+                return 0;
+        return json_new_string(s, ret);
+}
+
 static int encode_network(const Policy *p, const JsonOutField *f, json_t **ret) {
         const char *mode = network_mode_to_string(p->network);
 
@@ -436,6 +459,9 @@ static const JsonOutField policy_out_table[] = {
         {"secrets", encode_secrets, 0},
         {"upstream_ca", encode_strv, offsetof(Policy, upstream_ca)},
         {"allow_degraded", encode_bool, offsetof(Policy, allow_degraded)},
+        {"backend", encode_backend, 0},
+        {"vm_accel", encode_vm_accel, 0},
+        {"vm_kernel", encode_string, offsetof(Policy, vm_kernel)},
 };
 
 int policy_to_json(const Policy *p, char **ret) {

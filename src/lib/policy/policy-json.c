@@ -734,6 +734,9 @@ static const JsonField policy_table[] = {
         {"upstream_ca", JT_ARRAY, json_dispatch_upstream_ca, 0, NULL, 0},
         {"allow_degraded", JT_BOOLEAN, json_dispatch_bool, offsetof(Policy, allow_degraded), NULL,
          0},
+        {"backend", JT_STRING, json_dispatch_setter, 0, policy_set_backend, 0},
+        {"vm_accel", JT_STRING, json_dispatch_setter, 0, policy_set_vm_accel, 0},
+        {"vm_kernel", JT_STRING, json_dispatch_setter, 0, policy_set_vm_kernel, 0},
 };
 
 /* The locator: a minimal scanner over JSON text that a parser already

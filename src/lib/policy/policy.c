@@ -20,11 +20,51 @@
 
 #define HOSTNAME_MAX 63
 
+/* The index of @s in @table of @n names, or -EINVAL. */
+static int table_lookup(const char *const *table, int n, const char *s) {
+        if (!s)
+                return -EINVAL;
+        for (int i = 0; i < n; i++)
+                if (strcmp(s, table[i]) == 0)
+                        return i;
+        return -EINVAL;
+}
+
 static const char *const workspace_mode_table[_WORKSPACE_MODE_MAX] = {
         [WORKSPACE_MODE_MOUNT] = "mount",
         [WORKSPACE_MODE_COPY] = "copy",
         [WORKSPACE_MODE_OVERLAY] = "overlay",
 };
+
+static const char *const backend_table[_SANDBOX_BACKEND_MAX] = {
+        [SANDBOX_BACKEND_NS] = "ns",
+        [SANDBOX_BACKEND_VM] = "vm",
+};
+
+static const char *const vm_accel_table[_VM_ACCEL_MAX] = {
+        [VM_ACCEL_KVM] = "kvm",
+        [VM_ACCEL_TCG] = "tcg",
+};
+
+const char *sandbox_backend_to_string(SandboxBackend b) {
+        if (b < 0 || b >= _SANDBOX_BACKEND_MAX)
+                return NULL;
+        return backend_table[b];
+}
+
+SandboxBackend sandbox_backend_from_string(const char *s) {
+        return (SandboxBackend)table_lookup(backend_table, _SANDBOX_BACKEND_MAX, s);
+}
+
+const char *vm_accel_to_string(VmAccel a) {
+        if (a < 0 || a >= _VM_ACCEL_MAX)
+                return NULL;
+        return vm_accel_table[a];
+}
+
+VmAccel vm_accel_from_string(const char *s) {
+        return (VmAccel)table_lookup(vm_accel_table, _VM_ACCEL_MAX, s);
+}
 
 static const char *const network_mode_table[_NETWORK_MODE_MAX] = {
         [NETWORK_MODE_NONE] = "none",
@@ -38,12 +78,7 @@ const char *workspace_mode_to_string(WorkspaceMode m) {
 }
 
 WorkspaceMode workspace_mode_from_string(const char *s) {
-        if (!s)
-                return _WORKSPACE_MODE_INVALID;
-        for (int i = 0; i < _WORKSPACE_MODE_MAX; i++)
-                if (strcmp(s, workspace_mode_table[i]) == 0)
-                        return (WorkspaceMode)i;
-        return _WORKSPACE_MODE_INVALID;
+        return (WorkspaceMode)table_lookup(workspace_mode_table, _WORKSPACE_MODE_MAX, s);
 }
 
 const char *network_mode_to_string(NetworkMode m) {
@@ -53,12 +88,7 @@ const char *network_mode_to_string(NetworkMode m) {
 }
 
 NetworkMode network_mode_from_string(const char *s) {
-        if (!s)
-                return _NETWORK_MODE_INVALID;
-        for (int i = 0; i < _NETWORK_MODE_MAX; i++)
-                if (strcmp(s, network_mode_table[i]) == 0)
-                        return (NetworkMode)i;
-        return _NETWORK_MODE_INVALID;
+        return (NetworkMode)table_lookup(network_mode_table, _NETWORK_MODE_MAX, s);
 }
 
 Policy *policy_new(void) {
@@ -102,6 +132,7 @@ Policy *policy_free(Policy *p) {
         strv_free(p->upstream_ca);
         free(p->workdir);
         free(p->hostname);
+        free(p->vm_kernel);
         free(p);
         return NULL;
 }
@@ -595,6 +626,69 @@ int policy_set_network(Policy *p, const char *mode, HutchError *reterr) {
         return 0;
 }
 
+int policy_set_backend(Policy *p, const char *backend, HutchError *reterr) {
+        SandboxBackend b;
+
+        if (!p)
+                return -EINVAL;
+        b = sandbox_backend_from_string(backend);
+        if (b < 0)
+                return hutch_error_set(reterr, EINVAL,
+                                       "unsupported backend '%s' (expected 'ns' or 'vm')",
+                                       backend ? backend : "");
+        p->backend = b;
+        return 0;
+}
+
+int policy_set_vm_accel(Policy *p, const char *accel, HutchError *reterr) {
+        VmAccel a;
+
+        if (!p)
+                return -EINVAL;
+        a = vm_accel_from_string(accel);
+        if (a < 0)
+                return hutch_error_set(reterr, EINVAL,
+                                       "unsupported VM accelerator '%s' (expected 'kvm' or 'tcg')",
+                                       accel ? accel : "");
+        p->vm_accel = a;
+        return 0;
+}
+
+int policy_set_vm_kernel(Policy *p, const char *path, HutchError *reterr) {
+        char *abs = NULL;
+        int r;
+
+        if (!p)
+                return -EINVAL;
+        if (!path || path[0] == '\0')
+                return hutch_error_set(reterr, EINVAL, "the VM kernel path must not be empty");
+        r = policy_path_make_absolute(path, &abs);
+        if (r < 0)
+                return hutch_error_set(reterr, -r, "cannot make '%s' absolute: %s", path,
+                                       strerror(-r));
+        free(p->vm_kernel);
+        p->vm_kernel = abs;
+        return 0;
+}
+
+static int validate_vm(const Policy *p, HutchError *reterr) {
+        struct stat st;
+
+        if (p->backend < 0 || p->backend >= _SANDBOX_BACKEND_MAX)
+                return hutch_error_set(reterr, EINVAL, "invalid backend %d", (int)p->backend);
+        if (p->vm_accel < 0 || p->vm_accel >= _VM_ACCEL_MAX)
+                return hutch_error_set(reterr, EINVAL, "invalid VM accelerator %d",
+                                       (int)p->vm_accel);
+        if (p->backend != SANDBOX_BACKEND_VM || !p->vm_kernel)
+                return 0;
+        if (stat(p->vm_kernel, &st) < 0)
+                return hutch_error_set(reterr, errno, "VM kernel '%s': %m", p->vm_kernel);
+        if (!S_ISREG(st.st_mode))
+                return hutch_error_set(reterr, EINVAL, "VM kernel '%s' is not a regular file",
+                                       p->vm_kernel);
+        return 0;
+}
+
 static int validate_workspace(const Policy *p, HutchError *reterr) {
         _cleanup_free_ char *canonical = NULL;
         struct stat st;
@@ -825,6 +919,9 @@ int policy_validate(const Policy *p, HutchError *reterr) {
         if (r < 0)
                 return r;
         r = policy_validate_secrets(p, reterr);
+        if (r < 0)
+                return r;
+        r = validate_vm(p, reterr);
         if (r < 0)
                 return r;
         return policy_validate_limits(p, reterr);

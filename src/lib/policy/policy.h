@@ -37,6 +37,28 @@ typedef enum NetworkMode {
         _NETWORK_MODE_INVALID = -EINVAL,
 } NetworkMode;
 
+/* Where the command runs (DESIGN.md §6, docs/vm.md). */
+typedef enum SandboxBackend {
+        SANDBOX_BACKEND_NS, /* Linux namespaces on the host kernel (default) */
+        SANDBOX_BACKEND_VM, /* a microVM with a kernel of its own */
+        _SANDBOX_BACKEND_MAX,
+        _SANDBOX_BACKEND_INVALID = -EINVAL,
+} SandboxBackend;
+
+/* The microVM's accelerator. SECURITY: there is no automatic fallback from
+ * kvm to tcg: software emulation is used only when asked for. */
+typedef enum VmAccel {
+        VM_ACCEL_KVM, /* hardware virtualisation (default) */
+        VM_ACCEL_TCG, /* QEMU's software emulation: slow, works everywhere */
+        _VM_ACCEL_MAX,
+        _VM_ACCEL_INVALID = -EINVAL,
+} VmAccel;
+
+const char *sandbox_backend_to_string(SandboxBackend b);
+SandboxBackend sandbox_backend_from_string(const char *s);
+const char *vm_accel_to_string(VmAccel a);
+VmAccel vm_accel_from_string(const char *s);
+
 const char *workspace_mode_to_string(WorkspaceMode m);
 WorkspaceMode workspace_mode_from_string(const char *s);
 const char *network_mode_to_string(NetworkMode m);
@@ -141,6 +163,10 @@ typedef struct Policy {
         uint64_t output_limit;    /* bytes per stream (stdout, stderr); 0 = none */
         unsigned limits_explicit; /* 1 << PolicyLimit for each limit given by the user */
         bool allow_degraded;      /* run with rlimits when a limit cannot be a cgroup limit */
+
+        SandboxBackend backend; /* --backend; default SANDBOX_BACKEND_NS */
+        VmAccel vm_accel;       /* --vm-accel; default VM_ACCEL_KVM */
+        char *vm_kernel;        /* --vm-kernel: absolute path of the guest kernel, or NULL */
 } Policy;
 
 /* Returns a policy with the defaults, or NULL on OOM. */
@@ -173,6 +199,15 @@ int policy_add_env_spec(Policy *p, const char *spec, HutchError *reterr);
 int policy_set_hostname(Policy *p, const char *hostname, HutchError *reterr);
 int policy_set_workdir(Policy *p, const char *workdir, HutchError *reterr);
 int policy_set_network(Policy *p, const char *mode, HutchError *reterr);
+
+/* "ns" or "vm"; "kvm" or "tcg"; -EINVAL naming the value otherwise. */
+int policy_set_backend(Policy *p, const char *backend, HutchError *reterr);
+int policy_set_vm_accel(Policy *p, const char *accel, HutchError *reterr);
+
+/* Sets the guest kernel, made absolute against the current directory (as
+ * policy_path_make_absolute()); its existence is checked by
+ * policy_validate() only with backend vm. -EINVAL for an empty path. */
+int policy_set_vm_kernel(Policy *p, const char *path, HutchError *reterr);
 
 /* The network mode in force: NETWORK_MODE_ALLOW when set so or when any
  * --allow-host or --secret was given, else NETWORK_MODE_NONE. */
@@ -225,7 +260,8 @@ int policy_set_limit(Policy *p, PolicyLimit which, const char *text, const char 
  * the workspace and every bind source exist (-ENOENT naming the path), the
  * workspace is a directory (-ENOTDIR), bind targets do not replace the
  * sandbox's own mounts (/, /proc, /dev, /usr, /etc, ...: -EINVAL), counts
- * are within the POLICY_MAX_* caps (-E2BIG). Returns 0 or -errno with
+ * are within the POLICY_MAX_* caps (-E2BIG), and with backend vm the
+ * --vm-kernel file exists (-ENOENT). Returns 0 or -errno with
  * @reterr filled. */
 int policy_validate(const Policy *p, HutchError *reterr);
 
