@@ -1,0 +1,142 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#pragma once
+
+/* The wire protocol between hutch (the host) and hutch-agent (PID 1 of a
+ * microVM guest, src/guest/agent.c), over one virtio-serial port named
+ * AGENT_PORT_NAME. Shared by both sides; docs/vm.md describes it too.
+ *
+ * Every message is one frame: a 16-byte header, all fields little-endian,
+ *
+ *   magic (u32 "HUTV") | major (u8) | minor (u8) | type (u8) | 0 (u8) |
+ *   length (u32, payload bytes, at most AGENT_FRAME_MAX) |
+ *   crc (u32, CRC-32 of the payload)
+ *
+ * followed by the payload. A reader refuses an unknown magic or major
+ * version, a length over AGENT_FRAME_MAX and a bad CRC, and then stops
+ * reading the stream (it cannot resynchronise): the host kills the VM.
+ *
+ * The conversation:
+ *
+ *   guest: HELLO (after boot: modules loaded, port open; payload: the
+ *          kernel release). A template VM is saved right after it.
+ *   host:  SETUP (NUL-terminated "key=value" strings, below)
+ *   guest: READY, or ERROR
+ *   host:  EXEC ("a:ARG" strings for argv in order, "e:KEY=VALUE" for the
+ *          environment, one "c:DIR" for the working directory)
+ *   guest: STARTED (le32 pid), or ERROR when the command could not be set
+ *          up (its exec failing is not an error: exit status 127 or 126)
+ *   both:  STDIN from the host (empty payload = end of input); STDOUT and
+ *          STDERR from the guest; SIGNAL (le32 signal number) from the host
+ *   guest: EXIT (AgentExit) once the command exited, every other process
+ *          it started was killed, and its output was sent whole.
+ *   Then EXEC again, as often as the host likes.
+ *
+ * ERROR's payload: le32 errno, then "step" NUL "message" NUL.
+ *
+ * SETUP keys (each at most once unless said otherwise):
+ *   time=SEC.NSEC        the host's CLOCK_REALTIME
+ *   seed=HEX             64 random bytes from the host, mixed into the
+ *                        guest's pool and the CRNG reseeded (a VM restored
+ *                        from a template must not share its randomness)
+ *   hostname=NAME
+ *   uid=N gid=N          who the command runs as
+ *   memory=BYTES pids=N  the command's cgroup limits (0 = none)
+ *   size.tmp=, size.home=, size.shm=, size.workspace=   tmpfs sizes
+ *   tmpfs=SIZE:PATH      an extra tmpfs (repeatable)
+ *   mount=TAG:MODE:PATH  the 9p share TAG at PATH (repeatable); MODE is
+ *                        ro, rw, copy (copied into a tmpfs of
+ *                        size.workspace) or overlay (a tmpfs upper layer)
+ *   link=PATH:TARGET     a symlink in the command's root (repeatable)
+ *   net=1                bring up eth0 as AGENT_GUEST_ADDR/24, no default
+ *                        route (the only peer is the proxy at
+ *                        AGENT_PROXY_ADDR)
+ *   ca=TAG:PATH          NEEDSWORK: not used yet (secrets need the proxy's
+ *                        CA inside the guest). */
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define AGENT_MAGIC 0x56545548U /* "HUTV" */
+#define AGENT_VERSION_MAJOR 1
+#define AGENT_VERSION_MINOR 0
+#define AGENT_HEADER_SIZE 16
+#define AGENT_FRAME_MAX (64U << 10)
+#define AGENT_PORT_NAME "org.hutch.agent.0"
+#define AGENT_GUEST_ADDR "10.0.2.15"
+#define AGENT_PROXY_ADDR "10.0.2.100"
+
+typedef enum AgentMsg {
+        AGENT_MSG_HELLO = 1,
+        AGENT_MSG_SETUP,
+        AGENT_MSG_READY,
+        AGENT_MSG_ERROR,
+        AGENT_MSG_EXEC,
+        AGENT_MSG_STARTED,
+        AGENT_MSG_STDIN,
+        AGENT_MSG_STDOUT,
+        AGENT_MSG_STDERR,
+        AGENT_MSG_SIGNAL,
+        AGENT_MSG_EXIT,
+        _AGENT_MSG_MAX,
+        _AGENT_MSG_INVALID = -22, /* -EINVAL */
+} AgentMsg;
+
+/* AgentExit.flags */
+#define AGENT_EXIT_OOM (1U << 0)  /* the OOM killer acted in the command's cgroup */
+#define AGENT_EXIT_PIDS (1U << 1) /* a fork hit the pids limit */
+
+/* EXIT's payload, little-endian, 24 bytes. */
+typedef struct AgentExit {
+        int32_t status; /* wait status of the command */
+        uint32_t flags;
+        uint64_t cpu_usec;       /* the command's cgroup, all its processes */
+        uint64_t mem_peak_bytes; /* memory.peak of that cgroup */
+} AgentExit;
+
+#define AGENT_EXIT_SIZE 24
+
+/* A frame being reassembled from a byte stream that may deliver it in
+ * pieces. */
+typedef struct AgentReader {
+        size_t len;   /* bytes in buf */
+        size_t taken; /* the frame handed out last, dropped by the next call */
+        bool broken;
+        unsigned char buf[AGENT_HEADER_SIZE + AGENT_FRAME_MAX];
+} AgentReader;
+
+/* Reads what @fd has (one read(2); @fd may be non-blocking) into @r.
+ * Returns the count read, 0 at EOF, -EAGAIN when nothing was there,
+ * -ENOBUFS when a whole frame is waiting (take it first), or -errno. */
+ssize_t agent_reader_fill(AgentReader *r, int fd);
+
+/* Takes the next whole frame: 1 with @ret_type, @ret_payload (pointing
+ * into @r, valid until the next call) and @ret_len; 0 when no whole frame
+ * is there yet; -EBADMSG for a frame that breaks the rules above (the
+ * reader then stays broken). */
+int agent_reader_next(AgentReader *r, uint8_t *ret_type, const void **ret_payload, size_t *ret_len);
+
+/* Writes one frame (blocking, whole; retries EINTR and short writes).
+ * -EMSGSIZE for @len over AGENT_FRAME_MAX. */
+int agent_frame_write(int fd, AgentMsg type, const void *payload, size_t len);
+
+/* Writes an ERROR frame: @err (positive errno), @step and @msg. */
+int agent_frame_write_error(int fd, int err, const char *step, const char *msg);
+
+/* Appends "@prefix@value\0" to the growing buffer *@buf of *@len bytes
+ * (realloc'd). -E2BIG when the payload would pass AGENT_FRAME_MAX,
+ * -ENOMEM. */
+int agent_payload_add(char **buf, size_t *len, const char *prefix, const char *value);
+
+/* Iterates the NUL-terminated strings of a payload: *@pos starts at 0;
+ * returns the next string or NULL at the end or when the last string is
+ * not terminated. */
+const char *agent_payload_next(const void *payload, size_t len, size_t *pos);
+
+void agent_exit_encode(const AgentExit *e, unsigned char out[AGENT_EXIT_SIZE]);
+/* -EBADMSG unless @len is AGENT_EXIT_SIZE. */
+int agent_exit_decode(const void *payload, size_t len, AgentExit *ret);
+
+/* le32 helpers for the small payloads (STARTED, SIGNAL, ERROR). */
+void agent_put_le32(unsigned char out[4], uint32_t v);
+uint32_t agent_get_le32(const unsigned char in[4]);

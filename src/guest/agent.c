@@ -1,0 +1,1199 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* hutch-agent: PID 1 of a hutch microVM (DESIGN.md §6, docs/vm.md).
+ *
+ * Linked statically and put at /init of the initramfs hutch builds. It
+ * mounts the kernel filesystems, loads the modules of /modules (in name
+ * order, with their parameters from the kernel command line), opens the
+ * virtio-serial port AGENT_PORT_NAME and says HELLO. From then on it only
+ * answers the host (agent-protocol.h): SETUP builds the command's root
+ * under /sbx (9p shares, tmpfs, a minimal /dev), EXEC runs a command there.
+ *
+ * SECURITY: the command runs chrooted into /sbx, as the uid and gid the
+ * host names, with no capabilities (bounding and ambient sets cleared),
+ * no_new_privs, in a cgroup of its own with the memory and pids limits. It
+ * never sees the agent's /dev (the virtio port), and the agent is not
+ * dumpable. A frame that breaks the protocol ends the agent, and with it
+ * the VM (panic=-1 and -no-reboot). */
+#include <dirent.h>
+#include <errno.h>
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <linux/capability.h>
+#include <linux/random.h>
+#include <net/if.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mount.h>
+#include <sys/prctl.h>
+#include <sys/reboot.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/sysmacros.h>
+#include <sys/utsname.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "agent-protocol.h"
+#include "fd-util.h"
+#include "macro.h"
+#include "parse-util.h"
+
+#define SBX "/sbx"
+#define PORT_WAIT_MS 20000
+#define OUTPUT_DRAIN_MS 2000
+#define STDIN_QUEUE_MAX (16U << 20)
+#define MAX_SETUP_MOUNTS 32
+
+static int port_fd = -EBADF; /* the virtio port: the agent's only peer */
+
+/* Says why the agent gives up on the console (the host shows its last
+ * lines) and ends the VM: PID 1 exiting panics the kernel. */
+_noreturn_ static void die(const char *what, int err) {
+        (void)dprintf(STDERR_FILENO, "hutch-agent: %s: %s\n", what, strerror(err));
+        (void)reboot(RB_POWER_OFF);
+        _exit(1);
+}
+
+static void console_setup(void) {
+        int fd = open("/dev/console", O_RDWR | O_NOCTTY | O_CLOEXEC);
+
+        if (fd < 0)
+                return;
+        (void)dup2(fd, STDIN_FILENO);
+        (void)dup2(fd, STDOUT_FILENO);
+        (void)dup2(fd, STDERR_FILENO);
+        (void)close(fd);
+}
+
+static void mount_kernel_filesystems(void) {
+        static const struct {
+                const char *fstype, *target, *options;
+        } m[] = {
+                {"devtmpfs", "/dev", "mode=0755"},
+                {"proc", "/proc", NULL},
+                {"sysfs", "/sys", NULL},
+                {"cgroup2", "/sys/fs/cgroup", NULL},
+                {"tmpfs", "/run", "mode=0700,size=64m"},
+        };
+
+        for (size_t i = 0; i < ELEMENTSOF(m); i++) {
+                (void)mkdir(m[i].target, 0755);
+                if (mount(m[i].fstype, m[i].target, m[i].fstype, MS_NOSUID | MS_NOEXEC,
+                          m[i].options) < 0 &&
+                    errno != EBUSY)
+                        die(m[i].target, errno);
+        }
+        console_setup();
+}
+
+/* "virtio_mmio.device=..." on the command line is for the module
+ * virtio_mmio: collects "@mod.K=V" entries as "K=V K=V". */
+static void module_params(const char *cmdline, const char *mod, char *out, size_t size) {
+        size_t n = strlen(mod), used = 0;
+        const char *p = cmdline;
+
+        out[0] = '\0';
+        while (*p) {
+                size_t len = strcspn(p, " \n");
+
+                if (len > n + 1 && strncmp(p, mod, n) == 0 && p[n] == '.' &&
+                    used + (len - n - 1) + 2 < size) {
+                        (void)snprintf(out + used, size - used, "%s%.*s", used ? " " : "",
+                                       (int)(len - n - 1), p + n + 1);
+                        used = strlen(out);
+                }
+                p += len;
+                while (*p == ' ' || *p == '\n')
+                        p++;
+        }
+}
+
+/* Loads /modules/NN-name.ko in name order (hutch numbered them after
+ * modules.dep, dependencies first). */
+static void load_modules(void) {
+        _cleanup_free_ char *cmdline = NULL;
+        struct dirent **list = NULL;
+        int n;
+
+        if (read_full_file("/proc/cmdline", 65536, &cmdline) < 0)
+                cmdline = NULL;
+        n = scandir("/modules", &list, NULL, alphasort);
+        for (int i = 0; i < n; i++) {
+                char mod[256], params[1024], path[512];
+                const char *name = list[i]->d_name, *dash = strchr(name, '-');
+                size_t len;
+                int fd;
+
+                if (name[0] == '.' || !dash || !strstr(name, ".ko")) {
+                        free(list[i]);
+                        continue;
+                }
+                len = MIN((size_t)(strstr(name, ".ko") - dash - 1), sizeof(mod) - 1);
+                memcpy(mod, dash + 1, len);
+                mod[len] = '\0';
+                for (char *c = mod; *c; c++)
+                        if (*c == '-')
+                                *c = '_';
+                module_params(cmdline ? cmdline : "", mod, params, sizeof(params));
+                (void)snprintf(path, sizeof(path), "/modules/%s", name);
+                fd = open(path, O_RDONLY | O_CLOEXEC);
+                if (fd < 0 || (syscall(SYS_finit_module, fd, params, 0) < 0 && errno != EEXIST))
+                        (void)dprintf(STDERR_FILENO, "hutch-agent: module %s: %s\n", mod,
+                                      strerror(errno));
+                (void)safe_close(fd);
+                free(list[i]);
+        }
+        free(list);
+}
+
+static void sleep_ms(long ms) {
+        struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (ms % 1000) * 1000000};
+
+        (void)nanosleep(&ts, NULL);
+}
+
+/* The port's device node: /sys/class/virtio-ports/vportNpM/name holds
+ * its name, devtmpfs makes /dev/vportNpM. */
+static int open_port(void) {
+        for (long waited = 0; waited < PORT_WAIT_MS; waited += 5) {
+                _cleanup_(closedirp) DIR *d = opendir("/sys/class/virtio-ports");
+                struct dirent *de;
+
+                while (d && (de = readdir(d))) {
+                        _cleanup_free_ char *name = NULL;
+                        char path[300];
+                        int fd;
+
+                        if (de->d_name[0] == '.')
+                                continue;
+                        (void)snprintf(path, sizeof(path), "/sys/class/virtio-ports/%s/name",
+                                       de->d_name);
+                        if (read_full_file(path, 256, &name) < 0)
+                                continue;
+                        name[strcspn(name, "\n")] = '\0';
+                        if (strcmp(name, AGENT_PORT_NAME) != 0)
+                                continue;
+                        (void)snprintf(path, sizeof(path), "/dev/%s", de->d_name);
+                        fd = open(path, O_RDWR | O_CLOEXEC | O_NOCTTY);
+                        if (fd >= 0)
+                                return fd;
+                }
+                sleep_ms(5);
+        }
+        return -ETIMEDOUT;
+}
+
+/* ---- SETUP ---- */
+
+typedef struct Setup {
+        uid_t uid;
+        gid_t gid;
+        uint64_t memory, pids;
+        uint64_t size_tmp, size_home, size_shm, size_workspace;
+        bool net, done;
+} Setup;
+
+static Setup setup = {
+        .uid = 65534,
+        .gid = 65534,
+        .size_tmp = 1024ULL << 20,
+        .size_home = 1024ULL << 20,
+        .size_shm = 64ULL << 20,
+        .size_workspace = 4096ULL << 20,
+};
+static unsigned exec_count = 0;
+
+typedef struct Fail {
+        int err;
+        char step[128];
+        char msg[512];
+} Fail;
+
+static int fail(Fail *f, int err, const char *step, const char *detail) {
+        f->err = err > 0 ? err : EIO;
+        (void)snprintf(f->step, sizeof(f->step), "%s", step);
+        (void)snprintf(f->msg, sizeof(f->msg), "%.300s%s%s", detail ? detail : "", detail ? ": " : "",
+                       strerror(f->err));
+        return -f->err;
+}
+
+/* mkdir -p of @path (absolute), each new directory 0755. */
+static int mkdir_p(const char *path) {
+        char buf[4096];
+
+        if (strlen(path) >= sizeof(buf))
+                return -ENAMETOOLONG;
+        strcpy(buf, path);
+        for (char *p = buf + 1; *p; p++) {
+                if (*p != '/')
+                        continue;
+                *p = '\0';
+                if (mkdir(buf, 0755) < 0 && errno != EEXIST)
+                        return negative_errno();
+                *p = '/';
+        }
+        if (mkdir(buf, 0755) < 0 && errno != EEXIST)
+                return negative_errno();
+        return 0;
+}
+
+static int mount_tmpfs(const char *target, uint64_t size, const char *mode, bool owned,
+                       Fail *f) {
+        char opts[128];
+        int r;
+
+        r = mkdir_p(target);
+        if (r < 0)
+                return fail(f, -r, "create a mount point", target);
+        (void)snprintf(opts, sizeof(opts), "size=%llu,mode=%s", (unsigned long long)size, mode);
+        if (owned)
+                (void)snprintf(opts + strlen(opts), sizeof(opts) - strlen(opts), ",uid=%u,gid=%u",
+                               (unsigned)setup.uid, (unsigned)setup.gid);
+        if (mount("tmpfs", target, "tmpfs", MS_NOSUID | MS_NODEV, opts) < 0)
+                return fail(f, errno, "mount a tmpfs", target);
+        return 0;
+}
+
+static int mount_9p(const char *tag, const char *target, bool rw, Fail *f) {
+        char opts[256];
+        int r;
+
+        r = mkdir_p(target);
+        if (r < 0)
+                return fail(f, -r, "create a mount point", target);
+        /* Read-only shares cache freely (the system's /usr); writable ones
+         * stay coherent with the host. */
+        (void)snprintf(opts, sizeof(opts), "trans=virtio,version=9p2000.L,msize=262144,cache=%s",
+                       rw ? "mmap" : "loose");
+        if (mount(tag, target, "9p", MS_NOSUID | MS_NODEV | (rw ? 0 : MS_RDONLY), opts) < 0)
+                return fail(f, errno, "mount a 9p share", target);
+        return 0;
+}
+
+/* Copies the tree @src into the directory @dst (both open fds), owned by
+ * the command's uid. Symlinks are copied as symlinks; devices, fifos and
+ * sockets are skipped, as the namespace backend's copy does. */
+static int copy_tree(int src, int dst, unsigned depth) {
+        _cleanup_(closedirp) DIR *d = NULL;
+        struct dirent *de;
+        int r;
+
+        if (depth > 256)
+                return -ELOOP;
+        r = opendir_fd(src, &d);
+        if (r < 0)
+                return r;
+        while ((de = readdir_no_dot(d))) {
+                struct stat st;
+
+                if (fstatat(src, de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+                        return negative_errno();
+                if (S_ISDIR(st.st_mode)) {
+                        _cleanup_close_ int s = -EBADF, t = -EBADF;
+
+                        if (mkdirat(dst, de->d_name, st.st_mode & 07777) < 0)
+                                return negative_errno();
+                        s = openat(src, de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+                        t = openat(dst, de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+                        if (s < 0 || t < 0)
+                                return negative_errno();
+                        r = copy_tree(s, t, depth + 1);
+                        if (r < 0)
+                                return r;
+                        (void)fchown(t, setup.uid, setup.gid);
+                } else if (S_ISREG(st.st_mode)) {
+                        _cleanup_close_ int s = -EBADF, t = -EBADF;
+                        char buf[65536];
+                        ssize_t n;
+
+                        s = openat(src, de->d_name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+                        t = openat(dst, de->d_name, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC,
+                                   st.st_mode & 07777);
+                        if (s < 0 || t < 0)
+                                return negative_errno();
+                        while ((n = read(s, buf, sizeof(buf))) > 0) {
+                                r = loop_write(t, buf, (size_t)n);
+                                if (r < 0)
+                                        return r;
+                        }
+                        if (n < 0)
+                                return negative_errno();
+                        (void)fchown(t, setup.uid, setup.gid);
+                } else if (S_ISLNK(st.st_mode)) {
+                        char target[4096];
+                        ssize_t n = readlinkat(src, de->d_name, target, sizeof(target) - 1);
+
+                        if (n < 0)
+                                return negative_errno();
+                        target[n] = '\0';
+                        if (symlinkat(target, dst, de->d_name) < 0)
+                                return negative_errno();
+                        (void)fchownat(dst, de->d_name, setup.uid, setup.gid,
+                                       AT_SYMLINK_NOFOLLOW);
+                }
+        }
+        return errno ? negative_errno() : 0;
+}
+
+static unsigned mount_count = 0;
+
+/* mount=TAG:MODE:PATH */
+static int setup_share(const char *spec, Fail *f) {
+        char tag[32], mode[16], aux[64], target[4096];
+        const char *c1 = strchr(spec, ':'), *c2 = c1 ? strchr(c1 + 1, ':') : NULL;
+        int r;
+
+        if (!c2 || (size_t)(c1 - spec) >= sizeof(tag) || (size_t)(c2 - c1 - 1) >= sizeof(mode) ||
+            c2[1] != '/' || strlen(c2 + 1) + sizeof(SBX) > sizeof(target) ||
+            mount_count >= MAX_SETUP_MOUNTS)
+                return fail(f, EINVAL, "parse the setup", spec);
+        (void)snprintf(tag, sizeof(tag), "%.*s", (int)(c1 - spec), spec);
+        (void)snprintf(mode, sizeof(mode), "%.*s", (int)(c2 - c1 - 1), c1 + 1);
+        (void)snprintf(target, sizeof(target), SBX "%s", c2 + 1);
+        (void)snprintf(aux, sizeof(aux), "/run/share-%u", mount_count++);
+
+        if (strcmp(mode, "ro") == 0 || strcmp(mode, "rw") == 0)
+                return mount_9p(tag, target, mode[1] == 'w', f);
+        if (strcmp(mode, "copy") == 0) {
+                _cleanup_close_ int s = -EBADF, t = -EBADF;
+
+                r = mount_9p(tag, aux, false, f);
+                if (r < 0)
+                        return r;
+                r = mount_tmpfs(target, setup.size_workspace, "0755", true, f);
+                if (r < 0)
+                        return r;
+                s = open(aux, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+                t = open(target, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+                if (s < 0 || t < 0)
+                        return fail(f, errno, "open the workspace copy", target);
+                errno = 0;
+                r = copy_tree(s, t, 0);
+                (void)umount2(aux, MNT_DETACH);
+                if (r < 0)
+                        return fail(f, -r, "copy the workspace", c2 + 1);
+                return 0;
+        }
+        if (strcmp(mode, "overlay") == 0) {
+                char lower[128], upper[128], work[128], opts[512];
+
+                (void)snprintf(lower, sizeof(lower), "%s/lower", aux);
+                (void)snprintf(upper, sizeof(upper), "%s/upper", aux);
+                (void)snprintf(work, sizeof(work), "%s/work", aux);
+                r = mount_tmpfs(aux, setup.size_workspace, "0755", false, f);
+                if (r < 0)
+                        return r;
+                r = mount_9p(tag, lower, false, f);
+                if (r < 0)
+                        return r;
+                if (mkdir(upper, 0755) < 0 || mkdir(work, 0755) < 0 ||
+                    chown(upper, setup.uid, setup.gid) < 0)
+                        return fail(f, errno, "create the overlay's upper layer", upper);
+                r = mkdir_p(target);
+                if (r < 0)
+                        return fail(f, -r, "create a mount point", target);
+                (void)snprintf(opts, sizeof(opts), "lowerdir=%s,upperdir=%s,workdir=%s", lower,
+                               upper, work);
+                if (mount("overlay", target, "overlay", MS_NOSUID | MS_NODEV, opts) < 0)
+                        return fail(f, errno, "mount the workspace overlay", c2 + 1);
+                return 0;
+        }
+        return fail(f, EINVAL, "parse the setup", spec);
+}
+
+static int setup_dev(Fail *f) {
+        static const struct {
+                const char *name;
+                unsigned major, minor;
+        } nodes[] = {
+                {"null", 1, 3}, {"zero", 1, 5}, {"full", 1, 7},
+                {"random", 1, 8}, {"urandom", 1, 9}, {"tty", 5, 0},
+        };
+        static const char *const links[][2] = {
+                {"ptmx", "pts/ptmx"},  {"fd", "/proc/self/fd"},     {"stdin", "/proc/self/fd/0"},
+                {"stdout", "/proc/self/fd/1"}, {"stderr", "/proc/self/fd/2"},
+        };
+        int r;
+
+        r = mount_tmpfs(SBX "/dev", 1 << 20, "0755", false, f);
+        if (r < 0)
+                return r;
+        for (size_t i = 0; i < ELEMENTSOF(nodes); i++) {
+                char path[64];
+
+                (void)snprintf(path, sizeof(path), SBX "/dev/%s", nodes[i].name);
+                if (mknod(path, S_IFCHR | 0666, makedev(nodes[i].major, nodes[i].minor)) < 0 ||
+                    chmod(path, 0666) < 0)
+                        return fail(f, errno, "create a device node", path);
+        }
+        for (size_t i = 0; i < ELEMENTSOF(links); i++) {
+                char path[64];
+
+                (void)snprintf(path, sizeof(path), SBX "/dev/%s", links[i][0]);
+                if (symlink(links[i][1], path) < 0)
+                        return fail(f, errno, "create a /dev link", path);
+        }
+        if (mkdir(SBX "/dev/pts", 0755) < 0 ||
+            mount("devpts", SBX "/dev/pts", "devpts", MS_NOSUID | MS_NOEXEC,
+                  "newinstance,ptmxmode=0666,mode=0620") < 0)
+                return fail(f, errno, "mount devpts", NULL);
+        r = mount_tmpfs(SBX "/dev/shm", setup.size_shm, "1777", false, f);
+        if (r < 0)
+                return r;
+        if (mount("none", SBX "/dev", NULL, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID, NULL) <
+            0)
+                return fail(f, errno, "make /dev read-only", NULL);
+        return 0;
+}
+
+static int setup_net(Fail *f) {
+        _cleanup_close_ int s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+        struct ifreq ifr = {};
+        struct sockaddr_in *sin = (struct sockaddr_in *)&ifr.ifr_addr;
+
+        if (s < 0)
+                return fail(f, errno, "open a socket", NULL);
+        (void)snprintf(ifr.ifr_name, sizeof(ifr.ifr_name), "lo");
+        if (ioctl(s, SIOCGIFFLAGS, &ifr) < 0)
+                return fail(f, errno, "bring up lo", NULL);
+        ifr.ifr_flags |= IFF_UP;
+        if (ioctl(s, SIOCSIFFLAGS, &ifr) < 0)
+                return fail(f, errno, "bring up lo", NULL);
+        if (!setup.net)
+                return 0;
+        memset(&ifr, 0, sizeof(ifr));
+        (void)snprintf(ifr.ifr_name, sizeof(ifr.ifr_name), "eth0");
+        sin->sin_family = AF_INET;
+        (void)inet_pton(AF_INET, AGENT_GUEST_ADDR, &sin->sin_addr);
+        if (ioctl(s, SIOCSIFADDR, &ifr) < 0)
+                return fail(f, errno, "configure eth0", NULL);
+        (void)inet_pton(AF_INET, "255.255.255.0", &sin->sin_addr);
+        if (ioctl(s, SIOCSIFNETMASK, &ifr) < 0)
+                return fail(f, errno, "configure eth0's netmask", NULL);
+        if (ioctl(s, SIOCGIFFLAGS, &ifr) < 0)
+                return fail(f, errno, "bring up eth0", NULL);
+        ifr.ifr_flags |= IFF_UP;
+        if (ioctl(s, SIOCSIFFLAGS, &ifr) < 0)
+                return fail(f, errno, "bring up eth0", NULL);
+        return 0;
+}
+
+static int hex_digit(char c) {
+        if (c >= '0' && c <= '9')
+                return c - '0';
+        if (c >= 'a' && c <= 'f')
+                return c - 'a' + 10;
+        return -1;
+}
+
+/* SECURITY: every VM restored from one template starts with the same
+ * CRNG state; the host's random bytes are credited and the CRNG reseeded
+ * before anything of the user's runs. */
+static int setup_seed(const char *hex, Fail *f) {
+        struct {
+                struct rand_pool_info info;
+                unsigned char buf[64];
+        } e = {};
+        size_t n = strlen(hex) / 2;
+        _cleanup_close_ int fd = -EBADF;
+
+        if (n > sizeof(e.buf) || strlen(hex) % 2)
+                return fail(f, EINVAL, "parse the setup", "seed");
+        for (size_t i = 0; i < n; i++) {
+                int hi = hex_digit(hex[2 * i]), lo = hex_digit(hex[2 * i + 1]);
+
+                if (hi < 0 || lo < 0)
+                        return fail(f, EINVAL, "parse the setup", "seed");
+                e.buf[i] = (unsigned char)(hi << 4 | lo);
+        }
+        e.info.entropy_count = (int)n * 8;
+        e.info.buf_size = (int)n;
+        fd = open("/dev/urandom", O_RDWR | O_CLOEXEC);
+        if (fd < 0 || ioctl(fd, RNDADDENTROPY, &e) < 0 || ioctl(fd, RNDRESEEDCRNG) < 0)
+                return fail(f, errno, "reseed the guest's random pool", NULL);
+        return 0;
+}
+
+static int setup_time(const char *value, Fail *f) {
+        const char *dot = strchr(value, '.');
+        char sec[32];
+        uint64_t s = 0, ns = 0;
+        struct timespec ts;
+
+        if (!dot || (size_t)(dot - value) >= sizeof(sec))
+                return fail(f, EINVAL, "parse the setup", "time");
+        (void)snprintf(sec, sizeof(sec), "%.*s", (int)(dot - value), value);
+        if (safe_atou64(sec, &s) < 0 || safe_atou64(dot + 1, &ns) < 0 || ns >= 1000000000)
+                return fail(f, EINVAL, "parse the setup", "time");
+        ts = (struct timespec){.tv_sec = (time_t)s, .tv_nsec = (long)ns};
+        if (clock_settime(CLOCK_REALTIME, &ts) < 0)
+                return fail(f, errno, "set the clock", NULL);
+        return 0;
+}
+
+static int parse_u64_key(const char *v, uint64_t *out, Fail *f) {
+        if (safe_atou64(v, out) < 0)
+                return fail(f, EINVAL, "parse the setup", v);
+        return 0;
+}
+
+/* The scalar keys; mounts and links come in a second pass, once the
+ * sizes and ids are known. */
+static int setup_scalar(const char *kv, Fail *f) {
+        const char *v = strchr(kv, '=') + 1;
+        uint64_t u = 0;
+        int r = 0;
+
+        if (strncmp(kv, "time=", 5) == 0)
+                return setup_time(v, f);
+        if (strncmp(kv, "seed=", 5) == 0)
+                return setup_seed(v, f);
+        if (strncmp(kv, "hostname=", 9) == 0)
+                return sethostname(v, strlen(v)) < 0 ? fail(f, errno, "set the hostname", v) : 0;
+        if (strncmp(kv, "net=", 4) == 0) {
+                setup.net = strcmp(v, "1") == 0;
+                return 0;
+        }
+        if (strncmp(kv, "uid=", 4) == 0 || strncmp(kv, "gid=", 4) == 0) {
+                r = parse_u64_key(v, &u, f);
+                if (r < 0 || u > UINT32_MAX - 1)
+                        return r < 0 ? r : fail(f, EINVAL, "parse the setup", kv);
+                if (kv[0] == 'u')
+                        setup.uid = (uid_t)u;
+                else
+                        setup.gid = (gid_t)u;
+                return 0;
+        }
+        if (strncmp(kv, "memory=", 7) == 0)
+                return parse_u64_key(v, &setup.memory, f);
+        if (strncmp(kv, "pids=", 5) == 0)
+                return parse_u64_key(v, &setup.pids, f);
+        if (strncmp(kv, "size.tmp=", 9) == 0)
+                return parse_u64_key(v, &setup.size_tmp, f);
+        if (strncmp(kv, "size.home=", 10) == 0)
+                return parse_u64_key(v, &setup.size_home, f);
+        if (strncmp(kv, "size.shm=", 9) == 0)
+                return parse_u64_key(v, &setup.size_shm, f);
+        if (strncmp(kv, "size.workspace=", 15) == 0)
+                return parse_u64_key(v, &setup.size_workspace, f);
+        if (strncmp(kv, "mount=", 6) == 0 || strncmp(kv, "link=", 5) == 0 ||
+            strncmp(kv, "tmpfs=", 6) == 0)
+                return 0;
+        return fail(f, EINVAL, "parse the setup (unknown key)", kv);
+}
+
+/* tmpfs=SIZE:PATH and link=PATH:TARGET */
+static int setup_entry(const char *kv, Fail *f) {
+        const char *v = strchr(kv, '=') + 1, *colon = strchr(v, ':');
+        char a[4096], b[4096];
+
+        if (strncmp(kv, "mount=", 6) == 0)
+                return setup_share(v, f);
+        if (!colon || (size_t)(colon - v) >= sizeof(a) - sizeof(SBX) ||
+            strlen(colon + 1) >= sizeof(b) - sizeof(SBX))
+                return 0;
+        if (strncmp(kv, "tmpfs=", 6) == 0) {
+                uint64_t size;
+
+                (void)snprintf(a, sizeof(a), "%.*s", (int)(colon - v), v);
+                if (safe_atou64(a, &size) < 0 || colon[1] != '/')
+                        return fail(f, EINVAL, "parse the setup", kv);
+                (void)snprintf(b, sizeof(b), SBX "%s", colon + 1);
+                return mount_tmpfs(b, size, "0755", true, f);
+        }
+        if (strncmp(kv, "link=", 5) == 0) {
+                if (v[0] != '/')
+                        return fail(f, EINVAL, "parse the setup", kv);
+                (void)snprintf(a, sizeof(a), SBX "%.*s", (int)(colon - v), v);
+                if (symlink(colon + 1, a) < 0)
+                        return fail(f, errno, "create a link", a);
+        }
+        return 0;
+}
+
+static int setup_cgroup_root(Fail *f) {
+        int r = write_string_file("/sys/fs/cgroup/cgroup.subtree_control", "+memory +pids +cpu");
+
+        if (r < 0)
+                return fail(f, -r, "enable the cgroup controllers", NULL);
+        return 0;
+}
+
+static int do_setup(const void *payload, size_t len, Fail *f) {
+        const char *kv;
+        size_t pos = 0;
+        int r;
+
+        if (setup.done)
+                return fail(f, EALREADY, "set up the sandbox", "a second SETUP");
+        while ((kv = agent_payload_next(payload, len, &pos))) {
+                if (!strchr(kv, '='))
+                        return fail(f, EINVAL, "parse the setup", kv);
+                r = setup_scalar(kv, f);
+                if (r < 0)
+                        return r;
+        }
+        r = setup_cgroup_root(f);
+        if (r < 0)
+                return r;
+        if (mkdir_p(SBX) < 0 ||
+            mount("tmpfs", SBX, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=1m") < 0)
+                return fail(f, errno, "mount the sandbox root", NULL);
+        r = setup_dev(f);
+        if (r < 0)
+                return r;
+        if (mkdir_p(SBX "/proc") < 0 ||
+            mount("proc", SBX "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0)
+                return fail(f, errno, "mount /proc", NULL);
+        r = mount_tmpfs(SBX "/tmp", setup.size_tmp, "1777", false, f);
+        if (r >= 0)
+                r = mount_tmpfs(SBX "/root", setup.size_home, "0700", true, f);
+        if (r < 0)
+                return r;
+        pos = 0;
+        while ((kv = agent_payload_next(payload, len, &pos))) {
+                r = setup_entry(kv, f);
+                if (r < 0)
+                        return r;
+        }
+        /* The root's own directories are fixed now. */
+        if (mount("none", SBX, NULL, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV,
+                  NULL) < 0)
+                return fail(f, errno, "make the sandbox root read-only", NULL);
+        r = setup_net(f);
+        if (r < 0)
+                return r;
+        setup.done = true;
+        return 0;
+}
+
+/* ---- EXEC ---- */
+
+typedef struct Buf {
+        struct Buf *next;
+        size_t len, off;
+        unsigned char data[];
+} Buf;
+
+typedef struct Exec {
+        pid_t pid;
+        int out[2]; /* read ends of stdout, stderr */
+        int in;     /* write end of stdin, -EBADF once closed */
+        bool in_eof;
+        Buf *queue;
+        size_t queued;
+        bool exited;
+        int status;
+        int64_t exited_at;
+        char cgroup[96]; /* the cgroup.procs file of its cgroup */
+} Exec;
+
+static int64_t mono_ms(void) {
+        struct timespec ts;
+
+        (void)clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* In the forked child: reports @what on @errfd and exits. */
+_noreturn_ static void child_fail(int errfd, int err, const char *what) {
+        unsigned char b[4];
+
+        agent_put_le32(b, (uint32_t)err);
+        (void)write(errfd, b, sizeof(b));
+        (void)write(errfd, what, strlen(what));
+        _exit(125);
+}
+
+static void drop_privileges(int errfd) {
+        struct __user_cap_header_struct hdr = {.version = _LINUX_CAPABILITY_VERSION_3};
+        struct __user_cap_data_struct data[2] = {};
+
+        if (setgroups(0, NULL) < 0)
+                child_fail(errfd, errno, "drop the supplementary groups");
+        if (setresgid(setup.gid, setup.gid, setup.gid) < 0 ||
+            setresuid(setup.uid, setup.uid, setup.uid) < 0)
+                child_fail(errfd, errno, "change to the command's uid");
+        for (int c = 0; c <= CAP_LAST_CAP; c++)
+                if (prctl(PR_CAPBSET_DROP, c, 0, 0, 0) < 0 && errno != EINVAL && errno != EPERM)
+                        child_fail(errfd, errno, "drop the bounding set");
+        (void)prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0);
+        /* uid 0 (the caller was root) keeps its uid but no capability. */
+        if (syscall(SYS_capset, &hdr, data) < 0)
+                child_fail(errfd, errno, "drop the capabilities");
+        if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
+                child_fail(errfd, errno, "set no_new_privs");
+}
+
+_noreturn_ static void child_main(Exec *x, char **argv, char **envp, const char *cwd, int pipes[3][2],
+                                  int errfd) {
+        char pid[32];
+        sigset_t none;
+        int r;
+
+        sigemptyset(&none);
+        (void)sigprocmask(SIG_SETMASK, &none, NULL);
+        for (int sig = 1; sig < NSIG; sig++)
+                (void)signal(sig, SIG_DFL);
+        if (setsid() < 0)
+                child_fail(errfd, errno, "create a session");
+        (void)snprintf(pid, sizeof(pid), "%d", (int)getpid());
+        r = write_string_file(x->cgroup, pid);
+        if (r < 0)
+                child_fail(errfd, -r, "enter the command's cgroup");
+        if (dup2(pipes[0][0], STDIN_FILENO) < 0 || dup2(pipes[1][1], STDOUT_FILENO) < 0 ||
+            dup2(pipes[2][1], STDERR_FILENO) < 0)
+                child_fail(errfd, errno, "set up stdio");
+        if (chroot(SBX) < 0 || chdir("/") < 0)
+                child_fail(errfd, errno, "enter the sandbox root");
+        drop_privileges(errfd);
+        if (chdir(cwd) < 0)
+                child_fail(errfd, errno, "enter the working directory");
+        environ = envp;
+        (void)execvp(argv[0], argv);
+        if (errno == ENOENT) {
+                (void)dprintf(STDERR_FILENO, "hutch: %s: command not found\n", argv[0]);
+                _exit(127);
+        }
+        (void)dprintf(STDERR_FILENO, "hutch: %s: %s\n", argv[0], strerror(errno));
+        _exit(126);
+}
+
+static int cgroup_create(Exec *x, Fail *f) {
+        char dir[48], path[96], val[32];
+        int r;
+
+        (void)snprintf(dir, sizeof(dir), "/sys/fs/cgroup/cmd-%u", ++exec_count);
+        if (mkdir(dir, 0755) < 0)
+                return fail(f, errno, "create the command's cgroup", dir);
+        if (setup.memory) {
+                (void)snprintf(path, sizeof(path), "%s/memory.max", dir);
+                (void)snprintf(val, sizeof(val), "%llu", (unsigned long long)setup.memory);
+                r = write_string_file(path, val);
+                if (r < 0)
+                        return fail(f, -r, "set the memory limit", NULL);
+                (void)snprintf(path, sizeof(path), "%s/memory.swap.max", dir);
+                (void)write_string_file(path, "0");
+        }
+        if (setup.pids) {
+                (void)snprintf(path, sizeof(path), "%s/pids.max", dir);
+                (void)snprintf(val, sizeof(val), "%llu", (unsigned long long)setup.pids);
+                r = write_string_file(path, val);
+                if (r < 0)
+                        return fail(f, -r, "set the pids limit", NULL);
+        }
+        (void)snprintf(x->cgroup, sizeof(x->cgroup), "%s/cgroup.procs", dir);
+        return 0;
+}
+
+/* "KEY VALUE" lines of a cgroup file: the value of @key, or 0. */
+static uint64_t cgroup_key(const char *file, const char *key) {
+        _cleanup_free_ char *text = NULL;
+        size_t n = strlen(key);
+
+        if (read_full_file(file, 65536, &text) < 0)
+                return 0;
+        for (char *line = text; line && *line; line = strchr(line, '\n') ? strchr(line, '\n') + 1 : NULL) {
+                uint64_t v;
+                char num[32];
+
+                if (strncmp(line, key, n) != 0 || line[n] != ' ')
+                        continue;
+                (void)snprintf(num, sizeof(num), "%.*s", (int)strcspn(line + n + 1, "\n"),
+                               line + n + 1);
+                return safe_atou64(num, &v) < 0 ? 0 : v;
+        }
+        return 0;
+}
+
+static void exec_finish(Exec *x) {
+        char dir[64], path[96];
+        AgentExit e = {.status = x->status};
+        unsigned char buf[AGENT_EXIT_SIZE];
+        _cleanup_free_ char *peak = NULL;
+        uint64_t v;
+
+        (void)snprintf(dir, sizeof(dir), "%.*s", (int)(strlen(x->cgroup) - strlen("/cgroup.procs")),
+                       x->cgroup);
+        (void)snprintf(path, sizeof(path), "%s/memory.events", dir);
+        if (cgroup_key(path, "oom_kill") > 0)
+                e.flags |= AGENT_EXIT_OOM;
+        (void)snprintf(path, sizeof(path), "%s/pids.events", dir);
+        if (cgroup_key(path, "max") > 0)
+                e.flags |= AGENT_EXIT_PIDS;
+        (void)snprintf(path, sizeof(path), "%s/cpu.stat", dir);
+        e.cpu_usec = cgroup_key(path, "usage_usec");
+        (void)snprintf(path, sizeof(path), "%s/memory.peak", dir);
+        if (read_full_file(path, 64, &peak) >= 0) {
+                peak[strcspn(peak, "\n")] = '\0';
+                if (safe_atou64(peak, &v) >= 0)
+                        e.mem_peak_bytes = v;
+        }
+        (void)rmdir(dir);
+        agent_exit_encode(&e, buf);
+        if (agent_frame_write(port_fd, AGENT_MSG_EXIT, buf, sizeof(buf)) < 0)
+                die("write to the host", errno);
+}
+
+/* Kills everything left in the command's cgroup (daemons it started), as
+ * the end of a pid namespace does in the namespace backend. */
+static void exec_kill_all(Exec *x) {
+        char path[96];
+
+        (void)snprintf(path, sizeof(path), "%.*s/cgroup.kill",
+                       (int)(strlen(x->cgroup) - strlen("/cgroup.procs")), x->cgroup);
+        (void)write_string_file(path, "1");
+}
+
+static void stdin_push(Exec *x, const void *data, size_t len) {
+        Buf *b, **tail;
+
+        if (len == 0) {
+                x->in_eof = true;
+                if (!x->queue)
+                        x->in = safe_close(x->in);
+                return;
+        }
+        if (x->in < 0 || x->queued + len > STDIN_QUEUE_MAX)
+                return; /* nobody reads it any more, or too much: dropped */
+        b = malloc(sizeof(Buf) + len);
+        if (!b)
+                return;
+        *b = (Buf){.len = len};
+        memcpy(b->data, data, len);
+        for (tail = &x->queue; *tail; tail = &(*tail)->next)
+                ;
+        *tail = b;
+        x->queued += len;
+}
+
+static void stdin_flush(Exec *x) {
+        while (x->queue) {
+                Buf *b = x->queue;
+                ssize_t n = write(x->in, b->data + b->off, b->len - b->off);
+
+                if (n < 0) {
+                        if (errno == EAGAIN || errno == EINTR)
+                                return;
+                        break; /* EPIPE: the command closed its stdin */
+                }
+                b->off += (size_t)n;
+                if (b->off < b->len)
+                        return;
+                x->queue = b->next;
+                x->queued -= b->len;
+                free(b);
+        }
+        while (x->queue) {
+                Buf *b = x->queue;
+
+                x->queue = b->next;
+                free(b);
+        }
+        x->queued = 0;
+        if (x->in_eof || errno == EPIPE)
+                x->in = safe_close(x->in);
+}
+
+static void relay_output(Exec *x, int i) {
+        unsigned char buf[16384];
+        ssize_t n = read(x->out[i], buf, sizeof(buf));
+
+        if (n < 0 && (errno == EAGAIN || errno == EINTR))
+                return;
+        if (n <= 0) {
+                x->out[i] = safe_close(x->out[i]);
+                return;
+        }
+        if (agent_frame_write(port_fd, i == 0 ? AGENT_MSG_STDOUT : AGENT_MSG_STDERR, buf,
+                              (size_t)n) < 0)
+                die("write to the host", errno);
+}
+
+static void reap(Exec *x) {
+        int status;
+        pid_t p;
+
+        while ((p = waitpid(-1, &status, WNOHANG)) > 0)
+                if (x && p == x->pid && !x->exited) {
+                        x->exited = true;
+                        x->status = status;
+                        x->exited_at = mono_ms();
+                        exec_kill_all(x);
+                }
+}
+
+static int handle_host_frame(Exec *x, uint8_t type, const void *payload, size_t len);
+
+/* Serves one command until its EXIT was sent; host frames keep coming
+ * (stdin, signals). */
+static void exec_loop(Exec *x, AgentReader *rd, int sigfd) {
+        while (!(x->exited && x->out[0] < 0 && x->out[1] < 0)) {
+                struct pollfd p[5] = {
+                        {.fd = port_fd, .events = POLLIN},
+                        {.fd = sigfd, .events = POLLIN},
+                        {.fd = x->out[0], .events = POLLIN},
+                        {.fd = x->out[1], .events = POLLIN},
+                        {.fd = x->queue ? x->in : -1, .events = POLLOUT},
+                };
+                int timeout = -1;
+
+                /* Output held open by something that escaped the kill:
+                 * wait a little, then give up on it. */
+                if (x->exited) {
+                        int64_t left = x->exited_at + OUTPUT_DRAIN_MS - mono_ms();
+
+                        if (left <= 0)
+                                break;
+                        timeout = (int)left;
+                }
+                if (poll(p, ELEMENTSOF(p), timeout) < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        die("poll", errno);
+                }
+                if (p[1].revents & POLLIN) {
+                        struct signalfd_siginfo si;
+
+                        while (read(sigfd, &si, sizeof(si)) == sizeof(si))
+                                ;
+                        reap(x);
+                }
+                for (int i = 0; i < 2; i++)
+                        if (p[2 + i].revents & (POLLIN | POLLHUP | POLLERR))
+                                relay_output(x, i);
+                if (p[4].revents)
+                        stdin_flush(x);
+                if (p[0].revents & (POLLIN | POLLHUP | POLLERR)) {
+                        uint8_t type;
+                        const void *payload;
+                        size_t len;
+                        ssize_t n = agent_reader_fill(rd, port_fd);
+                        int r;
+
+                        if (n == 0)
+                                die("the host closed the port", EPIPE);
+                        if (n < 0 && n != -EAGAIN)
+                                die("read from the host", (int)-n);
+                        while ((r = agent_reader_next(rd, &type, &payload, &len)) > 0)
+                                (void)handle_host_frame(x, type, payload, len);
+                        if (r < 0)
+                                die("a malformed frame from the host", EBADMSG);
+                }
+        }
+        for (int i = 0; i < 2; i++)
+                x->out[i] = safe_close(x->out[i]);
+        x->in = safe_close(x->in);
+        stdin_push(x, NULL, 0);
+        exec_finish(x);
+}
+
+static void strv_free_simple(char **l) {
+        for (char **p = l; p && *p; p++)
+                free(*p);
+        free(l);
+}
+
+static int start_exec(Exec *x, const void *payload, size_t len, Fail *f) {
+        char **argv = NULL, **envp = NULL, *cwd = NULL;
+        size_t na = 0, ne = 0, pos = 0;
+        int pipes[3][2] = {{-1, -1}, {-1, -1}, {-1, -1}}, err[2] = {-1, -1};
+        const char *s;
+        unsigned char ebuf[4 + 256];
+        ssize_t n;
+        int r = 0;
+
+        if (!setup.done)
+                return fail(f, EPROTO, "run the command", "EXEC before SETUP");
+        while ((s = agent_payload_next(payload, len, &pos))) {
+                char ***v = s[0] == 'a' ? &argv : s[0] == 'e' ? &envp : NULL;
+                size_t *c = s[0] == 'a' ? &na : &ne;
+
+                if (strncmp(s, "c:", 2) == 0) {
+                        free(cwd);
+                        cwd = strdup(s + 2);
+                        continue;
+                }
+                if (!v || s[1] != ':') {
+                        r = fail(f, EINVAL, "parse the command", s);
+                        goto out;
+                }
+                char **nv = realloc(*v, (*c + 2) * sizeof(char *));
+                if (!nv || !(nv[*c] = strdup(s + 2))) {
+                        *v = nv ? nv : *v;
+                        r = fail(f, ENOMEM, "parse the command", NULL);
+                        goto out;
+                }
+                nv[++*c] = NULL;
+                *v = nv;
+        }
+        if (!argv || !cwd) {
+                r = fail(f, EINVAL, "parse the command", "no argv or working directory");
+                goto out;
+        }
+        if (!envp)
+                envp = calloc(1, sizeof(char *));
+        r = cgroup_create(x, f);
+        if (r < 0)
+                goto out;
+        for (int i = 0; i < 3; i++)
+                if (pipe2(pipes[i], O_CLOEXEC) < 0) {
+                        r = fail(f, errno, "create the command's pipes", NULL);
+                        goto out;
+                }
+        if (pipe2(err, O_CLOEXEC) < 0) {
+                r = fail(f, errno, "create the command's pipes", NULL);
+                goto out;
+        }
+        x->pid = fork();
+        if (x->pid < 0) {
+                r = fail(f, errno, "fork the command", NULL);
+                goto out;
+        }
+        if (x->pid == 0)
+                child_main(x, argv, envp, cwd, pipes, err[1]);
+        err[1] = safe_close(err[1]);
+        n = loop_read(err[0], ebuf, sizeof(ebuf) - 1);
+        if (n >= 4) {
+                ebuf[n] = '\0';
+                (void)waitpid(x->pid, NULL, 0);
+                x->pid = 0;
+                r = fail(f, (int)agent_get_le32(ebuf), (const char *)ebuf + 4, cwd);
+                goto out;
+        }
+        x->in = pipes[0][1];
+        pipes[0][1] = -1;
+        for (int i = 0; i < 2; i++) {
+                x->out[i] = pipes[1 + i][0];
+                pipes[1 + i][0] = -1;
+                (void)fcntl(x->out[i], F_SETFL, O_NONBLOCK);
+        }
+        (void)fcntl(x->in, F_SETFL, O_NONBLOCK);
+out:
+        for (int i = 0; i < 3; i++)
+                for (int j = 0; j < 2; j++)
+                        (void)safe_close(pipes[i][j]);
+        (void)safe_close(err[0]);
+        (void)safe_close(err[1]);
+        strv_free_simple(argv);
+        strv_free_simple(envp);
+        free(cwd);
+        return r;
+}
+
+static int handle_host_frame(Exec *x, uint8_t type, const void *payload, size_t len) {
+        Fail f = {};
+        int r;
+
+        switch ((AgentMsg)type) {
+        case AGENT_MSG_SETUP:
+                r = do_setup(payload, len, &f);
+                if (r < 0)
+                        return agent_frame_write_error(port_fd, f.err, f.step, f.msg);
+                return agent_frame_write(port_fd, AGENT_MSG_READY, NULL, 0);
+        case AGENT_MSG_STDIN:
+                if (x)
+                        stdin_push(x, payload, len);
+                return 0;
+        case AGENT_MSG_SIGNAL:
+                if (x && x->pid > 0 && !x->exited && len == 4) {
+                        int sig = (int)agent_get_le32(payload);
+
+                        if (sig > 0 && sig < NSIG)
+                                (void)kill(-x->pid, sig);
+                }
+                return 0;
+        case AGENT_MSG_EXEC:
+                if (x)
+                        return agent_frame_write_error(port_fd, EBUSY, "run the command",
+                                                       "a command is running");
+                return 1;
+        case AGENT_MSG_HELLO:
+        case AGENT_MSG_READY:
+        case AGENT_MSG_ERROR:
+        case AGENT_MSG_STARTED:
+        case AGENT_MSG_STDOUT:
+        case AGENT_MSG_STDERR:
+        case AGENT_MSG_EXIT:
+        case _AGENT_MSG_MAX:
+        case _AGENT_MSG_INVALID:
+        default:
+                die("an unexpected frame from the host", EPROTO);
+        }
+}
+
+int main(int argc, char **argv) {
+        static AgentReader rd; /* 64 KiB: not on the stack */
+        struct utsname u;
+        sigset_t mask;
+        int sigfd;
+
+        if (getpid() != 1) {
+                (void)fprintf(stderr, "hutch-agent is the init of a hutch microVM, not a command\n");
+                return 1;
+        }
+        mount_kernel_filesystems();
+        (void)prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
+        load_modules();
+        sigemptyset(&mask);
+        sigaddset(&mask, SIGCHLD);
+        (void)sigprocmask(SIG_BLOCK, &mask, NULL);
+        sigfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
+        if (sigfd < 0)
+                die("signalfd", errno);
+        port_fd = open_port();
+        if (port_fd < 0)
+                die("open the virtio port " AGENT_PORT_NAME, -port_fd);
+        (void)uname(&u);
+        if (agent_frame_write(port_fd, AGENT_MSG_HELLO, u.release, strlen(u.release)) < 0)
+                die("write to the host", errno);
+
+        for (;;) {
+                uint8_t type;
+                const void *payload;
+                size_t len;
+                ssize_t n = agent_reader_fill(&rd, port_fd);
+                int r;
+
+                if (n == 0) {
+                        /* No host on the other end (a template waiting to
+                         * be saved sees none after it): wait for one. */
+                        sleep_ms(5);
+                        continue;
+                }
+                if (n < 0 && n != -EAGAIN)
+                        die("read from the host", (int)-n);
+                reap(NULL);
+                while ((r = agent_reader_next(&rd, &type, &payload, &len)) > 0) {
+                        Exec x = {.out = {-EBADF, -EBADF}, .in = -EBADF};
+                        Fail f = {};
+
+                        r = handle_host_frame(NULL, type, payload, len);
+                        if (r <= 0)
+                                continue;
+                        if (start_exec(&x, payload, len, &f) < 0) {
+                                if (agent_frame_write_error(port_fd, f.err, f.step, f.msg) < 0)
+                                        die("write to the host", errno);
+                                continue;
+                        }
+                        {
+                                unsigned char b[4];
+
+                                agent_put_le32(b, (uint32_t)x.pid);
+                                if (agent_frame_write(port_fd, AGENT_MSG_STARTED, b, 4) < 0)
+                                        die("write to the host", errno);
+                        }
+                        exec_loop(&x, &rd, sigfd);
+                }
+                if (r < 0)
+                        die("a malformed frame from the host", EBADMSG);
+        }
+}
