@@ -340,3 +340,29 @@ bool path_is_safe_absolute(const char *path) {
         }
         return true;
 }
+
+/* Makes @path (and missing parents) mode 0700, and checks that what is
+ * there is a directory owned by us. */
+int mkdir_private(const char *path) {
+        _cleanup_free_ char *copy = strdup(path);
+        struct stat st;
+
+        if (!copy)
+                return -ENOMEM;
+        for (char *p = copy + 1; *p; p++)
+                if (*p == '/') {
+                        *p = '\0';
+                        if (mkdir(copy, 0755) < 0 && errno != EEXIST)
+                                return negative_errno();
+                        *p = '/';
+                }
+        if (mkdir(path, 0700) < 0 && errno != EEXIST)
+                return negative_errno();
+        if (lstat(path, &st) < 0)
+                return negative_errno();
+        /* SECURITY: someone else's folder (a planted /tmp/hutch-<uid>)
+         * must not hold our sockets and layers. */
+        if (!S_ISDIR(st.st_mode) || st.st_uid != geteuid())
+                return -EPERM;
+        return 0;
+}

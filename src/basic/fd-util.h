@@ -82,3 +82,8 @@ ssize_t recv_with_fds(int sock, void *data, size_t len, int *fds, size_t max_fds
 /* Returns true if @path is absolute and has no "." or ".." component
  * (repeated or trailing slashes are tolerated). Purely lexical. */
 bool path_is_safe_absolute(const char *path);
+
+/* Makes @path (and missing parents, 0755) with mode 0700, and checks
+ * that what is there is a directory owned by us (-EPERM otherwise:
+ * SECURITY, a folder planted by someone else is never used). */
+int mkdir_private(const char *path);

@@ -4,6 +4,7 @@
 
 #include "cli.h"
 #include "log.h"
+#include "vm/vm.h"
 
 static const struct {
         const char *name;
@@ -50,6 +51,10 @@ int main(int argc, char **argv) {
         /* The keeper's entry point (started by exec; not for users). */
         if (strcmp(argv[1], "__keeper") == 0)
                 return verb_keeper(argc - 1, argv + 1);
+        /* The microVM's guestfwd helper (started by QEMU; not for users):
+         * connects the guest's connection on stdin/stdout to the proxy. */
+        if (strcmp(argv[1], "__vm-fwd") == 0)
+                return argc == 3 && vm_forward_run(argv[2]) >= 0 ? 0 : 1;
         for (size_t i = 0; i < ELEMENTSOF(verbs); i++)
                 if (strcmp(argv[1], verbs[i].name) == 0)
                         return verbs[i].fn(argc - 1, argv + 1);

@@ -51,7 +51,8 @@ ssize_t agent_reader_fill(AgentReader *r, int fd) {
         return n;
 }
 
-int agent_reader_next(AgentReader *r, uint8_t *ret_type, const void **ret_payload, size_t *ret_len) {
+int agent_reader_next(AgentReader *r, uint8_t *ret_type, const void **ret_payload,
+                      size_t *ret_len) {
         uint32_t length, crc;
 
         if (r->broken)

@@ -14,9 +14,9 @@
  * never sees the agent's /dev (the virtio port), and the agent is not
  * dumpable. A frame that breaks the protocol ends the agent, and with it
  * the VM (panic=-1 and -no-reboot). */
+#include <arpa/inet.h>
 #include <dirent.h>
 #include <errno.h>
-#include <arpa/inet.h>
 #include <fcntl.h>
 #include <grp.h>
 #include <linux/capability.h>
@@ -220,8 +220,8 @@ typedef struct Fail {
 static int fail(Fail *f, int err, const char *step, const char *detail) {
         f->err = err > 0 ? err : EIO;
         (void)snprintf(f->step, sizeof(f->step), "%s", step);
-        (void)snprintf(f->msg, sizeof(f->msg), "%.300s%s%s", detail ? detail : "", detail ? ": " : "",
-                       strerror(f->err));
+        (void)snprintf(f->msg, sizeof(f->msg), "%.300s%s%s", detail ? detail : "",
+                       detail ? ": " : "", strerror(f->err));
         return -f->err;
 }
 
@@ -245,8 +245,7 @@ static int mkdir_p(const char *path) {
         return 0;
 }
 
-static int mount_tmpfs(const char *target, uint64_t size, const char *mode, bool owned,
-                       Fail *f) {
+static int mount_tmpfs(const char *target, uint64_t size, const char *mode, bool owned, Fail *f) {
         char opts[128];
         int r;
 
@@ -301,8 +300,10 @@ static int copy_tree(int src, int dst, unsigned depth) {
 
                         if (mkdirat(dst, de->d_name, st.st_mode & 07777) < 0)
                                 return negative_errno();
-                        s = openat(src, de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-                        t = openat(dst, de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+                        s = openat(src, de->d_name,
+                                   O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+                        t = openat(dst, de->d_name,
+                                   O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
                         if (s < 0 || t < 0)
                                 return negative_errno();
                         r = copy_tree(s, t, depth + 1);
@@ -336,8 +337,7 @@ static int copy_tree(int src, int dst, unsigned depth) {
                         target[n] = '\0';
                         if (symlinkat(target, dst, de->d_name) < 0)
                                 return negative_errno();
-                        (void)fchownat(dst, de->d_name, setup.uid, setup.gid,
-                                       AT_SYMLINK_NOFOLLOW);
+                        (void)fchownat(dst, de->d_name, setup.uid, setup.gid, AT_SYMLINK_NOFOLLOW);
                 }
         }
         return errno ? negative_errno() : 0;
@@ -414,12 +414,13 @@ static int setup_dev(Fail *f) {
                 const char *name;
                 unsigned major, minor;
         } nodes[] = {
-                {"null", 1, 3}, {"zero", 1, 5}, {"full", 1, 7},
+                {"null", 1, 3},   {"zero", 1, 5},    {"full", 1, 7},
                 {"random", 1, 8}, {"urandom", 1, 9}, {"tty", 5, 0},
         };
         static const char *const links[][2] = {
-                {"ptmx", "pts/ptmx"},  {"fd", "/proc/self/fd"},     {"stdin", "/proc/self/fd/0"},
-                {"stdout", "/proc/self/fd/1"}, {"stderr", "/proc/self/fd/2"},
+                {"ptmx", "pts/ptmx"},          {"fd", "/proc/self/fd"},
+                {"stdin", "/proc/self/fd/0"},  {"stdout", "/proc/self/fd/1"},
+                {"stderr", "/proc/self/fd/2"},
         };
         int r;
 
@@ -448,8 +449,7 @@ static int setup_dev(Fail *f) {
         r = mount_tmpfs(SBX "/dev/shm", setup.size_shm, "1777", false, f);
         if (r < 0)
                 return r;
-        if (mount("none", SBX "/dev", NULL, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID, NULL) <
-            0)
+        if (mount("none", SBX "/dev", NULL, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID, NULL) < 0)
                 return fail(f, errno, "make /dev read-only", NULL);
         return 0;
 }
@@ -733,8 +733,8 @@ static void drop_privileges(int errfd) {
                 child_fail(errfd, errno, "set no_new_privs");
 }
 
-_noreturn_ static void child_main(Exec *x, char **argv, char **envp, const char *cwd, int pipes[3][2],
-                                  int errfd) {
+_noreturn_ static void child_main(Exec *x, char **argv, char **envp, const char *cwd,
+                                  int pipes[3][2], int errfd) {
         char pid[32];
         sigset_t none;
         int r;
@@ -801,7 +801,8 @@ static uint64_t cgroup_key(const char *file, const char *key) {
 
         if (read_full_file(file, 65536, &text) < 0)
                 return 0;
-        for (char *line = text; line && *line; line = strchr(line, '\n') ? strchr(line, '\n') + 1 : NULL) {
+        for (char *line = text; line && *line;
+             line = strchr(line, '\n') ? strchr(line, '\n') + 1 : NULL) {
                 uint64_t v;
                 char num[32];
 
@@ -1137,7 +1138,8 @@ int main(int argc, char **argv) {
         int sigfd;
 
         if (getpid() != 1) {
-                (void)fprintf(stderr, "hutch-agent is the init of a hutch microVM, not a command\n");
+                (void)fprintf(stderr,
+                              "hutch-agent is the init of a hutch microVM, not a command\n");
                 return 1;
         }
         mount_kernel_filesystems();

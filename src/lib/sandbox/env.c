@@ -2,6 +2,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "agent-protocol.h"
 #include "sandbox/sandbox.h"
 #include "sandbox/secrets.h"
 #include "strv.h"
@@ -58,7 +59,12 @@ int sandbox_build_env(const Policy *policy, char *const *caller_env, char ***ret
                 };
                 char url[64];
 
-                (void)snprintf(url, sizeof(url), "http://127.0.0.1:%d", SANDBOX_PROXY_PORT);
+                /* A microVM reaches the proxy through slirp's forward
+                 * (docs/vm.md), not on its own loopback. */
+                (void)snprintf(url, sizeof(url), "http://%s:%d",
+                               policy->backend == SANDBOX_BACKEND_VM ? AGENT_PROXY_ADDR
+                                                                     : "127.0.0.1",
+                               SANDBOX_PROXY_PORT);
                 for (size_t i = 0; i < ELEMENTSOF(proxy_vars); i++) {
                         r = strv_env_set(&env, proxy_vars[i], url);
                         if (r < 0)

@@ -32,6 +32,7 @@
 #include "sandbox/secrets.h"
 #include "sandbox/supervise.h"
 #include "sandbox/sync.h"
+#include "sandbox/vm-run.h"
 #include "strv.h"
 
 #define SANDBOX_NS_FLAGS                                                                           \
@@ -710,8 +711,8 @@ kill_child:
         return r;
 }
 
-int sandbox_run(const Policy *policy, char *const *argv, char *const *caller_env,
-                Outcome *ret_outcome, HutchError *reterr) {
+static int sandbox_run_ns(const Policy *policy, char *const *argv, char *const *caller_env,
+                          Outcome *ret_outcome, HutchError *reterr) {
         _cleanup_(run_state_done) RunState st;
         struct rusage ru = {};
         CgroupStats stats = {};
@@ -757,4 +758,11 @@ int sandbox_run(const Policy *policy, char *const *argv, char *const *caller_env
                                        (unsigned)status);
         ret_outcome->denied = TAKE_PTR(denied);
         return 0;
+}
+
+int sandbox_run(const Policy *policy, char *const *argv, char *const *caller_env,
+                Outcome *ret_outcome, HutchError *reterr) {
+        if (policy->backend == SANDBOX_BACKEND_VM)
+                return sandbox_run_vm(policy, argv, caller_env, ret_outcome, reterr);
+        return sandbox_run_ns(policy, argv, caller_env, ret_outcome, reterr);
 }

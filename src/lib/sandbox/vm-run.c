@@ -1,0 +1,691 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* `hutch run --backend vm`: the policy as a microVM (docs/vm.md). The
+ * supervisor's part: the directories, the host cgroup QEMU runs in, the
+ * proxy, the guest's SETUP and EXEC, the command's streams, the timeout,
+ * the signals and the outcome. The machine itself is src/lib/vm. */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/statfs.h>
+#include <sys/timerfd.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "fd-util.h"
+#include "macro.h"
+#include "rm-rf.h"
+#include "sandbox/cgroup-setup.h"
+#include "sandbox/proxy-spawn.h"
+#include "sandbox/sandbox.h"
+#include "sandbox/supervise.h"
+#include "sandbox/vm-run.h"
+#include "store/store.h"
+#include "strv.h"
+#include "vm/vm.h"
+
+/* The guest kernel's own share of the guest RAM: the command's cgroup in
+ * the guest gets --memory, the guest gets this much more. */
+#define VM_KERNEL_RAM (128ULL << 20)
+/* QEMU's own memory beyond the guest RAM (TCG's translation cache is
+ * 128 MiB of it), capped by the host cgroup. */
+#define VM_QEMU_OVERHEAD (512ULL << 20)
+#define VM_QEMU_PIDS 512
+#define VM_BOOT_TIMEOUT_MS 60000
+#define TMPFS_MAGIC_VALUE 0x01021994
+
+static const int vm_signals[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2};
+
+typedef struct VmRun {
+        const Policy *policy;
+        char name[64];
+        Store *store;
+        char *run_dir, *template_dir, *cache_dir, *proxy_sock, *helper;
+        char **env;
+        RunCgroup rc;
+        ProxyProcess proxy;
+        char *proxy_binary;
+        Vm *vm;
+        int sigfd, timerfd;
+        sigset_t orig_mask;
+        bool mask_saved;
+        struct sigaction old_pipe;
+        bool pipe_saved;
+} VmRun;
+
+static void vm_run_done(VmRun *v) {
+        v->vm = vm_free(v->vm);
+        if (v->proxy.pid > 0) {
+                _cleanup_free_ char *ignored = NULL;
+
+                (void)proxy_stop(&v->proxy, &ignored);
+        }
+        run_cgroup_done(&v->rc);
+        if (v->run_dir)
+                (void)rm_rf_at(AT_FDCWD, v->run_dir);
+        free(v->run_dir);
+        free(v->template_dir);
+        free(v->cache_dir);
+        free(v->proxy_sock);
+        free(v->helper);
+        free(v->proxy_binary);
+        strv_free(v->env);
+        v->store = store_free(v->store);
+        v->sigfd = safe_close(v->sigfd);
+        v->timerfd = safe_close(v->timerfd);
+        if (v->pipe_saved)
+                (void)sigaction(SIGPIPE, &v->old_pipe, NULL);
+        if (v->mask_saved)
+                (void)sigprocmask(SIG_SETMASK, &v->orig_mask, NULL);
+}
+
+/* The templates hold guest RAM: they belong on tmpfs. The state
+ * directory is (/run, $XDG_RUNTIME_DIR) unless it is not; then /dev/shm. */
+static int pick_dirs(VmRun *v, HutchError *reterr) {
+        struct statfs sf;
+        int r;
+
+        if (asprintf(&v->cache_dir, "%s/vm", v->store->home) < 0)
+                return -ENOMEM;
+        if (statfs(v->store->state, &sf) == 0 && (unsigned long)sf.f_type == TMPFS_MAGIC_VALUE)
+                r = asprintf(&v->template_dir, "%s/vm-templates", v->store->state);
+        else
+                r = asprintf(&v->template_dir, "/dev/shm/hutch-%u/vm-templates",
+                             (unsigned)geteuid());
+        if (r < 0 || asprintf(&v->run_dir, "%s/vm-run-XXXXXX", v->store->state) < 0)
+                return -ENOMEM;
+        if (!mkdtemp(v->run_dir)) {
+                r = errno;
+                v->run_dir = mfree(v->run_dir);
+                return hutch_error_set(reterr, r, "cannot create the VM's run directory: %s",
+                                       strerror(r));
+        }
+        return 0;
+}
+
+/* The proxy's socket in the run directory (0700), handed to hutch-proxy;
+ * the guestfwd helper connects to it for each guest connection. */
+static int proxy_setup(VmRun *v, HutchError *reterr) {
+        struct sockaddr_un sa = {.sun_family = AF_UNIX};
+        _cleanup_close_ int fd = -EBADF;
+        char self[4096];
+        ssize_t n;
+        int r;
+
+        if (asprintf(&v->proxy_sock, "%s/proxy.sock", v->run_dir) < 0)
+                return -ENOMEM;
+        if (strlen(v->proxy_sock) >= sizeof(sa.sun_path))
+                return hutch_error_set(reterr, ENAMETOOLONG, "the proxy socket path is too long");
+        memcpy(sa.sun_path, v->proxy_sock, strlen(v->proxy_sock) + 1);
+        fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        if (fd < 0 || bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 || listen(fd, 64) < 0)
+                return hutch_error_set(reterr, errno, "failed to create the proxy's socket: %m");
+        r = proxy_spawn(v->proxy_binary, v->policy, v->name, -EBADF, -EBADF, &v->proxy, reterr);
+        if (r < 0)
+                return r;
+        r = proxy_hand_sockets(&v->proxy, &fd, 1);
+        if (r < 0)
+                return hutch_error_set(reterr, -r, "failed to hand the proxy its socket: %s",
+                                       strerror(-r));
+        n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+        if (n < 0)
+                return hutch_error_set(reterr, errno, "failed to find the running hutch: %m");
+        self[n] = '\0';
+        /* slirp splits the command like a shell (g_shell_parse_argv):
+         * single quotes keep the paths whole. */
+        if (strchr(self, '\'') || strchr(v->proxy_sock, '\''))
+                return hutch_error_set(reterr, EINVAL, "a quote in a path of the VM's helper");
+        if (asprintf(&v->helper, "'%s' __vm-fwd '%s'", self, v->proxy_sock) < 0)
+                return -ENOMEM;
+        return 0;
+}
+
+static int add_share(VmConfig *c, const char *path, bool read_only) {
+        if (c->n_shares >= VM_MAX_SHARES)
+                return -E2BIG;
+        c->shares[c->n_shares++] = (VmShare){.path = path, .read_only = read_only};
+        return 0;
+}
+
+static int kv(char **buf, size_t *len, const char *key, const char *fmt, ...) _printf_(4, 5);
+static int kv(char **buf, size_t *len, const char *key, const char *fmt, ...) {
+        _cleanup_free_ char *value = NULL;
+        va_list ap;
+        int n;
+
+        va_start(ap, fmt);
+        n = vasprintf(&value, fmt, ap);
+        va_end(ap);
+        if (n < 0)
+                return -ENOMEM;
+        return agent_payload_add(buf, len, key, value);
+}
+
+/* The host base (DESIGN.md §3): /usr and /etc read-only, and /bin, /sbin,
+ * /lib* as the host has them (links into /usr on a merged-/usr system, or
+ * shares of their own). Then the workspace and the binds. Fills the shares
+ * of @c and the SETUP entries. */
+static int plan_filesystem(const Policy *p, VmConfig *c, char **buf, size_t *len) {
+        static const char *const base[] = {"/usr", "/etc",   "/bin",   "/sbin",
+                                           "/lib", "/lib32", "/lib64", "/libx32"};
+        int r = 0;
+
+        for (size_t i = 0; r >= 0 && i < ELEMENTSOF(base); i++) {
+                struct stat st;
+
+                if (lstat(base[i], &st) < 0)
+                        continue;
+                if (S_ISLNK(st.st_mode)) {
+                        char target[4096];
+                        ssize_t n = readlink(base[i], target, sizeof(target) - 1);
+
+                        if (n <= 0)
+                                continue;
+                        target[n] = '\0';
+                        r = kv(buf, len, "link=", "%s:%s", base[i], target);
+                        continue;
+                }
+                if (!S_ISDIR(st.st_mode))
+                        continue;
+                r = kv(buf, len, "mount=", "h%zu:ro:%s", c->n_shares, base[i]);
+                if (r >= 0)
+                        r = add_share(c, base[i], true);
+        }
+        if (r >= 0 && p->workspace) {
+                const char *mode = p->workspace_mode == WORKSPACE_MODE_COPY      ? "copy"
+                                   : p->workspace_mode == WORKSPACE_MODE_OVERLAY ? "overlay"
+                                   : p->read_only                                ? "ro"
+                                                                                 : "rw";
+
+                r = kv(buf, len, "mount=", "h%zu:%s:%s", c->n_shares, mode,
+                       POLICY_SANDBOX_WORKSPACE);
+                /* SECURITY: only a mounted, writable workspace is writable
+                 * through QEMU; a copy's source and an overlay's lower
+                 * layer are read-only at the host end too. */
+                if (r >= 0)
+                        r = add_share(c, p->workspace,
+                                      p->read_only || p->workspace_mode != WORKSPACE_MODE_MOUNT);
+        }
+        for (size_t i = 0; r >= 0 && i < p->n_binds; i++) {
+                bool ro = p->read_only || p->binds[i].read_only;
+                struct stat st;
+
+                if (stat(p->binds[i].source, &st) < 0)
+                        return -errno;
+                if (!S_ISDIR(st.st_mode))
+                        return -ENOTDIR; /* NEEDSWORK: 9p shares directories only */
+                r = kv(buf, len, "mount=", "h%zu:%s:%s", c->n_shares, ro ? "ro" : "rw",
+                       p->binds[i].target);
+                if (r >= 0)
+                        r = add_share(c, p->binds[i].source, ro);
+        }
+        return r;
+}
+
+static int build_setup(const Policy *p, VmConfig *c, char **ret, size_t *ret_len) {
+        _cleanup_free_ char *buf = NULL;
+        unsigned char seed[64];
+        char hex[129];
+        struct timespec ts;
+        uint64_t home = p->disk_size ? p->disk_size : POLICY_DEFAULT_HOME_SIZE;
+        uint64_t ws = p->disk_size ? p->disk_size : POLICY_DEFAULT_COPY_SIZE;
+        uint64_t tmp = POLICY_DEFAULT_TMP_SIZE, shm = POLICY_DEFAULT_SHM_SIZE;
+        size_t len = 0;
+        int r;
+
+        if (getrandom(seed, sizeof(seed), 0) != (ssize_t)sizeof(seed))
+                return -EIO;
+        for (size_t i = 0; i < sizeof(seed); i++)
+                (void)snprintf(hex + 2 * i, 3, "%02x", seed[i]);
+        (void)clock_gettime(CLOCK_REALTIME, &ts);
+        for (size_t i = 0; i < p->n_tmpfs; i++) {
+                if (strcmp(p->tmpfs[i].path, "/tmp") == 0)
+                        tmp = p->tmpfs[i].size;
+                else if (strcmp(p->tmpfs[i].path, "/dev/shm") == 0)
+                        shm = p->tmpfs[i].size;
+                else if (strcmp(p->tmpfs[i].path, POLICY_SANDBOX_WORKSPACE) == 0)
+                        ws = p->tmpfs[i].size;
+        }
+        r = kv(&buf, &len, "time=", "%lld.%09ld", (long long)ts.tv_sec, ts.tv_nsec);
+        if (r >= 0)
+                r = agent_payload_add(&buf, &len, "seed=", hex);
+        if (r >= 0)
+                r = agent_payload_add(&buf, &len, "hostname=", p->hostname);
+        if (r >= 0)
+                r = kv(&buf, &len, "uid=", "%u", (unsigned)getuid());
+        if (r >= 0)
+                r = kv(&buf, &len, "gid=", "%u", (unsigned)getgid());
+        if (r >= 0)
+                r = kv(&buf, &len, "memory=", "%" PRIu64, p->memory_max);
+        if (r >= 0)
+                r = kv(&buf, &len, "pids=", "%" PRIu64, p->pids_max);
+        if (r >= 0)
+                r = kv(&buf, &len, "size.tmp=", "%" PRIu64, tmp);
+        if (r >= 0)
+                r = kv(&buf, &len, "size.home=", "%" PRIu64, home);
+        if (r >= 0)
+                r = kv(&buf, &len, "size.shm=", "%" PRIu64, shm);
+        if (r >= 0)
+                r = kv(&buf, &len, "size.workspace=", "%" PRIu64, ws);
+        if (r >= 0 && c->net_helper)
+                r = agent_payload_add(&buf, &len, "net=", "1");
+        for (size_t i = 0; r >= 0 && i < p->n_tmpfs; i++) {
+                const char *path = p->tmpfs[i].path;
+
+                if (strcmp(path, "/tmp") != 0 && strcmp(path, "/dev/shm") != 0 &&
+                    strcmp(path, POLICY_SANDBOX_WORKSPACE) != 0)
+                        r = kv(&buf, &len, "tmpfs=", "%" PRIu64 ":%s", p->tmpfs[i].size, path);
+        }
+        if (r >= 0)
+                r = plan_filesystem(p, c, &buf, &len);
+        if (r < 0)
+                return r;
+        *ret = TAKE_PTR(buf);
+        *ret_len = len;
+        return 0;
+}
+
+static int build_exec(const VmRun *v, char *const *argv, char **ret, size_t *ret_len) {
+        const Policy *p = v->policy;
+        const char *workdir = p->workdir     ? p->workdir
+                              : p->workspace ? POLICY_SANDBOX_WORKSPACE
+                                             : POLICY_SANDBOX_HOME;
+        _cleanup_free_ char *buf = NULL;
+        size_t len = 0;
+        int r = 0;
+
+        for (size_t i = 0; r >= 0 && argv[i]; i++)
+                r = agent_payload_add(&buf, &len, "a:", argv[i]);
+        STRV_FOREACH(e, v->env) {
+                if (r < 0)
+                        break;
+                r = agent_payload_add(&buf, &len, "e:", *e);
+        }
+        if (r >= 0)
+                r = agent_payload_add(&buf, &len, "c:", workdir);
+        if (r < 0)
+                return r;
+        *ret = TAKE_PTR(buf);
+        *ret_len = len;
+        return 0;
+}
+
+/* The host cgroup for QEMU: the guest RAM plus QEMU's overhead, a pids cap
+ * for its threads, and --cpus as a quota. The guest enforces --memory and
+ * --pids itself; only --cpus needs the host. */
+static int cgroup_setup(VmRun *v, uint64_t ram, HutchError *reterr) {
+        Policy hp = *v->policy; /* shallow: only read, never freed */
+        int r;
+
+        hp.memory_max = ram + VM_QEMU_OVERHEAD;
+        hp.memory_swap_max = 0;
+        hp.pids_max = VM_QEMU_PIDS;
+        hp.limits_explicit = v->policy->limits_explicit & (1U << POLICY_LIMIT_CPUS);
+        r = run_cgroup_plan(&hp, &v->rc, reterr);
+        if (r < 0)
+                return r;
+        return run_cgroup_create(&hp, &v->rc, v->name, reterr);
+}
+
+typedef struct Session {
+        Supervision *s; /* only relays, forwarded_signal and times are used */
+        bool exited, timed_out, stdin_eof, qemu_gone;
+        AgentExit exit;
+        HutchError error;
+} Session;
+
+/* Output frames go to the caller's fd, within the output limit. */
+static void session_output(Relay *r, const void *data, size_t len) {
+        uint64_t k = r->written < r->limit ? MIN((uint64_t)len, r->limit - r->written) : 0;
+
+        if (!r->limit)
+                k = len;
+        if (k < len)
+                r->truncated = true;
+        r->written += k;
+        if (k && r->out_fd >= 0 && loop_write(r->out_fd, data, (size_t)k) < 0)
+                r->out_fd = -EBADF; /* the reader went away: keep draining */
+}
+
+static void session_loop(VmRun *v, Session *ss) {
+        Vm *vm = v->vm;
+
+        while (!ss->exited && !ss->qemu_gone && ss->error.errnum == 0) {
+                struct pollfd p[5] = {
+                        {.fd = vm->agent_fd, .events = POLLIN},
+                        {.fd = vm->pidfd, .events = POLLIN},
+                        {.fd = v->sigfd, .events = POLLIN},
+                        {.fd = v->timerfd, .events = POLLIN},
+                        {.fd = ss->stdin_eof ? -1 : STDIN_FILENO, .events = POLLIN},
+                };
+                uint8_t type;
+                const void *payload;
+                size_t len;
+                int r;
+
+                while ((r = agent_reader_next(vm->reader, &type, &payload, &len)) > 0) {
+                        if (type == AGENT_MSG_STDOUT || type == AGENT_MSG_STDERR)
+                                session_output(&ss->s->relays[type == AGENT_MSG_STDERR], payload,
+                                               len);
+                        else if (type == AGENT_MSG_EXIT &&
+                                 agent_exit_decode(payload, len, &ss->exit) >= 0) {
+                                ss->exited = true;
+                                ss->s->end_ms = now_ms();
+                                return;
+                        } else {
+                                (void)hutch_error_set(&ss->error, EPROTO,
+                                                      "unexpected message %u from the guest", type);
+                                return;
+                        }
+                }
+                if (r < 0) {
+                        (void)hutch_error_set(&ss->error, EBADMSG,
+                                              "a malformed frame from the guest");
+                        return;
+                }
+                if (poll(p, ELEMENTSOF(p), -1) < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        (void)hutch_error_set(&ss->error, errno, "poll failed: %m");
+                        return;
+                }
+                if (p[0].revents) {
+                        ssize_t n = agent_reader_fill(vm->reader, vm->agent_fd);
+
+                        if (n == 0 || (n < 0 && n != -EAGAIN && n != -ENOBUFS))
+                                ss->qemu_gone = true;
+                }
+                if (p[1].revents)
+                        ss->qemu_gone = true;
+                if (p[2].revents & POLLIN) {
+                        struct signalfd_siginfo si;
+                        unsigned char b[4];
+
+                        if (read(v->sigfd, &si, sizeof(si)) == sizeof(si)) {
+                                ss->s->forwarded_signal = (int)si.ssi_signo;
+                                agent_put_le32(b, si.ssi_signo);
+                                (void)agent_frame_write(vm->agent_fd, AGENT_MSG_SIGNAL, b, 4);
+                        }
+                }
+                if (p[3].revents & POLLIN) {
+                        /* The timeout: the whole VM dies, whatever runs in it. */
+                        ss->timed_out = true;
+                        ss->s->end_ms = now_ms();
+                        return;
+                }
+                if (p[4].revents) {
+                        char buf[16384];
+                        ssize_t n = read(STDIN_FILENO, buf, sizeof(buf));
+
+                        if (n < 0 && (errno == EAGAIN || errno == EINTR))
+                                continue;
+                        if (n <= 0) {
+                                ss->stdin_eof = true;
+                                n = 0;
+                        }
+                        if (agent_frame_write(vm->agent_fd, AGENT_MSG_STDIN, buf, (size_t)n) < 0)
+                                ss->qemu_gone = true;
+                }
+        }
+}
+
+static int fill_outcome(const VmRun *v, const Session *ss, Outcome *ret) {
+        CgroupStats st = {};
+        Outcome o = {
+                .wall_ms = ss->s->end_ms - ss->s->start_ms,
+                .cpu_ms = ss->exit.cpu_usec / 1000,
+                .mem_peak_bytes = ss->exit.mem_peak_bytes,
+                .stdout_truncated = ss->s->relays[0].truncated,
+                .stderr_truncated = ss->s->relays[1].truncated,
+                .degraded = v->rc.degraded & (1U << POLICY_LIMIT_CPUS),
+        };
+        int status = ss->exit.status;
+
+        run_cgroup_stats((RunCgroup *)&v->rc, &st);
+        if (ss->timed_out || (!ss->exited && st.oom_kills > 0)) {
+                /* The VM was killed: by the timeout, or (QEMU over its cap)
+                 * by the host's OOM killer. */
+                o.reason = ss->timed_out ? OUTCOME_TIMEOUT : OUTCOME_OOM;
+                o.signal = SIGKILL;
+                o.exit_code = 128 + SIGKILL;
+                *ret = o;
+                return 0;
+        }
+        if (!ss->exited)
+                return -EPROTO;
+        if (WIFEXITED(status)) {
+                o.reason = OUTCOME_EXITED;
+                o.exit_code = WEXITSTATUS(status);
+        } else if (WIFSIGNALED(status)) {
+                o.reason = OUTCOME_SIGNALED;
+                o.signal = WTERMSIG(status);
+                o.exit_code = 128 + o.signal;
+        } else
+                return -EPROTO;
+        if (ss->exit.flags & AGENT_EXIT_OOM)
+                o.reason = OUTCOME_OOM;
+        else if ((ss->exit.flags & AGENT_EXIT_PIDS) && o.exit_code != 0)
+                o.reason = OUTCOME_PIDS;
+        else if (o.reason == OUTCOME_SIGNALED && o.signal == ss->s->forwarded_signal)
+                o.reason = OUTCOME_KILLED;
+        *ret = o;
+        return 0;
+}
+
+static int signals_setup(VmRun *v, HutchError *reterr) {
+        struct sigaction ign = {.sa_handler = SIG_IGN};
+        sigset_t mask;
+
+        sigemptyset(&mask);
+        for (size_t i = 0; i < ELEMENTSOF(vm_signals); i++)
+                sigaddset(&mask, vm_signals[i]);
+        if (sigprocmask(SIG_BLOCK, &mask, &v->orig_mask) < 0)
+                return hutch_error_set(reterr, errno, "failed to block signals: %m");
+        v->mask_saved = true;
+        v->sigfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
+        if (v->sigfd < 0)
+                return hutch_error_set(reterr, errno, "failed to create a signalfd: %m");
+        /* A caller that stops reading our stdout must not kill us before
+         * the VM is cleaned up. */
+        if (sigaction(SIGPIPE, &ign, &v->old_pipe) < 0)
+                return hutch_error_set(reterr, errno, "failed to ignore SIGPIPE: %m");
+        v->pipe_saved = true;
+        return 0;
+}
+
+static int prepare(VmRun *v, VmConfig *c, char *const *caller_env, char **setup, size_t *setup_len,
+                   HutchError *reterr) {
+        uint32_t salt = 0;
+        int r;
+
+        (void)getrandom(&salt, sizeof(salt), GRND_NONBLOCK);
+        (void)snprintf(v->name, sizeof(v->name), "vm-%d-%08x", (int)getpid(), salt);
+        if (v->policy->n_secrets > 0)
+                return hutch_error_set(reterr, EOPNOTSUPP,
+                                       "--secret is not supported with --backend vm yet (the "
+                                       "proxy's CA does not reach the guest; see docs/vm.md)");
+        if (policy_network_mode(v->policy) == NETWORK_MODE_ALLOW) {
+                r = proxy_binary_find(&v->proxy_binary, reterr);
+                if (r < 0)
+                        return r;
+        }
+        r = sandbox_build_env(v->policy, caller_env, &v->env);
+        if (r < 0)
+                return hutch_error_set(reterr, -r, "failed to build the environment");
+        r = store_open(&v->store, reterr);
+        if (r < 0)
+                return r;
+        r = pick_dirs(v, reterr);
+        if (r < 0)
+                return r;
+
+        *c = (VmConfig){
+                .accel = v->policy->vm_accel,
+                .kernel = v->policy->vm_kernel,
+                .cache_dir = v->cache_dir,
+                .template_dir = v->template_dir,
+                .run_dir = v->run_dir,
+                .ram_bytes = ((v->policy->memory_max + VM_KERNEL_RAM + (1ULL << 20) - 1) >> 20)
+                             << 20,
+                .vcpus = v->policy->cpu_millis ? (v->policy->cpu_millis + 999) / 1000 : 1,
+                .use_template = !getenv("HUTCH_VM_COLD"),
+                .boot_timeout_ms = VM_BOOT_TIMEOUT_MS,
+        };
+        if (!v->policy->memory_max)
+                c->ram_bytes = POLICY_DEFAULT_MEMORY + VM_KERNEL_RAM;
+        {
+                long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+
+                if (cpus > 0 && c->vcpus > (unsigned)cpus)
+                        c->vcpus = (unsigned)cpus;
+        }
+        if (policy_network_mode(v->policy) == NETWORK_MODE_ALLOW) {
+                r = proxy_setup(v, reterr);
+                if (r < 0)
+                        return r;
+                c->net_helper = v->helper;
+        }
+        r = build_setup(v->policy, c, setup, setup_len);
+        if (r == -E2BIG)
+                return hutch_error_set(reterr, E2BIG, "too many shares for the VM (at most %d)",
+                                       VM_MAX_SHARES);
+        if (r == -ENOTDIR)
+                return hutch_error_set(reterr, ENOTDIR,
+                                       "--backend vm can bind directories only (-v of a file)");
+        if (r < 0)
+                return hutch_error_set(reterr, -r, "failed to plan the VM: %s", strerror(-r));
+        r = cgroup_setup(v, c->ram_bytes, reterr);
+        if (r < 0)
+                return r;
+        c->cgroup = v->rc.cgroup;
+        return signals_setup(v, reterr);
+}
+
+static int arm_timer(VmRun *v, uint64_t timeout_ms) {
+        struct itimerspec its = {
+                .it_value.tv_sec = (time_t)(timeout_ms / 1000),
+                .it_value.tv_nsec = (long)(timeout_ms % 1000) * 1000000,
+        };
+
+        v->timerfd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
+        if (v->timerfd < 0)
+                return negative_errno();
+        if (timeout_ms && timerfd_settime(v->timerfd, 0, &its, NULL) < 0)
+                return negative_errno();
+        return 0;
+}
+
+/* Sends EXEC and waits for STARTED. */
+static int start_command(VmRun *v, char *const *argv, HutchError *reterr) {
+        _cleanup_free_ char *exec = NULL;
+        const void *p;
+        size_t len, elen = 0;
+        uint8_t type;
+        int r;
+
+        r = build_exec(v, argv, &exec, &elen);
+        if (r < 0)
+                return hutch_error_set(reterr, -r,
+                                       "the command and environment are too large "
+                                       "for the guest (%s)",
+                                       strerror(-r));
+        r = agent_frame_write(v->vm->agent_fd, AGENT_MSG_EXEC, exec, elen);
+        if (r >= 0)
+                r = vm_agent_recv(v->vm, VM_BOOT_TIMEOUT_MS, &type, &p, &len);
+        if (r < 0) {
+                (void)hutch_error_set(reterr, -r, "the guest did not start the command (%s)",
+                                      strerror(-r));
+                vm_error_add_console(v->vm, reterr);
+                return r;
+        }
+        if (type == AGENT_MSG_STARTED)
+                return 0;
+        if (type == AGENT_MSG_ERROR && len >= 6) {
+                size_t pos = 4;
+                const char *step = agent_payload_next(p, len, &pos);
+                const char *msg = step ? agent_payload_next(p, len, &pos) : NULL;
+                int err = (int)agent_get_le32(p);
+
+                return hutch_error_set(reterr, err > 0 && err < 4096 ? err : EIO,
+                                       "sandbox setup failed: %s: %s", step ? step : "?",
+                                       msg ? msg : "?");
+        }
+        return hutch_error_set(reterr, EPROTO, "unexpected answer %u from the guest", type);
+}
+
+int sandbox_run_vm(const Policy *policy, char *const *argv, char *const *caller_env,
+                   Outcome *ret_outcome, HutchError *reterr) {
+        _cleanup_(vm_run_done) VmRun v = {
+                .policy = policy,
+                .sigfd = -EBADF,
+                .timerfd = -EBADF,
+                .proxy = PROXY_PROCESS_NULL,
+        };
+        _cleanup_free_ char *setup = NULL, *denied = NULL;
+        Supervision sup = {};
+        Session ss = {.s = &sup};
+        VmConfig c;
+        size_t setup_len = 0;
+        int r;
+
+        if (!argv || !argv[0])
+                return hutch_error_set(reterr, EINVAL, "missing command");
+        r = prepare(&v, &c, caller_env, &setup, &setup_len, reterr);
+        if (r < 0)
+                return r;
+        r = vm_start(&c, &v.vm, reterr);
+        if (r < 0)
+                return r;
+        r = vm_agent_setup(v.vm, setup, setup_len, reterr);
+        if (r < 0)
+                return r;
+        r = arm_timer(&v, policy->timeout_ms);
+        if (r < 0)
+                return hutch_error_set(reterr, -r, "failed to arm the timeout: %s", strerror(-r));
+        for (size_t i = 0; i < 2; i++)
+                sup.relays[i] = (Relay){
+                        .in_fd = -EBADF, .out_fd = (int)i + 1, .limit = policy->output_limit};
+        r = start_command(&v, argv, reterr);
+        if (r < 0)
+                return r;
+        sup.start_ms = now_ms();
+        session_loop(&v, &ss);
+        if (ss.error.errnum) {
+                if (reterr)
+                        *reterr = ss.error;
+                return -ss.error.errnum;
+        }
+        if (ss.qemu_gone && !ss.timed_out && !ss.exited) {
+                CgroupStats st = {};
+
+                run_cgroup_stats(&v.rc, &st);
+                if (st.oom_kills == 0) {
+                        (void)hutch_error_set(reterr, EPROTO,
+                                              "the VM ended before the command finished");
+                        vm_error_add_console(v.vm, reterr);
+                        return -EPROTO;
+                }
+        }
+        /* Whatever the command left running dies with its VM. */
+        v.vm = vm_free(v.vm);
+        if (v.proxy.pid > 0) {
+                r = proxy_stop(&v.proxy, &denied);
+                if (r < 0)
+                        return hutch_error_set(reterr, -r, "failed to read the proxy's summary: %s",
+                                               strerror(-r));
+        }
+        r = fill_outcome(&v, &ss, ret_outcome);
+        if (r < 0)
+                return hutch_error_set(reterr, -r, "the VM ended before the command finished");
+        ret_outcome->denied = TAKE_PTR(denied);
+        return 0;
+}

@@ -1,0 +1,1024 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* QEMU microvm: the command line, the process, QMP, templates, and the
+ * host end of the agent's port (see vm.h). */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <jansson.h>
+#include <limits.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/pidfd.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "fd-util.h"
+#include "macro.h"
+#include "parse-util.h"
+#include "rm-rf.h"
+#include "strv.h"
+#include "vm/vm-internal.h"
+#include "vm/vm.h"
+
+#define QMP_TIMEOUT_MS 10000
+#define MIGRATE_TIMEOUT_MS 60000
+#define CONSOLE_TAIL_MAX (64U << 10)
+/* TCG's translation cache: bounded, so that the host cgroup's cap on
+ * QEMU's own memory holds (the default is 1 GiB). */
+#define TCG_TB_SIZE_MIB 128
+#define STRINGIFY_(x) #x
+#define STRINGIFY(x) STRINGIFY_(x)
+#define QMP_IGNORE_SHARED                                                                          \
+        "{\"execute\":\"migrate-set-capabilities\",\"arguments\":{\"capabilities\":[{"             \
+        "\"capability\":\"x-ignore-shared\",\"state\":true}]}}\n"
+
+static uint64_t mono_ms(void) {
+        struct timespec ts;
+
+        (void)clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+int vm_tsc_hints(char **ret) {
+        _cleanup_free_ char *text = NULL, *khz_file = NULL;
+        uint64_t khz = 0;
+        int r;
+
+        /* The guest's TSC under TCG runs at the host's rate; telling the
+         * kernel spares it the calibration that hangs some TCG boots. */
+        if (read_full_file("/sys/devices/system/cpu/cpu0/tsc_freq_khz", 64, &khz_file) >= 0) {
+                khz_file[strcspn(khz_file, "\n")] = '\0';
+                if (safe_atou64(khz_file, &khz) < 0)
+                        khz = 0;
+        }
+        if (!khz && read_full_file("/proc/cpuinfo", 1U << 20, &text) >= 0) {
+                /* "cpu MHz\t\t: 2596.144" */
+                char *p = strstr(text, "cpu MHz"), *dot;
+                uint64_t mhz = 0, frac = 0;
+
+                p = p ? strchr(p, ':') : NULL;
+                if (p) {
+                        p += 1 + strspn(p + 1, " \t");
+                        p[strcspn(p, "\n")] = '\0';
+                        dot = strchr(p, '.');
+                        if (dot) {
+                                *dot = '\0';
+                                dot[1 + strspn(dot + 1, "0123456789")] = '\0';
+                                if (strlen(dot + 1) > 3)
+                                        dot[4] = '\0';
+                                if (safe_atou64(dot + 1, &frac) < 0)
+                                        frac = 0;
+                                for (size_t n = strlen(dot + 1); n < 3; n++)
+                                        frac *= 10;
+                        }
+                        if (safe_atou64(p, &mhz) >= 0)
+                                khz = mhz * 1000 + frac;
+                }
+        }
+        if (!khz) {
+                *ret = strdup("");
+                return *ret ? 0 : -ENOMEM;
+        }
+        /* lpj: loops per jiffy at HZ=250 (Debian's), the TSC delay loop. */
+        r = asprintf(ret, "tsc_early_khz=%" PRIu64 " lpj=%" PRIu64 " no_timer_check", khz,
+                     khz * 1000 / 250);
+        return r < 0 ? -ENOMEM : 0;
+}
+
+static int argv_addf(char ***argv, const char *fmt, ...) _printf_(2, 3);
+static int argv_addf(char ***argv, const char *fmt, ...) {
+        va_list ap;
+        char *s = NULL;
+        int n;
+
+        va_start(ap, fmt);
+        n = vasprintf(&s, fmt, ap);
+        va_end(ap);
+        if (n < 0)
+                return -ENOMEM;
+        return strv_push_take(argv, s);
+}
+
+/* A value inside a QEMU option list: commas are doubled. */
+static int qemu_escape(const char *s, char **ret) {
+        size_t n = 0;
+        char *out, *w;
+
+        for (const char *p = s; *p; p++)
+                n += *p == ',' ? 2 : 1;
+        out = w = malloc(n + 1);
+        if (!out)
+                return -ENOMEM;
+        for (const char *p = s; *p; p++) {
+                *w++ = *p;
+                if (*p == ',')
+                        *w++ = ',';
+        }
+        *w = '\0';
+        *ret = out;
+        return 0;
+}
+
+int qemu_argv(const QemuArgs *a, char ***ret) {
+        const VmConfig *c = a->config;
+        _cleanup_strv_free_ char **argv = NULL;
+        _cleanup_free_ char *con = NULL;
+        uint64_t mib = c->ram_bytes >> 20;
+        int r;
+
+        r = strv_extend(&argv, a->qemu);
+        if (r >= 0)
+                r = strv_extend(&argv, "-M");
+        if (r >= 0)
+                r = argv_addf(&argv, "microvm,isa-serial=on,rtc=off,pit=off,pic=off%s",
+                              a->ram_path ? ",memory-backend=ram0" : "");
+        if (r < 0)
+                return r;
+        r = argv_addf(&argv, "-accel");
+        if (r >= 0 && c->accel == VM_ACCEL_TCG)
+                r = argv_addf(&argv, "tcg,tb-size=%d", TCG_TB_SIZE_MIB);
+        else if (r >= 0)
+                r = argv_addf(&argv, "kvm");
+        if (r >= 0)
+                r = argv_addf(&argv, "-cpu");
+        if (r >= 0)
+                r = argv_addf(&argv, "%s", c->accel == VM_ACCEL_TCG ? "max" : "host");
+        if (r >= 0)
+                r = argv_addf(&argv, "-m");
+        if (r >= 0)
+                r = argv_addf(&argv, "%" PRIu64, mib);
+        if (r >= 0)
+                r = argv_addf(&argv, "-smp");
+        if (r >= 0)
+                r = argv_addf(&argv, "%u", c->vcpus);
+        if (r < 0)
+                return r;
+        {
+                /* SECURITY: QEMU's own seccomp filter. spawn stays allowed only
+                 * with a NIC: slirp starts the guestfwd helper (hutch __vm-fwd)
+                 * for each connection to the proxy (docs/vm.md). */
+                const char *fixed[] = {
+                        "-nodefaults",
+                        "-no-user-config",
+                        "-display",
+                        "none",
+                        "-no-reboot",
+                        "-sandbox",
+                        c->net_helper ? "on,obsolete=deny,elevateprivileges=deny,spawn=allow,"
+                                        "resourcecontrol=deny"
+                                      : "on,obsolete=deny,elevateprivileges=deny,spawn=deny,"
+                                        "resourcecontrol=deny",
+                        "-kernel",
+                        a->vmlinux,
+                        "-initrd",
+                        a->initramfs,
+                        "-append",
+                        a->cmdline,
+                };
+
+                for (size_t i = 0; r >= 0 && i < ELEMENTSOF(fixed); i++)
+                        r = strv_extend(&argv, fixed[i]);
+        }
+        if (r >= 0)
+                r = qemu_escape(a->console_path, &con);
+        if (r >= 0)
+                r = argv_addf(&argv, "-chardev");
+        if (r >= 0)
+                r = argv_addf(&argv, "file,id=con,path=%s", con);
+        if (r >= 0)
+                r = argv_addf(&argv, "-serial");
+        if (r >= 0)
+                r = argv_addf(&argv, "chardev:con");
+        if (r >= 0)
+                r = argv_addf(&argv, "-device");
+        if (r >= 0)
+                r = argv_addf(&argv, "virtio-serial-device,max_ports=2");
+        if (r >= 0)
+                r = argv_addf(&argv, "-chardev");
+        if (r >= 0)
+                r = argv_addf(&argv, "socket,id=agent,fd=%d", QEMU_FD_AGENT);
+        if (r >= 0)
+                r = argv_addf(&argv, "-device");
+        if (r >= 0)
+                r = argv_addf(&argv, "virtserialport,chardev=agent,name=" AGENT_PORT_NAME);
+        for (size_t i = 0; r >= 0 && i < c->n_shares; i++) {
+                _cleanup_free_ char *p = NULL;
+
+                r = qemu_escape(a->empty_dir ? a->empty_dir : c->shares[i].path, &p);
+                if (r >= 0)
+                        r = argv_addf(&argv, "-fsdev");
+                if (r >= 0)
+                        r = argv_addf(&argv, "local,id=fs%zu,path=%s,security_model=none%s", i, p,
+                                      c->shares[i].read_only ? ",readonly=on" : "");
+                if (r >= 0)
+                        r = argv_addf(&argv, "-device");
+                if (r >= 0)
+                        r = argv_addf(&argv, "virtio-9p-device,fsdev=fs%zu,mount_tag=h%zu", i, i);
+        }
+        if (r >= 0 && c->net_helper) {
+                _cleanup_free_ char *h = NULL;
+
+                /* SECURITY: restrict=on: the guest reaches nothing through
+                 * slirp but the forward to the proxy (no host loopback, no
+                 * slirp DNS, no outside). A template has the NIC but no
+                 * forward. */
+                r = qemu_escape(c->net_helper, &h);
+                if (r >= 0)
+                        r = argv_addf(&argv, "-netdev");
+                if (r >= 0 && a->ram_shared)
+                        r = argv_addf(&argv, "user,id=net0,restrict=on,ipv6=off");
+                else if (r >= 0)
+                        r = argv_addf(
+                                &argv,
+                                "user,id=net0,restrict=on,ipv6=off,guestfwd=tcp:" AGENT_PROXY_ADDR
+                                ":3128-cmd:%s",
+                                h);
+                if (r >= 0)
+                        r = argv_addf(&argv, "-device");
+                if (r >= 0)
+                        r = argv_addf(&argv, "virtio-net-device,netdev=net0");
+        }
+        if (r >= 0)
+                r = argv_addf(&argv, "-chardev");
+        if (r >= 0)
+                r = argv_addf(&argv, "socket,id=qmp,fd=%d", QEMU_FD_QMP);
+        if (r >= 0)
+                r = argv_addf(&argv, "-mon");
+        if (r >= 0)
+                r = argv_addf(&argv, "chardev=qmp,mode=control");
+        if (r >= 0 && a->ram_path) {
+                _cleanup_free_ char *p = NULL;
+
+                r = qemu_escape(a->ram_path, &p);
+                if (r >= 0)
+                        r = argv_addf(&argv, "-object");
+                if (r >= 0)
+                        r = argv_addf(&argv,
+                                      "memory-backend-file,id=ram0,size=%" PRIu64
+                                      "M,mem-path=%s,share=%s",
+                                      mib, p, a->ram_shared ? "on" : "off");
+        }
+        if (r >= 0 && a->incoming) {
+                /* migrate-incoming on the monitor, after x-ignore-shared
+                 * is set: the RAM is the template's file, the stream has
+                 * the devices only. */
+                r = argv_addf(&argv, "-incoming");
+                if (r >= 0)
+                        r = argv_addf(&argv, "defer");
+        }
+        if (r < 0)
+                return r;
+        *ret = TAKE_PTR(argv);
+        return 0;
+}
+
+/* ---- the process ---- */
+
+/* In the forked child: the fixed descriptors, the cgroup, exec. */
+_noreturn_ static void qemu_exec(char **argv, int fds[3], int log_fd, Cgroup *cg) {
+        int high[3], devnull;
+
+        (void)prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
+        if (cg && cgroup_attach(cg, getpid()) < 0)
+                _exit(126);
+        for (int i = 0; i < 3; i++) {
+                high[i] = fds[i] >= 0 ? fcntl(fds[i], F_DUPFD, 100) : -1;
+                if (fds[i] >= 0 && high[i] < 0)
+                        _exit(127);
+        }
+        devnull = open("/dev/null", O_RDWR);
+        if (devnull < 0 || dup2(devnull, STDIN_FILENO) < 0 || dup2(devnull, STDOUT_FILENO) < 0 ||
+            dup2(log_fd, STDERR_FILENO) < 0)
+                _exit(127);
+        for (int i = 0; i < 3; i++)
+                if (high[i] >= 0 && dup2(high[i], QEMU_FD_AGENT + i) < 0)
+                        _exit(127);
+        (void)close_range(QEMU_FD_INCOMING + 1, ~0U, 0);
+        (void)execv(argv[0], argv);
+        _exit(127);
+}
+
+/* Starts QEMU with @argv; @incoming_fd (or -EBADF) becomes its
+ * QEMU_FD_INCOMING. Fills @vm's pid, pidfd, agent and QMP sockets. */
+static int qemu_spawn(Vm *vm, char **argv, int incoming_fd, Cgroup *cg, HutchError *reterr) {
+        _cleanup_close_ int log_fd = -EBADF;
+        int agent[2], qmp[2], fds[3];
+        pid_t pid;
+
+        log_fd = open(vm->log_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+        if (log_fd < 0)
+                return hutch_error_set(reterr, errno, "cannot create '%s': %m", vm->log_path);
+        if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, agent) < 0)
+                return hutch_error_set(reterr, errno, "failed to create the VM's sockets: %m");
+        if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, qmp) < 0) {
+                (void)safe_close(agent[0]);
+                (void)safe_close(agent[1]);
+                return hutch_error_set(reterr, errno, "failed to create the VM's sockets: %m");
+        }
+        fds[0] = agent[1];
+        fds[1] = qmp[1];
+        fds[2] = incoming_fd;
+        pid = fork();
+        if (pid == 0)
+                qemu_exec(argv, fds, log_fd, cg);
+        (void)safe_close(agent[1]);
+        (void)safe_close(qmp[1]);
+        if (pid < 0) {
+                (void)safe_close(agent[0]);
+                (void)safe_close(qmp[0]);
+                return hutch_error_set(reterr, errno, "failed to start QEMU: %m");
+        }
+        vm->pid = pid;
+        vm->agent_fd = agent[0];
+        vm->qmp_fd = qmp[0];
+        vm->pidfd = pidfd_open(pid, 0);
+        if (vm->pidfd < 0)
+                return hutch_error_set(reterr, errno, "failed to watch QEMU: %m");
+        (void)fcntl(vm->agent_fd, F_SETFL, O_NONBLOCK);
+        return 0;
+}
+
+static void qemu_kill(Vm *vm) {
+        if (vm->pid > 0) {
+                if (vm->pidfd >= 0)
+                        (void)pidfd_send_signal(vm->pidfd, SIGKILL, NULL, 0);
+                else
+                        (void)kill(vm->pid, SIGKILL);
+                (void)waitpid(vm->pid, NULL, 0);
+        }
+        vm->pid = 0;
+        vm->pidfd = safe_close(vm->pidfd);
+        vm->agent_fd = safe_close(vm->agent_fd);
+        vm->qmp_fd = safe_close(vm->qmp_fd);
+        if (vm->reader)
+                *vm->reader = (AgentReader){};
+}
+
+Vm *vm_free(Vm *vm) {
+        if (!vm)
+                return NULL;
+        qemu_kill(vm);
+        free(vm->console_path);
+        free(vm->log_path);
+        free(vm->reader);
+        free(vm);
+        return NULL;
+}
+
+/* ---- QMP ---- */
+
+/* Reads QMP lines until one answers (has "return" or "error"); events are
+ * skipped. Returns 0, or -EIO with QEMU's error text in @reterr. */
+static int qmp_wait_answer(int fd, json_t **ret, HutchError *reterr) {
+        char buf[65536];
+        size_t len = 0;
+        uint64_t deadline = mono_ms() + QMP_TIMEOUT_MS;
+
+        for (;;) {
+                char *nl;
+                ssize_t n;
+                struct pollfd p = {.fd = fd, .events = POLLIN};
+                uint64_t now = mono_ms();
+
+                while ((nl = memchr(buf, '\n', len))) {
+                        json_t *j = json_loadb(buf, (size_t)(nl - buf), 0, NULL);
+                        size_t used = (size_t)(nl - buf) + 1;
+
+                        memmove(buf, buf + used, len - used);
+                        len -= used;
+                        if (!j)
+                                continue;
+                        if (json_object_get(j, "return")) {
+                                if (ret)
+                                        *ret = j;
+                                else
+                                        json_decref(j);
+                                return 0;
+                        }
+                        if (json_object_get(j, "error")) {
+                                const char *d = json_string_value(
+                                        json_object_get(json_object_get(j, "error"), "desc"));
+
+                                (void)hutch_error_set(reterr, EIO, "QEMU refused: %s",
+                                                      d ? d : "(no reason)");
+                                json_decref(j);
+                                return -EIO;
+                        }
+                        json_decref(j);
+                }
+                if (now >= deadline)
+                        return hutch_error_set(reterr, ETIMEDOUT, "QEMU's monitor did not answer");
+                if (poll(&p, 1, (int)(deadline - now)) < 0 && errno != EINTR)
+                        return negative_errno();
+                if (!(p.revents & (POLLIN | POLLHUP)))
+                        continue;
+                if (len >= sizeof(buf))
+                        return hutch_error_set(reterr, EMSGSIZE, "QEMU's monitor line too long");
+                n = read(fd, buf + len, sizeof(buf) - len);
+                if (n <= 0)
+                        return hutch_error_set(reterr, EPIPE, "QEMU's monitor went away");
+                len += (size_t)n;
+        }
+}
+
+static int qmp_command(int fd, const char *json, json_t **ret, HutchError *reterr) {
+        int r = loop_write(fd, json, strlen(json));
+
+        if (r < 0)
+                return hutch_error_set(reterr, -r, "failed to talk to QEMU's monitor: %s",
+                                       strerror(-r));
+        return qmp_wait_answer(fd, ret, reterr);
+}
+
+/* The greeting, then capabilities negotiation. */
+static int qmp_open(int fd, HutchError *reterr) {
+        char buf[4096];
+        ssize_t n;
+        struct pollfd p = {.fd = fd, .events = POLLIN};
+
+        if (poll(&p, 1, QMP_TIMEOUT_MS) <= 0)
+                return hutch_error_set(reterr, ETIMEDOUT, "QEMU's monitor did not greet");
+        n = read(fd, buf, sizeof(buf));
+        if (n <= 0 || !memmem(buf, (size_t)n, "QMP", 3))
+                return hutch_error_set(reterr, EPROTO, "QEMU's monitor did not greet");
+        return qmp_command(fd, "{\"execute\":\"qmp_capabilities\"}\n", NULL, reterr);
+}
+
+/* ---- the agent's port ---- */
+
+int vm_agent_recv(Vm *vm, uint64_t timeout_ms, uint8_t *ret_type, const void **ret_payload,
+                  size_t *ret_len) {
+        uint64_t deadline = mono_ms() + timeout_ms;
+
+        for (;;) {
+                struct pollfd p[2] = {
+                        {.fd = vm->agent_fd, .events = POLLIN},
+                        {.fd = vm->pidfd, .events = POLLIN},
+                };
+                uint64_t now = mono_ms();
+                int r = agent_reader_next(vm->reader, ret_type, ret_payload, ret_len);
+                ssize_t n;
+
+                if (r != 0)
+                        return r;
+                if (now >= deadline)
+                        return -ETIMEDOUT;
+                if (poll(p, 2, (int)MIN(deadline - now, (uint64_t)INT_MAX)) < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        return negative_errno();
+                }
+                if (p[0].revents) {
+                        n = agent_reader_fill(vm->reader, vm->agent_fd);
+                        if (n == 0)
+                                return -EPIPE;
+                        if (n < 0 && n != -EAGAIN)
+                                return (int)n;
+                        continue;
+                }
+                if (p[1].revents)
+                        return -ECHILD;
+        }
+}
+
+int vm_console_tail(const Vm *vm, size_t max_lines, char **ret) {
+        const char *paths[2] = {vm->console_path, vm->log_path};
+        _cleanup_free_ char *out = NULL;
+        size_t used = 0;
+
+        out = calloc(1, 1);
+        if (!out)
+                return -ENOMEM;
+        for (size_t i = 0; i < 2; i++) {
+                _cleanup_close_ int fd = open(paths[i], O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+                _cleanup_free_ char *text = NULL;
+                size_t len = 0, lines = 0;
+                const char *start;
+                struct stat st;
+                char *p;
+
+                if (fd < 0 || fstat(fd, &st) < 0)
+                        continue;
+                if (st.st_size > (off_t)CONSOLE_TAIL_MAX)
+                        (void)lseek(fd, st.st_size - (off_t)CONSOLE_TAIL_MAX, SEEK_SET);
+                if (read_full_fd(fd, CONSOLE_TAIL_MAX, &text, &len) < 0)
+                        continue;
+                while (len > 0 && (text[len - 1] == '\n' || text[len - 1] == '\r'))
+                        text[--len] = '\0';
+                start = text;
+                for (size_t j = len; j > 0; j--)
+                        if (text[j - 1] == '\n' && ++lines >= max_lines) {
+                                start = text + j;
+                                break;
+                        }
+                for (const char *c = start; *c; c++) {
+                        /* One line for the error message: newlines become " | ",
+                         * other control bytes are dropped. */
+                        const char *add = *c == '\n' ? " | " : NULL;
+                        char one[2] = {*c, 0};
+
+                        if (!add && (unsigned char)*c < 0x20)
+                                continue;
+                        if (!add)
+                                add = one;
+                        p = realloc(out, used + strlen(add) + 4);
+                        if (!p)
+                                return -ENOMEM;
+                        out = p;
+                        memcpy(out + used, add, strlen(add) + 1);
+                        used += strlen(add);
+                }
+                if (used && i == 0) {
+                        p = realloc(out, used + 4);
+                        if (!p)
+                                return -ENOMEM;
+                        out = p;
+                        memcpy(out + used, " | ", 4);
+                        used += 3;
+                }
+        }
+        *ret = TAKE_PTR(out);
+        return 0;
+}
+
+void vm_error_add_console(const Vm *vm, HutchError *e) {
+        _cleanup_free_ char *tail = NULL;
+        char msg[2 * HUTCH_ERROR_MSG_MAX];
+        size_t keep;
+
+        if (!e || !vm || vm_console_tail(vm, 8, &tail) < 0 || !tail[0])
+                return;
+        /* The end of the console says most: cut its beginning to fit. */
+        keep = sizeof(e->msg) - 1 - MIN(strlen(e->msg) + 24, sizeof(e->msg) - 1);
+        (void)snprintf(msg, sizeof(msg), "%s; last console lines: %s", e->msg,
+                       tail + (strlen(tail) > keep ? strlen(tail) - keep : 0));
+        (void)snprintf(e->msg, sizeof(e->msg), "%.*s", (int)sizeof(e->msg) - 1, msg);
+}
+
+int vm_agent_setup(Vm *vm, const void *payload, size_t len, HutchError *reterr) {
+        const void *p;
+        size_t plen;
+        uint8_t type;
+        int r;
+
+        r = agent_frame_write(vm->agent_fd, AGENT_MSG_SETUP, payload, len);
+        if (r < 0)
+                return hutch_error_set(reterr, -r, "failed to talk to the guest: %s", strerror(-r));
+        r = vm_agent_recv(vm, vm->boot_timeout_ms, &type, &p, &plen);
+        if (r == -ETIMEDOUT) {
+                (void)hutch_error_set(reterr, ETIMEDOUT,
+                                      "the guest did not answer within %" PRIu64 " ms",
+                                      vm->boot_timeout_ms);
+                vm_error_add_console(vm, reterr);
+                return r;
+        }
+        if (r < 0) {
+                (void)hutch_error_set(reterr, -r, "the guest went away during setup (%s)",
+                                      strerror(-r));
+                vm_error_add_console(vm, reterr);
+                return r;
+        }
+        if (type == AGENT_MSG_READY)
+                return 0;
+        if (type == AGENT_MSG_ERROR && plen >= 6) {
+                size_t pos = 4;
+                const char *step = agent_payload_next(p, plen, &pos);
+                const char *msg = step ? agent_payload_next(p, plen, &pos) : NULL;
+                int err = (int)agent_get_le32(p);
+
+                return hutch_error_set(reterr, err > 0 && err < 4096 ? err : EIO,
+                                       "guest setup failed: %s: %s", step ? step : "?",
+                                       msg ? msg : "?");
+        }
+        return hutch_error_set(reterr, EPROTO, "unexpected answer %u from the guest", type);
+}
+
+/* ---- starting ---- */
+
+typedef struct Images {
+        char *qemu, *kernel, *release, *vmlinux, *agent, *initramfs, *cmdline;
+} Images;
+
+static void images_done(Images *im) {
+        free(im->qemu);
+        free(im->kernel);
+        free(im->release);
+        free(im->vmlinux);
+        free(im->agent);
+        free(im->initramfs);
+        free(im->cmdline);
+}
+
+/* SECURITY: fail closed. KVM is used only where it can run this kernel;
+ * a PVM host's /dev/kvm cannot (it runs PVM guest kernels only), and there
+ * is no quiet fallback to TCG. */
+static int accel_check(VmAccel accel, HutchError *reterr) {
+        int fd;
+
+        if (accel != VM_ACCEL_KVM)
+                return 0;
+        if (access("/sys/module/kvm_pvm", F_OK) == 0)
+                return hutch_error_set(reterr, EOPNOTSUPP,
+                                       "this host's KVM is kvm_pvm, which cannot boot a stock "
+                                       "kernel; use --vm-accel tcg (software emulation, slow) "
+                                       "(see 'hutch doctor')");
+        fd = open("/dev/kvm", O_RDWR | O_CLOEXEC);
+        if (fd < 0)
+                return hutch_error_set(reterr, errno,
+                                       "cannot use /dev/kvm: %m; use --vm-accel tcg (software "
+                                       "emulation, slow) or give this user access to /dev/kvm");
+        (void)close(fd);
+        return 0;
+}
+
+static int images_prepare(const VmConfig *c, Images *im, HutchError *reterr) {
+        _cleanup_free_ char *tsc = NULL;
+        int r;
+
+        r = vm_qemu_find(&im->qemu, reterr);
+        if (r < 0)
+                return r;
+        r = vm_kernel_find(c->kernel, &im->kernel, &im->release, reterr);
+        if (r < 0)
+                return r;
+        r = accel_check(c->accel, reterr);
+        if (r < 0)
+                return r;
+        r = vm_agent_binary_find(&im->agent, reterr);
+        if (r < 0)
+                return r;
+        r = vm_vmlinux_prepare(im->kernel, c->cache_dir, &im->vmlinux, reterr);
+        if (r < 0)
+                return r;
+        r = vm_initramfs_prepare(im->agent, im->release, c->cache_dir, &im->initramfs, reterr);
+        if (r < 0)
+                return r;
+        if (c->accel == VM_ACCEL_TCG) {
+                r = vm_tsc_hints(&tsc);
+                if (r < 0)
+                        return r;
+        }
+        /* mitigations=off under TCG only: it does not emulate speculation,
+         * so they would cost time for nothing. */
+        r = asprintf(&im->cmdline,
+                     "console=ttyS0 quiet loglevel=3 panic=-1 rdinit=/init 8250.nr_uarts=1 "
+                     "random.trust_cpu=off %s%s",
+                     c->accel == VM_ACCEL_TCG ? "mitigations=off " : "", tsc ? tsc : "");
+        return r < 0 ? -ENOMEM : 0;
+}
+
+static int template_key(const VmConfig *c, const Images *im, char out[VM_KEY_HEX + 1]) {
+        VmKey k = {};
+        uint64_t shape[5] = {c->ram_bytes, c->vcpus, c->n_shares, c->net_helper != NULL,
+                             (uint64_t)c->accel};
+        int r;
+
+        r = vm_key_init(&k);
+        if (r < 0)
+                return r;
+        vm_key_add_str(&k, "hutch-template-2");
+        r = vm_key_add_file_id(&k, im->qemu);
+        vm_key_add_str(&k, im->vmlinux);
+        vm_key_add_str(&k, im->initramfs);
+        vm_key_add_str(&k, im->cmdline);
+        vm_key_add(&k, shape, sizeof(shape));
+        for (size_t i = 0; i < c->n_shares; i++)
+                vm_key_add(&k, &c->shares[i].read_only, sizeof(bool));
+        vm_key_finish(&k, out);
+        return r;
+}
+
+static Vm *vm_alloc(const VmConfig *c, const char *tag) {
+        _cleanup_(vm_freep) Vm *vm = calloc(1, sizeof(Vm));
+
+        if (!vm)
+                return NULL;
+        vm->pidfd = vm->agent_fd = vm->qmp_fd = -EBADF;
+        vm->boot_timeout_ms = c->boot_timeout_ms;
+        vm->reader = calloc(1, sizeof(AgentReader));
+        if (!vm->reader || asprintf(&vm->console_path, "%s/console%s.log", c->run_dir, tag) < 0 ||
+            asprintf(&vm->log_path, "%s/qemu%s.log", c->run_dir, tag) < 0)
+                return NULL;
+        return TAKE_PTR(vm);
+}
+
+/* Boots @argv and waits (bounded) for the agent's HELLO. */
+static int boot_wait_hello(Vm *vm, char **argv, Cgroup *cg, HutchError *reterr) {
+        const void *p;
+        size_t len;
+        uint8_t type;
+        int r;
+
+        r = qemu_spawn(vm, argv, -EBADF, cg, reterr);
+        if (r < 0)
+                return r;
+        r = vm_agent_recv(vm, vm->boot_timeout_ms, &type, &p, &len);
+        if (r == 1 && type == AGENT_MSG_HELLO)
+                return 0;
+        if (r == -ETIMEDOUT)
+                (void)hutch_error_set(reterr, ETIMEDOUT,
+                                      "the guest did not come up within %" PRIu64 " ms",
+                                      vm->boot_timeout_ms);
+        else
+                (void)hutch_error_set(reterr, r < 0 ? -r : EPROTO, "the guest failed to boot (%s)",
+                                      r < 0 ? strerror(-r) : "unexpected first message");
+        vm_error_add_console(vm, reterr);
+        qemu_kill(vm);
+        return r < 0 ? r : -EPROTO;
+}
+
+/* Saves the booted, idle @vm's device state to @state_path (the RAM is
+ * in the shared file already): stop, migrate to a file descriptor, wait
+ * for completion. */
+static int template_save(Vm *vm, const char *state_path, HutchError *reterr) {
+        _cleanup_close_ int fd = -EBADF;
+        char cmd[256];
+        int r;
+
+        r = qmp_open(vm->qmp_fd, reterr);
+        if (r < 0)
+                return r;
+        fd = open(state_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+        if (fd < 0)
+                return hutch_error_set(reterr, errno, "cannot create '%s': %m", state_path);
+        /* The file goes to QEMU over the monitor (SCM_RIGHTS) as "tpl". */
+        r = send_with_fds(
+                vm->qmp_fd, "{\"execute\":\"getfd\",\"arguments\":{\"fdname\":\"tpl\"}}\n",
+                strlen("{\"execute\":\"getfd\",\"arguments\":{\"fdname\":\"tpl\"}}\n"), &fd, 1);
+        if (r < 0)
+                return hutch_error_set(reterr, -r, "failed to hand QEMU the template file: %s",
+                                       strerror(-r));
+        /* Not stopped first: the migration stops the guest when it
+         * completes, and a restored VM takes the run state of its source
+         * (a stopped source would restore stopped). */
+        r = qmp_wait_answer(vm->qmp_fd, NULL, reterr);
+        if (r >= 0)
+                r = qmp_command(vm->qmp_fd, QMP_IGNORE_SHARED, NULL, reterr);
+        if (r >= 0)
+                r = qmp_command(vm->qmp_fd,
+                                "{\"execute\":\"migrate\",\"arguments\":{\"uri\":\"fd:tpl\"}}\n",
+                                NULL, reterr);
+        if (r < 0)
+                return r;
+        for (uint64_t deadline = mono_ms() + MIGRATE_TIMEOUT_MS;;) {
+                json_t *ans = NULL;
+                const char *status;
+                struct timespec ts = {.tv_nsec = 5000000};
+
+                r = qmp_command(vm->qmp_fd, "{\"execute\":\"query-migrate\"}\n", &ans, reterr);
+                if (r < 0)
+                        return r;
+                status = json_string_value(
+                        json_object_get(json_object_get(ans, "return"), "status"));
+                (void)snprintf(cmd, sizeof(cmd), "%s", status ? status : "");
+                json_decref(ans);
+                if (strcmp(cmd, "completed") == 0)
+                        break;
+                if (strcmp(cmd, "failed") == 0 || strcmp(cmd, "cancelled") == 0)
+                        return hutch_error_set(reterr, EIO, "saving the template VM %s", cmd);
+                if (mono_ms() >= deadline)
+                        return hutch_error_set(reterr, ETIMEDOUT,
+                                               "saving the template VM timed out");
+                (void)nanosleep(&ts, NULL);
+        }
+        return fsync(fd) < 0 ? negative_errno() : 0;
+}
+
+/* Boots a template VM for @key into @dir (a temporary name renamed to the
+ * final one when complete). */
+static int template_build(const VmConfig *c, const Images *im, const char *dir,
+                          HutchError *reterr) {
+        _cleanup_free_ char *tmp = NULL, *ram = NULL, *state = NULL, *empty = NULL;
+        _cleanup_strv_free_ char **argv = NULL;
+        _cleanup_(vm_freep) Vm *vm = NULL;
+        QemuArgs a;
+        int r;
+
+        if (asprintf(&tmp, "%s.tmp-%d", dir, (int)getpid()) < 0 ||
+            asprintf(&ram, "%s/ram", tmp) < 0 || asprintf(&state, "%s/state", tmp) < 0 ||
+            asprintf(&empty, "%s/empty", tmp) < 0)
+                return -ENOMEM;
+        (void)rm_rf_at(AT_FDCWD, tmp);
+        if (mkdir(tmp, 0700) < 0 || mkdir(empty, 0500) < 0)
+                return hutch_error_set(reterr, errno, "cannot create '%s': %m", tmp);
+        vm = vm_alloc(c, "-template");
+        if (!vm)
+                return -ENOMEM;
+        a = (QemuArgs){
+                .qemu = im->qemu,
+                .vmlinux = im->vmlinux,
+                .initramfs = im->initramfs,
+                .cmdline = im->cmdline,
+                .config = c,
+                .console_path = vm->console_path,
+                .ram_path = ram,
+                .ram_shared = true,
+                .empty_dir = empty,
+        };
+        r = qemu_argv(&a, &argv);
+        if (r < 0)
+                goto fail;
+        r = boot_wait_hello(vm, argv, c->cgroup, reterr);
+        if (r >= 0)
+                r = template_save(vm, state, reterr);
+        if (r < 0) {
+                vm_error_add_console(vm, reterr);
+                goto fail;
+        }
+        vm = vm_free(vm);
+        if (rename(tmp, dir) < 0) {
+                /* Another hutch made the same template meanwhile: use it. */
+                r = errno == ENOTEMPTY || errno == EEXIST ? 0 : negative_errno();
+                (void)rm_rf_at(AT_FDCWD, tmp);
+                if (r < 0)
+                        return hutch_error_set(reterr, -r, "cannot store the template: %s",
+                                               strerror(-r));
+        }
+        return 0;
+fail:
+        vm = vm_free(vm);
+        (void)rm_rf_at(AT_FDCWD, tmp);
+        return r;
+}
+
+static int start_restore(const VmConfig *c, const Images *im, const char *dir, Vm *vm,
+                         HutchError *reterr) {
+        _cleanup_free_ char *ram = NULL, *state = NULL;
+        _cleanup_strv_free_ char **argv = NULL;
+        _cleanup_close_ int fd = -EBADF;
+        QemuArgs a;
+        int r;
+
+        if (asprintf(&ram, "%s/ram", dir) < 0 || asprintf(&state, "%s/state", dir) < 0)
+                return -ENOMEM;
+        fd = open(state, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+        if (fd < 0)
+                return -ENOENT;
+        a = (QemuArgs){
+                .qemu = im->qemu,
+                .vmlinux = im->vmlinux,
+                .initramfs = im->initramfs,
+                .cmdline = im->cmdline,
+                .config = c,
+                .console_path = vm->console_path,
+                .ram_path = ram,
+                .ram_shared = false,
+                .incoming = true,
+        };
+        r = qemu_argv(&a, &argv);
+        if (r < 0)
+                return r;
+        r = qemu_spawn(vm, argv, fd, c->cgroup, reterr);
+        if (r >= 0)
+                r = qmp_open(vm->qmp_fd, reterr);
+        if (r >= 0)
+                r = qmp_command(vm->qmp_fd, QMP_IGNORE_SHARED, NULL, reterr);
+        if (r >= 0)
+                r = qmp_command(vm->qmp_fd,
+                                "{\"execute\":\"migrate-incoming\",\"arguments\":{\"uri\":"
+                                "\"fd:" STRINGIFY(QEMU_FD_INCOMING) "\"}}\n",
+                                NULL, reterr);
+        if (r < 0) {
+                vm_error_add_console(vm, reterr);
+                qemu_kill(vm);
+        }
+        return r;
+}
+
+static int start_cold(const VmConfig *c, const Images *im, Vm *vm, HutchError *reterr) {
+        _cleanup_strv_free_ char **argv = NULL;
+        QemuArgs a = {
+                .qemu = im->qemu,
+                .vmlinux = im->vmlinux,
+                .initramfs = im->initramfs,
+                .cmdline = im->cmdline,
+                .config = c,
+                .console_path = vm->console_path,
+        };
+        int r;
+
+        r = qemu_argv(&a, &argv);
+        if (r < 0)
+                return r;
+        r = boot_wait_hello(vm, argv, c->cgroup, reterr);
+        if (r >= 0)
+                vm->start = VM_START_COLD;
+        return r;
+}
+
+int vm_start(const VmConfig *c, Vm **ret, HutchError *reterr) {
+        _cleanup_(images_done) Images im = {};
+        _cleanup_(vm_freep) Vm *vm = NULL;
+        _cleanup_free_ char *dir = NULL;
+        char key[VM_KEY_HEX + 1];
+        bool built = false;
+        int r;
+
+        if (c->n_shares > VM_MAX_SHARES || c->vcpus == 0 || c->ram_bytes < (64ULL << 20))
+                return hutch_error_set(reterr, EINVAL, "invalid VM shape");
+        r = images_prepare(c, &im, reterr);
+        if (r < 0)
+                return r;
+        vm = vm_alloc(c, "");
+        if (!vm)
+                return -ENOMEM;
+        if (!c->use_template) {
+                r = start_cold(c, &im, vm, reterr);
+                if (r < 0)
+                        return r;
+                *ret = TAKE_PTR(vm);
+                return 0;
+        }
+
+        r = mkdir_private(c->template_dir);
+        if (r < 0)
+                return hutch_error_set(reterr, -r, "cannot use the template directory '%s': %s",
+                                       c->template_dir, strerror(-r));
+        r = template_key(c, &im, key);
+        if (r < 0)
+                return hutch_error_set(reterr, -r, "cannot read '%s': %s", im.qemu, strerror(-r));
+        if (asprintf(&dir, "%s/%s", c->template_dir, key) < 0)
+                return -ENOMEM;
+        if (access(dir, F_OK) < 0) {
+                HutchError e = {};
+
+                r = template_build(c, &im, dir, &e);
+                /* A guest that does not boot fails here as it would cold;
+                 * any other template failure falls back to a cold boot. */
+                if (r == -ETIMEDOUT || r == -ECHILD || r == -EPIPE) {
+                        if (reterr)
+                                *reterr = e;
+                        return r;
+                }
+                built = r >= 0;
+        }
+        r = start_restore(c, &im, dir, vm, reterr);
+        if (r >= 0) {
+                vm->start = built ? VM_START_BUILT : VM_START_TEMPLATE;
+                *ret = TAKE_PTR(vm);
+                return 0;
+        }
+        if (r != -ENOENT)
+                return r;
+        r = start_cold(c, &im, vm, reterr);
+        if (r < 0)
+                return r;
+        *ret = TAKE_PTR(vm);
+        return 0;
+}
+
+/* ---- the guestfwd helper ---- */
+
+int vm_forward_run(const char *path) {
+        struct sockaddr_un sa = {.sun_family = AF_UNIX};
+        _cleanup_close_ int s = -EBADF;
+        bool in_open = true, out_open = true;
+        char buf[65536];
+
+        if (strlen(path) >= sizeof(sa.sun_path))
+                return -ENAMETOOLONG;
+        memcpy(sa.sun_path, path, strlen(path) + 1);
+        s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        if (s < 0)
+                return negative_errno();
+        if (connect(s, (struct sockaddr *)&sa, sizeof(sa)) < 0)
+                return negative_errno();
+        while (in_open || out_open) {
+                struct pollfd p[2] = {
+                        {.fd = in_open ? STDIN_FILENO : -1, .events = POLLIN},
+                        {.fd = out_open ? s : -1, .events = POLLIN},
+                };
+                ssize_t n;
+                int r;
+
+                if (poll(p, 2, -1) < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        return negative_errno();
+                }
+                if (p[0].revents) {
+                        n = read(STDIN_FILENO, buf, sizeof(buf));
+                        if (n <= 0) {
+                                in_open = false;
+                                (void)shutdown(s, SHUT_WR);
+                        } else if ((r = loop_write(s, buf, (size_t)n)) < 0)
+                                return r;
+                }
+                if (p[1].revents) {
+                        n = read(s, buf, sizeof(buf));
+                        if (n <= 0) {
+                                out_open = false;
+                                (void)shutdown(STDOUT_FILENO, SHUT_WR);
+                        } else if ((r = loop_write(STDOUT_FILENO, buf, (size_t)n)) < 0)
+                                return r;
+                }
+        }
+        return 0;
+}

@@ -1,0 +1,167 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#pragma once
+
+/* The microVM of `--backend vm` (DESIGN.md §6, docs/vm.md): one guest
+ * booted (or restored from a template) by a VMM, with hutch-agent as its
+ * PID 1. This layer knows machines, images and the agent's frames; the
+ * policy, the proxy, the host cgroup and the outcome are the sandbox's
+ * (src/lib/sandbox/vm-run.c).
+ *
+ * The VMM is QEMU's `microvm` machine, behind vm_start()/vm_free(): hutch
+ * builds its argv, talks QMP over a socketpair, and passes the agent's
+ * virtio-serial port as a connected socket (no socket in the file
+ * system). Firecracker or cloud-hypervisor would be other implementations
+ * of the same three calls.
+ *
+ * Images (vm-image.c): the guest kernel is Debian's own (the newest
+ * /boot/vmlinuz-*, or an explicit path), decompressed once into a cached
+ * vmlinux that QEMU boots directly (PVH entry); the initramfs is written by
+ * hutch (cpio newc): the static hutch-agent as /init and the modules it
+ * needs from /lib/modules/RELEASE, resolved through modules.dep. Both are
+ * cached under @cache_dir by a key of their inputs.
+ *
+ * Templates (vm.c): a cold boot with the guest RAM in a file on tmpfs
+ * (share=on), stopped right after the agent's HELLO and migrated to a
+ * file with x-ignore-shared (so the RAM is not copied); later VMs of the
+ * same shape map the same RAM file privately (share=off: copy on write,
+ * SECURITY: nothing writable is shared between two VMs) and load the
+ * device state with -incoming. The key covers everything that shapes the
+ * guest (QEMU, kernel, initramfs, command line, RAM, vCPUs, shares, NIC):
+ * a changed input is a new template, never a stale one. A missing template
+ * is built on first use; a template that fails to build or restore falls
+ * back to a cold boot.
+ *
+ * The calling process must be single-threaded (it forks QEMU). Nothing is
+ * logged. */
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "agent-protocol.h"
+#include "cgroup/cgroup.h"
+#include "hutch-error.h"
+#include "macro.h"
+#include "policy/policy.h"
+
+#define VM_MAX_SHARES 24
+
+/* A host directory shared with the guest over virtio-9p as tag "h<i>". */
+typedef struct VmShare {
+        const char *path; /* absolute host directory */
+        bool read_only;   /* SECURITY: enforced by QEMU (readonly=on), not only by the guest */
+} VmShare;
+
+typedef struct VmConfig {
+        VmAccel accel;
+        const char *kernel;       /* or NULL: the newest /boot/vmlinuz-* */
+        const char *cache_dir;    /* vmlinux and initramfs cache (created 0700) */
+        const char *template_dir; /* on tmpfs: templates (created 0700) */
+        const char *run_dir;      /* this VM's private directory: logs, empty share */
+        uint64_t ram_bytes;       /* guest RAM, a multiple of 1 MiB */
+        unsigned vcpus;
+        VmShare shares[VM_MAX_SHARES];
+        size_t n_shares;
+        const char *net_helper;   /* guestfwd command to the proxy, or NULL: no NIC */
+        bool use_template;        /* false: always a cold boot */
+        uint64_t boot_timeout_ms; /* bound on the agent's first answer */
+        Cgroup *cgroup;           /* borrowed: QEMU runs in it, or NULL */
+} VmConfig;
+
+typedef enum VmStart {
+        VM_START_COLD,     /* booted; no template was wanted or usable */
+        VM_START_TEMPLATE, /* restored from an existing template */
+        VM_START_BUILT,    /* a template was built (one cold boot), then restored */
+} VmStart;
+
+typedef struct Vm {
+        pid_t pid; /* QEMU, until reaped */
+        int pidfd;
+        int agent_fd; /* the host end of the agent's port */
+        int qmp_fd;
+        char *console_path; /* the guest's serial console */
+        char *log_path;     /* QEMU's stderr */
+        VmStart start;
+        uint64_t boot_timeout_ms;
+        AgentReader *reader;
+} Vm;
+
+/* Finds QEMU and the kernel, prepares (or finds cached) images and a
+ * template, and starts the VM. Returns 0 with the agent ready for SETUP,
+ * or -errno with nothing left running and @reterr saying why:
+ * -ENOENT when QEMU or the kernel is missing (the message has the
+ * apt-get line), -EOPNOTSUPP for an accelerator that cannot work here
+ * (kvm on a PVM host), -ETIMEDOUT (with the last console lines) for a guest
+ * that did not come up within the bound. */
+int vm_start(const VmConfig *c, Vm **ret, HutchError *reterr);
+
+/* Kills QEMU (if running), waits for it, and frees @vm. Returns NULL. */
+Vm *vm_free(Vm *vm);
+DEFINE_POINTER_CLEANUP(Vm, vm_free)
+
+/* Waits up to @timeout_ms for the next frame from the agent. Returns 1 with
+ * the frame (payload valid until the next call), -ETIMEDOUT, -ECHILD when
+ * QEMU ended, -EBADMSG for a malformed frame, -EPIPE at EOF. */
+int vm_agent_recv(Vm *vm, uint64_t timeout_ms, uint8_t *ret_type, const void **ret_payload,
+                  size_t *ret_len);
+
+/* Sends SETUP @payload and waits (boot bound) for READY. An ERROR from the
+ * agent becomes @reterr ("guest setup failed: STEP: MESSAGE"). */
+int vm_agent_setup(Vm *vm, const void *payload, size_t len, HutchError *reterr);
+
+/* The last @max_lines lines of the guest console and QEMU's stderr, one
+ * string ("" when both are empty). */
+int vm_console_tail(const Vm *vm, size_t max_lines, char **ret);
+
+/* Appends "; guest console: ..." with the console's tail to @e's message. */
+void vm_error_add_console(const Vm *vm, HutchError *e);
+
+/* The pieces, for tests and `hutch doctor`. */
+
+/* The kernel: @explicit (checked), or the newest /boot/vmlinuz-* by
+ * version. Writes its path and release (the part after "vmlinuz-", or
+ * NULL when the name does not tell). -ENOENT with the apt-get line. */
+int vm_kernel_find(const char *explicit, char **ret_path, char **ret_release, HutchError *reterr);
+
+/* QEMU: $HUTCH_QEMU, else qemu-system-x86_64 in $PATH or /usr/bin.
+ * -ENOENT with the apt-get line. */
+int vm_qemu_find(char **ret, HutchError *reterr);
+
+/* hutch-agent: $HUTCH_AGENT_PATH, else ../libexec/hutch/hutch-agent from
+ * the running binary, else next to it, else ../guest/hutch-agent (the
+ * build tree). -ENOENT naming where it looked. */
+int vm_agent_binary_find(char **ret, HutchError *reterr);
+
+/* The decompressed vmlinux of the bzImage @kernel, cached in @cache_dir
+ * (an ELF @kernel is used as it is). -EINVAL for a file that is neither,
+ * -EFBIG past 512 MiB decompressed. */
+int vm_vmlinux_prepare(const char *kernel, const char *cache_dir, char **ret, HutchError *reterr);
+
+/* The initramfs for @agent and the modules of /lib/modules/@release (none
+ * when @release is NULL or has no modules.dep), cached in @cache_dir. */
+int vm_initramfs_prepare(const char *agent, const char *release, const char *cache_dir, char **ret,
+                         HutchError *reterr);
+
+/* The modules the guest needs from the modules.dep text @dep, dependencies
+ * first, as paths relative to the modules directory. A module missing
+ * from @dep is left out (it may be built in). -EINVAL for a malformed
+ * line, -ELOOP for a cycle. */
+int vm_modules_resolve(const char *dep, char ***ret);
+
+/* Writes a cpio "newc" archive to @fd: the directories @dirs (mode 0755),
+ * then each @names[i] (a path inside the archive) with the bytes of the
+ * host file @files[i] and mode @modes[i], then the trailer. */
+int vm_cpio_write(int fd, char *const *dirs, char *const *names, char *const *files,
+                  const unsigned *modes);
+
+/* The guest's serial console fd-free helper for tests: the TSC rate hints
+ * of the kernel command line ("tsc_early_khz=N lpj=M no_timer_check"), or
+ * "" when the rate is unknown. */
+int vm_tsc_hints(char **ret);
+
+/* The hutch-side end of the guest's proxy connection (the guestfwd helper,
+ * `hutch __vm-fwd SOCKET`): connects to the unix socket @path and copies
+ * stdin to it and it to stdout until both sides ended. Returns 0 or
+ * -errno. */
+int vm_forward_run(const char *path);
