@@ -23,6 +23,7 @@
 
 #include "fd-util.h"
 #include "macro.h"
+#include "parse-util.h"
 #include "rm-rf.h"
 #include "sandbox/cgroup-setup.h"
 #include "sandbox/proxy-spawn.h"
@@ -540,6 +541,14 @@ static int prepare(VmRun *v, VmConfig *c, char *const *caller_env, char **setup,
                 .use_template = !getenv("HUTCH_VM_COLD"),
                 .boot_timeout_ms = VM_BOOT_TIMEOUT_MS,
         };
+        {
+                /* $HUTCH_VM_BOOT_TIMEOUT_MS: a shorter bound (tests). */
+                const char *t = getenv("HUTCH_VM_BOOT_TIMEOUT_MS");
+                uint64_t ms;
+
+                if (t && safe_atou64(t, &ms) >= 0 && ms > 0)
+                        c->boot_timeout_ms = ms;
+        }
         if (!v->policy->memory_max)
                 c->ram_bytes = POLICY_DEFAULT_MEMORY + VM_KERNEL_RAM;
         {

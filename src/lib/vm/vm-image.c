@@ -63,10 +63,6 @@ int vm_qemu_find(char **ret, HutchError *reterr) {
                 }
                 free(cand);
         }
-        if (access("/usr/bin/qemu-system-x86_64", X_OK) == 0) {
-                *ret = strdup("/usr/bin/qemu-system-x86_64");
-                return *ret ? 0 : -ENOMEM;
-        }
         return hutch_error_set(reterr, ENOENT,
                                "--backend vm needs QEMU (qemu-system-x86_64), which is not "
                                "installed; install it with: " APT_QEMU);
@@ -100,7 +96,12 @@ int vm_kernel_find(const char *explicit, char **ret_path, char **ret_release, Hu
                 if (!path)
                         return -ENOMEM;
         } else {
-                d = opendir("/boot");
+                /* $HUTCH_VM_BOOT_DIR: where the kernels are (tests). */
+                const char *boot = getenv("HUTCH_VM_BOOT_DIR");
+
+                if (!boot || boot[0] != '/')
+                        boot = "/boot";
+                d = opendir(boot);
                 while (d && (de = readdir(d))) {
                         if (strncmp(de->d_name, "vmlinuz-", 8) != 0 || !de->d_name[8])
                                 continue;
@@ -113,10 +114,11 @@ int vm_kernel_find(const char *explicit, char **ret_path, char **ret_release, Hu
                 }
                 if (!best)
                         return hutch_error_set(reterr, ENOENT,
-                                               "--backend vm needs a guest kernel and /boot has "
-                                               "no vmlinuz-*; install one with: " APT_KERNEL
-                                               " (or pass --vm-kernel)");
-                if (asprintf(&path, "/boot/%s", best) < 0)
+                                               "--backend vm needs a guest kernel and %s has no "
+                                               "vmlinuz-*; install one with: " APT_KERNEL
+                                               " (or pass --vm-kernel)",
+                                               boot);
+                if (asprintf(&path, "%s/%s", boot, best) < 0)
                         return -ENOMEM;
                 if (access(path, R_OK) < 0)
                         return hutch_error_set(reterr, errno,

@@ -161,9 +161,14 @@ int qemu_argv(const QemuArgs *a, char ***ret) {
         if (r < 0)
                 return r;
         {
-                /* SECURITY: QEMU's own seccomp filter. spawn stays allowed only
-                 * with a NIC: slirp starts the guestfwd helper (hutch __vm-fwd)
-                 * for each connection to the proxy (docs/vm.md). */
+                /* SECURITY: QEMU's own seccomp filter. With a NIC, slirp
+                 * starts the guestfwd helper (hutch __vm-fwd) for each
+                 * connection to the proxy: that needs spawn, and the
+                 * helper's child setup calls setsid(), which the
+                 * elevateprivileges set (deny and children alike) kills.
+                 * There the set is allowed; no_new_privs, set before QEMU
+                 * starts (qemu_exec()), still keeps QEMU and the helper
+                 * from gaining privileges (docs/vm.md). */
                 const char *fixed[] = {
                         "-nodefaults",
                         "-no-user-config",
@@ -171,7 +176,7 @@ int qemu_argv(const QemuArgs *a, char ***ret) {
                         "none",
                         "-no-reboot",
                         "-sandbox",
-                        c->net_helper ? "on,obsolete=deny,elevateprivileges=deny,spawn=allow,"
+                        c->net_helper ? "on,obsolete=deny,elevateprivileges=allow,spawn=allow,"
                                         "resourcecontrol=deny"
                                       : "on,obsolete=deny,elevateprivileges=deny,spawn=deny,"
                                         "resourcecontrol=deny",
@@ -286,6 +291,8 @@ _noreturn_ static void qemu_exec(char **argv, int fds[3], int log_fd, Cgroup *cg
         int high[3], devnull;
 
         (void)prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
+        if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
+                _exit(127);
         if (cg && cgroup_attach(cg, getpid()) < 0)
                 _exit(126);
         for (int i = 0; i < 3; i++) {
@@ -553,8 +560,13 @@ void vm_error_add_console(const Vm *vm, HutchError *e) {
         char msg[2 * HUTCH_ERROR_MSG_MAX];
         size_t keep;
 
-        if (!e || !vm || vm_console_tail(vm, 8, &tail) < 0 || !tail[0])
+        if (!e || !vm || vm_console_tail(vm, 8, &tail) < 0)
                 return;
+        if (!tail[0]) {
+                (void)snprintf(msg, sizeof(msg), "%s (the guest console is empty)", e->msg);
+                (void)snprintf(e->msg, sizeof(e->msg), "%.*s", (int)sizeof(e->msg) - 1, msg);
+                return;
+        }
         /* The end of the console says most: cut its beginning to fit. */
         keep = sizeof(e->msg) - 1 - MIN(strlen(e->msg) + 24, sizeof(e->msg) - 1);
         (void)snprintf(msg, sizeof(msg), "%s; last console lines: %s", e->msg,
@@ -826,8 +838,9 @@ static int template_build(const VmConfig *c, const Images *im, const char *dir,
         if (r < 0)
                 goto fail;
         r = boot_wait_hello(vm, argv, c->cgroup, reterr);
-        if (r >= 0)
-                r = template_save(vm, state, reterr);
+        if (r < 0)
+                goto fail;
+        r = template_save(vm, state, reterr);
         if (r < 0) {
                 vm_error_add_console(vm, reterr);
                 goto fail;
