@@ -227,6 +227,11 @@ def stage_binaries(base, hutch, probe):
     if proxy.is_file():
         shutil.copy2(proxy, base / "hutch-proxy")
         os.chmod(base / "hutch-proxy", 0o755)
+    # ... and hutch-agent, the microVM's init (--backend vm).
+    agent = BUILD / "src" / "guest" / "hutch-agent"
+    if agent.is_file():
+        shutil.copy2(agent, base / "hutch-agent")
+        os.chmod(base / "hutch-agent", 0o755)
     return base / "hutch", pdir
 
 
