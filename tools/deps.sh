@@ -1,11 +1,12 @@
 #!/bin/bash
 # SPDX-License-Identifier: LGPL-2.1-or-later
 #
-# tools/deps.sh build|test|bench
+# tools/deps.sh build|test|bench|vm
 #
 # Installs the Debian packages hutch needs for one purpose: `build` (compile
 # hutch and the probe), `test` (build + unit, integration and lint checks),
-# `bench` (build + the peers of bench/bench-run.sh). As root, missing
+# `bench` (build + the peers of bench/bench-run.sh and bench/bench-vm.sh),
+# `vm` (what `hutch run --backend vm` needs at run time). As root, missing
 # packages are installed with apt-get; otherwise the one command to run is
 # printed and the script exits 1. Nothing is done when all are present.
 set -euo pipefail
@@ -16,17 +17,24 @@ set -euo pipefail
 build_pkgs=(meson ninja-build gcc libc6-dev pkg-config libseccomp-dev libjansson-dev libcmocka-dev libevent-dev libhttp-parser-dev libssl-dev libarchive-dev)
 test_pkgs=(python3 python3-pytest clang-format shellcheck strace bubblewrap uidmap util-linux passwd user-mode-linux curl git nodejs python3-trustme python3-cryptography python3-requests)
 bench_pkgs=(bubblewrap hyperfine python3 tinyproxy)
+# The microVM backend (docs/vm.md), a run-time dependency of --backend vm
+# only: QEMU is the VMM; linux-image-amd64 provides the guest's kernel and
+# modules, which hutch only reads (/boot/vmlinuz-*, /lib/modules): it is
+# never booted on the host. The initramfs is written by hutch itself (no
+# cpio, no busybox). Tests and benchmarks of the backend need them too.
+vm_pkgs=(qemu-system-x86 linux-image-amd64)
 
 usage() {
-        echo "usage: $0 build|test|bench" >&2
+        echo "usage: $0 build|test|bench|vm" >&2
         exit 2
 }
 
 [ $# -eq 1 ] || usage
 case "$1" in
 build) want=("${build_pkgs[@]}") ;;
-test) want=("${build_pkgs[@]}" "${test_pkgs[@]}") ;;
-bench) want=("${build_pkgs[@]}" "${bench_pkgs[@]}") ;;
+test) want=("${build_pkgs[@]}" "${test_pkgs[@]}" "${vm_pkgs[@]}") ;;
+bench) want=("${build_pkgs[@]}" "${bench_pkgs[@]}" "${vm_pkgs[@]}") ;;
+vm) want=("${vm_pkgs[@]}") ;;
 *) usage ;;
 esac
 

@@ -30,6 +30,8 @@
  *   guest: EXIT (AgentExit) once the command exited, every other process
  *          it started was killed, and its output was sent whole.
  *   Then EXEC again, as often as the host likes.
+ *   host:  PING (any payload) at any time; guest: PONG with the same
+ *          payload (a liveness check, and the transport's round trip).
  *
  * ERROR's payload: le32 errno, then "step" NUL "message" NUL.
  *
@@ -50,8 +52,8 @@
  *   net=1                bring up eth0 as AGENT_GUEST_ADDR/24, no default
  *                        route (the only peer is the proxy at
  *                        AGENT_PROXY_ADDR)
- *   ca=TAG:PATH          NEEDSWORK: not used yet (secrets need the proxy's
- *                        CA inside the guest). */
+ * NEEDSWORK: no key carries the proxy's CA yet, so --secret is refused
+ * with --backend vm. */
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -78,6 +80,8 @@ typedef enum AgentMsg {
         AGENT_MSG_STDERR,
         AGENT_MSG_SIGNAL,
         AGENT_MSG_EXIT,
+        AGENT_MSG_PING,
+        AGENT_MSG_PONG,
         _AGENT_MSG_MAX,
         _AGENT_MSG_INVALID = -22, /* -EINVAL */
 } AgentMsg;

@@ -1104,6 +1104,8 @@ static int handle_host_frame(Exec *x, uint8_t type, const void *payload, size_t 
                 if (x)
                         stdin_push(x, payload, len);
                 return 0;
+        case AGENT_MSG_PING:
+                return agent_frame_write(port_fd, AGENT_MSG_PONG, payload, len);
         case AGENT_MSG_SIGNAL:
                 if (x && x->pid > 0 && !x->exited && len == 4) {
                         int sig = (int)agent_get_le32(payload);
@@ -1124,6 +1126,7 @@ static int handle_host_frame(Exec *x, uint8_t type, const void *payload, size_t 
         case AGENT_MSG_STDOUT:
         case AGENT_MSG_STDERR:
         case AGENT_MSG_EXIT:
+        case AGENT_MSG_PONG:
         case _AGENT_MSG_MAX:
         case _AGENT_MSG_INVALID:
         default:
