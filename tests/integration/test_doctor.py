@@ -4,7 +4,7 @@ feature with its status (ok, missing, or degraded) and what it means."""
 
 import re
 
-FEATURES = ("user namespace", "seccomp", "landlock", "cgroup", "kvm")
+FEATURES = ("user namespace", "seccomp", "landlock", "cgroup", "kvm", "microvm")
 
 
 def test_doctor_reports_features(caller):

@@ -242,6 +242,20 @@ def test_unprivileged_caller(user_runner, vm_env):
     assert (ws / "out").stat().st_uid == user_runner.uid
 
 
+def test_doctor_reports_the_microvm_parts(caller):
+    r = caller.run_raw(["doctor", "--json"])
+    assert r.returncode == 0, r.stderr
+    vm = json.loads(r.stdout)["microvm"]
+    assert vm["status"] == "ok"
+    assert "qemu-system-x86_64" in vm["detail"] and "vmlinuz-" in vm["detail"]
+    assert "hutch-agent" in vm["detail"]
+    # Its twin: without QEMU, "missing" with the package to install.
+    r = caller.run_raw(["doctor", "--json"], env={"PATH": "/nonexistent"})
+    vm = json.loads(r.stdout)["microvm"]
+    assert vm["status"] == "missing"
+    assert "apt-get install qemu-system-x86" in vm["detail"]
+
+
 # ---- bad input: exit 125 with one line saying why, nothing left running ----
 
 

@@ -41,6 +41,8 @@ TEST(feature_id_strings) {
         }
         ASSERT_STREQ(feature_id_to_string(FEATURE_USER_NAMESPACES), "user_namespaces");
         ASSERT_STREQ(feature_id_to_string(FEATURE_KVM), "kvm");
+        ASSERT_STREQ(feature_id_to_string(FEATURE_MICROVM), "microvm");
+        ASSERT_FALSE(feature_is_required(FEATURE_MICROVM));
         ASSERT_NULL(feature_id_to_string(_FEATURE_ID_MAX));
         ASSERT_NULL(feature_id_to_string(_FEATURE_ID_INVALID));
         ASSERT_EQ(feature_id_from_string("user-namespaces"), _FEATURE_ID_INVALID);

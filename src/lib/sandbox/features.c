@@ -24,6 +24,7 @@
 #include "fd-util.h"
 #include "sandbox/features.h"
 #include "seccomp/seccomp-filter.h"
+#include "vm/vm.h"
 
 #ifndef SYS_landlock_create_ruleset
 #define SYS_landlock_create_ruleset 444
@@ -68,6 +69,7 @@ static const char *const feature_id_table[_FEATURE_ID_MAX] = {
         [FEATURE_LANDLOCK] = "landlock",
         [FEATURE_CGROUPS] = "cgroups",
         [FEATURE_KVM] = "kvm",
+        [FEATURE_MICROVM] = "microvm",
 };
 
 const char *feature_id_to_string(FeatureId id) {
@@ -161,6 +163,14 @@ static const char *const feature_impact_table[_FEATURE_ID_MAX][_FEATURE_STATUS_M
                                 "the microVM backend needs --vm-accel tcg (slow emulation)",
                         [FEATURE_DEGRADED] =
                                 "the microVM backend needs --vm-accel tcg (slow emulation)",
+                },
+        [FEATURE_MICROVM] =
+                {
+                        [FEATURE_OK] = "hutch run --backend vm can start microVMs here",
+                        [FEATURE_MISSING] = "hutch run --backend vm fails (exit 125) until the "
+                                            "missing part is installed",
+                        [FEATURE_DEGRADED] = "hutch run --backend vm fails (exit 125) until the "
+                                             "missing part is installed",
                 },
 };
 
@@ -1090,6 +1100,32 @@ int feature_probe_kvm(FeatureCheck *ret) {
         return check_set(ret, FEATURE_OK, d);
 }
 
+/* ---- 9. the microVM backend's parts ---- */
+
+int feature_probe_microvm(FeatureCheck *ret) {
+        _cleanup_free_ char *qemu = NULL, *kernel = NULL, *release = NULL, *agent = NULL;
+        HutchError e = {};
+        char *d = NULL;
+        int r;
+
+        r = vm_qemu_find(&qemu, &e);
+        if (r >= 0)
+                r = vm_kernel_find(NULL, &kernel, &release, &e);
+        if (r >= 0)
+                r = vm_agent_binary_find(&agent, &e);
+        if (r == -ENOMEM)
+                return r;
+        if (r < 0) {
+                d = strdup(e.msg);
+                if (!d)
+                        return -ENOMEM;
+                return check_set(ret, FEATURE_MISSING, d);
+        }
+        if (asprintf(&d, "QEMU %s, guest kernel %s, agent %s", qemu, kernel, agent) < 0)
+                return -ENOMEM;
+        return check_set(ret, FEATURE_OK, d);
+}
+
 /* ---- dispatch ---- */
 
 int feature_probe(FeatureId id, FeatureCheck *ret) {
@@ -1110,6 +1146,8 @@ int feature_probe(FeatureId id, FeatureCheck *ret) {
                 return feature_probe_cgroups(ret);
         case FEATURE_KVM:
                 return feature_probe_kvm(ret);
+        case FEATURE_MICROVM:
+                return feature_probe_microvm(ret);
         case _FEATURE_ID_MAX:
         case _FEATURE_ID_INVALID:
         default:

@@ -46,12 +46,14 @@ typedef enum FeatureId {
         FEATURE_LANDLOCK,        /* landlock ABI version */
         FEATURE_CGROUPS,         /* writable memory + pids cgroups where `hutch run` puts them */
         FEATURE_KVM,             /* /dev/kvm for the microVM backend (informational) */
+        FEATURE_MICROVM,         /* QEMU, a guest kernel and hutch-agent (informational) */
         _FEATURE_ID_MAX,
         _FEATURE_ID_INVALID = -EINVAL,
 } FeatureId;
 
 /* The JSON key of each check: "user_namespaces", "mount_in_userns",
- * "overlayfs", "idmapped_mounts", "seccomp", "landlock", "cgroups", "kvm";
+ * "overlayfs", "idmapped_mounts", "seccomp", "landlock", "cgroups", "kvm",
+ * "microvm";
  * NULL for an out-of-range value. */
 const char *feature_id_to_string(FeatureId id);
 /* The inverse; _FEATURE_ID_INVALID for an unknown or NULL string. */
@@ -138,6 +140,13 @@ int feature_cgroups_from_topology(const CgroupTopology *t, FeatureCheck *ret);
  * /sys/module/kvm_pvm exists the host's KVM only runs PVM guest kernels:
  * "degraded". Informational: never required. */
 int feature_probe_kvm(FeatureCheck *ret);
+
+/* What `hutch run --backend vm` needs besides an accelerator: QEMU
+ * (qemu-system-x86_64), a guest kernel (the newest /boot/vmlinuz-*) and
+ * hutch-agent, found as the run finds them (vm/vm.h). "ok" naming the
+ * three, or "missing" with the apt-get line of what is not there.
+ * Informational: never required. */
+int feature_probe_microvm(FeatureCheck *ret);
 
 /* Runs the probe of @id. -EINVAL for an out-of-range @id. */
 int feature_probe(FeatureId id, FeatureCheck *ret);

@@ -168,7 +168,7 @@ int helper_binary_find(const char *env_name, const char *name, const char *build
                                        "--backend vm needs %s, which is not in '%s' (install "
                                        "it next to hutch or set $%s)",
                                        name, dir, env_name);
-        *ret = strdup(cand);
+        *ret = realpath(cand, NULL);
         return *ret ? 0 : -ENOMEM;
 }
 
