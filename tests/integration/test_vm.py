@@ -99,18 +99,22 @@ def test_command_not_found_is_127(caller, vm_env):
 
 
 def test_runs_unprivileged_without_capabilities(caller, vm_env):
-    r, _ = vm_run(
-        caller,
-        vm_env,
-        [],
-        ["sh", "-c", "grep -E '^(CapEff|CapBnd|NoNewPrivs)' /proc/self/status; mount -t tmpfs x /tmp"],
+    script = (
+        "grep -E '^(CapEff|CapBnd|NoNewPrivs)' /proc/self/status; "
+        "mount -t tmpfs x /tmp 2>/dev/null; echo mount=$?; "
+        # The agent (PID 1) and its port are out of reach.
+        "ls /proc/1/root/ >/dev/null 2>&1; echo root=$?; "
+        "echo x 2>/dev/null > /proc/1/fd/3; echo fd=$?; "
+        "ls /dev | grep -c vport"
     )
-    status = dict(line.split(":\t") for line in r.stdout.splitlines())
+    r, _ = vm_run(caller, vm_env, [], ["sh", "-c", script])
+    lines = r.stdout.splitlines()
+    status = dict(line.split(":\t") for line in lines[:3])
     assert status["CapEff"] == "0000000000000000"
     assert status["CapBnd"] == "0000000000000000"
     assert status["NoNewPrivs"] == "1"
-    # Without CAP_SYS_ADMIN the guest's mount table stays as hutch made it.
-    assert r.returncode != 0
+    assert lines[3] != "mount=0"  # without CAP_SYS_ADMIN: no mount
+    assert lines[4:] == ["root=2", "fd=2", "0"]
 
 
 @pytest.mark.parametrize("mode", ["mount", "copy", "overlay"])
