@@ -49,11 +49,15 @@
  *                        ro, rw, copy (copied into a tmpfs of
  *                        size.workspace) or overlay (a tmpfs upper layer)
  *   link=PATH:TARGET     a symlink in the command's root (repeatable)
+ *   bind=SRC:DST         a read-only bind of SRC over DST, both in the
+ *                        command's root (repeatable; after the mounts)
  *   net=1                bring up eth0 as AGENT_GUEST_ADDR/24, no default
  *                        route (the only peer is the proxy at
  *                        AGENT_PROXY_ADDR)
- * NEEDSWORK: no key carries the proxy's CA yet, so --secret is refused
- * with --backend vm. */
+ *
+ * With --secret, the proxy's CA reaches the guest as a read-only share
+ * mounted at /run/hutch and a bind over the system bundle; the secrets'
+ * values never do. */
 
 #include <stdbool.h>
 #include <stddef.h>

@@ -585,12 +585,13 @@ static int setup_scalar(const char *kv, Fail *f) {
         if (strncmp(kv, "size.workspace=", 15) == 0)
                 return parse_u64_key(v, &setup.size_workspace, f);
         if (strncmp(kv, "mount=", 6) == 0 || strncmp(kv, "link=", 5) == 0 ||
-            strncmp(kv, "tmpfs=", 6) == 0)
+            strncmp(kv, "tmpfs=", 6) == 0 || strncmp(kv, "bind=", 5) == 0)
                 return 0;
         return fail(f, EINVAL, "parse the setup (unknown key)", kv);
 }
 
-/* tmpfs=SIZE:PATH and link=PATH:TARGET */
+/* tmpfs=SIZE:PATH, link=PATH:TARGET and bind=SRC:DST (both in the
+ * sandbox's root; the bind is read-only) */
 static int setup_entry(const char *kv, Fail *f) {
         const char *v = strchr(kv, '=') + 1, *colon = strchr(v, ':');
         char a[4096], b[4096];
@@ -615,6 +616,16 @@ static int setup_entry(const char *kv, Fail *f) {
                 (void)snprintf(a, sizeof(a), SBX "%.*s", (int)(colon - v), v);
                 if (symlink(colon + 1, a) < 0)
                         return fail(f, errno, "create a link", a);
+        }
+        if (strncmp(kv, "bind=", 5) == 0) {
+                if (v[0] != '/' || colon[1] != '/')
+                        return fail(f, EINVAL, "parse the setup", kv);
+                (void)snprintf(a, sizeof(a), SBX "%.*s", (int)(colon - v), v);
+                (void)snprintf(b, sizeof(b), SBX "%s", colon + 1);
+                if (mount(a, b, NULL, MS_BIND, NULL) < 0 ||
+                    mount(NULL, b, NULL, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV,
+                          NULL) < 0)
+                        return fail(f, errno, "bind", b);
         }
         return 0;
 }

@@ -10,7 +10,6 @@ templates' guest RAM lives on tmpfs), removed at the end.
 Not run here, with the reason:
 - the namespace-specific probes (uid map, seccomp, mount flags, landlock):
   the guest has its own kernel, its boundary is the VM (docs/vm.md);
-- --secret: refused with --backend vm for now (test_secret_is_refused);
 - persistent sandboxes (`hutch create --backend vm`): refused for now
   (test_create_is_refused);
 - --pids, --cpus, --output-limit: the same code paths as --memory (the
@@ -317,11 +316,44 @@ def test_bad_flags(caller, flags, message):
     assert message in r.stderr
 
 
-def test_secret_is_refused(caller, vm_env):
-    r, _ = vm_run(caller, vm_env, ["--secret", "TOKEN@api.example.test"], ["true"],
-                  env={"TOKEN": "abc"})
-    assert r.returncode == 125
-    assert "--secret is not supported with --backend vm" in r.stderr
+def test_secret_is_brokered_and_never_enters_the_guest(caller, vm_env):
+    """The same hutch-proxy as the namespace backend: the guest holds a
+    placeholder, trusts the proxy's CA, and the upstream gets the real
+    value; the value itself appears nowhere the guest can read."""
+    from test_secrets import API as SECRET_API
+    from test_secrets import PLACEHOLDER_RE, REAL, TlsUpstream, ca_file
+
+    trustme = pytest.importorskip("trustme")
+    ca = trustme.CA()
+    up = TlsUpstream(ca)
+    try:
+        flags = [
+            "--secret",
+            f"TOKEN@{SECRET_API}:{up.port}",
+            "--resolve",
+            f"{SECRET_API}:127.0.0.1",
+            "--allow-private",
+            "127.0.0.0/8",
+            "--upstream-ca",
+            str(ca_file(caller, ca)),
+        ]
+        script = (
+            'echo "$TOKEN"; '
+            f'curl -fsS -H "Authorization: Bearer $TOKEN" https://{SECRET_API}:{up.port}/vm-secret '
+            ">/dev/null && echo fetched; "
+            f"grep -rl {REAL} /run /etc/ssl /proc/self/environ 2>/dev/null | wc -l"
+        )
+        r, o = vm_run(caller, vm_env, flags, ["sh", "-c", script], env={"TOKEN": REAL})
+    finally:
+        up.close()
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.split()
+    assert PLACEHOLDER_RE.match(lines[0]) and lines[0] != REAL
+    assert lines[1] == "fetched", r.stderr
+    assert lines[2] == "0"
+    assert REAL not in r.stdout + r.stderr
+    sent = [q for q in up.requests if q["path"] == "/vm-secret"]
+    assert sent and ["Authorization", f"Bearer {REAL}"] in sent[0]["headers"]
 
 
 def test_create_is_refused(caller, vm_env):

@@ -60,5 +60,25 @@ int sandbox_start(const Policy *policy, const SandboxLayerPaths *layers, char *c
  * replaces @reterr. */
 void sandbox_abort(RunState *st, HutchError *reterr);
 
+/* Sets each secret's placeholder in @env (over -e and --env-pass of the
+ * same name), and refuses (-EPERM, naming the variable) an environment
+ * in which a real value would still reach the sandbox by another name.
+ * @secrets may be NULL. */
+int sandbox_env_add_placeholders(char ***env, const SecretSet *secrets, HutchError *reterr);
+
+/* Starts hutch-proxy @binary for @p (proxy_spawn()). With secrets, hands
+ * it the configuration memfd made from *@secrets, which is freed then
+ * (SECURITY: the values leave this process's memory), and returns the
+ * read end of its CA pipe in @ret_ca_fd. */
+int sandbox_proxy_start(const char *binary, const Policy *p, const char *name, SecretSet **secrets,
+                        int *ret_ca_fd, ProxyProcess *ret, HutchError *reterr);
+
+/* Reads the proxy's CA from @ca_fd (bounded in size and time) and makes
+ * two sealed memfds: the bundle the sandbox trusts (the host's system CAs
+ * and the sandbox CA) and the sandbox CA alone, with its OpenSSL subject
+ * hash (0 when the proxy sent none). */
+int sandbox_ca_receive(int ca_fd, int *ret_bundle, int *ret_alone, uint64_t *ret_hash,
+                       HutchError *reterr);
+
 /* SupervisionSocketsFn: hands init's listening sockets to the proxy. */
 int sandbox_on_proxy_sockets(Supervision *s, int *fds, size_t n_fds, HutchError *reterr);

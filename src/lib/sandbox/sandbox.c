@@ -319,6 +319,31 @@ static void prefer_init_error(int sync_fd, HutchError *reterr) {
         }
 }
 
+int sandbox_env_add_placeholders(char ***env, const SecretSet *secrets, HutchError *reterr) {
+        int r;
+
+        /* The placeholders win over -e and --env-pass of the same name: the
+         * real value must never be passed in. */
+        for (size_t i = 0; secrets && i < secrets->n; i++) {
+                r = strv_env_set(env, secrets->items[i].def->name, secrets->items[i].placeholder);
+                if (r < 0)
+                        return hutch_error_set(reterr, -r, "failed to build the environment");
+        }
+        /* SECURITY: no real value may reach the environment by another name
+         * (--env-pass of the variable it came from, an LC_* variable, -e):
+         * refuse the run rather than hand it in. */
+        for (size_t i = 0; secrets && i < secrets->n; i++)
+                STRV_FOREACH(e, *env)
+                        if (memmem(*e, strlen(*e), secrets->items[i].value, secrets->items[i].len))
+                                return hutch_error_set(
+                                        reterr, EPERM,
+                                        "secret '%s': its real value would reach the sandbox "
+                                        "through the environment variable '%.*s' (drop that "
+                                        "-e/--env-pass)",
+                                        secrets->items[i].def->name, (int)strcspn(*e, "="), *e);
+        return 0;
+}
+
 /* Everything up to the clone: nothing here creates a namespace, so a
  * failure leaves nothing behind but what run_state_done() releases. */
 static int run_prepare(const Policy *policy, char *const *argv, char *const *caller_env,
@@ -345,27 +370,9 @@ static int run_prepare(const Policy *policy, char *const *argv, char *const *cal
         r = sandbox_build_env(policy, caller_env, &st->env);
         if (r < 0)
                 return hutch_error_set(reterr, -r, "failed to build the environment");
-        /* The placeholders win over -e and --env-pass of the same name: the
-         * real value must never be passed in. */
-        for (size_t i = 0; st->secrets && i < st->secrets->n; i++) {
-                r = strv_env_set(&st->env, st->secrets->items[i].def->name,
-                                 st->secrets->items[i].placeholder);
-                if (r < 0)
-                        return hutch_error_set(reterr, -r, "failed to build the environment");
-        }
-        /* SECURITY: no real value may reach the environment by another name
-         * (--env-pass of the variable it came from, an LC_* variable, -e):
-         * refuse the run rather than hand it in. */
-        for (size_t i = 0; st->secrets && i < st->secrets->n; i++)
-                STRV_FOREACH(e, st->env)
-                        if (memmem(*e, strlen(*e), st->secrets->items[i].value,
-                                   st->secrets->items[i].len))
-                                return hutch_error_set(
-                                        reterr, EPERM,
-                                        "secret '%s': its real value would reach the sandbox "
-                                        "through the environment variable '%.*s' (drop that "
-                                        "-e/--env-pass)",
-                                        st->secrets->items[i].def->name, (int)strcspn(*e, "="), *e);
+        r = sandbox_env_add_placeholders(&st->env, st->secrets, reterr);
+        if (r < 0)
+                return r;
         if (argv) {
                 st->args = strv_copy(argv);
                 if (!st->args)
@@ -465,33 +472,44 @@ static int make_ca_bundle(const char *pem, size_t pem_len, bool with_system, Hut
  * gets the listening sockets when init has made them. With secrets it gets
  * its configuration memfd and writes the CA certificate to a pipe whose
  * read end stays in st->ca_fd. */
-static int start_proxy(RunState *st, HutchError *reterr) {
-        _cleanup_close_ int config = -EBADF, ca_w = -EBADF;
-        int pipes[2];
+int sandbox_proxy_start(const char *binary, const Policy *p, const char *name, SecretSet **secrets,
+                        int *ret_ca_fd, ProxyProcess *ret, HutchError *reterr) {
+        _cleanup_close_ int config = -EBADF, ca_w = -EBADF, ca_r = -EBADF;
+        int pipes[2], r;
 
-        if (!st->proxy_binary)
-                return 0;
-        if (st->policy->n_secrets > 0) {
-                config = secret_set_config_memfd(st->secrets);
+        if (p->n_secrets > 0) {
+                config = secret_set_config_memfd(*secrets);
                 if (config < 0)
                         return hutch_error_set(reterr, -config,
                                                "failed to write hutch-proxy's configuration: %s",
                                                strerror(-config));
                 /* SECURITY: from here on only the memfd (and then the proxy)
-                 * holds the real values; the sandbox is cloned later. */
-                st->secrets = secret_set_free(st->secrets);
+                 * holds the real values; the sandbox is started later. */
+                *secrets = secret_set_free(*secrets);
                 if (pipe2(pipes, O_CLOEXEC) < 0)
                         return hutch_error_set(reterr, errno, "failed to create the CA pipe: %m");
-                st->ca_fd = pipes[0];
+                ca_r = pipes[0];
                 ca_w = pipes[1];
         }
-        return proxy_spawn(st->proxy_binary, st->policy, st->name, config, ca_w, &st->proxy,
-                           reterr);
+        r = proxy_spawn(binary, p, name, config, ca_w, ret, reterr);
+        if (r < 0)
+                return r;
+        if (ret_ca_fd)
+                *ret_ca_fd = TAKE_FD(ca_r);
+        return 0;
+}
+
+static int start_proxy(RunState *st, HutchError *reterr) {
+        if (!st->proxy_binary)
+                return 0;
+        return sandbox_proxy_start(st->proxy_binary, st->policy, st->name, &st->secrets, &st->ca_fd,
+                                   &st->proxy, reterr);
 }
 
 /* With secrets: the proxy's CA, with the host's CAs, as the bundle init
  * installs before the command runs (SYNC_OP_CA). */
-static int send_ca_bundle(RunState *st, HutchError *reterr) {
+int sandbox_ca_receive(int ca_fd, int *ret_bundle, int *ret_alone, uint64_t *ret_hash,
+                       HutchError *reterr) {
         _cleanup_close_ int bundle = -EBADF, alone = -EBADF;
         _cleanup_free_ char *pem = NULL;
         const char *tag;
@@ -499,10 +517,9 @@ static int send_ca_bundle(RunState *st, HutchError *reterr) {
         size_t pem_len = 0;
         int r;
 
-        r = read_ca_pem(st->ca_fd, &pem, &pem_len, reterr);
+        r = read_ca_pem(ca_fd, &pem, &pem_len, reterr);
         if (r < 0)
                 return r;
-        st->ca_fd = safe_close(st->ca_fd);
         /* "# subject-hash: 8 hex digits" after the PEM block (0 = none). */
         tag = strstr(pem, "# subject-hash: ");
         for (size_t i = 0; tag && i < 8; i++) {
@@ -523,6 +540,21 @@ static int send_ca_bundle(RunState *st, HutchError *reterr) {
         alone = make_ca_bundle(pem, pem_len, false, reterr);
         if (alone < 0)
                 return alone;
+        *ret_bundle = TAKE_FD(bundle);
+        *ret_alone = TAKE_FD(alone);
+        *ret_hash = hash;
+        return 0;
+}
+
+static int send_ca_bundle(RunState *st, HutchError *reterr) {
+        _cleanup_close_ int bundle = -EBADF, alone = -EBADF;
+        uint64_t hash = 0;
+        int r;
+
+        r = sandbox_ca_receive(st->ca_fd, &bundle, &alone, &hash, reterr);
+        if (r < 0)
+                return r;
+        st->ca_fd = safe_close(st->ca_fd);
         r = sync_send_values(st->sync_parent, SYNC_OP_CA, (uint64_t[3]){hash, 0, 0},
                              (int[2]){bundle, alone}, 2);
         if (r < 0)

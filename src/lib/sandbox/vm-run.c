@@ -27,7 +27,9 @@
 #include "rm-rf.h"
 #include "sandbox/cgroup-setup.h"
 #include "sandbox/proxy-spawn.h"
+#include "sandbox/sandbox-internal.h"
 #include "sandbox/sandbox.h"
+#include "sandbox/secrets.h"
 #include "sandbox/supervise.h"
 #include "sandbox/vm-run.h"
 #include "store/store.h"
@@ -55,6 +57,8 @@ typedef struct VmRun {
         RunCgroup rc;
         ProxyProcess proxy;
         char *proxy_binary;
+        SecretSet *secrets; /* the real values, until the proxy has them */
+        char *ca_dir;       /* with secrets: the bundle, shared read-only at /run/hutch */
         Vm *vm;
         int sigfd, timerfd;
         sigset_t orig_mask;
@@ -79,6 +83,8 @@ static void vm_run_done(VmRun *v) {
         free(v->proxy_sock);
         free(v->helper);
         free(v->proxy_binary);
+        free(v->ca_dir);
+        v->secrets = secret_set_free(v->secrets);
         strv_free(v->env);
         v->store = store_free(v->store);
         v->sigfd = safe_close(v->sigfd);
@@ -113,11 +119,65 @@ static int pick_dirs(VmRun *v, HutchError *reterr) {
         return 0;
 }
 
+static int copy_memfd(int fd, int dirfd, const char *name) {
+        _cleanup_free_ char *data = NULL;
+        _cleanup_close_ int out = -EBADF;
+        size_t len = 0;
+        int r;
+
+        if (lseek(fd, 0, SEEK_SET) < 0)
+                return negative_errno();
+        r = read_full_fd(fd, 32U << 20, &data, &len);
+        if (r < 0)
+                return r;
+        out = openat(dirfd, name, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0444);
+        if (out < 0)
+                return negative_errno();
+        return loop_write(out, data, len);
+}
+
+/* With secrets: the proxy's CA, as the guest will find it at /run/hutch
+ * (SANDBOX_CA_BUNDLE_PATH and SANDBOX_CA_DIR, as in the namespace
+ * backend): ca-bundle.pem (the host's CAs and the sandbox CA) and
+ * certs/HASH.0. The directory is shared read-only. */
+static int ca_files_write(VmRun *v, int ca_fd, HutchError *reterr) {
+        _cleanup_close_ int bundle = -EBADF, alone = -EBADF, dir = -EBADF, certs = -EBADF;
+        uint64_t hash = 0;
+        char name[32];
+        int r;
+
+        r = sandbox_ca_receive(ca_fd, &bundle, &alone, &hash, reterr);
+        if (r < 0)
+                return r;
+        if (asprintf(&v->ca_dir, "%s/ca", v->run_dir) < 0)
+                return -ENOMEM;
+        if (mkdir(v->ca_dir, 0755) < 0)
+                return hutch_error_set(reterr, errno, "cannot create '%s': %m", v->ca_dir);
+        dir = open(v->ca_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+        if (dir < 0)
+                return hutch_error_set(reterr, errno, "cannot open '%s': %m", v->ca_dir);
+        r = copy_memfd(bundle, dir, "ca-bundle.pem");
+        if (r >= 0 && hash != 0) {
+                if (mkdirat(dir, "certs", 0755) < 0)
+                        r = negative_errno();
+                certs = r >= 0 ? openat(dir, "certs", O_RDONLY | O_DIRECTORY | O_CLOEXEC) : -EBADF;
+                if (r >= 0 && certs < 0)
+                        r = negative_errno();
+                (void)snprintf(name, sizeof(name), "%08llx.0", (unsigned long long)hash);
+                if (r >= 0)
+                        r = copy_memfd(alone, certs, name);
+        }
+        if (r < 0)
+                return hutch_error_set(reterr, -r, "cannot write the CA bundle for the guest: %s",
+                                       strerror(-r));
+        return 0;
+}
+
 /* The proxy's socket in the run directory (0700), handed to hutch-proxy;
  * the guestfwd helper connects to it for each guest connection. */
 static int proxy_setup(VmRun *v, HutchError *reterr) {
         struct sockaddr_un sa = {.sun_family = AF_UNIX};
-        _cleanup_close_ int fd = -EBADF;
+        _cleanup_close_ int fd = -EBADF, ca_fd = -EBADF;
         char self[4096];
         ssize_t n;
         int r;
@@ -130,7 +190,8 @@ static int proxy_setup(VmRun *v, HutchError *reterr) {
         fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
         if (fd < 0 || bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 || listen(fd, 64) < 0)
                 return hutch_error_set(reterr, errno, "failed to create the proxy's socket: %m");
-        r = proxy_spawn(v->proxy_binary, v->policy, v->name, -EBADF, -EBADF, &v->proxy, reterr);
+        r = sandbox_proxy_start(v->proxy_binary, v->policy, v->name, &v->secrets, &ca_fd, &v->proxy,
+                                reterr);
         if (r < 0)
                 return r;
         r = proxy_hand_sockets(&v->proxy, &fd, 1);
@@ -147,6 +208,8 @@ static int proxy_setup(VmRun *v, HutchError *reterr) {
                 return hutch_error_set(reterr, EINVAL, "a quote in a path of the VM's helper");
         if (asprintf(&v->helper, "'%s' __vm-fwd '%s'", self, v->proxy_sock) < 0)
                 return -ENOMEM;
+        if (v->policy->n_secrets > 0)
+                return ca_files_write(v, ca_fd, reterr);
         return 0;
 }
 
@@ -175,7 +238,8 @@ static int kv(char **buf, size_t *len, const char *key, const char *fmt, ...) {
  * /lib* as the host has them (links into /usr on a merged-/usr system, or
  * shares of their own). Then the workspace and the binds. Fills the shares
  * of @c and the SETUP entries. */
-static int plan_filesystem(const Policy *p, VmConfig *c, char **buf, size_t *len) {
+static int plan_filesystem(const Policy *p, const char *ca_dir, VmConfig *c, char **buf,
+                           size_t *len) {
         static const char *const base[] = {"/usr", "/etc",   "/bin",   "/sbin",
                                            "/lib", "/lib32", "/lib64", "/libx32"};
         int r = 0;
@@ -229,10 +293,23 @@ static int plan_filesystem(const Policy *p, VmConfig *c, char **buf, size_t *len
                 if (r >= 0)
                         r = add_share(c, p->binds[i].source, ro);
         }
+        if (r >= 0 && ca_dir) {
+                struct stat st;
+
+                r = kv(buf, len, "mount=", "h%zu:ro:%s", c->n_shares, SANDBOX_CA_BUNDLE_DIR);
+                if (r >= 0)
+                        r = add_share(c, ca_dir, true);
+                /* Clients that read the system bundle trust the proxy's CA
+                 * too, as in the namespace backend. */
+                if (r >= 0 && stat(SANDBOX_SYSTEM_CA_BUNDLE, &st) == 0 && S_ISREG(st.st_mode))
+                        r = kv(buf, len, "bind=", "%s:%s", SANDBOX_CA_BUNDLE_PATH,
+                               SANDBOX_SYSTEM_CA_BUNDLE);
+        }
         return r;
 }
 
-static int build_setup(const Policy *p, VmConfig *c, char **ret, size_t *ret_len) {
+static int build_setup(const Policy *p, const char *ca_dir, VmConfig *c, char **ret,
+                       size_t *ret_len) {
         _cleanup_free_ char *buf = NULL;
         unsigned char seed[64];
         char hex[129];
@@ -287,7 +364,7 @@ static int build_setup(const Policy *p, VmConfig *c, char **ret, size_t *ret_len
                         r = kv(&buf, &len, "tmpfs=", "%" PRIu64 ":%s", p->tmpfs[i].size, path);
         }
         if (r >= 0)
-                r = plan_filesystem(p, c, &buf, &len);
+                r = plan_filesystem(p, ca_dir, c, &buf, &len);
         if (r < 0)
                 return r;
         *ret = TAKE_PTR(buf);
@@ -510,18 +587,24 @@ static int prepare(VmRun *v, VmConfig *c, char *const *caller_env, char **setup,
 
         (void)getrandom(&salt, sizeof(salt), GRND_NONBLOCK);
         (void)snprintf(v->name, sizeof(v->name), "vm-%d-%08x", (int)getpid(), salt);
-        if (v->policy->n_secrets > 0)
-                return hutch_error_set(reterr, EOPNOTSUPP,
-                                       "--secret is not supported with --backend vm yet (the "
-                                       "proxy's CA does not reach the guest; see docs/vm.md)");
         if (policy_network_mode(v->policy) == NETWORK_MODE_ALLOW) {
                 r = proxy_binary_find(&v->proxy_binary, reterr);
                 if (r < 0)
                         return r;
         }
+        /* Before anything is created: a secret that cannot be read is bad
+         * input, reported with nothing to undo. */
+        r = secret_set_load(v->policy, caller_env, &v->secrets, reterr);
+        if (r < 0)
+                return r;
         r = sandbox_build_env(v->policy, caller_env, &v->env);
         if (r < 0)
                 return hutch_error_set(reterr, -r, "failed to build the environment");
+        /* SECURITY: the guest gets the placeholders only; the real values
+         * go to the proxy (sandbox_proxy_start()) and never into the VM. */
+        r = sandbox_env_add_placeholders(&v->env, v->secrets, reterr);
+        if (r < 0)
+                return r;
         r = store_open(&v->store, reterr);
         if (r < 0)
                 return r;
@@ -563,7 +646,7 @@ static int prepare(VmRun *v, VmConfig *c, char *const *caller_env, char **setup,
                         return r;
                 c->net_helper = v->helper;
         }
-        r = build_setup(v->policy, c, setup, setup_len);
+        r = build_setup(v->policy, v->ca_dir, c, setup, setup_len);
         if (r == -E2BIG)
                 return hutch_error_set(reterr, E2BIG, "too many shares for the VM (at most %d)",
                                        VM_MAX_SHARES);
