@@ -152,7 +152,7 @@ int main(int argc, char **argv) {
         t0 = now_us();
         r = vm_start(&c, &vm, &e);
         if (r >= 0)
-                r = vm_agent_setup(vm, setup, setup_len, &e);
+                r = vm_agent_request(vm, AGENT_MSG_SETUP, setup, setup_len, AGENT_MSG_READY, &e);
         if (r < 0) {
                 (void)fprintf(stderr, "%s\n", e.msg);
                 goto out;

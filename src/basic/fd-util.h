@@ -87,3 +87,10 @@ bool path_is_safe_absolute(const char *path);
  * that what is there is a directory owned by us (-EPERM otherwise:
  * SECURITY, a folder planted by someone else is never used). */
 int mkdir_private(const char *path);
+
+/* Finds a binary that ships with hutch: $@env_name when set (-EACCES when
+ * it fails access(2) with @mode), else $libexecdir/hutch/@name relative to
+ * the running binary, else @name next to it, else ../@build_subdir/@name
+ * (the build tree). Returns 0 and a new canonical path, or -ENOENT. */
+int shipped_binary_find(const char *env_name, const char *name, const char *build_subdir, int mode,
+                        char **ret);

@@ -42,6 +42,7 @@
 #include <unistd.h>
 
 #include "agent-protocol.h"
+#include "exec-util.h"
 #include "fd-util.h"
 #include "macro.h"
 #include "parse-util.h"
@@ -545,6 +546,15 @@ static int parse_u64_key(const char *v, uint64_t *out, Fail *f) {
         return 0;
 }
 
+static const struct {
+        const char *key;
+        uint64_t *value;
+} u64_keys[] = {
+        {"memory=", &setup.memory},     {"pids=", &setup.pids},
+        {"size.tmp=", &setup.size_tmp}, {"size.home=", &setup.size_home},
+        {"size.shm=", &setup.size_shm}, {"size.workspace=", &setup.size_workspace},
+};
+
 /* The scalar keys; mounts and links come in a second pass, once the
  * sizes and ids are known. */
 static int setup_scalar(const char *kv, Fail *f) {
@@ -572,18 +582,9 @@ static int setup_scalar(const char *kv, Fail *f) {
                         setup.gid = (gid_t)u;
                 return 0;
         }
-        if (strncmp(kv, "memory=", 7) == 0)
-                return parse_u64_key(v, &setup.memory, f);
-        if (strncmp(kv, "pids=", 5) == 0)
-                return parse_u64_key(v, &setup.pids, f);
-        if (strncmp(kv, "size.tmp=", 9) == 0)
-                return parse_u64_key(v, &setup.size_tmp, f);
-        if (strncmp(kv, "size.home=", 10) == 0)
-                return parse_u64_key(v, &setup.size_home, f);
-        if (strncmp(kv, "size.shm=", 9) == 0)
-                return parse_u64_key(v, &setup.size_shm, f);
-        if (strncmp(kv, "size.workspace=", 15) == 0)
-                return parse_u64_key(v, &setup.size_workspace, f);
+        for (size_t i = 0; i < ELEMENTSOF(u64_keys); i++)
+                if (strncmp(kv, u64_keys[i].key, strlen(u64_keys[i].key)) == 0)
+                        return parse_u64_key(v, u64_keys[i].value, f);
         if (strncmp(kv, "mount=", 6) == 0 || strncmp(kv, "link=", 5) == 0 ||
             strncmp(kv, "tmpfs=", 6) == 0 || strncmp(kv, "bind=", 5) == 0)
                 return 0;
@@ -768,14 +769,7 @@ _noreturn_ static void child_main(Exec *x, char **argv, char **envp, const char 
         drop_privileges(errfd);
         if (chdir(cwd) < 0)
                 child_fail(errfd, errno, "enter the working directory");
-        environ = envp;
-        (void)execvp(argv[0], argv);
-        if (errno == ENOENT) {
-                (void)dprintf(STDERR_FILENO, "hutch: %s: command not found\n", argv[0]);
-                _exit(127);
-        }
-        (void)dprintf(STDERR_FILENO, "hutch: %s: %s\n", argv[0], strerror(errno));
-        _exit(126);
+        exec_or_exit(argv, envp);
 }
 
 static int cgroup_create(Exec *x, Fail *f) {

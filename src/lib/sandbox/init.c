@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "cgroup/cgroup.h"
+#include "exec-util.h"
 #include "fd-util.h"
 #include "macro.h"
 #include "ns/caps.h"
@@ -230,19 +231,6 @@ static void reset_signals(void) {
         (void)sigprocmask(SIG_SETMASK, &none, NULL);
 }
 
-_noreturn_ static void exec_argv(char **argv, char **envp) {
-        extern char **environ;
-
-        environ = envp;
-        (void)execvp(argv[0], argv);
-        if (errno == ENOENT) {
-                (void)dprintf(STDERR_FILENO, "hutch: %s: command not found\n", argv[0]);
-                _exit(127);
-        }
-        (void)dprintf(STDERR_FILENO, "hutch: %s: %s\n", argv[0], strerror(errno));
-        _exit(126);
-}
-
 _noreturn_ static void exec_command(const InitArgs *a) {
         char msg[300];
 
@@ -263,7 +251,7 @@ _noreturn_ static void exec_command(const InitArgs *a) {
          * error reports until then. */
         if (close_range(3, ~0U, CLOSE_RANGE_CLOEXEC) < 0)
                 init_fail(a->sync_fd, errno, "close file descriptors", NULL);
-        exec_argv(a->argv, a->envp);
+        exec_or_exit(a->argv, a->envp);
 }
 
 /* ---- persistent sandboxes: serving exec requests ---- */
@@ -338,7 +326,7 @@ _noreturn_ static void exec_child(const ExecRequest *req) {
         }
         if (close_range(3, ~0U, CLOSE_RANGE_CLOEXEC) < 0)
                 _exit(125);
-        exec_argv(req->argv, req->envp);
+        exec_or_exit(req->argv, req->envp);
 }
 
 typedef struct RunningExec {

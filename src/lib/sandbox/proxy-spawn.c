@@ -26,37 +26,19 @@
 #define PROXY_FIRST_FD 3
 
 int proxy_binary_find(char **ret, HutchError *reterr) {
-        const char *env = getenv("HUTCH_PROXY_PATH");
-        char self[PATH_MAX], cand[PATH_MAX + 64];
-        ssize_t n;
-        char *dir;
+        int r = shipped_binary_find("HUTCH_PROXY_PATH", "hutch-proxy", "proxy", X_OK, ret);
 
-        if (env && env[0]) {
-                if (access(env, X_OK) < 0)
-                        return hutch_error_set(reterr, ENOENT,
-                                               "$HUTCH_PROXY_PATH '%s' is not an executable", env);
-                *ret = strdup(env);
-                return *ret ? 0 : -ENOMEM;
-        }
-        n = readlink("/proc/self/exe", self, sizeof(self) - 1);
-        if (n < 0)
-                return hutch_error_set(reterr, errno, "failed to find the running hutch: %m");
-        self[n] = '\0';
-        dir = dirname(self);
-        /* Installed: $libexecdir/hutch/hutch-proxy beside $bindir/hutch;
-         * else next to hutch; else the build tree's src/proxy. */
-        (void)snprintf(cand, sizeof(cand), "%s/../libexec/hutch/hutch-proxy", dir);
-        if (access(cand, X_OK) < 0)
-                (void)snprintf(cand, sizeof(cand), "%s/hutch-proxy", dir);
-        if (access(cand, X_OK) < 0)
-                (void)snprintf(cand, sizeof(cand), "%s/../proxy/hutch-proxy", dir);
-        if (access(cand, X_OK) < 0)
+        if (r == -EACCES)
                 return hutch_error_set(reterr, ENOENT,
-                                       "network mode allow needs hutch-proxy, which is not in '%s' "
-                                       "(install it next to hutch or set $HUTCH_PROXY_PATH)",
-                                       dir);
-        *ret = strdup(cand);
-        return *ret ? 0 : -ENOMEM;
+                                       "$HUTCH_PROXY_PATH '%s' is not an executable",
+                                       getenv("HUTCH_PROXY_PATH"));
+        if (r == -ENOENT)
+                return hutch_error_set(reterr, ENOENT,
+                                       "network mode allow needs hutch-proxy, which is not next "
+                                       "to hutch (install it there or set $HUTCH_PROXY_PATH)");
+        if (r < 0)
+                return hutch_error_set(reterr, -r, "failed to find hutch-proxy: %s", strerror(-r));
+        return 0;
 }
 
 static int argv_add(char ***argv, const char *flag, const char *value) {

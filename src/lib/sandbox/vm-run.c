@@ -44,6 +44,7 @@
 #define VM_QEMU_OVERHEAD (512ULL << 20)
 #define VM_QEMU_PIDS 512
 #define VM_BOOT_TIMEOUT_MS 60000
+#define VM_COPY_TIMEOUT_MS (10ULL * 60000)
 #define TMPFS_MAGIC_VALUE 0x01021994
 
 static const int vm_signals[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2};
@@ -679,39 +680,16 @@ static int arm_timer(VmRun *v, uint64_t timeout_ms) {
 /* Sends EXEC and waits for STARTED. */
 static int start_command(VmRun *v, char *const *argv, HutchError *reterr) {
         _cleanup_free_ char *exec = NULL;
-        const void *p;
-        size_t len, elen = 0;
-        uint8_t type;
+        size_t elen = 0;
         int r;
 
         r = build_exec(v, argv, &exec, &elen);
         if (r < 0)
                 return hutch_error_set(reterr, -r,
-                                       "the command and environment are too large "
-                                       "for the guest (%s)",
+                                       "the command and environment are too large for the guest "
+                                       "(%s)",
                                        strerror(-r));
-        r = agent_frame_write(v->vm->agent_fd, AGENT_MSG_EXEC, exec, elen);
-        if (r >= 0)
-                r = vm_agent_recv(v->vm, VM_BOOT_TIMEOUT_MS, &type, &p, &len);
-        if (r < 0) {
-                (void)hutch_error_set(reterr, -r, "the guest did not start the command (%s)",
-                                      strerror(-r));
-                vm_error_add_console(v->vm, reterr);
-                return r;
-        }
-        if (type == AGENT_MSG_STARTED)
-                return 0;
-        if (type == AGENT_MSG_ERROR && len >= 6) {
-                size_t pos = 4;
-                const char *step = agent_payload_next(p, len, &pos);
-                const char *msg = step ? agent_payload_next(p, len, &pos) : NULL;
-                int err = (int)agent_get_le32(p);
-
-                return hutch_error_set(reterr, err > 0 && err < 4096 ? err : EIO,
-                                       "sandbox setup failed: %s: %s", step ? step : "?",
-                                       msg ? msg : "?");
-        }
-        return hutch_error_set(reterr, EPROTO, "unexpected answer %u from the guest", type);
+        return vm_agent_request(v->vm, AGENT_MSG_EXEC, exec, elen, AGENT_MSG_STARTED, reterr);
 }
 
 int sandbox_run_vm(const Policy *policy, char *const *argv, char *const *caller_env,
@@ -737,7 +715,10 @@ int sandbox_run_vm(const Policy *policy, char *const *argv, char *const *caller_
         r = vm_start(&c, &v.vm, reterr);
         if (r < 0)
                 return r;
-        r = vm_agent_setup(v.vm, setup, setup_len, reterr);
+        /* A copied workspace is copied during SETUP: give it the time. */
+        if (policy->workspace && policy->workspace_mode == WORKSPACE_MODE_COPY)
+                v.vm->boot_timeout_ms = MAX(v.vm->boot_timeout_ms, VM_COPY_TIMEOUT_MS);
+        r = vm_agent_request(v.vm, AGENT_MSG_SETUP, setup, setup_len, AGENT_MSG_READY, reterr);
         if (r < 0)
                 return r;
         r = arm_timer(&v, policy->timeout_ms);

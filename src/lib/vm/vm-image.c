@@ -136,40 +136,18 @@ int vm_kernel_find(const char *explicit, char **ret_path, char **ret_release, Hu
 }
 
 int vm_agent_binary_find(char **ret, HutchError *reterr) {
-        return helper_binary_find("HUTCH_AGENT_PATH", "hutch-agent", "guest", ret, reterr);
-}
+        int r = shipped_binary_find("HUTCH_AGENT_PATH", "hutch-agent", "guest", R_OK, ret);
 
-int helper_binary_find(const char *env_name, const char *name, const char *build_subdir, char **ret,
-                       HutchError *reterr) {
-        const char *env = getenv(env_name);
-        char self[PATH_MAX], cand[PATH_MAX + 128];
-        ssize_t n;
-        char *dir;
-
-        if (env && env[0]) {
-                if (access(env, R_OK) < 0)
-                        return hutch_error_set(reterr, ENOENT, "$%s '%s' cannot be read", env_name,
-                                               env);
-                *ret = strdup(env);
-                return *ret ? 0 : -ENOMEM;
-        }
-        n = readlink("/proc/self/exe", self, sizeof(self) - 1);
-        if (n < 0)
-                return hutch_error_set(reterr, errno, "failed to find the running hutch: %m");
-        self[n] = '\0';
-        dir = dirname(self);
-        (void)snprintf(cand, sizeof(cand), "%s/../libexec/hutch/%s", dir, name);
-        if (access(cand, R_OK) < 0)
-                (void)snprintf(cand, sizeof(cand), "%s/%s", dir, name);
-        if (access(cand, R_OK) < 0)
-                (void)snprintf(cand, sizeof(cand), "%s/../%s/%s", dir, build_subdir, name);
-        if (access(cand, R_OK) < 0)
+        if (r == -EACCES)
+                return hutch_error_set(reterr, ENOENT, "$HUTCH_AGENT_PATH '%s' cannot be read",
+                                       getenv("HUTCH_AGENT_PATH"));
+        if (r == -ENOENT)
                 return hutch_error_set(reterr, ENOENT,
-                                       "--backend vm needs %s, which is not in '%s' (install "
-                                       "it next to hutch or set $%s)",
-                                       name, dir, env_name);
-        *ret = realpath(cand, NULL);
-        return *ret ? 0 : -ENOMEM;
+                                       "--backend vm needs hutch-agent, which is not next to "
+                                       "hutch (install it there or set $HUTCH_AGENT_PATH)");
+        if (r < 0)
+                return hutch_error_set(reterr, -r, "failed to find hutch-agent: %s", strerror(-r));
+        return 0;
 }
 
 /* ---- hashing and the cache ---- */

@@ -574,42 +574,40 @@ void vm_error_add_console(const Vm *vm, HutchError *e) {
         (void)snprintf(e->msg, sizeof(e->msg), "%.*s", (int)sizeof(e->msg) - 1, msg);
 }
 
-int vm_agent_setup(Vm *vm, const void *payload, size_t len, HutchError *reterr) {
+int vm_agent_request(Vm *vm, AgentMsg type, const void *payload, size_t len, AgentMsg want,
+                     HutchError *reterr) {
         const void *p;
         size_t plen;
-        uint8_t type;
+        uint8_t got;
         int r;
 
-        r = agent_frame_write(vm->agent_fd, AGENT_MSG_SETUP, payload, len);
+        r = agent_frame_write(vm->agent_fd, type, payload, len);
         if (r < 0)
                 return hutch_error_set(reterr, -r, "failed to talk to the guest: %s", strerror(-r));
-        r = vm_agent_recv(vm, vm->boot_timeout_ms, &type, &p, &plen);
-        if (r == -ETIMEDOUT) {
+        r = vm_agent_recv(vm, vm->boot_timeout_ms, &got, &p, &plen);
+        if (r == -ETIMEDOUT)
                 (void)hutch_error_set(reterr, ETIMEDOUT,
                                       "the guest did not answer within %" PRIu64 " ms",
                                       vm->boot_timeout_ms);
-                vm_error_add_console(vm, reterr);
-                return r;
-        }
+        else if (r < 0)
+                (void)hutch_error_set(reterr, -r, "the guest went away (%s)", strerror(-r));
         if (r < 0) {
-                (void)hutch_error_set(reterr, -r, "the guest went away during setup (%s)",
-                                      strerror(-r));
                 vm_error_add_console(vm, reterr);
                 return r;
         }
-        if (type == AGENT_MSG_READY)
+        if (got == want)
                 return 0;
-        if (type == AGENT_MSG_ERROR && plen >= 6) {
+        if (got == AGENT_MSG_ERROR && plen >= 6) {
                 size_t pos = 4;
                 const char *step = agent_payload_next(p, plen, &pos);
                 const char *msg = step ? agent_payload_next(p, plen, &pos) : NULL;
                 int err = (int)agent_get_le32(p);
 
                 return hutch_error_set(reterr, err > 0 && err < 4096 ? err : EIO,
-                                       "guest setup failed: %s: %s", step ? step : "?",
-                                       msg ? msg : "?");
+                                       "sandbox setup failed in the guest: %s: %s",
+                                       step ? step : "?", msg ? msg : "?");
         }
-        return hutch_error_set(reterr, EPROTO, "unexpected answer %u from the guest", type);
+        return hutch_error_set(reterr, EPROTO, "unexpected answer %u from the guest", got);
 }
 
 /* ---- starting ---- */
@@ -684,6 +682,18 @@ static int images_prepare(const VmConfig *c, Images *im, HutchError *reterr) {
                      "random.trust_cpu=off %s%s",
                      c->accel == VM_ACCEL_TCG ? "mitigations=off " : "", tsc ? tsc : "");
         return r < 0 ? -ENOMEM : 0;
+}
+
+/* What every QEMU command line of @vm has: the images and the console. */
+static QemuArgs qemu_args_base(const VmConfig *c, const Images *im, const Vm *vm) {
+        return (QemuArgs){
+                .qemu = im->qemu,
+                .vmlinux = im->vmlinux,
+                .initramfs = im->initramfs,
+                .cmdline = im->cmdline,
+                .config = c,
+                .console_path = vm->console_path,
+        };
 }
 
 static int template_key(const VmConfig *c, const Images *im, char out[VM_KEY_HEX + 1]) {
@@ -823,17 +833,10 @@ static int template_build(const VmConfig *c, const Images *im, const char *dir,
         vm = vm_alloc(c, "-template");
         if (!vm)
                 return -ENOMEM;
-        a = (QemuArgs){
-                .qemu = im->qemu,
-                .vmlinux = im->vmlinux,
-                .initramfs = im->initramfs,
-                .cmdline = im->cmdline,
-                .config = c,
-                .console_path = vm->console_path,
-                .ram_path = ram,
-                .ram_shared = true,
-                .empty_dir = empty,
-        };
+        a = qemu_args_base(c, im, vm);
+        a.ram_path = ram;
+        a.ram_shared = true;
+        a.empty_dir = empty;
         r = qemu_argv(&a, &argv);
         if (r < 0)
                 goto fail;
@@ -874,17 +877,9 @@ static int start_restore(const VmConfig *c, const Images *im, const char *dir, V
         fd = open(state, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
         if (fd < 0)
                 return -ENOENT;
-        a = (QemuArgs){
-                .qemu = im->qemu,
-                .vmlinux = im->vmlinux,
-                .initramfs = im->initramfs,
-                .cmdline = im->cmdline,
-                .config = c,
-                .console_path = vm->console_path,
-                .ram_path = ram,
-                .ram_shared = false,
-                .incoming = true,
-        };
+        a = qemu_args_base(c, im, vm);
+        a.ram_path = ram;
+        a.incoming = true;
         r = qemu_argv(&a, &argv);
         if (r < 0)
                 return r;
@@ -907,14 +902,7 @@ static int start_restore(const VmConfig *c, const Images *im, const char *dir, V
 
 static int start_cold(const VmConfig *c, const Images *im, Vm *vm, HutchError *reterr) {
         _cleanup_strv_free_ char **argv = NULL;
-        QemuArgs a = {
-                .qemu = im->qemu,
-                .vmlinux = im->vmlinux,
-                .initramfs = im->initramfs,
-                .cmdline = im->cmdline,
-                .config = c,
-                .console_path = vm->console_path,
-        };
+        QemuArgs a = qemu_args_base(c, im, vm);
         int r;
 
         r = qemu_argv(&a, &argv);

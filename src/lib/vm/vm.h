@@ -106,9 +106,13 @@ DEFINE_POINTER_CLEANUP(Vm, vm_free)
 int vm_agent_recv(Vm *vm, uint64_t timeout_ms, uint8_t *ret_type, const void **ret_payload,
                   size_t *ret_len);
 
-/* Sends SETUP @payload and waits (boot bound) for READY. An ERROR from the
- * agent becomes @reterr ("guest setup failed: STEP: MESSAGE"). */
-int vm_agent_setup(Vm *vm, const void *payload, size_t len, HutchError *reterr);
+/* Sends a @type frame with @payload and waits (the boot bound) for the
+ * answer @want: SETUP for READY, EXEC for STARTED. An ERROR from the agent
+ * becomes @reterr ("sandbox setup failed in the guest: STEP: MESSAGE",
+ * with its errno); -ETIMEDOUT and a VM that went away come with the last
+ * console lines. */
+int vm_agent_request(Vm *vm, AgentMsg type, const void *payload, size_t len, AgentMsg want,
+                     HutchError *reterr);
 
 /* The last @max_lines lines of the guest console and QEMU's stderr, one
  * string ("" when both are empty). */
