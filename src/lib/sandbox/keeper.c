@@ -761,6 +761,24 @@ static uint64_t history_last_id(const char *path) {
         return safe_atou64(line, &id) < 0 ? 0 : id;
 }
 
+/* SECURITY: the keeper lives long, and the environment it was started
+ * with (readable in /proc/PID/environ by the user's other processes) holds
+ * the real values of the secrets taken from variables. Once the proxy has
+ * them, they are zeroed in place; nothing else here needs them. */
+static void scrub_secret_values(const Policy *p, char *const *env) {
+        for (size_t i = 0; i < p->n_secrets; i++) {
+                const PolicySecret *sec = &p->secrets[i];
+                const char *var = sec->env_var ? sec->env_var : sec->name;
+                size_t len = strlen(var);
+
+                if (sec->file)
+                        continue;
+                for (size_t j = 0; env && env[j]; j++)
+                        if (strncmp(env[j], var, len) == 0 && env[j][len] == '=')
+                                explicit_bzero(env[j] + len + 1, strlen(env[j] + len + 1));
+        }
+}
+
 int sandbox_keep(const KeeperConfig *cfg, char *const *caller_env, HutchError *reterr) {
         _cleanup_(run_state_done) RunState st;
         Keeper k = {.cfg = cfg,
@@ -771,6 +789,7 @@ int sandbox_keep(const KeeperConfig *cfg, char *const *caller_env, HutchError *r
         int r;
 
         run_state_init(&st);
+        st.sup.userdata = &st; /* for sandbox_on_proxy_sockets() */
         r = sandbox_start(cfg->policy, &cfg->layers, NULL, caller_env, &st, &err);
         if (r >= 0)
                 r = wait_ready(&k, &err);
@@ -786,6 +805,7 @@ int sandbox_keep(const KeeperConfig *cfg, char *const *caller_env, HutchError *r
                         *reterr = err;
                 return r;
         }
+        scrub_secret_values(cfg->policy, caller_env);
         report_ready(cfg->ready_fd, NULL);
         if (st.rc.cgroup)
                 (void)cgroup_stats(st.rc.cgroup, &k.counters);
