@@ -828,6 +828,9 @@ int sandbox_keep(const KeeperConfig *cfg, char *const *caller_env, HutchError *r
         }
         (void)unlink(cfg->socket_path);
         k.listen_fd = safe_close(k.listen_fd);
+        /* The cgroups and the proxy go before "stop" is answered, so that
+         * a stopped sandbox has nothing left when `hutch stop` returns. */
+        run_state_done(&st);
         while (k.n_conns > 0) {
                 Conn *c = &k.conns[0];
 
