@@ -1006,6 +1006,31 @@ static void snapshot_record_clear(SnapshotRecord *r) {
         *r = (SnapshotRecord){};
 }
 
+/* The record of a new snapshot of @r and its temp folder, holding a copy
+ * of the sandbox's workspace record. */
+static int snapshot_prepare(const Store *s, const SandboxRecord *r, const char *snap,
+                            const char *upper, SnapshotRecord *rec, char **ret_tmp,
+                            HutchError *reterr) {
+        _cleanup_free_ char *tmp = NULL;
+        int q;
+
+        q = snapshot_record_for(r, snap, upper, rec);
+        if (q < 0)
+                return q;
+        q = store_snapshot_begin(s, &tmp, reterr);
+        if (q < 0)
+                return q;
+        q = copy_manifest(s, r->name, tmp);
+        if (q < 0) {
+                (void)rm_rf_at(AT_FDCWD, tmp);
+                return hutch_error_set(reterr, -q, "failed to snapshot '%s': %s", r->name,
+                                       strerror(-q));
+        }
+        rec->has_manifest = q > 0;
+        *ret_tmp = TAKE_PTR(tmp);
+        return 0;
+}
+
 int store_snapshot_stopped(Store *s, SandboxRecord *r, const char *snap, HutchError *reterr) {
         _cleanup_(snapshot_record_clear) SnapshotRecord rec = {};
         _cleanup_free_ char *tmp = NULL, *data = NULL, *from = NULL, *to = NULL, *final = NULL;
@@ -1026,16 +1051,9 @@ int store_snapshot_stopped(Store *s, SandboxRecord *r, const char *snap, HutchEr
         if (upper_name(r->gen, upper, sizeof(upper)) < 0 ||
             upper_name(r->gen + 1, next, sizeof(next)) < 0)
                 return -ENAMETOOLONG;
-        q = snapshot_record_for(r, snap, upper, &rec);
+        q = snapshot_prepare(s, r, snap, upper, &rec, &tmp, reterr);
         if (q < 0)
                 return q;
-        q = store_snapshot_begin(s, &tmp, reterr);
-        if (q < 0)
-                return q;
-        q = copy_manifest(s, r->name, tmp);
-        if (q < 0)
-                goto fail;
-        rec.has_manifest = q > 0;
         /* 1. the record in the temp folder (it names the layer's origin,
          *    which is what recovery goes by); */
         q = snapshot_write_record(tmp, &rec);
@@ -1098,16 +1116,9 @@ int store_snapshot_copy(Store *s, const SandboxRecord *r, const char *snap, Stor
                 return hutch_error_set(reterr, -q, "cannot lock the store: %s", strerror(-q));
         if (upper_name(r->gen, upper, sizeof(upper)) < 0)
                 return -ENAMETOOLONG;
-        q = snapshot_record_for(r, snap, NULL, &rec);
+        q = snapshot_prepare(s, r, snap, NULL, &rec, &tmp, reterr);
         if (q < 0)
                 return q;
-        q = store_snapshot_begin(s, &tmp, reterr);
-        if (q < 0)
-                return q;
-        q = copy_manifest(s, r->name, tmp);
-        if (q < 0)
-                goto fail;
-        rec.has_manifest = q > 0;
         (void)snprintf(sub, sizeof(sub), "data/%s", upper);
         q = store_sandbox_path(s, r->name, sub, &from);
         if (q < 0)
