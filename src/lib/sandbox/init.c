@@ -420,6 +420,16 @@ _noreturn_ static void serve(const InitArgs *a, const sigset_t *mask) {
         buf = malloc(SYNC_EXEC_PAYLOAD_MAX);
         if (!buf)
                 init_fail(a->sync_fd, ENOMEM, "serve commands", NULL);
+        /* Each exec brings its own stdio; init keeps none of the keeper's
+         * (its log file). */
+        for (int i = 0; i < 3; i++) {
+                int null_fd = open("/dev/null", O_RDWR | O_CLOEXEC);
+
+                if (null_fd < 0 || (null_fd != i && dup2(null_fd, i) < 0))
+                        init_fail(a->sync_fd, errno, "attach /dev/null", NULL);
+                if (null_fd != i)
+                        (void)close(null_fd);
+        }
         sigfd = signalfd(-1, mask, SFD_CLOEXEC | SFD_NONBLOCK);
         if (sigfd < 0)
                 init_fail(a->sync_fd, errno, "create a signalfd", NULL);
@@ -454,10 +464,16 @@ _noreturn_ static void serve(const InitArgs *a, const sigset_t *mask) {
                 }
                 for (size_t i = 0; i < ELEMENTSOF(fds); i++)
                         fds[i] = safe_close(fds[i]);
+                /* SIGKILL (a timeout or a client gone, without a cgroup to
+                 * kill) goes to the exec's whole process group: it has its
+                 * own session. Other signals are the client's, for the
+                 * command itself. */
                 if (m.op == SYNC_OP_SIGNAL && m.values[1] > 0 && m.values[1] < (uint64_t)NSIG)
                         for (size_t i = 0; i < n_execs; i++)
                                 if (execs[i].id == m.values[0])
-                                        (void)kill(execs[i].pid, (int)m.values[1]);
+                                        (void)kill(m.values[1] == SIGKILL ? -execs[i].pid
+                                                                          : execs[i].pid,
+                                                   (int)m.values[1]);
         }
 }
 
