@@ -622,6 +622,18 @@ int store_sandbox_create(Store *s, SandboxRecord *r, HutchError *reterr) {
         if (lstat(final, &st) == 0)
                 return hutch_error_set(reterr, EEXIST, "a sandbox named '%s' already exists",
                                        r->name);
+        /* The caller loaded the parent before taking the lock: `snapshot
+         * rm`, which checks for dependents under this lock, may have
+         * removed it since. */
+        if (r->parent) {
+                _cleanup_free_ char *parent = NULL;
+
+                q = store_snapshot_path(s, r->parent, "snapshot.json", &parent);
+                if (q < 0)
+                        return q;
+                if (lstat(parent, &st) < 0)
+                        return hutch_error_set(reterr, ENOENT, "no snapshot named '%s'", r->parent);
+        }
         if (asprintf(&tmp, "%s/sandboxes/.tmp-%s", s->home, r->id) < 0 ||
             asprintf(&data, "%s/data", tmp) < 0 || asprintf(&logs, "%s/logs", tmp) < 0)
                 return -ENOMEM;

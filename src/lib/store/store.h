@@ -95,7 +95,8 @@ int store_sandbox_save(const Store *s, const SandboxRecord *r, HutchError *reter
 
 /* Makes the sandbox's folder (data dirs owned by the sandbox's root) and
  * its record, under a temporary name renamed into place last. -EEXIST
- * when the name is taken. */
+ * when the name is taken, -ENOENT when its parent snapshot is gone (both
+ * checked under the store's lock). */
 int store_sandbox_create(Store *s, SandboxRecord *r, HutchError *reterr);
 
 /* Removes the sandbox's folder (renamed away first, so it disappears at
