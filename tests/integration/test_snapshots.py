@@ -948,14 +948,6 @@ def test_import_as_user_of_an_export_by_root(request):
     )
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="an archive keeps the exporter's host uids (archive.h: 'uid/gid (numbers, as "
-    "stored in the layer)') and an import as root restores them "
-    "(src/lib/store/archive-import.c:995 restore_ids = geteuid() == 0): a user's "
-    "uid is not mapped in root's sandboxes, so /root is unreadable and the sandbox "
-    "cannot start",
-)
 def test_import_as_root_of_an_export_by_user(request):
     _u, archive = user_export(request)
     r = make_hutch(request, "root")
@@ -1201,13 +1193,6 @@ def test_create_from_races_snapshot_rm(hroot):
     print("(created, removed):", seen)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="hutch gc removes the temp folder of an import in progress: snapshot_import "
-    "(src/cli/snapshot.c:353) fills snapshots/.tmp-* without the store's lock, and "
-    "gc_temp (src/lib/store/store.c:1240) removes every .tmp-* it finds; "
-    "the import then fails with \"failed to create 'layers/0/...': No such file or directory\"",
-)
 def test_gc_during_import(hroot):
     """An import fed through a FIFO is held half-way while `hutch gc` runs:
     gc must leave the import's temp folder alone, and the import then

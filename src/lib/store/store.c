@@ -1241,6 +1241,25 @@ int store_snapshot_remove(const Store *s, const char *name, HutchError *reterr) 
 
 /* ---- gc ---- */
 
+int store_temp_hold(const char *tmp, int *ret_fd, HutchError *reterr) {
+        _cleanup_close_ int fd = open(tmp, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+
+        /* A flock on the folder itself: nothing is added to it. */
+        if (fd < 0 || flock(fd, LOCK_EX | LOCK_NB) < 0)
+                return hutch_error_set(reterr, errno, "cannot hold %s: %m", tmp);
+        *ret_fd = TAKE_FD(fd);
+        return 0;
+}
+
+/* Whether someone holds the temp folder @name of @dfd (store_temp_hold()). */
+static bool temp_held(int dfd, const char *name) {
+        _cleanup_close_ int fd = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+
+        if (fd < 0)
+                return false;
+        return flock(fd, LOCK_SH | LOCK_NB) < 0 && errno == EWOULDBLOCK;
+}
+
 static int gc_temp(const char *dir, unsigned *n) {
         _cleanup_(closedirp) DIR *d = opendir(dir);
         struct dirent *de;
@@ -1248,7 +1267,8 @@ static int gc_temp(const char *dir, unsigned *n) {
         if (!d)
                 return negative_errno();
         while ((de = readdir(d)))
-                if (strncmp(de->d_name, ".tmp-", 5) == 0 && rm_rf_at(dirfd(d), de->d_name) >= 0)
+                if (strncmp(de->d_name, ".tmp-", 5) == 0 && !temp_held(dirfd(d), de->d_name) &&
+                    rm_rf_at(dirfd(d), de->d_name) >= 0)
                         (*n)++;
         return 0;
 }

@@ -135,7 +135,12 @@ int store_snapshot_commit(const Store *s, const char *tmp, const SnapshotRecord 
 
 int store_snapshot_remove(const Store *s, const char *name, HutchError *reterr);
 
-/* Removes leftovers of interrupted commands: temp folders, unused layer
+/* Marks the temp folder @tmp as in use (a flock on the folder) for as long
+ * as the returned fd is open, so that gc leaves it alone: for work done
+ * without the store's lock (an import). */
+int store_temp_hold(const char *tmp, int *ret_fd, HutchError *reterr);
+
+/* Removes leftovers of interrupted commands: temp folders (not held), unused layer
  * generations, state of keepers that are gone. Returns how many. */
 int store_gc(Store *s, unsigned *ret_removed, HutchError *reterr);
 
