@@ -768,6 +768,8 @@ int sandbox_keep(const KeeperConfig *cfg, char *const *caller_env, HutchError *r
         int r;
 
         run_state_init(&st);
+        /* sandbox_on_proxy_sockets() finds the run state here. */
+        st.sup.userdata = &st;
         r = sandbox_start(cfg->policy, &cfg->layers, NULL, caller_env, &st, &err);
         if (r >= 0)
                 r = wait_ready(&k, &err);
