@@ -400,6 +400,12 @@ static void serve_reap(const InitArgs *a, RunningExec *execs, size_t *n_execs) {
                         return;
                 for (size_t i = 0; i < *n_execs; i++)
                         if (execs[i].pid == p) {
+                                /* What it left running goes with it. The
+                                 * keeper kills the exec's cgroup; without
+                                 * one (degraded) this is the process group
+                                 * (exec_child's setsid made it), which a
+                                 * process that left it escapes. */
+                                (void)kill(-p, SIGKILL);
                                 (void)sync_send_status(a->sync_fd, SYNC_OP_EXITED, st,
                                                        (uint64_t[3]){execs[i].id, 0, 0}, NULL, 0);
                                 execs[i] = execs[--*n_execs];

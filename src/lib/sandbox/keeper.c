@@ -326,6 +326,12 @@ static int exec_start(Keeper *k, Conn *c, json_t *req, int *fds, size_t n_fds) {
         Exec *e;
         int r;
 
+        /* Stopping (idle, or asked to): the command is not started; the
+         * client starts a new keeper for it. */
+        if (k->stop) {
+                (void)send_json(c->fd, json_pack("{s:s}", "op", "stopping"), NULL, 0);
+                return -ECONNRESET;
+        }
         if (strings_from_json(json_object_get(req, "argv"), false, &argv) < 0 || !argv ||
             !argv[0] || strings_from_json(json_object_get(req, "env"), true, &extra) < 0 ||
             (cwd_j && !json_is_null(cwd_j) && !json_is_string(cwd_j)) ||
@@ -906,6 +912,7 @@ static json_t *strv_to_json(char *const *l) {
 int keeper_exec(int sock, const KeeperExec *req, int forward_sigfd, uint64_t *ret_id,
                 int *ret_exit_code, char **ret_json, HutchError *reterr) {
         json_t *obj, *ans = NULL;
+        bool started = false;
         const char *op;
         int r;
 
@@ -917,6 +924,9 @@ int keeper_exec(int sock, const KeeperExec *req, int forward_sigfd, uint64_t *re
                 return hutch_error_set(reterr, EINVAL,
                                        "the command line is not valid UTF-8 (or out of memory)");
         r = send_json(sock, obj, req->fds, 3);
+        if (r == -EPIPE || r == -ECONNRESET)
+                return hutch_error_set(reterr, ECONNRESET,
+                                       "the sandbox stopped before the command started");
         if (r < 0)
                 return hutch_error_set(reterr, -r, "failed to send the command: %s", strerror(-r));
         for (;;) {
@@ -940,11 +950,20 @@ int keeper_exec(int sock, const KeeperExec *req, int forward_sigfd, uint64_t *re
                 if (!pfd[0].revents)
                         continue;
                 r = recv_json(sock, &ans, NULL, 0);
+                if (r <= 0 && !started)
+                        return hutch_error_set(reterr, ECONNRESET,
+                                               "the sandbox stopped before the command started");
                 if (r <= 0)
                         return hutch_error_set(reterr, r == 0 ? EPIPE : -r,
                                                "the sandbox stopped before the command ended");
                 op = json_string_value(json_object_get(ans, "op"));
+                if (op && strcmp(op, "stopping") == 0) {
+                        json_decref(ans);
+                        return hutch_error_set(reterr, ECONNRESET,
+                                               "the sandbox stopped before the command started");
+                }
                 if (op && strcmp(op, "started") == 0) {
+                        started = true;
                         if (ret_id)
                                 *ret_id = (uint64_t)json_integer_value(json_object_get(ans, "id"));
                         json_decref(ans);
