@@ -631,21 +631,7 @@ def test_leftovers_of_an_exec_are_killed_when_it_ends(store):
     assert poll_until(lambda: m not in store.procs_inside("box"), 5), "the leftover still runs"
 
 
-@pytest.mark.parametrize(
-    "store",
-    [
-        "root",
-        pytest.param(
-            "user",
-            marks=pytest.mark.xfail(
-                strict=True,
-                reason="without a cgroup an exec's leftovers are found by its process group "
-                "only; one that calls setsid() escapes (a per-exec subreaper would catch it)",
-            ),
-        ),
-    ],
-    indirect=True,
-)
+@pytest.mark.parametrize("store", ["root", "user"], indirect=True)
 def test_a_daemon_an_exec_started_is_killed_when_it_ends(store):
     m = marker()
     store.create("box")
@@ -1124,11 +1110,6 @@ def test_network_allow_in_a_persistent_sandbox(root_store, upstreams):
     assert (API, "deny") in hosts and ("nope.example.test", "deny") in hosts, decisions
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the keeper fills no 'denied' in an exec's outcome (hutch run takes it from the "
-    "proxy's summary at the end of the run; a keeper's proxy outlives the exec)",
-)
 def test_exec_outcome_lists_the_denied_hosts(root_store, upstreams):
     s = root_store
     ok, _other = upstreams

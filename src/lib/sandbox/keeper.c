@@ -26,6 +26,8 @@
 
 #define KEEPER_MAX_CONNS 64
 #define KEEPER_MAX_EXECS 128
+/* What an exec's outcome reads of the audit log for its denials. */
+#define KEEPER_AUDIT_READ_MAX (1U << 20)
 
 typedef enum ConnKind {
         CONN_NEW,    /* waiting for its request */
@@ -48,6 +50,7 @@ typedef struct Exec {
         bool detached, timed_out, killed;
         CgroupStats before;
         char *argv_json;
+        off_t audit_start; /* the audit log's size when the exec started */
 } Exec;
 
 typedef struct Keeper {
@@ -180,6 +183,72 @@ static void history_append(Keeper *k, const Exec *e, const char *outcome_json) {
                 (void)loop_write(fd, line, (size_t)n);
 }
 
+static off_t audit_size(const Keeper *k) {
+        struct stat st;
+
+        if (!k->cfg->policy->audit_log || stat(k->cfg->policy->audit_log, &st) < 0)
+                return 0;
+        return st.st_size;
+}
+
+/* The proxy's denials logged while the exec ran, as the proxy's summary
+ * lists them ([{host, port, reason, count}]): the keeper's proxy outlives
+ * each exec, so they come from the audit log (bounded read). Execs that ran
+ * at the same time share what was logged meanwhile. */
+static char *exec_denials(const Keeper *k, const Exec *e) {
+        _cleanup_close_ int fd = -EBADF;
+        _cleanup_free_ char *buf = NULL;
+        json_t *denied = json_array();
+        char *out;
+        ssize_t n;
+
+        if (!denied)
+                return NULL;
+        if (k->cfg->policy->audit_log)
+                fd = open(k->cfg->policy->audit_log, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+        buf = fd >= 0 ? malloc(KEEPER_AUDIT_READ_MAX + 1) : NULL;
+        n = buf ? pread(fd, buf, KEEPER_AUDIT_READ_MAX, e->audit_start) : 0;
+        for (char *line = buf, *next; n > 0 && line && line < buf + n; line = next) {
+                json_t *j, *d;
+                size_t i;
+                bool merged = false;
+
+                buf[n] = '\0';
+                next = strchr(line, '\n');
+                if (!next)
+                        break; /* a line being written */
+                *next++ = '\0';
+                j = json_loads(line, 0, NULL);
+                if (!json_is_object(j) || !json_is_string(json_object_get(j, "decision")) ||
+                    strcmp(json_string_value(json_object_get(j, "decision")), "deny") != 0) {
+                        json_decref(j);
+                        continue;
+                }
+                json_array_foreach(
+                        denied, i,
+                        d) if (json_equal(json_object_get(d, "host"), json_object_get(j, "host")) &&
+                               json_equal(json_object_get(d, "port"), json_object_get(j, "port")) &&
+                               json_equal(json_object_get(d, "reason"),
+                                          json_object_get(j, "reason"))) {
+                        (void)json_object_set_new(
+                                d, "count",
+                                json_integer(json_integer_value(json_object_get(d, "count")) + 1));
+                        merged = true;
+                        break;
+                }
+                if (!merged)
+                        (void)json_array_append_new(
+                                denied,
+                                json_pack("{s:O,s:O,s:O,s:i}", "host", json_object_get(j, "host"),
+                                          "port", json_object_get(j, "port"), "reason",
+                                          json_object_get(j, "reason"), "count", 1));
+                json_decref(j);
+        }
+        out = json_dumps(denied, JSON_COMPACT);
+        json_decref(denied);
+        return out;
+}
+
 static void exec_finished(Keeper *k, Exec *e, int status) {
         _cleanup_(outcome_done) Outcome o = {};
         _cleanup_free_ char *json = NULL;
@@ -204,6 +273,7 @@ static void exec_finished(Keeper *k, Exec *e, int status) {
                 o.signal = WTERMSIG(status);
                 o.exit_code = 128 + o.signal;
         }
+        o.denied = exec_denials(k, e);
         if (e->timed_out)
                 o.reason = OUTCOME_TIMEOUT;
         else if (e->killed)
@@ -371,6 +441,7 @@ static int exec_start(Keeper *k, Conn *c, json_t *req, int *fds, size_t n_fds) {
                 .detached = detach,
                 .start_ms = now_ms(),
                 .start_wall_ms = wall_ms(),
+                .audit_start = audit_size(k),
         };
         e->argv_json = json_dumps(json_object_get(req, "argv"), JSON_COMPACT);
         if (k->st->rc.cgroup) {
