@@ -162,7 +162,9 @@ int read_full_fd(int fd, size_t max, char **ret, size_t *ret_size) {
 }
 
 int opendir_fd(int dirfd, DIR **ret) {
-        int fd = fcntl(dirfd, F_DUPFD_CLOEXEC, 3);
+        /* A new open of the same directory, not a dup: its own offset,
+         * from the first entry, and @dirfd may be an O_PATH fd. */
+        int fd = openat(dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         DIR *d;
 
         if (fd < 0)
@@ -174,9 +176,6 @@ int opendir_fd(int dirfd, DIR **ret) {
                 (void)close(fd);
                 return r;
         }
-        /* The dup shares the offset of @dirfd, which an earlier reader may
-         * have left at the end. */
-        rewinddir(d);
         *ret = d;
         return 0;
 }

@@ -45,8 +45,8 @@ int read_full_file_at(int dirfd, const char *path, int flags, size_t max, char *
  * when non-NULL. */
 int read_full_fd(int fd, size_t max, char **ret, size_t *ret_size);
 
-/* Opens a DIR stream over a duplicate of the directory @dirfd (which
- * stays the caller's), from its first entry. */
+/* Opens a DIR stream of its own (a new open of ".", so its own offset)
+ * over the directory @dirfd, which stays the caller's and may be O_PATH. */
 int opendir_fd(int dirfd, DIR **ret);
 
 /* readdir() without "." and "..". NULL at the end with errno 0, or on

@@ -133,8 +133,11 @@ static int normalize_paths(char **paths) {
                 memmove(*p, s, strlen(s) + 1);
                 while (strlen(*p) > 0 && (*p)[strlen(*p) - 1] == '/')
                         (*p)[strlen(*p) - 1] = '\0';
-                if ((*p)[0] == '/' || strstr(*p, "..")) {
-                        log_error("path '%s' must be relative to the workspace", *p);
+                /* Whole components: "v1..2.txt" is a name, "a/../b" is not. */
+                if ((*p)[0] != '\0' && !ws_path_is_valid(*p)) {
+                        log_error("path '%s' must be relative to the workspace (no '.' or '..' "
+                                  "components)",
+                                  *p);
                         return -EINVAL;
                 }
         }

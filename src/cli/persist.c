@@ -29,6 +29,13 @@
 
 /* How long `hutch exec` waits for a keeper it started to be ready. */
 #define KEEPER_START_TIMEOUT_MS 60000
+/* How long a stopping keeper (its socket gone, its lock still held while
+ * it cleans up) is waited for, by `stop` and by the next keeper. */
+#define KEEPER_EXIT_TIMEOUT_MS 10000
+#define KEEPER_EXIT_POLL_MS 10
+/* How often `hutch exec` tries again when a keeper was stopping (idle)
+ * as the command came, so that it did not start it. */
+#define EXEC_ATTEMPTS 3
 
 static int log_oom(void) {
         log_error("out of memory");
@@ -153,6 +160,21 @@ int verb_create(int argc, char **argv) {
 
 /* ---- the keeper ---- */
 
+/* Takes the keeper's lock @fd. Our starter found no socket, so a keeper
+ * still holding it is one that is stopping (idle, or a `stop` that raced
+ * with this start): it is given the time to finish. */
+static int keeper_lock_take(int fd) {
+        for (unsigned waited = 0;; waited += KEEPER_EXIT_POLL_MS) {
+                if (flock(fd, LOCK_EX | LOCK_NB) == 0)
+                        return 0;
+                if (errno != EWOULDBLOCK && errno != EINTR)
+                        return negative_errno();
+                if (waited >= KEEPER_EXIT_TIMEOUT_MS)
+                        return -EBUSY;
+                (void)usleep(KEEPER_EXIT_POLL_MS * 1000);
+        }
+}
+
 /* hutch __keeper NAME READY_FD: the detached supervisor (started by exec). */
 int verb_keeper(int argc, char **argv) {
         extern char **environ;
@@ -197,7 +219,7 @@ int verb_keeper(int argc, char **argv) {
                 r = hutch_error_set(&err, errno, "cannot create %s: %m", state);
         if (r >= 0) {
                 lock = open(lockp, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
-                if (lock < 0 || flock(lock, LOCK_EX | LOCK_NB) < 0)
+                if (lock < 0 || keeper_lock_take(lock) < 0)
                         r = hutch_error_set(&err, EBUSY, "another keeper runs sandbox '%s' already",
                                             rec->name);
         }
@@ -258,8 +280,12 @@ static int keeper_spawn(const Store *s, const char *name, HutchError *reterr) {
         if (pid == 0) {
                 char fd_arg[16];
                 int null_fd, log_fd;
+                sigset_t none;
 
                 (void)close(pipes[0]);
+                /* Not the signals a retrying `exec` blocks for its command. */
+                sigemptyset(&none);
+                (void)sigprocmask(SIG_SETMASK, &none, NULL);
                 if (setsid() < 0 || fork() != 0)
                         _exit(0);
                 null_fd = open("/dev/null", O_RDWR | O_CLOEXEC);
@@ -441,7 +467,19 @@ int verb_exec(int argc, char **argv) {
         sigaddset(&mask, SIGQUIT);
         if (!req.detach && sigprocmask(SIG_BLOCK, &mask, NULL) >= 0)
                 sigfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
-        r = keeper_exec(sock, &req, sigfd, &id, &exit_code, &json, &err);
+        for (unsigned attempt = 1;; attempt++) {
+                r = keeper_exec(sock, &req, sigfd, &id, &exit_code, &json, &err);
+                /* The keeper went away before it started the command (it
+                 * stopped for idleness or a `stop` as we came): it did
+                 * not run, so a new keeper can run it. */
+                if (r != -ECONNRESET || attempt >= EXEC_ATTEMPTS)
+                        break;
+                sock = safe_close(sock);
+                err = (HutchError){};
+                r = persist_connect(s, rec->name, true, &sock, &err);
+                if (r < 0)
+                        break;
+        }
         if (r < 0)
                 return fail(&err, r);
         if (req.detach) {
@@ -559,6 +597,16 @@ int persist_stop(const Store *s, const char *name, HutchError *reterr) {
         r = keeper_simple(sock, "stop", reterr);
         if (r < 0)
                 return r;
+        /* The keeper answers once the sandbox is down, then removes its
+         * cgroups and proxy and exits: stopped means that is done too. */
+        for (unsigned waited = 0; store_keeper_running(s, name); waited += KEEPER_EXIT_POLL_MS) {
+                if (waited >= KEEPER_EXIT_TIMEOUT_MS)
+                        return hutch_error_set(reterr, ETIMEDOUT,
+                                               "sandbox '%s' was stopped, but its keeper did not "
+                                               "exit",
+                                               name);
+                (void)usleep(KEEPER_EXIT_POLL_MS * 1000);
+        }
         return 1;
 }
 

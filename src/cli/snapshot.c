@@ -298,7 +298,10 @@ static int snapshot_export(int argc, char **argv) {
                 r = hutch_error_set(&err, errno, "cannot create %s: %m", tmp);
                 goto done;
         }
-        r = snapshot_archive_export(manifest, fds, n, out, &err);
+        r = snapshot_archive_export_ids(
+                manifest, fds, n,
+                &(SnapshotArchiveIds){s->idmap.uid_base, s->idmap.gid_base, s->idmap.count}, out,
+                &err);
         if (r >= 0 && fsync(out) < 0)
                 r = hutch_error_set(&err, errno, "cannot write %s: %m", tmp);
         if (r >= 0 && rename(tmp, path) < 0)
@@ -317,7 +320,7 @@ static int snapshot_import(int argc, char **argv) {
         _cleanup_(store_freep) Store *s = NULL;
         _cleanup_(snapshot_record_freep) SnapshotRecord *rec = NULL;
         _cleanup_free_ char *tmp = NULL, *manifest = NULL;
-        _cleanup_close_ int in = -EBADF, dfd = -EBADF;
+        _cleanup_close_ int in = -EBADF, dfd = -EBADF, hold = -EBADF;
         const char *path = NULL, *name = NULL;
         json_t *j = NULL;
         HutchError err = {};
@@ -358,7 +361,15 @@ static int snapshot_import(int argc, char **argv) {
                 r = hutch_error_set(&err, errno, "cannot open %s: %m", tmp);
                 goto fail;
         }
-        r = snapshot_archive_import(in, dfd, &manifest, &err);
+        /* gc removes temp folders nobody holds; this one is held until it
+         * is renamed into place. */
+        r = store_temp_hold(tmp, &hold, &err);
+        if (r < 0)
+                goto fail;
+        r = snapshot_archive_import_ids(
+                in, dfd,
+                &(SnapshotArchiveIds){s->idmap.uid_base, s->idmap.gid_base, s->idmap.count},
+                &manifest, &err);
         if (r < 0)
                 goto fail;
         /* Its layers are the archive's, in its own folder ("layers/<i>",

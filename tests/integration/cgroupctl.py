@@ -31,15 +31,15 @@ POLL_S = 0.02
 LAYOUT_LOCK = "/tmp/hutch-test-cgroup.lock"
 
 
-def poll_until(cond, timeout):
+def poll_until(cond, timeout, interval=POLL_S):
     """Calls @cond until it returns something true, at most @timeout
-    seconds; returns the last value."""
+    seconds, every @interval seconds; returns the last value."""
     deadline = time.monotonic() + timeout
     while True:
         v = cond()
         if v or time.monotonic() >= deadline:
             return v
-        time.sleep(POLL_S)
+        time.sleep(interval)
 
 
 def _unescape(s):

@@ -286,6 +286,12 @@ int cgroup_remove(Cgroup *c);
  * what cgroup_remove() returned; @c is freed in every case. */
 int cgroup_destroy(Cgroup *c);
 
+/* Removes the cgroup directory @path and every cgroup below it, deepest
+ * first, without waiting and without killing: one that still has
+ * processes stays (-EBUSY). For the empty trees a SIGKILLed supervisor
+ * left. Returns 0 (also when @path does not exist), or the first -errno. */
+int cgroup_remove_tree(const char *path);
+
 /* The fallback when no cgroup can enforce a limit and the user allowed a
  * degraded run: sets soft and hard limits of the calling process (and so
  * of what it forks later; the sandbox init calls it before forking the

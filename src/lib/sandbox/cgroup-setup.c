@@ -82,8 +82,9 @@ static unsigned limits_mask(const CgroupLimits *lim) {
 
 /* A run whose supervisor was SIGKILLed cannot remove its cgroups; its
  * processes died with its pid namespace, so what is left is empty
- * "run-<pid>-<hex>" directories of a pid that no longer exists. Remove
- * those under @base (rmdir refuses anything still populated). */
+ * "run-<pid>-<hex>" trees (the leaf "exec", a keeper's "x-<id>/exec") of
+ * a pid that no longer exists. Remove those under @base (rmdir refuses
+ * anything still populated). */
 static void gc_stale_runs(const char *base) {
         _cleanup_(closedirp) DIR *d = NULL;
         struct dirent *de;
@@ -109,10 +110,8 @@ static void gc_stale_runs(const char *base) {
                         continue;
                 if (kill(pid, 0) == 0 || errno != ESRCH)
                         continue;
-                (void)snprintf(path, sizeof(path), "%s/%s/exec", base, de->d_name);
-                (void)rmdir(path);
                 (void)snprintf(path, sizeof(path), "%s/%s", base, de->d_name);
-                (void)rmdir(path);
+                (void)cgroup_remove_tree(path);
         }
 }
 

@@ -22,6 +22,7 @@
 #include "macro.h"
 #include "ns/caps.h"
 #include "ns/landlock.h"
+#include "parse-util.h"
 #include "sandbox/init.h"
 #include "sandbox/rootfs.h"
 #include "sandbox/sandbox.h"
@@ -257,6 +258,9 @@ _noreturn_ static void exec_command(const InitArgs *a) {
 /* ---- persistent sandboxes: serving exec requests ---- */
 
 #define INIT_MAX_EXECS 256
+/* Asks an exec's shim to kill everything below it (never sent to a
+ * command: a shim only forwards the signals of shim_forwarded). */
+#define SHIM_KILL_SIGNAL (SIGRTMIN + 1)
 
 typedef struct ExecRequest {
         uint64_t id;
@@ -305,10 +309,112 @@ static int payload_parse(char *buf, size_t len, ExecRequest *req) {
         return 0;
 }
 
+/* Signals a shim passes on to the command (as a one-shot init does). */
+static const int shim_forwarded[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2};
+
+/* Kills every child of the calling subreaper (what an exec left running
+ * was re-parented to it) and reaps them, until none is left. */
+static void shim_kill_children(void) {
+        for (unsigned pass = 0; pass < 1000; pass++) {
+                _cleanup_free_ char *list = NULL;
+                char path[64];
+                bool any = false;
+
+                (void)snprintf(path, sizeof(path), "/proc/self/task/%d/children", (int)getpid());
+                if (read_full_file(path, 1U << 20, &list) >= 0)
+                        for (char *p = list, *end; p && *p; p = end) {
+                                uint64_t pid;
+
+                                end = strchr(p, ' ');
+                                if (end)
+                                        *end++ = '\0';
+                                if (safe_atou64(p, &pid) >= 0 && pid > 1 && pid < INT32_MAX) {
+                                        (void)kill((pid_t)pid, SIGKILL);
+                                        any = true;
+                                }
+                        }
+                while (waitpid(-1, NULL, WNOHANG) > 0)
+                        any = true;
+                if (!any && waitpid(-1, NULL, WNOHANG) < 0 && errno == ECHILD)
+                        return;
+                if (!any)
+                        (void)usleep(1000);
+        }
+}
+
+/* Without a cgroup for the exec, its first process is this shim: a child
+ * subreaper that runs the command and, when the command ends or
+ * SHIM_KILL_SIGNAL arrives, kills everything left below it, including
+ * processes that left the command's session (a daemon's setsid()). The
+ * shim then ends as the command did, so its wait status is the command's. */
+_noreturn_ static void exec_shim(pid_t cmd) {
+        int status = 0, sig;
+        sigset_t mask;
+
+        sigemptyset(&mask);
+        sigaddset(&mask, SIGCHLD);
+        sigaddset(&mask, SHIM_KILL_SIGNAL);
+        for (size_t i = 0; i < ELEMENTSOF(shim_forwarded); i++)
+                sigaddset(&mask, shim_forwarded[i]);
+        for (;;) {
+                siginfo_t si;
+
+                sig = sigwaitinfo(&mask, &si);
+                if (sig == SHIM_KILL_SIGNAL) {
+                        (void)kill(-cmd, SIGKILL);
+                        shim_kill_children();
+                        status = SIGKILL;
+                        break;
+                }
+                if (sig != SIGCHLD) {
+                        if (sig > 0)
+                                (void)kill(cmd, sig);
+                        continue;
+                }
+                if (waitpid(cmd, &status, WNOHANG) == cmd)
+                        break;
+                while (waitpid(-1, NULL, WNOHANG) > 0)
+                        ;
+        }
+        shim_kill_children();
+        if (WIFEXITED(status))
+                _exit(WEXITSTATUS(status));
+        sig = WTERMSIG(status);
+        (void)signal(sig, SIG_DFL);
+        (void)sigprocmask(SIG_UNBLOCK, &mask, NULL);
+        sigemptyset(&mask);
+        (void)sigprocmask(SIG_SETMASK, &mask, NULL);
+        (void)raise(sig);
+        _exit(128 + sig);
+}
+
 _noreturn_ static void exec_child(const ExecRequest *req) {
         reset_signals();
         /* SECURITY: a new session per exec, as for a one-shot run. */
         (void)setsid();
+        if (req->n_fds == 3) {
+                sigset_t mask;
+                pid_t cmd;
+
+                /* No cgroup: a subreaper shim stays between init and the
+                 * command. Signals are blocked before the fork, so none is
+                 * lost; the command unblocks them. */
+                sigfillset(&mask);
+                (void)sigprocmask(SIG_SETMASK, &mask, NULL);
+                if (prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) < 0)
+                        _exit(125);
+                cmd = fork();
+                if (cmd < 0)
+                        _exit(125);
+                if (cmd > 0) {
+                        for (int i = 0; i < 3; i++)
+                                (void)close(req->fds[i]);
+                        exec_shim(cmd);
+                }
+                (void)prctl(PR_SET_CHILD_SUBREAPER, 0, 0, 0, 0);
+                sigemptyset(&mask);
+                (void)sigprocmask(SIG_SETMASK, &mask, NULL);
+        }
         /* Into this exec's cgroup before anything of the user's runs. */
         for (size_t i = 3; i < req->n_fds; i++)
                 if (write(req->fds[i], "0", 1) != 1) {
@@ -332,6 +438,7 @@ _noreturn_ static void exec_child(const ExecRequest *req) {
 typedef struct RunningExec {
         uint64_t id;
         pid_t pid;
+        bool shim; /* pid is exec_shim(), which kills on SHIM_KILL_SIGNAL */
 } RunningExec;
 
 static void exec_request_done(ExecRequest *req) {
@@ -366,7 +473,8 @@ static void serve_exec(const InitArgs *a, const SyncMsg *m, int *fds, char *buf,
                 if (pid < 0)
                         why = strerror(errno);
                 else
-                        execs[(*n_execs)++] = (RunningExec){.id = req.id, .pid = pid};
+                        execs[(*n_execs)++] =
+                                (RunningExec){.id = req.id, .pid = pid, .shim = req.n_fds == 3};
         }
         if (why) {
                 if (req.n_fds >= 3)
@@ -388,6 +496,12 @@ static void serve_reap(const InitArgs *a, RunningExec *execs, size_t *n_execs) {
                         return;
                 for (size_t i = 0; i < *n_execs; i++)
                         if (execs[i].pid == p) {
+                                /* What it left running goes with it. The
+                                 * keeper kills the exec's cgroup; without
+                                 * one (degraded) this is the process group
+                                 * (exec_child's setsid made it), which a
+                                 * process that left it escapes. */
+                                (void)kill(-p, SIGKILL);
                                 (void)sync_send_status(a->sync_fd, SYNC_OP_EXITED, st,
                                                        (uint64_t[3]){execs[i].id, 0, 0}, NULL, 0);
                                 execs[i] = execs[--*n_execs];
@@ -408,6 +522,16 @@ _noreturn_ static void serve(const InitArgs *a, const sigset_t *mask) {
         buf = malloc(SYNC_EXEC_PAYLOAD_MAX);
         if (!buf)
                 init_fail(a->sync_fd, ENOMEM, "serve commands", NULL);
+        /* Each exec brings its own stdio; init keeps none of the keeper's
+         * (its log file). */
+        for (int i = 0; i < 3; i++) {
+                int null_fd = open("/dev/null", O_RDWR | O_CLOEXEC);
+
+                if (null_fd < 0 || (null_fd != i && dup2(null_fd, i) < 0))
+                        init_fail(a->sync_fd, errno, "attach /dev/null", NULL);
+                if (null_fd != i)
+                        (void)close(null_fd);
+        }
         sigfd = signalfd(-1, mask, SFD_CLOEXEC | SFD_NONBLOCK);
         if (sigfd < 0)
                 init_fail(a->sync_fd, errno, "create a signalfd", NULL);
@@ -442,10 +566,19 @@ _noreturn_ static void serve(const InitArgs *a, const sigset_t *mask) {
                 }
                 for (size_t i = 0; i < ELEMENTSOF(fds); i++)
                         fds[i] = safe_close(fds[i]);
+                /* SIGKILL (a timeout or a client gone, without a cgroup to
+                 * kill) goes to the exec's whole process group: it has its
+                 * own session. Other signals are the client's, for the
+                 * command itself. */
                 if (m.op == SYNC_OP_SIGNAL && m.values[1] > 0 && m.values[1] < (uint64_t)NSIG)
                         for (size_t i = 0; i < n_execs; i++)
                                 if (execs[i].id == m.values[0])
-                                        (void)kill(execs[i].pid, (int)m.values[1]);
+                                        (void)kill(m.values[1] != SIGKILL ? execs[i].pid
+                                                   : execs[i].shim        ? execs[i].pid
+                                                                          : -execs[i].pid,
+                                                   m.values[1] == SIGKILL && execs[i].shim
+                                                           ? SHIM_KILL_SIGNAL
+                                                           : (int)m.values[1]);
         }
 }
 

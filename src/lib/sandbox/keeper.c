@@ -26,6 +26,8 @@
 
 #define KEEPER_MAX_CONNS 64
 #define KEEPER_MAX_EXECS 128
+/* What an exec's outcome reads of the audit log for its denials. */
+#define KEEPER_AUDIT_READ_MAX (1U << 20)
 
 typedef enum ConnKind {
         CONN_NEW,    /* waiting for its request */
@@ -48,6 +50,7 @@ typedef struct Exec {
         bool detached, timed_out, killed;
         CgroupStats before;
         char *argv_json;
+        off_t audit_start; /* the audit log's size when the exec started */
 } Exec;
 
 typedef struct Keeper {
@@ -180,6 +183,72 @@ static void history_append(Keeper *k, const Exec *e, const char *outcome_json) {
                 (void)loop_write(fd, line, (size_t)n);
 }
 
+static off_t audit_size(const Keeper *k) {
+        struct stat st;
+
+        if (!k->cfg->policy->audit_log || stat(k->cfg->policy->audit_log, &st) < 0)
+                return 0;
+        return st.st_size;
+}
+
+/* The proxy's denials logged while the exec ran, as the proxy's summary
+ * lists them ([{host, port, reason, count}]): the keeper's proxy outlives
+ * each exec, so they come from the audit log (bounded read). Execs that ran
+ * at the same time share what was logged meanwhile. */
+static char *exec_denials(const Keeper *k, const Exec *e) {
+        _cleanup_close_ int fd = -EBADF;
+        _cleanup_free_ char *buf = NULL;
+        json_t *denied = json_array();
+        char *out;
+        ssize_t n;
+
+        if (!denied)
+                return NULL;
+        if (k->cfg->policy->audit_log)
+                fd = open(k->cfg->policy->audit_log, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+        buf = fd >= 0 ? malloc(KEEPER_AUDIT_READ_MAX + 1) : NULL;
+        n = buf ? pread(fd, buf, KEEPER_AUDIT_READ_MAX, e->audit_start) : 0;
+        for (char *line = buf, *next; n > 0 && line && line < buf + n; line = next) {
+                json_t *j, *d;
+                size_t i;
+                bool merged = false;
+
+                buf[n] = '\0';
+                next = strchr(line, '\n');
+                if (!next)
+                        break; /* a line being written */
+                *next++ = '\0';
+                j = json_loads(line, 0, NULL);
+                if (!json_is_object(j) || !json_is_string(json_object_get(j, "decision")) ||
+                    strcmp(json_string_value(json_object_get(j, "decision")), "deny") != 0) {
+                        json_decref(j);
+                        continue;
+                }
+                json_array_foreach(
+                        denied, i,
+                        d) if (json_equal(json_object_get(d, "host"), json_object_get(j, "host")) &&
+                               json_equal(json_object_get(d, "port"), json_object_get(j, "port")) &&
+                               json_equal(json_object_get(d, "reason"),
+                                          json_object_get(j, "reason"))) {
+                        (void)json_object_set_new(
+                                d, "count",
+                                json_integer(json_integer_value(json_object_get(d, "count")) + 1));
+                        merged = true;
+                        break;
+                }
+                if (!merged)
+                        (void)json_array_append_new(
+                                denied,
+                                json_pack("{s:O,s:O,s:O,s:i}", "host", json_object_get(j, "host"),
+                                          "port", json_object_get(j, "port"), "reason",
+                                          json_object_get(j, "reason"), "count", 1));
+                json_decref(j);
+        }
+        out = json_dumps(denied, JSON_COMPACT);
+        json_decref(denied);
+        return out;
+}
+
 static void exec_finished(Keeper *k, Exec *e, int status) {
         _cleanup_(outcome_done) Outcome o = {};
         _cleanup_free_ char *json = NULL;
@@ -204,6 +273,7 @@ static void exec_finished(Keeper *k, Exec *e, int status) {
                 o.signal = WTERMSIG(status);
                 o.exit_code = 128 + o.signal;
         }
+        o.denied = exec_denials(k, e);
         if (e->timed_out)
                 o.reason = OUTCOME_TIMEOUT;
         else if (e->killed)
@@ -326,6 +396,12 @@ static int exec_start(Keeper *k, Conn *c, json_t *req, int *fds, size_t n_fds) {
         Exec *e;
         int r;
 
+        /* Stopping (idle, or asked to): the command is not started; the
+         * client starts a new keeper for it. */
+        if (k->stop) {
+                (void)send_json(c->fd, json_pack("{s:s}", "op", "stopping"), NULL, 0);
+                return -ECONNRESET;
+        }
         if (strings_from_json(json_object_get(req, "argv"), false, &argv) < 0 || !argv ||
             !argv[0] || strings_from_json(json_object_get(req, "env"), true, &extra) < 0 ||
             (cwd_j && !json_is_null(cwd_j) && !json_is_string(cwd_j)) ||
@@ -365,6 +441,7 @@ static int exec_start(Keeper *k, Conn *c, json_t *req, int *fds, size_t n_fds) {
                 .detached = detach,
                 .start_ms = now_ms(),
                 .start_wall_ms = wall_ms(),
+                .audit_start = audit_size(k),
         };
         e->argv_json = json_dumps(json_object_get(req, "argv"), JSON_COMPACT);
         if (k->st->rc.cgroup) {
@@ -761,6 +838,24 @@ static uint64_t history_last_id(const char *path) {
         return safe_atou64(line, &id) < 0 ? 0 : id;
 }
 
+/* SECURITY: the keeper lives long, and the environment it was started
+ * with (readable in /proc/PID/environ by the user's other processes) holds
+ * the real values of the secrets taken from variables. Once the proxy has
+ * them, they are zeroed in place; nothing else here needs them. */
+static void scrub_secret_values(const Policy *p, char *const *env) {
+        for (size_t i = 0; i < p->n_secrets; i++) {
+                const PolicySecret *sec = &p->secrets[i];
+                const char *var = sec->env_var ? sec->env_var : sec->name;
+                size_t len = strlen(var);
+
+                if (sec->file)
+                        continue;
+                for (size_t j = 0; env && env[j]; j++)
+                        if (strncmp(env[j], var, len) == 0 && env[j][len] == '=')
+                                explicit_bzero(env[j] + len + 1, strlen(env[j] + len + 1));
+        }
+}
+
 int sandbox_keep(const KeeperConfig *cfg, char *const *caller_env, HutchError *reterr) {
         _cleanup_(run_state_done) RunState st;
         Keeper k = {.cfg = cfg,
@@ -771,6 +866,7 @@ int sandbox_keep(const KeeperConfig *cfg, char *const *caller_env, HutchError *r
         int r;
 
         run_state_init(&st);
+        st.sup.userdata = &st; /* for sandbox_on_proxy_sockets() */
         r = sandbox_start(cfg->policy, &cfg->layers, NULL, caller_env, &st, &err);
         if (r >= 0)
                 r = wait_ready(&k, &err);
@@ -786,6 +882,7 @@ int sandbox_keep(const KeeperConfig *cfg, char *const *caller_env, HutchError *r
                         *reterr = err;
                 return r;
         }
+        scrub_secret_values(cfg->policy, caller_env);
         report_ready(cfg->ready_fd, NULL);
         if (st.rc.cgroup)
                 (void)cgroup_stats(st.rc.cgroup, &k.counters);
@@ -808,6 +905,9 @@ int sandbox_keep(const KeeperConfig *cfg, char *const *caller_env, HutchError *r
         }
         (void)unlink(cfg->socket_path);
         k.listen_fd = safe_close(k.listen_fd);
+        /* The cgroups and the proxy go before "stop" is answered, so that
+         * a stopped sandbox has nothing left when `hutch stop` returns. */
+        run_state_done(&st);
         while (k.n_conns > 0) {
                 Conn *c = &k.conns[0];
 
@@ -883,6 +983,7 @@ static json_t *strv_to_json(char *const *l) {
 int keeper_exec(int sock, const KeeperExec *req, int forward_sigfd, uint64_t *ret_id,
                 int *ret_exit_code, char **ret_json, HutchError *reterr) {
         json_t *obj, *ans = NULL;
+        bool started = false;
         const char *op;
         int r;
 
@@ -894,6 +995,9 @@ int keeper_exec(int sock, const KeeperExec *req, int forward_sigfd, uint64_t *re
                 return hutch_error_set(reterr, EINVAL,
                                        "the command line is not valid UTF-8 (or out of memory)");
         r = send_json(sock, obj, req->fds, 3);
+        if (r == -EPIPE || r == -ECONNRESET)
+                return hutch_error_set(reterr, ECONNRESET,
+                                       "the sandbox stopped before the command started");
         if (r < 0)
                 return hutch_error_set(reterr, -r, "failed to send the command: %s", strerror(-r));
         for (;;) {
@@ -917,11 +1021,20 @@ int keeper_exec(int sock, const KeeperExec *req, int forward_sigfd, uint64_t *re
                 if (!pfd[0].revents)
                         continue;
                 r = recv_json(sock, &ans, NULL, 0);
+                if (r <= 0 && !started)
+                        return hutch_error_set(reterr, ECONNRESET,
+                                               "the sandbox stopped before the command started");
                 if (r <= 0)
                         return hutch_error_set(reterr, r == 0 ? EPIPE : -r,
                                                "the sandbox stopped before the command ended");
                 op = json_string_value(json_object_get(ans, "op"));
+                if (op && strcmp(op, "stopping") == 0) {
+                        json_decref(ans);
+                        return hutch_error_set(reterr, ECONNRESET,
+                                               "the sandbox stopped before the command started");
+                }
                 if (op && strcmp(op, "started") == 0) {
+                        started = true;
                         if (ret_id)
                                 *ret_id = (uint64_t)json_integer_value(json_object_get(ans, "id"));
                         json_decref(ans);

@@ -18,6 +18,8 @@
  *   client -> keeper {"op":"freeze"} -> {"op":"ok"}; the sandbox stays
  *                    frozen until {"op":"thaw"} or the connection closes
  *   keeper -> client {"op":"error","message":S} for a refused request
+ *   keeper -> client {"op":"stopping"}: an exec that came while the keeper
+ *                    stops; the command was not started
  * A client that closes an exec's connection before the outcome kills that
  * exec (a detached one is not tied to its connection). */
 
@@ -66,7 +68,9 @@ int keeper_connect(const char *socket_path);
  * with @ret_id set; otherwise waits for the outcome and fills @ret (its
  * JSON in @ret_json when non-NULL). @forward_sigfd (or -EBADF) is a
  * signalfd whose signals are passed on to the command. Returns 0, or
- * -errno with @reterr (the keeper's refusal message, or what failed). */
+ * -errno with @reterr (the keeper's refusal message, or what failed):
+ * -ECONNRESET when the keeper stopped (or was stopping) before it started
+ * the command, which it then did not run. */
 int keeper_exec(int sock, const KeeperExec *req, int forward_sigfd, uint64_t *ret_id,
                 int *ret_exit_code, char **ret_json, HutchError *reterr);
 

@@ -44,8 +44,8 @@ typedef struct RunState {
 
 void run_state_init(RunState *st);
 
-/* Kills init, waits for it, and restores the signal mask (and everything
- * else the state holds). */
+/* Releases everything the state holds (the proxy, the cgroup, fds) and
+ * restores the signal mask. Idempotent. */
 void run_state_done(RunState *st);
 
 /* Everything up to the command: the proxy, the namespaces (init), the id

@@ -88,6 +88,7 @@ struct Export {
         size_t rel_len;
         ExportVisit visit;
         HutchError *reterr;
+        const SnapshotArchiveIds *ids;
         char *buf;         /* IO_BUFFER_SIZE */
         char *xattr_names; /* SNAPSHOT_ARCHIVE_XATTR_MAX */
         char *xattr_value; /* SNAPSHOT_ARCHIVE_XATTR_MAX */
@@ -282,6 +283,13 @@ static int export_xattrs(Export *x, int fd, struct archive_entry *e) {
 }
 
 /* Pass 2: writes the node's entry (and a regular file's data). */
+/* A layer's owner, relative to the sandbox's id base (archive.h). */
+static la_int64_t id_out(uint32_t id, uint32_t base, const SnapshotArchiveIds *ids) {
+        if (!ids)
+                return id;
+        return id >= base && id - base < ids->count ? id - base : 0;
+}
+
 static int export_write(Export *x, const ExportNode *node) {
         _cleanup_(archive_entry_freep) struct archive_entry *e = NULL;
         _cleanup_free_ char *path = NULL;
@@ -301,8 +309,8 @@ static int export_write(Export *x, const ExportNode *node) {
                      node->type == NODE_DIR && x->rel[0] ? "/" : "") < 0)
                 return -ENOMEM;
         archive_entry_set_pathname(e, path);
-        archive_entry_set_uid(e, st->st_uid);
-        archive_entry_set_gid(e, st->st_gid);
+        archive_entry_set_uid(e, id_out(st->st_uid, x->ids ? x->ids->uid_base : 0, x->ids));
+        archive_entry_set_gid(e, id_out(st->st_gid, x->ids ? x->ids->gid_base : 0, x->ids));
         archive_entry_set_mtime(e, st->st_mtim.tv_sec, st->st_mtim.tv_nsec);
         switch (node->type) {
         case NODE_DIR:
@@ -592,7 +600,13 @@ static int export_manifest(Export *x, const char *manifest_json, const int *laye
 
 int snapshot_archive_export(const char *manifest_json, const int *layer_dirfds, size_t n_layers,
                             int out_fd, HutchError *reterr) {
-        _cleanup_(export_done) Export x = {.reterr = reterr, .out_fd = out_fd};
+        return snapshot_archive_export_ids(manifest_json, layer_dirfds, n_layers, NULL, out_fd,
+                                           reterr);
+}
+
+int snapshot_archive_export_ids(const char *manifest_json, const int *layer_dirfds, size_t n_layers,
+                                const SnapshotArchiveIds *ids, int out_fd, HutchError *reterr) {
+        _cleanup_(export_done) Export x = {.reterr = reterr, .out_fd = out_fd, .ids = ids};
         _cleanup_(json_decrefp) json_t *layers = NULL;
         _cleanup_free_ char *text = NULL;
         int r;

@@ -130,6 +130,7 @@ typedef struct Import {
         uint8_t tail[SUM_FRAME_SIZE]; /* the last bytes read */
         size_t tail_len;
         bool restore_ids;
+        const SnapshotArchiveIds *ids;
         HutchError *reterr;
 } Import;
 
@@ -528,6 +529,27 @@ static int entry_check(Import *im, struct archive_entry *e, const char *path, co
         return 0;
 }
 
+/* The host owner of entry @e: the archive's ids shifted by the importer's
+ * base (archive.h). -EPERM beyond the importer's range. */
+static int entry_owner(Import *im, struct archive_entry *e, const char *path, uid_t *ret_uid,
+                       gid_t *ret_gid) {
+        uint64_t uid = (uint64_t)archive_entry_uid(e), gid = (uint64_t)archive_entry_gid(e);
+
+        if (im->ids) {
+                if (uid >= im->ids->count || gid >= im->ids->count)
+                        return hutch_error_set(im->reterr, EPERM,
+                                               "snapshot archive entry '%s' belongs to id "
+                                               "%llu:%llu, outside the sandbox's %u ids",
+                                               path, (unsigned long long)uid,
+                                               (unsigned long long)gid, im->ids->count);
+                uid += im->ids->uid_base;
+                gid += im->ids->gid_base;
+        }
+        *ret_uid = (uid_t)uid;
+        *ret_gid = (gid_t)gid;
+        return 0;
+}
+
 /* Sets the xattrs and (as root) the owner of the new file or directory @fd. */
 static int import_fd_meta(Import *im, int fd, struct archive_entry *e, const char *path,
                           const XattrRef *x, size_t n_x) {
@@ -536,9 +558,16 @@ static int import_fd_meta(Import *im, int fd, struct archive_entry *e, const cha
                         return hutch_error_set(im->reterr, errno,
                                                "failed to set xattr '%s' of '%s': %m", x[i].name,
                                                path);
-        if (im->restore_ids &&
-            fchown(fd, (uid_t)archive_entry_uid(e), (gid_t)archive_entry_gid(e)) < 0)
-                return hutch_error_set(im->reterr, errno, "failed to chown '%s': %m", path);
+        if (im->restore_ids) {
+                uid_t uid;
+                gid_t gid;
+                int r = entry_owner(im, e, path, &uid, &gid);
+
+                if (r < 0)
+                        return r;
+                if (fchown(fd, uid, gid) < 0)
+                        return hutch_error_set(im->reterr, errno, "failed to chown '%s': %m", path);
+        }
         return 0;
 }
 
@@ -637,9 +666,16 @@ static int import_meta_at(Import *im, struct archive_entry *e, int pfd, const ch
                           const char *path) {
         struct timespec times[2] = {{.tv_nsec = UTIME_OMIT}, entry_mtime(e)};
 
-        if (im->restore_ids && fchownat(pfd, name, (uid_t)archive_entry_uid(e),
-                                        (gid_t)archive_entry_gid(e), AT_SYMLINK_NOFOLLOW) < 0)
-                return hutch_error_set(im->reterr, errno, "failed to chown '%s': %m", path);
+        if (im->restore_ids) {
+                uid_t uid;
+                gid_t gid;
+                int r = entry_owner(im, e, path, &uid, &gid);
+
+                if (r < 0)
+                        return r;
+                if (fchownat(pfd, name, uid, gid, AT_SYMLINK_NOFOLLOW) < 0)
+                        return hutch_error_set(im->reterr, errno, "failed to chown '%s': %m", path);
+        }
         if (utimensat(pfd, name, times, AT_SYMLINK_NOFOLLOW) < 0)
                 return hutch_error_set(im->reterr, errno, "failed to set the mtime of '%s': %m",
                                        path);
@@ -976,10 +1012,16 @@ static int dir_check_empty(int dirfd) {
 
 int snapshot_archive_import(int in_fd, int dest_dirfd, char **ret_manifest_json,
                             HutchError *reterr) {
+        return snapshot_archive_import_ids(in_fd, dest_dirfd, NULL, ret_manifest_json, reterr);
+}
+
+int snapshot_archive_import_ids(int in_fd, int dest_dirfd, const SnapshotArchiveIds *ids,
+                                char **ret_manifest_json, HutchError *reterr) {
         _cleanup_(import_done) Import im = {
                 .layers_fd = -EBADF,
                 .in_fd = in_fd,
                 .reterr = reterr,
+                .ids = ids,
         };
         _cleanup_free_ char *text = NULL;
         int r;

@@ -119,30 +119,12 @@ static int name_compare(const void *a, const void *b) {
         return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
-/* A DIR stream of its own (its own file offset) over the directory @dirfd. */
-static int dir_stream_open(int dirfd, DIR **ret) {
-        int fd = openat(dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        DIR *d;
-
-        if (fd < 0)
-                return negative_errno();
-        d = fdopendir(fd);
-        if (!d) {
-                int r = negative_errno();
-
-                (void)close(fd);
-                return r;
-        }
-        *ret = d;
-        return 0;
-}
-
 int snapshot_names_list(int dirfd, SnapshotNames *ret) {
         _cleanup_(snapshot_names_done) SnapshotNames l = {};
         _cleanup_(closedirp) DIR *d = NULL;
         int r;
 
-        r = dir_stream_open(dirfd, &d);
+        r = opendir_fd(dirfd, &d);
         if (r < 0)
                 return r;
         for (;;) {
@@ -191,7 +173,7 @@ static int clear_at(int dirfd, unsigned depth) {
                 return -ELOOP;
         if (fstat(dirfd, &st) < 0)
                 return negative_errno();
-        r = dir_stream_open(dirfd, &d);
+        r = opendir_fd(dirfd, &d);
         if (r < 0)
                 return r;
         for (;;) {

@@ -78,6 +78,22 @@
  * XATTR_SIZE_MAX are 64 KiB each). */
 #define SNAPSHOT_ARCHIVE_XATTR_MAX (64u * 1024)
 
+/* Layers hold host ids: a sandbox's own ids shifted by its id base (as
+ * root, the subordinate range; a user's sandboxes map only the user's
+ * own id). With @ids, export writes every owner relative to that base (0 =
+ * the sandbox's root; an id outside the range becomes 0), and import as
+ * root adds the importer's base (a relative id beyond its count is
+ * refused, -EPERM), so an archive moves between users and machines whose
+ * ranges differ. NULL: ids are written and restored as they are. */
+typedef struct SnapshotArchiveIds {
+        uint32_t uid_base, gid_base, count;
+} SnapshotArchiveIds;
+
+int snapshot_archive_export_ids(const char *manifest_json, const int *layer_dirfds, size_t n_layers,
+                                const SnapshotArchiveIds *ids, int out_fd, HutchError *reterr);
+int snapshot_archive_import_ids(int in_fd, int dest_dirfd, const SnapshotArchiveIds *ids,
+                                char **ret_manifest_json, HutchError *reterr);
+
 /* Writes the layers @layer_dirfds[0..@n_layers) (directory fds, O_PATH is
  * fine, borrowed; index 0 is the top layer) as a snapshot archive to
  * @out_fd, sequentially (a pipe works). @manifest_json is the caller's JSON

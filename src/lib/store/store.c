@@ -596,6 +596,18 @@ int store_sandbox_create(Store *s, SandboxRecord *r, HutchError *reterr) {
         if (lstat(final, &st) == 0)
                 return hutch_error_set(reterr, EEXIST, "a sandbox named '%s' already exists",
                                        r->name);
+        /* The caller loaded the parent before taking the lock: `snapshot
+         * rm`, which checks for dependents under this lock, may have
+         * removed it since. */
+        if (r->parent) {
+                _cleanup_free_ char *parent = NULL;
+
+                q = store_snapshot_path(s, r->parent, "snapshot.json", &parent);
+                if (q < 0)
+                        return q;
+                if (lstat(parent, &st) < 0)
+                        return hutch_error_set(reterr, ENOENT, "no snapshot named '%s'", r->parent);
+        }
         if (asprintf(&tmp, "%s/sandboxes/.tmp-%s", s->home, r->id) < 0 ||
             asprintf(&data, "%s/data", tmp) < 0 || asprintf(&logs, "%s/logs", tmp) < 0)
                 return -ENOMEM;
@@ -980,6 +992,31 @@ static void snapshot_record_clear(SnapshotRecord *r) {
         *r = (SnapshotRecord){};
 }
 
+/* The record of a new snapshot of @r and its temp folder, holding a copy
+ * of the sandbox's workspace record. */
+static int snapshot_prepare(const Store *s, const SandboxRecord *r, const char *snap,
+                            const char *upper, SnapshotRecord *rec, char **ret_tmp,
+                            HutchError *reterr) {
+        _cleanup_free_ char *tmp = NULL;
+        int q;
+
+        q = snapshot_record_for(r, snap, upper, rec);
+        if (q < 0)
+                return q;
+        q = store_snapshot_begin(s, &tmp, reterr);
+        if (q < 0)
+                return q;
+        q = copy_manifest(s, r->name, tmp);
+        if (q < 0) {
+                (void)rm_rf_at(AT_FDCWD, tmp);
+                return hutch_error_set(reterr, -q, "failed to snapshot '%s': %s", r->name,
+                                       strerror(-q));
+        }
+        rec->has_manifest = q > 0;
+        *ret_tmp = TAKE_PTR(tmp);
+        return 0;
+}
+
 int store_snapshot_stopped(Store *s, SandboxRecord *r, const char *snap, HutchError *reterr) {
         _cleanup_(snapshot_record_clear) SnapshotRecord rec = {};
         _cleanup_free_ char *tmp = NULL, *data = NULL, *from = NULL, *to = NULL, *final = NULL;
@@ -1000,16 +1037,9 @@ int store_snapshot_stopped(Store *s, SandboxRecord *r, const char *snap, HutchEr
         if (upper_name(r->gen, upper, sizeof(upper)) < 0 ||
             upper_name(r->gen + 1, next, sizeof(next)) < 0)
                 return -ENAMETOOLONG;
-        q = snapshot_record_for(r, snap, upper, &rec);
+        q = snapshot_prepare(s, r, snap, upper, &rec, &tmp, reterr);
         if (q < 0)
                 return q;
-        q = store_snapshot_begin(s, &tmp, reterr);
-        if (q < 0)
-                return q;
-        q = copy_manifest(s, r->name, tmp);
-        if (q < 0)
-                goto fail;
-        rec.has_manifest = q > 0;
         /* 1. the record in the temp folder (it names the layer's origin,
          *    which is what recovery goes by); */
         q = snapshot_write_record(tmp, &rec);
@@ -1072,16 +1102,9 @@ int store_snapshot_copy(Store *s, const SandboxRecord *r, const char *snap, Stor
                 return hutch_error_set(reterr, -q, "cannot lock the store: %s", strerror(-q));
         if (upper_name(r->gen, upper, sizeof(upper)) < 0)
                 return -ENAMETOOLONG;
-        q = snapshot_record_for(r, snap, NULL, &rec);
+        q = snapshot_prepare(s, r, snap, NULL, &rec, &tmp, reterr);
         if (q < 0)
                 return q;
-        q = store_snapshot_begin(s, &tmp, reterr);
-        if (q < 0)
-                return q;
-        q = copy_manifest(s, r->name, tmp);
-        if (q < 0)
-                goto fail;
-        rec.has_manifest = q > 0;
         (void)snprintf(sub, sizeof(sub), "data/%s", upper);
         q = store_sandbox_path(s, r->name, sub, &from);
         if (q < 0)
@@ -1192,6 +1215,25 @@ int store_snapshot_remove(const Store *s, const char *name, HutchError *reterr) 
 
 /* ---- gc ---- */
 
+int store_temp_hold(const char *tmp, int *ret_fd, HutchError *reterr) {
+        _cleanup_close_ int fd = open(tmp, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+
+        /* A flock on the folder itself: nothing is added to it. */
+        if (fd < 0 || flock(fd, LOCK_EX | LOCK_NB) < 0)
+                return hutch_error_set(reterr, errno, "cannot hold %s: %m", tmp);
+        *ret_fd = TAKE_FD(fd);
+        return 0;
+}
+
+/* Whether someone holds the temp folder @name of @dfd (store_temp_hold()). */
+static bool temp_held(int dfd, const char *name) {
+        _cleanup_close_ int fd = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+
+        if (fd < 0)
+                return false;
+        return flock(fd, LOCK_SH | LOCK_NB) < 0 && errno == EWOULDBLOCK;
+}
+
 static int gc_temp(const char *dir, unsigned *n) {
         _cleanup_(closedirp) DIR *d = opendir(dir);
         struct dirent *de;
@@ -1199,7 +1241,8 @@ static int gc_temp(const char *dir, unsigned *n) {
         if (!d)
                 return negative_errno();
         while ((de = readdir(d)))
-                if (strncmp(de->d_name, ".tmp-", 5) == 0 && rm_rf_at(dirfd(d), de->d_name) >= 0)
+                if (strncmp(de->d_name, ".tmp-", 5) == 0 && !temp_held(dirfd(d), de->d_name) &&
+                    rm_rf_at(dirfd(d), de->d_name) >= 0)
                         (*n)++;
         return 0;
 }

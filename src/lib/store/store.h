@@ -95,7 +95,8 @@ int store_sandbox_save(const Store *s, const SandboxRecord *r, HutchError *reter
 
 /* Makes the sandbox's folder (data dirs owned by the sandbox's root) and
  * its record, under a temporary name renamed into place last. -EEXIST
- * when the name is taken. */
+ * when the name is taken, -ENOENT when its parent snapshot is gone (both
+ * checked under the store's lock). */
 int store_sandbox_create(Store *s, SandboxRecord *r, HutchError *reterr);
 
 /* Removes the sandbox's folder (renamed away first, so it disappears at
@@ -134,7 +135,12 @@ int store_snapshot_commit(const Store *s, const char *tmp, const SnapshotRecord 
 
 int store_snapshot_remove(const Store *s, const char *name, HutchError *reterr);
 
-/* Removes leftovers of interrupted commands: temp folders, unused layer
+/* Marks the temp folder @tmp as in use (a flock on the folder) for as long
+ * as the returned fd is open, so that gc leaves it alone: for work done
+ * without the store's lock (an import). */
+int store_temp_hold(const char *tmp, int *ret_fd, HutchError *reterr);
+
+/* Removes leftovers of interrupted commands: temp folders (not held), unused layer
  * generations, state of keepers that are gone. Returns how many. */
 int store_gc(Store *s, unsigned *ret_removed, HutchError *reterr);
 
