@@ -422,7 +422,10 @@ typedef struct Session {
         HutchError error;
 } Session;
 
-/* Output frames go to the caller's fd, within the output limit. */
+/* Output frames go to the caller's fd, within the output limit.
+ * NEEDSWORK: a blocking write; a caller that stops reading stalls the
+ * loop (and the timeout) until it reads again. The namespace backend's
+ * relay polls for POLLOUT instead. */
 static void session_output(Relay *r, const void *data, size_t len) {
         uint64_t k = r->written < r->limit ? MIN((uint64_t)len, r->limit - r->written) : 0;
 
