@@ -12,8 +12,8 @@ Not run here, with the reason:
   the guest has its own kernel, its boundary is the VM (docs/vm.md);
 - persistent sandboxes (`hutch create --backend vm`): refused for now
   (test_create_is_refused);
-- --pids, --cpus, --output-limit: the same code paths as --memory (the
-  guest cgroup) and the host relay; one limit case keeps the file short.
+- --pids and --cpus: the same code paths as --memory (the guest cgroup and
+  the host cgroup); one limit case keeps the file short.
 """
 
 import json
@@ -88,6 +88,18 @@ def test_exit_code_output_and_stdin(caller, vm_env):
     assert "err" in r.stderr
     assert o["reason"] == "exited" and o["exit_code"] == 7
     assert o["cpu_ms"] > 0 and o["mem_peak_bytes"] > 0
+
+
+def test_large_output_and_the_output_limit(caller, vm_env):
+    # Many frames' worth through the host's relay, whole.
+    r, o = vm_run(caller, vm_env, [], ["sh", "-c", "seq 1 200000"])
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.splitlines()[-1] == "200000" and len(r.stdout) == 1288895
+    assert o["stdout_truncated"] is False
+    r, o = vm_run(caller, vm_env, ["--output-limit", "1k"], ["sh", "-c", "seq 1 200000"])
+    assert r.returncode == 0, r.stderr
+    assert len(r.stdout) == 1024
+    assert o["stdout_truncated"] is True
 
 
 def test_command_not_found_is_127(caller, vm_env):

@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
@@ -422,10 +423,10 @@ typedef struct Session {
         HutchError error;
 } Session;
 
-/* Output frames go to the caller's fd, within the output limit.
- * NEEDSWORK: a blocking write; a caller that stops reading stalls the
- * loop (and the timeout) until it reads again. The namespace backend's
- * relay polls for POLLOUT instead. */
+/* An output frame is taken into its relay's buffer, within the output
+ * limit; the loop then writes it out when the caller's fd can take it and
+ * reads no more frames meanwhile (the guest's writes wait in virtio), so a
+ * caller that stops reading never stalls the timeout or the signals. */
 static void session_output(Relay *r, const void *data, size_t len) {
         uint64_t k = r->written < r->limit ? MIN((uint64_t)len, r->limit - r->written) : 0;
 
@@ -434,51 +435,96 @@ static void session_output(Relay *r, const void *data, size_t len) {
         if (k < len)
                 r->truncated = true;
         r->written += k;
-        if (k && r->out_fd >= 0 && loop_write(r->out_fd, data, (size_t)k) < 0)
-                r->out_fd = -EBADF; /* the reader went away: keep draining */
+        if (r->out_fd < 0 || k == 0)
+                return;                  /* the reader went away, or past the limit: dropped */
+        memcpy(r->buf, data, (size_t)k); /* k <= AGENT_FRAME_MAX <= RELAY_BUF_SIZE */
+        r->off = 0;
+        r->len = (size_t)k;
 }
 
-static void session_loop(VmRun *v, Session *ss) {
-        Vm *vm = v->vm;
+/* Writes what the caller's fd takes now: at most PIPE_BUF, which a pipe
+ * that polled writable accepts without blocking. */
+static void session_flush(Relay *r) {
+        ssize_t n = write(r->out_fd, r->buf + r->off, MIN(r->len - r->off, (size_t)PIPE_BUF));
 
-        while (!ss->exited && !ss->qemu_gone && ss->error.errnum == 0) {
-                struct pollfd p[5] = {
-                        {.fd = vm->agent_fd, .events = POLLIN},
-                        {.fd = vm->pidfd, .events = POLLIN},
-                        {.fd = v->sigfd, .events = POLLIN},
-                        {.fd = v->timerfd, .events = POLLIN},
-                        {.fd = ss->stdin_eof ? -1 : STDIN_FILENO, .events = POLLIN},
-                };
-                uint8_t type;
-                const void *payload;
-                size_t len;
-                int r;
+        if (n < 0 && (errno == EINTR || errno == EAGAIN))
+                return;
+        if (n < 0) {
+                r->out_fd = -EBADF; /* the reader went away: drop from now on */
+                r->len = r->off = 0;
+                return;
+        }
+        r->off += (size_t)n;
+        if (r->off >= r->len)
+                r->len = r->off = 0;
+}
 
-                while ((r = agent_reader_next(vm->reader, &type, &payload, &len)) > 0) {
-                        if (type == AGENT_MSG_STDOUT || type == AGENT_MSG_STDERR)
-                                session_output(&ss->s->relays[type == AGENT_MSG_STDERR], payload,
-                                               len);
-                        else if (type == AGENT_MSG_EXIT &&
-                                 agent_exit_decode(payload, len, &ss->exit) >= 0) {
-                                ss->exited = true;
-                                ss->s->end_ms = now_ms();
-                                return;
-                        } else {
-                                (void)hutch_error_set(&ss->error, EPROTO,
-                                                      "unexpected message %u from the guest", type);
-                                return;
-                        }
-                }
+/* Handles the frames already read, until one leaves output pending. */
+static void session_frames(Vm *vm, Session *ss) {
+        uint8_t type;
+        const void *payload;
+        size_t len;
+        int r;
+
+        while (ss->s->relays[0].len == 0 && ss->s->relays[1].len == 0 &&
+               (r = agent_reader_next(vm->reader, &type, &payload, &len)) != 0) {
                 if (r < 0) {
                         (void)hutch_error_set(&ss->error, EBADMSG,
                                               "a malformed frame from the guest");
                         return;
                 }
+                if (type == AGENT_MSG_STDOUT || type == AGENT_MSG_STDERR)
+                        session_output(&ss->s->relays[type == AGENT_MSG_STDERR], payload, len);
+                else if (type == AGENT_MSG_EXIT &&
+                         agent_exit_decode(payload, len, &ss->exit) >= 0) {
+                        ss->exited = true;
+                        ss->s->end_ms = now_ms();
+                        return;
+                } else {
+                        (void)hutch_error_set(&ss->error, EPROTO,
+                                              "unexpected message %u from the guest", type);
+                        return;
+                }
+        }
+}
+
+static void session_loop(VmRun *v, Session *ss) {
+        Vm *vm = v->vm;
+        Relay *rl = ss->s->relays;
+
+        for (;;) {
+                bool pending;
+                struct pollfd p[7];
+
+                session_frames(vm, ss);
+                pending = rl[0].len > 0 || rl[1].len > 0;
+                /* Done once the EXIT came and the output before it is out. */
+                if (ss->error.errnum || ss->qemu_gone || (ss->exited && !pending))
+                        return;
+                p[0] = (struct pollfd){.fd = pending || ss->exited ? -1 : vm->agent_fd,
+                                       .events = POLLIN};
+                p[1] = (struct pollfd){.fd = vm->pidfd, .events = POLLIN};
+                p[2] = (struct pollfd){.fd = v->sigfd, .events = POLLIN};
+                p[3] = (struct pollfd){.fd = v->timerfd, .events = POLLIN};
+                p[4] = (struct pollfd){.fd = ss->stdin_eof || ss->exited ? -1 : STDIN_FILENO,
+                                       .events = POLLIN};
+                for (size_t i = 0; i < 2; i++)
+                        p[5 + i] = (struct pollfd){.fd = rl[i].len > 0 ? rl[i].out_fd : -1,
+                                                   .events = POLLOUT};
                 if (poll(p, ELEMENTSOF(p), -1) < 0) {
                         if (errno == EINTR)
                                 continue;
                         (void)hutch_error_set(&ss->error, errno, "poll failed: %m");
                         return;
+                }
+                for (size_t i = 0; i < 2; i++) {
+                        if (!p[5 + i].revents)
+                                continue;
+                        if (p[5 + i].revents & (POLLERR | POLLNVAL)) {
+                                rl[i].out_fd = -EBADF;
+                                rl[i].len = rl[i].off = 0;
+                        } else
+                                session_flush(&rl[i]);
                 }
                 if (p[0].revents) {
                         ssize_t n = agent_reader_fill(vm->reader, vm->agent_fd);
@@ -486,19 +532,19 @@ static void session_loop(VmRun *v, Session *ss) {
                         if (n == 0 || (n < 0 && n != -EAGAIN && n != -ENOBUFS))
                                 ss->qemu_gone = true;
                 }
-                if (p[1].revents)
+                if (p[1].revents && !ss->exited)
                         ss->qemu_gone = true;
                 if (p[2].revents & POLLIN) {
                         struct signalfd_siginfo si;
                         unsigned char b[4];
 
-                        if (read(v->sigfd, &si, sizeof(si)) == sizeof(si)) {
+                        if (read(v->sigfd, &si, sizeof(si)) == sizeof(si) && !ss->exited) {
                                 ss->s->forwarded_signal = (int)si.ssi_signo;
                                 agent_put_le32(b, si.ssi_signo);
                                 (void)agent_frame_write(vm->agent_fd, AGENT_MSG_SIGNAL, b, 4);
                         }
                 }
-                if (p[3].revents & POLLIN) {
+                if ((p[3].revents & POLLIN) && !ss->exited) {
                         /* The timeout: the whole VM dies, whatever runs in it. */
                         ss->timed_out = true;
                         ss->s->end_ms = now_ms();
