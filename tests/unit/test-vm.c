@@ -465,6 +465,19 @@ TEST(vmlinux_prepare_refuses_what_is_no_kernel) {
         (void)rmdir(dir);
 }
 
+TEST(template_dir_on_tmpfs_only) {
+        _cleanup_free_ char *a = NULL, *b = NULL, *expect = NULL;
+
+        /* /proc is never tmpfs: the templates go to /dev/shm, in a folder
+         * of one component that vm_start() checks is the caller's. */
+        ASSERT_OK(vm_template_dir("/proc", &a));
+        ASSERT_TRUE(asprintf(&expect, "/dev/shm/hutch-vm-%u", (unsigned)geteuid()) >= 0);
+        ASSERT_STREQ(a, expect);
+        /* /dev/shm is tmpfs (Debian mounts it so). */
+        ASSERT_OK(vm_template_dir("/dev/shm", &b));
+        ASSERT_STREQ(b, "/dev/shm/vm-templates");
+}
+
 TEST(tsc_hints_format) {
         _cleanup_free_ char *s = NULL;
 

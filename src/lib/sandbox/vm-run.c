@@ -15,7 +15,6 @@
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/statfs.h>
 #include <sys/timerfd.h>
 #include <sys/un.h>
 #include <sys/wait.h>
@@ -46,7 +45,6 @@
 #define VM_QEMU_PIDS 512
 #define VM_BOOT_TIMEOUT_MS 60000
 #define VM_COPY_TIMEOUT_MS (10ULL * 60000)
-#define TMPFS_MAGIC_VALUE 0x01021994
 
 static const int vm_signals[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2};
 
@@ -97,20 +95,15 @@ static void vm_run_done(VmRun *v) {
                 (void)sigprocmask(SIG_SETMASK, &v->orig_mask, NULL);
 }
 
-/* The templates hold guest RAM: they belong on tmpfs. The state
- * directory is (/run, $XDG_RUNTIME_DIR) unless it is not; then /dev/shm. */
 static int pick_dirs(VmRun *v, HutchError *reterr) {
-        struct statfs sf;
         int r;
 
         if (asprintf(&v->cache_dir, "%s/vm", v->store->home) < 0)
                 return -ENOMEM;
-        if (statfs(v->store->state, &sf) == 0 && (unsigned long)sf.f_type == TMPFS_MAGIC_VALUE)
-                r = asprintf(&v->template_dir, "%s/vm-templates", v->store->state);
-        else
-                r = asprintf(&v->template_dir, "/dev/shm/hutch-%u/vm-templates",
-                             (unsigned)geteuid());
-        if (r < 0 || asprintf(&v->run_dir, "%s/vm-run-XXXXXX", v->store->state) < 0)
+        r = vm_template_dir(v->store->state, &v->template_dir);
+        if (r < 0)
+                return r;
+        if (asprintf(&v->run_dir, "%s/vm-run-XXXXXX", v->store->state) < 0)
                 return -ENOMEM;
         if (!mkdtemp(v->run_dir)) {
                 r = errno;

@@ -6,6 +6,7 @@
 #include <inttypes.h>
 #include <jansson.h>
 #include <limits.h>
+#include <linux/magic.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
@@ -14,6 +15,7 @@
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -912,6 +914,17 @@ static int start_cold(const VmConfig *c, const Images *im, Vm *vm, HutchError *r
         if (r >= 0)
                 vm->start = VM_START_COLD;
         return r;
+}
+
+int vm_template_dir(const char *state_dir, char **ret) {
+        struct statfs sf;
+        int n;
+
+        if (statfs(state_dir, &sf) == 0 && (unsigned long)sf.f_type == TMPFS_MAGIC)
+                n = asprintf(ret, "%s/vm-templates", state_dir);
+        else
+                n = asprintf(ret, "/dev/shm/hutch-vm-%u", (unsigned)geteuid());
+        return n < 0 ? -ENOMEM : 0;
 }
 
 int vm_start(const VmConfig *c, Vm **ret, HutchError *reterr) {

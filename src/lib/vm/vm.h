@@ -96,6 +96,13 @@ typedef struct Vm {
  * that did not come up within the bound. */
 int vm_start(const VmConfig *c, Vm **ret, HutchError *reterr);
 
+/* Where the templates go (they hold guest RAM: on tmpfs): @state_dir/
+ * vm-templates when @state_dir is on tmpfs, else /dev/shm/hutch-vm-UID (a
+ * single component, so that vm_start() can check that the caller owns
+ * it: SECURITY, a planted template would run in the next VM). 0 or
+ * -ENOMEM. */
+int vm_template_dir(const char *state_dir, char **ret);
+
 /* Kills QEMU (if running), waits for it, and frees @vm. Returns NULL. */
 Vm *vm_free(Vm *vm);
 DEFINE_POINTER_CLEANUP(Vm, vm_free)
