@@ -51,6 +51,8 @@
  *   link=PATH:TARGET     a symlink in the command's root (repeatable)
  *   bind=SRC:DST         a read-only bind of SRC over DST, both in the
  *                        command's root (repeatable; after the mounts)
+ *   readonly=1           --read-only: $HOME and a copied or overlaid
+ *                        workspace are read-only too
  *   net=1                bring up eth0 as AGENT_GUEST_ADDR/24, no default
  *                        route (the only peer is the proxy at
  *                        AGENT_PROXY_ADDR)

@@ -199,7 +199,7 @@ typedef struct Setup {
         gid_t gid;
         uint64_t memory, pids;
         uint64_t size_tmp, size_home, size_shm, size_workspace;
-        bool net, done;
+        bool net, read_only, done;
 } Setup;
 
 static Setup setup = {
@@ -259,6 +259,15 @@ static int mount_tmpfs(const char *target, uint64_t size, const char *mode, bool
                                (unsigned)setup.uid, (unsigned)setup.gid);
         if (mount("tmpfs", target, "tmpfs", MS_NOSUID | MS_NODEV, opts) < 0)
                 return fail(f, errno, "mount a tmpfs", target);
+        return 0;
+}
+
+/* --read-only: a writable mount the sandbox made (a copied or overlaid
+ * workspace, $HOME) becomes read-only once it is populated. */
+static int remount_read_only(const char *target, Fail *f) {
+        if (mount(NULL, target, NULL, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV,
+                  NULL) < 0)
+                return fail(f, errno, "make read-only", target);
         return 0;
 }
 
@@ -381,7 +390,7 @@ static int setup_share(const char *spec, Fail *f) {
                 (void)umount2(aux, MNT_DETACH);
                 if (r < 0)
                         return fail(f, -r, "copy the workspace", c2 + 1);
-                return 0;
+                return setup.read_only ? remount_read_only(target, f) : 0;
         }
         if (strcmp(mode, "overlay") == 0) {
                 char lower[128], upper[128], work[128], opts[512];
@@ -405,7 +414,7 @@ static int setup_share(const char *spec, Fail *f) {
                                upper, work);
                 if (mount("overlay", target, "overlay", MS_NOSUID | MS_NODEV, opts) < 0)
                         return fail(f, errno, "mount the workspace overlay", c2 + 1);
-                return 0;
+                return setup.read_only ? remount_read_only(target, f) : 0;
         }
         return fail(f, EINVAL, "parse the setup", spec);
 }
@@ -572,6 +581,10 @@ static int setup_scalar(const char *kv, Fail *f) {
                 setup.net = strcmp(v, "1") == 0;
                 return 0;
         }
+        if (strncmp(kv, "readonly=", 9) == 0) {
+                setup.read_only = strcmp(v, "1") == 0;
+                return 0;
+        }
         if (strncmp(kv, "uid=", 4) == 0 || strncmp(kv, "gid=", 4) == 0) {
                 r = parse_u64_key(v, &u, f);
                 if (r < 0 || u > UINT32_MAX - 1)
@@ -668,6 +681,8 @@ static int do_setup(const void *payload, size_t len, Fail *f) {
         r = mount_tmpfs(SBX "/tmp", setup.size_tmp, "1777", false, f);
         if (r >= 0)
                 r = mount_tmpfs(SBX "/root", setup.size_home, "0700", true, f);
+        if (r >= 0 && setup.read_only)
+                r = remount_read_only(SBX "/root", f);
         if (r < 0)
                 return r;
         pos = 0;

@@ -151,15 +151,23 @@ def test_workspace_modes(caller, vm_env, mode):
         assert not (ws / "g").exists()
 
 
-def test_read_only_workspace_refuses_writes(caller, vm_env):
+@pytest.mark.parametrize("mode", ["mount", "copy"])
+def test_read_only_workspace_refuses_writes(caller, vm_env, mode):
     ws = caller.make_dir(name="ws")
     (ws / "f").write_text("orig\n")
     caller.chown(ws)
     r, _ = vm_run(
-        caller, vm_env, ["--read-only", "--workspace", f"{ws}:mount"], ["sh", "-c", "echo x > f"]
+        caller,
+        vm_env,
+        ["--read-only", "--workspace", f"{ws}:{mode}"],
+        ["sh", "-c", "cat f; (echo x > f) 2>&1; (echo y > $HOME/h) 2>&1; echo ok > /tmp/t && cat /tmp/t"],
     )
-    assert r.returncode != 0
-    assert "Read-only file system" in r.stderr
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert lines[0] == "orig"
+    # The workspace and $HOME are read-only; /tmp stays writable.
+    assert "Read-only file system" in lines[1] and "Read-only file system" in lines[2]
+    assert lines[3] == "ok"
     assert (ws / "f").read_text() == "orig\n"
 
 

@@ -327,6 +327,8 @@ static int build_setup(const Policy *p, const char *ca_dir, VmConfig *c, char **
                         shm = p->tmpfs[i].size;
                 else if (strcmp(p->tmpfs[i].path, POLICY_SANDBOX_WORKSPACE) == 0)
                         ws = p->tmpfs[i].size;
+                else if (strcmp(p->tmpfs[i].path, POLICY_SANDBOX_HOME) == 0)
+                        home = p->tmpfs[i].size;
         }
         r = kv(&buf, &len, "time=", "%lld.%09ld", (long long)ts.tv_sec, ts.tv_nsec);
         if (r >= 0)
@@ -351,11 +353,14 @@ static int build_setup(const Policy *p, const char *ca_dir, VmConfig *c, char **
                 r = kv(&buf, &len, "size.workspace=", "%" PRIu64, ws);
         if (r >= 0 && c->net_helper)
                 r = agent_payload_add(&buf, &len, "net=", "1");
+        if (r >= 0 && p->read_only)
+                r = agent_payload_add(&buf, &len, "readonly=", "1");
         for (size_t i = 0; r >= 0 && i < p->n_tmpfs; i++) {
                 const char *path = p->tmpfs[i].path;
 
                 if (strcmp(path, "/tmp") != 0 && strcmp(path, "/dev/shm") != 0 &&
-                    strcmp(path, POLICY_SANDBOX_WORKSPACE) != 0)
+                    strcmp(path, POLICY_SANDBOX_WORKSPACE) != 0 &&
+                    strcmp(path, POLICY_SANDBOX_HOME) != 0)
                         r = kv(&buf, &len, "tmpfs=", "%" PRIu64 ":%s", p->tmpfs[i].size, path);
         }
         if (r >= 0)
