@@ -12,8 +12,6 @@ Not run here, with the reason:
   the guest has its own kernel, its boundary is the VM (docs/vm.md);
 - persistent sandboxes (`hutch create --backend vm`): refused for now
   (test_create_is_refused);
-- --pids and --cpus: the same code paths as --memory (the guest cgroup and
-  the host cgroup); one limit case keeps the file short.
 """
 
 import json
@@ -249,6 +247,21 @@ def test_memory_within_the_limit_twin(caller, vm_env):
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == "16"
     assert o["reason"] == "exited"
+
+
+def test_pids_limit(caller, vm_env):
+    r, o = vm_run(
+        caller, vm_env, ["--pids", "8"], ["sh", "-c", "for i in $(seq 20); do sleep 30 & done; wait"]
+    )
+    assert r.returncode != 0
+    assert o["reason"] == "pids", r.stderr
+
+
+def test_cpus_is_the_vcpu_count(caller, vm_env):
+    r, o = vm_run(caller, vm_env, ["--cpus", "1.5"], ["nproc"])
+    assert r.returncode == 0, r.stderr
+    assert int(r.stdout) == min(2, os.cpu_count())
+    assert o["degraded"] == []
 
 
 def test_unprivileged_caller(user_runner, vm_env):
