@@ -17,7 +17,6 @@ Not run here, with the reason:
 import json
 import os
 import shutil
-import subprocess
 import tempfile
 import time
 from pathlib import Path
