@@ -392,6 +392,33 @@ TEST(usage) {
                         fail_msg("usage lacks '%s'", flags[i]);
 }
 
+TEST(backend_flags) {
+        _cleanup_tmpdir_ char *dir = make_tmpdir();
+        _cleanup_free_ char *kernel = path_join(dir, "vmlinuz-1");
+        _cleanup_(run_args_done) RunArgs a = {};
+        _cleanup_(run_args_done) RunArgs c = {};
+        char *create[] = {(char *)"create", (char *)"--backend", (char *)"vm", NULL};
+        HutchError e;
+
+        write_file(kernel, "x");
+        ASSERT_OK(parse(&a, &e, "--backend", "vm", "--vm-accel", "tcg", "--vm-kernel", kernel,
+                        "true", NULL));
+        ASSERT_EQ(a.policy->backend, SANDBOX_BACKEND_VM);
+        ASSERT_EQ(a.policy->vm_accel, VM_ACCEL_TCG);
+        ASSERT_STREQ(a.policy->vm_kernel, kernel);
+        ASSERT_PARSE_FAILS(EINVAL, "unsupported backend 'docker' (expected 'ns' or 'vm')",
+                           "--backend", "docker", "true");
+        ASSERT_PARSE_FAILS(EINVAL, "unsupported VM accelerator 'xen' (expected 'kvm' or 'tcg')",
+                           "--vm-accel", "xen", "true");
+        ASSERT_PARSE_FAILS(ENOENT, "VM kernel '/nonexistent/vmlinuz': No such file or directory",
+                           "--backend", "vm", "--vm-kernel", "/nonexistent/vmlinuz", "true");
+        /* Persistent microVMs are not there yet: refused, not ignored. */
+        e = (HutchError){};
+        c = (RunArgs){.json_fd = -EBADF};
+        ASSERT_ERROR(run_args_parse_mode(3, create, RUN_ARGS_CREATE, &c, &e), EOPNOTSUPP);
+        ASSERT_NOT_NULL(strstr(e.msg, "do not support --backend vm"));
+}
+
 TEST(run_args_done_is_idempotent) {
         RunArgs a = {.json_fd = -EBADF};
 
