@@ -17,6 +17,8 @@ Not run here, with the reason:
 import json
 import os
 import shutil
+import signal
+import subprocess
 import tempfile
 import time
 from pathlib import Path
@@ -229,6 +231,24 @@ def test_timeout_kills_the_vm(caller, vm_env):
     assert r.returncode == 137, r.stderr
     assert o["reason"] == "timeout" and o["signal"] == 9
     assert not qemu_processes_with(vm_env["HUTCH_STATE_DIR"])
+
+
+def test_signal_is_passed_to_the_command(caller, vm_env):
+    out = caller.make_dir(name="out") / "outcome.json"
+    p = caller.popen(
+        [*TCG, "--json", str(out), "--", "sh", "-c", "echo ready; sleep 60"],
+        env=vm_env,
+        stdout=subprocess.PIPE,
+    )
+    try:
+        assert p.stdout.readline() == "ready\n"
+        p.send_signal(signal.SIGTERM)
+        assert p.wait(timeout=VM_TIMEOUT) == 128 + signal.SIGTERM
+    finally:
+        p.kill()
+        p.wait()
+    o = json.loads(out.read_text())
+    assert o["reason"] == "killed" and o["signal"] == signal.SIGTERM
 
 
 ALLOC = "l=[]\nfor i in range({n}):\n    l.append(bytearray(1 << 20))\nprint(len(l))\n"

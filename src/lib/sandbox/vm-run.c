@@ -683,6 +683,15 @@ static int prepare(VmRun *v, VmConfig *c, char *const *caller_env, char **setup,
         if (!v->policy->memory_max)
                 c->ram_bytes = POLICY_DEFAULT_MEMORY + VM_KERNEL_RAM;
         {
+                /* A limit above what the machine has is no limit (as in the
+                 * namespace backend): the guest gets at most the host's RAM. */
+                long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+                uint64_t phys = pages > 0 && page > 0 ? (uint64_t)pages * (uint64_t)page : 0;
+
+                if (phys && (v->policy->memory_max > phys || c->ram_bytes > phys))
+                        c->ram_bytes = (phys >> 20) << 20;
+        }
+        {
                 long cpus = sysconf(_SC_NPROCESSORS_ONLN);
 
                 if (cpus > 0 && c->vcpus > (unsigned)cpus)

@@ -293,6 +293,10 @@ _noreturn_ static void qemu_exec(char **argv, int fds[3], int log_fd, Cgroup *cg
         int high[3], devnull;
 
         (void)prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
+        /* A process group of its own: the terminal's ^C goes to hutch,
+         * which passes it to the command, not to QEMU (which would end the
+         * VM under it). */
+        (void)setpgid(0, 0);
         if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
                 _exit(127);
         if (cg && cgroup_attach(cg, getpid()) < 0)
