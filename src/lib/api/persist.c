@@ -616,8 +616,12 @@ int persist_restore(Store *s, const char *name, const char *snap, HutchError *re
 
         if (!snap)
                 return hutch_error_set(reterr, EINVAL, "no snapshot given");
-        /* The snapshot is checked before the sandbox is stopped (and again,
-         * under the store's lock, by store_sandbox_reset()). */
+        /* Both are checked before the sandbox is stopped (the snapshot
+         * again, under the store's lock, by store_sandbox_reset()). */
+        r = store_sandbox_load(s, name, &rec, reterr);
+        if (r < 0)
+                return r;
+        rec = sandbox_record_free(rec);
         r = snapshot_load_fitting(s, snap, &target, reterr);
         if (r < 0)
                 return r;
