@@ -21,3 +21,4 @@ int verb_snapshot(int argc, char **argv);
 int verb_diff(int argc, char **argv);
 int verb_apply(int argc, char **argv);
 int verb_keeper(int argc, char **argv);
+int verb_mcp(int argc, char **argv);

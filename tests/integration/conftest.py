@@ -294,6 +294,31 @@ def hutch(caller):
     return caller.run_raw
 
 
+def node_package(name, spec, probe):
+    """The directory of node package @name from HUTCH_TEST_NODE_MODULES, else
+    from the tests' own per-user cache (~/.cache/hutch-tests/node), installed
+    there with `npm install @spec` on first use; None when that fails. A
+    package counts as there when its file @probe (relative) exists."""
+    dirs = []
+    if os.environ.get("HUTCH_TEST_NODE_MODULES"):
+        dirs.append(Path(os.environ["HUTCH_TEST_NODE_MODULES"]))
+    cache = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "hutch-tests" / "node"
+    dirs.append(cache / "node_modules")
+    for d in dirs:
+        if (d / name / probe).is_file():
+            return d / name
+    if not shutil.which("npm"):
+        return None
+    cache.mkdir(parents=True, exist_ok=True)
+    r = subprocess.run(
+        ["npm", "install", "--no-audit", "--no-fund", "--silent", "--prefix", str(cache), spec],
+        capture_output=True, text=True, timeout=300,
+    )
+    if r.returncode == 0 and (cache / "node_modules" / name / probe).is_file():
+        return cache / "node_modules" / name
+    return None
+
+
 def wait_pidfds(pids, timeout):
     """Waits until every pid in @pids has exited (pidfd readable), at most
     @timeout seconds. Returns the pids still alive."""
