@@ -880,10 +880,8 @@ static json_t *strv_to_json(char *const *l) {
         return arr;
 }
 
-int keeper_exec(int sock, const KeeperExec *req, int forward_sigfd, uint64_t *ret_id,
-                int *ret_exit_code, char **ret_json, HutchError *reterr) {
-        json_t *obj, *ans = NULL;
-        const char *op;
+int keeper_exec_send(int sock, const KeeperExec *req, HutchError *reterr) {
+        json_t *obj;
         int r;
 
         obj = json_pack("{s:s,s:o,s:o,s:o,s:I,s:b}", "op", "exec", "argv", strv_to_json(req->argv),
@@ -896,9 +894,63 @@ int keeper_exec(int sock, const KeeperExec *req, int forward_sigfd, uint64_t *re
         r = send_json(sock, obj, req->fds, 3);
         if (r < 0)
                 return hutch_error_set(reterr, -r, "failed to send the command: %s", strerror(-r));
+        return 0;
+}
+
+int keeper_exec_answer(int sock, uint64_t *ret_id, int *ret_exit_code, char **ret_json,
+                       HutchError *reterr) {
+        json_t *ans = NULL;
+        const char *op;
+        int r;
+
+        r = recv_json(sock, &ans, NULL, 0);
+        if (r == -EAGAIN)
+                return r;
+        if (r <= 0)
+                return hutch_error_set(reterr, r == 0 ? EPIPE : -r,
+                                       "the sandbox stopped before the command ended");
+        op = json_string_value(json_object_get(ans, "op"));
+        if (op && strcmp(op, "started") == 0) {
+                *ret_id = (uint64_t)json_integer_value(json_object_get(ans, "id"));
+                json_decref(ans);
+                return KEEPER_ANSWER_STARTED;
+        }
+        if (op && strcmp(op, "outcome") == 0) {
+                json_t *code = json_object_get(ans, "exit_code");
+                char *text = NULL;
+
+                if (!json_is_integer(code)) {
+                        json_decref(ans);
+                        return hutch_error_set(reterr, EPROTO, "malformed outcome");
+                }
+                if (ret_json) {
+                        text = json_dumps(json_object_get(ans, "outcome"), JSON_COMPACT);
+                        if (!text) {
+                                json_decref(ans);
+                                return hutch_error_set(reterr, ENOMEM, "out of memory");
+                        }
+                        *ret_json = text;
+                }
+                *ret_exit_code = (int)json_integer_value(code);
+                json_decref(ans);
+                return KEEPER_ANSWER_OUTCOME;
+        }
+        r = answer_error(ans, reterr);
+        json_decref(ans);
+        return r;
+}
+
+int keeper_exec(int sock, const KeeperExec *req, int forward_sigfd, uint64_t *ret_id,
+                int *ret_exit_code, char **ret_json, HutchError *reterr) {
+        int r;
+
+        r = keeper_exec_send(sock, req, reterr);
+        if (r < 0)
+                return r;
         for (;;) {
                 struct pollfd pfd[2] = {{.fd = sock, .events = POLLIN},
                                         {.fd = forward_sigfd, .events = POLLIN}};
+                uint64_t id = 0;
 
                 if (poll(pfd, forward_sigfd >= 0 ? 2 : 1, -1) < 0) {
                         if (errno == EINTR)
@@ -916,35 +968,14 @@ int keeper_exec(int sock, const KeeperExec *req, int forward_sigfd, uint64_t *re
                 }
                 if (!pfd[0].revents)
                         continue;
-                r = recv_json(sock, &ans, NULL, 0);
-                if (r <= 0)
-                        return hutch_error_set(reterr, r == 0 ? EPIPE : -r,
-                                               "the sandbox stopped before the command ended");
-                op = json_string_value(json_object_get(ans, "op"));
-                if (op && strcmp(op, "started") == 0) {
-                        if (ret_id)
-                                *ret_id = (uint64_t)json_integer_value(json_object_get(ans, "id"));
-                        json_decref(ans);
-                        if (req->detach)
-                                return 0;
+                r = keeper_exec_answer(sock, &id, ret_exit_code, ret_json, reterr);
+                if (r == -EAGAIN)
                         continue;
-                }
-                if (op && strcmp(op, "outcome") == 0) {
-                        json_t *code = json_object_get(ans, "exit_code");
-
-                        if (!json_is_integer(code)) {
-                                json_decref(ans);
-                                return hutch_error_set(reterr, EPROTO, "malformed outcome");
-                        }
-                        *ret_exit_code = (int)json_integer_value(code);
-                        if (ret_json)
-                                *ret_json =
-                                        json_dumps(json_object_get(ans, "outcome"), JSON_COMPACT);
-                        json_decref(ans);
+                if (r < 0 || r == KEEPER_ANSWER_OUTCOME)
+                        return r < 0 ? r : 0;
+                if (ret_id)
+                        *ret_id = id;
+                if (req->detach)
                         return 0;
-                }
-                r = answer_error(ans, reterr);
-                json_decref(ans);
-                return r;
         }
 }
