@@ -21,6 +21,7 @@ static const struct {
         {"diff", verb_diff, "what a sandbox changed in its overlay workspace"},
         {"apply", verb_apply, "write a sandbox's workspace changes back to the host"},
         {"gc", verb_gc, "remove leftovers of interrupted commands"},
+        {"serve", verb_serve, "serve the HTTP API on a unix socket (and TCP with a token)"},
         {"doctor", verb_doctor, "report which kernel features work here"},
 };
 
