@@ -25,7 +25,7 @@
 
 #include "fd-util.h"
 #include "log.h"
-#include "persist.h"
+#include "api/persist.h"
 #include "sandbox/keeper.h"
 #include "serve.h"
 #include "strv.h"

@@ -10,15 +10,13 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "api/persist.h"
 #include "cli.h"
 #include "fd-util.h"
 #include "log.h"
 #include "persist.h"
 #include "rm-rf.h"
-#include "sandbox/keeper.h"
-#include "sandbox/sandbox.h"
 #include "store/archive.h"
-#include "store/layers.h"
 #include "store/store.h"
 #include "strv.h"
 
@@ -37,95 +35,31 @@ static void snapshot_usage(FILE *f) {
                       "       hutch snapshot import FILE [--name SNAP]\n");
 }
 
-/* "<sandbox>.<n>", the first that is free. */
-static int default_name(const Store *s, const char *sandbox, char **ret) {
-        for (unsigned n = 1; n < 100000; n++) {
-                _cleanup_free_ char *name = NULL, *path = NULL;
-                struct stat st;
-
-                if (asprintf(&name, "%s.%u", sandbox, n) < 0)
-                        return -ENOMEM;
-                if (!store_name_is_valid(name))
-                        return -ENAMETOOLONG;
-                if (store_snapshot_path(s, name, NULL, &path) < 0)
-                        return -ENOMEM;
-                if (lstat(path, &st) < 0 && errno == ENOENT) {
-                        *ret = TAKE_PTR(name);
-                        return 0;
-                }
-        }
-        return -EEXIST;
-}
-
 static int snapshot_take(int argc, char **argv) {
         _cleanup_(store_freep) Store *s = NULL;
-        _cleanup_(sandbox_record_freep) SandboxRecord *rec = NULL;
-        _cleanup_strv_free_ char **chain = NULL;
         _cleanup_free_ char *snap = NULL;
-        _cleanup_close_ int lock = -EBADF, sock = -EBADF;
         HutchError err = {};
+        bool running = false;
         int r;
 
         if (argc < 2 || argc > 3) {
                 snapshot_usage(stderr);
                 return HUTCH_EXIT_FAILURE;
         }
-        r = persist_open(argv[1], &s, &rec);
+        r = persist_open(NULL, &s, NULL);
         if (r != 0)
                 return r;
-        r = store_lock_sandbox(s, rec->name, &lock);
-        if (r < 0) {
-                log_error("no sandbox named '%s'", argv[1]);
-                return HUTCH_EXIT_FAILURE;
-        }
-        /* Again under the lock: another command may have changed it. */
-        rec = sandbox_record_free(rec);
-        r = store_sandbox_load_locked(s, argv[1], &rec, &err);
+        r = persist_snapshot(s, argv[1], argc == 3 ? argv[2] : NULL, &snap, &running, &err);
         if (r < 0)
                 return fail(&err, r);
-        if (argc == 3) {
-                if (!store_name_is_valid(argv[2])) {
-                        log_error("invalid snapshot name '%s': it must match "
-                                  "[a-z0-9][a-z0-9_.-]{0,62}",
-                                  argv[2]);
-                        return HUTCH_EXIT_FAILURE;
-                }
-                snap = strdup(argv[2]);
-                if (!snap) {
-                        log_error("out of memory");
-                        return HUTCH_EXIT_FAILURE;
-                }
-        } else {
-                r = default_name(s, rec->name, &snap);
-                if (r < 0) {
-                        log_error("cannot pick a snapshot name for '%s'; give one", rec->name);
-                        return HUTCH_EXIT_FAILURE;
-                }
-        }
+        if (running) {
+                _cleanup_(sandbox_record_freep) SandboxRecord *rec = NULL;
 
-        if (persist_connect(s, rec->name, false, &sock, &err) >= 0) {
-                /* Running: frozen while its layer is copied; the keeper
-                 * thaws it when this connection closes, whatever happens
-                 * to us. */
-                r = keeper_simple(sock, "freeze", &err);
-                if (r < 0)
-                        return fail(&err, r);
-                r = store_snapshot_copy(s, rec, snap, layer_copy, &err);
-                sock = safe_close(sock);
-                if (r < 0)
-                        return fail(&err, r);
+                /* By name, also when given its id. */
                 log_info("snapshot '%s' of running sandbox '%s': its files, not its running "
                          "processes",
-                         snap, rec->name);
-        } else {
-                /* Stopped: the sandbox's own layer becomes the snapshot's
-                 * and the sandbox gets a new one on top, so its chain grows. */
-                r = store_snapshot_chain(s, rec->parent, SANDBOX_MAX_LAYERS - 1, &chain, &err);
-                if (r < 0)
-                        return fail(&err, r);
-                r = store_snapshot_stopped(s, rec, snap, &err);
-                if (r < 0)
-                        return fail(&err, r);
+                         snap,
+                         store_sandbox_load(s, argv[1], &rec, NULL) >= 0 ? rec->name : argv[1]);
         }
         (void)printf("%s\n", snap);
         return 0;
@@ -196,7 +130,6 @@ static int snapshot_ls(int argc, char **argv) {
 
 static int snapshot_rm(int argc, char **argv) {
         _cleanup_(store_freep) Store *s = NULL;
-        _cleanup_(snapshot_record_freep) SnapshotRecord *rec = NULL;
         HutchError err = {};
         int r;
 
@@ -207,10 +140,7 @@ static int snapshot_rm(int argc, char **argv) {
         r = persist_open(NULL, &s, NULL);
         if (r != 0)
                 return r;
-        r = store_snapshot_load(s, argv[1], &rec, &err);
-        if (r < 0)
-                return fail(&err, r);
-        r = store_snapshot_remove(s, rec->name, &err);
+        r = persist_snapshot_remove(s, argv[1], &err);
         if (r < 0)
                 return fail(&err, r);
         return 0;

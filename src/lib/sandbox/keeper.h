@@ -17,6 +17,11 @@
  *   client -> keeper {"op":"stop"} | {"op":"ping"} -> {"op":"ok",...}
  *   client -> keeper {"op":"freeze"} -> {"op":"ok"}; the sandbox stays
  *                    frozen until {"op":"thaw"} or the connection closes
+ *   client -> keeper {"op":"file","action":"read|write|list|stat|remove",
+ *                     "path":S,"mode":N,"max":N}   + one fd for the data
+ *                    -> {"op":"started","id":N}, {"op":"outcome",...}: the
+ *                    file operation of sandbox/file-op.h, run by a process
+ *                    of the sandbox; its exit_code is 0 or the errno
  *   keeper -> client {"op":"error","message":S} for a refused request
  * A client that closes an exec's connection before the outcome kills that
  * exec (a detached one is not tied to its connection). */
@@ -25,6 +30,7 @@
 
 #include "hutch-error.h"
 #include "policy/policy.h"
+#include "sandbox/file-op.h"
 #include "sandbox/outcome.h"
 #include "sandbox/sandbox.h"
 
@@ -91,3 +97,18 @@ int keeper_exec_answer(int sock, uint64_t *ret_id, int *ret_exit_code, char **re
 /* Sends {"op":@op} and waits for the answer ("ok"): for stop, ping,
  * freeze, thaw. Returns 0, or -errno with @reterr. */
 int keeper_simple(int sock, const char *op, HutchError *reterr);
+
+typedef struct KeeperFile {
+        FileOpAction action;
+        const char *path; /* inside the sandbox; relative: from the workspace, or $HOME */
+        unsigned mode;    /* write: for a new file (0-0777) */
+        uint64_t max;     /* read: the largest file accepted */
+        int data_fd;      /* write: the bytes, from its offset to EOF; read, list, stat: where
+                           * the result is written (borrowed) */
+} KeeperFile;
+
+/* Runs a file operation (sandbox/file-op.h) in the sandbox of the
+ * connected keeper and waits for it. Returns 0 or the operation's -errno
+ * (-ETIMEDOUT when the policy's timeout ended it, -EIO when it did not
+ * finish), or -errno with @reterr when the keeper refused or failed. */
+int keeper_file(int sock, const KeeperFile *req, HutchError *reterr);

@@ -19,6 +19,10 @@
 #include "sandbox/proxy-spawn.h"
 #include "strv.h"
 
+#ifndef HUTCH_INSTALLED_PROXY
+#define HUTCH_INSTALLED_PROXY "/usr/local/libexec/hutch/hutch-proxy"
+#endif
+
 #define PROXY_STOP_TIMEOUT_MS 3000
 #define PROXY_SUMMARY_MAX (1U << 20)
 /* Where the proxy finds its descriptors: listening sockets from 3 on,
@@ -44,12 +48,16 @@ int proxy_binary_find(char **ret, HutchError *reterr) {
         self[n] = '\0';
         dir = dirname(self);
         /* Installed: $libexecdir/hutch/hutch-proxy beside $bindir/hutch;
-         * else next to hutch; else the build tree's src/proxy. */
+         * else next to hutch; else the build tree's src/proxy; else (a
+         * program using libhutch, not hutch itself) where `meson install`
+         * put it. */
         (void)snprintf(cand, sizeof(cand), "%s/../libexec/hutch/hutch-proxy", dir);
         if (access(cand, X_OK) < 0)
                 (void)snprintf(cand, sizeof(cand), "%s/hutch-proxy", dir);
         if (access(cand, X_OK) < 0)
                 (void)snprintf(cand, sizeof(cand), "%s/../proxy/hutch-proxy", dir);
+        if (access(cand, X_OK) < 0)
+                (void)snprintf(cand, sizeof(cand), "%s", HUTCH_INSTALLED_PROXY);
         if (access(cand, X_OK) < 0)
                 return hutch_error_set(reterr, ENOENT,
                                        "network mode allow needs hutch-proxy, which is not in '%s' "
