@@ -14,7 +14,7 @@ set -euo pipefail
 # probe links against. user-mode-linux boots a pure cgroup v2 kernel for
 # tests/integration/test_cgroup_v2.py (this machine is hybrid).
 build_pkgs=(meson ninja-build gcc libc6-dev pkg-config libseccomp-dev libjansson-dev libcmocka-dev libevent-dev libhttp-parser-dev libssl-dev libarchive-dev)
-test_pkgs=(python3 python3-pytest clang-format shellcheck strace bubblewrap uidmap util-linux passwd user-mode-linux curl git nodejs python3-trustme python3-cryptography python3-requests)
+test_pkgs=(python3 python3-pytest clang-format shellcheck strace bubblewrap uidmap util-linux passwd user-mode-linux curl git nodejs python3-trustme python3-cryptography python3-requests python3-yaml)
 bench_pkgs=(bubblewrap hyperfine python3 tinyproxy)
 
 usage() {
