@@ -23,9 +23,9 @@
 #include <event2/event.h>
 #include <event2/http.h>
 
+#include "api/persist.h"
 #include "fd-util.h"
 #include "log.h"
-#include "api/persist.h"
 #include "sandbox/keeper.h"
 #include "serve.h"
 #include "strv.h"
@@ -172,11 +172,15 @@ static void job_free(ExecJob *job) {
         free(job);
 }
 
-/* The client went away (or the connection failed): the request is freed
- * by evhttp after this returns; the command is killed with the job. */
+/* The client went away (or the connection failed); the command is killed
+ * with the job. evhttp frees the request after this returns, unless it
+ * was mid-answer (a stream): then libevent 2.1 has detached it from the
+ * connection and left it to us. */
 static void on_client_close(struct evhttp_connection *evcon, void *arg) {
         ExecJob *job = arg;
 
+        if (job->req && !evhttp_request_get_connection(job->req))
+                evhttp_request_free(job->req);
         job->req = NULL;
         job->evcon = NULL;
         log_debug("exec client went away; ending the command");
@@ -457,11 +461,13 @@ static void on_keeper(evutil_socket_t fd, short what, void *arg) {
                         return;
                 }
                 if (r == KEEPER_ANSWER_STARTED && !job->started) {
+                        bool detach = job->detach;
+
                         job->started = true;
                         job->id = id;
                         on_started(job);
-                        if (job->detach)
-                                return; /* freed */
+                        if (detach)
+                                return; /* on_started() answered and freed the job */
                         continue;
                 }
                 if (r != KEEPER_ANSWER_OUTCOME || !job->started) {

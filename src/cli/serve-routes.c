@@ -29,6 +29,25 @@
 #define AUDIT_LIMIT_MAX 10000U
 #define AUDIT_READ_MAX (8U << 20) /* only the log's tail is read */
 
+/* Answers 204 after a C API call that returned @r >= 0, else its error. */
+static void reply_done(ServeCtx *c, int r, const hutch_error *err) {
+        if (r < 0)
+                serve_reply_api_error(c->req, r, err, NULL);
+        else
+                serve_reply_no_content(c->req);
+}
+
+/* Appends @item (taken) to @arr; on failure frees both and returns NULL,
+ * which the next call passes on and serve_reply_json() answers as OOM. */
+static json_t *array_append(json_t *arr, json_t *item) {
+        if (arr && json_array_append_new(arr, item) == 0)
+                return arr;
+        if (!arr)
+                json_decref(item);
+        json_decref(arr);
+        return NULL;
+}
+
 /* ---- sandboxes ---- */
 
 static json_t *sandbox_json(const hutch_sandbox_info *i) {
@@ -52,11 +71,8 @@ void serve_sandbox_list(ServeCtx *c) {
                 return;
         }
         arr = json_array();
-        for (size_t i = 0; arr && i < n; i++)
-                if (json_array_append_new(arr, sandbox_json(&l[i])) < 0) {
-                        json_decref(arr);
-                        arr = NULL;
-                }
+        for (size_t i = 0; i < n; i++)
+                arr = array_append(arr, sandbox_json(&l[i]));
         serve_reply_json(c->req, 200, arr ? json_pack("{s:o}", "sandboxes", arr) : NULL);
 }
 
@@ -150,24 +166,14 @@ void serve_sandbox_get(ServeCtx *c) {
 /* Stops the sandbox when it runs (its commands end) and removes it. */
 void serve_sandbox_delete(ServeCtx *c) {
         hutch_error err = {};
-        int r;
 
-        r = hutch_destroy(c->param, &err);
-        if (r < 0)
-                serve_reply_api_error(c->req, r, &err, NULL);
-        else
-                serve_reply_no_content(c->req);
+        reply_done(c, hutch_destroy(c->param, &err), &err);
 }
 
 void serve_sandbox_stop(ServeCtx *c) {
         hutch_error err = {};
-        int r;
 
-        r = hutch_stop(c->param, &err);
-        if (r < 0)
-                serve_reply_api_error(c->req, r, &err, NULL);
-        else
-                serve_reply_no_content(c->req);
+        reply_done(c, hutch_stop(c->param, &err), &err);
 }
 
 /* ---- files ---- */
@@ -271,10 +277,7 @@ void serve_file_remove(ServeCtx *c) {
         if (!path)
                 return;
         r = hutch_file_remove(c->param, path, &err);
-        if (r < 0)
-                serve_reply_api_error(c->req, r, &err, NULL);
-        else
-                serve_reply_no_content(c->req);
+        reply_done(c, r, &err);
 }
 
 void serve_file_list(ServeCtx *c) {
@@ -293,11 +296,8 @@ void serve_file_list(ServeCtx *c) {
                 return;
         }
         arr = json_array();
-        for (size_t i = 0; arr && i < n; i++)
-                if (json_array_append_new(arr, file_info_json(&l[i])) < 0) {
-                        json_decref(arr);
-                        arr = NULL;
-                }
+        for (size_t i = 0; i < n; i++)
+                arr = array_append(arr, file_info_json(&l[i]));
         serve_reply_json(c->req, 200, arr ? json_pack("{s:o}", "entries", arr) : NULL);
 }
 
@@ -370,10 +370,7 @@ void serve_snapshot_restore(ServeCtx *c) {
         if (!snap)
                 return;
         r = hutch_restore(c->param, snap, &err);
-        if (r < 0)
-                serve_reply_api_error(c->req, r, &err, NULL);
-        else
-                serve_reply_no_content(c->req);
+        reply_done(c, r, &err);
         json_decref(root);
 }
 
@@ -394,22 +391,14 @@ void serve_snapshot_list(ServeCtx *c) {
         }
         arr = json_array();
         STRV_FOREACH(n, names)
-                if (arr && json_array_append_new(arr, json_pack("{s:s}", "name", *n)) < 0) {
-                        json_decref(arr);
-                        arr = NULL;
-                }
+                arr = array_append(arr, json_pack("{s:s}", "name", *n));
         serve_reply_json(c->req, 200, arr ? json_pack("{s:o}", "snapshots", arr) : NULL);
 }
 
 void serve_snapshot_delete(ServeCtx *c) {
         hutch_error err = {};
-        int r;
 
-        r = hutch_snapshot_remove(c->param, &err);
-        if (r < 0)
-                serve_reply_api_error(c->req, r, &err, NULL);
-        else
-                serve_reply_no_content(c->req);
+        reply_done(c, hutch_snapshot_remove(c->param, &err), &err);
 }
 
 /* ---- diff and apply ---- */
