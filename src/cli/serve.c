@@ -676,7 +676,6 @@ int verb_serve(int argc, char **argv) {
                 return r > 0 ? 0 : HUTCH_EXIT_FAILURE;
         if (args.token_file && load_token(args.token_file, srv.token_sha) < 0)
                 return HUTCH_EXIT_FAILURE;
-        srv.has_token = args.token_file;
         r = store_open(&store, &err);
         if (r < 0) {
                 log_error("%s", err.msg[0] ? err.msg : strerror(-r));

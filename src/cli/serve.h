@@ -38,9 +38,8 @@ typedef struct ExecJob ExecJob;
 typedef struct Server {
         struct event_base *base;
         Store *store;
-        bool has_token;
-        uint8_t token_sha[SERVE_SHA256_LEN];
-        ExecJob *jobs; /* running execs, for shutdown */
+        uint8_t token_sha[SERVE_SHA256_LEN]; /* of the TCP bearer token (--listen) */
+        ExecJob *jobs;                       /* running execs, for shutdown */
 } Server;
 
 typedef struct ServeCtx {
