@@ -114,7 +114,9 @@ int verb_keeper(int argc, char **argv) {
         (void)fcntl(ready_fd, F_SETFD, FD_CLOEXEC);
         r = persist_keeper_main(argv[1], ready_fd, environ, &err);
         if (r < 0) {
-                log_error("%s", err.msg[0] ? err.msg : strerror(-r));
+                /* Not yet reported (to the starter) when err is empty. */
+                if (err.errnum != 0)
+                        log_error("%s", err.msg[0] ? err.msg : strerror(-r));
                 return HUTCH_EXIT_FAILURE;
         }
         return 0;

@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <jansson.h>
+#include <limits.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -503,8 +504,10 @@ static int file_request(const char *name, KeeperFile *req, const void *data, siz
         HutchError e = {};
         int r;
 
-        if (!name || !req->path)
+        if (!name || !req->path || !req->path[0])
                 return fail_msg(err, EINVAL, "no sandbox name or path given");
+        if (strlen(req->path) >= PATH_MAX)
+                return fail_msg(err, ENAMETOOLONG, "the path is too long");
         fd = memfd_create("hutch-file", MFD_CLOEXEC);
         if (fd < 0)
                 return fail(err, NULL, negative_errno());

@@ -82,21 +82,22 @@ int persist_keeper_main(const char *name, int ready_fd, char *const *env, HutchE
         _cleanup_close_ int lock = -EBADF;
         char upper[64];
         KeeperConfig cfg;
+        HutchError early = {};
         int r;
 
-        r = store_open(&s, reterr);
+        r = store_open(&s, &early);
         if (r >= 0)
-                r = store_sandbox_load(s, name, &rec, reterr);
+                r = store_sandbox_load(s, name, &rec, &early);
         if (r >= 0) {
                 policy = policy_new();
                 r = policy ? policy_load_json(policy, rec->policy_json, strlen(rec->policy_json),
-                                              reterr)
+                                              &early)
                            : -ENOMEM;
         }
         if (r >= 0)
-                r = policy_validate(policy, reterr);
+                r = policy_validate(policy, &early);
         if (r >= 0)
-                r = store_snapshot_chain(s, rec->parent, SANDBOX_MAX_LAYERS, &chain, reterr);
+                r = store_snapshot_chain(s, rec->parent, SANDBOX_MAX_LAYERS, &chain, &early);
         if (r >= 0 && (store_state_path(s, rec->name, NULL, &state) < 0 ||
                        store_state_path(s, rec->name, "keeper.sock", &sock) < 0 ||
                        store_state_path(s, rec->name, "keeper.lock", &lockp) < 0 ||
@@ -104,22 +105,20 @@ int persist_keeper_main(const char *name, int ready_fd, char *const *env, HutchE
                        store_sandbox_path(s, rec->name, "logs", &logs) < 0 ||
                        store_sandbox_path(s, rec->name, "history.jsonl", &history) < 0 ||
                        store_sandbox_path(s, rec->name, "audit.jsonl", &audit) < 0))
-                r = hutch_error_set(reterr, ENOMEM, "out of memory");
+                r = hutch_error_set(&early, ENOMEM, "out of memory");
         if (r >= 0 && mkdir(state, 0700) < 0 && errno != EEXIST)
-                r = hutch_error_set(reterr, errno, "cannot create %s: %m", state);
+                r = hutch_error_set(&early, errno, "cannot create %s: %m", state);
         if (r >= 0) {
                 lock = open(lockp, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
                 if (lock < 0 || flock(lock, LOCK_EX | LOCK_NB) < 0)
-                        r = hutch_error_set(reterr, EBUSY,
+                        r = hutch_error_set(&early, EBUSY,
                                             "another keeper runs sandbox '%s' already", rec->name);
         }
         /* The network audit log of a persistent sandbox is kept with it. */
         if (r >= 0 && policy_network_mode(policy) == NETWORK_MODE_ALLOW && !policy->audit_log)
-                r = policy_set_audit_log(policy, audit, reterr);
+                r = policy_set_audit_log(policy, audit, &early);
         if (r < 0) {
-                HutchError none = {};
-
-                report_early(ready_fd, reterr ? reterr : &none, r);
+                report_early(ready_fd, &early, r);
                 return r;
         }
         (void)snprintf(upper, sizeof(upper), "upper-%llu", (unsigned long long)rec->gen);
@@ -616,8 +615,12 @@ int persist_restore(Store *s, const char *name, const char *snap, HutchError *re
 
         if (!snap)
                 return hutch_error_set(reterr, EINVAL, "no snapshot given");
-        /* The snapshot is checked before the sandbox is stopped (and again,
-         * under the store's lock, by store_sandbox_reset()). */
+        /* Both are checked before the sandbox is stopped (the snapshot
+         * again, under the store's lock, by store_sandbox_reset()). */
+        r = store_sandbox_load(s, name, &rec, reterr);
+        if (r < 0)
+                return r;
+        rec = sandbox_record_free(rec);
         r = snapshot_load_fitting(s, snap, &target, reterr);
         if (r < 0)
                 return r;

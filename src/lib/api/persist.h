@@ -33,9 +33,11 @@ int persist_binary_find(char **ret, HutchError *reterr);
 
 /* The keeper's own entry point (`hutch __keeper NAME READY_FD`): loads
  * the sandbox, takes its keeper lock and runs sandbox_keep() until it
- * stops. Failures before the sandbox is ready are also written to
- * @ready_fd ("error: MESSAGE\n"), which is closed. @env is the caller's
- * environment (secrets and --env-pass names are read from it). */
+ * stops. @env is the caller's environment (secrets and --env-pass names
+ * are read from it). Failures before the sandbox is ready are written to
+ * @ready_fd ("error: MESSAGE\n"), which is closed; those before
+ * sandbox_keep() ran (the record, the policy, the lock) only there: then
+ * -errno is returned with @reterr untouched. Others fill @reterr. */
 int persist_keeper_main(const char *name, int ready_fd, char *const *env, HutchError *reterr);
 
 /* Connects to the sandbox's keeper; with @start, starts it first when none
