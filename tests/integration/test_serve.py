@@ -244,12 +244,22 @@ class Server:
         return self.runner.run_raw(list(args), env=self.env)
 
     def cleanup(self):
+        """Stops the servers, then removes every sandbox (stopping its
+        keeper): nothing of the test may keep running."""
+        errors = []
         for proc in self.procs:
-            self.stop(proc)
+            try:
+                self.stop(proc)
+            except AssertionError as e:
+                errors.append(str(e))
         r = self.hutch("ls", "--json")
-        if r.returncode == 0:
-            for sb in json.loads(r.stdout or "[]"):
-                self.hutch("rm", "--force", sb["name"])
+        if r.returncode != 0:
+            errors.append(f"hutch ls failed: {r.stderr}")
+        for sb in json.loads(r.stdout or "[]") if r.returncode == 0 else []:
+            rm = self.hutch("rm", "--force", sb["name"])
+            if rm.returncode != 0:
+                errors.append(f"hutch rm --force {sb['name']} failed: {rm.stderr}")
+        assert not errors, "\n".join(errors)
 
     def fingerprint(self):
         """The store's tree: what a refused request must not change."""
