@@ -22,6 +22,7 @@ static const struct {
         {"apply", verb_apply, "write a sandbox's workspace changes back to the host"},
         {"gc", verb_gc, "remove leftovers of interrupted commands"},
         {"mcp", verb_mcp, "serve one sandbox's tools over the Model Context Protocol (stdio)"},
+        {"serve", verb_serve, "serve the HTTP API on a unix socket (and TCP with a token)"},
         {"doctor", verb_doctor, "report which kernel features work here"},
 };
 

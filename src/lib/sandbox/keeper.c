@@ -1055,14 +1055,7 @@ int keeper_simple(int sock, const char *op, HutchError *reterr) {
         return r;
 }
 
-/* Sends @obj (consumed) with @fds, then waits for "started" and, unless
- * @detach, the outcome; passes @forward_sigfd's signals on meanwhile. */
-static int request_wait(int sock, json_t *obj, const int *fds, size_t n_fds, bool detach,
-                        int forward_sigfd, uint64_t *ret_id, int *ret_exit_code, char **ret_json,
-                        HutchError *reterr) {
-        json_t *ans = NULL;
-        bool started = false;
-        const char *op;
+static int request_send(int sock, json_t *obj, const int *fds, size_t n_fds, HutchError *reterr) {
         int r;
 
         r = send_json(sock, obj, fds, n_fds);
@@ -1073,9 +1066,89 @@ static int request_wait(int sock, json_t *obj, const int *fds, size_t n_fds, boo
                                        "the sandbox stopped before the command started");
         if (r < 0)
                 return hutch_error_set(reterr, -r, "failed to send the command: %s", strerror(-r));
+        return 0;
+}
+
+static json_t *exec_request_json(const KeeperExec *req) {
+        return json_pack("{s:s,s:o,s:o,s:o,s:I,s:b}", "op", "exec", "argv", strv_to_json(req->argv),
+                         "env", strv_to_json(req->env), "cwd",
+                         req->cwd ? json_string(req->cwd) : json_null(), "timeout_ms",
+                         (json_int_t)req->timeout_ms, "detach", req->detach);
+}
+
+int keeper_exec_send(int sock, const KeeperExec *req, HutchError *reterr) {
+        json_t *obj = exec_request_json(req);
+
+        if (!obj)
+                return hutch_error_set(reterr, EINVAL,
+                                       "the command line is not valid UTF-8 (or out of memory)");
+        return request_send(sock, obj, req->fds, 3, reterr);
+}
+
+int keeper_exec_answer(int sock, uint64_t *ret_id, int *ret_exit_code, char **ret_json,
+                       HutchError *reterr) {
+        json_t *ans = NULL;
+        const char *op;
+        int r;
+
+        r = recv_json(sock, &ans, NULL, 0);
+        if (r == -EAGAIN)
+                return r;
+        if (r <= 0)
+                return hutch_error_set(reterr, r == 0 ? EPIPE : -r,
+                                       "the sandbox stopped before the command ended");
+        op = json_string_value(json_object_get(ans, "op"));
+        /* A keeper that is stopping starts nothing. */
+        if (op && strcmp(op, "stopping") == 0) {
+                json_decref(ans);
+                return hutch_error_set(reterr, ECONNRESET,
+                                       "the sandbox stopped before the command started");
+        }
+        if (op && strcmp(op, "started") == 0) {
+                *ret_id = (uint64_t)json_integer_value(json_object_get(ans, "id"));
+                json_decref(ans);
+                return KEEPER_ANSWER_STARTED;
+        }
+        if (op && strcmp(op, "outcome") == 0) {
+                json_t *code = json_object_get(ans, "exit_code");
+                char *text = NULL;
+
+                if (!json_is_integer(code)) {
+                        json_decref(ans);
+                        return hutch_error_set(reterr, EPROTO, "malformed outcome");
+                }
+                if (ret_json) {
+                        text = json_dumps(json_object_get(ans, "outcome"), JSON_COMPACT);
+                        if (!text) {
+                                json_decref(ans);
+                                return hutch_error_set(reterr, ENOMEM, "out of memory");
+                        }
+                        *ret_json = text;
+                }
+                *ret_exit_code = (int)json_integer_value(code);
+                json_decref(ans);
+                return KEEPER_ANSWER_OUTCOME;
+        }
+        r = answer_error(ans, reterr);
+        json_decref(ans);
+        return r;
+}
+
+/* Sends @obj (consumed) with @fds, then waits for "started" and, unless
+ * @detach, the outcome; passes @forward_sigfd's signals on meanwhile. */
+static int request_wait(int sock, json_t *obj, const int *fds, size_t n_fds, bool detach,
+                        int forward_sigfd, uint64_t *ret_id, int *ret_exit_code, char **ret_json,
+                        HutchError *reterr) {
+        bool started = false;
+        int r;
+
+        r = request_send(sock, obj, fds, n_fds, reterr);
+        if (r < 0)
+                return r;
         for (;;) {
                 struct pollfd pfd[2] = {{.fd = sock, .events = POLLIN},
                                         {.fd = forward_sigfd, .events = POLLIN}};
+                uint64_t id = 0;
 
                 if (poll(pfd, forward_sigfd >= 0 ? 2 : 1, -1) < 0) {
                         if (errno == EINTR)
@@ -1093,56 +1166,28 @@ static int request_wait(int sock, json_t *obj, const int *fds, size_t n_fds, boo
                 }
                 if (!pfd[0].revents)
                         continue;
-                r = recv_json(sock, &ans, NULL, 0);
-                if (r <= 0 && !started)
-                        return hutch_error_set(reterr, ECONNRESET,
-                                               "the sandbox stopped before the command started");
-                if (r <= 0)
-                        return hutch_error_set(reterr, r == 0 ? EPIPE : -r,
-                                               "the sandbox stopped before the command ended");
-                op = json_string_value(json_object_get(ans, "op"));
-                if (op && strcmp(op, "stopping") == 0) {
-                        json_decref(ans);
-                        return hutch_error_set(reterr, ECONNRESET,
-                                               "the sandbox stopped before the command started");
-                }
-                if (op && strcmp(op, "started") == 0) {
-                        started = true;
-                        if (ret_id)
-                                *ret_id = (uint64_t)json_integer_value(json_object_get(ans, "id"));
-                        json_decref(ans);
-                        if (detach)
-                                return 0;
+                r = keeper_exec_answer(sock, &id, ret_exit_code, ret_json, reterr);
+                if (r == -EAGAIN)
                         continue;
-                }
-                if (op && strcmp(op, "outcome") == 0) {
-                        json_t *code = json_object_get(ans, "exit_code");
-
-                        if (!json_is_integer(code)) {
-                                json_decref(ans);
-                                return hutch_error_set(reterr, EPROTO, "malformed outcome");
-                        }
-                        *ret_exit_code = (int)json_integer_value(code);
-                        if (ret_json)
-                                *ret_json =
-                                        json_dumps(json_object_get(ans, "outcome"), JSON_COMPACT);
-                        json_decref(ans);
+                /* Gone before "started": the command did not run (the
+                 * caller may start a new keeper and try again). */
+                if ((r == -EPIPE || r == -ECONNRESET) && !started)
+                        return hutch_error_set(reterr, ECONNRESET,
+                                               "the sandbox stopped before the command started");
+                if (r < 0 || r == KEEPER_ANSWER_OUTCOME)
+                        return r < 0 ? r : 0;
+                started = true;
+                if (ret_id)
+                        *ret_id = id;
+                if (detach)
                         return 0;
-                }
-                r = answer_error(ans, reterr);
-                json_decref(ans);
-                return r;
         }
 }
 
 int keeper_exec(int sock, const KeeperExec *req, int forward_sigfd, uint64_t *ret_id,
                 int *ret_exit_code, char **ret_json, HutchError *reterr) {
-        json_t *obj;
+        json_t *obj = exec_request_json(req);
 
-        obj = json_pack("{s:s,s:o,s:o,s:o,s:I,s:b}", "op", "exec", "argv", strv_to_json(req->argv),
-                        "env", strv_to_json(req->env), "cwd",
-                        req->cwd ? json_string(req->cwd) : json_null(), "timeout_ms",
-                        (json_int_t)req->timeout_ms, "detach", req->detach);
         if (!obj)
                 return hutch_error_set(reterr, EINVAL,
                                        "the command line is not valid UTF-8 (or out of memory)");

@@ -80,6 +80,25 @@ int keeper_connect(const char *socket_path);
 int keeper_exec(int sock, const KeeperExec *req, int forward_sigfd, uint64_t *ret_id,
                 int *ret_exit_code, char **ret_json, HutchError *reterr);
 
+/* The two halves of keeper_exec(), for a caller with its own event loop
+ * (hutch serve). keeper_exec_send() sends @req (its fds included) on the
+ * connected @sock. keeper_exec_answer() then reads one answer:
+ * KEEPER_ANSWER_STARTED with @ret_id, or KEEPER_ANSWER_OUTCOME with
+ * @ret_exit_code and (when @ret_json is non-NULL) the outcome's JSON, which
+ * the caller frees. -EAGAIN when @sock is non-blocking and nothing waits;
+ * -EPIPE when the keeper closed the connection; -ECONNRESET when it was
+ * stopping and started nothing; -EPERM with the keeper's
+ * refusal in @reterr; another -errno with @reterr. Closing @sock before
+ * the outcome kills the command (unless detached). */
+typedef enum KeeperAnswer {
+        KEEPER_ANSWER_STARTED = 1,
+        KEEPER_ANSWER_OUTCOME = 2,
+} KeeperAnswer;
+
+int keeper_exec_send(int sock, const KeeperExec *req, HutchError *reterr);
+int keeper_exec_answer(int sock, uint64_t *ret_id, int *ret_exit_code, char **ret_json,
+                       HutchError *reterr);
+
 /* Sends {"op":@op} and waits for the answer ("ok"): for stop, ping,
  * freeze, thaw. Returns 0, or -errno with @reterr. */
 int keeper_simple(int sock, const char *op, HutchError *reterr);
