@@ -1,8 +1,12 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 #include <errno.h>
 #include <fcntl.h>
+#include <libgen.h>
+#include <limits.h>
 #include <linux/openat2.h>
 #include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -338,4 +342,35 @@ bool path_is_safe_absolute(const char *path) {
                 p += n;
         }
         return true;
+}
+
+int shipped_binary_find(const char *env_name, const char *name, const char *build_subdir, int mode,
+                        char **ret) {
+        const char *env = getenv(env_name);
+        char self[PATH_MAX], cand[PATH_MAX + 128];
+        ssize_t n;
+        char *dir;
+
+        if (env && env[0]) {
+                if (access(env, mode) < 0)
+                        return -EACCES;
+                *ret = strdup(env);
+                return *ret ? 0 : -ENOMEM;
+        }
+        n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+        if (n < 0)
+                return negative_errno();
+        self[n] = '\0';
+        dir = dirname(self);
+        /* Installed: $libexecdir/hutch/NAME beside $bindir/hutch; else next
+         * to hutch; else the build tree's src/BUILD_SUBDIR. */
+        (void)snprintf(cand, sizeof(cand), "%s/../libexec/hutch/%s", dir, name);
+        if (access(cand, mode) < 0)
+                (void)snprintf(cand, sizeof(cand), "%s/%s", dir, name);
+        if (access(cand, mode) < 0)
+                (void)snprintf(cand, sizeof(cand), "%s/../%s/%s", dir, build_subdir, name);
+        if (access(cand, mode) < 0)
+                return -ENOENT;
+        *ret = realpath(cand, NULL);
+        return *ret ? 0 : negative_errno();
 }

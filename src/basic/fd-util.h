@@ -82,3 +82,10 @@ ssize_t recv_with_fds(int sock, void *data, size_t len, int *fds, size_t max_fds
 /* Returns true if @path is absolute and has no "." or ".." component
  * (repeated or trailing slashes are tolerated). Purely lexical. */
 bool path_is_safe_absolute(const char *path);
+
+/* Finds a binary that ships with hutch: $@env_name when set (-EACCES when
+ * it fails access(2) with @mode), else $libexecdir/hutch/@name relative to
+ * the running binary, else @name next to it, else ../@build_subdir/@name
+ * (the build tree). Returns 0 and a new canonical path, or -ENOENT. */
+int shipped_binary_find(const char *env_name, const char *name, const char *build_subdir, int mode,
+                        char **ret);

@@ -222,11 +222,15 @@ def stage_binaries(base, hutch, probe):
     shutil.copy2(probe, pdir / "probe")
     os.chmod(base / "hutch", 0o755)
     os.chmod(pdir / "probe", 0o755)
-    # hutch finds hutch-proxy next to itself (network mode allow).
-    proxy = BUILD / "src" / "proxy" / "hutch-proxy"
-    if proxy.is_file():
-        shutil.copy2(proxy, base / "hutch-proxy")
-        os.chmod(base / "hutch-proxy", 0o755)
+    # hutch finds the programs it ships next to itself: hutch-proxy
+    # (network mode allow), hutch-serve and hutch-archive (snapshot
+    # export/import).
+    for helper in (BUILD / "src" / "proxy" / "hutch-proxy",
+                   BUILD / "src" / "cli" / "hutch-serve",
+                   BUILD / "src" / "cli" / "hutch-archive"):
+        if helper.is_file():
+            shutil.copy2(helper, base / helper.name)
+            os.chmod(base / helper.name, 0o755)
     return base / "hutch", pdir
 
 
