@@ -261,7 +261,13 @@ static void exec_finished(Keeper *k, Exec *e, int status) {
                 (void)cgroup_kill(e->cgroup);
                 (void)cgroup_stats(e->cgroup, &mine);
         }
-        if (k->st->rc.cgroup && cgroup_stats(k->st->rc.cgroup, &after) >= 0)
+        /* The sandbox's counters tell an OOM kill or a refused fork, which
+         * only an exec that did not exit 0 can have met; reading them walks
+         * the v1 hierarchies, so a clean exit reports the last ones read
+         * (mem_peak_bytes is the sandbox's anyway). */
+        after = k->counters;
+        if (k->st->rc.cgroup && !(WIFEXITED(status) && WEXITSTATUS(status) == 0) &&
+            cgroup_stats(k->st->rc.cgroup, &after) >= 0)
                 k->counters = after;
         o.wall_ms = now_ms() - e->start_ms;
         o.cpu_ms = mine.have_cpu ? mine.cpu_usec / 1000 : 0;
@@ -287,7 +293,7 @@ static void exec_finished(Keeper *k, Exec *e, int status) {
 
         if (outcome_to_json(&o, &json) < 0)
                 json = NULL;
-        history_append(k, e, json ? json : "null");
+        /* The client first; the history and the exec's cgroup after. */
         if (e->conn_fd >= 0) {
                 json_t *obj = json_pack("{s:s,s:i,s:o}", "op", "outcome", "exit_code", o.exit_code,
                                         "outcome", json ? json_loads(json, 0, NULL) : json_null());
@@ -297,6 +303,7 @@ static void exec_finished(Keeper *k, Exec *e, int status) {
                 if (c)
                         conn_close(k, c);
         }
+        history_append(k, e, json ? json : "null");
         exec_free(k, e);
 }
 
