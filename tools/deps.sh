@@ -15,7 +15,9 @@ set -euo pipefail
 # probe links against. user-mode-linux boots a pure cgroup v2 kernel for
 # tests/integration/test_cgroup_v2.py (this machine is hybrid).
 build_pkgs=(meson ninja-build gcc libc6-dev pkg-config libseccomp-dev libjansson-dev libcmocka-dev libevent-dev libhttp-parser-dev libssl-dev libarchive-dev)
-test_pkgs=(python3 python3-pytest clang-format shellcheck strace bubblewrap uidmap util-linux passwd user-mode-linux curl git nodejs python3-trustme python3-cryptography python3-requests zstd)
+# npm installs the tests' node packages (undici, the MCP SDK) into their own
+# cache; NodeSource's nodejs bundles it (and conflicts with Debian's npm).
+test_pkgs=(python3 python3-pytest clang-format shellcheck strace bubblewrap uidmap util-linux passwd user-mode-linux curl git nodejs npm python3-trustme python3-cryptography python3-requests zstd python3-yaml)
 bench_pkgs=(bubblewrap hyperfine python3 tinyproxy)
 # The microVM backend (docs/vm.md), a run-time dependency of --backend vm
 # only: QEMU is the VMM; linux-image-amd64 provides the guest's kernel and
@@ -40,6 +42,9 @@ esac
 
 missing=()
 for pkg in "${want[@]}"; do
+        if [ "$pkg" = npm ] && command -v npm >/dev/null; then
+                continue
+        fi
         status=$(dpkg-query -W -f='${db:Status-Status}' "$pkg" 2>/dev/null || true)
         if [ "$status" != "installed" ]; then
                 missing+=("$pkg")

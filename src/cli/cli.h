@@ -20,4 +20,6 @@ int verb_gc(int argc, char **argv);
 int verb_snapshot(int argc, char **argv);
 int verb_diff(int argc, char **argv);
 int verb_apply(int argc, char **argv);
+int verb_serve(int argc, char **argv);
 int verb_keeper(int argc, char **argv);
+int verb_mcp(int argc, char **argv);

@@ -1,10 +1,37 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli.h"
+#include "fd-util.h"
 #include "log.h"
 #include "vm/vm.h"
+#include "macro.h"
+
+/* `hutch serve` runs hutch-serve (serve-main.c), which alone links
+ * libevent and libcrypto; it starts keepers with this very binary. */
+static int verb_serve_exec(int argc, char **argv) {
+        _cleanup_free_ char *helper = NULL, *self = NULL;
+        int r;
+
+        r = shipped_binary_find("HUTCH_SERVE_PATH", "hutch-serve", "cli", X_OK, &helper);
+        if (r < 0) {
+                log_error("cannot find hutch-serve (set HUTCH_SERVE_PATH): %s", strerror(-r));
+                return HUTCH_EXIT_FAILURE;
+        }
+        self = realpath("/proc/self/exe", NULL);
+        if (!getenv("HUTCH_BINARY") && self && setenv("HUTCH_BINARY", self, 1) < 0) {
+                log_error("out of memory");
+                return HUTCH_EXIT_FAILURE;
+        }
+        argv[0] = (char *)"hutch-serve";
+        (void)argc;
+        (void)execv(helper, argv);
+        log_error("cannot run %s: %m", helper);
+        return HUTCH_EXIT_FAILURE;
+}
 
 static const struct {
         const char *name;
@@ -22,6 +49,8 @@ static const struct {
         {"diff", verb_diff, "what a sandbox changed in its overlay workspace"},
         {"apply", verb_apply, "write a sandbox's workspace changes back to the host"},
         {"gc", verb_gc, "remove leftovers of interrupted commands"},
+        {"mcp", verb_mcp, "serve one sandbox's tools over the Model Context Protocol (stdio)"},
+        {"serve", verb_serve_exec, "serve the HTTP API on a unix socket (and TCP with a token)"},
         {"doctor", verb_doctor, "report which kernel features work here"},
 };
 

@@ -10,15 +10,12 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "api/persist.h"
 #include "cli.h"
 #include "fd-util.h"
 #include "log.h"
 #include "persist.h"
 #include "rm-rf.h"
-#include "sandbox/keeper.h"
-#include "sandbox/sandbox.h"
-#include "store/archive.h"
-#include "store/layers.h"
 #include "store/store.h"
 #include "strv.h"
 
@@ -37,95 +34,31 @@ static void snapshot_usage(FILE *f) {
                       "       hutch snapshot import FILE [--name SNAP]\n");
 }
 
-/* "<sandbox>.<n>", the first that is free. */
-static int default_name(const Store *s, const char *sandbox, char **ret) {
-        for (unsigned n = 1; n < 100000; n++) {
-                _cleanup_free_ char *name = NULL, *path = NULL;
-                struct stat st;
-
-                if (asprintf(&name, "%s.%u", sandbox, n) < 0)
-                        return -ENOMEM;
-                if (!store_name_is_valid(name))
-                        return -ENAMETOOLONG;
-                if (store_snapshot_path(s, name, NULL, &path) < 0)
-                        return -ENOMEM;
-                if (lstat(path, &st) < 0 && errno == ENOENT) {
-                        *ret = TAKE_PTR(name);
-                        return 0;
-                }
-        }
-        return -EEXIST;
-}
-
 static int snapshot_take(int argc, char **argv) {
         _cleanup_(store_freep) Store *s = NULL;
-        _cleanup_(sandbox_record_freep) SandboxRecord *rec = NULL;
-        _cleanup_strv_free_ char **chain = NULL;
         _cleanup_free_ char *snap = NULL;
-        _cleanup_close_ int lock = -EBADF, sock = -EBADF;
         HutchError err = {};
+        bool running = false;
         int r;
 
         if (argc < 2 || argc > 3) {
                 snapshot_usage(stderr);
                 return HUTCH_EXIT_FAILURE;
         }
-        r = persist_open(argv[1], &s, &rec);
+        r = persist_open(NULL, &s, NULL);
         if (r != 0)
                 return r;
-        r = store_lock_sandbox(s, rec->name, &lock);
-        if (r < 0) {
-                log_error("no sandbox named '%s'", argv[1]);
-                return HUTCH_EXIT_FAILURE;
-        }
-        /* Again under the lock: another command may have changed it. */
-        rec = sandbox_record_free(rec);
-        r = store_sandbox_load_locked(s, argv[1], &rec, &err);
+        r = persist_snapshot(s, argv[1], argc == 3 ? argv[2] : NULL, &snap, &running, &err);
         if (r < 0)
                 return fail(&err, r);
-        if (argc == 3) {
-                if (!store_name_is_valid(argv[2])) {
-                        log_error("invalid snapshot name '%s': it must match "
-                                  "[a-z0-9][a-z0-9_.-]{0,62}",
-                                  argv[2]);
-                        return HUTCH_EXIT_FAILURE;
-                }
-                snap = strdup(argv[2]);
-                if (!snap) {
-                        log_error("out of memory");
-                        return HUTCH_EXIT_FAILURE;
-                }
-        } else {
-                r = default_name(s, rec->name, &snap);
-                if (r < 0) {
-                        log_error("cannot pick a snapshot name for '%s'; give one", rec->name);
-                        return HUTCH_EXIT_FAILURE;
-                }
-        }
+        if (running) {
+                _cleanup_(sandbox_record_freep) SandboxRecord *rec = NULL;
 
-        if (persist_connect(s, rec->name, false, &sock, &err) >= 0) {
-                /* Running: frozen while its layer is copied; the keeper
-                 * thaws it when this connection closes, whatever happens
-                 * to us. */
-                r = keeper_simple(sock, "freeze", &err);
-                if (r < 0)
-                        return fail(&err, r);
-                r = store_snapshot_copy(s, rec, snap, layer_copy, &err);
-                sock = safe_close(sock);
-                if (r < 0)
-                        return fail(&err, r);
+                /* By name, also when given its id. */
                 log_info("snapshot '%s' of running sandbox '%s': its files, not its running "
                          "processes",
-                         snap, rec->name);
-        } else {
-                /* Stopped: the sandbox's own layer becomes the snapshot's
-                 * and the sandbox gets a new one on top, so its chain grows. */
-                r = store_snapshot_chain(s, rec->parent, SANDBOX_MAX_LAYERS - 1, &chain, &err);
-                if (r < 0)
-                        return fail(&err, r);
-                r = store_snapshot_stopped(s, rec, snap, &err);
-                if (r < 0)
-                        return fail(&err, r);
+                         snap,
+                         store_sandbox_load(s, argv[1], &rec, NULL) >= 0 ? rec->name : argv[1]);
         }
         (void)printf("%s\n", snap);
         return 0;
@@ -196,7 +129,6 @@ static int snapshot_ls(int argc, char **argv) {
 
 static int snapshot_rm(int argc, char **argv) {
         _cleanup_(store_freep) Store *s = NULL;
-        _cleanup_(snapshot_record_freep) SnapshotRecord *rec = NULL;
         HutchError err = {};
         int r;
 
@@ -207,224 +139,37 @@ static int snapshot_rm(int argc, char **argv) {
         r = persist_open(NULL, &s, NULL);
         if (r != 0)
                 return r;
-        r = store_snapshot_load(s, argv[1], &rec, &err);
-        if (r < 0)
-                return fail(&err, r);
-        r = store_snapshot_remove(s, rec->name, &err);
+        r = persist_snapshot_remove(s, argv[1], &err);
         if (r < 0)
                 return fail(&err, r);
         return 0;
 }
 
-/* Every layer of @snap's chain, top first, as directory fds. */
-static int open_chain(const Store *s, const char *snap, int **ret_fds, size_t *ret_n,
-                      HutchError *reterr) {
-        _cleanup_strv_free_ char **chain = NULL;
-        _cleanup_free_ int *fds = NULL;
-        size_t n;
+/* export and import run in hutch-archive (snapshot-io.c): only that
+ * program links libarchive, whose dependencies (libxml2, ICU, libstdc++)
+ * would cost every other hutch command about 3 ms of start-up. */
+static int snapshot_io(int argc, char **argv) {
+        _cleanup_free_ char *helper = NULL;
+        _cleanup_free_ char **args = NULL;
         int r;
 
-        r = store_snapshot_chain(s, snap, SIZE_MAX, &chain, reterr);
-        if (r < 0)
-                return r;
-        n = strv_length(chain);
-        fds = calloc(n ? n : 1, sizeof(int));
-        if (!fds)
-                return -ENOMEM;
-        for (size_t i = 0; i < n; i++) {
-                fds[i] = open(chain[i], O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-                if (fds[i] < 0) {
-                        r = hutch_error_set(reterr, errno, "cannot open the layer %s: %m",
-                                            chain[i]);
-                        for (size_t j = 0; j < i; j++)
-                                (void)close(fds[j]);
-                        return r;
-                }
-        }
-        *ret_fds = TAKE_PTR(fds);
-        *ret_n = n;
-        return 0;
-}
-
-static int snapshot_export(int argc, char **argv) {
-        _cleanup_(store_freep) Store *s = NULL;
-        _cleanup_(snapshot_record_freep) SnapshotRecord *rec = NULL;
-        _cleanup_free_ char *manifest = NULL, *tmp = NULL;
-        _cleanup_free_ int *fds = NULL;
-        _cleanup_close_ int out = -EBADF;
-        const char *path = NULL, *name = NULL;
-        HutchError err = {};
-        size_t n = 0;
-        int r;
-
-        for (int i = 1; i < argc; i++) {
-                if ((strcmp(argv[i], "-o") == 0 || strcmp(argv[i], "--output") == 0) &&
-                    i + 1 < argc)
-                        path = argv[++i];
-                else if (!name && argv[i][0] != '-')
-                        name = argv[i];
-                else {
-                        log_error("usage: hutch snapshot export SNAP -o FILE.tar.zst");
-                        return HUTCH_EXIT_FAILURE;
-                }
-        }
-        if (!name || !path) {
-                log_error("usage: hutch snapshot export SNAP -o FILE.tar.zst");
-                return HUTCH_EXIT_FAILURE;
-        }
-        r = persist_open(NULL, &s, NULL);
-        if (r != 0)
-                return r;
-        r = store_snapshot_load(s, name, &rec, &err);
-        if (r < 0)
-                return fail(&err, r);
-        /* The export stands alone: the whole chain, no parent. */
-        rec->parent = mfree(rec->parent);
-        r = snapshot_record_to_json(rec, &manifest);
+        r = shipped_binary_find("HUTCH_ARCHIVE_PATH", "hutch-archive", "cli", X_OK, &helper);
         if (r < 0) {
-                log_error_errno(r, "cannot describe the snapshot: %m");
+                log_error("cannot find hutch-archive (set HUTCH_ARCHIVE_PATH): %s", strerror(-r));
                 return HUTCH_EXIT_FAILURE;
         }
-        r = open_chain(s, name, &fds, &n, &err);
-        if (r < 0)
-                return fail(&err, r);
-        if (asprintf(&tmp, "%s.tmp-%d", path, (int)getpid()) < 0) {
-                tmp = NULL;
-                r = -ENOMEM;
-                goto done;
-        }
-        out = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
-        if (out < 0) {
-                r = hutch_error_set(&err, errno, "cannot create %s: %m", tmp);
-                goto done;
-        }
-        r = snapshot_archive_export_ids(
-                manifest, fds, n,
-                &(SnapshotArchiveIds){s->idmap.uid_base, s->idmap.gid_base, s->idmap.count}, out,
-                &err);
-        if (r >= 0 && fsync(out) < 0)
-                r = hutch_error_set(&err, errno, "cannot write %s: %m", tmp);
-        if (r >= 0 && rename(tmp, path) < 0)
-                r = hutch_error_set(&err, errno, "cannot create %s: %m", path);
-        if (r < 0)
-                (void)unlink(tmp);
-done:
-        for (size_t i = 0; i < n; i++)
-                (void)close(fds[i]);
-        if (r < 0)
-                return fail(&err, r);
-        return 0;
-}
-
-static int snapshot_import(int argc, char **argv) {
-        _cleanup_(store_freep) Store *s = NULL;
-        _cleanup_(snapshot_record_freep) SnapshotRecord *rec = NULL;
-        _cleanup_free_ char *tmp = NULL, *manifest = NULL;
-        _cleanup_close_ int in = -EBADF, dfd = -EBADF, hold = -EBADF;
-        const char *path = NULL, *name = NULL;
-        json_t *j = NULL;
-        HutchError err = {};
-        size_t n_layers;
-        int r;
-
-        for (int i = 1; i < argc; i++) {
-                if (strcmp(argv[i], "--name") == 0 && i + 1 < argc)
-                        name = argv[++i];
-                else if (!path && argv[i][0] != '-')
-                        path = argv[i];
-                else {
-                        log_error("usage: hutch snapshot import FILE [--name SNAP]");
-                        return HUTCH_EXIT_FAILURE;
-                }
-        }
-        if (!path) {
-                log_error("usage: hutch snapshot import FILE [--name SNAP]");
+        args = calloc((size_t)argc + 2, sizeof(char *));
+        if (!args) {
+                log_error("out of memory");
                 return HUTCH_EXIT_FAILURE;
         }
-        if (name && !store_name_is_valid(name)) {
-                log_error("invalid snapshot name '%s'", name);
-                return HUTCH_EXIT_FAILURE;
-        }
-        r = persist_open(NULL, &s, NULL);
-        if (r != 0)
-                return r;
-        in = open(path, O_RDONLY | O_CLOEXEC);
-        if (in < 0) {
-                log_error("cannot open '%s': %m", path);
-                return HUTCH_EXIT_FAILURE;
-        }
-        r = store_snapshot_begin(s, &tmp, &err);
-        if (r < 0)
-                return fail(&err, r);
-        dfd = open(tmp, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        if (dfd < 0) {
-                r = hutch_error_set(&err, errno, "cannot open %s: %m", tmp);
-                goto fail;
-        }
-        /* gc removes temp folders nobody holds; this one is held until it
-         * is renamed into place. */
-        r = store_temp_hold(tmp, &hold, &err);
-        if (r < 0)
-                goto fail;
-        r = snapshot_archive_import_ids(
-                in, dfd,
-                &(SnapshotArchiveIds){s->idmap.uid_base, s->idmap.gid_base, s->idmap.count},
-                &manifest, &err);
-        if (r < 0)
-                goto fail;
-        /* Its layers are the archive's, in its own folder ("layers/<i>",
-         * which the manifest lists with their checksums); nothing below. */
-        j = json_loads(manifest, 0, NULL);
-        n_layers = json_array_size(json_object_get(j, "layers"));
-        if (!json_is_object(j) || n_layers == 0) {
-                json_decref(j);
-                r = hutch_error_set(&err, EBADMSG, "the archive holds no layer");
-                goto fail;
-        }
-        {
-                json_t *layers = json_array();
-
-                for (size_t i = 0; i < n_layers; i++) {
-                        char layer[32];
-
-                        (void)snprintf(layer, sizeof(layer), "layers/%zu", i);
-                        (void)json_array_append_new(layers, json_string(layer));
-                }
-                (void)json_object_set_new(j, "layers", layers);
-                free(manifest);
-                manifest = json_dumps(j, JSON_COMPACT);
-                json_decref(j);
-        }
-        if (!manifest) {
-                r = -ENOMEM;
-                goto fail;
-        }
-        r = snapshot_record_from_json(manifest, &rec, &err);
-        if (r < 0)
-                goto fail;
-        rec->parent = mfree(rec->parent);
-        rec->origin_upper = mfree(rec->origin_upper);
-        rec->has_manifest = false;
-        if (name) {
-                free(rec->name);
-                rec->name = strdup(name);
-                if (!rec->name) {
-                        r = -ENOMEM;
-                        goto fail;
-                }
-        }
-        free(rec->id);
-        r = store_new_id(&rec->id);
-        if (r < 0)
-                goto fail;
-        r = store_snapshot_commit(s, tmp, rec, &err);
-        if (r < 0)
-                goto fail;
-        (void)printf("%s\n", rec->name);
-        return 0;
-fail:
-        (void)rm_rf_at(AT_FDCWD, tmp);
-        return fail(&err, r);
+        args[0] = (char *)"hutch-archive";
+        for (int i = 0; i < argc; i++)
+                args[i + 1] = argv[i];
+        args[argc + 1] = NULL;
+        (void)execv(helper, args);
+        log_error("cannot run %s: %m", helper);
+        return HUTCH_EXIT_FAILURE;
 }
 
 int verb_snapshot(int argc, char **argv) {
@@ -440,9 +185,7 @@ int verb_snapshot(int argc, char **argv) {
                 return snapshot_ls(argc - 1, argv + 1);
         if (strcmp(argv[1], "rm") == 0)
                 return snapshot_rm(argc - 1, argv + 1);
-        if (strcmp(argv[1], "export") == 0)
-                return snapshot_export(argc - 1, argv + 1);
-        if (strcmp(argv[1], "import") == 0)
-                return snapshot_import(argc - 1, argv + 1);
+        if (strcmp(argv[1], "export") == 0 || strcmp(argv[1], "import") == 0)
+                return snapshot_io(argc - 1, argv + 1);
         return snapshot_take(argc, argv);
 }

@@ -222,16 +222,16 @@ def stage_binaries(base, hutch, probe):
     shutil.copy2(probe, pdir / "probe")
     os.chmod(base / "hutch", 0o755)
     os.chmod(pdir / "probe", 0o755)
-    # hutch finds hutch-proxy next to itself (network mode allow).
-    proxy = BUILD / "src" / "proxy" / "hutch-proxy"
-    if proxy.is_file():
-        shutil.copy2(proxy, base / "hutch-proxy")
-        os.chmod(base / "hutch-proxy", 0o755)
-    # ... and hutch-agent, the microVM's init (--backend vm).
-    agent = BUILD / "src" / "guest" / "hutch-agent"
-    if agent.is_file():
-        shutil.copy2(agent, base / "hutch-agent")
-        os.chmod(base / "hutch-agent", 0o755)
+    # hutch finds the programs it ships next to itself: hutch-proxy
+    # (network mode allow), hutch-serve, hutch-archive (snapshot
+    # export/import) and hutch-agent (the microVM's init, --backend vm).
+    for helper in (BUILD / "src" / "proxy" / "hutch-proxy",
+                   BUILD / "src" / "cli" / "hutch-serve",
+                   BUILD / "src" / "cli" / "hutch-archive",
+                   BUILD / "src" / "guest" / "hutch-agent"):
+        if helper.is_file():
+            shutil.copy2(helper, base / helper.name)
+            os.chmod(base / helper.name, 0o755)
     return base / "hutch", pdir
 
 
@@ -297,6 +297,31 @@ def hutch(caller):
     current caller and returns the CompletedProcess (text stdout/stderr,
     timeout per call)."""
     return caller.run_raw
+
+
+def node_package(name, spec, probe):
+    """The directory of node package @name from HUTCH_TEST_NODE_MODULES, else
+    from the tests' own per-user cache (~/.cache/hutch-tests/node), installed
+    there with `npm install @spec` on first use; None when that fails. A
+    package counts as there when its file @probe (relative) exists."""
+    dirs = []
+    if os.environ.get("HUTCH_TEST_NODE_MODULES"):
+        dirs.append(Path(os.environ["HUTCH_TEST_NODE_MODULES"]))
+    cache = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "hutch-tests" / "node"
+    dirs.append(cache / "node_modules")
+    for d in dirs:
+        if (d / name / probe).is_file():
+            return d / name
+    if not shutil.which("npm"):
+        return None
+    cache.mkdir(parents=True, exist_ok=True)
+    r = subprocess.run(
+        ["npm", "install", "--no-audit", "--no-fund", "--silent", "--prefix", str(cache), spec],
+        capture_output=True, text=True, timeout=300,
+    )
+    if r.returncode == 0 and (cache / "node_modules" / name / probe).is_file():
+        return cache / "node_modules" / name
+    return None
 
 
 def wait_pidfds(pids, timeout):

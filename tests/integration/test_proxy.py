@@ -21,6 +21,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import proxyutil  # noqa: E402
+from conftest import node_package  # noqa: E402
 from proxyutil import (  # noqa: E402
     FakeDns,
     Proxy,
@@ -310,26 +311,8 @@ const [, , proxy, target, denied] = process.argv;
 
 def find_undici():
     """undici (for fetch through a proxy: node 20's built-in fetch ignores
-    proxies and has no NODE_USE_ENV_PROXY) from HUTCH_TEST_NODE_MODULES,
-    else a per-user cache, installed there with npm on first use."""
-    dirs = []
-    if os.environ.get("HUTCH_TEST_NODE_MODULES"):
-        dirs.append(Path(os.environ["HUTCH_TEST_NODE_MODULES"]))
-    cache = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "hutch-tests" / "node"
-    dirs.append(cache / "node_modules")
-    for d in dirs:
-        if (d / "undici" / "package.json").is_file():
-            return d / "undici"
-    if shutil.which("npm"):
-        cache.mkdir(parents=True, exist_ok=True)
-        r = subprocess.run(
-            ["npm", "install", "--no-audit", "--no-fund", "--silent", "--prefix", str(cache),
-             "undici@6"],
-            capture_output=True, text=True, timeout=180,
-        )
-        if r.returncode == 0 and (cache / "node_modules" / "undici" / "package.json").is_file():
-            return cache / "node_modules" / "undici"
-    return None
+    proxies and has no NODE_USE_ENV_PROXY), from the tests' node cache."""
+    return node_package("undici", "undici@6", "package.json")
 
 
 @pytest.mark.skipif(not shutil.which("node"), reason="node is not installed")

@@ -23,11 +23,13 @@
 #include "ns/caps.h"
 #include "ns/landlock.h"
 #include "parse-util.h"
+#include "sandbox/file-op.h"
 #include "sandbox/init.h"
 #include "sandbox/rootfs.h"
 #include "sandbox/sandbox.h"
 #include "sandbox/sync.h"
 #include "seccomp/seccomp-filter.h"
+#include "signal-util.h"
 #include "strv.h"
 
 #define INIT_MAX_FDS (1 + POLICY_MAX_BINDS)
@@ -219,23 +221,12 @@ static void confine_self(const InitArgs *a) {
                 init_fail(a->sync_fd, -r, "load the seccomp filter", NULL);
 }
 
-/* The command starts with default dispositions, whatever the caller
- * ignored (SIGPIPE in particular), and with no signal blocked. */
-static void reset_signals(void) {
-        struct sigaction dfl = {.sa_handler = SIG_DFL};
-        sigset_t none;
-
-        for (int sig = 1; sig < NSIG; sig++)
-                if (sig != SIGKILL && sig != SIGSTOP)
-                        (void)sigaction(sig, &dfl, NULL);
-        sigemptyset(&none);
-        (void)sigprocmask(SIG_SETMASK, &none, NULL);
-}
-
 _noreturn_ static void exec_command(const InitArgs *a) {
         char msg[300];
 
-        reset_signals();
+        /* The command starts with default dispositions, whatever the caller
+         * ignored (SIGPIPE in particular), and with no signal blocked. */
+        signals_reset_default();
 
         /* SECURITY: a new session, so the command has no controlling
          * terminal to inject input into. */
@@ -389,7 +380,7 @@ _noreturn_ static void exec_shim(pid_t cmd) {
 }
 
 _noreturn_ static void exec_child(const ExecRequest *req) {
-        reset_signals();
+        signals_reset_default();
         /* SECURITY: a new session per exec, as for a one-shot run. */
         (void)setsid();
         if (req->n_fds == 3) {
@@ -425,6 +416,10 @@ _noreturn_ static void exec_child(const ExecRequest *req) {
         for (int i = 0; i < 3; i++)
                 if (dup2(req->fds[i], i) < 0)
                         _exit(125);
+        /* A file operation (hutch_file_*()): done by this process of the
+         * sandbox, confined as any command. */
+        if (req->argv[0][0] == FILE_OP_ARGV0_PREFIX)
+                _exit(file_op_main(req->cwd, req->argv));
         if (chdir(req->cwd) < 0) {
                 (void)dprintf(STDERR_FILENO, "hutch: working directory '%s': %s\n", req->cwd,
                               strerror(errno));

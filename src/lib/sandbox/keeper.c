@@ -2,6 +2,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <jansson.h>
+#include <limits.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
@@ -19,6 +20,7 @@
 #include "fd-util.h"
 #include "macro.h"
 #include "parse-util.h"
+#include "sandbox/file-op.h"
 #include "sandbox/keeper.h"
 #include "sandbox/sandbox-internal.h"
 #include "sandbox/sync.h"
@@ -47,7 +49,7 @@ typedef struct Exec {
         int conn_fd; /* the client waiting for the outcome, or -EBADF */
         Cgroup *cgroup;
         uint64_t start_ms, deadline_ms, start_wall_ms;
-        bool detached, timed_out, killed;
+        bool detached, builtin, timed_out, killed;
         CgroupStats before;
         char *argv_json;
         off_t audit_start; /* the audit log's size when the exec started */
@@ -165,7 +167,7 @@ static void history_append(Keeper *k, const Exec *e, const char *outcome_json) {
         _cleanup_close_ int fd = -EBADF;
         int n;
 
-        if (!k->cfg->history_path)
+        if (!k->cfg->history_path || e->builtin)
                 return;
         n = asprintf(&line,
                      "{\"id\":%llu,\"argv\":%s,\"detached\":%s,\"start_ms\":%llu,"
@@ -259,7 +261,13 @@ static void exec_finished(Keeper *k, Exec *e, int status) {
                 (void)cgroup_kill(e->cgroup);
                 (void)cgroup_stats(e->cgroup, &mine);
         }
-        if (k->st->rc.cgroup && cgroup_stats(k->st->rc.cgroup, &after) >= 0)
+        /* The sandbox's counters tell an OOM kill or a refused fork, which
+         * only an exec that did not exit 0 can have met; reading them walks
+         * the v1 hierarchies, so a clean exit reports the last ones read
+         * (mem_peak_bytes is the sandbox's anyway). */
+        after = k->counters;
+        if (k->st->rc.cgroup && !(WIFEXITED(status) && WEXITSTATUS(status) == 0) &&
+            cgroup_stats(k->st->rc.cgroup, &after) >= 0)
                 k->counters = after;
         o.wall_ms = now_ms() - e->start_ms;
         o.cpu_ms = mine.have_cpu ? mine.cpu_usec / 1000 : 0;
@@ -285,7 +293,7 @@ static void exec_finished(Keeper *k, Exec *e, int status) {
 
         if (outcome_to_json(&o, &json) < 0)
                 json = NULL;
-        history_append(k, e, json ? json : "null");
+        /* The client first; the history and the exec's cgroup after. */
         if (e->conn_fd >= 0) {
                 json_t *obj = json_pack("{s:s,s:i,s:o}", "op", "outcome", "exit_code", o.exit_code,
                                         "outcome", json ? json_loads(json, 0, NULL) : json_null());
@@ -295,6 +303,7 @@ static void exec_finished(Keeper *k, Exec *e, int status) {
                 if (c)
                         conn_close(k, c);
         }
+        history_append(k, e, json ? json : "null");
         exec_free(k, e);
 }
 
@@ -381,18 +390,37 @@ static int exec_env(Keeper *k, char *const *extra, char ***ret) {
         return 0;
 }
 
-static int exec_start(Keeper *k, Conn *c, json_t *req, int *fds, size_t n_fds) {
-        _cleanup_strv_free_ char **argv = NULL, **extra = NULL, **env = NULL;
+/* What one exec request asks for, checked. */
+typedef struct ExecSpec {
+        char **argv;  /* borrowed */
+        char **extra; /* "K=V" over the sandbox's environment (borrowed), or NULL */
+        const char *cwd;
+        uint64_t timeout_ms;
+        bool detach;
+        bool builtin;   /* a file operation: not in the history */
+        const int *fds; /* stdin, stdout, stderr (borrowed; unused when detached) */
+} ExecSpec;
+
+static json_t *strv_to_json(char *const *l) {
+        json_t *arr = json_array();
+
+        STRV_FOREACH(s, (char **)l)
+                if (arr && json_array_append_new(arr, json_string(*s)) < 0) {
+                        json_decref(arr);
+                        return NULL;
+                }
+        return arr;
+}
+
+/* Starts @x: its cgroup, then SYNC_OP_EXEC to init. Answers "started" on
+ * @c, which then waits for the outcome (unless detached). Returns < 0 to
+ * close @c. */
+static int exec_launch(Keeper *k, Conn *c, const ExecSpec *x) {
+        _cleanup_strv_free_ char **env = NULL;
         _cleanup_free_ char *payload = NULL, *name = NULL;
         _cleanup_close_ int log_fd = -EBADF, null_fd = -EBADF;
         int cg_fds[SYNC_EXEC_FDS_MAX - 3], send_fds[SYNC_EXEC_FDS_MAX];
         size_t n_cg = 0, payload_len = 0;
-        const Policy *p = k->cfg->policy;
-        json_t *cwd_j = json_object_get(req, "cwd");
-        json_t *timeout_j = json_object_get(req, "timeout_ms");
-        bool detach = json_is_true(json_object_get(req, "detach"));
-        const char *cwd;
-        uint64_t timeout_ms = p->timeout_ms;
         Exec *e;
         int r;
 
@@ -402,33 +430,16 @@ static int exec_start(Keeper *k, Conn *c, json_t *req, int *fds, size_t n_fds) {
                 (void)send_json(c->fd, json_pack("{s:s}", "op", "stopping"), NULL, 0);
                 return -ECONNRESET;
         }
-        if (strings_from_json(json_object_get(req, "argv"), false, &argv) < 0 || !argv ||
-            !argv[0] || strings_from_json(json_object_get(req, "env"), true, &extra) < 0 ||
-            (cwd_j && !json_is_null(cwd_j) && !json_is_string(cwd_j)) ||
-            (timeout_j && !json_is_integer(timeout_j)) || n_fds != 3) {
-                send_error(c->fd, "malformed exec request");
-                return -EINVAL;
-        }
-        if (timeout_j && json_integer_value(timeout_j) > 0)
-                timeout_ms = (uint64_t)json_integer_value(timeout_j);
-        cwd = json_is_string(cwd_j) ? json_string_value(cwd_j)
-              : p->workdir          ? p->workdir
-              : p->workspace        ? POLICY_SANDBOX_WORKSPACE
-                                    : POLICY_SANDBOX_HOME;
-        if (cwd[0] != '/') {
-                send_error(c->fd, "the working directory must be an absolute path");
-                return -EINVAL;
-        }
         if (k->n_execs >= KEEPER_MAX_EXECS) {
                 send_error(c->fd, "too many commands running in this sandbox");
                 return -EBUSY;
         }
-        r = exec_env(k, extra, &env);
+        r = exec_env(k, x->extra, &env);
         if (r < 0) {
                 send_error(c->fd, "invalid environment entry (want KEY=VALUE)");
                 return r;
         }
-        r = build_payload(cwd, argv, env, &payload, &payload_len);
+        r = build_payload(x->cwd, x->argv, env, &payload, &payload_len);
         if (r < 0) {
                 send_error(c->fd, "the command line and environment are too long");
                 return r;
@@ -437,13 +448,19 @@ static int exec_start(Keeper *k, Conn *c, json_t *req, int *fds, size_t n_fds) {
         e = &k->execs[k->n_execs];
         *e = (Exec){
                 .id = ++k->next_id,
-                .conn_fd = detach ? -EBADF : c->fd,
-                .detached = detach,
+                .conn_fd = x->detach ? -EBADF : c->fd,
+                .detached = x->detach,
+                .builtin = x->builtin,
                 .start_ms = now_ms(),
                 .start_wall_ms = wall_ms(),
                 .audit_start = audit_size(k),
         };
-        e->argv_json = json_dumps(json_object_get(req, "argv"), JSON_COMPACT);
+        if (!x->builtin) {
+                json_t *a = strv_to_json(x->argv);
+
+                e->argv_json = a ? json_dumps(a, JSON_COMPACT) : NULL;
+                json_decref(a);
+        }
         if (k->st->rc.cgroup) {
                 HutchError ignored = {};
 
@@ -467,7 +484,7 @@ static int exec_start(Keeper *k, Conn *c, json_t *req, int *fds, size_t n_fds) {
         }
         k->n_execs++;
 
-        if (detach) {
+        if (x->detach) {
                 log_fd = open_log(k, e->id);
                 null_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
                 if (log_fd < 0 || null_fd < 0) {
@@ -478,7 +495,7 @@ static int exec_start(Keeper *k, Conn *c, json_t *req, int *fds, size_t n_fds) {
                 send_fds[0] = null_fd;
                 send_fds[1] = send_fds[2] = log_fd;
         } else
-                memcpy(send_fds, fds, sizeof(int) * 3);
+                memcpy(send_fds, x->fds, sizeof(int) * 3);
         memcpy(send_fds + 3, cg_fds, sizeof(int) * n_cg);
         r = sync_send_values(k->st->sync_parent, SYNC_OP_EXEC, (uint64_t[3]){e->id, payload_len, 0},
                              send_fds, 3 + n_cg);
@@ -491,11 +508,11 @@ static int exec_start(Keeper *k, Conn *c, json_t *req, int *fds, size_t n_fds) {
                 send_error(c->fd, "the sandbox is gone");
                 goto fail;
         }
-        if (timeout_ms)
-                e->deadline_ms = e->start_ms + timeout_ms;
+        if (x->timeout_ms)
+                e->deadline_ms = e->start_ms + x->timeout_ms;
         r = send_json(c->fd, json_pack("{s:s,s:I}", "op", "started", "id", (json_int_t)e->id), NULL,
                       0);
-        if (detach)
+        if (x->detach)
                 return -ECONNRESET; /* done with this connection */
         c->kind = CONN_EXEC;
         c->exec_id = e->id;
@@ -507,6 +524,80 @@ fail:
         e->conn_fd = -EBADF;
         exec_free(k, e);
         return r;
+}
+
+/* {"op":"exec",...} with stdin, stdout and stderr. */
+static int exec_start(Keeper *k, Conn *c, json_t *req, int *fds, size_t n_fds) {
+        _cleanup_strv_free_ char **argv = NULL, **extra = NULL;
+        const Policy *p = k->cfg->policy;
+        json_t *cwd_j = json_object_get(req, "cwd");
+        json_t *timeout_j = json_object_get(req, "timeout_ms");
+        ExecSpec x = {
+                .detach = json_is_true(json_object_get(req, "detach")),
+                .timeout_ms = p->timeout_ms,
+                .fds = fds,
+        };
+
+        /* SECURITY: argv[0] 0x01... is a builtin's (sync.h), never a
+         * client's command. */
+        if (strings_from_json(json_object_get(req, "argv"), false, &argv) < 0 || !argv ||
+            !argv[0] || argv[0][0] == FILE_OP_ARGV0_PREFIX ||
+            strings_from_json(json_object_get(req, "env"), true, &extra) < 0 ||
+            (cwd_j && !json_is_null(cwd_j) && !json_is_string(cwd_j)) ||
+            (timeout_j && !json_is_integer(timeout_j)) || n_fds != 3) {
+                send_error(c->fd, "malformed exec request");
+                return -EINVAL;
+        }
+        if (timeout_j && json_integer_value(timeout_j) > 0)
+                x.timeout_ms = (uint64_t)json_integer_value(timeout_j);
+        x.cwd = json_is_string(cwd_j) ? json_string_value(cwd_j)
+                : p->workdir          ? p->workdir
+                : p->workspace        ? POLICY_SANDBOX_WORKSPACE
+                                      : POLICY_SANDBOX_HOME;
+        if (x.cwd[0] != '/') {
+                send_error(c->fd, "the working directory must be an absolute path");
+                return -EINVAL;
+        }
+        x.argv = argv;
+        x.extra = extra;
+        return exec_launch(k, c, &x);
+}
+
+/* {"op":"file","action":A,"path":P,"mode":N,"max":N} with one fd: the
+ * builtin of sandbox/file-op.h, run as an exec whose stdin and stdout are
+ * that fd. A relative path is taken from the workspace, or $HOME. */
+static int file_start(Keeper *k, Conn *c, json_t *req, int *fds, size_t n_fds) {
+        _cleanup_close_ int null_fd = -EBADF;
+        json_t *mode_j = json_object_get(req, "mode"), *max_j = json_object_get(req, "max");
+        const char *action = json_string_value(json_object_get(req, "action"));
+        const char *path = json_string_value(json_object_get(req, "path"));
+        char mode[24], max[24];
+        int data_fd = fds[0];
+
+        if (file_op_action_from_string(action) < 0 || !path || !path[0] ||
+            strlen(path) >= PATH_MAX || !json_is_integer(mode_j) ||
+            json_integer_value(mode_j) < 0 || json_integer_value(mode_j) > 0777 ||
+            !json_is_integer(max_j) || json_integer_value(max_j) < 0 || n_fds != 1) {
+                send_error(c->fd, "malformed file request");
+                return -EINVAL;
+        }
+        null_fd = open("/dev/null", O_RDWR | O_CLOEXEC);
+        if (null_fd < 0) {
+                send_error(c->fd, "failed to open /dev/null");
+                return negative_errno();
+        }
+        (void)snprintf(mode, sizeof(mode), "%lld", (long long)json_integer_value(mode_j));
+        (void)snprintf(max, sizeof(max), "%lld", (long long)json_integer_value(max_j));
+        return exec_launch(k, c,
+                           &(ExecSpec){
+                                   .argv = (char *[]){(char *)FILE_OP_ARGV0, (char *)action,
+                                                      (char *)path, mode, max, NULL},
+                                   .cwd = k->cfg->policy->workspace ? POLICY_SANDBOX_WORKSPACE
+                                                                    : POLICY_SANDBOX_HOME,
+                                   .timeout_ms = k->cfg->policy->timeout_ms,
+                                   .builtin = true,
+                                   .fds = (int[3]){data_fd, data_fd, null_fd},
+                           });
 }
 
 /* One message on a connection. Returns < 0 to close it. */
@@ -553,6 +644,8 @@ static int conn_handle(Keeper *k, Conn *c) {
                 r = -EPROTO;
         } else if (strcmp(op, "exec") == 0) {
                 r = exec_start(k, c, req, fds, n_fds);
+        } else if (strcmp(op, "file") == 0) {
+                r = file_start(k, c, req, fds, n_fds);
         } else if (strcmp(op, "ping") == 0) {
                 (void)send_json(c->fd,
                                 json_pack("{s:s,s:i,s:i}", "op", "ok", "running", (int)k->n_execs,
@@ -969,40 +1062,100 @@ int keeper_simple(int sock, const char *op, HutchError *reterr) {
         return r;
 }
 
-static json_t *strv_to_json(char *const *l) {
-        json_t *arr = json_array();
-
-        STRV_FOREACH(s, (char **)l)
-                if (arr && json_array_append_new(arr, json_string(*s)) < 0) {
-                        json_decref(arr);
-                        return NULL;
-                }
-        return arr;
-}
-
-int keeper_exec(int sock, const KeeperExec *req, int forward_sigfd, uint64_t *ret_id,
-                int *ret_exit_code, char **ret_json, HutchError *reterr) {
-        json_t *obj, *ans = NULL;
-        bool started = false;
-        const char *op;
+static int request_send(int sock, json_t *obj, const int *fds, size_t n_fds, HutchError *reterr) {
         int r;
 
-        obj = json_pack("{s:s,s:o,s:o,s:o,s:I,s:b}", "op", "exec", "argv", strv_to_json(req->argv),
-                        "env", strv_to_json(req->env), "cwd",
-                        req->cwd ? json_string(req->cwd) : json_null(), "timeout_ms",
-                        (json_int_t)req->timeout_ms, "detach", req->detach);
-        if (!obj)
-                return hutch_error_set(reterr, EINVAL,
-                                       "the command line is not valid UTF-8 (or out of memory)");
-        r = send_json(sock, obj, req->fds, 3);
+        r = send_json(sock, obj, fds, n_fds);
+        /* -ECONNRESET: the command was not started (the client may start a
+         * new keeper and try again). */
         if (r == -EPIPE || r == -ECONNRESET)
                 return hutch_error_set(reterr, ECONNRESET,
                                        "the sandbox stopped before the command started");
         if (r < 0)
                 return hutch_error_set(reterr, -r, "failed to send the command: %s", strerror(-r));
+        return 0;
+}
+
+static json_t *exec_request_json(const KeeperExec *req) {
+        return json_pack("{s:s,s:o,s:o,s:o,s:I,s:b}", "op", "exec", "argv", strv_to_json(req->argv),
+                         "env", strv_to_json(req->env), "cwd",
+                         req->cwd ? json_string(req->cwd) : json_null(), "timeout_ms",
+                         (json_int_t)req->timeout_ms, "detach", req->detach);
+}
+
+int keeper_exec_send(int sock, const KeeperExec *req, HutchError *reterr) {
+        json_t *obj = exec_request_json(req);
+
+        if (!obj)
+                return hutch_error_set(reterr, EINVAL,
+                                       "the command line is not valid UTF-8 (or out of memory)");
+        return request_send(sock, obj, req->fds, 3, reterr);
+}
+
+int keeper_exec_answer(int sock, uint64_t *ret_id, int *ret_exit_code, char **ret_json,
+                       HutchError *reterr) {
+        json_t *ans = NULL;
+        const char *op;
+        int r;
+
+        r = recv_json(sock, &ans, NULL, 0);
+        if (r == -EAGAIN)
+                return r;
+        if (r <= 0)
+                return hutch_error_set(reterr, r == 0 ? EPIPE : -r,
+                                       "the sandbox stopped before the command ended");
+        op = json_string_value(json_object_get(ans, "op"));
+        /* A keeper that is stopping starts nothing. */
+        if (op && strcmp(op, "stopping") == 0) {
+                json_decref(ans);
+                return hutch_error_set(reterr, ECONNRESET,
+                                       "the sandbox stopped before the command started");
+        }
+        if (op && strcmp(op, "started") == 0) {
+                *ret_id = (uint64_t)json_integer_value(json_object_get(ans, "id"));
+                json_decref(ans);
+                return KEEPER_ANSWER_STARTED;
+        }
+        if (op && strcmp(op, "outcome") == 0) {
+                json_t *code = json_object_get(ans, "exit_code");
+                char *text = NULL;
+
+                if (!json_is_integer(code)) {
+                        json_decref(ans);
+                        return hutch_error_set(reterr, EPROTO, "malformed outcome");
+                }
+                if (ret_json) {
+                        text = json_dumps(json_object_get(ans, "outcome"), JSON_COMPACT);
+                        if (!text) {
+                                json_decref(ans);
+                                return hutch_error_set(reterr, ENOMEM, "out of memory");
+                        }
+                        *ret_json = text;
+                }
+                *ret_exit_code = (int)json_integer_value(code);
+                json_decref(ans);
+                return KEEPER_ANSWER_OUTCOME;
+        }
+        r = answer_error(ans, reterr);
+        json_decref(ans);
+        return r;
+}
+
+/* Sends @obj (consumed) with @fds, then waits for "started" and, unless
+ * @detach, the outcome; passes @forward_sigfd's signals on meanwhile. */
+static int request_wait(int sock, json_t *obj, const int *fds, size_t n_fds, bool detach,
+                        int forward_sigfd, uint64_t *ret_id, int *ret_exit_code, char **ret_json,
+                        HutchError *reterr) {
+        bool started = false;
+        int r;
+
+        r = request_send(sock, obj, fds, n_fds, reterr);
+        if (r < 0)
+                return r;
         for (;;) {
                 struct pollfd pfd[2] = {{.fd = sock, .events = POLLIN},
                                         {.fd = forward_sigfd, .events = POLLIN}};
+                uint64_t id = 0;
 
                 if (poll(pfd, forward_sigfd >= 0 ? 2 : 1, -1) < 0) {
                         if (errno == EINTR)
@@ -1020,44 +1173,63 @@ int keeper_exec(int sock, const KeeperExec *req, int forward_sigfd, uint64_t *re
                 }
                 if (!pfd[0].revents)
                         continue;
-                r = recv_json(sock, &ans, NULL, 0);
-                if (r <= 0 && !started)
-                        return hutch_error_set(reterr, ECONNRESET,
-                                               "the sandbox stopped before the command started");
-                if (r <= 0)
-                        return hutch_error_set(reterr, r == 0 ? EPIPE : -r,
-                                               "the sandbox stopped before the command ended");
-                op = json_string_value(json_object_get(ans, "op"));
-                if (op && strcmp(op, "stopping") == 0) {
-                        json_decref(ans);
-                        return hutch_error_set(reterr, ECONNRESET,
-                                               "the sandbox stopped before the command started");
-                }
-                if (op && strcmp(op, "started") == 0) {
-                        started = true;
-                        if (ret_id)
-                                *ret_id = (uint64_t)json_integer_value(json_object_get(ans, "id"));
-                        json_decref(ans);
-                        if (req->detach)
-                                return 0;
+                r = keeper_exec_answer(sock, &id, ret_exit_code, ret_json, reterr);
+                if (r == -EAGAIN)
                         continue;
-                }
-                if (op && strcmp(op, "outcome") == 0) {
-                        json_t *code = json_object_get(ans, "exit_code");
-
-                        if (!json_is_integer(code)) {
-                                json_decref(ans);
-                                return hutch_error_set(reterr, EPROTO, "malformed outcome");
-                        }
-                        *ret_exit_code = (int)json_integer_value(code);
-                        if (ret_json)
-                                *ret_json =
-                                        json_dumps(json_object_get(ans, "outcome"), JSON_COMPACT);
-                        json_decref(ans);
+                /* Gone before "started": the command did not run (the
+                 * caller may start a new keeper and try again). */
+                if ((r == -EPIPE || r == -ECONNRESET) && !started)
+                        return hutch_error_set(reterr, ECONNRESET,
+                                               "the sandbox stopped before the command started");
+                if (r < 0 || r == KEEPER_ANSWER_OUTCOME)
+                        return r < 0 ? r : 0;
+                started = true;
+                if (ret_id)
+                        *ret_id = id;
+                if (detach)
                         return 0;
-                }
-                r = answer_error(ans, reterr);
-                json_decref(ans);
-                return r;
         }
+}
+
+int keeper_exec(int sock, const KeeperExec *req, int forward_sigfd, uint64_t *ret_id,
+                int *ret_exit_code, char **ret_json, HutchError *reterr) {
+        json_t *obj = exec_request_json(req);
+
+        if (!obj)
+                return hutch_error_set(reterr, EINVAL,
+                                       "the command line is not valid UTF-8 (or out of memory)");
+        return request_wait(sock, obj, req->fds, 3, req->detach, forward_sigfd, ret_id,
+                            ret_exit_code, ret_json, reterr);
+}
+
+int keeper_file(int sock, const KeeperFile *req, HutchError *reterr) {
+        const char *action = file_op_action_to_string(req->action);
+        _cleanup_free_ char *json = NULL;
+        int exit_code = 0, r;
+        json_t *obj, *o;
+        const char *reason;
+
+        if (!action || req->mode > 0777 || req->max > INT64_MAX)
+                return hutch_error_set(reterr, EINVAL, "invalid file request");
+        obj = json_pack("{s:s,s:s,s:s,s:I,s:I}", "op", "file", "action", action, "path", req->path,
+                        "mode", (json_int_t)req->mode, "max", (json_int_t)req->max);
+        if (!obj)
+                return hutch_error_set(reterr, EINVAL,
+                                       "the path is not valid UTF-8 (or out of memory)");
+        r = request_wait(sock, obj, &req->data_fd, 1, false, -EBADF, NULL, &exit_code, &json,
+                         reterr);
+        if (r < 0)
+                return r;
+        /* The builtin's status is its errno (file-op.h); anything else
+         * (a timeout, a kill, 125 when it could not start) is not. */
+        o = json ? json_loads(json, 0, NULL) : NULL;
+        reason = json_string_value(json_object_get(o, "reason"));
+        if (reason && strcmp(reason, "timeout") == 0)
+                r = -ETIMEDOUT;
+        else if (!reason || strcmp(reason, "exited") != 0 || exit_code < 0 || exit_code >= 125)
+                r = -EIO;
+        else
+                r = -exit_code;
+        json_decref(o);
+        return r;
 }

@@ -17,6 +17,11 @@
  *   client -> keeper {"op":"stop"} | {"op":"ping"} -> {"op":"ok",...}
  *   client -> keeper {"op":"freeze"} -> {"op":"ok"}; the sandbox stays
  *                    frozen until {"op":"thaw"} or the connection closes
+ *   client -> keeper {"op":"file","action":"read|write|list|stat|remove",
+ *                     "path":S,"mode":N,"max":N}   + one fd for the data
+ *                    -> {"op":"started","id":N}, {"op":"outcome",...}: the
+ *                    file operation of sandbox/file-op.h, run by a process
+ *                    of the sandbox; its exit_code is 0 or the errno
  *   keeper -> client {"op":"error","message":S} for a refused request
  *   keeper -> client {"op":"stopping"}: an exec that came while the keeper
  *                    stops; the command was not started
@@ -27,6 +32,7 @@
 
 #include "hutch-error.h"
 #include "policy/policy.h"
+#include "sandbox/file-op.h"
 #include "sandbox/outcome.h"
 #include "sandbox/sandbox.h"
 
@@ -74,6 +80,40 @@ int keeper_connect(const char *socket_path);
 int keeper_exec(int sock, const KeeperExec *req, int forward_sigfd, uint64_t *ret_id,
                 int *ret_exit_code, char **ret_json, HutchError *reterr);
 
+/* The two halves of keeper_exec(), for a caller with its own event loop
+ * (hutch serve). keeper_exec_send() sends @req (its fds included) on the
+ * connected @sock. keeper_exec_answer() then reads one answer:
+ * KEEPER_ANSWER_STARTED with @ret_id, or KEEPER_ANSWER_OUTCOME with
+ * @ret_exit_code and (when @ret_json is non-NULL) the outcome's JSON, which
+ * the caller frees. -EAGAIN when @sock is non-blocking and nothing waits;
+ * -EPIPE when the keeper closed the connection; -ECONNRESET when it was
+ * stopping and started nothing; -EPERM with the keeper's
+ * refusal in @reterr; another -errno with @reterr. Closing @sock before
+ * the outcome kills the command (unless detached). */
+typedef enum KeeperAnswer {
+        KEEPER_ANSWER_STARTED = 1,
+        KEEPER_ANSWER_OUTCOME = 2,
+} KeeperAnswer;
+
+int keeper_exec_send(int sock, const KeeperExec *req, HutchError *reterr);
+int keeper_exec_answer(int sock, uint64_t *ret_id, int *ret_exit_code, char **ret_json,
+                       HutchError *reterr);
+
 /* Sends {"op":@op} and waits for the answer ("ok"): for stop, ping,
  * freeze, thaw. Returns 0, or -errno with @reterr. */
 int keeper_simple(int sock, const char *op, HutchError *reterr);
+
+typedef struct KeeperFile {
+        FileOpAction action;
+        const char *path; /* inside the sandbox; relative: from the workspace, or $HOME */
+        unsigned mode;    /* write: for a new file (0-0777) */
+        uint64_t max;     /* read: the largest file accepted */
+        int data_fd;      /* write: the bytes, from its offset to EOF; read, list, stat: where
+                           * the result is written (borrowed) */
+} KeeperFile;
+
+/* Runs a file operation (sandbox/file-op.h) in the sandbox of the
+ * connected keeper and waits for it. Returns 0 or the operation's -errno
+ * (-ETIMEDOUT when the policy's timeout ended it, -EIO when it did not
+ * finish), or -errno with @reterr when the keeper refused or failed. */
+int keeper_file(int sock, const KeeperFile *req, HutchError *reterr);

@@ -19,6 +19,10 @@
 #include "sandbox/proxy-spawn.h"
 #include "strv.h"
 
+#ifndef HUTCH_INSTALLED_PROXY
+#define HUTCH_INSTALLED_PROXY "/usr/local/libexec/hutch/hutch-proxy"
+#endif
+
 #define PROXY_STOP_TIMEOUT_MS 3000
 #define PROXY_SUMMARY_MAX (1U << 20)
 /* Where the proxy finds its descriptors: listening sockets from 3 on,
@@ -32,6 +36,12 @@ int proxy_binary_find(char **ret, HutchError *reterr) {
                 return hutch_error_set(reterr, ENOENT,
                                        "$HUTCH_PROXY_PATH '%s' is not an executable",
                                        getenv("HUTCH_PROXY_PATH"));
+        /* A program using libhutch, not hutch itself: where `meson
+         * install` put it. */
+        if (r == -ENOENT && access(HUTCH_INSTALLED_PROXY, X_OK) == 0) {
+                *ret = strdup(HUTCH_INSTALLED_PROXY);
+                return *ret ? 0 : -ENOMEM;
+        }
         if (r == -ENOENT)
                 return hutch_error_set(reterr, ENOENT,
                                        "network mode allow needs hutch-proxy, which is not next "

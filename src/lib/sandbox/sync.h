@@ -38,7 +38,12 @@
  *                                       length; fds: stdin, stdout, stderr,
  *                                       then the exec cgroup's cgroup.procs
  *                                       files; followed by one datagram, the
- *                                       payload: "cwd\0argv...\0\0env...\0"
+ *                                       payload: "cwd\0argv...\0\0env...\0".
+ *                                       An argv[0] starting with the byte
+ *                                       0x01 (FILE_OP_ARGV0, sandbox/file-op.h)
+ *                                       names a builtin: the forked child
+ *                                       runs it itself instead of exec'ing,
+ *                                       and its exit status is 0 or an errno
  *   keeper -> init      SYNC_OP_SIGNAL  values[0]: exec id, values[1]: signal
  */
 
@@ -46,7 +51,7 @@
 
 #define SYNC_MAGIC UINT32_C(0x68757463) /* "hutc" */
 #define SYNC_VERSION_MAJOR 1
-#define SYNC_VERSION_MINOR 3
+#define SYNC_VERSION_MINOR 4
 /* An exec request's payload (cwd, argv, environment). */
 #define SYNC_EXEC_PAYLOAD_MAX (128U << 10)
 /* Descriptors of one exec request: stdio and up to six cgroup.procs. */

@@ -1148,6 +1148,63 @@ fail:
         return hutch_error_set(reterr, -q, "failed to snapshot '%s': %s", r->name, strerror(-q));
 }
 
+int store_sandbox_reset(Store *s, SandboxRecord *r, const char *snap, size_t max_layers,
+                        HutchError *reterr) {
+        _cleanup_(snapshot_record_freep) SnapshotRecord *target = NULL;
+        _cleanup_strv_free_ char **chain = NULL;
+        _cleanup_free_ char *data = NULL, *parent = NULL;
+        _cleanup_close_ int dfd = -EBADF, lock = -EBADF;
+        char upper[64], next[64];
+        SandboxRecord moved;
+        int q;
+
+        q = store_lock_all(s, &lock);
+        if (q < 0)
+                return hutch_error_set(reterr, -q, "cannot lock the store: %s", strerror(-q));
+        q = store_snapshot_load(s, snap, &target, reterr);
+        if (q < 0)
+                return q;
+        q = store_snapshot_chain(s, target->name, max_layers, &chain, reterr);
+        if (q < 0)
+                return q;
+        if (upper_name(r->gen, upper, sizeof(upper)) < 0 ||
+            upper_name(r->gen + 1, next, sizeof(next)) < 0)
+                return -ENAMETOOLONG;
+        parent = strdup(target->name);
+        if (!parent)
+                return -ENOMEM;
+        q = store_sandbox_path(s, r->name, "data", &data);
+        if (q < 0)
+                return q;
+        dfd = open(data, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (dfd < 0)
+                return hutch_error_set(reterr, errno, "cannot open %s: %m", data);
+        /* 1. the new, empty layer (an interrupted earlier reset may have
+         *    left it: it is empty then too, or gc's to remove); */
+        (void)rm_rf_at(dfd, next);
+        q = make_layer_dirs(s, dfd, next);
+        if (q < 0)
+                return hutch_error_set(reterr, -q, "cannot create the sandbox's new layer: %s",
+                                       strerror(-q));
+        crash_point("reset-1");
+        /* 2. the record: from now on the sandbox is the snapshot's; */
+        moved = *r;
+        moved.parent = parent;
+        moved.gen = r->gen + 1;
+        q = store_sandbox_save(s, &moved, reterr);
+        if (q < 0) {
+                (void)rm_rf_at(dfd, next);
+                return q;
+        }
+        crash_point("reset-2");
+        free(r->parent);
+        r->parent = TAKE_PTR(parent);
+        r->gen++;
+        /* 3. its old layer goes (what is left, `hutch gc` removes). */
+        (void)rm_rf_at(dfd, upper);
+        return 0;
+}
+
 int store_snapshot_dependent(const Store *s, const char *name, char **ret) {
         _cleanup_strv_free_ char **sbs = NULL, **snaps = NULL;
         int r;

@@ -20,6 +20,7 @@
  * Every record is written to a temporary name, fsync'ed and renamed. */
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "hutch-error.h"
@@ -125,6 +126,17 @@ int store_snapshot_stopped(Store *s, SandboxRecord *r, const char *snap, HutchEr
  * into the empty directory it is given. */
 typedef int (*StoreCopyFn)(int src_dirfd, int dst_dirfd, HutchError *reterr);
 int store_snapshot_copy(Store *s, const SandboxRecord *r, const char *snap, StoreCopyFn copy_layer,
+                        HutchError *reterr);
+
+/* Points the stopped sandbox @r (the caller holds its lock) at snapshot
+ * @snap with a new empty layer: its own layer and its former parent are
+ * dropped (hutch_restore()). Under the store's lock, so @snap cannot go
+ * away meanwhile: -ENOENT when there is no snapshot @snap, -E2BIG when its
+ * chain is deeper than @max_layers. Crash-safe: the new layer is made,
+ * then the record naming it and @snap is written (the commit point), then
+ * the old layer is removed (left to `hutch gc` when that fails). @r is
+ * updated on success. */
+int store_sandbox_reset(Store *s, SandboxRecord *r, const char *snap, size_t max_layers,
                         HutchError *reterr);
 
 /* Writes a snapshot record under a new temp folder: returns the folder's

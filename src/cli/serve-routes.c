@@ -1,0 +1,547 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* The routes of `hutch serve` other than exec: sandboxes, files,
+ * snapshots, diff/apply and the audit log. Each is one call of the C API
+ * (include/hutch.h), whose errors map 1:1 to the error body.
+ *
+ * NEEDSWORK: these calls run in the event loop and block it while they
+ * last. Most take milliseconds, but the file routes start a stopped
+ * sandbox, a snapshot of a running sandbox copies its layer, and diff and
+ * apply walk the workspace: meanwhile other clients (and running streams)
+ * wait. The C API is not thread-safe and the server forks (keepers), so
+ * the way out is a worker process per long call, not threads. */
+#include <errno.h>
+#include <fcntl.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <event2/buffer.h>
+#include <event2/http.h>
+
+#include "fd-util.h"
+#include "parse-util.h"
+#include "serve.h"
+#include "strv.h"
+
+#define AUDIT_LIMIT_DEFAULT 1000U
+#define AUDIT_LIMIT_MAX 10000U
+#define AUDIT_READ_MAX (8U << 20) /* only the log's tail is read */
+
+/* Answers 204 after a C API call that returned @r >= 0, else its error. */
+static void reply_done(ServeCtx *c, int r, const hutch_error *err) {
+        if (r < 0)
+                serve_reply_api_error(c->req, r, err, NULL);
+        else
+                serve_reply_no_content(c->req);
+}
+
+/* Appends @item (taken) to @arr; on failure frees both and returns NULL,
+ * which the next call passes on and serve_reply_json() answers as OOM. */
+static json_t *array_append(json_t *arr, json_t *item) {
+        if (arr && json_array_append_new(arr, item) == 0)
+                return arr;
+        if (!arr)
+                json_decref(item);
+        json_decref(arr);
+        return NULL;
+}
+
+/* ---- sandboxes ---- */
+
+static json_t *sandbox_json(const hutch_sandbox_info *i) {
+        return json_pack("{s:s,s:s,s:s,s:I,s:I,s:I,s:o}", "name", i->name, "id", i->id, "state",
+                         i->running ? "running" : "stopped", "created_ms",
+                         (json_int_t)i->created_ms, "last_used_ms", (json_int_t)i->last_used_ms,
+                         "disk_bytes", (json_int_t)i->disk_bytes, "parent",
+                         i->parent[0] ? json_string(i->parent) : json_null());
+}
+
+void serve_sandbox_list(ServeCtx *c) {
+        _cleanup_free_ hutch_sandbox_info *l = NULL;
+        hutch_error err = {};
+        json_t *arr;
+        size_t n = 0;
+        int r;
+
+        r = hutch_list(&l, &n, &err);
+        if (r < 0) {
+                serve_reply_api_error(c->req, r, &err, NULL);
+                return;
+        }
+        arr = json_array();
+        for (size_t i = 0; i < n; i++)
+                arr = array_append(arr, sandbox_json(&l[i]));
+        serve_reply_json(c->req, 200, arr ? json_pack("{s:o}", "sandboxes", arr) : NULL);
+}
+
+typedef struct CreateArgs {
+        const char *name;
+        json_t *policy;
+        const char *from_snapshot;
+} CreateArgs;
+
+static const ServeField create_fields[] = {
+        {"name", SERVE_FIELD_STRING, offsetof(CreateArgs, name), true},
+        {"policy", SERVE_FIELD_OBJECT, offsetof(CreateArgs, policy), false},
+        {"from_snapshot", SERVE_FIELD_STRING, offsetof(CreateArgs, from_snapshot), false},
+};
+
+static void hutch_policy_freep(hutch_policy **p) {
+        hutch_policy_free(*p);
+}
+
+/* Creates a sandbox. With "policy" that document is its policy; with only
+ * "from_snapshot", the snapshot's; with neither, the defaults. */
+void serve_sandbox_create(ServeCtx *c) {
+        _cleanup_(hutch_policy_freep) hutch_policy *p = NULL;
+        _cleanup_free_ char *policy_text = NULL, *location = NULL;
+        CreateArgs a = {};
+        hutch_sandbox_info info;
+        hutch_error err = {};
+        json_t *root = NULL;
+        char id[17];
+        int r;
+
+        r = serve_body_object(c, create_fields, ELEMENTSOF(create_fields), &a, &root);
+        if (r < 0)
+                return;
+        if (!store_name_is_valid(a.name)) {
+                serve_reply_status(c->req, 400, "invalid_argument", "/name",
+                                   "invalid sandbox name '%.64s': it must match "
+                                   "[a-z0-9][a-z0-9_.-]{0,62}",
+                                   a.name);
+                goto out;
+        }
+        if (a.from_snapshot && !store_name_is_valid(a.from_snapshot)) {
+                serve_reply_status(c->req, 400, "invalid_argument", "/from_snapshot",
+                                   "invalid snapshot name '%.64s'", a.from_snapshot);
+                goto out;
+        }
+        if (a.policy || !a.from_snapshot) {
+                p = hutch_policy_new();
+                if (!p) {
+                        serve_reply_errno(c->req, ENOMEM, NULL, "out of memory");
+                        goto out;
+                }
+        }
+        if (a.policy) {
+                policy_text = json_dumps(a.policy, JSON_COMPACT);
+                r = policy_text ? hutch_policy_load_json(p, policy_text, &err) : -ENOMEM;
+                if (r < 0) {
+                        serve_reply_api_error(c->req, r, &err, "/policy");
+                        goto out;
+                }
+        }
+        r = hutch_create(a.name, p, a.from_snapshot, id, &err);
+        if (r >= 0)
+                r = hutch_get(a.name, &info, &err);
+        if (r < 0) {
+                serve_reply_api_error(c->req, r, &err, "/policy");
+                goto out;
+        }
+        if (asprintf(&location, "/v1/sandboxes/%s", a.name) >= 0)
+                (void)evhttp_add_header(evhttp_request_get_output_headers(c->req), "Location",
+                                        location);
+        else
+                location = NULL;
+        serve_reply_json(c->req, 201, sandbox_json(&info));
+out:
+        json_decref(root);
+}
+
+void serve_sandbox_get(ServeCtx *c) {
+        hutch_sandbox_info info;
+        hutch_error err = {};
+        int r;
+
+        r = hutch_get(c->param, &info, &err);
+        if (r < 0)
+                serve_reply_api_error(c->req, r, &err, NULL);
+        else
+                serve_reply_json(c->req, 200, sandbox_json(&info));
+}
+
+/* Stops the sandbox when it runs (its commands end) and removes it. */
+void serve_sandbox_delete(ServeCtx *c) {
+        hutch_error err = {};
+
+        reply_done(c, hutch_destroy(c->param, &err), &err);
+}
+
+void serve_sandbox_stop(ServeCtx *c) {
+        hutch_error err = {};
+
+        reply_done(c, hutch_stop(c->param, &err), &err);
+}
+
+/* ---- files ---- */
+
+/* The mandatory "path" query parameter, or NULL after answering 400. */
+static const char *query_path(const ServeCtx *c) {
+        const char *path = serve_query(c, "path");
+
+        if (!path || !path[0])
+                serve_reply_status(c->req, 400, "invalid_argument", NULL,
+                                   "the query parameter 'path' is required");
+        return path && path[0] ? path : NULL;
+}
+
+static json_t *file_info_json(const hutch_file_info *f) {
+        char mode[8];
+
+        (void)snprintf(mode, sizeof(mode), "%04o", f->mode & 07777);
+        return json_pack("{s:s,s:s,s:I,s:s,s:I}", "name", f->name, "type", f->type, "size",
+                         (json_int_t)f->size, "mode", mode, "mtime_ms", (json_int_t)f->mtime_ms);
+}
+
+void serve_file_read(ServeCtx *c) {
+        _cleanup_free_ char *data = NULL;
+        const char *path = query_path(c);
+        struct evbuffer *buf;
+        hutch_error err = {};
+        size_t len = 0;
+        int r;
+
+        if (!path)
+                return;
+        r = hutch_file_read(c->param, path, SERVE_FILE_READ_MAX, &data, &len, &err);
+        if (r < 0) {
+                serve_reply_api_error(c->req, r, &err, NULL);
+                return;
+        }
+        buf = evbuffer_new();
+        if (!buf || evbuffer_add(buf, data, len) < 0) {
+                if (buf)
+                        evbuffer_free(buf);
+                serve_reply_errno(c->req, ENOMEM, NULL, "out of memory");
+                return;
+        }
+        (void)evhttp_add_header(evhttp_request_get_output_headers(c->req), "Content-Type",
+                                "application/octet-stream");
+        evhttp_send_reply(c->req, 200, NULL, buf);
+        evbuffer_free(buf);
+}
+
+/* "644" or "0644": permission bits in octal. */
+static int parse_mode(const char *s, unsigned *ret) {
+        unsigned m = 0;
+        size_t n = strlen(s);
+
+        if (n == 0 || n > 4)
+                return -EINVAL;
+        for (size_t i = 0; i < n; i++) {
+                if (s[i] < '0' || s[i] > '7')
+                        return -EINVAL;
+                m = m * 8 + (unsigned)(s[i] - '0');
+        }
+        *ret = m;
+        return 0;
+}
+
+/* Writes the raw request body to ?path (atomically: a temp file renamed
+ * over it), created with ?mode (default 0644). */
+void serve_file_write(ServeCtx *c) {
+        _cleanup_free_ char *data = NULL;
+        const char *path = query_path(c), *mode_s = serve_query(c, "mode");
+        hutch_error err = {};
+        unsigned mode = 0644;
+        size_t len = 0;
+        int r;
+
+        if (!path)
+                return;
+        if (mode_s && parse_mode(mode_s, &mode) < 0) {
+                serve_reply_status(c->req, 400, "invalid_argument", NULL,
+                                   "invalid mode '%.16s' (want octal permission bits, like 0644)",
+                                   mode_s);
+                return;
+        }
+        r = serve_body(c, &data, &len);
+        if (r >= 0)
+                r = hutch_file_write(c->param, path, data, len, mode, &err);
+        if (r < 0) {
+                serve_reply_api_error(c->req, r, &err, NULL);
+                return;
+        }
+        serve_reply_json(c->req, 200,
+                         json_pack("{s:s,s:I}", "path", path, "size", (json_int_t)len));
+}
+
+void serve_file_remove(ServeCtx *c) {
+        const char *path = query_path(c);
+        hutch_error err = {};
+        int r;
+
+        if (!path)
+                return;
+        r = hutch_file_remove(c->param, path, &err);
+        reply_done(c, r, &err);
+}
+
+void serve_file_list(ServeCtx *c) {
+        _cleanup_free_ hutch_file_info *l = NULL;
+        const char *path = query_path(c);
+        hutch_error err = {};
+        json_t *arr;
+        size_t n = 0;
+        int r;
+
+        if (!path)
+                return;
+        r = hutch_file_list(c->param, path, &l, &n, &err);
+        if (r < 0) {
+                serve_reply_api_error(c->req, r, &err, NULL);
+                return;
+        }
+        arr = json_array();
+        for (size_t i = 0; i < n; i++)
+                arr = array_append(arr, file_info_json(&l[i]));
+        serve_reply_json(c->req, 200, arr ? json_pack("{s:o}", "entries", arr) : NULL);
+}
+
+void serve_file_stat(ServeCtx *c) {
+        const char *path = query_path(c);
+        hutch_file_info f;
+        hutch_error err = {};
+        int r;
+
+        if (!path)
+                return;
+        r = hutch_file_stat(c->param, path, &f, &err);
+        if (r < 0)
+                serve_reply_api_error(c->req, r, &err, NULL);
+        else
+                serve_reply_json(c->req, 200, file_info_json(&f));
+}
+
+/* ---- snapshots ---- */
+
+typedef struct SnapshotArgs {
+        const char *snapshot;
+} SnapshotArgs;
+
+static const ServeField snapshot_fields[] = {
+        {"snapshot", SERVE_FIELD_STRING, offsetof(SnapshotArgs, snapshot), true},
+};
+
+/* Decodes {"snapshot": NAME}; NULL after answering an error. */
+static const char *snapshot_arg(const ServeCtx *c, json_t **ret_root) {
+        SnapshotArgs a = {};
+
+        if (serve_body_object(c, snapshot_fields, ELEMENTSOF(snapshot_fields), &a, ret_root) < 0)
+                return NULL;
+        if (!store_name_is_valid(a.snapshot)) {
+                serve_reply_status(c->req, 400, "invalid_argument", "/snapshot",
+                                   "invalid snapshot name '%.64s': it must match "
+                                   "[a-z0-9][a-z0-9_.-]{0,62}",
+                                   a.snapshot);
+                json_decref(*ret_root);
+                *ret_root = NULL;
+                return NULL;
+        }
+        return a.snapshot;
+}
+
+void serve_snapshot_create(ServeCtx *c) {
+        json_t *root = NULL;
+        const char *snap = snapshot_arg(c, &root);
+        hutch_error err = {};
+        int r;
+
+        if (!snap)
+                return;
+        r = hutch_snapshot(c->param, snap, &err);
+        if (r < 0)
+                serve_reply_api_error(c->req, r, &err, NULL);
+        else
+                serve_reply_json(c->req, 201,
+                                 json_pack("{s:s,s:s}", "snapshot", snap, "sandbox", c->param));
+        json_decref(root);
+}
+
+void serve_snapshot_restore(ServeCtx *c) {
+        json_t *root = NULL;
+        const char *snap = snapshot_arg(c, &root);
+        hutch_error err = {};
+        int r;
+
+        if (!snap)
+                return;
+        r = hutch_restore(c->param, snap, &err);
+        reply_done(c, r, &err);
+        json_decref(root);
+}
+
+static void hutch_strv_freep(char ***l) {
+        hutch_strv_free(*l);
+}
+
+void serve_snapshot_list(ServeCtx *c) {
+        _cleanup_(hutch_strv_freep) char **names = NULL;
+        hutch_error err = {};
+        json_t *arr;
+        int r;
+
+        r = hutch_snapshot_list(&names, &err);
+        if (r < 0) {
+                serve_reply_api_error(c->req, r, &err, NULL);
+                return;
+        }
+        arr = json_array();
+        STRV_FOREACH(n, names)
+                arr = array_append(arr, json_pack("{s:s}", "name", *n));
+        serve_reply_json(c->req, 200, arr ? json_pack("{s:o}", "snapshots", arr) : NULL);
+}
+
+void serve_snapshot_delete(ServeCtx *c) {
+        hutch_error err = {};
+
+        reply_done(c, hutch_snapshot_remove(c->param, &err), &err);
+}
+
+/* ---- diff and apply ---- */
+
+void serve_diff(ServeCtx *c) {
+        _cleanup_free_ char *text = NULL;
+        hutch_error err = {};
+        json_t *changes;
+        int r;
+
+        r = hutch_diff_json(c->param, &text, &err);
+        if (r < 0) {
+                serve_reply_api_error(c->req, r, &err, NULL);
+                return;
+        }
+        changes = json_loads(text, 0, NULL);
+        if (!json_is_array(changes)) {
+                json_decref(changes);
+                serve_reply_errno(c->req, EPROTO, NULL, "the diff is not a JSON array");
+                return;
+        }
+        serve_reply_json(c->req, 200, json_pack("{s:o}", "changes", changes));
+}
+
+typedef struct ApplyArgs {
+        char **paths;
+        bool force;
+} ApplyArgs;
+
+static const ServeField apply_fields[] = {
+        {"paths", SERVE_FIELD_STRV, offsetof(ApplyArgs, paths), false},
+        {"force", SERVE_FIELD_BOOL, offsetof(ApplyArgs, force), false},
+};
+
+/* Writes the sandbox's workspace changes (all, or under "paths") to the
+ * host folder; 409 when the host changed one of them too, unless "force". */
+void serve_apply(ServeCtx *c) {
+        ApplyArgs a = {};
+        hutch_error err = {};
+        json_t *root = NULL;
+        int r;
+
+        r = serve_body_object(c, apply_fields, ELEMENTSOF(apply_fields), &a, &root);
+        if (r < 0)
+                return;
+        r = hutch_apply(c->param, a.paths && a.paths[0] ? a.paths : NULL, a.force, &err);
+        if (r < 0)
+                serve_reply_api_error(c->req, r, &err, NULL);
+        else
+                serve_reply_json(c->req, 200, json_pack("{s:i}", "applied", r));
+        strv_free(a.paths);
+        json_decref(root);
+}
+
+/* ---- the audit log ---- */
+
+/* The last @max lines of the file's last AUDIT_READ_MAX bytes, each a JSON
+ * object (others are skipped), into @arr. */
+static int audit_tail(int fd, unsigned max, json_t *arr) {
+        _cleanup_free_ char *text = NULL;
+        struct stat st;
+        off_t from;
+        size_t n = 0, len;
+        char *start;
+        int r;
+
+        if (fstat(fd, &st) < 0)
+                return negative_errno();
+        from = st.st_size > (off_t)AUDIT_READ_MAX ? st.st_size - (off_t)AUDIT_READ_MAX : 0;
+        if (lseek(fd, from, SEEK_SET) < 0)
+                return negative_errno();
+        r = read_full_fd(fd, AUDIT_READ_MAX, &text, &len);
+        if (r < 0)
+                return r;
+        start = text;
+        if (from > 0) {
+                /* The first line is cut: skip it. */
+                char *nl = memchr(text, '\n', len);
+
+                start = nl ? nl + 1 : text + len;
+        }
+        /* Back from the end to the start of the last @max lines. */
+        for (char *p = text + len; p > start; p--)
+                if (p[-1] == '\n' && p != text + len && ++n == max) {
+                        start = p;
+                        break;
+                }
+        for (char *line = start, *next; line < text + len; line = next) {
+                json_t *j;
+
+                next = memchr(line, '\n', (size_t)(text + len - line));
+                if (!next)
+                        next = text + len;
+                j = json_loadb(line, (size_t)(next - line), 0, NULL);
+                if (json_is_object(j))
+                        (void)json_array_append_new(arr, j);
+                else
+                        json_decref(j);
+                if (next < text + len)
+                        next++;
+        }
+        return 0;
+}
+
+/* The network audit log (network allow): the proxy's decisions, one JSON
+ * object per entry, oldest first; ?limit (default 1000) of the newest. */
+void serve_audit(ServeCtx *c) {
+        _cleanup_(sandbox_record_freep) SandboxRecord *rec = NULL;
+        _cleanup_free_ char *path = NULL;
+        _cleanup_close_ int fd = -EBADF;
+        const char *limit_s = serve_query(c, "limit");
+        uint32_t limit = AUDIT_LIMIT_DEFAULT;
+        HutchError err = {};
+        json_t *arr;
+        int r;
+
+        if (limit_s &&
+            (safe_atou32(limit_s, &limit) < 0 || limit == 0 || limit > AUDIT_LIMIT_MAX)) {
+                serve_reply_status(c->req, 400, "invalid_argument", NULL,
+                                   "invalid limit '%.16s' (1 to %u)", limit_s, AUDIT_LIMIT_MAX);
+                return;
+        }
+        /* Not in the C API: the log is read from the store directly. */
+        r = store_sandbox_load(c->srv->store, c->param, &rec, &err);
+        if (r < 0) {
+                serve_reply_hutch_error(c->req, r, &err);
+                return;
+        }
+        if (store_sandbox_path(c->srv->store, rec->name, "audit.jsonl", &path) < 0) {
+                serve_reply_errno(c->req, ENOMEM, NULL, "out of memory");
+                return;
+        }
+        arr = json_array();
+        if (!arr) {
+                serve_reply_errno(c->req, ENOMEM, NULL, "out of memory");
+                return;
+        }
+        fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NOCTTY);
+        r = fd >= 0 ? audit_tail(fd, limit, arr) : errno == ENOENT ? 0 : negative_errno();
+        if (r < 0) {
+                json_decref(arr);
+                serve_reply_errno(c->req, -r, NULL, "cannot read the audit log: %s", strerror(-r));
+                return;
+        }
+        serve_reply_json(c->req, 200, json_pack("{s:o}", "entries", arr));
+}

@@ -1,0 +1,96 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#pragma once
+
+/* The pure parts of `hutch serve` (docs/api.md), kept apart from the event
+ * loop so that tests/unit/test-serve.c covers them: route matching, the
+ * table-driven decoding of request bodies, errno to HTTP status, base64,
+ * the UTF-8 boundary of streamed output, --listen parsing and the bearer
+ * token check. Nothing here logs or touches the network. */
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/socket.h>
+
+#include <jansson.h>
+
+#include "hutch-error.h"
+
+#define SERVE_TOKEN_MIN 16
+#define SERVE_TOKEN_MAX 4096
+#define SERVE_SHA256_LEN 32
+
+/* Whether the raw URL path @path matches @pattern, whose segments are
+ * literal or one "{param}" that matches a whole non-empty segment. On a
+ * match the parameter's segment (pointing into @path, not terminated) goes
+ * to @ret_param / @ret_param_len when the pattern has one, else they are
+ * set to NULL / 0. */
+bool serve_path_match(const char *pattern, const char *path, const char **ret_param,
+                      size_t *ret_param_len);
+
+/* ---- request bodies ---- */
+
+typedef enum ServeFieldType {
+        SERVE_FIELD_STRING, /* const char *, borrowed from the JSON object */
+        SERVE_FIELD_STRV,   /* char **, a new NULL-terminated copy: strv_free() */
+        SERVE_FIELD_BOOL,   /* bool */
+        SERVE_FIELD_U64,    /* uint64_t: a JSON integer >= 0 */
+        SERVE_FIELD_OBJECT, /* json_t *, borrowed */
+} ServeFieldType;
+
+typedef struct ServeField {
+        const char *name;
+        ServeFieldType type;
+        size_t offset; /* of the destination in the caller's struct */
+        bool mandatory;
+} ServeField;
+
+/* Decodes the JSON object @obj into @dest by the table @fields: each member
+ * must be named in the table and have its type; null counts as absent (the
+ * destination keeps its default). Unknown members, wrong types and missing
+ * mandatory members are -EINVAL with @reterr's pointer naming the member
+ * ("/argv/2"). On failure the STRV destinations already filled are freed
+ * and reset to NULL. */
+int serve_decode_object(json_t *obj, const ServeField *fields, size_t n_fields, void *dest,
+                        HutchError *reterr);
+
+/* ---- responses ---- */
+
+/* The HTTP status and the error code string ("not_found", ...) of a
+ * positive errno. Unknown ones are 500 "internal". */
+void serve_errno_to_status(int errnum, int *ret_status, const char **ret_code);
+
+/* Base64 (RFC 4648, with padding). serve_base64_encode() returns a new
+ * NUL-terminated string; serve_base64_decode() accepts only the canonical
+ * alphabet with correct padding (no whitespace) and returns a new buffer
+ * (NUL-terminated too, which @ret_len does not count). -EINVAL for bad
+ * input, -E2BIG beyond INT_MAX, -ENOMEM. */
+int serve_base64_encode(const void *data, size_t len, char **ret);
+int serve_base64_decode(const char *s, size_t len, char **ret, size_t *ret_len);
+
+/* How many bytes at the end of @s (0 to 3) start a UTF-8 sequence that is
+ * not complete yet: a streamed chunk holds them back for the next one, so
+ * that text split across reads stays text. */
+size_t serve_utf8_incomplete_tail(const char *s, size_t len);
+
+/* A JSON string of @len bytes when they are valid UTF-8 (@ret_encoding
+ * "utf-8"), else of their base64 ("base64"). NULL on OOM. */
+json_t *serve_output_string(const char *data, size_t len, const char **ret_encoding);
+
+/* ---- listening and authentication ---- */
+
+/* Parses --listen's numeric "IPV4:PORT" or "[IPV6]:PORT" (port 0 picks a
+ * free one). Host names are refused: only what is asked is bound.
+ * -EINVAL for anything else. */
+int serve_parse_listen(const char *s, struct sockaddr_storage *ret, socklen_t *ret_len);
+
+/* Loads the bearer token of @text (a token file's contents): one trailing
+ * newline is dropped, the rest must be SERVE_TOKEN_MIN..SERVE_TOKEN_MAX
+ * visible ASCII characters (no spaces), and its SHA-256 goes to @ret_sha.
+ * -EINVAL otherwise. */
+int serve_token_load(const char *text, uint8_t ret_sha[SERVE_SHA256_LEN]);
+
+/* Whether the Authorization header value @header (may be NULL) is
+ * "Bearer <token>" with the token whose SHA-256 is @sha. The comparison
+ * takes the same time wherever the first difference is. */
+bool serve_token_check(const char *header, const uint8_t sha[SERVE_SHA256_LEN]);

@@ -1,0 +1,754 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* hutch serve: the HTTP API (docs/api.md; the contract is docs/api.yaml).
+ * This file listens, authenticates, routes and answers; the routes are in
+ * serve-exec.c and serve-routes.c. */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/queue.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
+#include <event2/event.h>
+#include <event2/http.h>
+#include <event2/keyvalq_struct.h>
+#include <event2/listener.h>
+
+#include "cli.h"
+#include "fd-util.h"
+#include "log.h"
+#include "serve.h"
+
+typedef struct Listener {
+        Server *srv;
+        struct evhttp *http;
+        bool tcp; /* requests need the bearer token */
+} Listener;
+
+typedef enum BodyKind {
+        BODY_NONE,
+        BODY_JSON,
+        BODY_RAW,
+} BodyKind;
+
+typedef struct Route {
+        enum evhttp_cmd_type method;
+        const char *pattern;
+        void (*handler)(ServeCtx *c);
+        BodyKind body;
+        size_t body_max;
+        const char *const *query; /* the query parameters it takes, or NULL */
+} Route;
+
+static void serve_version(ServeCtx *c);
+static void serve_routes(ServeCtx *c);
+
+static const char *const query_path[] = {"path", NULL};
+static const char *const query_path_mode[] = {"path", "mode", NULL};
+static const char *const query_limit[] = {"limit", NULL};
+
+/* The dispatch table. GET /v1/routes lists it, and tests/integration/
+ * test_serve.py checks it against docs/api.yaml both ways. */
+static const Route routes[] = {
+        {EVHTTP_REQ_GET, "/v1/version", serve_version, BODY_NONE, 0, NULL},
+        {EVHTTP_REQ_GET, "/v1/routes", serve_routes, BODY_NONE, 0, NULL},
+        {EVHTTP_REQ_GET, "/v1/sandboxes", serve_sandbox_list, BODY_NONE, 0, NULL},
+        {EVHTTP_REQ_POST, "/v1/sandboxes", serve_sandbox_create, BODY_JSON, SERVE_JSON_BODY_MAX,
+         NULL},
+        {EVHTTP_REQ_GET, "/v1/sandboxes/{name}", serve_sandbox_get, BODY_NONE, 0, NULL},
+        {EVHTTP_REQ_DELETE, "/v1/sandboxes/{name}", serve_sandbox_delete, BODY_NONE, 0, NULL},
+        {EVHTTP_REQ_POST, "/v1/sandboxes/{name}/stop", serve_sandbox_stop, BODY_NONE, 0, NULL},
+        {EVHTTP_REQ_POST, "/v1/sandboxes/{name}/exec", serve_exec, BODY_JSON, SERVE_BODY_MAX, NULL},
+        {EVHTTP_REQ_POST, "/v1/sandboxes/{name}/exec/stream", serve_exec_stream, BODY_JSON,
+         SERVE_BODY_MAX, NULL},
+        {EVHTTP_REQ_GET, "/v1/sandboxes/{name}/files", serve_file_read, BODY_NONE, 0, query_path},
+        {EVHTTP_REQ_PUT, "/v1/sandboxes/{name}/files", serve_file_write, BODY_RAW, SERVE_BODY_MAX,
+         query_path_mode},
+        {EVHTTP_REQ_DELETE, "/v1/sandboxes/{name}/files", serve_file_remove, BODY_NONE, 0,
+         query_path},
+        {EVHTTP_REQ_GET, "/v1/sandboxes/{name}/files/list", serve_file_list, BODY_NONE, 0,
+         query_path},
+        {EVHTTP_REQ_GET, "/v1/sandboxes/{name}/files/stat", serve_file_stat, BODY_NONE, 0,
+         query_path},
+        {EVHTTP_REQ_POST, "/v1/sandboxes/{name}/snapshots", serve_snapshot_create, BODY_JSON,
+         SERVE_JSON_BODY_MAX, NULL},
+        {EVHTTP_REQ_POST, "/v1/sandboxes/{name}/restore", serve_snapshot_restore, BODY_JSON,
+         SERVE_JSON_BODY_MAX, NULL},
+        {EVHTTP_REQ_GET, "/v1/sandboxes/{name}/diff", serve_diff, BODY_NONE, 0, NULL},
+        {EVHTTP_REQ_POST, "/v1/sandboxes/{name}/apply", serve_apply, BODY_JSON, SERVE_JSON_BODY_MAX,
+         NULL},
+        {EVHTTP_REQ_GET, "/v1/sandboxes/{name}/audit", serve_audit, BODY_NONE, 0, query_limit},
+        {EVHTTP_REQ_GET, "/v1/snapshots", serve_snapshot_list, BODY_NONE, 0, NULL},
+        {EVHTTP_REQ_DELETE, "/v1/snapshots/{snapshot}", serve_snapshot_delete, BODY_NONE, 0, NULL},
+};
+
+static const struct {
+        enum evhttp_cmd_type method;
+        const char *name;
+} methods[] = {
+        {EVHTTP_REQ_GET, "GET"},       {EVHTTP_REQ_POST, "POST"},
+        {EVHTTP_REQ_HEAD, "HEAD"},     {EVHTTP_REQ_PUT, "PUT"},
+        {EVHTTP_REQ_DELETE, "DELETE"}, {EVHTTP_REQ_OPTIONS, "OPTIONS"},
+        {EVHTTP_REQ_TRACE, "TRACE"},   {EVHTTP_REQ_CONNECT, "CONNECT"},
+        {EVHTTP_REQ_PATCH, "PATCH"},
+};
+
+static const char *method_name(enum evhttp_cmd_type m) {
+        for (size_t i = 0; i < ELEMENTSOF(methods); i++)
+                if (methods[i].method == m)
+                        return methods[i].name;
+        return "?";
+}
+
+/* ---- answers ---- */
+
+void serve_reply_json(struct evhttp_request *req, int status, json_t *obj) {
+        static const char oom[] =
+                "{\"error\":{\"code\":\"out_of_memory\",\"message\":\"out of memory\","
+                "\"field\":null}}";
+        _cleanup_free_ char *text = obj ? json_dumps(obj, JSON_COMPACT) : NULL;
+        struct evbuffer *buf = evbuffer_new();
+
+        json_decref(obj);
+        if (!buf) {
+                evhttp_send_error(req, 503, NULL);
+                return;
+        }
+        if (!text)
+                status = 503;
+        if (evbuffer_add(buf, text ? text : oom, text ? strlen(text) : strlen(oom)) < 0 ||
+            evbuffer_add(buf, "\n", 1) < 0) {
+                evbuffer_free(buf);
+                evhttp_send_error(req, 503, NULL);
+                return;
+        }
+        (void)evhttp_add_header(evhttp_request_get_output_headers(req), "Content-Type",
+                                "application/json");
+        evhttp_send_reply(req, status, NULL, buf);
+        evbuffer_free(buf);
+}
+
+void serve_reply_no_content(struct evhttp_request *req) {
+        evhttp_send_reply(req, 204, NULL, NULL);
+}
+
+static void reply_vstatus(struct evhttp_request *req, int status, const char *code,
+                          const char *field, const char *fmt, va_list ap) _printf_(5, 0);
+static void reply_vstatus(struct evhttp_request *req, int status, const char *code,
+                          const char *field, const char *fmt, va_list ap) {
+        char msg[HUTCH_ERROR_MSG_MAX];
+
+        (void)vsnprintf(msg, sizeof(msg), fmt, ap);
+        if (status >= 500)
+                log_error("%s %s: %s", method_name(evhttp_request_get_command(req)),
+                          evhttp_request_get_uri(req), msg);
+        serve_reply_json(req, status,
+                         json_pack("{s:{s:s,s:s,s:o}}", "error", "code", code, "message", msg,
+                                   "field", field && field[0] ? json_string(field) : json_null()));
+}
+
+void serve_reply_status(struct evhttp_request *req, int status, const char *code, const char *field,
+                        const char *fmt, ...) {
+        va_list ap;
+
+        va_start(ap, fmt);
+        reply_vstatus(req, status, code, field, fmt, ap);
+        va_end(ap);
+}
+
+void serve_reply_errno(struct evhttp_request *req, int errnum, const char *field, const char *fmt,
+                       ...) {
+        const char *code;
+        int status;
+        va_list ap;
+
+        serve_errno_to_status(errnum, &status, &code);
+        va_start(ap, fmt);
+        reply_vstatus(req, status, code, field, fmt, ap);
+        va_end(ap);
+}
+
+void serve_reply_hutch_error(struct evhttp_request *req, int r, const HutchError *err) {
+        int errnum = err && err->errnum > 0 ? err->errnum : -r;
+
+        serve_reply_errno(req, errnum, err ? err->pointer : NULL, "%s",
+                          err && err->msg[0] ? err->msg : strerror(errnum));
+}
+
+void serve_reply_api_error(struct evhttp_request *req, int r, const hutch_error *err,
+                           const char *field_prefix) {
+        int errnum = err && err->code > 0 ? err->code : -r;
+        char field[HUTCH_ERROR_POINTER_MAX] = "";
+
+        if (err && err->field[0])
+                (void)snprintf(field, sizeof(field), "%s%s", field_prefix ? field_prefix : "",
+                               err->field);
+        serve_reply_errno(req, errnum, field, "%s",
+                          err && err->message[0] ? err->message : strerror(errnum));
+}
+
+/* ---- requests ---- */
+
+int serve_body(const ServeCtx *c, char **ret, size_t *ret_len) {
+        struct evbuffer *in = evhttp_request_get_input_buffer(c->req);
+        size_t len = evbuffer_get_length(in);
+        char *data = malloc(len + 1);
+
+        if (!data)
+                return -ENOMEM;
+        if (evbuffer_copyout(in, data, len) != (ev_ssize_t)len) {
+                free(data);
+                return -EIO;
+        }
+        data[len] = '\0';
+        *ret = data;
+        *ret_len = len;
+        return 0;
+}
+
+int serve_body_object(const ServeCtx *c, const ServeField *fields, size_t n_fields, void *dest,
+                      json_t **ret_root) {
+        _cleanup_free_ char *text = NULL;
+        json_error_t jerr;
+        HutchError err = {};
+        json_t *root;
+        size_t len;
+        int r;
+
+        r = serve_body(c, &text, &len);
+        if (r < 0) {
+                serve_reply_errno(c->req, -r, NULL, "cannot read the request body");
+                return r;
+        }
+        if (len == 0)
+                root = json_object();
+        else
+                root = json_loadb(text, len, JSON_REJECT_DUPLICATES, &jerr);
+        if (!root) {
+                serve_reply_status(c->req, 400, "invalid_json", NULL,
+                                   "the request body is not valid JSON: %s (line %d, column %d)",
+                                   jerr.text, jerr.line, jerr.column);
+                return -EINVAL;
+        }
+        r = serve_decode_object(root, fields, n_fields, dest, &err);
+        if (r < 0) {
+                json_decref(root);
+                serve_reply_hutch_error(c->req, r, &err);
+                return r;
+        }
+        *ret_root = root;
+        return 0;
+}
+
+const char *serve_query(const ServeCtx *c, const char *key) {
+        return evhttp_find_header(c->query, key);
+}
+
+/* Parses the query string into @q and checks it against @route: only the
+ * parameters it takes, each once, no NUL. Answers and returns -EINVAL
+ * otherwise. */
+static int parse_query(struct evhttp_request *req, const Route *route, const char *raw,
+                       struct evkeyvalq *q) {
+        struct evkeyval *kv;
+
+        if (!raw || !raw[0])
+                return 0;
+        /* A %00 would decode to a NUL that cuts the value short. */
+        if (strstr(raw, "%00")) {
+                serve_reply_status(req, 400, "invalid_argument", NULL,
+                                   "query parameters must not contain NUL characters");
+                return -EINVAL;
+        }
+        if (evhttp_parse_query_str(raw, q) < 0) {
+                serve_reply_status(req, 400, "invalid_argument", NULL, "malformed query string");
+                return -EINVAL;
+        }
+        TAILQ_FOREACH(kv, q, next) {
+                bool known = false;
+
+                for (const char *const *k = route->query; k && *k; k++)
+                        known = known || strcmp(*k, kv->key) == 0;
+                if (!known) {
+                        serve_reply_status(req, 400, "invalid_argument", NULL,
+                                           "unknown query parameter '%.64s'", kv->key);
+                        return -EINVAL;
+                }
+                for (struct evkeyval *o = TAILQ_NEXT(kv, next); o; o = TAILQ_NEXT(o, next))
+                        if (strcmp(o->key, kv->key) == 0) {
+                                serve_reply_status(req, 400, "invalid_argument", NULL,
+                                                   "query parameter '%s' given twice", kv->key);
+                                return -EINVAL;
+                        }
+        }
+        return 0;
+}
+
+/* SECURITY: the socket is 0600 in a 0700 directory already; the peer's
+ * uid is checked as well, as the keeper does. */
+static bool peer_is_owner(struct evhttp_request *req) {
+        struct evhttp_connection *evcon = evhttp_request_get_connection(req);
+        struct bufferevent *bev = evcon ? evhttp_connection_get_bufferevent(evcon) : NULL;
+        struct ucred cred;
+        socklen_t len = sizeof(cred);
+
+        if (!bev || getsockopt(bufferevent_getfd(bev), SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0)
+                return false;
+        return cred.uid == geteuid();
+}
+
+static void dispatch(struct evhttp_request *req, void *arg) {
+        Listener *l = arg;
+        const struct evhttp_uri *uri = evhttp_request_get_evhttp_uri(req);
+        enum evhttp_cmd_type method = evhttp_request_get_command(req);
+        struct evkeyvalq query = {};
+        const Route *route = NULL;
+        char allow[128] = "", param[STORE_NAME_MAX + 1] = "";
+        const char *path = uri ? evhttp_uri_get_path(uri) : NULL, *p = NULL;
+        size_t body_len = evbuffer_get_length(evhttp_request_get_input_buffer(req)), plen = 0;
+        ServeCtx c;
+
+        TAILQ_INIT(&query);
+        if (l->tcp) {
+                const char *auth =
+                        evhttp_find_header(evhttp_request_get_input_headers(req), "Authorization");
+
+                if (!serve_token_check(auth, l->srv->token_sha)) {
+                        (void)evhttp_add_header(evhttp_request_get_output_headers(req),
+                                                "WWW-Authenticate", "Bearer");
+                        serve_reply_status(req, 401, "unauthorized", NULL,
+                                           auth ? "wrong bearer token"
+                                                : "a bearer token is required");
+                        return;
+                }
+        } else if (!peer_is_owner(req)) {
+                serve_reply_status(req, 403, "permission_denied", NULL,
+                                   "only the server's owner may use this socket");
+                return;
+        }
+        if (!path) {
+                serve_reply_status(req, 400, "invalid_argument", NULL, "malformed URI");
+                return;
+        }
+
+        for (size_t i = 0; i < ELEMENTSOF(routes); i++) {
+                const char *rp;
+                size_t rplen;
+
+                if (!serve_path_match(routes[i].pattern, path, &rp, &rplen))
+                        continue;
+                if (routes[i].method == method) {
+                        route = &routes[i];
+                        p = rp;
+                        plen = rplen;
+                        break;
+                }
+                (void)snprintf(allow + strlen(allow), sizeof(allow) - strlen(allow), "%s%s",
+                               allow[0] ? ", " : "", method_name(routes[i].method));
+        }
+        if (!route && allow[0]) {
+                (void)evhttp_add_header(evhttp_request_get_output_headers(req), "Allow", allow);
+                serve_reply_status(req, 405, "method_not_allowed", NULL,
+                                   "%s is not allowed here (allowed: %s)", method_name(method),
+                                   allow);
+                return;
+        }
+        if (!route) {
+                serve_reply_status(req, 404, "no_such_route", NULL, "no route %s %.128s",
+                                   method_name(method), path);
+                return;
+        }
+        if (p) {
+                if (plen > STORE_NAME_MAX) {
+                        serve_reply_status(req, 400, "invalid_argument", NULL,
+                                           "invalid name: longer than %d characters",
+                                           STORE_NAME_MAX);
+                        return;
+                }
+                memcpy(param, p, plen);
+                param[plen] = '\0';
+                if (!store_name_is_valid(param)) {
+                        serve_reply_status(
+                                req, 400, "invalid_argument", NULL,
+                                "invalid name '%s': it must match [a-z0-9][a-z0-9_.-]{0,62}",
+                                param);
+                        return;
+                }
+        }
+        if (route->body == BODY_NONE && body_len > 0) {
+                serve_reply_status(req, 400, "invalid_argument", NULL,
+                                   "%s %s takes no request body", method_name(method),
+                                   route->pattern);
+                return;
+        }
+        if (body_len > route->body_max) {
+                serve_reply_status(req, 413, "too_large", NULL,
+                                   "the request body is larger than %zu bytes", route->body_max);
+                return;
+        }
+        if (parse_query(req, route, evhttp_uri_get_query(uri), &query) < 0) {
+                evhttp_clear_headers(&query);
+                return;
+        }
+        c = (ServeCtx){.srv = l->srv, .req = req, .param = p ? param : NULL, .query = &query};
+        route->handler(&c);
+        evhttp_clear_headers(&query);
+}
+
+/* ---- the routes of this file ---- */
+
+static void serve_version(ServeCtx *c) {
+        serve_reply_json(c->req, 200,
+                         json_pack("{s:s,s:i,s:i}", "version", HUTCH_VERSION, "api_major",
+                                   HUTCH_API_VERSION_MAJOR, "api_minor", HUTCH_API_VERSION_MINOR));
+}
+
+static void serve_routes(ServeCtx *c) {
+        json_t *arr = json_array();
+
+        for (size_t i = 0; arr && i < ELEMENTSOF(routes); i++) {
+                json_t *q = json_array();
+
+                for (const char *const *k = routes[i].query; q && k && *k; k++)
+                        (void)json_array_append_new(q, json_string(*k));
+                if (json_array_append_new(arr, json_pack("{s:s,s:s,s:o}", "method",
+                                                         method_name(routes[i].method), "path",
+                                                         routes[i].pattern, "query",
+                                                         q ? q : json_null())) < 0) {
+                        json_decref(arr);
+                        arr = NULL;
+                }
+        }
+        serve_reply_json(c->req, 200, arr ? json_pack("{s:o}", "routes", arr) : NULL);
+}
+
+/* ---- listening ---- */
+
+static int setup_http(Listener *l, Server *srv, bool tcp) {
+        l->srv = srv;
+        l->tcp = tcp;
+        l->http = evhttp_new(srv->base);
+        if (!l->http)
+                return -ENOMEM;
+        evhttp_set_max_headers_size(l->http, SERVE_HEADERS_MAX);
+        evhttp_set_max_body_size(l->http, SERVE_BODY_MAX);
+        evhttp_set_timeout(l->http, SERVE_TIMEOUT_S);
+        /* Every method reaches dispatch(), which answers 405 in JSON. */
+        evhttp_set_allowed_methods(l->http, EVHTTP_REQ_GET | EVHTTP_REQ_POST | EVHTTP_REQ_HEAD |
+                                                    EVHTTP_REQ_PUT | EVHTTP_REQ_DELETE |
+                                                    EVHTTP_REQ_OPTIONS | EVHTTP_REQ_TRACE |
+                                                    EVHTTP_REQ_CONNECT | EVHTTP_REQ_PATCH);
+        evhttp_set_gencb(l->http, dispatch, l);
+        return 0;
+}
+
+/* Hands the listening @fd (taken) to @l's evhttp. */
+static int listen_on(Listener *l, int fd) {
+        struct evconnlistener *el;
+
+        el = evconnlistener_new(l->srv->base, NULL, NULL,
+                                LEV_OPT_CLOSE_ON_FREE | LEV_OPT_CLOSE_ON_EXEC, -1, fd);
+        if (!el) {
+                (void)close(fd);
+                return -ENOMEM;
+        }
+        if (!evhttp_bind_listener(l->http, el)) {
+                evconnlistener_free(el);
+                return -ENOMEM;
+        }
+        return 0;
+}
+
+/* Binds the unix socket at @path (mode 0600): refuses when another server
+ * holds @path's lock file, replaces a stale socket. Returns the listening
+ * fd, with the lock in @ret_lock. */
+static int unix_listen(const char *path, int *ret_lock) {
+        _cleanup_close_ int fd = -EBADF, lock = -EBADF;
+        _cleanup_free_ char *lock_path = NULL;
+        struct sockaddr_un sa = {.sun_family = AF_UNIX};
+        struct stat st;
+        mode_t old_umask;
+        int r;
+
+        if (strlen(path) >= sizeof(sa.sun_path))
+                return log_error_errno(-ENAMETOOLONG, "socket path '%s' is too long", path);
+        if (asprintf(&lock_path, "%s.lock", path) < 0) {
+                lock_path = NULL;
+                return log_error_errno(-ENOMEM, "out of memory");
+        }
+        lock = open(lock_path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+        if (lock < 0)
+                return log_error_errno(negative_errno(), "cannot open '%s': %m", lock_path);
+        if (flock(lock, LOCK_EX | LOCK_NB) < 0)
+                return log_error_errno(-EBUSY, "another hutch serve listens on '%s'", path);
+        if (lstat(path, &st) == 0) {
+                if (!S_ISSOCK(st.st_mode))
+                        return log_error_errno(-EEXIST, "'%s' exists and is not a socket", path);
+                if (unlink(path) < 0)
+                        return log_error_errno(negative_errno(), "cannot remove '%s': %m", path);
+        }
+        strcpy(sa.sun_path, path);
+        fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+        if (fd < 0)
+                return log_error_errno(negative_errno(), "socket: %m");
+        /* SECURITY: born 0600, never briefly wider. */
+        old_umask = umask(0177);
+        r = bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 ? negative_errno() : 0;
+        (void)umask(old_umask);
+        if (r < 0)
+                return log_error_errno(r, "cannot bind '%s': %m", path);
+        if (listen(fd, 128) < 0)
+                return log_error_errno(negative_errno(), "listen: %m");
+        *ret_lock = TAKE_FD(lock);
+        return TAKE_FD(fd);
+}
+
+static int tcp_listen(const char *spec, char *ret_addr, size_t size) {
+        _cleanup_close_ int fd = -EBADF;
+        struct sockaddr_storage ss;
+        socklen_t len;
+        char host[INET6_ADDRSTRLEN];
+        int one = 1;
+        uint16_t port;
+
+        if (serve_parse_listen(spec, &ss, &len) < 0)
+                return log_error_errno(-EINVAL,
+                                       "invalid --listen '%s' (want IPV4:PORT or [IPV6]:PORT, "
+                                       "numeric)",
+                                       spec);
+        fd = socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+        if (fd < 0)
+                return log_error_errno(negative_errno(), "socket: %m");
+        (void)setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+        if (ss.ss_family == AF_INET6)
+                (void)setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof(one));
+        if (bind(fd, (struct sockaddr *)&ss, len) < 0)
+                return log_error_errno(negative_errno(), "cannot bind '%s': %m", spec);
+        if (listen(fd, 128) < 0)
+                return log_error_errno(negative_errno(), "listen: %m");
+        len = sizeof(ss);
+        if (getsockname(fd, (struct sockaddr *)&ss, &len) < 0)
+                return log_error_errno(negative_errno(), "getsockname: %m");
+        if (ss.ss_family == AF_INET6) {
+                const struct sockaddr_in6 *sa = (const struct sockaddr_in6 *)&ss;
+
+                (void)inet_ntop(AF_INET6, &sa->sin6_addr, host, sizeof(host));
+                port = ntohs(sa->sin6_port);
+                (void)snprintf(ret_addr, size, "[%s]:%u", host, port);
+                if (!IN6_IS_ADDR_LOOPBACK(&sa->sin6_addr))
+                        log_warning("listening on %s, which is not a loopback address", ret_addr);
+        } else {
+                const struct sockaddr_in *sa = (const struct sockaddr_in *)&ss;
+
+                (void)inet_ntop(AF_INET, &sa->sin_addr, host, sizeof(host));
+                port = ntohs(sa->sin_port);
+                (void)snprintf(ret_addr, size, "%s:%u", host, port);
+                if ((ntohl(sa->sin_addr.s_addr) >> 24) != 127)
+                        log_warning("listening on %s, which is not a loopback address", ret_addr);
+        }
+        return TAKE_FD(fd);
+}
+
+static int load_token(const char *path, uint8_t sha[SERVE_SHA256_LEN]) {
+        _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+        _cleanup_free_ char *text = NULL;
+        struct stat st;
+        int r;
+
+        if (fd < 0)
+                return log_error_errno(negative_errno(), "cannot open the token file '%s': %m",
+                                       path);
+        if (fstat(fd, &st) < 0)
+                return log_error_errno(negative_errno(), "cannot stat '%s': %m", path);
+        if (!S_ISREG(st.st_mode))
+                return log_error_errno(-EINVAL, "the token file '%s' is not a regular file", path);
+        /* SECURITY: a token everyone can read protects nothing. */
+        if (st.st_mode & 0007)
+                return log_error_errno(-EPERM,
+                                       "the token file '%s' is accessible to other users "
+                                       "(chmod o-rwx it)",
+                                       path);
+        r = read_full_fd(fd, SERVE_TOKEN_MAX + 2, &text, NULL);
+        if (r < 0)
+                return log_error_errno(r, "cannot read the token file '%s': %m", path);
+        r = serve_token_load(text, sha);
+        if (r < 0)
+                return log_error_errno(r,
+                                       "the token file '%s' must hold one token of %d to %d "
+                                       "visible ASCII characters",
+                                       path, SERVE_TOKEN_MIN, SERVE_TOKEN_MAX);
+        return 0;
+}
+
+static void stop_cb(evutil_socket_t fd, short what, void *arg) {
+        (void)event_base_loopbreak(arg);
+}
+
+static void serve_usage(FILE *f) {
+        (void)fprintf(
+                f, "usage: hutch serve [--socket PATH] [--listen HOST:PORT --token-file FILE]\n\n"
+                   "Serves the HTTP API (docs/api.md) on a unix socket, by default\n"
+                   "$XDG_RUNTIME_DIR/hutch/api.sock (mode 0600).\n"
+                   "  --socket PATH        the unix socket to listen on\n"
+                   "  --listen HOST:PORT   also listen on TCP (numeric address; port 0 picks "
+                   "one)\n"
+                   "  --token-file FILE    the bearer token TCP clients must send "
+                   "(required with --listen)\n");
+}
+
+typedef struct ServeArgs {
+        const char *socket_path;
+        const char *listen;
+        const char *token_file;
+} ServeArgs;
+
+static int parse_args(int argc, char **argv, ServeArgs *a) {
+        static const struct option options[] = {{"socket", required_argument, NULL, 's'},
+                                                {"listen", required_argument, NULL, 'l'},
+                                                {"token-file", required_argument, NULL, 't'},
+                                                {"help", no_argument, NULL, 'h'},
+                                                {}};
+        int c;
+
+        optind = 0;
+        opterr = 0;
+        while ((c = getopt_long(argc, argv, "+h", options, NULL)) >= 0)
+                switch (c) {
+                case 's':
+                        a->socket_path = optarg;
+                        break;
+                case 'l':
+                        a->listen = optarg;
+                        break;
+                case 't':
+                        a->token_file = optarg;
+                        break;
+                case 'h':
+                        serve_usage(stdout);
+                        return 1;
+                default:
+                        log_error("unknown or incomplete option '%s' (see 'hutch serve --help')",
+                                  argv[optind - 1]);
+                        return -EINVAL;
+                }
+        if (optind < argc) {
+                log_error("unexpected argument '%s' (see 'hutch serve --help')", argv[optind]);
+                return -EINVAL;
+        }
+        /* SECURITY: TCP is reachable by every local user (or more): never
+         * without a token. */
+        if (a->listen && !a->token_file) {
+                log_error("--listen needs --token-file: refusing to serve TCP without a token");
+                return -EINVAL;
+        }
+        if (a->token_file && !a->listen) {
+                log_error("--token-file is only used with --listen");
+                return -EINVAL;
+        }
+        return 0;
+}
+
+int verb_serve(int argc, char **argv) {
+        _cleanup_(store_freep) Store *store = NULL;
+        _cleanup_free_ char *default_path = NULL;
+        _cleanup_close_ int lock = -EBADF;
+        ServeArgs args = {};
+        Server srv = {};
+        Listener ul = {}, tl = {};
+        struct event *sig_ev[3] = {};
+        const int sigs[3] = {SIGINT, SIGTERM, SIGHUP};
+        char tcp_addr[INET6_ADDRSTRLEN + 16] = "";
+        const char *path;
+        HutchError err = {};
+        int fd, tcp_fd = -EBADF, r;
+
+        r = parse_args(argc, argv, &args);
+        if (r != 0)
+                return r > 0 ? 0 : HUTCH_EXIT_FAILURE;
+        if (args.token_file && load_token(args.token_file, srv.token_sha) < 0)
+                return HUTCH_EXIT_FAILURE;
+        r = store_open(&store, &err);
+        if (r < 0) {
+                log_error("%s", err.msg[0] ? err.msg : strerror(-r));
+                return HUTCH_EXIT_FAILURE;
+        }
+        srv.store = store;
+        path = args.socket_path;
+        if (!path) {
+                if (asprintf(&default_path, "%s/api.sock", store->state) < 0) {
+                        default_path = NULL;
+                        log_error("out of memory");
+                        return HUTCH_EXIT_FAILURE;
+                }
+                path = default_path;
+        }
+        /* A client that goes away mid-answer must not kill the server. The
+         * commands it runs get default dispositions back (sandbox init). */
+        (void)signal(SIGPIPE, SIG_IGN);
+
+        srv.base = event_base_new();
+        if (!srv.base) {
+                log_error("cannot create the event loop");
+                return HUTCH_EXIT_FAILURE;
+        }
+        r = setup_http(&ul, &srv, false);
+        if (r >= 0 && args.listen)
+                r = setup_http(&tl, &srv, true);
+        if (r < 0) {
+                log_error_errno(r, "cannot set up the HTTP server: %m");
+                goto finish;
+        }
+        fd = unix_listen(path, &lock);
+        if (fd < 0) {
+                r = fd;
+                goto finish;
+        }
+        r = listen_on(&ul, fd);
+        if (r >= 0 && args.listen) {
+                tcp_fd = tcp_listen(args.listen, tcp_addr, sizeof(tcp_addr));
+                r = tcp_fd < 0 ? tcp_fd : listen_on(&tl, tcp_fd);
+        }
+        for (size_t i = 0; r >= 0 && i < ELEMENTSOF(sigs); i++) {
+                sig_ev[i] = evsignal_new(srv.base, sigs[i], stop_cb, srv.base);
+                if (!sig_ev[i] || event_add(sig_ev[i], NULL) < 0)
+                        r = -ENOMEM;
+        }
+        if (r < 0) {
+                log_error_errno(r, "cannot start listening: %m");
+                goto finish;
+        }
+        /* The readiness lines: tests and scripts wait for them. */
+        (void)printf("listening on unix:%s\n", path);
+        if (args.listen)
+                (void)printf("listening on tcp:%s\n", tcp_addr);
+        (void)fflush(stdout);
+
+        if (event_base_dispatch(srv.base) < 0) {
+                log_error("the event loop failed");
+                r = -EIO;
+        }
+finish:
+        /* Running commands are killed: their connections to the keepers
+         * close with the jobs. */
+        serve_exec_abort_all(&srv);
+        for (size_t i = 0; i < ELEMENTSOF(sig_ev); i++)
+                if (sig_ev[i])
+                        event_free(sig_ev[i]);
+        if (ul.http)
+                evhttp_free(ul.http);
+        if (tl.http)
+                evhttp_free(tl.http);
+        if (lock >= 0)
+                (void)unlink(path);
+        event_base_free(srv.base);
+        return r < 0 ? HUTCH_EXIT_FAILURE : 0;
+}

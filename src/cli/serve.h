@@ -1,0 +1,112 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#pragma once
+
+/* `hutch serve` (docs/api.md, docs/api.yaml): HTTP/1.1 + JSON over a unix
+ * socket, and over TCP with a bearer token when asked. One process, one
+ * libevent loop (evhttp): serve.c listens, authenticates, routes and
+ * answers errors; serve-exec.c runs execs without blocking the loop;
+ * serve-routes.c has the other routes, which call the C API (hutch.h).
+ *
+ * A handler gets a ServeCtx that lives only for the call. It answers
+ * exactly once, before it returns or (exec) later from the loop. */
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <event2/http.h>
+#include <event2/keyvalq_struct.h>
+#include <jansson.h>
+
+#include "hutch-error.h"
+#include "hutch.h"
+#include "serve-util.h"
+#include "store/store.h"
+
+/* Caps on what a client can make the server hold (docs/api.md). */
+#define SERVE_HEADERS_MAX (16U << 10)      /* request line + headers */
+#define SERVE_BODY_MAX (16U << 20)         /* exec stdin, file writes */
+#define SERVE_JSON_BODY_MAX (1U << 20)     /* every other JSON body */
+#define SERVE_FILE_READ_MAX (16U << 20)    /* GET .../files */
+#define SERVE_OUTPUT_DEFAULT (1U << 20)    /* captured stdout, stderr each */
+#define SERVE_OUTPUT_MAX (16U << 20)       /* the most output_limit may ask */
+#define SERVE_STREAM_HIGH_WATER (1U << 20) /* unsent stream output before reads pause */
+#define SERVE_TIMEOUT_S 60                 /* reading a request, writing an answer */
+
+typedef struct ExecJob ExecJob;
+
+typedef struct Server {
+        struct event_base *base;
+        Store *store;
+        uint8_t token_sha[SERVE_SHA256_LEN]; /* of the TCP bearer token (--listen) */
+        ExecJob *jobs;                       /* running execs, for shutdown */
+} Server;
+
+typedef struct ServeCtx {
+        Server *srv;
+        struct evhttp_request *req;
+        const char *param; /* the route's {name} or {snapshot}, validated */
+        struct evkeyvalq *query;
+} ServeCtx;
+
+/* ---- answers (serve.c) ---- */
+
+/* Answers @status with the JSON @obj (taken; NULL means out of memory). */
+void serve_reply_json(struct evhttp_request *req, int status, json_t *obj);
+/* Answers an empty 204. */
+void serve_reply_no_content(struct evhttp_request *req);
+/* Answers {"error":{"code","message","field"}} with @status and @code;
+ * @field is a JSON pointer into the request body, or NULL. */
+void serve_reply_status(struct evhttp_request *req, int status, const char *code, const char *field,
+                        const char *fmt, ...) _printf_(5, 6);
+/* The same with status and code derived from the positive @errnum. */
+void serve_reply_errno(struct evhttp_request *req, int errnum, const char *field, const char *fmt,
+                       ...) _printf_(4, 5);
+/* The same from a failed call: @r < 0 with its HutchError. */
+void serve_reply_hutch_error(struct evhttp_request *req, int r, const HutchError *err);
+/* The same from a failed C API call; @field_prefix goes before the
+ * error's field (the policy's pointer is relative to "/policy"). */
+void serve_reply_api_error(struct evhttp_request *req, int r, const hutch_error *err,
+                           const char *field_prefix);
+
+/* ---- requests (serve.c) ---- */
+
+/* The request body as a new NUL-terminated buffer (it may hold NULs). */
+int serve_body(const ServeCtx *c, char **ret, size_t *ret_len);
+
+/* Decodes the request body (empty means {}) as a JSON object by @fields
+ * into @dest (serve_decode_object()); @ret_root keeps the borrowed strings
+ * alive and is json_decref()'d by the caller. On failure the error is
+ * already answered and -errno returned. */
+int serve_body_object(const ServeCtx *c, const ServeField *fields, size_t n_fields, void *dest,
+                      json_t **ret_root);
+
+/* The value of query parameter @key, or NULL. */
+const char *serve_query(const ServeCtx *c, const char *key);
+
+/* ---- handlers ---- */
+
+/* serve-exec.c */
+void serve_exec(ServeCtx *c);
+void serve_exec_stream(ServeCtx *c);
+/* Ends every running exec (their commands are killed): at shutdown. */
+void serve_exec_abort_all(Server *srv);
+
+/* serve-routes.c */
+void serve_sandbox_list(ServeCtx *c);
+void serve_sandbox_create(ServeCtx *c);
+void serve_sandbox_get(ServeCtx *c);
+void serve_sandbox_delete(ServeCtx *c);
+void serve_sandbox_stop(ServeCtx *c);
+void serve_file_read(ServeCtx *c);
+void serve_file_write(ServeCtx *c);
+void serve_file_remove(ServeCtx *c);
+void serve_file_list(ServeCtx *c);
+void serve_file_stat(ServeCtx *c);
+void serve_snapshot_create(ServeCtx *c);
+void serve_snapshot_restore(ServeCtx *c);
+void serve_snapshot_list(ServeCtx *c);
+void serve_snapshot_delete(ServeCtx *c);
+void serve_diff(ServeCtx *c);
+void serve_apply(ServeCtx *c);
+void serve_audit(ServeCtx *c);

@@ -1,0 +1,256 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* hutch-archive: `hutch snapshot export` and `import`, in a program of
+ * their own so that only it links libarchive (docs/persistent.md).
+ *   hutch-archive export SNAP -o FILE.tar.zst
+ *   hutch-archive import FILE [--name SNAP] */
+#include <errno.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "fd-util.h"
+#include "log.h"
+#include "rm-rf.h"
+#include "store/archive.h"
+#include "store/store.h"
+#include "strv.h"
+
+static int fail(const HutchError *err, int r) {
+        log_error("%s", err->msg[0] ? err->msg : strerror(-r));
+        return HUTCH_EXIT_FAILURE;
+}
+
+static int persist_open(const char *name, Store **ret_store, void *unused) {
+        HutchError err = {};
+        int r;
+
+        (void)name;
+        (void)unused;
+        r = store_open(ret_store, &err);
+        return r < 0 ? fail(&err, r) : 0;
+}
+
+/* Every layer of @snap's chain, top first, as directory fds. */
+static int open_chain(const Store *s, const char *snap, int **ret_fds, size_t *ret_n,
+                      HutchError *reterr) {
+        _cleanup_strv_free_ char **chain = NULL;
+        _cleanup_free_ int *fds = NULL;
+        size_t n;
+        int r;
+
+        r = store_snapshot_chain(s, snap, SIZE_MAX, &chain, reterr);
+        if (r < 0)
+                return r;
+        n = strv_length(chain);
+        fds = calloc(n ? n : 1, sizeof(int));
+        if (!fds)
+                return -ENOMEM;
+        for (size_t i = 0; i < n; i++) {
+                fds[i] = open(chain[i], O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+                if (fds[i] < 0) {
+                        r = hutch_error_set(reterr, errno, "cannot open the layer %s: %m",
+                                            chain[i]);
+                        for (size_t j = 0; j < i; j++)
+                                (void)close(fds[j]);
+                        return r;
+                }
+        }
+        *ret_fds = TAKE_PTR(fds);
+        *ret_n = n;
+        return 0;
+}
+
+static int snapshot_export(int argc, char **argv) {
+        _cleanup_(store_freep) Store *s = NULL;
+        _cleanup_(snapshot_record_freep) SnapshotRecord *rec = NULL;
+        _cleanup_free_ char *manifest = NULL, *tmp = NULL;
+        _cleanup_free_ int *fds = NULL;
+        _cleanup_close_ int out = -EBADF;
+        const char *path = NULL, *name = NULL;
+        HutchError err = {};
+        size_t n = 0;
+        int r;
+
+        for (int i = 1; i < argc; i++) {
+                if ((strcmp(argv[i], "-o") == 0 || strcmp(argv[i], "--output") == 0) &&
+                    i + 1 < argc)
+                        path = argv[++i];
+                else if (!name && argv[i][0] != '-')
+                        name = argv[i];
+                else {
+                        log_error("usage: hutch snapshot export SNAP -o FILE.tar.zst");
+                        return HUTCH_EXIT_FAILURE;
+                }
+        }
+        if (!name || !path) {
+                log_error("usage: hutch snapshot export SNAP -o FILE.tar.zst");
+                return HUTCH_EXIT_FAILURE;
+        }
+        r = persist_open(NULL, &s, NULL);
+        if (r != 0)
+                return r;
+        r = store_snapshot_load(s, name, &rec, &err);
+        if (r < 0)
+                return fail(&err, r);
+        /* The export stands alone: the whole chain, no parent. */
+        rec->parent = mfree(rec->parent);
+        r = snapshot_record_to_json(rec, &manifest);
+        if (r < 0) {
+                log_error_errno(r, "cannot describe the snapshot: %m");
+                return HUTCH_EXIT_FAILURE;
+        }
+        r = open_chain(s, name, &fds, &n, &err);
+        if (r < 0)
+                return fail(&err, r);
+        if (asprintf(&tmp, "%s.tmp-%d", path, (int)getpid()) < 0) {
+                tmp = NULL;
+                r = -ENOMEM;
+                goto done;
+        }
+        out = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+        if (out < 0) {
+                r = hutch_error_set(&err, errno, "cannot create %s: %m", tmp);
+                goto done;
+        }
+        r = snapshot_archive_export_ids(
+                manifest, fds, n,
+                &(SnapshotArchiveIds){s->idmap.uid_base, s->idmap.gid_base, s->idmap.count}, out,
+                &err);
+        if (r >= 0 && fsync(out) < 0)
+                r = hutch_error_set(&err, errno, "cannot write %s: %m", tmp);
+        if (r >= 0 && rename(tmp, path) < 0)
+                r = hutch_error_set(&err, errno, "cannot create %s: %m", path);
+        if (r < 0)
+                (void)unlink(tmp);
+done:
+        for (size_t i = 0; i < n; i++)
+                (void)close(fds[i]);
+        if (r < 0)
+                return fail(&err, r);
+        return 0;
+}
+
+static int snapshot_import(int argc, char **argv) {
+        _cleanup_(store_freep) Store *s = NULL;
+        _cleanup_(snapshot_record_freep) SnapshotRecord *rec = NULL;
+        _cleanup_free_ char *tmp = NULL, *manifest = NULL;
+        _cleanup_close_ int in = -EBADF, dfd = -EBADF, hold = -EBADF;
+        const char *path = NULL, *name = NULL;
+        json_t *j = NULL;
+        HutchError err = {};
+        size_t n_layers;
+        int r;
+
+        for (int i = 1; i < argc; i++) {
+                if (strcmp(argv[i], "--name") == 0 && i + 1 < argc)
+                        name = argv[++i];
+                else if (!path && argv[i][0] != '-')
+                        path = argv[i];
+                else {
+                        log_error("usage: hutch snapshot import FILE [--name SNAP]");
+                        return HUTCH_EXIT_FAILURE;
+                }
+        }
+        if (!path) {
+                log_error("usage: hutch snapshot import FILE [--name SNAP]");
+                return HUTCH_EXIT_FAILURE;
+        }
+        if (name && !store_name_is_valid(name)) {
+                log_error("invalid snapshot name '%s'", name);
+                return HUTCH_EXIT_FAILURE;
+        }
+        r = persist_open(NULL, &s, NULL);
+        if (r != 0)
+                return r;
+        in = open(path, O_RDONLY | O_CLOEXEC);
+        if (in < 0) {
+                log_error("cannot open '%s': %m", path);
+                return HUTCH_EXIT_FAILURE;
+        }
+        r = store_snapshot_begin(s, &tmp, &err);
+        if (r < 0)
+                return fail(&err, r);
+        dfd = open(tmp, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (dfd < 0) {
+                r = hutch_error_set(&err, errno, "cannot open %s: %m", tmp);
+                goto fail;
+        }
+        /* gc removes temp folders nobody holds; this one is held until it
+         * is renamed into place. */
+        r = store_temp_hold(tmp, &hold, &err);
+        if (r < 0)
+                goto fail;
+        r = snapshot_archive_import_ids(
+                in, dfd,
+                &(SnapshotArchiveIds){s->idmap.uid_base, s->idmap.gid_base, s->idmap.count},
+                &manifest, &err);
+        if (r < 0)
+                goto fail;
+        /* Its layers are the archive's, in its own folder ("layers/<i>",
+         * which the manifest lists with their checksums); nothing below. */
+        j = json_loads(manifest, 0, NULL);
+        n_layers = json_array_size(json_object_get(j, "layers"));
+        if (!json_is_object(j) || n_layers == 0) {
+                json_decref(j);
+                r = hutch_error_set(&err, EBADMSG, "the archive holds no layer");
+                goto fail;
+        }
+        {
+                json_t *layers = json_array();
+
+                for (size_t i = 0; i < n_layers; i++) {
+                        char layer[32];
+
+                        (void)snprintf(layer, sizeof(layer), "layers/%zu", i);
+                        (void)json_array_append_new(layers, json_string(layer));
+                }
+                (void)json_object_set_new(j, "layers", layers);
+                free(manifest);
+                manifest = json_dumps(j, JSON_COMPACT);
+                json_decref(j);
+        }
+        if (!manifest) {
+                r = -ENOMEM;
+                goto fail;
+        }
+        r = snapshot_record_from_json(manifest, &rec, &err);
+        if (r < 0)
+                goto fail;
+        rec->parent = mfree(rec->parent);
+        rec->origin_upper = mfree(rec->origin_upper);
+        rec->has_manifest = false;
+        if (name) {
+                free(rec->name);
+                rec->name = strdup(name);
+                if (!rec->name) {
+                        r = -ENOMEM;
+                        goto fail;
+                }
+        }
+        free(rec->id);
+        r = store_new_id(&rec->id);
+        if (r < 0)
+                goto fail;
+        r = store_snapshot_commit(s, tmp, rec, &err);
+        if (r < 0)
+                goto fail;
+        (void)printf("%s\n", rec->name);
+        return 0;
+fail:
+        (void)rm_rf_at(AT_FDCWD, tmp);
+        return fail(&err, r);
+}
+
+int main(int argc, char **argv) {
+        log_setup("hutch", LOG_LEVEL_INFO);
+        if (argc >= 2 && strcmp(argv[1], "export") == 0)
+                return snapshot_export(argc - 1, argv + 1);
+        if (argc >= 2 && strcmp(argv[1], "import") == 0)
+                return snapshot_import(argc - 1, argv + 1);
+        log_error("usage: hutch snapshot export SNAP -o FILE.tar.zst | import FILE [--name SNAP]");
+        return HUTCH_EXIT_FAILURE;
+}

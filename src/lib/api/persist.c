@@ -1,0 +1,875 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "api/persist.h"
+#include "fd-util.h"
+#include "signal-util.h"
+#include "store/layers.h"
+#include "strv.h"
+
+#ifndef HUTCH_INSTALLED_BINARY
+#define HUTCH_INSTALLED_BINARY "/usr/local/bin/hutch"
+#endif
+
+/* How long a keeper that is being started may take to be ready. */
+#define KEEPER_START_TIMEOUT_MS 60000
+/* How long a stopped keeper may take to clean up (cgroups, proxy) and
+ * exit, and how often that is checked. */
+#define KEEPER_EXIT_TIMEOUT_MS 10000
+#define KEEPER_EXIT_POLL_MS 10
+/* How often an exec tries again when a keeper was stopping (idle) as the
+ * command came, so that it did not start it. */
+#define EXEC_ATTEMPTS 3
+/* Where the keeper finds its ready pipe. */
+#define KEEPER_READY_FD 3
+
+/* Takes the keeper's lock @fd. Our starter found no socket, so a keeper
+ * still holding it is one that is stopping (idle, or a `stop` that raced
+ * with this start): it is given the time to finish. */
+static int keeper_lock_take(int fd) {
+        for (unsigned waited = 0;; waited += KEEPER_EXIT_POLL_MS) {
+                if (flock(fd, LOCK_EX | LOCK_NB) == 0)
+                        return 0;
+                if (errno != EWOULDBLOCK && errno != EINTR)
+                        return negative_errno();
+                if (waited >= KEEPER_EXIT_TIMEOUT_MS)
+                        return -EBUSY;
+                (void)usleep(KEEPER_EXIT_POLL_MS * 1000);
+        }
+}
+
+/* ---- the keeper ---- */
+
+int persist_binary_find(char **ret, HutchError *reterr) {
+        const char *env = getenv("HUTCH_BINARY");
+        char self[PATH_MAX];
+        const char *base;
+        ssize_t n;
+
+        if (env && env[0]) {
+                if (access(env, X_OK) < 0)
+                        return hutch_error_set(reterr, ENOENT,
+                                               "$HUTCH_BINARY '%s' is not an executable", env);
+                *ret = strdup(env);
+                return *ret ? 0 : -ENOMEM;
+        }
+        /* The CLI runs its own keepers, whatever else is installed. */
+        n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+        if (n > 0) {
+                self[n] = '\0';
+                base = strrchr(self, '/');
+                if (base &&
+                    (strcmp(base + 1, "hutch") == 0 || strcmp(base + 1, "hutch (deleted)") == 0)) {
+                        *ret = strdup("/proc/self/exe");
+                        return *ret ? 0 : -ENOMEM;
+                }
+        }
+        if (access(HUTCH_INSTALLED_BINARY, X_OK) == 0) {
+                *ret = strdup(HUTCH_INSTALLED_BINARY);
+                return *ret ? 0 : -ENOMEM;
+        }
+        return hutch_error_set(reterr, ENOENT,
+                               "cannot find the hutch binary that runs persistent sandboxes (it "
+                               "is not at %s): set $HUTCH_BINARY",
+                               HUTCH_INSTALLED_BINARY);
+}
+
+static void report_early(int ready_fd, const HutchError *err, int r) {
+        char line[600];
+
+        (void)snprintf(line, sizeof(line), "error: %s\n", err->msg[0] ? err->msg : strerror(-r));
+        (void)loop_write(ready_fd, line, strlen(line));
+        (void)close(ready_fd);
+}
+
+int persist_keeper_main(const char *name, int ready_fd, char *const *env, HutchError *reterr) {
+        _cleanup_(store_freep) Store *s = NULL;
+        _cleanup_(sandbox_record_freep) SandboxRecord *rec = NULL;
+        _cleanup_(policy_freep) Policy *policy = NULL;
+        _cleanup_strv_free_ char **chain = NULL;
+        _cleanup_free_ char *state = NULL, *sock = NULL, *lockp = NULL, *data = NULL, *logs = NULL,
+                            *history = NULL, *audit = NULL;
+        _cleanup_close_ int lock = -EBADF;
+        char upper[64];
+        KeeperConfig cfg;
+        HutchError early = {};
+        int r;
+
+        r = store_open(&s, &early);
+        if (r >= 0)
+                r = store_sandbox_load(s, name, &rec, &early);
+        if (r >= 0) {
+                policy = policy_new();
+                r = policy ? policy_load_json(policy, rec->policy_json, strlen(rec->policy_json),
+                                              &early)
+                           : -ENOMEM;
+        }
+        if (r >= 0)
+                r = policy_validate(policy, &early);
+        if (r >= 0)
+                r = store_snapshot_chain(s, rec->parent, SANDBOX_MAX_LAYERS, &chain, &early);
+        if (r >= 0 && (store_state_path(s, rec->name, NULL, &state) < 0 ||
+                       store_state_path(s, rec->name, "keeper.sock", &sock) < 0 ||
+                       store_state_path(s, rec->name, "keeper.lock", &lockp) < 0 ||
+                       store_sandbox_path(s, rec->name, "data", &data) < 0 ||
+                       store_sandbox_path(s, rec->name, "logs", &logs) < 0 ||
+                       store_sandbox_path(s, rec->name, "history.jsonl", &history) < 0 ||
+                       store_sandbox_path(s, rec->name, "audit.jsonl", &audit) < 0))
+                r = hutch_error_set(&early, ENOMEM, "out of memory");
+        if (r >= 0 && mkdir(state, 0700) < 0 && errno != EEXIST)
+                r = hutch_error_set(&early, errno, "cannot create %s: %m", state);
+        if (r >= 0) {
+                lock = open(lockp, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+                if (lock < 0 || keeper_lock_take(lock) < 0)
+                        r = hutch_error_set(&early, EBUSY,
+                                            "another keeper runs sandbox '%s' already", rec->name);
+        }
+        /* The network audit log of a persistent sandbox is kept with it. */
+        if (r >= 0 && policy_network_mode(policy) == NETWORK_MODE_ALLOW && !policy->audit_log)
+                r = policy_set_audit_log(policy, audit, &early);
+        if (r < 0) {
+                report_early(ready_fd, &early, r);
+                return r;
+        }
+        (void)snprintf(upper, sizeof(upper), "upper-%llu", (unsigned long long)rec->gen);
+        cfg = (KeeperConfig){
+                .policy = policy,
+                .layers = {.data_dir = data, .upper = upper, .layers = chain},
+                .socket_path = sock,
+                .logs_dir = logs,
+                .history_path = history,
+                .idle_timeout_ms = rec->idle_timeout_ms,
+                .ready_fd = ready_fd,
+        };
+        return sandbox_keep(&cfg, env, reterr);
+}
+
+/* In the forked child: detached (new session, reparented by a second
+ * fork), stdio on /dev/null and the keeper's log, the ready pipe at
+ * KEEPER_READY_FD and nothing else of the caller's (the API may run in
+ * any program): exec `hutch __keeper NAME 3`. Never returns. */
+_noreturn_ static void keeper_exec_child(const char *binary, const char *name, const char *log_path,
+                                         int ready_w) {
+        int fds[3], high[3];
+        char fd_arg[16];
+
+        if (setsid() < 0 || fork() != 0)
+                _exit(0);
+        signals_reset_default();
+        /* Up out of the way first: the caller may have closed its stdio,
+         * so any of these may have been opened as 0, 1 or 2. */
+        fds[0] = open("/dev/null", O_RDWR | O_CLOEXEC);
+        fds[1] = open(log_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0600);
+        fds[2] = ready_w;
+        for (size_t i = 0; i < ELEMENTSOF(fds); i++)
+                if (fds[i] < 0 || (high[i] = fcntl(fds[i], F_DUPFD_CLOEXEC, 10)) < 0)
+                        _exit(125);
+        /* dup2() clears FD_CLOEXEC on the copies. */
+        if (dup2(high[0], 0) < 0 || dup2(high[0], 1) < 0 || dup2(high[1], 2) < 0 ||
+            dup2(high[2], KEEPER_READY_FD) < 0)
+                _exit(125);
+        (void)close_range(KEEPER_READY_FD + 1, ~0U, 0);
+        if (chdir("/") < 0)
+                _exit(125);
+        (void)snprintf(fd_arg, sizeof(fd_arg), "%d", KEEPER_READY_FD);
+        (void)execl(binary, "hutch", "__keeper", name, fd_arg, (char *)NULL);
+        _exit(125);
+}
+
+/* Starts the keeper of @name, detached, and waits until it is ready or
+ * reports why not. The caller holds the sandbox's lock. */
+static int keeper_spawn(const Store *s, const char *name, HutchError *reterr) {
+        _cleanup_free_ char *log_path = NULL, *state = NULL, *binary = NULL;
+        char buf[1024];
+        int pipes[2], status = 0, r;
+        ssize_t n;
+        pid_t pid;
+
+        r = persist_binary_find(&binary, reterr);
+        if (r < 0)
+                return r;
+        if (store_state_path(s, name, NULL, &state) < 0 ||
+            store_state_path(s, name, "keeper.log", &log_path) < 0)
+                return -ENOMEM;
+        if (mkdir(state, 0700) < 0 && errno != EEXIST)
+                return hutch_error_set(reterr, errno, "cannot create %s: %m", state);
+        if (pipe2(pipes, O_CLOEXEC) < 0)
+                return hutch_error_set(reterr, errno, "pipe: %m");
+        pid = fork();
+        if (pid < 0) {
+                int e = errno;
+
+                (void)close(pipes[0]);
+                (void)close(pipes[1]);
+                return hutch_error_set(reterr, e, "fork: %s", strerror(e));
+        }
+        if (pid == 0)
+                keeper_exec_child(binary, name, log_path, pipes[1]);
+        (void)close(pipes[1]);
+        (void)waitpid(pid, &status, 0);
+        n = read_until_eof(pipes[0], buf, sizeof(buf) - 1, KEEPER_START_TIMEOUT_MS);
+        (void)close(pipes[0]);
+        if (n < 0)
+                return hutch_error_set(reterr, (int)-n, "the sandbox did not start: %s",
+                                       strerror((int)-n));
+        buf[n] = '\0';
+        if (strncmp(buf, "ok\n", 3) == 0)
+                return 0;
+        buf[strcspn(buf, "\n")] = '\0';
+        if (strncmp(buf, "error: ", 7) == 0)
+                return hutch_error_set(reterr, EIO, "failed to start sandbox '%s': %s", name,
+                                       buf + 7);
+        return hutch_error_set(reterr, EIO, "failed to start sandbox '%s' (see %s)", name,
+                               log_path);
+}
+
+int persist_connect(const Store *s, const char *name, bool start, int *ret_sock,
+                    HutchError *reterr) {
+        _cleanup_free_ char *sock_path = NULL;
+        _cleanup_close_ int lock = -EBADF;
+        int fd, r;
+
+        if (store_state_path(s, name, "keeper.sock", &sock_path) < 0)
+                return -ENOMEM;
+        fd = keeper_connect(sock_path);
+        if (fd >= 0 || !start) {
+                if (fd < 0)
+                        return fd;
+                *ret_sock = fd;
+                return 0;
+        }
+        /* One starter at a time; the others find it running. */
+        r = store_lock_sandbox(s, name, &lock);
+        if (r < 0)
+                return hutch_error_set(reterr, -r, "no sandbox named '%s'", name);
+        fd = keeper_connect(sock_path);
+        if (fd < 0) {
+                r = keeper_spawn(s, name, reterr);
+                if (r < 0)
+                        return r;
+                fd = keeper_connect(sock_path);
+                if (fd < 0)
+                        return hutch_error_set(reterr, -fd, "cannot reach sandbox '%s': %s", name,
+                                               strerror(-fd));
+        }
+        *ret_sock = fd;
+        return 0;
+}
+
+int persist_stop(const Store *s, const char *name, HutchError *reterr) {
+        _cleanup_close_ int sock = -EBADF;
+        int r;
+
+        r = persist_connect(s, name, false, &sock, reterr);
+        if (r < 0)
+                return 0; /* not running */
+        r = keeper_simple(sock, "stop", reterr);
+        if (r < 0)
+                return r;
+        /* The keeper answers once the sandbox is down, then removes its
+         * cgroups and proxy and exits: stopped means that is done too. */
+        for (unsigned waited = 0; store_keeper_running(s, name); waited += KEEPER_EXIT_POLL_MS) {
+                if (waited >= KEEPER_EXIT_TIMEOUT_MS)
+                        return hutch_error_set(reterr, ETIMEDOUT,
+                                               "sandbox '%s' was stopped, but its keeper did not "
+                                               "exit",
+                                               name);
+                (void)usleep(KEEPER_EXIT_POLL_MS * 1000);
+        }
+        return 1;
+}
+
+/* Loads sandbox @name and connects to its keeper, started on demand. */
+static int connect_started(Store *s, const char *name, SandboxRecord **ret, int *ret_sock,
+                           HutchError *reterr) {
+        _cleanup_(sandbox_record_freep) SandboxRecord *rec = NULL;
+        int r;
+
+        r = store_sandbox_load(s, name, &rec, reterr);
+        if (r < 0)
+                return r;
+        r = persist_connect(s, rec->name, true, ret_sock, reterr);
+        if (r < 0)
+                return r;
+        *ret = TAKE_PTR(rec);
+        return 0;
+}
+
+int persist_exec(Store *s, const char *name, const KeeperExec *req, int forward_sigfd,
+                 uint64_t *ret_id, int *ret_exit_code, char **ret_json, HutchError *reterr) {
+        _cleanup_(sandbox_record_freep) SandboxRecord *rec = NULL;
+        _cleanup_close_ int sock = -EBADF;
+        int r;
+
+        r = connect_started(s, name, &rec, &sock, reterr);
+        for (unsigned attempt = 1; r >= 0; attempt++) {
+                r = keeper_exec(sock, req, forward_sigfd, ret_id, ret_exit_code, ret_json, reterr);
+                /* The keeper went away before it started the command (it
+                 * stopped for idleness or a `stop` as we came): it did not
+                 * run, so a new keeper can run it. */
+                if (r != -ECONNRESET || attempt >= EXEC_ATTEMPTS)
+                        break;
+                sock = safe_close(sock);
+                if (reterr)
+                        *reterr = (HutchError){};
+                r = persist_connect(s, rec->name, true, &sock, reterr);
+        }
+        return r;
+}
+
+int persist_file(Store *s, const char *name, const KeeperFile *req, HutchError *reterr) {
+        _cleanup_(sandbox_record_freep) SandboxRecord *rec = NULL;
+        _cleanup_close_ int sock = -EBADF;
+        HutchError err = {};
+        int r;
+
+        r = connect_started(s, name, &rec, &sock, reterr);
+        if (r < 0)
+                return r;
+        r = keeper_file(sock, req, &err);
+        if (r >= 0)
+                return r;
+        if (err.errnum != 0) {
+                if (reterr)
+                        *reterr = err;
+                return r;
+        }
+        return hutch_error_set(reterr, -r, "cannot %s '%s' in sandbox '%s': %s",
+                               file_op_action_to_string(req->action), req->path, rec->name,
+                               strerror(-r));
+}
+
+/* ---- create, destroy, info ---- */
+
+/* Loads sandbox @name and takes its lock, then loads it again under the
+ * lock (another command may have changed it meanwhile). */
+static int lock_sandbox(Store *s, const char *name, SandboxRecord **ret, int *ret_lock,
+                        HutchError *reterr) {
+        _cleanup_(sandbox_record_freep) SandboxRecord *rec = NULL;
+        _cleanup_free_ char *real = NULL;
+        _cleanup_close_ int lock = -EBADF;
+        int r;
+
+        r = store_sandbox_load(s, name, &rec, reterr);
+        if (r < 0)
+                return r;
+        r = store_lock_sandbox(s, rec->name, &lock);
+        if (r < 0)
+                return hutch_error_set(reterr, ENOENT, "no sandbox named '%s'", name);
+        real = strdup(rec->name);
+        if (!real)
+                return -ENOMEM;
+        rec = sandbox_record_free(rec);
+        r = store_sandbox_load_locked(s, real, &rec, reterr);
+        if (r < 0)
+                return r;
+        *ret = TAKE_PTR(rec);
+        *ret_lock = TAKE_FD(lock);
+        return 0;
+}
+
+/* Loads snapshot @snap, whose chain must fit below a sandbox's own layer. */
+static int snapshot_load_fitting(Store *s, const char *snap, SnapshotRecord **ret,
+                                 HutchError *reterr) {
+        _cleanup_(snapshot_record_freep) SnapshotRecord *rec = NULL;
+        _cleanup_strv_free_ char **chain = NULL;
+        int r;
+
+        r = store_snapshot_load(s, snap, &rec, reterr);
+        if (r < 0)
+                return r;
+        r = store_snapshot_chain(s, rec->name, SANDBOX_MAX_LAYERS, &chain, reterr);
+        if (r < 0)
+                return r;
+        *ret = TAKE_PTR(rec);
+        return 0;
+}
+
+/* Records the host folder's current state as apply's baseline. */
+static int write_manifest(const Store *s, const char *name, int host_fd, HutchError *reterr) {
+        _cleanup_free_ char *path = NULL, *tmp = NULL;
+        _cleanup_close_ int fd = -EBADF;
+        int r;
+
+        if (store_sandbox_path(s, name, "ws-manifest", &path) < 0 ||
+            asprintf(&tmp, "%s.tmp", path) < 0)
+                return -ENOMEM;
+        fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+        if (fd < 0)
+                return hutch_error_set(reterr, errno, "cannot create %s: %m", tmp);
+        r = ws_manifest_write(host_fd, fd, reterr);
+        if (r >= 0 && fsync(fd) < 0)
+                r = hutch_error_set(reterr, errno, "cannot write %s: %m", tmp);
+        if (r >= 0 && rename(tmp, path) < 0)
+                r = hutch_error_set(reterr, errno, "cannot create %s: %m", path);
+        if (r < 0)
+                (void)unlink(tmp);
+        return r;
+}
+
+/* After create: record the host workspace (overlay mode) for apply's
+ * conflict check, or take the snapshot's record when @snap has one. */
+static int record_workspace(const Store *s, const SandboxRecord *rec, const Policy *p,
+                            const SnapshotRecord *snap, HutchError *reterr) {
+        _cleanup_close_ int host = -EBADF;
+        int r;
+
+        if (!p->workspace || p->workspace_mode != WORKSPACE_MODE_OVERLAY)
+                return 0;
+        if (snap) {
+                /* The snapshot's layers sit on the host folder as it was
+                 * when its first sandbox was created: keep that record. */
+                _cleanup_free_ char *from = NULL, *to = NULL;
+
+                if (!snap->has_manifest)
+                        return 0;
+                if (store_snapshot_path(s, snap->name, "ws-manifest", &from) < 0 ||
+                    store_sandbox_path(s, rec->name, NULL, &to) < 0)
+                        return -ENOMEM;
+                r = store_file_copy(from, to, "ws-manifest");
+                if (r < 0)
+                        return hutch_error_set(reterr, -r, "cannot copy %s: %s", from,
+                                               strerror(-r));
+                return 0;
+        }
+        host = open(p->workspace, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (host < 0)
+                return hutch_error_set(reterr, errno, "cannot open the workspace '%s': %m",
+                                       p->workspace);
+        return write_manifest(s, rec->name, host, reterr);
+}
+
+int persist_create(Store *s, const char *name, const Policy *policy, const char *from,
+                   uint64_t idle_timeout_ms, SandboxRecord **ret, HutchError *reterr) {
+        _cleanup_(sandbox_record_freep) SandboxRecord *rec = NULL;
+        _cleanup_(snapshot_record_freep) SnapshotRecord *snap = NULL;
+        _cleanup_(policy_freep) Policy *stored = NULL;
+        int r = 0;
+
+        if (!store_name_is_valid(name))
+                return hutch_error_set(reterr, EINVAL,
+                                       "invalid sandbox name '%s': it must match "
+                                       "[a-z0-9][a-z0-9_.-]{0,62}",
+                                       name ? name : "");
+        if (!policy && !from)
+                return hutch_error_set(reterr, EINVAL, "a sandbox needs a policy or a snapshot");
+        if (policy) {
+                r = policy_validate(policy, reterr);
+                if (r < 0)
+                        return r;
+                if (policy->workspace && policy->workspace_mode == WORKSPACE_MODE_COPY)
+                        return hutch_error_set(reterr, EINVAL,
+                                               "a persistent sandbox cannot copy its workspace at "
+                                               "every start: use ':overlay' (the default) or "
+                                               "':mount'");
+        }
+        rec = calloc(1, sizeof(SandboxRecord));
+        if (!rec)
+                return -ENOMEM;
+        rec->name = strdup(name);
+        rec->created_ms = store_now_ms();
+        rec->gen = 1;
+        rec->idle_timeout_ms = idle_timeout_ms;
+        if (!rec->name || store_new_id(&rec->id) < 0)
+                return -ENOMEM;
+        if (from) {
+                r = snapshot_load_fitting(s, from, &snap, reterr);
+                if (r < 0)
+                        return r;
+                rec->parent = strdup(snap->name);
+                if (!rec->parent)
+                        return -ENOMEM;
+        }
+        if (!policy)
+                rec->policy_json = strdup(snap->policy_json);
+        else
+                r = policy_to_json(policy, &rec->policy_json);
+        if (r < 0 || !rec->policy_json)
+                return hutch_error_set(reterr, r < 0 ? -r : ENOMEM, "cannot store this policy: %s",
+                                       r == -EILSEQ ? "a path or value is not valid UTF-8"
+                                                    : strerror(r < 0 ? -r : ENOMEM));
+        /* What the sandbox will run with (a snapshot's policy is loaded). */
+        stored = policy_new();
+        if (!stored)
+                return -ENOMEM;
+        r = policy_load_json(stored, rec->policy_json, strlen(rec->policy_json), reterr);
+        if (r < 0)
+                return r;
+        r = store_sandbox_create(s, rec, reterr);
+        if (r < 0)
+                return r;
+        r = record_workspace(s, rec, stored, snap, reterr);
+        if (r < 0) {
+                HutchError ignored = {};
+
+                (void)store_sandbox_remove(s, rec->name, &ignored);
+                return r;
+        }
+        if (ret)
+                *ret = TAKE_PTR(rec);
+        return 0;
+}
+
+int persist_destroy(Store *s, const char *name, bool force, HutchError *reterr) {
+        _cleanup_(sandbox_record_freep) SandboxRecord *rec = NULL;
+        _cleanup_close_ int lock = -EBADF;
+        int r;
+
+        r = lock_sandbox(s, name, &rec, &lock, reterr);
+        if (r < 0)
+                return r;
+        if (store_keeper_running(s, rec->name)) {
+                if (!force)
+                        return hutch_error_set(reterr, EBUSY,
+                                               "sandbox '%s' is running; stop it first or use "
+                                               "--force",
+                                               rec->name);
+                r = persist_stop(s, rec->name, reterr);
+                if (r < 0)
+                        return r;
+        }
+        return store_sandbox_remove(s, rec->name, reterr);
+}
+
+void persist_info(const Store *s, const SandboxRecord *rec, PersistInfo *ret) {
+        _cleanup_free_ char *history = NULL, *data = NULL;
+        struct stat st;
+
+        *ret = (PersistInfo){
+                .running = store_keeper_running(s, rec->name),
+                .last_used_ms = rec->created_ms,
+        };
+        if (store_sandbox_path(s, rec->name, "history.jsonl", &history) >= 0 &&
+            stat(history, &st) == 0)
+                ret->last_used_ms = (uint64_t)st.st_mtim.tv_sec * 1000U +
+                                    (uint64_t)st.st_mtim.tv_nsec / 1000000U;
+        if (store_sandbox_path(s, rec->name, "data", &data) >= 0)
+                ret->disk_bytes = store_disk_usage(data);
+}
+
+/* ---- snapshots ---- */
+
+/* "<sandbox>.<n>", the first that is free. */
+static int default_snapshot_name(const Store *s, const char *sandbox, char **ret) {
+        for (unsigned n = 1; n < 100000; n++) {
+                _cleanup_free_ char *name = NULL, *path = NULL;
+                struct stat st;
+
+                if (asprintf(&name, "%s.%u", sandbox, n) < 0)
+                        return -ENOMEM;
+                if (!store_name_is_valid(name))
+                        return -ENAMETOOLONG;
+                if (store_snapshot_path(s, name, NULL, &path) < 0)
+                        return -ENOMEM;
+                if (lstat(path, &st) < 0 && errno == ENOENT) {
+                        *ret = TAKE_PTR(name);
+                        return 0;
+                }
+        }
+        return -EEXIST;
+}
+
+int persist_snapshot(Store *s, const char *name, const char *snap, char **ret_snap,
+                     bool *ret_running, HutchError *reterr) {
+        _cleanup_(sandbox_record_freep) SandboxRecord *rec = NULL;
+        _cleanup_strv_free_ char **chain = NULL;
+        _cleanup_free_ char *target = NULL;
+        _cleanup_close_ int lock = -EBADF, sock = -EBADF;
+        bool running;
+        int r;
+
+        r = lock_sandbox(s, name, &rec, &lock, reterr);
+        if (r < 0)
+                return r;
+        if (snap) {
+                if (!store_name_is_valid(snap))
+                        return hutch_error_set(reterr, EINVAL,
+                                               "invalid snapshot name '%s': it must match "
+                                               "[a-z0-9][a-z0-9_.-]{0,62}",
+                                               snap);
+                target = strdup(snap);
+                if (!target)
+                        return hutch_error_set(reterr, ENOMEM, "out of memory");
+        } else {
+                r = default_snapshot_name(s, rec->name, &target);
+                if (r < 0)
+                        return hutch_error_set(reterr, -r,
+                                               "cannot pick a snapshot name for '%s'; give one",
+                                               rec->name);
+        }
+
+        running = persist_connect(s, rec->name, false, &sock, reterr) >= 0;
+        if (running) {
+                /* Running: frozen while its layer is copied; the keeper
+                 * thaws it when this connection closes, whatever happens
+                 * to us. */
+                r = keeper_simple(sock, "freeze", reterr);
+                if (r < 0)
+                        return r;
+                r = store_snapshot_copy(s, rec, target, layer_copy, reterr);
+                sock = safe_close(sock);
+                if (r < 0)
+                        return r;
+        } else {
+                /* Stopped: the sandbox's own layer becomes the snapshot's
+                 * and the sandbox gets a new one on top, so its chain grows. */
+                r = store_snapshot_chain(s, rec->parent, SANDBOX_MAX_LAYERS - 1, &chain, reterr);
+                if (r < 0)
+                        return r;
+                r = store_snapshot_stopped(s, rec, target, reterr);
+                if (r < 0)
+                        return r;
+        }
+        if (ret_snap)
+                *ret_snap = TAKE_PTR(target);
+        if (ret_running)
+                *ret_running = running;
+        return 0;
+}
+
+int persist_restore(Store *s, const char *name, const char *snap, HutchError *reterr) {
+        _cleanup_(sandbox_record_freep) SandboxRecord *rec = NULL;
+        _cleanup_(snapshot_record_freep) SnapshotRecord *target = NULL;
+        _cleanup_close_ int lock = -EBADF;
+        int r;
+
+        if (!snap)
+                return hutch_error_set(reterr, EINVAL, "no snapshot given");
+        /* Both are checked before the sandbox is stopped (the snapshot
+         * again, under the store's lock, by store_sandbox_reset()). */
+        r = store_sandbox_load(s, name, &rec, reterr);
+        if (r < 0)
+                return r;
+        rec = sandbox_record_free(rec);
+        r = snapshot_load_fitting(s, snap, &target, reterr);
+        if (r < 0)
+                return r;
+        r = lock_sandbox(s, name, &rec, &lock, reterr);
+        if (r < 0)
+                return r;
+        /* Under the lock nothing starts it again. */
+        r = persist_stop(s, rec->name, reterr);
+        if (r < 0)
+                return r;
+        return store_sandbox_reset(s, rec, target->name, SANDBOX_MAX_LAYERS, reterr);
+}
+
+int persist_snapshot_remove(Store *s, const char *snap, HutchError *reterr) {
+        _cleanup_(snapshot_record_freep) SnapshotRecord *rec = NULL;
+        int r;
+
+        r = store_snapshot_load(s, snap, &rec, reterr);
+        if (r < 0)
+                return r;
+        return store_snapshot_remove(s, rec->name, reterr);
+}
+
+/* ---- the overlay workspace ---- */
+
+void ws_view_done(WsView *v) {
+        for (size_t i = 0; i < v->n_layers; i++)
+                (void)close(v->layer_fds[i]);
+        free(v->layer_fds);
+        v->host_fd = safe_close(v->host_fd);
+        v->policy = policy_free(v->policy);
+        *v = WS_VIEW_NULL;
+}
+
+/* Opens the workspace's layers (top first) and the host folder. */
+static int ws_view_open(const Store *s, const SandboxRecord *rec, WsView *v, HutchError *reterr) {
+        _cleanup_strv_free_ char **chain = NULL, **dirs = NULL;
+        _cleanup_free_ char *own = NULL;
+        char sub[96];
+        int r;
+
+        v->policy = policy_new();
+        if (!v->policy)
+                return -ENOMEM;
+        r = policy_load_json(v->policy, rec->policy_json, strlen(rec->policy_json), reterr);
+        if (r < 0)
+                return r;
+        if (!v->policy->workspace || v->policy->workspace_mode != WORKSPACE_MODE_OVERLAY)
+                return hutch_error_set(reterr, EINVAL,
+                                       "sandbox '%s' has no overlay workspace (diff and apply "
+                                       "work on --workspace DIR:overlay)",
+                                       rec->name);
+        (void)snprintf(sub, sizeof(sub), "data/upper-%llu/ws", (unsigned long long)rec->gen);
+        r = store_sandbox_path(s, rec->name, sub, &own);
+        if (r < 0)
+                return r;
+        r = strv_extend(&dirs, own);
+        if (r < 0)
+                return r;
+        r = store_snapshot_chain(s, rec->parent, SIZE_MAX, &chain, reterr);
+        if (r < 0)
+                return r;
+        STRV_FOREACH(l, chain) {
+                _cleanup_free_ char *p = NULL;
+
+                if (asprintf(&p, "%s/ws", *l) < 0)
+                        return -ENOMEM;
+                r = strv_push_take(&dirs, TAKE_PTR(p));
+                if (r < 0)
+                        return r;
+        }
+        v->layer_fds = calloc(strv_length(dirs), sizeof(int));
+        if (!v->layer_fds)
+                return -ENOMEM;
+        STRV_FOREACH(d, dirs) {
+                int fd = open(*d, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+
+                if (fd < 0)
+                        return hutch_error_set(reterr, errno, "cannot open the layer %s: %m", *d);
+                v->layer_fds[v->n_layers++] = fd;
+        }
+        v->host_fd = open(v->policy->workspace, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (v->host_fd < 0)
+                return hutch_error_set(reterr, errno, "cannot open the workspace '%s': %m",
+                                       v->policy->workspace);
+        return 0;
+}
+
+int persist_paths_normalize(char **paths, HutchError *reterr) {
+        STRV_FOREACH(p, paths) {
+                char *s = *p;
+
+                if (strncmp(s, POLICY_SANDBOX_WORKSPACE "/",
+                            strlen(POLICY_SANDBOX_WORKSPACE) + 1) == 0)
+                        s += strlen(POLICY_SANDBOX_WORKSPACE) + 1;
+                while (strncmp(s, "./", 2) == 0)
+                        s += 2;
+                memmove(*p, s, strlen(s) + 1);
+                while (strlen(*p) > 0 && (*p)[strlen(*p) - 1] == '/')
+                        (*p)[strlen(*p) - 1] = '\0';
+                /* Whole components: "v1..2.txt" is a name, "a/../b" is not. */
+                if ((*p)[0] != '\0' && !ws_path_is_valid(*p))
+                        return hutch_error_set(reterr, EINVAL,
+                                               "path '%s' must be relative to the workspace (no "
+                                               "'.' or '..' components)",
+                                               *p);
+        }
+        return 0;
+}
+
+/* Moves the changes under one of @paths to the front; returns how many. */
+static size_t filter_paths(WsChange *changes, size_t n, char **paths) {
+        size_t kept = 0;
+
+        if (strv_length(paths) == 0)
+                return n;
+        for (size_t i = 0; i < n; i++) {
+                bool keep = false;
+
+                STRV_FOREACH(p, paths) {
+                        size_t len = strlen(*p);
+
+                        if (strncmp(changes[i].path, *p, len) == 0 &&
+                            (changes[i].path[len] == '\0' || changes[i].path[len] == '/' ||
+                             len == 0))
+                                keep = true;
+                }
+                if (keep) {
+                        WsChange tmp = changes[kept];
+
+                        changes[kept++] = changes[i];
+                        changes[i] = tmp;
+                }
+        }
+        return kept;
+}
+
+int persist_diff(Store *s, const char *name, char **paths, WsView *v, WsChange **ret_changes,
+                 size_t *ret_n, size_t *ret_n_all, HutchError *reterr) {
+        _cleanup_(sandbox_record_freep) SandboxRecord *rec = NULL;
+        WsChange *changes = NULL;
+        size_t n = 0;
+        int r;
+
+        r = store_sandbox_load(s, name, &rec, reterr);
+        if (r < 0)
+                return r;
+        r = ws_view_open(s, rec, v, reterr);
+        if (r < 0)
+                return r;
+        r = ws_diff(v->layer_fds, v->n_layers, v->host_fd, &changes, &n, reterr);
+        if (r < 0)
+                return r;
+        *ret_n = filter_paths(changes, n, paths);
+        *ret_n_all = n;
+        *ret_changes = changes;
+        return 0;
+}
+
+static int load_manifest(const Store *s, const SandboxRecord *rec, WsManifest **ret,
+                         HutchError *reterr) {
+        _cleanup_free_ char *path = NULL;
+        _cleanup_close_ int fd = -EBADF;
+        int r;
+
+        r = store_sandbox_path(s, rec->name, "ws-manifest", &path);
+        if (r < 0)
+                return r;
+        fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+        if (fd < 0 && errno == ENOENT) {
+                *ret = NULL;
+                return 0;
+        }
+        if (fd < 0)
+                return hutch_error_set(reterr, errno, "cannot open %s: %m", path);
+        return ws_manifest_load(fd, ret, reterr);
+}
+
+void persist_apply_done(PersistApply *a) {
+        ws_apply_result_done(&a->res);
+        a->workspace = mfree(a->workspace);
+        a->applied = false;
+}
+
+int persist_apply(Store *s, const char *name, char **paths, bool force, PersistApply *ret,
+                  HutchError *reterr) {
+        _cleanup_(sandbox_record_freep) SandboxRecord *rec = NULL;
+        _cleanup_(ws_view_done) WsView v = WS_VIEW_NULL;
+        _cleanup_(ws_manifest_freep) WsManifest *m = NULL;
+        _cleanup_close_ int lock = -EBADF;
+        int r;
+
+        *ret = (PersistApply){};
+        r = lock_sandbox(s, name, &rec, &lock, reterr);
+        if (r < 0)
+                return r;
+        r = ws_view_open(s, rec, &v, reterr);
+        if (r < 0)
+                return r;
+        r = load_manifest(s, rec, &m, reterr);
+        if (r < 0)
+                return r;
+        if (!m && !force)
+                return hutch_error_set(reterr, EINVAL,
+                                       "sandbox '%s' has no record of the host folder as it was "
+                                       "(it comes from an imported snapshot): host changes cannot "
+                                       "be detected; use --force to apply anyway",
+                                       rec->name);
+        r = ws_apply(v.layer_fds, v.n_layers, v.host_fd, m,
+                     strv_length(paths) ? (const char *const *)paths : NULL, force, &ret->res,
+                     reterr);
+        if (r < 0)
+                return r;
+        ret->applied = true;
+        ret->workspace = strdup(v.policy->workspace);
+        if (!ret->workspace)
+                return -ENOMEM;
+        /* The host folder now holds these changes: they are the new
+         * baseline for the next apply's check. */
+        r = write_manifest(s, rec->name, v.host_fd, reterr);
+        if (r < 0)
+                return r;
+        return (int)MIN(ret->res.n_applied, (size_t)INT32_MAX);
+}

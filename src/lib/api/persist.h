@@ -1,0 +1,143 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#pragma once
+
+/* Persistent sandboxes, one level above the store and the keeper: what
+ * the CLI verbs (src/cli/persist.c, snapshot.c, diff.c) and the C API
+ * (include/hutch.h, api/hutch.c) both do, written once. Each function
+ * takes an open Store, accepts a sandbox's name or id where it says
+ * @name, and fails with -errno and a one-line message in @reterr (the
+ * messages are the CLI's: it prints them as they are).
+ *
+ * Locking (docs/persistent.md): changing commands on one sandbox hold its
+ * lock (store_lock_sandbox()); starting a keeper happens under it too, so
+ * a command that holds the lock and found the sandbox stopped keeps it
+ * stopped. */
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "hutch-error.h"
+#include "policy/policy.h"
+#include "sandbox/keeper.h"
+#include "store/diff.h"
+#include "store/store.h"
+
+/* ---- the keeper ---- */
+
+/* The hutch binary that runs keepers (`hutch __keeper NAME FD`): $HUTCH_BINARY
+ * when set; else this process's own executable when it is called "hutch"
+ * (the CLI, installed or in a build tree); else the installed one
+ * (HUTCH_INSTALLED_BINARY, when it is there). -ENOENT naming
+ * $HUTCH_BINARY otherwise. */
+int persist_binary_find(char **ret, HutchError *reterr);
+
+/* The keeper's own entry point (`hutch __keeper NAME READY_FD`): loads
+ * the sandbox, takes its keeper lock and runs sandbox_keep() until it
+ * stops. @env is the caller's environment (secrets and --env-pass names
+ * are read from it). Failures before the sandbox is ready are written to
+ * @ready_fd ("error: MESSAGE\n"), which is closed; those before
+ * sandbox_keep() ran (the record, the policy, the lock) only there: then
+ * -errno is returned with @reterr untouched. Others fill @reterr. */
+int persist_keeper_main(const char *name, int ready_fd, char *const *env, HutchError *reterr);
+
+/* Connects to the sandbox's keeper; with @start, starts it first when none
+ * runs. Returns 0 with @ret_sock, or -errno (without @start: -ENOENT or
+ * -ECONNREFUSED when it is not running, and @reterr is not touched). */
+int persist_connect(const Store *s, const char *name, bool start, int *ret_sock,
+                    HutchError *reterr);
+
+/* Stops the keeper and waits for it to exit: 1 when one ran, 0 when none
+ * did, or -errno. */
+int persist_stop(const Store *s, const char *name, HutchError *reterr);
+
+/* Starts the sandbox when needed and runs @req in it: keeper_exec() over
+ * persist_connect(). */
+int persist_exec(Store *s, const char *name, const KeeperExec *req, int forward_sigfd,
+                 uint64_t *ret_id, int *ret_exit_code, char **ret_json, HutchError *reterr);
+
+/* Starts the sandbox when needed and runs the file operation @req in it
+ * (keeper_file()). On failure of the operation itself the message names
+ * the path: "cannot read '/etc/x' in sandbox 'NAME': ERROR". */
+int persist_file(Store *s, const char *name, const KeeperFile *req, HutchError *reterr);
+
+/* ---- lifecycle ---- */
+
+/* Creates sandbox @name with @policy (validated here; NULL with @from: the
+ * snapshot's), from snapshot @from or empty, stopping after @idle_timeout_ms
+ * of no command (0: the default); records the host workspace (overlay
+ * mode) for apply. A workspace in copy mode is refused (-EINVAL); a taken
+ * name is -EEXIST. Returns the new record in @ret (may be NULL). */
+int persist_create(Store *s, const char *name, const Policy *policy, const char *from,
+                   uint64_t idle_timeout_ms, SandboxRecord **ret, HutchError *reterr);
+
+/* Removes the sandbox and its files. A running one is -EBUSY unless
+ * @force, which stops it first. */
+int persist_destroy(Store *s, const char *name, bool force, HutchError *reterr);
+
+typedef struct PersistInfo {
+        bool running;
+        uint64_t last_used_ms; /* the last exec's end, or the creation */
+        uint64_t disk_bytes;   /* the sandbox's layers */
+} PersistInfo;
+
+/* What `hutch ls` shows of a loaded sandbox besides its record. */
+void persist_info(const Store *s, const SandboxRecord *rec, PersistInfo *ret);
+
+/* ---- snapshots ---- */
+
+/* Freezes sandbox @name into snapshot @snap (NULL: the first free of
+ * NAME.1, NAME.2, ...): a copy while it runs (frozen meanwhile), else its
+ * layer by rename. Returns the snapshot's name in @ret_snap (may be NULL)
+ * and whether the sandbox was running in @ret_running (may be NULL). */
+int persist_snapshot(Store *s, const char *name, const char *snap, char **ret_snap,
+                     bool *ret_running, HutchError *reterr);
+
+/* Stops sandbox @name and puts it on snapshot @snap with a new empty
+ * layer: its own changes since are gone (store_sandbox_reset()). Its
+ * policy and its workspace record stay. */
+int persist_restore(Store *s, const char *name, const char *snap, HutchError *reterr);
+
+/* Removes snapshot @snap (name or id); -EBUSY while something uses it. */
+int persist_snapshot_remove(Store *s, const char *snap, HutchError *reterr);
+
+/* ---- the overlay workspace ---- */
+
+/* A sandbox's overlay workspace opened for diff and apply. */
+typedef struct WsView {
+        Policy *policy;
+        int *layer_fds; /* the sandbox's own ws/, then the snapshot layers' ws/ */
+        size_t n_layers;
+        int host_fd;
+} WsView;
+
+#define WS_VIEW_NULL ((WsView){.host_fd = -EBADF})
+void ws_view_done(WsView *v);
+
+/* Turns each of @paths ("/workspace/x", "./x/", "x") into the workspace
+ * path ws_diff() uses ("x"), in place: -EINVAL naming one that is
+ * absolute elsewhere or holds "..". */
+int persist_paths_normalize(char **paths, HutchError *reterr);
+
+/* The changes of sandbox @name's workspace, those under @paths (normalised;
+ * NULL or empty: all) first in @ret_changes with their count in
+ * @ret_n; @ret_n_all counts all of them (ws_changes_free() needs it). @v
+ * gets the opened view (release with ws_view_done()). */
+int persist_diff(Store *s, const char *name, char **paths, WsView *v, WsChange **ret_changes,
+                 size_t *ret_n, size_t *ret_n_all, HutchError *reterr);
+
+typedef struct PersistApply {
+        WsApplyResult res; /* the conflicts and the count applied */
+        bool applied;      /* the changes were written (the new baseline may not be) */
+        char *workspace;   /* the host folder */
+} PersistApply;
+
+void persist_apply_done(PersistApply *a);
+
+/* Writes sandbox @name's changes (under @paths, normalised; NULL: all)
+ * into the host folder and records the folder as the next apply's
+ * baseline. -EEXIST with @ret->res.conflicts when the host changed a
+ * selected path since (nothing written) unless @force; -EINVAL when there
+ * is no baseline (an imported snapshot's sandbox) unless @force. Returns
+ * the number of changes applied. @ret is filled on failure too. */
+int persist_apply(Store *s, const char *name, char **paths, bool force, PersistApply *ret,
+                  HutchError *reterr);

@@ -1,0 +1,80 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#pragma once
+
+/* File operations inside a persistent sandbox (hutch_file_*() in
+ * include/hutch.h). The keeper turns a "file" request (keeper.h) into an
+ * exec request (sync.h) whose argv[0] is FILE_OP_ARGV0; the child that the
+ * sandbox init forks for it runs file_op_main() instead of exec'ing. So the
+ * operation is done by a process of the sandbox: in its mount namespace
+ * and root, with its identity, capabilities (none), landlock rules and
+ * seccomp filter, in the exec's cgroup.
+ *
+ *   argv  FILE_OP_ARGV0 ACTION PATH MODE MAX   (MODE and MAX in decimal)
+ *   fd 0  write: the bytes to write (read to EOF)
+ *   fd 1  read: the file's bytes; list: a JSON array of entries; stat: one
+ *         entry, {"name" (or "name_hex": the raw bytes in hex when the name
+ *         is not UTF-8), "type": file|dir|symlink|other, "size", "mode"
+ *         (permission bits), "mtime_ms"}
+ *   exit  0, or the errno of the failure
+ *
+ * SECURITY: the path is resolved from the sandbox's "/" (a relative one
+ * from @cwd), component by component: "." and ".." are resolved lexically
+ * first (".." above "/" is -EXDEV), then every directory is opened with
+ * O_NOFOLLOW from the one before, so no symlink is ever followed, magic
+ * links (/proc/N/root, /proc/self/fd/N) included: a symlink in the way, or
+ * as the last component of a read, write or list, is -ELOOP. openat2() is
+ * not available (the seccomp filter makes it ENOSYS). Whatever the path
+ * says, the process is inside the sandbox's mount namespace: the host's
+ * files beyond the sandbox's own view are not reachable at all. */
+
+#include <stdint.h>
+
+#include "macro.h"
+
+/* No program can be called this: a command's argv[0] from a client never
+ * starts with 0x01 (the keeper refuses it). */
+#define FILE_OP_ARGV0 "\001hutch-file"
+#define FILE_OP_ARGV0_PREFIX '\001'
+#define FILE_OP_ARGC 5
+
+/* Entries of one list (-E2BIG beyond). */
+#define FILE_OP_LIST_MAX 100000U
+/* The JSON of one list or stat, as the client reads it back. */
+#define FILE_OP_JSON_MAX (64U << 20)
+
+typedef enum FileOpAction {
+        FILE_OP_READ,
+        FILE_OP_WRITE,
+        FILE_OP_LIST,
+        FILE_OP_STAT,
+        FILE_OP_REMOVE,
+        _FILE_OP_ACTION_MAX,
+        _FILE_OP_ACTION_INVALID = -EINVAL,
+} FileOpAction;
+
+/* "read", "write", "list", "stat", "remove"; NULL when out of range. */
+const char *file_op_action_to_string(FileOpAction a);
+FileOpAction file_op_action_from_string(const char *s);
+
+/* Performs @action on @path below @root_fd (the sandbox's "/"; a relative
+ * @path is taken from the absolute @cwd), as the top of this header says:
+ *   read    a regular file of at most @max bytes to @out_fd (-EFBIG beyond,
+ *           -EISDIR for a directory, -EINVAL for anything not a regular file)
+ *   write   @in_fd's bytes (to EOF) to a temporary file in @path's directory,
+ *           renamed over @path; an existing regular file's permission bits
+ *           are kept (without set-user-id and set-group-id), else @mode
+ *           (0-0777; -EINVAL beyond); -EISDIR for a directory
+ *   list    the entries of directory @path to @out_fd (-ENOTDIR otherwise;
+ *           -E2BIG past FILE_OP_LIST_MAX)
+ *   stat    @path itself (a symlink is not followed) to @out_fd
+ *   remove  a file, a symlink or an empty directory (-ENOTEMPTY otherwise)
+ * Returns 0 or -errno: -EINVAL for an empty path or a relative @cwd,
+ * -ENAMETOOLONG, -EXDEV for ".." above "/", -ELOOP for a symlink in the way,
+ * -EBUSY to write or remove "/" itself, and the errors of the calls. */
+int file_op_run(int root_fd, const char *cwd, FileOpAction action, const char *path, unsigned mode,
+                uint64_t max, int in_fd, int out_fd);
+
+/* The builtin's entry point in the child init forked (fds 0 and 1 set up,
+ * @cwd the request's): parses @argv (FILE_OP_ARGC entries) and runs the
+ * operation from "/". Returns the exit status: 0 or a positive errno. */
+int file_op_main(const char *cwd, char *const *argv);

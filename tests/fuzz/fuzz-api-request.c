@@ -1,0 +1,133 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "macro.h"
+#include "serve-util.h"
+#include "strv.h"
+
+/* Fuzzes what `hutch serve` does with a client's bytes before any C API
+ * call (src/cli/serve-util.c), and checks its invariants:
+ *   - a body decodes by the exec route's table or fails with EINVAL and a
+ *     JSON pointer ("" or "/..."), leaving no array behind;
+ *   - base64 that decodes re-encodes to something that decodes the same;
+ *   - the UTF-8 tail held back is at most 3 bytes, none for valid UTF-8,
+ *     and text output keeps every byte;
+ *   - a path that matches a route has a non-empty parameter inside it,
+ *     without '/'. */
+
+#define FUZZ_INPUT_MAX (64U << 10)
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+typedef struct Args {
+        char **argv;
+        char **env;
+        const char *cwd;
+        const char *stdin_text;
+        uint64_t timeout_ms;
+        bool detach;
+        json_t *policy;
+} Args;
+
+static const ServeField fields[] = {
+        {"argv", SERVE_FIELD_STRV, offsetof(Args, argv), true},
+        {"env", SERVE_FIELD_STRV, offsetof(Args, env), false},
+        {"cwd", SERVE_FIELD_STRING, offsetof(Args, cwd), false},
+        {"stdin", SERVE_FIELD_STRING, offsetof(Args, stdin_text), false},
+        {"timeout_ms", SERVE_FIELD_U64, offsetof(Args, timeout_ms), false},
+        {"detach", SERVE_FIELD_BOOL, offsetof(Args, detach), false},
+        {"policy", SERVE_FIELD_OBJECT, offsetof(Args, policy), false},
+};
+
+static void check_body(const char *text, size_t len) {
+        json_t *root = json_loadb(text, len, JSON_REJECT_DUPLICATES, NULL);
+        HutchError err = {};
+        Args a = {};
+        int r;
+
+        if (!root)
+                return;
+        r = serve_decode_object(root, fields, ELEMENTSOF(fields), &a, &err);
+        if (r < 0) {
+                if (r != -EINVAL || err.errnum != EINVAL || a.argv || a.env ||
+                    (err.pointer[0] && err.pointer[0] != '/'))
+                        abort();
+        } else {
+                if (!a.argv || (a.policy && !json_is_object(a.policy)))
+                        abort();
+                STRV_FOREACH(s, a.argv)
+                        if (strlen(*s) > len)
+                                abort();
+                strv_free(a.argv);
+                strv_free(a.env);
+        }
+        json_decref(root);
+}
+
+static void check_base64(const char *text, size_t len) {
+        _cleanup_free_ char *dec = NULL, *enc = NULL, *again = NULL;
+        size_t n = 0, m = 0;
+
+        if (serve_base64_decode(text, len, &dec, &n) < 0)
+                return;
+        if (n > len || serve_base64_encode(dec, n, &enc) < 0)
+                abort();
+        if (serve_base64_decode(enc, strlen(enc), &again, &m) < 0 || m != n ||
+            memcmp(dec, again, n) != 0)
+                abort();
+}
+
+static void check_output(const char *text, size_t len) {
+        size_t tail = serve_utf8_incomplete_tail(text, len);
+        const char *enc = NULL;
+        json_t *s;
+
+        if (tail > 3 || tail > len)
+                abort();
+        s = serve_output_string(text, len, &enc);
+        if (!s)
+                return;
+        if (strcmp(enc, "utf-8") == 0) {
+                if (tail != 0 || json_string_length(s) != len ||
+                    memcmp(json_string_value(s), text, len) != 0)
+                        abort();
+        } else if (strcmp(enc, "base64") != 0)
+                abort();
+        json_decref(s);
+}
+
+static void check_path(const char *path) {
+        static const char *const patterns[] = {"/v1/sandboxes", "/v1/sandboxes/{name}",
+                                               "/v1/sandboxes/{name}/exec/stream",
+                                               "/v1/snapshots/{snapshot}"};
+
+        for (size_t i = 0; i < ELEMENTSOF(patterns); i++) {
+                const char *p = NULL;
+                size_t n = 0;
+
+                if (!serve_path_match(patterns[i], path, &p, &n))
+                        continue;
+                if (strchr(patterns[i], '{') &&
+                    (!p || n == 0 || p < path || p + n > path + strlen(path) || memchr(p, '/', n)))
+                        abort();
+        }
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+        _cleanup_free_ char *text = NULL;
+
+        if (size > FUZZ_INPUT_MAX)
+                return 0;
+        text = malloc(size + 1);
+        if (!text)
+                return 0;
+        memcpy(text, data, size);
+        text[size] = '\0';
+        check_body(text, size);
+        check_base64(text, size);
+        check_output(text, size);
+        check_path(text);
+        return 0;
+}

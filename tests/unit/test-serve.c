@@ -1,0 +1,254 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <stddef.h>
+#include <stdlib.h>
+
+#include "serve-util.h"
+#include "strv.h"
+#include "test.h"
+
+TEST(path_match) {
+        const char *p = NULL;
+        size_t len = 99;
+
+        ASSERT_TRUE(serve_path_match("/v1/sandboxes", "/v1/sandboxes", &p, &len));
+        ASSERT_NULL(p);
+        ASSERT_EQ(len, 0);
+        ASSERT_TRUE(
+                serve_path_match("/v1/sandboxes/{name}/exec", "/v1/sandboxes/ab-1/exec", &p, &len));
+        ASSERT_EQ(len, 4);
+        ASSERT_TRUE(strncmp(p, "ab-1", 4) == 0);
+        ASSERT_TRUE(serve_path_match("/v1/snapshots/{snapshot}", "/v1/snapshots/s", &p, &len));
+        ASSERT_EQ(len, 1);
+
+        /* Trailing slashes, empty or extra segments, prefixes. */
+        ASSERT_FALSE(serve_path_match("/v1/sandboxes", "/v1/sandboxes/", NULL, NULL));
+        ASSERT_FALSE(serve_path_match("/v1/sandboxes/{name}", "/v1/sandboxes/", NULL, NULL));
+        ASSERT_FALSE(serve_path_match("/v1/sandboxes/{name}", "/v1/sandboxes//", NULL, NULL));
+        ASSERT_FALSE(serve_path_match("/v1/sandboxes/{name}", "/v1/sandboxes/a/b", NULL, NULL));
+        ASSERT_FALSE(serve_path_match("/v1/sandboxes/{name}/exec", "/v1/sandboxes/a", NULL, NULL));
+        ASSERT_FALSE(serve_path_match("/v1/sandboxes", "/v1/sandboxesx", NULL, NULL));
+        ASSERT_FALSE(serve_path_match("/v1/sandboxes", "/v1/sandbo", NULL, NULL));
+        ASSERT_FALSE(serve_path_match("/v1/sandboxes", "v1/sandboxes", NULL, NULL));
+        ASSERT_FALSE(serve_path_match("/v1/sandboxes", "", NULL, NULL));
+        ASSERT_FALSE(serve_path_match("/v1/version", "/v1/version/..", NULL, NULL));
+}
+
+typedef struct Args {
+        const char *s;
+        char **l;
+        bool b;
+        uint64_t u;
+        json_t *o;
+} Args;
+
+static const ServeField fields[] = {
+        {"s", SERVE_FIELD_STRING, offsetof(Args, s), true},
+        {"l", SERVE_FIELD_STRV, offsetof(Args, l), false},
+        {"b", SERVE_FIELD_BOOL, offsetof(Args, b), false},
+        {"u", SERVE_FIELD_U64, offsetof(Args, u), false},
+        {"o", SERVE_FIELD_OBJECT, offsetof(Args, o), false},
+};
+
+/* Decodes @text; on failure checks the pointer is @pointer. */
+static int decode(const char *text, Args *a, const char *pointer) {
+        json_t *j = json_loads(text, JSON_ALLOW_NUL, NULL);
+        HutchError err = {};
+        int r;
+
+        ASSERT_NOT_NULL(j);
+        *a = (Args){.u = 7};
+        r = serve_decode_object(j, fields, ELEMENTSOF(fields), a, &err);
+        if (r < 0) {
+                ASSERT_EQ(err.errnum, EINVAL);
+                ASSERT_STREQ(err.pointer, pointer);
+                ASSERT_NULL(a->l);
+        } else
+                a->s = a->s ? strdup(a->s) : NULL; /* outlive the object */
+        json_decref(j);
+        return r;
+}
+
+TEST(decode_object) {
+        Args a;
+
+        ASSERT_OK(decode("{\"s\":\"x\",\"l\":[\"a\",\"b\"],\"b\":true,\"u\":5,\"o\":{}}", &a, ""));
+        ASSERT_STREQ(a.s, "x");
+        ASSERT_EQ(strv_length(a.l), 2);
+        ASSERT_STREQ(a.l[1], "b");
+        ASSERT_TRUE(a.b);
+        ASSERT_EQ(a.u, 5);
+        free((char *)a.s);
+        strv_free(a.l);
+
+        /* null is absent: the default stays. */
+        ASSERT_OK(decode("{\"s\":\"x\",\"u\":null,\"l\":null}", &a, ""));
+        ASSERT_EQ(a.u, 7);
+        ASSERT_NULL(a.l);
+        free((char *)a.s);
+
+        ASSERT_ERROR(decode("{}", &a, "/s"), EINVAL);
+        ASSERT_ERROR(decode("{\"s\":null}", &a, "/s"), EINVAL);
+        ASSERT_ERROR(decode("{\"s\":\"x\",\"zz\":1}", &a, "/zz"), EINVAL);
+        ASSERT_ERROR(decode("{\"s\":\"x\",\"a/b~c\":1}", &a, "/a~1b~0c"), EINVAL);
+        ASSERT_ERROR(decode("{\"s\":1}", &a, "/s"), EINVAL);
+        ASSERT_ERROR(decode("{\"s\":\"a\\u0000b\"}", &a, "/s"), EINVAL);
+        ASSERT_ERROR(decode("{\"s\":\"x\",\"l\":\"a\"}", &a, "/l"), EINVAL);
+        ASSERT_ERROR(decode("{\"s\":\"x\",\"l\":[\"a\",2]}", &a, "/l/1"), EINVAL);
+        ASSERT_ERROR(decode("{\"s\":\"x\",\"b\":1}", &a, "/b"), EINVAL);
+        ASSERT_ERROR(decode("{\"s\":\"x\",\"u\":-1}", &a, "/u"), EINVAL);
+        ASSERT_ERROR(decode("{\"s\":\"x\",\"u\":1.5}", &a, "/u"), EINVAL);
+        ASSERT_ERROR(decode("{\"s\":\"x\",\"o\":[]}", &a, "/o"), EINVAL);
+        /* Checked before anything is stored: no STRV is left behind. */
+        ASSERT_ERROR(decode("{\"l\":[\"a\"],\"s\":\"x\",\"b\":\"no\"}", &a, "/b"), EINVAL);
+        ASSERT_ERROR(decode("[]", &a, ""), EINVAL);
+}
+
+TEST(errno_to_status) {
+        const char *code;
+        int status;
+
+        serve_errno_to_status(ENOENT, &status, &code);
+        ASSERT_EQ(status, 404);
+        ASSERT_STREQ(code, "not_found");
+        serve_errno_to_status(EINVAL, &status, &code);
+        ASSERT_EQ(status, 400);
+        serve_errno_to_status(EEXIST, &status, &code);
+        ASSERT_EQ(status, 409);
+        serve_errno_to_status(EFBIG, &status, &code);
+        ASSERT_EQ(status, 413);
+        serve_errno_to_status(EACCES, &status, &code);
+        ASSERT_EQ(status, 403);
+        serve_errno_to_status(EIO, &status, &code);
+        ASSERT_EQ(status, 500);
+        ASSERT_STREQ(code, "internal");
+}
+
+static void check_b64(const char *plain, size_t len, const char *encoded) {
+        char *e = NULL, *d = NULL;
+        size_t dlen = 0;
+
+        ASSERT_OK(serve_base64_encode(plain, len, &e));
+        ASSERT_STREQ(e, encoded);
+        ASSERT_OK(serve_base64_decode(e, strlen(e), &d, &dlen));
+        ASSERT_EQ(dlen, len);
+        ASSERT_TRUE(memcmp(d, plain, len) == 0);
+        free(e);
+        free(d);
+}
+
+TEST(base64) {
+        char *d = NULL;
+        size_t len;
+
+        check_b64("", 0, "");
+        check_b64("f", 1, "Zg==");
+        check_b64("fo", 2, "Zm8=");
+        check_b64("foo", 3, "Zm9v");
+        check_b64("foob", 4, "Zm9vYg==");
+        check_b64("\0\xff\x10", 3, "AP8Q");
+
+        ASSERT_ERROR(serve_base64_decode("Zg=", 3, &d, &len), EINVAL);
+        ASSERT_ERROR(serve_base64_decode("Zg", 2, &d, &len), EINVAL);
+        ASSERT_ERROR(serve_base64_decode("Z===", 4, &d, &len), EINVAL);
+        ASSERT_ERROR(serve_base64_decode("Zm 9", 4, &d, &len), EINVAL);
+        ASSERT_ERROR(serve_base64_decode("Zm9v\n", 5, &d, &len), EINVAL);
+        ASSERT_ERROR(serve_base64_decode("Zm=v", 4, &d, &len), EINVAL);
+        ASSERT_ERROR(serve_base64_decode("Zm-_", 4, &d, &len), EINVAL);
+}
+
+TEST(utf8_incomplete_tail) {
+        ASSERT_EQ(serve_utf8_incomplete_tail("", 0), 0);
+        ASSERT_EQ(serve_utf8_incomplete_tail("abc", 3), 0);
+        /* é is c3 a9; € is e2 82 ac; 😀 is f0 9f 98 80. */
+        ASSERT_EQ(serve_utf8_incomplete_tail("a\xc3", 2), 1);
+        ASSERT_EQ(serve_utf8_incomplete_tail("a\xc3\xa9", 3), 0);
+        ASSERT_EQ(serve_utf8_incomplete_tail("\xe2\x82", 2), 2);
+        ASSERT_EQ(serve_utf8_incomplete_tail("\xe2", 1), 1);
+        ASSERT_EQ(serve_utf8_incomplete_tail("\xe2\x82\xac", 3), 0);
+        ASSERT_EQ(serve_utf8_incomplete_tail("x\xf0\x9f\x98", 4), 3);
+        ASSERT_EQ(serve_utf8_incomplete_tail("\xf0\x9f\x98\x80", 4), 0);
+        /* Not UTF-8 at all: nothing to hold back. */
+        ASSERT_EQ(serve_utf8_incomplete_tail("a\xff", 2), 0);
+        ASSERT_EQ(serve_utf8_incomplete_tail("\x80\x80\x80", 3), 0);
+        ASSERT_EQ(serve_utf8_incomplete_tail("a\xc0", 2), 0);
+}
+
+TEST(output_string) {
+        const char *enc = NULL;
+        json_t *s;
+
+        s = serve_output_string("h\xc3\xa9llo\n", 7, &enc);
+        ASSERT_STREQ(enc, "utf-8");
+        ASSERT_STREQ(json_string_value(s), "h\xc3\xa9llo\n");
+        json_decref(s);
+        s = serve_output_string("a\xff", 2, &enc);
+        ASSERT_STREQ(enc, "base64");
+        ASSERT_STREQ(json_string_value(s), "Yf8=");
+        json_decref(s);
+        /* A surrogate encoded in UTF-8 is not UTF-8. */
+        s = serve_output_string("\xed\xa0\x80", 3, &enc);
+        ASSERT_STREQ(enc, "base64");
+        json_decref(s);
+        s = serve_output_string(NULL, 0, &enc);
+        ASSERT_STREQ(enc, "utf-8");
+        ASSERT_STREQ(json_string_value(s), "");
+        json_decref(s);
+}
+
+TEST(parse_listen) {
+        struct sockaddr_storage ss;
+        socklen_t len;
+        const struct sockaddr_in *in = (const struct sockaddr_in *)&ss;
+        const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *)&ss;
+
+        ASSERT_OK(serve_parse_listen("127.0.0.1:8080", &ss, &len));
+        ASSERT_EQ(ss.ss_family, AF_INET);
+        ASSERT_EQ(ntohs(in->sin_port), 8080);
+        ASSERT_EQ(ntohl(in->sin_addr.s_addr), 0x7f000001);
+        ASSERT_EQ(len, sizeof(struct sockaddr_in));
+        ASSERT_OK(serve_parse_listen("[::1]:0", &ss, &len));
+        ASSERT_EQ(ss.ss_family, AF_INET6);
+        ASSERT_EQ(ntohs(in6->sin6_port), 0);
+        ASSERT_TRUE(IN6_IS_ADDR_LOOPBACK(&in6->sin6_addr));
+
+        ASSERT_ERROR(serve_parse_listen("localhost:80", &ss, &len), EINVAL);
+        ASSERT_ERROR(serve_parse_listen("127.0.0.1", &ss, &len), EINVAL);
+        ASSERT_ERROR(serve_parse_listen("127.0.0.1:", &ss, &len), EINVAL);
+        ASSERT_ERROR(serve_parse_listen("127.0.0.1:65536", &ss, &len), EINVAL);
+        ASSERT_ERROR(serve_parse_listen("127.0.0.1:-1", &ss, &len), EINVAL);
+        ASSERT_ERROR(serve_parse_listen("127.0.0.1:80x", &ss, &len), EINVAL);
+        ASSERT_ERROR(serve_parse_listen(":80", &ss, &len), EINVAL);
+        ASSERT_ERROR(serve_parse_listen("::1:80", &ss, &len), EINVAL);
+        ASSERT_ERROR(serve_parse_listen("[::1]80", &ss, &len), EINVAL);
+        ASSERT_ERROR(serve_parse_listen("[127.0.0.1]:80", &ss, &len), EINVAL);
+        ASSERT_ERROR(serve_parse_listen("", &ss, &len), EINVAL);
+}
+
+TEST(token) {
+        uint8_t sha[SERVE_SHA256_LEN], other[SERVE_SHA256_LEN];
+
+        ASSERT_OK(serve_token_load("0123456789abcdef-secret\n", sha));
+        ASSERT_OK(serve_token_load("0123456789abcdef-secret\r\n", other));
+        ASSERT_TRUE(memcmp(sha, other, sizeof(sha)) == 0);
+        ASSERT_ERROR(serve_token_load("short\n", sha), EINVAL);
+        ASSERT_ERROR(serve_token_load("", sha), EINVAL);
+        ASSERT_ERROR(serve_token_load("0123456789abcdef secret", sha), EINVAL);
+        ASSERT_ERROR(serve_token_load("0123456789abcdef-secret\n\n", sha), EINVAL);
+
+        ASSERT_OK(serve_token_load("0123456789abcdef-secret", sha));
+        ASSERT_TRUE(serve_token_check("Bearer 0123456789abcdef-secret", sha));
+        ASSERT_TRUE(serve_token_check("bearer 0123456789abcdef-secret", sha));
+        ASSERT_FALSE(serve_token_check(NULL, sha));
+        ASSERT_FALSE(serve_token_check("", sha));
+        ASSERT_FALSE(serve_token_check("Bearer ", sha));
+        ASSERT_FALSE(serve_token_check("0123456789abcdef-secret", sha));
+        ASSERT_FALSE(serve_token_check("Basic 0123456789abcdef-secret", sha));
+        ASSERT_FALSE(serve_token_check("Bearer 0123456789abcdef-secreT", sha));
+        ASSERT_FALSE(serve_token_check("Bearer 0123456789abcdef-secret ", sha));
+        ASSERT_FALSE(serve_token_check("Bearer 0123456789abcdef-secretx", sha));
+        ASSERT_FALSE(serve_token_check("Bearer 0123456789abcdef-secre", sha));
+}
+
+DEFINE_TEST_MAIN
