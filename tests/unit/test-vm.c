@@ -10,6 +10,7 @@
 #include "agent-protocol.h"
 #include "crc32.h"
 #include "fd-util.h"
+#include "sha256.h"
 #include "strv.h"
 #include "test.h"
 #include "vm/vm-internal.h"
@@ -20,6 +21,37 @@ TEST(crc32_known_value) {
         ASSERT_EQ(crc32_update(0, "", 0), 0U);
         /* Continuing equals computing at once. */
         ASSERT_EQ(crc32_update(crc32_update(0, "1234", 4), "56789", 5), 0xcbf43926U);
+}
+
+static void assert_sha256(const void *data, size_t len, const char *hex) {
+        unsigned char md[SHA256_DIGEST_SIZE];
+        char got[2 * SHA256_DIGEST_SIZE + 1];
+        Sha256 s;
+
+        sha256_init(&s);
+        /* In uneven pieces: the block boundary must not matter. */
+        for (size_t off = 0; off < len;) {
+                size_t n = MIN(len - off, (size_t)7);
+
+                sha256_update(&s, (const char *)data + off, n);
+                off += n;
+        }
+        sha256_finish(&s, md);
+        for (size_t i = 0; i < sizeof(md); i++)
+                (void)snprintf(got + 2 * i, 3, "%02x", md[i]);
+        ASSERT_STREQ(got, hex);
+}
+
+TEST(sha256_known_vectors) {
+        static char million[1000000];
+
+        assert_sha256("", 0, "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+        assert_sha256("abc", 3, "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+        assert_sha256("abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq", 56,
+                      "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1");
+        memset(million, 'a', sizeof(million));
+        assert_sha256(million, sizeof(million),
+                      "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0");
 }
 
 /* A frame as bytes, through a socketpair: what agent_frame_write() puts

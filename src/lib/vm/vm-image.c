@@ -4,11 +4,11 @@
 #include <archive.h>
 #include <archive_entry.h>
 #include <dirent.h>
+#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <libgen.h>
 #include <limits.h>
-#include <openssl/evp.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -152,24 +152,16 @@ int vm_agent_binary_find(char **ret, HutchError *reterr) {
 
 /* ---- hashing and the cache ---- */
 
-int vm_key_init(VmKey *k) {
-        k->ctx = EVP_MD_CTX_new();
-        if (!k->ctx)
-                return -ENOMEM;
-        if (EVP_DigestInit_ex(k->ctx, EVP_sha256(), NULL) != 1) {
-                EVP_MD_CTX_free(k->ctx);
-                k->ctx = NULL;
-                return -EIO;
-        }
-        return 0;
+void vm_key_init(VmKey *k) {
+        sha256_init(&k->sha);
 }
 
 void vm_key_add(VmKey *k, const void *data, size_t len) {
         uint64_t n = len;
 
         /* Length-prefixed: ("ab","c") and ("a","bc") differ. */
-        (void)EVP_DigestUpdate(k->ctx, &n, sizeof(n));
-        (void)EVP_DigestUpdate(k->ctx, data, len);
+        sha256_update(&k->sha, &n, sizeof(n));
+        sha256_update(&k->sha, data, len);
 }
 
 void vm_key_add_str(VmKey *k, const char *s) {
@@ -194,21 +186,12 @@ int vm_key_add_file_id(VmKey *k, const char *path) {
 }
 
 void vm_key_finish(VmKey *k, char out[VM_KEY_HEX + 1]) {
-        unsigned char md[EVP_MAX_MD_SIZE];
-        unsigned len = 0;
+        unsigned char md[SHA256_DIGEST_SIZE];
 
-        (void)EVP_DigestFinal_ex(k->ctx, md, &len);
-        EVP_MD_CTX_free(k->ctx);
-        k->ctx = NULL;
-        for (size_t i = 0; i < VM_KEY_HEX / 2 && i < len; i++)
+        sha256_finish(&k->sha, md);
+        for (size_t i = 0; i < VM_KEY_HEX / 2; i++)
                 (void)snprintf(out + 2 * i, 3, "%02x", md[i]);
         out[VM_KEY_HEX] = '\0';
-}
-
-void vm_key_done(VmKey *k) {
-        if (k->ctx)
-                EVP_MD_CTX_free(k->ctx);
-        k->ctx = NULL;
 }
 
 /* Writes @len bytes of @data as @dir/@name, atomically (temporary name,
@@ -235,22 +218,75 @@ static int cache_write(const char *dir, const char *name, const void *data, size
         return r;
 }
 
+/* libarchive, opened when a kernel or module must be decompressed (once
+ * per kernel: the result is cached). Loaded at run time so that hutch
+ * itself links nothing but libc (its start-up is measured in
+ * milliseconds); hutch-archive links it for snapshots anyway. */
+typedef struct Libarchive {
+        void *handle;
+        struct archive *(*read_new)(void);
+        int (*support_filter_all)(struct archive *);
+        int (*support_format_raw)(struct archive *);
+        int (*open_memory)(struct archive *, const void *, size_t);
+        int (*next_header)(struct archive *, struct archive_entry **);
+        la_ssize_t (*read_data)(struct archive *, void *, size_t);
+        int (*read_free)(struct archive *);
+} Libarchive;
+
+static void libarchive_close(Libarchive *l) {
+        if (l->handle)
+                (void)dlclose(l->handle);
+        l->handle = NULL;
+}
+
+static int libarchive_open(Libarchive *l) {
+        static const struct {
+                const char *name;
+                size_t offset;
+        } syms[] = {
+                {"archive_read_new", offsetof(Libarchive, read_new)},
+                {"archive_read_support_filter_all", offsetof(Libarchive, support_filter_all)},
+                {"archive_read_support_format_raw", offsetof(Libarchive, support_format_raw)},
+                {"archive_read_open_memory", offsetof(Libarchive, open_memory)},
+                {"archive_read_next_header", offsetof(Libarchive, next_header)},
+                {"archive_read_data", offsetof(Libarchive, read_data)},
+                {"archive_read_free", offsetof(Libarchive, read_free)},
+        };
+
+        l->handle = dlopen("libarchive.so.13", RTLD_NOW | RTLD_LOCAL);
+        if (!l->handle)
+                return -ENOPKG;
+        for (size_t i = 0; i < ELEMENTSOF(syms); i++) {
+                void *f = dlsym(l->handle, syms[i].name);
+
+                if (!f) {
+                        libarchive_close(l);
+                        return -ENOPKG;
+                }
+                memcpy((char *)l + syms[i].offset, &f, sizeof(f));
+        }
+        return 0;
+}
+
 /* Decompresses @len bytes at @data in whatever format libarchive's
  * filters know (gzip, xz, lzma, zstd, lz4, bzip2) into a new buffer of at
- * most @max bytes. */
+ * most @max bytes. -ENOPKG without libarchive. */
 static int decompress(const void *data, size_t len, size_t max, char **ret, size_t *ret_len) {
-        struct archive *a = archive_read_new();
+        _cleanup_(libarchive_close) Libarchive l = {};
+        struct archive *a;
         struct archive_entry *e;
         _cleanup_free_ char *out = NULL;
         size_t used = 0, size = 0;
-        int r = 0;
+        int r;
 
+        r = libarchive_open(&l);
+        if (r < 0)
+                return r;
+        a = l.read_new();
         if (!a)
                 return -ENOMEM;
-        if (archive_read_support_filter_all(a) != ARCHIVE_OK ||
-            archive_read_support_format_raw(a) != ARCHIVE_OK ||
-            archive_read_open_memory(a, data, len) != ARCHIVE_OK ||
-            archive_read_next_header(a, &e) != ARCHIVE_OK) {
+        if (l.support_filter_all(a) != ARCHIVE_OK || l.support_format_raw(a) != ARCHIVE_OK ||
+            l.open_memory(a, data, len) != ARCHIVE_OK || l.next_header(a, &e) != ARCHIVE_OK) {
                 r = -EINVAL;
                 goto out;
         }
@@ -273,7 +309,7 @@ static int decompress(const void *data, size_t len, size_t max, char **ret, size
                         }
                         out = p;
                 }
-                n = archive_read_data(a, out + used, size - used);
+                n = l.read_data(a, out + used, size - used);
                 if (n < 0) {
                         r = -EINVAL;
                         goto out;
@@ -285,7 +321,7 @@ static int decompress(const void *data, size_t len, size_t max, char **ret, size
         *ret = TAKE_PTR(out);
         *ret_len = used;
 out:
-        archive_read_free(a);
+        (void)l.read_free(a);
         return r;
 }
 
@@ -305,9 +341,7 @@ int vm_vmlinux_prepare(const char *kernel, const char *cache_dir, char **ret, Hu
         VmKey k = {};
         int r;
 
-        r = vm_key_init(&k);
-        if (r < 0)
-                return r;
+        vm_key_init(&k);
         r = vm_key_add_file_id(&k, kernel);
         vm_key_finish(&k, key);
         if (r < 0)
@@ -355,6 +389,12 @@ int vm_vmlinux_prepare(const char *kernel, const char *cache_dir, char **ret, Hu
          * decompressed size (le32) after its stream: not part of it. */
         len -= 4;
         r = decompress(b + off, len, VMLINUX_MAX, &out, &out_len);
+        if (r == -ENOPKG)
+                return hutch_error_set(reterr, ENOPKG,
+                                       "decompressing the kernel '%s' needs libarchive "
+                                       "(libarchive.so.13); install it with: apt-get install "
+                                       "libarchive13",
+                                       kernel);
         if (r < 0 || !is_elf(out, out_len))
                 return hutch_error_set(reterr, r < 0 ? -r : EINVAL,
                                        "cannot decompress the kernel '%s'%s", kernel,
@@ -640,9 +680,7 @@ int vm_initramfs_prepare(const char *agent, const char *release, const char *cac
 
         /* The key: the agent's bytes (it changes with every build), each
          * module file's identity, and the list itself. */
-        r = vm_key_init(&k);
-        if (r < 0)
-                return r;
+        vm_key_init(&k);
         {
                 _cleanup_free_ char *bytes = NULL;
                 size_t len = 0;

@@ -8,6 +8,7 @@
 #include <stddef.h>
 
 #include "hutch-error.h"
+#include "sha256.h"
 #include "vm/vm.h"
 
 /* A SHA-256 over length-prefixed inputs, shown as VM_KEY_HEX hex digits:
@@ -15,16 +16,15 @@
 #define VM_KEY_HEX 32
 
 typedef struct VmKey {
-        void *ctx; /* EVP_MD_CTX */
+        Sha256 sha;
 } VmKey;
 
-int vm_key_init(VmKey *k);
+void vm_key_init(VmKey *k);
 void vm_key_add(VmKey *k, const void *data, size_t len);
 void vm_key_add_str(VmKey *k, const char *s);
 int vm_key_add_file_id(VmKey *k, const char *path);
-/* Writes the hex digest and releases the context. */
+/* Writes the first VM_KEY_HEX hex digits of the digest. */
 void vm_key_finish(VmKey *k, char out[VM_KEY_HEX + 1]);
-void vm_key_done(VmKey *k);
 
 /* Finds a binary shipped with hutch: $@env_name, else
  * ../libexec/hutch/@name from the running binary, else next to it, else

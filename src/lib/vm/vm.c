@@ -708,9 +708,7 @@ static int template_key(const VmConfig *c, const Images *im, char out[VM_KEY_HEX
                              (uint64_t)c->accel};
         int r;
 
-        r = vm_key_init(&k);
-        if (r < 0)
-                return r;
+        vm_key_init(&k);
         vm_key_add_str(&k, "hutch-template-2");
         r = vm_key_add_file_id(&k, im->qemu);
         vm_key_add_str(&k, im->vmlinux);
