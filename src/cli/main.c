@@ -7,8 +7,8 @@
 #include "cli.h"
 #include "fd-util.h"
 #include "log.h"
-#include "vm/vm.h"
 #include "macro.h"
+#include "vm/vm.h"
 
 /* `hutch serve` runs hutch-serve (serve-main.c), which alone links
  * libevent and libcrypto; it starts keepers with this very binary. */
