@@ -46,6 +46,7 @@
 #include "fd-util.h"
 #include "macro.h"
 #include "parse-util.h"
+#include "signal-util.h"
 
 #define SBX "/sbx"
 #define PORT_WAIT_MS 20000
@@ -763,13 +764,9 @@ static void drop_privileges(int errfd) {
 _noreturn_ static void child_main(Exec *x, char **argv, char **envp, const char *cwd,
                                   int pipes[3][2], int errfd) {
         char pid[32];
-        sigset_t none;
         int r;
 
-        sigemptyset(&none);
-        (void)sigprocmask(SIG_SETMASK, &none, NULL);
-        for (int sig = 1; sig < NSIG; sig++)
-                (void)signal(sig, SIG_DFL);
+        signals_reset_default();
         if (setsid() < 0)
                 child_fail(errfd, errno, "create a session");
         (void)snprintf(pid, sizeof(pid), "%d", (int)getpid());
