@@ -171,6 +171,34 @@ def test_bad_secret_input(sbx, flags, env, needle):
     assert REAL not in r.stderr
 
 
+def test_upstream_ca_that_is_no_certificate(sbx):
+    """An --upstream-ca file that exists but holds no certificate fails the
+    run before the command starts, every time: hutch-proxy loads it before
+    it sends the CA certificate the sandbox's start waits for. Negative
+    twin: the same run with a good file runs the command."""
+    proxy_ready(sbx)
+    d = sbx.make_dir(name="ca")
+    bad = d / "bad.pem"
+    bad.write_text("not a certificate\n")
+    bad.chmod(0o644)
+    sbx.chown(bad)
+    good = ca_file(sbx, trustme.CA())
+    for _ in range(3):
+        r = sbx.run(
+            ["--secret", "TOKEN@api.example", "--upstream-ca", str(bad), "--", "echo", "ran"],
+            env={"TOKEN": REAL},
+        )
+        assert r.returncode == 125, r.stderr
+        assert f"failed to load --upstream-ca '{bad}'" in r.stderr
+        assert "ran" not in r.stdout and REAL not in r.stderr
+    r = sbx.run(
+        ["--secret", "TOKEN@api.example", "--upstream-ca", str(good), "--", "echo", "ran"],
+        env={"TOKEN": REAL},
+    )
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == "ran\n"
+
+
 def test_empty_secret_file(sbx):
     d = sbx.make_dir(name="keys")
     key = d / "key"

@@ -410,8 +410,8 @@ static int read_ca_pem(int fd, char **ret, size_t *ret_len, HutchError *reterr) 
         if (len == 0 || !strstr(pem, "-----BEGIN CERTIFICATE-----") ||
             !strstr(pem, "-----END CERTIFICATE-----"))
                 return hutch_error_set(reterr, EPROTO,
-                                       "hutch-proxy sent no CA certificate (does it support "
-                                       "--ca-out-fd?)");
+                                       "hutch-proxy sent no CA certificate (its own error, if "
+                                       "any, is above)");
         *ret = TAKE_PTR(pem);
         *ret_len = (size_t)len;
         return 0;
