@@ -8,6 +8,7 @@ Upstreams are HTTPS echo servers on the host's loopback with a test CA
 the sandbox reaches them only through the proxy, by names mapped with
 --resolve. Nothing is sent to any other address."""
 
+import hashlib
 import json
 import re
 import shutil
@@ -247,6 +248,27 @@ def test_placeholder_env_and_trust(sbx, ca, tls_upstream):
     extra = bundle[len(host) :]
     assert extra.count("-----BEGIN CERTIFICATE-----") == 1
     assert "PRIVATE KEY" not in bundle
+
+
+def test_bundle_cannot_be_changed_from_inside(sbx, ca, tls_upstream):
+    """init copies the host's bundle into its own tmpfs and appends the
+    sandbox CA; the command can change neither the copy (read-only tmpfs)
+    nor what is bound over the system path, and the host's file stays as it
+    was. Negative twin: the same probe creates a file in /tmp."""
+    proxy_ready(sbx)
+    with open(SYSTEM_BUNDLE, "rb") as f:
+        before = hashlib.sha256(f.read()).hexdigest()
+    flags = secret_flags(sbx, ca, tls_upstream)
+    # EACCES where landlock refuses first; the mounts are read-only anyway.
+    for path in (BUNDLE, SYSTEM_BUNDLE):
+        assert sbx.fact("can-open", path, "w", flags=flags, env={"TOKEN": REAL}) in ("EROFS", "EACCES")
+        assert sbx.fact("create", path, flags=flags, env={"TOKEN": REAL}) in ("EROFS", "EACCES")
+    assert sbx.fact("create", "/run/hutch/new", flags=flags, env={"TOKEN": REAL}) in ("EROFS", "EACCES")
+    for path in ("/run/hutch", SYSTEM_BUNDLE):
+        assert sbx.fact("statfs", path, flags=flags, env={"TOKEN": REAL}).split()[1].startswith("flags=ro,")
+    assert sbx.fact("create", "/tmp/new", flags=flags, env={"TOKEN": REAL}) == "ok"
+    with open(SYSTEM_BUNDLE, "rb") as f:
+        assert hashlib.sha256(f.read()).hexdigest() == before
 
 
 def test_placeholder_is_new_for_every_sandbox(sbx, ca, tls_upstream):
