@@ -41,7 +41,6 @@
 /* How long hutch-proxy may take to send its CA certificate. */
 #define SANDBOX_CA_TIMEOUT_MS 10000
 #define SANDBOX_CA_PEM_MAX (64U << 10)
-#define SANDBOX_SYSTEM_CA_MAX (16U << 20)
 
 static const int supervisor_signals[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2};
 
@@ -420,37 +419,24 @@ static int read_ca_pem(int fd, char **ret, size_t *ret_len, HutchError *reterr) 
         if (len == 0 || !strstr(pem, "-----BEGIN CERTIFICATE-----") ||
             !strstr(pem, "-----END CERTIFICATE-----"))
                 return hutch_error_set(reterr, EPROTO,
-                                       "hutch-proxy sent no CA certificate (does it support "
-                                       "--ca-out-fd?)");
+                                       "hutch-proxy sent no CA certificate (its own error, if "
+                                       "any, is above)");
         *ret = TAKE_PTR(pem);
         *ret_len = (size_t)len;
         return 0;
 }
 
-/* The bundle the sandbox trusts: the host's system CAs (when
- * @with_system), then the sandbox's CA, in a sealed memfd. */
-static int make_ca_bundle(const char *pem, size_t pem_len, bool with_system, HutchError *reterr) {
-        _cleanup_free_ char *system = NULL;
+/* The sandbox's CA certificate in a sealed memfd, for init to append to
+ * the bundle it made from the host's system CAs while the proxy made the
+ * CA (rootfs_install_ca_bundle()). */
+static int make_ca_memfd(const char *pem, size_t pem_len, HutchError *reterr) {
         _cleanup_close_ int fd = -EBADF;
         int r;
 
-        r = with_system ? read_full_file(SANDBOX_SYSTEM_CA_BUNDLE, SANDBOX_SYSTEM_CA_MAX, &system)
-                        : -ENOENT;
-        if (r < 0 && r != -ENOENT)
-                return hutch_error_set(reterr, -r, "failed to read the system CA bundle '%s': %s",
-                                       SANDBOX_SYSTEM_CA_BUNDLE, strerror(-r));
         fd = memfd_create("hutch-ca-bundle", MFD_CLOEXEC | MFD_ALLOW_SEALING);
         if (fd < 0)
                 return hutch_error_set(reterr, errno, "failed to create the CA bundle: %m");
-        if (system) {
-                size_t n = strlen(system);
-
-                r = loop_write(fd, system, n);
-                if (r >= 0 && n > 0 && system[n - 1] != '\n')
-                        r = loop_write(fd, "\n", 1);
-        }
-        if (r >= 0 || !system)
-                r = loop_write(fd, pem, pem_len);
+        r = loop_write(fd, pem, pem_len);
         if (r < 0)
                 return hutch_error_set(reterr, -r, "failed to write the CA bundle: %s",
                                        strerror(-r));
@@ -488,10 +474,10 @@ static int start_proxy(RunState *st, HutchError *reterr) {
                            reterr);
 }
 
-/* With secrets: the proxy's CA, with the host's CAs, as the bundle init
- * installs before the command runs (SYNC_OP_CA). */
+/* With secrets: the proxy's CA, which init adds to the sandbox's bundle
+ * before the command runs (SYNC_OP_CA). */
 static int send_ca_bundle(RunState *st, HutchError *reterr) {
-        _cleanup_close_ int bundle = -EBADF, alone = -EBADF;
+        _cleanup_close_ int ca = -EBADF;
         _cleanup_free_ char *pem = NULL;
         const char *tag;
         uint64_t hash = 0;
@@ -516,14 +502,10 @@ static int send_ca_bundle(RunState *st, HutchError *reterr) {
                 }
                 hash = hash << 4 | (uint64_t)d;
         }
-        bundle = make_ca_bundle(pem, pem_len, true, reterr);
-        if (bundle < 0)
-                return bundle;
-        alone = make_ca_bundle(pem, pem_len, false, reterr);
-        if (alone < 0)
-                return alone;
-        r = sync_send_values(st->sync_parent, SYNC_OP_CA, (uint64_t[3]){hash, 0, 0},
-                             (int[2]){bundle, alone}, 2);
+        ca = make_ca_memfd(pem, pem_len, reterr);
+        if (ca < 0)
+                return ca;
+        r = sync_send_values(st->sync_parent, SYNC_OP_CA, (uint64_t[3]){hash, 0, 0}, &ca, 1);
         if (r < 0)
                 return hutch_error_set(reterr, -r, "failed to send the CA bundle: %s",
                                        strerror(-r));
