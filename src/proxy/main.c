@@ -96,6 +96,24 @@ static int open_audit(const ProxyConfig *cfg) {
         return fd;
 }
 
+/* After the PEM block in @pem (readers skip text outside it): the hash
+ * name of the CA for an SSL_CERT_DIR-style directory. */
+static int append_subject_hash(char **pem, size_t *len, unsigned long hash) {
+        size_t room = 32;
+        char *grown;
+        int n;
+
+        grown = realloc(*pem, *len + room);
+        if (!grown)
+                return -ENOMEM;
+        *pem = grown;
+        n = snprintf(grown + *len, room, "# subject-hash: %08lx\n", hash);
+        if (n < 0 || (size_t)n >= room)
+                return -EINVAL;
+        *len += (size_t)n;
+        return 0;
+}
+
 /* With secrets: the sandbox CA, whose certificate goes to --ca-out-fd
  * before anything is accepted. Without: --ca-out-fd is closed empty. */
 static int setup_mint(const ProxyConfig *cfg, TlsMint **ret) {
@@ -110,26 +128,23 @@ static int setup_mint(const ProxyConfig *cfg, TlsMint **ret) {
                         (void)close(cfg->ca_out_fd);
                 return 0;
         }
-        r = tls_mint_new(cfg->sandbox_id, ret, msg, sizeof(msg));
+        r = tls_mint_new(cfg->sandbox_id, cfg->upstream_ca, ret, msg, sizeof(msg));
         if (r < 0)
                 return log_error_errno(r, "%s", msg);
         if (cfg->ca_out_fd >= 0) {
-                /* First the certificate, which the sandbox's start waits for;
-                 * then the TLS contexts. */
                 r = tls_mint_ca_pem(*ret, &pem, &len);
                 if (r >= 0)
+                        r = append_subject_hash(&pem, &len, tls_mint_ca_subject_hash(*ret));
+                /* One write, which the sandbox's start waits for; then the
+                 * TLS contexts. */
+                if (r >= 0)
                         r = loop_write(cfg->ca_out_fd, pem, len);
-                /* After the PEM block (readers skip text outside it): the
-                 * hash name of the CA for an SSL_CERT_DIR-style directory. */
-                if (r >= 0 && dprintf(cfg->ca_out_fd, "# subject-hash: %08lx\n",
-                                      tls_mint_ca_subject_hash(*ret)) < 0)
-                        r = -EIO;
                 (void)close(cfg->ca_out_fd);
                 if (r < 0)
                         return log_error_errno(
                                 r, "failed to write the CA certificate to --ca-out-fd: %m");
         }
-        r = tls_mint_prepare(*ret, cfg->upstream_ca, msg, sizeof(msg));
+        r = tls_mint_prepare(*ret, msg, sizeof(msg));
         if (r < 0)
                 return log_error_errno(r, "%s", msg);
         return 0;

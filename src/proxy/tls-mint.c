@@ -10,6 +10,7 @@
 #include <openssl/err.h>
 #include <openssl/evp.h>
 #include <openssl/pem.h>
+#include <openssl/rand.h>
 #include <openssl/x509.h>
 #include <openssl/x509v3.h>
 
@@ -30,7 +31,8 @@ struct TlsMint {
         size_t n_minted;
         SSL_CTX *server_ctx;
         SSL_CTX *client_ctx;
-        bool system_trust_loaded; /* see load_system_trust() */
+        X509_STORE *upstream_store; /* the --upstream-ca files, or NULL */
+        bool system_trust_loaded;   /* see load_system_trust() */
 };
 
 static const unsigned char alpn_http11[] = "\x08http/1.1";
@@ -75,7 +77,8 @@ static int add_ext(X509 *cert, X509 *issuer, int nid, const char *value) {
         return ok ? 0 : -ENOMEM;
 }
 
-/* A certificate skeleton: v3, random serial, validity, subject CN, key. */
+/* A certificate skeleton: v3, random serial, validity, subject CN, and
+ * @key unless NULL. */
 static X509 *cert_new(EVP_PKEY *key, const char *cn, long from_s, long to_s) {
         X509 *x = X509_new();
         X509_NAME *name;
@@ -84,7 +87,7 @@ static X509 *cert_new(EVP_PKEY *key, const char *cn, long from_s, long to_s) {
                 return NULL;
         if (!X509_set_version(x, X509_VERSION_3) || random_serial(x) < 0 ||
             !X509_gmtime_adj(X509_getm_notBefore(x), from_s) ||
-            !X509_gmtime_adj(X509_getm_notAfter(x), to_s) || !X509_set_pubkey(x, key))
+            !X509_gmtime_adj(X509_getm_notAfter(x), to_s) || (key && !X509_set_pubkey(x, key)))
                 goto fail;
         name = X509_get_subject_name(x);
         if (cn && !X509_NAME_add_entry_by_txt(name, "CN", MBSTRING_UTF8, (const unsigned char *)cn,
@@ -94,6 +97,31 @@ static X509 *cert_new(EVP_PKEY *key, const char *cn, long from_s, long to_s) {
 fail:
         X509_free(x);
         return NULL;
+}
+
+/* The CA's subjectPublicKeyInfo, written directly: id-ecPublicKey with
+ * the named curve P-256, and the uncompressed point. X509_set_pubkey()
+ * builds the same bytes through OpenSSL's encoder framework, whose first
+ * use constructs every encoder of the provider (about 0.5 ms that each
+ * sandbox with a secret waits for). The certificate then has no cached
+ * EVP_PKEY; nothing here needs one (signing takes m->ca_key). */
+static int set_ec_p256_pubkey(X509 *x, EVP_PKEY *key) {
+        unsigned char *point = NULL;
+        size_t len;
+
+        len = EVP_PKEY_get1_encoded_public_key(key, &point);
+        /* 0x04 || X || Y for P-256. */
+        if (len != 65 || point[0] != 0x04) {
+                OPENSSL_free(point);
+                return -EINVAL;
+        }
+        if (!X509_PUBKEY_set0_param(X509_get_X509_PUBKEY(x), OBJ_nid2obj(NID_X9_62_id_ecPublicKey),
+                                    V_ASN1_OBJECT, OBJ_nid2obj(NID_X9_62_prime256v1), point,
+                                    (int)len)) {
+                OPENSSL_free(point);
+                return -ENOMEM;
+        }
+        return 0;
 }
 
 static int make_ca(TlsMint *m, const char *sandbox_id) {
@@ -108,9 +136,11 @@ static int make_ca(TlsMint *m, const char *sandbox_id) {
                 (void)snprintf(cn, sizeof(cn), "hutch sandbox CA");
         /* A CN is at most 64 characters. */
         cn[64] = '\0';
-        m->ca = cert_new(m->ca_key, cn, -3600, (long)TLS_MINT_CA_DAYS * 24 * 3600);
+        m->ca = cert_new(NULL, cn, -3600, (long)TLS_MINT_CA_DAYS * 24 * 3600);
         if (!m->ca)
                 return -ENOMEM;
+        if (set_ec_p256_pubkey(m->ca, m->ca_key) < 0)
+                return -EINVAL;
         if (!X509_set_issuer_name(m->ca, X509_get_subject_name(m->ca)) ||
             add_ext(m->ca, m->ca, NID_basic_constraints, "critical,CA:TRUE,pathlen:0") < 0 ||
             add_ext(m->ca, m->ca, NID_key_usage, "critical,keyCertSign,cRLSign") < 0 ||
@@ -201,7 +231,29 @@ static int alpn_select_cb(SSL *ssl, const unsigned char **out, unsigned char *ou
         return SSL_TLSEXT_ERR_OK;
 }
 
-static int make_contexts(TlsMint *m, char *const *upstream_ca, char *msg, size_t msg_size) {
+/* The --upstream-ca files, loaded before the CA certificate goes out: one
+ * that cannot be loaded then fails the sandbox's start (the supervisor
+ * gets no certificate) rather than leaving a sandbox whose proxy is gone. */
+static int load_upstream_ca(TlsMint *m, char *const *upstream_ca, char *msg, size_t msg_size) {
+        if (!upstream_ca || !upstream_ca[0])
+                return 0;
+        m->upstream_store = X509_STORE_new();
+        if (!m->upstream_store) {
+                set_msg(msg, msg_size, "failed to create the upstream trust store");
+                return -ENOMEM;
+        }
+        for (char *const *f = upstream_ca; *f; f++)
+                if (!X509_STORE_load_file(m->upstream_store, *f)) {
+                        char what[512];
+
+                        (void)snprintf(what, sizeof(what), "failed to load --upstream-ca '%s'", *f);
+                        set_msg(msg, msg_size, what);
+                        return -EINVAL;
+                }
+        return 0;
+}
+
+static int make_contexts(TlsMint *m, char *msg, size_t msg_size) {
         m->server_ctx = SSL_CTX_new(TLS_server_method());
         m->client_ctx = SSL_CTX_new(TLS_client_method());
         if (!m->server_ctx || !m->client_ctx) {
@@ -220,14 +272,10 @@ static int make_contexts(TlsMint *m, char *const *upstream_ca, char *msg, size_t
         /* SECURITY: the upstream must prove it is the host the request
          * named, to the system's CAs (or the extra ones given). */
         SSL_CTX_set_verify(m->client_ctx, SSL_VERIFY_PEER, NULL);
-        for (char *const *f = upstream_ca; f && *f; f++)
-                if (!SSL_CTX_load_verify_locations(m->client_ctx, *f, NULL)) {
-                        char what[512];
-
-                        (void)snprintf(what, sizeof(what), "failed to load --upstream-ca '%s'", *f);
-                        set_msg(msg, msg_size, what);
-                        return -EINVAL;
-                }
+        /* The --upstream-ca files; the system's CAs join this store on the
+         * first intercepted connection (load_system_trust()). */
+        if (m->upstream_store)
+                SSL_CTX_set1_cert_store(m->client_ctx, m->upstream_store);
         if (SSL_CTX_set_alpn_protos(m->client_ctx, alpn_http11, sizeof(alpn_http11) - 1) != 0) {
                 set_msg(msg, msg_size, "failed to set ALPN");
                 return -ENOMEM;
@@ -235,7 +283,8 @@ static int make_contexts(TlsMint *m, char *const *upstream_ca, char *msg, size_t
         return 0;
 }
 
-int tls_mint_new(const char *sandbox_id, TlsMint **ret, char *reterr_msg, size_t msg_size) {
+int tls_mint_new(const char *sandbox_id, char *const *upstream_ca, TlsMint **ret, char *reterr_msg,
+                 size_t msg_size) {
         _cleanup_(tls_mint_freep) TlsMint *m = NULL;
         int r;
 
@@ -244,22 +293,36 @@ int tls_mint_new(const char *sandbox_id, TlsMint **ret, char *reterr_msg, size_t
                 (void)snprintf(reterr_msg, msg_size, "out of memory");
                 return -ENOMEM;
         }
+        /* The first random bytes instantiate the DRBGs. OpenSSL's default,
+         * CTR-DRBG, fetches AES-256-CTR, whose first fetch constructs every
+         * cipher of the provider (about 0.4 ms before the CA exists);
+         * HASH-DRBG over SHA-256, the digest the CA is signed with, is an
+         * SP 800-90A DRBG of the same 256-bit strength. The ciphers are
+         * then constructed by tls_mint_prepare(), after the CA went out.
+         * A failure (the DRBGs already exist) keeps the default. */
+        if (!RAND_set_DRBG_type(NULL, "HASH-DRBG", NULL, NULL, "SHA256"))
+                ERR_clear_error();
         r = make_ca(m, sandbox_id);
         if (r < 0) {
                 set_msg(reterr_msg, msg_size, "failed to create the sandbox CA");
                 return r;
         }
+        r = load_upstream_ca(m, upstream_ca, reterr_msg, msg_size);
+        if (r < 0)
+                return r;
+        *ret = TAKE_PTR(m);
+        return 0;
+}
+
+int tls_mint_prepare(TlsMint *m, char *reterr_msg, size_t msg_size) {
+        /* After the CA certificate went out: nothing of this is needed
+         * before the first intercepted connection. */
         m->leaf_key = EVP_EC_gen("P-256");
         if (!m->leaf_key) {
                 set_msg(reterr_msg, msg_size, "failed to create the leaf key");
                 return -ENOMEM;
         }
-        *ret = TAKE_PTR(m);
-        return 0;
-}
-
-int tls_mint_prepare(TlsMint *m, char *const *upstream_ca, char *reterr_msg, size_t msg_size) {
-        return make_contexts(m, upstream_ca, reterr_msg, msg_size);
+        return make_contexts(m, reterr_msg, msg_size);
 }
 
 TlsMint *tls_mint_free(TlsMint *m) {
@@ -270,6 +333,7 @@ TlsMint *tls_mint_free(TlsMint *m) {
         free(m->leaves);
         SSL_CTX_free(m->server_ctx);
         SSL_CTX_free(m->client_ctx);
+        X509_STORE_free(m->upstream_store);
         X509_free(m->ca);
         EVP_PKEY_free(m->ca_key);
         EVP_PKEY_free(m->leaf_key);

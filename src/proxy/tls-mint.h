@@ -31,17 +31,21 @@
 
 typedef struct TlsMint TlsMint;
 
-/* Creates the CA and both TLS contexts. @upstream_ca (may be NULL) lists
- * extra PEM files trusted upstream. Returns 0 or -errno with a static or
- * OpenSSL message in @reterr_msg (a buffer of @msg_size bytes). */
-int tls_mint_new(const char *sandbox_id, TlsMint **ret, char *reterr_msg, size_t msg_size);
+/* Creates the CA, and loads the @upstream_ca files (PEM; may be NULL) as
+ * extra upstream trust, and nothing else: a sandbox with a secret waits for
+ * the CA certificate. Called before anything else of OpenSSL draws random
+ * bytes, it makes the process's DRBGs HASH-DRBG (SHA-256) rather than
+ * CTR-DRBG (see tls-mint.c). Returns 0, -EINVAL for an unreadable
+ * --upstream-ca, or -ENOMEM, with a static or OpenSSL message in
+ * @reterr_msg (a buffer of @msg_size bytes). */
+int tls_mint_new(const char *sandbox_id, char *const *upstream_ca, TlsMint **ret, char *reterr_msg,
+                 size_t msg_size);
 
-/* Makes the TLS contexts and loads the @upstream_ca files (PEM) as extra
- * upstream trust. Separate from tls_mint_new() so the CA certificate can be
- * handed out first: creating OpenSSL contexts costs milliseconds that the
- * sandbox's start-up would otherwise wait for. -EINVAL (with a message)
- * for an unreadable --upstream-ca, -ENOMEM. */
-int tls_mint_prepare(TlsMint *m, char *const *upstream_ca, char *reterr_msg, size_t msg_size);
+/* Makes the leaf key and the TLS contexts. Separate from tls_mint_new() so
+ * the CA certificate can be handed out first: this costs about a
+ * millisecond that the sandbox's start-up would otherwise wait for.
+ * Returns 0 or -ENOMEM with a message. */
+int tls_mint_prepare(TlsMint *m, char *reterr_msg, size_t msg_size);
 TlsMint *tls_mint_free(TlsMint *m);
 DEFINE_POINTER_CLEANUP(TlsMint, tls_mint_free)
 

@@ -135,6 +135,13 @@ def test_ca_out_fd_is_a_ca(env):
     assert ku.key_cert_sign
     assert isinstance(cert.public_key(), ec.EllipticCurvePublicKey)
     assert cert.public_key().curve.name == "secp256r1"
+    # The subjectPublicKeyInfo is written by hand (tls-mint.c): the
+    # self-signature verifies with it, and the key identifier is its hash.
+    cert.public_key().verify(
+        cert.signature, cert.tbs_certificate_bytes, ec.ECDSA(cert.signature_hash_algorithm)
+    )
+    ski = cert.extensions.get_extension_for_class(x509.SubjectKeyIdentifier).value
+    assert ski == x509.SubjectKeyIdentifier.from_public_key(cert.public_key())
     life = cert.not_valid_after - cert.not_valid_before
     assert 7 * 86400 <= life.total_seconds() <= 7 * 86400 + 3600
     assert b"PRIVATE" not in env["proxy"].ca_pem

@@ -8,6 +8,7 @@ Upstreams are HTTPS echo servers on the host's loopback with a test CA
 the sandbox reaches them only through the proxy, by names mapped with
 --resolve. Nothing is sent to any other address."""
 
+import hashlib
 import json
 import re
 import shutil
@@ -171,6 +172,34 @@ def test_bad_secret_input(sbx, flags, env, needle):
     assert REAL not in r.stderr
 
 
+def test_upstream_ca_that_is_no_certificate(sbx):
+    """An --upstream-ca file that exists but holds no certificate fails the
+    run before the command starts, every time: hutch-proxy loads it before
+    it sends the CA certificate the sandbox's start waits for. Negative
+    twin: the same run with a good file runs the command."""
+    proxy_ready(sbx)
+    d = sbx.make_dir(name="ca")
+    bad = d / "bad.pem"
+    bad.write_text("not a certificate\n")
+    bad.chmod(0o644)
+    sbx.chown(bad)
+    good = ca_file(sbx, trustme.CA())
+    for _ in range(3):
+        r = sbx.run(
+            ["--secret", "TOKEN@api.example", "--upstream-ca", str(bad), "--", "echo", "ran"],
+            env={"TOKEN": REAL},
+        )
+        assert r.returncode == 125, r.stderr
+        assert f"failed to load --upstream-ca '{bad}'" in r.stderr
+        assert "ran" not in r.stdout and REAL not in r.stderr
+    r = sbx.run(
+        ["--secret", "TOKEN@api.example", "--upstream-ca", str(good), "--", "echo", "ran"],
+        env={"TOKEN": REAL},
+    )
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == "ran\n"
+
+
 def test_empty_secret_file(sbx):
     d = sbx.make_dir(name="keys")
     key = d / "key"
@@ -219,6 +248,27 @@ def test_placeholder_env_and_trust(sbx, ca, tls_upstream):
     extra = bundle[len(host) :]
     assert extra.count("-----BEGIN CERTIFICATE-----") == 1
     assert "PRIVATE KEY" not in bundle
+
+
+def test_bundle_cannot_be_changed_from_inside(sbx, ca, tls_upstream):
+    """init copies the host's bundle into its own tmpfs and appends the
+    sandbox CA; the command can change neither the copy (read-only tmpfs)
+    nor what is bound over the system path, and the host's file stays as it
+    was. Negative twin: the same probe creates a file in /tmp."""
+    proxy_ready(sbx)
+    with open(SYSTEM_BUNDLE, "rb") as f:
+        before = hashlib.sha256(f.read()).hexdigest()
+    flags = secret_flags(sbx, ca, tls_upstream)
+    # EACCES where landlock refuses first; the mounts are read-only anyway.
+    for path in (BUNDLE, SYSTEM_BUNDLE):
+        assert sbx.fact("can-open", path, "w", flags=flags, env={"TOKEN": REAL}) in ("EROFS", "EACCES")
+        assert sbx.fact("create", path, flags=flags, env={"TOKEN": REAL}) in ("EROFS", "EACCES")
+    assert sbx.fact("create", "/run/hutch/new", flags=flags, env={"TOKEN": REAL}) in ("EROFS", "EACCES")
+    for path in ("/run/hutch", SYSTEM_BUNDLE):
+        assert sbx.fact("statfs", path, flags=flags, env={"TOKEN": REAL}).split()[1].startswith("flags=ro,")
+    assert sbx.fact("create", "/tmp/new", flags=flags, env={"TOKEN": REAL}) == "ok"
+    with open(SYSTEM_BUNDLE, "rb") as f:
+        assert hashlib.sha256(f.read()).hexdigest() == before
 
 
 def test_placeholder_is_new_for_every_sandbox(sbx, ca, tls_upstream):

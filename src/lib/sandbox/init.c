@@ -142,10 +142,10 @@ static int send_proxy_sockets(int sync_fd) {
         return r;
 }
 
-/* With secrets: after SYNC_OP_CONTINUE, the supervisor sends the CA
- * bundle (the proxy made its CA while we built the filesystem). Any other
- * answer ends init. */
-static void recv_ca_bundle(int sync_fd, int *ret_bundle, int *ret_ca, uint64_t *ret_hash) {
+/* With secrets: after SYNC_OP_CONTINUE, the supervisor sends the sandbox
+ * CA (the proxy made it while we built the filesystem). Any other answer
+ * ends init. */
+static void recv_ca_bundle(int sync_fd, int *ret_ca, uint64_t *ret_hash) {
         int fds[2] = {-EBADF, -EBADF};
         SyncMsg m;
         int r;
@@ -153,13 +153,12 @@ static void recv_ca_bundle(int sync_fd, int *ret_bundle, int *ret_ca, uint64_t *
         r = sync_recv(sync_fd, &m, fds, ELEMENTSOF(fds));
         if (r <= 0)
                 _exit(125);
-        if (m.op != SYNC_OP_CA || m.n_fds != 2 || fds[0] < 0 || fds[1] < 0) {
+        if (m.op != SYNC_OP_CA || m.n_fds != 1 || fds[0] < 0) {
                 for (size_t i = 0; i < ELEMENTSOF(fds); i++)
                         fds[i] = safe_close(fds[i]);
                 init_fail(sync_fd, EPROTO, "receive the CA bundle", NULL);
         }
-        *ret_bundle = fds[0];
-        *ret_ca = fds[1];
+        *ret_ca = fds[0];
         *ret_hash = m.values[0];
 }
 
@@ -734,11 +733,11 @@ void sandbox_init_main(const InitArgs *a) {
 
         wait_for_cgroup(a);
         if (a->policy->n_secrets > 0) {
-                _cleanup_close_ int bundle = -EBADF, ca = -EBADF;
+                _cleanup_close_ int ca = -EBADF;
                 uint64_t hash = 0;
 
-                recv_ca_bundle(a->sync_fd, &bundle, &ca, &hash);
-                r = rootfs_install_ca_bundle(bundle, ca, hash, &err);
+                recv_ca_bundle(a->sync_fd, &ca, &hash);
+                r = rootfs_install_ca_bundle(ca, hash, &err);
                 if (r < 0)
                         init_fail(a->sync_fd, err.errnum, "install the CA bundle", err.msg);
         }

@@ -2,9 +2,11 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/openat2.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/mount.h>
+#include <sys/sendfile.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -676,11 +678,66 @@ static int setup_user_mounts(const RootfsConfig *c, HutchError *reterr) {
         return 0;
 }
 
-/* With secrets: a small tmpfs at SANDBOX_CA_BUNDLE_DIR with an empty
- * bundle file, bound over the system bundle when the host has one (so
- * clients that ignore the environment trust the sandbox CA too). The
- * content arrives later (rootfs_install_ca_bundle()): the proxy makes its CA
- * while the filesystem is built. */
+/* Copies the host's system CA bundle, resolved as on the host (symlinks
+ * stay within OLDROOT), to @out, ending it with a newline. A host without
+ * one leaves @out empty. SECURITY: the sandbox gets a copy in its own
+ * tmpfs; the host's file is only opened for reading, by init before the
+ * command exists, and closed here. */
+static int copy_system_ca_bundle(int out, HutchError *reterr) {
+        struct open_how how = {
+                .flags = O_RDONLY | O_CLOEXEC | O_NOCTTY,
+                .resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS,
+        };
+        _cleanup_close_ int root = -EBADF, in = -EBADF;
+        off_t size = 0;
+        char last = '\n';
+        struct stat st;
+        int r;
+
+        root = open(OLDROOT, O_PATH | O_DIRECTORY | O_CLOEXEC);
+        if (root < 0)
+                return fail(reterr, negative_errno(), "open", OLDROOT);
+        /* EAGAIN: a rename or mount elsewhere raced a ".." of a symlink. */
+        for (unsigned tries = 0; tries < 8; tries++) {
+                in = (int)syscall(SYS_openat2, root, SANDBOX_SYSTEM_CA_BUNDLE + 1, &how,
+                                  sizeof(how));
+                if (in >= 0 || errno != EAGAIN)
+                        break;
+        }
+        if (in < 0 && errno == ENOENT)
+                return 0;
+        if (in < 0 || fstat(in, &st) < 0)
+                return fail(reterr, negative_errno(), "open the system CA bundle",
+                            SANDBOX_SYSTEM_CA_BUNDLE);
+        if (!S_ISREG(st.st_mode))
+                return fail(reterr, -EINVAL, "read the system CA bundle", SANDBOX_SYSTEM_CA_BUNDLE);
+        /* In the kernel, page cache to page cache; the tmpfs size caps it. */
+        for (;;) {
+                ssize_t n = sendfile(out, in, NULL, 1U << 20);
+
+                if (n < 0 && errno == EINTR)
+                        continue;
+                if (n < 0)
+                        return fail(reterr, negative_errno(), "copy the system CA bundle to",
+                                    SANDBOX_CA_BUNDLE_PATH);
+                if (n == 0)
+                        break;
+                size += n;
+        }
+        if (size > 0 && pread(in, &last, 1, size - 1) != 1)
+                return fail(reterr, -EIO, "read the system CA bundle", SANDBOX_SYSTEM_CA_BUNDLE);
+        r = last == '\n' ? 0 : loop_write(out, "\n", 1);
+        if (r < 0)
+                return fail(reterr, r, "write", SANDBOX_CA_BUNDLE_PATH);
+        return 0;
+}
+
+/* With secrets: a small tmpfs at SANDBOX_CA_BUNDLE_DIR with a bundle file
+ * holding the host's system CAs, bound over the system bundle when the
+ * sandbox has one (so clients that ignore the environment trust the
+ * sandbox CA too). The sandbox CA is appended later
+ * (rootfs_install_ca_bundle()): the proxy makes it while the filesystem is
+ * built, and init would otherwise wait for it with nothing to do. */
 static int setup_ca_bundle(bool wanted, HutchError *reterr) {
         _cleanup_close_ int out = -EBADF;
         struct stat st;
@@ -698,6 +755,9 @@ static int setup_ca_bundle(bool wanted, HutchError *reterr) {
         out = open(SANDBOX_CA_BUNDLE_PATH, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0444);
         if (out < 0)
                 return fail(reterr, negative_errno(), "create", SANDBOX_CA_BUNDLE_PATH);
+        r = copy_system_ca_bundle(out, reterr);
+        if (r < 0)
+                return r;
 
         if (stat(SANDBOX_SYSTEM_CA_BUNDLE, &st) < 0 || !S_ISREG(st.st_mode))
                 return 0;
@@ -711,13 +771,15 @@ static int setup_ca_bundle(bool wanted, HutchError *reterr) {
         return 0;
 }
 
-static int copy_fd_to_new_file(int fd, const char *path, HutchError *reterr) {
+/* Writes all of @fd (from offset 0) to @path, opened with O_WRONLY and
+ * @flags (O_CREAT|O_TRUNC for a new file, O_APPEND to add to one). */
+static int copy_fd_to_file(int fd, const char *path, int flags, HutchError *reterr) {
         _cleanup_close_ int out = -EBADF;
-        char buf[65536];
+        char buf[4096];
         off_t off = 0;
         int r;
 
-        out = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0444);
+        out = open(path, O_WRONLY | O_CLOEXEC | O_NOFOLLOW | flags, 0444);
         if (out < 0)
                 return fail(reterr, negative_errno(), "open", path);
         for (;;) {
@@ -736,10 +798,10 @@ static int copy_fd_to_new_file(int fd, const char *path, HutchError *reterr) {
         }
 }
 
-int rootfs_install_ca_bundle(int bundle_fd, int ca_fd, uint64_t hash, HutchError *reterr) {
+int rootfs_install_ca_bundle(int ca_fd, uint64_t hash, HutchError *reterr) {
         int r;
 
-        r = copy_fd_to_new_file(bundle_fd, SANDBOX_CA_BUNDLE_PATH, reterr);
+        r = copy_fd_to_file(ca_fd, SANDBOX_CA_BUNDLE_PATH, O_APPEND, reterr);
         if (r < 0)
                 return r;
         if (hash != 0) {
@@ -749,7 +811,7 @@ int rootfs_install_ca_bundle(int bundle_fd, int ca_fd, uint64_t hash, HutchError
                         return fail(reterr, negative_errno(), "create", SANDBOX_CA_DIR);
                 (void)snprintf(path, sizeof(path), SANDBOX_CA_DIR "/%08llx.0",
                                (unsigned long long)hash);
-                r = copy_fd_to_new_file(ca_fd, path, reterr);
+                r = copy_fd_to_file(ca_fd, path, O_CREAT | O_TRUNC, reterr);
                 if (r < 0)
                         return r;
         }

@@ -41,8 +41,9 @@ typedef struct RootfsConfig {
          * root), or -EBADF to bind by path: */
         int workspace_fd;
         const int *bind_fds; /* policy->n_binds entries */
-        /* With secrets: make an empty CA bundle file, bound over the system
-         * bundle, for rootfs_install_ca_bundle() to fill. */
+        /* With secrets: make the CA bundle file with the host's system CAs,
+         * bound over the system bundle, for rootfs_install_ca_bundle() to
+         * complete. */
         bool ca_bundle;
         const RootfsLayers *layers; /* persistent sandbox, or NULL */
 } RootfsConfig;
@@ -51,12 +52,12 @@ typedef struct RootfsConfig {
  * new "/". Returns 0 or -errno with @reterr naming the step and path. */
 int rootfs_setup(const RootfsConfig *c, HutchError *reterr);
 
-/* Writes the CA bundle from @bundle_fd (a memfd from the supervisor) into
- * the bundle file made by rootfs_setup() with ca_bundle and, when @hash is
- * not 0, the sandbox CA alone (@ca_fd) as SANDBOX_CA_DIR/<hash>.0 for
- * SSL_CERT_DIR users; then makes the tmpfs read-only. Returns 0 or -errno
- * with @reterr filled. */
-int rootfs_install_ca_bundle(int bundle_fd, int ca_fd, uint64_t hash, HutchError *reterr);
+/* Appends the sandbox CA (@ca_fd, a memfd from the supervisor, PEM) to the
+ * bundle file made by rootfs_setup() with ca_bundle and, when @hash is not
+ * 0, writes it alone as SANDBOX_CA_DIR/<hash>.0 for SSL_CERT_DIR users;
+ * then makes the tmpfs read-only. Returns 0 or -errno with @reterr
+ * filled. */
+int rootfs_install_ca_bundle(int ca_fd, uint64_t hash, HutchError *reterr);
 
 /* Returns the writable paths of the finished tree (for landlock; with
  * @persistent also the persistent directories), as a new

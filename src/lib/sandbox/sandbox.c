@@ -42,7 +42,6 @@
 /* How long hutch-proxy may take to send its CA certificate. */
 #define SANDBOX_CA_TIMEOUT_MS 10000
 #define SANDBOX_CA_PEM_MAX (64U << 10)
-#define SANDBOX_SYSTEM_CA_MAX (16U << 20)
 
 static const int supervisor_signals[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2};
 
@@ -428,37 +427,24 @@ static int read_ca_pem(int fd, char **ret, size_t *ret_len, HutchError *reterr) 
         if (len == 0 || !strstr(pem, "-----BEGIN CERTIFICATE-----") ||
             !strstr(pem, "-----END CERTIFICATE-----"))
                 return hutch_error_set(reterr, EPROTO,
-                                       "hutch-proxy sent no CA certificate (does it support "
-                                       "--ca-out-fd?)");
+                                       "hutch-proxy sent no CA certificate (its own error, if "
+                                       "any, is above)");
         *ret = TAKE_PTR(pem);
         *ret_len = (size_t)len;
         return 0;
 }
 
-/* The bundle the sandbox trusts: the host's system CAs (when
- * @with_system), then the sandbox's CA, in a sealed memfd. */
-static int make_ca_bundle(const char *pem, size_t pem_len, bool with_system, HutchError *reterr) {
-        _cleanup_free_ char *system = NULL;
+/* The sandbox's CA certificate in a sealed memfd, for init to append to
+ * the bundle it made from the host's system CAs while the proxy made the
+ * CA (rootfs_install_ca_bundle()). */
+static int make_ca_memfd(const char *pem, size_t pem_len, HutchError *reterr) {
         _cleanup_close_ int fd = -EBADF;
         int r;
 
-        r = with_system ? read_full_file(SANDBOX_SYSTEM_CA_BUNDLE, SANDBOX_SYSTEM_CA_MAX, &system)
-                        : -ENOENT;
-        if (r < 0 && r != -ENOENT)
-                return hutch_error_set(reterr, -r, "failed to read the system CA bundle '%s': %s",
-                                       SANDBOX_SYSTEM_CA_BUNDLE, strerror(-r));
         fd = memfd_create("hutch-ca-bundle", MFD_CLOEXEC | MFD_ALLOW_SEALING);
         if (fd < 0)
                 return hutch_error_set(reterr, errno, "failed to create the CA bundle: %m");
-        if (system) {
-                size_t n = strlen(system);
-
-                r = loop_write(fd, system, n);
-                if (r >= 0 && n > 0 && system[n - 1] != '\n')
-                        r = loop_write(fd, "\n", 1);
-        }
-        if (r >= 0 || !system)
-                r = loop_write(fd, pem, pem_len);
+        r = loop_write(fd, pem, pem_len);
         if (r < 0)
                 return hutch_error_set(reterr, -r, "failed to write the CA bundle: %s",
                                        strerror(-r));
@@ -506,11 +492,10 @@ static int start_proxy(RunState *st, HutchError *reterr) {
                                    &st->proxy, reterr);
 }
 
-/* With secrets: the proxy's CA, with the host's CAs, as the bundle init
- * installs before the command runs (SYNC_OP_CA). */
-int sandbox_ca_receive(int ca_fd, int *ret_bundle, int *ret_alone, uint64_t *ret_hash,
-                       HutchError *reterr) {
-        _cleanup_close_ int bundle = -EBADF, alone = -EBADF;
+/* With secrets: the proxy's CA, which init adds to the sandbox's bundle
+ * before the command runs (SYNC_OP_CA), or the VM finds in its share. */
+int sandbox_ca_receive(int ca_fd, int *ret_ca, uint64_t *ret_hash, HutchError *reterr) {
+        _cleanup_close_ int ca = -EBADF;
         _cleanup_free_ char *pem = NULL;
         const char *tag;
         uint64_t hash = 0;
@@ -534,29 +519,24 @@ int sandbox_ca_receive(int ca_fd, int *ret_bundle, int *ret_alone, uint64_t *ret
                 }
                 hash = hash << 4 | (uint64_t)d;
         }
-        bundle = make_ca_bundle(pem, pem_len, true, reterr);
-        if (bundle < 0)
-                return bundle;
-        alone = make_ca_bundle(pem, pem_len, false, reterr);
-        if (alone < 0)
-                return alone;
-        *ret_bundle = TAKE_FD(bundle);
-        *ret_alone = TAKE_FD(alone);
+        ca = make_ca_memfd(pem, pem_len, reterr);
+        if (ca < 0)
+                return ca;
+        *ret_ca = TAKE_FD(ca);
         *ret_hash = hash;
         return 0;
 }
 
 static int send_ca_bundle(RunState *st, HutchError *reterr) {
-        _cleanup_close_ int bundle = -EBADF, alone = -EBADF;
+        _cleanup_close_ int ca = -EBADF;
         uint64_t hash = 0;
         int r;
 
-        r = sandbox_ca_receive(st->ca_fd, &bundle, &alone, &hash, reterr);
+        r = sandbox_ca_receive(st->ca_fd, &ca, &hash, reterr);
         if (r < 0)
                 return r;
         st->ca_fd = safe_close(st->ca_fd);
-        r = sync_send_values(st->sync_parent, SYNC_OP_CA, (uint64_t[3]){hash, 0, 0},
-                             (int[2]){bundle, alone}, 2);
+        r = sync_send_values(st->sync_parent, SYNC_OP_CA, (uint64_t[3]){hash, 0, 0}, &ca, 1);
         if (r < 0)
                 return hutch_error_set(reterr, -r, "failed to send the CA bundle: %s",
                                        strerror(-r));

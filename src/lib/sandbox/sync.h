@@ -18,12 +18,12 @@
  *   init -> supervisor  SYNC_OP_SOCKETS the proxy's listening sockets, created
  *                                       in the sandbox's network namespace
  *                                       (network mode allow only)
- *   supervisor -> init  SYNC_OP_CA      (policies with secrets only; 2 fds: the
- *                                       bundle and the CA alone; values[0]: the
- *                                       CA's subject hash for SSL_CERT_DIR)
- *                                       the answer to SYNC_OP_SOCKETS: a sealed
- *                                       memfd with the CA bundle (system CAs +
- *                                       the sandbox CA) for the rootfs
+ *   supervisor -> init  SYNC_OP_CA      (policies with secrets only, after
+ *                                       SYNC_OP_CONTINUE; 1 fd: a sealed memfd
+ *                                       with the sandbox CA, PEM, which init
+ *                                       appends to the bundle it made from the
+ *                                       host's system CAs; values[0]: the CA's
+ *                                       subject hash for SSL_CERT_DIR)
  *   init -> supervisor  SYNC_OP_STARTED the command was forked (values[0]: the
  *                                       exec id, 0 for a one-shot run)
  *   init -> supervisor  SYNC_OP_EXITED  the command's wait status (values[0]:

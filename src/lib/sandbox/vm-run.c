@@ -114,21 +114,37 @@ static int pick_dirs(VmRun *v, HutchError *reterr) {
         return 0;
 }
 
-static int copy_memfd(int fd, int dirfd, const char *name) {
-        _cleanup_free_ char *data = NULL;
+/* Writes @name in @dirfd (0444): the host's system CAs first when
+ * @with_system, then the sandbox CA from the memfd @ca. */
+static int ca_file_write(int ca, bool with_system, int dirfd, const char *name) {
+        _cleanup_free_ char *pem = NULL, *system = NULL;
         _cleanup_close_ int out = -EBADF;
         size_t len = 0;
         int r;
 
-        if (lseek(fd, 0, SEEK_SET) < 0)
+        if (lseek(ca, 0, SEEK_SET) < 0)
                 return negative_errno();
-        r = read_full_fd(fd, 32U << 20, &data, &len);
+        r = read_full_fd(ca, 1U << 20, &pem, &len);
         if (r < 0)
                 return r;
+        if (with_system) {
+                r = read_full_file(SANDBOX_SYSTEM_CA_BUNDLE, 16U << 20, &system);
+                if (r < 0 && r != -ENOENT)
+                        return r;
+        }
         out = openat(dirfd, name, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0444);
         if (out < 0)
                 return negative_errno();
-        return loop_write(out, data, len);
+        if (system) {
+                size_t n = strlen(system);
+
+                r = loop_write(out, system, n);
+                if (r >= 0 && n > 0 && system[n - 1] != '\n')
+                        r = loop_write(out, "\n", 1);
+                if (r < 0)
+                        return r;
+        }
+        return loop_write(out, pem, len);
 }
 
 /* With secrets: the proxy's CA, as the guest will find it at /run/hutch
@@ -136,12 +152,12 @@ static int copy_memfd(int fd, int dirfd, const char *name) {
  * backend): ca-bundle.pem (the host's CAs and the sandbox CA) and
  * certs/HASH.0. The directory is shared read-only. */
 static int ca_files_write(VmRun *v, int ca_fd, HutchError *reterr) {
-        _cleanup_close_ int bundle = -EBADF, alone = -EBADF, dir = -EBADF, certs = -EBADF;
+        _cleanup_close_ int ca = -EBADF, dir = -EBADF, certs = -EBADF;
         uint64_t hash = 0;
         char name[32];
         int r;
 
-        r = sandbox_ca_receive(ca_fd, &bundle, &alone, &hash, reterr);
+        r = sandbox_ca_receive(ca_fd, &ca, &hash, reterr);
         if (r < 0)
                 return r;
         if (asprintf(&v->ca_dir, "%s/ca", v->run_dir) < 0)
@@ -151,7 +167,7 @@ static int ca_files_write(VmRun *v, int ca_fd, HutchError *reterr) {
         dir = open(v->ca_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
         if (dir < 0)
                 return hutch_error_set(reterr, errno, "cannot open '%s': %m", v->ca_dir);
-        r = copy_memfd(bundle, dir, "ca-bundle.pem");
+        r = ca_file_write(ca, true, dir, "ca-bundle.pem");
         if (r >= 0 && hash != 0) {
                 if (mkdirat(dir, "certs", 0755) < 0)
                         r = negative_errno();
@@ -160,7 +176,7 @@ static int ca_files_write(VmRun *v, int ca_fd, HutchError *reterr) {
                         r = negative_errno();
                 (void)snprintf(name, sizeof(name), "%08llx.0", (unsigned long long)hash);
                 if (r >= 0)
-                        r = copy_memfd(alone, certs, name);
+                        r = ca_file_write(ca, false, certs, name);
         }
         if (r < 0)
                 return hutch_error_set(reterr, -r, "cannot write the CA bundle for the guest: %s",
