@@ -908,10 +908,10 @@ def test_gc_after_the_keeper_is_killed(store):
     # Until its parent (init, here a slow reaper) has reaped it, the pid
     # exists and its cgroups are rightly not collected.
     assert poll_until(lambda: not Path(f"/proc/{kp}").exists(), 30)
-    # The sandbox dies with it; its cgroups stay behind, empty.
+    # The sandbox dies with it; its cgroups stay behind, empty (unless any
+    # other hutch start on the machine collected them already: it may).
     assert poll_until(lambda: not live_with_marker(m), 10), live_with_marker(m)
     assert poll_until(lambda: not any(cgroupctl.procs_below(d) for d in runs), 10)
-    assert all(d.is_dir() for d in runs)
     assert store.state_of("box") == "stopped"
     assert (store.state / "box").exists()
     r = store.hutch("gc")
