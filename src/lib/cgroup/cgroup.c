@@ -1033,6 +1033,12 @@ int cgroup_kill(Cgroup *c) {
         if (!c)
                 return -EINVAL;
         v2 = cgroup_role(c, ROLE_KILL);
+        /* An empty cgroup needs no kill, and writing cgroup.kill takes the
+         * threadgroup rwsem for writing, which waits for an RCU grace
+         * period (~10 ms) unless one passed lately: a finished exec's
+         * cgroup is checked first (a deadline of 0: one read). */
+        if (v2 && v2->made_dir && events_wait(v2->dir, "populated", 0, 0) == 0)
+                v2 = NULL;
         if (v2 && v2->made_dir) {
                 r = cg_write(v2->dir, "cgroup.kill", "1");
                 if (r == -ENOENT)

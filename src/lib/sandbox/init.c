@@ -378,6 +378,8 @@ _noreturn_ static void exec_shim(pid_t cmd) {
         _exit(128 + sig);
 }
 
+static void exec_run(const ExecRequest *req) _noreturn_;
+
 _noreturn_ static void exec_child(const ExecRequest *req) {
         signals_reset_default();
         /* SECURITY: a new session per exec, as for a one-shot run. */
@@ -412,6 +414,11 @@ _noreturn_ static void exec_child(const ExecRequest *req) {
                                       strerror(errno));
                         _exit(125);
                 }
+        exec_run(req);
+}
+
+/* The command's side of an exec, in its cgroup already. */
+_noreturn_ static void exec_run(const ExecRequest *req) {
         for (int i = 0; i < 3; i++)
                 if (dup2(req->fds[i], i) < 0)
                         _exit(125);
@@ -427,6 +434,74 @@ _noreturn_ static void exec_child(const ExecRequest *req) {
         if (close_range(3, ~0U, CLOSE_RANGE_CLOEXEC) < 0)
                 _exit(125);
         exec_or_exit(req->argv, req->envp);
+}
+
+/* The process prepared for the next exec (SYNC_OP_STEM), in its cgroup
+ * already, waiting on @sock for the request. */
+typedef struct Stem {
+        uint64_t id;
+        pid_t pid; /* 0: none */
+        int sock;
+} Stem;
+
+/* The stem's life: into the cgroup (the slow part, done while nobody
+ * waits), then the request, then exec_run(). */
+_noreturn_ static void stem_main(int sock, int *cg_fds, size_t n_cg, char *buf) {
+        ExecRequest req = {};
+        int fds[3] = {-EBADF, -EBADF, -EBADF};
+        SyncMsg m;
+        ssize_t len;
+
+        signals_reset_default();
+        /* SECURITY: a new session per exec, as for a one-shot run. */
+        (void)setsid();
+        for (size_t i = 0; i < n_cg; i++)
+                if (write(cg_fds[i], "0", 1) != 1)
+                        _exit(125);
+        for (size_t i = 0; i < n_cg; i++)
+                (void)close(cg_fds[i]);
+        if (sync_recv(sock, &m, fds, ELEMENTSOF(fds)) <= 0 || m.op != SYNC_OP_EXEC || m.n_fds != 3)
+                _exit(125);
+        len = recv(sock, buf, SYNC_EXEC_PAYLOAD_MAX, 0);
+        if (len <= 0 || (uint64_t)len != m.values[1])
+                _exit(125);
+        req.id = m.values[0];
+        req.n_fds = 3;
+        memcpy(req.fds, fds, sizeof(fds));
+        if (payload_parse(buf, (size_t)len, &req) < 0) {
+                (void)dprintf(fds[2], "hutch: cannot start the command: malformed exec request\n");
+                _exit(125);
+        }
+        exec_run(&req);
+}
+
+static void stem_drop(Stem *stem) {
+        stem->sock = safe_close(stem->sock);
+        if (stem->pid > 0)
+                (void)kill(stem->pid, SIGKILL); /* reaped by serve_reap() */
+        *stem = (Stem){.sock = -EBADF};
+}
+
+/* SYNC_OP_STEM: a new prepared process (the old one, if the keeper
+ * replaced it, goes). */
+static void stem_fork(const SyncMsg *m, int *fds, char *buf, Stem *stem) {
+        int pair[2];
+        pid_t pid;
+
+        stem_drop(stem);
+        if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, pair) < 0)
+                return;
+        pid = fork();
+        if (pid == 0) {
+                (void)close(pair[0]);
+                stem_main(pair[1], fds, m->n_fds, buf);
+        }
+        (void)close(pair[1]);
+        if (pid < 0) {
+                (void)close(pair[0]);
+                return;
+        }
+        *stem = (Stem){.id = m->values[0], .pid = pid, .sock = pair[0]};
 }
 
 typedef struct RunningExec {
@@ -445,7 +520,7 @@ static void exec_request_done(ExecRequest *req) {
 /* One SYNC_OP_EXEC: fork the command, or report why not (the exec ends
  * with status 125 and a line on its stderr). */
 static void serve_exec(const InitArgs *a, const SyncMsg *m, int *fds, char *buf, RunningExec *execs,
-                       size_t *n_execs) {
+                       size_t *n_execs, Stem *stem) {
         ExecRequest req = {.id = m->values[0], .n_fds = m->n_fds};
         const char *why = NULL;
         ssize_t len;
@@ -460,7 +535,22 @@ static void serve_exec(const InitArgs *a, const SyncMsg *m, int *fds, char *buf,
                 why = "malformed exec request";
         else if (*n_execs >= INIT_MAX_EXECS)
                 why = "too many commands running in this sandbox";
-        if (!why) {
+        if (!why && m->values[2] == 1) {
+                /* The prepared process runs it: it sits in its cgroup. */
+                if (stem->pid <= 0 || stem->id != req.id || req.n_fds != 3 ||
+                    sync_send_values(stem->sock, SYNC_OP_EXEC,
+                                     (uint64_t[3]){req.id, m->values[1], 0}, req.fds, 3) < 0 ||
+                    send(stem->sock, buf, (size_t)len, MSG_NOSIGNAL) < 0)
+                        why = "the prepared process is gone";
+                else
+                        execs[(*n_execs)++] = (RunningExec){.id = req.id, .pid = stem->pid};
+                if (why)
+                        stem_drop(stem);
+                else {
+                        stem->sock = safe_close(stem->sock);
+                        *stem = (Stem){.sock = -EBADF};
+                }
+        } else if (!why) {
                 pid = fork();
                 if (pid == 0)
                         exec_child(&req);
@@ -509,6 +599,7 @@ static void serve_reap(const InitArgs *a, RunningExec *execs, size_t *n_execs) {
  * when the keeper closes the socket (or, with the keeper, by SIGKILL). */
 _noreturn_ static void serve(const InitArgs *a, const sigset_t *mask) {
         static RunningExec execs[INIT_MAX_EXECS];
+        Stem stem = {.sock = -EBADF};
         size_t n_execs = 0;
         _cleanup_free_ char *buf = NULL;
         int sigfd;
@@ -555,7 +646,13 @@ _noreturn_ static void serve(const InitArgs *a, const sigset_t *mask) {
                 if (r <= 0)
                         _exit(0);
                 if (m.op == SYNC_OP_EXEC) {
-                        serve_exec(a, &m, fds, buf, execs, &n_execs);
+                        serve_exec(a, &m, fds, buf, execs, &n_execs, &stem);
+                        continue;
+                }
+                if (m.op == SYNC_OP_STEM) {
+                        stem_fork(&m, fds, buf, &stem);
+                        for (size_t i = 0; i < ELEMENTSOF(fds); i++)
+                                fds[i] = safe_close(fds[i]);
                         continue;
                 }
                 for (size_t i = 0; i < ELEMENTSOF(fds); i++)

@@ -65,6 +65,8 @@ typedef struct Keeper {
         size_t n_execs;
         uint64_t next_id, idle_since_ms;
         CgroupStats counters; /* the sandbox's, read at the last exec's end */
+        Cgroup *stem_cgroup;  /* the next exec's, its process prepared (stem_prepare()) */
+        uint64_t stem_id;
         bool stop, frozen;
         HutchError error;
 } Keeper;
@@ -415,7 +417,46 @@ static json_t *strv_to_json(char *const *l) {
 /* Starts @x: its cgroup, then SYNC_OP_EXEC to init. Answers "started" on
  * @c, which then waits for the outcome (unless detached). Returns < 0 to
  * close @c. */
+/* Prepares the next exec's cgroup and has init fork the process that will
+ * run it into it now (SYNC_OP_STEM): moving a process into a cgroup can
+ * wait for an RCU grace period (~15 ms when no move happened lately), which
+ * this keeps off the next request's path. Without cgroups there is nothing
+ * to prepare. Best effort: on failure the next exec takes the usual path. */
+static void stem_prepare(Keeper *k) {
+        _cleanup_free_ char *name = NULL;
+        int cg_fds[SYNC_EXEC_FDS_MAX - 3];
+        size_t n_cg = 0;
+        HutchError ignored = {};
+        Cgroup *cg = NULL;
+        uint64_t id;
+        int r;
+
+        if (!k->st->rc.cgroup || k->stem_cgroup || k->stop)
+                return;
+        id = ++k->next_id;
+        if (asprintf(&name, "x-%llu", (unsigned long long)id) < 0) {
+                name = NULL;
+                return;
+        }
+        r = cgroup_new_child(k->st->rc.cgroup, name, &cg, &ignored);
+        if (r >= 0)
+                r = cgroup_open_procs(cg, cg_fds, ELEMENTSOF(cg_fds), &n_cg);
+        if (r >= 0)
+                r = sync_send_values(k->st->sync_parent, SYNC_OP_STEM, (uint64_t[3]){id, 0, 0},
+                                     cg_fds, n_cg);
+        for (size_t i = 0; i < n_cg; i++)
+                cg_fds[i] = safe_close(cg_fds[i]);
+        if (r < 0) {
+                if (cg)
+                        (void)cgroup_destroy(cg);
+                return;
+        }
+        k->stem_cgroup = cg;
+        k->stem_id = id;
+}
+
 static int exec_launch(Keeper *k, Conn *c, const ExecSpec *x) {
+        bool use_stem = false;
         _cleanup_strv_free_ char **env = NULL;
         _cleanup_free_ char *payload = NULL, *name = NULL;
         _cleanup_close_ int log_fd = -EBADF, null_fd = -EBADF;
@@ -447,7 +488,7 @@ static int exec_launch(Keeper *k, Conn *c, const ExecSpec *x) {
 
         e = &k->execs[k->n_execs];
         *e = (Exec){
-                .id = ++k->next_id,
+                .id = k->stem_cgroup ? k->stem_id : ++k->next_id,
                 .conn_fd = x->detach ? -EBADF : c->fd,
                 .detached = x->detach,
                 .builtin = x->builtin,
@@ -461,12 +502,16 @@ static int exec_launch(Keeper *k, Conn *c, const ExecSpec *x) {
                 e->argv_json = a ? json_dumps(a, JSON_COMPACT) : NULL;
                 json_decref(a);
         }
-        if (k->st->rc.cgroup) {
+        /* The sandbox's counters as of the last exec's end: reading them
+         * here would cost two cgroup walks per exec. */
+        e->before = k->counters;
+        if (k->stem_cgroup) {
+                /* The prepared process is in this cgroup already. */
+                e->cgroup = TAKE_PTR(k->stem_cgroup);
+                use_stem = true;
+        } else if (k->st->rc.cgroup) {
                 HutchError ignored = {};
 
-                /* The sandbox's counters as of the last exec's end: reading
-                 * them here would cost two cgroup walks per exec. */
-                e->before = k->counters;
                 if (asprintf(&name, "x-%llu", (unsigned long long)e->id) < 0) {
                         name = NULL;
                         r = -ENOMEM;
@@ -497,8 +542,9 @@ static int exec_launch(Keeper *k, Conn *c, const ExecSpec *x) {
         } else
                 memcpy(send_fds, x->fds, sizeof(int) * 3);
         memcpy(send_fds + 3, cg_fds, sizeof(int) * n_cg);
-        r = sync_send_values(k->st->sync_parent, SYNC_OP_EXEC, (uint64_t[3]){e->id, payload_len, 0},
-                             send_fds, 3 + n_cg);
+        r = sync_send_values(k->st->sync_parent, SYNC_OP_EXEC,
+                             (uint64_t[3]){e->id, payload_len, use_stem ? 1 : 0}, send_fds,
+                             3 + n_cg);
         if (r >= 0 && send(k->st->sync_parent, payload, payload_len, MSG_NOSIGNAL) < 0)
                 r = negative_errno();
         for (size_t i = 0; i < n_cg; i++)
@@ -512,6 +558,7 @@ static int exec_launch(Keeper *k, Conn *c, const ExecSpec *x) {
                 e->deadline_ms = e->start_ms + x->timeout_ms;
         r = send_json(c->fd, json_pack("{s:s,s:I}", "op", "started", "id", (json_int_t)e->id), NULL,
                       0);
+        stem_prepare(k);
         if (x->detach)
                 return -ECONNRESET; /* done with this connection */
         c->kind = CONN_EXEC;
@@ -727,6 +774,7 @@ static void handle_sync(Keeper *k) {
         case SYNC_OP_LAYERS:
         case SYNC_OP_EXEC:
         case SYNC_OP_SIGNAL:
+        case SYNC_OP_STEM:
         case _SYNC_OP_MAX:
         case _SYNC_OP_INVALID:
         default:
@@ -979,6 +1027,7 @@ int sandbox_keep(const KeeperConfig *cfg, char *const *caller_env, HutchError *r
         report_ready(cfg->ready_fd, NULL);
         if (st.rc.cgroup)
                 (void)cgroup_stats(st.rc.cgroup, &k.counters);
+        stem_prepare(&k);
 
         keeper_loop(&k);
 
@@ -996,6 +1045,9 @@ int sandbox_keep(const KeeperConfig *cfg, char *const *caller_env, HutchError *r
                 (void)waitpid(st.pid, NULL, 0);
                 st.pid = 0;
         }
+        /* The prepared process died with init; its cgroup goes. */
+        if (k.stem_cgroup)
+                (void)cgroup_destroy(TAKE_PTR(k.stem_cgroup));
         (void)unlink(cfg->socket_path);
         k.listen_fd = safe_close(k.listen_fd);
         /* The cgroups and the proxy go before "stop" is answered, so that

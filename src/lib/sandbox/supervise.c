@@ -89,6 +89,7 @@ static void handle_sync_message(Supervision *s) {
         case SYNC_OP_READY:
         case SYNC_OP_EXEC:
         case SYNC_OP_SIGNAL:
+        case SYNC_OP_STEM:
         case _SYNC_OP_MAX:
         case _SYNC_OP_INVALID:
         default:

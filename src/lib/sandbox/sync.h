@@ -45,13 +45,20 @@
  *                                       runs it itself instead of exec'ing,
  *                                       and its exit status is 0 or an errno
  *   keeper -> init      SYNC_OP_SIGNAL  values[0]: exec id, values[1]: signal
+ *   keeper -> init      SYNC_OP_STEM    values[0]: the next exec's id; fds: its
+ *                                       cgroup's cgroup.procs files. init forks
+ *                                       a process that moves itself there now
+ *                                       (off the request's path: a cgroup move
+ *                                       can wait for an RCU grace period) and
+ *                                       waits; an SYNC_OP_EXEC with values[2]
+ *                                       = 1 and that id is run by it
  */
 
 #include <stdint.h>
 
 #define SYNC_MAGIC UINT32_C(0x68757463) /* "hutc" */
 #define SYNC_VERSION_MAJOR 1
-#define SYNC_VERSION_MINOR 4
+#define SYNC_VERSION_MINOR 5
 /* An exec request's payload (cwd, argv, environment). */
 #define SYNC_EXEC_PAYLOAD_MAX (128U << 10)
 /* Descriptors of one exec request: stdio and up to six cgroup.procs. */
@@ -69,6 +76,7 @@ typedef enum SyncOp {
         SYNC_OP_READY,
         SYNC_OP_EXEC,
         SYNC_OP_SIGNAL,
+        SYNC_OP_STEM,
         _SYNC_OP_MAX,
         _SYNC_OP_INVALID = -22,
 } SyncOp;
