@@ -3,12 +3,11 @@
  * snapshots, diff/apply and the audit log. Each is one call of the C API
  * (include/hutch.h), whose errors map 1:1 to the error body.
  *
- * NEEDSWORK: these calls run in the event loop and block it while they
- * last. Most take milliseconds, but the file routes start a stopped
- * sandbox, a snapshot of a running sandbox copies its layer, and diff and
- * apply walk the workspace: meanwhile other clients (and running streams)
- * wait. The C API is not thread-safe and the server forks (keepers), so
- * the way out is a worker process per long call, not threads. */
+ * The calls that can take long (the file routes start a stopped sandbox, a
+ * snapshot of a running sandbox copies its layer, diff and apply walk the
+ * workspace, stop waits for the keeper) run in a worker process
+ * (serve-worker.c, the `worker` flag of serve.c's route table), so that
+ * other clients and running streams are not held up. */
 #include <errno.h>
 #include <fcntl.h>
 #include <stddef.h>
@@ -199,7 +198,6 @@ static json_t *file_info_json(const hutch_file_info *f) {
 void serve_file_read(ServeCtx *c) {
         _cleanup_free_ char *data = NULL;
         const char *path = query_path(c);
-        struct evbuffer *buf;
         hutch_error err = {};
         size_t len = 0;
         int r;
@@ -211,17 +209,7 @@ void serve_file_read(ServeCtx *c) {
                 serve_reply_api_error(c->req, r, &err, NULL);
                 return;
         }
-        buf = evbuffer_new();
-        if (!buf || evbuffer_add(buf, data, len) < 0) {
-                if (buf)
-                        evbuffer_free(buf);
-                serve_reply_errno(c->req, ENOMEM, NULL, "out of memory");
-                return;
-        }
-        (void)evhttp_add_header(evhttp_request_get_output_headers(c->req), "Content-Type",
-                                "application/octet-stream");
-        evhttp_send_reply(c->req, 200, NULL, buf);
-        evbuffer_free(buf);
+        serve_reply_bytes(c->req, 200, "application/octet-stream", data, len);
 }
 
 /* "644" or "0644": permission bits in octal. */

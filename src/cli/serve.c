@@ -48,6 +48,7 @@ typedef struct Route {
         BodyKind body;
         size_t body_max;
         const char *const *query; /* the query parameters it takes, or NULL */
+        bool worker;              /* can take long: runs in a worker (serve-worker.c) */
 } Route;
 
 static void serve_version(ServeCtx *c);
@@ -66,30 +67,33 @@ static const Route routes[] = {
         {EVHTTP_REQ_POST, "/v1/sandboxes", serve_sandbox_create, BODY_JSON, SERVE_JSON_BODY_MAX,
          NULL},
         {EVHTTP_REQ_GET, "/v1/sandboxes/{name}", serve_sandbox_get, BODY_NONE, 0, NULL},
-        {EVHTTP_REQ_DELETE, "/v1/sandboxes/{name}", serve_sandbox_delete, BODY_NONE, 0, NULL},
-        {EVHTTP_REQ_POST, "/v1/sandboxes/{name}/stop", serve_sandbox_stop, BODY_NONE, 0, NULL},
+        {EVHTTP_REQ_DELETE, "/v1/sandboxes/{name}", serve_sandbox_delete, BODY_NONE, 0, NULL, true},
+        {EVHTTP_REQ_POST, "/v1/sandboxes/{name}/stop", serve_sandbox_stop, BODY_NONE, 0, NULL,
+         true},
         {EVHTTP_REQ_POST, "/v1/sandboxes/{name}/exec", serve_exec, BODY_JSON, SERVE_BODY_MAX, NULL},
         {EVHTTP_REQ_POST, "/v1/sandboxes/{name}/exec/stream", serve_exec_stream, BODY_JSON,
          SERVE_BODY_MAX, NULL},
-        {EVHTTP_REQ_GET, "/v1/sandboxes/{name}/files", serve_file_read, BODY_NONE, 0, query_path},
+        {EVHTTP_REQ_GET, "/v1/sandboxes/{name}/files", serve_file_read, BODY_NONE, 0, query_path,
+         true},
         {EVHTTP_REQ_PUT, "/v1/sandboxes/{name}/files", serve_file_write, BODY_RAW, SERVE_BODY_MAX,
-         query_path_mode},
+         query_path_mode, true},
         {EVHTTP_REQ_DELETE, "/v1/sandboxes/{name}/files", serve_file_remove, BODY_NONE, 0,
-         query_path},
+         query_path, true},
         {EVHTTP_REQ_GET, "/v1/sandboxes/{name}/files/list", serve_file_list, BODY_NONE, 0,
-         query_path},
+         query_path, true},
         {EVHTTP_REQ_GET, "/v1/sandboxes/{name}/files/stat", serve_file_stat, BODY_NONE, 0,
-         query_path},
+         query_path, true},
         {EVHTTP_REQ_POST, "/v1/sandboxes/{name}/snapshots", serve_snapshot_create, BODY_JSON,
-         SERVE_JSON_BODY_MAX, NULL},
+         SERVE_JSON_BODY_MAX, NULL, true},
         {EVHTTP_REQ_POST, "/v1/sandboxes/{name}/restore", serve_snapshot_restore, BODY_JSON,
-         SERVE_JSON_BODY_MAX, NULL},
-        {EVHTTP_REQ_GET, "/v1/sandboxes/{name}/diff", serve_diff, BODY_NONE, 0, NULL},
+         SERVE_JSON_BODY_MAX, NULL, true},
+        {EVHTTP_REQ_GET, "/v1/sandboxes/{name}/diff", serve_diff, BODY_NONE, 0, NULL, true},
         {EVHTTP_REQ_POST, "/v1/sandboxes/{name}/apply", serve_apply, BODY_JSON, SERVE_JSON_BODY_MAX,
-         NULL},
+         NULL, true},
         {EVHTTP_REQ_GET, "/v1/sandboxes/{name}/audit", serve_audit, BODY_NONE, 0, query_limit},
         {EVHTTP_REQ_GET, "/v1/snapshots", serve_snapshot_list, BODY_NONE, 0, NULL},
-        {EVHTTP_REQ_DELETE, "/v1/snapshots/{snapshot}", serve_snapshot_delete, BODY_NONE, 0, NULL},
+        {EVHTTP_REQ_DELETE, "/v1/snapshots/{snapshot}", serve_snapshot_delete, BODY_NONE, 0, NULL,
+         true},
 };
 
 static const struct {
@@ -126,6 +130,15 @@ void serve_reply_json(struct evhttp_request *req, int status, json_t *obj) {
         }
         if (!text)
                 status = 503;
+        if (serve_worker_fd >= 0) {
+                const char *t = text ? text : oom;
+                _cleanup_free_ char *line = NULL;
+
+                if (asprintf(&line, "%s\n", t) < 0)
+                        line = NULL;
+                serve_worker_answer(line ? status : 503, "application/json", line ? line : oom,
+                                    line ? strlen(line) : strlen(oom));
+        }
         if (evbuffer_add(buf, text ? text : oom, text ? strlen(text) : strlen(oom)) < 0 ||
             evbuffer_add(buf, "\n", 1) < 0) {
                 evbuffer_free(buf);
@@ -139,7 +152,29 @@ void serve_reply_json(struct evhttp_request *req, int status, json_t *obj) {
 }
 
 void serve_reply_no_content(struct evhttp_request *req) {
+        if (serve_worker_fd >= 0)
+                serve_worker_answer(204, NULL, NULL, 0);
         evhttp_send_reply(req, 204, NULL, NULL);
+}
+
+void serve_reply_bytes(struct evhttp_request *req, int status, const char *ctype, const void *data,
+                       size_t len) {
+        struct evbuffer *buf;
+
+        if (serve_worker_fd >= 0)
+                serve_worker_answer(status, ctype, data, len);
+        buf = evbuffer_new();
+        if (!buf || evbuffer_add(buf, data, len) < 0) {
+                if (buf)
+                        evbuffer_free(buf);
+                serve_reply_errno(req, ENOMEM, NULL, "out of memory");
+                return;
+        }
+        if (ctype)
+                (void)evhttp_add_header(evhttp_request_get_output_headers(req), "Content-Type",
+                                        ctype);
+        evhttp_send_reply(req, status, NULL, buf);
+        evbuffer_free(buf);
 }
 
 static void reply_vstatus(struct evhttp_request *req, int status, const char *code,
@@ -400,7 +435,10 @@ static void dispatch(struct evhttp_request *req, void *arg) {
                 return;
         }
         c = (ServeCtx){.srv = l->srv, .req = req, .param = p ? param : NULL, .query = &query};
-        route->handler(&c);
+        if (route->worker)
+                serve_in_worker(&c, route->handler);
+        else
+                route->handler(&c);
         evhttp_clear_headers(&query);
 }
 

@@ -49,7 +49,21 @@ typedef struct ServeCtx {
         struct evkeyvalq *query;
 } ServeCtx;
 
+/* ---- workers (serve-worker.c) ---- */
+
+/* In a worker process: where its answer goes (-1 in the server). */
+extern int serve_worker_fd;
+/* In a worker: writes the answer for the server to send, and exits. */
+_noreturn_ void serve_worker_answer(int status, const char *ctype, const void *data, size_t len);
+/* Runs @handler for @c in a worker process and answers @c's request when
+ * it is done; the event loop goes on meanwhile. */
+void serve_in_worker(ServeCtx *c, void (*handler)(ServeCtx *c));
+
 /* ---- answers (serve.c) ---- */
+
+/* Answers @status with @len bytes of type @ctype (NULL: no type). */
+void serve_reply_bytes(struct evhttp_request *req, int status, const char *ctype, const void *data,
+                       size_t len);
 
 /* Answers @status with the JSON @obj (taken; NULL means out of memory). */
 void serve_reply_json(struct evhttp_request *req, int status, json_t *obj);

@@ -16,6 +16,7 @@ import secrets
 import select
 import signal
 import socket
+import threading
 import subprocess
 import time
 from contextlib import contextmanager
@@ -787,6 +788,40 @@ def test_slow_clients_block_nobody(server):
         c.close()
         for s in held:
             s.close()
+
+
+# Root only: freezing needs a cgroup, which the plain user has none of here.
+@pytest.mark.parametrize("server", ["root"], indirect=True)
+def test_a_long_call_blocks_nobody(server):
+    """A route that takes long runs in a worker: a file read in a sandbox
+    that is held frozen (through its keeper's socket) cannot finish until it
+    is thawed, yet the server answers others meanwhile; then it finishes."""
+    api = server.api
+    name = f"l-{secrets.token_hex(3)}"
+    create(api, name)
+    api.ok("PUT", f"/v1/sandboxes/{name}/files?path=/root/f", b"frozen\n")
+    keeper = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    keeper.connect(str(server.state / name / "keeper.sock"))
+    keeper.send(json.dumps({"op": "freeze"}).encode())
+    assert json.loads(keeper.recv(65536))["op"] == "ok"
+    result = {}
+
+    def read_file():
+        result["r"] = api.call("GET", f"/v1/sandboxes/{name}/files?path=/root/f", timeout=60)
+
+    t = threading.Thread(target=read_file)
+    t.start()
+    try:
+        # The read waits on the frozen sandbox; the server does not.
+        for _ in range(5):
+            assert api.call("GET", "/v1/sandboxes", timeout=20).status == 200
+            assert api.call("GET", "/v1/version", timeout=20).status == 200
+        assert t.is_alive() and "r" not in result
+    finally:
+        keeper.close()  # thaws
+    t.join(60)
+    assert not t.is_alive()
+    assert result["r"].status == 200 and result["r"].data == b"frozen\n", result["r"]
 
 
 # ---- the socket, the peer, TCP ----
