@@ -253,6 +253,8 @@ static char *exec_denials(const Keeper *k, const Exec *e) {
         return out;
 }
 
+static void stem_prepare(Keeper *k);
+
 static void exec_finished(Keeper *k, Exec *e, int status) {
         _cleanup_(outcome_done) Outcome o = {};
         _cleanup_free_ char *json = NULL;
@@ -307,6 +309,9 @@ static void exec_finished(Keeper *k, Exec *e, int status) {
         }
         history_append(k, e, json ? json : "null");
         exec_free(k, e);
+        /* The next exec's process, while the client reads its answer (not
+         * while this exec ran: two CPUs). */
+        stem_prepare(k);
 }
 
 static int open_log(Keeper *k, uint64_t id) {
@@ -558,7 +563,6 @@ static int exec_launch(Keeper *k, Conn *c, const ExecSpec *x) {
                 e->deadline_ms = e->start_ms + x->timeout_ms;
         r = send_json(c->fd, json_pack("{s:s,s:I}", "op", "started", "id", (json_int_t)e->id), NULL,
                       0);
-        stem_prepare(k);
         if (x->detach)
                 return -ECONNRESET; /* done with this connection */
         c->kind = CONN_EXEC;
