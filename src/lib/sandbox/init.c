@@ -571,13 +571,19 @@ static void serve_exec(const InitArgs *a, const SyncMsg *m, int *fds, char *buf,
         exec_request_done(&req);
 }
 
-static void serve_reap(const InitArgs *a, RunningExec *execs, size_t *n_execs) {
+static void serve_reap(const InitArgs *a, RunningExec *execs, size_t *n_execs, Stem *stem) {
         for (;;) {
                 int st;
                 pid_t p = waitpid(-1, &st, WNOHANG);
 
                 if (p <= 0)
                         return;
+                /* A prepared process that died unused: forget its pid
+                 * before it can be reused by another process. */
+                if (stem->pid == p) {
+                        stem->pid = 0;
+                        stem->sock = safe_close(stem->sock);
+                }
                 for (size_t i = 0; i < *n_execs; i++)
                         if (execs[i].pid == p) {
                                 /* What it left running goes with it. The
@@ -636,7 +642,7 @@ _noreturn_ static void serve(const InitArgs *a, const sigset_t *mask) {
 
                         while (read(sigfd, &si, sizeof(si)) == sizeof(si))
                                 ;
-                        serve_reap(a, execs, &n_execs);
+                        serve_reap(a, execs, &n_execs, &stem);
                 }
                 if (!pfd[0].revents)
                         continue;
