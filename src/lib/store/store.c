@@ -311,9 +311,7 @@ SandboxRecord *sandbox_record_free(SandboxRecord *r) {
         return NULL;
 }
 
-SnapshotRecord *snapshot_record_free(SnapshotRecord *r) {
-        if (!r)
-                return NULL;
+static void snapshot_record_clear(SnapshotRecord *r) {
         free(r->name);
         free(r->id);
         free(r->parent);
@@ -321,6 +319,13 @@ SnapshotRecord *snapshot_record_free(SnapshotRecord *r) {
         free(r->policy_json);
         free(r->origin);
         free(r->origin_upper);
+        *r = (SnapshotRecord){};
+}
+
+SnapshotRecord *snapshot_record_free(SnapshotRecord *r) {
+        if (!r)
+                return NULL;
+        snapshot_record_clear(r);
         free(r);
         return NULL;
 }
@@ -979,17 +984,6 @@ static int snapshot_record_for(const SandboxRecord *sb, const char *snap, const 
             (upper && !ret->origin_upper))
                 return -ENOMEM;
         return 0;
-}
-
-static void snapshot_record_clear(SnapshotRecord *r) {
-        free(r->name);
-        free(r->id);
-        free(r->parent);
-        strv_free(r->layers);
-        free(r->policy_json);
-        free(r->origin);
-        free(r->origin_upper);
-        *r = (SnapshotRecord){};
 }
 
 /* The record of a new snapshot of @r and its temp folder, holding a copy
