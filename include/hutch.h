@@ -71,8 +71,7 @@ int hutch_policy_allow_host(hutch_policy *p, const char *pattern, hutch_error *e
 int hutch_policy_add_secret(hutch_policy *p, const char *spec /* as --secret */, hutch_error *err);
 /* @name: memory, memory-swap, cpus, pids, timeout, disk, output-limit;
  * @value as the flag takes it ("512m", "1.5", "30s"). */
-int hutch_policy_set_limit(hutch_policy *p, const char *name, const char *value,
-                           hutch_error *err);
+int hutch_policy_set_limit(hutch_policy *p, const char *name, const char *value, hutch_error *err);
 
 /* Checks the policy against the host (paths exist, combinations make
  * sense): what every call below does first. */
@@ -107,21 +106,20 @@ int hutch_create(const char *name, const hutch_policy *p, const char *from_snaps
                  char ret_id[17], hutch_error *err);
 
 typedef struct hutch_exec_options {
-        char *const *argv;      /* required */
-        char *const *env;       /* "K=V" over the sandbox's environment, or NULL */
-        const char *cwd;        /* absolute, or NULL for the policy's */
-        uint64_t timeout_ms;    /* 0: the policy's */
-        int stdin_fd;           /* -1: /dev/null */
-        int stdout_fd;          /* -1: discarded */
-        int stderr_fd;          /* -1: discarded */
-        bool detach;            /* run in the background; @ret gets no outcome */
+        char *const *argv;   /* required */
+        char *const *env;    /* "K=V" over the sandbox's environment, or NULL */
+        const char *cwd;     /* absolute, or NULL for the policy's */
+        uint64_t timeout_ms; /* 0: the policy's */
+        int stdin_fd;        /* -1: /dev/null */
+        int stdout_fd;       /* -1: discarded */
+        int stderr_fd;       /* -1: discarded */
+        bool detach;         /* run in the background; @ret gets no outcome */
 } hutch_exec_options;
 
 /* Runs a command in sandbox @name (started on demand) and waits for its
  * outcome. With o->detach, returns once it started (its output goes to the
  * sandbox's logs) and @ret is left untouched. */
-int hutch_exec(const char *name, const hutch_exec_options *o, hutch_outcome *ret,
-               hutch_error *err);
+int hutch_exec(const char *name, const hutch_exec_options *o, hutch_outcome *ret, hutch_error *err);
 
 typedef struct hutch_sandbox_info {
         char name[64];
