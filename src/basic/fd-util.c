@@ -400,3 +400,34 @@ int shipped_binary_find(const char *env_name, const char *name, const char *buil
         *ret = realpath(cand, NULL);
         return *ret ? 0 : negative_errno();
 }
+
+int write_file_atomic(const char *dir, const char *name, const void *data, size_t len) {
+        _cleanup_free_ char *tmp = NULL, *path = NULL;
+        _cleanup_close_ int fd = -EBADF, dfd = -EBADF;
+        int r;
+
+        if (asprintf(&tmp, "%s/.%s.tmp-%d", dir, name, (int)getpid()) < 0) {
+                tmp = NULL;
+                return -ENOMEM;
+        }
+        if (asprintf(&path, "%s/%s", dir, name) < 0) {
+                path = NULL;
+                return -ENOMEM;
+        }
+        fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+        if (fd < 0)
+                return negative_errno();
+        r = loop_write(fd, data, len);
+        if (r >= 0 && fsync(fd) < 0)
+                r = negative_errno();
+        if (r >= 0 && rename(tmp, path) < 0)
+                r = negative_errno();
+        if (r < 0) {
+                (void)unlink(tmp);
+                return r;
+        }
+        dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (dfd >= 0)
+                (void)fsync(dfd);
+        return 0;
+}

@@ -94,3 +94,9 @@ int mkdir_private(const char *path);
  * (the build tree). Returns 0 and a new canonical path, or -ENOENT. */
 int shipped_binary_find(const char *env_name, const char *name, const char *build_subdir, int mode,
                         char **ret);
+
+/* Writes @len bytes of @data as @dir/@name atomically: a temporary name in
+ * @dir (with the pid: concurrent writers do not meet), fsync, rename, then
+ * an fsync of @dir. A reader sees the old file or the whole new one.
+ * Returns 0 or -errno (the temporary file is removed). */
+int write_file_atomic(const char *dir, const char *name, const void *data, size_t len);

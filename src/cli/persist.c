@@ -254,7 +254,7 @@ int verb_exec(int argc, char **argv) {
 
 /* ---- ls, stop, rm, logs, gc ---- */
 
-static void format_time(uint64_t ms, char *buf, size_t size) {
+void persist_format_time(uint64_t ms, char *buf, size_t size) {
         time_t t = (time_t)(ms / 1000);
         struct tm tm;
 
@@ -311,8 +311,8 @@ int verb_ls(int argc, char **argv) {
                                           rec->parent ? json_string(rec->parent) : json_null()));
                         continue;
                 }
-                format_time(rec->created_ms, created, sizeof(created));
-                format_time(info.last_used_ms, used, sizeof(used));
+                persist_format_time(rec->created_ms, created, sizeof(created));
+                persist_format_time(info.last_used_ms, used, sizeof(used));
                 (void)printf("%-24s %-8s %-19s  %-19s  %9.1fM  %s\n", rec->name,
                              info.running ? "running" : "stopped", created, used,
                              (double)info.disk_bytes / (1024.0 * 1024.0),
@@ -475,8 +475,8 @@ int verb_logs(int argc, char **argv) {
                 }
                 o = json_object_get(j, "outcome");
                 cmd = json_dumps(json_object_get(j, "argv"), JSON_COMPACT);
-                format_time((uint64_t)json_integer_value(json_object_get(j, "start_ms")), started,
-                            sizeof(started));
+                persist_format_time((uint64_t)json_integer_value(json_object_get(j, "start_ms")),
+                                    started, sizeof(started));
                 (void)printf("%-6lld %-19s  %6lldms  %-8s %4lld  %s%s\n",
                              json_integer_value(json_object_get(j, "id")), started,
                              json_integer_value(json_object_get(o, "wall_ms")),

@@ -7,7 +7,6 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "api/persist.h"
@@ -91,8 +90,6 @@ static int snapshot_ls(int argc, char **argv) {
                 _cleanup_(snapshot_record_freep) SnapshotRecord *rec = NULL;
                 _cleanup_free_ char *dir = NULL;
                 char created[32];
-                time_t t;
-                struct tm tm;
                 uint64_t size;
 
                 if (store_snapshot_load(s, *n, &rec, NULL) < 0)
@@ -110,10 +107,7 @@ static int snapshot_ls(int argc, char **argv) {
                                           rec->parent ? json_string(rec->parent) : json_null()));
                         continue;
                 }
-                t = (time_t)(rec->created_ms / 1000);
-                if (!localtime_r(&t, &tm) ||
-                    strftime(created, sizeof(created), "%Y-%m-%d %H:%M:%S", &tm) == 0)
-                        (void)snprintf(created, sizeof(created), "-");
+                persist_format_time(rec->created_ms, created, sizeof(created));
                 (void)printf("%-24s %-19s  %9.1fM  %-20s %s\n", rec->name, created,
                              (double)size / (1024.0 * 1024.0), rec->origin ? rec->origin : "-",
                              rec->parent ? rec->parent : "-");

@@ -244,32 +244,6 @@ bool store_keeper_running(const Store *s, const char *name) {
 
 /* ---- records ---- */
 
-/* Writes @text to @dir/@name through a temp file, fsync and rename. */
-static int write_atomic(const char *dir, const char *name, const char *text) {
-        _cleanup_free_ char *tmp = NULL, *path = NULL;
-        _cleanup_close_ int fd = -EBADF, dfd = -EBADF;
-        int r;
-
-        if (asprintf(&tmp, "%s/.%s.tmp", dir, name) < 0 || asprintf(&path, "%s/%s", dir, name) < 0)
-                return -ENOMEM;
-        fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
-        if (fd < 0)
-                return negative_errno();
-        r = loop_write(fd, text, strlen(text));
-        if (r >= 0 && fsync(fd) < 0)
-                r = negative_errno();
-        if (r >= 0 && rename(tmp, path) < 0)
-                r = negative_errno();
-        if (r < 0) {
-                (void)unlink(tmp);
-                return r;
-        }
-        dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        if (dfd >= 0)
-                (void)fsync(dfd);
-        return 0;
-}
-
 static int record_load_file(const char *path, json_t **ret) {
         _cleanup_free_ char *text = NULL;
         json_t *j;
@@ -368,7 +342,7 @@ static int sandbox_record_write(const char *dir, const SandboxRecord *r, HutchEr
         json_decref(j);
         if (!text)
                 return -ENOMEM;
-        q = write_atomic(dir, "sandbox.json", text);
+        q = write_file_atomic(dir, "sandbox.json", text, strlen(text));
         if (q < 0)
                 return hutch_error_set(reterr, -q, "failed to write the record of '%s': %s",
                                        r->name, strerror(-q));
@@ -898,7 +872,7 @@ static int snapshot_write_record(const char *dir, const SnapshotRecord *r) {
         q = snapshot_record_to_json(r, &text);
         if (q < 0)
                 return q;
-        return write_atomic(dir, "snapshot.json", text);
+        return write_file_atomic(dir, "snapshot.json", text, strlen(text));
 }
 
 int store_snapshot_commit(const Store *s, const char *tmp, const SnapshotRecord *r,

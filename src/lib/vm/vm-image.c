@@ -194,30 +194,6 @@ void vm_key_finish(VmKey *k, char out[VM_KEY_HEX + 1]) {
         out[VM_KEY_HEX] = '\0';
 }
 
-/* Writes @len bytes of @data as @dir/@name, atomically (temporary name,
- * fsync, rename): a concurrent hutch sees the old file or the whole new
- * one. */
-static int cache_write(const char *dir, const char *name, const void *data, size_t len) {
-        _cleanup_free_ char *tmp = NULL, *final = NULL;
-        _cleanup_close_ int fd = -EBADF;
-        int r;
-
-        if (asprintf(&tmp, "%s/.tmp-%s-%d", dir, name, (int)getpid()) < 0 ||
-            asprintf(&final, "%s/%s", dir, name) < 0)
-                return -ENOMEM;
-        fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
-        if (fd < 0)
-                return negative_errno();
-        r = loop_write(fd, data, len);
-        if (r >= 0 && fsync(fd) < 0)
-                r = negative_errno();
-        if (r >= 0 && rename(tmp, final) < 0)
-                r = negative_errno();
-        if (r < 0)
-                (void)unlink(tmp);
-        return r;
-}
-
 /* libarchive, opened when a kernel or module must be decompressed (once
  * per kernel: the result is cached). Loaded at run time so that hutch
  * itself links nothing but libc (its start-up is measured in
@@ -401,7 +377,7 @@ int vm_vmlinux_prepare(const char *kernel, const char *cache_dir, char **ret, Hu
                                        r == -EFBIG ? " (larger than 512 MiB)" : "");
         r = mkdir_private(cache_dir);
         if (r >= 0)
-                r = cache_write(cache_dir, name, out, out_len);
+                r = write_file_atomic(cache_dir, name, out, out_len);
         if (r < 0)
                 return hutch_error_set(reterr, -r, "cannot cache the VM kernel in '%s': %s",
                                        cache_dir, strerror(-r));
