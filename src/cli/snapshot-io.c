@@ -1,10 +1,15 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
-/* hutch-archive: `hutch snapshot export` and `import`, in a program of
- * their own so that only it links libarchive (docs/persistent.md).
+/* hutch-archive: `hutch snapshot export` and `import`, and the VM
+ * kernel's decompression, in a program of their own so that only it links
+ * libarchive (docs/persistent.md, docs/vm.md).
  *   hutch-archive export SNAP -o FILE.tar.zst
- *   hutch-archive import FILE [--name SNAP] */
+ *   hutch-archive import FILE [--name SNAP]
+ *   hutch-archive decompress MAX_BYTES  < compressed > plain */
+#include <archive.h>
+#include <archive_entry.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <string.h>
@@ -14,6 +19,7 @@
 #include "cli.h"
 #include "fd-util.h"
 #include "log.h"
+#include "parse-util.h"
 #include "rm-rf.h"
 #include "store/archive.h"
 #include "store/store.h"
@@ -245,8 +251,67 @@ fail:
         return fail(&err, r);
 }
 
+/* `decompress MAX`: stdin, compressed in any format of libarchive's
+ * filters (gzip, xz, lzma, zstd, lz4, bzip2), to stdout. Exit 0, 2 for
+ * input in no known format, 3 past MAX bytes, 1 for anything else (said on
+ * stderr). The caller is src/lib/vm/vm-image.c. */
+static int decompress_main(int argc, char **argv) {
+        struct archive *a = NULL;
+        struct archive_entry *e;
+        static char buf[1U << 16];
+        uint64_t max, total = 0;
+        int rc = 1;
+
+        if (argc != 2 || safe_atou64(argv[1], &max) < 0) {
+                log_error("usage: hutch-archive decompress MAX_BYTES");
+                return 1;
+        }
+        a = archive_read_new();
+        if (!a) {
+                log_error("decompress: out of memory");
+                return 1;
+        }
+        if (archive_read_support_filter_all(a) != ARCHIVE_OK ||
+            archive_read_support_format_raw(a) != ARCHIVE_OK ||
+            archive_read_open_fd(a, STDIN_FILENO, sizeof(buf)) != ARCHIVE_OK ||
+            archive_read_next_header(a, &e) != ARCHIVE_OK) {
+                log_error("decompress: %s", archive_error_string(a) ?: "unknown format");
+                rc = 2;
+                goto out;
+        }
+        for (;;) {
+                la_ssize_t n = archive_read_data(a, buf, sizeof(buf));
+                int r;
+
+                if (n < 0) {
+                        log_error("decompress: %s", archive_error_string(a) ?: "read error");
+                        rc = 2;
+                        goto out;
+                }
+                if (n == 0)
+                        break;
+                total += (uint64_t)n;
+                if (total > max) {
+                        log_error("decompress: larger than %" PRIu64 " bytes", max);
+                        rc = 3;
+                        goto out;
+                }
+                r = loop_write(STDOUT_FILENO, buf, (size_t)n);
+                if (r < 0) {
+                        log_error("decompress: cannot write: %s", strerror(-r));
+                        goto out;
+                }
+        }
+        rc = 0;
+out:
+        (void)archive_read_free(a);
+        return rc;
+}
+
 int main(int argc, char **argv) {
         log_setup("hutch", LOG_LEVEL_INFO);
+        if (argc >= 2 && strcmp(argv[1], "decompress") == 0)
+                return decompress_main(argc - 1, argv + 1);
         if (argc >= 2 && strcmp(argv[1], "export") == 0)
                 return snapshot_export(argc - 1, argv + 1);
         if (argc >= 2 && strcmp(argv[1], "import") == 0)

@@ -1,17 +1,17 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* The guest's images: finding the kernel, QEMU and the agent, the cached
  * vmlinux, the module list and the initramfs (see vm.h). */
-#include <archive.h>
-#include <archive_entry.h>
 #include <dirent.h>
-#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <libgen.h>
 #include <limits.h>
+#include <spawn.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "fd-util.h"
@@ -194,111 +194,86 @@ void vm_key_finish(VmKey *k, char out[VM_KEY_HEX + 1]) {
         out[VM_KEY_HEX] = '\0';
 }
 
-/* libarchive, opened when a kernel or module must be decompressed (once
- * per kernel: the result is cached). Loaded at run time so that hutch
- * itself links nothing but libc (its start-up is measured in
- * milliseconds); hutch-archive links it for snapshots anyway. */
-typedef struct Libarchive {
-        void *handle;
-        struct archive *(*read_new)(void);
-        int (*support_filter_all)(struct archive *);
-        int (*support_format_raw)(struct archive *);
-        int (*open_memory)(struct archive *, const void *, size_t);
-        int (*next_header)(struct archive *, struct archive_entry **);
-        la_ssize_t (*read_data)(struct archive *, void *, size_t);
-        int (*read_free)(struct archive *);
-} Libarchive;
-
-static void libarchive_close(Libarchive *l) {
-        if (l->handle)
-                (void)dlclose(l->handle);
-        l->handle = NULL;
-}
-
-static int libarchive_open(Libarchive *l) {
-        static const struct {
-                const char *name;
-                size_t offset;
-        } syms[] = {
-                {"archive_read_new", offsetof(Libarchive, read_new)},
-                {"archive_read_support_filter_all", offsetof(Libarchive, support_filter_all)},
-                {"archive_read_support_format_raw", offsetof(Libarchive, support_format_raw)},
-                {"archive_read_open_memory", offsetof(Libarchive, open_memory)},
-                {"archive_read_next_header", offsetof(Libarchive, next_header)},
-                {"archive_read_data", offsetof(Libarchive, read_data)},
-                {"archive_read_free", offsetof(Libarchive, read_free)},
-        };
-
-        l->handle = dlopen("libarchive.so.13", RTLD_NOW | RTLD_LOCAL);
-        if (!l->handle)
-                return -ENOPKG;
-        for (size_t i = 0; i < ELEMENTSOF(syms); i++) {
-                void *f = dlsym(l->handle, syms[i].name);
-
-                if (!f) {
-                        libarchive_close(l);
-                        return -ENOPKG;
-                }
-                memcpy((char *)l + syms[i].offset, &f, sizeof(f));
-        }
-        return 0;
-}
+#ifndef HUTCH_INSTALLED_ARCHIVE
+#define HUTCH_INSTALLED_ARCHIVE "/usr/local/libexec/hutch/hutch-archive"
+#endif
 
 /* Decompresses @len bytes at @data in whatever format libarchive's
  * filters know (gzip, xz, lzma, zstd, lz4, bzip2) into a new buffer of at
- * most @max bytes. -ENOPKG without libarchive. */
+ * most @max bytes, by running `hutch-archive decompress`: only that
+ * program links libarchive, so that hutch itself links nothing (its
+ * start-up is on the path of every command). Needed once per kernel or
+ * module: the result is cached. -ENOPKG without hutch-archive, -EINVAL
+ * for data in no known format, -EFBIG past @max. */
 static int decompress(const void *data, size_t len, size_t max, char **ret, size_t *ret_len) {
-        _cleanup_(libarchive_close) Libarchive l = {};
-        struct archive *a;
-        struct archive_entry *e;
-        _cleanup_free_ char *out = NULL;
-        size_t used = 0, size = 0;
-        int r;
+        _cleanup_free_ char *helper = NULL, *out = NULL;
+        _cleanup_close_ int in = -EBADF, plain = -EBADF, null = -EBADF;
+        posix_spawn_file_actions_t fa;
+        char max_str[32];
+        size_t out_len = 0;
+        pid_t pid;
+        int r, status;
 
-        r = libarchive_open(&l);
+        r = shipped_binary_find("HUTCH_ARCHIVE_PATH", "hutch-archive", "cli", X_OK, &helper);
+        if (r == -ENOENT && access(HUTCH_INSTALLED_ARCHIVE, X_OK) == 0) {
+                helper = strdup(HUTCH_INSTALLED_ARCHIVE);
+                r = helper ? 0 : -ENOMEM;
+        }
+        if (r == -ENOENT || r == -EACCES)
+                return -ENOPKG;
         if (r < 0)
                 return r;
-        a = l.read_new();
-        if (!a)
-                return -ENOMEM;
-        if (l.support_filter_all(a) != ARCHIVE_OK || l.support_format_raw(a) != ARCHIVE_OK ||
-            l.open_memory(a, data, len) != ARCHIVE_OK || l.next_header(a, &e) != ARCHIVE_OK) {
-                r = -EINVAL;
-                goto out;
+        in = memfd_create("hutch-compressed", MFD_CLOEXEC);
+        plain = memfd_create("hutch-plain", MFD_CLOEXEC);
+        null = open("/dev/null", O_WRONLY | O_CLOEXEC);
+        if (in < 0 || plain < 0 || null < 0)
+                return negative_errno();
+        r = loop_write(in, data, len);
+        if (r < 0)
+                return r;
+        if (lseek(in, 0, SEEK_SET) < 0)
+                return negative_errno();
+        (void)snprintf(max_str, sizeof(max_str), "%zu", max);
+        r = posix_spawn_file_actions_init(&fa);
+        if (r != 0)
+                return -r;
+        r = posix_spawn_file_actions_adddup2(&fa, in, STDIN_FILENO);
+        if (r == 0)
+                r = posix_spawn_file_actions_adddup2(&fa, plain, STDOUT_FILENO);
+        /* Library code says nothing: the exit status tells what failed. */
+        if (r == 0)
+                r = posix_spawn_file_actions_adddup2(&fa, null, STDERR_FILENO);
+        if (r == 0)
+                r = posix_spawn(
+                        &pid, helper, &fa, NULL,
+                        (char *[]){(char *)"hutch-archive", (char *)"decompress", max_str, NULL},
+                        (char *[]){NULL});
+        (void)posix_spawn_file_actions_destroy(&fa);
+        if (r != 0)
+                return -r;
+        while (waitpid(pid, &status, 0) < 0)
+                if (errno != EINTR)
+                        return negative_errno();
+        if (!WIFEXITED(status))
+                return -EIO;
+        switch (WEXITSTATUS(status)) {
+        case 0:
+                break;
+        case 2:
+                return -EINVAL;
+        case 3:
+                return -EFBIG;
+        default:
+                return -EIO;
         }
-        for (;;) {
-                la_ssize_t n;
-
-                if (used == size) {
-                        char *p;
-
-                        if (size >= max) {
-                                r = -EFBIG;
-                                goto out;
-                        }
-                        size = MAX(size * 2, (size_t)(16U << 20));
-                        size = MIN(size, max);
-                        p = realloc(out, size);
-                        if (!p) {
-                                r = -ENOMEM;
-                                goto out;
-                        }
-                        out = p;
-                }
-                n = l.read_data(a, out + used, size - used);
-                if (n < 0) {
-                        r = -EINVAL;
-                        goto out;
-                }
-                if (n == 0)
-                        break;
-                used += (size_t)n;
-        }
+        if (lseek(plain, 0, SEEK_SET) < 0)
+                return negative_errno();
+        r = read_full_fd(plain, max, &out, &out_len);
+        if (r < 0)
+                return r;
         *ret = TAKE_PTR(out);
-        *ret_len = used;
-out:
-        (void)l.read_free(a);
-        return r;
+        *ret_len = out_len;
+        return 0;
 }
 
 static bool is_elf(const void *p, size_t len) {
@@ -367,9 +342,9 @@ int vm_vmlinux_prepare(const char *kernel, const char *cache_dir, char **ret, Hu
         r = decompress(b + off, len, VMLINUX_MAX, &out, &out_len);
         if (r == -ENOPKG)
                 return hutch_error_set(reterr, ENOPKG,
-                                       "decompressing the kernel '%s' needs libarchive "
-                                       "(libarchive.so.13); install it with: apt-get install "
-                                       "libarchive13",
+                                       "decompressing the kernel '%s' needs hutch-archive, "
+                                       "which is not next to hutch (install it there or set "
+                                       "$HUTCH_ARCHIVE_PATH)",
                                        kernel);
         if (r < 0 || !is_elf(out, out_len))
                 return hutch_error_set(reterr, r < 0 ? -r : EINVAL,
