@@ -299,19 +299,28 @@ static void exec_finished(Keeper *k, Exec *e, int status) {
                 json = NULL;
         /* The client first; the history and the exec's cgroup after. */
         if (e->conn_fd >= 0) {
-                json_t *obj = json_pack("{s:s,s:i,s:o}", "op", "outcome", "exit_code", o.exit_code,
-                                        "outcome", json ? json_loads(json, 0, NULL) : json_null());
+                _cleanup_free_ char *msg = NULL;
                 Conn *c = conn_find(k, e->conn_fd);
+                /* outcome_to_json() wrote JSON: put in as it is, not parsed
+                 * and written again. */
+                int n = asprintf(&msg, "{\"op\":\"outcome\",\"exit_code\":%d,\"outcome\":%s}",
+                                 o.exit_code, json ? json : "null");
 
-                (void)send_json(e->conn_fd, obj, NULL, 0);
+                if (n < 0)
+                        msg = NULL;
+                else if ((size_t)n <= KEEPER_MSG_MAX)
+                        (void)send_with_fds(e->conn_fd, msg, (size_t)n, NULL, 0);
                 if (c)
                         conn_close(k, c);
         }
+        /* The next exec's process, while the client reads its answer (not
+         * while this exec ran: moving a process into a cgroup holds up the
+         * command's forks and exit). First: a client that calls again at
+         * once must find it ready; the history and removing this exec's
+         * cgroup can wait (while init forks the new process). */
+        stem_prepare(k);
         history_append(k, e, json ? json : "null");
         exec_free(k, e);
-        /* The next exec's process, while the client reads its answer (not
-         * while this exec ran: two CPUs). */
-        stem_prepare(k);
 }
 
 static int open_log(Keeper *k, uint64_t id) {
