@@ -21,6 +21,7 @@ import pytest
 
 import cgroupctl
 from cgroupctl import poll_until
+from test_capi import workspace
 from test_persistent import Store
 
 TCG = ["--backend", "vm", "--vm-accel", "tcg"]
@@ -118,12 +119,15 @@ def uid_of(pid):
     raise AssertionError(f"no Uid line for {pid}")
 
 
-def workspace(store, files=None):
-    ws = store.runner.make_dir(name="ws")
-    for name, text in (files or {"host.txt": "from the host\n"}).items():
-        (ws / name).write_text(text)
-    store.runner.chown(ws)
-    return ws
+def started_vm(store, name, script):
+    """A vm sandbox with a workspace, running after @script: its keeper
+    and its one QEMU."""
+    store.create_vm(name, workspace(store))
+    store.sh(name, script)
+    keeper = store.keeper_pid(name)
+    qemu = qemu_of(keeper)
+    assert len(qemu) == 1, qemu
+    return keeper, qemu
 
 
 def keeper_request(sock_path, msg, fds=()):
@@ -140,8 +144,8 @@ def test_persistence_across_execs_and_stop(any_store):
     store.create_vm("box", ws)
     assert store.ls()["box"]["backend"] == "vm"
     out = store.sh("box", "id -u; echo one > /root/f; echo two > /workspace/new.txt; "
-                   "cat /workspace/host.txt")
-    assert out == "0\nfrom the host\n", out
+                   "cat /workspace/a.txt")
+    assert out == "0\nhello\n", out
     assert store.sh("box", "cat /root/f /workspace/new.txt") == "one\ntwo\n"
     assert store.state_of("box") == "running"
     r = store.hutch("stop", "box")
@@ -150,10 +154,10 @@ def test_persistence_across_execs_and_stop(any_store):
     # The keeper starts the VM again; the files are the sandbox's layer.
     assert store.sh("box", "cat /root/f /workspace/new.txt") == "one\ntwo\n"
     # The host folder is the overlay's lower layer: untouched until apply.
-    assert sorted(os.listdir(ws)) == ["host.txt"]
+    assert sorted(os.listdir(ws)) == ["a.txt"]
     r = store.hutch("diff", "box", "--json")
     assert r.returncode == 0, r.stderr
-    assert "new.txt" in r.stdout and "host.txt" not in r.stdout, r.stdout
+    assert "new.txt" in r.stdout and "a.txt" not in r.stdout, r.stdout
     # The layer's file belongs to the sandbox's root on the host, as the
     # namespace backend's do.
     mine = next(store.sandbox_dir("box").glob("data/upper-*/ws/new.txt"))
@@ -203,11 +207,7 @@ def test_execs_at_the_same_time_wait_their_turn(store):
 
 
 def test_timeout_kills_the_command_not_the_vm(store):
-    store.create_vm("box", workspace(store))
-    store.sh("box", "echo before > /root/f")
-    keeper = store.keeper_pid("box")
-    qemu = qemu_of(keeper)
-    assert len(qemu) == 1, qemu
+    keeper, qemu = started_vm(store, "box", "echo before > /root/f")
     r, o = store.exec_json("box", "sleep", "60", flags=["--timeout", "2s"])
     assert r.returncode == 137, r.stderr
     assert o["reason"] == "timeout" and o["signal"] == 9, o
@@ -239,11 +239,7 @@ def test_refusals(store):
 
 
 def test_rm_force_of_a_running_vm_leaves_nothing(store):
-    store.create_vm("box", workspace(store))
-    store.sh("box", "echo x > /root/f")
-    keeper = store.keeper_pid("box")
-    qemu = qemu_of(keeper)
-    assert len(qemu) == 1, qemu
+    keeper, qemu = started_vm(store, "box", "echo x > /root/f")
     # QEMU runs as the sandbox's root (the namespace backend's id mapping).
     expected = store.runner.expected_uid_map().split()[1]
     assert uid_of(qemu[0]) == int(expected)

@@ -313,6 +313,33 @@ static int poll_timeout(const VmKeeper *k, uint64_t idle_ms) {
         return next == UINT64_MAX ? -1 : next <= now ? 0 : (int)MIN(next - now, (uint64_t)60000);
 }
 
+/* Starts the next exec, or ends the running one once its session ended.
+ * Returns true when it did either (the loop then looks again). */
+static bool queue_step(VmKeeper *k) {
+        VmExec *e = k->n_queue > 0 ? k->queue[0] : NULL;
+
+        /* A frozen VM starts nothing until the thaw. */
+        if (e && !e->started && !k->frozen) {
+                exec_begin(k);
+                return true;
+        }
+        if (!e || !e->started)
+                return false;
+        vm_session_frames(k->v.vm, &e->ss);
+        if (!vm_session_ended(&e->ss))
+                return false;
+        if (e->ss.qemu_gone || e->ss.error.errnum) {
+                if (k->error.errnum == 0)
+                        (void)hutch_error_set(&k->error, EPIPE, "the VM ended: %s",
+                                              e->ss.error.errnum ? e->ss.error.msg
+                                                                 : "QEMU is gone");
+                k->stop = true;
+        }
+        e->sup.end_ms = now_ms();
+        exec_finished(k);
+        return true;
+}
+
 static void keeper_loop(VmKeeper *k) {
         uint64_t idle_ms =
                 k->cfg->idle_timeout_ms ? k->cfg->idle_timeout_ms : KEEPER_DEFAULT_IDLE_MS;
@@ -324,27 +351,8 @@ static void keeper_loop(VmKeeper *k) {
                 VmExec *e = k->n_queue > 0 ? k->queue[0] : NULL;
                 size_t n = 0, n_fixed;
 
-                /* A frozen VM starts nothing until the thaw. */
-                if (e && !e->started && !k->frozen) {
-                        exec_begin(k);
+                if (queue_step(k))
                         continue;
-                }
-                if (e && e->started) {
-                        vm_session_frames(vm, &e->ss);
-                        if (vm_session_ended(&e->ss)) {
-                                if (e->ss.qemu_gone || e->ss.error.errnum) {
-                                        if (k->error.errnum == 0)
-                                                (void)hutch_error_set(
-                                                        &k->error, EPIPE, "the VM ended: %s",
-                                                        e->ss.error.errnum ? e->ss.error.msg
-                                                                           : "QEMU is gone");
-                                        k->stop = true;
-                                }
-                                e->sup.end_ms = now_ms();
-                                exec_finished(k);
-                                continue;
-                        }
-                }
                 pfd[n++] = (struct pollfd){.fd = k->listen_fd, .events = POLLIN};
                 pfd[n++] = (struct pollfd){.fd = vm->pidfd, .events = POLLIN};
                 pfd[n++] = (struct pollfd){.fd = k->v.sigfd, .events = POLLIN};
