@@ -286,8 +286,8 @@ int verb_ls(int argc, char **argv) {
                 return HUTCH_EXIT_FAILURE;
         }
         if (!as_json)
-                (void)printf("%-24s %-8s %-19s  %-19s  %10s  %s\n", "NAME", "STATE", "CREATED",
-                             "LAST USED", "DISK", "FROM");
+                (void)printf("%-24s %-8s %-7s %-19s  %-19s  %10s  %s\n", "NAME", "STATE", "BACKEND",
+                             "CREATED", "LAST USED", "DISK", "FROM");
         STRV_FOREACH(n, names) {
                 _cleanup_(sandbox_record_freep) SandboxRecord *rec = NULL;
                 HutchError ignored = {};
@@ -303,9 +303,11 @@ int verb_ls(int argc, char **argv) {
                 if (as_json) {
                         (void)json_array_append_new(
                                 arr,
-                                json_pack("{s:s,s:s,s:s,s:I,s:I,s:I,s:o}", "name", rec->name, "id",
-                                          rec->id, "state", info.running ? "running" : "stopped",
-                                          "created_ms", (json_int_t)rec->created_ms, "last_used_ms",
+                                json_pack("{s:s,s:s,s:s,s:s,s:I,s:I,s:I,s:o}", "name", rec->name,
+                                          "id", rec->id, "state",
+                                          info.running ? "running" : "stopped", "backend",
+                                          sandbox_backend_to_string(info.backend), "created_ms",
+                                          (json_int_t)rec->created_ms, "last_used_ms",
                                           (json_int_t)info.last_used_ms, "disk_bytes",
                                           (json_int_t)info.disk_bytes, "parent",
                                           rec->parent ? json_string(rec->parent) : json_null()));
@@ -313,8 +315,9 @@ int verb_ls(int argc, char **argv) {
                 }
                 persist_format_time(rec->created_ms, created, sizeof(created));
                 persist_format_time(info.last_used_ms, used, sizeof(used));
-                (void)printf("%-24s %-8s %-19s  %-19s  %9.1fM  %s\n", rec->name,
-                             info.running ? "running" : "stopped", created, used,
+                (void)printf("%-24s %-8s %-7s %-19s  %-19s  %9.1fM  %s\n", rec->name,
+                             info.running ? "running" : "stopped",
+                             sandbox_backend_to_string(info.backend), created, used,
                              (double)info.disk_bytes / (1024.0 * 1024.0),
                              rec->parent ? rec->parent : "-");
         }

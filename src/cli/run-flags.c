@@ -431,10 +431,6 @@ int run_args_parse_mode(int argc, char **argv, RunArgsMode mode, RunArgs *ret, H
                 return hutch_error_set(reterr, EINVAL,
                                        "a persistent sandbox cannot copy its workspace at every "
                                        "start: use ':overlay' (the default) or ':mount'");
-        if (mode == RUN_ARGS_CREATE && a.policy->backend == SANDBOX_BACKEND_VM)
-                return hutch_error_set(reterr, EOPNOTSUPP,
-                                       "persistent sandboxes do not support --backend vm yet (use "
-                                       "'hutch run --backend vm'; see docs/vm.md)");
         for (int i = first; i < argc; i++) {
                 r = strv_extend(&a.command, argv[i]);
                 if (r < 0)

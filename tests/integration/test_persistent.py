@@ -834,8 +834,10 @@ def test_ls_json_fields(store):
     assert list(ls) == ["a", "b"]
     for name, sid in (("a", a), ("b", b)):
         e = ls[name]
-        assert set(e) == {"name", "id", "state", "created_ms", "last_used_ms", "disk_bytes", "parent"}
+        assert set(e) == {"name", "id", "state", "backend", "created_ms", "last_used_ms",
+                          "disk_bytes", "parent"}
         assert e["name"] == name and e["id"] == sid and e["parent"] is None
+        assert e["backend"] == "ns"
         assert t0 - 1000 <= e["created_ms"] <= t1 + 1000, (e, t0, t1)
         assert e["last_used_ms"] >= e["created_ms"]
     assert ls["a"]["state"] == "running" and ls["b"]["state"] == "stopped"

@@ -10,8 +10,7 @@ templates' guest RAM lives on tmpfs), removed at the end.
 Not run here, with the reason:
 - the namespace-specific probes (uid map, seccomp, mount flags, landlock):
   the guest has its own kernel, its boundary is the VM (docs/vm.md);
-- persistent sandboxes (`hutch create --backend vm`): refused for now
-  (test_create_is_refused);
+- persistent sandboxes (`hutch create --backend vm`): test_vm_persist.py;
 """
 
 import json
@@ -408,7 +407,25 @@ def test_secret_is_brokered_and_never_enters_the_guest(caller, vm_env):
     assert sent and ["Authorization", f"Bearer {REAL}"] in sent[0]["headers"]
 
 
-def test_create_is_refused(caller, vm_env):
+def test_create_keeps_the_backend(caller, vm_env):
+    """`hutch create --backend vm` stores the backend and the accelerator
+    (test_vm_persist.py runs such sandboxes); what a persistent VM still
+    refuses is refused at create, with nothing stored."""
     r = caller.run(["vm-box", *TCG], verb="create", env=vm_env)
-    assert r.returncode == 125
-    assert "do not support --backend vm" in r.stderr
+    assert r.returncode == 0, r.stderr
+    try:
+        r = caller.run(["--json"], verb="ls", env=vm_env)
+        assert r.returncode == 0, r.stderr
+        assert [(e["name"], e["backend"]) for e in json.loads(r.stdout)] == [("vm-box", "vm")]
+        record = json.loads(
+            (Path(vm_env["HUTCH_HOME"]) / "sandboxes" / "vm-box" / "sandbox.json").read_text())
+        policy = record["policy"]
+        assert policy["backend"] == "vm" and policy["vm_accel"] == "tcg", policy
+        r = caller.run(["vm-net", *TCG, "--network", "allow", "--allow-host", "x.test"],
+                       verb="create", env=vm_env)
+        assert r.returncode == 125
+        assert "do not support --network allow yet" in r.stderr, r.stderr
+        r = caller.run(["--json"], verb="ls", env=vm_env)
+        assert [e["name"] for e in json.loads(r.stdout)] == ["vm-box"]
+    finally:
+        caller.run(["--force", "vm-box"], verb="rm", env=vm_env)

@@ -397,7 +397,8 @@ TEST(backend_flags) {
         _cleanup_free_ char *kernel = path_join(dir, "vmlinuz-1");
         _cleanup_(run_args_done) RunArgs a = {};
         _cleanup_(run_args_done) RunArgs c = {};
-        char *create[] = {(char *)"create", (char *)"--backend", (char *)"vm", NULL};
+        char *create[] = {(char *)"create",     (char *)"--backend", (char *)"vm",
+                          (char *)"--vm-accel", (char *)"tcg",       NULL};
         HutchError e;
 
         write_file(kernel, "x");
@@ -412,11 +413,12 @@ TEST(backend_flags) {
                            "--vm-accel", "xen", "true");
         ASSERT_PARSE_FAILS(ENOENT, "VM kernel '/nonexistent/vmlinuz': No such file or directory",
                            "--backend", "vm", "--vm-kernel", "/nonexistent/vmlinuz", "true");
-        /* Persistent microVMs are not there yet: refused, not ignored. */
+        /* A persistent microVM keeps both in its policy. */
         e = (HutchError){};
         c = (RunArgs){.json_fd = -EBADF};
-        ASSERT_ERROR(run_args_parse_mode(3, create, RUN_ARGS_CREATE, &c, &e), EOPNOTSUPP);
-        ASSERT_NOT_NULL(strstr(e.msg, "do not support --backend vm"));
+        ASSERT_OK(run_args_parse_mode(5, create, RUN_ARGS_CREATE, &c, &e));
+        ASSERT_EQ(c.policy->backend, SANDBOX_BACKEND_VM);
+        ASSERT_EQ(c.policy->vm_accel, VM_ACCEL_TCG);
 }
 
 TEST(run_args_done_is_idempotent) {

@@ -76,8 +76,9 @@ int persist_destroy(Store *s, const char *name, bool force, HutchError *reterr);
 
 typedef struct PersistInfo {
         bool running;
-        uint64_t last_used_ms; /* the last exec's end, or the creation */
-        uint64_t disk_bytes;   /* the sandbox's layers */
+        uint64_t last_used_ms;  /* the last exec's end, or the creation */
+        uint64_t disk_bytes;    /* the sandbox's layers */
+        SandboxBackend backend; /* its policy's ("ns" when it cannot be read) */
 } PersistInfo;
 
 /* What `hutch ls` shows of a loaded sandbox besides its record. */

@@ -21,28 +21,11 @@
 #include "macro.h"
 #include "parse-util.h"
 #include "sandbox/file-op.h"
+#include "sandbox/keeper-internal.h"
 #include "sandbox/keeper.h"
 #include "sandbox/sandbox-internal.h"
 #include "sandbox/sync.h"
 #include "strv.h"
-
-#define KEEPER_MAX_CONNS 64
-#define KEEPER_MAX_EXECS 128
-/* What an exec's outcome reads of the audit log for its denials. */
-#define KEEPER_AUDIT_READ_MAX (1U << 20)
-
-typedef enum ConnKind {
-        CONN_NEW,    /* waiting for its request */
-        CONN_EXEC,   /* tied to a running exec */
-        CONN_FREEZE, /* holds the sandbox frozen */
-        CONN_STOP,   /* asked for a stop; answered when everything is down */
-} ConnKind;
-
-typedef struct Conn {
-        int fd;
-        ConnKind kind;
-        uint64_t exec_id;
-} Conn;
 
 typedef struct Exec {
         uint64_t id;
@@ -59,8 +42,7 @@ typedef struct Keeper {
         const KeeperConfig *cfg;
         RunState *st;
         int listen_fd;
-        Conn conns[KEEPER_MAX_CONNS];
-        size_t n_conns;
+        KeeperConns conns;
         Exec execs[KEEPER_MAX_EXECS];
         size_t n_execs;
         uint64_t next_id, idle_since_ms;
@@ -71,49 +53,6 @@ typedef struct Keeper {
         HutchError error;
 } Keeper;
 
-static uint64_t wall_ms(void) {
-        struct timespec ts;
-
-        (void)clock_gettime(CLOCK_REALTIME, &ts);
-        return (uint64_t)ts.tv_sec * 1000U + (uint64_t)ts.tv_nsec / 1000000U;
-}
-
-static int send_json(int fd, json_t *obj, const int *fds, size_t n_fds) {
-        _cleanup_free_ char *text = json_dumps(obj, JSON_COMPACT);
-
-        json_decref(obj);
-        if (!text)
-                return -ENOMEM;
-        if (strlen(text) > KEEPER_MSG_MAX)
-                return -EMSGSIZE;
-        return send_with_fds(fd, text, strlen(text), fds, n_fds);
-}
-
-static void send_error(int fd, const char *msg) {
-        (void)send_json(fd, json_pack("{s:s,s:s}", "op", "error", "message", msg), NULL, 0);
-}
-
-/* Receives one JSON object (and up to @max_fds fds). Returns 1, 0 on EOF,
- * or -errno (-EBADMSG for anything but a JSON object). */
-static int recv_json(int fd, json_t **ret, int *fds, size_t max_fds) {
-        _cleanup_free_ char *buf = malloc(KEEPER_MSG_MAX + 1);
-        json_t *obj;
-        ssize_t n;
-
-        if (!buf)
-                return -ENOMEM;
-        n = recv_with_fds(fd, buf, KEEPER_MSG_MAX, fds, max_fds);
-        if (n <= 0)
-                return (int)n;
-        obj = json_loadb(buf, (size_t)n, JSON_REJECT_DUPLICATES, NULL);
-        if (!json_is_object(obj)) {
-                json_decref(obj);
-                return -EBADMSG;
-        }
-        *ret = obj;
-        return 1;
-}
-
 /* ---- keeper side ---- */
 
 static Exec *exec_find(Keeper *k, uint64_t id) {
@@ -123,26 +62,18 @@ static Exec *exec_find(Keeper *k, uint64_t id) {
         return NULL;
 }
 
-static Conn *conn_find(Keeper *k, int fd) {
-        for (size_t i = 0; fd >= 0 && i < k->n_conns; i++)
-                if (k->conns[i].fd == fd)
-                        return &k->conns[i];
-        return NULL;
-}
-
-static void conn_close(Keeper *k, Conn *c) {
-        if (c->kind == CONN_FREEZE && k->frozen && k->st->rc.cgroup) {
+static void conn_close(Keeper *k, KeeperConn *c) {
+        if (c->kind == KEEPER_CONN_FREEZE && k->frozen && k->st->rc.cgroup) {
                 (void)cgroup_set_frozen(k->st->rc.cgroup, false);
                 k->frozen = false;
         }
-        if (c->kind == CONN_EXEC) {
+        if (c->kind == KEEPER_CONN_EXEC) {
                 Exec *e = exec_find(k, c->exec_id);
 
                 if (e)
                         e->conn_fd = -EBADF;
         }
-        (void)close(c->fd);
-        *c = k->conns[--k->n_conns];
+        keeper_conn_remove(&k->conns, c);
 }
 
 /* Ends everything an exec started: its cgroup, or without one its main
@@ -162,95 +93,6 @@ static void exec_free(Keeper *k, Exec *e) {
         *e = k->execs[--k->n_execs];
         if (k->n_execs == 0)
                 k->idle_since_ms = now_ms();
-}
-
-static void history_append(Keeper *k, const Exec *e, const char *outcome_json) {
-        _cleanup_free_ char *line = NULL;
-        _cleanup_close_ int fd = -EBADF;
-        int n;
-
-        if (!k->cfg->history_path || e->builtin)
-                return;
-        n = asprintf(&line,
-                     "{\"id\":%llu,\"argv\":%s,\"detached\":%s,\"start_ms\":%llu,"
-                     "\"end_ms\":%llu,\"outcome\":%s}\n",
-                     (unsigned long long)e->id, e->argv_json ? e->argv_json : "[]",
-                     e->detached ? "true" : "false", (unsigned long long)e->start_wall_ms,
-                     (unsigned long long)wall_ms(), outcome_json);
-        if (n < 0) {
-                line = NULL;
-                return;
-        }
-        fd = open(k->cfg->history_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW,
-                  0600);
-        if (fd >= 0)
-                (void)loop_write(fd, line, (size_t)n);
-}
-
-static off_t audit_size(const Keeper *k) {
-        struct stat st;
-
-        if (!k->cfg->policy->audit_log || stat(k->cfg->policy->audit_log, &st) < 0)
-                return 0;
-        return st.st_size;
-}
-
-/* The proxy's denials logged while the exec ran, as the proxy's summary
- * lists them ([{host, port, reason, count}]): the keeper's proxy outlives
- * each exec, so they come from the audit log (bounded read). Execs that ran
- * at the same time share what was logged meanwhile. */
-static char *exec_denials(const Keeper *k, const Exec *e) {
-        _cleanup_close_ int fd = -EBADF;
-        _cleanup_free_ char *buf = NULL;
-        json_t *denied = json_array();
-        char *out;
-        ssize_t n;
-
-        if (!denied)
-                return NULL;
-        if (k->cfg->policy->audit_log)
-                fd = open(k->cfg->policy->audit_log, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-        buf = fd >= 0 ? malloc(KEEPER_AUDIT_READ_MAX + 1) : NULL;
-        n = buf ? pread(fd, buf, KEEPER_AUDIT_READ_MAX, e->audit_start) : 0;
-        for (char *line = buf, *next; n > 0 && line && line < buf + n; line = next) {
-                json_t *j, *d;
-                size_t i;
-                bool merged = false;
-
-                buf[n] = '\0';
-                next = strchr(line, '\n');
-                if (!next)
-                        break; /* a line being written */
-                *next++ = '\0';
-                j = json_loads(line, 0, NULL);
-                if (!json_is_object(j) || !json_is_string(json_object_get(j, "decision")) ||
-                    strcmp(json_string_value(json_object_get(j, "decision")), "deny") != 0) {
-                        json_decref(j);
-                        continue;
-                }
-                json_array_foreach(
-                        denied, i,
-                        d) if (json_equal(json_object_get(d, "host"), json_object_get(j, "host")) &&
-                               json_equal(json_object_get(d, "port"), json_object_get(j, "port")) &&
-                               json_equal(json_object_get(d, "reason"),
-                                          json_object_get(j, "reason"))) {
-                        (void)json_object_set_new(
-                                d, "count",
-                                json_integer(json_integer_value(json_object_get(d, "count")) + 1));
-                        merged = true;
-                        break;
-                }
-                if (!merged)
-                        (void)json_array_append_new(
-                                denied,
-                                json_pack("{s:O,s:O,s:O,s:i}", "host", json_object_get(j, "host"),
-                                          "port", json_object_get(j, "port"), "reason",
-                                          json_object_get(j, "reason"), "count", 1));
-                json_decref(j);
-        }
-        out = json_dumps(denied, JSON_COMPACT);
-        json_decref(denied);
-        return out;
 }
 
 static void stem_prepare(Keeper *k);
@@ -285,7 +127,7 @@ static void exec_finished(Keeper *k, Exec *e, int status) {
                 o.signal = WTERMSIG(status);
                 o.exit_code = 128 + o.signal;
         }
-        o.denied = exec_denials(k, e);
+        o.denied = keeper_denials(k->cfg->policy, e->audit_start);
         if (e->timed_out)
                 o.reason = OUTCOME_TIMEOUT;
         else if (e->killed)
@@ -299,17 +141,9 @@ static void exec_finished(Keeper *k, Exec *e, int status) {
                 json = NULL;
         /* The client first; the history and the exec's cgroup after. */
         if (e->conn_fd >= 0) {
-                _cleanup_free_ char *msg = NULL;
-                Conn *c = conn_find(k, e->conn_fd);
-                /* outcome_to_json() wrote JSON: put in as it is, not parsed
-                 * and written again. */
-                int n = asprintf(&msg, "{\"op\":\"outcome\",\"exit_code\":%d,\"outcome\":%s}",
-                                 o.exit_code, json ? json : "null");
+                KeeperConn *c = keeper_conn_find(&k->conns, e->conn_fd);
 
-                if (n < 0)
-                        msg = NULL;
-                else if ((size_t)n <= KEEPER_MSG_MAX)
-                        (void)send_with_fds(e->conn_fd, msg, (size_t)n, NULL, 0);
+                (void)keeper_send_outcome(e->conn_fd, o.exit_code, json);
                 if (c)
                         conn_close(k, c);
         }
@@ -319,7 +153,13 @@ static void exec_finished(Keeper *k, Exec *e, int status) {
          * once must find it ready; the history and removing this exec's
          * cgroup can wait (while init forks the new process). */
         stem_prepare(k);
-        history_append(k, e, json ? json : "null");
+        if (!e->builtin)
+                keeper_history_append(k->cfg->history_path,
+                                      &(KeeperHistoryEntry){.id = e->id,
+                                                            .argv_json = e->argv_json,
+                                                            .detached = e->detached,
+                                                            .start_wall_ms = e->start_wall_ms},
+                                      json ? json : "null");
         exec_free(k, e);
 }
 
@@ -361,51 +201,6 @@ static int build_payload(const char *cwd, char *const *argv, char *const *env, c
         return 0;
 }
 
-static int strings_from_json(json_t *arr, bool allow_missing, char ***ret) {
-        _cleanup_strv_free_ char **l = NULL;
-        size_t i;
-        json_t *v;
-        int r;
-
-        if (!arr && allow_missing) {
-                *ret = NULL;
-                return 0;
-        }
-        if (!json_is_array(arr))
-                return -EINVAL;
-        json_array_foreach(arr, i, v) {
-                if (!json_is_string(v))
-                        return -EINVAL;
-                r = strv_extend(&l, json_string_value(v));
-                if (r < 0)
-                        return r;
-        }
-        *ret = TAKE_PTR(l);
-        return 0;
-}
-
-/* The request's environment over the sandbox's. */
-static int exec_env(Keeper *k, char *const *extra, char ***ret) {
-        _cleanup_strv_free_ char **env = strv_copy(k->st->env);
-        int r;
-
-        if (!env)
-                return -ENOMEM;
-        STRV_FOREACH(e, (char **)extra) {
-                _cleanup_free_ char *key = strndup(*e, strcspn(*e, "="));
-
-                if (!key)
-                        return -ENOMEM;
-                if (!strchr(*e, '=') || !env_name_is_valid(key))
-                        return -EINVAL;
-                r = strv_env_set(&env, key, strchr(*e, '=') + 1);
-                if (r < 0)
-                        return r;
-        }
-        *ret = TAKE_PTR(env);
-        return 0;
-}
-
 /* What one exec request asks for, checked. */
 typedef struct ExecSpec {
         char **argv;  /* borrowed */
@@ -416,17 +211,6 @@ typedef struct ExecSpec {
         bool builtin;   /* a file operation: not in the history */
         const int *fds; /* stdin, stdout, stderr (borrowed; unused when detached) */
 } ExecSpec;
-
-static json_t *strv_to_json(char *const *l) {
-        json_t *arr = json_array();
-
-        STRV_FOREACH(s, (char **)l)
-                if (arr && json_array_append_new(arr, json_string(*s)) < 0) {
-                        json_decref(arr);
-                        return NULL;
-                }
-        return arr;
-}
 
 /* Starts @x: its cgroup, then SYNC_OP_EXEC to init. Answers "started" on
  * @c, which then waits for the outcome (unless detached). Returns < 0 to
@@ -469,7 +253,7 @@ static void stem_prepare(Keeper *k) {
         k->stem_id = id;
 }
 
-static int exec_launch(Keeper *k, Conn *c, const ExecSpec *x) {
+static int exec_launch(Keeper *k, KeeperConn *c, const ExecSpec *x) {
         bool use_stem = false;
         _cleanup_strv_free_ char **env = NULL;
         _cleanup_free_ char *payload = NULL, *name = NULL;
@@ -482,21 +266,21 @@ static int exec_launch(Keeper *k, Conn *c, const ExecSpec *x) {
         /* Stopping (idle, or asked to): the command is not started; the
          * client starts a new keeper for it. */
         if (k->stop) {
-                (void)send_json(c->fd, json_pack("{s:s}", "op", "stopping"), NULL, 0);
+                (void)keeper_send_json(c->fd, json_pack("{s:s}", "op", "stopping"), NULL, 0);
                 return -ECONNRESET;
         }
         if (k->n_execs >= KEEPER_MAX_EXECS) {
-                send_error(c->fd, "too many commands running in this sandbox");
+                keeper_send_error(c->fd, "too many commands running in this sandbox");
                 return -EBUSY;
         }
-        r = exec_env(k, x->extra, &env);
+        r = keeper_exec_env(k->st->env, x->extra, &env);
         if (r < 0) {
-                send_error(c->fd, "invalid environment entry (want KEY=VALUE)");
+                keeper_send_error(c->fd, "invalid environment entry (want KEY=VALUE)");
                 return r;
         }
         r = build_payload(x->cwd, x->argv, env, &payload, &payload_len);
         if (r < 0) {
-                send_error(c->fd, "the command line and environment are too long");
+                keeper_send_error(c->fd, "the command line and environment are too long");
                 return r;
         }
 
@@ -507,11 +291,11 @@ static int exec_launch(Keeper *k, Conn *c, const ExecSpec *x) {
                 .detached = x->detach,
                 .builtin = x->builtin,
                 .start_ms = now_ms(),
-                .start_wall_ms = wall_ms(),
-                .audit_start = audit_size(k),
+                .start_wall_ms = keeper_wall_ms(),
+                .audit_start = keeper_audit_size(k->cfg->policy),
         };
         if (!x->builtin) {
-                json_t *a = strv_to_json(x->argv);
+                json_t *a = keeper_strv_to_json(x->argv);
 
                 e->argv_json = a ? json_dumps(a, JSON_COMPACT) : NULL;
                 json_decref(a);
@@ -537,7 +321,7 @@ static int exec_launch(Keeper *k, Conn *c, const ExecSpec *x) {
                         if (e->cgroup)
                                 (void)cgroup_destroy(e->cgroup);
                         free(e->argv_json);
-                        send_error(c->fd, "failed to create the exec's cgroup");
+                        keeper_send_error(c->fd, "failed to create the exec's cgroup");
                         return r;
                 }
         }
@@ -548,7 +332,7 @@ static int exec_launch(Keeper *k, Conn *c, const ExecSpec *x) {
                 null_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
                 if (log_fd < 0 || null_fd < 0) {
                         r = log_fd < 0 ? log_fd : negative_errno();
-                        send_error(c->fd, "failed to open the exec's log file");
+                        keeper_send_error(c->fd, "failed to open the exec's log file");
                         goto fail;
                 }
                 send_fds[0] = null_fd;
@@ -565,16 +349,16 @@ static int exec_launch(Keeper *k, Conn *c, const ExecSpec *x) {
                 cg_fds[i] = safe_close(cg_fds[i]);
         n_cg = 0;
         if (r < 0) {
-                send_error(c->fd, "the sandbox is gone");
+                keeper_send_error(c->fd, "the sandbox is gone");
                 goto fail;
         }
         if (x->timeout_ms)
                 e->deadline_ms = e->start_ms + x->timeout_ms;
-        r = send_json(c->fd, json_pack("{s:s,s:I}", "op", "started", "id", (json_int_t)e->id), NULL,
-                      0);
+        r = keeper_send_json(
+                c->fd, json_pack("{s:s,s:I}", "op", "started", "id", (json_int_t)e->id), NULL, 0);
         if (x->detach)
                 return -ECONNRESET; /* done with this connection */
-        c->kind = CONN_EXEC;
+        c->kind = KEEPER_CONN_EXEC;
         c->exec_id = e->id;
         return 0;
 fail:
@@ -587,46 +371,31 @@ fail:
 }
 
 /* {"op":"exec",...} with stdin, stdout and stderr. */
-static int exec_start(Keeper *k, Conn *c, json_t *req, int *fds, size_t n_fds) {
-        _cleanup_strv_free_ char **argv = NULL, **extra = NULL;
-        const Policy *p = k->cfg->policy;
-        json_t *cwd_j = json_object_get(req, "cwd");
-        json_t *timeout_j = json_object_get(req, "timeout_ms");
-        ExecSpec x = {
-                .detach = json_is_true(json_object_get(req, "detach")),
-                .timeout_ms = p->timeout_ms,
-                .fds = fds,
-        };
+static int exec_start(Keeper *k, KeeperConn *c, json_t *req, int *fds, size_t n_fds) {
+        _cleanup_(keeper_exec_request_done) KeeperExecRequest q = {};
+        const char *msg = NULL;
+        int r;
 
-        /* SECURITY: argv[0] 0x01... is a builtin's (sync.h), never a
-         * client's command. */
-        if (strings_from_json(json_object_get(req, "argv"), false, &argv) < 0 || !argv ||
-            !argv[0] || argv[0][0] == FILE_OP_ARGV0_PREFIX ||
-            strings_from_json(json_object_get(req, "env"), true, &extra) < 0 ||
-            (cwd_j && !json_is_null(cwd_j) && !json_is_string(cwd_j)) ||
-            (timeout_j && !json_is_integer(timeout_j)) || n_fds != 3) {
-                send_error(c->fd, "malformed exec request");
-                return -EINVAL;
+        r = keeper_exec_request_parse(req, k->cfg->policy, n_fds, &q, &msg);
+        if (r < 0) {
+                keeper_send_error(c->fd, msg);
+                return r;
         }
-        if (timeout_j && json_integer_value(timeout_j) > 0)
-                x.timeout_ms = (uint64_t)json_integer_value(timeout_j);
-        x.cwd = json_is_string(cwd_j) ? json_string_value(cwd_j)
-                : p->workdir          ? p->workdir
-                : p->workspace        ? POLICY_SANDBOX_WORKSPACE
-                                      : POLICY_SANDBOX_HOME;
-        if (x.cwd[0] != '/') {
-                send_error(c->fd, "the working directory must be an absolute path");
-                return -EINVAL;
-        }
-        x.argv = argv;
-        x.extra = extra;
-        return exec_launch(k, c, &x);
+        return exec_launch(k, c,
+                           &(ExecSpec){
+                                   .argv = q.argv,
+                                   .extra = q.extra,
+                                   .cwd = q.cwd,
+                                   .timeout_ms = q.timeout_ms,
+                                   .detach = q.detach,
+                                   .fds = fds,
+                           });
 }
 
 /* {"op":"file","action":A,"path":P,"mode":N,"max":N} with one fd: the
  * builtin of sandbox/file-op.h, run as an exec whose stdin and stdout are
  * that fd. A relative path is taken from the workspace, or $HOME. */
-static int file_start(Keeper *k, Conn *c, json_t *req, int *fds, size_t n_fds) {
+static int file_start(Keeper *k, KeeperConn *c, json_t *req, int *fds, size_t n_fds) {
         _cleanup_close_ int null_fd = -EBADF;
         json_t *mode_j = json_object_get(req, "mode"), *max_j = json_object_get(req, "max");
         const char *action = json_string_value(json_object_get(req, "action"));
@@ -638,12 +407,12 @@ static int file_start(Keeper *k, Conn *c, json_t *req, int *fds, size_t n_fds) {
             strlen(path) >= PATH_MAX || !json_is_integer(mode_j) ||
             json_integer_value(mode_j) < 0 || json_integer_value(mode_j) > 0777 ||
             !json_is_integer(max_j) || json_integer_value(max_j) < 0 || n_fds != 1) {
-                send_error(c->fd, "malformed file request");
+                keeper_send_error(c->fd, "malformed file request");
                 return -EINVAL;
         }
         null_fd = open("/dev/null", O_RDWR | O_CLOEXEC);
         if (null_fd < 0) {
-                send_error(c->fd, "failed to open /dev/null");
+                keeper_send_error(c->fd, "failed to open /dev/null");
                 return negative_errno();
         }
         (void)snprintf(mode, sizeof(mode), "%lld", (long long)json_integer_value(mode_j));
@@ -661,83 +430,39 @@ static int file_start(Keeper *k, Conn *c, json_t *req, int *fds, size_t n_fds) {
 }
 
 /* One message on a connection. Returns < 0 to close it. */
-static int conn_handle(Keeper *k, Conn *c) {
-        int fds[3] = {-EBADF, -EBADF, -EBADF};
+static int conn_handle(Keeper *k, KeeperConn *c) {
+        int fds[3];
         json_t *req = NULL;
         const char *op;
-        struct ucred cred;
-        socklen_t len = sizeof(cred);
         size_t n_fds = 0;
         int r;
 
-        r = recv_json(c->fd, &req, fds, ELEMENTSOF(fds));
-        for (size_t i = 0; i < ELEMENTSOF(fds); i++)
-                if (fds[i] >= 0)
-                        n_fds = i + 1;
-        if (r <= 0) {
-                for (size_t i = 0; i < ELEMENTSOF(fds); i++)
-                        fds[i] = safe_close(fds[i]);
-                if (r < 0 && r != -EAGAIN)
-                        send_error(c->fd, "malformed request (want one JSON object)");
-                return r == -EAGAIN ? 0 : -ECONNRESET;
-        }
-        op = json_string_value(json_object_get(req, "op"));
-        if (!op)
-                op = "";
-        /* SECURITY: only the sandbox's owner (the socket's directory is
-         * 0700 already) may drive it. */
-        if (getsockopt(c->fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0 || cred.uid != getuid()) {
-                send_error(c->fd, "permission denied");
-                r = -EPERM;
-        } else if (c->kind == CONN_EXEC && strcmp(op, "signal") == 0) {
-                json_t *sig = json_object_get(req, "signal");
+        r = keeper_conn_recv(c, &req, &op, fds, &n_fds);
+        if (r <= 0)
+                return r;
+        if (c->kind == KEEPER_CONN_EXEC && strcmp(op, "signal") == 0) {
+                int sig = keeper_request_signal(req);
 
-                if (json_is_integer(sig) && json_integer_value(sig) > 0 &&
-                    json_integer_value(sig) < NSIG)
-                        (void)sync_send_values(
-                                k->st->sync_parent, SYNC_OP_SIGNAL,
-                                (uint64_t[3]){c->exec_id, (uint64_t)json_integer_value(sig), 0},
-                                NULL, 0);
+                if (sig > 0)
+                        (void)sync_send_values(k->st->sync_parent, SYNC_OP_SIGNAL,
+                                               (uint64_t[3]){c->exec_id, (uint64_t)sig, 0}, NULL,
+                                               0);
                 r = 0;
-        } else if (c->kind != CONN_NEW && !(c->kind == CONN_FREEZE && strcmp(op, "thaw") == 0)) {
-                send_error(c->fd, "unexpected request on this connection");
-                r = -EPROTO;
         } else if (strcmp(op, "exec") == 0) {
                 r = exec_start(k, c, req, fds, n_fds);
         } else if (strcmp(op, "file") == 0) {
                 r = file_start(k, c, req, fds, n_fds);
         } else if (strcmp(op, "ping") == 0) {
-                (void)send_json(c->fd,
-                                json_pack("{s:s,s:i,s:i}", "op", "ok", "running", (int)k->n_execs,
-                                          "pid", (int)getpid()),
-                                NULL, 0);
-                r = -ECONNRESET;
+                r = keeper_send_ping(c->fd, k->n_execs);
         } else if (strcmp(op, "stop") == 0) {
                 k->stop = true;
                 /* The answer goes out when everything is down. */
                 r = 0;
-                c->kind = CONN_STOP;
+                c->kind = KEEPER_CONN_STOP;
         } else if (strcmp(op, "freeze") == 0 || strcmp(op, "thaw") == 0) {
-                bool freeze = op[0] == 'f';
-
-                if (freeze && k->frozen) {
-                        send_error(c->fd, "the sandbox is already frozen");
-                        r = -EBUSY;
-                } else if (!k->st->rc.cgroup) {
-                        send_error(c->fd, "no cgroup: this sandbox cannot be frozen");
-                        r = -EOPNOTSUPP;
-                } else {
-                        r = cgroup_set_frozen(k->st->rc.cgroup, freeze);
-                        if (r < 0)
-                                send_error(c->fd, "failed to freeze the sandbox");
-                        else {
-                                k->frozen = freeze;
-                                c->kind = freeze ? CONN_FREEZE : CONN_NEW;
-                                (void)send_json(c->fd, json_pack("{s:s}", "op", "ok"), NULL, 0);
-                        }
-                }
+                r = keeper_freeze(c, k->st->rc.cgroup, op[0] == 'f', &k->frozen);
         } else {
-                send_error(c->fd, "unknown request");
+                keeper_send_error(c->fd, "unknown request");
                 r = -EINVAL;
         }
         for (size_t i = 0; i < ELEMENTSOF(fds); i++)
@@ -835,44 +560,6 @@ static int wait_ready(Keeper *k, HutchError *reterr) {
         }
 }
 
-static int listen_socket(const char *path, HutchError *reterr) {
-        _cleanup_close_ int fd = -EBADF;
-        struct sockaddr_un sa = {.sun_family = AF_UNIX};
-        char tmp[sizeof(sa.sun_path)];
-        int n;
-
-        n = snprintf(tmp, sizeof(tmp), "%s.%d", path, (int)getpid());
-        if (n < 0 || (size_t)n >= sizeof(tmp))
-                return hutch_error_set(reterr, ENAMETOOLONG, "socket path too long: %s", path);
-        memcpy(sa.sun_path, tmp, (size_t)n + 1);
-        fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-        if (fd < 0)
-                return hutch_error_set(reterr, errno, "socket: %m");
-        (void)unlink(tmp);
-        if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 || chmod(tmp, 0600) < 0 ||
-            listen(fd, 64) < 0)
-                return hutch_error_set(reterr, errno, "failed to listen on %s: %m", tmp);
-        /* Appears under its name only once it accepts. */
-        if (rename(tmp, path) < 0) {
-                (void)unlink(tmp);
-                return hutch_error_set(reterr, errno, "failed to create %s: %m", path);
-        }
-        return TAKE_FD(fd);
-}
-
-static void report_ready(int fd, const HutchError *err) {
-        char line[600];
-        int n;
-
-        if (fd < 0)
-                return;
-        n = err ? snprintf(line, sizeof(line), "error: %s\n", err->msg)
-                : snprintf(line, sizeof(line), "ok\n");
-        if (n > 0)
-                (void)loop_write(fd, line, strlen(line));
-        (void)close(fd);
-}
-
 static void keeper_loop(Keeper *k) {
         uint64_t idle_ms =
                 k->cfg->idle_timeout_ms ? k->cfg->idle_timeout_ms : KEEPER_DEFAULT_IDLE_MS;
@@ -889,9 +576,9 @@ static void keeper_loop(Keeper *k) {
                 pfd[n++] = (struct pollfd){.fd = k->st->pidfd, .events = POLLIN};
                 pfd[n++] = (struct pollfd){.fd = k->st->sigfd, .events = POLLIN};
                 n_fixed = n;
-                for (size_t i = 0; i < k->n_conns; i++)
-                        pfd[n++] = (struct pollfd){.fd = k->conns[i].fd, .events = POLLIN};
-                if (k->n_conns >= KEEPER_MAX_CONNS)
+                for (size_t i = 0; i < k->conns.n; i++)
+                        pfd[n++] = (struct pollfd){.fd = k->conns.conns[i].fd, .events = POLLIN};
+                if (k->conns.n >= KEEPER_MAX_CONNS)
                         pfd[0].fd = -1; /* full: new clients wait in the backlog */
 
                 for (size_t i = 0; i < k->n_execs; i++)
@@ -934,15 +621,16 @@ static void keeper_loop(Keeper *k) {
                 /* Connections, newest state first: walk a copy of the fds,
                  * since handling one may close others. */
                 for (size_t i = n_fixed; i < n; i++) {
-                        Conn *c;
+                        KeeperConn *c;
 
                         if (!pfd[i].revents)
                                 continue;
-                        c = conn_find(k, pfd[i].fd);
+                        c = keeper_conn_find(&k->conns, pfd[i].fd);
                         if (!c)
                                 continue;
                         if (conn_handle(k, c) < 0) {
-                                Exec *e = c->kind == CONN_EXEC ? exec_find(k, c->exec_id) : NULL;
+                                Exec *e = c->kind == KEEPER_CONN_EXEC ? exec_find(k, c->exec_id)
+                                                                      : NULL;
 
                                 /* A client that went away ends its exec. */
                                 if (e && !e->detached) {
@@ -952,70 +640,17 @@ static void keeper_loop(Keeper *k) {
                                 conn_close(k, c);
                         }
                 }
-                if (pfd[0].revents & POLLIN) {
-                        int fd = accept4(k->listen_fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
-
-                        if (fd >= 0)
-                                k->conns[k->n_conns++] = (Conn){.fd = fd, .kind = CONN_NEW};
-                }
+                if (pfd[0].revents & POLLIN)
+                        keeper_conn_accept(&k->conns, k->listen_fd);
         }
 }
 
-/* Exec ids go on from the history's last line across restarts. */
-static uint64_t history_last_id(const char *path) {
-        _cleanup_close_ int fd = -EBADF;
-        char buf[4097], *line;
-        uint64_t id;
-        off_t size;
-        ssize_t n;
-
-        if (!path)
-                return 0;
-        fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-        if (fd < 0)
-                return 0;
-        size = lseek(fd, 0, SEEK_END);
-        if (size <= 0)
-                return 0;
-        n = pread(fd, buf, sizeof(buf) - 1, size > 4096 ? size - 4096 : 0);
-        if (n <= 0)
-                return 0;
-        buf[n] = '\0';
-        if (buf[n - 1] == '\n')
-                buf[--n] = '\0';
-        line = strrchr(buf, '\n');
-        line = line ? line + 1 : buf;
-        if (strncmp(line, "{\"id\":", 6) != 0)
-                return 0;
-        line += 6;
-        line[strspn(line, "0123456789")] = '\0';
-        return safe_atou64(line, &id) < 0 ? 0 : id;
-}
-
-/* SECURITY: the keeper lives long, and the environment it was started
- * with (readable in /proc/PID/environ by the user's other processes) holds
- * the real values of the secrets taken from variables. Once the proxy has
- * them, they are zeroed in place; nothing else here needs them. */
-static void scrub_secret_values(const Policy *p, char *const *env) {
-        for (size_t i = 0; i < p->n_secrets; i++) {
-                const PolicySecret *sec = &p->secrets[i];
-                const char *var = sec->env_var ? sec->env_var : sec->name;
-                size_t len = strlen(var);
-
-                if (sec->file)
-                        continue;
-                for (size_t j = 0; env && env[j]; j++)
-                        if (strncmp(env[j], var, len) == 0 && env[j][len] == '=')
-                                explicit_bzero(env[j] + len + 1, strlen(env[j] + len + 1));
-        }
-}
-
-int sandbox_keep(const KeeperConfig *cfg, char *const *caller_env, HutchError *reterr) {
+static int keep_ns(const KeeperConfig *cfg, char *const *caller_env, HutchError *reterr) {
         _cleanup_(run_state_done) RunState st;
         Keeper k = {.cfg = cfg,
                     .st = &st,
                     .listen_fd = -EBADF,
-                    .next_id = history_last_id(cfg->history_path)};
+                    .next_id = keeper_history_last_id(cfg->history_path)};
         HutchError err = {};
         int r;
 
@@ -1025,19 +660,19 @@ int sandbox_keep(const KeeperConfig *cfg, char *const *caller_env, HutchError *r
         if (r >= 0)
                 r = wait_ready(&k, &err);
         if (r >= 0) {
-                r = listen_socket(cfg->socket_path, &err);
+                r = keeper_listen_socket(cfg->socket_path, &err);
                 k.listen_fd = r;
         }
         if (r < 0) {
                 if (st.pid > 0)
                         sandbox_abort(&st, &err);
-                report_ready(cfg->ready_fd, &err);
+                keeper_report_ready(cfg->ready_fd, &err);
                 if (reterr)
                         *reterr = err;
                 return r;
         }
-        scrub_secret_values(cfg->policy, caller_env);
-        report_ready(cfg->ready_fd, NULL);
+        keeper_scrub_secrets(cfg->policy, caller_env);
+        keeper_report_ready(cfg->ready_fd, NULL);
         if (st.rc.cgroup)
                 (void)cgroup_stats(st.rc.cgroup, &k.counters);
         stem_prepare(&k);
@@ -1066,11 +701,11 @@ int sandbox_keep(const KeeperConfig *cfg, char *const *caller_env, HutchError *r
         /* The cgroups and the proxy go before "stop" is answered, so that
          * a stopped sandbox has nothing left when `hutch stop` returns. */
         run_state_done(&st);
-        while (k.n_conns > 0) {
-                Conn *c = &k.conns[0];
+        while (k.conns.n > 0) {
+                KeeperConn *c = &k.conns.conns[0];
 
-                if (c->kind == CONN_STOP)
-                        (void)send_json(c->fd, json_pack("{s:s}", "op", "ok"), NULL, 0);
+                if (c->kind == KEEPER_CONN_STOP)
+                        (void)keeper_send_json(c->fd, json_pack("{s:s}", "op", "ok"), NULL, 0);
                 conn_close(&k, c);
         }
         if (k.error.errnum != 0) {
@@ -1079,6 +714,12 @@ int sandbox_keep(const KeeperConfig *cfg, char *const *caller_env, HutchError *r
                 return -k.error.errnum;
         }
         return 0;
+}
+
+int sandbox_keep(const KeeperConfig *cfg, char *const *caller_env, HutchError *reterr) {
+        if (cfg->policy->backend == SANDBOX_BACKEND_VM)
+                return sandbox_keep_vm(cfg, caller_env, reterr);
+        return keep_ns(cfg, caller_env, reterr);
 }
 
 /* ---- client side ---- */
@@ -1113,11 +754,11 @@ int keeper_simple(int sock, const char *op, HutchError *reterr) {
         const char *aop;
         int r;
 
-        r = send_json(sock, json_pack("{s:s}", "op", op), NULL, 0);
+        r = keeper_send_json(sock, json_pack("{s:s}", "op", op), NULL, 0);
         if (r < 0)
                 return hutch_error_set(reterr, -r, "failed to talk to the sandbox's keeper: %s",
                                        strerror(-r));
-        r = recv_json(sock, &ans, NULL, 0);
+        r = keeper_recv_json(sock, &ans, NULL, 0);
         if (r <= 0)
                 return hutch_error_set(reterr, r == 0 ? EPIPE : -r,
                                        "the sandbox's keeper did not answer");
@@ -1130,7 +771,7 @@ int keeper_simple(int sock, const char *op, HutchError *reterr) {
 static int request_send(int sock, json_t *obj, const int *fds, size_t n_fds, HutchError *reterr) {
         int r;
 
-        r = send_json(sock, obj, fds, n_fds);
+        r = keeper_send_json(sock, obj, fds, n_fds);
         /* -ECONNRESET: the command was not started (the client may start a
          * new keeper and try again). */
         if (r == -EPIPE || r == -ECONNRESET)
@@ -1142,9 +783,9 @@ static int request_send(int sock, json_t *obj, const int *fds, size_t n_fds, Hut
 }
 
 static json_t *exec_request_json(const KeeperExec *req) {
-        return json_pack("{s:s,s:o,s:o,s:o,s:I,s:b}", "op", "exec", "argv", strv_to_json(req->argv),
-                         "env", strv_to_json(req->env), "cwd",
-                         req->cwd ? json_string(req->cwd) : json_null(), "timeout_ms",
+        return json_pack("{s:s,s:o,s:o,s:o,s:I,s:b}", "op", "exec", "argv",
+                         keeper_strv_to_json(req->argv), "env", keeper_strv_to_json(req->env),
+                         "cwd", req->cwd ? json_string(req->cwd) : json_null(), "timeout_ms",
                          (json_int_t)req->timeout_ms, "detach", req->detach);
 }
 
@@ -1163,7 +804,7 @@ int keeper_exec_answer(int sock, uint64_t *ret_id, int *ret_exit_code, char **re
         const char *op;
         int r;
 
-        r = recv_json(sock, &ans, NULL, 0);
+        r = keeper_recv_json(sock, &ans, NULL, 0);
         if (r == -EAGAIN)
                 return r;
         if (r <= 0)
@@ -1231,10 +872,10 @@ static int request_wait(int sock, json_t *obj, const int *fds, size_t n_fds, boo
                         struct signalfd_siginfo si;
 
                         while (read(forward_sigfd, &si, sizeof(si)) == sizeof(si))
-                                (void)send_json(sock,
-                                                json_pack("{s:s,s:i}", "op", "signal", "signal",
-                                                          (int)si.ssi_signo),
-                                                NULL, 0);
+                                (void)keeper_send_json(sock,
+                                                       json_pack("{s:s,s:i}", "op", "signal",
+                                                                 "signal", (int)si.ssi_signo),
+                                                       NULL, 0);
                 }
                 if (!pfd[0].revents)
                         continue;

@@ -26,7 +26,14 @@
  *   keeper -> client {"op":"stopping"}: an exec that came while the keeper
  *                    stops; the command was not started
  * A client that closes an exec's connection before the outcome kills that
- * exec (a detached one is not tied to its connection). */
+ * exec (a detached one is not tied to its connection).
+ *
+ * A policy with backend vm gets the microVM's keeper (keeper-vm.c, docs/vm.md
+ * "Persistent VM sandboxes"): the same protocol, one VM held between execs.
+ * Its guest runs one command at a time, so an exec that arrives while
+ * another runs waits (FIFO) and gets "started" when it starts; "detach"
+ * and "file" are refused with {"op":"error"}; freeze/thaw freeze QEMU's
+ * host cgroup. */
 
 #include <stdint.h>
 

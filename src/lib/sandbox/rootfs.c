@@ -32,9 +32,7 @@ const char *const rootfs_persistent_dirs[] = {
         POLICY_SANDBOX_HOME, "/var", "/opt", "/srv", "/home", "/mnt", NULL,
 };
 
-/* Where init attaches the layers while it builds the tree; gone before
- * the command runs. */
-#define STAGE "/.hutch"
+#define STAGE ROOTFS_STAGE
 #define OVERLAY_OPTS_MAX 8192
 
 /* SECURITY: files and folders of the host's /etc that hold credentials. They
@@ -377,13 +375,12 @@ static int mount_overlay(const RootfsLayers *l, const char *sub, const char *bot
 /* --workspace DIR:overlay. Persistent: the upper is the sandbox's own
  * layer; one-shot: a tmpfs (sized like a copied workspace) that is
  * discarded with the sandbox. */
-static int setup_workspace_overlay(const RootfsConfig *c, const char *src, HutchError *reterr) {
-        const Policy *p = c->policy;
-        const RootfsLayers *l = c->layers;
+int rootfs_workspace_overlay_mount(const Policy *p, const RootfsLayers *l, int workspace_fd,
+                                   const char *src, const char *target, HutchError *reterr) {
         char upper[512], work[512];
         int r;
 
-        r = stage_attach(c->workspace_fd, src, "wsh", reterr);
+        r = stage_attach(workspace_fd, src, "wsh", reterr);
         if (r < 0)
                 return r;
         if (l) {
@@ -407,14 +404,10 @@ static int setup_workspace_overlay(const RootfsConfig *c, const char *src, Hutch
                 if (mkdir(upper, 0755) < 0 || mkdir(work, 0700) < 0)
                         return fail(reterr, negative_errno(), "create", upper);
         }
-        return mount_overlay(l, "ws", STAGE "/wsh", upper, work, POLICY_SANDBOX_WORKSPACE, reterr);
+        return mount_overlay(l, "ws", STAGE "/wsh", upper, work, target, reterr);
 }
 
-/* Persistent sandbox: attach the data dir and the snapshot layers, mount
- * the overlay of the persistent directories and bind each of them. */
-static int setup_persistent(const RootfsConfig *c, HutchError *reterr) {
-        const RootfsLayers *l = c->layers;
-        _cleanup_close_ int top = -EBADF;
+int rootfs_layers_mount(const RootfsLayers *l, HutchError *reterr) {
         char path[512];
         int r;
 
@@ -468,6 +461,19 @@ static int setup_persistent(const RootfsConfig *c, HutchError *reterr) {
                 if (r < 0)
                         return r;
         }
+        return 0;
+}
+
+/* Persistent sandbox: the overlay of the persistent directories, then a
+ * bind of each of them. */
+static int setup_persistent(const RootfsConfig *c, HutchError *reterr) {
+        _cleanup_close_ int top = -EBADF;
+        char path[512];
+        int r;
+
+        r = rootfs_layers_mount(c->layers, reterr);
+        if (r < 0)
+                return r;
         top = open(STAGE "/p", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         if (top < 0)
                 return fail(reterr, negative_errno(), "open", STAGE "/p");
@@ -568,7 +574,8 @@ static int setup_workspace(const RootfsConfig *c, HutchError *reterr) {
                 if (r < 0)
                         return r;
         } else if (p->workspace_mode == WORKSPACE_MODE_OVERLAY) {
-                r = setup_workspace_overlay(c, src, reterr);
+                r = rootfs_workspace_overlay_mount(p, c->layers, c->workspace_fd, src,
+                                                   POLICY_SANDBOX_WORKSPACE, reterr);
                 if (r < 0)
                         return r;
         } else if (c->workspace_fd >= 0) {

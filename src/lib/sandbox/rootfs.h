@@ -32,6 +32,10 @@ typedef struct RootfsLayers {
         size_t n_layers;
 } RootfsLayers;
 
+/* Where the layers are attached while the tree is built (below the
+ * current root; created by the caller); gone before the command runs. */
+#define ROOTFS_STAGE "/.hutch"
+
 /* The persistent directories (all below "/"), NULL-terminated. */
 extern const char *const rootfs_persistent_dirs[];
 
@@ -63,6 +67,23 @@ int rootfs_install_ca_bundle(int ca_fd, uint64_t hash, HutchError *reterr);
  * @persistent also the persistent directories), as a new
  * NULL-terminated vector in @ret. */
 int rootfs_writable_paths(const Policy *p, bool persistent, char ***ret);
+
+/* The pieces of a persistent sandbox's tree, for the microVM backend's
+ * keeper too (which builds them on the host and shares the result with
+ * the guest). Both run in the sandbox's user and mount namespace, as its
+ * root, with ROOTFS_STAGE created.
+ *
+ * rootfs_layers_mount() attaches @l's data dir and snapshot layers under
+ * ROOTFS_STAGE and mounts the overlay of the persistent directories
+ * (userxattr) at ROOTFS_STAGE "/p". rootfs_workspace_overlay_mount()
+ * mounts the workspace's overlay on @target: the host folder
+ * (@workspace_fd, or bound from @src without one) below the snapshot
+ * layers' ws/, with @l's upper ws/ (or, without @l, a tmpfs upper sized
+ * by @p). A host path of @l without its descriptor is read through
+ * /oldroot (rootfs_setup()'s staging root). 0 or -errno with @reterr. */
+int rootfs_layers_mount(const RootfsLayers *l, HutchError *reterr);
+int rootfs_workspace_overlay_mount(const Policy *p, const RootfsLayers *l, int workspace_fd,
+                                   const char *src, const char *target, HutchError *reterr);
 
 /* The system directories bound read-only from the host, in order. */
 extern const char *const rootfs_system_dirs[];

@@ -8,6 +8,7 @@
 #include <signal.h>
 #include <stdbool.h>
 
+#include "ns/userns.h"
 #include "policy/policy.h"
 #include "sandbox/cgroup-setup.h"
 #include "sandbox/proxy-spawn.h"
@@ -43,6 +44,28 @@ typedef struct RunState {
 } RunState;
 
 void run_state_init(RunState *st);
+
+/* clone3() with fork semantics (no new stack), the namespaces of @flags
+ * (CLONE_NEW*) and a pidfd in @ret_pidfd. The caller is single-threaded,
+ * so no lock can be held in the child. The child's 0, the pid, or
+ * -errno. */
+pid_t sandbox_clone(uint64_t flags, int *ret_pidfd);
+
+/* A detached copy (open_tree) of the host tree at @path (opened without
+ * following symlinks), private, nosuid, nodev, read-only with
+ * @read_only, and idmapped through @userns_fd when it is >= 0 (files of
+ * the caller appear as the sandbox's root). 0 or -errno with @reterr. */
+int sandbox_open_detached_tree(const char *path, int userns_fd, bool read_only, int *ret_fd,
+                               HutchError *reterr);
+
+/* As root (@m privileged): the host trees the sandbox of process @pid
+ * gets, as detached mounts in @ret: the workspace and the -v binds
+ * idmapped through @pid's user namespace, and with @layers the data dir
+ * and the snapshot layers (read-only) as they are. Unprivileged: nothing
+ * (every fd -EBADF; they are bound by path). */
+int sandbox_prepare_mounts(const Policy *p, const SandboxLayerPaths *layers, const IdMapping *m,
+                           pid_t pid, Prepared *ret, HutchError *reterr);
+void prepared_done(Prepared *p);
 
 /* Releases everything the state holds (the proxy, the cgroup, fds) and
  * restores the signal mask. Idempotent. */

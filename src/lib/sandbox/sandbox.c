@@ -45,11 +45,9 @@
 
 static const int supervisor_signals[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2};
 
-/* clone3() with fork semantics (no new stack) and a pidfd. The caller is
- * single-threaded, so no lock can be held in the child. */
-static pid_t clone_sandbox(int *ret_pidfd) {
+pid_t sandbox_clone(uint64_t flags, int *ret_pidfd) {
         struct clone_args args = {
-                .flags = SANDBOX_NS_FLAGS | CLONE_PIDFD,
+                .flags = flags | CLONE_PIDFD,
                 .pidfd = (uint64_t)(uintptr_t)ret_pidfd,
                 .exit_signal = SIGCHLD,
         };
@@ -67,8 +65,8 @@ static pid_t clone_sandbox(int *ret_pidfd) {
  * host. A read-only bind on a filesystem without idmap support falls back to
  * a plain copy (its files then show as nobody, readable where the modes
  * allow). */
-static int open_detached_tree(const char *path, int userns_fd, bool read_only, int *ret_fd,
-                              HutchError *reterr) {
+int sandbox_open_detached_tree(const char *path, int userns_fd, bool read_only, int *ret_fd,
+                               HutchError *reterr) {
         _cleanup_close_ int fd = -EBADF, pathfd = -EBADF;
         /* SECURITY: the clone must not stay in the host mount's peer group,
          * or mounts would propagate between the sandbox and the host. */
@@ -117,7 +115,7 @@ static int open_detached_tree(const char *path, int userns_fd, bool read_only, i
         return 0;
 }
 
-static void prepared_done(Prepared *p) {
+void prepared_done(Prepared *p) {
         for (size_t i = 0; i < ELEMENTSOF(p->fds); i++)
                 p->fds[i] = safe_close(p->fds[i]);
         for (size_t i = 0; i < ELEMENTSOF(p->layer_fds); i++)
@@ -127,8 +125,8 @@ static void prepared_done(Prepared *p) {
 /* As root, the supervisor prepares every host tree the sandbox gets (the
  * workspace and -v binds) as idmapped detached mounts; unprivileged, init
  * binds them by path itself and the fds stay -EBADF. */
-static int prepare_mounts(const Policy *p, const SandboxLayerPaths *layers, const IdMapping *m,
-                          pid_t pid, Prepared *ret, HutchError *reterr) {
+int sandbox_prepare_mounts(const Policy *p, const SandboxLayerPaths *layers, const IdMapping *m,
+                           pid_t pid, Prepared *ret, HutchError *reterr) {
         _cleanup_close_ int userns_fd = -EBADF;
         char path[64];
         int r;
@@ -145,15 +143,16 @@ static int prepare_mounts(const Policy *p, const SandboxLayerPaths *layers, cons
         /* A persistent sandbox's own directories already belong to its
          * root (the store made them so): no idmap. */
         if (layers) {
-                r = open_detached_tree(layers->data_dir, -EBADF, false, &ret->layer_fds[0], reterr);
+                r = sandbox_open_detached_tree(layers->data_dir, -EBADF, false, &ret->layer_fds[0],
+                                               reterr);
                 if (r < 0)
                         return r;
                 ret->n_layer_fds = 1;
                 STRV_FOREACH(l, layers->layers) {
                         if (ret->n_layer_fds >= ELEMENTSOF(ret->layer_fds))
                                 return hutch_error_set(reterr, E2BIG, "too many layers");
-                        r = open_detached_tree(*l, -EBADF, true, &ret->layer_fds[ret->n_layer_fds],
-                                               reterr);
+                        r = sandbox_open_detached_tree(*l, -EBADF, true,
+                                                       &ret->layer_fds[ret->n_layer_fds], reterr);
                         if (r < 0)
                                 return r;
                         ret->n_layer_fds++;
@@ -169,17 +168,18 @@ static int prepare_mounts(const Policy *p, const SandboxLayerPaths *layers, cons
         if (p->workspace) {
                 /* SECURITY: a copy's source and an overlay's lower layer are
                  * never written through this mount. */
-                r = open_detached_tree(p->workspace, userns_fd,
-                                       p->read_only || p->workspace_mode == WORKSPACE_MODE_COPY ||
-                                               p->workspace_mode == WORKSPACE_MODE_OVERLAY,
-                                       &ret->fds[0], reterr);
+                r = sandbox_open_detached_tree(p->workspace, userns_fd,
+                                               p->read_only ||
+                                                       p->workspace_mode == WORKSPACE_MODE_COPY ||
+                                                       p->workspace_mode == WORKSPACE_MODE_OVERLAY,
+                                               &ret->fds[0], reterr);
                 if (r < 0)
                         return r;
         }
         for (size_t i = 0; i < p->n_binds; i++) {
-                r = open_detached_tree(p->binds[i].source, userns_fd,
-                                       p->read_only || p->binds[i].read_only, &ret->fds[1 + i],
-                                       reterr);
+                r = sandbox_open_detached_tree(p->binds[i].source, userns_fd,
+                                               p->read_only || p->binds[i].read_only,
+                                               &ret->fds[1 + i], reterr);
                 if (r < 0)
                         return r;
         }
@@ -621,7 +621,7 @@ int sandbox_start(const Policy *policy, const SandboxLayerPaths *layers, char *c
         if (st->sigfd < 0)
                 return hutch_error_set(reterr, errno, "failed to create a signalfd: %m");
 
-        pid = clone_sandbox(&st->pidfd);
+        pid = sandbox_clone(SANDBOX_NS_FLAGS, &st->pidfd);
         if (pid < 0)
                 return hutch_error_set(reterr, -pid,
                                        "failed to create the sandbox namespaces: %s (see 'hutch "
@@ -664,7 +664,7 @@ int sandbox_start(const Policy *policy, const SandboxLayerPaths *layers, char *c
                                       strerror(-r));
                 goto kill_child;
         }
-        r = prepare_mounts(policy, layers, &idmap, pid, &st->prep, reterr);
+        r = sandbox_prepare_mounts(policy, layers, &idmap, pid, &st->prep, reterr);
         if (r < 0)
                 goto kill_child;
         {

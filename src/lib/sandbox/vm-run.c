@@ -27,6 +27,7 @@
 #include "rm-rf.h"
 #include "sandbox/cgroup-setup.h"
 #include "sandbox/proxy-spawn.h"
+#include "sandbox/rootfs.h"
 #include "sandbox/sandbox-internal.h"
 #include "sandbox/sandbox.h"
 #include "sandbox/secrets.h"
@@ -48,26 +49,7 @@
 
 static const int vm_signals[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2};
 
-typedef struct VmRun {
-        const Policy *policy;
-        char name[64];
-        Store *store;
-        char *run_dir, *template_dir, *cache_dir, *proxy_sock, *helper;
-        char **env;
-        RunCgroup rc;
-        ProxyProcess proxy;
-        char *proxy_binary;
-        SecretSet *secrets; /* the real values, until the proxy has them */
-        char *ca_dir;       /* with secrets: the bundle, shared read-only at /run/hutch */
-        Vm *vm;
-        int sigfd, timerfd;
-        sigset_t orig_mask;
-        bool mask_saved;
-        struct sigaction old_pipe;
-        bool pipe_saved;
-} VmRun;
-
-static void vm_run_done(VmRun *v) {
+void vm_run_done(VmRun *v) {
         v->vm = vm_free(v->vm);
         if (v->proxy.pid > 0) {
                 _cleanup_free_ char *ignored = NULL;
@@ -84,6 +66,8 @@ static void vm_run_done(VmRun *v) {
         free(v->helper);
         free(v->proxy_binary);
         free(v->ca_dir);
+        for (size_t i = 0; i < ELEMENTSOF(v->share_names); i++)
+                free(v->share_names[i]);
         v->secrets = secret_set_free(v->secrets);
         strv_free(v->env);
         v->store = store_free(v->store);
@@ -249,8 +233,70 @@ static int kv(char **buf, size_t *len, const char *key, const char *fmt, ...) {
  * /lib* as the host has them (links into /usr on a merged-/usr system, or
  * shares of their own). Then the workspace and the binds. Fills the shares
  * of @c and the SETUP entries. */
-static int plan_filesystem(const Policy *p, const char *ca_dir, VmConfig *c, char **buf,
-                           size_t *len) {
+/* Whether -v @i is a read-only share (1) or not (0); -ENOTDIR for a
+ * file. */
+static int bind_read_only(const Policy *p, size_t i) {
+        struct stat st;
+
+        if (stat(p->binds[i].source, &st) < 0)
+                return -errno;
+        if (!S_ISDIR(st.st_mode))
+                return -ENOTDIR; /* NEEDSWORK: 9p shares directories only */
+        return p->read_only || p->binds[i].read_only;
+}
+
+/* A persistent sandbox's shares (VmRun.share_names): the merged
+ * persistent directories, the workspace, the binds; each is a name that
+ * the keeper binds to a directory (VmConfig.dirs) and QEMU opens through
+ * its descriptor. */
+static int plan_persistent(VmRun *v, VmConfig *c, char **buf, size_t *len) {
+        const Policy *p = v->policy;
+        const char *mode = p->read_only ? "ro" : "rw";
+        size_t k = 0;
+        int r = 0;
+
+        for (size_t i = 0; r >= 0 && rootfs_persistent_dirs[i]; i++, k++) {
+                if (asprintf(&v->share_names[k], "%s/p%s", v->run_dir, rootfs_persistent_dirs[i]) <
+                    0) {
+                        v->share_names[k] = NULL;
+                        return -ENOMEM;
+                }
+                r = kv(buf, len, "mount=", "h%zu:%s:%s", c->n_shares, mode,
+                       rootfs_persistent_dirs[i]);
+                if (r >= 0)
+                        r = add_share(c, v->share_names[k], p->read_only);
+        }
+        if (r >= 0 && p->workspace) {
+                if (asprintf(&v->share_names[k], "%s/ws", v->run_dir) < 0) {
+                        v->share_names[k] = NULL;
+                        return -ENOMEM;
+                }
+                r = kv(buf, len, "mount=", "h%zu:%s:%s", c->n_shares, mode,
+                       POLICY_SANDBOX_WORKSPACE);
+                if (r >= 0)
+                        r = add_share(c, v->share_names[k], p->read_only);
+                k++;
+        }
+        for (size_t i = 0; r >= 0 && i < p->n_binds; i++, k++) {
+                int ro = bind_read_only(p, i);
+
+                if (ro < 0)
+                        return ro;
+                if (asprintf(&v->share_names[k], "%s/b%zu", v->run_dir, i) < 0) {
+                        v->share_names[k] = NULL;
+                        return -ENOMEM;
+                }
+                r = kv(buf, len, "mount=", "h%zu:%s:%s", c->n_shares, ro ? "ro" : "rw",
+                       p->binds[i].target);
+                if (r >= 0)
+                        r = add_share(c, v->share_names[k], ro);
+        }
+        return r;
+}
+
+static int plan_filesystem(VmRun *v, VmConfig *c, char **buf, size_t *len) {
+        const Policy *p = v->policy;
+        const char *ca_dir = v->ca_dir;
         static const char *const base[] = {"/usr", "/etc",   "/bin",   "/sbin",
                                            "/lib", "/lib32", "/lib64", "/libx32"};
         int r = 0;
@@ -276,6 +322,8 @@ static int plan_filesystem(const Policy *p, const char *ca_dir, VmConfig *c, cha
                 if (r >= 0)
                         r = add_share(c, base[i], true);
         }
+        if (r >= 0 && v->persistent)
+                return plan_persistent(v, c, buf, len);
         if (r >= 0 && p->workspace) {
                 const char *mode = p->workspace_mode == WORKSPACE_MODE_COPY      ? "copy"
                                    : p->workspace_mode == WORKSPACE_MODE_OVERLAY ? "overlay"
@@ -292,13 +340,10 @@ static int plan_filesystem(const Policy *p, const char *ca_dir, VmConfig *c, cha
                                       p->read_only || p->workspace_mode != WORKSPACE_MODE_MOUNT);
         }
         for (size_t i = 0; r >= 0 && i < p->n_binds; i++) {
-                bool ro = p->read_only || p->binds[i].read_only;
-                struct stat st;
+                int ro = bind_read_only(p, i);
 
-                if (stat(p->binds[i].source, &st) < 0)
-                        return -errno;
-                if (!S_ISDIR(st.st_mode))
-                        return -ENOTDIR; /* NEEDSWORK: 9p shares directories only */
+                if (ro < 0)
+                        return ro;
                 r = kv(buf, len, "mount=", "h%zu:%s:%s", c->n_shares, ro ? "ro" : "rw",
                        p->binds[i].target);
                 if (r >= 0)
@@ -319,8 +364,8 @@ static int plan_filesystem(const Policy *p, const char *ca_dir, VmConfig *c, cha
         return r;
 }
 
-static int build_setup(const Policy *p, const char *ca_dir, VmConfig *c, char **ret,
-                       size_t *ret_len) {
+static int build_setup(VmRun *v, VmConfig *c, char **ret, size_t *ret_len) {
+        const Policy *p = v->policy;
         _cleanup_free_ char *buf = NULL;
         unsigned char seed[64];
         char hex[129];
@@ -351,10 +396,12 @@ static int build_setup(const Policy *p, const char *ca_dir, VmConfig *c, char **
                 r = agent_payload_add(&buf, &len, "seed=", hex);
         if (r >= 0)
                 r = agent_payload_add(&buf, &len, "hostname=", p->hostname);
+        /* A persistent sandbox's command is root of its files, as in the
+         * namespace backend (where it is root of its user namespace). */
         if (r >= 0)
-                r = kv(&buf, &len, "uid=", "%u", (unsigned)getuid());
+                r = kv(&buf, &len, "uid=", "%u", v->persistent ? 0U : (unsigned)getuid());
         if (r >= 0)
-                r = kv(&buf, &len, "gid=", "%u", (unsigned)getgid());
+                r = kv(&buf, &len, "gid=", "%u", v->persistent ? 0U : (unsigned)getgid());
         if (r >= 0)
                 r = kv(&buf, &len, "memory=", "%" PRIu64, p->memory_max);
         if (r >= 0)
@@ -380,7 +427,7 @@ static int build_setup(const Policy *p, const char *ca_dir, VmConfig *c, char **
                         r = kv(&buf, &len, "tmpfs=", "%" PRIu64 ":%s", p->tmpfs[i].size, path);
         }
         if (r >= 0)
-                r = plan_filesystem(p, ca_dir, c, &buf, &len);
+                r = plan_filesystem(v, c, &buf, &len);
         if (r < 0)
                 return r;
         *ret = TAKE_PTR(buf);
@@ -388,24 +435,21 @@ static int build_setup(const Policy *p, const char *ca_dir, VmConfig *c, char **
         return 0;
 }
 
-static int build_exec(const VmRun *v, char *const *argv, char **ret, size_t *ret_len) {
-        const Policy *p = v->policy;
-        const char *workdir = p->workdir     ? p->workdir
-                              : p->workspace ? POLICY_SANDBOX_WORKSPACE
-                                             : POLICY_SANDBOX_HOME;
+int vm_run_build_exec(char *const *argv, char *const *env, const char *cwd, char **ret,
+                      size_t *ret_len) {
         _cleanup_free_ char *buf = NULL;
         size_t len = 0;
         int r = 0;
 
         for (size_t i = 0; r >= 0 && argv[i]; i++)
                 r = agent_payload_add(&buf, &len, "a:", argv[i]);
-        STRV_FOREACH(e, v->env) {
+        STRV_FOREACH(e, (char **)env) {
                 if (r < 0)
                         break;
                 r = agent_payload_add(&buf, &len, "e:", *e);
         }
         if (r >= 0)
-                r = agent_payload_add(&buf, &len, "c:", workdir);
+                r = agent_payload_add(&buf, &len, "c:", cwd);
         if (r < 0)
                 return r;
         *ret = TAKE_PTR(buf);
@@ -430,13 +474,6 @@ static int cgroup_setup(VmRun *v, uint64_t ram, HutchError *reterr) {
         return run_cgroup_create(&hp, &v->rc, v->name, reterr);
 }
 
-typedef struct Session {
-        Supervision *s; /* only relays, forwarded_signal and times are used */
-        bool exited, timed_out, stdin_eof, qemu_gone;
-        AgentExit exit;
-        HutchError error;
-} Session;
-
 /* An output frame is taken into its relay's buffer, within the output
  * limit; the loop then writes it out when the caller's fd can take it and
  * reads no more frames meanwhile (the guest's writes wait in virtio), so a
@@ -458,7 +495,7 @@ static void session_output(Relay *r, const void *data, size_t len) {
 
 /* Writes what the caller's fd takes now: at most PIPE_BUF, which a pipe
  * that polled writable accepts without blocking. */
-static void session_flush(Relay *r) {
+void vm_session_flush(Relay *r) {
         ssize_t n = write(r->out_fd, r->buf + r->off, MIN(r->len - r->off, (size_t)PIPE_BUF));
 
         if (n < 0 && (errno == EINTR || errno == EAGAIN))
@@ -474,7 +511,7 @@ static void session_flush(Relay *r) {
 }
 
 /* Handles the frames already read, until one leaves output pending. */
-static void session_frames(Vm *vm, Session *ss) {
+void vm_session_frames(Vm *vm, VmSession *ss) {
         uint8_t type;
         const void *payload;
         size_t len;
@@ -502,95 +539,140 @@ static void session_frames(Vm *vm, Session *ss) {
         }
 }
 
-static void session_loop(VmRun *v, Session *ss) {
-        Vm *vm = v->vm;
+bool vm_session_ended(const VmSession *ss) {
+        const Relay *rl = ss->s->relays;
+
+        /* Once the EXIT came and the output before it is out. */
+        return ss->error.errnum || ss->qemu_gone ||
+               (ss->exited && rl[0].len == 0 && rl[1].len == 0);
+}
+
+void vm_session_poll_fill(Vm *vm, const VmSession *ss, struct pollfd p[VM_SESSION_NPOLL]) {
+        const Relay *rl = ss->s->relays;
+        bool pending = rl[0].len > 0 || rl[1].len > 0;
+
+        p[0] = (struct pollfd){.fd = pending || ss->exited ? -1 : vm->agent_fd, .events = POLLIN};
+        p[1] = (struct pollfd){.fd = ss->stdin_eof || ss->exited ? -1 : ss->in_fd,
+                               .events = POLLIN};
+        for (size_t i = 0; i < 2; i++)
+                p[2 + i] =
+                        (struct pollfd){.fd = rl[i].len > 0 ? rl[i].out_fd : -1, .events = POLLOUT};
+}
+
+void vm_session_poll_handle(Vm *vm, VmSession *ss, const struct pollfd p[VM_SESSION_NPOLL]) {
         Relay *rl = ss->s->relays;
 
-        for (;;) {
-                bool pending;
-                struct pollfd p[7];
+        for (size_t i = 0; i < 2; i++) {
+                if (!p[2 + i].revents)
+                        continue;
+                if (p[2 + i].revents & (POLLERR | POLLNVAL)) {
+                        rl[i].out_fd = -EBADF;
+                        rl[i].len = rl[i].off = 0;
+                } else
+                        vm_session_flush(&rl[i]);
+        }
+        if (p[0].revents) {
+                ssize_t n = agent_reader_fill(vm->reader, vm->agent_fd);
 
-                session_frames(vm, ss);
-                pending = rl[0].len > 0 || rl[1].len > 0;
-                /* Done once the EXIT came and the output before it is out. */
-                if (ss->error.errnum || ss->qemu_gone || (ss->exited && !pending))
+                if (n == 0 || (n < 0 && n != -EAGAIN && n != -ENOBUFS))
+                        ss->qemu_gone = true;
+        }
+        if (p[1].revents) {
+                char buf[16384];
+                ssize_t n = read(ss->in_fd, buf, sizeof(buf));
+
+                if (n < 0 && (errno == EAGAIN || errno == EINTR))
                         return;
-                p[0] = (struct pollfd){.fd = pending || ss->exited ? -1 : vm->agent_fd,
-                                       .events = POLLIN};
-                p[1] = (struct pollfd){.fd = vm->pidfd, .events = POLLIN};
-                p[2] = (struct pollfd){.fd = v->sigfd, .events = POLLIN};
-                p[3] = (struct pollfd){.fd = v->timerfd, .events = POLLIN};
-                p[4] = (struct pollfd){.fd = ss->stdin_eof || ss->exited ? -1 : STDIN_FILENO,
-                                       .events = POLLIN};
-                for (size_t i = 0; i < 2; i++)
-                        p[5 + i] = (struct pollfd){.fd = rl[i].len > 0 ? rl[i].out_fd : -1,
-                                                   .events = POLLOUT};
+                if (n <= 0) {
+                        ss->stdin_eof = true;
+                        n = 0;
+                }
+                if (agent_frame_write(vm->agent_fd, AGENT_MSG_STDIN, buf, (size_t)n) < 0)
+                        ss->qemu_gone = true;
+        }
+}
+
+void vm_session_signal(Vm *vm, VmSession *ss, int sig) {
+        unsigned char b[4];
+
+        if (ss->exited)
+                return;
+        ss->s->forwarded_signal = sig;
+        agent_put_le32(b, (uint32_t)sig);
+        (void)agent_frame_write(vm->agent_fd, AGENT_MSG_SIGNAL, b, 4);
+}
+
+static void session_loop(VmRun *v, VmSession *ss) {
+        Vm *vm = v->vm;
+
+        for (;;) {
+                struct pollfd p[VM_SESSION_NPOLL + 3];
+
+                vm_session_frames(vm, ss);
+                if (vm_session_ended(ss))
+                        return;
+                vm_session_poll_fill(vm, ss, p);
+                p[VM_SESSION_NPOLL] = (struct pollfd){.fd = vm->pidfd, .events = POLLIN};
+                p[VM_SESSION_NPOLL + 1] = (struct pollfd){.fd = v->sigfd, .events = POLLIN};
+                p[VM_SESSION_NPOLL + 2] = (struct pollfd){.fd = v->timerfd, .events = POLLIN};
                 if (poll(p, ELEMENTSOF(p), -1) < 0) {
                         if (errno == EINTR)
                                 continue;
                         (void)hutch_error_set(&ss->error, errno, "poll failed: %m");
                         return;
                 }
-                for (size_t i = 0; i < 2; i++) {
-                        if (!p[5 + i].revents)
-                                continue;
-                        if (p[5 + i].revents & (POLLERR | POLLNVAL)) {
-                                rl[i].out_fd = -EBADF;
-                                rl[i].len = rl[i].off = 0;
-                        } else
-                                session_flush(&rl[i]);
-                }
-                if (p[0].revents) {
-                        ssize_t n = agent_reader_fill(vm->reader, vm->agent_fd);
-
-                        if (n == 0 || (n < 0 && n != -EAGAIN && n != -ENOBUFS))
-                                ss->qemu_gone = true;
-                }
-                if (p[1].revents && !ss->exited)
+                vm_session_poll_handle(vm, ss, p);
+                if (p[VM_SESSION_NPOLL].revents && !ss->exited)
                         ss->qemu_gone = true;
-                if (p[2].revents & POLLIN) {
+                if (p[VM_SESSION_NPOLL + 1].revents & POLLIN) {
                         struct signalfd_siginfo si;
-                        unsigned char b[4];
 
-                        if (read(v->sigfd, &si, sizeof(si)) == sizeof(si) && !ss->exited) {
-                                ss->s->forwarded_signal = (int)si.ssi_signo;
-                                agent_put_le32(b, si.ssi_signo);
-                                (void)agent_frame_write(vm->agent_fd, AGENT_MSG_SIGNAL, b, 4);
-                        }
+                        if (read(v->sigfd, &si, sizeof(si)) == sizeof(si))
+                                vm_session_signal(vm, ss, (int)si.ssi_signo);
                 }
-                if ((p[3].revents & POLLIN) && !ss->exited) {
+                if ((p[VM_SESSION_NPOLL + 2].revents & POLLIN) && !ss->exited) {
                         /* The timeout: the whole VM dies, whatever runs in it. */
                         ss->timed_out = true;
                         ss->s->end_ms = now_ms();
                         return;
                 }
-                if (p[4].revents) {
-                        char buf[16384];
-                        ssize_t n = read(STDIN_FILENO, buf, sizeof(buf));
-
-                        if (n < 0 && (errno == EAGAIN || errno == EINTR))
-                                continue;
-                        if (n <= 0) {
-                                ss->stdin_eof = true;
-                                n = 0;
-                        }
-                        if (agent_frame_write(vm->agent_fd, AGENT_MSG_STDIN, buf, (size_t)n) < 0)
-                                ss->qemu_gone = true;
-                }
         }
 }
 
-static int fill_outcome(const VmRun *v, const Session *ss, Outcome *ret) {
+int vm_exit_outcome(const VmSession *ss, Outcome *o) {
+        int status = ss->exit.status;
+
+        if (!ss->exited)
+                return -EPROTO;
+        if (WIFEXITED(status)) {
+                o->reason = OUTCOME_EXITED;
+                o->exit_code = WEXITSTATUS(status);
+        } else if (WIFSIGNALED(status)) {
+                o->reason = OUTCOME_SIGNALED;
+                o->signal = WTERMSIG(status);
+                o->exit_code = 128 + o->signal;
+        } else
+                return -EPROTO;
+        o->cpu_ms = ss->exit.cpu_usec / 1000;
+        o->mem_peak_bytes = ss->exit.mem_peak_bytes;
+        o->stdout_truncated = ss->s->relays[0].truncated;
+        o->stderr_truncated = ss->s->relays[1].truncated;
+        if (ss->exit.flags & AGENT_EXIT_OOM)
+                o->reason = OUTCOME_OOM;
+        else if ((ss->exit.flags & AGENT_EXIT_PIDS) && o->exit_code != 0)
+                o->reason = OUTCOME_PIDS;
+        else if (o->reason == OUTCOME_SIGNALED && o->signal == ss->s->forwarded_signal)
+                o->reason = OUTCOME_KILLED;
+        return 0;
+}
+
+static int fill_outcome(const VmRun *v, const VmSession *ss, Outcome *ret) {
         CgroupStats st = {};
         Outcome o = {
                 .wall_ms = ss->s->end_ms - ss->s->start_ms,
-                .cpu_ms = ss->exit.cpu_usec / 1000,
-                .mem_peak_bytes = ss->exit.mem_peak_bytes,
-                .stdout_truncated = ss->s->relays[0].truncated,
-                .stderr_truncated = ss->s->relays[1].truncated,
                 .degraded = v->rc.degraded & (1U << POLICY_LIMIT_CPUS),
         };
-        int status = ss->exit.status;
+        int r;
 
         run_cgroup_stats((RunCgroup *)&v->rc, &st);
         if (ss->timed_out || (!ss->exited && st.oom_kills > 0)) {
@@ -599,26 +681,14 @@ static int fill_outcome(const VmRun *v, const Session *ss, Outcome *ret) {
                 o.reason = ss->timed_out ? OUTCOME_TIMEOUT : OUTCOME_OOM;
                 o.signal = SIGKILL;
                 o.exit_code = 128 + SIGKILL;
+                o.stdout_truncated = ss->s->relays[0].truncated;
+                o.stderr_truncated = ss->s->relays[1].truncated;
                 *ret = o;
                 return 0;
         }
-        if (!ss->exited)
-                return -EPROTO;
-        if (WIFEXITED(status)) {
-                o.reason = OUTCOME_EXITED;
-                o.exit_code = WEXITSTATUS(status);
-        } else if (WIFSIGNALED(status)) {
-                o.reason = OUTCOME_SIGNALED;
-                o.signal = WTERMSIG(status);
-                o.exit_code = 128 + o.signal;
-        } else
-                return -EPROTO;
-        if (ss->exit.flags & AGENT_EXIT_OOM)
-                o.reason = OUTCOME_OOM;
-        else if ((ss->exit.flags & AGENT_EXIT_PIDS) && o.exit_code != 0)
-                o.reason = OUTCOME_PIDS;
-        else if (o.reason == OUTCOME_SIGNALED && o.signal == ss->s->forwarded_signal)
-                o.reason = OUTCOME_KILLED;
+        r = vm_exit_outcome(ss, &o);
+        if (r < 0)
+                return r;
         *ret = o;
         return 0;
 }
@@ -644,7 +714,7 @@ static int signals_setup(VmRun *v, HutchError *reterr) {
         return 0;
 }
 
-static int prepare(VmRun *v, VmConfig *c, char *const *caller_env, char **setup, size_t *setup_len,
+int vm_run_prepare(VmRun *v, VmConfig *c, char *const *caller_env, char **setup, size_t *setup_len,
                    HutchError *reterr) {
         uint32_t salt = 0;
         int r;
@@ -719,7 +789,7 @@ static int prepare(VmRun *v, VmConfig *c, char *const *caller_env, char **setup,
                         return r;
                 c->net_helper = v->helper;
         }
-        r = build_setup(v->policy, v->ca_dir, c, setup, setup_len);
+        r = build_setup(v, c, setup, setup_len);
         if (r == -E2BIG)
                 return hutch_error_set(reterr, E2BIG, "too many shares for the VM (at most %d)",
                                        VM_MAX_SHARES);
@@ -755,7 +825,11 @@ static int start_command(VmRun *v, char *const *argv, HutchError *reterr) {
         size_t elen = 0;
         int r;
 
-        r = build_exec(v, argv, &exec, &elen);
+        r = vm_run_build_exec(argv, v->env,
+                              v->policy->workdir     ? v->policy->workdir
+                              : v->policy->workspace ? POLICY_SANDBOX_WORKSPACE
+                                                     : POLICY_SANDBOX_HOME,
+                              &exec, &elen);
         if (r < 0)
                 return hutch_error_set(reterr, -r,
                                        "the command and environment are too large for the guest "
@@ -774,14 +848,14 @@ int sandbox_run_vm(const Policy *policy, char *const *argv, char *const *caller_
         };
         _cleanup_free_ char *setup = NULL, *denied = NULL;
         Supervision sup = {};
-        Session ss = {.s = &sup};
+        VmSession ss = {.s = &sup, .in_fd = STDIN_FILENO};
         VmConfig c;
         size_t setup_len = 0;
         int r;
 
         if (!argv || !argv[0])
                 return hutch_error_set(reterr, EINVAL, "missing command");
-        r = prepare(&v, &c, caller_env, &setup, &setup_len, reterr);
+        r = vm_run_prepare(&v, &c, caller_env, &setup, &setup_len, reterr);
         if (r < 0)
                 return r;
         r = vm_start(&c, &v.vm, reterr);

@@ -9,11 +9,94 @@
  * for hutch's own failures: QEMU or the kernel missing (-ENOENT, with the
  * apt-get line), an accelerator that cannot work here (-EOPNOTSUPP), a
  * guest that did not come up in time (-ETIMEDOUT, with the last console
- * lines); nothing is left running then. */
+ * lines); nothing is left running then.
+ *
+ * The pieces below are shared with the keeper of a persistent microVM
+ * sandbox (keeper-vm.c); private to src/lib/sandbox. */
+
+#include <poll.h>
+#include <signal.h>
+#include <stdbool.h>
 
 #include "hutch-error.h"
 #include "policy/policy.h"
+#include "sandbox/cgroup-setup.h"
 #include "sandbox/outcome.h"
+#include "sandbox/proxy-spawn.h"
+#include "sandbox/secrets.h"
+#include "sandbox/supervise.h"
+#include "store/store.h"
+#include "vm/vm.h"
 
 int sandbox_run_vm(const Policy *policy, char *const *argv, char *const *caller_env,
                    Outcome *ret_outcome, HutchError *reterr);
+
+/* The persistent directories, the workspace and the binds. */
+#define VM_RUN_MAX_SHARE_NAMES (8 + POLICY_MAX_BINDS)
+
+typedef struct VmRun {
+        const Policy *policy;
+        bool persistent; /* a persistent sandbox: its shares are share_names */
+        char name[64];
+        Store *store;
+        char *run_dir, *template_dir, *cache_dir, *proxy_sock, *helper;
+        char **env;
+        RunCgroup rc;
+        ProxyProcess proxy;
+        char *proxy_binary;
+        SecretSet *secrets; /* the real values, until the proxy has them */
+        char *ca_dir;       /* with secrets: the bundle, shared read-only at /run/hutch */
+        /* Persistent: the names of the shares (VmConfig.dirs binds each to
+         * its directory), in the order of the SETUP's mounts: the
+         * persistent directories (rootfs_persistent_dirs), the workspace,
+         * the binds; NULL after the last. */
+        char *share_names[VM_RUN_MAX_SHARE_NAMES];
+        Vm *vm;
+        int sigfd, timerfd;
+        sigset_t orig_mask;
+        bool mask_saved;
+        struct sigaction old_pipe;
+        bool pipe_saved;
+} VmRun;
+
+/* Everything before the VM starts, for @v->policy (and @v->persistent):
+ * the environment, the proxy (network allow), the run directory in the
+ * store's state, the host cgroup, SIGINT... blocked into @v->sigfd, and
+ * @c and the SETUP payload in @setup. -errno with @reterr; vm_run_done()
+ * releases what was made either way. */
+int vm_run_prepare(VmRun *v, VmConfig *c, char *const *caller_env, char **setup, size_t *setup_len,
+                   HutchError *reterr);
+void vm_run_done(VmRun *v);
+
+/* The EXEC payload: @argv, @env ("K=V"), the working directory @cwd. */
+int vm_run_build_exec(char *const *argv, char *const *env, const char *cwd, char **ret,
+                      size_t *ret_len);
+
+/* One command in the guest, from EXEC to EXIT: its stdin comes from
+ * @in_fd, its output goes to s->relays' out_fd (written only when they
+ * poll writable, so a slow reader never blocks the loop). */
+typedef struct VmSession {
+        Supervision *s; /* only relays, forwarded_signal and times are used */
+        int in_fd;      /* borrowed */
+        bool exited, timed_out, stdin_eof, qemu_gone;
+        AgentExit exit;
+        HutchError error;
+} VmSession;
+
+#define VM_SESSION_NPOLL 4
+
+/* Handles the agent's frames already read (output, EXIT) until one leaves
+ * output pending. */
+void vm_session_frames(Vm *vm, VmSession *ss);
+/* The EXIT came and its output is out, or the session failed. */
+bool vm_session_ended(const VmSession *ss);
+/* The session's descriptors to poll, and what to do with their revents. */
+void vm_session_poll_fill(Vm *vm, const VmSession *ss, struct pollfd p[VM_SESSION_NPOLL]);
+void vm_session_poll_handle(Vm *vm, VmSession *ss, const struct pollfd p[VM_SESSION_NPOLL]);
+/* Passes @sig to the command (SIGNAL), unless it exited. */
+void vm_session_signal(Vm *vm, VmSession *ss, int sig);
+void vm_session_flush(Relay *r);
+
+/* The outcome's reason, exit code, signal, CPU time, memory peak and
+ * truncation from the session's EXIT; -EPROTO without one. */
+int vm_exit_outcome(const VmSession *ss, Outcome *o);

@@ -47,6 +47,11 @@ typedef struct QemuArgs {
 #define QEMU_FD_AGENT 3
 #define QEMU_FD_QMP 4
 #define QEMU_FD_INCOMING 5
+#define QEMU_FD_DIRS 6 /* then VmConfig.dirs, in order */
+
+/* @path as QEMU finds it: below VmConfig.dirs[i].path, through its
+ * descriptor (/proc/self/fd/N/...); otherwise unchanged. 0 or -ENOMEM. */
+int qemu_path(const VmConfig *c, const char *path, char **ret);
 
 /* Builds QEMU's argv for @a. 0 or -ENOMEM. */
 int qemu_argv(const QemuArgs *a, char ***ret);

@@ -3,11 +3,13 @@
  * host end of the agent's port (see vm.h). */
 #include <errno.h>
 #include <fcntl.h>
+#include <grp.h>
 #include <inttypes.h>
 #include <jansson.h>
 #include <limits.h>
 #include <linux/magic.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
@@ -128,14 +130,44 @@ static int qemu_escape(const char *s, char **ret) {
         return 0;
 }
 
+int qemu_path(const VmConfig *c, const char *path, char **ret) {
+        for (size_t i = 0; i < c->n_dirs; i++) {
+                size_t n = strlen(c->dirs[i].path);
+
+                if (strncmp(path, c->dirs[i].path, n) != 0 || (path[n] != '\0' && path[n] != '/'))
+                        continue;
+                return asprintf(ret, "/proc/self/fd/%zu%s", QEMU_FD_DIRS + i, path + n) < 0
+                               ? -ENOMEM
+                               : 0;
+        }
+        *ret = strdup(path);
+        return *ret ? 0 : -ENOMEM;
+}
+
+/* qemu_escape() of qemu_path(). */
+static int qemu_path_escape(const VmConfig *c, const char *path, char **ret) {
+        _cleanup_free_ char *p = NULL;
+        int r;
+
+        r = qemu_path(c, path, &p);
+        if (r < 0)
+                return r;
+        return qemu_escape(p, ret);
+}
+
 int qemu_argv(const QemuArgs *a, char ***ret) {
         const VmConfig *c = a->config;
         _cleanup_strv_free_ char **argv = NULL;
-        _cleanup_free_ char *con = NULL;
+        _cleanup_free_ char *con = NULL, *vmlinux = NULL, *initramfs = NULL;
         uint64_t mib = c->ram_bytes >> 20;
         int r;
 
-        r = strv_extend(&argv, a->qemu);
+        /* -kernel and -initrd take no options: no escaping. */
+        r = qemu_path(c, a->vmlinux, &vmlinux);
+        if (r >= 0)
+                r = qemu_path(c, a->initramfs, &initramfs);
+        if (r >= 0)
+                r = strv_extend(&argv, a->qemu);
         if (r >= 0)
                 r = strv_extend(&argv, "-M");
         if (r >= 0)
@@ -183,9 +215,9 @@ int qemu_argv(const QemuArgs *a, char ***ret) {
                                       : "on,obsolete=deny,elevateprivileges=deny,spawn=deny,"
                                         "resourcecontrol=deny",
                         "-kernel",
-                        a->vmlinux,
+                        vmlinux,
                         "-initrd",
-                        a->initramfs,
+                        initramfs,
                         "-append",
                         a->cmdline,
                 };
@@ -194,7 +226,7 @@ int qemu_argv(const QemuArgs *a, char ***ret) {
                         r = strv_extend(&argv, fixed[i]);
         }
         if (r >= 0)
-                r = qemu_escape(a->console_path, &con);
+                r = qemu_path_escape(c, a->console_path, &con);
         if (r >= 0)
                 r = argv_addf(&argv, "-chardev");
         if (r >= 0)
@@ -218,7 +250,7 @@ int qemu_argv(const QemuArgs *a, char ***ret) {
         for (size_t i = 0; r >= 0 && i < c->n_shares; i++) {
                 _cleanup_free_ char *p = NULL;
 
-                r = qemu_escape(a->empty_dir ? a->empty_dir : c->shares[i].path, &p);
+                r = qemu_path_escape(c, a->empty_dir ? a->empty_dir : c->shares[i].path, &p);
                 if (r >= 0)
                         r = argv_addf(&argv, "-fsdev");
                 if (r >= 0)
@@ -263,7 +295,7 @@ int qemu_argv(const QemuArgs *a, char ***ret) {
         if (r >= 0 && a->ram_path) {
                 _cleanup_free_ char *p = NULL;
 
-                r = qemu_escape(a->ram_path, &p);
+                r = qemu_path_escape(c, a->ram_path, &p);
                 if (r >= 0)
                         r = argv_addf(&argv, "-object");
                 if (r >= 0)
@@ -288,9 +320,11 @@ int qemu_argv(const QemuArgs *a, char ***ret) {
 
 /* ---- the process ---- */
 
-/* In the forked child: the fixed descriptors, the cgroup, exec. */
-_noreturn_ static void qemu_exec(char **argv, int fds[3], int log_fd, Cgroup *cg) {
-        int high[3], devnull;
+/* In the forked child: the cgroup, the user namespace, the fixed
+ * descriptors, exec. */
+_noreturn_ static void qemu_exec(const VmConfig *c, char **argv, int fds[3], int log_fd) {
+        int high[3 + VM_MAX_DIRS], devnull;
+        size_t n = 3 + c->n_dirs;
 
         (void)prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
         /* A process group of its own: the terminal's ^C goes to hutch,
@@ -299,28 +333,39 @@ _noreturn_ static void qemu_exec(char **argv, int fds[3], int log_fd, Cgroup *cg
         (void)setpgid(0, 0);
         if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
                 _exit(127);
-        if (cg && cgroup_attach(cg, getpid()) < 0)
+        if (c->cgroup && cgroup_attach(c->cgroup, getpid()) < 0)
                 _exit(126);
-        for (int i = 0; i < 3; i++) {
-                high[i] = fds[i] >= 0 ? fcntl(fds[i], F_DUPFD, 100) : -1;
-                if (fds[i] >= 0 && high[i] < 0)
+        if (c->in_userns) {
+                /* Supplementary groups cannot be dropped where the map was
+                 * written unprivileged (setgroups is denied there). */
+                if (setns(c->userns_fd, CLONE_NEWUSER) < 0)
+                        _exit(127);
+                (void)setgroups(0, NULL);
+                if (setresgid(0, 0, 0) < 0 || setresuid(0, 0, 0) < 0)
+                        _exit(127);
+        }
+        for (size_t i = 0; i < n; i++) {
+                int fd = i < 3 ? fds[i] : c->dirs[i - 3].fd;
+
+                high[i] = fd >= 0 ? fcntl(fd, F_DUPFD, 100) : -1;
+                if (fd >= 0 && high[i] < 0)
                         _exit(127);
         }
         devnull = open("/dev/null", O_RDWR);
         if (devnull < 0 || dup2(devnull, STDIN_FILENO) < 0 || dup2(devnull, STDOUT_FILENO) < 0 ||
             dup2(log_fd, STDERR_FILENO) < 0)
                 _exit(127);
-        for (int i = 0; i < 3; i++)
-                if (high[i] >= 0 && dup2(high[i], QEMU_FD_AGENT + i) < 0)
+        for (size_t i = 0; i < n; i++)
+                if (high[i] >= 0 && dup2(high[i], QEMU_FD_AGENT + (int)i) < 0)
                         _exit(127);
-        (void)close_range(QEMU_FD_INCOMING + 1, ~0U, 0);
+        (void)close_range(QEMU_FD_AGENT + (unsigned)n, ~0U, 0);
         (void)execv(argv[0], argv);
         _exit(127);
 }
 
 /* Starts QEMU with @argv; @incoming_fd (or -EBADF) becomes its
  * QEMU_FD_INCOMING. Fills @vm's pid, pidfd, agent and QMP sockets. */
-static int qemu_spawn(Vm *vm, char **argv, int incoming_fd, Cgroup *cg, HutchError *reterr) {
+static int qemu_spawn(Vm *vm, const VmConfig *c, char **argv, int incoming_fd, HutchError *reterr) {
         _cleanup_close_ int log_fd = -EBADF;
         int agent[2], qmp[2], fds[3];
         pid_t pid;
@@ -340,7 +385,7 @@ static int qemu_spawn(Vm *vm, char **argv, int incoming_fd, Cgroup *cg, HutchErr
         fds[2] = incoming_fd;
         pid = fork();
         if (pid == 0)
-                qemu_exec(argv, fds, log_fd, cg);
+                qemu_exec(c, argv, fds, log_fd);
         (void)safe_close(agent[1]);
         (void)safe_close(qmp[1]);
         if (pid < 0) {
@@ -736,13 +781,13 @@ static Vm *vm_alloc(const VmConfig *c, const char *tag) {
 }
 
 /* Boots @argv and waits (bounded) for the agent's HELLO. */
-static int boot_wait_hello(Vm *vm, char **argv, Cgroup *cg, HutchError *reterr) {
+static int boot_wait_hello(Vm *vm, const VmConfig *c, char **argv, HutchError *reterr) {
         const void *p;
         size_t len;
         uint8_t type;
         int r;
 
-        r = qemu_spawn(vm, argv, -EBADF, cg, reterr);
+        r = qemu_spawn(vm, c, argv, -EBADF, reterr);
         if (r < 0)
                 return r;
         r = vm_agent_recv(vm, vm->boot_timeout_ms, &type, &p, &len);
@@ -844,7 +889,7 @@ static int template_build(const VmConfig *c, const Images *im, const char *dir,
         r = qemu_argv(&a, &argv);
         if (r < 0)
                 goto fail;
-        r = boot_wait_hello(vm, argv, c->cgroup, reterr);
+        r = boot_wait_hello(vm, c, argv, reterr);
         if (r < 0)
                 goto fail;
         r = template_save(vm, state, reterr);
@@ -887,7 +932,7 @@ static int start_restore(const VmConfig *c, const Images *im, const char *dir, V
         r = qemu_argv(&a, &argv);
         if (r < 0)
                 return r;
-        r = qemu_spawn(vm, argv, fd, c->cgroup, reterr);
+        r = qemu_spawn(vm, c, argv, fd, reterr);
         if (r >= 0)
                 r = qmp_open(vm->qmp_fd, reterr);
         if (r >= 0)
@@ -912,7 +957,7 @@ static int start_cold(const VmConfig *c, const Images *im, Vm *vm, HutchError *r
         r = qemu_argv(&a, &argv);
         if (r < 0)
                 return r;
-        r = boot_wait_hello(vm, argv, c->cgroup, reterr);
+        r = boot_wait_hello(vm, c, argv, reterr);
         if (r >= 0)
                 vm->start = VM_START_COLD;
         return r;
@@ -937,7 +982,8 @@ int vm_start(const VmConfig *c, Vm **ret, HutchError *reterr) {
         bool built = false;
         int r;
 
-        if (c->n_shares > VM_MAX_SHARES || c->vcpus == 0 || c->ram_bytes < (64ULL << 20))
+        if (c->n_shares > VM_MAX_SHARES || c->n_dirs > VM_MAX_DIRS || c->vcpus == 0 ||
+            c->ram_bytes < (64ULL << 20))
                 return hutch_error_set(reterr, EINVAL, "invalid VM shape");
         r = images_prepare(c, &im, reterr);
         if (r < 0)

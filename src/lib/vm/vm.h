@@ -53,6 +53,14 @@ typedef struct VmShare {
         bool read_only;   /* SECURITY: enforced by QEMU (readonly=on), not only by the guest */
 } VmShare;
 
+#define VM_MAX_DIRS 32
+
+/* A host directory QEMU reaches through a descriptor (VmConfig.dirs). */
+typedef struct VmDir {
+        const char *path; /* how hutch names it (a host path, or a name of its own) */
+        int fd;           /* borrowed: the directory, as QEMU may open it */
+} VmDir;
+
 typedef struct VmConfig {
         VmAccel accel;
         const char *kernel;       /* or NULL: the newest /boot/vmlinuz-* */
@@ -67,6 +75,17 @@ typedef struct VmConfig {
         bool use_template;        /* false: always a cold boot */
         uint64_t boot_timeout_ms; /* bound on the agent's first answer */
         Cgroup *cgroup;           /* borrowed: QEMU runs in it, or NULL */
+        /* A persistent sandbox: QEMU joins the user namespace @userns_fd
+         * (the sandbox's id mapping) as its uid and gid 0, so that what it
+         * writes to a share is owned as the namespace backend's files are.
+         * There the host's paths may be out of its reach: it inherits each
+         * of @dirs as a descriptor, and every path of its command line
+         * (kernel, initramfs, console, template RAM, shares) at or below
+         * dirs[i].path becomes /proc/self/fd/N/... */
+        bool in_userns;
+        int userns_fd; /* borrowed, with in_userns */
+        VmDir dirs[VM_MAX_DIRS];
+        size_t n_dirs;
 } VmConfig;
 
 typedef enum VmStart {

@@ -1,0 +1,135 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#pragma once
+
+/* What the namespace backend's keeper (keeper.c) and the microVM's
+ * (keeper-vm.c) share: the control socket's messages and connections,
+ * the exec requests, the history and the denials. Private to
+ * src/lib/sandbox; the protocol is keeper.h's. */
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "cgroup/cgroup.h"
+#include "hutch-error.h"
+#include "policy/policy.h"
+#include "sandbox/keeper.h"
+
+#define KEEPER_MAX_CONNS 64
+#define KEEPER_MAX_EXECS 128
+
+typedef enum KeeperConnKind {
+        KEEPER_CONN_NEW,    /* waiting for its request */
+        KEEPER_CONN_EXEC,   /* tied to an exec */
+        KEEPER_CONN_FREEZE, /* holds the sandbox frozen */
+        KEEPER_CONN_STOP,   /* asked for a stop; answered when everything is down */
+} KeeperConnKind;
+
+typedef struct KeeperConn {
+        int fd;
+        KeeperConnKind kind;
+        uint64_t exec_id;
+} KeeperConn;
+
+typedef struct KeeperConns {
+        KeeperConn conns[KEEPER_MAX_CONNS];
+        size_t n;
+} KeeperConns;
+
+KeeperConn *keeper_conn_find(KeeperConns *t, int fd);
+/* Closes @c's fd and drops it from @t (the last entry takes its place). */
+void keeper_conn_remove(KeeperConns *t, KeeperConn *c);
+/* Accepts one client (non-blocking) unless @t is full. */
+void keeper_conn_accept(KeeperConns *t, int listen_fd);
+/* SECURITY: only the sandbox's owner (the socket's directory is 0700
+ * already) may drive it. */
+bool keeper_peer_allowed(int fd);
+
+/* Receives the next request on @c (up to three fds), checked: from the
+ * sandbox's owner, and one that @c's state allows (anything on a new
+ * connection, "signal" on an exec's, "thaw" on a freeze's). Returns 1 with
+ * the request, its "op" ("" when missing) and its fds (the caller closes
+ * them and frees the request), 0 when nothing was there, or -errno to
+ * close @c (a refusal was answered). */
+int keeper_conn_recv(const KeeperConn *c, json_t **ret_req, const char **ret_op, int fds[3],
+                     size_t *ret_n_fds);
+
+/* {"op":"freeze"} (@on) or "thaw" on @c: freezes or thaws @cg (NULL: the
+ * sandbox has none, refused), records it in @frozen and answers. Returns
+ * < 0 (answered) to close @c. A freeze connection thaws when it closes
+ * (the caller's part). */
+int keeper_freeze(KeeperConn *c, Cgroup *cg, bool on, bool *frozen);
+
+/* Answers "ping" ({"op":"ok","running":N,"pid":P}); returns -ECONNRESET:
+ * the connection is done. */
+int keeper_send_ping(int fd, size_t running);
+
+/* The "signal" of a request on an exec's connection: 1 to NSIG-1, or 0
+ * for a missing or invalid one (ignored). */
+int keeper_request_signal(json_t *req);
+
+uint64_t keeper_wall_ms(void);
+
+/* Sends @obj (consumed) as one message with @fds. 0 or -errno. */
+int keeper_send_json(int fd, json_t *obj, const int *fds, size_t n_fds);
+/* {"op":"error","message":@msg} */
+void keeper_send_error(int fd, const char *msg);
+/* {"op":"outcome","exit_code":N,"outcome":@outcome_json} */
+int keeper_send_outcome(int fd, int exit_code, const char *outcome_json);
+/* Receives one JSON object (and up to @max_fds fds). Returns 1, 0 on EOF,
+ * or -errno (-EBADMSG for anything but a JSON object). */
+int keeper_recv_json(int fd, json_t **ret, int *fds, size_t max_fds);
+
+/* A JSON array of strings, or NULL (out of memory, or not UTF-8). */
+json_t *keeper_strv_to_json(char *const *l);
+/* An array of strings into a new vector (NULL for a missing one when
+ * @allow_missing). -EINVAL for anything else. */
+int keeper_strings_from_json(json_t *arr, bool allow_missing, char ***ret);
+/* @extra ("K=V") set over a copy of @base. -EINVAL for a bad entry. */
+int keeper_exec_env(char *const *base, char *const *extra, char ***ret);
+
+/* An exec request, checked: {"op":"exec","argv":[...],"env":[...],
+ * "cwd":S|null,"timeout_ms":N,"detach":B} with @n_fds descriptors. */
+typedef struct KeeperExecRequest {
+        char **argv;
+        char **extra;    /* "K=V" over the sandbox's environment, or NULL */
+        const char *cwd; /* borrowed from the request or the policy */
+        uint64_t timeout_ms;
+        bool detach;
+} KeeperExecRequest;
+
+/* -EINVAL with @ret_msg (the answer for the client) for a malformed one. */
+int keeper_exec_request_parse(json_t *req, const Policy *p, size_t n_fds, KeeperExecRequest *ret,
+                              const char **ret_msg);
+void keeper_exec_request_done(KeeperExecRequest *x);
+
+/* The audit log's size now (where an exec's denials start), and the
+ * proxy's denials logged since @audit_start, as the proxy's summary
+ * lists them ([{host, port, reason, count}]). */
+off_t keeper_audit_size(const Policy *p);
+char *keeper_denials(const Policy *p, off_t audit_start);
+
+/* One finished exec, appended to the history as a JSON line. */
+typedef struct KeeperHistoryEntry {
+        uint64_t id;
+        const char *argv_json; /* or NULL: [] */
+        bool detached;
+        uint64_t start_wall_ms;
+} KeeperHistoryEntry;
+
+void keeper_history_append(const char *path, const KeeperHistoryEntry *e, const char *outcome_json);
+/* The last id in the history (exec ids go on across restarts), or 0. */
+uint64_t keeper_history_last_id(const char *path);
+
+/* Creates the listening socket @path (0600; it appears under its name
+ * only once it accepts). A new fd, or -errno with @reterr. */
+int keeper_listen_socket(const char *path, HutchError *reterr);
+/* Writes "ok\n" or "error: MESSAGE\n" to the ready pipe @fd and closes it. */
+void keeper_report_ready(int fd, const HutchError *err);
+/* SECURITY: zeroes the real values of the secrets taken from variables in
+ * the keeper's own environment @env, once the proxy has them. */
+void keeper_scrub_secrets(const Policy *p, char *const *env);
+
+/* sandbox_keep() for a policy with backend vm (keeper-vm.c). */
+int sandbox_keep_vm(const KeeperConfig *cfg, char *const *caller_env, HutchError *reterr);

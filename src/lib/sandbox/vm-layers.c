@@ -1,0 +1,384 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/sched.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "fd-util.h"
+#include "macro.h"
+#include "ns/userns.h"
+#include "sandbox/rootfs.h"
+#include "sandbox/sandbox-internal.h"
+#include "sandbox/vm-layers.h"
+#include "strv.h"
+
+/* How long the helper may take to build the tree. */
+#define VM_LAYERS_TIMEOUT_MS 30000
+#define VM_LAYERS_MSG_MAX 600
+#define VM_LAYERS_STAGE_SIZE (1ULL << 20)
+
+/* What the helper gets: the sandbox's policy and layers (it is a fork:
+ * they are its own copies), its end of the socket, and where to mount its
+ * root. */
+typedef struct Helper {
+        const Policy *policy;
+        const SandboxLayerPaths *layers;
+        const char *stage;
+        int sock;
+        bool privileged;
+} Helper;
+
+/* The host trees, as detached mounts: sent by the supervisor when it is
+ * root (sandbox_prepare_mounts(): idmapped workspace and binds, the data
+ * dir and the layers), else opened here (as the user, whose user and
+ * mount namespace these are). Order: workspace, binds, data, layers. */
+static int helper_trees(const Helper *h, int *ws, int *binds, int *data, int *layers,
+                        HutchError *reterr) {
+        const Policy *p = h->policy;
+        size_t n_layers = strv_length(h->layers->layers), n = 0, want;
+        int fds[2 + POLICY_MAX_BINDS + SANDBOX_MAX_LAYERS];
+        char go[4];
+        ssize_t k;
+        int r;
+
+        if (n_layers > SANDBOX_MAX_LAYERS)
+                return hutch_error_set(reterr, E2BIG, "too many layers");
+        want = h->privileged ? (p->workspace ? 1 : 0) + p->n_binds + 1 + n_layers : 0;
+        k = recv_with_fds(h->sock, go, sizeof(go), fds, want);
+        if (k != 2 || memcmp(go, "go", 2) != 0)
+                return hutch_error_set(reterr, EPROTO, "no start message from the keeper");
+        if (h->privileged) {
+                if (p->workspace)
+                        *ws = fds[n++];
+                for (size_t i = 0; i < p->n_binds; i++)
+                        binds[i] = fds[n++];
+                *data = fds[n++];
+                for (size_t i = 0; i < n_layers; i++)
+                        layers[i] = fds[n++];
+                for (size_t i = 0; i < n; i++)
+                        if (fds[i] < 0)
+                                return hutch_error_set(reterr, EPROTO,
+                                                       "a layer is missing from the keeper's "
+                                                       "message");
+                return 0;
+        }
+        if (p->workspace) {
+                r = sandbox_open_detached_tree(
+                        p->workspace, -EBADF,
+                        p->read_only || p->workspace_mode == WORKSPACE_MODE_OVERLAY, ws, reterr);
+                if (r < 0)
+                        return r;
+        }
+        for (size_t i = 0; i < p->n_binds; i++) {
+                r = sandbox_open_detached_tree(p->binds[i].source, -EBADF,
+                                               p->read_only || p->binds[i].read_only, &binds[i],
+                                               reterr);
+                if (r < 0)
+                        return r;
+        }
+        r = sandbox_open_detached_tree(h->layers->data_dir, -EBADF, false, data, reterr);
+        for (size_t i = 0; r >= 0 && i < n_layers; i++)
+                r = sandbox_open_detached_tree(h->layers->layers[i], -EBADF, true, &layers[i],
+                                               reterr);
+        return r;
+}
+
+/* Attaches the detached mount @fd at the new directory @path. */
+static int attach(int fd, const char *path, HutchError *reterr) {
+        if (mkdir(path, 0755) < 0)
+                return hutch_error_set(reterr, errno, "failed to create '%s': %m", path);
+        if (move_mount(fd, "", AT_FDCWD, path, MOVE_MOUNT_F_EMPTY_PATH) < 0)
+                return hutch_error_set(reterr, errno, "failed to attach '%s': %m", path);
+        return 0;
+}
+
+/* Opens the merged directory @path for QEMU. SECURITY: the sandbox owns
+ * the persistent directories' contents; one it replaced with a symlink
+ * must not lead QEMU anywhere else. */
+static int open_share(const char *path, const char *name, int *ret, HutchError *reterr) {
+        int fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+
+        if (fd < 0 && (errno == ENOTDIR || errno == ELOOP))
+                return hutch_error_set(reterr, ENOTDIR,
+                                       "the persistent directory %s is no longer a directory; "
+                                       "remove the sandbox's change to it",
+                                       name);
+        if (fd < 0)
+                return hutch_error_set(reterr, errno, "failed to open '%s': %m", path);
+        *ret = fd;
+        return 0;
+}
+
+static int helper_build(const Helper *h, int *shares, size_t *n_shares, HutchError *reterr) {
+        const Policy *p = h->policy;
+        int ws = -EBADF, data = -EBADF, binds[POLICY_MAX_BINDS], layers[SANDBOX_MAX_LAYERS];
+        size_t n_layers = strv_length(h->layers->layers), n = 0;
+        char opts[64], path[64];
+        int r;
+
+        for (size_t i = 0; i < ELEMENTSOF(binds); i++)
+                binds[i] = -EBADF;
+        for (size_t i = 0; i < ELEMENTSOF(layers); i++)
+                layers[i] = -EBADF;
+        r = helper_trees(h, &ws, binds, &data, layers, reterr);
+        if (r < 0)
+                return r;
+        /* SECURITY: nothing mounted here may propagate back to the host. */
+        if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
+                return hutch_error_set(reterr, errno, "failed to make '/' private: %m");
+        /* The root of the tree: a tmpfs owned by the sandbox's root, entered
+         * while the helper is still the caller on the host (who can reach
+         * the stage directory), then the helper becomes that root. */
+        (void)snprintf(opts, sizeof(opts), "mode=0755,uid=0,gid=0,size=%llu",
+                       (unsigned long long)VM_LAYERS_STAGE_SIZE);
+        if (mount("tmpfs", h->stage, "tmpfs", MS_NOSUID | MS_NODEV, opts) < 0)
+                return hutch_error_set(reterr, errno, "failed to mount the stage on '%s': %m",
+                                       h->stage);
+        if (chdir(h->stage) < 0 || chroot(".") < 0 || chdir("/") < 0)
+                return hutch_error_set(reterr, errno, "failed to enter the stage: %m");
+        if (setresgid(0, 0, 0) < 0 || setresuid(0, 0, 0) < 0)
+                return hutch_error_set(reterr, errno, "failed to become the sandbox's root: %m");
+        if (mkdir(ROOTFS_STAGE, 0700) < 0)
+                return hutch_error_set(reterr, errno, "failed to create '%s': %m", ROOTFS_STAGE);
+        {
+                RootfsLayers l = {
+                        .data_fd = data,
+                        .data_path = h->layers->data_dir,
+                        .upper = h->layers->upper,
+                        .layer_fds = layers,
+                        .layer_paths = h->layers->layers,
+                        .n_layers = n_layers,
+                };
+
+                r = rootfs_layers_mount(&l, reterr);
+                if (r >= 0 && p->workspace && p->workspace_mode == WORKSPACE_MODE_OVERLAY) {
+                        if (mkdir("/ws", 0755) < 0)
+                                return hutch_error_set(reterr, errno, "failed to create /ws: %m");
+                        r = rootfs_workspace_overlay_mount(p, &l, ws, p->workspace, "/ws", reterr);
+                } else if (r >= 0 && p->workspace)
+                        r = attach(ws, "/ws", reterr);
+                if (r < 0)
+                        return r;
+        }
+        for (size_t i = 0; i < p->n_binds; i++) {
+                (void)snprintf(path, sizeof(path), "/b%zu", i);
+                r = attach(binds[i], path, reterr);
+                if (r < 0)
+                        return r;
+        }
+        for (size_t i = 0; rootfs_persistent_dirs[i]; i++) {
+                char merged[128];
+
+                (void)snprintf(merged, sizeof(merged), ROOTFS_STAGE "/p%s",
+                               rootfs_persistent_dirs[i]);
+                r = open_share(merged, rootfs_persistent_dirs[i], &shares[n++], reterr);
+                if (r < 0)
+                        return r;
+        }
+        if (p->workspace) {
+                r = open_share("/ws", POLICY_SANDBOX_WORKSPACE, &shares[n++], reterr);
+                if (r < 0)
+                        return r;
+        }
+        for (size_t i = 0; i < p->n_binds; i++) {
+                (void)snprintf(path, sizeof(path), "/b%zu", i);
+                r = open_share(path, p->binds[i].target, &shares[n++], reterr);
+                if (r < 0)
+                        return r;
+        }
+        *n_shares = n;
+        return 0;
+}
+
+/* The helper, in its new user and mount namespace: builds the tree and
+ * sends the shares' descriptors ("ok"), or "error: MESSAGE". */
+_noreturn_ static void helper_main(const Helper *h) {
+        int shares[VM_RUN_MAX_SHARE_NAMES];
+        size_t n = 0;
+        HutchError err = {};
+        char msg[VM_LAYERS_MSG_MAX];
+        int r;
+
+        (void)prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
+        r = helper_build(h, shares, &n, &err);
+        if (r < 0) {
+                (void)snprintf(msg, sizeof(msg), "error: %s", err.msg[0] ? err.msg : strerror(-r));
+                (void)send(h->sock, msg, strlen(msg), MSG_NOSIGNAL);
+                _exit(1);
+        }
+        _exit(send_with_fds(h->sock, "ok", 2, shares, n) < 0 ? 1 : 0);
+}
+
+/* The cache, template and run directories as QEMU will open them. */
+static int open_dirs(const VmRun *v, bool privileged, VmLayers *l, HutchError *reterr) {
+        const char *paths[3] = {v->cache_dir, v->template_dir, v->run_dir};
+        int *fds[3] = {&l->cache_fd, &l->template_fd, &l->run_fd};
+        int r;
+
+        for (size_t i = 0; i < ELEMENTSOF(paths); i++) {
+                r = mkdir_private(paths[i]);
+                if (r < 0)
+                        return hutch_error_set(reterr, -r, "cannot use '%s': %s", paths[i],
+                                               strerror(-r));
+                if (privileged) {
+                        r = sandbox_open_detached_tree(paths[i], l->userns_fd, false, fds[i],
+                                                       reterr);
+                        if (r < 0)
+                                return r;
+                        continue;
+                }
+                *fds[i] = open(paths[i], O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+                if (*fds[i] < 0)
+                        return hutch_error_set(reterr, errno, "cannot open '%s': %m", paths[i]);
+        }
+        return 0;
+}
+
+/* Sends the helper its trees and waits for its answer. */
+static int helper_talk(int sock, const Prepared *prep, VmLayers *l, HutchError *reterr) {
+        int fds[2 + POLICY_MAX_BINDS + SANDBOX_MAX_LAYERS];
+        char msg[VM_LAYERS_MSG_MAX + 1];
+        struct pollfd pfd = {.fd = sock, .events = POLLIN};
+        size_t n = 0;
+        ssize_t k;
+        int r;
+
+        for (size_t i = 0; i < prep->n_fds; i++)
+                if (prep->fds[i] >= 0)
+                        fds[n++] = prep->fds[i];
+        for (size_t i = 0; i < prep->n_layer_fds; i++)
+                fds[n++] = prep->layer_fds[i];
+        r = send_with_fds(sock, "go", 2, fds, n);
+        if (r < 0)
+                return hutch_error_set(reterr, -r, "failed to start the layers' helper: %s",
+                                       strerror(-r));
+        r = poll(&pfd, 1, VM_LAYERS_TIMEOUT_MS);
+        if (r <= 0)
+                return hutch_error_set(reterr, ETIMEDOUT,
+                                       "the sandbox's layers were not mounted within %d ms",
+                                       VM_LAYERS_TIMEOUT_MS);
+        k = recv_with_fds(sock, msg, VM_LAYERS_MSG_MAX, l->share_fds, ELEMENTSOF(l->share_fds));
+        if (k < 0)
+                return hutch_error_set(reterr, (int)-k, "failed to read the layers: %s",
+                                       strerror((int)-k));
+        msg[k] = '\0';
+        for (l->n_share_fds = 0;
+             l->n_share_fds < ELEMENTSOF(l->share_fds) && l->share_fds[l->n_share_fds] >= 0;
+             l->n_share_fds++)
+                ;
+        if (k >= 7 && strncmp(msg, "error: ", 7) == 0)
+                return hutch_error_set(reterr, EIO, "failed to mount the sandbox's layers: %s",
+                                       msg + 7);
+        if (k != 2 || memcmp(msg, "ok", 2) != 0)
+                return hutch_error_set(reterr, EPROTO,
+                                       "the layers' helper ended without an answer");
+        return 0;
+}
+
+int vm_layers_open(const VmRun *v, const SandboxLayerPaths *layers, VmLayers *ret,
+                   HutchError *reterr) {
+        _cleanup_free_ char *stage = NULL;
+        _cleanup_close_ int pidfd = -EBADF;
+        VmLayers l = VM_LAYERS_NULL;
+        Prepared prep = {};
+        IdMapping idmap;
+        char path[64];
+        int socks[2], status = 0, r;
+        pid_t pid;
+
+        for (size_t i = 0; i < ELEMENTSOF(l.share_fds); i++)
+                l.share_fds[i] = -EBADF;
+        r = idmapping_for_caller(NULL, NULL, &idmap);
+        if (r < 0)
+                return hutch_error_set(reterr, -r, "failed to pick the sandbox's id range: %s",
+                                       strerror(-r));
+        if (asprintf(&stage, "%s/stage", v->run_dir) < 0) {
+                stage = NULL;
+                return -ENOMEM;
+        }
+        if (mkdir(stage, 0700) < 0)
+                return hutch_error_set(reterr, errno, "cannot create '%s': %m", stage);
+        if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, socks) < 0)
+                return hutch_error_set(reterr, errno, "socketpair: %m");
+        pid = sandbox_clone(CLONE_NEWUSER | CLONE_NEWNS, &pidfd);
+        if (pid == 0) {
+                Helper h = {
+                        .policy = v->policy,
+                        .layers = layers,
+                        .stage = stage,
+                        .sock = socks[1],
+                        .privileged = idmap.privileged,
+                };
+
+                (void)close(socks[0]);
+                helper_main(&h);
+        }
+        (void)close(socks[1]);
+        if (pid < 0) {
+                (void)close(socks[0]);
+                return hutch_error_set(reterr, -pid,
+                                       "failed to create the sandbox's namespaces: %s (see 'hutch "
+                                       "doctor')",
+                                       strerror(-pid));
+        }
+        r = userns_write_maps(pid, &idmap);
+        if (r < 0)
+                (void)hutch_error_set(reterr, -r, "failed to write the sandbox's id maps: %s",
+                                      strerror(-r));
+        if (r >= 0) {
+                (void)snprintf(path, sizeof(path), "/proc/%d/ns/user", (int)pid);
+                l.userns_fd = open(path, O_RDONLY | O_CLOEXEC);
+                if (l.userns_fd < 0)
+                        r = hutch_error_set(reterr, errno,
+                                            "failed to open the sandbox's user namespace: %m");
+        }
+        if (r >= 0)
+                r = sandbox_prepare_mounts(v->policy, layers, &idmap, pid, &prep, reterr);
+        if (r >= 0)
+                r = open_dirs(v, idmap.privileged, &l, reterr);
+        if (r >= 0)
+                r = helper_talk(socks[0], &prep, &l, reterr);
+        prepared_done(&prep);
+        (void)close(socks[0]);
+        if (r < 0)
+                (void)syscall(SYS_pidfd_send_signal, pidfd, SIGKILL, NULL, 0);
+        (void)waitpid(pid, &status, 0);
+        if (r < 0) {
+                vm_layers_done(&l);
+                return r;
+        }
+        *ret = l;
+        return 0;
+}
+
+void vm_layers_done(VmLayers *l) {
+        l->userns_fd = safe_close(l->userns_fd);
+        l->cache_fd = safe_close(l->cache_fd);
+        l->template_fd = safe_close(l->template_fd);
+        l->run_fd = safe_close(l->run_fd);
+        for (size_t i = 0; i < l->n_share_fds; i++)
+                l->share_fds[i] = safe_close(l->share_fds[i]);
+        l->n_share_fds = 0;
+}
+
+void vm_layers_configure(const VmLayers *l, const VmRun *v, VmConfig *c) {
+        c->in_userns = true;
+        c->userns_fd = l->userns_fd;
+        c->n_dirs = 0;
+        /* The shares first: their names are below the run directory. */
+        for (size_t i = 0; i < l->n_share_fds && v->share_names[i]; i++)
+                c->dirs[c->n_dirs++] = (VmDir){.path = v->share_names[i], .fd = l->share_fds[i]};
+        c->dirs[c->n_dirs++] = (VmDir){.path = v->cache_dir, .fd = l->cache_fd};
+        c->dirs[c->n_dirs++] = (VmDir){.path = v->template_dir, .fd = l->template_fd};
+        c->dirs[c->n_dirs++] = (VmDir){.path = v->run_dir, .fd = l->run_fd};
+}
