@@ -129,9 +129,15 @@ int main(int argc, char **argv) {
         c.cache_dir = cache;
         c.template_dir = templates;
         c.run_dir = run;
+        /* The host base as `hutch run` shares it (its plan_filesystem()):
+         * without /etc the loader has no ld.so.cache and looks for libc in
+         * 18 places, each a 9p round trip that a real sandbox never makes. */
         c.shares[0] = (VmShare){.path = "/usr", .read_only = true};
-        c.n_shares = 1;
+        c.shares[1] = (VmShare){.path = "/etc", .read_only = true};
+        c.n_shares = 2;
         r = agent_payload_add(&setup, &setup_len, "mount=", "h0:ro:/usr");
+        if (r >= 0)
+                r = agent_payload_add(&setup, &setup_len, "mount=", "h1:ro:/etc");
         if (r >= 0)
                 r = agent_payload_add(&setup, &setup_len, "link=", "/bin:usr/bin");
         if (r >= 0)

@@ -75,22 +75,32 @@ static void console_setup(void) {
         (void)close(fd);
 }
 
+/* cgroup2's favordynmods (Linux 6.0): moving a process into a cgroup
+ * (each EXEC) takes the cgroup threadgroup lock for writing, which by
+ * default waits for an RCU grace period: 5-20 ms under TCG. With it, fork
+ * and exit pay a little instead. Older kernels (--vm-kernel) refuse the
+ * option: they mount without it. */
 static void mount_kernel_filesystems(void) {
         static const struct {
-                const char *fstype, *target, *options;
+                const char *fstype, *target, *options, *fallback;
         } m[] = {
-                {"devtmpfs", "/dev", "mode=0755"},
-                {"proc", "/proc", NULL},
-                {"sysfs", "/sys", NULL},
-                {"cgroup2", "/sys/fs/cgroup", NULL},
-                {"tmpfs", "/run", "mode=0700,size=64m"},
+                {"devtmpfs", "/dev", "mode=0755", NULL},
+                {"proc", "/proc", NULL, NULL},
+                {"sysfs", "/sys", NULL, NULL},
+                {"cgroup2", "/sys/fs/cgroup", "favordynmods", ""},
+                {"tmpfs", "/run", "mode=0700,size=64m", NULL},
         };
 
         for (size_t i = 0; i < ELEMENTSOF(m); i++) {
+                int r;
+
                 (void)mkdir(m[i].target, 0755);
-                if (mount(m[i].fstype, m[i].target, m[i].fstype, MS_NOSUID | MS_NOEXEC,
-                          m[i].options) < 0 &&
-                    errno != EBUSY)
+                r = mount(m[i].fstype, m[i].target, m[i].fstype, MS_NOSUID | MS_NOEXEC,
+                          m[i].options);
+                if (r < 0 && errno == EINVAL && m[i].fallback)
+                        r = mount(m[i].fstype, m[i].target, m[i].fstype, MS_NOSUID | MS_NOEXEC,
+                                  m[i].fallback);
+                if (r < 0 && errno != EBUSY)
                         die(m[i].target, errno);
         }
         console_setup();
@@ -731,7 +741,8 @@ static int64_t mono_ms(void) {
         return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-/* In the forked child: reports @what on @errfd and exits. */
+/* In the command's child (spawn_command()): reports @what on @errfd and
+ * exits. */
 _noreturn_ static void child_fail(int errfd, int err, const char *what) {
         unsigned char b[4];
 
@@ -784,30 +795,103 @@ _noreturn_ static void child_main(Exec *x, char **argv, char **envp, const char 
         exec_or_exit(argv, envp);
 }
 
-static int cgroup_create(Exec *x, Fail *f) {
-        char dir[48], path[96], val[32];
+/* Starts child_main() with vfork(): the child borrows the agent's memory
+ * until its execve() (or _exit()) and the agent waits until then, so
+ * neither the agent's page tables are copied nor its pages made
+ * copy-on-write, and execve() has no copy to tear down: 1.5 ms of an exec
+ * under TCG. child_main() never returns; of the agent's memory it changes
+ * only environ (exec_or_exit() sets it), put back here, and errno, which
+ * the caller reads only when vfork() failed (there was no child then).
+ * SECURITY: the child shares memory with the agent only while it runs the
+ * agent's own code: the command's code runs after execve(), in an address
+ * space of its own. The child is a process of its own (its files, root,
+ * credentials, signal handlers, session and cgroup are not the agent's),
+ * and while it changes its credentials the shared memory stays as
+ * non-dumpable as the agent made it. */
+static pid_t spawn_command(Exec *x, char **argv, char **envp, const char *cwd, int pipes[3][2],
+                           int errfd) {
+        extern char **environ;
+        char **saved = environ;
+        pid_t pid = vfork();
+
+        if (pid == 0)
+                child_main(x, argv, envp, cwd, pipes, errfd);
+        environ = saved;
+        return pid;
+}
+
+/* A command's cgroup, empty, with the limits of @memory and @pids (0: none). */
+typedef struct Cgroup {
+        char dir[48];
+        uint64_t memory, pids;
+} Cgroup;
+
+/* The next command's cgroup, made after the previous command's EXIT was
+ * sent, while the host has not asked for more yet ("" when there is
+ * none).
+ * SECURITY: it is a new cgroup, never used: its counters (oom_kill, pids
+ * max, usage_usec, memory.peak) start at zero, so an EXIT reports its own
+ * command only. Nothing joins it before its command: the commands do not
+ * see /sys/fs/cgroup. */
+static Cgroup next_cgroup;
+
+static int cgroup_make(Cgroup *c, Fail *f) {
+        char path[96], val[32];
         int r;
 
-        (void)snprintf(dir, sizeof(dir), "/sys/fs/cgroup/cmd-%u", ++exec_count);
-        if (mkdir(dir, 0755) < 0)
-                return fail(f, errno, "create the command's cgroup", dir);
-        if (setup.memory) {
-                (void)snprintf(path, sizeof(path), "%s/memory.max", dir);
-                (void)snprintf(val, sizeof(val), "%llu", (unsigned long long)setup.memory);
+        *c = (Cgroup){.memory = setup.memory, .pids = setup.pids};
+        (void)snprintf(c->dir, sizeof(c->dir), "/sys/fs/cgroup/cmd-%u", ++exec_count);
+        if (mkdir(c->dir, 0755) < 0)
+                return fail(f, errno, "create the command's cgroup", c->dir);
+        if (c->memory) {
+                (void)snprintf(path, sizeof(path), "%s/memory.max", c->dir);
+                (void)snprintf(val, sizeof(val), "%llu", (unsigned long long)c->memory);
                 r = write_string_file(path, val);
-                if (r < 0)
+                if (r < 0) {
+                        (void)rmdir(c->dir);
                         return fail(f, -r, "set the memory limit", NULL);
-                (void)snprintf(path, sizeof(path), "%s/memory.swap.max", dir);
+                }
+                (void)snprintf(path, sizeof(path), "%s/memory.swap.max", c->dir);
                 (void)write_string_file(path, "0");
         }
-        if (setup.pids) {
-                (void)snprintf(path, sizeof(path), "%s/pids.max", dir);
-                (void)snprintf(val, sizeof(val), "%llu", (unsigned long long)setup.pids);
+        if (c->pids) {
+                (void)snprintf(path, sizeof(path), "%s/pids.max", c->dir);
+                (void)snprintf(val, sizeof(val), "%llu", (unsigned long long)c->pids);
                 r = write_string_file(path, val);
-                if (r < 0)
+                if (r < 0) {
+                        (void)rmdir(c->dir);
                         return fail(f, -r, "set the pids limit", NULL);
+                }
         }
-        (void)snprintf(x->cgroup, sizeof(x->cgroup), "%s/cgroup.procs", dir);
+        return 0;
+}
+
+/* Makes next_cgroup ready; a failure is left for cgroup_create() to
+ * report. */
+static void cgroup_prepare(void) {
+        Fail f = {};
+
+        if (!next_cgroup.dir[0] && cgroup_make(&next_cgroup, &f) < 0)
+                next_cgroup.dir[0] = '\0';
+}
+
+/* The prepared cgroup when its limits are still the sandbox's, else a new
+ * one: 0.5 ms less between EXEC and the command's start. */
+static int cgroup_create(Exec *x, Fail *f) {
+        Cgroup c = next_cgroup;
+        int r;
+
+        next_cgroup.dir[0] = '\0';
+        if (c.dir[0] && (c.memory != setup.memory || c.pids != setup.pids)) {
+                (void)rmdir(c.dir);
+                c.dir[0] = '\0';
+        }
+        if (!c.dir[0]) {
+                r = cgroup_make(&c, f);
+                if (r < 0)
+                        return r;
+        }
+        (void)snprintf(x->cgroup, sizeof(x->cgroup), "%s/cgroup.procs", c.dir);
         return 0;
 }
 
@@ -855,10 +939,13 @@ static void exec_finish(Exec *x) {
                 if (safe_atou64(peak, &v) >= 0)
                         e.mem_peak_bytes = v;
         }
-        (void)rmdir(dir);
         agent_exit_encode(&e, buf);
         if (agent_frame_write(port_fd, AGENT_MSG_EXIT, buf, sizeof(buf)) < 0)
                 die("write to the host", errno);
+        /* Removing the cgroup (exec_kill_all() emptied it) and making the
+         * next one need not delay the EXIT. */
+        (void)rmdir(dir);
+        cgroup_prepare();
 }
 
 /* Kills everything left in the command's cgroup (daemons it started), as
@@ -1071,13 +1158,11 @@ static int start_exec(Exec *x, const void *payload, size_t len, Fail *f) {
                 r = fail(f, errno, "create the command's pipes", NULL);
                 goto out;
         }
-        x->pid = fork();
+        x->pid = spawn_command(x, argv, envp, cwd, pipes, err[1]);
         if (x->pid < 0) {
                 r = fail(f, errno, "fork the command", NULL);
                 goto out;
         }
-        if (x->pid == 0)
-                child_main(x, argv, envp, cwd, pipes, err[1]);
         err[1] = safe_close(err[1]);
         n = loop_read(err[0], ebuf, sizeof(ebuf) - 1);
         if (n >= 4) {
@@ -1096,6 +1181,11 @@ static int start_exec(Exec *x, const void *payload, size_t len, Fail *f) {
         }
         (void)fcntl(x->in, F_SETFL, O_NONBLOCK);
 out:
+        if (r < 0 && x->cgroup[0]) {
+                /* Empty: the child, if there was one, is reaped. */
+                x->cgroup[strlen(x->cgroup) - strlen("/cgroup.procs")] = '\0';
+                (void)rmdir(x->cgroup);
+        }
         for (int i = 0; i < 3; i++)
                 for (int j = 0; j < 2; j++)
                         (void)safe_close(pipes[i][j]);

@@ -726,12 +726,23 @@ static int images_prepare(const VmConfig *c, Images *im, HutchError *reterr) {
                 if (r < 0)
                         return r;
         }
-        /* mitigations=off under TCG only: it does not emulate speculation,
-         * so they would cost time for nothing. */
+        /* Under TCG only:
+         * - mitigations=off: TCG does not emulate speculation, so they would
+         *   cost time for nothing.
+         * - norandmaps: TCG finds a translated block by its virtual address,
+         *   so a library mapped at a new random address in every process
+         *   is translated again in every process: ~25 ms of the ~45 ms that
+         *   `true` took, the dynamic loader and libc. SECURITY: this is the
+         *   command's user-space ASLR in the guest only (not the guest
+         *   kernel's KASLR, not the host's); it does not loosen any boundary
+         *   between the command and the guest kernel or the host, which is
+         *   what the VM is for. It does make a memory-safety bug in a
+         *   program run in the sandbox easier to exploit, the exploit then
+         *   being confined as the command is (docs/vm.md). */
         r = asprintf(&im->cmdline,
                      "console=ttyS0 quiet loglevel=3 panic=-1 rdinit=/init 8250.nr_uarts=1 "
                      "random.trust_cpu=off %s%s",
-                     c->accel == VM_ACCEL_TCG ? "mitigations=off " : "", tsc ? tsc : "");
+                     c->accel == VM_ACCEL_TCG ? "mitigations=off norandmaps " : "", tsc ? tsc : "");
         return r < 0 ? -ENOMEM : 0;
 }
 
