@@ -604,6 +604,40 @@ def test_detached_exec_keeps_running_until_stop(store):
     assert "(detached)" in text
 
 
+def cpus_allowed(text):
+    """The CPU numbers of a Cpus_allowed_list line ("0-3,6")."""
+    line = next(x for x in text.splitlines() if x.startswith("Cpus_allowed_list:"))
+    cpus = set()
+    for part in line.split(":", 1)[1].strip().split(","):
+        lo, _, hi = part.partition("-")
+        cpus.update(range(int(lo), int(hi or lo) + 1))
+    return cpus
+
+
+def test_commands_get_every_cpu_while_the_keeper_keeps_to_one(store):
+    """The keeper and init stay on one CPU (fewer cross-CPU wake-ups per
+    exec); the commands, detached ones too, must get the caller's CPUs
+    back. The twin: the keeper itself is pinned (where there are two CPUs
+    or more), so the command's full set is the restore's doing."""
+    mine = os.sched_getaffinity(0)
+    store.create("box")
+    for _ in range(3):  # the prepared process of the next exec, and a new fork
+        assert cpus_allowed(store.sh("box", "cat /proc/self/status")) == mine
+    r = store.hutch("exec", "box", "-d", "--", "sh", "-c", "cat /proc/self/status")
+    assert r.returncode == 0, r.stderr
+    eid = r.stdout.strip()
+
+    def log():
+        r = store.hutch("logs", "box", "--exec", eid)
+        return r.returncode == 0 and "Cpus_allowed_list" in r.stdout and r.stdout
+
+    out = poll_until(log, 10)
+    assert out and cpus_allowed(out) == mine, out
+    keeper = store.keeper_pid("box")
+    pinned = os.sched_getaffinity(keeper)
+    assert len(pinned) == (1 if len(mine) > 1 else len(mine)) and pinned <= mine, pinned
+
+
 # ---------------------------------------------------------------- 5. timeouts
 
 

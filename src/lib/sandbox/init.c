@@ -417,6 +417,12 @@ _noreturn_ static void exec_child(const ExecRequest *req) {
         exec_run(req);
 }
 
+/* The CPUs the sandbox may use, as init found them when it started: the
+ * keeper then keeps itself and init on one CPU (keeper.c, pin_to_one_cpu()),
+ * and each command gets these back before it execs. */
+static cpu_set_t command_cpus;
+static bool command_cpus_saved;
+
 /* The command's side of an exec, in its cgroup already. */
 _noreturn_ static void exec_run(const ExecRequest *req) {
         for (int i = 0; i < 3; i++)
@@ -433,6 +439,9 @@ _noreturn_ static void exec_run(const ExecRequest *req) {
         }
         if (close_range(3, ~0U, CLOSE_RANGE_CLOEXEC) < 0)
                 _exit(125);
+        /* Only a slower command if this fails, no weaker one. */
+        if (command_cpus_saved)
+                (void)sched_setaffinity(0, sizeof(command_cpus), &command_cpus);
         exec_or_exit(req->argv, req->envp);
 }
 
@@ -715,6 +724,9 @@ void sandbox_init_main(const InitArgs *a) {
         int fds[INIT_MAX_FDS], layer_fds[1 + SANDBOX_MAX_LAYERS];
         RootfsLayers layers = {};
 
+        /* Before the keeper can pin init to one CPU (it does so once init
+         * said it is ready). */
+        command_cpus_saved = sched_getaffinity(0, sizeof(command_cpus), &command_cpus) == 0;
         for (size_t i = 0; i < ELEMENTSOF(layer_fds); i++)
                 layer_fds[i] = -EBADF;
         struct sigaction sa = {.sa_handler = forward_handler};
