@@ -51,6 +51,10 @@
  *   link=PATH:TARGET     a symlink in the command's root (repeatable)
  *   bind=SRC:DST         a read-only bind of SRC over DST, both in the
  *                        command's root (repeatable; after the mounts)
+ *   mask=f:PATH, mask=d:PATH   a host file (directory) of the command's
+ *                        root that it must not read (/etc/shadow, sudoers,
+ *                        SSH host keys...; repeatable, after the mounts):
+ *                        covered by an empty read-only file (tmpfs)
  *   readonly=1           --read-only: $HOME and a copied or overlaid
  *                        workspace are read-only too
  *   net=1                bring up eth0 as AGENT_GUEST_ADDR/24, no default

@@ -610,9 +610,50 @@ static int setup_scalar(const char *kv, Fail *f) {
                 if (strncmp(kv, u64_keys[i].key, strlen(u64_keys[i].key)) == 0)
                         return parse_u64_key(v, u64_keys[i].value, f);
         if (strncmp(kv, "mount=", 6) == 0 || strncmp(kv, "link=", 5) == 0 ||
-            strncmp(kv, "tmpfs=", 6) == 0 || strncmp(kv, "bind=", 5) == 0)
+            strncmp(kv, "tmpfs=", 6) == 0 || strncmp(kv, "bind=", 5) == 0 ||
+            strncmp(kv, "mask=", 5) == 0)
                 return 0;
         return fail(f, EINVAL, "parse the setup (unknown key)", kv);
+}
+
+/* mask=f:PATH and mask=d:PATH: SECURITY, a host file or directory the
+ * command must not read (shadow, sudoers, SSH host keys: the namespace
+ * backend's list, rootfs_masked_paths()) is covered by an empty read-only
+ * file or tmpfs. The command cannot unmount it: it has no capabilities. */
+static int setup_mask(const char *v, Fail *f) {
+        static bool have_empty;
+        char target[4096];
+        struct stat st;
+
+        if ((v[0] != 'f' && v[0] != 'd') || v[1] != ':' || v[2] != '/' ||
+            strlen(v + 2) >= sizeof(target) - sizeof(SBX))
+                return fail(f, EINVAL, "parse the setup", v);
+        (void)snprintf(target, sizeof(target), SBX "%s", v + 2);
+        if (lstat(target, &st) < 0)
+                return 0; /* not in the guest's view: nothing to hide */
+        if (v[0] == 'd') {
+                if (!S_ISDIR(st.st_mode))
+                        return fail(f, ENOTDIR, "mask", target);
+                if (mount("tmpfs", target, "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC,
+                          "mode=0755,size=4k") < 0)
+                        return fail(f, errno, "mask", target);
+                return 0;
+        }
+        if (!S_ISREG(st.st_mode))
+                return fail(f, EINVAL, "mask", target);
+        if (!have_empty) {
+                int fd = open("/run/empty-mask", O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0444);
+
+                if (fd < 0)
+                        return fail(f, errno, "create", "/run/empty-mask");
+                (void)close(fd);
+                have_empty = true;
+        }
+        if (mount("/run/empty-mask", target, NULL, MS_BIND, NULL) < 0 ||
+            mount(NULL, target, NULL, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV,
+                  NULL) < 0)
+                return fail(f, errno, "mask", target);
+        return 0;
 }
 
 /* tmpfs=SIZE:PATH, link=PATH:TARGET and bind=SRC:DST (both in the
@@ -623,6 +664,8 @@ static int setup_entry(const char *kv, Fail *f) {
 
         if (strncmp(kv, "mount=", 6) == 0)
                 return setup_share(v, f);
+        if (strncmp(kv, "mask=", 5) == 0)
+                return setup_mask(v, f);
         if (!colon || (size_t)(colon - v) >= sizeof(a) - sizeof(SBX) ||
             strlen(colon + 1) >= sizeof(b) - sizeof(SBX))
                 return 0;

@@ -25,6 +25,7 @@ from pathlib import Path
 import pytest
 
 from proxyutil import Upstream
+from test_filesystem import secret_paths
 
 TCG = ["--backend", "vm", "--vm-accel", "tcg"]
 # A first run builds the template of its shape (one cold boot under TCG).
@@ -124,6 +125,25 @@ def test_runs_unprivileged_without_capabilities(caller, vm_env):
     assert status["NoNewPrivs"] == "1"
     assert lines[3] != "mount=0"  # without CAP_SYS_ADMIN: no mount
     assert lines[4:] == ["root=2", "fd=2", "0"]
+
+
+def test_host_secrets_in_etc_are_hidden(caller, vm_env):
+    """/etc is the host's (a 9p share that QEMU, as root hutch, can read
+    whole): shadow, sudoers, SSH host keys, ssl/private must be hidden as
+    in the namespace backend. The twin: /etc/passwd is there."""
+    paths = [*secret_paths(), "/etc/passwd"]
+    script = (
+        'for p in "$@"; do if c=$(cat "$p" 2>/dev/null); then echo "$p ${#c}"; '
+        'else echo "$p E"; fi; done; ls -A /etc/ssl/private 2>/dev/null | wc -l'
+    )
+    r, _ = vm_run(caller, vm_env, [], ["sh", "-c", script, "sh", *paths])
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    seen = dict(line.rsplit(" ", 1) for line in lines[:-1])
+    for p in secret_paths():
+        assert seen[p] in ("0", "E"), f"{p} is readable with content in the VM: {seen[p]}"
+    assert int(seen["/etc/passwd"]) > 0 and seen["/etc/passwd"] != "E"
+    assert lines[-1] == "0", "/etc/ssl/private is not empty in the VM"
 
 
 @pytest.mark.parametrize("mode", ["mount", "copy", "overlay"])

@@ -185,27 +185,33 @@ static int mask_dir(const char *path, HutchError *reterr) {
         return 0;
 }
 
-static int setup_etc_masks(HutchError *reterr) {
+static int add_mask(char ***l, char kind, const char *path) {
+        char *e;
+
+        if (asprintf(&e, "%c:%s", kind, path) < 0)
+                return -ENOMEM;
+        return strv_push_take(l, e);
+}
+
+int rootfs_masked_paths(char ***ret) {
+        _cleanup_strv_free_ char **l = NULL;
         _cleanup_(closedirp) DIR *d = NULL;
         struct dirent *de;
-        int fd, r;
+        struct stat st;
+        int r;
 
-        fd = open(MASK_FILE, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0444);
-        if (fd < 0)
-                return fail(reterr, negative_errno(), "create", MASK_FILE);
-        (void)close(fd);
-
-        for (size_t i = 0; masked_files[i]; i++) {
-                r = mask_file(masked_files[i], reterr);
-                if (r < 0)
-                        return r;
-        }
-        for (size_t i = 0; masked_dirs[i]; i++) {
-                r = mask_dir(masked_dirs[i], reterr);
-                if (r < 0)
-                        return r;
-        }
-
+        for (size_t i = 0; masked_files[i]; i++)
+                if (lstat(masked_files[i], &st) == 0 && S_ISREG(st.st_mode)) {
+                        r = add_mask(&l, 'f', masked_files[i]);
+                        if (r < 0)
+                                return r;
+                }
+        for (size_t i = 0; masked_dirs[i]; i++)
+                if (lstat(masked_dirs[i], &st) == 0 && S_ISDIR(st.st_mode)) {
+                        r = add_mask(&l, 'd', masked_dirs[i]);
+                        if (r < 0)
+                                return r;
+                }
         /* SECURITY: the host's SSH keys (ssh_host_*_key and friends). */
         d = opendir("/etc/ssh");
         while (d && (de = readdir(d))) {
@@ -214,7 +220,30 @@ static int setup_etc_masks(HutchError *reterr) {
                 if (!strstr(de->d_name, "key"))
                         continue;
                 (void)snprintf(path, sizeof(path), "/etc/ssh/%s", de->d_name);
-                r = mask_file(path, reterr);
+                if (lstat(path, &st) == 0 && S_ISREG(st.st_mode)) {
+                        r = add_mask(&l, 'f', path);
+                        if (r < 0)
+                                return r;
+                }
+        }
+        *ret = TAKE_PTR(l);
+        return 0;
+}
+
+static int setup_etc_masks(HutchError *reterr) {
+        _cleanup_strv_free_ char **masks = NULL;
+        int fd, r;
+
+        fd = open(MASK_FILE, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0444);
+        if (fd < 0)
+                return fail(reterr, negative_errno(), "create", MASK_FILE);
+        (void)close(fd);
+        /* The sandbox's /etc is the host's here: the same list. */
+        r = rootfs_masked_paths(&masks);
+        if (r < 0)
+                return fail(reterr, r, "list the files to hide in", "/etc");
+        STRV_FOREACH(m, masks) {
+                r = (*m)[0] == 'f' ? mask_file(*m + 2, reterr) : mask_dir(*m + 2, reterr);
                 if (r < 0)
                         return r;
         }

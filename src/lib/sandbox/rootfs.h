@@ -39,6 +39,14 @@ typedef struct RootfsLayers {
 /* The persistent directories (all below "/"), NULL-terminated. */
 extern const char *const rootfs_persistent_dirs[];
 
+/* What no sandbox may read of the host's /etc (shadow, gshadow, sudoers,
+ * the SSH host keys, ssl/private, ...), as it is here: "f:PATH" for each
+ * regular file and "d:PATH" for each directory that exists (NULL when
+ * none does). Both backends
+ * hide them: the namespace backend with mounts (rootfs_setup()), the
+ * microVM backend through the agent's mask= entries. 0 or -ENOMEM. */
+int rootfs_masked_paths(char ***ret);
+
 typedef struct RootfsConfig {
         const Policy *policy;
         /* Detached mounts prepared by the supervisor (idmapped when hutch is

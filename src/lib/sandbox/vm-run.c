@@ -428,6 +428,19 @@ static int build_setup(VmRun *v, VmConfig *c, char **ret, size_t *ret_len) {
         }
         if (r >= 0)
                 r = plan_filesystem(v, c, &buf, &len);
+        /* SECURITY: last, over the shares: what no sandbox may read of the
+         * host's /etc (QEMU itself may: as root hutch it is root), hidden
+         * as the namespace backend hides it. */
+        if (r >= 0) {
+                _cleanup_strv_free_ char **masks = NULL;
+
+                r = rootfs_masked_paths(&masks);
+                STRV_FOREACH(m, masks) {
+                        if (r < 0)
+                                break;
+                        r = agent_payload_add(&buf, &len, "mask=", *m);
+                }
+        }
         if (r < 0)
                 return r;
         *ret = TAKE_PTR(buf);
