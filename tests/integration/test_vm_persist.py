@@ -263,3 +263,21 @@ def test_rm_force_of_a_running_vm_leaves_nothing(store):
     assert not (store.state / "box" / "keeper.sock").exists()
     assert list((store.state).glob("vm-run-*")) == []
     assert "box" not in store.ls()
+
+
+def test_qemu_dies_with_a_killed_keeper(store):
+    """SECURITY: QEMU becomes the sandbox's root (a new host uid as root
+    hutch), which clears its death signal unless it is set again; a QEMU
+    outliving its keeper would keep the layers mounted and the command
+    running, and the next keeper would mount the same upper layer twice.
+    The twin: after the kill, the sandbox starts again and kept its file."""
+    keeper, qemu = started_vm(store, "box", "echo kept > /root/f")
+    os.kill(keeper, 9)
+    assert poll_until(lambda: not Path(f"/proc/{keeper}").exists(), 10)
+    assert poll_until(lambda: all(not Path(f"/proc/{q}").exists() for q in qemu), 10), (
+        f"QEMU {qemu} outlived its keeper {keeper}"
+    )
+    assert store.sh("box", "cat /root/f") == "kept\n"
+    assert store.hutch("rm", "--force", "box").returncode == 0
+    # The killed keeper's host cgroup goes with the next command's sweep.
+    assert poll_until(lambda: not vm_cgroups(keeper), 10)

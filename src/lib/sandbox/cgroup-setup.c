@@ -81,10 +81,11 @@ static unsigned limits_mask(const CgroupLimits *lim) {
 }
 
 /* A run whose supervisor was SIGKILLed cannot remove its cgroups; its
- * processes died with its pid namespace, so what is left is empty
- * "run-<pid>-<hex>" trees (the leaf "exec", a keeper's "x-<id>/exec") of
- * a pid that no longer exists. Remove those under @base (rmdir refuses
- * anything still populated). */
+ * processes died with its pid namespace (a microVM's QEMU with its death
+ * signal), so what is left is empty "run-<pid>-<hex>" trees (the leaf
+ * "exec", a keeper's "x-<id>/exec") or "vm-<pid>-<hex>" ones of a pid that
+ * no longer exists. Remove those under @base (rmdir refuses anything still
+ * populated). */
 static void gc_stale_runs(const char *base) {
         _cleanup_(closedirp) DIR *d = NULL;
         struct dirent *de;
@@ -94,17 +95,21 @@ static void gc_stale_runs(const char *base) {
         d = opendir(base);
         while (d && (de = readdir(d))) {
                 char path[4096], pidtext[16];
-                const char *dash;
+                const char *dash, *num;
                 size_t n;
                 int pid;
 
-                if (strncmp(de->d_name, "run-", 4) != 0)
+                if (strncmp(de->d_name, "run-", 4) == 0)
+                        num = de->d_name + 4;
+                else if (strncmp(de->d_name, "vm-", 3) == 0)
+                        num = de->d_name + 3;
+                else
                         continue;
-                dash = strchr(de->d_name + 4, '-');
-                n = dash ? (size_t)(dash - de->d_name - 4) : 0;
+                dash = strchr(num, '-');
+                n = dash ? (size_t)(dash - num) : 0;
                 if (n == 0 || n >= sizeof(pidtext))
                         continue;
-                memcpy(pidtext, de->d_name + 4, n);
+                memcpy(pidtext, num, n);
                 pidtext[n] = '\0';
                 if (safe_atoi(pidtext, &pid) < 0 || pid <= 0)
                         continue;

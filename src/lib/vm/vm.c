@@ -322,11 +322,15 @@ int qemu_argv(const QemuArgs *a, char ***ret) {
 
 /* In the forked child: the cgroup, the user namespace, the fixed
  * descriptors, exec. */
-_noreturn_ static void qemu_exec(const VmConfig *c, char **argv, int fds[3], int log_fd) {
+_noreturn_ static void qemu_exec(const VmConfig *c, char **argv, int fds[3], int log_fd,
+                                 pid_t parent) {
         int high[3 + VM_MAX_DIRS], devnull;
         size_t n = 3 + c->n_dirs;
 
         (void)prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
+        /* The parent may have died before the prctl(). */
+        if (getppid() != parent)
+                _exit(127);
         /* A process group of its own: the terminal's ^C goes to hutch,
          * which passes it to the command, not to QEMU (which would end the
          * VM under it). */
@@ -342,6 +346,12 @@ _noreturn_ static void qemu_exec(const VmConfig *c, char **argv, int fds[3], int
                         _exit(127);
                 (void)setgroups(0, NULL);
                 if (setresgid(0, 0, 0) < 0 || setresuid(0, 0, 0) < 0)
+                        _exit(127);
+                /* SECURITY: as root hutch this changed the host uid (to the
+                 * sandbox's range), which clears the death signal: set it
+                 * again, or a QEMU whose keeper was SIGKILLed would live on
+                 * with the sandbox's layers mounted. */
+                if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0 || getppid() != parent)
                         _exit(127);
         }
         for (size_t i = 0; i < n; i++) {
@@ -368,7 +378,7 @@ _noreturn_ static void qemu_exec(const VmConfig *c, char **argv, int fds[3], int
 static int qemu_spawn(Vm *vm, const VmConfig *c, char **argv, int incoming_fd, HutchError *reterr) {
         _cleanup_close_ int log_fd = -EBADF;
         int agent[2], qmp[2], fds[3];
-        pid_t pid;
+        pid_t pid, self;
 
         log_fd = open(vm->log_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
         if (log_fd < 0)
@@ -383,9 +393,10 @@ static int qemu_spawn(Vm *vm, const VmConfig *c, char **argv, int incoming_fd, H
         fds[0] = agent[1];
         fds[1] = qmp[1];
         fds[2] = incoming_fd;
+        self = getpid();
         pid = fork();
         if (pid == 0)
-                qemu_exec(c, argv, fds, log_fd);
+                qemu_exec(c, argv, fds, log_fd, self);
         (void)safe_close(agent[1]);
         (void)safe_close(qmp[1]);
         if (pid < 0) {
