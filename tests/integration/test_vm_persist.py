@@ -281,3 +281,20 @@ def test_qemu_dies_with_a_killed_keeper(store):
     assert store.hutch("rm", "--force", "box").returncode == 0
     # The killed keeper's host cgroup goes with the next command's sweep.
     assert poll_until(lambda: not vm_cgroups(keeper), 10)
+
+
+def test_qemu_cannot_write_the_image_cache(store):
+    """SECURITY: every later VM boots the cached kernel and initramfs; the
+    cache QEMU reaches (as root hutch: an idmapped mount it owns) is
+    mounted read-only. The twin: its run directory (console log) is
+    writable."""
+    keeper, qemu = started_vm(store, "box", "true")
+    argv = Path(f"/proc/{qemu[0]}/cmdline").read_bytes().split(b"\0")
+    kernel = argv[argv.index(b"-kernel") + 1].decode()
+    assert kernel.startswith("/proc/self/fd/"), kernel
+    cache_fd = kernel.split("/")[4]
+    con = next(a.decode() for a in argv if b"console.log" in a)
+    run_fd = con.split("/proc/self/fd/", 1)[1].split("/")[0]
+    assert os.statvfs(f"/proc/{qemu[0]}/fd/{cache_fd}").f_flag & os.ST_RDONLY
+    assert not os.statvfs(f"/proc/{qemu[0]}/fd/{run_fd}").f_flag & os.ST_RDONLY
+    assert store.hutch("rm", "--force", "box").returncode == 0

@@ -231,7 +231,10 @@ static int open_dirs(const VmRun *v, bool privileged, VmLayers *l, HutchError *r
                         return hutch_error_set(reterr, -r, "cannot use '%s': %s", paths[i],
                                                strerror(-r));
                 if (privileged) {
-                        r = sandbox_open_detached_tree(paths[i], l->userns_fd, false, fds[i],
+                        /* SECURITY: QEMU only reads the cache (hutch wrote
+                         * the images before it starts): a compromised QEMU
+                         * must not rewrite a kernel every later VM boots. */
+                        r = sandbox_open_detached_tree(paths[i], l->userns_fd, i == 0, fds[i],
                                                        reterr);
                         if (r < 0)
                                 return r;
