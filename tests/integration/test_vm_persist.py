@@ -216,6 +216,37 @@ def test_timeout_kills_the_command_not_the_vm(store):
     assert qemu_of(keeper) == qemu
 
 
+def test_timeout_is_enforced_when_the_guest_does_not_answer(store):
+    """SECURITY: the timeout is a kill frame to the agent; a guest that
+    does not answer it (here: frozen through the keeper's own freeze, as
+    `hutch snapshot` of a running sandbox does) must not keep the command
+    past its timeout: after a grace period the keeper stops the VM. The
+    twin is test_timeout_kills_the_command_not_the_vm (an answering guest:
+    the VM stays)."""
+    keeper, qemu = started_vm(store, "box", "echo before > /root/f")
+    out = store.dir / "outcome-frozen.json"
+    p = store.popen("exec", "box", "--timeout", "2s", "--json", out, "--", "sleep", "60",
+                    stdout=DEVNULL, stderr=PIPE)
+    time.sleep(1)
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    try:
+        sock.connect(str(store.state / "box" / "keeper.sock"))
+        sock.send(json.dumps({"op": "freeze"}).encode())
+        assert json.loads(sock.recv(65536))["op"] == "ok"
+        start = time.monotonic()
+        p.wait(timeout=60)
+        took = time.monotonic() - start
+    finally:
+        sock.close()
+    assert p.returncode == 137, p.stderr.read()
+    o = json.loads(out.read_text())
+    assert o["reason"] == "timeout", o
+    assert took < 30, took
+    assert poll_until(lambda: all(not Path(f"/proc/{q}").exists() for q in qemu), 10)
+    # The files stayed; the next exec starts the sandbox again.
+    assert store.sh("box", "cat /root/f") == "before\n"
+
+
 def test_refusals(store):
     ws = workspace(store)
     store.create_vm("box", ws)

@@ -32,6 +32,9 @@
 #define KEEPER_VM_FILE_REFUSED                                                                     \
         "file operations are not supported on --backend vm sandboxes yet (use hutch exec)"
 
+/* How long the agent has to end a command it was told to kill. */
+#define VM_KILL_GRACE_MS 5000U
+
 typedef struct VmExec {
         uint64_t id;
         int conn_fd; /* the client waiting for the outcome, or -EBADF once it went away */
@@ -40,6 +43,7 @@ typedef struct VmExec {
         size_t payload_len;
         char *argv_json;
         uint64_t timeout_ms, start_ms, deadline_ms, start_wall_ms;
+        uint64_t kill_sent_ms; /* when the agent was told to kill it, or 0 */
         off_t audit_start;
         bool started, timed_out, killed;
         Supervision sup; /* relays, forwarded signal, times */
@@ -232,6 +236,16 @@ static int exec_queue(VmKeeper *k, KeeperConn *c, json_t *req, int *fds, size_t 
         return 0;
 }
 
+/* Tells the agent to kill the running exec @e. SECURITY: if the guest has
+ * not ended it within VM_KILL_GRACE_MS (an agent that does not answer),
+ * the keeper stops the VM (keeper_loop()): a timeout is never left
+ * unenforced. */
+static void exec_kill(VmKeeper *k, VmExec *e) {
+        if (!e->kill_sent_ms)
+                e->kill_sent_ms = MAX(now_ms(), 1U);
+        vm_session_signal(k->v.vm, &e->ss, SIGKILL);
+}
+
 /* The client of exec @id went away: a running command is killed, a
  * waiting one is dropped. */
 static void exec_abandon(VmKeeper *k, uint64_t id) {
@@ -245,7 +259,7 @@ static void exec_abandon(VmKeeper *k, uint64_t id) {
                 return;
         }
         k->queue[0]->killed = true;
-        vm_session_signal(k->v.vm, &k->queue[0]->ss, SIGKILL);
+        exec_kill(k, k->queue[0]);
 }
 
 static void conn_close(VmKeeper *k, KeeperConn *c) {
@@ -308,6 +322,8 @@ static int poll_timeout(const VmKeeper *k, uint64_t idle_ms) {
 
         if (e && e->started && e->deadline_ms && !e->timed_out)
                 next = e->deadline_ms;
+        if (e && e->kill_sent_ms)
+                next = MIN(next, e->kill_sent_ms + VM_KILL_GRACE_MS);
         if (k->n_queue == 0)
                 next = k->idle_since_ms + idle_ms;
         return next == UINT64_MAX ? -1 : next <= now ? 0 : (int)MIN(next - now, (uint64_t)60000);
@@ -375,8 +391,10 @@ static void keeper_loop(VmKeeper *k) {
                         /* The command's end, not the VM's: the agent kills
                          * its cgroup, and the EXIT follows. */
                         e->timed_out = true;
-                        vm_session_signal(vm, &e->ss, SIGKILL);
+                        exec_kill(k, e);
                 }
+                if (e && e->kill_sent_ms && now_ms() >= e->kill_sent_ms + VM_KILL_GRACE_MS)
+                        k->stop = true; /* the VM goes, and the command with it */
                 if (k->n_queue == 0 && now_ms() >= k->idle_since_ms + idle_ms)
                         k->stop = true;
                 if (pfd[2].revents) {
@@ -464,6 +482,11 @@ int sandbox_keep_vm(const KeeperConfig *cfg, char *const *caller_env, HutchError
 
         keeper_loop(&k);
 
+        /* A frozen QEMU (v1 freezer) would not die of SIGKILL. */
+        if (k.frozen && k.v.rc.cgroup) {
+                (void)cgroup_set_frozen(k.v.rc.cgroup, false);
+                k.frozen = false;
+        }
         /* Down: the running command dies with the VM (its client gets the
          * outcome); one that did not start was not run ("stopping"). */
         if (k.n_queue > 0 && k.queue[0]->started) {
