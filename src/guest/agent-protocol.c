@@ -82,18 +82,24 @@ int agent_reader_next(AgentReader *r, uint8_t *ret_type, const void **ret_payloa
         return 1;
 }
 
-int agent_frame_write(int fd, AgentMsg type, const void *payload, size_t len) {
-        unsigned char hdr[AGENT_HEADER_SIZE] = {};
-        int r;
-
-        if (len > AGENT_FRAME_MAX)
-                return -EMSGSIZE;
+void agent_frame_header(unsigned char hdr[AGENT_HEADER_SIZE], AgentMsg type, const void *payload,
+                        size_t len) {
+        memset(hdr, 0, AGENT_HEADER_SIZE);
         agent_put_le32(hdr, AGENT_MAGIC);
         hdr[4] = AGENT_VERSION_MAJOR;
         hdr[5] = AGENT_VERSION_MINOR;
         hdr[6] = (unsigned char)type;
         agent_put_le32(hdr + 8, (uint32_t)len);
         agent_put_le32(hdr + 12, crc32_update(0, payload, len));
+}
+
+int agent_frame_write(int fd, AgentMsg type, const void *payload, size_t len) {
+        unsigned char hdr[AGENT_HEADER_SIZE];
+        int r;
+
+        if (len > AGENT_FRAME_MAX)
+                return -EMSGSIZE;
+        agent_frame_header(hdr, type, payload, len);
         r = loop_write(fd, hdr, sizeof(hdr));
         if (r < 0 || len == 0)
                 return r;

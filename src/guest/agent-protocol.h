@@ -130,6 +130,11 @@ ssize_t agent_reader_fill(AgentReader *r, int fd);
  * reader then stays broken). */
 int agent_reader_next(AgentReader *r, uint8_t *ret_type, const void **ret_payload, size_t *ret_len);
 
+/* The header of a frame of @len bytes (at most AGENT_FRAME_MAX) at
+ * @payload. */
+void agent_frame_header(unsigned char hdr[AGENT_HEADER_SIZE], AgentMsg type, const void *payload,
+                        size_t len);
+
 /* Writes one frame (blocking, whole; retries EINTR and short writes).
  * -EMSGSIZE for @len over AGENT_FRAME_MAX. */
 int agent_frame_write(int fd, AgentMsg type, const void *payload, size_t len);

@@ -1010,8 +1010,8 @@ static void stdin_push(Exec *x, const void *data, size_t len) {
                         x->in = safe_close(x->in);
                 return;
         }
-        if (x->in < 0 || x->queued + len > STDIN_QUEUE_MAX)
-                return; /* nobody reads it any more, or too much: dropped */
+        if (x->in < 0)
+                return; /* nobody reads it any more: dropped */
         b = malloc(sizeof(Buf) + len);
         if (!b)
                 return;
@@ -1085,8 +1085,12 @@ static int handle_host_frame(Exec *x, uint8_t type, const void *payload, size_t 
  * (stdin, signals). */
 static void exec_loop(Exec *x, AgentReader *rd, int sigfd) {
         while (!(x->exited && x->out[0] < 0 && x->out[1] < 0)) {
+                /* The command's stdin waits in the queue up to
+                 * STDIN_QUEUE_MAX (one read of the port more at most); past
+                 * that the port is not read until the command takes some:
+                 * the host holds the rest, nothing is dropped. */
                 struct pollfd p[5] = {
-                        {.fd = port_fd, .events = POLLIN},
+                        {.fd = x->queued >= STDIN_QUEUE_MAX ? -1 : port_fd, .events = POLLIN},
                         {.fd = sigfd, .events = POLLIN},
                         {.fd = x->out[0], .events = POLLIN},
                         {.fd = x->out[1], .events = POLLIN},

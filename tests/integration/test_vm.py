@@ -13,6 +13,7 @@ Not run here, with the reason:
 - persistent sandboxes (`hutch create --backend vm`): test_vm_persist.py;
 """
 
+import hashlib
 import json
 import os
 import shutil
@@ -99,6 +100,21 @@ def test_large_output_and_the_output_limit(caller, vm_env):
     assert r.returncode == 0, r.stderr
     assert len(r.stdout) == 1024
     assert o["stdout_truncated"] is True
+
+
+def test_large_stdin_to_a_command_that_reads_it_late(caller, vm_env):
+    """More stdin than the agent queues (16 MiB) and than the port
+    buffers, for a command that reads none of it for a while: the host
+    waits for the port (it once took a full port for a dead VM) and the
+    agent stops reading it while its queue is full (it once dropped the
+    rest): every byte arrives, in order. The twin (a command that reads at
+    once) is test_exit_code_output_and_stdin."""
+    data = os.urandom(1 << 20) * 24
+    r, _ = vm_run(
+        caller, vm_env, [], ["sh", "-c", "sleep 2; sha256sum"], input=data, text=False
+    )
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split()[0].decode() == hashlib.sha256(data).hexdigest()
 
 
 def test_command_not_found_is_127(caller, vm_env):

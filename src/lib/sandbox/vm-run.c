@@ -555,17 +555,58 @@ void vm_session_frames(Vm *vm, VmSession *ss) {
 bool vm_session_ended(const VmSession *ss) {
         const Relay *rl = ss->s->relays;
 
-        /* Once the EXIT came and the output before it is out. */
+        /* Once the EXIT came and the output before it is out (and what
+         * was queued for the agent: the next EXEC comes after it). */
         return ss->error.errnum || ss->qemu_gone ||
-               (ss->exited && rl[0].len == 0 && rl[1].len == 0);
+               (ss->exited && rl[0].len == 0 && rl[1].len == 0 && ss->out_off == ss->out_len);
+}
+
+/* Writes what the agent's port takes of the queued frames. */
+static void session_push(Vm *vm, VmSession *ss) {
+        while (ss->out_off < ss->out_len) {
+                ssize_t n = write(vm->agent_fd, ss->out + ss->out_off, ss->out_len - ss->out_off);
+
+                if (n < 0 && errno == EINTR)
+                        continue;
+                if (n < 0 && errno == EAGAIN)
+                        return;
+                if (n <= 0) {
+                        ss->qemu_gone = true;
+                        return;
+                }
+                ss->out_off += (size_t)n;
+        }
+        ss->out_off = ss->out_len = 0;
+}
+
+/* Queues a frame for the agent and writes what it can. -ENOBUFS when the
+ * queue has no room (only signals can meet that: stdin is read only into
+ * an empty queue). */
+static int session_send(Vm *vm, VmSession *ss, AgentMsg type, const void *payload, size_t len) {
+        if (ss->out_off > 0) {
+                memmove(ss->out, ss->out + ss->out_off, ss->out_len - ss->out_off);
+                ss->out_len -= ss->out_off;
+                ss->out_off = 0;
+        }
+        if (len > VM_STDIN_CHUNK || sizeof(ss->out) - ss->out_len < AGENT_HEADER_SIZE + len)
+                return -ENOBUFS;
+        agent_frame_header(ss->out + ss->out_len, type, payload, len);
+        if (len > 0)
+                memcpy(ss->out + ss->out_len + AGENT_HEADER_SIZE, payload, len);
+        ss->out_len += AGENT_HEADER_SIZE + len;
+        session_push(vm, ss);
+        return 0;
 }
 
 void vm_session_poll_fill(Vm *vm, const VmSession *ss, struct pollfd p[VM_SESSION_NPOLL]) {
         const Relay *rl = ss->s->relays;
         bool pending = rl[0].len > 0 || rl[1].len > 0;
+        bool want_in = !pending && !ss->exited, want_out = ss->out_off < ss->out_len;
 
-        p[0] = (struct pollfd){.fd = pending || ss->exited ? -1 : vm->agent_fd, .events = POLLIN};
-        p[1] = (struct pollfd){.fd = ss->stdin_eof || ss->exited ? -1 : ss->in_fd,
+        p[0] = (struct pollfd){.fd = want_in || want_out ? vm->agent_fd : -1,
+                               .events =
+                                       (short)((want_in ? POLLIN : 0) | (want_out ? POLLOUT : 0))};
+        p[1] = (struct pollfd){.fd = ss->stdin_eof || ss->exited || want_out ? -1 : ss->in_fd,
                                .events = POLLIN};
         for (size_t i = 0; i < 2; i++)
                 p[2 + i] =
@@ -584,14 +625,16 @@ void vm_session_poll_handle(Vm *vm, VmSession *ss, const struct pollfd p[VM_SESS
                 } else
                         vm_session_flush(&rl[i]);
         }
-        if (p[0].revents) {
+        if (p[0].revents & POLLOUT)
+                session_push(vm, ss);
+        if (p[0].revents & ~POLLOUT) {
                 ssize_t n = agent_reader_fill(vm->reader, vm->agent_fd);
 
                 if (n == 0 || (n < 0 && n != -EAGAIN && n != -ENOBUFS))
                         ss->qemu_gone = true;
         }
         if (p[1].revents) {
-                char buf[16384];
+                char buf[VM_STDIN_CHUNK];
                 ssize_t n = read(ss->in_fd, buf, sizeof(buf));
 
                 if (n < 0 && (errno == EAGAIN || errno == EINTR))
@@ -600,8 +643,7 @@ void vm_session_poll_handle(Vm *vm, VmSession *ss, const struct pollfd p[VM_SESS
                         ss->stdin_eof = true;
                         n = 0;
                 }
-                if (agent_frame_write(vm->agent_fd, AGENT_MSG_STDIN, buf, (size_t)n) < 0)
-                        ss->qemu_gone = true;
+                (void)session_send(vm, ss, AGENT_MSG_STDIN, buf, (size_t)n);
         }
 }
 
@@ -612,7 +654,10 @@ void vm_session_signal(Vm *vm, VmSession *ss, int sig) {
                 return;
         ss->s->forwarded_signal = sig;
         agent_put_le32(b, (uint32_t)sig);
-        (void)agent_frame_write(vm->agent_fd, AGENT_MSG_SIGNAL, b, 4);
+        /* With no room (eight signals the agent did not take), this one is
+         * lost; a kill then still ends the command: the keeper stops the
+         * VM after its grace, hutch run's timeout kills QEMU. */
+        (void)session_send(vm, ss, AGENT_MSG_SIGNAL, b, 4);
 }
 
 static void session_loop(VmRun *v, VmSession *ss) {

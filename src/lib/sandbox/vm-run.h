@@ -75,12 +75,23 @@ int vm_run_build_exec(char *const *argv, char *const *env, const char *cwd, char
 /* One command in the guest, from EXEC to EXIT: its stdin comes from
  * @in_fd, its output goes to s->relays' out_fd (written only when they
  * poll writable, so a slow reader never blocks the loop). */
+/* A piece of the command's stdin per STDIN frame, and room for the
+ * signals that wait behind one. */
+#define VM_STDIN_CHUNK 16384
+#define VM_SESSION_OUT_MAX (AGENT_HEADER_SIZE + VM_STDIN_CHUNK + 8 * (AGENT_HEADER_SIZE + 4))
+
 typedef struct VmSession {
         Supervision *s; /* only relays, forwarded_signal and times are used */
         int in_fd;      /* borrowed */
         bool exited, timed_out, stdin_eof, qemu_gone;
         AgentExit exit;
         HutchError error;
+        /* Frames for the agent that its port did not take yet (the agent
+         * stops reading it while the command's stdin queue is full):
+         * written when it polls writable, in order; stdin is read only
+         * when this is empty. */
+        unsigned char out[VM_SESSION_OUT_MAX];
+        size_t out_len, out_off;
 } VmSession;
 
 #define VM_SESSION_NPOLL 4
