@@ -242,7 +242,7 @@ int openat_beneath(int dirfd, const char *path, int flags, mode_t mode) {
         return (int)fd;
 }
 
-#define MAX_FDS_PER_MESSAGE 16
+#define MAX_FDS_PER_MESSAGE 64
 
 int send_with_fds(int sock, const void *data, size_t len, const int *fds, size_t n_fds) {
         union {

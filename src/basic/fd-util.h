@@ -69,8 +69,9 @@ int open_directory_at(int dirfd, const char *name, const struct stat *expected);
  * (-ELOOP for a symlink, -EXDEV for an escape). */
 int openat_beneath(int dirfd, const char *path, int flags, mode_t mode);
 
-/* Sends @data of @len bytes plus the @n_fds descriptors in @fds (may be 0)
- * as one message over the SOCK_SEQPACKET socket @sock. */
+/* Sends @data of @len bytes plus the @n_fds descriptors in @fds (may be 0,
+ * at most 64, else -E2BIG) as one message over the SOCK_SEQPACKET socket
+ * @sock. */
 int send_with_fds(int sock, const void *data, size_t len, const int *fds, size_t n_fds);
 
 /* Receives one message of at most @len bytes into @data and up to @max_fds

@@ -329,3 +329,20 @@ def test_qemu_cannot_write_the_image_cache(store):
     assert os.statvfs(f"/proc/{qemu[0]}/fd/{cache_fd}").f_flag & os.ST_RDONLY
     assert not os.statvfs(f"/proc/{qemu[0]}/fd/{run_fd}").f_flag & os.ST_RDONLY
     assert store.hutch("rm", "--force", "box").returncode == 0
+
+
+def test_many_binds_fit_in_one_message(store):
+    """The helper that builds a VM sandbox's tree gets every tree in one
+    message and answers with every share (here 6 persistent directories,
+    the workspace and 12 binds: more than the 16 descriptors a message
+    carried once, when such a sandbox could not start)."""
+    binds = []
+    for i in range(12):
+        d = store.runner.make_dir(mode=0o755, name=f"bind{i}")
+        (d / "f").write_text(f"b{i}\n")
+        store.runner.chown(d / "f")
+        binds += ["-v", f"{d}:/mnt/b{i}:ro"]
+    store.create_vm("box", workspace(store), *binds)
+    out = store.sh("box", "cat /mnt/b*/f | sort -V | tr '\\n' ' '")
+    assert out == " ".join(f"b{i}" for i in range(12)) + " ", out
+    assert store.hutch("rm", "--force", "box").returncode == 0
