@@ -247,6 +247,17 @@ def test_timeout_is_enforced_when_the_guest_does_not_answer(store):
     assert store.sh("box", "cat /root/f") == "before\n"
 
 
+def test_a_command_that_cannot_start_says_why(store):
+    """127 or 126 with the reason on the client's stderr, as in the
+    namespace backend; the same VM then runs the next command."""
+    keeper, qemu = started_vm(store, "box", "true")
+    r = store.exec("box", "no-such-command-hutch")
+    assert r.returncode == 127, r.stderr
+    assert r.stderr.startswith("hutch: ") and "no-such-command-hutch" in r.stderr, r.stderr
+    assert store.sh("box", "echo again") == "again\n"
+    assert qemu_of(keeper) == qemu
+
+
 def test_refusals(store):
     ws = workspace(store)
     store.create_vm("box", ws)

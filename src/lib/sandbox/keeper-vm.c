@@ -164,8 +164,15 @@ static void exec_begin(VmKeeper *k) {
          * executable, a bad working directory): 127 or 126, with the
          * reason on its stderr, as the namespace backend does. */
         (void)snprintf(line, sizeof(line), "hutch: %s\n", err.msg);
-        if (e->fds[2] >= 0)
-                (void)loop_write(e->fds[2], line, strlen(line));
+        /* Never blocking the keeper on the client's stderr: a full pipe
+         * loses the line (the exit status still tells); one that polls
+         * writable has room for it (a page). */
+        if (e->fds[2] >= 0) {
+                struct pollfd p = {.fd = e->fds[2], .events = POLLOUT};
+
+                if (poll(&p, 1, 0) == 1 && (p.revents & POLLOUT))
+                        (void)write(e->fds[2], line, strlen(line));
+        }
         e->ss.exited = true;
         e->ss.exit.status = (r == -ENOENT ? 127 : 126) << 8;
         exec_finished(k);
