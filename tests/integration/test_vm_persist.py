@@ -319,9 +319,13 @@ def test_qemu_dies_with_a_killed_keeper(store):
     assert poll_until(lambda: all(not Path(f"/proc/{q}").exists() for q in qemu), 10), (
         f"QEMU {qemu} outlived its keeper {keeper}"
     )
+    left = list(store.state.glob(f"vm-run-{keeper}-*"))
+    assert len(left) == 1, left  # the killed keeper's run directory
     assert store.sh("box", "cat /root/f") == "kept\n"
+    # The next start sweeps what the killed keeper left: its run
+    # directory and its host cgroups.
+    assert not left[0].exists()
     assert store.hutch("rm", "--force", "box").returncode == 0
-    # The killed keeper's host cgroup goes with the next command's sweep.
     assert poll_until(lambda: not vm_cgroups(keeper), 10)
 
 

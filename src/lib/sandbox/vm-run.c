@@ -3,6 +3,7 @@
  * supervisor's part: the directories, the host cgroup QEMU runs in, the
  * proxy, the guest's SETUP and EXEC, the command's streams, the timeout,
  * the signals and the outcome. The machine itself is src/lib/vm. */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -79,6 +80,29 @@ void vm_run_done(VmRun *v) {
                 (void)sigprocmask(SIG_SETMASK, &v->orig_mask, NULL);
 }
 
+/* The run directories ("vm-run-<pid>-XXXXXX") of supervisors that died
+ * without removing theirs (SIGKILL): their QEMU died with them (its death
+ * signal). A pid in use, ours or anyone's, keeps its directory. */
+static void gc_stale_run_dirs(const char *state) {
+        _cleanup_(closedirp) DIR *d = opendir(state);
+        struct dirent *de;
+
+        while (d && (de = readdir(d))) {
+                const char *num = de->d_name + strlen("vm-run-"), *dash;
+                char pidtext[16];
+                int pid;
+
+                if (strncmp(de->d_name, "vm-run-", 7) != 0 || !(dash = strchr(num, '-')) ||
+                    dash == num || (size_t)(dash - num) >= sizeof(pidtext))
+                        continue;
+                memcpy(pidtext, num, (size_t)(dash - num));
+                pidtext[dash - num] = '\0';
+                if (safe_atoi(pidtext, &pid) < 0 || pid <= 0 || kill(pid, 0) == 0 || errno != ESRCH)
+                        continue;
+                (void)rm_rf_at(dirfd(d), de->d_name);
+        }
+}
+
 static int pick_dirs(VmRun *v, HutchError *reterr) {
         int r;
 
@@ -87,7 +111,8 @@ static int pick_dirs(VmRun *v, HutchError *reterr) {
         r = vm_template_dir(v->store->state, &v->template_dir);
         if (r < 0)
                 return r;
-        if (asprintf(&v->run_dir, "%s/vm-run-XXXXXX", v->store->state) < 0)
+        gc_stale_run_dirs(v->store->state);
+        if (asprintf(&v->run_dir, "%s/vm-run-%d-XXXXXX", v->store->state, (int)getpid()) < 0)
                 return -ENOMEM;
         if (!mkdtemp(v->run_dir)) {
                 r = errno;
