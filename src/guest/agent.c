@@ -985,9 +985,12 @@ static void exec_finish(Exec *x) {
         agent_exit_encode(&e, buf);
         if (agent_frame_write(port_fd, AGENT_MSG_EXIT, buf, sizeof(buf)) < 0)
                 die("write to the host", errno);
-        /* Removing the cgroup (exec_kill_all() emptied it) and making the
-         * next one need not delay the EXIT. */
-        (void)rmdir(dir);
+        /* Removing the cgroup and making the next one need not delay the
+         * EXIT. exec_kill_all()'s cgroup.kill works asynchronously: the
+         * killed may still be exiting, and rmdir refuses a populated
+         * cgroup (they would pile up); wait for them, at most 1 s. */
+        for (int i = 0; i < 200 && rmdir(dir) < 0 && errno == EBUSY; i++)
+                sleep_ms(5);
         cgroup_prepare();
 }
 
