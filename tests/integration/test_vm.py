@@ -185,6 +185,29 @@ def test_workspace_modes(caller, vm_env, mode):
         assert not (ws / "g").exists()
 
 
+def test_no_set_id_file_reaches_the_host(caller, vm_env):
+    """SECURITY: a mounted workspace is written by QEMU's 9p server, as
+    root when hutch runs as root: a guest's chmod u+s (or a file created
+    with the bit) would leave a set-user-id root program on the host for
+    anyone who can reach the folder. QEMU runs under a filter that refuses
+    the set-id bits. The twin: chmod 755 works."""
+    ws = caller.make_dir(name="ws")
+    caller.chown(ws)
+    script = (
+        "cp /bin/sh s; chmod 4755 s; echo suid=$?; chmod 2755 s; echo sgid=$?; "
+        "install -m 4755 /bin/sh t 2>/dev/null; echo install=$?; "
+        "chmod 700 s; echo plain=$?"
+    )
+    r, _ = vm_run(caller, vm_env, ["--workspace", f"{ws}:mount"], ["sh", "-c", script])
+    assert r.returncode == 0, r.stderr
+    got = dict(line.split("=") for line in r.stdout.split())
+    assert got["suid"] != "0" and got["sgid"] != "0" and got["install"] != "0", got
+    assert got["plain"] == "0", got
+    for f in ws.iterdir():
+        assert not os.stat(f).st_mode & 0o6000, f"{f}: {oct(os.stat(f).st_mode)}"
+    assert oct(os.stat(ws / "s").st_mode & 0o7777) == "0o700"
+
+
 @pytest.mark.parametrize("mode", ["mount", "copy"])
 def test_read_only_workspace_refuses_writes(caller, vm_env, mode):
     ws = caller.make_dir(name="ws")

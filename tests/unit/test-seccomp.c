@@ -265,27 +265,60 @@ static bool bpf_has_jump_k(const struct sock_filter *insn, size_t n, uint16_t op
         return false;
 }
 
-/* The program hutch loads is generated at build time; it must be exactly
- * what libseccomp compiles from the table now. */
-TEST(embedded_program_matches_the_table) {
+/* The programs hutch loads are generated at build time; each must be
+ * exactly what libseccomp compiles from its table now. */
+static void check_embedded(int (*export)(int), const struct sock_filter *embedded, size_t m) {
         _cleanup_close_ int fd = -EBADF;
         _cleanup_free_ struct sock_filter *insn = NULL;
-        const struct sock_filter *embedded;
         struct stat st;
-        size_t n, m;
+        size_t n;
 
         fd = memfd_create("hutch-seccomp-bpf", MFD_CLOEXEC);
         ASSERT_TRUE(fd >= 0);
-        ASSERT_OK(seccomp_filter_export_default(fd));
+        ASSERT_OK(export(fd));
         ASSERT_EQ(fstat(fd, &st), 0);
         n = (size_t)st.st_size / sizeof(struct sock_filter);
         insn = calloc(n, sizeof(struct sock_filter));
         ASSERT_NOT_NULL(insn);
         ASSERT_EQ(pread(fd, insn, (size_t)st.st_size, 0), st.st_size);
-
-        embedded = seccomp_filter_default_program(&m);
         ASSERT_EQ(m, n);
         ASSERT_EQ(memcmp(embedded, insn, n * sizeof(struct sock_filter)), 0);
+}
+
+TEST(embedded_program_matches_the_table) {
+        const struct sock_filter *embedded;
+        size_t m;
+
+        embedded = seccomp_filter_default_program(&m);
+        check_embedded(seccomp_filter_export_default, embedded, m);
+        embedded = seccomp_filter_vmm_program(&m);
+        check_embedded(seccomp_filter_export_vmm, embedded, m);
+}
+
+/* SECURITY: the VMM's table is the default table's set-id rules, each of
+ * them also in the default table, and nothing else (QEMU needs the
+ * rest). */
+TEST(vmm_table_is_the_set_id_rules) {
+        size_t n_vmm, n_def, setid = 0;
+        const SeccompRule *vmm = seccomp_filter_vmm_rules(&n_vmm);
+        const SeccompRule *def = seccomp_filter_default_rules(&n_def);
+
+        for (size_t i = 0; i < n_vmm; i++) {
+                bool found = false;
+
+                for (size_t j = 0; j < n_def && !found; j++)
+                        found = strcmp(vmm[i].name, def[j].name) == 0 && vmm[i].arg == def[j].arg &&
+                                vmm[i].mask == def[j].mask && vmm[i].value == def[j].value &&
+                                vmm[i].error == def[j].error;
+                ASSERT_TRUE(found);
+                if (vmm[i].arg >= 0 && (vmm[i].value & (S_ISUID | S_ISGID)))
+                        setid++;
+                else
+                        ASSERT_STREQ(vmm[i].name, "openat2");
+        }
+        /* chmod, fchmod, fchmodat, fchmodat2, open, openat, creat, mknod,
+         * mknodat: each for S_ISUID and S_ISGID. */
+        ASSERT_EQ(setid, 18);
 }
 
 TEST(export_shape) {

@@ -42,6 +42,34 @@
         PERSONALITY_BIT(i), PERSONALITY_BIT((i) + 1), PERSONALITY_BIT((i) + 2),                    \
                 PERSONALITY_BIT((i) + 3)
 
+/* SECURITY: no set-user-id or set-group-id files. What the sandbox
+ * creates in a mounted workspace or a read-write bind belongs to the
+ * caller on the host (host root when hutch runs as root): a set-id bit
+ * there would hand the caller's identity to anyone who can run the file
+ * outside. nosuid only protects the sandbox's own mounts. In both tables:
+ * a microVM's files reach the host through QEMU's 9p server. */
+#define SETID_RULES                                                                                \
+        DENY_ARG(chmod, EPERM, 1, S_ISUID, S_ISUID, "set-user-id bit"),                            \
+                DENY_ARG(chmod, EPERM, 1, S_ISGID, S_ISGID, "set-group-id bit"),                   \
+                DENY_ARG(fchmod, EPERM, 1, S_ISUID, S_ISUID, "set-user-id bit"),                   \
+                DENY_ARG(fchmod, EPERM, 1, S_ISGID, S_ISGID, "set-group-id bit"),                  \
+                DENY_ARG(fchmodat, EPERM, 2, S_ISUID, S_ISUID, "set-user-id bit"),                 \
+                DENY_ARG(fchmodat, EPERM, 2, S_ISGID, S_ISGID, "set-group-id bit"),                \
+                DENY_ARG(fchmodat2, EPERM, 2, S_ISUID, S_ISUID, "set-user-id bit"),                \
+                DENY_ARG(fchmodat2, EPERM, 2, S_ISGID, S_ISGID, "set-group-id bit"),               \
+                DENY_ARG(open, EPERM, 2, S_ISUID, S_ISUID, "creates a set-user-id file"),          \
+                DENY_ARG(open, EPERM, 2, S_ISGID, S_ISGID, "creates a set-group-id file"),         \
+                DENY_ARG(openat, EPERM, 3, S_ISUID, S_ISUID, "creates a set-user-id file"),        \
+                DENY_ARG(openat, EPERM, 3, S_ISGID, S_ISGID, "creates a set-group-id file"),       \
+                DENY_ARG(creat, EPERM, 1, S_ISUID, S_ISUID, "creates a set-user-id file"),         \
+                DENY_ARG(creat, EPERM, 1, S_ISGID, S_ISGID, "creates a set-group-id file"),        \
+                DENY_ARG(mknod, EPERM, 1, S_ISUID, S_ISUID, "creates a set-user-id file"),         \
+                DENY_ARG(mknod, EPERM, 1, S_ISGID, S_ISGID, "creates a set-group-id file"),        \
+                DENY_ARG(mknodat, EPERM, 2, S_ISUID, S_ISUID, "creates a set-user-id file"),       \
+                DENY_ARG(mknodat, EPERM, 2, S_ISGID, S_ISGID, "creates a set-group-id file"),      \
+                DENY(openat2, ENOSYS,                                                              \
+                     "its mode lives in a struct seccomp cannot read; libc falls back to openat")
+
 /* SECURITY: the deny list. Keep one reason per line; the unit test rejects
  * duplicates and names libseccomp does not know. No entry may be a call
  * that an architecture multiplexes through socketcall(2) or ipc(2): such a
@@ -136,31 +164,7 @@ static const SeccompRule default_rules[] = {
         DENY(pidfd_getfd, EPERM, "steals another process's fds"),
         DENY(kcmp, EPERM, "compares kernel objects across processes: exploit aid"),
 
-        /* SECURITY: no set-user-id or set-group-id files. What the sandbox
-         * creates in a mounted workspace or a read-write bind belongs to the
-         * caller on the host (host root when hutch runs as root): a set-id
-         * bit there would hand the caller's identity to anyone who can run
-         * the file outside. nosuid only protects the sandbox's own mounts. */
-        DENY_ARG(chmod, EPERM, 1, S_ISUID, S_ISUID, "set-user-id bit"),
-        DENY_ARG(chmod, EPERM, 1, S_ISGID, S_ISGID, "set-group-id bit"),
-        DENY_ARG(fchmod, EPERM, 1, S_ISUID, S_ISUID, "set-user-id bit"),
-        DENY_ARG(fchmod, EPERM, 1, S_ISGID, S_ISGID, "set-group-id bit"),
-        DENY_ARG(fchmodat, EPERM, 2, S_ISUID, S_ISUID, "set-user-id bit"),
-        DENY_ARG(fchmodat, EPERM, 2, S_ISGID, S_ISGID, "set-group-id bit"),
-        DENY_ARG(fchmodat2, EPERM, 2, S_ISUID, S_ISUID, "set-user-id bit"),
-        DENY_ARG(fchmodat2, EPERM, 2, S_ISGID, S_ISGID, "set-group-id bit"),
-        DENY_ARG(open, EPERM, 2, S_ISUID, S_ISUID, "creates a set-user-id file"),
-        DENY_ARG(open, EPERM, 2, S_ISGID, S_ISGID, "creates a set-group-id file"),
-        DENY_ARG(openat, EPERM, 3, S_ISUID, S_ISUID, "creates a set-user-id file"),
-        DENY_ARG(openat, EPERM, 3, S_ISGID, S_ISGID, "creates a set-group-id file"),
-        DENY_ARG(creat, EPERM, 1, S_ISUID, S_ISUID, "creates a set-user-id file"),
-        DENY_ARG(creat, EPERM, 1, S_ISGID, S_ISGID, "creates a set-group-id file"),
-        DENY_ARG(mknod, EPERM, 1, S_ISUID, S_ISUID, "creates a set-user-id file"),
-        DENY_ARG(mknod, EPERM, 1, S_ISGID, S_ISGID, "creates a set-group-id file"),
-        DENY_ARG(mknodat, EPERM, 2, S_ISUID, S_ISUID, "creates a set-user-id file"),
-        DENY_ARG(mknodat, EPERM, 2, S_ISGID, S_ISGID, "creates a set-group-id file"),
-        DENY(openat2, ENOSYS,
-             "its mode lives in a struct seccomp cannot read; libc falls back to openat"),
+        SETID_RULES,
 
         /* Terminal injection: TIOCSTI pushes input into a shared terminal's
          * input queue (CVE-2017-5226 in bubblewrap); TIOCLINUX can do the
@@ -179,9 +183,23 @@ static const SeccompRule default_rules[] = {
         PERSONALITY_BITS_4(28),
 };
 
+/* SECURITY: QEMU's own filter (on top of its -sandbox): it serves the
+ * guest's 9p requests on host folders as whoever runs it (host root for a
+ * one-shot run as root, the sandbox's root behind an idmapped workspace),
+ * so a guest's chmod u+s would become a set-id file on the host. Only what
+ * QEMU never needs is here. */
+static const SeccompRule vmm_rules[] = {
+        SETID_RULES,
+};
+
 const SeccompRule *seccomp_filter_default_rules(size_t *ret_n) {
         *ret_n = ELEMENTSOF(default_rules);
         return default_rules;
+}
+
+const SeccompRule *seccomp_filter_vmm_rules(size_t *ret_n) {
+        *ret_n = ELEMENTSOF(vmm_rules);
+        return vmm_rules;
 }
 
 /* Returns a context with the default action ALLOW and the attributes of the
@@ -225,13 +243,14 @@ static int filter_ctx_new(uint32_t arch, scmp_filter_ctx *ret) {
         return 0;
 }
 
-/* Adds every rule of the table that exists on @arch to @ctx (which holds
+/* Adds every rule of @rules that exists on @arch to @ctx (which holds
  * only @arch). */
-static int filter_add_rules(scmp_filter_ctx ctx, uint32_t arch) {
+static int filter_add_rules(scmp_filter_ctx ctx, uint32_t arch, const SeccompRule *rules,
+                            size_t n_rules) {
         int r;
 
-        for (size_t i = 0; i < ELEMENTSOF(default_rules); i++) {
-                const SeccompRule *rule = &default_rules[i];
+        for (size_t i = 0; i < n_rules; i++) {
+                const SeccompRule *rule = &rules[i];
                 int nr;
 
                 /* Rule numbers are read in the native numbering (a
@@ -263,7 +282,7 @@ static int filter_add_rules(scmp_filter_ctx ctx, uint32_t arch) {
         return 0;
 }
 
-int seccomp_filter_new_default(scmp_filter_ctx *ret) {
+static int filter_new(const SeccompRule *rules, size_t n_rules, scmp_filter_ctx *ret) {
         _cleanup_(seccomp_releasep) scmp_filter_ctx ctx = NULL;
         uint32_t arches[2];
         size_t n_arches = 0;
@@ -284,7 +303,7 @@ int seccomp_filter_new_default(scmp_filter_ctx *ret) {
                 r = filter_ctx_new(arches[a], &one);
                 if (r < 0)
                         return r;
-                r = filter_add_rules(one, arches[a]);
+                r = filter_add_rules(one, arches[a], rules, n_rules);
                 if (r < 0)
                         return r;
                 if (!ctx) {
@@ -301,14 +320,30 @@ int seccomp_filter_new_default(scmp_filter_ctx *ret) {
         return 0;
 }
 
-int seccomp_filter_export_default(int fd) {
+int seccomp_filter_new_default(scmp_filter_ctx *ret) {
+        return filter_new(default_rules, ELEMENTSOF(default_rules), ret);
+}
+
+int seccomp_filter_new_vmm(scmp_filter_ctx *ret) {
+        return filter_new(vmm_rules, ELEMENTSOF(vmm_rules), ret);
+}
+
+static int export(int (*make)(scmp_filter_ctx *), int fd) {
         _cleanup_(seccomp_releasep) scmp_filter_ctx ctx = NULL;
         int r;
 
         if (fd < 0)
                 return -EBADF;
-        r = seccomp_filter_new_default(&ctx);
+        r = make(&ctx);
         if (r < 0)
                 return r;
         return seccomp_export_bpf(ctx, fd);
+}
+
+int seccomp_filter_export_default(int fd) {
+        return export(seccomp_filter_new_default, fd);
+}
+
+int seccomp_filter_export_vmm(int fd) {
+        return export(seccomp_filter_new_vmm, fd);
 }

@@ -89,6 +89,17 @@ const struct sock_filter *seccomp_filter_default_program(size_t *ret_n);
  * it) to @fd. Returns 0 or -errno (-EBADF for a negative @fd). */
 int seccomp_filter_export_default(int fd);
 
+/* The VMM's filter: the set-id rules of the default table (chmod and the
+ * creating calls with S_ISUID or S_ISGID, openat2), for QEMU, which
+ * serves a microVM's 9p shares on host folders (vm.c loads it before it
+ * execs QEMU). The same shape as the default: an ALLOW default, x86_64
+ * with i386, other ABIs killed, NO_NEW_PRIVS. */
+const SeccompRule *seccomp_filter_vmm_rules(size_t *ret_n);
+int seccomp_filter_new_vmm(scmp_filter_ctx *ret);
+int seccomp_filter_export_vmm(int fd);
+int seccomp_filter_load_vmm(void);
+const struct sock_filter *seccomp_filter_vmm_program(size_t *ret_n);
+
 /* Cleanup helper for scmp_filter_ctx variables. */
 static inline void seccomp_releasep(scmp_filter_ctx *ctx) {
         if (*ctx) {

@@ -14,10 +14,15 @@ const struct sock_filter *seccomp_filter_default_program(size_t *ret_n) {
         return seccomp_default_bpf;
 }
 
-int seccomp_filter_load_default(void) {
+const struct sock_filter *seccomp_filter_vmm_program(size_t *ret_n) {
+        *ret_n = ELEMENTSOF(seccomp_vmm_bpf);
+        return seccomp_vmm_bpf;
+}
+
+static int load(const struct sock_filter *insn, size_t n) {
         struct sock_fprog prog = {
-                .len = (unsigned short)ELEMENTSOF(seccomp_default_bpf),
-                .filter = (struct sock_filter *)seccomp_default_bpf,
+                .len = (unsigned short)n,
+                .filter = (struct sock_filter *)insn,
         };
 
         /* SECURITY: the filter is never in force on a process that could
@@ -27,4 +32,12 @@ int seccomp_filter_load_default(void) {
         if (syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &prog) < 0)
                 return negative_errno();
         return 0;
+}
+
+int seccomp_filter_load_default(void) {
+        return load(seccomp_default_bpf, ELEMENTSOF(seccomp_default_bpf));
+}
+
+int seccomp_filter_load_vmm(void) {
+        return load(seccomp_vmm_bpf, ELEMENTSOF(seccomp_vmm_bpf));
 }

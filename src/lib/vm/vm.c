@@ -27,6 +27,7 @@
 #include "macro.h"
 #include "parse-util.h"
 #include "rm-rf.h"
+#include "seccomp/seccomp-filter.h"
 #include "strv.h"
 #include "vm/vm-internal.h"
 #include "vm/vm.h"
@@ -369,6 +370,10 @@ _noreturn_ static void qemu_exec(const VmConfig *c, char **argv, int fds[3], int
                 if (high[i] >= 0 && dup2(high[i], QEMU_FD_AGENT + (int)i) < 0)
                         _exit(127);
         (void)close_range(QEMU_FD_AGENT + (unsigned)n, ~0U, 0);
+        /* SECURITY: QEMU serves the guest's 9p requests on host folders:
+         * no set-id file may come of them (seccomp-filter.h). */
+        if (seccomp_filter_load_vmm() < 0)
+                _exit(127);
         (void)execv(argv[0], argv);
         _exit(127);
 }
