@@ -23,6 +23,9 @@ import cgroupctl
 from cgroupctl import poll_until
 from test_capi import workspace
 from test_persistent import Store
+from test_secrets import API as SECRET_API
+from test_secrets import PLACEHOLDER_RE, REAL, TlsUpstream, ca_file, trustme
+from test_vm import API, upstream  # noqa: F401 (a fixture)
 
 TCG = ["--backend", "vm", "--vm-accel", "tcg"]
 VM_TIMEOUT = 240
@@ -99,17 +102,27 @@ def children(pid):
     return out
 
 
-def qemu_of(keeper_pid):
-    """The QEMU processes the keeper started."""
+def children_running(pid, match):
+    """The children of @pid whose executable's path satisfies @match."""
     out = []
-    for pid in children(keeper_pid):
+    for child in children(pid):
         try:
-            exe = os.readlink(f"/proc/{pid}/exe")
+            exe = os.readlink(f"/proc/{child}/exe")
         except OSError:
             continue
-        if "qemu-system" in exe:
-            out.append(pid)
+        if match(exe):
+            out.append(child)
     return out
+
+
+def qemu_of(keeper_pid):
+    """The QEMU processes the keeper started."""
+    return children_running(keeper_pid, lambda exe: "qemu-system" in exe)
+
+
+def proxy_of(keeper_pid):
+    """The hutch-proxy processes the keeper started."""
+    return children_running(keeper_pid, lambda exe: os.path.basename(exe) == "hutch-proxy")
 
 
 def uid_of(pid):
@@ -272,12 +285,6 @@ def test_refusals(store):
     assert ans["op"] == "error" and "not supported on --backend vm" in ans["message"], ans
     # The sandbox still works.
     assert store.sh("box", "echo ok") == "ok\n"
-    # The proxy's network is refused at create, changing nothing.
-    before = store.listing(state=False)
-    r = store.hutch("create", "net", *TCG, "--network", "allow", "--allow-host", "x.test")
-    assert r.returncode == 125
-    assert "do not support --network allow yet" in r.stderr, r.stderr
-    assert store.listing(state=False) == before
 
 
 def test_rm_force_of_a_running_vm_leaves_nothing(store):
@@ -361,3 +368,76 @@ def test_many_binds_fit_in_one_message(store):
     out = store.sh("box", "cat /mnt/b*/f | sort -V | tr '\\n' ' '")
     assert out == " ".join(f"b{i}" for i in range(12)) + " ", out
     assert store.hutch("rm", "--force", "box").returncode == 0
+
+
+def test_network_allow_across_execs_and_a_restart(any_store, upstream):
+    """--allow-host in a persistent VM: QEMU and its guestfwd helper run as
+    the sandbox's root and reach the proxy's socket through QEMU's own
+    mount namespace; the proxy comes back with the VM after stop."""
+    store = any_store
+    port = upstream.port
+    store.create_vm("net", workspace(store), "--allow-host", f"{API}:{port}", "--resolve",
+                    f"{API}:127.0.0.1", "--allow-private", "127.0.0.0/8")
+    def script(i):
+        return (f"curl -sS -o /dev/null -w '%{{http_code}}\\n' http://{API}:{port}/p-allowed-{i}; "
+                f"curl -sS http://other.example.test:{port}/p-denied-{i}; echo")
+
+    for i in range(2):
+        out = store.sh("net", script(i))
+        assert out.splitlines()[0] == "200", out
+        assert "not in the allowlist" in out, out
+    keeper = store.keeper_pid("net")
+    assert len(proxy_of(keeper)) == 1
+    # The socket: in the run directory, the sandbox's root's alone.
+    socks = list(store.state.glob("vm-run-*/proxy.sock"))
+    assert len(socks) == 1, socks
+    st = socks[0].stat()
+    assert (st.st_mode & 0o777, st.st_uid) == (
+        0o600, int(store.runner.expected_uid_map().split()[1]))
+    r = store.hutch("stop", "net")
+    assert r.returncode == 0, r.stderr
+    assert poll_until(lambda: not Path(f"/proc/{keeper}").exists(), 10)
+    out = store.sh("net", script(2))
+    assert out.splitlines()[0] == "200" and "not in the allowlist" in out, out
+    paths = [q["path"] for q in upstream.requests]
+    assert all(f"/p-allowed-{i}" in paths for i in range(3)), paths
+    assert not any(p.startswith("/p-denied-") for p in paths), paths
+    keeper = store.keeper_pid("net")
+    qemu, proxy = qemu_of(keeper), proxy_of(keeper)
+    assert len(qemu) == 1 and len(proxy) == 1, (qemu, proxy)
+    # This keeper's run directory: the one with the proxy's socket (a
+    # killed keeper of another test may have left one of its own).
+    run_dirs = [p.parent for p in store.state.glob("vm-run-*/proxy.sock")]
+    assert len(run_dirs) == 1, run_dirs
+    r = store.hutch("rm", "--force", "net")
+    assert r.returncode == 0, r.stderr
+    assert poll_until(lambda: not Path(f"/proc/{keeper}").exists(), 10)
+    assert all(not Path(f"/proc/{p}").exists() for p in qemu + proxy)
+    assert not run_dirs[0].exists()
+
+
+def test_secret_is_brokered_and_never_enters_the_guest(any_store):
+    """--secret in a persistent VM: the guest holds the placeholder and
+    trusts the proxy's CA (shared through the run directory's descriptor);
+    the upstream gets the real value."""
+    store = any_store
+    ca = trustme.CA()
+    up = TlsUpstream(ca)
+    try:
+        store.create_vm("sec", workspace(store), "--secret", f"TOKEN@{SECRET_API}:{up.port}",
+                        "--resolve", f"{SECRET_API}:127.0.0.1", "--allow-private", "127.0.0.0/8",
+                        "--upstream-ca", ca_file(store.runner, ca))
+        script = ('echo "$TOKEN"; '
+                  f'curl -fsS -H "Authorization: Bearer $TOKEN" '
+                  f"https://{SECRET_API}:{up.port}/vm-persist-secret >/dev/null && echo fetched; "
+                  f"grep -rl {REAL} /run /etc/ssl /proc/self/environ 2>/dev/null | wc -l")
+        r = store.exec("sec", "sh", "-c", script, env={"TOKEN": REAL})
+    finally:
+        up.close()
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.split()
+    assert PLACEHOLDER_RE.match(lines[0]) and lines[0] != REAL, r.stdout
+    assert lines[1:] == ["fetched", "0"], (r.stdout, r.stderr)
+    assert REAL not in r.stdout + r.stderr
+    sent = [q for q in up.requests if q["path"] == "/vm-persist-secret"]
+    assert sent and ["Authorization", f"Bearer {REAL}"] in sent[0]["headers"]

@@ -507,13 +507,6 @@ int persist_create(Store *s, const char *name, const Policy *policy, const char 
         r = policy_load_json(stored, rec->policy_json, strlen(rec->policy_json), reterr);
         if (r < 0)
                 return r;
-        /* NEEDSWORK: QEMU runs in the sandbox's user namespace there, out
-         * of reach of the proxy's socket and of the guestfwd helper. */
-        if (stored->backend == SANDBOX_BACKEND_VM &&
-            policy_network_mode(stored) == NETWORK_MODE_ALLOW)
-                return hutch_error_set(reterr, EOPNOTSUPP,
-                                       "persistent --backend vm sandboxes do not support "
-                                       "--network allow yet (see docs/vm.md)");
         r = store_sandbox_create(s, rec, reterr);
         if (r < 0)
                 return r;

@@ -24,6 +24,7 @@
 
 #include "fd-util.h"
 #include "macro.h"
+#include "ns/userns.h"
 #include "parse-util.h"
 #include "rm-rf.h"
 #include "sandbox/cgroup-setup.h"
@@ -65,6 +66,7 @@ void vm_run_done(VmRun *v) {
         free(v->cache_dir);
         free(v->proxy_sock);
         free(v->helper);
+        free(v->self);
         free(v->proxy_binary);
         free(v->ca_dir);
         for (size_t i = 0; i < ELEMENTSOF(v->share_names); i++)
@@ -194,8 +196,13 @@ static int ca_files_write(VmRun *v, int ca_fd, HutchError *reterr) {
 }
 
 /* The proxy's socket in the run directory (0700), handed to hutch-proxy;
- * the guestfwd helper connects to it for each guest connection. */
-static int proxy_setup(VmRun *v, HutchError *reterr) {
+ * the guestfwd helper connects to it for each guest connection. In a
+ * persistent sandbox QEMU and the helper run as the sandbox's root (as
+ * root hutch, the host uid of its id range), which cannot reach the run
+ * directory: there QEMU's own mount namespace has the socket and the
+ * hutch binary at VM_PRIVATE_DIR (VmConfig.files), and the socket is the
+ * sandbox root's, 0600. */
+static int proxy_setup(VmRun *v, VmConfig *c, HutchError *reterr) {
         struct sockaddr_un sa = {.sun_family = AF_UNIX};
         _cleanup_close_ int fd = -EBADF, ca_fd = -EBADF;
         char self[4096];
@@ -210,6 +217,20 @@ static int proxy_setup(VmRun *v, HutchError *reterr) {
         fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
         if (fd < 0 || bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 || listen(fd, 64) < 0)
                 return hutch_error_set(reterr, errno, "failed to create the proxy's socket: %m");
+        if (v->persistent) {
+                IdMapping m;
+
+                r = idmapping_for_caller(NULL, NULL, &m);
+                if (r < 0)
+                        return hutch_error_set(reterr, -r,
+                                               "failed to pick the sandbox's id range: %s",
+                                               strerror(-r));
+                if (chown(v->proxy_sock, (uid_t)m.uid_base, (gid_t)m.gid_base) < 0 ||
+                    chmod(v->proxy_sock, 0600) < 0)
+                        return hutch_error_set(reterr, errno,
+                                               "failed to hand the proxy's socket to the "
+                                               "sandbox: %m");
+        }
         r = sandbox_proxy_start(v->proxy_binary, v->policy, v->name, &v->secrets, &ca_fd, &v->proxy,
                                 reterr);
         if (r < 0)
@@ -222,12 +243,28 @@ static int proxy_setup(VmRun *v, HutchError *reterr) {
         if (n < 0)
                 return hutch_error_set(reterr, errno, "failed to find the running hutch: %m");
         self[n] = '\0';
-        /* slirp splits the command like a shell (g_shell_parse_argv):
-         * single quotes keep the paths whole. */
-        if (strchr(self, '\'') || strchr(v->proxy_sock, '\''))
-                return hutch_error_set(reterr, EINVAL, "a quote in a path of the VM's helper");
-        if (asprintf(&v->helper, "'%s' __vm-fwd '%s'", self, v->proxy_sock) < 0)
+        v->self = strdup(self);
+        if (!v->self)
                 return -ENOMEM;
+        if (v->persistent) {
+                c->files[c->n_files++] = (VmFile){.path = v->self, .name = "hutch"};
+                c->files[c->n_files++] = (VmFile){.path = v->proxy_sock, .name = "proxy.sock"};
+                v->helper = strdup("'" VM_PRIVATE_DIR "/hutch' __vm-fwd '" VM_PRIVATE_DIR
+                                   "/proxy.sock'");
+                r = v->helper ? 0 : -1;
+        } else {
+                /* slirp splits the command like a shell
+                 * (g_shell_parse_argv): single quotes keep the paths
+                 * whole. */
+                if (strchr(self, '\'') || strchr(v->proxy_sock, '\''))
+                        return hutch_error_set(reterr, EINVAL,
+                                               "a quote in a path of the VM's helper");
+                r = asprintf(&v->helper, "'%s' __vm-fwd '%s'", self, v->proxy_sock);
+        }
+        if (r < 0) {
+                v->helper = NULL;
+                return -ENOMEM;
+        }
         if (v->policy->n_secrets > 0)
                 return ca_files_write(v, ca_fd, reterr);
         return 0;
@@ -319,9 +356,28 @@ static int plan_persistent(VmRun *v, VmConfig *c, char **buf, size_t *len) {
         return r;
 }
 
+/* With secrets: the proxy's CA (ca_files_write()), shared read-only; in
+ * a persistent sandbox QEMU reaches it through the run directory's
+ * descriptor, as the other shares. */
+static int plan_ca(VmRun *v, VmConfig *c, char **buf, size_t *len) {
+        struct stat st;
+        int r;
+
+        if (!v->ca_dir)
+                return 0;
+        r = kv(buf, len, "mount=", "h%zu:ro:%s", c->n_shares, SANDBOX_CA_BUNDLE_DIR);
+        if (r >= 0)
+                r = add_share(c, v->ca_dir, true);
+        /* Clients that read the system bundle trust the proxy's CA too,
+         * as in the namespace backend. */
+        if (r >= 0 && stat(SANDBOX_SYSTEM_CA_BUNDLE, &st) == 0 && S_ISREG(st.st_mode))
+                r = kv(buf, len, "bind=", "%s:%s", SANDBOX_CA_BUNDLE_PATH,
+                       SANDBOX_SYSTEM_CA_BUNDLE);
+        return r;
+}
+
 static int plan_filesystem(VmRun *v, VmConfig *c, char **buf, size_t *len) {
         const Policy *p = v->policy;
-        const char *ca_dir = v->ca_dir;
         static const char *const base[] = {"/usr", "/etc",   "/bin",   "/sbin",
                                            "/lib", "/lib32", "/lib64", "/libx32"};
         int r = 0;
@@ -347,8 +403,10 @@ static int plan_filesystem(VmRun *v, VmConfig *c, char **buf, size_t *len) {
                 if (r >= 0)
                         r = add_share(c, base[i], true);
         }
-        if (r >= 0 && v->persistent)
-                return plan_persistent(v, c, buf, len);
+        if (r >= 0 && v->persistent) {
+                r = plan_persistent(v, c, buf, len);
+                return r >= 0 ? plan_ca(v, c, buf, len) : r;
+        }
         if (r >= 0 && p->workspace) {
                 const char *mode = p->workspace_mode == WORKSPACE_MODE_COPY      ? "copy"
                                    : p->workspace_mode == WORKSPACE_MODE_OVERLAY ? "overlay"
@@ -374,19 +432,7 @@ static int plan_filesystem(VmRun *v, VmConfig *c, char **buf, size_t *len) {
                 if (r >= 0)
                         r = add_share(c, p->binds[i].source, ro);
         }
-        if (r >= 0 && ca_dir) {
-                struct stat st;
-
-                r = kv(buf, len, "mount=", "h%zu:ro:%s", c->n_shares, SANDBOX_CA_BUNDLE_DIR);
-                if (r >= 0)
-                        r = add_share(c, ca_dir, true);
-                /* Clients that read the system bundle trust the proxy's CA
-                 * too, as in the namespace backend. */
-                if (r >= 0 && stat(SANDBOX_SYSTEM_CA_BUNDLE, &st) == 0 && S_ISREG(st.st_mode))
-                        r = kv(buf, len, "bind=", "%s:%s", SANDBOX_CA_BUNDLE_PATH,
-                               SANDBOX_SYSTEM_CA_BUNDLE);
-        }
-        return r;
+        return r >= 0 ? plan_ca(v, c, buf, len) : r;
 }
 
 static int build_setup(VmRun *v, VmConfig *c, char **ret, size_t *ret_len) {
@@ -867,7 +913,7 @@ int vm_run_prepare(VmRun *v, VmConfig *c, char *const *caller_env, char **setup,
                         c->vcpus = (unsigned)cpus;
         }
         if (policy_network_mode(v->policy) == NETWORK_MODE_ALLOW) {
-                r = proxy_setup(v, reterr);
+                r = proxy_setup(v, c, reterr);
                 if (r < 0)
                         return r;
                 c->net_helper = v->helper;

@@ -40,6 +40,7 @@ typedef struct VmRun {
         char name[64];
         Store *store;
         char *run_dir, *template_dir, *cache_dir, *proxy_sock, *helper;
+        char *self; /* the running hutch: the guestfwd helper's binary */
         char **env;
         RunCgroup rc;
         ProxyProcess proxy;

@@ -13,6 +13,7 @@
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/mount.h>
 #include <sys/pidfd.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
@@ -321,12 +322,52 @@ int qemu_argv(const QemuArgs *a, char ***ret) {
 
 /* ---- the process ---- */
 
+/* In the forked child: VmConfig.files in a mount namespace of its own.
+ * SECURITY: the namespace is private (nothing propagates to the host); a
+ * file whose host path is closed to others is open here to QEMU and its
+ * children only (another process would need ptrace access to QEMU to
+ * reach its /proc/PID/root). Opened by path in the new namespace, not
+ * through inherited descriptors: a mount of the caller's namespace cannot
+ * be bound in a new one. */
+static int qemu_private_files(const VmConfig *c) {
+        int src[VM_MAX_FILES];
+        char target[PATH_MAX], from[64];
+
+        if (unshare(CLONE_NEWNS) < 0 || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
+                return negative_errno();
+        /* Opened before the tmpfs hides VM_PRIVATE_DIR, which they may be
+         * below; these descriptors end with exec. */
+        for (size_t i = 0; i < c->n_files; i++) {
+                src[i] = open(c->files[i].path, O_PATH | O_CLOEXEC);
+                if (src[i] < 0)
+                        return negative_errno();
+        }
+        if (mount("tmpfs", VM_PRIVATE_DIR, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=64k") < 0)
+                return negative_errno();
+        for (size_t i = 0; i < c->n_files; i++) {
+                int fd;
+
+                if ((size_t)snprintf(target, sizeof(target), VM_PRIVATE_DIR "/%s",
+                                     c->files[i].name) >= sizeof(target))
+                        return -ENAMETOOLONG;
+                fd = open(target, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+                if (fd < 0)
+                        return negative_errno();
+                (void)close(fd);
+                (void)snprintf(from, sizeof(from), "/proc/self/fd/%d", src[i]);
+                if (mount(from, target, NULL, MS_BIND, NULL) < 0)
+                        return negative_errno();
+        }
+        return 0;
+}
+
 /* In the forked child: the cgroup, the user namespace, the fixed
  * descriptors, exec. */
 _noreturn_ static void qemu_exec(const VmConfig *c, char **argv, int fds[3], int log_fd,
                                  pid_t parent) {
         int high[3 + VM_MAX_DIRS], devnull;
         size_t n = 3 + c->n_dirs;
+        bool host_root = geteuid() == 0;
 
         (void)prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
         /* The parent may have died before the prctl(). */
@@ -340,6 +381,8 @@ _noreturn_ static void qemu_exec(const VmConfig *c, char **argv, int fds[3], int
                 _exit(127);
         if (c->cgroup && cgroup_attach(c->cgroup, getpid()) < 0)
                 _exit(126);
+        if (c->n_files > 0 && host_root && qemu_private_files(c) < 0)
+                _exit(127);
         if (c->in_userns) {
                 /* Supplementary groups cannot be dropped where the map was
                  * written unprivileged (setgroups is denied there). */
@@ -355,6 +398,8 @@ _noreturn_ static void qemu_exec(const VmConfig *c, char **argv, int fds[3], int
                 if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0 || getppid() != parent)
                         _exit(127);
         }
+        if (c->n_files > 0 && !host_root && qemu_private_files(c) < 0)
+                _exit(127);
         for (size_t i = 0; i < n; i++) {
                 int fd = i < 3 ? fds[i] : c->dirs[i - 3].fd;
 

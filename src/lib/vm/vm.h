@@ -55,6 +55,17 @@ typedef struct VmShare {
 
 #define VM_MAX_DIRS 32
 
+/* Where QEMU's own mount namespace has VmConfig.files: a tmpfs over
+ * the host's /tmp, seen by QEMU and its children only. */
+#define VM_PRIVATE_DIR "/tmp"
+#define VM_MAX_FILES 2
+
+/* A host file QEMU's children reach by path (VmConfig.files). */
+typedef struct VmFile {
+        const char *path; /* absolute host path, reachable by the caller */
+        const char *name; /* a single component: it appears as VM_PRIVATE_DIR/name */
+} VmFile;
+
 /* A host directory QEMU reaches through a descriptor (VmConfig.dirs). */
 typedef struct VmDir {
         const char *path; /* how hutch names it (a host path, or a name of its own) */
@@ -86,6 +97,16 @@ typedef struct VmConfig {
         int userns_fd; /* borrowed, with in_userns */
         VmDir dirs[VM_MAX_DIRS];
         size_t n_dirs;
+        /* With in_userns: files bound into a mount namespace of QEMU's
+         * own, a copy of the caller's with a tmpfs on VM_PRIVATE_DIR, at
+         * VM_PRIVATE_DIR/name (the guestfwd helper, which slirp starts
+         * with no descriptor of QEMU's, runs and connects to them by
+         * path). Bound by their host paths: as root before QEMU joins the
+         * user namespace (so the mounts are the host root's and QEMU
+         * cannot change them), as a user after (the user's own
+         * namespace may make mounts). */
+        VmFile files[VM_MAX_FILES];
+        size_t n_files;
 } VmConfig;
 
 typedef enum VmStart {
