@@ -13,6 +13,7 @@ Not run here, with the reason:
 - persistent sandboxes (`hutch create --backend vm`): test_vm_persist.py;
 """
 
+import ctypes
 import hashlib
 import json
 import os
@@ -25,6 +26,7 @@ from pathlib import Path
 
 import pytest
 
+from conftest import subid_base
 from proxyutil import Upstream
 from test_filesystem import secret_paths
 
@@ -58,18 +60,54 @@ def vm_run(caller, vm_env, flags, cmd, env=None, **kw):
 
 
 def qemu_processes_with(marker):
-    """Pids of live processes whose command line holds @marker."""
+    """Pids of live processes whose command line or environment holds
+    @marker (QEMU in a user namespace names the state's directories
+    /proc/self/fd/N: hutch's environment, which it inherits, still names
+    them)."""
     pids = []
     for p in Path("/proc").iterdir():
         if not p.name.isdigit():
             continue
         try:
-            cmdline = (p / "cmdline").read_bytes()
+            text = (p / "cmdline").read_bytes() + (p / "environ").read_bytes()
         except OSError:
             continue
-        if marker.encode() in cmdline:
+        if marker.encode() in text:
             pids.append(int(p.name))
     return pids
+
+
+def sleeping_vm(caller, vm_env, flags, script):
+    """`hutch run --backend vm FLAGS -- sh -c 'SCRIPT; echo ready; sleep
+    60'` started; returns (Popen, QEMU's pid) once it is ready."""
+    p = caller.popen(
+        [*TCG, *flags, "--", "sh", "-c", f"{script}; echo ready; sleep 60"],
+        env=vm_env,
+        stdout=subprocess.PIPE,
+    )
+    try:
+        assert p.stdout.readline() == "ready\n"
+        qemu = [
+            q
+            for q in qemu_processes_with(vm_env["HUTCH_STATE_DIR"])
+            if "qemu-system" in os.readlink(f"/proc/{q}/exe")
+        ]
+        assert len(qemu) == 1, qemu
+    except BaseException:
+        p.kill()
+        p.wait()
+        raise
+    return p, qemu[0]
+
+
+def ids_of(pid):
+    """The real, effective, saved and file-system uids and gids of @pid."""
+    ids = {}
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        key, _, value = line.partition(":")
+        if key in ("Uid", "Gid"):
+            ids[key] = [int(x) for x in value.split()]
+    return ids
 
 
 def test_exit_code_output_and_stdin(caller, vm_env):
@@ -186,9 +224,10 @@ def test_workspace_modes(caller, vm_env, mode):
 
 
 def test_no_set_id_file_reaches_the_host(caller, vm_env):
-    """SECURITY: a mounted workspace is written by QEMU's 9p server, as
-    root when hutch runs as root: a guest's chmod u+s (or a file created
-    with the bit) would leave a set-user-id root program on the host for
+    """SECURITY: a mounted workspace is written by QEMU's 9p server, and
+    what it creates there is the caller's, root's when hutch runs as root:
+    a guest's chmod u+s (or a file created with the bit) would leave a
+    set-user-id root program on the host for
     anyone who can reach the folder. QEMU runs under a filter that refuses
     the set-id bits. The twin: chmod 755 works."""
     ws = caller.make_dir(name="ws")
@@ -206,6 +245,98 @@ def test_no_set_id_file_reaches_the_host(caller, vm_env):
     for f in ws.iterdir():
         assert not os.stat(f).st_mode & 0o6000, f"{f}: {oct(os.stat(f).st_mode)}"
     assert oct(os.stat(ws / "s").st_mode & 0o7777) == "0o700"
+
+
+def test_qemu_is_the_sandboxs_root_not_host_root(caller, vm_env):
+    """SECURITY: QEMU serves the guest's 9p requests on host folders; as
+    root hutch it runs as the root of the sandbox's user namespace (the
+    base of its id range on the host), as in a persistent sandbox, never
+    as host root. As a user it is that user."""
+    base = subid_base("/etc/subuid") if caller.uid == 0 else caller.uid
+    gbase = subid_base("/etc/subgid") if caller.uid == 0 else caller.gid
+    p, qemu = sleeping_vm(caller, vm_env, [], "true")
+    try:
+        assert ids_of(qemu) == {"Uid": [base] * 4, "Gid": [gbase] * 4}
+    finally:
+        p.kill()
+        p.wait()
+
+
+def as_qemu(qemu, dir_fd_no, action):
+    """Runs @action(dirfd) in a child with QEMU's identity: its user
+    namespace, its uid and gid 0 there, and its descriptor @dir_fd_no (a
+    directory it shares with the guest), as a compromised QEMU could act.
+    Returns the child's exit code (action's value, or 99 on an error)."""
+    pid = os.fork()
+    if pid == 0:
+        try:
+            fd = os.open(f"/proc/{qemu}/fd/{dir_fd_no}", os.O_PATH | os.O_DIRECTORY)
+            ns = os.open(f"/proc/{qemu}/ns/user", os.O_RDONLY)
+            libc = ctypes.CDLL(None, use_errno=True)
+            if libc.setns(ns, 0x10000000) != 0:  # CLONE_NEWUSER
+                os._exit(98)
+            os.setgroups([])
+            os.setresgid(0, 0, 0)
+            os.setresuid(0, 0, 0)
+            os._exit(action(fd))
+        except BaseException:
+            os._exit(99)
+    _, status = os.waitpid(pid, 0)
+    return os.waitstatus_to_exitcode(status)
+
+
+def test_qemu_cannot_give_a_workspace_file_away(caller, vm_env):
+    """SECURITY: QEMU serves the guest's 9p requests on host folders; as
+    host root, a compromised QEMU (or a guest it obeys: 9p chown) could
+    chown a file of a mounted workspace to any host uid. As the sandbox's
+    root, in a user namespace of that one id, through the workspace
+    idmapped to it, its chown to uid 12345 fails and the host file stays
+    the caller's. The twins: what it creates there, and what the guest
+    creates, belong to the caller on the host."""
+    ws = caller.make_dir(name="ws")
+    caller.chown(ws)
+    p, qemu = sleeping_vm(caller, vm_env, ["--workspace", f"{ws}:mount"], "echo x > f")
+    try:
+        args = Path(f"/proc/{qemu}/cmdline").read_bytes().decode().split("\0")
+        # The workspace is the one share QEMU reaches through a descriptor.
+        shares = [a for a in args if a.startswith("local,") and "path=/proc/self/fd/" in a]
+        assert len(shares) == 1, args
+        n = int(shares[0].split("path=/proc/self/fd/")[1].split(",")[0].split("/")[0])
+
+        def chown(fd):
+            try:
+                os.chown("f", 12345, 12345, dir_fd=fd, follow_symlinks=False)
+            except OSError:
+                return 1
+            return 0
+
+        def create(fd):
+            os.mkdir("made-by-qemu", dir_fd=fd)
+            return 0
+
+        assert as_qemu(qemu, n, chown) == 1
+        assert as_qemu(qemu, n, create) == 0
+    finally:
+        p.kill()
+        p.wait()
+    for name in ("f", "made-by-qemu"):
+        st = os.stat(ws / name)
+        assert (st.st_uid, st.st_gid) == (caller.uid, caller.gid), name
+
+
+def test_copied_workspace_reads_files_of_other_users(caller, vm_env):
+    """QEMU reads what it only reads (a copied workspace) through the
+    sandbox's whole id range, as the namespace backend maps it: another
+    user's private file is copied into the VM as root hutch copied it when
+    QEMU was host root."""
+    ws = caller.make_dir(name="ws")
+    (ws / "private").write_text("mine\n")
+    os.chmod(ws / "private", 0o600)
+    owner = 1000 if caller.uid == 0 else caller.uid
+    os.chown(ws / "private", owner, owner)
+    r, _ = vm_run(caller, vm_env, ["--workspace", f"{ws}:copy"], ["cat", "private"])
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == "mine\n"
 
 
 @pytest.mark.parametrize("mode", ["mount", "copy"])

@@ -65,6 +65,11 @@ int sandbox_open_detached_tree(const char *path, int userns_fd, bool read_only, 
  * (every fd -EBADF; they are bound by path). */
 int sandbox_prepare_mounts(const Policy *p, const SandboxLayerPaths *layers, const IdMapping *m,
                            pid_t pid, Prepared *ret, HutchError *reterr);
+/* The workspace and the binds of sandbox_prepare_mounts() into @ret
+ * (initialized), idmapped through @ro_userns_fd when read-only (a copied
+ * or overlaid workspace always), else through @rw_userns_fd. */
+int sandbox_prepare_trees(const Policy *p, int ro_userns_fd, int rw_userns_fd, Prepared *ret,
+                          HutchError *reterr);
 void prepared_done(Prepared *p);
 
 /* Releases everything the state holds (the proxy, the cgroup, fds) and

@@ -165,21 +165,29 @@ int sandbox_prepare_mounts(const Policy *p, const SandboxLayerPaths *layers, con
                 return hutch_error_set(reterr, errno,
                                        "failed to open the sandbox's user "
                                        "namespace: %m");
+        return sandbox_prepare_trees(p, userns_fd, userns_fd, ret, reterr);
+}
+
+int sandbox_prepare_trees(const Policy *p, int ro_userns_fd, int rw_userns_fd, Prepared *ret,
+                          HutchError *reterr) {
+        int r;
+
         if (p->workspace) {
                 /* SECURITY: a copy's source and an overlay's lower layer are
                  * never written through this mount. */
-                r = sandbox_open_detached_tree(p->workspace, userns_fd,
-                                               p->read_only ||
-                                                       p->workspace_mode == WORKSPACE_MODE_COPY ||
-                                                       p->workspace_mode == WORKSPACE_MODE_OVERLAY,
+                bool ro = p->read_only || p->workspace_mode == WORKSPACE_MODE_COPY ||
+                          p->workspace_mode == WORKSPACE_MODE_OVERLAY;
+
+                r = sandbox_open_detached_tree(p->workspace, ro ? ro_userns_fd : rw_userns_fd, ro,
                                                &ret->fds[0], reterr);
                 if (r < 0)
                         return r;
         }
         for (size_t i = 0; i < p->n_binds; i++) {
-                r = sandbox_open_detached_tree(p->binds[i].source, userns_fd,
-                                               p->read_only || p->binds[i].read_only,
-                                               &ret->fds[1 + i], reterr);
+                bool ro = p->read_only || p->binds[i].read_only;
+
+                r = sandbox_open_detached_tree(p->binds[i].source, ro ? ro_userns_fd : rw_userns_fd,
+                                               ro, &ret->fds[1 + i], reterr);
                 if (r < 0)
                         return r;
         }

@@ -219,8 +219,11 @@ _noreturn_ static void helper_main(const Helper *h) {
         _exit(send_with_fds(h->sock, "ok", 2, shares, n) < 0 ? 1 : 0);
 }
 
-/* The cache, template and run directories as QEMU will open them. */
-static int open_dirs(const VmRun *v, bool privileged, VmLayers *l, HutchError *reterr) {
+/* The cache, template and run directories as QEMU will open them; as
+ * root, idmapped: the cache (read-only) through the sandbox's namespace,
+ * the others through @rw_userns_fd. */
+static int open_dirs(const VmRun *v, bool privileged, int rw_userns_fd, VmLayers *l,
+                     HutchError *reterr) {
         const char *paths[3] = {v->cache_dir, v->template_dir, v->run_dir};
         int *fds[3] = {&l->cache_fd, &l->template_fd, &l->run_fd};
         int r;
@@ -234,8 +237,9 @@ static int open_dirs(const VmRun *v, bool privileged, VmLayers *l, HutchError *r
                         /* SECURITY: QEMU only reads the cache (hutch wrote
                          * the images before it starts): a compromised QEMU
                          * must not rewrite a kernel every later VM boots. */
-                        r = sandbox_open_detached_tree(paths[i], l->userns_fd, i == 0, fds[i],
-                                                       reterr);
+                        r = sandbox_open_detached_tree(paths[i],
+                                                       i == 0 ? l->userns_fd : rw_userns_fd, i == 0,
+                                                       fds[i], reterr);
                         if (r < 0)
                                 return r;
                         continue;
@@ -244,6 +248,25 @@ static int open_dirs(const VmRun *v, bool privileged, VmLayers *l, HutchError *r
                 if (*fds[i] < 0)
                         return hutch_error_set(reterr, errno, "cannot open '%s': %m", paths[i]);
         }
+        return 0;
+}
+
+/* Writes the id maps @m of @pid, a process in a new user namespace, and
+ * opens that namespace. */
+static int userns_adopt(pid_t pid, const IdMapping *m, int *ret_fd, HutchError *reterr) {
+        char path[64];
+        int fd, r;
+
+        r = userns_write_maps(pid, m);
+        if (r < 0)
+                return hutch_error_set(reterr, -r, "failed to write the sandbox's id maps: %s",
+                                       strerror(-r));
+        (void)snprintf(path, sizeof(path), "/proc/%d/ns/user", (int)pid);
+        fd = open(path, O_RDONLY | O_CLOEXEC);
+        if (fd < 0)
+                return hutch_error_set(reterr, errno,
+                                       "failed to open the sandbox's user namespace: %m");
+        *ret_fd = fd;
         return 0;
 }
 
@@ -295,7 +318,6 @@ int vm_layers_open(const VmRun *v, const SandboxLayerPaths *layers, VmLayers *re
         VmLayers l = VM_LAYERS_NULL;
         Prepared prep = {};
         IdMapping idmap;
-        char path[64];
         int socks[2], status = 0, r;
         pid_t pid;
 
@@ -334,21 +356,11 @@ int vm_layers_open(const VmRun *v, const SandboxLayerPaths *layers, VmLayers *re
                                        "doctor')",
                                        strerror(-pid));
         }
-        r = userns_write_maps(pid, &idmap);
-        if (r < 0)
-                (void)hutch_error_set(reterr, -r, "failed to write the sandbox's id maps: %s",
-                                      strerror(-r));
-        if (r >= 0) {
-                (void)snprintf(path, sizeof(path), "/proc/%d/ns/user", (int)pid);
-                l.userns_fd = open(path, O_RDONLY | O_CLOEXEC);
-                if (l.userns_fd < 0)
-                        r = hutch_error_set(reterr, errno,
-                                            "failed to open the sandbox's user namespace: %m");
-        }
+        r = userns_adopt(pid, &idmap, &l.userns_fd, reterr);
         if (r >= 0)
                 r = sandbox_prepare_mounts(v->policy, layers, &idmap, pid, &prep, reterr);
         if (r >= 0)
-                r = open_dirs(v, idmap.privileged, &l, reterr);
+                r = open_dirs(v, idmap.privileged, l.userns_fd, &l, reterr);
         if (r >= 0)
                 r = helper_talk(socks[0], &prep, &l, reterr);
         prepared_done(&prep);
@@ -384,4 +396,90 @@ void vm_layers_configure(const VmLayers *l, const VmRun *v, VmConfig *c) {
         c->dirs[c->n_dirs++] = (VmDir){.path = v->cache_dir, .fd = l->cache_fd};
         c->dirs[c->n_dirs++] = (VmDir){.path = v->template_dir, .fd = l->template_fd};
         c->dirs[c->n_dirs++] = (VmDir){.path = v->run_dir, .fd = l->run_fd};
+}
+
+/* A new user namespace with the maps @m, in @ret_fd (no process stays
+ * in it). */
+static int userns_make(const IdMapping *m, int *ret_fd, HutchError *reterr) {
+        _cleanup_close_ int pidfd = -EBADF;
+        int hold[2], status = 0, r;
+        pid_t pid;
+
+        if (pipe2(hold, O_CLOEXEC) < 0)
+                return hutch_error_set(reterr, errno, "pipe: %m");
+        pid = sandbox_clone(CLONE_NEWUSER, &pidfd);
+        if (pid == 0) {
+                char c;
+
+                /* Keeps the namespace until the pipe's end. */
+                (void)close(hold[1]);
+                (void)prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
+                (void)read(hold[0], &c, 1);
+                _exit(0);
+        }
+        (void)close(hold[0]);
+        if (pid < 0) {
+                (void)close(hold[1]);
+                return hutch_error_set(reterr, -pid,
+                                       "failed to create the sandbox's user namespace: %s (see "
+                                       "'hutch doctor')",
+                                       strerror(-pid));
+        }
+        r = userns_adopt(pid, m, ret_fd, reterr);
+        (void)close(hold[1]);
+        (void)waitpid(pid, &status, 0);
+        return r;
+}
+
+int vm_oneshot_open(VmRun *v, VmLayers *ret, HutchError *reterr) {
+        _cleanup_close_ int rw_userns_fd = -EBADF;
+        VmLayers l = VM_LAYERS_NULL;
+        Prepared prep = {};
+        IdMapping root_only = v->idmap;
+        size_t k = 0;
+        int r;
+
+        for (size_t i = 0; i < ELEMENTSOF(l.share_fds); i++)
+                l.share_fds[i] = -EBADF;
+        for (size_t i = 0; i < ELEMENTSOF(prep.fds); i++)
+                prep.fds[i] = -EBADF;
+        for (size_t i = 0; i < ELEMENTSOF(prep.layer_fds); i++)
+                prep.layer_fds[i] = -EBADF;
+        prep.n_fds = 1 + v->policy->n_binds;
+        if (!v->idmap.privileged)
+                return hutch_error_set(reterr, EPERM, "a one-shot VM's namespace needs root");
+        /* SECURITY: what QEMU writes is mapped through a namespace of the
+         * sandbox's root alone (the caller's files are that root's, and
+         * nothing else is mapped): no chown of QEMU's gives a host file to
+         * another id. What it only reads, through the sandbox's whole
+         * range, as the namespace backend maps it. */
+        root_only.count = 1;
+        r = userns_make(&v->idmap, &l.userns_fd, reterr);
+        if (r >= 0)
+                r = userns_make(&root_only, &rw_userns_fd, reterr);
+        if (r >= 0)
+                r = sandbox_prepare_trees(v->policy, l.userns_fd, rw_userns_fd, &prep, reterr);
+        if (r >= 0)
+                r = open_dirs(v, true, rw_userns_fd, &l, reterr);
+        /* The shares QEMU reaches through a descriptor, in
+         * VmRun.share_names' order: the workspace, the binds. */
+        for (size_t i = 0; r >= 0 && i < prep.n_fds; i++) {
+                const char *path = i == 0 ? v->policy->workspace : v->policy->binds[i - 1].source;
+
+                if (prep.fds[i] < 0)
+                        continue;
+                v->share_names[k] = strdup(path);
+                if (!v->share_names[k])
+                        r = -ENOMEM;
+                else
+                        l.share_fds[k++] = TAKE_FD(prep.fds[i]);
+        }
+        l.n_share_fds = k;
+        prepared_done(&prep);
+        if (r < 0) {
+                vm_layers_done(&l);
+                return r;
+        }
+        *ret = l;
+        return 0;
 }

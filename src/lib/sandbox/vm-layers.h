@@ -46,6 +46,19 @@ typedef struct VmLayers {
 int vm_layers_open(const VmRun *v, const SandboxLayerPaths *layers, VmLayers *ret,
                    HutchError *reterr);
 
+/* A one-shot VM as root hutch (`hutch run --backend vm`, docs/vm.md,
+ * "Confinement of QEMU"): a user namespace with the sandbox's id mapping
+ * for QEMU to join as its root, and the trees QEMU reaches through
+ * descriptors, idmapped so that the caller's files are that root's: the
+ * workspace and the binds (their host paths in @v->share_names; a copied
+ * or overlaid workspace read-only, the rest as the policy says), the
+ * cache (read-only), template and run directories. The trees QEMU may
+ * write are mapped through a second namespace of the sandbox's root
+ * alone, the read-only ones through the sandbox's. No process stays in
+ * either namespace. -errno with @reterr; -EPERM when hutch is not
+ * root. */
+int vm_oneshot_open(VmRun *v, VmLayers *ret, HutchError *reterr);
+
 /* Closes every descriptor (and with the last of them, the mounts). */
 void vm_layers_done(VmLayers *l);
 

@@ -34,6 +34,7 @@
 #include "sandbox/sandbox.h"
 #include "sandbox/secrets.h"
 #include "sandbox/supervise.h"
+#include "sandbox/vm-layers.h"
 #include "sandbox/vm-run.h"
 #include "store/store.h"
 #include "strv.h"
@@ -197,11 +198,12 @@ static int ca_files_write(VmRun *v, int ca_fd, HutchError *reterr) {
 
 /* The proxy's socket in the run directory (0700), handed to hutch-proxy;
  * the guestfwd helper connects to it for each guest connection. In a
- * persistent sandbox QEMU and the helper run as the sandbox's root (as
- * root hutch, the host uid of its id range), which cannot reach the run
- * directory: there QEMU's own mount namespace has the socket and the
- * hutch binary at VM_PRIVATE_DIR (VmConfig.files), and the socket is the
- * sandbox root's, 0600. */
+ * user namespace (a persistent sandbox, or a one-shot run as root hutch)
+ * QEMU and the helper run as the sandbox's root (as root hutch, the host
+ * uid of its id range), which cannot reach the run directory: there
+ * QEMU's own mount namespace has the socket and the hutch binary at
+ * VM_PRIVATE_DIR (VmConfig.files), and the socket is the sandbox root's,
+ * 0600. */
 static int proxy_setup(VmRun *v, VmConfig *c, HutchError *reterr) {
         struct sockaddr_un sa = {.sun_family = AF_UNIX};
         _cleanup_close_ int fd = -EBADF, ca_fd = -EBADF;
@@ -217,15 +219,8 @@ static int proxy_setup(VmRun *v, VmConfig *c, HutchError *reterr) {
         fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
         if (fd < 0 || bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 || listen(fd, 64) < 0)
                 return hutch_error_set(reterr, errno, "failed to create the proxy's socket: %m");
-        if (v->persistent) {
-                IdMapping m;
-
-                r = idmapping_for_caller(NULL, NULL, &m);
-                if (r < 0)
-                        return hutch_error_set(reterr, -r,
-                                               "failed to pick the sandbox's id range: %s",
-                                               strerror(-r));
-                if (chown(v->proxy_sock, (uid_t)m.uid_base, (gid_t)m.gid_base) < 0 ||
+        if (v->in_userns) {
+                if (chown(v->proxy_sock, (uid_t)v->idmap.uid_base, (gid_t)v->idmap.gid_base) < 0 ||
                     chmod(v->proxy_sock, 0600) < 0)
                         return hutch_error_set(reterr, errno,
                                                "failed to hand the proxy's socket to the "
@@ -246,7 +241,7 @@ static int proxy_setup(VmRun *v, VmConfig *c, HutchError *reterr) {
         v->self = strdup(self);
         if (!v->self)
                 return -ENOMEM;
-        if (v->persistent) {
+        if (v->in_userns) {
                 c->files[c->n_files++] = (VmFile){.path = v->self, .name = "hutch"};
                 c->files[c->n_files++] = (VmFile){.path = v->proxy_sock, .name = "proxy.sock"};
                 v->helper = strdup("'" VM_PRIVATE_DIR "/hutch' __vm-fwd '" VM_PRIVATE_DIR
@@ -500,7 +495,7 @@ static int build_setup(VmRun *v, VmConfig *c, char **ret, size_t *ret_len) {
         if (r >= 0)
                 r = plan_filesystem(v, c, &buf, &len);
         /* SECURITY: last, over the shares: what no sandbox may read of the
-         * host's /etc (QEMU itself may: as root hutch it is root), hidden
+         * host's /etc (QEMU as a user may read what that user may), hidden
          * as the namespace backend hides it. */
         if (r >= 0) {
                 _cleanup_strv_free_ char **masks = NULL;
@@ -868,6 +863,12 @@ int vm_run_prepare(VmRun *v, VmConfig *c, char *const *caller_env, char **setup,
         r = sandbox_env_add_placeholders(&v->env, v->secrets, reterr);
         if (r < 0)
                 return r;
+        r = idmapping_for_caller(NULL, NULL, &v->idmap);
+        if (r < 0)
+                return hutch_error_set(reterr, -r, "failed to pick the sandbox's id range: %s",
+                                       strerror(-r));
+        /* SECURITY: as root hutch, QEMU is never host root. */
+        v->in_userns = v->persistent || v->idmap.privileged;
         r = store_open(&v->store, reterr);
         if (r < 0)
                 return r;
@@ -975,6 +976,7 @@ int sandbox_run_vm(const Policy *policy, char *const *argv, char *const *caller_
                 .timerfd = -EBADF,
                 .proxy = PROXY_PROCESS_NULL,
         };
+        _cleanup_(vm_layers_done) VmLayers layers = VM_LAYERS_NULL;
         _cleanup_free_ char *setup = NULL, *denied = NULL;
         Supervision sup = {};
         VmSession ss = {.s = &sup, .in_fd = STDIN_FILENO};
@@ -987,6 +989,12 @@ int sandbox_run_vm(const Policy *policy, char *const *argv, char *const *caller_
         r = vm_run_prepare(&v, &c, caller_env, &setup, &setup_len, reterr);
         if (r < 0)
                 return r;
+        if (v.in_userns) {
+                r = vm_oneshot_open(&v, &layers, reterr);
+                if (r < 0)
+                        return r;
+                vm_layers_configure(&layers, &v, &c);
+        }
         r = vm_start(&c, &v.vm, reterr);
         if (r < 0)
                 return r;

@@ -19,6 +19,7 @@
 #include <stdbool.h>
 
 #include "hutch-error.h"
+#include "ns/userns.h"
 #include "policy/policy.h"
 #include "sandbox/cgroup-setup.h"
 #include "sandbox/outcome.h"
@@ -37,6 +38,11 @@ int sandbox_run_vm(const Policy *policy, char *const *argv, char *const *caller_
 typedef struct VmRun {
         const Policy *policy;
         bool persistent; /* a persistent sandbox: its shares are share_names */
+        /* QEMU runs as the root of a user namespace (VmConfig.in_userns):
+         * always for a persistent sandbox, as root hutch for a one-shot
+         * run (vm_oneshot_open()). */
+        bool in_userns;
+        IdMapping idmap; /* the sandbox's (idmapping_for_caller()) */
         char name[64];
         Store *store;
         char *run_dir, *template_dir, *cache_dir, *proxy_sock, *helper;
@@ -47,10 +53,11 @@ typedef struct VmRun {
         char *proxy_binary;
         SecretSet *secrets; /* the real values, until the proxy has them */
         char *ca_dir;       /* with secrets: the bundle, shared read-only at /run/hutch */
-        /* Persistent: the names of the shares (VmConfig.dirs binds each to
-         * its directory), in the order of the SETUP's mounts: the
+        /* With in_userns: the names of the shares (VmConfig.dirs binds
+         * each to its directory), in the order of the SETUP's mounts: the
          * persistent directories (rootfs_persistent_dirs), the workspace,
-         * the binds; NULL after the last. */
+         * the binds (a one-shot run: the workspace's and the binds' host
+         * paths); NULL after the last. */
         char *share_names[VM_RUN_MAX_SHARE_NAMES];
         Vm *vm;
         int sigfd, timerfd;
@@ -60,7 +67,8 @@ typedef struct VmRun {
         bool pipe_saved;
 } VmRun;
 
-/* Everything before the VM starts, for @v->policy (and @v->persistent):
+/* Everything before the VM starts, for @v->policy (and @v->persistent;
+ * sets @v->idmap and @v->in_userns):
  * the environment, the proxy (network allow), the run directory in the
  * store's state, the host cgroup, SIGINT... blocked into @v->sigfd, and
  * @c and the SETUP payload in @setup. -errno with @reterr; vm_run_done()
