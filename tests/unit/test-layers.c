@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "fd-util.h"
+#include "rm-rf.h"
 #include "sandbox/copy.h"
 #include "store/diff.h"
 #include "store/layers.h"
@@ -66,7 +67,7 @@ static void fx_done(Fx *fx) {
         (void)safe_close(fx->outside);
         (void)safe_close(fx->root_fd);
         if (fx->root)
-                (void)ws_remove_at(AT_FDCWD, fx->root);
+                (void)rm_rf_at(AT_FDCWD, fx->root); /* deeper than ws_remove_at() goes */
         free(fx->root);
 }
 #define _cleanup_fx_ _cleanup_(fx_done)
