@@ -22,7 +22,7 @@ TINYPROXY=$(command -v tinyproxy || true)
 export TINYPROXY
 
 exec timeout 300 /usr/bin/python3 - <<'EOF'
-import os, socket, subprocess, sys, tempfile, threading, time
+import atexit, os, signal, socket, subprocess, sys, tempfile, threading, time
 
 PROXY_BIN = os.environ["PROXY_BIN"]
 ROUNDS = int(os.environ["ROUNDS"])
@@ -75,6 +75,19 @@ def http_handler(c):
 # (almost) nothing and the path under test is the bottleneck.
 chunk_path = os.path.join("/dev/shm" if os.path.isdir("/dev/shm") else tmp.name, f"bench-{os.getpid()}")
 CHUNK = 64 << 20
+
+
+def remove_chunk():
+    try:
+        os.unlink(chunk_path)
+    except FileNotFoundError:
+        pass
+
+
+# 64 MiB of tmpfs: gone on every way out (a failed check raises
+# SystemExit; SIGTERM is made one), not only at the end.
+atexit.register(remove_chunk)
+signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
 with open(chunk_path, "wb") as f:
     f.write(b"\0" * CHUNK)
 
@@ -265,5 +278,5 @@ hutch.wait()
 if tiny:
     tiny.terminate()
     tiny.wait()
-os.unlink(chunk_path)
+remove_chunk()
 EOF
