@@ -375,7 +375,7 @@ int mkdir_private(const char *path) {
 }
 
 int shipped_binary_find(const char *env_name, const char *name, const char *build_subdir, int mode,
-                        char **ret) {
+                        const char *installed, char **ret) {
         const char *env = getenv(env_name);
         char self[PATH_MAX], cand[PATH_MAX + 128];
         ssize_t n;
@@ -399,8 +399,12 @@ int shipped_binary_find(const char *env_name, const char *name, const char *buil
                 (void)snprintf(cand, sizeof(cand), "%s/%s", dir, name);
         if (access(cand, mode) < 0)
                 (void)snprintf(cand, sizeof(cand), "%s/../%s/%s", dir, build_subdir, name);
-        if (access(cand, mode) < 0)
-                return -ENOENT;
+        if (access(cand, mode) < 0) {
+                if (!installed || access(installed, mode) < 0)
+                        return -ENOENT;
+                *ret = strdup(installed);
+                return *ret ? 0 : -ENOMEM;
+        }
         *ret = realpath(cand, NULL);
         return *ret ? 0 : negative_errno();
 }

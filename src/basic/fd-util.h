@@ -92,9 +92,11 @@ int mkdir_private(const char *path);
 /* Finds a binary that ships with hutch: $@env_name when set (-EACCES when
  * it fails access(2) with @mode), else $libexecdir/hutch/@name relative to
  * the running binary, else @name next to it, else ../@build_subdir/@name
- * (the build tree). Returns 0 and a new canonical path, or -ENOENT. */
+ * (the build tree), else @installed when not NULL (where `meson install`
+ * put it: for a program using libhutch, which is not next to hutch).
+ * Returns 0 and a new path, or -ENOENT. */
 int shipped_binary_find(const char *env_name, const char *name, const char *build_subdir, int mode,
-                        char **ret);
+                        const char *installed, char **ret);
 
 /* Writes @len bytes of @data as @dir/@name atomically: a temporary name in
  * @dir (with the pid: concurrent writers do not meet), fsync, rename, then

@@ -16,7 +16,7 @@ static int verb_serve_exec(int argc, char **argv) {
         _cleanup_free_ char *helper = NULL, *self = NULL;
         int r;
 
-        r = shipped_binary_find("HUTCH_SERVE_PATH", "hutch-serve", "cli", X_OK, &helper);
+        r = shipped_binary_find("HUTCH_SERVE_PATH", "hutch-serve", "cli", X_OK, NULL, &helper);
         if (r < 0) {
                 log_error("cannot find hutch-serve (set HUTCH_SERVE_PATH): %s", strerror(-r));
                 return HUTCH_EXIT_FAILURE;

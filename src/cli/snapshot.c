@@ -147,7 +147,7 @@ static int snapshot_io(int argc, char **argv) {
         _cleanup_free_ char **args = NULL;
         int r;
 
-        r = shipped_binary_find("HUTCH_ARCHIVE_PATH", "hutch-archive", "cli", X_OK, &helper);
+        r = shipped_binary_find("HUTCH_ARCHIVE_PATH", "hutch-archive", "cli", X_OK, NULL, &helper);
         if (r < 0) {
                 log_error("cannot find hutch-archive (set HUTCH_ARCHIVE_PATH): %s", strerror(-r));
                 return HUTCH_EXIT_FAILURE;

@@ -30,18 +30,13 @@
 #define PROXY_FIRST_FD 3
 
 int proxy_binary_find(char **ret, HutchError *reterr) {
-        int r = shipped_binary_find("HUTCH_PROXY_PATH", "hutch-proxy", "proxy", X_OK, ret);
+        int r = shipped_binary_find("HUTCH_PROXY_PATH", "hutch-proxy", "proxy", X_OK,
+                                    HUTCH_INSTALLED_PROXY, ret);
 
         if (r == -EACCES)
                 return hutch_error_set(reterr, ENOENT,
                                        "$HUTCH_PROXY_PATH '%s' is not an executable",
                                        getenv("HUTCH_PROXY_PATH"));
-        /* A program using libhutch, not hutch itself: where `meson
-         * install` put it. */
-        if (r == -ENOENT && access(HUTCH_INSTALLED_PROXY, X_OK) == 0) {
-                *ret = strdup(HUTCH_INSTALLED_PROXY);
-                return *ret ? 0 : -ENOMEM;
-        }
         if (r == -ENOENT)
                 return hutch_error_set(reterr, ENOENT,
                                        "network mode allow needs hutch-proxy, which is not next "

@@ -136,7 +136,7 @@ int vm_kernel_find(const char *explicit, char **ret_path, char **ret_release, Hu
 }
 
 int vm_agent_binary_find(char **ret, HutchError *reterr) {
-        int r = shipped_binary_find("HUTCH_AGENT_PATH", "hutch-agent", "guest", R_OK, ret);
+        int r = shipped_binary_find("HUTCH_AGENT_PATH", "hutch-agent", "guest", R_OK, NULL, ret);
 
         if (r == -EACCES)
                 return hutch_error_set(reterr, ENOENT, "$HUTCH_AGENT_PATH '%s' cannot be read",
@@ -214,11 +214,8 @@ static int decompress(const void *data, size_t len, size_t max, char **ret, size
         pid_t pid;
         int r, status;
 
-        r = shipped_binary_find("HUTCH_ARCHIVE_PATH", "hutch-archive", "cli", X_OK, &helper);
-        if (r == -ENOENT && access(HUTCH_INSTALLED_ARCHIVE, X_OK) == 0) {
-                helper = strdup(HUTCH_INSTALLED_ARCHIVE);
-                r = helper ? 0 : -ENOMEM;
-        }
+        r = shipped_binary_find("HUTCH_ARCHIVE_PATH", "hutch-archive", "cli", X_OK,
+                                HUTCH_INSTALLED_ARCHIVE, &helper);
         if (r == -ENOENT || r == -EACCES)
                 return -ENOPKG;
         if (r < 0)
