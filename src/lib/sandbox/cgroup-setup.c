@@ -1,15 +1,14 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 #include <dirent.h>
 #include <errno.h>
-#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "fd-util.h"
 #include "macro.h"
-#include "parse-util.h"
 #include "sandbox/cgroup-setup.h"
+#include "signal-util.h"
 
 #define CPU_PERIOD_US 100000ULL
 #define CPU_MIN_QUOTA_US 1000ULL
@@ -94,26 +93,9 @@ static void gc_stale_runs(const char *base) {
                 return;
         d = opendir(base);
         while (d && (de = readdir(d))) {
-                char path[4096], pidtext[16];
-                const char *dash, *num;
-                size_t n;
-                int pid;
+                char path[4096];
 
-                if (strncmp(de->d_name, "run-", 4) == 0)
-                        num = de->d_name + 4;
-                else if (strncmp(de->d_name, "vm-", 3) == 0)
-                        num = de->d_name + 3;
-                else
-                        continue;
-                dash = strchr(num, '-');
-                n = dash ? (size_t)(dash - num) : 0;
-                if (n == 0 || n >= sizeof(pidtext))
-                        continue;
-                memcpy(pidtext, num, n);
-                pidtext[n] = '\0';
-                if (safe_atoi(pidtext, &pid) < 0 || pid <= 0)
-                        continue;
-                if (kill(pid, 0) == 0 || errno != ESRCH)
+                if (!name_pid_is_gone(de->d_name, "run-") && !name_pid_is_gone(de->d_name, "vm-"))
                         continue;
                 (void)snprintf(path, sizeof(path), "%s/%s", base, de->d_name);
                 (void)cgroup_remove_tree(path);

@@ -36,6 +36,7 @@
 #include "sandbox/supervise.h"
 #include "sandbox/vm-layers.h"
 #include "sandbox/vm-run.h"
+#include "signal-util.h"
 #include "store/store.h"
 #include "strv.h"
 #include "vm/vm.h"
@@ -90,20 +91,9 @@ static void gc_stale_run_dirs(const char *state) {
         _cleanup_(closedirp) DIR *d = opendir(state);
         struct dirent *de;
 
-        while (d && (de = readdir(d))) {
-                const char *num = de->d_name + strlen("vm-run-"), *dash;
-                char pidtext[16];
-                int pid;
-
-                if (strncmp(de->d_name, "vm-run-", 7) != 0 || !(dash = strchr(num, '-')) ||
-                    dash == num || (size_t)(dash - num) >= sizeof(pidtext))
-                        continue;
-                memcpy(pidtext, num, (size_t)(dash - num));
-                pidtext[dash - num] = '\0';
-                if (safe_atoi(pidtext, &pid) < 0 || pid <= 0 || kill(pid, 0) == 0 || errno != ESRCH)
-                        continue;
-                (void)rm_rf_at(dirfd(d), de->d_name);
-        }
+        while (d && (de = readdir(d)))
+                if (name_pid_is_gone(de->d_name, "vm-run-"))
+                        (void)rm_rf_at(dirfd(d), de->d_name);
 }
 
 static int pick_dirs(VmRun *v, HutchError *reterr) {
