@@ -158,12 +158,10 @@ static int setup_system_dir(const char *dir, HutchError *reterr) {
         return bind_readonly(src, dir, reterr);
 }
 
+/* @path is a regular file (rootfs_masked_paths() checked). */
 static int mask_file(const char *path, HutchError *reterr) {
-        struct stat st;
         int r;
 
-        if (lstat(path, &st) < 0 || !S_ISREG(st.st_mode))
-                return 0; /* absent (or not a plain file): nothing to hide */
         r = mount_bind(MASK_FILE, path);
         if (r < 0)
                 return fail(reterr, r, "mask", path);
@@ -173,12 +171,10 @@ static int mask_file(const char *path, HutchError *reterr) {
         return 0;
 }
 
+/* @path is a directory (rootfs_masked_paths() checked). */
 static int mask_dir(const char *path, HutchError *reterr) {
-        struct stat st;
         int r;
 
-        if (lstat(path, &st) < 0 || !S_ISDIR(st.st_mode))
-                return 0;
         r = mount_tmpfs(path, 4096, 0755, MS_NOSUID | MS_NODEV | MS_NOEXEC | MS_RDONLY);
         if (r < 0)
                 return fail(reterr, r, "mask", path);
