@@ -45,21 +45,27 @@ static double median_ms(uint64_t *v, size_t n) {
         return (double)v[n / 2] / 1000.0;
 }
 
-/* Waits for a frame of @want; stdout/stderr frames are skipped. */
+/* Waits for a frame of @want; stdout/stderr frames are skipped (and
+ * acknowledged, so that the command's output never waits for the window). */
 static int wait_for(Vm *vm, uint8_t want) {
         for (;;) {
-                const void *p;
-                size_t len;
-                uint8_t type;
-                int r = vm_agent_recv(vm, 60000, &type, &p, &len);
+                unsigned char ack[4];
+                AgentFrame fr;
+                int r = vm_agent_recv(vm, 60000, &fr);
 
                 if (r < 0)
                         return r;
-                if (type == want)
+                if (fr.type == want)
                         return 0;
-                if (type != AGENT_MSG_STDOUT && type != AGENT_MSG_STDERR &&
-                    type != AGENT_MSG_STARTED)
+                if (fr.type != AGENT_MSG_STDOUT && fr.type != AGENT_MSG_STDERR &&
+                    fr.type != AGENT_MSG_STARTED)
                         return -EPROTO;
+                if (fr.type == AGENT_MSG_STARTED)
+                        continue;
+                agent_put_le32(ack, (uint32_t)fr.len);
+                r = agent_frame_write(vm->agent_fd, AGENT_MSG_ACK, 0, ack, sizeof(ack));
+                if (r < 0)
+                        return r;
         }
 }
 
@@ -158,7 +164,7 @@ int main(int argc, char **argv) {
         t0 = now_us();
         r = vm_start(&c, &vm, &e);
         if (r >= 0)
-                r = vm_agent_request(vm, AGENT_MSG_SETUP, setup, setup_len, AGENT_MSG_READY, &e);
+                r = vm_agent_request(vm, AGENT_MSG_SETUP, 0, setup, setup_len, AGENT_MSG_READY, &e);
         if (r < 0) {
                 (void)fprintf(stderr, "%s\n", e.msg);
                 goto out;
@@ -170,16 +176,16 @@ int main(int argc, char **argv) {
                      (double)(now_us() - t0) / 1000.0);
         for (uint64_t i = 0; r >= 0 && i < n; i++) {
                 t0 = now_us();
-                r = agent_frame_write(vm->agent_fd, AGENT_MSG_PING, "x", 1);
+                r = agent_frame_write(vm->agent_fd, AGENT_MSG_PING, 0, "x", 1);
                 if (r >= 0)
                         r = wait_for(vm, AGENT_MSG_PONG);
                 ping[i] = now_us() - t0;
         }
         for (uint64_t i = 0; r >= 0 && i < n; i++) {
                 t0 = now_us();
-                r = agent_frame_write(vm->agent_fd, AGENT_MSG_EXEC, exec, exec_len);
+                r = agent_frame_write(vm->agent_fd, AGENT_MSG_EXEC, 0, exec, exec_len);
                 if (r >= 0)
-                        r = agent_frame_write(vm->agent_fd, AGENT_MSG_STDIN, NULL, 0);
+                        r = agent_frame_write(vm->agent_fd, AGENT_MSG_STDIN, 0, NULL, 0);
                 if (r >= 0)
                         r = wait_for(vm, AGENT_MSG_EXIT);
                 ex[i] = now_us() - t0;

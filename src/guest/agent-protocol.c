@@ -51,8 +51,7 @@ ssize_t agent_reader_fill(AgentReader *r, int fd) {
         return n;
 }
 
-int agent_reader_next(AgentReader *r, uint8_t *ret_type, const void **ret_payload,
-                      size_t *ret_len) {
+int agent_reader_next(AgentReader *r, AgentFrame *ret) {
         uint32_t length, crc;
 
         if (r->broken)
@@ -64,7 +63,8 @@ int agent_reader_next(AgentReader *r, uint8_t *ret_type, const void **ret_payloa
         /* SECURITY: the length is checked before it is used: a frame can
          * never be larger than the buffer. */
         if (agent_get_le32(r->buf) != AGENT_MAGIC || r->buf[4] != AGENT_VERSION_MAJOR ||
-            length > AGENT_FRAME_MAX || r->buf[6] == 0 || r->buf[6] >= _AGENT_MSG_MAX) {
+            length > AGENT_FRAME_MAX || r->buf[6] == 0 || r->buf[6] >= _AGENT_MSG_MAX ||
+            r->buf[7] >= AGENT_MAX_EXECS) {
                 r->broken = true;
                 return -EBADMSG;
         }
@@ -76,37 +76,41 @@ int agent_reader_next(AgentReader *r, uint8_t *ret_type, const void **ret_payloa
                 return -EBADMSG;
         }
         r->taken = AGENT_HEADER_SIZE + length;
-        *ret_type = r->buf[6];
-        *ret_payload = r->buf + AGENT_HEADER_SIZE;
-        *ret_len = length;
+        *ret = (AgentFrame){
+                .type = r->buf[6],
+                .chan = r->buf[7],
+                .payload = r->buf + AGENT_HEADER_SIZE,
+                .len = length,
+        };
         return 1;
 }
 
-void agent_frame_header(unsigned char hdr[AGENT_HEADER_SIZE], AgentMsg type, const void *payload,
-                        size_t len) {
+void agent_frame_header(unsigned char hdr[AGENT_HEADER_SIZE], AgentMsg type, uint8_t chan,
+                        const void *payload, size_t len) {
         memset(hdr, 0, AGENT_HEADER_SIZE);
         agent_put_le32(hdr, AGENT_MAGIC);
         hdr[4] = AGENT_VERSION_MAJOR;
         hdr[5] = AGENT_VERSION_MINOR;
         hdr[6] = (unsigned char)type;
+        hdr[7] = chan;
         agent_put_le32(hdr + 8, (uint32_t)len);
         agent_put_le32(hdr + 12, crc32_update(0, payload, len));
 }
 
-int agent_frame_write(int fd, AgentMsg type, const void *payload, size_t len) {
+int agent_frame_write(int fd, AgentMsg type, uint8_t chan, const void *payload, size_t len) {
         unsigned char hdr[AGENT_HEADER_SIZE];
         int r;
 
         if (len > AGENT_FRAME_MAX)
                 return -EMSGSIZE;
-        agent_frame_header(hdr, type, payload, len);
+        agent_frame_header(hdr, type, chan, payload, len);
         r = loop_write(fd, hdr, sizeof(hdr));
         if (r < 0 || len == 0)
                 return r;
         return loop_write(fd, payload, len);
 }
 
-int agent_frame_write_error(int fd, int err, const char *step, const char *msg) {
+int agent_frame_write_error(int fd, uint8_t chan, int err, const char *step, const char *msg) {
         size_t ls = strnlen(step, 128), lm = strnlen(msg, 1024);
         unsigned char buf[4 + 128 + 1 + 1024 + 1];
 
@@ -115,7 +119,7 @@ int agent_frame_write_error(int fd, int err, const char *step, const char *msg) 
         buf[4 + ls] = '\0';
         memcpy(buf + 5 + ls, msg, lm);
         buf[5 + ls + lm] = '\0';
-        return agent_frame_write(fd, AGENT_MSG_ERROR, buf, 6 + ls + lm);
+        return agent_frame_write(fd, AGENT_MSG_ERROR, chan, buf, 6 + ls + lm);
 }
 
 int agent_payload_add(char **buf, size_t *len, const char *prefix, const char *value) {

@@ -7,11 +7,17 @@
  *
  * Every message is one frame: a 16-byte header, all fields little-endian,
  *
- *   magic (u32 "HUTV") | major (u8) | minor (u8) | type (u8) | 0 (u8) |
+ *   magic (u32 "HUTV") | major (u8) | minor (u8) | type (u8) | channel (u8) |
  *   length (u32, payload bytes, at most AGENT_FRAME_MAX) |
  *   crc (u32, CRC-32 of the payload)
  *
- * followed by the payload. A reader refuses an unknown magic or major
+ * followed by the payload. The channel (protocol 1.1; 0 in 1.0) says which
+ * command a frame is about: the host picks a free one (below
+ * AGENT_MAX_EXECS) for each EXEC, and every frame about that command
+ * (STARTED or ERROR, STDIN, STDOUT, STDERR, SIGNAL, ACK, EXIT) carries it;
+ * it is free again once its EXIT (or the ERROR that answers its EXEC) was
+ * sent. The other frames use channel 0. The agent runs the commands of
+ * all channels at once. A reader refuses an unknown magic or major
  * version, a length over AGENT_FRAME_MAX and a bad CRC, and then stops
  * reading the stream (it cannot resynchronise): the host kills the VM.
  *
@@ -22,14 +28,29 @@
  *   host:  SETUP (NUL-terminated "key=value" strings, below)
  *   guest: READY, or ERROR
  *   host:  EXEC ("a:ARG" strings for argv in order, "e:KEY=VALUE" for the
- *          environment, one "c:DIR" for the working directory)
+ *          environment, one "c:DIR" for the working directory; an argv
+ *          that starts with FILE_OP_ARGV0 runs the file operation builtin
+ *          of src/lib/sandbox/file-op.h instead of a program, confined the
+ *          same way)
  *   guest: STARTED (le32 pid), or ERROR when the command could not be set
  *          up (its exec failing is not an error: exit status 127 or 126)
  *   both:  STDIN from the host (empty payload = end of input); STDOUT and
  *          STDERR from the guest; SIGNAL (le32 signal number) from the host
  *   guest: EXIT (AgentExit) once the command exited, every other process
  *          it started was killed, and its output was sent whole.
- *   Then EXEC again, as often as the host likes.
+ *   Any number of EXECs, on channels of their own, at any time after
+ *   READY.
+ *
+ * Flow control, per channel and direction: at most AGENT_WINDOW bytes of
+ * STDIN payload (host to guest), and of STDOUT and STDERR payload together
+ * (guest to host), may be on their way unacknowledged. The receiver
+ * acknowledges bytes it passed on (or dropped) with ACK (le32 count); it
+ * sends one at least whenever AGENT_WINDOW / 4 bytes are unacknowledged.
+ * So each side can always read the port (what it must buffer per channel
+ * is bounded), and a command whose output is not read, or that does not
+ * read its input, stalls nothing but itself: signals, other commands and
+ * their output go on. A sender that overruns the window breaks the
+ * protocol.
  *   host:  PING (any payload) at any time; guest: PONG with the same
  *          payload (a liveness check, and the transport's round trip).
  *
@@ -71,12 +92,18 @@
 
 #define AGENT_MAGIC 0x56545548U /* "HUTV" */
 #define AGENT_VERSION_MAJOR 1
-#define AGENT_VERSION_MINOR 0
+#define AGENT_VERSION_MINOR 1
 #define AGENT_HEADER_SIZE 16
 #define AGENT_FRAME_MAX (64U << 10)
 #define AGENT_PORT_NAME "org.hutch.agent.0"
 #define AGENT_GUEST_ADDR "10.0.2.15"
 #define AGENT_PROXY_ADDR "10.0.2.100"
+/* Commands at once (channels 0 to AGENT_MAX_EXECS - 1). */
+#define AGENT_MAX_EXECS 64
+/* Unacknowledged stream bytes per channel and direction. */
+#define AGENT_WINDOW (256U << 10)
+/* The piece of a stream one STDIN, STDOUT or STDERR frame carries at most. */
+#define AGENT_CHUNK (16U << 10)
 
 typedef enum AgentMsg {
         AGENT_MSG_HELLO = 1,
@@ -92,6 +119,7 @@ typedef enum AgentMsg {
         AGENT_MSG_EXIT,
         AGENT_MSG_PING,
         AGENT_MSG_PONG,
+        AGENT_MSG_ACK,
         _AGENT_MSG_MAX,
         _AGENT_MSG_INVALID = -22, /* -EINVAL */
 } AgentMsg;
@@ -124,23 +152,31 @@ typedef struct AgentReader {
  * -ENOBUFS when a whole frame is waiting (take it first), or -errno. */
 ssize_t agent_reader_fill(AgentReader *r, int fd);
 
-/* Takes the next whole frame: 1 with @ret_type, @ret_payload (pointing
- * into @r, valid until the next call) and @ret_len; 0 when no whole frame
- * is there yet; -EBADMSG for a frame that breaks the rules above (the
- * reader then stays broken). */
-int agent_reader_next(AgentReader *r, uint8_t *ret_type, const void **ret_payload, size_t *ret_len);
+/* One frame taken from a reader: the payload points into the reader and
+ * is valid until its next call. */
+typedef struct AgentFrame {
+        uint8_t type; /* an AgentMsg */
+        uint8_t chan;
+        const void *payload;
+        size_t len;
+} AgentFrame;
+
+/* Takes the next whole frame: 1 with @ret; 0 when no whole frame is there
+ * yet; -EBADMSG for a frame that breaks the rules above (the reader then
+ * stays broken). */
+int agent_reader_next(AgentReader *r, AgentFrame *ret);
 
 /* The header of a frame of @len bytes (at most AGENT_FRAME_MAX) at
  * @payload. */
-void agent_frame_header(unsigned char hdr[AGENT_HEADER_SIZE], AgentMsg type, const void *payload,
-                        size_t len);
+void agent_frame_header(unsigned char hdr[AGENT_HEADER_SIZE], AgentMsg type, uint8_t chan,
+                        const void *payload, size_t len);
 
 /* Writes one frame (blocking, whole; retries EINTR and short writes).
  * -EMSGSIZE for @len over AGENT_FRAME_MAX. */
-int agent_frame_write(int fd, AgentMsg type, const void *payload, size_t len);
+int agent_frame_write(int fd, AgentMsg type, uint8_t chan, const void *payload, size_t len);
 
-/* Writes an ERROR frame: @err (positive errno), @step and @msg. */
-int agent_frame_write_error(int fd, int err, const char *step, const char *msg);
+/* Writes an ERROR frame on @chan: @err (positive errno), @step and @msg. */
+int agent_frame_write_error(int fd, uint8_t chan, int err, const char *step, const char *msg);
 
 /* Appends "@prefix@value\0" to the growing buffer *@buf of *@len bytes
  * (realloc'd). -E2BIG when the payload would pass AGENT_FRAME_MAX,
@@ -156,6 +192,6 @@ void agent_exit_encode(const AgentExit *e, unsigned char out[AGENT_EXIT_SIZE]);
 /* -EBADMSG unless @len is AGENT_EXIT_SIZE. */
 int agent_exit_decode(const void *payload, size_t len, AgentExit *ret);
 
-/* le32 helpers for the small payloads (STARTED, SIGNAL, ERROR). */
+/* le32 helpers for the small payloads (STARTED, SIGNAL, ACK, ERROR). */
 void agent_put_le32(unsigned char out[4], uint32_t v);
 uint32_t agent_get_le32(const unsigned char in[4]);

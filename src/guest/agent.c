@@ -6,7 +6,9 @@
  * order, with their parameters from the kernel command line), opens the
  * virtio-serial port AGENT_PORT_NAME and says HELLO. From then on it only
  * answers the host (agent-protocol.h): SETUP builds the command's root
- * under /sbx (9p shares, tmpfs, a minimal /dev), EXEC runs a command there.
+ * under /sbx (9p shares, tmpfs, a minimal /dev), EXEC runs a command there
+ * (any number at once, one per channel; or the file operation builtin of
+ * src/lib/sandbox/file-op.h, confined as a command is).
  *
  * SECURITY: the command runs chrooted into /sbx, as the uid and gid the
  * host names, with no capabilities (bounding and ambient sets cleared),
@@ -46,12 +48,12 @@
 #include "fd-util.h"
 #include "macro.h"
 #include "parse-util.h"
+#include "sandbox/file-op.h"
 #include "signal-util.h"
 
 #define SBX "/sbx"
 #define PORT_WAIT_MS 20000
 #define OUTPUT_DRAIN_MS 2000
-#define STDIN_QUEUE_MAX (16U << 20)
 #define MAX_SETUP_MOUNTS 32
 
 static int port_fd = -EBADF; /* the virtio port: the agent's only peer */
@@ -764,24 +766,58 @@ typedef struct Buf {
         unsigned char data[];
 } Buf;
 
+/* One command, on its channel (agent-protocol.h). */
 typedef struct Exec {
+        uint8_t chan;
+        bool builtin; /* the file operation builtin (file-op.h), not a program */
         pid_t pid;
         int out[2]; /* read ends of stdout, stderr */
         int in;     /* write end of stdin, -EBADF once closed */
         bool in_eof;
         Buf *queue;
-        size_t queued;
+        size_t queued;        /* stdin bytes in the queue */
+        uint64_t in_unacked;  /* stdin bytes passed on or dropped, not acknowledged yet */
+        uint64_t out_unacked; /* output bytes sent, not acknowledged by the host yet */
         bool exited;
         int status;
-        int64_t exited_at;
-        char cgroup[96]; /* the cgroup.procs file of its cgroup */
+        int64_t drain_deadline; /* once exited: when to give up on its output */
+        char cgroup[96];        /* the cgroup.procs file of its cgroup */
 } Exec;
+
+/* The commands running, by channel. */
+static Exec *execs[AGENT_MAX_EXECS];
+
+/* Cgroups of ended commands still being emptied (the kill works
+ * asynchronously), removed when they are: a directory and until when to
+ * keep trying. */
+static struct {
+        char dir[64];
+        int64_t until;
+} doomed[AGENT_MAX_EXECS];
+static size_t n_doomed;
 
 static int64_t mono_ms(void) {
         struct timespec ts;
 
         (void)clock_gettime(CLOCK_MONOTONIC, &ts);
         return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void send_frame(AgentMsg type, uint8_t chan, const void *payload, size_t len) {
+        if (agent_frame_write(port_fd, type, chan, payload, len) < 0)
+                die("write to the host", errno);
+}
+
+static void send_error(uint8_t chan, const Fail *f) {
+        if (agent_frame_write_error(port_fd, chan, f->err, f->step, f->msg) < 0)
+                die("write to the host", errno);
+}
+
+static void send_le32(AgentMsg type, uint8_t chan, uint32_t v) {
+        unsigned char b[4];
+
+        agent_put_le32(b, v);
+        send_frame(type, chan, b, sizeof(b));
 }
 
 /* In the command's child (spawn_command()): reports @what on @errfd and
@@ -835,6 +871,15 @@ _noreturn_ static void child_main(Exec *x, char **argv, char **envp, const char 
         drop_privileges(errfd);
         if (chdir(cwd) < 0)
                 child_fail(errfd, errno, "enter the working directory");
+        if (x->builtin) {
+                /* Confined as a command is; its status is its errno. It
+                 * runs without an exec: the agent's descriptors (the port,
+                 * the other commands' pipes, its own stdin's write end)
+                 * would stay open in it but for this. */
+                if (close_range(3, ~0U, 0) < 0)
+                        _exit(EIO);
+                _exit(file_op_main(cwd, argv));
+        }
         exec_or_exit(argv, envp);
 }
 
@@ -850,12 +895,14 @@ _noreturn_ static void child_main(Exec *x, char **argv, char **envp, const char 
  * space of its own. The child is a process of its own (its files, root,
  * credentials, signal handlers, session and cgroup are not the agent's),
  * and while it changes its credentials the shared memory stays as
- * non-dumpable as the agent made it. */
+ * non-dumpable as the agent made it. The file operation builtin runs the
+ * agent's code to its end (allocating, opening files): it gets a fork()
+ * and memory of its own. */
 static pid_t spawn_command(Exec *x, char **argv, char **envp, const char *cwd, int pipes[3][2],
                            int errfd) {
         extern char **environ;
         char **saved = environ;
-        pid_t pid = vfork();
+        pid_t pid = x->builtin ? fork() : vfork();
 
         if (pid == 0)
                 child_main(x, argv, envp, cwd, pipes, errfd);
@@ -869,9 +916,8 @@ typedef struct Cgroup {
         uint64_t memory, pids;
 } Cgroup;
 
-/* The next command's cgroup, made after the previous command's EXIT was
- * sent, while the host has not asked for more yet ("" when there is
- * none).
+/* The next command's cgroup, made after a command's EXIT was sent ("" when
+ * there is none).
  * SECURITY: it is a new cgroup, never used: its counters (oom_kill, pids
  * max, usage_usec, memory.peak) start at zero, so an EXIT reports its own
  * command only. Nothing joins it before its command: the commands do not
@@ -959,6 +1005,39 @@ static uint64_t cgroup_key(const char *file, const char *key) {
         return 0;
 }
 
+/* The directory of @x's cgroup into @dir. */
+static void exec_cgroup_dir(const Exec *x, char *dir, size_t size) {
+        (void)snprintf(dir, size, "%.*s", (int)(strlen(x->cgroup) - strlen("/cgroup.procs")),
+                       x->cgroup);
+}
+
+/* Removes the cgroups of ended commands that have emptied; gives up on
+ * one after its time (it stays, empty or not). */
+static void doomed_sweep(void) {
+        int64_t now = mono_ms();
+
+        for (size_t i = 0; i < n_doomed;) {
+                if ((rmdir(doomed[i].dir) < 0 && errno == EBUSY) && now < doomed[i].until) {
+                        i++;
+                        continue;
+                }
+                doomed[i] = doomed[--n_doomed];
+        }
+}
+
+static void stdin_drop_queue(Exec *x) {
+        while (x->queue) {
+                Buf *b = x->queue;
+
+                x->queue = b->next;
+                x->in_unacked += b->len - b->off;
+                free(b);
+        }
+        x->queued = 0;
+}
+
+/* The end of @x: its EXIT (after all its output), then its cgroup and
+ * the channel are freed. */
 static void exec_finish(Exec *x) {
         char dir[64], path[96];
         AgentExit e = {.status = x->status};
@@ -966,8 +1045,11 @@ static void exec_finish(Exec *x) {
         _cleanup_free_ char *peak = NULL;
         uint64_t v;
 
-        (void)snprintf(dir, sizeof(dir), "%.*s", (int)(strlen(x->cgroup) - strlen("/cgroup.procs")),
-                       x->cgroup);
+        for (int i = 0; i < 2; i++)
+                x->out[i] = safe_close(x->out[i]);
+        x->in = safe_close(x->in);
+        stdin_drop_queue(x);
+        exec_cgroup_dir(x, dir, sizeof(dir));
         (void)snprintf(path, sizeof(path), "%s/memory.events", dir);
         if (cgroup_key(path, "oom_kill") > 0)
                 e.flags |= AGENT_EXIT_OOM;
@@ -983,25 +1065,37 @@ static void exec_finish(Exec *x) {
                         e.mem_peak_bytes = v;
         }
         agent_exit_encode(&e, buf);
-        if (agent_frame_write(port_fd, AGENT_MSG_EXIT, buf, sizeof(buf)) < 0)
-                die("write to the host", errno);
+        send_frame(AGENT_MSG_EXIT, x->chan, buf, sizeof(buf));
         /* Removing the cgroup and making the next one need not delay the
-         * EXIT. exec_kill_all()'s cgroup.kill works asynchronously: the
-         * killed may still be exiting, and rmdir refuses a populated
-         * cgroup (they would pile up); wait for them, at most 1 s. */
-        for (int i = 0; i < 200 && rmdir(dir) < 0 && errno == EBUSY; i++)
-                sleep_ms(5);
+         * EXIT. cgroup.kill works asynchronously: the killed may still be
+         * exiting, and rmdir refuses a populated cgroup (they would pile
+         * up): retried for 1 s. */
+        if (rmdir(dir) < 0 && errno == EBUSY && n_doomed < ELEMENTSOF(doomed)) {
+                (void)snprintf(doomed[n_doomed].dir, sizeof(doomed[n_doomed].dir), "%s", dir);
+                doomed[n_doomed++].until = mono_ms() + 1000;
+        }
+        execs[x->chan] = NULL;
+        free(x);
         cgroup_prepare();
 }
 
 /* Kills everything left in the command's cgroup (daemons it started), as
  * the end of a pid namespace does in the namespace backend. */
 static void exec_kill_all(Exec *x) {
-        char path[96];
+        char dir[64], path[96];
 
-        (void)snprintf(path, sizeof(path), "%.*s/cgroup.kill",
-                       (int)(strlen(x->cgroup) - strlen("/cgroup.procs")), x->cgroup);
+        exec_cgroup_dir(x, dir, sizeof(dir));
+        (void)snprintf(path, sizeof(path), "%s/cgroup.kill", dir);
         (void)write_string_file(path, "1");
+}
+
+/* Acknowledges the stdin taken, once there is enough of it to matter
+ * (agent-protocol.h). */
+static void stdin_ack(Exec *x) {
+        if (x->in_unacked < AGENT_WINDOW / 4)
+                return;
+        send_le32(AGENT_MSG_ACK, x->chan, (uint32_t)x->in_unacked);
+        x->in_unacked = 0;
 }
 
 static void stdin_push(Exec *x, const void *data, size_t len) {
@@ -1013,11 +1107,18 @@ static void stdin_push(Exec *x, const void *data, size_t len) {
                         x->in = safe_close(x->in);
                 return;
         }
-        if (x->in < 0)
-                return; /* nobody reads it any more: dropped */
+        /* The host keeps to the window: this is bounded. */
+        if (x->queued + len > AGENT_WINDOW)
+                die("the host overran a command's stdin window", EPROTO);
+        if (x->in < 0) {
+                /* Nobody reads it any more: dropped, and acknowledged. */
+                x->in_unacked += len;
+                stdin_ack(x);
+                return;
+        }
         b = malloc(sizeof(Buf) + len);
         if (!b)
-                return;
+                die("queue a command's stdin", ENOMEM);
         *b = (Buf){.len = len};
         memcpy(b->data, data, len);
         for (tail = &x->queue; *tail; tail = &(*tail)->next)
@@ -1033,30 +1134,30 @@ static void stdin_flush(Exec *x) {
 
                 if (n < 0) {
                         if (errno == EAGAIN || errno == EINTR)
-                                return;
-                        break; /* EPIPE: the command closed its stdin */
+                                break;
+                        /* EPIPE: the command closed its stdin. */
+                        stdin_drop_queue(x);
+                        x->in = safe_close(x->in);
+                        break;
                 }
                 b->off += (size_t)n;
+                x->in_unacked += (size_t)n;
                 if (b->off < b->len)
-                        return;
+                        break;
                 x->queue = b->next;
                 x->queued -= b->len;
                 free(b);
         }
-        while (x->queue) {
-                Buf *b = x->queue;
-
-                x->queue = b->next;
-                free(b);
-        }
-        x->queued = 0;
-        if (x->in_eof || errno == EPIPE)
+        if (!x->queue && x->in_eof)
                 x->in = safe_close(x->in);
+        stdin_ack(x);
 }
 
+/* One read of output stream @i, within the window. */
 static void relay_output(Exec *x, int i) {
-        unsigned char buf[16384];
-        ssize_t n = read(x->out[i], buf, sizeof(buf));
+        unsigned char buf[AGENT_CHUNK];
+        size_t room = (size_t)MIN((uint64_t)sizeof(buf), AGENT_WINDOW - x->out_unacked);
+        ssize_t n = read(x->out[i], buf, room);
 
         if (n < 0 && (errno == EAGAIN || errno == EINTR))
                 return;
@@ -1064,91 +1165,26 @@ static void relay_output(Exec *x, int i) {
                 x->out[i] = safe_close(x->out[i]);
                 return;
         }
-        if (agent_frame_write(port_fd, i == 0 ? AGENT_MSG_STDOUT : AGENT_MSG_STDERR, buf,
-                              (size_t)n) < 0)
-                die("write to the host", errno);
+        x->out_unacked += (uint64_t)n;
+        send_frame(i == 0 ? AGENT_MSG_STDOUT : AGENT_MSG_STDERR, x->chan, buf, (size_t)n);
 }
 
-static void reap(Exec *x) {
+static void reap(void) {
         int status;
         pid_t p;
 
         while ((p = waitpid(-1, &status, WNOHANG)) > 0)
-                if (x && p == x->pid && !x->exited) {
+                for (size_t c = 0; c < AGENT_MAX_EXECS; c++) {
+                        Exec *x = execs[c];
+
+                        if (!x || x->pid != p || x->exited)
+                                continue;
                         x->exited = true;
                         x->status = status;
-                        x->exited_at = mono_ms();
+                        x->drain_deadline = mono_ms() + OUTPUT_DRAIN_MS;
                         exec_kill_all(x);
+                        break;
                 }
-}
-
-static int handle_host_frame(Exec *x, uint8_t type, const void *payload, size_t len);
-
-/* Serves one command until its EXIT was sent; host frames keep coming
- * (stdin, signals). */
-static void exec_loop(Exec *x, AgentReader *rd, int sigfd) {
-        while (!(x->exited && x->out[0] < 0 && x->out[1] < 0)) {
-                /* The command's stdin waits in the queue up to
-                 * STDIN_QUEUE_MAX (one read of the port more at most); past
-                 * that the port is not read until the command takes some:
-                 * the host holds the rest, nothing is dropped. */
-                struct pollfd p[5] = {
-                        {.fd = x->queued >= STDIN_QUEUE_MAX ? -1 : port_fd, .events = POLLIN},
-                        {.fd = sigfd, .events = POLLIN},
-                        {.fd = x->out[0], .events = POLLIN},
-                        {.fd = x->out[1], .events = POLLIN},
-                        {.fd = x->queue ? x->in : -1, .events = POLLOUT},
-                };
-                int timeout = -1;
-
-                /* Output held open by something that escaped the kill:
-                 * wait a little, then give up on it. */
-                if (x->exited) {
-                        int64_t left = x->exited_at + OUTPUT_DRAIN_MS - mono_ms();
-
-                        if (left <= 0)
-                                break;
-                        timeout = (int)left;
-                }
-                if (poll(p, ELEMENTSOF(p), timeout) < 0) {
-                        if (errno == EINTR)
-                                continue;
-                        die("poll", errno);
-                }
-                if (p[1].revents & POLLIN) {
-                        struct signalfd_siginfo si;
-
-                        while (read(sigfd, &si, sizeof(si)) == sizeof(si))
-                                ;
-                        reap(x);
-                }
-                for (int i = 0; i < 2; i++)
-                        if (p[2 + i].revents & (POLLIN | POLLHUP | POLLERR))
-                                relay_output(x, i);
-                if (p[4].revents)
-                        stdin_flush(x);
-                if (p[0].revents & (POLLIN | POLLHUP | POLLERR)) {
-                        uint8_t type;
-                        const void *payload;
-                        size_t len;
-                        ssize_t n = agent_reader_fill(rd, port_fd);
-                        int r;
-
-                        if (n == 0)
-                                die("the host closed the port", EPIPE);
-                        if (n < 0 && n != -EAGAIN)
-                                die("read from the host", (int)-n);
-                        while ((r = agent_reader_next(rd, &type, &payload, &len)) > 0)
-                                (void)handle_host_frame(x, type, payload, len);
-                        if (r < 0)
-                                die("a malformed frame from the host", EBADMSG);
-                }
-        }
-        for (int i = 0; i < 2; i++)
-                x->out[i] = safe_close(x->out[i]);
-        x->in = safe_close(x->in);
-        stdin_push(x, NULL, 0);
-        exec_finish(x);
 }
 
 static void strv_free_simple(char **l) {
@@ -1196,6 +1232,7 @@ static int start_exec(Exec *x, const void *payload, size_t len, Fail *f) {
         }
         if (!envp)
                 envp = calloc(1, sizeof(char *));
+        x->builtin = strcmp(argv[0], FILE_OP_ARGV0) == 0;
         r = cgroup_create(x, f);
         if (r < 0)
                 goto out;
@@ -1247,35 +1284,64 @@ out:
         return r;
 }
 
-static int handle_host_frame(Exec *x, uint8_t type, const void *payload, size_t len) {
+/* EXEC on @chan: STARTED, or ERROR. */
+static void handle_exec(uint8_t chan, const void *payload, size_t len) {
         Fail f = {};
-        int r;
+        Exec *x;
 
-        switch ((AgentMsg)type) {
+        if (execs[chan]) {
+                (void)fail(&f, EBUSY, "run the command", "its channel is in use");
+                send_error(chan, &f);
+                return;
+        }
+        x = malloc(sizeof(Exec));
+        if (!x)
+                die("start a command", ENOMEM);
+        *x = (Exec){.chan = chan, .out = {-EBADF, -EBADF}, .in = -EBADF};
+        if (start_exec(x, payload, len, &f) < 0) {
+                free(x);
+                send_error(chan, &f);
+                return;
+        }
+        execs[chan] = x;
+        send_le32(AGENT_MSG_STARTED, chan, (uint32_t)x->pid);
+}
+
+static void handle_host_frame(const AgentFrame *fr) {
+        Exec *x = execs[fr->chan];
+        Fail f = {};
+
+        switch ((AgentMsg)fr->type) {
         case AGENT_MSG_SETUP:
-                r = do_setup(payload, len, &f);
-                if (r < 0)
-                        return agent_frame_write_error(port_fd, f.err, f.step, f.msg);
-                return agent_frame_write(port_fd, AGENT_MSG_READY, NULL, 0);
+                if (do_setup(fr->payload, fr->len, &f) < 0)
+                        send_error(fr->chan, &f);
+                else
+                        send_frame(AGENT_MSG_READY, fr->chan, NULL, 0);
+                return;
+        case AGENT_MSG_EXEC:
+                handle_exec(fr->chan, fr->payload, fr->len);
+                return;
         case AGENT_MSG_STDIN:
+                /* Frames for a channel whose EXIT is on its way: dropped. */
                 if (x)
-                        stdin_push(x, payload, len);
-                return 0;
+                        stdin_push(x, fr->payload, fr->len);
+                return;
+        case AGENT_MSG_ACK:
+                if (x && fr->len == 4)
+                        x->out_unacked -=
+                                MIN(x->out_unacked, (uint64_t)agent_get_le32(fr->payload));
+                return;
         case AGENT_MSG_PING:
-                return agent_frame_write(port_fd, AGENT_MSG_PONG, payload, len);
+                send_frame(AGENT_MSG_PONG, fr->chan, fr->payload, fr->len);
+                return;
         case AGENT_MSG_SIGNAL:
-                if (x && x->pid > 0 && !x->exited && len == 4) {
-                        int sig = (int)agent_get_le32(payload);
+                if (x && x->pid > 0 && !x->exited && fr->len == 4) {
+                        int sig = (int)agent_get_le32(fr->payload);
 
                         if (sig > 0 && sig < NSIG)
                                 (void)kill(-x->pid, sig);
                 }
-                return 0;
-        case AGENT_MSG_EXEC:
-                if (x)
-                        return agent_frame_write_error(port_fd, EBUSY, "run the command",
-                                                       "a command is running");
-                return 1;
+                return;
         case AGENT_MSG_HELLO:
         case AGENT_MSG_READY:
         case AGENT_MSG_ERROR:
@@ -1288,6 +1354,99 @@ static int handle_host_frame(Exec *x, uint8_t type, const void *payload, size_t 
         case _AGENT_MSG_INVALID:
         default:
                 die("an unexpected frame from the host", EPROTO);
+        }
+}
+
+/* Whether @x is over: exited, and its output read to the end (or given up
+ * on: held open by something that escaped the kill). Its output waiting
+ * for the host's acknowledgement does not count against it. */
+static bool exec_over(Exec *x, int64_t now) {
+        if (!x->exited)
+                return false;
+        if (x->out[0] < 0 && x->out[1] < 0)
+                return true;
+        if (x->out_unacked >= AGENT_WINDOW)
+                x->drain_deadline = now + OUTPUT_DRAIN_MS;
+        return now >= x->drain_deadline;
+}
+
+/* The whole frames @rd holds. */
+static void handle_host_frames(AgentReader *rd) {
+        AgentFrame fr;
+        int r;
+
+        while ((r = agent_reader_next(rd, &fr)) > 0)
+                handle_host_frame(&fr);
+        if (r < 0)
+                die("a malformed frame from the host", EBADMSG);
+}
+
+/* Serves the host for good: its frames, and every command's streams. */
+_noreturn_ static void serve(AgentReader *rd, int sigfd) {
+        for (;;) {
+                struct pollfd p[2 + 3 * AGENT_MAX_EXECS];
+                uint8_t chan[ELEMENTSOF(p)], what[ELEMENTSOF(p)];
+                int64_t now = mono_ms(), wait = -1;
+                size_t n = 0;
+
+                for (size_t c = 0; c < AGENT_MAX_EXECS; c++)
+                        if (execs[c] && exec_over(execs[c], now))
+                                exec_finish(execs[c]);
+                p[n++] = (struct pollfd){.fd = port_fd, .events = POLLIN};
+                p[n++] = (struct pollfd){.fd = sigfd, .events = POLLIN};
+                for (size_t c = 0; c < AGENT_MAX_EXECS; c++) {
+                        Exec *x = execs[c];
+
+                        if (!x)
+                                continue;
+                        for (uint8_t i = 0; i < 2; i++)
+                                if (x->out[i] >= 0 && x->out_unacked < AGENT_WINDOW) {
+                                        chan[n] = (uint8_t)c;
+                                        what[n] = i;
+                                        p[n++] = (struct pollfd){.fd = x->out[i], .events = POLLIN};
+                                }
+                        if (x->queue && x->in >= 0) {
+                                chan[n] = (uint8_t)c;
+                                what[n] = 2;
+                                p[n++] = (struct pollfd){.fd = x->in, .events = POLLOUT};
+                        }
+                        if (x->exited && (wait < 0 || x->drain_deadline - now < wait))
+                                wait = MAX(x->drain_deadline - now, 0);
+                }
+                if (n_doomed > 0 && (wait < 0 || wait > 10))
+                        wait = 10;
+                if (poll(p, n, (int)wait) < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        die("poll", errno);
+                }
+                if (p[1].revents & POLLIN) {
+                        struct signalfd_siginfo si;
+
+                        while (read(sigfd, &si, sizeof(si)) == sizeof(si))
+                                ;
+                        reap();
+                }
+                for (size_t i = 2; i < n; i++) {
+                        Exec *x = execs[chan[i]];
+
+                        if (!p[i].revents || !x)
+                                continue;
+                        if (what[i] < 2)
+                                relay_output(x, what[i]);
+                        else
+                                stdin_flush(x);
+                }
+                if (p[0].revents & (POLLIN | POLLHUP | POLLERR)) {
+                        ssize_t r = agent_reader_fill(rd, port_fd);
+
+                        if (r == 0)
+                                die("the host closed the port", EPIPE);
+                        if (r < 0 && r != -EAGAIN)
+                                die("read from the host", (int)-r);
+                        handle_host_frames(rd);
+                }
+                doomed_sweep();
         }
 }
 
@@ -1315,47 +1474,24 @@ int main(int argc, char **argv) {
         if (port_fd < 0)
                 die("open the virtio port " AGENT_PORT_NAME, -port_fd);
         (void)uname(&u);
-        if (agent_frame_write(port_fd, AGENT_MSG_HELLO, u.release, strlen(u.release)) < 0)
-                die("write to the host", errno);
+        send_frame(AGENT_MSG_HELLO, 0, u.release, strlen(u.release));
 
+        /* No host on the other end (a template waiting to be saved sees
+         * none after it): wait for one. */
         for (;;) {
-                uint8_t type;
-                const void *payload;
-                size_t len;
-                ssize_t n = agent_reader_fill(&rd, port_fd);
-                int r;
+                struct pollfd p = {.fd = port_fd, .events = POLLIN};
+                ssize_t n;
 
-                if (n == 0) {
-                        /* No host on the other end (a template waiting to
-                         * be saved sees none after it): wait for one. */
-                        sleep_ms(5);
-                        continue;
-                }
+                if (poll(&p, 1, -1) < 0 && errno != EINTR)
+                        die("poll", errno);
+                n = agent_reader_fill(&rd, port_fd);
+                if (n > 0)
+                        break;
                 if (n < 0 && n != -EAGAIN)
                         die("read from the host", (int)-n);
-                reap(NULL);
-                while ((r = agent_reader_next(&rd, &type, &payload, &len)) > 0) {
-                        Exec x = {.out = {-EBADF, -EBADF}, .in = -EBADF};
-                        Fail f = {};
-
-                        r = handle_host_frame(NULL, type, payload, len);
-                        if (r <= 0)
-                                continue;
-                        if (start_exec(&x, payload, len, &f) < 0) {
-                                if (agent_frame_write_error(port_fd, f.err, f.step, f.msg) < 0)
-                                        die("write to the host", errno);
-                                continue;
-                        }
-                        {
-                                unsigned char b[4];
-
-                                agent_put_le32(b, (uint32_t)x.pid);
-                                if (agent_frame_write(port_fd, AGENT_MSG_STARTED, b, 4) < 0)
-                                        die("write to the host", errno);
-                        }
-                        exec_loop(&x, &rd, sigfd);
-                }
-                if (r < 0)
-                        die("a malformed frame from the host", EBADMSG);
+                if (n == 0)
+                        sleep_ms(5);
         }
+        handle_host_frames(&rd);
+        serve(&rd, sigfd);
 }

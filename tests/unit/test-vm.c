@@ -56,13 +56,13 @@ TEST(sha256_known_vectors) {
 
 /* A frame as bytes, through a socketpair: what agent_frame_write() puts
  * on the wire. */
-static size_t frame_bytes(AgentMsg type, const void *payload, size_t len, unsigned char *out,
-                          size_t size) {
+static size_t frame_bytes(AgentMsg type, uint8_t chan, const void *payload, size_t len,
+                          unsigned char *out, size_t size) {
         int sv[2];
         ssize_t n;
 
         ASSERT_OK(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv));
-        ASSERT_OK(agent_frame_write(sv[0], type, payload, len));
+        ASSERT_OK(agent_frame_write(sv[0], type, chan, payload, len));
         (void)close(sv[0]);
         n = loop_read(sv[1], out, size);
         (void)close(sv[1]);
@@ -83,39 +83,40 @@ static void reader_feed(AgentReader *r, const unsigned char *b, size_t len) {
 TEST(frame_round_trip_and_pieces) {
         static AgentReader r;
         unsigned char b[256];
-        size_t n = frame_bytes(AGENT_MSG_STDOUT, "hello", 5, b, sizeof(b));
-        const void *p;
-        size_t len;
-        uint8_t type;
+        size_t n = frame_bytes(AGENT_MSG_STDOUT, 7, "hello", 5, b, sizeof(b));
+        AgentFrame f;
 
         ASSERT_EQ(n, (size_t)AGENT_HEADER_SIZE + 5);
         ASSERT_EQ(agent_get_le32(b), AGENT_MAGIC);
         /* Byte by byte: nothing until the frame is whole. */
         r = (AgentReader){};
         for (size_t i = 0; i < n; i++) {
-                ASSERT_EQ(agent_reader_next(&r, &type, &p, &len), 0);
+                ASSERT_EQ(agent_reader_next(&r, &f), 0);
                 reader_feed(&r, b + i, 1);
         }
-        ASSERT_EQ(agent_reader_next(&r, &type, &p, &len), 1);
-        ASSERT_EQ(type, AGENT_MSG_STDOUT);
-        ASSERT_EQ(len, 5U);
-        ASSERT_TRUE(memcmp(p, "hello", 5) == 0);
-        ASSERT_EQ(agent_reader_next(&r, &type, &p, &len), 0);
+        ASSERT_EQ(agent_reader_next(&r, &f), 1);
+        ASSERT_EQ(f.type, AGENT_MSG_STDOUT);
+        ASSERT_EQ(f.chan, 7U);
+        ASSERT_EQ(f.len, 5U);
+        ASSERT_TRUE(memcmp(f.payload, "hello", 5) == 0);
+        ASSERT_EQ(agent_reader_next(&r, &f), 0);
 
         /* Two frames in one read: both come out, in order. */
         {
                 unsigned char two[512];
-                size_t m = frame_bytes(AGENT_MSG_PING, NULL, 0, two, sizeof(two));
+                size_t m = frame_bytes(AGENT_MSG_PING, 0, NULL, 0, two, sizeof(two));
 
                 memcpy(two + m, b, n);
                 r = (AgentReader){};
                 reader_feed(&r, two, m + n);
-                ASSERT_EQ(agent_reader_next(&r, &type, &p, &len), 1);
-                ASSERT_EQ(type, AGENT_MSG_PING);
-                ASSERT_EQ(len, 0U);
-                ASSERT_EQ(agent_reader_next(&r, &type, &p, &len), 1);
-                ASSERT_EQ(type, AGENT_MSG_STDOUT);
-                ASSERT_EQ(agent_reader_next(&r, &type, &p, &len), 0);
+                ASSERT_EQ(agent_reader_next(&r, &f), 1);
+                ASSERT_EQ(f.type, AGENT_MSG_PING);
+                ASSERT_EQ(f.chan, 0U);
+                ASSERT_EQ(f.len, 0U);
+                ASSERT_EQ(agent_reader_next(&r, &f), 1);
+                ASSERT_EQ(f.type, AGENT_MSG_STDOUT);
+                ASSERT_EQ(f.chan, 7U);
+                ASSERT_EQ(agent_reader_next(&r, &f), 0);
         }
 }
 
@@ -125,22 +126,21 @@ TEST(frame_rejects_what_breaks_the_rules) {
                 size_t offset;
                 unsigned char value;
         } flips[] = {
-                {0, 'X'},   /* magic */
-                {4, 2},     /* major version */
-                {6, 0},     /* type 0 */
-                {6, 200},   /* unknown type */
-                {11, 0x7f}, /* length far over AGENT_FRAME_MAX */
-                {12, 0},    /* crc */
-                {16, 'H'},  /* payload: crc no longer matches */
+                {0, 'X'},             /* magic */
+                {4, 2},               /* major version */
+                {6, 0},               /* type 0 */
+                {6, 200},             /* unknown type */
+                {7, AGENT_MAX_EXECS}, /* a channel past the last */
+                {11, 0x7f},           /* length far over AGENT_FRAME_MAX */
+                {12, 0},              /* crc */
+                {16, 'H'},            /* payload: crc no longer matches */
         };
         static AgentReader r;
 
         for (size_t i = 0; i < ELEMENTSOF(flips); i++) {
                 unsigned char b[256];
-                size_t n = frame_bytes(AGENT_MSG_STDERR, "hello", 5, b, sizeof(b));
-                const void *p;
-                size_t len;
-                uint8_t type;
+                size_t n = frame_bytes(AGENT_MSG_STDERR, 3, "hello", 5, b, sizeof(b));
+                AgentFrame f;
 
                 if (b[flips[i].offset] == flips[i].value)
                         b[flips[i].offset] ^= 1;
@@ -148,8 +148,8 @@ TEST(frame_rejects_what_breaks_the_rules) {
                         b[flips[i].offset] = flips[i].value;
                 r = (AgentReader){};
                 reader_feed(&r, b, n);
-                ASSERT_ERROR(agent_reader_next(&r, &type, &p, &len), EBADMSG);
-                ASSERT_ERROR(agent_reader_next(&r, &type, &p, &len), EBADMSG);
+                ASSERT_ERROR(agent_reader_next(&r, &f), EBADMSG);
+                ASSERT_ERROR(agent_reader_next(&r, &f), EBADMSG);
                 ASSERT_EQ(agent_reader_fill(&r, -1), -EBADMSG);
         }
 }
@@ -159,7 +159,7 @@ TEST(frame_write_size_cap) {
         int sv[2];
 
         ASSERT_OK(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv));
-        ASSERT_ERROR(agent_frame_write(sv[0], AGENT_MSG_STDIN, big, sizeof(big)), EMSGSIZE);
+        ASSERT_ERROR(agent_frame_write(sv[0], AGENT_MSG_STDIN, 0, big, sizeof(big)), EMSGSIZE);
         (void)close(sv[0]);
         (void)close(sv[1]);
 }

@@ -338,6 +338,37 @@ int keeper_exec_request_parse(json_t *req, const Policy *p, size_t n_fds, Keeper
         return 0;
 }
 
+int keeper_file_request_parse(json_t *req, const Policy *p, size_t n_fds, KeeperFileRequest *ret) {
+        json_t *mode_j = json_object_get(req, "mode"), *max_j = json_object_get(req, "max");
+        const char *action = json_string_value(json_object_get(req, "action"));
+        const char *path = json_string_value(json_object_get(req, "path"));
+
+        if (file_op_action_from_string(action) < 0 || !path || !path[0] ||
+            strlen(path) >= PATH_MAX || !json_is_integer(mode_j) ||
+            json_integer_value(mode_j) < 0 || json_integer_value(mode_j) > 0777 ||
+            !json_is_integer(max_j) || json_integer_value(max_j) < 0 || n_fds != 1)
+                return -EINVAL;
+        *ret = (KeeperFileRequest){
+                .action = action,
+                .path = path,
+                .cwd = p->workspace ? POLICY_SANDBOX_WORKSPACE : POLICY_SANDBOX_HOME,
+        };
+        (void)snprintf(ret->mode, sizeof(ret->mode), "%lld", (long long)json_integer_value(mode_j));
+        (void)snprintf(ret->max, sizeof(ret->max), "%lld", (long long)json_integer_value(max_j));
+        return 0;
+}
+
+int keeper_open_log(const char *logs_dir, uint64_t id) {
+        char path[4096];
+        int n;
+
+        n = snprintf(path, sizeof(path), "%s/exec-%llu.log", logs_dir, (unsigned long long)id);
+        if (n < 0 || (size_t)n >= sizeof(path))
+                return -ENAMETOOLONG;
+        n = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW | O_NOCTTY, 0600);
+        return n < 0 ? negative_errno() : n;
+}
+
 void keeper_exec_request_done(KeeperExecRequest *x) {
         x->argv = strv_free(x->argv);
         x->extra = strv_free(x->extra);

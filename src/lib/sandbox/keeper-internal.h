@@ -104,6 +104,22 @@ int keeper_exec_request_parse(json_t *req, const Policy *p, size_t n_fds, Keeper
                               const char **ret_msg);
 void keeper_exec_request_done(KeeperExecRequest *x);
 
+/* A file request, checked: {"op":"file","action":A,"path":P,"mode":N,
+ * "max":N} with one fd (the data), for the builtin of file-op.h, whose
+ * argv is FILE_OP_ARGV0 @action @path @mode @max, run in @cwd (the
+ * workspace, or $HOME). The strings are borrowed from the request. */
+typedef struct KeeperFileRequest {
+        const char *action, *path, *cwd;
+        char mode[24], max[24];
+} KeeperFileRequest;
+
+/* -EINVAL for a malformed one. */
+int keeper_file_request_parse(json_t *req, const Policy *p, size_t n_fds, KeeperFileRequest *ret);
+
+/* The log file of detached exec @id in @logs_dir (created 0600, appended
+ * to), or -errno. */
+int keeper_open_log(const char *logs_dir, uint64_t id);
+
 /* The audit log's size now (where an exec's denials start), and the
  * proxy's denials logged since @audit_start, as the proxy's summary
  * lists them ([{host, port, reason, count}]). */

@@ -3,11 +3,13 @@
  * docs/vm.md "Persistent VM sandboxes"): the same control socket and
  * protocol as the namespace backend's keeper (keeper.h), holding one VM
  * between execs. The sandbox's layers are mounted on the host
- * (vm-layers.c) and shared with the guest; the guest's agent runs one
- * EXEC at a time, so execs wait here in a FIFO queue and the next starts
- * when the previous one's EXIT came. Each exec's streams are relayed
- * between the client's descriptors and the agent's frames without ever
- * blocking the loop (vm-run.c's session). */
+ * (vm-layers.c) and shared with the guest. The guest's agent runs up to
+ * AGENT_MAX_EXECS commands at once, one per channel of the agent's port
+ * (vm-session.h); more wait here, in order, for a channel. Each exec's
+ * streams are relayed between the client's descriptors (a detached one's:
+ * /dev/null and its log file) and the agent's frames without ever
+ * blocking the loop. The file operations of the C API run in the guest as
+ * execs of the builtin of file-op.h. */
 #include <errno.h>
 #include <fcntl.h>
 #include <jansson.h>
@@ -21,31 +23,30 @@
 
 #include "fd-util.h"
 #include "macro.h"
+#include "sandbox/file-op.h"
 #include "sandbox/keeper-internal.h"
 #include "sandbox/keeper.h"
 #include "sandbox/vm-layers.h"
 #include "sandbox/vm-run.h"
 #include "strv.h"
 
-/* The sandbox's files are shared over 9p; the command is root of them. */
-#define KEEPER_VM_DETACH_REFUSED "detached execs are not supported on --backend vm yet"
-#define KEEPER_VM_FILE_REFUSED                                                                     \
-        "file operations are not supported on --backend vm sandboxes yet (use hutch exec)"
-
 /* How long the agent has to end a command it was told to kill. */
 #define VM_KILL_GRACE_MS 5000U
 
 typedef struct VmExec {
         uint64_t id;
-        int conn_fd; /* the client waiting for the outcome, or -EBADF once it went away */
-        int fds[3];  /* the client's stdin, stdout, stderr (owned) */
+        int conn_fd; /* the client waiting for the outcome, or -EBADF */
+        int fds[3];  /* stdin, stdout, stderr: the client's, or a detached one's (owned) */
         char *payload;
         size_t payload_len;
         char *argv_json;
         uint64_t timeout_ms, start_ms, deadline_ms, start_wall_ms;
+        uint64_t sent_ms;      /* when its EXEC was sent, or 0: waiting for a channel */
         uint64_t kill_sent_ms; /* when the agent was told to kill it, or 0 */
         off_t audit_start;
-        bool started, timed_out, killed;
+        bool detached, builtin;
+        bool announced; /* "started" was sent */
+        bool timed_out, killed, discarded;
         Supervision sup; /* relays, forwarded signal, times */
         VmSession ss;
 } VmExec;
@@ -54,10 +55,11 @@ typedef struct VmKeeper {
         const KeeperConfig *cfg;
         VmRun v;
         VmLayers layers;
+        VmMux mux;
         int listen_fd;
         KeeperConns conns;
-        VmExec *queue[KEEPER_MAX_EXECS]; /* FIFO; queue[0] runs once started */
-        size_t n_queue;
+        VmExec *execs[KEEPER_MAX_EXECS]; /* in arrival order */
+        size_t n_execs;
         uint64_t next_id, idle_since_ms;
         bool stop, frozen;
         HutchError error;
@@ -74,33 +76,35 @@ static VmExec *vm_exec_free(VmExec *e) {
         return NULL;
 }
 
-/* Drops queue[@i]: its client's connection goes too. */
-static void queue_drop(VmKeeper *k, size_t i) {
-        VmExec *e = k->queue[i];
-        KeeperConn *c = keeper_conn_find(&k->conns, e->conn_fd);
+/* Drops execs[@i]: its channel, and its client's connection. */
+static void exec_drop(VmKeeper *k, size_t i) {
+        VmExec *e = k->execs[i];
+        KeeperConn *c = e->conn_fd >= 0 ? keeper_conn_find(&k->conns, e->conn_fd) : NULL;
 
         if (c)
                 keeper_conn_remove(&k->conns, c);
+        vm_session_release(&k->mux, &e->ss);
         vm_exec_free(e);
-        memmove(k->queue + i, k->queue + i + 1, (k->n_queue - i - 1) * sizeof(VmExec *));
-        if (--k->n_queue == 0)
+        memmove(k->execs + i, k->execs + i + 1, (k->n_execs - i - 1) * sizeof(VmExec *));
+        if (--k->n_execs == 0)
                 k->idle_since_ms = now_ms();
 }
 
-static size_t queue_find(VmKeeper *k, uint64_t id) {
-        for (size_t i = 0; i < k->n_queue; i++)
-                if (k->queue[i]->id == id)
+static size_t exec_find(VmKeeper *k, uint64_t id) {
+        for (size_t i = 0; i < k->n_execs; i++)
+                if (k->execs[i]->id == id)
                         return i;
         return SIZE_MAX;
 }
 
-/* The running exec's end: the outcome to its client, the history. */
-static void exec_finished(VmKeeper *k) {
+/* The end of execs[@i]: the outcome to its client, the history. */
+static void exec_finished(VmKeeper *k, size_t i) {
         _cleanup_(outcome_done) Outcome o = {};
         _cleanup_free_ char *json = NULL;
-        VmExec *e = k->queue[0];
+        VmExec *e = k->execs[i];
 
-        o.wall_ms = now_ms() - e->start_ms;
+        e->sup.end_ms = now_ms();
+        o.wall_ms = e->sup.end_ms - e->start_ms;
         if (vm_exit_outcome(&e->ss, &o) < 0) {
                 /* No EXIT: the VM went away under the command. */
                 o.reason = OUTCOME_KILLED;
@@ -117,53 +121,57 @@ static void exec_finished(VmKeeper *k) {
                 json = NULL;
         if (e->conn_fd >= 0)
                 (void)keeper_send_outcome(e->conn_fd, o.exit_code, json);
-        keeper_history_append(k->cfg->history_path,
-                              &(KeeperHistoryEntry){.id = e->id,
-                                                    .argv_json = e->argv_json,
-                                                    .start_wall_ms = e->start_wall_ms},
-                              json ? json : "null");
-        queue_drop(k, 0);
+        if (!e->builtin)
+                keeper_history_append(k->cfg->history_path,
+                                      &(KeeperHistoryEntry){.id = e->id,
+                                                            .argv_json = e->argv_json,
+                                                            .detached = e->detached,
+                                                            .start_wall_ms = e->start_wall_ms},
+                                      json ? json : "null");
+        exec_drop(k, i);
 }
 
+/* Tells the agent to kill @e. SECURITY: if the guest has not ended it
+ * within VM_KILL_GRACE_MS (an agent that does not answer), the keeper
+ * stops the VM (exec_deadlines()): a timeout is never left unenforced. */
+static void exec_kill(VmKeeper *k, VmExec *e) {
+        if (!e->kill_sent_ms)
+                e->kill_sent_ms = MAX(now_ms(), 1U);
+        vm_session_signal(&k->mux, &e->ss, SIGKILL);
+}
+
+/* STARTED (or ERROR) came for @e: its times start, its client hears of
+ * it; a detached exec's client is done then. */
 static void exec_started(VmKeeper *k, VmExec *e) {
-        e->started = true;
+        e->announced = true;
         e->start_ms = e->sup.start_ms = now_ms();
         e->start_wall_ms = keeper_wall_ms();
-        e->audit_start = keeper_audit_size(k->cfg->policy);
         if (e->timeout_ms)
                 e->deadline_ms = e->start_ms + e->timeout_ms;
         if (e->conn_fd >= 0)
                 (void)keeper_send_json(
                         e->conn_fd,
                         json_pack("{s:s,s:I}", "op", "started", "id", (json_int_t)e->id), NULL, 0);
+        if (e->detached && e->conn_fd >= 0) {
+                KeeperConn *c = keeper_conn_find(&k->conns, e->conn_fd);
+
+                e->conn_fd = -EBADF;
+                if (c)
+                        keeper_conn_remove(&k->conns, c);
+        }
+        /* Its client went away while it was starting. */
+        if (e->killed && e->ss.started)
+                exec_kill(k, e);
 }
 
-/* Sends queue[0]'s EXEC and waits for STARTED; tells its client. */
-static void exec_begin(VmKeeper *k) {
-        VmExec *e = k->queue[0];
-        HutchError err = {};
-        char line[sizeof(err.msg) + 16];
-        int r;
+/* The agent could not start @e's command (not found, not executable, a
+ * bad working directory): 127 or 126, with the reason on its stderr, as
+ * the namespace backend does. */
+static void exec_start_failed(VmKeeper *k, VmExec *e) {
+        char line[sizeof(e->ss.error.msg) + 16];
 
-        r = vm_agent_request(k->v.vm, AGENT_MSG_EXEC, e->payload, e->payload_len, AGENT_MSG_STARTED,
-                             &err);
-        if (r == -ETIMEDOUT || r == -ECHILD || r == -EPIPE || r == -EBADMSG || r == -EPROTO) {
-                /* The VM is gone or broken. */
-                if (e->conn_fd >= 0)
-                        keeper_send_error(e->conn_fd, err.msg);
-                queue_drop(k, 0);
-                if (k->error.errnum == 0)
-                        k->error = err;
-                k->stop = true;
-                return;
-        }
         exec_started(k, e);
-        if (r >= 0)
-                return;
-        /* The agent could not start the command (not found, not
-         * executable, a bad working directory): 127 or 126, with the
-         * reason on its stderr, as the namespace backend does. */
-        (void)snprintf(line, sizeof(line), "hutch: %s\n", err.msg);
+        (void)snprintf(line, sizeof(line), "hutch: %s\n", e->ss.error.msg);
         /* Never blocking the keeper on the client's stderr: a full pipe
          * loses the line (the exit status still tells); one that polls
          * writable has room for it (a page). */
@@ -174,15 +182,21 @@ static void exec_begin(VmKeeper *k) {
                         (void)write(e->fds[2], line, strlen(line));
         }
         e->ss.exited = true;
-        e->ss.exit.status = (r == -ENOENT ? 127 : 126) << 8;
-        exec_finished(k);
+        e->ss.exit.status = (e->ss.error.errnum == ENOENT ? 127 : 126) << 8;
 }
 
-/* {"op":"exec",...}: checked and queued; the fds are taken. */
-static int exec_queue(VmKeeper *k, KeeperConn *c, json_t *req, int *fds, size_t n_fds) {
-        _cleanup_(keeper_exec_request_done) KeeperExecRequest q = {};
-        _cleanup_strv_free_ char **env = NULL;
-        const char *msg = NULL;
+/* What one exec asks for (a client's command, or a file operation). */
+typedef struct VmExecSpec {
+        char **argv; /* borrowed */
+        char **env;  /* the whole environment (borrowed) */
+        const char *cwd;
+        uint64_t timeout_ms;
+        bool detach, builtin;
+} VmExecSpec;
+
+/* Queues @x for a channel; takes @fds (stdin, stdout, stderr; a detached
+ * exec's are made here). Returns < 0 (answered) to close @c. */
+static int exec_add(VmKeeper *k, KeeperConn *c, const VmExecSpec *x, int fds[3]) {
         VmExec *e;
         int r;
 
@@ -190,23 +204,9 @@ static int exec_queue(VmKeeper *k, KeeperConn *c, json_t *req, int *fds, size_t 
                 (void)keeper_send_json(c->fd, json_pack("{s:s}", "op", "stopping"), NULL, 0);
                 return -ECONNRESET;
         }
-        r = keeper_exec_request_parse(req, k->cfg->policy, n_fds, &q, &msg);
-        if (r < 0) {
-                keeper_send_error(c->fd, msg);
-                return r;
-        }
-        if (q.detach) {
-                keeper_send_error(c->fd, KEEPER_VM_DETACH_REFUSED);
-                return -EOPNOTSUPP;
-        }
-        if (k->n_queue >= KEEPER_MAX_EXECS) {
-                keeper_send_error(c->fd, "too many commands waiting in this sandbox");
+        if (k->n_execs >= KEEPER_MAX_EXECS) {
+                keeper_send_error(c->fd, "too many commands in this sandbox");
                 return -EBUSY;
-        }
-        r = keeper_exec_env(k->v.env, q.extra, &env);
-        if (r < 0) {
-                keeper_send_error(c->fd, "invalid environment entry (want KEY=VALUE)");
-                return r;
         }
         e = calloc(1, sizeof(VmExec));
         if (!e) {
@@ -217,56 +217,124 @@ static int exec_queue(VmKeeper *k, KeeperConn *c, json_t *req, int *fds, size_t 
                 .id = ++k->next_id,
                 .conn_fd = c->fd,
                 .fds = {fds[0], fds[1], fds[2]},
-                .timeout_ms = q.timeout_ms,
+                .timeout_ms = x->timeout_ms,
+                .detached = x->detach,
+                .builtin = x->builtin,
         };
         fds[0] = fds[1] = fds[2] = -EBADF;
+        if (x->detach) {
+                for (size_t i = 0; i < 3; i++)
+                        e->fds[i] = safe_close(e->fds[i]);
+                e->fds[0] = open("/dev/null", O_RDONLY | O_CLOEXEC);
+                e->fds[1] = keeper_open_log(k->cfg->logs_dir, e->id);
+                e->fds[2] = e->fds[1] >= 0 ? fcntl(e->fds[1], F_DUPFD_CLOEXEC, 3) : -EBADF;
+                if (e->fds[0] < 0 || e->fds[1] < 0 || e->fds[2] < 0) {
+                        vm_exec_free(e);
+                        keeper_send_error(c->fd, "failed to open the exec's log file");
+                        return -EIO;
+                }
+        }
+        /* A file operation's data is whole: the read's size is its own
+         * limit (file-op.h). */
         for (size_t i = 0; i < 2; i++)
                 e->sup.relays[i] = (Relay){.in_fd = -EBADF,
                                            .out_fd = e->fds[1 + i],
-                                           .limit = k->cfg->policy->output_limit};
-        e->ss = (VmSession){.s = &e->sup, .in_fd = e->fds[0]};
-        {
-                json_t *a = keeper_strv_to_json(q.argv);
+                                           .limit = x->builtin ? 0 : k->cfg->policy->output_limit};
+        e->ss = (VmSession){.s = &e->sup, .in_fd = e->fds[0], .chan = -1};
+        if (!x->builtin) {
+                json_t *a = keeper_strv_to_json(x->argv);
 
                 e->argv_json = a ? json_dumps(a, JSON_COMPACT) : NULL;
                 json_decref(a);
         }
-        r = vm_run_build_exec(q.argv, env, q.cwd, &e->payload, &e->payload_len);
+        r = vm_run_build_exec(x->argv, x->env, x->cwd, &e->payload, &e->payload_len);
         if (r < 0 || e->payload_len > AGENT_FRAME_MAX) {
                 vm_exec_free(e);
                 keeper_send_error(c->fd, "the command line and environment are too long");
                 return r < 0 ? r : -E2BIG;
         }
-        k->queue[k->n_queue++] = e;
+        k->execs[k->n_execs++] = e;
         c->kind = KEEPER_CONN_EXEC;
         c->exec_id = e->id;
         return 0;
 }
 
-/* Tells the agent to kill the running exec @e. SECURITY: if the guest has
- * not ended it within VM_KILL_GRACE_MS (an agent that does not answer),
- * the keeper stops the VM (keeper_loop()): a timeout is never left
- * unenforced. */
-static void exec_kill(VmKeeper *k, VmExec *e) {
-        if (!e->kill_sent_ms)
-                e->kill_sent_ms = MAX(now_ms(), 1U);
-        vm_session_signal(k->v.vm, &e->ss, SIGKILL);
+/* {"op":"exec",...}: checked and queued; the fds are taken. */
+static int exec_request(VmKeeper *k, KeeperConn *c, json_t *req, int *fds, size_t n_fds) {
+        _cleanup_(keeper_exec_request_done) KeeperExecRequest q = {};
+        _cleanup_strv_free_ char **env = NULL;
+        const char *msg = NULL;
+        int r;
+
+        r = keeper_exec_request_parse(req, k->cfg->policy, n_fds, &q, &msg);
+        if (r < 0) {
+                keeper_send_error(c->fd, msg);
+                return r;
+        }
+        r = keeper_exec_env(k->v.env, q.extra, &env);
+        if (r < 0) {
+                keeper_send_error(c->fd, "invalid environment entry (want KEY=VALUE)");
+                return r;
+        }
+        return exec_add(k, c,
+                        &(VmExecSpec){.argv = q.argv,
+                                      .env = env,
+                                      .cwd = q.cwd,
+                                      .timeout_ms = q.timeout_ms,
+                                      .detach = q.detach},
+                        fds);
+}
+
+/* {"op":"file",...} with one fd: the builtin of file-op.h in the guest,
+ * its stdin and stdout that fd. */
+static int file_request(VmKeeper *k, KeeperConn *c, json_t *req, int *fds, size_t n_fds) {
+        KeeperFileRequest f;
+        int xfds[3] = {fds[0], -EBADF, -EBADF}, r;
+
+        if (keeper_file_request_parse(req, k->cfg->policy, n_fds, &f) < 0) {
+                keeper_send_error(c->fd, "malformed file request");
+                return -EINVAL;
+        }
+        fds[0] = -EBADF;
+        xfds[1] = fcntl(xfds[0], F_DUPFD_CLOEXEC, 3);
+        xfds[2] = open("/dev/null", O_WRONLY | O_CLOEXEC);
+        if (xfds[1] < 0 || xfds[2] < 0) {
+                for (size_t i = 0; i < 3; i++)
+                        xfds[i] = safe_close(xfds[i]);
+                keeper_send_error(c->fd, "failed to open /dev/null");
+                return -EIO;
+        }
+        r = exec_add(k, c,
+                     &(VmExecSpec){.argv = (char *[]){(char *)FILE_OP_ARGV0, (char *)f.action,
+                                                      (char *)f.path, f.mode, f.max, NULL},
+                                   .env = k->v.env,
+                                   .cwd = f.cwd,
+                                   .timeout_ms = k->cfg->policy->timeout_ms,
+                                   .builtin = true},
+                     xfds);
+        for (size_t i = 0; i < 3; i++)
+                xfds[i] = safe_close(xfds[i]);
+        return r;
 }
 
 /* The client of exec @id went away: a running command is killed, a
- * waiting one is dropped. */
+ * waiting one is dropped, a detached one goes on. */
 static void exec_abandon(VmKeeper *k, uint64_t id) {
-        size_t i = queue_find(k, id);
+        size_t i = exec_find(k, id);
+        VmExec *e;
 
         if (i == SIZE_MAX)
                 return;
-        k->queue[i]->conn_fd = -EBADF;
-        if (i > 0 || !k->queue[0]->started) {
-                queue_drop(k, i);
+        e = k->execs[i];
+        e->conn_fd = -EBADF;
+        if (e->detached)
+                return;
+        if (!e->sent_ms) {
+                exec_drop(k, i);
                 return;
         }
-        k->queue[0]->killed = true;
-        exec_kill(k, k->queue[0]);
+        e->killed = true;
+        exec_kill(k, e);
 }
 
 static void conn_close(VmKeeper *k, KeeperConn *c) {
@@ -283,7 +351,7 @@ static void conn_close(VmKeeper *k, KeeperConn *c) {
 
 /* One message on a connection. Returns < 0 to close it. */
 static int conn_handle(VmKeeper *k, KeeperConn *c) {
-        int fds[3];
+        int fds[3] = {-EBADF, -EBADF, -EBADF};
         json_t *req = NULL;
         const char *op;
         size_t n_fds = 0;
@@ -294,18 +362,18 @@ static int conn_handle(VmKeeper *k, KeeperConn *c) {
                 return r;
         if (c->kind == KEEPER_CONN_EXEC && strcmp(op, "signal") == 0) {
                 int sig = keeper_request_signal(req);
+                size_t i = exec_find(k, c->exec_id);
 
                 /* A command that has not started yet gets nothing. */
-                if (sig > 0 && queue_find(k, c->exec_id) == 0 && k->queue[0]->started)
-                        vm_session_signal(k->v.vm, &k->queue[0]->ss, sig);
+                if (sig > 0 && i != SIZE_MAX)
+                        vm_session_signal(&k->mux, &k->execs[i]->ss, sig);
                 r = 0;
         } else if (strcmp(op, "exec") == 0) {
-                r = exec_queue(k, c, req, fds, n_fds);
+                r = exec_request(k, c, req, fds, n_fds);
         } else if (strcmp(op, "file") == 0) {
-                keeper_send_error(c->fd, KEEPER_VM_FILE_REFUSED);
-                r = -EOPNOTSUPP;
+                r = file_request(k, c, req, fds, n_fds);
         } else if (strcmp(op, "ping") == 0) {
-                r = keeper_send_ping(c->fd, k->n_queue);
+                r = keeper_send_ping(c->fd, k->n_execs);
         } else if (strcmp(op, "stop") == 0) {
                 k->stop = true;
                 c->kind = KEEPER_CONN_STOP; /* answered when everything is down */
@@ -323,44 +391,95 @@ static int conn_handle(VmKeeper *k, KeeperConn *c) {
         return r;
 }
 
-static int poll_timeout(const VmKeeper *k, uint64_t idle_ms) {
-        uint64_t now = now_ms(), next = UINT64_MAX;
-        const VmExec *e = k->n_queue > 0 ? k->queue[0] : NULL;
-
-        if (e && e->started && e->deadline_ms && !e->timed_out)
-                next = e->deadline_ms;
-        if (e && e->kill_sent_ms)
-                next = MIN(next, e->kill_sent_ms + VM_KILL_GRACE_MS);
-        if (k->n_queue == 0)
-                next = k->idle_since_ms + idle_ms;
-        return next == UINT64_MAX ? -1 : next <= now ? 0 : (int)MIN(next - now, (uint64_t)60000);
+/* The VM is lost (gone, broken, or not answering): the keeper stops, and
+ * says why. */
+static void vm_lost(VmKeeper *k, int err, const char *why) {
+        if (k->error.errnum == 0)
+                (void)hutch_error_set(&k->error, err, "the VM ended: %s", why);
+        k->stop = true;
 }
 
-/* Starts the next exec, or ends the running one once its session ended.
- * Returns true when it did either (the loop then looks again). */
-static bool queue_step(VmKeeper *k) {
-        VmExec *e = k->n_queue > 0 ? k->queue[0] : NULL;
+/* Sends the EXECs that wait (in order, while channels are free and the
+ * VM is not frozen), announces the started, and ends the ended. Returns
+ * true when it changed the list (the caller looks again). */
+static bool execs_step(VmKeeper *k) {
+        bool blocked = k->frozen || k->mux.gone || k->mux.error.errnum;
 
-        /* A frozen VM starts nothing until the thaw. */
-        if (e && !e->started && !k->frozen) {
-                exec_begin(k);
-                return true;
+        for (size_t i = 0; i < k->n_execs; i++) {
+                VmExec *e = k->execs[i];
+
+                if (!e->sent_ms && !blocked) {
+                        int r = vm_session_start(&k->mux, &e->ss, e->payload, e->payload_len);
+
+                        if (r == -EBUSY)
+                                blocked = true;
+                        else if (r < 0) {
+                                vm_lost(k, -r, "out of memory");
+                                return false;
+                        } else
+                                e->sent_ms = MAX(now_ms(), 1U);
+                }
+                if (e->ss.failed && !e->announced) {
+                        exec_start_failed(k, e);
+                        exec_finished(k, i);
+                        return true;
+                }
+                if (e->ss.started && !e->announced)
+                        exec_started(k, e);
+                if (e->announced && vm_session_ended(&k->mux, &e->ss)) {
+                        exec_finished(k, i);
+                        return true;
+                }
         }
-        if (!e || !e->started)
-                return false;
-        vm_session_frames(k->v.vm, &e->ss);
-        if (!vm_session_ended(&e->ss))
-                return false;
-        if (e->ss.qemu_gone || e->ss.error.errnum) {
-                if (k->error.errnum == 0)
-                        (void)hutch_error_set(&k->error, EPIPE, "the VM ended: %s",
-                                              e->ss.error.errnum ? e->ss.error.msg
-                                                                 : "QEMU is gone");
-                k->stop = true;
+        return false;
+}
+
+/* Timeouts, kill graces and start bounds, as of now. */
+static void exec_deadlines(VmKeeper *k) {
+        uint64_t now = now_ms();
+
+        for (size_t i = 0; i < k->n_execs; i++) {
+                VmExec *e = k->execs[i];
+
+                if (e->announced && e->deadline_ms && !e->timed_out && now >= e->deadline_ms) {
+                        /* The command's end, not the VM's: the agent kills
+                         * its cgroup, and the EXIT follows. */
+                        e->timed_out = true;
+                        exec_kill(k, e);
+                }
+                if (e->kill_sent_ms && now >= e->kill_sent_ms + VM_KILL_GRACE_MS) {
+                        /* Its EXIT may wait for its client to read its
+                         * output: drop that once. Past that, the guest does
+                         * not answer: the VM goes, and the command with it. */
+                        if (!e->discarded && vm_session_output_pending(&e->ss)) {
+                                e->discarded = true;
+                                e->kill_sent_ms = now;
+                                vm_session_discard_output(&k->mux, &e->ss);
+                        } else
+                                vm_lost(k, ETIMEDOUT, "the guest did not end a killed command");
+                }
+                if (e->sent_ms && !e->ss.started && !e->ss.failed &&
+                    now >= e->sent_ms + k->v.vm->boot_timeout_ms)
+                        vm_lost(k, ETIMEDOUT, "the guest did not start a command");
         }
-        e->sup.end_ms = now_ms();
-        exec_finished(k);
-        return true;
+}
+
+static int poll_timeout(const VmKeeper *k, uint64_t idle_ms) {
+        uint64_t now = now_ms(), next = UINT64_MAX;
+
+        for (size_t i = 0; i < k->n_execs; i++) {
+                const VmExec *e = k->execs[i];
+
+                if (e->announced && e->deadline_ms && !e->timed_out)
+                        next = MIN(next, e->deadline_ms);
+                if (e->kill_sent_ms)
+                        next = MIN(next, e->kill_sent_ms + VM_KILL_GRACE_MS);
+                if (e->sent_ms && !e->ss.started)
+                        next = MIN(next, e->sent_ms + k->v.vm->boot_timeout_ms);
+        }
+        if (k->n_execs == 0)
+                next = k->idle_since_ms + idle_ms;
+        return next == UINT64_MAX ? -1 : next <= now ? 0 : (int)MIN(next - now, (uint64_t)60000);
 }
 
 static void keeper_loop(VmKeeper *k) {
@@ -370,21 +489,23 @@ static void keeper_loop(VmKeeper *k) {
 
         k->idle_since_ms = now_ms();
         while (!k->stop) {
-                struct pollfd pfd[3 + VM_SESSION_NPOLL + KEEPER_MAX_CONNS];
-                VmExec *e = k->n_queue > 0 ? k->queue[0] : NULL;
-                size_t n = 0, n_fixed;
+                struct pollfd pfd[4 + VM_SESSION_NPOLL * KEEPER_MAX_EXECS + KEEPER_MAX_CONNS];
+                size_t n = 0, n_execs, n_fixed;
 
-                if (queue_step(k))
+                if (execs_step(k))
                         continue;
+                if (k->mux.gone || k->mux.error.errnum) {
+                        vm_lost(k, k->mux.error.errnum ? k->mux.error.errnum : EPIPE,
+                                k->mux.error.errnum ? k->mux.error.msg : "QEMU is gone");
+                        break;
+                }
                 pfd[n++] = (struct pollfd){.fd = k->listen_fd, .events = POLLIN};
                 pfd[n++] = (struct pollfd){.fd = vm->pidfd, .events = POLLIN};
                 pfd[n++] = (struct pollfd){.fd = k->v.sigfd, .events = POLLIN};
-                if (e && e->started)
-                        vm_session_poll_fill(vm, &e->ss, pfd + n);
-                else
-                        for (size_t i = 0; i < VM_SESSION_NPOLL; i++)
-                                pfd[n + i] = (struct pollfd){.fd = -1};
-                n += VM_SESSION_NPOLL;
+                vm_mux_poll_fill(&k->mux, &pfd[n++]);
+                n_execs = k->n_execs;
+                for (size_t i = 0; i < n_execs; i++, n += VM_SESSION_NPOLL)
+                        vm_session_poll_fill(&k->mux, &k->execs[i]->ss, pfd + n);
                 n_fixed = n;
                 for (size_t i = 0; i < k->conns.n; i++)
                         pfd[n++] = (struct pollfd){.fd = k->conns.conns[i].fd, .events = POLLIN};
@@ -393,16 +514,8 @@ static void keeper_loop(VmKeeper *k) {
 
                 if (poll(pfd, n, poll_timeout(k, idle_ms)) < 0 && errno != EINTR)
                         break;
-                if (e && e->started && e->deadline_ms && !e->timed_out &&
-                    now_ms() >= e->deadline_ms) {
-                        /* The command's end, not the VM's: the agent kills
-                         * its cgroup, and the EXIT follows. */
-                        e->timed_out = true;
-                        exec_kill(k, e);
-                }
-                if (e && e->kill_sent_ms && now_ms() >= e->kill_sent_ms + VM_KILL_GRACE_MS)
-                        k->stop = true; /* the VM goes, and the command with it */
-                if (k->n_queue == 0 && now_ms() >= k->idle_since_ms + idle_ms)
+                exec_deadlines(k);
+                if (k->n_execs == 0 && now_ms() >= k->idle_since_ms + idle_ms)
                         k->stop = true;
                 if (pfd[2].revents) {
                         struct signalfd_siginfo si;
@@ -413,14 +526,15 @@ static void keeper_loop(VmKeeper *k) {
                                         k->stop = true;
                 }
                 if (pfd[1].revents) {
-                        if (e && e->started)
-                                e->ss.qemu_gone = true;
-                        if (k->error.errnum == 0)
-                                (void)hutch_error_set(&k->error, EPIPE, "the VM ended");
-                        k->stop = true;
+                        for (size_t i = 0; i < k->n_execs; i++)
+                                k->execs[i]->ss.qemu_gone = true;
+                        vm_lost(k, EPIPE, "QEMU is gone");
                 }
-                if (e && e->started)
-                        vm_session_poll_handle(vm, &e->ss, pfd + 3);
+                vm_mux_poll_handle(&k->mux, &pfd[3]);
+                /* The list is as it was filled: only connections change it. */
+                for (size_t i = 0; i < n_execs; i++)
+                        vm_session_poll_handle(&k->mux, &k->execs[i]->ss,
+                                               pfd + 4 + i * VM_SESSION_NPOLL);
                 for (size_t i = n_fixed; i < n; i++) {
                         KeeperConn *c;
 
@@ -452,8 +566,12 @@ static int vm_up(VmKeeper *k, char *const *caller_env, HutchError *reterr) {
         r = vm_start(&c, &k->v.vm, reterr);
         if (r < 0)
                 return r;
-        return vm_agent_request(k->v.vm, AGENT_MSG_SETUP, setup, setup_len, AGENT_MSG_READY,
-                                reterr);
+        r = vm_agent_request(k->v.vm, AGENT_MSG_SETUP, 0, setup, setup_len, AGENT_MSG_READY,
+                             reterr);
+        if (r < 0)
+                return r;
+        vm_mux_init(&k->mux, k->v.vm);
+        return 0;
 }
 
 int sandbox_keep_vm(const KeeperConfig *cfg, char *const *caller_env, HutchError *reterr) {
@@ -494,19 +612,28 @@ int sandbox_keep_vm(const KeeperConfig *cfg, char *const *caller_env, HutchError
                 (void)cgroup_set_frozen(k.v.rc.cgroup, false);
                 k.frozen = false;
         }
-        /* Down: the running command dies with the VM (its client gets the
-         * outcome); one that did not start was not run ("stopping"). */
-        if (k.n_queue > 0 && k.queue[0]->started) {
-                k.queue[0]->killed = true;
-                k.v.vm = vm_free(k.v.vm);
-                exec_finished(&k);
+        /* Down: the commands that run die with the VM (their clients, and
+         * the history, get the outcome; one whose EXEC was sent counts as
+         * run: it may have started); those that waited for a channel were
+         * not run ("stopping": the client starts the sandbox again). */
+        k.v.vm = vm_free(k.v.vm);
+        while (k.n_execs > 0) {
+                VmExec *e = k.execs[0];
+
+                if (!e->sent_ms) {
+                        if (e->conn_fd >= 0)
+                                (void)keeper_send_json(
+                                        e->conn_fd, json_pack("{s:s}", "op", "stopping"), NULL, 0);
+                        exec_drop(&k, 0);
+                        continue;
+                }
+                if (!e->announced)
+                        exec_started(&k, e);
+                if (!e->ss.exited)
+                        e->killed = true;
+                exec_finished(&k, 0);
         }
-        while (k.n_queue > 0) {
-                if (k.queue[0]->conn_fd >= 0)
-                        (void)keeper_send_json(k.queue[0]->conn_fd,
-                                               json_pack("{s:s}", "op", "stopping"), NULL, 0);
-                queue_drop(&k, 0);
-        }
+        vm_mux_done(&k.mux);
         (void)unlink(cfg->socket_path);
         k.listen_fd = safe_close(k.listen_fd);
         /* QEMU, the mounts (with the last descriptor), the cgroup, the run

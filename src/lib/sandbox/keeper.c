@@ -164,18 +164,6 @@ static void exec_finished(Keeper *k, Exec *e, int status) {
         exec_free(k, e);
 }
 
-static int open_log(Keeper *k, uint64_t id) {
-        char path[4096];
-        int n;
-
-        n = snprintf(path, sizeof(path), "%s/exec-%llu.log", k->cfg->logs_dir,
-                     (unsigned long long)id);
-        if (n < 0 || (size_t)n >= sizeof(path))
-                return -ENAMETOOLONG;
-        n = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW | O_NOCTTY, 0600);
-        return n < 0 ? negative_errno() : n;
-}
-
 /* "cwd\0argv...\0\0env...\0" for init. */
 static int build_payload(const char *cwd, char *const *argv, char *const *env, char **ret,
                          size_t *ret_len) {
@@ -350,7 +338,7 @@ static int exec_launch(Keeper *k, KeeperConn *c, const ExecSpec *x) {
         k->n_execs++;
 
         if (x->detach) {
-                log_fd = open_log(k, e->id);
+                log_fd = keeper_open_log(k->cfg->logs_dir, e->id);
                 null_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
                 if (log_fd < 0 || null_fd < 0) {
                         r = log_fd < 0 ? log_fd : negative_errno();
@@ -419,16 +407,9 @@ static int exec_start(Keeper *k, KeeperConn *c, json_t *req, int *fds, size_t n_
  * that fd. A relative path is taken from the workspace, or $HOME. */
 static int file_start(Keeper *k, KeeperConn *c, json_t *req, int *fds, size_t n_fds) {
         _cleanup_close_ int null_fd = -EBADF;
-        json_t *mode_j = json_object_get(req, "mode"), *max_j = json_object_get(req, "max");
-        const char *action = json_string_value(json_object_get(req, "action"));
-        const char *path = json_string_value(json_object_get(req, "path"));
-        char mode[24], max[24];
-        int data_fd = fds[0];
+        KeeperFileRequest f;
 
-        if (file_op_action_from_string(action) < 0 || !path || !path[0] ||
-            strlen(path) >= PATH_MAX || !json_is_integer(mode_j) ||
-            json_integer_value(mode_j) < 0 || json_integer_value(mode_j) > 0777 ||
-            !json_is_integer(max_j) || json_integer_value(max_j) < 0 || n_fds != 1) {
+        if (keeper_file_request_parse(req, k->cfg->policy, n_fds, &f) < 0) {
                 keeper_send_error(c->fd, "malformed file request");
                 return -EINVAL;
         }
@@ -437,17 +418,14 @@ static int file_start(Keeper *k, KeeperConn *c, json_t *req, int *fds, size_t n_
                 keeper_send_error(c->fd, "failed to open /dev/null");
                 return negative_errno();
         }
-        (void)snprintf(mode, sizeof(mode), "%lld", (long long)json_integer_value(mode_j));
-        (void)snprintf(max, sizeof(max), "%lld", (long long)json_integer_value(max_j));
         return exec_launch(k, c,
                            &(ExecSpec){
-                                   .argv = (char *[]){(char *)FILE_OP_ARGV0, (char *)action,
-                                                      (char *)path, mode, max, NULL},
-                                   .cwd = k->cfg->policy->workspace ? POLICY_SANDBOX_WORKSPACE
-                                                                    : POLICY_SANDBOX_HOME,
+                                   .argv = (char *[]){(char *)FILE_OP_ARGV0, (char *)f.action,
+                                                      (char *)f.path, f.mode, f.max, NULL},
+                                   .cwd = f.cwd,
                                    .timeout_ms = k->cfg->policy->timeout_ms,
                                    .builtin = true,
-                                   .fds = (int[3]){data_fd, data_fd, null_fd},
+                                   .fds = (int[3]){fds[0], fds[0], null_fd},
                            });
 }
 

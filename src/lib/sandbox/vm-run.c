@@ -543,241 +543,41 @@ static int cgroup_setup(VmRun *v, uint64_t ram, HutchError *reterr) {
         return run_cgroup_create(&hp, &v->rc, v->name, reterr);
 }
 
-/* An output frame is taken into its relay's buffer, within the output
- * limit; the loop then writes it out when the caller's fd can take it and
- * reads no more frames meanwhile (the guest's writes wait in virtio), so a
- * caller that stops reading never stalls the timeout or the signals. */
-static void session_output(Relay *r, const void *data, size_t len) {
-        uint64_t k = r->written < r->limit ? MIN((uint64_t)len, r->limit - r->written) : 0;
-
-        if (!r->limit)
-                k = len;
-        if (k < len)
-                r->truncated = true;
-        r->written += k;
-        if (r->out_fd < 0 || k == 0)
-                return;                  /* the reader went away, or past the limit: dropped */
-        memcpy(r->buf, data, (size_t)k); /* k <= AGENT_FRAME_MAX <= RELAY_BUF_SIZE */
-        r->off = 0;
-        r->len = (size_t)k;
-}
-
-/* Writes what the caller's fd takes now: at most PIPE_BUF, which a pipe
- * that polled writable accepts without blocking. */
-void vm_session_flush(Relay *r) {
-        ssize_t n = write(r->out_fd, r->buf + r->off, MIN(r->len - r->off, (size_t)PIPE_BUF));
-
-        if (n < 0 && (errno == EINTR || errno == EAGAIN))
-                return;
-        if (n < 0) {
-                r->out_fd = -EBADF; /* the reader went away: drop from now on */
-                r->len = r->off = 0;
-                return;
-        }
-        r->off += (size_t)n;
-        if (r->off >= r->len)
-                r->len = r->off = 0;
-}
-
-/* Handles the frames already read, until one leaves output pending. */
-void vm_session_frames(Vm *vm, VmSession *ss) {
-        uint8_t type;
-        const void *payload;
-        size_t len;
-        int r;
-
-        while (ss->s->relays[0].len == 0 && ss->s->relays[1].len == 0 &&
-               (r = agent_reader_next(vm->reader, &type, &payload, &len)) != 0) {
-                if (r < 0) {
-                        (void)hutch_error_set(&ss->error, EBADMSG,
-                                              "a malformed frame from the guest");
-                        return;
-                }
-                if (type == AGENT_MSG_STDOUT || type == AGENT_MSG_STDERR)
-                        session_output(&ss->s->relays[type == AGENT_MSG_STDERR], payload, len);
-                else if (type == AGENT_MSG_EXIT &&
-                         agent_exit_decode(payload, len, &ss->exit) >= 0) {
-                        ss->exited = true;
-                        ss->s->end_ms = now_ms();
-                        return;
-                } else {
-                        (void)hutch_error_set(&ss->error, EPROTO,
-                                              "unexpected message %u from the guest", type);
-                        return;
-                }
-        }
-}
-
-bool vm_session_ended(const VmSession *ss) {
-        const Relay *rl = ss->s->relays;
-
-        /* Once the EXIT came and the output before it is out (and what
-         * was queued for the agent: the next EXEC comes after it). */
-        return ss->error.errnum || ss->qemu_gone ||
-               (ss->exited && rl[0].len == 0 && rl[1].len == 0 && ss->out_off == ss->out_len);
-}
-
-/* Writes what the agent's port takes of the queued frames. */
-static void session_push(Vm *vm, VmSession *ss) {
-        while (ss->out_off < ss->out_len) {
-                ssize_t n = write(vm->agent_fd, ss->out + ss->out_off, ss->out_len - ss->out_off);
-
-                if (n < 0 && errno == EINTR)
-                        continue;
-                if (n < 0 && errno == EAGAIN)
-                        return;
-                if (n <= 0) {
-                        ss->qemu_gone = true;
-                        return;
-                }
-                ss->out_off += (size_t)n;
-        }
-        ss->out_off = ss->out_len = 0;
-}
-
-/* Queues a frame for the agent and writes what it can. -ENOBUFS when the
- * queue has no room (only signals can meet that: stdin is read only into
- * an empty queue). */
-static int session_send(Vm *vm, VmSession *ss, AgentMsg type, const void *payload, size_t len) {
-        if (ss->out_off > 0) {
-                memmove(ss->out, ss->out + ss->out_off, ss->out_len - ss->out_off);
-                ss->out_len -= ss->out_off;
-                ss->out_off = 0;
-        }
-        if (len > VM_STDIN_CHUNK || sizeof(ss->out) - ss->out_len < AGENT_HEADER_SIZE + len)
-                return -ENOBUFS;
-        agent_frame_header(ss->out + ss->out_len, type, payload, len);
-        if (len > 0)
-                memcpy(ss->out + ss->out_len + AGENT_HEADER_SIZE, payload, len);
-        ss->out_len += AGENT_HEADER_SIZE + len;
-        session_push(vm, ss);
-        return 0;
-}
-
-void vm_session_poll_fill(Vm *vm, const VmSession *ss, struct pollfd p[VM_SESSION_NPOLL]) {
-        const Relay *rl = ss->s->relays;
-        bool pending = rl[0].len > 0 || rl[1].len > 0;
-        bool want_in = !pending && !ss->exited, want_out = ss->out_off < ss->out_len;
-
-        p[0] = (struct pollfd){.fd = want_in || want_out ? vm->agent_fd : -1,
-                               .events =
-                                       (short)((want_in ? POLLIN : 0) | (want_out ? POLLOUT : 0))};
-        p[1] = (struct pollfd){.fd = ss->stdin_eof || ss->exited || want_out ? -1 : ss->in_fd,
-                               .events = POLLIN};
-        for (size_t i = 0; i < 2; i++)
-                p[2 + i] =
-                        (struct pollfd){.fd = rl[i].len > 0 ? rl[i].out_fd : -1, .events = POLLOUT};
-}
-
-void vm_session_poll_handle(Vm *vm, VmSession *ss, const struct pollfd p[VM_SESSION_NPOLL]) {
-        Relay *rl = ss->s->relays;
-
-        for (size_t i = 0; i < 2; i++) {
-                if (!p[2 + i].revents)
-                        continue;
-                if (p[2 + i].revents & (POLLERR | POLLNVAL)) {
-                        rl[i].out_fd = -EBADF;
-                        rl[i].len = rl[i].off = 0;
-                } else
-                        vm_session_flush(&rl[i]);
-        }
-        if (p[0].revents & POLLOUT)
-                session_push(vm, ss);
-        if (p[0].revents & ~POLLOUT) {
-                ssize_t n = agent_reader_fill(vm->reader, vm->agent_fd);
-
-                if (n == 0 || (n < 0 && n != -EAGAIN && n != -ENOBUFS))
-                        ss->qemu_gone = true;
-        }
-        if (p[1].revents) {
-                char buf[VM_STDIN_CHUNK];
-                ssize_t n = read(ss->in_fd, buf, sizeof(buf));
-
-                if (n < 0 && (errno == EAGAIN || errno == EINTR))
-                        return;
-                if (n <= 0) {
-                        ss->stdin_eof = true;
-                        n = 0;
-                }
-                (void)session_send(vm, ss, AGENT_MSG_STDIN, buf, (size_t)n);
-        }
-}
-
-void vm_session_signal(Vm *vm, VmSession *ss, int sig) {
-        unsigned char b[4];
-
-        if (ss->exited)
-                return;
-        ss->s->forwarded_signal = sig;
-        agent_put_le32(b, (uint32_t)sig);
-        /* With no room (eight signals the agent did not take), this one is
-         * lost; a kill then still ends the command: the keeper stops the
-         * VM after its grace, hutch run's timeout kills QEMU. */
-        (void)session_send(vm, ss, AGENT_MSG_SIGNAL, b, 4);
-}
-
-static void session_loop(VmRun *v, VmSession *ss) {
-        Vm *vm = v->vm;
-
+static void session_loop(VmRun *v, VmMux *m, VmSession *ss) {
         for (;;) {
-                struct pollfd p[VM_SESSION_NPOLL + 3];
+                struct pollfd p[1 + VM_SESSION_NPOLL + 3];
+                struct pollfd *extra = p + 1 + VM_SESSION_NPOLL;
 
-                vm_session_frames(vm, ss);
-                if (vm_session_ended(ss))
+                if (vm_session_ended(m, ss))
                         return;
-                vm_session_poll_fill(vm, ss, p);
-                p[VM_SESSION_NPOLL] = (struct pollfd){.fd = vm->pidfd, .events = POLLIN};
-                p[VM_SESSION_NPOLL + 1] = (struct pollfd){.fd = v->sigfd, .events = POLLIN};
-                p[VM_SESSION_NPOLL + 2] = (struct pollfd){.fd = v->timerfd, .events = POLLIN};
+                vm_mux_poll_fill(m, p);
+                vm_session_poll_fill(m, ss, p + 1);
+                extra[0] = (struct pollfd){.fd = v->vm->pidfd, .events = POLLIN};
+                extra[1] = (struct pollfd){.fd = v->sigfd, .events = POLLIN};
+                extra[2] = (struct pollfd){.fd = v->timerfd, .events = POLLIN};
                 if (poll(p, ELEMENTSOF(p), -1) < 0) {
                         if (errno == EINTR)
                                 continue;
                         (void)hutch_error_set(&ss->error, errno, "poll failed: %m");
                         return;
                 }
-                vm_session_poll_handle(vm, ss, p);
-                if (p[VM_SESSION_NPOLL].revents && !ss->exited)
+                vm_mux_poll_handle(m, p);
+                vm_session_poll_handle(m, ss, p + 1);
+                if (extra[0].revents && !ss->exited)
                         ss->qemu_gone = true;
-                if (p[VM_SESSION_NPOLL + 1].revents & POLLIN) {
+                if (extra[1].revents & POLLIN) {
                         struct signalfd_siginfo si;
 
                         if (read(v->sigfd, &si, sizeof(si)) == sizeof(si))
-                                vm_session_signal(vm, ss, (int)si.ssi_signo);
+                                vm_session_signal(m, ss, (int)si.ssi_signo);
                 }
-                if ((p[VM_SESSION_NPOLL + 2].revents & POLLIN) && !ss->exited) {
+                if ((extra[2].revents & POLLIN) && !ss->exited) {
                         /* The timeout: the whole VM dies, whatever runs in it. */
                         ss->timed_out = true;
                         ss->s->end_ms = now_ms();
                         return;
                 }
         }
-}
-
-int vm_exit_outcome(const VmSession *ss, Outcome *o) {
-        int status = ss->exit.status;
-
-        if (!ss->exited)
-                return -EPROTO;
-        if (WIFEXITED(status)) {
-                o->reason = OUTCOME_EXITED;
-                o->exit_code = WEXITSTATUS(status);
-        } else if (WIFSIGNALED(status)) {
-                o->reason = OUTCOME_SIGNALED;
-                o->signal = WTERMSIG(status);
-                o->exit_code = 128 + o->signal;
-        } else
-                return -EPROTO;
-        o->cpu_ms = ss->exit.cpu_usec / 1000;
-        o->mem_peak_bytes = ss->exit.mem_peak_bytes;
-        o->stdout_truncated = ss->s->relays[0].truncated;
-        o->stderr_truncated = ss->s->relays[1].truncated;
-        if (ss->exit.flags & AGENT_EXIT_OOM)
-                o->reason = OUTCOME_OOM;
-        else if ((ss->exit.flags & AGENT_EXIT_PIDS) && o->exit_code != 0)
-                o->reason = OUTCOME_PIDS;
-        else if (o->reason == OUTCOME_SIGNALED && o->signal == ss->s->forwarded_signal)
-                o->reason = OUTCOME_KILLED;
-        return 0;
 }
 
 static int fill_outcome(const VmRun *v, const VmSession *ss, Outcome *ret) {
@@ -955,7 +755,7 @@ static int start_command(VmRun *v, char *const *argv, HutchError *reterr) {
                                        "the command and environment are too large for the guest "
                                        "(%s)",
                                        strerror(-r));
-        return vm_agent_request(v->vm, AGENT_MSG_EXEC, exec, elen, AGENT_MSG_STARTED, reterr);
+        return vm_agent_request(v->vm, AGENT_MSG_EXEC, 0, exec, elen, AGENT_MSG_STARTED, reterr);
 }
 
 int sandbox_run_vm(const Policy *policy, char *const *argv, char *const *caller_env,
@@ -969,7 +769,8 @@ int sandbox_run_vm(const Policy *policy, char *const *argv, char *const *caller_
         _cleanup_(vm_layers_done) VmLayers layers = VM_LAYERS_NULL;
         _cleanup_free_ char *setup = NULL, *denied = NULL;
         Supervision sup = {};
-        VmSession ss = {.s = &sup, .in_fd = STDIN_FILENO};
+        VmSession ss = {.s = &sup, .in_fd = STDIN_FILENO, .chan = -1};
+        VmMux m = {};
         VmConfig c;
         size_t setup_len = 0;
         int r;
@@ -991,7 +792,7 @@ int sandbox_run_vm(const Policy *policy, char *const *argv, char *const *caller_
         /* A copied workspace is copied during SETUP: give it the time. */
         if (policy->workspace && policy->workspace_mode == WORKSPACE_MODE_COPY)
                 v.vm->boot_timeout_ms = MAX(v.vm->boot_timeout_ms, VM_COPY_TIMEOUT_MS);
-        r = vm_agent_request(v.vm, AGENT_MSG_SETUP, setup, setup_len, AGENT_MSG_READY, reterr);
+        r = vm_agent_request(v.vm, AGENT_MSG_SETUP, 0, setup, setup_len, AGENT_MSG_READY, reterr);
         if (r < 0)
                 return r;
         r = arm_timer(&v, policy->timeout_ms);
@@ -1004,7 +805,15 @@ int sandbox_run_vm(const Policy *policy, char *const *argv, char *const *caller_
         if (r < 0)
                 return r;
         sup.start_ms = now_ms();
-        session_loop(&v, &ss);
+        vm_mux_init(&m, v.vm);
+        vm_session_attach(&m, &ss, 0);
+        session_loop(&v, &m, &ss);
+        vm_session_release(&m, &ss);
+        vm_mux_done(&m);
+        if (m.error.errnum && !ss.error.errnum)
+                ss.error = m.error;
+        if (m.gone)
+                ss.qemu_gone = true;
         if (ss.error.errnum) {
                 if (reterr)
                         *reterr = ss.error;

@@ -26,6 +26,7 @@
 #include "sandbox/proxy-spawn.h"
 #include "sandbox/secrets.h"
 #include "sandbox/supervise.h"
+#include "sandbox/vm-session.h"
 #include "store/store.h"
 #include "vm/vm.h"
 
@@ -80,43 +81,3 @@ void vm_run_done(VmRun *v);
 /* The EXEC payload: @argv, @env ("K=V"), the working directory @cwd. */
 int vm_run_build_exec(char *const *argv, char *const *env, const char *cwd, char **ret,
                       size_t *ret_len);
-
-/* One command in the guest, from EXEC to EXIT: its stdin comes from
- * @in_fd, its output goes to s->relays' out_fd (written only when they
- * poll writable, so a slow reader never blocks the loop). */
-/* A piece of the command's stdin per STDIN frame, and room for the
- * signals that wait behind one. */
-#define VM_STDIN_CHUNK 16384
-#define VM_SESSION_OUT_MAX (AGENT_HEADER_SIZE + VM_STDIN_CHUNK + 8 * (AGENT_HEADER_SIZE + 4))
-
-typedef struct VmSession {
-        Supervision *s; /* only relays, forwarded_signal and times are used */
-        int in_fd;      /* borrowed */
-        bool exited, timed_out, stdin_eof, qemu_gone;
-        AgentExit exit;
-        HutchError error;
-        /* Frames for the agent that its port did not take yet (the agent
-         * stops reading it while the command's stdin queue is full):
-         * written when it polls writable, in order; stdin is read only
-         * when this is empty. */
-        unsigned char out[VM_SESSION_OUT_MAX];
-        size_t out_len, out_off;
-} VmSession;
-
-#define VM_SESSION_NPOLL 4
-
-/* Handles the agent's frames already read (output, EXIT) until one leaves
- * output pending. */
-void vm_session_frames(Vm *vm, VmSession *ss);
-/* The EXIT came and its output is out, or the session failed. */
-bool vm_session_ended(const VmSession *ss);
-/* The session's descriptors to poll, and what to do with their revents. */
-void vm_session_poll_fill(Vm *vm, const VmSession *ss, struct pollfd p[VM_SESSION_NPOLL]);
-void vm_session_poll_handle(Vm *vm, VmSession *ss, const struct pollfd p[VM_SESSION_NPOLL]);
-/* Passes @sig to the command (SIGNAL), unless it exited. */
-void vm_session_signal(Vm *vm, VmSession *ss, int sig);
-void vm_session_flush(Relay *r);
-
-/* The outcome's reason, exit code, signal, CPU time, memory peak and
- * truncation from the session's EXIT; -EPROTO without one. */
-int vm_exit_outcome(const VmSession *ss, Outcome *o);

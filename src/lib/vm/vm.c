@@ -572,8 +572,7 @@ static int qmp_open(int fd, HutchError *reterr) {
 
 /* ---- the agent's port ---- */
 
-int vm_agent_recv(Vm *vm, uint64_t timeout_ms, uint8_t *ret_type, const void **ret_payload,
-                  size_t *ret_len) {
+int vm_agent_recv(Vm *vm, uint64_t timeout_ms, AgentFrame *ret) {
         uint64_t deadline = mono_ms() + timeout_ms;
 
         for (;;) {
@@ -582,7 +581,7 @@ int vm_agent_recv(Vm *vm, uint64_t timeout_ms, uint8_t *ret_type, const void **r
                         {.fd = vm->pidfd, .events = POLLIN},
                 };
                 uint64_t now = mono_ms();
-                int r = agent_reader_next(vm->reader, ret_type, ret_payload, ret_len);
+                int r = agent_reader_next(vm->reader, ret);
                 ssize_t n;
 
                 if (r != 0)
@@ -686,17 +685,26 @@ void vm_error_add_console(const Vm *vm, HutchError *e) {
         (void)snprintf(e->msg, sizeof(e->msg), "%.*s", (int)sizeof(e->msg) - 1, msg);
 }
 
-int vm_agent_request(Vm *vm, AgentMsg type, const void *payload, size_t len, AgentMsg want,
-                     HutchError *reterr) {
-        const void *p;
-        size_t plen;
-        uint8_t got;
+int vm_agent_error_decode(const void *payload, size_t len, HutchError *reterr) {
+        size_t pos = 4;
+        const char *step = len >= 6 ? agent_payload_next(payload, len, &pos) : NULL;
+        const char *msg = step ? agent_payload_next(payload, len, &pos) : NULL;
+        int err = len >= 4 ? (int)agent_get_le32(payload) : EIO;
+
+        return hutch_error_set(reterr, err > 0 && err < 4096 ? err : EIO,
+                               "sandbox setup failed in the guest: %s: %s", step ? step : "?",
+                               msg ? msg : "?");
+}
+
+int vm_agent_request(Vm *vm, AgentMsg type, uint8_t chan, const void *payload, size_t len,
+                     AgentMsg want, HutchError *reterr) {
+        AgentFrame fr;
         int r;
 
-        r = agent_frame_write(vm->agent_fd, type, payload, len);
+        r = agent_frame_write(vm->agent_fd, type, chan, payload, len);
         if (r < 0)
                 return hutch_error_set(reterr, -r, "failed to talk to the guest: %s", strerror(-r));
-        r = vm_agent_recv(vm, vm->boot_timeout_ms, &got, &p, &plen);
+        r = vm_agent_recv(vm, vm->boot_timeout_ms, &fr);
         if (r == -ETIMEDOUT)
                 (void)hutch_error_set(reterr, ETIMEDOUT,
                                       "the guest did not answer within %" PRIu64 " ms",
@@ -707,19 +715,14 @@ int vm_agent_request(Vm *vm, AgentMsg type, const void *payload, size_t len, Age
                 vm_error_add_console(vm, reterr);
                 return r;
         }
-        if (got == want)
+        if (fr.chan != chan)
+                return hutch_error_set(reterr, EPROTO, "an answer on channel %u from the guest",
+                                       fr.chan);
+        if (fr.type == want)
                 return 0;
-        if (got == AGENT_MSG_ERROR && plen >= 6) {
-                size_t pos = 4;
-                const char *step = agent_payload_next(p, plen, &pos);
-                const char *msg = step ? agent_payload_next(p, plen, &pos) : NULL;
-                int err = (int)agent_get_le32(p);
-
-                return hutch_error_set(reterr, err > 0 && err < 4096 ? err : EIO,
-                                       "sandbox setup failed in the guest: %s: %s",
-                                       step ? step : "?", msg ? msg : "?");
-        }
-        return hutch_error_set(reterr, EPROTO, "unexpected answer %u from the guest", got);
+        if (fr.type == AGENT_MSG_ERROR)
+                return vm_agent_error_decode(fr.payload, fr.len, reterr);
+        return hutch_error_set(reterr, EPROTO, "unexpected answer %u from the guest", fr.type);
 }
 
 /* ---- starting ---- */
@@ -854,16 +857,14 @@ static Vm *vm_alloc(const VmConfig *c, const char *tag) {
 
 /* Boots @argv and waits (bounded) for the agent's HELLO. */
 static int boot_wait_hello(Vm *vm, const VmConfig *c, char **argv, HutchError *reterr) {
-        const void *p;
-        size_t len;
-        uint8_t type;
+        AgentFrame fr;
         int r;
 
         r = qemu_spawn(vm, c, argv, -EBADF, reterr);
         if (r < 0)
                 return r;
-        r = vm_agent_recv(vm, vm->boot_timeout_ms, &type, &p, &len);
-        if (r == 1 && type == AGENT_MSG_HELLO)
+        r = vm_agent_recv(vm, vm->boot_timeout_ms, &fr);
+        if (r == 1 && fr.type == AGENT_MSG_HELLO)
                 return 0;
         if (r == -ETIMEDOUT)
                 (void)hutch_error_set(reterr, ETIMEDOUT,

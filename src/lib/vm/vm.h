@@ -150,16 +150,22 @@ DEFINE_POINTER_CLEANUP(Vm, vm_free)
 /* Waits up to @timeout_ms for the next frame from the agent. Returns 1 with
  * the frame (payload valid until the next call), -ETIMEDOUT, -ECHILD when
  * QEMU ended, -EBADMSG for a malformed frame, -EPIPE at EOF. */
-int vm_agent_recv(Vm *vm, uint64_t timeout_ms, uint8_t *ret_type, const void **ret_payload,
-                  size_t *ret_len);
+int vm_agent_recv(Vm *vm, uint64_t timeout_ms, AgentFrame *ret);
 
-/* Sends a @type frame with @payload and waits (the boot bound) for the
- * answer @want: SETUP for READY, EXEC for STARTED. An ERROR from the agent
+/* Sends a @type frame with @payload on channel @chan and waits (the boot
+ * bound) for the answer @want: SETUP for READY, EXEC for STARTED; only
+ * before any other frame is on its way (a VmMux owns the port after). An
+ * ERROR from the agent
  * becomes @reterr ("sandbox setup failed in the guest: STEP: MESSAGE",
  * with its errno); -ETIMEDOUT and a VM that went away come with the last
  * console lines. */
-int vm_agent_request(Vm *vm, AgentMsg type, const void *payload, size_t len, AgentMsg want,
-                     HutchError *reterr);
+int vm_agent_request(Vm *vm, AgentMsg type, uint8_t chan, const void *payload, size_t len,
+                     AgentMsg want, HutchError *reterr);
+
+/* @reterr from an ERROR frame's @payload ("sandbox setup failed in the
+ * guest: STEP: MESSAGE"); returns minus its errno (-EIO when it has none
+ * that makes sense). */
+int vm_agent_error_decode(const void *payload, size_t len, HutchError *reterr);
 
 /* The last @max_lines lines of the guest console and QEMU's stderr, one
  * string ("" when both are empty). */
