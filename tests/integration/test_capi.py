@@ -381,28 +381,35 @@ def test_missing_binary_is_named(api):
 def test_file_round_trip(api):
     ws = workspace(api)
     api.create("files", "--workspace", f"{ws}:overlay")
-    assert api.read("files", "a.txt") == "hello\n"  # relative: the workspace
-    assert api.read("files", "/workspace/a.txt") == "hello\n"
-    api.ok("write", "files", "new.txt", "640", input="written\n")
-    st = api.ok("stat", "files", "new.txt")
+    check_file_round_trip(api, "files", ws)
+
+
+def check_file_round_trip(api, name, ws):
+    """Write, read, stat, list and remove in sandbox @name, whose
+    workspace is the host folder @ws (overlay) with workspace()'s a.txt;
+    test_vm_persist.py runs it on a VM sandbox."""
+    assert api.read(name, "a.txt") == "hello\n"  # relative: the workspace
+    assert api.read(name, "/workspace/a.txt") == "hello\n"
+    api.ok("write", name, "new.txt", "640", input="written\n")
+    st = api.ok("stat", name, "new.txt")
     assert (st["name"], st["type"], st["size"], st["mode"]) == ("new.txt", "file", 8, 0o640)
-    r, _ = api.exec("files", "sh", "-c", "cat new.txt; stat -c '%u %a' new.txt")
+    r, _ = api.exec(name, "sh", "-c", "cat new.txt; stat -c '%u %a' new.txt")
     assert r.stdout == "written\n0 640\n"  # the sandbox's root owns it
     # An existing file keeps its mode.
-    api.ok("write", "files", "new.txt", "600", input="again")
-    st = api.ok("stat", "files", "new.txt")
+    api.ok("write", name, "new.txt", "600", input="again")
+    st = api.ok("stat", name, "new.txt")
     assert (st["size"], st["mode"]) == (5, 0o640)
     # What a command writes, the API reads, binary-safe.
-    api.exec("files", "sh", "-c", "printf 'a\\000b\\377' > /root/bin.dat")
-    r = api.probe("read", "files", "/root/bin.dat", text=False)
+    api.exec(name, "sh", "-c", "printf 'a\\000b\\377' > /root/bin.dat")
+    r = api.probe("read", name, "/root/bin.dat", text=False)
     assert r.returncode == 0 and r.stdout == b"a\x00b\xff"
-    names = [e["name"] for e in api.ok("list", "files", "/workspace")]
+    names = [e["name"] for e in api.ok("list", name, "/workspace")]
     assert names == sorted(names) and {"a.txt", "new.txt"} <= set(names)
-    home = {e["name"]: e for e in api.ok("list", "files", "/root")}
+    home = {e["name"]: e for e in api.ok("list", name, "/root")}
     assert home["bin.dat"]["type"] == "file" and home["bin.dat"]["size"] == 4
-    assert api.ok("stat", "files", "/")["type"] == "dir"
-    assert api.ok("remove", "files", "new.txt") == {}
-    assert api.err("stat", "files", "new.txt")["error"] == errno.ENOENT
+    assert api.ok("stat", name, "/")["type"] == "dir"
+    assert api.ok("remove", name, "new.txt") == {}
+    assert api.err("stat", name, "new.txt")["error"] == errno.ENOENT
     # The host folder was never written (overlay).
     assert sorted(os.listdir(ws)) == ["a.txt"]
 
@@ -416,34 +423,41 @@ def test_relative_paths_without_workspace_are_home(api):
 
 def test_file_errors(api):
     api.create("ferr")
-    api.exec("ferr", "sh", "-c", "mkdir -p /root/d/e && echo 123456 > /root/six")
+    check_file_errors(api, "ferr")
+
+
+def check_file_errors(api, name):
+    """The errors of the file operations in sandbox @name: each its errno;
+    test_vm_persist.py runs it on a VM sandbox."""
+    api.exec(name, "sh", "-c", "mkdir -p /root/d/e && echo 123456 > /root/six")
     cases = [
-        (["read", "ferr", "/root/six", "3"], errno.EFBIG),
-        (["read", "ferr", "/root/d"], errno.EISDIR),
-        (["read", "ferr", "/dev/null"], errno.EINVAL),
-        (["read", "ferr", "/root/none"], errno.ENOENT),
-        (["list", "ferr", "/root/six"], errno.ENOTDIR),
-        (["remove", "ferr", "/root/d"], errno.ENOTEMPTY),
-        (["remove", "ferr", "/"], errno.EBUSY),
-        (["read", "ferr", ""], errno.EINVAL),
+        (["read", name, "/root/six", "3"], errno.EFBIG),
+        (["read", name, "/root/d"], errno.EISDIR),
+        (["read", name, "/dev/null"], errno.EINVAL),
+        (["read", name, "/root/none"], errno.ENOENT),
+        (["list", name, "/root/six"], errno.ENOTDIR),
+        (["remove", name, "/root/d"], errno.ENOTEMPTY),
+        (["remove", name, "/"], errno.EBUSY),
+        (["read", name, ""], errno.EINVAL),
     ]
     for args, want in cases:
         e = api.err(*args)
         assert e["error"] == want, (args, e)
-    assert api.read("ferr", "/root/six", "7") == "123456\n"
-    e = api.err("write", "ferr", "/usr/capi-nope", "644", input="x")
+    assert api.read(name, "/root/six", "7") == "123456\n"
+    e = api.err("write", name, "/usr/capi-nope", "644", input="x")
     assert e["error"] in (errno.EROFS, errno.EACCES, errno.EPERM), e
-    e = api.err("write", "ferr", "/root/d", "644", input="x")
+    e = api.err("write", name, "/root/d", "644", input="x")
     assert e["error"] == errno.EISDIR
-    e = api.err("write", "ferr", "/root/x", "4755", input="x")
+    e = api.err("write", name, "/root/x", "4755", input="x")
     assert e["error"] == errno.EINVAL
-    assert api.ok("remove", "ferr", "/root/d/e") == {}
+    assert api.ok("remove", name, "/root/d/e") == {}
 
 
 @pytest.fixture
-def host_secret(api):
-    """A file on the host, outside every sandbox, that the caller can read:
-    if a path ever resolved on the host, it would be read."""
+def host_secret():
+    """(path, secret): a file on the host, outside every sandbox, that the
+    caller can read: if a path ever resolved on the host, it would be
+    read."""
     d = Path(tempfile.mkdtemp(prefix="hutch-capi-secret-"))
     os.chmod(d, 0o755)
     secret = f"capi-secret-{uuid.uuid4().hex}"
@@ -455,48 +469,55 @@ def host_secret(api):
 
 
 def test_paths_never_reach_the_host(api, host_secret):
-    f, secret = host_secret
     ws = workspace(api)
     api.create("esc", "--workspace", f"{ws}:overlay")
-    api.exec("esc", "sh", "-c",
+    check_paths_never_reach_the_host(api, "esc", *host_secret)
+
+
+def check_paths_never_reach_the_host(api, name, f, secret):
+    """SECURITY: no path of a file operation in sandbox @name (with a
+    workspace) reaches the host file @f (holding @secret): "..", symlinks
+    and magic links are refused, never followed; test_vm_persist.py runs
+    it on a VM sandbox."""
+    api.exec(name, "sh", "-c",
              f"ln -s / /workspace/root-link; ln -s /proc/self/root /workspace/self-root;"
              f" ln -s {f} /workspace/direct; ln -s /proc/1/root /workspace/init-root;"
              f" mkdir -p /workspace/d")
     rel = "../" * 12 + str(f).lstrip("/")
     attempts = [
-        (["read", "esc", rel], (errno.EXDEV,)),
-        (["read", "esc", "d/" + rel], (errno.EXDEV,)),
-        (["read", "esc", str(f)], (errno.ENOENT,)),
-        (["read", "esc", f"/proc/1/root{f}"], (errno.ELOOP,)),
-        (["read", "esc", f"/proc/self/root{f}"], (errno.ELOOP,)),
-        (["read", "esc", f"/proc/self/cwd/{rel}"], (errno.ELOOP, errno.EXDEV)),
-        (["read", "esc", f"root-link{f}"], (errno.ELOOP,)),
-        (["read", "esc", f"self-root{f}"], (errno.ELOOP,)),
-        (["read", "esc", f"init-root{f}"], (errno.ELOOP,)),
-        (["read", "esc", "direct"], (errno.ELOOP,)),
-        (["read", "esc", "/proc/1/root/etc/passwd"], (errno.ELOOP,)),
-        (["list", "esc", "root-link"], (errno.ELOOP,)),
-        (["list", "esc", "/proc/1/root"], (errno.ELOOP,)),
-        (["stat", "esc", f"root-link{f}"], (errno.ELOOP,)),
-        (["remove", "esc", f"root-link{f}"], (errno.ELOOP,)),
+        (["read", name, rel], (errno.EXDEV,)),
+        (["read", name, "d/" + rel], (errno.EXDEV,)),
+        (["read", name, str(f)], (errno.ENOENT,)),
+        (["read", name, f"/proc/1/root{f}"], (errno.ELOOP,)),
+        (["read", name, f"/proc/self/root{f}"], (errno.ELOOP,)),
+        (["read", name, f"/proc/self/cwd/{rel}"], (errno.ELOOP, errno.EXDEV)),
+        (["read", name, f"root-link{f}"], (errno.ELOOP,)),
+        (["read", name, f"self-root{f}"], (errno.ELOOP,)),
+        (["read", name, f"init-root{f}"], (errno.ELOOP,)),
+        (["read", name, "direct"], (errno.ELOOP,)),
+        (["read", name, "/proc/1/root/etc/passwd"], (errno.ELOOP,)),
+        (["list", name, "root-link"], (errno.ELOOP,)),
+        (["list", name, "/proc/1/root"], (errno.ELOOP,)),
+        (["stat", name, f"root-link{f}"], (errno.ELOOP,)),
+        (["remove", name, f"root-link{f}"], (errno.ELOOP,)),
     ]
     for args, want in attempts:
         r = api.probe(*args)
         assert secret not in r.stdout and secret not in r.stderr, args
         assert r.returncode == 1, (args, r.stdout)
         assert json.loads(r.stdout)["error"] in want, (args, r.stdout)
-    for args in (["write", "esc", f"root-link{f}", "644"], ["write", "esc", rel, "644"],
-                 ["write", "esc", "direct", "644"]):
+    for args in (["write", name, f"root-link{f}", "644"], ["write", name, rel, "644"],
+                 ["write", name, "direct", "644"]):
         r = api.probe(*args, input="overwritten\n")
         assert r.returncode == 1 or args[2] == "direct", (args, r.stdout)
     # "direct" itself was a symlink in the sandbox: replaced there, never
     # followed; the host file is as it was.
     assert f.read_text() == secret + "\n"
-    assert api.read("esc", "direct") == "overwritten\n"
+    assert api.read(name, "direct") == "overwritten\n"
     # A symlink is stat'ed and removed itself, not its target.
-    st = api.ok("stat", "esc", "root-link")
+    st = api.ok("stat", name, "root-link")
     assert st["type"] == "symlink"
-    assert api.ok("remove", "esc", "root-link") == {}
+    assert api.ok("remove", name, "root-link") == {}
     assert Path("/").exists() and f.exists()
 
 

@@ -8,11 +8,16 @@ The sandboxes of this module share one store and state directory on tmpfs
 is built once, a cold boot); each test removes its own sandboxes and checks
 that nothing of them is left."""
 
+import errno
+import fcntl
+import hashlib
 import json
 import os
 import shutil
 import socket
 import tempfile
+import termios
+import threading
 import time
 from pathlib import Path
 from subprocess import DEVNULL, PIPE
@@ -21,8 +26,13 @@ import pytest
 
 import cgroupctl
 from cgroupctl import poll_until
-from test_capi import workspace
+from test_capi import Api as CapiApi
+from test_capi import (check_file_errors, check_file_round_trip,
+                       check_paths_never_reach_the_host, host_secret, installed,  # noqa: F401
+                       workspace)
 from test_persistent import Store
+from test_serve import Api as ServeApi
+from test_serve import Server
 from test_secrets import API as SECRET_API
 from test_secrets import PLACEHOLDER_RE, REAL, TlsUpstream, ca_file, trustme
 from test_vm import API, upstream  # noqa: F401 (a fixture)
@@ -132,10 +142,10 @@ def uid_of(pid):
     raise AssertionError(f"no Uid line for {pid}")
 
 
-def started_vm(store, name, script):
-    """A vm sandbox with a workspace, running after @script: its keeper
-    and its one QEMU."""
-    store.create_vm(name, workspace(store))
+def started_vm(store, name, script, ws=None):
+    """A vm sandbox with a workspace (@ws, else a new one), running after
+    @script: its keeper and its one QEMU."""
+    store.create_vm(name, ws or workspace(store))
     store.sh(name, script)
     keeper = store.keeper_pid(name)
     qemu = qemu_of(keeper)
@@ -144,11 +154,64 @@ def started_vm(store, name, script):
 
 
 def keeper_request(sock_path, msg, fds=()):
-    """One request on the keeper's control socket; its first answer."""
+    """One request on the keeper's control socket; its first answer,
+    within 30 s."""
     with socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET) as s:
+        s.settimeout(30)
         s.connect(str(sock_path))
         socket.send_fds(s, [json.dumps(msg).encode()], list(fds))
         return json.loads(s.recv(65536))
+
+
+def meet(me, other):
+    """Shell: says @me is here (/tmp/meet-@me in the guest), then waits for
+    @other; exits 9 if @other has not come after 400 rounds (20 s at the
+    very least). Two commands that meet run at the same time: a keeper
+    that runs one at a time makes the first exit 9."""
+    return (f"touch /tmp/meet-{me}; n=0; while [ ! -e /tmp/meet-{other} ]; do n=$((n+1)); "
+            f"[ $n -gt 400 ] && exit 9; sleep 0.05; done")
+
+
+def execs_at_once(store, name, scripts, text=True):
+    """`exec NAME -- sh -c SCRIPT` for each of @scripts, all started before
+    any is waited for: [(exit status, stdout, stderr)], in order."""
+    procs = [store.popen("exec", name, "--", "sh", "-c", script, stdout=PIPE, stderr=PIPE,
+                         text=text)
+             for script in scripts]
+    try:
+        results = [p.communicate(timeout=VM_TIMEOUT) for p in procs]
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+    return [(p.returncode, out, err) for p, (out, err) in zip(procs, results)]
+
+
+def history_entry(store, name, eid):
+    """The history entry of exec @eid of @name, once it is there."""
+    def entry():
+        return next((h for h in store.history(name) if h["id"] == eid), None)
+
+    return poll_until(entry, 60)
+
+
+def assert_vm_gone(store, name, keeper, qemu):
+    """Nothing of @name's VM of keeper @keeper is left: the keeper, its
+    QEMU @qemu, its host cgroups, its mounts, its socket, its run
+    directory."""
+    assert poll_until(lambda: not Path(f"/proc/{keeper}").exists(), 10), keeper
+    assert all(not Path(f"/proc/{q}").exists() for q in qemu), qemu
+    assert not vm_cgroups(keeper), vm_cgroups(keeper)
+    data = store.sandbox_dir(name) / "data"
+    for mi in Path("/proc").glob("[0-9]*/mountinfo"):
+        try:
+            text = mi.read_text()
+        except OSError:
+            continue
+        assert str(data) not in text and str(store.state / name) not in text, mi
+    assert not (store.state / name / "keeper.sock").exists()
+    assert list(store.state.glob(f"vm-run-{keeper}-*")) == []
 
 
 def test_persistence_across_execs_and_stop(any_store):
@@ -206,15 +269,15 @@ def test_snapshot_serves_both_backends(store):
     assert (layer.stat().st_uid, layer.stat().st_gid) == (own.stat().st_uid, own.stat().st_gid)
 
 
-def test_execs_at_the_same_time_wait_their_turn(store):
+def test_execs_at_the_same_time_run_at_the_same_time(store):
+    """Each waits for the other inside the guest: they only both end
+    well if they run at once (a keeper that runs one at a time makes the
+    first exit 9). Exit codes and outputs, each its own."""
     store.create_vm("box", workspace(store))
     store.sh("box", "true")
-    procs = [store.popen("exec", "box", "--", "sh", "-c", f"sleep 1; echo {i}; exit {i + 3}",
-                         stdout=PIPE, stderr=PIPE)
-             for i in range(2)]
-    results = [p.communicate(timeout=VM_TIMEOUT) for p in procs]
-    assert [p.returncode for p in procs] == [3, 4], results
-    assert [out for out, _ in results] == ["0\n", "1\n"], results
+    results = execs_at_once(store, "box", [f"{meet(i, 1 - i)}; sleep 1; echo {i}; exit {i + 3}"
+                                           for i in range(2)])
+    assert [(rc, out) for rc, out, _ in results] == [(3, "0\n"), (4, "1\n")], results
     hist = store.history("box")
     assert sorted(h["outcome"]["exit_code"] for h in hist[-2:]) == [3, 4], hist
 
@@ -272,19 +335,17 @@ def test_a_command_that_cannot_start_says_why(store):
 
 
 def test_refusals(store):
-    ws = workspace(store)
-    store.create_vm("box", ws)
-    r = store.exec("box", "sleep", "1", flags=["-d"])
-    assert r.returncode == 125
-    assert "detached execs are not supported on --backend vm yet" in r.stderr, r.stderr
-    # File operations (C API, hutch serve): refused by the keeper.
-    sock = store.state / "box" / "keeper.sock"
-    with open(os.devnull, "rb") as null:
-        ans = keeper_request(sock, {"op": "file", "action": "stat", "path": "/root",
-                                    "mode": 0, "max": 0}, [null.fileno()])
-    assert ans["op"] == "error" and "not supported on --backend vm" in ans["message"], ans
-    # The sandbox still works.
-    assert store.sh("box", "echo ok") == "ok\n"
+    """What a VM sandbox still refuses: a -v of a single file (9p shares
+    directories), at its start, exit 125 with the reason; nothing runs."""
+    f = store.runner.make_dir(mode=0o755, name="onefile") / "f"
+    f.write_text("x\n")
+    store.runner.chown(f)
+    store.create_vm("box", workspace(store), "-v", f"{f}:/mnt/f:ro")
+    r = store.exec("box", "true")
+    assert r.returncode == 125, r.stderr
+    assert "--backend vm can bind directories only (-v of a file)" in r.stderr, r.stderr
+    assert poll_until(lambda: not store.keeper_pids("box"), 10), store.keeper_pids("box")
+    assert store.state_of("box") == "stopped"
 
 
 def test_rm_force_of_a_running_vm_leaves_nothing(store):
@@ -300,16 +361,8 @@ def test_rm_force_of_a_running_vm_leaves_nothing(store):
     assert r.returncode == 0, r.stderr
     p.wait(timeout=VM_TIMEOUT)
     assert p.returncode != 0
-    assert poll_until(lambda: not Path(f"/proc/{keeper}").exists(), 10)
-    assert all(not Path(f"/proc/{q}").exists() for q in qemu)
-    assert not vm_cgroups(keeper)
-    for mi in Path("/proc").glob("[0-9]*/mountinfo"):
-        try:
-            text = mi.read_text()
-        except OSError:
-            continue
-        assert str(data) not in text and str(store.state / "box") not in text, mi
-    assert not (store.state / "box" / "keeper.sock").exists()
+    assert_vm_gone(store, "box", keeper, qemu)
+    assert not data.exists()
     assert list((store.state).glob("vm-run-*")) == []
     assert "box" not in store.ls()
 
@@ -441,3 +494,305 @@ def test_secret_is_brokered_and_never_enters_the_guest(any_store):
     assert REAL not in r.stdout + r.stderr
     sent = [q for q in up.requests if q["path"] == "/vm-persist-secret"]
     assert sent and ["Authorization", f"Bearer {REAL}"] in sent[0]["headers"]
+
+
+# ---- several commands at once in one VM (agent protocol 1.1) ----
+
+
+def test_detached_exec_runs_beside_others(any_store):
+    """`exec -d` returns at once with the exec's id; the detached command
+    and a foreground one meet inside the guest (so they run at the same
+    time); its output is the exec's log, its outcome in the history."""
+    store = any_store
+    keeper, qemu = started_vm(store, "box", "true")
+    script = f"echo out; echo err >&2; {meet('detached', 'fg')}; sleep 2; echo done"
+    r = store.hutch("exec", "box", "-d", "--", "sh", "-c", script, timeout=60)
+    assert r.returncode == 0, r.stderr
+    eid = r.stdout.strip()
+    assert eid.isdigit(), r.stdout
+    r = store.exec("box", "sh", "-c", f"{meet('fg', 'detached')}; echo x", timeout=60)
+    assert (r.returncode, r.stdout) == (0, "x\n"), r.stderr
+
+    def log():
+        r = store.hutch("logs", "box", "--exec", eid, timeout=60)
+        return r.returncode == 0 and "done\n" in r.stdout and r.stdout
+
+    out = poll_until(log, 60)
+    assert out and "out\n" in out and "err\n" in out, out
+    h = history_entry(store, "box", int(eid))
+    assert h and h["detached"] is True, h
+    assert (h["outcome"]["reason"], h["outcome"]["exit_code"]) == ("exited", 0), h
+    assert [x["detached"] for x in store.history("box") if x["id"] != int(eid)] == [False] * 2
+    assert "(detached)" in store.hutch("logs", "box").stdout
+    assert qemu_of(keeper) == qemu
+
+
+def test_detached_server_is_reachable_from_the_next_exec(store):
+    """A server that `exec -d` started in the guest (on the guest's
+    loopback) answers the clients of the execs after it, one by one."""
+    keeper, qemu = started_vm(store, "box", "true")
+    server = (
+        "import os, socket\n"
+        "s = socket.socket()\n"
+        "s.bind(('127.0.0.1', 0))\n"
+        "s.listen()\n"
+        "open('/tmp/port.new', 'w').write(str(s.getsockname()[1]))\n"
+        "os.rename('/tmp/port.new', '/tmp/port')\n"
+        "for _ in range(2):\n"
+        "    c, peer = s.accept()\n"
+        "    c.sendall(b'pong:' + c.recv(64) + b':' + peer[0].encode())\n"
+        "    c.close()\n"
+    )
+    client = (
+        "import socket, sys, time\n"
+        "for _ in range(600):\n"
+        "    try:\n"
+        "        port = int(open('/tmp/port').read())\n"
+        "        break\n"
+        "    except OSError:\n"
+        "        time.sleep(0.05)\n"
+        "c = socket.create_connection(('127.0.0.1', port), timeout=30)\n"
+        "c.sendall(sys.argv[1].encode())\n"
+        "c.shutdown(socket.SHUT_WR)\n"
+        "print(c.recv(64).decode())\n"
+    )
+    r = store.hutch("exec", "box", "-d", "--", "python3", "-c", server, timeout=60)
+    assert r.returncode == 0, r.stderr
+    eid = int(r.stdout.strip())
+    for i in range(2):
+        r = store.exec("box", "python3", "-c", client, f"ping{i}", timeout=60)
+        assert (r.returncode, r.stdout) == (0, f"pong:ping{i}:127.0.0.1\n"), r.stderr
+    h = history_entry(store, "box", eid)
+    assert h and h["detached"] is True and h["outcome"]["exit_code"] == 0, h
+    assert qemu_of(keeper) == qemu
+
+
+def pipe_fill(fd):
+    """(bytes waiting in pipe @fd, its capacity)."""
+    waiting = int.from_bytes(fcntl.ioctl(fd, termios.FIONREAD, b"\0" * 4), "little")
+    return waiting, fcntl.fcntl(fd, fcntl.F_GETPIPE_SZ)
+
+
+def rss_bytes(pid):
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) * 1024
+    raise AssertionError(f"no VmRSS line for {pid}")
+
+
+def test_a_client_that_does_not_read_its_output_stalls_nothing(store):
+    """`yes` into a pipe that nobody reads: its output stops at the pipe
+    (credit per channel: nothing piles up in the keeper), and the other
+    execs, their output and a timeout go on meanwhile; the same VM goes
+    on after its client is killed."""
+    keeper, qemu = started_vm(store, "box", "echo before > /tmp/mark")
+    p = store.popen("exec", "box", "--", "yes", stdout=PIPE, stderr=DEVNULL)
+    try:
+        fd = p.stdout.fileno()
+        # Full, but for less than a page that one more write would need.
+        assert poll_until(lambda: pipe_fill(fd)[0] >= pipe_fill(fd)[1] - 4096, 60), pipe_fill(fd)
+        ans = keeper_request(store.state / "box" / "keeper.sock", {"op": "ping"})
+        assert (ans["op"], ans["running"], ans["pid"]) == ("ok", 1, keeper), ans
+        for i in range(3):
+            r = store.exec("box", "echo", f"x{i}", timeout=60)
+            assert (r.returncode, r.stdout) == (0, f"x{i}\n"), r.stderr
+        start = time.monotonic()
+        r, o = store.exec_json("box", "sleep", "60", flags=["--timeout", "2s"], timeout=60)
+        took = time.monotonic() - start
+        assert r.returncode == 137 and o["reason"] == "timeout", (o, r.stderr)
+        assert took < 30, took
+        assert p.poll() is None, "the client of yes ended"
+        assert rss_bytes(keeper) < 64 << 20, rss_bytes(keeper)
+    finally:
+        p.kill()
+        p.wait()
+    assert qemu_of(keeper) == qemu
+    assert store.keeper_pid("box") == keeper
+
+    def yes_entry():
+        return [h for h in store.history("box") if h["argv"] == ["yes"]]
+
+    assert poll_until(yes_entry, 30), store.history("box")
+    assert yes_entry()[0]["outcome"]["reason"] == "killed", yes_entry()
+    assert store.sh("box", "cat /tmp/mark") == "before\n"
+    assert qemu_of(keeper) == qemu
+
+
+def test_timeout_of_a_command_that_never_reads_its_stdin(store):
+    """32 MiB for the stdin of a command that never reads it: the timeout
+    still ends the command (not the VM) on time, and the keeper lets go of
+    the exec's stdin (the writer gets EPIPE)."""
+    keeper, qemu = started_vm(store, "box", "echo before > /tmp/mark")
+    out = store.dir / "outcome-stdin.json"
+    p = store.popen("exec", "box", "--timeout", "2s", "--json", out, "--", "sleep", "60",
+                    stdin=PIPE, stdout=DEVNULL, stderr=PIPE, text=False)
+    chunk = os.urandom(1 << 20)
+    fed = []
+
+    def feed():
+        try:
+            for _ in range(32):
+                p.stdin.write(chunk)
+            p.stdin.flush()
+            fed.append("all")
+        except (BrokenPipeError, ValueError):
+            fed.append("epipe")
+
+    writer = threading.Thread(target=feed, daemon=True)
+    start = time.monotonic()
+    writer.start()
+    try:
+        p.wait(timeout=60)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    took = time.monotonic() - start
+    writer.join(30)
+    if not writer.is_alive():
+        try:
+            p.stdin.close()
+        except BrokenPipeError:
+            pass
+    assert p.returncode == 137, p.stderr.read()
+    o = json.loads(out.read_text())
+    assert (o["reason"], o["exit_code"]) == ("timeout", 137), o
+    assert took < 30, took
+    assert not writer.is_alive(), "the exec's stdin is still open"
+    assert fed == ["epipe"], fed
+    # The same VM goes on: the guest read the kill behind the stdin.
+    assert qemu_of(keeper) == qemu, (qemu_of(keeper), qemu)
+    assert store.keeper_pid("box") == keeper
+    assert store.sh("box", "cat /tmp/mark") == "before\n"
+
+
+def test_large_output_arrives_whole(store):
+    """Two execs at once (they meet in the guest), each 48 MiB of random
+    bytes on stdout and their SHA-256 (computed in the guest) on stderr:
+    each client gets its own bytes, whole and in order."""
+    store.create_vm("box", workspace(store))
+    store.sh("box", "true")
+    size = 48 << 20
+
+    def script(i):
+        return (f"{meet(i, 1 - i)}; mkfifo /tmp/f{i}; sha256sum < /tmp/f{i} >&2 & "
+                f"head -c {size} /dev/urandom | tee /tmp/f{i}; wait $!")
+
+    results = execs_at_once(store, "box", [script(i) for i in range(2)], text=False)
+    assert [rc for rc, _, _ in results] == [0, 0], [(rc, err[-300:]) for rc, _, err in results]
+    sums = []
+    for _, out, err in results:
+        assert len(out) == size, len(out)
+        sums.append(err.split()[0].decode())
+        assert hashlib.sha256(out).hexdigest() == sums[-1], err
+    assert sums[0] != sums[1]
+
+
+def test_file_operations(any_store, installed, host_secret):
+    """The C API's file operations (test_capi's checks of the namespace
+    backend, the same errors) and hutch serve's /files routes on a VM
+    sandbox: done in the guest, as the command's uid, beside a running
+    exec, never following a symlink."""
+    store = any_store
+    ws = workspace(store)
+    keeper, qemu = started_vm(store, "box", "true", ws)
+    api = CapiApi(store.runner, installed)
+    api.home, api.state = store.home, store.state
+
+    # A file operation while a command runs: it waits for the file.
+    p = store.popen("exec", "box", "--", "sh", "-c",
+                    "n=0; while [ ! -e /root/go ]; do n=$((n+1)); [ $n -gt 400 ] && exit 9; "
+                    "sleep 0.05; done; cat /root/go", stdout=PIPE, stderr=PIPE)
+    try:
+        api.ok("write", "box", "/root/go", "644", input="went\n")
+        out, err = p.communicate(timeout=60)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    assert (p.returncode, out) == (0, "went\n"), err
+
+    check_file_round_trip(api, "box", ws)
+    check_file_errors(api, "box")
+    check_paths_never_reach_the_host(api, "box", *host_secret)
+
+    # Written through the API: in the sandbox's layer on the host, owned
+    # as what a command writes (the sandbox's root).
+    api.ok("write", "box", "/root/owned", "600", input="mine\n")
+    store.sh("box", "echo cmd > /root/bycmd")
+    layer = store.sandbox_dir("box") / "data"
+    owned = next(layer.glob("upper-*/root/root/owned"))
+    bycmd = next(layer.glob("upper-*/root/root/bycmd"))
+    assert (owned.stat().st_uid, owned.stat().st_gid) == (bycmd.stat().st_uid,
+                                                          bycmd.stat().st_gid)
+    assert owned.stat().st_uid == int(store.runner.expected_uid_map().split()[1])
+    assert store.sh("box", "stat -c '%u:%g %a' /root/owned") == "0:0 600\n"
+
+    # A symlink the command made: refused as the last component and in
+    # the way, never followed (nothing lands in the guest's /tmp).
+    store.sh("box", "ln -s /etc/shadow /root/l; ln -s /tmp /root/t")
+    assert api.err("read", "box", "/root/l")["error"] == errno.ELOOP
+    assert api.err("read", "box", "/root/t/mark")["error"] == errno.ELOOP
+    assert api.err("list", "box", "/root/t")["error"] == errno.ELOOP
+    assert api.err("write", "box", "/root/t/x", "644", input="x")["error"] == errno.ELOOP
+    assert api.err("read", "box", "../" * 8 + "etc/passwd")["error"] == errno.EXDEV
+    assert api.ok("stat", "box", "/root/l")["type"] == "symlink"
+    assert store.sh("box", "ls -A /tmp | grep -cx x; true") == "0\n"
+    # What the command sees of /etc/shadow, and no more.
+    r = api.probe("read", "box", "/etc/shadow", text=False)
+    assert r.returncode == 1 or r.stdout == b"", r.stdout[:100]
+
+    # hutch serve: the same operations through its /files routes.
+    srv = Server(store.runner)
+    srv.env = store.env()
+    proc, path, _ = srv.start()
+    try:
+        sapi = ServeApi(path, srv.uid)
+        url = "/v1/sandboxes/box/files"
+        r = sapi.ok("PUT", f"{url}?path=/root/served.txt&mode=0640", b"served\n")
+        assert r.json == {"path": "/root/served.txt", "size": 7}
+        assert sapi.ok("GET", f"{url}?path=/root/served.txt").data == b"served\n"
+        st = sapi.ok("GET", f"{url}/stat?path=/root/served.txt").json
+        assert (st["type"], st["size"], st["mode"]) == ("file", 7, "0640"), st
+        names = [e["name"] for e in sapi.ok("GET", f"{url}/list?path=/root").json["entries"]]
+        assert "served.txt" in names and "owned" in names, names
+        assert store.sh("box", "cat /root/served.txt") == "served\n"
+        r = sapi.call("GET", f"{url}?path=/root/l")
+        assert r.status != 200 and b"root:" not in r.data, r
+        sapi.ok("DELETE", f"{url}?path=/root/served.txt", status=204)
+        r = sapi.call("GET", f"{url}/stat?path=/root/served.txt")
+        assert r.status == 404 and r.error["code"] == "not_found", r
+    finally:
+        srv.stop(proc)
+    assert qemu_of(keeper) == qemu
+
+
+def test_stop_and_rm_with_a_detached_exec_running(store):
+    """`stop` and `rm --force` of a VM sandbox with a detached command
+    running: they return, the command is killed (its outcome in the
+    history), and nothing of the VM is left."""
+    started_vm(store, "box", "true")
+    for verb in (["stop"], ["rm", "--force"]):
+        r = store.hutch("exec", "box", "-d", "--", "sh", "-c", "echo up; exec sleep 600",
+                        timeout=60)
+        assert r.returncode == 0, r.stderr
+        eid = int(r.stdout.strip())
+        keeper = store.keeper_pid("box")
+        qemu = qemu_of(keeper)
+        assert len(qemu) == 1, qemu
+
+        def up(eid=eid):
+            r = store.hutch("logs", "box", "--exec", eid, timeout=60)
+            return r.returncode == 0 and "up\n" in r.stdout
+
+        assert poll_until(up, 60), "the detached command did not start"
+        r = store.hutch(*verb, "box", timeout=60)
+        assert r.returncode == 0, r.stderr
+        assert_vm_gone(store, "box", keeper, qemu)
+        if verb == ["stop"]:
+            assert store.state_of("box") == "stopped"
+            h = history_entry(store, "box", eid)
+            assert h and h["detached"] is True and h["outcome"]["reason"] == "killed", h
+        else:
+            assert "box" not in store.ls()
+            assert not store.sandbox_dir("box").exists()
