@@ -361,6 +361,18 @@ static int qemu_private_files(const VmConfig *c) {
         return 0;
 }
 
+/* The group that may read and write /dev/kvm, when QEMU is to use KVM as
+ * the sandbox's root of root hutch; (gid_t)-1 otherwise. SECURITY: never
+ * group 0, whose files are not QEMU's business. */
+static gid_t kvm_group(const VmConfig *c, bool host_root) {
+        struct stat st;
+
+        if (!host_root || c->accel != VM_ACCEL_KVM || stat("/dev/kvm", &st) < 0 ||
+            !S_ISCHR(st.st_mode) || st.st_gid == 0 || (st.st_mode & 0060) != 0060)
+                return (gid_t)-1;
+        return st.st_gid;
+}
+
 /* In the forked child: the cgroup, the user namespace, the fixed
  * descriptors, exec. */
 _noreturn_ static void qemu_exec(const VmConfig *c, char **argv, int fds[3], int log_fd,
@@ -384,11 +396,20 @@ _noreturn_ static void qemu_exec(const VmConfig *c, char **argv, int fds[3], int
         if (c->n_files > 0 && host_root && qemu_private_files(c) < 0)
                 _exit(127);
         if (c->in_userns) {
-                /* Supplementary groups cannot be dropped where the map was
-                 * written unprivileged (setgroups is denied there). */
+                gid_t kvm_gid = kvm_group(c, host_root);
+
+                /* As root hutch with KVM, QEMU keeps one supplementary
+                 * group: /dev/kvm's (set here: it is not mapped in the
+                 * sandbox's user namespace), so that the sandbox's root may
+                 * open it. NEEDSWORK: untested here (no usable KVM). */
+                if (kvm_gid != (gid_t)-1 && setgroups(1, &kvm_gid) < 0)
+                        _exit(127);
                 if (setns(c->userns_fd, CLONE_NEWUSER) < 0)
                         _exit(127);
-                (void)setgroups(0, NULL);
+                /* Supplementary groups cannot be dropped where the map was
+                 * written unprivileged (setgroups is denied there). */
+                if (kvm_gid == (gid_t)-1)
+                        (void)setgroups(0, NULL);
                 if (setresgid(0, 0, 0) < 0 || setresuid(0, 0, 0) < 0)
                         _exit(127);
                 /* SECURITY: as root hutch this changed the host uid (to the
