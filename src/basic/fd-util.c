@@ -244,6 +244,20 @@ int openat_beneath(int dirfd, const char *path, int flags, mode_t mode) {
 
 #define MAX_FDS_PER_MESSAGE 64
 
+int fd_reopen_nonblocking(int fd, int access) {
+        char path[64];
+        struct stat st;
+        int r;
+
+        if (fstat(fd, &st) < 0)
+                return negative_errno();
+        if (!S_ISFIFO(st.st_mode) && !(S_ISCHR(st.st_mode) && isatty(fd)))
+                return -EOPNOTSUPP;
+        (void)snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+        r = open(path, access | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+        return r < 0 ? negative_errno() : r;
+}
+
 int send_with_fds(int sock, const void *data, size_t len, const int *fds, size_t n_fds) {
         union {
                 struct cmsghdr align;

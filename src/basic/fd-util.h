@@ -69,6 +69,15 @@ int open_directory_at(int dirfd, const char *name, const struct stat *expected);
  * (-ELOOP for a symlink, -EXDEV for an escape). */
 int openat_beneath(int dirfd, const char *path, int flags, mode_t mode);
 
+/* A new file description (O_CLOEXEC, O_NOCTTY, O_NONBLOCK, opened with
+ * @access: O_RDONLY or O_WRONLY) of the pipe, FIFO or terminal @fd, so
+ * that I/O on it never blocks, whatever is done with @fd's own (a
+ * caller's stdio is blocking, and shared). -EOPNOTSUPP for anything else
+ * (a regular file or a socket, which have other ways; a device, whose open
+ * may have effects); -ENXIO for the write end of a named FIFO nobody
+ * reads. */
+int fd_reopen_nonblocking(int fd, int access);
+
 /* Sends @data of @len bytes plus the @n_fds descriptors in @fds (may be 0,
  * at most 64, else -E2BIG) as one message over the SOCK_SEQPACKET socket
  * @sock. */

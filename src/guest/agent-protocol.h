@@ -45,7 +45,7 @@
  * STDIN payload (host to guest), and of STDOUT and STDERR payload together
  * (guest to host), may be on their way unacknowledged. The receiver
  * acknowledges bytes it passed on (or dropped) with ACK (le32 count); it
- * sends one at least whenever AGENT_WINDOW / 4 bytes are unacknowledged.
+ * sends one at least whenever AGENT_ACK_MIN bytes are unacknowledged.
  * So each side can always read the port (what it must buffer per channel
  * is bounded), and a command whose output is not read, or that does not
  * read its input, stalls nothing but itself: signals, other commands and
@@ -102,6 +102,8 @@
 #define AGENT_MAX_EXECS 64
 /* Unacknowledged stream bytes per channel and direction. */
 #define AGENT_WINDOW (256U << 10)
+/* A receiver acknowledges once this much is unacknowledged (at least). */
+#define AGENT_ACK_MIN (AGENT_WINDOW / 4)
 /* The piece of a stream one STDIN, STDOUT or STDERR frame carries at most. */
 #define AGENT_CHUNK (16U << 10)
 

@@ -1,5 +1,7 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
+#include <errno.h>
 #include <fcntl.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -157,6 +159,58 @@ TEST(opendir_fd_starts_over) {
         }
         ASSERT_ERROR(opendir_fd(-EBADF, &(DIR *){NULL}), EBADF);
         unscratch(path, fd);
+}
+
+TEST(fd_reopen_nonblocking_pipes_and_terminals_only) {
+        static char buf[4096];
+        int p[2], w, pty, tty;
+        ssize_t n = 0;
+
+        /* A pipe's blocking write end: the new description does not block
+         * when the pipe is full, the old one is left as it was. */
+        ASSERT_OK(pipe2(p, O_CLOEXEC));
+        w = fd_reopen_nonblocking(p[1], O_WRONLY);
+        ASSERT_OK(w);
+        ASSERT_TRUE(fcntl(w, F_GETFL) & O_NONBLOCK);
+        ASSERT_FALSE(fcntl(p[1], F_GETFL) & O_NONBLOCK);
+        ASSERT_TRUE(fcntl(w, F_GETFD) & FD_CLOEXEC);
+        for (size_t i = 0; i < 1024 && n >= 0; i++)
+                n = write(w, buf, sizeof(buf));
+        ASSERT_EQ(n, -1);
+        ASSERT_EQ(errno, EAGAIN);
+        (void)close(w);
+        /* Its read end too. */
+        w = fd_reopen_nonblocking(p[0], O_RDONLY);
+        ASSERT_OK(w);
+        ASSERT_EQ(read(w, buf, 1), 1);
+        (void)close(w);
+        (void)close(p[0]);
+        (void)close(p[1]);
+
+        /* A terminal: the same. */
+        pty = posix_openpt(O_RDWR | O_NOCTTY | O_CLOEXEC);
+        ASSERT_OK(pty);
+        ASSERT_OK(grantpt(pty));
+        ASSERT_OK(unlockpt(pty));
+        tty = open(ptsname(pty), O_RDWR | O_NOCTTY | O_CLOEXEC);
+        ASSERT_OK(tty);
+        w = fd_reopen_nonblocking(tty, O_RDONLY);
+        ASSERT_OK(w);
+        ASSERT_EQ(read(w, buf, 1), -1);
+        ASSERT_EQ(errno, EAGAIN);
+        (void)close(w);
+        (void)close(tty);
+        (void)close(pty);
+
+        /* A file, /dev/null: not reopened. */
+        w = open("/dev/null", O_RDWR | O_CLOEXEC);
+        ASSERT_OK(w);
+        ASSERT_ERROR(fd_reopen_nonblocking(w, O_WRONLY), EOPNOTSUPP);
+        (void)close(w);
+        w = open("/proc/self/status", O_RDONLY | O_CLOEXEC);
+        ASSERT_OK(w);
+        ASSERT_ERROR(fd_reopen_nonblocking(w, O_RDONLY), EOPNOTSUPP);
+        (void)close(w);
 }
 
 DEFINE_TEST_MAIN

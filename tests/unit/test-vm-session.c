@@ -5,6 +5,7 @@
  * the rules. */
 #include <fcntl.h>
 #include <poll.h>
+#include <signal.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -243,6 +244,96 @@ TEST(stdin_is_read_only_while_its_window_has_room) {
         ASSERT_EQ(g.ss.in_flight, 0U);
         vm_session_poll_fill(&g.mux, &g.ss, p);
         ASSERT_EQ(p[0].fd, g.in[0]);
+        guest_done(&g);
+}
+
+TEST(every_channel_in_use_is_ebusy) {
+        static Supervision sups[AGENT_MAX_EXECS];
+        static VmSession many[AGENT_MAX_EXECS];
+        VmSession one_more = {.s = &sups[0], .in_fd = -EBADF, .chan = -1};
+        Guest g;
+
+        guest_init(&g);
+        for (size_t i = 0; i < AGENT_MAX_EXECS; i++) {
+                many[i] = (VmSession){.s = &sups[i], .in_fd = -EBADF, .chan = -1};
+                ASSERT_OK(vm_session_start(&g.mux, &many[i], "a:x", 4));
+                ASSERT_EQ(many[i].chan, (int)i);
+        }
+        ASSERT_ERROR(vm_session_start(&g.mux, &one_more, "a:x", 4), EBUSY);
+        ASSERT_EQ(one_more.chan, -1);
+        /* One ends: its channel is the next one's. */
+        vm_session_release(&g.mux, &many[7]);
+        ASSERT_OK(vm_session_start(&g.mux, &one_more, "a:x", 4));
+        ASSERT_EQ(one_more.chan, 7);
+        for (size_t i = 0; i < AGENT_MAX_EXECS; i++)
+                vm_session_release(&g.mux, &many[i]);
+        vm_session_release(&g.mux, &one_more);
+        guest_done(&g);
+}
+
+TEST(output_after_exit_breaks_the_protocol) {
+        unsigned char exit[AGENT_EXIT_SIZE];
+        Guest g;
+
+        guest_init(&g);
+        guest_start(&g);
+        agent_exit_encode(&(AgentExit){.status = 0}, exit);
+        guest_send(&g, AGENT_MSG_EXIT, 0, exit, sizeof(exit));
+        ASSERT_TRUE(g.ss.exited);
+        ASSERT_TRUE(vm_session_ended(&g.mux, &g.ss));
+        ASSERT_EQ(g.mux.error.errnum, 0);
+        guest_send(&g, AGENT_MSG_STDOUT, 0, "late", 4);
+        ASSERT_EQ(g.mux.error.errnum, EPROTO);
+        guest_done(&g);
+}
+
+TEST(discarded_output_is_acknowledged_and_later_output_dropped) {
+        static char chunk[AGENT_CHUNK];
+        Guest g;
+        AgentFrame f;
+        uint64_t acked = 0;
+
+        guest_init(&g);
+        guest_start(&g);
+        for (size_t i = 0; i < AGENT_WINDOW / AGENT_CHUNK; i++)
+                guest_send(&g, AGENT_MSG_STDOUT, 0, chunk, sizeof(chunk));
+        ASSERT_TRUE(vm_session_output_pending(&g.ss));
+        vm_session_discard_output(&g.mux, &g.ss);
+        ASSERT_FALSE(vm_session_output_pending(&g.ss));
+        /* More comes: dropped at once, the window reopens as it comes. */
+        for (size_t i = 0; i < AGENT_WINDOW / AGENT_CHUNK; i++)
+                guest_send(&g, AGENT_MSG_STDOUT, 0, chunk, sizeof(chunk));
+        ASSERT_EQ(g.mux.error.errnum, 0);
+        ASSERT_FALSE(vm_session_output_pending(&g.ss));
+        while (guest_recv(&g, &f) == 1) {
+                ASSERT_EQ(f.type, AGENT_MSG_ACK);
+                acked += agent_get_le32(f.payload);
+        }
+        ASSERT_EQ(acked, 2 * (uint64_t)AGENT_WINDOW);
+        /* Nothing reached the session's stdout. */
+        ASSERT_EQ(read(g.out[0], chunk, 1), -1);
+        guest_done(&g);
+}
+
+TEST(a_guest_that_does_not_read_its_port_breaks_the_protocol) {
+        Guest g;
+        int size = 4096;
+        size_t sent = 0;
+
+        guest_init(&g);
+        (void)setsockopt(g.vm.agent_fd, SOL_SOCKET, SO_SNDBUF, &size, sizeof(size));
+        guest_start(&g);
+        /* Frames for the agent (signals here; acknowledgements of output
+         * alike) while the guest never reads: queued up to the bound, and
+         * no further. */
+        while (g.mux.error.errnum == 0 && sent < 2 * VM_MUX_OUT_MAX / AGENT_HEADER_SIZE) {
+                vm_session_signal(&g.mux, &g.ss, SIGWINCH);
+                sent++;
+        }
+        ASSERT_EQ(g.mux.error.errnum, EPROTO);
+        ASSERT_TRUE(sent > VM_MUX_OUT_MAX / (AGENT_HEADER_SIZE + 4) / 2);
+        ASSERT_TRUE(g.mux.out_len - g.mux.out_off <= VM_MUX_OUT_MAX);
+        ASSERT_TRUE(vm_session_ended(&g.mux, &g.ss));
         guest_done(&g);
 }
 

@@ -105,7 +105,7 @@ static void exec_finished(VmKeeper *k, size_t i) {
 
         e->sup.end_ms = now_ms();
         o.wall_ms = e->sup.end_ms - e->start_ms;
-        if (vm_exit_outcome(&e->ss, &o) < 0) {
+        if (vm_session_outcome(&e->ss, &o) < 0) {
                 /* No EXIT: the VM went away under the command. */
                 o.reason = OUTCOME_KILLED;
                 o.signal = SIGKILL;
@@ -131,10 +131,14 @@ static void exec_finished(VmKeeper *k, size_t i) {
         exec_drop(k, i);
 }
 
-/* Tells the agent to kill @e. SECURITY: if the guest has not ended it
- * within VM_KILL_GRACE_MS (an agent that does not answer), the keeper
- * stops the VM (exec_deadlines()): a timeout is never left unenforced. */
+/* Tells the agent to kill @e, once it started and until it exited.
+ * SECURITY: if the guest has not ended it within VM_KILL_GRACE_MS (an
+ * agent that does not answer, a frozen VM), the keeper stops the VM
+ * (exec_deadlines()): a timeout is never left unenforced. */
 static void exec_kill(VmKeeper *k, VmExec *e) {
+        /* Not started yet: exec_started() kills it (e->killed). */
+        if (!e->ss.started || e->ss.exited)
+                return;
         if (!e->kill_sent_ms)
                 e->kill_sent_ms = MAX(now_ms(), 1U);
         vm_session_signal(&k->mux, &e->ss, SIGKILL);
@@ -222,6 +226,18 @@ static int exec_add(VmKeeper *k, KeeperConn *c, const VmExecSpec *x, int fds[3])
                 .builtin = x->builtin,
         };
         fds[0] = fds[1] = fds[2] = -EBADF;
+        /* SECURITY: the keeper's loop serves every client: a client's
+         * blocking pipe or terminal (its stdio, shared with others) must
+         * not stop it; it gets descriptions of its own that never block
+         * (sockets use MSG_DONTWAIT; files do not block). */
+        for (size_t i = 0; i < 3 && !x->detach; i++) {
+                int fd = fd_reopen_nonblocking(e->fds[i], i == 0 ? O_RDONLY : O_WRONLY);
+
+                if (fd >= 0) {
+                        safe_close(e->fds[i]);
+                        e->fds[i] = fd;
+                }
+        }
         if (x->detach) {
                 for (size_t i = 0; i < 3; i++)
                         e->fds[i] = safe_close(e->fds[i]);
@@ -441,7 +457,10 @@ static void exec_deadlines(VmKeeper *k) {
         for (size_t i = 0; i < k->n_execs; i++) {
                 VmExec *e = k->execs[i];
 
-                if (e->announced && e->deadline_ms && !e->timed_out && now >= e->deadline_ms) {
+                /* A command that exited before it (its output waits for
+                 * its client) did not time out. */
+                if (e->announced && e->deadline_ms && !e->timed_out && !e->ss.exited &&
+                    now >= e->deadline_ms) {
                         /* The command's end, not the VM's: the agent kills
                          * its cgroup, and the EXIT follows. */
                         e->timed_out = true;
@@ -458,8 +477,12 @@ static void exec_deadlines(VmKeeper *k) {
                         } else
                                 vm_lost(k, ETIMEDOUT, "the guest did not end a killed command");
                 }
-                if (e->sent_ms && !e->ss.started && !e->ss.failed &&
-                    now >= e->sent_ms + k->v.vm->boot_timeout_ms)
+                /* A frozen VM starts nothing: the bound counts from the
+                 * thaw. */
+                if (e->sent_ms && !e->ss.started && !e->ss.failed && k->frozen)
+                        e->sent_ms = now;
+                else if (e->sent_ms && !e->ss.started && !e->ss.failed &&
+                         now >= e->sent_ms + k->v.vm->boot_timeout_ms)
                         vm_lost(k, ETIMEDOUT, "the guest did not start a command");
         }
 }
@@ -470,7 +493,7 @@ static int poll_timeout(const VmKeeper *k, uint64_t idle_ms) {
         for (size_t i = 0; i < k->n_execs; i++) {
                 const VmExec *e = k->execs[i];
 
-                if (e->announced && e->deadline_ms && !e->timed_out)
+                if (e->announced && e->deadline_ms && !e->timed_out && !e->ss.exited)
                         next = MIN(next, e->deadline_ms);
                 if (e->kill_sent_ms)
                         next = MIN(next, e->kill_sent_ms + VM_KILL_GRACE_MS);
@@ -616,6 +639,7 @@ int sandbox_keep_vm(const KeeperConfig *cfg, char *const *caller_env, HutchError
          * the history, get the outcome; one whose EXEC was sent counts as
          * run: it may have started); those that waited for a channel were
          * not run ("stopping": the client starts the sandbox again). */
+        k.mux.gone = true; /* nothing more is sent to the VM */
         k.v.vm = vm_free(k.v.vm);
         while (k.n_execs > 0) {
                 VmExec *e = k.execs[0];

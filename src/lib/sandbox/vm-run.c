@@ -600,7 +600,7 @@ static int fill_outcome(const VmRun *v, const VmSession *ss, Outcome *ret) {
                 *ret = o;
                 return 0;
         }
-        r = vm_exit_outcome(ss, &o);
+        r = vm_session_outcome(ss, &o);
         if (r < 0)
                 return r;
         *ret = o;

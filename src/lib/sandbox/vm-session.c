@@ -4,6 +4,8 @@
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -48,7 +50,14 @@ static int mux_send(VmMux *m, AgentMsg type, uint8_t chan, const void *payload, 
 
         if (len > AGENT_FRAME_MAX)
                 return -EMSGSIZE;
-        if (m->out_off > 0) {
+        if (m->gone || m->error.errnum)
+                return -EPIPE;
+        if (m->out_len - m->out_off + need > VM_MUX_OUT_MAX) {
+                mux_fail(m, EPROTO, "the guest does not read its port", chan);
+                return -EPROTO;
+        }
+        /* Compacted only when it must grow otherwise. */
+        if (m->out_off > 0 && m->out_cap - m->out_len < need) {
                 memmove(m->out, m->out + m->out_off, m->out_len - m->out_off);
                 m->out_len -= m->out_off;
                 m->out_off = 0;
@@ -82,7 +91,7 @@ static void send_le32(VmMux *m, AgentMsg type, uint8_t chan, uint32_t v) {
 /* Acknowledges the output taken, once there is enough of it to matter
  * (agent-protocol.h: the agent never waits for less). */
 static void session_ack(VmMux *m, VmSession *ss) {
-        if (ss->taken < AGENT_WINDOW / 4 || ss->exited || ss->chan < 0)
+        if (ss->taken < AGENT_ACK_MIN || ss->exited || ss->chan < 0)
                 return;
         send_le32(m, AGENT_MSG_ACK, (uint8_t)ss->chan, (uint32_t)ss->taken);
         ss->taken = 0;
@@ -233,9 +242,21 @@ void vm_mux_poll_handle(VmMux *m, const struct pollfd *p) {
         }
 }
 
+/* Which of @ss's descriptors are sockets. */
+static void session_kinds(VmSession *ss) {
+        int fds[3] = {ss->in_fd, ss->s->relays[0].out_fd, ss->s->relays[1].out_fd};
+
+        for (size_t i = 0; i < 3; i++) {
+                struct stat st;
+
+                ss->sock[i] = fds[i] >= 0 && fstat(fds[i], &st) >= 0 && S_ISSOCK(st.st_mode);
+        }
+}
+
 int vm_session_start(VmMux *m, VmSession *ss, const void *exec, size_t len) {
         int r;
 
+        session_kinds(ss);
         for (size_t c = 0; c < AGENT_MAX_EXECS; c++) {
                 if (m->chans[c])
                         continue;
@@ -250,6 +271,7 @@ int vm_session_start(VmMux *m, VmSession *ss, const void *exec, size_t len) {
 }
 
 void vm_session_attach(VmMux *m, VmSession *ss, uint8_t chan) {
+        session_kinds(ss);
         m->chans[chan] = ss;
         ss->chan = chan;
         ss->started = true;
@@ -294,8 +316,13 @@ static void session_flush(VmMux *m, VmSession *ss, size_t i, short revents) {
         Relay *r = &ss->s->relays[i];
         ssize_t n = -1;
 
-        if (!(revents & (POLLERR | POLLNVAL)))
-                n = write(r->out_fd, p->buf + p->off, MIN(p->len - p->off, (size_t)PIPE_BUF));
+        if (!(revents & (POLLERR | POLLNVAL))) {
+                size_t k = MIN(p->len - p->off, (size_t)PIPE_BUF);
+
+                n = ss->sock[1 + i]
+                            ? send(r->out_fd, p->buf + p->off, k, MSG_DONTWAIT | MSG_NOSIGNAL)
+                            : write(r->out_fd, p->buf + p->off, k);
+        }
         if (n < 0 && (errno == EINTR || errno == EAGAIN) && !(revents & (POLLERR | POLLNVAL)))
                 return;
         if (n < 0) {
@@ -318,7 +345,8 @@ void vm_session_poll_handle(VmMux *m, VmSession *ss, const struct pollfd p[VM_SE
                         session_flush(m, ss, i, p[1 + i].revents);
         if (p[0].revents && ss->chan >= 0 && !ss->exited && !ss->stdin_eof) {
                 char buf[AGENT_CHUNK];
-                ssize_t n = read(ss->in_fd, buf, sizeof(buf));
+                ssize_t n = ss->sock[0] ? recv(ss->in_fd, buf, sizeof(buf), MSG_DONTWAIT)
+                                        : read(ss->in_fd, buf, sizeof(buf));
 
                 if (n < 0 && (errno == EAGAIN || errno == EINTR))
                         return;
@@ -346,7 +374,7 @@ void vm_session_discard_output(VmMux *m, VmSession *ss) {
         session_ack(m, ss);
 }
 
-int vm_exit_outcome(const VmSession *ss, Outcome *o) {
+int vm_session_outcome(const VmSession *ss, Outcome *o) {
         int status = ss->exit.status;
 
         if (!ss->exited)

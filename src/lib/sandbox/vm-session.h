@@ -15,7 +15,10 @@
  * only when its descriptor polls writable, at most PIPE_BUF at a time: a
  * client that stops reading holds up its own command only (its window
  * fills, the agent stops reading the command's pipes), never the others,
- * the signals or the timeouts.
+ * the signals or the timeouts. Its descriptors must not block: sockets
+ * are used with MSG_DONTWAIT; pipes and terminals must be O_NONBLOCK
+ * descriptions of their own (fd_reopen_nonblocking()), or a single
+ * session's (as `hutch run`'s own stdio is).
  *
  * SECURITY: the guest is not trusted. A frame for a channel that has no
  * session, out of its order, or past its window breaks the protocol: the
@@ -34,6 +37,10 @@
 /* A session's stdin is read only while the queue for the agent holds less
  * than this (the port is slow to take it). */
 #define VM_MUX_OUT_SOFT (64U << 10)
+/* SECURITY: past this, the guest does not read its port (what else is
+ * queued, acknowledgements and signals, is small): it breaks the
+ * protocol. */
+#define VM_MUX_OUT_MAX (4U << 20)
 
 typedef struct VmSession VmSession;
 
@@ -60,6 +67,7 @@ struct VmSession {
         bool failed;    /* ERROR came instead: @error says why */
         bool exited;    /* EXIT came: @exit */
         bool stdin_eof, timed_out, qemu_gone;
+        bool sock[3]; /* stdin, stdout, stderr are sockets: I/O with MSG_DONTWAIT */
         AgentExit exit;
         HutchError error;
         uint64_t in_flight; /* stdin bytes sent, not acknowledged */
@@ -109,4 +117,4 @@ bool vm_session_ended(const VmMux *m, const VmSession *ss);
 
 /* The outcome's reason, exit code, signal, CPU time, memory peak and
  * truncation from the session's EXIT; -EPROTO without one. */
-int vm_exit_outcome(const VmSession *ss, Outcome *o);
+int vm_session_outcome(const VmSession *ss, Outcome *o);
