@@ -173,7 +173,8 @@ static void mux_frame(VmMux *m, const AgentFrame *fr) {
                 if (ss->started || ss->failed)
                         break;
                 ss->failed = true;
-                (void)vm_agent_error_decode(fr->payload, fr->len, &ss->error);
+                (void)vm_agent_error_decode(fr->payload, fr->len,
+                                            "the command could not start in the guest", &ss->error);
                 /* The agent freed the channel. */
                 m->chans[fr->chan] = NULL;
                 ss->chan = -1;

@@ -706,15 +706,14 @@ void vm_error_add_console(const Vm *vm, HutchError *e) {
         (void)snprintf(e->msg, sizeof(e->msg), "%.*s", (int)sizeof(e->msg) - 1, msg);
 }
 
-int vm_agent_error_decode(const void *payload, size_t len, HutchError *reterr) {
+int vm_agent_error_decode(const void *payload, size_t len, const char *what, HutchError *reterr) {
         size_t pos = 4;
         const char *step = len >= 6 ? agent_payload_next(payload, len, &pos) : NULL;
         const char *msg = step ? agent_payload_next(payload, len, &pos) : NULL;
         int err = len >= 4 ? (int)agent_get_le32(payload) : EIO;
 
-        return hutch_error_set(reterr, err > 0 && err < 4096 ? err : EIO,
-                               "sandbox setup failed in the guest: %s: %s", step ? step : "?",
-                               msg ? msg : "?");
+        return hutch_error_set(reterr, err > 0 && err < 4096 ? err : EIO, "%s: %s: %s", what,
+                               step ? step : "?", msg ? msg : "?");
 }
 
 int vm_agent_request(Vm *vm, AgentMsg type, uint8_t chan, const void *payload, size_t len,
@@ -742,7 +741,11 @@ int vm_agent_request(Vm *vm, AgentMsg type, uint8_t chan, const void *payload, s
         if (fr.type == want)
                 return 0;
         if (fr.type == AGENT_MSG_ERROR)
-                return vm_agent_error_decode(fr.payload, fr.len, reterr);
+                return vm_agent_error_decode(fr.payload, fr.len,
+                                             type == AGENT_MSG_EXEC
+                                                     ? "the command could not start in the guest"
+                                                     : "sandbox setup failed in the guest",
+                                             reterr);
         return hutch_error_set(reterr, EPROTO, "unexpected answer %u from the guest", fr.type);
 }
 

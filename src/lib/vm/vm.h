@@ -157,15 +157,15 @@ int vm_agent_recv(Vm *vm, uint64_t timeout_ms, AgentFrame *ret);
  * before any other frame is on its way (a VmMux owns the port after). An
  * ERROR from the agent
  * becomes @reterr ("sandbox setup failed in the guest: STEP: MESSAGE",
+ * for EXEC "the command could not start in the guest: ...",
  * with its errno); -ETIMEDOUT and a VM that went away come with the last
  * console lines. */
 int vm_agent_request(Vm *vm, AgentMsg type, uint8_t chan, const void *payload, size_t len,
                      AgentMsg want, HutchError *reterr);
 
-/* @reterr from an ERROR frame's @payload ("sandbox setup failed in the
- * guest: STEP: MESSAGE"); returns minus its errno (-EIO when it has none
- * that makes sense). */
-int vm_agent_error_decode(const void *payload, size_t len, HutchError *reterr);
+/* @reterr from an ERROR frame's @payload ("@what: STEP: MESSAGE");
+ * returns minus its errno (-EIO when it has none that makes sense). */
+int vm_agent_error_decode(const void *payload, size_t len, const char *what, HutchError *reterr);
 
 /* The last @max_lines lines of the guest console and QEMU's stderr, one
  * string ("" when both are empty). */
