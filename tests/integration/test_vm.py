@@ -486,6 +486,59 @@ def test_unprivileged_caller(user_runner, vm_env):
     assert (ws / "out").stat().st_uid == user_runner.uid
 
 
+@pytest.fixture
+def readable_secret():
+    """A file any uid may read by its permissions (0644 in a 0755
+    directory) outside everything a VM is made of: only a confinement of
+    QEMU's keeps it from QEMU."""
+    d = Path(tempfile.mkdtemp(prefix="hutch-qemu-secret-", dir="/var/tmp"))
+    os.chmod(d, 0o755)
+    secret = d / "secret"
+    secret.write_text("the caller's key\n")
+    os.chmod(secret, 0o644)
+    yield secret
+    shutil.rmtree(d, ignore_errors=True)
+
+
+@pytest.mark.parametrize("who", ["caller", "user_runner"])
+def test_qemu_reaches_no_host_file_beyond_the_vm(request, who, vm_env, readable_secret):
+    """SECURITY: QEMU (here a wrapper that runs as QEMU would, confined as
+    it is, before it execs the real one: a compromised QEMU) cannot read a
+    host file that is not part of the VM, though its uid may; it can read
+    the workspace (the twin: the probe does fail where it should, see the
+    direct run below)."""
+    runner = request.getfixturevalue(who)
+    ws = runner.make_dir(name="ws")
+    (ws / "inside.txt").write_text("shared\n")
+    runner.chown(ws / "inside.txt")
+    probe = ws / "qemu-probe"
+    probe.write_text(
+        "#!/bin/sh\n"
+        f"if cat {readable_secret} >/dev/null 2>&1; then\n"
+        "        echo 'probe: the secret is readable' >&2; exit 1\nfi\n"
+        f"if ! cat {ws}/inside.txt >/dev/null 2>&1; then\n"
+        "        echo 'probe: the workspace is not readable' >&2; exit 2\nfi\n"
+        f"exec {shutil.which('qemu-system-x86_64')} \"$@\"\n")
+    os.chmod(probe, 0o755)
+    runner.chown(probe)
+    # Unconfined, the probe reads the secret: it is readable by its
+    # permissions, and the probe says so.
+    direct = subprocess.run(["setpriv", f"--reuid={runner.uid}", f"--regid={runner.gid}",
+                             "--clear-groups", str(probe), "-version"],
+                            capture_output=True, text=True, timeout=60)
+    assert direct.returncode == 1 and "the secret is readable" in direct.stderr, direct
+    env = dict(vm_env)
+    if who == "user_runner":
+        own = Path(vm_env["HUTCH_HOME"]).parent / "user-probe"
+        own.mkdir(mode=0o700, exist_ok=True)
+        os.chown(own, runner.uid, runner.gid)
+        env = {"HUTCH_HOME": str(own / "home"), "HUTCH_STATE_DIR": str(own / "state")}
+    r, _ = vm_run(runner, env, ["--workspace", f"{ws}:mount"], ["cat", "inside.txt"],
+                  env={"HUTCH_QEMU": str(probe)})
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == "shared\n"
+
+
 def test_doctor_reports_the_microvm_parts(caller):
     r = caller.run_raw(["doctor", "--json"])
     assert r.returncode == 0, r.stderr

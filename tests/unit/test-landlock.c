@@ -237,6 +237,48 @@ TEST(restrict_writes) {
         run_child_in_tree(child_restricted);
 }
 
+static int child_restricted_paths(const Tree *t) {
+        _cleanup_close_ int b = open("B", O_PATH | O_DIRECTORY | O_CLOEXEC), fd = -EBADF;
+        const LandlockPath paths[] = {
+                {.path = "A", .write = true},
+                {.path = NULL, .fd = b},
+                {.path = "/nonexistent-hutch-test", .optional = true},
+        };
+        char buf[16] = {};
+        int r;
+
+        CHILD_CHECK(b >= 0);
+        child_set_nnp();
+        /* A missing path that is not optional: nothing is restricted. */
+        CHILD_CHECK(landlock_restrict_paths((LandlockPath[]){{.path = "/nonexistent-hutch-test"}},
+                                            1) == -ENOENT);
+        CHILD_CHECK(child_create_write("file-w") == 0);
+        r = landlock_restrict_paths(paths, ELEMENTSOF(paths));
+        if (r < 0) {
+                fprintf(stderr, "landlock_restrict_paths: %s\n", strerror(-r));
+                return 2;
+        }
+        /* A: read and write. */
+        CHILD_CHECK(child_create_write("A/new") == 0);
+        CHILD_CHECK(unlink("A/new") == 0);
+        /* B (a descriptor's rule): read and list only. */
+        fd = open("B/existing", O_RDONLY | O_CLOEXEC);
+        CHILD_CHECK(fd >= 0);
+        CHILD_CHECK(read(fd, buf, sizeof(buf) - 1) == 5);
+        CHILD_CHECK_ERRNO(open("B/new", O_WRONLY | O_CREAT | O_CLOEXEC, 0644), EACCES);
+        /* Anything else: not even read, listed or executed. */
+        CHILD_CHECK_ERRNO(open("file-w", O_RDONLY | O_CLOEXEC), EACCES);
+        CHILD_CHECK_ERRNO(open(".", O_RDONLY | O_DIRECTORY | O_CLOEXEC), EACCES);
+        CHILD_CHECK_ERRNO(open("/etc/hostname", O_RDONLY | O_CLOEXEC), EACCES);
+        CHILD_CHECK_ERRNO(open("/bin/sh", O_RDONLY | O_CLOEXEC), EACCES);
+        return 0;
+}
+
+TEST(restrict_paths) {
+        require_landlock();
+        run_child_in_tree(child_restricted_paths);
+}
+
 static int child_unrestricted(const Tree *t) {
         /* Twin: without the restriction the same writes to B succeed. */
         CHILD_CHECK(child_create_write("B/new") == 0);

@@ -56,31 +56,50 @@ static uint64_t write_access_for_abi(int abi) {
         return access;
 }
 
-/* Grants @handled beneath @path (or only its file rights when @path is not
- * a directory) in the ruleset @ruleset_fd. */
-static int ruleset_allow_path(int ruleset_fd, const char *path, uint64_t handled) {
-        _cleanup_close_ int fd = -EBADF;
-        struct landlock_path_beneath_attr rule = {};
+/* The read-type rights, of every ABI. */
+#define ACCESS_FS_READ                                                                             \
+        (LANDLOCK_ACCESS_FS_EXECUTE | LANDLOCK_ACCESS_FS_READ_FILE | LANDLOCK_ACCESS_FS_READ_DIR)
+/* Of those, what applies to a non-directory. */
+#define ACCESS_FS_READ_FILE_ONLY (LANDLOCK_ACCESS_FS_EXECUTE | LANDLOCK_ACCESS_FS_READ_FILE)
+
+/* Grants @access beneath @fd (or only the rights that apply to files when
+ * it is not a directory) in the ruleset @ruleset_fd. */
+static int ruleset_allow_fd(int ruleset_fd, int fd, uint64_t access) {
+        struct landlock_path_beneath_attr rule = {.parent_fd = fd};
         struct stat st;
 
-        fd = open(path, O_PATH | O_CLOEXEC);
-        if (fd < 0)
-                return negative_errno();
         if (fstat(fd, &st) < 0)
                 return negative_errno();
-
-        rule.parent_fd = fd;
-        rule.allowed_access = S_ISDIR(st.st_mode) ? handled : handled & ACCESS_FS_WRITE_FILE_ONLY;
+        rule.allowed_access =
+                S_ISDIR(st.st_mode)
+                        ? access
+                        : access & (ACCESS_FS_WRITE_FILE_ONLY | ACCESS_FS_READ_FILE_ONLY);
         if (syscall(SYS_landlock_add_rule, ruleset_fd, LANDLOCK_RULE_PATH_BENEATH, &rule, 0) < 0)
                 return negative_errno();
         return 0;
 }
 
+static int ruleset_allow_path(int ruleset_fd, const char *path, uint64_t access) {
+        _cleanup_close_ int fd = open(path, O_PATH | O_CLOEXEC);
+
+        if (fd < 0)
+                return negative_errno();
+        return ruleset_allow_fd(ruleset_fd, fd, access);
+}
+
+/* A ruleset handling @handled; the ruleset's fd or -errno. */
+static int ruleset_new(uint64_t handled) {
+        struct landlock_ruleset_attr attr = {.handled_access_fs = handled};
+        /* The ruleset fd is born O_CLOEXEC (the kernel always sets it). */
+        long fd = syscall(SYS_landlock_create_ruleset, &attr, sizeof(attr), 0);
+
+        return fd < 0 ? negative_errno() : (int)fd;
+}
+
 int landlock_restrict_writes(char *const *writable) {
         _cleanup_close_ int ruleset_fd = -EBADF;
-        struct landlock_ruleset_attr attr = {};
+        uint64_t handled;
         int abi;
-        long fd;
         int r;
 
         abi = landlock_get_abi();
@@ -92,19 +111,46 @@ int landlock_restrict_writes(char *const *writable) {
          * write-type right this ABI knows is what makes "write only beneath
          * @writable" hold. Rights of later ABIs are not write-type (IOCTL_DEV
          * is deliberately not handled, see the header). */
-        attr.handled_access_fs = write_access_for_abi(abi);
-        /* The ruleset fd is born O_CLOEXEC (the kernel always sets it). */
-        fd = syscall(SYS_landlock_create_ruleset, &attr, sizeof(attr), 0);
-        if (fd < 0)
-                return negative_errno();
-        ruleset_fd = (int)fd;
+        handled = write_access_for_abi(abi);
+        ruleset_fd = ruleset_new(handled);
+        if (ruleset_fd < 0)
+                return ruleset_fd;
 
         for (char *const *p = writable; p && *p; p++) {
-                r = ruleset_allow_path(ruleset_fd, *p, attr.handled_access_fs);
+                r = ruleset_allow_path(ruleset_fd, *p, handled);
                 if (r < 0)
                         return r;
         }
 
+        if (syscall(SYS_landlock_restrict_self, ruleset_fd, 0) < 0)
+                return negative_errno();
+        return 0;
+}
+
+int landlock_restrict_paths(const LandlockPath *paths, size_t n) {
+        _cleanup_close_ int ruleset_fd = -EBADF;
+        uint64_t write;
+        int abi, r;
+
+        abi = landlock_get_abi();
+        if (abi < 0)
+                return abi;
+        /* SECURITY: every read-type and write-type right this ABI knows
+         * is handled: what no rule grants is denied. */
+        write = write_access_for_abi(abi);
+        ruleset_fd = ruleset_new(ACCESS_FS_READ | write);
+        if (ruleset_fd < 0)
+                return ruleset_fd;
+        for (size_t i = 0; i < n; i++) {
+                uint64_t access = ACCESS_FS_READ | (paths[i].write ? write : 0);
+
+                r = paths[i].path ? ruleset_allow_path(ruleset_fd, paths[i].path, access)
+                                  : ruleset_allow_fd(ruleset_fd, paths[i].fd, access);
+                if ((r == -ENOENT || r == -EACCES) && paths[i].optional)
+                        continue;
+                if (r < 0)
+                        return r;
+        }
         if (syscall(SYS_landlock_restrict_self, ruleset_fd, 0) < 0)
                 return negative_errno();
         return 0;

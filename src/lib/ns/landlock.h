@@ -16,6 +16,9 @@
  * (LANDLOCK_ACCESS_FS_IOCTL_DEV, ABI 5), the network and the scopes
  * (abstract unix sockets, signals, ABI 6): none of those is handled. */
 
+#include <stdbool.h>
+#include <stddef.h>
+
 /* Returns the kernel's Landlock ABI version (>= 1), or -EOPNOTSUPP when
  * Landlock is not built in (ENOSYS) or disabled at boot (EOPNOTSUPP), or
  * another -errno from landlock_create_ruleset(2). */
@@ -48,3 +51,26 @@ int landlock_get_abi(void);
  * process is already nested in 16 Landlock domains, or another -errno from
  * the Landlock syscalls. On failure the process is not restricted. */
 int landlock_restrict_writes(char *const *writable);
+
+/* One place a process restricted by landlock_restrict_paths() may reach:
+ * @path (opened here, following symlinks), or, with @path NULL, the
+ * descriptor @fd (of any kind: O_PATH, a detached mount's root). */
+typedef struct LandlockPath {
+        const char *path;
+        int fd;
+        bool write;    /* and not only read, list and execute */
+        bool optional; /* a @path that does not exist, or that the process
+                        * cannot reach (it could not use it), is left out */
+} LandlockPath;
+
+/* Restricts the calling process to @paths, for files as well as for
+ * writes: beneath each directory it may read files, list directories and
+ * execute, and with @write every write-type right of
+ * landlock_restrict_writes(); a file gets the rights that apply to files
+ * (read, execute; write and truncate with @write). Anywhere else nothing
+ * can be opened, listed, executed or changed by path. (What stays
+ * allowed: what Landlock does not handle, as above, and the descriptors
+ * already open.) Requires no_new_privs, as landlock_restrict_writes().
+ * Returns 0, or -errno with the process not restricted (-EOPNOTSUPP
+ * without Landlock; -ENOENT or -EACCES for a path that is not optional). */
+int landlock_restrict_paths(const LandlockPath *paths, size_t n);
