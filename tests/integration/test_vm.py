@@ -501,12 +501,15 @@ def readable_secret():
 
 
 @pytest.mark.parametrize("who", ["caller", "user_runner"])
-def test_qemu_reaches_no_host_file_beyond_the_vm(request, who, vm_env, readable_secret):
+def test_qemu_reaches_no_host_file_nor_process_beyond_the_vm(request, who, vm_env,
+                                                            readable_secret):
     """SECURITY: QEMU (here a wrapper that runs as QEMU would, confined as
     it is, before it execs the real one: a compromised QEMU) cannot read a
-    host file that is not part of the VM, though its uid may; it can read
-    the workspace (the twin: the probe does fail where it should, see the
-    direct run below)."""
+    host file that is not part of the VM, though its uid may, nor the /proc
+    entries of a process of its uid, nor debug one (the caller's, another
+    VM's QEMU); it can read the
+    workspace (the twin: the probe does fail where it should, see the
+    direct runs below)."""
     runner = request.getfixturevalue(who)
     ws = runner.make_dir(name="ws")
     (ws / "inside.txt").write_text("shared\n")
@@ -514,19 +517,35 @@ def test_qemu_reaches_no_host_file_beyond_the_vm(request, who, vm_env, readable_
     probe = ws / "qemu-probe"
     probe.write_text(
         "#!/bin/sh\n"
-        f"if cat {readable_secret} >/dev/null 2>&1; then\n"
+        f"if cat ${{PROBE_SECRET:-{readable_secret}}} >/dev/null 2>&1; then\n"
         "        echo 'probe: the secret is readable' >&2; exit 1\nfi\n"
+        # A process of its own uid (its child), which it could debug.
+        "sleep 30 & child=$!\n"
+        "if cat ${PROBE_PROC:-/proc/$child/environ} >/dev/null 2>&1; then\n"
+        "        kill -9 $child; echo \"probe: another process's /proc is readable\" >&2; exit 4\n"
+        "fi\n"
+        "if python3 -c 'import ctypes, sys; "
+        "sys.exit(ctypes.CDLL(None).ptrace(16, int(sys.argv[1]), 0, 0) != 0)' $child; then\n"
+        "        kill -9 $child; echo 'probe: ptrace works' >&2; exit 3\nfi\n"
+        "kill -9 $child\n"
         f"if ! cat {ws}/inside.txt >/dev/null 2>&1; then\n"
         "        echo 'probe: the workspace is not readable' >&2; exit 2\nfi\n"
         f"exec {shutil.which('qemu-system-x86_64')} \"$@\"\n")
     os.chmod(probe, 0o755)
     runner.chown(probe)
-    # Unconfined, the probe reads the secret: it is readable by its
-    # permissions, and the probe says so.
-    direct = subprocess.run(["setpriv", f"--reuid={runner.uid}", f"--regid={runner.gid}",
-                             "--clear-groups", str(probe), "-version"],
-                            capture_output=True, text=True, timeout=60)
+    # Unconfined, the probe reads the secret (readable by its permissions)
+    # and debugs its child, and says so.
+    unconfined = ["setpriv", f"--reuid={runner.uid}", f"--regid={runner.gid}",
+                  "--clear-groups", str(probe), "-version"]
+    direct = subprocess.run(unconfined, capture_output=True, text=True, timeout=60)
     assert direct.returncode == 1 and "the secret is readable" in direct.stderr, direct
+    direct = subprocess.run(unconfined, capture_output=True, text=True, timeout=60,
+                            env={**os.environ, "PROBE_SECRET": "/nonexistent"})
+    assert direct.returncode == 4 and "/proc is readable" in direct.stderr, direct
+    direct = subprocess.run(unconfined, capture_output=True, text=True, timeout=60,
+                            env={**os.environ, "PROBE_SECRET": "/nonexistent",
+                                 "PROBE_PROC": "/nonexistent"})
+    assert direct.returncode == 3 and "ptrace works" in direct.stderr, direct
     env = dict(vm_env)
     if who == "user_runner":
         own = Path(vm_env["HUTCH_HOME"]).parent / "user-probe"

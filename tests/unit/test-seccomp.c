@@ -295,11 +295,13 @@ TEST(embedded_program_matches_the_table) {
         check_embedded(seccomp_filter_export_vmm, embedded, m);
 }
 
-/* SECURITY: the VMM's table is the default table's set-id rules, each of
- * them also in the default table, and nothing else (QEMU needs the
- * rest). */
-TEST(vmm_table_is_the_set_id_rules) {
-        size_t n_vmm, n_def, setid = 0;
+/* SECURITY: the VMM's table is the default table's set-id rules and its
+ * rules on other processes, each of them also in the default table, and
+ * nothing else (QEMU needs the rest). */
+TEST(vmm_table_is_the_set_id_and_other_process_rules) {
+        static const char *const other[] = {"ptrace", "process_vm_readv", "process_vm_writev",
+                                            "pidfd_getfd", "kcmp"};
+        size_t n_vmm, n_def, setid = 0, others = 0;
         const SeccompRule *vmm = seccomp_filter_vmm_rules(&n_vmm);
         const SeccompRule *def = seccomp_filter_default_rules(&n_def);
 
@@ -311,14 +313,23 @@ TEST(vmm_table_is_the_set_id_rules) {
                                 vmm[i].mask == def[j].mask && vmm[i].value == def[j].value &&
                                 vmm[i].error == def[j].error;
                 ASSERT_TRUE(found);
-                if (vmm[i].arg >= 0 && (vmm[i].value & (S_ISUID | S_ISGID)))
+                if (vmm[i].arg >= 0 && (vmm[i].value & (S_ISUID | S_ISGID))) {
                         setid++;
-                else
-                        ASSERT_STREQ(vmm[i].name, "openat2");
+                        continue;
+                }
+                found = false;
+                for (size_t j = 0; j < ELEMENTSOF(other) && !found; j++)
+                        found = vmm[i].arg < 0 && strcmp(vmm[i].name, other[j]) == 0;
+                if (found) {
+                        others++;
+                        continue;
+                }
+                ASSERT_STREQ(vmm[i].name, "openat2");
         }
         /* chmod, fchmod, fchmodat, fchmodat2, open, openat, creat, mknod,
          * mknodat: each for S_ISUID and S_ISGID. */
         ASSERT_EQ(setid, 18);
+        ASSERT_EQ(others, ELEMENTSOF(other));
 }
 
 TEST(export_shape) {

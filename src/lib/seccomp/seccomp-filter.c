@@ -48,6 +48,14 @@
  * there would hand the caller's identity to anyone who can run the file
  * outside. nosuid only protects the sandbox's own mounts. In both tables:
  * a microVM's files reach the host through QEMU's 9p server. */
+/* Other processes: their memory, their descriptors. */
+#define OTHER_PROCESS_RULES                                                                        \
+        DENY(ptrace, EPERM, "debugging; also PTRACE_TRACEME"),                                     \
+                DENY(process_vm_readv, EPERM, "reads another process's memory"),                   \
+                DENY(process_vm_writev, EPERM, "writes another process's memory"),                 \
+                DENY(pidfd_getfd, EPERM, "steals another process's fds"),                          \
+                DENY(kcmp, EPERM, "compares kernel objects across processes: exploit aid")
+
 #define SETID_RULES                                                                                \
         DENY_ARG(chmod, EPERM, 1, S_ISUID, S_ISUID, "set-user-id bit"),                            \
                 DENY_ARG(chmod, EPERM, 1, S_ISGID, S_ISGID, "set-group-id bit"),                   \
@@ -157,12 +165,7 @@ static const SeccompRule default_rules[] = {
         DENY(open_by_handle_at, EPERM, "opens files by handle, bypassing the mount tree"),
         DENY(name_to_handle_at, EPERM, "produces the handles open_by_handle_at consumes"),
 
-        /* Other processes. */
-        DENY(ptrace, EPERM, "debugging; also PTRACE_TRACEME"),
-        DENY(process_vm_readv, EPERM, "reads another process's memory"),
-        DENY(process_vm_writev, EPERM, "writes another process's memory"),
-        DENY(pidfd_getfd, EPERM, "steals another process's fds"),
-        DENY(kcmp, EPERM, "compares kernel objects across processes: exploit aid"),
+        OTHER_PROCESS_RULES,
 
         SETID_RULES,
 
@@ -186,9 +189,12 @@ static const SeccompRule default_rules[] = {
 /* SECURITY: QEMU's own filter (on top of its -sandbox): it serves the
  * guest's 9p requests on host folders as whoever runs it (host root for a
  * one-shot run as root, the sandbox's root behind an idmapped workspace),
- * so a guest's chmod u+s would become a set-id file on the host. Only what
- * QEMU never needs is here. */
+ * so a guest's chmod u+s would become a set-id file on the host; and a
+ * compromised QEMU must not reach into the processes its uid may debug
+ * (the caller's, other sandboxes' QEMUs). Only what QEMU never needs is
+ * here. */
 static const SeccompRule vmm_rules[] = {
+        OTHER_PROCESS_RULES,
         SETID_RULES,
 };
 

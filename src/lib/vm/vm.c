@@ -376,10 +376,13 @@ static gid_t kvm_group(const VmConfig *c, bool host_root) {
 
 /* What QEMU may reach by path, read-only: itself, its libraries and data,
  * the system's configuration (the guest's /usr and /etc shares), what it
- * reads of /proc and /sys, the random devices. */
+ * reads of /sys and of its own /proc entries (/proc/self is QEMU's, the
+ * process that execs it; not the other processes' /proc/PID, whose memory
+ * and environment its uid could read), the random devices. */
 static const char *const qemu_system_paths[] = {
-        "/usr",  "/etc",  "/lib", "/lib64",       "/lib32",      "/bin",
-        "/sbin", "/proc", "/sys", "/dev/urandom", "/dev/random",
+        "/usr",         "/etc",        "/lib", "/lib64",     "/lib32",
+        "/bin",         "/sbin",       "/sys", "/proc/self", "/proc/filesystems",
+        "/dev/urandom", "/dev/random",
 };
 
 /* In QEMU's child, its descriptors in place (@n from QEMU_FD_AGENT):
