@@ -506,8 +506,8 @@ def test_qemu_reaches_no_host_file_nor_process_beyond_the_vm(request, who, vm_en
     """SECURITY: QEMU (here a wrapper that runs as QEMU would, confined as
     it is, before it execs the real one: a compromised QEMU) cannot read a
     host file that is not part of the VM, though its uid may, nor the /proc
-    entries of a process of its uid, nor debug one (the caller's, another
-    VM's QEMU); it can read the
+    entries of a process of its uid, nor debug or signal one (the caller's,
+    another VM's QEMU); it can read the
     workspace (the twin: the probe does fail where it should, see the
     direct runs below)."""
     runner = request.getfixturevalue(who)
@@ -524,6 +524,8 @@ def test_qemu_reaches_no_host_file_nor_process_beyond_the_vm(request, who, vm_en
         "if cat ${PROBE_PROC:-/proc/$child/environ} >/dev/null 2>&1; then\n"
         "        kill -9 $child; echo \"probe: another process's /proc is readable\" >&2; exit 4\n"
         "fi\n"
+        "if kill -0 ${PROBE_PARENT:-$PPID} 2>/dev/null; then\n"
+        "        kill -9 $child; echo 'probe: it can signal its parent' >&2; exit 5\nfi\n"
         "if python3 -c 'import ctypes, sys; "
         "sys.exit(ctypes.CDLL(None).ptrace(16, int(sys.argv[1]), 0, 0) != 0)' $child; then\n"
         "        kill -9 $child; echo 'probe: ptrace works' >&2; exit 3\nfi\n"
@@ -535,8 +537,9 @@ def test_qemu_reaches_no_host_file_nor_process_beyond_the_vm(request, who, vm_en
     runner.chown(probe)
     # Unconfined, the probe reads the secret (readable by its permissions)
     # and debugs its child, and says so.
+    # (Its parent a shell of its uid, which it may signal.)
     unconfined = ["setpriv", f"--reuid={runner.uid}", f"--regid={runner.gid}",
-                  "--clear-groups", str(probe), "-version"]
+                  "--clear-groups", "sh", "-c", '"$0" -version; exit $?', str(probe)]
     direct = subprocess.run(unconfined, capture_output=True, text=True, timeout=60)
     assert direct.returncode == 1 and "the secret is readable" in direct.stderr, direct
     direct = subprocess.run(unconfined, capture_output=True, text=True, timeout=60,
@@ -545,6 +548,10 @@ def test_qemu_reaches_no_host_file_nor_process_beyond_the_vm(request, who, vm_en
     direct = subprocess.run(unconfined, capture_output=True, text=True, timeout=60,
                             env={**os.environ, "PROBE_SECRET": "/nonexistent",
                                  "PROBE_PROC": "/nonexistent"})
+    assert direct.returncode == 5 and "signal its parent" in direct.stderr, direct
+    direct = subprocess.run(unconfined, capture_output=True, text=True, timeout=60,
+                            env={**os.environ, "PROBE_SECRET": "/nonexistent",
+                                 "PROBE_PROC": "/nonexistent", "PROBE_PARENT": "999999999"})
     assert direct.returncode == 3 and "ptrace works" in direct.stderr, direct
     env = dict(vm_env)
     if who == "user_runner":

@@ -2,6 +2,7 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <linux/capability.h>
+#include <signal.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <sys/prctl.h>
@@ -271,6 +272,10 @@ static int child_restricted_paths(const Tree *t) {
         CHILD_CHECK_ERRNO(open(".", O_RDONLY | O_DIRECTORY | O_CLOEXEC), EACCES);
         CHILD_CHECK_ERRNO(open("/etc/hostname", O_RDONLY | O_CLOEXEC), EACCES);
         CHILD_CHECK_ERRNO(open("/bin/sh", O_RDONLY | O_CLOEXEC), EACCES);
+        /* From ABI 6: no signal out of the domain (the test, its parent,
+         * has the same uid). */
+        if (landlock_get_abi() >= 6)
+                CHILD_CHECK_ERRNO(kill(getppid(), 0), EPERM);
         return 0;
 }
 

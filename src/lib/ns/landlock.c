@@ -56,6 +56,17 @@ static uint64_t write_access_for_abi(int abi) {
         return access;
 }
 
+/* COMPAT(linux-libc-dev < 6.12): the ruleset's attribute with its fields
+ * of ABI 4 (network) and 6 (scopes), and the scopes. Kernel ABI: never
+ * changes. */
+typedef struct RulesetAttr {
+        uint64_t handled_access_fs;
+        uint64_t handled_access_net;
+        uint64_t scoped;
+} RulesetAttr;
+#define SCOPE_ABSTRACT_UNIX_SOCKET (1ULL << 0)
+#define SCOPE_SIGNAL (1ULL << 1)
+
 /* The read-type rights, of every ABI. */
 #define ACCESS_FS_READ                                                                             \
         (LANDLOCK_ACCESS_FS_EXECUTE | LANDLOCK_ACCESS_FS_READ_FILE | LANDLOCK_ACCESS_FS_READ_DIR)
@@ -87,11 +98,14 @@ static int ruleset_allow_path(int ruleset_fd, const char *path, uint64_t access)
         return ruleset_allow_fd(ruleset_fd, fd, access);
 }
 
-/* A ruleset handling @handled; the ruleset's fd or -errno. */
-static int ruleset_new(uint64_t handled) {
-        struct landlock_ruleset_attr attr = {.handled_access_fs = handled};
+/* A ruleset handling @handled, and the scopes @scoped (0 before ABI 6);
+ * the ruleset's fd or -errno. */
+static int ruleset_new(uint64_t handled, uint64_t scoped) {
+        RulesetAttr attr = {.handled_access_fs = handled, .scoped = scoped};
+        /* Only the fields the kernel may not know are left out. */
+        size_t size = scoped ? sizeof(attr) : sizeof(attr.handled_access_fs);
         /* The ruleset fd is born O_CLOEXEC (the kernel always sets it). */
-        long fd = syscall(SYS_landlock_create_ruleset, &attr, sizeof(attr), 0);
+        long fd = syscall(SYS_landlock_create_ruleset, &attr, size, 0);
 
         return fd < 0 ? negative_errno() : (int)fd;
 }
@@ -112,7 +126,7 @@ int landlock_restrict_writes(char *const *writable) {
          * @writable" hold. Rights of later ABIs are not write-type (IOCTL_DEV
          * is deliberately not handled, see the header). */
         handled = write_access_for_abi(abi);
-        ruleset_fd = ruleset_new(handled);
+        ruleset_fd = ruleset_new(handled, 0);
         if (ruleset_fd < 0)
                 return ruleset_fd;
 
@@ -136,9 +150,11 @@ int landlock_restrict_paths(const LandlockPath *paths, size_t n) {
         if (abi < 0)
                 return abi;
         /* SECURITY: every read-type and write-type right this ABI knows
-         * is handled: what no rule grants is denied. */
+         * is handled: what no rule grants is denied. From ABI 6, signals
+         * and abstract unix sockets stay inside the domain too. */
         write = write_access_for_abi(abi);
-        ruleset_fd = ruleset_new(ACCESS_FS_READ | write);
+        ruleset_fd = ruleset_new(ACCESS_FS_READ | write,
+                                 abi >= 6 ? SCOPE_SIGNAL | SCOPE_ABSTRACT_UNIX_SOCKET : 0);
         if (ruleset_fd < 0)
                 return ruleset_fd;
         for (size_t i = 0; i < n; i++) {

@@ -68,9 +68,11 @@ typedef struct LandlockPath {
  * execute, and with @write every write-type right of
  * landlock_restrict_writes(); a file gets the rights that apply to files
  * (read, execute; write and truncate with @write). Anywhere else nothing
- * can be opened, listed, executed or changed by path. (What stays
- * allowed: what Landlock does not handle, as above, and the descriptors
- * already open.) Requires no_new_privs, as landlock_restrict_writes().
+ * can be opened, listed, executed or changed by path. From ABI 6 the
+ * process (and what it starts) can also signal, and connect to abstract
+ * unix sockets of, only processes of its own domain. (What stays allowed:
+ * what Landlock does not handle, as above, and the descriptors already
+ * open.) Requires no_new_privs, as landlock_restrict_writes().
  * Returns 0, or -errno with the process not restricted (-EOPNOTSUPP
  * without Landlock; -ENOENT or -EACCES for a path that is not optional). */
 int landlock_restrict_paths(const LandlockPath *paths, size_t n);
