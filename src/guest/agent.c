@@ -615,7 +615,13 @@ static void stdin_flush(Exec *x) {
 static void relay_output(Exec *x, int i) {
         unsigned char buf[AGENT_CHUNK];
         size_t room = (size_t)MIN((uint64_t)sizeof(buf), AGENT_WINDOW - x->out_unacked);
-        ssize_t n = read(x->out[i], buf, room);
+        ssize_t n;
+
+        /* The other stream, read in the same round, may have filled the
+         * window (and a read of 0 bytes would look like the end). */
+        if (room == 0)
+                return;
+        n = read(x->out[i], buf, room);
 
         if (n < 0 && (errno == EAGAIN || errno == EINTR))
                 return;

@@ -688,6 +688,40 @@ def test_large_output_arrives_whole(store):
     assert sums[0] != sums[1]
 
 
+def test_both_streams_at_once_arrive_whole(store):
+    """One command writes the same 24 MiB to stdout and to stderr at once:
+    the two streams share one window, and each arrives whole (a stream read
+    in the same round as the one that filled the window must not be taken
+    for ended)."""
+    store.create_vm("box", workspace(store))
+    size = 8 << 20
+    p = store.popen("exec", "box", "--", "sh", "-c",
+                    f"head -c {size} /dev/urandom | tee /dev/stderr",
+                    stdout=PIPE, stderr=PIPE, text=False)
+    err = []
+    reader = threading.Thread(target=lambda: err.append(p.stderr.read()))
+    reader.start()
+    try:
+        # stdout read slowly, in small pieces: the window keeps filling.
+        chunks, deadline = [], time.monotonic() + VM_TIMEOUT
+        while time.monotonic() < deadline:
+            chunk = os.read(p.stdout.fileno(), 4096)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            time.sleep(0.0005)
+        out = b"".join(chunks)
+        p.wait(timeout=VM_TIMEOUT)
+        reader.join(timeout=VM_TIMEOUT)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    assert p.returncode == 0, err[0][-300:] if err else None
+    assert (len(out), len(err[0])) == (size, size)
+    assert out == err[0]
+
+
 def test_file_operations(any_store, installed, host_secret):
     """The C API's file operations (test_capi's checks of the namespace
     backend, the same errors) and hutch serve's /files routes on a VM
