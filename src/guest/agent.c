@@ -764,8 +764,11 @@ static void handle_exec(uint8_t chan, const void *payload, size_t len) {
                 return;
         }
         x = malloc(sizeof(Exec));
-        if (!x)
-                die("start a command", ENOMEM);
+        if (!x) {
+                (void)fail(&f, ENOMEM, "run the command", NULL);
+                send_error(chan, &f);
+                return;
+        }
         *x = (Exec){.chan = chan, .out = {-EBADF, -EBADF}, .in = -EBADF};
         if (start_exec(x, payload, len, &f) < 0) {
                 free(x);

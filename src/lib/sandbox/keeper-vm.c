@@ -234,7 +234,7 @@ static int exec_add(VmKeeper *k, KeeperConn *c, const VmExecSpec *x, int fds[3])
                 int fd = fd_reopen_nonblocking(e->fds[i], i == 0 ? O_RDONLY : O_WRONLY);
 
                 if (fd >= 0) {
-                        safe_close(e->fds[i]);
+                        (void)safe_close(e->fds[i]);
                         e->fds[i] = fd;
                 }
         }
