@@ -10,6 +10,8 @@
 #   port round trip   PING/PONG over the virtio-serial port (vm only)
 #   exec round trip   one more command in a running sandbox: EXEC of true
 #                     to its EXIT (vm), `hutch exec NAME -- true` (ns)
+#   hutch exec        `hutch exec NAME -- true` on a running persistent
+#                     sandbox, whole process (vm: `create --backend vm`)
 #   idle RSS          QEMU's resident memory, 256 MiB guest (vm only)
 #
 # Usage: bench/bench-vm.sh [RUNS] [COLD_RUNS]. The accelerator is TCG
@@ -57,10 +59,19 @@ vm_run=$(median_ms "$runs" "$hutch" run "${vm[@]}" -- true)
 vm_cold=$(HUTCH_VM_COLD=1 median_ms "$cold_runs" "$hutch" run "${vm[@]}" -- true)
 
 box=bench-vm-$$
+vbox=bench-vm-vm-$$
+cleanup() {
+        "$hutch" rm --force "$box" >/dev/null 2>&1 || true
+        "$hutch" rm --force "$vbox" >/dev/null 2>&1 || true
+}
+trap cleanup EXIT
 "$hutch" create "$box" >/dev/null
-trap '"$hutch" rm --force "$box" >/dev/null 2>&1 || true' EXIT
 "$hutch" exec "$box" -- true
 ns_exec=$(median_ms "$runs" "$hutch" exec "$box" -- true)
+# A persistent VM sandbox: its keeper and VM started by the first exec.
+"$hutch" create "$vbox" "${vm[@]}" >/dev/null
+"$hutch" exec "$vbox" -- true
+vm_exec=$(median_ms "$runs" "$hutch" exec "$vbox" -- true)
 
 bench=$PWD/build/bench/hutch-vm-bench
 # Its shape (256 MiB) has a template of its own: built here, not timed.
@@ -74,5 +85,6 @@ printf '%-22s %12s %16s %12s\n' "launch to exit (ms)" "$ns_run" "$vm_run" "$vm_c
 printf '%-22s %12s %16s %12s\n' "first answer (ms)" "-" "$(get "$tpl" start_ms)" "$(get "$cold" start_ms)"
 printf '%-22s %12s %16s %12s\n' "port round trip (ms)" "-" "$(get "$tpl" ping_ms)" "$(get "$cold" ping_ms)"
 printf '%-22s %12s %16s %12s\n' "exec round trip (ms)" "$ns_exec" "$(get "$tpl" exec_ms)" "$(get "$cold" exec_ms)"
+printf '%-22s %12s %16s %12s\n' "hutch exec (ms)" "$ns_exec" "$vm_exec" "-"
 printf '%-22s %12s %16s %12s\n' "idle RSS (KiB)" "-" "$(get "$tpl" rss_kib)" "$(get "$cold" rss_kib)"
 echo "accelerator: $accel; $runs runs ($cold_runs cold) on $(nproc) CPUs"
