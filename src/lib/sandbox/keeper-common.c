@@ -338,6 +338,18 @@ int keeper_exec_request_parse(json_t *req, const Policy *p, size_t n_fds, Keeper
         return 0;
 }
 
+int keeper_exec_admit(int fd, bool stopping, size_t n_execs) {
+        if (stopping) {
+                (void)keeper_send_json(fd, json_pack("{s:s}", "op", "stopping"), NULL, 0);
+                return -ECONNRESET;
+        }
+        if (n_execs >= KEEPER_MAX_EXECS) {
+                keeper_send_error(fd, "too many commands running in this sandbox");
+                return -EBUSY;
+        }
+        return 0;
+}
+
 int keeper_file_request_parse(json_t *req, const Policy *p, size_t n_fds, KeeperFileRequest *ret) {
         json_t *mode_j = json_object_get(req, "mode"), *max_j = json_object_get(req, "max");
         const char *action = json_string_value(json_object_get(req, "action"));

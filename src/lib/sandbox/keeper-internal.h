@@ -104,6 +104,12 @@ int keeper_exec_request_parse(json_t *req, const Policy *p, size_t n_fds, Keeper
                               const char **ret_msg);
 void keeper_exec_request_done(KeeperExecRequest *x);
 
+/* Whether a keeper takes one more exec on @fd: not while it is
+ * @stopping ("stopping": the client starts a new keeper for it), nor past
+ * KEEPER_MAX_EXECS (@n_execs now; an error). 0, or < 0 with @fd answered
+ * (the caller closes the connection). */
+int keeper_exec_admit(int fd, bool stopping, size_t n_execs);
+
 /* A file request, checked: {"op":"file","action":A,"path":P,"mode":N,
  * "max":N} with one fd (the data), for the builtin of file-op.h, whose
  * argv is FILE_OP_ARGV0 @action @path @mode @max, run in @cwd (the

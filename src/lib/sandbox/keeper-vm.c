@@ -204,14 +204,9 @@ static int exec_add(VmKeeper *k, KeeperConn *c, const VmExecSpec *x, int fds[3])
         VmExec *e;
         int r;
 
-        if (k->stop) {
-                (void)keeper_send_json(c->fd, json_pack("{s:s}", "op", "stopping"), NULL, 0);
-                return -ECONNRESET;
-        }
-        if (k->n_execs >= KEEPER_MAX_EXECS) {
-                keeper_send_error(c->fd, "too many commands in this sandbox");
-                return -EBUSY;
-        }
+        r = keeper_exec_admit(c->fd, k->stop, k->n_execs);
+        if (r < 0)
+                return r;
         e = calloc(1, sizeof(VmExec));
         if (!e) {
                 keeper_send_error(c->fd, "out of memory");

@@ -273,16 +273,10 @@ static int exec_launch(Keeper *k, KeeperConn *c, const ExecSpec *x) {
         Exec *e;
         int r;
 
-        /* Stopping (idle, or asked to): the command is not started; the
-         * client starts a new keeper for it. */
-        if (k->stop) {
-                (void)keeper_send_json(c->fd, json_pack("{s:s}", "op", "stopping"), NULL, 0);
-                return -ECONNRESET;
-        }
-        if (k->n_execs >= KEEPER_MAX_EXECS) {
-                keeper_send_error(c->fd, "too many commands running in this sandbox");
-                return -EBUSY;
-        }
+        /* Stopping (idle, or asked to): the command is not started. */
+        r = keeper_exec_admit(c->fd, k->stop, k->n_execs);
+        if (r < 0)
+                return r;
         r = keeper_exec_env(k->st->env, x->extra, &env);
         if (r < 0) {
                 keeper_send_error(c->fd, "invalid environment entry (want KEY=VALUE)");
