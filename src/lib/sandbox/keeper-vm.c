@@ -544,8 +544,7 @@ static void keeper_loop(VmKeeper *k) {
                                         k->stop = true;
                 }
                 if (pfd[1].revents) {
-                        for (size_t i = 0; i < k->n_execs; i++)
-                                k->execs[i]->ss.qemu_gone = true;
+                        k->mux.gone = true; /* every session ends with it */
                         vm_lost(k, EPIPE, "QEMU is gone");
                 }
                 vm_mux_poll_handle(&k->mux, &pfd[3]);

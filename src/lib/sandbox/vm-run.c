@@ -564,7 +564,7 @@ static void session_loop(VmRun *v, VmMux *m, VmSession *ss) {
                 vm_mux_poll_handle(m, p);
                 vm_session_poll_handle(m, ss, p + 1);
                 if (extra[0].revents && !ss->exited)
-                        ss->qemu_gone = true;
+                        m->gone = true;
                 if (extra[1].revents & POLLIN) {
                         struct signalfd_siginfo si;
 
@@ -812,14 +812,12 @@ int sandbox_run_vm(const Policy *policy, char *const *argv, char *const *caller_
         vm_mux_done(&m);
         if (m.error.errnum && !ss.error.errnum)
                 ss.error = m.error;
-        if (m.gone)
-                ss.qemu_gone = true;
         if (ss.error.errnum) {
                 if (reterr)
                         *reterr = ss.error;
                 return -ss.error.errnum;
         }
-        if (ss.qemu_gone && !ss.timed_out && !ss.exited) {
+        if (m.gone && !ss.timed_out && !ss.exited) {
                 CgroupStats st = {};
 
                 run_cgroup_stats(&v.rc, &st);

@@ -293,7 +293,7 @@ bool vm_session_output_pending(const VmSession *ss) {
 }
 
 bool vm_session_ended(const VmMux *m, const VmSession *ss) {
-        return ss->failed || ss->qemu_gone || m->gone || m->error.errnum ||
+        return ss->failed || m->gone || m->error.errnum ||
                (ss->exited && !vm_session_output_pending(ss));
 }
 

@@ -49,7 +49,7 @@ typedef struct VmMux {
         VmSession *chans[AGENT_MAX_EXECS];
         unsigned char *out; /* frames for the agent not written yet: out[off..len) */
         size_t out_len, out_off, out_cap;
-        bool gone;        /* the port failed or closed: the VM is gone */
+        bool gone;        /* the port failed or closed, or QEMU ended: the VM is gone */
         HutchError error; /* the guest broke the protocol (or out of memory) */
 } VmMux;
 
@@ -66,7 +66,7 @@ struct VmSession {
         bool started;   /* STARTED came */
         bool failed;    /* ERROR came instead: @error says why */
         bool exited;    /* EXIT came: @exit */
-        bool stdin_eof, timed_out, qemu_gone;
+        bool stdin_eof, timed_out;
         bool sock[3]; /* stdin, stdout, stderr are sockets: I/O with MSG_DONTWAIT */
         AgentExit exit;
         HutchError error;
