@@ -6,7 +6,8 @@
 #   1. build/      meson + ninja with -Dwerror=true, unit tests
 #   2. build-asan/ the same under ASan+UBSan, unit tests
 #   3. lint        clang-format (no diff allowed), no // comments in src/,
-#                  and the scripts checked by ShellCheck
+#                  the scripts checked by ShellCheck, and which folder of
+#                  src/ includes which (tools/check-layering.py)
 #   4. pytest      tests/integration against build/ (as root this includes
 #                  the unprivileged-user runs)
 #
@@ -184,6 +185,7 @@ fi
 check "clang-format" clang_format_check
 check "no // comments in src/" no_line_comments
 check "shellcheck" shellcheck_scripts
+check "include layering" /usr/bin/python3 tools/check-layering.py
 
 if [ "$built" -eq 1 ]; then
         integration_tests

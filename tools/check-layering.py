@@ -1,0 +1,151 @@
+#!/usr/bin/python3
+# SPDX-License-Identifier: LGPL-2.1-or-later
+"""Checks which folder of src/ includes which (docs/style.md §1,
+docs/architecture.md §6) and which sources a folder's meson.build compiles
+from elsewhere. Prints one line per violation and exits 1 if there is one.
+
+The rules:
+  src/basic          includes nothing of ours but src/basic
+  src/lib/<subsys>   src/basic, include/, src/lib/*; another subsystem's
+                     *-internal.h never
+  src/cli, src/proxy src/basic, include/, src/lib/* (no *-internal.h), their own folder
+  src/guest          src/basic and its own folder only
+and a meson.build compiles only sources below its own folder (or
+basic_sources, which is how every binary gets src/basic).
+
+KNOWN lists what the tree still does against these rules, each with the
+reason; the backend-seam work (issue 16) empties it. A known entry that no
+longer occurs is an error too, so the list only shrinks.
+"""
+
+import pathlib
+import re
+import sys
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+SRC = ROOT / "src"
+
+KNOWN = {
+    # The guest agent runs the file operations of sandbox/file-op.h and the
+    # tree copy of sandbox/copy.h; they move to a folder of their own that
+    # host and guest both link.
+    ("src/guest/agent.c", "src/lib/sandbox/file-op.h"),
+    ("src/guest/meson.build", "src/lib/sandbox/file-op.c"),
+    ("src/guest/meson.build", "src/lib/sandbox/copy.c"),
+    # The agent protocol is shared by the host's end (src/lib/vm,
+    # src/lib/sandbox) and the guest; it moves to that shared folder too.
+    ("src/lib/sandbox/env.c", "src/guest/agent-protocol.h"),
+    ("src/lib/vm/vm.h", "src/guest/agent-protocol.h"),
+    ("src/lib/vm/meson.build", "src/guest/agent-protocol.c"),
+}
+
+# Subsystem edges (A uses B) that close a cycle between src/lib folders.
+# store uses sandbox's tree copy, which sandbox's VM driver's store use
+# closes: the copy moves to the shared folder.
+KNOWN_CYCLE_EDGES = {
+    ("store", "sandbox"),
+    ("sandbox", "store"),
+}
+
+INCLUDE_RE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
+MESON_SRC_RE = re.compile(r"'(\.\./[^']+\.c)'")
+
+
+def resolve(src_file, name):
+    """The file that #include "name" in src_file means, relative to ROOT,
+    or None when it is not ours (a system header)."""
+    here = src_file.parent
+    candidates = [here / name, SRC / "basic" / name, SRC / "lib" / name,
+                  ROOT / "include" / name, SRC / "guest" / name]
+    for c in candidates:
+        if c.is_file():
+            return c.resolve().relative_to(ROOT)
+    return None
+
+
+def folder_of(rel):
+    parts = rel.parts
+    if parts[0] == "include":
+        return "include"
+    if parts[:2] == ("src", "lib") and len(parts) > 3:
+        return "src/lib/" + parts[2]
+    return "/".join(parts[:2])
+
+
+def allowed(src_folder, target_rel):
+    target = folder_of(target_rel)
+    internal = target_rel.name.endswith("-internal.h")
+    if target == src_folder:
+        return True
+    if src_folder == "src/basic":
+        return False
+    if src_folder == "src/guest":
+        return target == "src/basic"
+    if internal:
+        return False
+    if src_folder.startswith("src/lib/") or src_folder in ("src/cli", "src/proxy"):
+        return target in ("src/basic", "include") or target.startswith("src/lib/")
+    return False
+
+
+def reaches(graph, a, b):
+    todo, seen = [a], set()
+    while todo:
+        n = todo.pop()
+        if n == b:
+            return True
+        if n in seen:
+            continue
+        seen.add(n)
+        todo.extend(graph.get(n, ()))
+    return False
+
+
+def cycle_edges(graph):
+    """The edges A -> B of @graph where B leads back to A."""
+    return {(a, b) for a, bs in graph.items() for b in bs if reaches(graph, b, a)}
+
+
+def main():
+    bad, seen_known = [], set()
+    graph = {}
+    for f in sorted(SRC.rglob("*")):
+        rel = f.relative_to(ROOT)
+        if f.suffix in (".c", ".h"):
+            src_folder = folder_of(rel)
+            for name in INCLUDE_RE.findall(f.read_text(errors="replace")):
+                target = resolve(f, name)
+                if target is None:
+                    continue
+                tf = folder_of(target)
+                if src_folder.startswith("src/lib/") and tf.startswith("src/lib/") and tf != src_folder:
+                    graph.setdefault(src_folder[8:], set()).add(tf[8:])
+                if allowed(src_folder, target):
+                    continue
+                key = (str(rel), str(target))
+                if key in KNOWN:
+                    seen_known.add(key)
+                    continue
+                bad.append(f"{rel}: includes {target} ({src_folder} may not use {folder_of(target)})")
+        elif f.name == "meson.build":
+            for name in MESON_SRC_RE.findall(f.read_text()):
+                target = (f.parent / name).resolve().relative_to(ROOT)
+                key = (str(rel), str(target))
+                if key in KNOWN:
+                    seen_known.add(key)
+                    continue
+                bad.append(f"{rel}: compiles {target}, outside its folder")
+    cycles = cycle_edges(graph)
+    for a, b in sorted(cycles - KNOWN_CYCLE_EDGES):
+        bad.append(f"src/lib/{a} uses src/lib/{b}, which uses src/lib/{a} (directly or not): a cycle")
+    for a, b in sorted(KNOWN_CYCLE_EDGES - cycles):
+        bad.append(f"tools/check-layering.py: known cycle edge {a} -> {b} no longer occurs: remove it")
+    for key in sorted(KNOWN - seen_known):
+        bad.append(f"tools/check-layering.py: known violation {key} no longer occurs: remove it from KNOWN")
+    for line in bad:
+        print(line)
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
