@@ -25,6 +25,7 @@
 #include "macro.h"
 #include "ns/userns.h"
 #include "sandbox/cgroup-setup.h"
+#include "sandbox/container.h"
 #include "sandbox/init.h"
 #include "sandbox/proxy-spawn.h"
 #include "sandbox/sandbox-internal.h"
@@ -51,10 +52,26 @@ pid_t sandbox_clone(uint64_t flags, int *ret_pidfd) {
                 .pidfd = (uint64_t)(uintptr_t)ret_pidfd,
                 .exit_signal = SIGCHLD,
         };
-        long pid = syscall(SYS_clone3, &args, sizeof(args));
+        unsigned long legacy = (unsigned long)(flags | CLONE_PIDFD) | SIGCHLD;
+        int pidfd = -EBADF;
+        long pid;
 
+        pid = syscall(SYS_clone3, &args, sizeof(args));
+        if (pid >= 0 || (errno != ENOSYS && errno != EPERM))
+                return pid < 0 ? (pid_t)negative_errno() : (pid_t)pid;
+
+        /* COMPAT(container seccomp profiles): Docker's and Podman's default
+         * profiles answer clone3 with ENOSYS (seccomp cannot read its flags)
+         * so that runtimes fall back to clone(); other filters answer EPERM.
+         * clone() takes the same namespace flags (all below bit 32) and
+         * writes the CLONE_PIDFD descriptor through its parent_tid argument,
+         * the third on every architecture but s390 (not built). A real EPERM
+         * (no user namespaces) fails the same way here. */
+        pid = syscall(SYS_clone, legacy, NULL, &pidfd, NULL, NULL);
         if (pid < 0)
                 return (pid_t)negative_errno();
+        if (pid > 0)
+                *ret_pidfd = pidfd;
         return (pid_t)pid;
 }
 
@@ -209,6 +226,7 @@ static int fill_outcome(const Supervision *s, const struct rusage *ru, const Cgr
                 .stdout_truncated = s->relays[0].truncated,
                 .stderr_truncated = s->relays[1].truncated,
                 .degraded = degraded,
+                .fallbacks = s->fallbacks,
         };
 
         if (s->exited && WIFEXITED(s->status)) {
@@ -599,6 +617,7 @@ void sandbox_abort(RunState *st, HutchError *reterr) {
 
 int sandbox_start(const Policy *policy, const SandboxLayerPaths *layers, char *const *argv,
                   char *const *caller_env, RunState *st, HutchError *reterr) {
+        ContainerEngine container = container_detect();
         sigset_t mask;
         IdMapping idmap;
         const char *workdir;
@@ -630,11 +649,15 @@ int sandbox_start(const Policy *policy, const SandboxLayerPaths *layers, char *c
                 return hutch_error_set(reterr, errno, "failed to create a signalfd: %m");
 
         pid = sandbox_clone(SANDBOX_NS_FLAGS, &st->pidfd);
-        if (pid < 0)
+        if (pid < 0) {
+                const char *fix = container_fix(container, CONTAINER_NEED_NAMESPACES);
+
                 return hutch_error_set(reterr, -pid,
-                                       "failed to create the sandbox namespaces: %s (see 'hutch "
-                                       "doctor')",
-                                       strerror(-pid));
+                                       "failed to create the sandbox namespaces: %s (%s%s%s'hutch "
+                                       "doctor' says more)",
+                                       strerror(-pid), fix ? "in this container: " : "", fix ?: "",
+                                       fix ? "; " : "");
+        }
         if (pid == 0) {
                 InitArgs a = {
                         .policy = policy,
@@ -648,6 +671,7 @@ int sandbox_start(const Policy *policy, const SandboxLayerPaths *layers, char *c
                         .upper = layers ? layers->upper : NULL,
                         .data_dir = layers ? layers->data_dir : NULL,
                         .layer_paths = layers ? layers->layers : NULL,
+                        .container = container,
                 };
 
                 sandbox_init_main(&a);
