@@ -37,15 +37,13 @@ static const char *const container_fix_table[_CONTAINER_ENGINE_MAX][_CONTAINER_N
         [CONTAINER_DOCKER] =
                 {
                         [CONTAINER_NEED_NAMESPACES] =
-                                "docker run --security-opt seccomp=unconfined (Docker's default "
-                                "seccomp profile refuses new namespaces)",
+                                "docker run --security-opt seccomp=unconfined",
                         [CONTAINER_NEED_PROCFS] =
                                 "docker run --security-opt systempaths=unconfined",
                         [CONTAINER_NEED_PIVOT_ROOT] =
                                 "docker run --security-opt seccomp=unconfined",
-                        [CONTAINER_NEED_CGROUPS] =
-                                "Docker mounts the container's cgroup read-only; only docker run "
-                                "--privileged makes it writable (or pass --allow-degraded)",
+                        [CONTAINER_NEED_CGROUPS] = "Docker mounts the container's cgroup "
+                                                   "read-only unless docker run --privileged",
                 },
         [CONTAINER_PODMAN] =
                 {
@@ -55,54 +53,46 @@ static const char *const container_fix_table[_CONTAINER_ENGINE_MAX][_CONTAINER_N
                                 "podman run --security-opt systempaths=unconfined",
                         [CONTAINER_NEED_PIVOT_ROOT] =
                                 "podman run --security-opt seccomp=unconfined",
-                        [CONTAINER_NEED_CGROUPS] =
-                                "Podman mounts the container's cgroup read-only; podman run "
-                                "--systemd=always (cgroup v2) or --privileged makes it writable "
-                                "(or pass --allow-degraded)",
+                        [CONTAINER_NEED_CGROUPS] = "Podman mounts the container's cgroup "
+                                                   "read-only unless podman run --privileged",
                 },
         [CONTAINER_KUBERNETES] =
                 {
-                        [CONTAINER_NEED_NAMESPACES] =
-                                "the container's securityContext.seccompProfile.type: Unconfined",
-                        [CONTAINER_NEED_PROCFS] =
-                                "the container's securityContext.procMount: Unmasked (needs the "
-                                "pod's hostUsers: false)",
-                        [CONTAINER_NEED_PIVOT_ROOT] =
-                                "the container's securityContext.seccompProfile.type: Unconfined",
-                        [CONTAINER_NEED_CGROUPS] =
-                                "Kubernetes mounts the container's cgroup read-only; pass "
-                                "--allow-degraded (the pod's own limits still apply)",
+                        [CONTAINER_NEED_NAMESPACES] = "securityContext.seccompProfile.type: "
+                                                      "Unconfined",
+                        [CONTAINER_NEED_PROCFS] = "securityContext.procMount: Unmasked (with the "
+                                                  "pod's hostUsers: false)",
+                        [CONTAINER_NEED_PIVOT_ROOT] = "securityContext.seccompProfile.type: "
+                                                      "Unconfined",
+                        [CONTAINER_NEED_CGROUPS] = "Kubernetes mounts the container's cgroup "
+                                                   "read-only (the pod's own limits still apply)",
                 },
         [CONTAINER_LXC] =
                 {
                         [CONTAINER_NEED_NAMESPACES] = "LXD/Incus: security.nesting=true",
                         [CONTAINER_NEED_PROCFS] = "LXD/Incus: security.nesting=true",
                         [CONTAINER_NEED_PIVOT_ROOT] = "LXD/Incus: security.nesting=true",
-                        [CONTAINER_NEED_CGROUPS] =
-                                "LXC delegates a cgroup v2 to the container; check that "
-                                "/sys/fs/cgroup is writable for the container's root",
+                        [CONTAINER_NEED_CGROUPS] = "a cgroup v2 delegated to the container "
+                                                   "(LXD/Incus do this by default)",
                 },
         [CONTAINER_NSPAWN] =
                 {
-                        [CONTAINER_NEED_NAMESPACES] =
-                                "systemd-nspawn --system-call-filter='@mount unshare setns'",
-                        [CONTAINER_NEED_PROCFS] =
-                                "systemd-nspawn masks parts of /proc; see docs/containers.md",
-                        [CONTAINER_NEED_PIVOT_ROOT] =
-                                "systemd-nspawn --system-call-filter=pivot_root",
-                        [CONTAINER_NEED_CGROUPS] =
-                                "systemd-nspawn -p Delegate=yes (or --allow-degraded)",
+                        [CONTAINER_NEED_NAMESPACES] = "systemd-nspawn --system-call-filter='@mount "
+                                                      "unshare setns'",
+                        [CONTAINER_NEED_PROCFS] = "systemd-nspawn keeps parts of /proc read-only; "
+                                                  "see docs/containers.md",
+                        [CONTAINER_NEED_PIVOT_ROOT] = "systemd-nspawn "
+                                                      "--system-call-filter=pivot_root",
+                        [CONTAINER_NEED_CGROUPS] = "systemd-nspawn --property=Delegate=yes",
                 },
         [CONTAINER_OTHER] =
                 {
-                        [CONTAINER_NEED_NAMESPACES] =
-                                "allow user namespaces in the container's seccomp profile",
+                        [CONTAINER_NEED_NAMESPACES] = "allow user namespaces in the container's "
+                                                      "seccomp profile",
                         [CONTAINER_NEED_PROCFS] = "unmask /proc in the container's settings",
-                        [CONTAINER_NEED_PIVOT_ROOT] =
-                                "allow pivot_root in the container's seccomp profile",
-                        [CONTAINER_NEED_CGROUPS] =
-                                "delegate a writable cgroup to the container (or pass "
-                                "--allow-degraded)",
+                        [CONTAINER_NEED_PIVOT_ROOT] = "allow pivot_root in the container's seccomp "
+                                                      "profile",
+                        [CONTAINER_NEED_CGROUPS] = "a writable cgroup delegated to the container",
                 },
 };
 

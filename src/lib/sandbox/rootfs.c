@@ -84,9 +84,20 @@ static int pivot_root_syscall(const char *new_root, const char *put_old) {
  * namespace clones and clone3 (so no new user namespace gives them back);
  * init holds no descriptor of the host's tree once the tree is built, and
  * every process of the sandbox descends from the chrooted init. */
-static int enter_by_move(HutchError *reterr) {
+static int enter_by_move(const char *base, HutchError *reterr) {
+        char staged[64];
+
+        if (strcmp(base, "/") == 0)
+                return hutch_error_set(reterr, EPERM,
+                                       "pivot_root is refused and there is no directory to "
+                                       "stage the sandbox root in");
         if (mount("/", "oldroot", NULL, MS_BIND | MS_REC, NULL) < 0)
                 return fail(reterr, negative_errno(), "bind the host root at", OLDROOT);
+        /* The copy holds the root tmpfs itself, over the host's @base: take
+         * it off so that OLDROOT shows the host's @base as a pivot would. */
+        (void)snprintf(staged, sizeof(staged), "oldroot%s", base);
+        if (umount2(staged, MNT_DETACH) < 0)
+                return fail(reterr, negative_errno(), "uncover", base);
         if (mount(".", "/", NULL, MS_MOVE, NULL) < 0)
                 return fail(reterr, negative_errno(), "move the sandbox root over", "/");
         if (chroot(".") < 0)
@@ -128,7 +139,7 @@ static int enter_staging_root(bool *ret_moved, HutchError *reterr) {
         r = pivot_root_syscall(".", "oldroot");
         *ret_moved = r == -EPERM || r == -EINVAL;
         if (*ret_moved)
-                r = enter_by_move(reterr);
+                r = enter_by_move(base, reterr);
         else if (r < 0)
                 return fail(reterr, r, "pivot into the sandbox root from", base);
         if (r < 0)

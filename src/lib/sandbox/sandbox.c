@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/capability.h>
 #include <linux/openat2.h>
 #include <linux/sched.h>
 #include <poll.h>
@@ -139,6 +140,15 @@ void prepared_done(Prepared *p) {
                 p->layer_fds[i] = safe_close(p->layer_fds[i]);
 }
 
+static bool has_cap_sys_admin(void) {
+        struct __user_cap_header_struct h = {.version = _LINUX_CAPABILITY_VERSION_3};
+        struct __user_cap_data_struct d[2] = {};
+
+        if (syscall(SYS_capget, &h, d) < 0)
+                return false;
+        return d[CAP_SYS_ADMIN / 32].effective & (1U << (CAP_SYS_ADMIN % 32));
+}
+
 /* As root, the supervisor prepares every host tree the sandbox gets (the
  * workspace and -v binds) as idmapped detached mounts; unprivileged, init
  * binds them by path itself and the fds stay -EBADF. */
@@ -154,7 +164,11 @@ int sandbox_prepare_mounts(const Policy *p, const SandboxLayerPaths *layers, con
                 ret->layer_fds[i] = -EBADF;
         ret->n_fds = 1 + p->n_binds;
         ret->n_layer_fds = 0;
-        if (!m->privileged)
+        /* COMPAT(containers): root of a container without CAP_SYS_ADMIN
+         * (Docker's default capabilities) cannot clone mount trees; init
+         * then binds the host paths itself, as for an unprivileged caller,
+         * and the caller's files show as nobody inside (docs/containers.md). */
+        if (!m->privileged || !has_cap_sys_admin())
                 return 0;
 
         /* A persistent sandbox's own directories already belong to its
