@@ -97,6 +97,8 @@ def rootfs_tar():
         add_file("etc/group", b"root:x:0:\nagent:x:1000:\n")
         add_file("etc/shadow", f"root:{SHADOW_SECRET}:19000:0:99999:7:::\n".encode(), 0o640)
         add_file(MARKER.lstrip("/"), b"container root\n")
+        # test_filesystem.py's precondition: the caller's $HOME has files.
+        add_file("root/.profile", b"# hutch test image\n")
     return buf.getvalue()
 
 

@@ -22,11 +22,13 @@ import os
 import struct
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
 import containerutil as cu
 from conftest import IS_ROOT
+from test_persistent import store  # noqa: F401 (the fixture)
 
 SYS_CLONE3 = 435
 SYS_PIVOT_ROOT = 155
@@ -122,6 +124,19 @@ def test_pivot_root_allowed_is_not_degraded_twin(sbx):
     r, o = outcome_of(sbx, [], ["pid"], CLONE3_ENOSYS)
     assert r.returncode == 0, r.stderr
     assert "pivot_root" not in o["degraded"]
+
+
+def test_persistent_sandbox_reports_the_pivot_fallback(store):
+    """A persistent sandbox made where pivot_root is refused says so in
+    every exec's outcome; its twin, made without the filter, does not."""
+    for name, rules in (("nopivot", NO_PIVOT), ("pivot", CLONE3_ENOSYS)):
+        store.names.append(name)
+        r = store.hutch("create", name, preexec_fn=seccomp_preexec(rules))
+        assert r.returncode == 0, r.stderr
+        # The keeper (and with it the sandbox) starts with the first exec.
+        r, o = store.exec_json(name, "true", preexec_fn=seccomp_preexec(rules))
+        assert r.returncode == 0, r.stderr
+        assert ("pivot_root" in o["degraded"]) == (name == "nopivot"), (name, o)
 
 
 ROOT_ALLOWED = {"bin", "dev", "etc", "home", "lib", "lib32", "lib64", "libx32", "proc", "probe",
@@ -353,3 +368,33 @@ def test_podman_sys_admin_default_seccomp(podman, bindir):
                          extra_run=PODMAN_RUN)
     # Podman's default profile allows clone3 and pivot_root with SYS_ADMIN.
     assert_contained(res, [], as_root=False)
+
+
+# ---- hutch's own containment tests, run inside a container ----
+
+NESTED_TESTS = ["test_filesystem.py", "test_hardening.py", "test_identity.py"]
+
+
+def run_nested_pytest(engine, image, flags, extra_run=()):
+    """Runs NESTED_TESTS with Debian's python3 and pytest (the host's /usr)
+    inside one container, as the container's root; the conftest there
+    makes its own unprivileged user for the "user" mode."""
+    repo = Path(__file__).resolve().parents[2]
+    build = Path(os.environ.get("HUTCH_BUILD_DIR", repo / "build")).resolve()
+    argv = ["run", "--rm", "--network", "none", *extra_run, "-v", "/usr:/usr:ro",
+            "-v", f"{repo}/tests:/src/tests:ro", "-v", f"{build}:/build:ro",
+            "-e", "HUTCH_BUILD_DIR=/build", "-e", "HUTCH_TEST_MUST_WORK=1",
+            "-e", "PYTHONDONTWRITEBYTECODE=1", "-w", "/src/tests/integration", *flags, image,
+            "/usr/bin/python3", "-m", "pytest", "-q", "-p", "no:cacheprovider", *NESTED_TESTS]
+    return engine.cli(*argv, timeout=600)
+
+
+def test_docker_documented_flags_pass_hutchs_own_tests(docker):
+    eng, image = docker
+    # As root hutch idmaps the workspace and -v binds; the container's
+    # overlayfs root does not support that, a tmpfs does.
+    r = run_nested_pytest(eng, image, DOCUMENTED + ["--cap-add", "SYS_ADMIN"],
+                          extra_run=["--tmpfs", "/tmp:rw,exec,mode=1777"])
+    out = r.stdout.decode(errors="replace")
+    assert r.returncode == 0, out[-6000:] + r.stderr.decode(errors="replace")[-2000:]
+    assert " passed" in out and "failed" not in out, out[-2000:]

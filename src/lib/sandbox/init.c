@@ -612,7 +612,7 @@ static void serve_reap(const InitArgs *a, RunningExec *execs, size_t *n_execs, S
 /* Persistent sandbox: init stays, forks one command per SYNC_OP_EXEC and
  * reports each exit; orphans re-parented to it are reaped silently. Ends
  * when the keeper closes the socket (or, with the keeper, by SIGKILL). */
-_noreturn_ static void serve(const InitArgs *a, const sigset_t *mask) {
+_noreturn_ static void serve(const InitArgs *a, const sigset_t *mask, unsigned fallbacks) {
         static RunningExec execs[INIT_MAX_EXECS];
         Stem stem = {.sock = -EBADF};
         size_t n_execs = 0;
@@ -635,7 +635,8 @@ _noreturn_ static void serve(const InitArgs *a, const sigset_t *mask) {
         sigfd = signalfd(-1, mask, SFD_CLOEXEC | SFD_NONBLOCK);
         if (sigfd < 0)
                 init_fail(a->sync_fd, errno, "create a signalfd", NULL);
-        if (sync_send(a->sync_fd, SYNC_OP_READY, 0, 0, NULL, NULL, NULL, 0) < 0)
+        if (sync_send_values(a->sync_fd, SYNC_OP_READY, (uint64_t[3]){0, fallbacks, 0}, NULL, 0) <
+            0)
                 _exit(0);
         for (;;) {
                 struct pollfd pfd[2] = {{.fd = a->sync_fd, .events = POLLIN},
@@ -863,7 +864,7 @@ void sandbox_init_main(const InitArgs *a) {
         }
         confine_self(a);
         if (a->persistent)
-                serve(a, &mask);
+                serve(a, &mask, fallbacks);
 
         cmd = fork();
         if (cmd < 0)
