@@ -389,12 +389,32 @@ def run_nested_pytest(engine, image, flags, extra_run=()):
     return engine.cli(*argv, timeout=600)
 
 
+def assert_nested_passed(r):
+    out = r.stdout.decode(errors="replace")
+    assert r.returncode == 0, out[-6000:] + r.stderr.decode(errors="replace")[-2000:]
+    assert " passed" in out and "failed" not in out and "skipped" not in out, out[-2000:]
+
+
 def test_docker_documented_flags_pass_hutchs_own_tests(docker):
     eng, image = docker
     # As root hutch idmaps the workspace and -v binds; the container's
     # overlayfs root does not support that, a tmpfs does.
     r = run_nested_pytest(eng, image, DOCUMENTED + ["--cap-add", "SYS_ADMIN"],
                           extra_run=["--tmpfs", "/tmp:rw,exec,mode=1777"])
-    out = r.stdout.decode(errors="replace")
-    assert r.returncode == 0, out[-6000:] + r.stderr.decode(errors="replace")[-2000:]
-    assert " passed" in out and "failed" not in out, out[-2000:]
+    assert_nested_passed(r)
+
+
+def test_docker_sys_admin_default_seccomp_pass_hutchs_own_tests(docker):
+    """The same under Docker's default seccomp profile: through the clone
+    and pivot_root fallbacks."""
+    eng, image = docker
+    flags = SYS_ADMIN + ["--security-opt", "systempaths=unconfined"]
+    r = run_nested_pytest(eng, image, flags, extra_run=["--tmpfs", "/tmp:rw,exec,mode=1777"])
+    assert_nested_passed(r)
+
+
+def test_podman_documented_flags_pass_hutchs_own_tests(podman):
+    eng, image = podman
+    r = run_nested_pytest(eng, image, DOCUMENTED + ["--cap-add", "SYS_ADMIN"],
+                          extra_run=PODMAN_RUN + ["--tmpfs", "/tmp:rw,exec,mode=1777"])
+    assert_nested_passed(r)
