@@ -11,6 +11,7 @@
 
 #include "cli.h"
 #include "log.h"
+#include "sandbox/container.h"
 #include "sandbox/features.h"
 
 static bool arg_json = false;
@@ -49,12 +50,17 @@ static void checks_done(FeatureCheck *checks, size_t n) {
                 feature_check_done(checks + i);
 }
 
-static int print_json(const FeatureCheck *checks) {
+static int print_json(const FeatureCheck *checks, ContainerEngine engine) {
         json_t *o = json_object(), *c;
         int r = 0;
 
         if (!o)
                 return -ENOMEM;
+        c = json_pack("{s:s}", "engine", container_engine_to_string(engine));
+        if (!c || json_object_set_new(o, "container", c) < 0) {
+                json_decref(o);
+                return -ENOMEM;
+        }
         for (FeatureId id = 0; id < _FEATURE_ID_MAX; id++) {
                 c = json_pack("{s:s, s:s}", "status", feature_status_to_string(checks[id].status),
                               "detail", checks[id].detail);
@@ -71,11 +77,15 @@ static int print_json(const FeatureCheck *checks) {
         return r;
 }
 
-static void print_text(const FeatureCheck *checks, bool usable) {
+static void print_text(const FeatureCheck *checks, bool usable, ContainerEngine engine) {
         size_t w = 0;
 
         for (FeatureId id = 0; id < _FEATURE_ID_MAX; id++)
                 w = MAX(w, strlen(feature_id_to_string(id)));
+        if (engine != CONTAINER_NONE)
+                (void)printf("%-*s  %-8s  %s (the fixes below are its settings; "
+                             "docs/containers.md)\n",
+                             (int)w, "container", "", container_engine_to_string(engine));
 
         for (FeatureId id = 0; id < _FEATURE_ID_MAX; id++) {
                 (void)printf("%-*s  %-8s  %s\n", (int)w, feature_id_to_string(id),
@@ -88,6 +98,7 @@ static void print_text(const FeatureCheck *checks, bool usable) {
 
 int verb_doctor(int argc, char **argv) {
         FeatureCheck checks[_FEATURE_ID_MAX] = {};
+        ContainerEngine engine = container_detect();
         bool usable = true;
         int r;
 
@@ -107,14 +118,14 @@ int verb_doctor(int argc, char **argv) {
         }
 
         if (arg_json) {
-                r = print_json(checks);
+                r = print_json(checks, engine);
                 if (r < 0) {
                         checks_done(checks, _FEATURE_ID_MAX);
                         log_error_errno(r, "failed to print the report: %m");
                         return HUTCH_EXIT_FAILURE;
                 }
         } else
-                print_text(checks, usable);
+                print_text(checks, usable, engine);
 
         checks_done(checks, _FEATURE_ID_MAX);
         return usable ? 0 : 1;

@@ -137,7 +137,9 @@ static const struct {
         {"--timeout DURATION", "wall-clock limit: 500ms, 30s, 5m, 1h; 0 = none (default)"},
         {"--disk SIZE", "size of the writable $HOME and copied workspace"},
         {"--output-limit SIZE", "cut stdout and stderr after SIZE bytes each (default none)"},
-        {"--allow-degraded", "run with rlimits when a limit cannot be a cgroup limit"},
+        {"--allow-degraded",
+         "run with rlimits when a limit cannot be a cgroup limit, and with the container's /proc "
+         "where a new one is refused (docs/containers.md)"},
         {"--backend ns|vm", "namespaces on this kernel (default), or a microVM (docs/vm.md)"},
         {"--vm-accel kvm|tcg", "the microVM's accelerator (default kvm; tcg is slow emulation)"},
         {"--vm-kernel FILE", "the microVM's kernel (default: the newest /boot/vmlinuz-*)"},

@@ -8,6 +8,7 @@
 #include "fd-util.h"
 #include "macro.h"
 #include "sandbox/cgroup-setup.h"
+#include "sandbox/container.h"
 #include "signal-util.h"
 
 #define CPU_PERIOD_US 100000ULL
@@ -43,14 +44,16 @@ static const char *const limit_flag[_POLICY_LIMIT_MAX] = {
 };
 
 static int refuse(unsigned missing, HutchError *reterr) {
+        const char *fix = container_fix(container_detect(), CONTAINER_NEED_CGROUPS);
+
         for (int i = 0; i < _POLICY_LIMIT_MAX; i++)
                 if (missing & (1U << i))
                         return hutch_error_set(
                                 reterr, EOPNOTSUPP,
                                 "%s was asked for but no writable cgroup can enforce it here "
-                                "(see 'hutch doctor' and docs/cgroups.md); pass "
+                                "(see 'hutch doctor' and docs/cgroups.md%s%s); pass "
                                 "--allow-degraded to run with rlimits instead",
-                                limit_flag[i]);
+                                limit_flag[i], fix ? "; in this container: " : "", fix ?: "");
         return -EOPNOTSUPP;
 }
 

@@ -22,6 +22,7 @@
 
 #include "cgroup/cgroup.h"
 #include "fd-util.h"
+#include "sandbox/container.h"
 #include "sandbox/features.h"
 #include "seccomp/seccomp-filter.h"
 #include "vm/vm.h"
@@ -107,7 +108,9 @@ static const char *const feature_impact_table[_FEATURE_ID_MAX][_FEATURE_STATUS_M
                                        "read-only system dirs",
                         [FEATURE_MISSING] = "hutch run cannot work here: it cannot build the "
                                             "sandbox's filesystem",
-                        [FEATURE_DEGRADED] = "mounting works only partly; hutch run may fail",
+                        [FEATURE_DEGRADED] = "hutch run works, with the fallback the detail names "
+                                             "(reported in the outcome's degraded list; "
+                                             "docs/containers.md)",
                 },
         [FEATURE_OVERLAYFS] =
                 {
@@ -274,8 +277,9 @@ static const char *errno_text(int r) {
  * the child (or its child, the pid 1 of a new pid namespace) writes it in
  * place and the parent reads it after waitpid(): no protocol to parse. */
 typedef struct ProbeReport {
-        int error;      /* 0, or -errno of the failed step */
-        char step[128]; /* the step that failed */
+        int error;         /* 0, or -errno of the failed step */
+        char step[128];    /* the step that failed */
+        int pivot_refused; /* mount probe: errno of a refused pivot_root, else 0 */
 } ProbeReport;
 
 typedef int (*ProbeFn)(ProbeReport *rep, void *userdata);
@@ -440,20 +444,32 @@ static const char *userns_hint(const ProbeReport *rep) {
         return NULL;
 }
 
-static char *failure_detail(const ProbeReport *rep, const char *hint) {
+/* "STEP failed: ERROR[; HINT][; in this <engine> container: FIX]", the
+ * fix being the engine's setting for @need (none for _CONTAINER_NEED_INVALID
+ * or outside a container). */
+static char *failure_detail_fix(const ProbeReport *rep, const char *hint, ContainerNeed need) {
+        ContainerEngine e = need >= 0 ? container_detect() : CONTAINER_NONE;
+        const char *fix = container_fix(e, need);
         char *s = NULL;
 
         if (strextendf(&s, "%s failed: %s", rep->step, errno_text(rep->error)) < 0)
                 return NULL;
-        if (hint && strextendf(&s, "; %s", hint) < 0) {
+        if ((hint && strextendf(&s, "; %s", hint) < 0) ||
+            (fix && strextendf(&s, "; in this %s container: %s", container_engine_to_string(e),
+                               fix) < 0)) {
                 free(s);
                 return NULL;
         }
         return s;
 }
 
+static char *failure_detail(const ProbeReport *rep, const char *hint) {
+        return failure_detail_fix(rep, hint, _CONTAINER_NEED_INVALID);
+}
+
 int feature_probe_user_namespaces(FeatureCheck *ret) {
         _cleanup_free_ char *max = NULL;
+        bool clone3_filtered;
         ProbeReport rep;
         char *d = NULL;
         int r;
@@ -462,12 +478,20 @@ int feature_probe_user_namespaces(FeatureCheck *ret) {
         if (r < 0)
                 return r;
         if (rep.error < 0)
-                return check_set(ret, FEATURE_MISSING, failure_detail(&rep, userns_hint(&rep)));
+                return check_set(
+                        ret, FEATURE_MISSING,
+                        failure_detail_fix(&rep, userns_hint(&rep), CONTAINER_NEED_NAMESPACES));
 
         if (read_one_line("/proc/sys/user/max_user_namespaces", &max) < 0)
                 max = NULL;
-        if (asprintf(&d, "user namespaces work (probed as uid %u%s%s)", (unsigned)geteuid(),
-                     max ? "; user.max_user_namespaces=" : "", max ?: "") < 0)
+        /* A zero size is invalid (EINVAL) unless a filter answers first:
+         * container profiles answer clone3 with ENOSYS, and hutch then uses
+         * clone() (sandbox_clone()). */
+        clone3_filtered = syscall(SYS_clone3, NULL, (size_t)0) < 0 && errno == ENOSYS;
+        if (asprintf(&d, "user namespaces work (probed as uid %u%s%s)%s", (unsigned)geteuid(),
+                     max ? "; user.max_user_namespaces=" : "", max ?: "",
+                     clone3_filtered ? "; clone3 is filtered (ENOSYS), hutch run uses clone()"
+                                     : "") < 0)
                 return -ENOMEM;
         return check_set(ret, FEATURE_OK, d);
 }
@@ -516,6 +540,24 @@ static int mount_pid1(ProbeReport *rep) {
                 return negative_errno();
         if (!(sv.f_flag & ST_RDONLY))
                 return -EPROTO;
+
+        /* As rootfs_setup() does: pivot_root, or where a seccomp profile
+         * refuses it, the move-mount + chroot fallback. */
+        report_step(rep, "mkdir on the tmpfs");
+        if (mkdir("old", 0755) < 0)
+                return negative_errno();
+        report_step(rep, "pivot_root into the tmpfs");
+        if (syscall(SYS_pivot_root, ".", "old") == 0)
+                return 0;
+        if (errno != EPERM && errno != EINVAL)
+                return negative_errno();
+        rep->pivot_refused = errno;
+        report_step(rep, "move the tmpfs over / (pivot_root is refused)");
+        if (mount(".", "/", NULL, MS_MOVE, NULL) < 0)
+                return negative_errno();
+        report_step(rep, "chroot into the tmpfs (pivot_root is refused)");
+        if (chroot(".") < 0)
+                return negative_errno();
         return 0;
 }
 
@@ -553,7 +595,8 @@ static const char *mount_hint(const ProbeReport *rep) {
                 return userns_hint(rep);
         if (strcmp(rep->step, "mount proc") == 0 && rep->error == -EPERM)
                 return "the host's /proc has parts hidden by over-mounts (as in a container), so "
-                       "the kernel refuses a new proc";
+                       "the kernel refuses a new proc; hutch run --allow-degraded binds the "
+                       "container's /proc read-only instead (docs/containers.md)";
         if (strstr(rep->step, "mount_setattr") && rep->error == -ENOSYS)
                 return "mount_setattr() needs Linux 5.12";
         return NULL;
@@ -567,10 +610,28 @@ int feature_probe_mount_in_userns(FeatureCheck *ret) {
         if (r < 0)
                 return r;
         if (rep.error < 0)
-                return check_set(ret, FEATURE_MISSING, failure_detail(&rep, mount_hint(&rep)));
+                return check_set(ret, FEATURE_MISSING,
+                                 failure_detail_fix(
+                                         &rep, mount_hint(&rep),
+                                         strcmp(rep.step, "mount proc") == 0 ? CONTAINER_NEED_PROCFS
+                                         : strstr(rep.step, "unshare") ? CONTAINER_NEED_NAMESPACES
+                                                                       : _CONTAINER_NEED_INVALID));
+        if (rep.pivot_refused) {
+                const char *fix = container_fix(container_detect(), CONTAINER_NEED_PIVOT_ROOT);
+                char *d = NULL;
+
+                if (asprintf(&d,
+                             "a user namespace can mount tmpfs, proc and read-only recursive "
+                             "binds, but pivot_root is refused (%s): hutch run enters the sandbox "
+                             "root by move-mount + chroot (degraded: pivot_root)%s%s",
+                             errno_text(rep.pivot_refused), fix ? "; to avoid it: " : "",
+                             fix ?: "") < 0)
+                        return -ENOMEM;
+                return check_set(ret, FEATURE_DEGRADED, d);
+        }
         return check_set(ret, FEATURE_OK,
                          strdup("a user namespace can mount tmpfs, proc (as pid 1 of a new pid "
-                                "namespace) and read-only recursive binds"));
+                                "namespace), read-only recursive binds and pivot_root"));
 }
 
 /* ---- 3. overlayfs in a user namespace ---- */
@@ -1040,14 +1101,28 @@ int feature_cgroups_from_topology(const CgroupTopology *t, FeatureCheck *ret) {
 
 int feature_probe_cgroups(FeatureCheck *ret) {
         _cleanup_(cgroup_topology_done) CgroupTopology t = {};
+        ContainerEngine e = container_detect();
+        const char *fix = container_fix(e, CONTAINER_NEED_CGROUPS);
+        FeatureCheck c = {};
         int r;
 
         r = cgroup_topology_detect(&t);
         if (r == -ENOMEM)
                 return r;
         if (r < 0)
-                return cgroup_detect_failed(ret, r);
-        return feature_cgroups_from_topology(&t, ret);
+                r = cgroup_detect_failed(&c, r);
+        else
+                r = feature_cgroups_from_topology(&t, &c);
+        if (r < 0)
+                return r;
+        if (c.status != FEATURE_OK && fix &&
+            strextendf(&c.detail, "; in this %s container: %s", container_engine_to_string(e),
+                       fix) < 0) {
+                feature_check_done(&c);
+                return -ENOMEM;
+        }
+        *ret = c;
+        return 0;
 }
 
 /* ---- 8. /dev/kvm ---- */

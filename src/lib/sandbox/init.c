@@ -612,7 +612,7 @@ static void serve_reap(const InitArgs *a, RunningExec *execs, size_t *n_execs, S
 /* Persistent sandbox: init stays, forks one command per SYNC_OP_EXEC and
  * reports each exit; orphans re-parented to it are reaped silently. Ends
  * when the keeper closes the socket (or, with the keeper, by SIGKILL). */
-_noreturn_ static void serve(const InitArgs *a, const sigset_t *mask) {
+_noreturn_ static void serve(const InitArgs *a, const sigset_t *mask, unsigned fallbacks) {
         static RunningExec execs[INIT_MAX_EXECS];
         Stem stem = {.sock = -EBADF};
         size_t n_execs = 0;
@@ -635,7 +635,8 @@ _noreturn_ static void serve(const InitArgs *a, const sigset_t *mask) {
         sigfd = signalfd(-1, mask, SFD_CLOEXEC | SFD_NONBLOCK);
         if (sigfd < 0)
                 init_fail(a->sync_fd, errno, "create a signalfd", NULL);
-        if (sync_send(a->sync_fd, SYNC_OP_READY, 0, 0, NULL, NULL, NULL, 0) < 0)
+        if (sync_send_values(a->sync_fd, SYNC_OP_READY, (uint64_t[3]){0, fallbacks, 0}, NULL, 0) <
+            0)
                 _exit(0);
         for (;;) {
                 struct pollfd pfd[2] = {{.fd = a->sync_fd, .events = POLLIN},
@@ -688,10 +689,12 @@ _noreturn_ static void serve(const InitArgs *a, const sigset_t *mask) {
         }
 }
 
-_noreturn_ static void supervise(const InitArgs *a, pid_t cmd, const sigset_t *mask) {
+_noreturn_ static void supervise(const InitArgs *a, pid_t cmd, const sigset_t *mask,
+                                 unsigned fallbacks) {
         int status = 0;
 
-        (void)sync_send(a->sync_fd, SYNC_OP_STARTED, 0, 0, NULL, NULL, NULL, 0);
+        (void)sync_send_values(a->sync_fd, SYNC_OP_STARTED, (uint64_t[3]){0, fallbacks, 0}, NULL,
+                               0);
         for (;;) {
                 siginfo_t si;
                 int sig = sigwaitinfo(mask, &si);
@@ -732,6 +735,7 @@ void sandbox_init_main(const InitArgs *a) {
         struct sigaction sa = {.sa_handler = forward_handler};
         sigset_t mask;
         RootfsConfig rc;
+        unsigned fallbacks = 0;
         HutchError err = {};
         SyncMsg go;
         pid_t cmd;
@@ -812,8 +816,10 @@ void sandbox_init_main(const InitArgs *a) {
                 .bind_fds = go.n_fds > 0 ? fds + (a->policy->workspace ? 1 : 0) : NULL,
                 .ca_bundle = a->policy->n_secrets > 0,
                 .layers = a->persistent ? &layers : NULL,
+                .allow_host_proc = a->policy->allow_degraded,
+                .container = a->container,
         };
-        r = rootfs_setup(&rc, &err);
+        r = rootfs_setup(&rc, &fallbacks, &err);
         if (r < 0)
                 init_fail(a->sync_fd, err.errnum, "build the sandbox filesystem", err.msg);
         for (size_t i = 0; i < ELEMENTSOF(fds); i++)
@@ -858,12 +864,12 @@ void sandbox_init_main(const InitArgs *a) {
         }
         confine_self(a);
         if (a->persistent)
-                serve(a, &mask);
+                serve(a, &mask, fallbacks);
 
         cmd = fork();
         if (cmd < 0)
                 init_fail(a->sync_fd, errno, "fork the command", NULL);
         if (cmd == 0)
                 exec_command(a);
-        supervise(a, cmd, &mask);
+        supervise(a, cmd, &mask, fallbacks);
 }

@@ -11,6 +11,7 @@
  * SYNC_OP_ERROR {errno, step, message} and ends init. */
 
 #include "policy/policy.h"
+#include "sandbox/container.h"
 
 typedef struct InitArgs {
         const Policy *policy;
@@ -28,6 +29,7 @@ typedef struct InitArgs {
         /* Unprivileged (no detached mounts): the host paths init binds. */
         const char *data_dir;
         char **layer_paths;
+        ContainerEngine container; /* where hutch runs, to name fixes in errors */
 } InitArgs;
 
 /* Never returns: _exit()s when the command has ended or setup failed. */

@@ -120,6 +120,7 @@ static void exec_finished(Keeper *k, Exec *e, int status) {
         o.cpu_ms = mine.have_cpu ? mine.cpu_usec / 1000 : 0;
         o.mem_peak_bytes = after.have_mem_peak ? after.mem_peak_bytes : 0;
         o.degraded = k->st->rc.degraded;
+        o.fallbacks = k->st->sup.fallbacks;
         if (WIFEXITED(status)) {
                 o.reason = OUTCOME_EXITED;
                 o.exit_code = WEXITSTATUS(status);
@@ -537,8 +538,11 @@ static int wait_ready(Keeper *k, HutchError *reterr) {
                 if (r <= 0)
                         return hutch_error_set(reterr, EPIPE,
                                                "the sandbox init ended during setup");
-                if (m.op == SYNC_OP_READY)
+                if (m.op == SYNC_OP_READY) {
+                        k->st->sup.fallbacks =
+                                (unsigned)(m.values[1] & ((1U << _OUTCOME_FALLBACK_MAX) - 1));
                         return 0;
+                }
                 if (m.op == SYNC_OP_SOCKETS) {
                         r = sandbox_on_proxy_sockets(&k->st->sup, fds, m.n_fds, reterr);
                         if (r < 0)

@@ -25,6 +25,26 @@ OutcomeReason outcome_reason_from_string(const char *s) {
         return _OUTCOME_REASON_INVALID;
 }
 
+static const char *const fallback_table[_OUTCOME_FALLBACK_MAX] = {
+        [OUTCOME_FALLBACK_PIVOT_ROOT] = "pivot_root",
+        [OUTCOME_FALLBACK_PROCFS] = "procfs",
+};
+
+const char *outcome_fallback_to_string(OutcomeFallback f) {
+        if (f < 0 || f >= _OUTCOME_FALLBACK_MAX)
+                return NULL;
+        return fallback_table[f];
+}
+
+OutcomeFallback outcome_fallback_from_string(const char *s) {
+        if (!s)
+                return _OUTCOME_FALLBACK_INVALID;
+        for (int i = 0; i < _OUTCOME_FALLBACK_MAX; i++)
+                if (strcmp(fallback_table[i], s) == 0)
+                        return (OutcomeFallback)i;
+        return _OUTCOME_FALLBACK_INVALID;
+}
+
 void outcome_done(Outcome *o) {
         free(o->denied);
         o->denied = NULL;
@@ -50,6 +70,13 @@ int outcome_to_json(const Outcome *o, char **ret) {
         for (int i = 0; i < _POLICY_LIMIT_MAX; i++)
                 if ((o->degraded & (1U << i)) &&
                     json_array_append_new(degraded, json_string(policy_limit_to_string(i))) < 0) {
+                        json_decref(degraded);
+                        json_decref(denied);
+                        return -ENOMEM;
+                }
+        for (int i = 0; i < _OUTCOME_FALLBACK_MAX; i++)
+                if ((o->fallbacks & (1U << i)) &&
+                    json_array_append_new(degraded, json_string(fallback_table[i])) < 0) {
                         json_decref(degraded);
                         json_decref(denied);
                         return -ENOMEM;

@@ -25,6 +25,20 @@ typedef enum OutcomeReason {
 const char *outcome_reason_to_string(OutcomeReason r);
 OutcomeReason outcome_reason_from_string(const char *s);
 
+/* A wall the namespace backend built a weaker way, because the container
+ * hutch runs in refused the usual one (docs/containers.md). */
+typedef enum OutcomeFallback {
+        OUTCOME_FALLBACK_PIVOT_ROOT, /* "pivot_root": root entered by move-mount + chroot */
+        OUTCOME_FALLBACK_PROCFS,     /* "procfs": the container's /proc, bound read-only */
+        _OUTCOME_FALLBACK_MAX,
+        _OUTCOME_FALLBACK_INVALID = -EINVAL,
+} OutcomeFallback;
+
+/* "pivot_root", "procfs"; NULL for an out-of-range value. */
+const char *outcome_fallback_to_string(OutcomeFallback f);
+/* The inverse; _OUTCOME_FALLBACK_INVALID for an unknown or NULL string. */
+OutcomeFallback outcome_fallback_from_string(const char *s);
+
 typedef struct Outcome {
         OutcomeReason reason;
         int exit_code; /* shell convention: status, or 128+signal */
@@ -34,8 +48,9 @@ typedef struct Outcome {
         uint64_t mem_peak_bytes;
         bool stdout_truncated;
         bool stderr_truncated;
-        unsigned degraded; /* 1 << PolicyLimit of limits no cgroup enforced */
-        char *denied;      /* JSON array of the proxy's denials, or NULL for []; owned */
+        unsigned degraded;  /* 1 << PolicyLimit of limits no cgroup enforced */
+        unsigned fallbacks; /* 1 << OutcomeFallback of walls built the weaker way */
+        char *denied;       /* JSON array of the proxy's denials, or NULL for []; owned */
 } Outcome;
 
 /* Frees what @o owns (denied). */
@@ -44,5 +59,6 @@ void outcome_done(Outcome *o);
 /* Formats @o as one JSON object (no trailing newline) into a malloc'd
  * string: {exit_code, signal (null when none), reason, wall_ms, cpu_ms,
  * mem_peak_bytes, stdout_truncated, stderr_truncated, denied, degraded
- * (the names of the limits no cgroup enforced)}. Returns 0 or -ENOMEM. */
+ * (the names of the limits no cgroup enforced, then of the fallbacks
+ * taken)}. Returns 0 or -ENOMEM. */
 int outcome_to_json(const Outcome *o, char **ret);

@@ -13,7 +13,9 @@
 
 #include "fd-util.h"
 #include "macro.h"
+#include "ns/landlock.h"
 #include "ns/mount-util.h"
+#include "sandbox/container.h"
 #include "sandbox/copy.h"
 #include "sandbox/rootfs.h"
 #include "sandbox/secrets.h"
@@ -68,9 +70,46 @@ static int pivot_root_syscall(const char *new_root, const char *put_old) {
         return 0;
 }
 
+/* Where pivot_root(2) is refused (the default seccomp profiles of Docker and
+ * Podman, an initramfs root): the host's root is bound at OLDROOT, the
+ * sandbox root tmpfs (the working directory) is moved over "/" and entered
+ * with chroot, as runc's no-pivot mode does. The host's root mount then
+ * stays in the mount namespace beneath the tmpfs, reachable by path only
+ * through OLDROOT (unmounted at the end of rootfs_setup()).
+ * SECURITY: this is as strong as the pivot for the command, because
+ * everything that could walk out of a chroot or uncover the mount is gone
+ * before it runs: capabilities are dropped (no CAP_SYS_CHROOT, no
+ * CAP_SYS_ADMIN) under no_new_privs, and the seccomp filter denies chroot,
+ * pivot_root, mount, umount2, move_mount, open_tree, unshare, setns,
+ * namespace clones and clone3 (so no new user namespace gives them back);
+ * init holds no descriptor of the host's tree once the tree is built, and
+ * every process of the sandbox descends from the chrooted init. */
+static int enter_by_move(const char *base, HutchError *reterr) {
+        char staged[64];
+
+        if (strcmp(base, "/") == 0)
+                return hutch_error_set(reterr, EPERM,
+                                       "pivot_root is refused and there is no directory to "
+                                       "stage the sandbox root in");
+        if (mount("/", "oldroot", NULL, MS_BIND | MS_REC, NULL) < 0)
+                return fail(reterr, negative_errno(), "bind the host root at", OLDROOT);
+        /* The copy holds the root tmpfs itself, over the host's @base: take
+         * it off so that OLDROOT shows the host's @base as a pivot would. */
+        (void)snprintf(staged, sizeof(staged), "oldroot%s", base);
+        if (umount2(staged, MNT_DETACH) < 0)
+                return fail(reterr, negative_errno(), "uncover", base);
+        if (mount(".", "/", NULL, MS_MOVE, NULL) < 0)
+                return fail(reterr, negative_errno(), "move the sandbox root over", "/");
+        if (chroot(".") < 0)
+                return fail(reterr, negative_errno(), "enter the sandbox root", "/");
+        return 0;
+}
+
 /* Mounts the sandbox root tmpfs on a host directory and pivots into it, so
- * that the host's root stays reachable at OLDROOT while the tree is built. */
-static int enter_staging_root(HutchError *reterr) {
+ * that the host's root stays reachable at OLDROOT while the tree is built.
+ * Where pivot_root is refused, enters it with enter_by_move() instead and
+ * sets *@ret_moved. */
+static int enter_staging_root(bool *ret_moved, HutchError *reterr) {
         static const char *const bases[] = {"/tmp", "/mnt", "/var/tmp", "/run", "/", NULL};
         const char *base = NULL;
         int r;
@@ -98,8 +137,13 @@ static int enter_staging_root(HutchError *reterr) {
         if (mkdir("oldroot", 0700) < 0)
                 return fail(reterr, negative_errno(), "create", OLDROOT);
         r = pivot_root_syscall(".", "oldroot");
-        if (r < 0)
+        *ret_moved = r == -EPERM || r == -EINVAL;
+        if (*ret_moved)
+                r = enter_by_move(base, reterr);
+        else if (r < 0)
                 return fail(reterr, r, "pivot into the sandbox root from", base);
+        if (r < 0)
+                return r;
         if (chdir("/") < 0)
                 return fail(reterr, negative_errno(), "enter", "/");
         return 0;
@@ -246,13 +290,49 @@ static int setup_etc_masks(HutchError *reterr) {
         return 0;
 }
 
-static int setup_proc(HutchError *reterr) {
+/* The kernel refuses a new procfs in a user namespace where the visible
+ * one has over-mounted parts (a container's masked /proc paths). With
+ * --allow-degraded the container's own /proc is bound instead,
+ * recursively (its masks are locked to it) and read-only: the sandbox
+ * then sees the processes of the container's pid namespace (their pids,
+ * cmdlines and stat files) besides its own, and the container's masks
+ * stay. SECURITY: their /proc/PID/root, cwd, fd, environ and mem need
+ * ptrace access, which landlock denies to the sandbox for every process
+ * outside it (even one of the same uid), so this mode needs landlock and
+ * is refused without it. Returns 1 when it bound the container's /proc. */
+static int setup_host_proc(const RootfsConfig *c, int mount_errno, HutchError *reterr) {
+        const char *fix = container_fix(c->container, CONTAINER_NEED_PROCFS);
+        int r;
+
+        if (mount_errno != EPERM || !c->allow_host_proc)
+                return hutch_error_set(
+                        reterr, mount_errno,
+                        "failed to mount '/proc': %s (parts of /proc are masked, as in a "
+                        "container%s%s; or --allow-degraded: docs/containers.md)",
+                        strerror(mount_errno), fix ? "; fix: " : "", fix ?: "");
+        if (landlock_get_abi() < 0)
+                return hutch_error_set(reterr, mount_errno,
+                                       "failed to mount '/proc': %s, and the container's /proc "
+                                       "cannot stand in for it without landlock "
+                                       "(docs/containers.md)",
+                                       strerror(mount_errno));
+        if (mount(OLDROOT "/proc", "/proc", NULL, MS_BIND | MS_REC, NULL) < 0)
+                return fail(reterr, negative_errno(), "bind-mount", OLDROOT "/proc");
+        r = mount_set_attr(
+                "/proc",
+                MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC, true);
+        if (r < 0)
+                return fail(reterr, r, "make read-only", "/proc");
+        return 1;
+}
+
+static int setup_proc(const RootfsConfig *c, HutchError *reterr) {
         int r;
 
         if (mkdir("/proc", 0555) < 0)
                 return fail(reterr, negative_errno(), "create", "/proc");
         if (mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0)
-                return fail(reterr, negative_errno(), "mount", "/proc");
+                return setup_host_proc(c, errno, reterr);
         for (size_t i = 0; proc_readonly[i]; i++) {
                 if (access(proc_readonly[i], F_OK) < 0)
                         continue;
@@ -855,13 +935,17 @@ int rootfs_install_ca_bundle(int ca_fd, uint64_t hash, HutchError *reterr) {
         return 0;
 }
 
-int rootfs_setup(const RootfsConfig *c, HutchError *reterr) {
+int rootfs_setup(const RootfsConfig *c, unsigned *ret_fallbacks, HutchError *reterr) {
         const Policy *p = c->policy;
+        unsigned fallbacks = 0;
+        bool moved = false;
         int r;
 
-        r = enter_staging_root(reterr);
+        r = enter_staging_root(&moved, reterr);
         if (r < 0)
                 return r;
+        if (moved)
+                fallbacks |= 1U << OUTCOME_FALLBACK_PIVOT_ROOT;
 
         for (size_t i = 0; rootfs_system_dirs[i]; i++) {
                 r = setup_system_dir(rootfs_system_dirs[i], reterr);
@@ -874,9 +958,11 @@ int rootfs_setup(const RootfsConfig *c, HutchError *reterr) {
         r = setup_ca_bundle(c->ca_bundle, reterr);
         if (r < 0)
                 return r;
-        r = setup_proc(reterr);
+        r = setup_proc(c, reterr);
         if (r < 0)
                 return r;
+        if (r > 0)
+                fallbacks |= 1U << OUTCOME_FALLBACK_PROCFS;
         r = setup_dev(p, reterr);
         if (r < 0)
                 return r;
@@ -926,6 +1012,7 @@ int rootfs_setup(const RootfsConfig *c, HutchError *reterr) {
         r = mount_set_attr("/", MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, false);
         if (r < 0)
                 return fail(reterr, r, "make read-only", "/");
+        *ret_fallbacks = fallbacks;
         return 0;
 }
 

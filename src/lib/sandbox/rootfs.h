@@ -16,6 +16,8 @@
 #include "hutch-error.h"
 #include "ns/userns.h"
 #include "policy/policy.h"
+#include "sandbox/container.h"
+#include "sandbox/outcome.h"
 
 /* A persistent sandbox's layers (DESIGN.md §4), attached by init: the
  * directories /root, /var, /opt, /srv, /home and /mnt come from one overlay
@@ -58,11 +60,18 @@ typedef struct RootfsConfig {
          * complete. */
         bool ca_bundle;
         const RootfsLayers *layers; /* persistent sandbox, or NULL */
+        /* --allow-degraded: where a new procfs is refused, bind the
+         * container's /proc read-only instead (needs landlock). */
+        bool allow_host_proc;
+        ContainerEngine container; /* names the fix in errors */
 } RootfsConfig;
 
-/* Builds the tree and pivots into it; the working directory is left at the
- * new "/". Returns 0 or -errno with @reterr naming the step and path. */
-int rootfs_setup(const RootfsConfig *c, HutchError *reterr);
+/* Builds the tree and pivots into it (or, where pivot_root is refused,
+ * moves it over "/" and chroots: docs/containers.md); the working
+ * directory is left at the new "/". *@ret_fallbacks gets the
+ * 1 << OutcomeFallback of each weaker path taken. Returns 0 or -errno with
+ * @reterr naming the step and path. */
+int rootfs_setup(const RootfsConfig *c, unsigned *ret_fallbacks, HutchError *reterr);
 
 /* Appends the sandbox CA (@ca_fd, a memfd from the supervisor, PEM) to the
  * bundle file made by rootfs_setup() with ca_bundle and, when @hash is not

@@ -46,9 +46,10 @@ typedef struct RunState {
 void run_state_init(RunState *st);
 
 /* clone3() with fork semantics (no new stack), the namespaces of @flags
- * (CLONE_NEW*) and a pidfd in @ret_pidfd. The caller is single-threaded,
- * so no lock can be held in the child. The child's 0, the pid, or
- * -errno. */
+ * (CLONE_NEW*, all below bit 32) and a pidfd in @ret_pidfd; clone() with
+ * the same flags and CLONE_PIDFD where clone3 fails with ENOSYS or EPERM
+ * (a container's seccomp filter). The caller is single-threaded, so no
+ * lock can be held in the child. The child's 0, the pid, or -errno. */
 pid_t sandbox_clone(uint64_t flags, int *ret_pidfd);
 
 /* A detached copy (open_tree) of the host tree at @path (opened without

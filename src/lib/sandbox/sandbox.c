@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/capability.h>
 #include <linux/openat2.h>
 #include <linux/sched.h>
 #include <poll.h>
@@ -25,6 +26,7 @@
 #include "macro.h"
 #include "ns/userns.h"
 #include "sandbox/cgroup-setup.h"
+#include "sandbox/container.h"
 #include "sandbox/init.h"
 #include "sandbox/proxy-spawn.h"
 #include "sandbox/sandbox-internal.h"
@@ -51,10 +53,26 @@ pid_t sandbox_clone(uint64_t flags, int *ret_pidfd) {
                 .pidfd = (uint64_t)(uintptr_t)ret_pidfd,
                 .exit_signal = SIGCHLD,
         };
-        long pid = syscall(SYS_clone3, &args, sizeof(args));
+        unsigned long legacy = (unsigned long)(flags | CLONE_PIDFD) | SIGCHLD;
+        int pidfd = -EBADF;
+        long pid;
 
+        pid = syscall(SYS_clone3, &args, sizeof(args));
+        if (pid >= 0 || (errno != ENOSYS && errno != EPERM))
+                return pid < 0 ? (pid_t)negative_errno() : (pid_t)pid;
+
+        /* COMPAT(container seccomp profiles): Docker's and Podman's default
+         * profiles answer clone3 with ENOSYS (seccomp cannot read its flags)
+         * so that runtimes fall back to clone(); other filters answer EPERM.
+         * clone() takes the same namespace flags (all below bit 32) and
+         * writes the CLONE_PIDFD descriptor through its parent_tid argument,
+         * the third on every architecture but s390 (not built). A real EPERM
+         * (no user namespaces) fails the same way here. */
+        pid = syscall(SYS_clone, legacy, NULL, &pidfd, NULL, NULL);
         if (pid < 0)
                 return (pid_t)negative_errno();
+        if (pid > 0)
+                *ret_pidfd = pidfd;
         return (pid_t)pid;
 }
 
@@ -122,6 +140,15 @@ void prepared_done(Prepared *p) {
                 p->layer_fds[i] = safe_close(p->layer_fds[i]);
 }
 
+static bool has_cap_sys_admin(void) {
+        struct __user_cap_header_struct h = {.version = _LINUX_CAPABILITY_VERSION_3};
+        struct __user_cap_data_struct d[2] = {};
+
+        if (syscall(SYS_capget, &h, d) < 0)
+                return false;
+        return d[CAP_SYS_ADMIN / 32].effective & (1U << (CAP_SYS_ADMIN % 32));
+}
+
 /* As root, the supervisor prepares every host tree the sandbox gets (the
  * workspace and -v binds) as idmapped detached mounts; unprivileged, init
  * binds them by path itself and the fds stay -EBADF. */
@@ -137,7 +164,11 @@ int sandbox_prepare_mounts(const Policy *p, const SandboxLayerPaths *layers, con
                 ret->layer_fds[i] = -EBADF;
         ret->n_fds = 1 + p->n_binds;
         ret->n_layer_fds = 0;
-        if (!m->privileged)
+        /* COMPAT(containers): root of a container without CAP_SYS_ADMIN
+         * (Docker's default capabilities) cannot clone mount trees; init
+         * then binds the host paths itself, as for an unprivileged caller,
+         * and the caller's files show as nobody inside (docs/containers.md). */
+        if (!m->privileged || !has_cap_sys_admin())
                 return 0;
 
         /* A persistent sandbox's own directories already belong to its
@@ -209,6 +240,7 @@ static int fill_outcome(const Supervision *s, const struct rusage *ru, const Cgr
                 .stdout_truncated = s->relays[0].truncated,
                 .stderr_truncated = s->relays[1].truncated,
                 .degraded = degraded,
+                .fallbacks = s->fallbacks,
         };
 
         if (s->exited && WIFEXITED(s->status)) {
@@ -599,6 +631,7 @@ void sandbox_abort(RunState *st, HutchError *reterr) {
 
 int sandbox_start(const Policy *policy, const SandboxLayerPaths *layers, char *const *argv,
                   char *const *caller_env, RunState *st, HutchError *reterr) {
+        ContainerEngine container = container_detect();
         sigset_t mask;
         IdMapping idmap;
         const char *workdir;
@@ -630,11 +663,15 @@ int sandbox_start(const Policy *policy, const SandboxLayerPaths *layers, char *c
                 return hutch_error_set(reterr, errno, "failed to create a signalfd: %m");
 
         pid = sandbox_clone(SANDBOX_NS_FLAGS, &st->pidfd);
-        if (pid < 0)
+        if (pid < 0) {
+                const char *fix = container_fix(container, CONTAINER_NEED_NAMESPACES);
+
                 return hutch_error_set(reterr, -pid,
-                                       "failed to create the sandbox namespaces: %s (see 'hutch "
-                                       "doctor')",
-                                       strerror(-pid));
+                                       "failed to create the sandbox namespaces: %s (%s%s%s'hutch "
+                                       "doctor' says more)",
+                                       strerror(-pid), fix ? "in this container: " : "", fix ?: "",
+                                       fix ? "; " : "");
+        }
         if (pid == 0) {
                 InitArgs a = {
                         .policy = policy,
@@ -648,6 +685,7 @@ int sandbox_start(const Policy *policy, const SandboxLayerPaths *layers, char *c
                         .upper = layers ? layers->upper : NULL,
                         .data_dir = layers ? layers->data_dir : NULL,
                         .layer_paths = layers ? layers->layers : NULL,
+                        .container = container,
                 };
 
                 sandbox_init_main(&a);

@@ -12,6 +12,7 @@
 
 #include "fd-util.h"
 #include "macro.h"
+#include "sandbox/outcome.h"
 #include "sandbox/supervise.h"
 #include "sandbox/sync.h"
 
@@ -74,6 +75,7 @@ static void handle_sync_message(Supervision *s) {
                 break;
         case SYNC_OP_STARTED:
                 s->started = true;
+                s->fallbacks = (unsigned)(m.values[1] & ((1U << _OUTCOME_FALLBACK_MAX) - 1));
                 s->start_ms = now_ms();
                 break;
         case SYNC_OP_EXITED:

@@ -51,7 +51,8 @@ struct Supervision {
         int status;           /* the command's wait status, valid with exited */
         int forwarded_signal; /* the last signal passed on to the command, or 0 */
         uint64_t start_ms, end_ms;
-        HutchError error; /* errnum != 0 once init reported a failure */
+        unsigned fallbacks; /* SYNC_OP_STARTED: 1 << OutcomeFallback of init's */
+        HutchError error;   /* errnum != 0 once init reported a failure */
 };
 
 /* Runs until init is gone and every relay reached EOF. */

@@ -25,7 +25,9 @@
  *                                       host's system CAs; values[0]: the CA's
  *                                       subject hash for SSL_CERT_DIR)
  *   init -> supervisor  SYNC_OP_STARTED the command was forked (values[0]: the
- *                                       exec id, 0 for a one-shot run)
+ *                                       exec id, 0 for a one-shot run; a one-shot
+ *                                       run's values[1]: 1 << OutcomeFallback of
+ *                                       the walls built the weaker way)
  *   init -> supervisor  SYNC_OP_EXITED  the command's wait status (values[0]:
  *                                       the exec id)
  *
@@ -34,6 +36,7 @@
  *                                       snapshot layers (values[0]: how many
  *                                       layers follow the data dir)
  *   init -> keeper      SYNC_OP_READY   confined, serving exec requests
+ *                                       (values[1]: as SYNC_OP_STARTED's)
  *   keeper -> init      SYNC_OP_EXEC    values[0]: exec id, values[1]: payload
  *                                       length; fds: stdin, stdout, stderr,
  *                                       then the exec cgroup's cgroup.procs

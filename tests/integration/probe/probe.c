@@ -905,6 +905,29 @@ _Noreturn static void verb_sleep_marker(void) {
                 (void)pause();
 }
 
+/* The classic chroot escape: chroot into a new directory below @dir while
+ * the cwd stays outside it, walk up with "..", chroot there. Prints the
+ * errno of the first step that fails, or "escaped" and whether the root
+ * that was reached holds something the sandbox's root does not (/oldroot,
+ * the staging tmpfs's mount point, or @marker). */
+static int verb_chroot_escape(const char *dir, const char *marker) {
+        char sub[PATH_MAX];
+        struct stat st;
+
+        (void)snprintf(sub, sizeof(sub), "%s/hutch-escape", dir);
+        if (mkdir(sub, 0700) < 0 && errno != EEXIST)
+                return print_result(-errno);
+        if (chroot(sub) < 0)
+                return print_result(-errno);
+        for (int i = 0; i < 64; i++)
+                if (chdir("..") < 0)
+                        return print_result(-errno);
+        if (chroot(".") < 0)
+                return print_result(-errno);
+        (void)printf("escaped %s\n", stat(marker, &st) == 0 ? "found-marker" : "no-marker");
+        return 0;
+}
+
 static void usage(FILE *f) {
         (void)fprintf(f, "usage: probe VERB [ARGS]\n"
                          "verbs: uid-map gid-map caps status-field NAME fds mountinfo PATH\n"
@@ -912,7 +935,7 @@ static void usage(FILE *f) {
                          "       syscall32 NAME syscallx32 NAME ns NAME pid ppid sid tty env\n"
                          "       hostname cwd connect HOST PORT listen-connect resolve NAME\n"
                          "       ifaces owner PATH lstat PATH readlink PATH read PATH ls PATH\n"
-                         "       ps sleep-marker MARKER\n");
+                         "       ps sleep-marker MARKER chroot-escape DIR MARKER\n");
 }
 
 int main(int argc, char **argv) {
@@ -932,6 +955,10 @@ int main(int argc, char **argv) {
                 }                                                                                  \
         } while (0)
 
+        if (strcmp(verb, "chroot-escape") == 0) {
+                ARGS(2);
+                return verb_chroot_escape(argv[2], argv[3]);
+        }
         if (strcmp(verb, "uid-map") == 0) {
                 ARGS(0);
                 return verb_id_map("/proc/self/uid_map");
