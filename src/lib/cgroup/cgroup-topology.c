@@ -191,9 +191,9 @@ static bool span_next_field(Span *s, Span *ret) {
  * kernel escapes spaces in paths as \040); the optional fields ("shared:2",
  * "master:1", "unbindable", any future one) are skipped up to the field
  * "-". After it, the source may be empty (a mount whose source is the
- * empty string), and the super options are the rest of the line: the ones
- * of some filesystems hold spaces the kernel does not escape. On failure
- * *@ret_why says what is wrong. */
+ * empty string), and the super options are the rest of the line: each
+ * filesystem prints its own, and nothing makes every one escape a space.
+ * On failure *@ret_why says what is wrong. */
 static int mountinfo_split(Span line, MountinfoLine *ret, const char **ret_why) {
         Span *head[] = {&ret->id, &ret->parent, &ret->dev, &ret->root, &ret->mount};
         Span rest = line, f;
