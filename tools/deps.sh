@@ -17,9 +17,13 @@ set -euo pipefail
 build_pkgs=(meson ninja-build gcc libc6-dev pkg-config libseccomp-dev libjansson-dev libcmocka-dev libevent-dev libhttp-parser-dev libssl-dev libarchive-dev)
 # npm installs the tests' node packages (undici, the MCP SDK) into their own
 # cache; NodeSource's nodejs bundles it (and conflicts with Debian's npm).
+test_pkgs=(python3 python3-pytest clang-format shellcheck strace bubblewrap uidmap util-linux passwd user-mode-linux curl git nodejs npm python3-trustme python3-cryptography python3-requests zstd python3-yaml)
 # docker.io and podman: tests/integration/test_in_container.py starts its own
 # dockerd and podman (private state dirs) to run hutch inside containers.
-test_pkgs=(python3 python3-pytest clang-format shellcheck strace bubblewrap uidmap util-linux passwd user-mode-linux curl git nodejs npm python3-trustme python3-cryptography python3-requests zstd python3-yaml docker.io podman)
+test_pkgs+=(docker.io podman)
+# tests/integration/test_host_mounts.py (issue 24): ip netns, Debian's
+# dockerd and client, and the static busybox its image is made of offline.
+test_pkgs+=(iproute2 busybox-static)
 bench_pkgs=(bubblewrap hyperfine python3 tinyproxy)
 # The microVM backend (docs/vm.md), a run-time dependency of --backend vm
 # only: QEMU is the VMM; linux-image-amd64 provides the guest's kernel and

@@ -139,7 +139,7 @@ TEST(controller_and_version_strings) {
 TEST(parse_pure_v2_root) {
         static CgroupTopology t;
 
-        ASSERT_OK(cgroup_topology_parse(mountinfo_v2, "0::/init.scope\n", true, &t));
+        ASSERT_OK(cgroup_topology_parse(mountinfo_v2, "0::/init.scope\n", true, &t, NULL));
         ASSERT_TRUE(t.privileged);
         assert_place(&t.v2, CGROUP_VERSION_2, "/sys/fs/cgroup", "/sys/fs/cgroup/hutch", true);
         for (int i = 0; i < _CGROUP_CONTROLLER_MAX; i++)
@@ -160,7 +160,7 @@ TEST(parse_pure_v2_delegated_user) {
                 "/sys/fs/cgroup/user.slice/user-1000.slice/user@1000.service/app.slice";
         static CgroupTopology t;
 
-        ASSERT_OK(cgroup_topology_parse(mountinfo_v2, self, false, &t));
+        ASSERT_OK(cgroup_topology_parse(mountinfo_v2, self, false, &t, NULL));
         ASSERT_FALSE(t.privileged);
         assert_place(&t.v2, CGROUP_VERSION_2, "/sys/fs/cgroup", base, false);
         for (int i = 0; i < _CGROUP_CONTROLLER_MAX; i++)
@@ -168,11 +168,11 @@ TEST(parse_pure_v2_delegated_user) {
         cgroup_topology_done(&t);
 
         /* A trailing slash is the same cgroup. */
-        ASSERT_OK(cgroup_topology_parse(mountinfo_v2, "0::/a/b/\n", false, &t));
+        ASSERT_OK(cgroup_topology_parse(mountinfo_v2, "0::/a/b/\n", false, &t, NULL));
         ASSERT_STREQ(t.v2.base, "/sys/fs/cgroup/a");
         cgroup_topology_done(&t);
         /* Directly below the root: the base is the mount point itself. */
-        ASSERT_OK(cgroup_topology_parse(mountinfo_v2, "0::/a\n", false, &t));
+        ASSERT_OK(cgroup_topology_parse(mountinfo_v2, "0::/a\n", false, &t, NULL));
         ASSERT_STREQ(t.v2.base, "/sys/fs/cgroup");
         cgroup_topology_done(&t);
 }
@@ -181,25 +181,25 @@ TEST(parse_pure_v2_user_without_place) {
         static CgroupTopology t;
 
         /* In the root cgroup there is no parent to use. */
-        ASSERT_OK(cgroup_topology_parse(mountinfo_v2, "0::/\n", false, &t));
+        ASSERT_OK(cgroup_topology_parse(mountinfo_v2, "0::/\n", false, &t, NULL));
         assert_place(&t.v2, CGROUP_VERSION_2, "/sys/fs/cgroup", NULL, false);
         assert_place(t.controllers + CGROUP_MEMORY, CGROUP_VERSION_2, "/sys/fs/cgroup", NULL,
                      false);
         cgroup_topology_done(&t);
 
         /* No "0::" line at all (a kernel without v2 support). */
-        ASSERT_OK(cgroup_topology_parse(mountinfo_v2, "4:memory:/x\n", false, &t));
+        ASSERT_OK(cgroup_topology_parse(mountinfo_v2, "4:memory:/x\n", false, &t, NULL));
         assert_place(&t.v2, CGROUP_VERSION_2, "/sys/fs/cgroup", NULL, false);
         cgroup_topology_done(&t);
 
         /* No cgroup mounted at all. */
         ASSERT_OK(cgroup_topology_parse("22 1 254:1 / / rw - ext4 /dev/vda1 rw\n", "0::/a/b\n",
-                                        false, &t));
+                                        false, &t, NULL));
         assert_place(&t.v2, CGROUP_VERSION_NONE, NULL, NULL, false);
         for (int i = 0; i < _CGROUP_CONTROLLER_MAX; i++)
                 assert_place(t.controllers + i, CGROUP_VERSION_NONE, NULL, NULL, false);
         cgroup_topology_done(&t);
-        ASSERT_OK(cgroup_topology_parse("", "", true, &t));
+        ASSERT_OK(cgroup_topology_parse("", "", true, &t, NULL));
         assert_place(&t.v2, CGROUP_VERSION_NONE, NULL, NULL, false);
         cgroup_topology_done(&t);
 }
@@ -212,7 +212,7 @@ TEST(parse_pure_v1) {
                                    "1:name=systemd:/user.slice/user-1000.slice/session-2.scope\n";
         static CgroupTopology t;
 
-        ASSERT_OK(cgroup_topology_parse(mountinfo_v1, self, true, &t));
+        ASSERT_OK(cgroup_topology_parse(mountinfo_v1, self, true, &t, NULL));
         assert_place(&t.v2, CGROUP_VERSION_NONE, NULL, NULL, false);
         assert_place(t.controllers + CGROUP_MEMORY, CGROUP_VERSION_1, "/sys/fs/cgroup/memory",
                      "/sys/fs/cgroup/memory/hutch", true);
@@ -227,7 +227,7 @@ TEST(parse_pure_v1) {
         cgroup_topology_done(&t);
 
         /* A normal user: its own cgroup in each hierarchy. */
-        ASSERT_OK(cgroup_topology_parse(mountinfo_v1, self, false, &t));
+        ASSERT_OK(cgroup_topology_parse(mountinfo_v1, self, false, &t, NULL));
         assert_place(t.controllers + CGROUP_MEMORY, CGROUP_VERSION_1, "/sys/fs/cgroup/memory",
                      "/sys/fs/cgroup/memory/user.slice/user-1000.slice", false);
         assert_place(t.controllers + CGROUP_PIDS, CGROUP_VERSION_1, "/sys/fs/cgroup/pids",
@@ -241,7 +241,7 @@ TEST(parse_pure_v1) {
         cgroup_topology_done(&t);
 
         /* A hierarchy without a line for us has no place. */
-        ASSERT_OK(cgroup_topology_parse(mountinfo_v1, "3:memory:/m\n", false, &t));
+        ASSERT_OK(cgroup_topology_parse(mountinfo_v1, "3:memory:/m\n", false, &t, NULL));
         assert_place(t.controllers + CGROUP_MEMORY, CGROUP_VERSION_1, "/sys/fs/cgroup/memory",
                      "/sys/fs/cgroup/memory/m", false);
         assert_place(t.controllers + CGROUP_PIDS, CGROUP_VERSION_1, "/sys/fs/cgroup/pids", NULL,
@@ -253,7 +253,7 @@ TEST(parse_hybrid) {
         static CgroupTopology t;
 
         /* This machine, as root: v1 for every controller, v2 for kill. */
-        ASSERT_OK(cgroup_topology_parse(mountinfo_hybrid, self_hybrid, true, &t));
+        ASSERT_OK(cgroup_topology_parse(mountinfo_hybrid, self_hybrid, true, &t, NULL));
         assert_place(&t.v2, CGROUP_VERSION_2, "/sys/fs/cgroup/unified",
                      "/sys/fs/cgroup/unified/hutch", true);
         assert_place(t.controllers + CGROUP_MEMORY, CGROUP_VERSION_1, "/sys/fs/cgroup/memory",
@@ -269,7 +269,7 @@ TEST(parse_hybrid) {
         cgroup_topology_done(&t);
 
         /* As a user: v1 places are our own cgroups, v2 has none ("0::/"). */
-        ASSERT_OK(cgroup_topology_parse(mountinfo_hybrid, self_hybrid, false, &t));
+        ASSERT_OK(cgroup_topology_parse(mountinfo_hybrid, self_hybrid, false, &t, NULL));
         assert_place(&t.v2, CGROUP_VERSION_2, "/sys/fs/cgroup/unified", NULL, false);
         assert_place(t.controllers + CGROUP_MEMORY, CGROUP_VERSION_1, "/sys/fs/cgroup/memory",
                      "/sys/fs/cgroup/memory/process_api/f6a7", false);
@@ -286,7 +286,7 @@ TEST(parse_hybrid) {
                 line = strstr(text, "39 31 0:36");
                 ASSERT_NOT_NULL(line);
                 memmove(line, strchr(line, '\n') + 1, strlen(strchr(line, '\n') + 1) + 1);
-                ASSERT_OK(cgroup_topology_parse(text, self_hybrid, true, &t));
+                ASSERT_OK(cgroup_topology_parse(text, self_hybrid, true, &t, NULL));
                 assert_place(t.controllers + CGROUP_PIDS, CGROUP_VERSION_2,
                              "/sys/fs/cgroup/unified", "/sys/fs/cgroup/unified/hutch", true);
                 assert_place(t.controllers + CGROUP_MEMORY, CGROUP_VERSION_1,
@@ -305,7 +305,7 @@ TEST(parse_container_roots) {
         static CgroupTopology t;
 
         ASSERT_OK(cgroup_topology_parse(mi, "4:memory:/docker/abc/x\n3:pids:/elsewhere\n0::/y\n",
-                                        false, &t));
+                                        false, &t, NULL));
         assert_place(t.controllers + CGROUP_MEMORY, CGROUP_VERSION_1, "/sys/fs/cgroup/memory",
                      "/sys/fs/cgroup/memory/x", false);
         /* Our pids cgroup is outside what is mounted: no place. */
@@ -315,7 +315,7 @@ TEST(parse_container_roots) {
         assert_place(&t.v2, CGROUP_VERSION_NONE, NULL, NULL, false);
         cgroup_topology_done(&t);
 
-        ASSERT_OK(cgroup_topology_parse(mi, "4:memory:/docker/abc\n", false, &t));
+        ASSERT_OK(cgroup_topology_parse(mi, "4:memory:/docker/abc\n", false, &t, NULL));
         assert_place(t.controllers + CGROUP_MEMORY, CGROUP_VERSION_1, "/sys/fs/cgroup/memory",
                      "/sys/fs/cgroup/memory", false);
         cgroup_topology_done(&t);
@@ -330,7 +330,7 @@ TEST(parse_prefers_root_mount_and_decodes_escapes) {
                                  "64 1 0:51 /y /mnt/m2 rw - cgroup cgroup rw,memory\n";
         static CgroupTopology t;
 
-        ASSERT_OK(cgroup_topology_parse(mi, "0::/\n", true, &t));
+        ASSERT_OK(cgroup_topology_parse(mi, "0::/\n", true, &t, NULL));
         ASSERT_STREQ(t.v2.mount, "/sys/fs/my cg");
         ASSERT_STREQ(t.v2.base, "/sys/fs/my cg/hutch");
         /* Without a "/" root, the first one. */
@@ -342,12 +342,114 @@ static void assert_parse_error(const char *mountinfo, const char *self, int err)
         CgroupTopology t = {.privileged = true};
         int r;
 
-        r = cgroup_topology_parse(mountinfo, self, false, &t);
+        r = cgroup_topology_parse(mountinfo, self, false, &t, NULL);
         if (r != -err)
                 fail_msg("parse of \"%s\" / \"%s\": %d, expected %d", mountinfo, self, r, -err);
         /* @ret untouched on failure */
         ASSERT_TRUE(t.privileged);
         ASSERT_NULL(t.v2.mount);
+}
+
+/* Lines of other filesystems as real hosts have them (issue 24): `ip
+ * netns add`, Docker and systemd's PrivateNetwork bind nsfs files whose
+ * root is not a path; mount points with every escaped character; empty
+ * sources; super options with spaces; many optional fields; pseudo
+ * filesystems; deleted roots. */
+static const char *const other_lines[] = {
+        "50 46 0:4 net:[4026532178] /run/netns/demo rw shared:2 - nsfs nsfs rw",
+        "51 22 0:4 uts:[4026531838] /tmp/h/uts rw,relatime - nsfs nsfs rw",
+        "52 22 0:4 mnt:[4026531841] /tmp/h/mnt rw - nsfs nsfs rw",
+        "53 22 0:4 cgroup:[4026531835] /tmp/h/cgroupns rw - nsfs nsfs rw",
+        "54 22 0:51 / /tmp/h/a\\040b\\011c\\012d\\134e rw,relatime - tmpfs tmpfs rw",
+        "55 22 0:52 / /tmp/h/empty-source rw - tmpfs  rw,size=4k",
+        "56 22 0:53 / /tmp/h/fuse rw shared:5 master:3 propagate_from:2 unbindable - fuse.sshfs "
+        "me@example.test:/a\\040b rw,user_id=0,group_id=0 and more words",
+        "57 22 0:54 / /proc/sys/fs/binfmt_misc rw,relatime shared:9 - binfmt_misc binfmt_misc rw",
+        "58 22 0:55 / /sys/fs/fuse/connections rw - fusectl fusectl rw",
+        "59 22 0:56 / /proc/sys/fs/binfmt_misc rw shared:8 - autofs systemd-1 "
+        "rw,fd=29,pgrp=1,timeout=0,minproto=5,maxproto=5,direct,pipe_ino=1234",
+        "60 22 0:57 / /sys/fs/bpf rw - bpf bpf rw,mode=700",
+        "61 22 0:58 anon_inode:[pidfd] /tmp/h/pidfd rw - pidfs pidfs rw",
+        "62 22 254:1 /tmp/gone//deleted /tmp/h/deleted\\040(deleted) rw - ext4 /dev/vda1 rw",
+        "63 22 0:59 / /var/lib/docker/overlay2/3f/merged rw,relatime - overlay overlay "
+        "rw,lowerdir=/var/lib/docker/overlay2/l/A:/var/lib/docker/overlay2/l/B,upperdir=/u,"
+        "workdir=/w",
+        "64 22 0:60 relative-root /tmp/h/odd rw - pseudo none rw",
+        "65 22 0:61 / /tmp/h/no-options rw - tmpfs tmpfs ",
+};
+
+TEST(parse_skips_lines_of_other_filesystems) {
+        _cleanup_free_ char *text = NULL;
+        static CgroupTopology want, t;
+        size_t n = 0;
+
+        ASSERT_OK(cgroup_topology_parse(mountinfo_v2, "0::/a/b\n", false, &want, NULL));
+        /* Each line alone, before and after the cgroup2 line... */
+        for (size_t i = 0; i < ELEMENTSOF(other_lines); i++) {
+                _cleanup_free_ char *before = NULL, *after = NULL;
+
+                ASSERT_TRUE(asprintf(&before, "%s\n%s", other_lines[i], mountinfo_v2) > 0);
+                ASSERT_TRUE(asprintf(&after, "%s%s\n", mountinfo_v2, other_lines[i]) > 0);
+                if (cgroup_topology_parse(after, "0::/a/b\n", true, &t, NULL) < 0)
+                        fail_msg("refused: \"%s\"", other_lines[i]);
+                ASSERT_STREQ(t.v2.base, "/sys/fs/cgroup/hutch");
+                cgroup_topology_done(&t);
+                ASSERT_OK(cgroup_topology_parse(before, "0::/a/b\n", false, &t, NULL));
+                ASSERT_STREQ(t.v2.mount, want.v2.mount);
+                ASSERT_STREQ(t.v2.base, want.v2.base);
+                cgroup_topology_done(&t);
+        }
+        /* ...and all of them together. */
+        for (size_t i = 0; i < ELEMENTSOF(other_lines); i++) {
+                text = realloc(text, n + strlen(other_lines[i]) + 2);
+                ASSERT_NOT_NULL(text);
+                n += (size_t)sprintf(text + n, "%s\n", other_lines[i]);
+        }
+        text = realloc(text, n + sizeof(mountinfo_v2));
+        ASSERT_NOT_NULL(text);
+        memcpy(text + n, mountinfo_v2, sizeof(mountinfo_v2));
+        ASSERT_OK(cgroup_topology_parse(text, "0::/a/b\n", false, &t, NULL));
+        ASSERT_STREQ(t.v2.mount, "/sys/fs/cgroup");
+        ASSERT_STREQ(t.v2.base, "/sys/fs/cgroup/a");
+        cgroup_topology_done(&t);
+        cgroup_topology_done(&want);
+}
+
+TEST(parse_decodes_every_escape_in_a_cgroup_mount_point) {
+        static const char mi[] =
+                "70 22 0:38 / /tmp/c\\040g\\011t\\012n\\134b rw shared:4 - cgroup2 "
+                "cgroup2 rw,nsdelegate\n"
+                "71 22 0:39 / /tmp/m\\040em rw - cgroup  rw,memory\n";
+        static CgroupTopology t;
+
+        ASSERT_OK(cgroup_topology_parse(mi, "0::/\n", true, &t, NULL));
+        ASSERT_STREQ(t.v2.mount, "/tmp/c g\tt\nn\\b");
+        ASSERT_STREQ(t.v2.base, "/tmp/c g\tt\nn\\b/hutch");
+        /* An empty source is fine on a cgroup line too: it is not used. */
+        ASSERT_STREQ(t.controllers[CGROUP_MEMORY].mount, "/tmp/m em");
+        cgroup_topology_done(&t);
+}
+
+/* /proc/self/cgroup: only the line used is judged. */
+TEST(parse_skips_proc_cgroup_lines_it_does_not_use) {
+        static CgroupTopology t;
+
+        /* Lines of other hierarchies with anything after the colons. */
+        ASSERT_OK(cgroup_topology_parse(mountinfo_v2,
+                                        "x:cpuset:relative\n12:name=systemd:\n"
+                                        "5:devices:/a/../b\n0::/a/b\n",
+                                        false, &t, NULL));
+        ASSERT_STREQ(t.v2.base, "/sys/fs/cgroup/a");
+        cgroup_topology_done(&t);
+        /* The first line of a hierarchy is the one used. */
+        ASSERT_OK(cgroup_topology_parse(mountinfo_v1, "3:memory:/m\n3:memory:bad\n", false, &t,
+                                        NULL));
+        ASSERT_STREQ(t.controllers[CGROUP_MEMORY].base, "/sys/fs/cgroup/memory/m");
+        cgroup_topology_done(&t);
+        /* Root uses none of it. */
+        ASSERT_OK(cgroup_topology_parse(mountinfo_v2, "garbage\n", true, &t, NULL));
+        ASSERT_STREQ(t.v2.base, "/sys/fs/cgroup/hutch");
+        cgroup_topology_done(&t);
 }
 
 TEST(parse_errors) {
@@ -356,15 +458,19 @@ TEST(parse_errors) {
         assert_parse_error(NULL, "0::/\n", EINVAL);
         assert_parse_error(ok_line, NULL, EINVAL);
 
-        /* mountinfo */
+        /* mountinfo: a line that is not one at all, whatever its type. */
         assert_parse_error("garbage", "", EBADMSG);
         assert_parse_error("41 31 0:38 / /x rw", "", EBADMSG);                   /* no " - " */
         assert_parse_error("41 31 0:38 / - cgroup2 cgroup2 rw", "", EBADMSG);    /* 5 fields */
         assert_parse_error("41 31 0:38 / /x rw - cgroup2 cgroup2", "", EBADMSG); /* 2 after */
-        assert_parse_error("41 31 0:38 / /x rw - cgroup2 a rw more", "", EBADMSG);
+        assert_parse_error("41 31 0:38 / /x rw - tmpfs tmpfs", "", EBADMSG);
+        assert_parse_error("41 31 0:38 / /x rw -  tmpfs rw", "", EBADMSG); /* empty fstype */
+        assert_parse_error("41 31 0:38 / /x rw -", "", EBADMSG);
         assert_parse_error("41  31 0:38 / /x rw - cgroup2 cgroup2 rw", "", EBADMSG);
-        assert_parse_error("41 31 0:38 / /x rw - cgroup2 cgroup2 rw ", "", EBADMSG);
+        assert_parse_error("41  31 0:38 / /x rw - nsfs nsfs rw", "", EBADMSG);
+        assert_parse_error("41 31 0:38 / /x rw  - nsfs nsfs rw", "", EBADMSG);
         assert_parse_error("x1 31 0:38 / /x rw - cgroup2 cgroup2 rw", "", EBADMSG);
+        assert_parse_error("x1 31 0:4 net:[1] /x rw - nsfs nsfs rw", "", EBADMSG);
         assert_parse_error("41 -1 0:38 / /x rw - cgroup2 cgroup2 rw", "", EBADMSG);
         assert_parse_error("41 31 0-38 / /x rw - cgroup2 cgroup2 rw", "", EBADMSG);
         assert_parse_error("41 31 a:38 / /x rw - cgroup2 cgroup2 rw", "", EBADMSG);
@@ -372,25 +478,85 @@ TEST(parse_errors) {
         assert_parse_error("41 31 0:38 / /x\\04 rw - cgroup2 cgroup2 rw", "", EBADMSG);
         assert_parse_error("41 31 0:38 / /x\\000 rw - cgroup2 cgroup2 rw", "", EBADMSG);
         assert_parse_error("41 31 0:38 / /x\\08y rw - cgroup2 cgroup2 rw", "", EBADMSG);
-        assert_parse_error("41 31 0:38 x /x rw - cgroup2 cgroup2 rw", "", EBADMSG);
-        assert_parse_error("41 31 0:38 / x rw - cgroup2 cgroup2 rw", "", EBADMSG);
-        assert_parse_error("41 31 0:38 / /a/../b rw - cgroup2 cgroup2 rw", "", EBADMSG);
-        /* A bad line that is not a cgroup mount is still bad. */
         assert_parse_error("22 1 254:1 / /x\\1 rw - ext4 /dev/vda1 rw", "", EBADMSG);
+        assert_parse_error("22 1 0:4 net:\\9 /x rw - nsfs nsfs rw", "", EBADMSG);
+        assert_parse_error("41 31 0:38 / x rw - cgroup2 cgroup2 rw", "", EBADMSG);
+        assert_parse_error("41 31 0:4 net:[1] x rw - nsfs nsfs rw", "", EBADMSG);
         /* A bad line after good ones. */
         assert_parse_error("41 31 0:38 / /x rw - cgroup2 cgroup2 rw\nbroken\n", "", EBADMSG);
 
-        /* /proc/self/cgroup */
+        /* mountinfo: a cgroup line hutch would use is judged in full. */
+        assert_parse_error("41 31 0:38 x /x rw - cgroup2 cgroup2 rw", "", EBADMSG);
+        assert_parse_error("41 31 0:38 net:[1] /x rw - cgroup2 cgroup2 rw", "", EBADMSG);
+        assert_parse_error("41 31 0:38 x /x rw - cgroup cgroup rw,memory", "", EBADMSG);
+        assert_parse_error("41 31 0:38 / /a/../b rw - cgroup2 cgroup2 rw", "", EBADMSG);
+        assert_parse_error("41 31 0:38 / /a/./b rw - cgroup cgroup rw,pids", "", EBADMSG);
+        assert_parse_error("41 31 0:38 / /x rw - cgroup2 a rw more", "", EBADMSG);
+        assert_parse_error("41 31 0:38 / /x rw - cgroup2 cgroup2 rw ", "", EBADMSG);
+        assert_parse_error("41 31 0:38 / /x rw - cgroup cgroup ", "", EBADMSG);
+
+        /* /proc/self/cgroup: lines without the two colons... */
         assert_parse_error(ok_line, "garbage", EBADMSG);
         assert_parse_error(ok_line, "0:/", EBADMSG);
+        assert_parse_error(ok_line, "0::/\nbroken\n", EBADMSG);
+        assert_parse_error(mountinfo_v1, "3:memory:/m\nbroken\n", EBADMSG);
+        /* ...and the line used, which must be clean. */
         assert_parse_error(ok_line, "0::", EBADMSG);
         assert_parse_error(ok_line, "0::relative", EBADMSG);
         assert_parse_error(ok_line, "x::/", EBADMSG);
-        assert_parse_error(ok_line, ":memory:/", EBADMSG);
-        assert_parse_error(ok_line, "0::/\nbroken\n", EBADMSG);
-        /* Our own path is used by a normal user: it must be clean. */
+        assert_parse_error(ok_line, "1::/", EBADMSG);
         assert_parse_error(ok_line, "0::/a/../b\n", EBADMSG);
+        assert_parse_error(mountinfo_v1, ":memory:/", EBADMSG);
         assert_parse_error(mountinfo_v1, "3:memory:/./m\n", EBADMSG);
+        assert_parse_error(mountinfo_v1, "3:cpu,memory:rel\n", EBADMSG);
+}
+
+static void assert_parse_error_names(const char *mountinfo, const char *self, const char *want,
+                                     unsigned line) {
+        CgroupTopology t = {};
+        HutchError e = {};
+
+        ASSERT_ERROR(cgroup_topology_parse(mountinfo, self, false, &t, &e), EBADMSG);
+        ASSERT_EQ(e.errnum, EBADMSG);
+        ASSERT_EQ(e.line, line);
+        if (!strstr(e.msg, want))
+                fail_msg("\"%s\" is not in \"%s\"", want, e.msg);
+}
+
+/* What `hutch doctor` and `hutch run` show: the file, the line, what is
+ * wrong and the line itself, in printable ASCII. */
+TEST(parse_error_names_the_line) {
+        _cleanup_free_ char *long_line = NULL, *text = NULL;
+
+        assert_parse_error_names(
+                "22 1 254:1 / / rw - ext4 /dev/vda1 rw\n\n"
+                "41 31 0:4 net:[1] /x rw - cgroup2 cgroup2 rw\n",
+                "0::/\n",
+                "/proc/self/mountinfo line 3 is malformed (a cgroup mount whose root is not a "
+                "path): '41 31 0:4 net:[1] /x rw - cgroup2 cgroup2 rw'",
+                3);
+        assert_parse_error_names("22 1 254:1 / /x\\1 rw - ext4 /dev/vda1 rw\n", "0::/\n",
+                                 "line 1 is malformed (a bad octal escape in the root or the "
+                                 "mount point): '22 1 254:1 / /x\\1 rw - ext4 /dev/vda1 rw'",
+                                 1);
+        assert_parse_error_names("1 2 3\x1b[31m'\xff\n", "", "'1 2 3\\x1b[31m\\x27\\xff'", 1);
+        assert_parse_error_names(mountinfo_v2, "1:cpu:/\n0::/a/../b\n",
+                                 "/proc/self/cgroup line 2 is malformed (our own cgroup is not "
+                                 "an absolute path without \".\" or \"..\" components): "
+                                 "'0::/a/../b'",
+                                 2);
+
+        /* A long line is cut. */
+        long_line = malloc(5000);
+        ASSERT_NOT_NULL(long_line);
+        memset(long_line, 'a', 4999);
+        long_line[4999] = '\0';
+        ASSERT_TRUE(asprintf(&text, "%s\n", long_line) > 0);
+        assert_parse_error_names(text, "",
+                                 "(fewer than 6 fields before the separator, or an "
+                                 "empty one): 'aaaa",
+                                 1);
+        assert_parse_error_names(text, "", "aaa'...", 1);
 }
 
 /* ---- small helpers ---- */
@@ -457,7 +623,7 @@ static void fake_topology(const char *root, bool v1_memory, bool privileged, con
                              "%s%s%s",
                              root, v1_memory ? "2 1 0:2 / " : "", v1_memory ? root : "",
                              v1_memory ? "/v1mem rw - cgroup cgroup rw,memory\n" : "") > 0);
-        ASSERT_OK(cgroup_topology_parse(mi, self, privileged, t));
+        ASSERT_OK(cgroup_topology_parse(mi, self, privileged, t, NULL));
         ASSERT_OK(cgroup_topology_probe(t));
 }
 
@@ -668,7 +834,7 @@ TEST(new_rejects_bad_input) {
         ASSERT_NULL(cgroup_leaf_path_v2(NULL));
         ASSERT_NULL(cgroup_controller_path(NULL, CGROUP_MEMORY));
         ASSERT_EQ(cgroup_controller_version(NULL, CGROUP_MEMORY), CGROUP_VERSION_NONE);
-        ASSERT_ERROR(cgroup_topology_detect(NULL), EINVAL);
+        ASSERT_ERROR(cgroup_topology_detect(NULL, NULL), EINVAL);
 }
 
 /* ---- children ---- */
@@ -873,7 +1039,7 @@ static void track(CgroupTopology *t) {
 static void real_topology(CgroupTopology *t) {
         REQUIRE_ROOT();
         track(t);
-        ASSERT_OK(cgroup_topology_detect(t));
+        ASSERT_OK(cgroup_topology_detect(t, NULL));
         ASSERT_TRUE(t->privileged);
 }
 
@@ -936,7 +1102,7 @@ static void filtered_topology(bool drop_v2, const char *const *drop_v1, CgroupTo
         }
         out[o] = '\0';
         track(t);
-        ASSERT_OK(cgroup_topology_parse(out, self, true, t));
+        ASSERT_OK(cgroup_topology_parse(out, self, true, t, NULL));
         ASSERT_OK(cgroup_topology_probe(t));
 }
 
@@ -1477,7 +1643,7 @@ TEST(real_topology_is_detected) {
                 }
         /* Detection creates nothing and is stable. */
         track(&again);
-        ASSERT_OK(cgroup_topology_detect(&again));
+        ASSERT_OK(cgroup_topology_detect(&again, NULL));
         ASSERT_EQ(again.v2.writable, t.v2.writable);
         for (int k = 0; k < _CGROUP_CONTROLLER_MAX; k++)
                 ASSERT_EQ(again.controllers[k].version, t.controllers[k].version);
@@ -1881,7 +2047,7 @@ TEST(real_env_base_v2) {
 
         ASSERT_OK(setenv("HUTCH_CGROUP_BASE_V2", base, 1));
         track(&t);
-        ASSERT_OK(cgroup_topology_detect(&t));
+        ASSERT_OK(cgroup_topology_detect(&t, NULL));
         ASSERT_STREQ(t.v2.base, base);
         ASSERT_FALSE(t.v2.create_base);
         ASSERT_TRUE(t.v2.writable);
@@ -1893,12 +2059,12 @@ TEST(real_env_base_v2) {
         for (const char *const *bad = (const char *const[]){"relative", "/tmp", NULL}; *bad;
              bad++) {
                 ASSERT_OK(setenv("HUTCH_CGROUP_BASE_V2", *bad, 1));
-                ASSERT_ERROR(cgroup_topology_detect(&t), EINVAL);
+                ASSERT_ERROR(cgroup_topology_detect(&t, NULL), EINVAL);
         }
         ASSERT_OK(setenv("HUTCH_CGROUP_BASE_V2", missing, 1));
-        ASSERT_ERROR(cgroup_topology_detect(&t), EINVAL);
+        ASSERT_ERROR(cgroup_topology_detect(&t, NULL), EINVAL);
         ASSERT_OK(setenv("HUTCH_CGROUP_BASE_V2", dotdot, 1));
-        ASSERT_ERROR(cgroup_topology_detect(&t), EINVAL);
+        ASSERT_ERROR(cgroup_topology_detect(&t, NULL), EINVAL);
         ASSERT_OK(unsetenv("HUTCH_CGROUP_BASE_V2"));
         ASSERT_OK(rmdir(base));
 }
@@ -2038,7 +2204,7 @@ static int child_user_v2(int res, void *arg) {
 
         (void)res;
         child_drop_to(a);
-        CHILD_CHECK(cgroup_topology_detect(&t) == 0);
+        CHILD_CHECK(cgroup_topology_detect(&t, NULL) == 0);
         CHILD_CHECK(!t.privileged);
         CHILD_CHECK(t.v2.base && strcmp(t.v2.base, a->base) == 0);
         CHILD_CHECK(!t.v2.create_base);
@@ -2129,7 +2295,7 @@ static int child_user_v1(int res, void *arg) {
 
         (void)res;
         child_drop_to(a);
-        CHILD_CHECK(cgroup_topology_detect(&t) == 0);
+        CHILD_CHECK(cgroup_topology_detect(&t, NULL) == 0);
         CHILD_CHECK(!t.privileged);
         CHILD_CHECK(t.controllers[CGROUP_PIDS].version == CGROUP_VERSION_1);
         CHILD_CHECK(strcmp(t.controllers[CGROUP_PIDS].base, a->base) == 0);
@@ -2329,7 +2495,7 @@ int main(void) {
                 if (lock >= 0)
                         (void)flock(lock, LOCK_EX); /* held until exit */
         }
-        if (geteuid() == 0 && cgroup_topology_detect(&t) >= 0) {
+        if (geteuid() == 0 && cgroup_topology_detect(&t, NULL) >= 0) {
                 watch_add(t.v2.mount);
                 for (int k = 0; k < _CGROUP_CONTROLLER_MAX; k++)
                         watch_add(t.controllers[k].mount);

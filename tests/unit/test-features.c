@@ -179,7 +179,7 @@ TEST(cgroups_probe_matches_the_topology) {
         FeatureCheck c = {};
         bool ok;
 
-        ASSERT_OK(cgroup_topology_detect(&t));
+        ASSERT_OK(cgroup_topology_detect(&t, NULL));
         ASSERT_OK(feature_probe_cgroups(&c));
         assert_valid_check(&c);
         ASSERT_TRUE(strncmp(c.detail, "memory: ", 8) == 0);
@@ -319,8 +319,42 @@ TEST(cgroups_missing_when_detection_fails) {
         assert_detail_has(&c, "detecting the cgroup layout failed: ");
         assert_detail_has(&c, strerror(EINVAL));
         assert_detail_has(&c, "'relative/path'");
-        assert_detail_has(&c, "--allow-degraded");
+        assert_detail_has(&c, "hutch run and hutch create refuse to start");
         feature_check_done(&c);
+}
+
+/* A malformed kernel table: the doctor names the line (issue 24). */
+TEST(cgroups_missing_names_the_malformed_line) {
+        CgroupTopology t = {};
+        HutchError e = {};
+        FeatureCheck c = {};
+        int r;
+
+        r = cgroup_topology_parse("22 1 254:1 / / rw - ext4 /dev/vda1 rw\n"
+                                  "41 31 0:4 net:[1] /sys/fs/cgroup rw - cgroup2 cgroup2 rw\n",
+                                  "0::/\n", true, &t, &e);
+        ASSERT_ERROR(r, EBADMSG);
+        ASSERT_OK(feature_cgroups_from_error(r, &e, &c));
+        assert_valid_check(&c);
+        ASSERT_EQ(c.status, FEATURE_MISSING);
+        assert_detail_has(&c, "detecting the cgroup layout failed: ");
+        assert_detail_has(&c, strerror(EBADMSG));
+        assert_detail_has(&c, "/proc/self/mountinfo line 2 is malformed (a cgroup mount whose "
+                              "root is not a path): '41 31 0:4 net:[1] /sys/fs/cgroup rw - "
+                              "cgroup2 cgroup2 rw'");
+        feature_check_done(&c);
+
+        /* Without the detail (or with one about another error): the errno. */
+        ASSERT_OK(feature_cgroups_from_error(-EIO, &e, &c));
+        assert_detail_has(&c, strerror(EIO));
+        ASSERT_NULL(strstr(c.detail, "mountinfo"));
+        feature_check_done(&c);
+        ASSERT_OK(feature_cgroups_from_error(-EBADMSG, NULL, &c));
+        ASSERT_NULL(strstr(c.detail, "mountinfo"));
+        feature_check_done(&c);
+
+        ASSERT_ERROR(feature_cgroups_from_error(0, NULL, &c), EINVAL);
+        ASSERT_ERROR(feature_cgroups_from_error(-EIO, NULL, NULL), EINVAL);
 }
 
 /* $HUTCH_CGROUP_BASE_V2 moves the v2 base, for `hutch run` and so for the
@@ -333,7 +367,7 @@ TEST(cgroups_probe_follows_the_v2_base_variable) {
 
         if (getenv("HUTCH_CGROUP_BASE_V2"))
                 skip_because("$HUTCH_CGROUP_BASE_V2 is already set");
-        ASSERT_OK(cgroup_topology_detect(&t));
+        ASSERT_OK(cgroup_topology_detect(&t, NULL));
         if (t.v2.version != CGROUP_VERSION_2 || !t.v2.writable)
                 skip_because("needs a writable v2 hierarchy (root on this machine)");
 

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 #include <errno.h>
 #include <fcntl.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -165,50 +166,83 @@ static void found_done(Found *f) {
         *f = (Found){};
 }
 
-/* Splits a mountinfo line into its fixed fields: 6 before the optional
- * fields and the "-" separator, 3 after it. */
-static int mountinfo_split(Span line, Span head[static 6], Span tail[static 3]) {
-        size_t n_head = 0, n_tail = 0;
-        bool after_sep = false;
-        const char *p = line.p, *end = line.p + line.n;
+/* The fields of one mountinfo line (proc_pid_mountinfo(5)), as spans of
+ * the line: the six before the optional fields, then, after the "-"
+ * separator, the filesystem type, the source and the super options. */
+typedef struct MountinfoLine {
+        Span id, parent, dev, root, mount;
+        Span fstype, source, options;
+} MountinfoLine;
 
-        while (p <= end) {
-                const char *sp = memchr(p, ' ', (size_t)(end - p));
-                Span f = {p, sp ? (size_t)(sp - p) : (size_t)(end - p)};
+/* Takes the next field of @s, up to a space or the end; false when @s is
+ * empty. Moves @s past the field and its space. */
+static bool span_next_field(Span *s, Span *ret) {
+        const char *sp;
 
-                p = sp ? sp + 1 : end + 1;
-                if (f.n == 0)
+        if (s->n == 0)
+                return false;
+        sp = memchr(s->p, ' ', s->n);
+        *ret = (Span){s->p, sp ? (size_t)(sp - s->p) : s->n};
+        *s = sp ? (Span){sp + 1, s->n - ret->n - 1} : (Span){s->p + s->n, 0};
+        return true;
+}
+
+/* Splits @line into its fields. The head fields are never empty (the
+ * kernel escapes spaces in paths as \040); the optional fields ("shared:2",
+ * "master:1", "unbindable", any future one) are skipped up to the field
+ * "-". After it, the source may be empty (a mount whose source is the
+ * empty string), and the super options are the rest of the line: each
+ * filesystem prints its own, and nothing makes every one escape a space.
+ * On failure *@ret_why says what is wrong. */
+static int mountinfo_split(Span line, MountinfoLine *ret, const char **ret_why) {
+        Span *head[] = {&ret->id, &ret->parent, &ret->dev, &ret->root, &ret->mount};
+        Span rest = line, f;
+
+        for (size_t i = 0; i < ELEMENTSOF(head); i++) {
+                if (!span_next_field(&rest, head[i]) || head[i]->n == 0) {
+                        *ret_why = "fewer than 6 fields before the separator, or an empty one";
                         return -EBADMSG;
-                if (!after_sep) {
-                        if (n_head < 6)
-                                head[n_head++] = f;
-                        else if (span_is(f, "-"))
-                                after_sep = true;
-                        /* else: an optional field (shared:N, master:N) */
-                } else if (n_tail < 3)
-                        tail[n_tail++] = f;
-                /* else: more super options cannot contain spaces; the
-                 * kernel escapes them, so an extra field is garbage */
-                else
-                        return -EBADMSG;
+                }
         }
-        if (n_head < 6 || !after_sep || n_tail < 3)
+        /* The mount options, then the optional fields. */
+        for (size_t i = 0;; i++) {
+                if (!span_next_field(&rest, &f) || f.n == 0) {
+                        *ret_why = "no \" - \" separator";
+                        return -EBADMSG;
+                }
+                if (i > 0 && span_is(f, "-"))
+                        break;
+        }
+        if (!span_next_field(&rest, &ret->fstype) || ret->fstype.n == 0 || rest.n == 0) {
+                *ret_why = "no filesystem type, source and super options after the separator";
                 return -EBADMSG;
+        }
+        /* The source may be empty: "- tmpfs  rw". */
+        {
+                const char *sp = memchr(rest.p, ' ', rest.n);
+
+                if (!sp) {
+                        *ret_why = "no super options after the source";
+                        return -EBADMSG;
+                }
+                ret->source = (Span){rest.p, (size_t)(sp - rest.p)};
+                ret->options = (Span){sp + 1, rest.n - ret->source.n - 1};
+        }
         return 0;
 }
 
-/* Checks the numeric fields of a split line: mount id, parent id, MAJ:MIN. */
-static int mountinfo_check_ids(Span head[static 6]) {
+/* Checks the numeric fields: mount id, parent id, MAJ:MIN. */
+static int mountinfo_check_ids(const MountinfoLine *l) {
         const char *colon;
         uint32_t u;
 
-        if (span_to_u32(head[0], &u) < 0 || span_to_u32(head[1], &u) < 0)
+        if (span_to_u32(l->id, &u) < 0 || span_to_u32(l->parent, &u) < 0)
                 return -EBADMSG;
-        colon = memchr(head[2].p, ':', head[2].n);
+        colon = memchr(l->dev.p, ':', l->dev.n);
         if (!colon)
                 return -EBADMSG;
-        if (span_to_u32((Span){head[2].p, (size_t)(colon - head[2].p)}, &u) < 0 ||
-            span_to_u32((Span){colon + 1, head[2].n - (size_t)(colon + 1 - head[2].p)}, &u) < 0)
+        if (span_to_u32((Span){l->dev.p, (size_t)(colon - l->dev.p)}, &u) < 0 ||
+            span_to_u32((Span){colon + 1, l->dev.n - (size_t)(colon + 1 - l->dev.p)}, &u) < 0)
                 return -EBADMSG;
         return 0;
 }
@@ -226,33 +260,58 @@ static int found_offer(Found *f, const char *mount, const char *root) {
         return 0;
 }
 
-static int mountinfo_parse_line(Span line, Found found[static _HIER_MAX]) {
+/* Reads one mountinfo line. Every line must have the shape of one (the
+ * fields split, numeric ids, valid escapes in root and mount point, an
+ * absolute mount point): otherwise the text is not mountinfo. Only the
+ * cgroup and cgroup2 lines are judged further, since only they are used;
+ * the root of any other line may be anything, such as "net:[4026532178]"
+ * for the nsfs bind mount `ip netns add` makes (issue 24). On -EBADMSG,
+ * *@ret_why says what is wrong. */
+static int mountinfo_parse_line(Span line, Found found[static _HIER_MAX], const char **ret_why) {
         _cleanup_free_ char *root = NULL, *mount = NULL;
-        Span head[6], tail[3];
+        MountinfoLine l = {};
         bool v2;
         int r;
 
-        r = mountinfo_split(line, head, tail);
+        r = mountinfo_split(line, &l, ret_why);
         if (r < 0)
                 return r;
-        r = mountinfo_check_ids(head);
-        if (r < 0)
-                return r;
-        /* Decode every line's paths, cgroup or not: garbage is garbage. */
-        r = unescape(head[3], &root);
-        if (r < 0)
-                return r;
-        r = unescape(head[4], &mount);
-        if (r < 0)
-                return r;
-        if (root[0] != '/' || mount[0] != '/')
+        if (mountinfo_check_ids(&l) < 0) {
+                *ret_why = "a mount id, parent id or MAJ:MIN that is not a number";
                 return -EBADMSG;
+        }
+        r = unescape(l.root, &root);
+        if (r >= 0)
+                r = unescape(l.mount, &mount);
+        if (r == -EBADMSG) {
+                *ret_why = "a bad octal escape in the root or the mount point";
+                return r;
+        }
+        if (r < 0)
+                return r;
+        if (mount[0] != '/') {
+                *ret_why = "a mount point that is not an absolute path";
+                return -EBADMSG;
+        }
 
-        v2 = span_is(tail[0], "cgroup2");
-        if (!v2 && !span_is(tail[0], "cgroup"))
+        v2 = span_is(l.fstype, "cgroup2");
+        if (!v2 && !span_is(l.fstype, "cgroup"))
                 return 0;
-        if (!path_is_safe_absolute(mount))
+
+        /* SECURITY: from here on the line decides where hutch writes
+         * limits, so nothing in it may be unexpected. */
+        if (root[0] != '/') {
+                *ret_why = "a cgroup mount whose root is not a path";
                 return -EBADMSG;
+        }
+        if (!path_is_safe_absolute(mount)) {
+                *ret_why = "a cgroup mount point with a \".\" or \"..\" component";
+                return -EBADMSG;
+        }
+        if (l.options.n == 0 || memchr(l.options.p, ' ', l.options.n)) {
+                *ret_why = "a cgroup mount whose super options are empty or hold a space";
+                return -EBADMSG;
+        }
         /* In a cgroup namespace, a cgroupfs mounted from outside of it
          * shows a root such as "/../.."; our own cgroup is then not
          * reachable below that mount, so skip it rather than fail. */
@@ -261,7 +320,7 @@ static int mountinfo_parse_line(Span line, Found found[static _HIER_MAX]) {
         if (v2)
                 return found_offer(found + HIER_V2, mount, root);
 
-        for (const char *p = tail[2].p, *end = tail[2].p + tail[2].n; p < end;) {
+        for (const char *p = l.options.p, *end = l.options.p + l.options.n; p < end;) {
                 const char *comma = memchr(p, ',', (size_t)(end - p));
                 Span o = {p, comma ? (size_t)(comma - p) : (size_t)(end - p)};
 
@@ -276,56 +335,105 @@ static int mountinfo_parse_line(Span line, Found found[static _HIER_MAX]) {
         return 0;
 }
 
-/* Looks up our own cgroup in @text: the "0::PATH" line for @controller
- * NULL, else the v1 line whose controller list has @controller. Every
- * line is checked. Returns 1 and a borrowed span of PATH, 0 if there is no
- * such line, -EBADMSG. */
-static int proc_cgroup_find(const char *text, const char *controller, Span *ret) {
-        Span found = {};
-        bool have = false;
+/* Where a text hutch read is malformed: the file, the 1-based line, the
+ * line itself and what is wrong with it. */
+typedef struct LineError {
+        const char *file;
+        unsigned line;
+        Span text;
+        const char *why;
+} LineError;
+
+/* Sets @reterr to name the line of @e, quoted with every byte outside
+ * printable ASCII (and the quote) as \xNN and cut after about 300
+ * characters, so that `hutch doctor` can show it (as text or JSON).
+ * Returns -EBADMSG. */
+static int line_error_report(const LineError *e, HutchError *reterr) {
+        char quoted[300];
+        size_t j = 0, i;
+
+        for (i = 0; i < e->text.n && j + 5 <= sizeof(quoted); i++) {
+                unsigned char c = (unsigned char)e->text.p[i];
+
+                if (c >= 0x20 && c < 0x7f && c != '\'')
+                        quoted[j++] = (char)c;
+                else
+                        j += (size_t)snprintf(quoted + j, sizeof(quoted) - j, "\\x%02x", c);
+        }
+        quoted[j] = '\0';
+        (void)hutch_error_set(reterr, EBADMSG, "%s line %u is malformed (%s): '%s'%s", e->file,
+                              e->line, e->why, quoted, i < e->text.n ? "..." : "");
+        if (reterr)
+                reterr->line = e->line;
+        return -EBADMSG;
+}
+
+/* Looks up our own cgroup in @text (/proc/self/cgroup, lines
+ * "ID:CONTROLLERS:PATH"): the v2 line ("0::PATH") for @controller NULL,
+ * else the first v1 line whose controller list has @controller. Every line
+ * must have the two colons (else the text is not /proc/self/cgroup); only
+ * the line used is judged further (its ID a number, 0 for v2, and PATH
+ * absolute without "." or ".." components): the others may hold anything. Returns 1 and a new
+ * string with PATH, 0 if there is no such line, -ENOMEM, or -EBADMSG with @ret_err filled. */
+static int proc_cgroup_find(const char *text, const char *controller, char **ret,
+                            LineError *ret_err) {
+        _cleanup_free_ char *found = NULL;
+        unsigned line = 0;
 
         for (const char *p = text; *p;) {
                 size_t n = strcspn(p, "\n");
                 const char *end = p + n, *c1, *c2;
+                LineError e = {"/proc/self/cgroup", ++line, {p, n}, NULL};
+                bool match = false;
+                Span list;
                 uint32_t id;
 
-                if (n > 0) {
-                        Span list;
-
-                        c1 = memchr(p, ':', n);
-                        c2 = c1 ? memchr(c1 + 1, ':', (size_t)(end - c1 - 1)) : NULL;
-                        if (!c2 || c2 + 1 >= end || c2[1] != '/' ||
-                            span_to_u32((Span){p, (size_t)(c1 - p)}, &id) < 0)
-                                return -EBADMSG;
-                        list = (Span){c1 + 1, (size_t)(c2 - c1 - 1)};
-                        if (!have) {
-                                bool match = false;
-
-                                if (!controller)
-                                        match = id == 0 && list.n == 0;
-                                else
-                                        for (const char *q = list.p; q < list.p + list.n;) {
-                                                const char *e = list.p + list.n;
-                                                const char *cm = memchr(q, ',', (size_t)(e - q));
-                                                Span w = {q,
-                                                          cm ? (size_t)(cm - q) : (size_t)(e - q)};
-
-                                                match = match || span_is(w, controller);
-                                                q = cm ? cm + 1 : e;
-                                        }
-                                if (match) {
-                                        found = (Span){c2 + 1, (size_t)(end - c2 - 1)};
-                                        have = true;
-                                }
-                        }
+                p = *end == '\n' ? end + 1 : end;
+                if (n == 0)
+                        continue;
+                c1 = memchr(e.text.p, ':', n);
+                c2 = c1 ? memchr(c1 + 1, ':', (size_t)(end - c1 - 1)) : NULL;
+                if (!c2) {
+                        e.why = "not ID:CONTROLLERS:PATH";
+                        *ret_err = e;
+                        return -EBADMSG;
                 }
-                p = end;
-                if (*p == '\n')
-                        p++;
+                if (found)
+                        continue;
+                list = (Span){c1 + 1, (size_t)(c2 - c1 - 1)};
+                if (!controller)
+                        match = list.n == 0;
+                else
+                        for (const char *q = list.p, *le = list.p + list.n; q < le;) {
+                                const char *cm = memchr(q, ',', (size_t)(le - q));
+                                Span w = {q, cm ? (size_t)(cm - q) : (size_t)(le - q)};
+
+                                match = match || span_is(w, controller);
+                                q = cm ? cm + 1 : le;
+                        }
+                if (!match)
+                        continue;
+
+                if (span_to_u32((Span){e.text.p, (size_t)(c1 - e.text.p)}, &id) < 0 ||
+                    (!controller && id != 0)) {
+                        e.why = controller ? "the hierarchy ID is not a number"
+                                           : "the v2 line's hierarchy ID is not 0";
+                        *ret_err = e;
+                        return -EBADMSG;
+                }
+                found = strndup(c2 + 1, (size_t)(end - c2 - 1));
+                if (!found)
+                        return -ENOMEM;
+                if (!path_is_safe_absolute(found)) {
+                        e.why = "our own cgroup is not an absolute path without \".\" or \"..\" "
+                                "components";
+                        *ret_err = e;
+                        return -EBADMSG;
+                }
         }
-        if (!have)
+        if (!found)
                 return 0;
-        *ret = found;
+        *ret = TAKE_PTR(found);
         return 1;
 }
 
@@ -364,9 +472,8 @@ static void path_trim(char *p) {
 
 /* Fills @place for hierarchy @h found at @f. */
 static int place_fill(CgroupPlace *place, Hier h, const Found *f, const char *proc_self_cgroup,
-                      bool privileged) {
+                      bool privileged, LineError *ret_err) {
         _cleanup_free_ char *self = NULL, *dir = NULL;
-        Span s;
         int r;
 
         if (!f->mount)
@@ -385,14 +492,10 @@ static int place_fill(CgroupPlace *place, Hier h, const Found *f, const char *pr
                 return 0;
         }
 
-        r = proc_cgroup_find(proc_self_cgroup, h == HIER_V2 ? NULL : hier_v1_name[h], &s);
+        r = proc_cgroup_find(proc_self_cgroup, h == HIER_V2 ? NULL : hier_v1_name[h], &self,
+                             ret_err);
         if (r <= 0)
                 return r;
-        self = strndup(s.p, s.n);
-        if (!self)
-                return -ENOMEM;
-        if (!path_is_safe_absolute(self))
-                return -EBADMSG;
         path_trim(self);
         r = found_dir(f, self, &dir);
         if (r == -ENOENT)
@@ -428,26 +531,24 @@ static int place_copy(CgroupPlace *dst, const CgroupPlace *src) {
 }
 
 int cgroup_topology_parse(const char *mountinfo, const char *proc_self_cgroup, bool privileged,
-                          CgroupTopology *ret) {
+                          CgroupTopology *ret, HutchError *reterr) {
         _cleanup_(cgroup_topology_donep) CgroupTopology t = {.privileged = privileged};
         CgroupPlace v1[_HIER_MAX] = {};
         Found found[_HIER_MAX] = {};
-        Span dummy;
+        LineError e = {};
+        unsigned line = 0;
         int r = 0;
 
         if (!mountinfo || !proc_self_cgroup)
                 return -EINVAL;
 
-        /* Validate all of /proc/self/cgroup up front, whoever we are. */
-        r = proc_cgroup_find(proc_self_cgroup, NULL, &dummy);
-        if (r < 0)
-                return r;
-
         for (const char *p = mountinfo; *p;) {
                 size_t n = strcspn(p, "\n");
 
+                line++;
                 if (n > 0) {
-                        r = mountinfo_parse_line((Span){p, n}, found);
+                        e = (LineError){"/proc/self/mountinfo", line, {p, n}, NULL};
+                        r = mountinfo_parse_line(e.text, found, &e.why);
                         if (r < 0)
                                 goto finish;
                 }
@@ -456,9 +557,9 @@ int cgroup_topology_parse(const char *mountinfo, const char *proc_self_cgroup, b
                         p++;
         }
 
-        r = place_fill(&t.v2, HIER_V2, found + HIER_V2, proc_self_cgroup, privileged);
+        r = place_fill(&t.v2, HIER_V2, found + HIER_V2, proc_self_cgroup, privileged, &e);
         for (Hier h = HIER_MEMORY; r >= 0 && h < _HIER_MAX; h++)
-                r = place_fill(v1 + h, h, found + h, proc_self_cgroup, privileged);
+                r = place_fill(v1 + h, h, found + h, proc_self_cgroup, privileged, &e);
         if (r < 0)
                 goto finish;
 
@@ -488,6 +589,8 @@ finish:
                 found_done(found + h);
                 place_done(v1 + h);
         }
+        if (r == -EBADMSG && e.why)
+                return line_error_report(&e, reterr);
         return r;
 }
 
@@ -588,7 +691,7 @@ static int topology_apply_env(CgroupTopology *t, const char *env) {
         return 0;
 }
 
-int cgroup_topology_detect(CgroupTopology *ret) {
+int cgroup_topology_detect(CgroupTopology *ret, HutchError *reterr) {
         _cleanup_(cgroup_topology_donep) CgroupTopology t = {};
         _cleanup_free_ char *mountinfo = NULL, *self = NULL;
         const char *env;
@@ -602,7 +705,7 @@ int cgroup_topology_detect(CgroupTopology *ret) {
         r = read_full_file("/proc/self/cgroup", PROC_CGROUP_MAX, &self);
         if (r < 0)
                 return r;
-        r = cgroup_topology_parse(mountinfo, self, geteuid() == 0, &t);
+        r = cgroup_topology_parse(mountinfo, self, geteuid() == 0, &t, reterr);
         if (r < 0)
                 return r;
         env = secure_getenv("HUTCH_CGROUP_BASE_V2");

@@ -99,28 +99,38 @@ void cgroup_topology_done(CgroupTopology *t);
  * one is mounted), and every place has writable = false until
  * cgroup_topology_probe() looks at the filesystem.
  *
- * Every mountinfo line is checked (mount id, parent id, MAJ:MIN, root,
- * mount point, the " - " separator, fstype, source, super options), empty
- * lines are skipped, and octal escapes (\040) in paths are decoded. With
- * several mounts of one hierarchy, the first whose root is "/" wins, else
- * the first. A v1 mount serves the controllers in its super options
- * ("rw,cpu,cpuacct"); named hierarchies (name=systemd) serve none. Lines of
- * @proc_self_cgroup are "ID:CONTROLLERS:/PATH"; they are only consulted for
- * a normal user (the v2 base is the parent of "0::/PATH", the v1 base the
- * PATH of the controller's line), and a hierarchy whose line is missing,
- * or a v2 cgroup that is the hierarchy's root, or that lies outside the
- * part of the hierarchy that is mounted, has no base.
+ * Every mountinfo line must have the shape of one (mount id, parent id,
+ * MAJ:MIN, root, mount point, mount options, optional fields, the " - "
+ * separator, fstype, source, super options), its octal escapes (\040 is a
+ * space) in root and mount point must decode, and its mount point must be
+ * absolute; empty lines are skipped. Only the cgroup and cgroup2 lines are
+ * judged further, since only they are used: their root must be a path,
+ * their mount point must have no "." or ".." component and their super
+ * options no space. Any other line may have a root that is not a path
+ * (nsfs's "net:[4026532178]" after `ip netns add`), an empty source and
+ * super options with spaces (docs/cgroups.md, issue 24). With several
+ * mounts of one hierarchy, the first whose root is "/" wins, else the
+ * first. A v1 mount serves the controllers in its super options
+ * ("rw,cpu,cpuacct"); named hierarchies (name=systemd) serve none.
+ *
+ * Lines of @proc_self_cgroup are "ID:CONTROLLERS:PATH"; they are only
+ * consulted for a normal user (the v2 base is the parent of "0::/PATH",
+ * the v1 base the PATH of the controller's line), and a hierarchy whose
+ * line is missing, or a v2 cgroup that is the hierarchy's root, or that
+ * lies outside the part of the hierarchy that is mounted, has no base.
+ * Every line consulted must have its two colons; the one used must have a
+ * numeric ID (0 for v2) and an absolute PATH without "." or ".."
+ * components; the others are not judged.
  *
  * A cgroup mount whose root has a ".." component (a cgroupfs mounted from
  * outside our cgroup namespace) is skipped.
  *
  * Returns 0, -EINVAL if @mountinfo or @proc_self_cgroup is NULL, -EBADMSG
- * for a malformed line in either text (including a relative root or mount
- * point, a cgroup mount point with a "." or ".." component, or, for a
- * normal user, an own cgroup path with one), -ENOMEM. @ret is written only
- * on success. */
+ * for a malformed line as above (then @reterr, when not NULL, names the
+ * file, the line number, what is wrong and the line itself, quoted), or
+ * -ENOMEM. @ret is written only on success. */
 int cgroup_topology_parse(const char *mountinfo, const char *proc_self_cgroup, bool privileged,
-                          CgroupTopology *ret);
+                          CgroupTopology *ret, HutchError *reterr);
 
 /* Looks at the filesystem, without creating anything: reads the
  * controllers the v2 hierarchy offers at the base (for a created-on-demand
@@ -138,8 +148,9 @@ int cgroup_topology_probe(CgroupTopology *t);
  * existing directory inside the v2 mount, given as an absolute path
  * without "." or ".." components); then cgroup_topology_probe(). Creates
  * nothing. Returns 0, -EINVAL for a bad $HUTCH_CGROUP_BASE_V2, the parse
- * errors above, or the error reading a /proc file. */
-int cgroup_topology_detect(CgroupTopology *ret);
+ * errors above (with @reterr naming the malformed line), or the error
+ * reading a /proc file. */
+int cgroup_topology_detect(CgroupTopology *ret, HutchError *reterr);
 
 /* Limits; 0 means "no limit" everywhere. */
 typedef struct CgroupLimits {

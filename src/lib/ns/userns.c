@@ -9,31 +9,44 @@
 #include "ns/userns.h"
 #include "parse-util.h"
 
+/* Parses the u32 in the @n bytes at @p: 0, or -EINVAL. */
+static int subid_parse_u32(const char *p, size_t n, uint32_t *ret) {
+        _cleanup_free_ char *s = strndup(p, n);
+
+        if (!s)
+                return -ENOMEM;
+        return safe_atou32(s, ret) < 0 ? -EINVAL : 0;
+}
+
 int subid_find_range(const char *text, const char *user, uid_t uid, uint32_t min_count,
                      uint32_t *ret_base) {
         char uidbuf[16];
-        const char *line = text;
 
         (void)snprintf(uidbuf, sizeof(uidbuf), "%u", (unsigned)uid);
-        while (line && *line) {
-                const char *end = strchrnul(line, '\n');
-                size_t len = (size_t)(end - line);
-                char buf[256], *name, *start, *count, *save = NULL;
+        for (const char *line = text; line && *line;) {
+                const char *end = strchrnul(line, '\n'), *c1, *c2;
+                size_t len = (size_t)(end - line), k;
                 uint32_t s, c;
+                int r;
 
-                if (len == 0 || line[0] == '#' || len >= sizeof(buf))
+                if (len == 0 || line[0] == '#')
                         goto next;
-                memcpy(buf, line, len);
-                buf[len] = '\0';
-                name = strtok_r(buf, ":", &save);
-                if (!name || !(strcmp(name, user) == 0 || strcmp(name, uidbuf) == 0))
+                /* Only the lines of @user are read: any other line may
+                 * hold anything (issue 24). */
+                k = strcspn(line, ":\n");
+                if (!((k == strlen(user) && strncmp(line, user, k) == 0) ||
+                      (k == strlen(uidbuf) && strncmp(line, uidbuf, k) == 0)))
                         goto next;
-                start = strtok_r(NULL, ":", &save);
-                count = strtok_r(NULL, ":", &save);
-                if (!start || !count || strtok_r(NULL, ":", &save))
+                c1 = line + k;
+                c2 = *c1 == ':' ? memchr(c1 + 1, ':', (size_t)(end - c1 - 1)) : NULL;
+                if (!c2 || memchr(c2 + 1, ':', (size_t)(end - c2 - 1)))
                         return -EINVAL;
-                if (safe_atou32(start, &s) < 0 || safe_atou32(count, &c) < 0)
-                        return -EINVAL;
+                r = subid_parse_u32(c1 + 1, (size_t)(c2 - c1 - 1), &s);
+                if (r < 0)
+                        return r;
+                r = subid_parse_u32(c2 + 1, (size_t)(end - c2 - 1), &c);
+                if (r < 0)
+                        return r;
                 if ((uint64_t)s + c > UINT32_MAX)
                         return -ERANGE;
                 if (c >= min_count) {

@@ -35,9 +35,11 @@ typedef struct IdMapping {
 int idmapping_for_caller(const char *subuid_path, const char *subgid_path, IdMapping *ret);
 
 /* Parses one /etc/subuid-style text and returns the first range for @user
- * (by name, or by its numeric @uid) with at least @min_count ids.
+ * (by name, or by its numeric @uid) with at least @min_count ids. Only the
+ * lines of @user ("NAME:START:COUNT") are judged, up to the first that
+ * fits; lines of other users, comments and empty lines may hold anything.
  * Returns 1 and @ret_base when found, 0 when not, -EINVAL on a malformed
- * line for that user, -ERANGE if the range overflows 32 bits. */
+ * line for that user, -ERANGE if the range overflows 32 bits, -ENOMEM. */
 int subid_find_range(const char *text, const char *user, uid_t uid, uint32_t min_count,
                      uint32_t *ret_base);
 

@@ -115,9 +115,15 @@ static void gc_stale(const CgroupTopology *t) {
 
 int run_cgroup_plan(const Policy *p, RunCgroup *ret, HutchError *reterr) {
         RunCgroup rc = {.want = policy_cgroup_limits(p)};
+        HutchError e = {};
         int r;
 
-        r = cgroup_topology_detect(&rc.topology);
+        r = cgroup_topology_detect(&rc.topology, &e);
+        if (r == -EBADMSG && e.errnum == EBADMSG)
+                return hutch_error_set(reterr, EBADMSG,
+                                       "failed to detect the cgroup layout: %s (see 'hutch "
+                                       "doctor' and docs/cgroups.md)",
+                                       e.msg);
         if (r < 0)
                 return hutch_error_set(reterr, -r,
                                        "failed to detect the cgroup layout: %s (a bad "

@@ -1045,12 +1045,14 @@ static int cgroup_describe_consequence(char **s, const bool usable[_CGROUP_CONTR
         return 0;
 }
 
-/* The detail when cgroup_topology_detect() fails: `hutch run` then carries
- * on as if there were no cgroups (cgroup-setup.c). */
-static int cgroup_detect_failed(FeatureCheck *ret, int error) {
+int feature_cgroups_from_error(int error, const HutchError *e, FeatureCheck *ret) {
         const char *env = secure_getenv("HUTCH_CGROUP_BASE_V2");
+        const char *why = e && e->errnum == -error ? e->msg : "";
         _cleanup_free_ char *hint = NULL;
         char *d = NULL;
+
+        if (error >= 0 || !ret)
+                return -EINVAL;
 
         if (error == -EINVAL && env && *env &&
             asprintf(&hint,
@@ -1061,11 +1063,9 @@ static int cgroup_detect_failed(FeatureCheck *ret, int error) {
                 return -ENOMEM;
         }
         if (asprintf(&d,
-                     "detecting the cgroup layout failed: %s%s; hutch run will use no cgroup: "
-                     "--memory/--pids/--cpus will need --allow-degraded, the default memory and "
-                     "pids limits are not enforced, and only the pid namespace ends everything "
-                     "when the run ends",
-                     errno_text(error), hint ?: "") < 0)
+                     "detecting the cgroup layout failed: %s%s%s%s; hutch run and hutch create "
+                     "refuse to start (exit 125) until this is fixed",
+                     errno_text(error), *why ? ": " : "", why, hint ?: "") < 0)
                 return -ENOMEM;
         return check_set(ret, FEATURE_MISSING, d);
 }
@@ -1101,22 +1101,23 @@ int feature_cgroups_from_topology(const CgroupTopology *t, FeatureCheck *ret) {
 
 int feature_probe_cgroups(FeatureCheck *ret) {
         _cleanup_(cgroup_topology_done) CgroupTopology t = {};
-        ContainerEngine e = container_detect();
-        const char *fix = container_fix(e, CONTAINER_NEED_CGROUPS);
+        ContainerEngine engine = container_detect();
+        const char *fix = container_fix(engine, CONTAINER_NEED_CGROUPS);
         FeatureCheck c = {};
+        HutchError e = {};
         int r;
 
-        r = cgroup_topology_detect(&t);
+        r = cgroup_topology_detect(&t, &e);
         if (r == -ENOMEM)
                 return r;
         if (r < 0)
-                r = cgroup_detect_failed(&c, r);
+                r = feature_cgroups_from_error(r, &e, &c);
         else
                 r = feature_cgroups_from_topology(&t, &c);
         if (r < 0)
                 return r;
         if (c.status != FEATURE_OK && fix &&
-            strextendf(&c.detail, "; in this %s container: %s", container_engine_to_string(e),
+            strextendf(&c.detail, "; in this %s container: %s", container_engine_to_string(engine),
                        fix) < 0) {
                 feature_check_done(&c);
                 return -ENOMEM;

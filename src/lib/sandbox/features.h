@@ -126,9 +126,18 @@ int feature_probe_landlock(FeatureCheck *ret);
  * writable. "ok" when memory and pids are both usable, else "degraded",
  * with the flags that will need --allow-degraded and the defaults that are
  * not enforced. "missing" when the detection fails (the error is in the
- * detail; `hutch run` then uses no cgroup at all). Returns -ENOMEM only
- * when out of memory. */
+ * detail, with the malformed line of /proc/self/mountinfo or
+ * /proc/self/cgroup when that is the cause; `hutch run` then refuses to
+ * start). Returns -ENOMEM only when out of memory. */
 int feature_probe_cgroups(FeatureCheck *ret);
+
+/* The pure part of feature_probe_cgroups() when the detection failed with
+ * @error (negative) and @e (what cgroup_topology_detect() put there, or
+ * NULL): "missing", the errno's text, @e's message when it is about
+ * @error, and what a bad $HUTCH_CGROUP_BASE_V2 must be for -EINVAL.
+ * Returns 0 and fills @ret, -EINVAL for a NULL @ret or @error >= 0,
+ * -ENOMEM. */
+int feature_cgroups_from_error(int error, const HutchError *e, FeatureCheck *ret);
 
 /* The pure part of feature_probe_cgroups(): the check for topology @t (as
  * cgroup_topology_detect() or cgroup_topology_parse() plus
