@@ -492,7 +492,14 @@ int persist_create(Store *s, const char *name, const Policy *policy, const char 
                 if (!rec->parent)
                         return -ENOMEM;
         }
-        if (!policy)
+        if (!policy && snap->imported) {
+                /* SECURITY: a snapshot is data, never authority (issue 26):
+                 * one from an archive brings no policy; without the
+                 * caller's, the defaults (deny by default). */
+                _cleanup_(policy_freep) Policy *dflt = policy_new();
+
+                r = dflt ? policy_to_json(dflt, &rec->policy_json) : -ENOMEM;
+        } else if (!policy)
                 rec->policy_json = strdup(snap->policy_json);
         else
                 r = policy_to_json(policy, &rec->policy_json);

@@ -63,10 +63,11 @@ int persist_file(Store *s, const char *name, const KeeperFile *req, HutchError *
 /* ---- lifecycle ---- */
 
 /* Creates sandbox @name with @policy (validated here; NULL with @from: the
- * snapshot's), from snapshot @from or empty, stopping after @idle_timeout_ms
- * of no command (0: the default); records the host workspace (overlay
- * mode) for apply. A workspace in copy mode is refused (-EINVAL); a taken
- * name is -EEXIST. Returns the new record in @ret (may be NULL). */
+ * snapshot's if it was made here, the defaults if it was imported), from
+ * snapshot @from or empty, stopping after @idle_timeout_ms of no command
+ * (0: the default); records the host workspace (overlay mode) for apply.
+ * A workspace in copy mode is refused (-EINVAL); a taken name is -EEXIST.
+ * Returns the new record in @ret (may be NULL). */
 int persist_create(Store *s, const char *name, const Policy *policy, const char *from,
                    uint64_t idle_timeout_ms, SandboxRecord **ret, HutchError *reterr);
 
