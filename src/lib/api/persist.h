@@ -138,8 +138,10 @@ void persist_apply_done(PersistApply *a);
 /* Writes sandbox @name's changes (under @paths, normalised; NULL: all)
  * into the host folder and records the folder as the next apply's
  * baseline. -EEXIST with @ret->res.conflicts when the host changed a
- * selected path since (nothing written) unless @force; -EINVAL when there
- * is no baseline (an imported snapshot's sandbox) unless @force. Returns
- * the number of changes applied. @ret is filled on failure too. */
-int persist_apply(Store *s, const char *name, char **paths, bool force, PersistApply *ret,
+ * selected path since (nothing written) unless WS_APPLY_FORCE; -EINVAL
+ * when there is no baseline (an imported snapshot's sandbox) unless
+ * WS_APPLY_FORCE. Modes as ws_apply() writes them (WS_APPLY_MODES; the
+ * ones kept safer in @ret->res.modes_kept). Returns the number of changes
+ * applied. @ret is filled on failure too. */
+int persist_apply(Store *s, const char *name, char **paths, WsApplyFlags flags, PersistApply *ret,
                   HutchError *reterr);
