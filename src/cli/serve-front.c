@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
-/* The TCP front of hutch serve (serve.h): a gatekeeping relay between TCP
- * clients and the unix socket's evhttp. Per connection:
+/* The front of hutch serve (serve.h): a gatekeeping relay between clients
+ * (TCP, or the public unix socket) and evhttp's private unix socket. Per
+ * connection:
  *
- *   client --(heads checked, bodies counted)--> inner (unix socket, evhttp)
+ *   client --(heads checked, bodies counted)--> inner (evhttp)
  *   client <------------(answers as they are)--- inner
  *
  * The inner connection is made when the first head passes, so a client
@@ -45,6 +46,7 @@ typedef struct FrontConn {
         FrontState state;
         uint64_t body_left; /* FRONT_BODY: bytes still to pass */
         bool client_eof;    /* the client sent all it will */
+        bool forbidden;     /* a peer of another uid: every head is refused */
         bool closing;       /* freed once the client's output is written */
         char *error;        /* FRONT_REFUSED: the answer, after the inner's */
         size_t len;         /* FRONT_HEAD: bytes of head[] so far */
@@ -67,7 +69,7 @@ static void conn_free(FrontConn *c) {
         free(c->error);
         free(c);
         f->n--;
-        if (f->listener && f->n < f->max)
+        if (f->listener && f->max > 0 && f->n < f->max)
                 (void)evconnlistener_enable(f->listener);
 }
 
@@ -97,18 +99,37 @@ static const char *reason(int status) {
                 return "Expectation Failed";
         case 431:
                 return "Request Header Fields Too Large";
+        case 403:
+                return "Forbidden";
         default:
                 return "Service Unavailable";
         }
 }
 
-/* The answer to a refused head: the API's JSON error (docs/api.md). */
-static char *error_answer(ServeHeadVerdict v) {
+/* An answer with the API's JSON error (docs/api.md), closing. */
+static char *json_answer(int status, const char *code, const char *msg) {
         _cleanup_free_ char *body = NULL, *text = NULL;
+        json_t *j;
+
+        j = json_pack("{s:{s:s,s:s,s:n}}", "error", "code", code, "message", msg, "field");
+        body = j ? json_dumps(j, JSON_COMPACT) : NULL;
+        json_decref(j);
+        if (!body)
+                return NULL;
+        if (asprintf(&text,
+                     "HTTP/1.1 %d %s\r\nContent-Type: application/json\r\nContent-Length: %zu\r\n"
+                     "Connection: close\r\n%s\r\n%s\n",
+                     status, reason(status), strlen(body) + 1,
+                     status == 401 ? "WWW-Authenticate: Bearer\r\n" : "", body) < 0)
+                return NULL;
+        return TAKE_PTR(text);
+}
+
+/* The answer to a refused head. */
+static char *error_answer(ServeHeadVerdict v) {
         const char *code, *msg;
         char buf[160];
         int status;
-        json_t *j;
 
         switch (v) {
         case SERVE_HEAD_NO_TOKEN:
@@ -149,30 +170,18 @@ static char *error_answer(ServeHeadVerdict v) {
                 status = 400, code = "invalid_argument", msg = "malformed request line or headers";
                 break;
         }
-        j = json_pack("{s:{s:s,s:s,s:n}}", "error", "code", code, "message", msg, "field");
-        body = j ? json_dumps(j, JSON_COMPACT) : NULL;
-        json_decref(j);
-        if (!body)
-                return NULL;
-        if (asprintf(&text,
-                     "HTTP/1.1 %d %s\r\nContent-Type: application/json\r\nContent-Length: %zu\r\n"
-                     "Connection: close\r\n%s\r\n%s\n",
-                     status, reason(status), strlen(body) + 1,
-                     status == 401 ? "WWW-Authenticate: Bearer\r\n" : "", body) < 0)
-                return NULL;
-        return TAKE_PTR(text);
+        return json_answer(status, code, msg);
 }
 
-/* Refuses the current head: the answer goes after whatever the inner
- * connection still sends (answers to earlier requests), then the
- * connection closes. */
 static const char oom_answer[] = "HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\n"
                                  "Connection: close\r\n\r\n";
 
-/* May free @c. */
-static void conn_refuse(FrontConn *c, ServeHeadVerdict v) {
+/* Refuses the current head with @answer (taken; NULL: out of memory):
+ * it goes after whatever the inner connection still sends (answers to
+ * earlier requests), then the connection closes. May free @c. */
+static void conn_refuse_with(FrontConn *c, char *answer) {
         c->state = FRONT_REFUSED;
-        c->error = error_answer(v);
+        c->error = answer;
         bufferevent_disable(c->client, EV_READ);
         if (!c->inner) {
                 const char *a = c->error ? c->error : oom_answer;
@@ -184,6 +193,10 @@ static void conn_refuse(FrontConn *c, ServeHeadVerdict v) {
         /* evhttp finishes what it was sent, sees the end and closes. */
         if (evbuffer_get_length(bufferevent_get_output(c->inner)) == 0)
                 (void)shutdown(bufferevent_getfd(c->inner), SHUT_WR);
+}
+
+static void conn_refuse(FrontConn *c, ServeHeadVerdict v) {
+        conn_refuse_with(c, error_answer(v));
 }
 
 static void inner_read_cb(struct bufferevent *bev, void *arg);
@@ -237,6 +250,11 @@ static int conn_head(FrontConn *c, struct evbuffer *in) {
         if (evbuffer_drain(in, end - c->len) < 0)
                 return -EIO;
         c->len = 0;
+        if (c->forbidden) {
+                conn_refuse_with(c, json_answer(403, "permission_denied",
+                                                "only the server's owner may use this socket"));
+                return 2;
+        }
         serve_head_check(c->head, end, c->front->token_sha, SERVE_BODY_MAX, &h);
         if (h.verdict != SERVE_HEAD_OK) {
                 conn_refuse(c, h.verdict);
@@ -410,8 +428,18 @@ static void accept_cb(struct evconnlistener *l, evutil_socket_t fd, struct socka
         f->n++;
         /* At the cap, new connections wait in the kernel's listen queue
          * until one closes (conn_free()). */
-        if (f->n >= f->max)
+        if (f->max > 0 && f->n >= f->max)
                 (void)evconnlistener_disable(l);
+        if (f->owner_only) {
+                struct ucred cred;
+                socklen_t clen = sizeof(cred);
+
+                /* SECURITY: the socket is 0600 in a 0700 directory already;
+                 * the peer's uid is checked as well, as the keeper does: its
+                 * head is read (to answer it) and refused. */
+                c->forbidden = getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &clen) < 0 ||
+                               cred.uid != geteuid();
+        }
         bufferevent_setcb(c->client, client_read_cb, client_write_cb, client_event_cb, c);
         /* SECURITY: what is read ahead of the gate is bounded: reading
          * stops when this much waits. */

@@ -353,8 +353,9 @@ static void dispatch(struct evhttp_request *req, void *arg) {
         ServeCtx c;
 
         TAILQ_INIT(&query);
-        /* TCP clients come through the front (serve-front.c), which checked
-         * their token, on a connection of this server's own user. */
+        /* Clients come through a front (serve-front.c), which checked their
+         * token or uid, on a connection of this server's own user; checked
+         * again here for whoever reaches evhttp's socket itself. */
         if (!peer_is_owner(req)) {
                 serve_reply_status(req, 403, "permission_denied", NULL,
                                    "only the server's owner may use this socket");
@@ -539,6 +540,54 @@ static int unix_listen(const char *path, int *ret_lock) {
         return TAKE_FD(fd);
 }
 
+/* evhttp's own socket, which only the fronts connect to: "evhttp.sock",
+ * mode 0600, in a new 0700 directory ".serve-XXXXXX" of @state_dir. Returns
+ * the listening fd, with both paths in @ret_dir and @ret_path. */
+static int inner_listen(const char *state_dir, char **ret_dir, char **ret_path) {
+        _cleanup_free_ char *dir = NULL, *p = NULL;
+        _cleanup_close_ int fd = -EBADF;
+        struct sockaddr_un sa = {.sun_family = AF_UNIX};
+        mode_t old_umask;
+        int r;
+
+        if (asprintf(&dir, "%s/.serve-XXXXXX", state_dir) < 0) {
+                dir = NULL;
+                return log_error_errno(-ENOMEM, "out of memory");
+        }
+        if (!mkdtemp(dir))
+                return log_error_errno(negative_errno(), "cannot create a folder in '%s': %m",
+                                       state_dir);
+        if (asprintf(&p, "%s/evhttp.sock", dir) < 0) {
+                p = NULL;
+                (void)rmdir(dir);
+                return log_error_errno(-ENOMEM, "out of memory");
+        }
+        if (strlen(p) >= sizeof(sa.sun_path)) {
+                (void)rmdir(dir);
+                return log_error_errno(-ENAMETOOLONG, "socket path '%s' is too long", p);
+        }
+        strcpy(sa.sun_path, p);
+        fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+        if (fd < 0) {
+                r = negative_errno();
+                (void)rmdir(dir);
+                return log_error_errno(r, "socket: %m");
+        }
+        old_umask = umask(0177);
+        r = bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 ? negative_errno() : 0;
+        (void)umask(old_umask);
+        if (r >= 0 && listen(fd, 128) < 0)
+                r = negative_errno();
+        if (r < 0) {
+                (void)unlink(p);
+                (void)rmdir(dir);
+                return log_error_errno(r, "cannot listen on '%s': %m", p);
+        }
+        *ret_dir = TAKE_PTR(dir);
+        *ret_path = TAKE_PTR(p);
+        return TAKE_FD(fd);
+}
+
 static int tcp_listen(const char *spec, char *ret_addr, size_t size) {
         _cleanup_close_ int fd = -EBADF;
         struct sockaddr_storage ss;
@@ -710,12 +759,12 @@ static int parse_args(int argc, char **argv, ServeArgs *a) {
 
 int verb_serve(int argc, char **argv) {
         _cleanup_(store_freep) Store *store = NULL;
-        _cleanup_free_ char *default_path = NULL;
+        _cleanup_free_ char *default_path = NULL, *inner_dir = NULL, *inner_path = NULL;
         _cleanup_close_ int lock = -EBADF;
         ServeArgs args = {.max_connections = SERVE_MAX_CONNECTIONS};
         Server srv = {};
         Listener ul = {};
-        ServeFront front = {};
+        ServeFront front = {}, ufront = {};
         struct event *sig_ev[3] = {};
         const int sigs[3] = {SIGINT, SIGTERM, SIGHUP};
         char tcp_addr[INET6_ADDRSTRLEN + 16] = "";
@@ -762,12 +811,24 @@ int verb_serve(int argc, char **argv) {
                 r = fd;
                 goto finish;
         }
-        r = listen_on(&ul, fd);
+        r = inner_listen(store->state, &inner_dir, &inner_path);
+        if (r >= 0)
+                r = listen_on(&ul, r);
+        if (r >= 0) {
+                /* Clients reach evhttp only through a front (serve.h). */
+                ufront = (ServeFront){
+                        .base = srv.base,
+                        .owner_only = true,
+                        .inner_path = inner_path,
+                };
+                r = serve_front_listen(&ufront, fd);
+        } else
+                (void)close(fd);
         if (r >= 0 && args.listen) {
                 front = (ServeFront){
                         .base = srv.base,
                         .token_sha = srv.token_sha,
-                        .inner_path = path,
+                        .inner_path = inner_path,
                         .max = args.max_connections,
                 };
                 tcp_fd = tcp_listen(args.listen, tcp_addr, sizeof(tcp_addr));
@@ -800,8 +861,13 @@ finish:
                 if (sig_ev[i])
                         event_free(sig_ev[i]);
         serve_front_stop(&front);
+        serve_front_stop(&ufront);
         if (ul.http)
                 evhttp_free(ul.http);
+        if (inner_path)
+                (void)unlink(inner_path);
+        if (inner_dir)
+                (void)rmdir(inner_dir);
         if (lock >= 0)
                 (void)unlink(path);
         event_base_free(srv.base);

@@ -11,7 +11,7 @@ of a claimed 16 MiB body to POST /v1/sandboxes, without a token) must keep
 it under 64 MiB while an authenticated client is still served. Framing
 errors the gate finds (headers too large, a body over the limit, chunked
 bodies, a malformed head, an unknown method) are answered with the API's
-JSON error too. Concurrent TCP connections
+JSON error too, on TCP and on the unix socket. Concurrent TCP connections
 are capped (--max-connections; more wait in the kernel's listen queue).
 As root and as the unprivileged user, each server with its own store;
 the flood's sockets are the test's own, on 127.0.0.1."""
@@ -26,7 +26,7 @@ import time
 
 import pytest
 
-from test_serve import HTTP_TIMEOUT, Server
+from test_serve import HTTP_TIMEOUT, Server, as_euid
 
 MIB = 1 << 20
 FLOOD_CONNECTIONS = 60
@@ -264,12 +264,15 @@ def framing_cases(token):
 
 
 def test_framing_errors_are_json(tcp_server):
-    """What evhttp answered with a small HTML page is the API's JSON error
+    """What evhttp answered with a small HTML page is the API's JSON error,
     on TCP (with the token: the limits are told to an authenticated
-    client)."""
-    _, _, addr, token, _ = tcp_server
+    client) and on the unix socket alike."""
+    srv, _, addr, token, unix = tcp_server
     for head, status, code in framing_cases(token):
         json_error(raw(addr, head.encode()), status, code)
+    with as_euid(srv.uid):
+        for head, status, code in framing_cases(None):
+            json_error(raw(unix, head.encode()), status, code)
     # The twin: a good request is served.
     assert get_version(addr, token)[0] == 200
 
