@@ -576,8 +576,6 @@ void serve_head_check(const char *head, size_t len, const uint8_t *token_sha, ui
                         if ((value[i] < 0x20 && value[i] != '\t') || value[i] == 0x7f)
                                 return;
                 trim_lws(&value, &vlen);
-                if (name_is(p, (size_t)(colon - p), SERVE_GATE_HEADER))
-                        return;
                 if (name_is(p, (size_t)(colon - p), "Authorization")) {
                         auth = value;
                         auth_len = vlen;

@@ -96,7 +96,7 @@ int serve_token_load(const char *text, uint8_t ret_sha[SERVE_SHA256_LEN]);
  * takes the same time wherever the first difference is. */
 bool serve_token_check(const char *header, const uint8_t sha[SERVE_SHA256_LEN]);
 
-/* ---- request heads (the gate of serve-gate.c) ---- */
+/* ---- request heads (the front, serve-front.c) ---- */
 
 /* What serve_head_check() found. Each but OK is answered with the error
  * of docs/api.md named in the comment, and the connection closed, with no
@@ -119,10 +119,6 @@ typedef enum ServeHeadVerdict {
 const char *serve_head_verdict_to_string(ServeHeadVerdict v);
 ServeHeadVerdict serve_head_verdict_from_string(const char *s);
 
-/* The header the gate puts on the stand-in request it hands evhttp for a
- * refused head; a client's head carrying it is MALFORMED. */
-#define SERVE_GATE_HEADER "Hutch-Gate"
-
 /* The end of the request head in @buf (@len bytes): the offset just past
  * the empty line ("\n\n" or "\n\r\n") that ends it, or 0 when @buf does not
  * hold it yet. */
@@ -142,7 +138,7 @@ typedef struct ServeHead {
  * method, a target of visible ASCII; header lines "name: value" with a
  * token name, no folding and no control characters; Content-Length at
  * most once, digits, at most @body_max (none or 0 for HEAD and TRACE); no
- * Transfer-Encoding; Expect only "100-continue"; no SERVE_GATE_HEADER.
+ * Transfer-Encoding; Expect only "100-continue".
  * With @token_sha (NULL: no token needed), exactly one Authorization
  * header that serve_token_check() accepts, checked after the syntax and
  * before the limits, so an unauthenticated client learns nothing more.

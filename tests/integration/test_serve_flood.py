@@ -3,13 +3,13 @@
 docs/api.md "Limits").
 
 evhttp reads a whole request body before the server sees the request, so
-the server checks each request head itself, in a gate in front of evhttp,
+the server checks each request head itself, in a front before evhttp,
 before any body byte is read: an unauthenticated request is answered 401
 (JSON) and its connection closed, with nothing of its body in memory. The
 flood that grew the server to 942 MB (60 connections each sending 15 MiB
 of a claimed 16 MiB body to POST /v1/sandboxes, without a token) must keep
 it under 64 MiB while an authenticated client is still served. Framing
-errors the gate finds (headers too large, a body over the limit, chunked
+errors the front finds (headers too large, a body over the limit, chunked
 bodies, a malformed head, an unknown method) are answered with the API's
 JSON error too, on TCP and on the unix socket. Concurrent TCP connections
 are capped (--max-connections; more wait in the kernel's listen queue).
@@ -257,7 +257,6 @@ def framing_cases(token):
         (f"GET /v1/version HTTP/1.1\r\n{auth} folded: line\r\n\r\n", 400, "invalid_argument"),
         (f"GET /v1/version HTTP/1.1\r\n{auth}Content-Length: 1\r\nContent-Length: 2\r\n\r\n",
          400, "invalid_argument"),
-        (f"GET /v1/version HTTP/1.1\r\n{auth}Hutch-Gate: no-token\r\n\r\n", 400, "invalid_argument"),
         (f"FROB /v1/version HTTP/1.1\r\n{auth}\r\n", 405, "method_not_allowed"),
         (f"GET /v1/version HTTP/2.0\r\n{auth}\r\n", 400, "invalid_argument"),
     ]
