@@ -89,17 +89,19 @@ int verb_apply(int argc, char **argv) {
         _cleanup_(persist_apply_done) PersistApply a = {};
         _cleanup_strv_free_ char **paths = NULL;
         const char *name = NULL;
-        bool force = false;
+        WsApplyFlags flags = 0;
         HutchError err = {};
         int r;
 
         for (int i = 1; i < argc; i++) {
                 if (strcmp(argv[i], "--force") == 0 || strcmp(argv[i], "-f") == 0)
-                        force = true;
+                        flags |= WS_APPLY_FORCE;
+                else if (strcmp(argv[i], "--modes") == 0)
+                        flags |= WS_APPLY_MODES;
                 else if (strcmp(argv[i], "--") == 0)
                         continue;
                 else if (argv[i][0] == '-') {
-                        log_error("usage: hutch apply NAME [--force] [PATH...]");
+                        log_error("usage: hutch apply NAME [--force] [--modes] [PATH...]");
                         return HUTCH_EXIT_FAILURE;
                 } else if (!name)
                         name = argv[i];
@@ -107,7 +109,7 @@ int verb_apply(int argc, char **argv) {
                         return HUTCH_EXIT_FAILURE;
         }
         if (!name) {
-                log_error("usage: hutch apply NAME [--force] [PATH...]");
+                log_error("usage: hutch apply NAME [--force] [--modes] [PATH...]");
                 return HUTCH_EXIT_FAILURE;
         }
         r = persist_paths_normalize(paths, &err);
@@ -116,7 +118,7 @@ int verb_apply(int argc, char **argv) {
         r = persist_open(NULL, &s, NULL);
         if (r != 0)
                 return r;
-        r = persist_apply(s, name, paths, force, &a, &err);
+        r = persist_apply(s, name, paths, flags, &a, &err);
         if (r == -EEXIST && !a.applied) {
                 STRV_FOREACH(c, a.res.conflicts)
                         log_error(
@@ -125,6 +127,11 @@ int verb_apply(int argc, char **argv) {
                 log_error("nothing was applied; use --force to overwrite the host's changes");
                 return HUTCH_EXIT_FAILURE;
         }
+        /* SECURITY: what a sandbox asked for and did not get is said. */
+        STRV_FOREACH(m, a.res.modes_kept)
+                log_warning("%s: no group/other write or sticky bit the host's entry did not "
+                            "have (--modes applies them)",
+                            *m);
         if (a.applied)
                 (void)printf("applied %zu change%s to %s\n", a.res.n_applied,
                              a.res.n_applied == 1 ? "" : "s", a.workspace);

@@ -269,7 +269,8 @@ int verb_mcp(int argc, char **argv) {
                 if (!s.from)
                         return HUTCH_EXIT_FAILURE;
         }
-        /* Without policy flags, --from takes the snapshot's policy and --name
+        /* Without policy flags, --from takes the snapshot's policy (the
+         * defaults for an imported one) and --name
          * an existing sandbox's: only the policy that was asked for is
          * checked against an existing sandbox. */
         if (args.policy_given || !args.from) {

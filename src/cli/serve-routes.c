@@ -92,7 +92,8 @@ static void hutch_policy_freep(hutch_policy **p) {
 }
 
 /* Creates a sandbox. With "policy" that document is its policy; with only
- * "from_snapshot", the snapshot's; with neither, the defaults. */
+ * "from_snapshot", the snapshot's (the defaults for an imported one:
+ * persist_create()); with neither, the defaults. */
 void serve_sandbox_create(ServeCtx *c) {
         _cleanup_(hutch_policy_freep) hutch_policy *p = NULL;
         _cleanup_free_ char *policy_text = NULL, *location = NULL;

@@ -439,3 +439,210 @@ bool serve_token_check(const char *header, const uint8_t sha[SERVE_SHA256_LEN]) 
                 return false;
         return CRYPTO_memcmp(given, sha, SERVE_SHA256_LEN) == 0;
 }
+
+/* ---- request heads ---- */
+
+static const char *const head_verdicts[_SERVE_HEAD_VERDICT_MAX] = {
+        [SERVE_HEAD_OK] = "ok",
+        [SERVE_HEAD_MALFORMED] = "malformed",
+        [SERVE_HEAD_TOO_LARGE] = "too-large",
+        [SERVE_HEAD_BAD_METHOD] = "bad-method",
+        [SERVE_HEAD_NO_TOKEN] = "no-token",
+        [SERVE_HEAD_WRONG_TOKEN] = "wrong-token",
+        [SERVE_HEAD_CHUNKED] = "chunked",
+        [SERVE_HEAD_BODY_TOO_LARGE] = "body-too-large",
+        [SERVE_HEAD_EXPECTATION] = "expectation",
+};
+
+const char *serve_head_verdict_to_string(ServeHeadVerdict v) {
+        return v >= 0 && v < _SERVE_HEAD_VERDICT_MAX ? head_verdicts[v] : NULL;
+}
+
+ServeHeadVerdict serve_head_verdict_from_string(const char *s) {
+        for (int i = 0; s && i < _SERVE_HEAD_VERDICT_MAX; i++)
+                if (strcmp(head_verdicts[i], s) == 0)
+                        return (ServeHeadVerdict)i;
+        return _SERVE_HEAD_VERDICT_INVALID;
+}
+
+size_t serve_head_end(const char *buf, size_t len) {
+        for (size_t i = 0; i < len; i++) {
+                if (buf[i] != '\n')
+                        continue;
+                if (i + 1 < len && buf[i + 1] == '\n')
+                        return i + 2;
+                if (i + 2 < len && buf[i + 1] == '\r' && buf[i + 2] == '\n')
+                        return i + 3;
+        }
+        return 0;
+}
+
+/* RFC 9110 tchar. */
+static bool is_tchar(char c) {
+        return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+               (c && strchr("!#$%&'*+-.^_`|~", c));
+}
+
+/* The methods evhttp knows and dispatch() routes (CONNECT is not one). */
+static bool method_is_known(const char *m, size_t n) {
+        static const char *const known[] = {"GET",    "POST",  "HEAD",  "PUT",
+                                            "DELETE", "PATCH", "TRACE", "OPTIONS"};
+
+        for (size_t i = 0; i < ELEMENTSOF(known); i++)
+                if (strlen(known[i]) == n && memcmp(known[i], m, n) == 0)
+                        return true;
+        return false;
+}
+
+/* @s (@n bytes) without leading and trailing spaces and tabs, as evhttp
+ * trims header values. */
+static void trim_lws(const char **s, size_t *n) {
+        while (*n > 0 && (**s == ' ' || **s == '\t')) {
+                (*s)++;
+                (*n)--;
+        }
+        while (*n > 0 && ((*s)[*n - 1] == ' ' || (*s)[*n - 1] == '\t'))
+                (*n)--;
+}
+
+static bool name_is(const char *name, size_t n, const char *want) {
+        return strlen(want) == n && strncasecmp(name, want, n) == 0;
+}
+
+void serve_head_check(const char *head, size_t len, const uint8_t *token_sha, uint64_t body_max,
+                      ServeHead *ret) {
+        const char *p = head, *end = head + len, *auth = NULL, *cl = NULL, *expect = NULL;
+        size_t auth_len = 0, cl_len = 0, expect_len = 0, mlen;
+        unsigned n_auth = 0, n_cl = 0;
+        bool chunked = false, bodyless;
+        const char *sp1, *sp2, *eol;
+        uint64_t body = 0;
+
+        *ret = (ServeHead){.verdict = SERVE_HEAD_MALFORMED};
+        /* The request line. */
+        eol = memchr(p, '\n', len);
+        if (!eol)
+                return;
+        if (eol > p && eol[-1] == '\r')
+                eol--;
+        sp1 = memchr(p, ' ', (size_t)(eol - p));
+        if (!sp1)
+                return;
+        sp2 = memchr(sp1 + 1, ' ', (size_t)(eol - sp1 - 1));
+        if (!sp2 || sp2 == sp1 + 1)
+                return;
+        if ((size_t)(eol - sp2 - 1) != strlen("HTTP/1.1") ||
+            (memcmp(sp2 + 1, "HTTP/1.1", 8) != 0 && memcmp(sp2 + 1, "HTTP/1.0", 8) != 0))
+                return;
+        for (const char *c = sp1 + 1; c < sp2; c++)
+                if (*c <= 0x20 || *c >= 0x7f)
+                        return;
+        if (sp1[1] != '/')
+                return;
+        mlen = (size_t)(sp1 - p);
+        for (size_t i = 0; i < mlen; i++)
+                if (!is_tchar(p[i]))
+                        return;
+        bodyless = (mlen == 4 && memcmp(p, "HEAD", 4) == 0) ||
+                   (mlen == 5 && memcmp(p, "TRACE", 5) == 0);
+        ret->target = (size_t)(sp1 + 1 - head);
+        ret->target_len = (size_t)(sp2 - sp1 - 1);
+        p = memchr(p, '\n', len) + 1;
+
+        /* The header lines, up to the empty one. */
+        for (;;) {
+                const char *colon, *value;
+                size_t n, vlen;
+
+                eol = p < end ? memchr(p, '\n', (size_t)(end - p)) : NULL;
+                if (!eol)
+                        return;
+                n = (size_t)(eol - p);
+                if (n > 0 && p[n - 1] == '\r')
+                        n--;
+                if (n == 0)
+                        break;
+                colon = memchr(p, ':', n);
+                /* No folding (a line starting with a space or tab), a token
+                 * for a name, no control character but tab in a value. */
+                if (!colon || colon == p)
+                        return;
+                for (const char *c = p; c < colon; c++)
+                        if (!is_tchar(*c))
+                                return;
+                value = colon + 1;
+                vlen = n - (size_t)(value - p);
+                for (size_t i = 0; i < vlen; i++)
+                        if ((value[i] < 0x20 && value[i] != '\t') || value[i] == 0x7f)
+                                return;
+                trim_lws(&value, &vlen);
+                if (name_is(p, (size_t)(colon - p), "Authorization")) {
+                        auth = value;
+                        auth_len = vlen;
+                        n_auth++;
+                } else if (name_is(p, (size_t)(colon - p), "Content-Length")) {
+                        cl = value;
+                        cl_len = vlen;
+                        n_cl++;
+                } else if (name_is(p, (size_t)(colon - p), "Transfer-Encoding"))
+                        chunked = true;
+                else if (name_is(p, (size_t)(colon - p), "Expect")) {
+                        if (expect)
+                                return;
+                        expect = value;
+                        expect_len = vlen;
+                }
+                p = eol + 1;
+        }
+        if (n_cl > 1 || n_auth > 1)
+                return;
+        if (cl) {
+                if (cl_len == 0 || cl_len > 19)
+                        return;
+                for (size_t i = 0; i < cl_len; i++) {
+                        if (cl[i] < '0' || cl[i] > '9')
+                                return;
+                        body = body * 10 + (uint64_t)(cl[i] - '0');
+                }
+                /* evhttp reads no body for these: none may be announced. */
+                if (bodyless && body > 0)
+                        return;
+        }
+        if (!method_is_known(head, mlen)) {
+                ret->verdict = SERVE_HEAD_BAD_METHOD;
+                return;
+        }
+        if (token_sha) {
+                char value[SERVE_TOKEN_MAX + 16];
+
+                if (!auth) {
+                        ret->verdict = SERVE_HEAD_NO_TOKEN;
+                        return;
+                }
+                if (auth_len >= sizeof(value)) {
+                        ret->verdict = SERVE_HEAD_WRONG_TOKEN;
+                        return;
+                }
+                memcpy(value, auth, auth_len);
+                value[auth_len] = '\0';
+                if (!serve_token_check(value, token_sha)) {
+                        ret->verdict = SERVE_HEAD_WRONG_TOKEN;
+                        return;
+                }
+        }
+        if (chunked) {
+                ret->verdict = SERVE_HEAD_CHUNKED;
+                return;
+        }
+        if (body > body_max) {
+                ret->verdict = SERVE_HEAD_BODY_TOO_LARGE;
+                return;
+        }
+        if (expect && !(expect_len == strlen("100-continue") &&
+                        strncasecmp(expect, "100-continue", expect_len) == 0)) {
+                ret->verdict = SERVE_HEAD_EXPECTATION;
+                return;
+        }
+        ret->verdict = SERVE_HEAD_OK;
+        ret->body_len = body;
+}

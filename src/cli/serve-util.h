@@ -7,6 +7,7 @@
  * the UTF-8 boundary of streamed output, --listen parsing and the bearer
  * token check. Nothing here logs or touches the network. */
 
+#include <errno.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -94,3 +95,53 @@ int serve_token_load(const char *text, uint8_t ret_sha[SERVE_SHA256_LEN]);
  * "Bearer <token>" with the token whose SHA-256 is @sha. The comparison
  * takes the same time wherever the first difference is. */
 bool serve_token_check(const char *header, const uint8_t sha[SERVE_SHA256_LEN]);
+
+/* ---- request heads (the front, serve-front.c) ---- */
+
+/* What serve_head_check() found. Each but OK is answered with the error
+ * of docs/api.md named in the comment, and the connection closed, with no
+ * byte of the body read. */
+typedef enum ServeHeadVerdict {
+        SERVE_HEAD_OK,
+        SERVE_HEAD_MALFORMED,      /* 400 invalid_argument */
+        SERVE_HEAD_TOO_LARGE,      /* 431 too_large */
+        SERVE_HEAD_BAD_METHOD,     /* 405 method_not_allowed */
+        SERVE_HEAD_NO_TOKEN,       /* 401 unauthorized */
+        SERVE_HEAD_WRONG_TOKEN,    /* 401 unauthorized */
+        SERVE_HEAD_CHUNKED,        /* 411 length_required */
+        SERVE_HEAD_BODY_TOO_LARGE, /* 413 too_large */
+        SERVE_HEAD_EXPECTATION,    /* 417 expectation_failed */
+        _SERVE_HEAD_VERDICT_MAX,
+        _SERVE_HEAD_VERDICT_INVALID = -EINVAL,
+} ServeHeadVerdict;
+
+/* "ok", "malformed", "too-large", ...; NULL when out of range. */
+const char *serve_head_verdict_to_string(ServeHeadVerdict v);
+ServeHeadVerdict serve_head_verdict_from_string(const char *s);
+
+/* The end of the request head in @buf (@len bytes): the offset just past
+ * the empty line ("\n\n" or "\n\r\n") that ends it, or 0 when @buf does not
+ * hold it yet. */
+size_t serve_head_end(const char *buf, size_t len);
+
+typedef struct ServeHead {
+        ServeHeadVerdict verdict;
+        uint64_t body_len; /* OK: the bytes of body that follow the head */
+        size_t target;     /* OK: offset of the request target in the head */
+        size_t target_len;
+} ServeHead;
+
+/* Checks the request head @head (@len bytes: the request line and the
+ * header lines through the empty line that ends them), at least as
+ * strictly as libevent's evhttp parses it, so that evhttp never answers
+ * an error of its own: "METHOD SP TARGET SP HTTP/1.0|1.1", a known
+ * method, a target of visible ASCII; header lines "name: value" with a
+ * token name, no folding and no control characters; Content-Length at
+ * most once, digits, at most @body_max (none or 0 for HEAD and TRACE); no
+ * Transfer-Encoding; Expect only "100-continue".
+ * With @token_sha (NULL: no token needed), exactly one Authorization
+ * header that serve_token_check() accepts, checked after the syntax and
+ * before the limits, so an unauthenticated client learns nothing more.
+ * The result goes to @ret. */
+void serve_head_check(const char *head, size_t len, const uint8_t *token_sha, uint64_t body_max,
+                      ServeHead *ret);

@@ -27,12 +27,12 @@
 #include "cli.h"
 #include "fd-util.h"
 #include "log.h"
+#include "parse-util.h"
 #include "serve.h"
 
 typedef struct Listener {
         Server *srv;
         struct evhttp *http;
-        bool tcp; /* requests need the bearer token */
 } Listener;
 
 typedef enum BodyKind {
@@ -353,19 +353,10 @@ static void dispatch(struct evhttp_request *req, void *arg) {
         ServeCtx c;
 
         TAILQ_INIT(&query);
-        if (l->tcp) {
-                const char *auth =
-                        evhttp_find_header(evhttp_request_get_input_headers(req), "Authorization");
-
-                if (!serve_token_check(auth, l->srv->token_sha)) {
-                        (void)evhttp_add_header(evhttp_request_get_output_headers(req),
-                                                "WWW-Authenticate", "Bearer");
-                        serve_reply_status(req, 401, "unauthorized", NULL,
-                                           auth ? "wrong bearer token"
-                                                : "a bearer token is required");
-                        return;
-                }
-        } else if (!peer_is_owner(req)) {
+        /* Clients come through a front (serve-front.c), which checked their
+         * token or uid, on a connection of this server's own user; checked
+         * again here for whoever reaches evhttp's socket itself. */
+        if (!peer_is_owner(req)) {
                 serve_reply_status(req, 403, "permission_denied", NULL,
                                    "only the server's owner may use this socket");
                 return;
@@ -471,9 +462,8 @@ static void serve_routes(ServeCtx *c) {
 
 /* ---- listening ---- */
 
-static int setup_http(Listener *l, Server *srv, bool tcp) {
+static int setup_http(Listener *l, Server *srv) {
         l->srv = srv;
-        l->tcp = tcp;
         l->http = evhttp_new(srv->base);
         if (!l->http)
                 return -ENOMEM;
@@ -547,6 +537,54 @@ static int unix_listen(const char *path, int *ret_lock) {
         if (listen(fd, 128) < 0)
                 return log_error_errno(negative_errno(), "listen: %m");
         *ret_lock = TAKE_FD(lock);
+        return TAKE_FD(fd);
+}
+
+/* evhttp's own socket, which only the fronts connect to: "evhttp.sock",
+ * mode 0600, in a new 0700 directory ".serve-XXXXXX" of @state_dir. Returns
+ * the listening fd, with both paths in @ret_dir and @ret_path. */
+static int inner_listen(const char *state_dir, char **ret_dir, char **ret_path) {
+        _cleanup_free_ char *dir = NULL, *p = NULL;
+        _cleanup_close_ int fd = -EBADF;
+        struct sockaddr_un sa = {.sun_family = AF_UNIX};
+        mode_t old_umask;
+        int r;
+
+        if (asprintf(&dir, "%s/.serve-XXXXXX", state_dir) < 0) {
+                dir = NULL;
+                return log_error_errno(-ENOMEM, "out of memory");
+        }
+        if (!mkdtemp(dir))
+                return log_error_errno(negative_errno(), "cannot create a folder in '%s': %m",
+                                       state_dir);
+        if (asprintf(&p, "%s/evhttp.sock", dir) < 0) {
+                p = NULL;
+                (void)rmdir(dir);
+                return log_error_errno(-ENOMEM, "out of memory");
+        }
+        if (strlen(p) >= sizeof(sa.sun_path)) {
+                (void)rmdir(dir);
+                return log_error_errno(-ENAMETOOLONG, "socket path '%s' is too long", p);
+        }
+        strcpy(sa.sun_path, p);
+        fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+        if (fd < 0) {
+                r = negative_errno();
+                (void)rmdir(dir);
+                return log_error_errno(r, "socket: %m");
+        }
+        old_umask = umask(0177);
+        r = bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 ? negative_errno() : 0;
+        (void)umask(old_umask);
+        if (r >= 0 && listen(fd, 128) < 0)
+                r = negative_errno();
+        if (r < 0) {
+                (void)unlink(p);
+                (void)rmdir(dir);
+                return log_error_errno(r, "cannot listen on '%s': %m", p);
+        }
+        *ret_dir = TAKE_PTR(dir);
+        *ret_path = TAKE_PTR(p);
         return TAKE_FD(fd);
 }
 
@@ -632,27 +670,35 @@ static void stop_cb(evutil_socket_t fd, short what, void *arg) {
 }
 
 static void serve_usage(FILE *f) {
-        (void)fprintf(
-                f, "usage: hutch serve [--socket PATH] [--listen HOST:PORT --token-file FILE]\n\n"
-                   "Serves the HTTP API (docs/api.md) on a unix socket, by default\n"
-                   "$XDG_RUNTIME_DIR/hutch/api.sock (mode 0600).\n"
-                   "  --socket PATH        the unix socket to listen on\n"
-                   "  --listen HOST:PORT   also listen on TCP (numeric address; port 0 picks "
-                   "one)\n"
-                   "  --token-file FILE    the bearer token TCP clients must send "
-                   "(required with --listen)\n");
+        (void)fprintf(f,
+                      "usage: hutch serve [--socket PATH] [--listen HOST:PORT --token-file FILE\n"
+                      "                   [--max-connections N]]\n\n"
+                      "Serves the HTTP API (docs/api.md) on a unix socket, by default\n"
+                      "$XDG_RUNTIME_DIR/hutch/api.sock (mode 0600).\n"
+                      "  --socket PATH        the unix socket to listen on\n"
+                      "  --listen HOST:PORT   also listen on TCP (numeric address; port 0 picks "
+                      "one)\n"
+                      "  --token-file FILE    the bearer token TCP clients must send "
+                      "(required with --listen)\n"
+                      "  --max-connections N  TCP connections served at once (default %u); more "
+                      "wait\n"
+                      "                       in the kernel's listen queue\n",
+                      SERVE_MAX_CONNECTIONS);
 }
 
 typedef struct ServeArgs {
         const char *socket_path;
         const char *listen;
         const char *token_file;
+        unsigned max_connections;
+        bool max_connections_given;
 } ServeArgs;
 
 static int parse_args(int argc, char **argv, ServeArgs *a) {
         static const struct option options[] = {{"socket", required_argument, NULL, 's'},
                                                 {"listen", required_argument, NULL, 'l'},
                                                 {"token-file", required_argument, NULL, 't'},
+                                                {"max-connections", required_argument, NULL, 'm'},
                                                 {"help", no_argument, NULL, 'h'},
                                                 {}};
         int c;
@@ -670,6 +716,18 @@ static int parse_args(int argc, char **argv, ServeArgs *a) {
                 case 't':
                         a->token_file = optarg;
                         break;
+                case 'm': {
+                        uint32_t n;
+
+                        if (safe_atou32(optarg, &n) < 0 || n == 0 || n > 65536) {
+                                log_error("invalid --max-connections '%s' (want 1 to 65536)",
+                                          optarg);
+                                return -EINVAL;
+                        }
+                        a->max_connections = n;
+                        a->max_connections_given = true;
+                        break;
+                }
                 case 'h':
                         serve_usage(stdout);
                         return 1;
@@ -692,16 +750,21 @@ static int parse_args(int argc, char **argv, ServeArgs *a) {
                 log_error("--token-file is only used with --listen");
                 return -EINVAL;
         }
+        if (a->max_connections_given && !a->listen) {
+                log_error("--max-connections is only used with --listen");
+                return -EINVAL;
+        }
         return 0;
 }
 
 int verb_serve(int argc, char **argv) {
         _cleanup_(store_freep) Store *store = NULL;
-        _cleanup_free_ char *default_path = NULL;
+        _cleanup_free_ char *default_path = NULL, *inner_dir = NULL, *inner_path = NULL;
         _cleanup_close_ int lock = -EBADF;
-        ServeArgs args = {};
+        ServeArgs args = {.max_connections = SERVE_MAX_CONNECTIONS};
         Server srv = {};
-        Listener ul = {}, tl = {};
+        Listener ul = {};
+        ServeFront front = {}, ufront = {};
         struct event *sig_ev[3] = {};
         const int sigs[3] = {SIGINT, SIGTERM, SIGHUP};
         char tcp_addr[INET6_ADDRSTRLEN + 16] = "";
@@ -738,9 +801,7 @@ int verb_serve(int argc, char **argv) {
                 log_error("cannot create the event loop");
                 return HUTCH_EXIT_FAILURE;
         }
-        r = setup_http(&ul, &srv, false);
-        if (r >= 0 && args.listen)
-                r = setup_http(&tl, &srv, true);
+        r = setup_http(&ul, &srv);
         if (r < 0) {
                 log_error_errno(r, "cannot set up the HTTP server: %m");
                 goto finish;
@@ -750,10 +811,28 @@ int verb_serve(int argc, char **argv) {
                 r = fd;
                 goto finish;
         }
-        r = listen_on(&ul, fd);
+        r = inner_listen(store->state, &inner_dir, &inner_path);
+        if (r >= 0)
+                r = listen_on(&ul, r);
+        if (r >= 0) {
+                /* Clients reach evhttp only through a front (serve.h). */
+                ufront = (ServeFront){
+                        .base = srv.base,
+                        .owner_only = true,
+                        .inner_path = inner_path,
+                };
+                r = serve_front_listen(&ufront, fd);
+        } else
+                (void)close(fd);
         if (r >= 0 && args.listen) {
+                front = (ServeFront){
+                        .base = srv.base,
+                        .token_sha = srv.token_sha,
+                        .inner_path = inner_path,
+                        .max = args.max_connections,
+                };
                 tcp_fd = tcp_listen(args.listen, tcp_addr, sizeof(tcp_addr));
-                r = tcp_fd < 0 ? tcp_fd : listen_on(&tl, tcp_fd);
+                r = tcp_fd < 0 ? tcp_fd : serve_front_listen(&front, tcp_fd);
         }
         for (size_t i = 0; r >= 0 && i < ELEMENTSOF(sigs); i++) {
                 sig_ev[i] = evsignal_new(srv.base, sigs[i], stop_cb, srv.base);
@@ -781,10 +860,14 @@ finish:
         for (size_t i = 0; i < ELEMENTSOF(sig_ev); i++)
                 if (sig_ev[i])
                         event_free(sig_ev[i]);
+        serve_front_stop(&front);
+        serve_front_stop(&ufront);
         if (ul.http)
                 evhttp_free(ul.http);
-        if (tl.http)
-                evhttp_free(tl.http);
+        if (inner_path)
+                (void)unlink(inner_path);
+        if (inner_dir)
+                (void)rmdir(inner_dir);
         if (lock >= 0)
                 (void)unlink(path);
         event_base_free(srv.base);

@@ -32,6 +32,7 @@
 #define SERVE_OUTPUT_MAX (16U << 20)       /* the most output_limit may ask */
 #define SERVE_STREAM_HIGH_WATER (1U << 20) /* unsent stream output before reads pause */
 #define SERVE_TIMEOUT_S 60                 /* reading a request, writing an answer */
+#define SERVE_MAX_CONNECTIONS 64           /* TCP connections at once (--max-connections) */
 
 typedef struct ExecJob ExecJob;
 
@@ -41,6 +42,47 @@ typedef struct Server {
         uint8_t token_sha[SERVE_SHA256_LEN]; /* of the TCP bearer token (--listen) */
         ExecJob *jobs;                       /* running execs, for shutdown */
 } Server;
+
+/* ---- the front (serve-front.c) ---- */
+
+/* SECURITY: clients never reach evhttp directly. evhttp (libevent 2.1)
+ * reads a whole request body before it calls the server, with no hook
+ * before that on a server's requests, so an unauthenticated client could
+ * make it hold 16 MiB per connection (issue 15 item 3), and it answers
+ * framing errors with HTML. A front accepts the connections of each
+ * listening socket (TCP, and the public unix socket) itself; on the unix
+ * socket it first refuses a peer of another uid (403), and it reads each
+ * request head (serve_head_check(): syntax, the bearer token on TCP, the
+ * limits) before a byte of its body:
+ *
+ * - a refused head is answered with the API's JSON error (401 for a
+ *   missing or wrong token, 400, 405, 411, 413, 417, 431) and the
+ *   connection closed; nothing after the head is read beyond what the
+ *   kernel and a 64 KiB buffer hold, and evhttp never hears of it;
+ * - an accepted head, then exactly the body it announces, is passed on a
+ *   connection of the front's own to evhttp's private unix socket (as the
+ *   server's own user), and the answers are passed back, with both
+ *   directions bounded (reading pauses while 256 KiB wait).
+ *
+ * At most @max connections are open at once (0: no cap); more wait in
+ * the kernel's listen queue. */
+typedef struct ServeFront {
+        struct event_base *base;
+        const uint8_t *token_sha; /* the bearer token's SHA-256, NULL: none needed */
+        bool owner_only;          /* refuse peers of another uid (SO_PEERCRED) */
+        const char *inner_path;   /* evhttp's private unix socket */
+        unsigned max;             /* connections at once (0: no cap) */
+        /* Private to serve-front.c. */
+        struct evconnlistener *listener;
+        unsigned n;
+        struct FrontConn *conns;
+} ServeFront;
+
+/* Serves the connections accepted on the listening @fd (taken) through
+ * @front, whose public fields are set. Returns 0 or -ENOMEM. */
+int serve_front_listen(ServeFront *front, int fd);
+/* Closes the listener and every connection. */
+void serve_front_stop(ServeFront *front);
 
 typedef struct ServeCtx {
         Server *srv;

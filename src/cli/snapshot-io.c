@@ -104,6 +104,13 @@ static int snapshot_export(int argc, char **argv) {
                 return fail(&err, r);
         /* The export stands alone: the whole chain, no parent. */
         rec->parent = mfree(rec->parent);
+        /* An imported snapshot passes on what its archive suggested (as
+         * the policy: an importer treats it as a suggestion again). */
+        if (rec->imported && rec->suggested_policy_json) {
+                free(rec->policy_json);
+                rec->policy_json = TAKE_PTR(rec->suggested_policy_json);
+        }
+        rec->imported = false;
         r = snapshot_record_to_json(rec, &manifest);
         if (r < 0) {
                 log_error_errno(r, "cannot describe the snapshot: %m");
@@ -229,6 +236,19 @@ static int snapshot_import(int argc, char **argv) {
         rec->parent = mfree(rec->parent);
         rec->origin_upper = mfree(rec->origin_upper);
         rec->has_manifest = false;
+        /* SECURITY: a snapshot is data, never authority (issue 26). Anyone
+         * can write a manifest (the checksums are recomputed as easily), so
+         * its policy (binds of host folders, env_pass, secrets, audit_log,
+         * allowlist, limits) is kept only as a suggestion that `hutch
+         * snapshot inspect` shows; `create --from` takes the caller's. */
+        free(rec->suggested_policy_json);
+        rec->suggested_policy_json = TAKE_PTR(rec->policy_json);
+        rec->policy_json = strdup("{}");
+        rec->imported = true;
+        if (!rec->policy_json) {
+                r = -ENOMEM;
+                goto fail;
+        }
         if (name) {
                 free(rec->name);
                 rec->name = strdup(name);

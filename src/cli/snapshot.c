@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
-/* hutch snapshot NAME [SNAP], snapshot ls / rm / export / import
+/* hutch snapshot NAME [SNAP], snapshot ls / inspect / rm / export / import
  * (docs/persistent.md). */
 #include <errno.h>
 #include <fcntl.h>
@@ -28,6 +28,7 @@ static void snapshot_usage(FILE *f) {
                       "usage: hutch snapshot NAME [SNAP]       freeze sandbox NAME into snapshot "
                       "SNAP (default NAME.N)\n"
                       "       hutch snapshot ls [--json]\n"
+                      "       hutch snapshot inspect SNAP\n"
                       "       hutch snapshot rm SNAP\n"
                       "       hutch snapshot export SNAP -o FILE.tar.zst\n"
                       "       hutch snapshot import FILE [--name SNAP]\n");
@@ -121,6 +122,48 @@ static int snapshot_ls(int argc, char **argv) {
         return 0;
 }
 
+/* Prints the record as JSON: "policy" is what `create --from SNAP` without
+ * policy flags runs under (null for an imported snapshot: the caller's or
+ * the defaults), "suggested_policy" what an imported archive asked for,
+ * shown and never applied. */
+static int snapshot_inspect(int argc, char **argv) {
+        _cleanup_(store_freep) Store *s = NULL;
+        _cleanup_(snapshot_record_freep) SnapshotRecord *rec = NULL;
+        _cleanup_free_ char *text = NULL;
+        HutchError err = {};
+        json_t *j, *policy = NULL, *suggested = NULL;
+        int r;
+
+        if (argc != 2) {
+                log_error("usage: hutch snapshot inspect SNAP");
+                return HUTCH_EXIT_FAILURE;
+        }
+        r = persist_open(NULL, &s, NULL);
+        if (r != 0)
+                return r;
+        r = store_snapshot_load(s, argv[1], &rec, &err);
+        if (r < 0)
+                return fail(&err, r);
+        if (!rec->imported)
+                policy = json_loads(rec->policy_json, 0, NULL);
+        if (rec->suggested_policy_json)
+                suggested = json_loads(rec->suggested_policy_json, 0, NULL);
+        j = json_pack("{s:s,s:s,s:I,s:o,s:o,s:b,s:o,s:o}", "name", rec->name, "id", rec->id,
+                      "created_ms", (json_int_t)rec->created_ms, "parent",
+                      rec->parent ? json_string(rec->parent) : json_null(), "origin",
+                      rec->origin ? json_string(rec->origin) : json_null(), "imported",
+                      rec->imported, "policy", policy ? policy : json_null(), "suggested_policy",
+                      suggested ? suggested : json_null());
+        text = j ? json_dumps(j, JSON_INDENT(2)) : NULL;
+        json_decref(j);
+        if (!text) {
+                log_error("out of memory");
+                return HUTCH_EXIT_FAILURE;
+        }
+        (void)printf("%s\n", text);
+        return 0;
+}
+
 static int snapshot_rm(int argc, char **argv) {
         _cleanup_(store_freep) Store *s = NULL;
         HutchError err = {};
@@ -177,6 +220,8 @@ int verb_snapshot(int argc, char **argv) {
         }
         if (strcmp(argv[1], "ls") == 0)
                 return snapshot_ls(argc - 1, argv + 1);
+        if (strcmp(argv[1], "inspect") == 0)
+                return snapshot_inspect(argc - 1, argv + 1);
         if (strcmp(argv[1], "rm") == 0)
                 return snapshot_rm(argc - 1, argv + 1);
         if (strcmp(argv[1], "export") == 0 || strcmp(argv[1], "import") == 0)

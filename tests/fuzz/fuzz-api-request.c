@@ -15,7 +15,10 @@
  *   - the UTF-8 tail held back is at most 3 bytes, none for valid UTF-8,
  *     and text output keeps every byte;
  *   - a path that matches a route has a non-empty parameter inside it,
- *     without '/'. */
+ *     without '/';
+ *   - a request head (the front, serve-front.c) gets a verdict in range,
+ *     and an accepted one a target inside it starting with '/' and a body
+ *     within the limit. */
 
 #define FUZZ_INPUT_MAX (64U << 10)
 
@@ -115,6 +118,22 @@ static void check_path(const char *path) {
         }
 }
 
+static void check_head(const char *text, size_t len) {
+        size_t end = serve_head_end(text, len);
+        ServeHead h;
+
+        if (end > len)
+                abort();
+        if (end == 0)
+                return;
+        serve_head_check(text, end, NULL, 1U << 20, &h);
+        if (h.verdict < 0 || h.verdict >= _SERVE_HEAD_VERDICT_MAX)
+                abort();
+        if (h.verdict == SERVE_HEAD_OK && (h.body_len > (1U << 20) || h.target_len == 0 ||
+                                           h.target + h.target_len > end || text[h.target] != '/'))
+                abort();
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         _cleanup_free_ char *text = NULL;
 
@@ -129,5 +148,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         check_base64(text, size);
         check_output(text, size);
         check_path(text);
+        check_head(text, size);
         return 0;
 }

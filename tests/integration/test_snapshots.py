@@ -546,7 +546,9 @@ def test_diff_apply_through_snapshot_layers(hx):
     out = h.workspace()
     h.ok("snapshot", "export", "ws1", "-o", out / "ws1.tar.zst")
     h.ok("snapshot", "import", out / "ws1.tar.zst", "--name", "imp")
-    h.ok("create", "w3", "--from", "imp")
+    # An imported snapshot brings no policy (test_snapshot_authority.py):
+    # the workspace is the caller's.
+    h.ok("create", "w3", "--from", "imp", "--workspace", ws)
     before = host_state(ws)
     h.fails("apply", "w3", msg=r"sandbox 'w3' has no record of the host folder.*--force")
     assert host_state(ws) == before

@@ -527,23 +527,41 @@ TEST(unified_patch) {
         }
         lnk(fx.l[0], "link", "mod"); /* not in the patch */
         whiteout(fx.l[0], "dir");    /* not in the patch */
+        /* Mode changes, as git shows them (issue 26 item 3). */
+        put(fx.host, "exe", "same\n");
+        put_mode(fx.l[0], "exe", "same\n", 0777);
+        mkd(fx.host, "pub");
+        mkd(fx.l[0], "pub");
+        ASSERT_OK(fchmodat(fx.l[0], "pub", 01777, 0));
 
         s = patch_of(fx.l, 1, fx.host);
-        ASSERT_STREQ(s, "Binary files a/bin and b/bin differ\n"
+        ASSERT_STREQ(s, "diff --git a/bin b/bin\n"
+                        "Binary files a/bin and b/bin differ\n"
+                        "diff --git a/del b/del\n"
+                        "deleted file mode 100644\n"
                         "--- a/del\n"
                         "+++ /dev/null\n"
                         "@@ -1 +0,0 @@\n"
                         "-gone\n"
+                        "diff --git a/exe b/exe\n"
+                        "old mode 100644\n"
+                        "new mode 100777\n"
+                        "diff --git a/mod b/mod\n"
                         "--- a/mod\n"
                         "+++ b/mod\n"
                         "@@ -1,2 +1,2 @@\n"
                         " one\n"
                         "-two\n"
                         "+TWO\n"
+                        "diff --git a/new\\nline b/new\\nline\n"
+                        "new file mode 100644\n"
                         "--- /dev/null\n"
                         "+++ b/new\\nline\n"
                         "@@ -0,0 +1 @@\n"
-                        "+fresh\n");
+                        "+fresh\n"
+                        "diff --git a/pub b/pub\n"
+                        "old mode 040755\n"
+                        "new mode 041777\n");
 }
 
 /* ---- manifest ---- */
@@ -764,7 +782,7 @@ TEST(apply_round_trip) {
                              "A symlink newdir/l\n"
                              "M dir ro\n"
                              "A file ro/inside\n");
-        if (ws_apply(fx.l, 1, fx.host, m, NULL, false, &res, &e) < 0)
+        if (ws_apply(fx.l, 1, fx.host, m, NULL, 0, &res, &e) < 0)
                 fail_msg("ws_apply: %s", e.msg);
         ASSERT_NULL(res.conflicts);
         ASSERT_EQ(res.n_applied, 16);
@@ -797,6 +815,65 @@ TEST(apply_round_trip) {
         }
 }
 
+/* Issue 26 item 3: without WS_APPLY_MODES a sandbox cannot make the
+ * user's entries group/other-writable or sticky; with it, it can; the
+ * owner's bits apply either way. */
+static void apply_modes_case(WsApplyFlags flags) {
+        _cleanup_fx_ Fx fx = {};
+        _cleanup_(ws_manifest_freep) WsManifest *m = NULL;
+        WsApplyResult res = {};
+        HutchError e = {};
+        struct stat st;
+        bool modes = flags & WS_APPLY_MODES;
+
+        fx_init(&fx);
+        put(fx.host, "f", "f\n");
+        put(fx.host, "x", "x\n");
+        put_mode(fx.host, "was-open", "o\n", 0666);
+        mkd(fx.host, "d");
+        m = manifest_of(fx.host);
+        put_mode(fx.l[0], "f", "f\n", 0777);
+        put_mode(fx.l[0], "x", "x\n", 0755);
+        put_mode(fx.l[0], "was-open", "o2\n", 0666);
+        put_mode(fx.l[0], "new", "n\n", 0666);
+        mkd(fx.l[0], "d");
+        ASSERT_OK(fchmodat(fx.l[0], "d", 01777, 0));
+        mkd(fx.l[0], "d2");
+        ASSERT_OK(fchmodat(fx.l[0], "d2", 0777, 0));
+        if (ws_apply(fx.l, 1, fx.host, m, NULL, flags, &res, &e) < 0)
+                fail_msg("ws_apply: %s", e.msg);
+        ASSERT_OK(fstatat(fx.host, "f", &st, AT_SYMLINK_NOFOLLOW));
+        ASSERT_EQ(st.st_mode & 07777, modes ? 0777 : 0755);
+        ASSERT_OK(fstatat(fx.host, "x", &st, AT_SYMLINK_NOFOLLOW));
+        ASSERT_EQ(st.st_mode & 07777, 0755);
+        ASSERT_OK(fstatat(fx.host, "was-open", &st, AT_SYMLINK_NOFOLLOW));
+        ASSERT_EQ(st.st_mode & 07777, 0666);
+        ASSERT_OK(fstatat(fx.host, "new", &st, AT_SYMLINK_NOFOLLOW));
+        ASSERT_EQ(st.st_mode & 07777, modes ? 0666 : 0644);
+        ASSERT_OK(fstatat(fx.host, "d", &st, AT_SYMLINK_NOFOLLOW));
+        ASSERT_EQ(st.st_mode & 07777, modes ? 01777 : 0755);
+        ASSERT_OK(fstatat(fx.host, "d2", &st, AT_SYMLINK_NOFOLLOW));
+        ASSERT_EQ(st.st_mode & 07777, modes ? 0777 : 0755);
+        if (modes)
+                ASSERT_NULL(res.modes_kept);
+        else {
+                ASSERT_EQ(strv_length(res.modes_kept), 4);
+                ASSERT_STREQ(res.modes_kept[0], "'f': mode 0777 kept as 0755");
+                ASSERT_STREQ(res.modes_kept[1], "'new': mode 0666 kept as 0644");
+                ASSERT_STREQ(res.modes_kept[2], "'d2': mode 0777 kept as 0755");
+                ASSERT_STREQ(res.modes_kept[3], "'d': mode 1777 kept as 0755");
+        }
+        ws_apply_result_done(&res);
+}
+
+TEST(apply_keeps_safe_modes) {
+        apply_modes_case(0);
+}
+
+TEST(apply_modes_applies_them) {
+        apply_modes_case(WS_APPLY_MODES);
+}
+
 TEST(apply_conflict_changes_nothing) {
         _cleanup_fx_ Fx fx = {};
         _cleanup_(ws_manifest_freep) WsManifest *m = NULL, *before = NULL, *after = NULL;
@@ -815,7 +892,7 @@ TEST(apply_conflict_changes_nothing) {
         put(fx.host, "newdir", "user's file\n");
         before = manifest_of(fx.host);
 
-        ASSERT_ERROR(ws_apply(fx.l, 1, fx.host, m, NULL, false, &res, &e), EEXIST);
+        ASSERT_ERROR(ws_apply(fx.l, 1, fx.host, m, NULL, 0, &res, &e), EEXIST);
         ASSERT_TRUE(strstr(e.msg, "'mod' changed on the host") != NULL);
         ASSERT_EQ(strv_length(res.conflicts), 2);
         ASSERT_STREQ(res.conflicts[0], "mod");
@@ -829,7 +906,7 @@ TEST(apply_conflict_changes_nothing) {
         ASSERT_STREQ(c, "user edit, longer\n");
 
         /* A manifest is needed without force. */
-        ASSERT_ERROR(ws_apply(fx.l, 1, fx.host, NULL, NULL, false, &res, &e), EINVAL);
+        ASSERT_ERROR(ws_apply(fx.l, 1, fx.host, NULL, NULL, 0, &res, &e), EINVAL);
         ws_apply_result_done(&res);
         /* A conflict outside the selected paths does not count. */
         ASSERT_OK(
@@ -854,7 +931,7 @@ TEST(apply_force_overwrites) {
         put(fx.host, "untouched", "user edit\n");
         ASSERT_OK(unlinkat(fx.host, "del", 0));
 
-        if (ws_apply(fx.l, 1, fx.host, m, NULL, true, &res, &e) < 0)
+        if (ws_apply(fx.l, 1, fx.host, m, NULL, WS_APPLY_FORCE, &res, &e) < 0)
                 fail_msg("ws_apply: %s", e.msg);
         ASSERT_EQ(strv_length(res.conflicts), 1); /* del is gone already: no change */
         ASSERT_STREQ(res.conflicts[0], "mod");
@@ -868,7 +945,7 @@ TEST(apply_force_overwrites) {
 
         /* Force works without a manifest. */
         put(fx.l[0], "later", "later\n");
-        ASSERT_OK(ws_apply(fx.l, 1, fx.host, NULL, NULL, true, &res, &e));
+        ASSERT_OK(ws_apply(fx.l, 1, fx.host, NULL, NULL, WS_APPLY_FORCE, &res, &e));
         ASSERT_NULL(res.conflicts);
         ASSERT_EQ(res.n_applied, 1);
         ws_apply_result_done(&res);
@@ -1245,7 +1322,7 @@ TEST(real_overlay_layers_are_understood) {
                         "A dir f/g\n"
                         "A symlink link\n");
 
-        if (ws_apply(fx.l, 1, fx.host, m, NULL, false, &res, &e) < 0)
+        if (ws_apply(fx.l, 1, fx.host, m, NULL, 0, &res, &e) < 0)
                 fail_msg("ws_apply: %s", e.msg);
         ws_apply_result_done(&res);
         after = diff_str(fx.l, 1, fx.host);

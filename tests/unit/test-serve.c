@@ -252,3 +252,93 @@ TEST(token) {
 }
 
 DEFINE_TEST_MAIN
+
+TEST(head_verdict_names) {
+        for (int v = 0; v < _SERVE_HEAD_VERDICT_MAX; v++) {
+                const char *s = serve_head_verdict_to_string((ServeHeadVerdict)v);
+
+                ASSERT_NOT_NULL(s);
+                ASSERT_EQ(serve_head_verdict_from_string(s), v);
+        }
+        ASSERT_NULL(serve_head_verdict_to_string(_SERVE_HEAD_VERDICT_MAX));
+        ASSERT_EQ(serve_head_verdict_from_string("nope"), _SERVE_HEAD_VERDICT_INVALID);
+        ASSERT_EQ(serve_head_verdict_from_string(NULL), _SERVE_HEAD_VERDICT_INVALID);
+}
+
+TEST(head_end) {
+        ASSERT_EQ(serve_head_end("GET / HTTP/1.1\r\n\r\nbody", 22), 18);
+        ASSERT_EQ(serve_head_end("GET / HTTP/1.1\n\nbody", 20), 16);
+        ASSERT_EQ(serve_head_end("GET / HTTP/1.1\r\nA: b\r\n", 22), 0);
+        ASSERT_EQ(serve_head_end("GET / HTTP/1.1\r\n\r", 17), 0);
+        ASSERT_EQ(serve_head_end("", 0), 0);
+}
+
+/* Each head with its verdict (the token "0123456789abcdef-secret"), and
+ * the body length of the good ones. */
+TEST(head_check) {
+        static const struct {
+                const char *head;
+                bool token;
+                ServeHeadVerdict want;
+                uint64_t body;
+        } cases[] = {
+                {"GET /v1/version HTTP/1.1\r\n\r\n", false, SERVE_HEAD_OK, 0},
+                {"GET /v1/version HTTP/1.0\n\n", false, SERVE_HEAD_OK, 0},
+                {"POST /v1/x HTTP/1.1\r\nContent-Length: 12\r\n\r\n", false, SERVE_HEAD_OK, 12},
+                {"POST /v1/x HTTP/1.1\r\ncontent-length:  7 \r\n\r\n", false, SERVE_HEAD_OK, 7},
+                {"POST /v1/x HTTP/1.1\r\nExpect: 100-Continue\r\n\r\n", false, SERVE_HEAD_OK, 0},
+                {"GET /v1/version HTTP/1.1\r\nAuthorization: Bearer "
+                 "0123456789abcdef-secret\r\n\r\n",
+                 true, SERVE_HEAD_OK, 0},
+                {"GET /v1/version HTTP/1.1\r\n\r\n", true, SERVE_HEAD_NO_TOKEN, 0},
+                {"GET /v1/version HTTP/1.1\r\nAuthorization: Bearer nope-nope-nope-nope\r\n\r\n",
+                 true, SERVE_HEAD_WRONG_TOKEN, 0},
+                /* The syntax is checked before the token, the limits after. */
+                {"GARBAGE\r\n\r\n", true, SERVE_HEAD_MALFORMED, 0},
+                {"POST /v1/x HTTP/1.1\r\nContent-Length: 99999999\r\n\r\n", true,
+                 SERVE_HEAD_NO_TOKEN, 0},
+                {"POST /v1/x HTTP/1.1\r\nContent-Length: 99999999\r\n\r\n", false,
+                 SERVE_HEAD_BODY_TOO_LARGE, 0},
+                {"POST /v1/x HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n", false,
+                 SERVE_HEAD_CHUNKED, 0},
+                {"POST /v1/x HTTP/1.1\r\nExpect: x\r\n\r\n", false, SERVE_HEAD_EXPECTATION, 0},
+                {"FROB /v1/x HTTP/1.1\r\n\r\n", false, SERVE_HEAD_BAD_METHOD, 0},
+                {"CONNECT /v1/x HTTP/1.1\r\n\r\n", false, SERVE_HEAD_BAD_METHOD, 0},
+                {"GET /v1/x HTTP/2.0\r\n\r\n", false, SERVE_HEAD_MALFORMED, 0},
+                {"GET  /v1/x HTTP/1.1\r\n\r\n", false, SERVE_HEAD_MALFORMED, 0},
+                {"GET v1/x HTTP/1.1\r\n\r\n", false, SERVE_HEAD_MALFORMED, 0},
+                {"GET /v1/\x01 HTTP/1.1\r\n\r\n", false, SERVE_HEAD_MALFORMED, 0},
+                {"\r\nGET /v1/x HTTP/1.1\r\n\r\n", false, SERVE_HEAD_MALFORMED, 0},
+                {"GET /v1/x HTTP/1.1\r\n folded: x\r\n\r\n", false, SERVE_HEAD_MALFORMED, 0},
+                {"GET /v1/x HTTP/1.1\r\nno colon\r\n\r\n", false, SERVE_HEAD_MALFORMED, 0},
+                {"GET /v1/x HTTP/1.1\r\n: empty name\r\n\r\n", false, SERVE_HEAD_MALFORMED, 0},
+                {"GET /v1/x HTTP/1.1\r\nA: b\rc\r\n\r\n", false, SERVE_HEAD_MALFORMED, 0},
+                {"GET /v1/x HTTP/1.1\r\nContent-Length: 1\r\nContent-Length: 1\r\n\r\n", false,
+                 SERVE_HEAD_MALFORMED, 0},
+                {"GET /v1/x HTTP/1.1\r\nContent-Length: -1\r\n\r\n", false, SERVE_HEAD_MALFORMED,
+                 0},
+                {"GET /v1/x HTTP/1.1\r\nContent-Length: 1x\r\n\r\n", false, SERVE_HEAD_MALFORMED,
+                 0},
+                {"GET /v1/x HTTP/1.1\r\nContent-Length: 99999999999999999999\r\n\r\n", false,
+                 SERVE_HEAD_MALFORMED, 0},
+                {"HEAD /v1/x HTTP/1.1\r\nContent-Length: 3\r\n\r\n", false, SERVE_HEAD_MALFORMED,
+                 0},
+                {"GET /v1/x HTTP/1.1\r\nAuthorization: a\r\nAuthorization: b\r\n\r\n", true,
+                 SERVE_HEAD_MALFORMED, 0},
+        };
+        uint8_t sha[SERVE_SHA256_LEN];
+
+        ASSERT_OK(serve_token_load("0123456789abcdef-secret", sha));
+        for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
+                ServeHead h;
+
+                serve_head_check(cases[i].head, strlen(cases[i].head), cases[i].token ? sha : NULL,
+                                 1U << 20, &h);
+                if (h.verdict != cases[i].want)
+                        fail_msg("head %zu (%s): verdict %s, want %s", i, cases[i].head,
+                                 serve_head_verdict_to_string(h.verdict),
+                                 serve_head_verdict_to_string(cases[i].want));
+                if (h.verdict == SERVE_HEAD_OK)
+                        ASSERT_EQ(h.body_len, cases[i].body);
+        }
+}

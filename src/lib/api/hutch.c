@@ -754,7 +754,7 @@ _public_ int hutch_apply(const char *name, char *const *paths, bool force, hutch
         if (r >= 0)
                 r = store_open(&s, &e);
         if (r >= 0)
-                r = persist_apply(s, name, l, force, &a, &e);
+                r = persist_apply(s, name, l, force ? WS_APPLY_FORCE : 0, &a, &e);
         persist_apply_done(&a);
         return r < 0 ? fail(err, &e, r) : r;
 }

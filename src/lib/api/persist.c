@@ -492,7 +492,14 @@ int persist_create(Store *s, const char *name, const Policy *policy, const char 
                 if (!rec->parent)
                         return -ENOMEM;
         }
-        if (!policy)
+        if (!policy && snap->imported) {
+                /* SECURITY: a snapshot is data, never authority (issue 26):
+                 * one from an archive brings no policy; without the
+                 * caller's, the defaults (deny by default). */
+                _cleanup_(policy_freep) Policy *dflt = policy_new();
+
+                r = dflt ? policy_to_json(dflt, &rec->policy_json) : -ENOMEM;
+        } else if (!policy)
                 rec->policy_json = strdup(snap->policy_json);
         else
                 r = policy_to_json(policy, &rec->policy_json);
@@ -842,7 +849,7 @@ void persist_apply_done(PersistApply *a) {
         a->applied = false;
 }
 
-int persist_apply(Store *s, const char *name, char **paths, bool force, PersistApply *ret,
+int persist_apply(Store *s, const char *name, char **paths, WsApplyFlags flags, PersistApply *ret,
                   HutchError *reterr) {
         _cleanup_(sandbox_record_freep) SandboxRecord *rec = NULL;
         _cleanup_(ws_view_done) WsView v = WS_VIEW_NULL;
@@ -860,14 +867,14 @@ int persist_apply(Store *s, const char *name, char **paths, bool force, PersistA
         r = load_manifest(s, rec, &m, reterr);
         if (r < 0)
                 return r;
-        if (!m && !force)
+        if (!m && !(flags & WS_APPLY_FORCE))
                 return hutch_error_set(reterr, EINVAL,
                                        "sandbox '%s' has no record of the host folder as it was "
                                        "(it comes from an imported snapshot): host changes cannot "
                                        "be detected; use --force to apply anyway",
                                        rec->name);
         r = ws_apply(v.layer_fds, v.n_layers, v.host_fd, m,
-                     strv_length(paths) ? (const char *const *)paths : NULL, force, &ret->res,
+                     strv_length(paths) ? (const char *const *)paths : NULL, flags, &ret->res,
                      reterr);
         if (r < 0)
                 return r;

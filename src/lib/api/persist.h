@@ -63,10 +63,11 @@ int persist_file(Store *s, const char *name, const KeeperFile *req, HutchError *
 /* ---- lifecycle ---- */
 
 /* Creates sandbox @name with @policy (validated here; NULL with @from: the
- * snapshot's), from snapshot @from or empty, stopping after @idle_timeout_ms
- * of no command (0: the default); records the host workspace (overlay
- * mode) for apply. A workspace in copy mode is refused (-EINVAL); a taken
- * name is -EEXIST. Returns the new record in @ret (may be NULL). */
+ * snapshot's if it was made here, the defaults if it was imported), from
+ * snapshot @from or empty, stopping after @idle_timeout_ms of no command
+ * (0: the default); records the host workspace (overlay mode) for apply.
+ * A workspace in copy mode is refused (-EINVAL); a taken name is -EEXIST.
+ * Returns the new record in @ret (may be NULL). */
 int persist_create(Store *s, const char *name, const Policy *policy, const char *from,
                    uint64_t idle_timeout_ms, SandboxRecord **ret, HutchError *reterr);
 
@@ -137,8 +138,10 @@ void persist_apply_done(PersistApply *a);
 /* Writes sandbox @name's changes (under @paths, normalised; NULL: all)
  * into the host folder and records the folder as the next apply's
  * baseline. -EEXIST with @ret->res.conflicts when the host changed a
- * selected path since (nothing written) unless @force; -EINVAL when there
- * is no baseline (an imported snapshot's sandbox) unless @force. Returns
- * the number of changes applied. @ret is filled on failure too. */
-int persist_apply(Store *s, const char *name, char **paths, bool force, PersistApply *ret,
+ * selected path since (nothing written) unless WS_APPLY_FORCE; -EINVAL
+ * when there is no baseline (an imported snapshot's sandbox) unless
+ * WS_APPLY_FORCE. Modes as ws_apply() writes them (WS_APPLY_MODES; the
+ * ones kept safer in @ret->res.modes_kept). Returns the number of changes
+ * applied. @ret is filled on failure too. */
+int persist_apply(Store *s, const char *name, char **paths, WsApplyFlags flags, PersistApply *ret,
                   HutchError *reterr);

@@ -26,6 +26,7 @@ typedef struct Apply {
         WsChange *changes;
         size_t n;
         bool *selected;
+        WsApplyFlags flags;
         WsApplyResult *result;
         HutchError *reterr;
 } Apply;
@@ -34,6 +35,7 @@ void ws_apply_result_done(WsApplyResult *r) {
         if (!r)
                 return;
         strv_free(r->conflicts);
+        strv_free(r->modes_kept);
         *r = (WsApplyResult){};
 }
 
@@ -153,6 +155,30 @@ static int check_conflicts(Apply *a, const WsManifest *manifest) {
         return 0;
 }
 
+/* The bits a sandbox may not add to the user's files without --modes. */
+#define MODE_UNSAFE_BITS (S_ISVTX | S_IWGRP | S_IWOTH)
+
+/* The permission bits to write for an entry the sandbox gave @want (never
+ * setuid or setgid) where the host's had @host (0: none): without
+ * WS_APPLY_MODES, no group/other write or sticky bit the host's did not
+ * have (diff.h). Lists the path in modes_kept when that drops bits. */
+static int safe_mode(const Apply *a, const char *path, mode_t want, mode_t host, mode_t *ret_mode) {
+        _cleanup_free_ char *e = NULL, *line = NULL;
+        mode_t m = want & 01777;
+
+        if (!(a->flags & WS_APPLY_MODES))
+                m &= ~(MODE_UNSAFE_BITS & ~host);
+        if (m != (want & 01777)) {
+                if (ws_path_escape(path, &e) < 0 ||
+                    asprintf(&line, "'%s': mode %04o kept as %04o", e, (unsigned)(want & 01777),
+                             (unsigned)m) < 0 ||
+                    strv_extend(&a->result->modes_kept, line) < 0)
+                        return -ENOMEM;
+        }
+        *ret_mode = m;
+        return 0;
+}
+
 /* Creates a new entry with a free temporary name in @dirfd: a regular file
  * (returning its fd) or, with @target, a symlink (returning 0). */
 static int create_temp(int dirfd, const char *target, char ret_name[static TEMP_NAME_MAX]) {
@@ -185,6 +211,7 @@ static int write_entry(const Apply *a, const WsChange *c) {
         char tmp_name[TEMP_NAME_MAX];
         const char *name, *src_name;
         struct stat st;
+        mode_t mode = 0;
         int r;
 
         if (c->type == WS_ENTRY_FILE) {
@@ -211,6 +238,16 @@ static int write_entry(const Apply *a, const WsChange *c) {
         r = ws_open_parent(a->host_dirfd, c->path, &dirfd, &name);
         if (r < 0)
                 return r;
+        if (c->type == WS_ENTRY_FILE) {
+                struct stat old;
+
+                /* The entry it replaces: a regular file's bits stay allowed. */
+                if (fstatat(dirfd, name, &old, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISREG(old.st_mode))
+                        old.st_mode = 0;
+                r = safe_mode(a, c->path, st.st_mode, old.st_mode, &mode);
+                if (r < 0)
+                        return r;
+        }
         r = create_temp(dirfd, target, tmp_name);
         if (r < 0)
                 return r;
@@ -219,7 +256,7 @@ static int write_entry(const Apply *a, const WsChange *c) {
 
                 tmp = r;
                 r = copy_file_data(src, tmp);
-                if (r >= 0 && fchmod(tmp, st.st_mode & 01777) < 0)
+                if (r >= 0 && fchmod(tmp, mode) < 0)
                         r = negative_errno();
                 if (r >= 0 && futimens(tmp, times) < 0)
                         r = negative_errno();
@@ -253,7 +290,9 @@ static int make_dir(const Apply *a, const WsChange *c) {
 
 static int set_dir_mode(const Apply *a, const WsChange *c) {
         _cleanup_close_ int src = -EBADF, dst = -EBADF;
-        struct stat st;
+        struct stat st, old;
+        mode_t mode;
+        int r;
 
         src = openat_beneath(a->layer_dirfds[c->layer], c->path,
                              O_RDONLY | O_DIRECTORY | O_NOFOLLOW, 0);
@@ -264,7 +303,13 @@ static int set_dir_mode(const Apply *a, const WsChange *c) {
         dst = openat_beneath(a->host_dirfd, c->path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW, 0);
         if (dst < 0)
                 return dst;
-        return fchmod(dst, st.st_mode & 01777) < 0 ? negative_errno() : 0;
+        if (fstat(dst, &old) < 0)
+                return negative_errno();
+        /* A directory this apply created (0700) had no bits of the host's. */
+        r = safe_mode(a, c->path, st.st_mode, c->kind == WS_CHANGE_ADDED ? 0 : old.st_mode, &mode);
+        if (r < 0)
+                return r;
+        return fchmod(dst, mode) < 0 ? negative_errno() : 0;
 }
 
 static int delete_entry(const Apply *a, const WsChange *c) {
@@ -322,7 +367,9 @@ static int apply_changes(Apply *a) {
 }
 
 int ws_apply(const int *layer_dirfds, size_t n_layers, int host_dirfd, const WsManifest *manifest,
-             const char *const *paths, bool force, WsApplyResult *result, HutchError *reterr) {
+             const char *const *paths, WsApplyFlags flags, WsApplyResult *result,
+             HutchError *reterr) {
+        bool force = flags & WS_APPLY_FORCE;
         _cleanup_free_ bool *selected = NULL;
         WsChange *changes = NULL;
         size_t n = 0;
@@ -357,6 +404,7 @@ int ws_apply(const int *layer_dirfds, size_t n_layers, int host_dirfd, const WsM
                 .changes = changes,
                 .n = n,
                 .selected = selected,
+                .flags = flags,
                 .result = result,
                 .reterr = reterr,
         };

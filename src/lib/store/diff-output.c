@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -184,10 +185,69 @@ static int run_diff(int old_fd, int new_fd, const char *la, const char *lb, int 
         return 0;
 }
 
+/* The mode as git writes it ("100644", "040755"): type and the
+ * permission bits a diff compares (never setuid or setgid: diff.c). */
+static unsigned git_mode(mode_t m) {
+        return (unsigned)((m & S_IFMT) | (m & 01777));
+}
+
+/* git's extended header for @c: "diff --git a/P b/P", then "new file
+ * mode", "deleted file mode", or "old mode" and "new mode" when the
+ * permission bits differ. @old / @new are NULL for the side that does
+ * not exist. */
+static int write_git_header(const char *escaped, const struct stat *old, const struct stat *new,
+                            int out_fd) {
+        _cleanup_free_ char *text = NULL;
+        int k;
+
+        if (old && new &&git_mode(old->st_mode) != git_mode(new->st_mode))
+                k = asprintf(&text, "diff --git a/%s b/%s\nold mode %06o\nnew mode %06o\n", escaped,
+                             escaped, git_mode(old->st_mode), git_mode(new->st_mode));
+        else if (old && new)
+                k = asprintf(&text, "diff --git a/%s b/%s\n", escaped, escaped);
+        else
+                k = asprintf(&text, "diff --git a/%s b/%s\n%s file mode %06o\n", escaped, escaped,
+                             new ? "new" : "deleted", git_mode(new ? new->st_mode : old->st_mode));
+        if (k < 0)
+                return -ENOMEM;
+        return loop_write(out_fd, text, (size_t)k);
+}
+
+/* A directory whose permission bits changed: git's header and mode lines
+ * only (git has no directories; its format for a file is used). */
+static int write_dir_patch(const int *layer_dirfds, int host_dirfd, const WsChange *c, int out_fd,
+                           HutchError *reterr) {
+        _cleanup_close_ int old_fd = -EBADF, new_fd = -EBADF;
+        _cleanup_free_ char *e = NULL;
+        struct stat old, new;
+        int r;
+
+        if (c->kind != WS_CHANGE_MODIFIED)
+                return 0;
+        old_fd = openat_beneath(host_dirfd, c->path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW, 0);
+        if (old_fd < 0)
+                return ws_fail(reterr, old_fd, "open the host's", c->path);
+        new_fd = openat_beneath(layer_dirfds[c->layer], c->path,
+                                O_RDONLY | O_DIRECTORY | O_NOFOLLOW, 0);
+        if (new_fd < 0)
+                return ws_fail(reterr, new_fd, "open the sandbox's", c->path);
+        if (fstat(old_fd, &old) < 0 || fstat(new_fd, &new) < 0)
+                return ws_fail(reterr, negative_errno(), "inspect", c->path);
+        if (git_mode(old.st_mode) == git_mode(new.st_mode))
+                return 0;
+        if (ws_path_escape(c->path, &e) < 0)
+                return hutch_error_set(reterr, ENOMEM, "out of memory");
+        r = write_git_header(e, &old, &new, out_fd);
+        if (r < 0)
+                return ws_fail(reterr, r, "diff", c->path);
+        return 0;
+}
+
 static int write_file_patch(const int *layer_dirfds, int host_dirfd, const WsChange *c, int out_fd,
                             HutchError *reterr) {
         _cleanup_close_ int old_fd = -EBADF, new_fd = -EBADF;
         _cleanup_free_ char *e = NULL, *la = NULL, *lb = NULL;
+        struct stat old, new;
         int r;
 
         if (c->kind != WS_CHANGE_ADDED) {
@@ -204,6 +264,11 @@ static int write_file_patch(const int *layer_dirfds, int host_dirfd, const WsCha
             asprintf(&la, "%s%s", old_fd >= 0 ? "a/" : "/dev/null", old_fd >= 0 ? e : "") < 0 ||
             asprintf(&lb, "%s%s", new_fd >= 0 ? "b/" : "/dev/null", new_fd >= 0 ? e : "") < 0)
                 return hutch_error_set(reterr, ENOMEM, "out of memory");
+        if ((old_fd >= 0 && fstat(old_fd, &old) < 0) || (new_fd >= 0 && fstat(new_fd, &new) < 0))
+                return ws_fail(reterr, negative_errno(), "inspect", c->path);
+        r = write_git_header(e, old_fd >= 0 ? &old : NULL, new_fd >= 0 ? &new : NULL, out_fd);
+        if (r < 0)
+                return ws_fail(reterr, r, "diff", c->path);
 
         r = looks_binary(old_fd);
         if (r == 0)
@@ -229,12 +294,15 @@ int ws_diff_write_patch(const int *layer_dirfds, size_t n_layers, int host_dirfd
         for (size_t i = 0; i < n; i++) {
                 int r;
 
-                if (changes[i].type != WS_ENTRY_FILE)
+                if (changes[i].type != WS_ENTRY_FILE && changes[i].type != WS_ENTRY_DIR)
                         continue;
                 if (changes[i].kind != WS_CHANGE_DELETED && changes[i].layer >= n_layers)
                         return hutch_error_set(reterr, EINVAL, "change names layer %zu of %zu",
                                                changes[i].layer, n_layers);
-                r = write_file_patch(layer_dirfds, host_dirfd, &changes[i], out_fd, reterr);
+                if (changes[i].type == WS_ENTRY_DIR)
+                        r = write_dir_patch(layer_dirfds, host_dirfd, &changes[i], out_fd, reterr);
+                else
+                        r = write_file_patch(layer_dirfds, host_dirfd, &changes[i], out_fd, reterr);
                 if (r < 0)
                         return r;
         }

@@ -174,8 +174,13 @@ int ws_diff_to_json(const WsChange *changes, size_t n, json_t **ret);
  * /usr/bin/diff -u (fork and exec, no shell) with the labels a/PATH and
  * b/PATH (/dev/null for the side that does not exist) and the paths
  * escaped. A file with a NUL byte in its first 8 KiB on either side gives
- * "Binary files a/PATH and b/PATH differ" instead. Directories and symlinks
- * are left to ws_diff_print_stat(). Returns 0 or -errno with @reterr
+ * "Binary files a/PATH and b/PATH differ" instead. Each file's part starts
+ * with git's extended header: "diff --git a/PATH b/PATH", then "new file
+ * mode M", "deleted file mode M", or "old mode M" and "new mode M" when
+ * its permission bits changed (M as git writes it: "100644"; setuid and
+ * setgid left out, as ws_diff() leaves them). A directory whose bits
+ * changed gets the header and the mode lines ("040755"); other
+ * directories and symlinks are left to ws_diff_print_stat(). Returns 0 or -errno with @reterr
  * naming the path (-ESTALE when a file changed since ws_diff(), -EIO when
  * diff failed). */
 int ws_diff_write_patch(const int *layer_dirfds, size_t n_layers, int host_dirfd,
@@ -190,7 +195,19 @@ typedef struct WsApplyResult {
          * appeared or disappeared since it was written. Sorted; a strv. */
         char **conflicts;
         size_t n_applied; /* changes written into the host folder */
+        /* Without WS_APPLY_MODES: one line per entry written with a safer
+         * mode than the sandbox's, "'PATH': mode 0777 kept as 0755"
+         * (the path escaped, ws_path_escape()), in the order written. */
+        char **modes_kept;
 } WsApplyResult;
+
+typedef enum WsApplyFlags {
+        WS_APPLY_FORCE = 1 << 0, /* overwrite conflicts, or apply without a manifest */
+        /* Write the sandbox's permission bits as they are (never setuid or
+         * setgid). Without it, group and other write and the sticky bit are
+         * written only where the host's entry already had them. */
+        WS_APPLY_MODES = 1 << 1,
+} WsApplyFlags;
 
 /* Frees the contents of @r and zeroes it. */
 void ws_apply_result_done(WsApplyResult *r);
@@ -201,24 +218,33 @@ void ws_apply_result_done(WsApplyResult *r);
  * the changes of the directories to create on the way are selected too.
  *
  * First, every selected path is checked against @manifest. If any
- * conflicts and !@force, nothing is changed and -EEXIST is returned with
- * @reterr naming the first path; @result->conflicts has them all (with
- * @force they are listed too, and overwritten). @manifest may be NULL only
- * with @force.
+ * conflicts and not WS_APPLY_FORCE, nothing is changed and -EEXIST is
+ * returned with @reterr naming the first path; @result->conflicts has them
+ * all (with WS_APPLY_FORCE they are listed too, and overwritten).
+ * @manifest may be NULL only with WS_APPLY_FORCE.
  *
  * Then deletions (directories recursively, contents first), then
  * additions and modifications in path order: a regular file is written to a
- * temporary name in its directory and renamed over the old entry (mode kept
- * minus setuid/setgid, and its mtime); a symlink is recreated the same way;
+ * temporary name in its directory and renamed over the old entry (its
+ * mtime kept, and its mode as below); a symlink is recreated the same way;
  * a directory is created, and its mode set after its contents are written.
+ *
+ * SECURITY: modes (issue 26 item 3). setuid and setgid are never written.
+ * Without WS_APPLY_MODES, a sandbox cannot make a file or directory of the
+ * user's group- or world-writable or sticky: those bits are written only
+ * where the host's entry (the one replaced) already had them, and every
+ * entry written with fewer bits than the sandbox's is listed in
+ * @result->modes_kept. Other bits (the owner's, read and execute) are
+ * applied as they are.
  *
  * @result is zeroed on entry and filled as this goes, on failure too;
  * release it with ws_apply_result_done(). The manifest describes the host
  * before the apply: a caller that keeps the sandbox writes a new one.
  * Returns 0 or -errno: -EINVAL for a bad path or a NULL @manifest without
- * @force, -ENOENT when a path in @paths selects no change, -EEXIST on a
+ * WS_APPLY_FORCE, -ENOENT when a path in @paths selects no change, -EEXIST on a
  * conflict (or for an entry that appeared in the way during the apply),
  * -ESTALE when a layer entry changed since the diff, -ELOOP, -ENOTDIR or
  * -EXDEV when a symlink in the host folder is in the way of a path. */
 int ws_apply(const int *layer_dirfds, size_t n_layers, int host_dirfd, const WsManifest *manifest,
-             const char *const *paths, bool force, WsApplyResult *result, HutchError *reterr);
+             const char *const *paths, WsApplyFlags flags, WsApplyResult *result,
+             HutchError *reterr);

@@ -298,6 +298,7 @@ static void snapshot_record_clear(SnapshotRecord *r) {
         free(r->policy_json);
         free(r->origin);
         free(r->origin_upper);
+        free(r->suggested_policy_json);
         *r = (SnapshotRecord){};
 }
 
@@ -366,18 +367,22 @@ int store_sandbox_save(const Store *s, const SandboxRecord *r, HutchError *reter
 
 int snapshot_record_to_json(const SnapshotRecord *r, char **ret) {
         json_t *layers = json_array(), *policy = json_loads(r->policy_json, 0, NULL), *j;
+        json_t *suggested =
+                r->suggested_policy_json ? json_loads(r->suggested_policy_json, 0, NULL) : NULL;
         char *text;
 
         STRV_FOREACH(l, r->layers)
                 (void)json_array_append_new(layers, json_string(*l));
         if (!policy)
                 policy = json_object();
-        j = json_pack("{s:i,s:s,s:s,s:I,s:o,s:o,s:o,s:o,s:o,s:b}", "version", STORE_RECORD_VERSION,
-                      "name", r->name, "id", r->id, "created_ms", (json_int_t)r->created_ms,
-                      "parent", r->parent ? json_string(r->parent) : json_null(), "layers", layers,
-                      "policy", policy, "origin", r->origin ? json_string(r->origin) : json_null(),
+        j = json_pack("{s:i,s:s,s:s,s:I,s:o,s:o,s:o,s:o,s:o,s:b,s:b,s:o}", "version",
+                      STORE_RECORD_VERSION, "name", r->name, "id", r->id, "created_ms",
+                      (json_int_t)r->created_ms, "parent",
+                      r->parent ? json_string(r->parent) : json_null(), "layers", layers, "policy",
+                      policy, "origin", r->origin ? json_string(r->origin) : json_null(),
                       "origin_upper", r->origin_upper ? json_string(r->origin_upper) : json_null(),
-                      "has_manifest", r->has_manifest);
+                      "has_manifest", r->has_manifest, "imported", r->imported, "suggested_policy",
+                      suggested ? suggested : json_null());
         if (!j)
                 return -ENOMEM;
         text = json_dumps(j, JSON_INDENT(2));
@@ -391,6 +396,7 @@ int snapshot_record_to_json(const SnapshotRecord *r, char **ret) {
 static int snapshot_record_parse(json_t *j, SnapshotRecord **ret) {
         _cleanup_(snapshot_record_freep) SnapshotRecord *r = calloc(1, sizeof(SnapshotRecord));
         json_t *layers = json_object_get(j, "layers"), *v, *policy = json_object_get(j, "policy");
+        json_t *suggested = json_object_get(j, "suggested_policy");
         size_t i;
 
         if (!r)
@@ -403,6 +409,12 @@ static int snapshot_record_parse(json_t *j, SnapshotRecord **ret) {
         r->created_ms = jnum(j, "created_ms");
         r->has_manifest = json_is_true(json_object_get(j, "has_manifest"));
         r->policy_json = json_is_object(policy) ? json_dumps(policy, JSON_COMPACT) : NULL;
+        r->imported = json_is_true(json_object_get(j, "imported"));
+        if (json_is_object(suggested)) {
+                r->suggested_policy_json = json_dumps(suggested, JSON_COMPACT);
+                if (!r->suggested_policy_json)
+                        return -ENOMEM;
+        }
         if (!r->name || !r->id || !store_name_is_valid(r->name) || !json_is_array(layers) ||
             json_array_size(layers) == 0 || json_array_size(layers) > SNAPSHOT_CHAIN_MAX ||
             !r->policy_json || (r->parent && !store_name_is_valid(r->parent)))

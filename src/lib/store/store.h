@@ -68,6 +68,14 @@ typedef struct SnapshotRecord {
         char *origin;       /* the sandbox it was taken from (information) */
         char *origin_upper; /* the sandbox layer it was made of (crash recovery) */
         bool has_manifest;  /* ws-manifest is in the snapshot's folder */
+        /* SECURITY: a snapshot made from an archive (`hutch snapshot import`)
+         * is data, never authority (issue 26): its policy_json is "{}" and
+         * `create --from` takes the caller's policy; what the archive's
+         * manifest said is kept in suggested_policy_json, shown by `hutch
+         * snapshot inspect` and never applied. A snapshot made here is not
+         * imported and its policy is the sandbox's. */
+        bool imported;
+        char *suggested_policy_json; /* imported: the archive's policy, else NULL */
 } SnapshotRecord;
 
 SnapshotRecord *snapshot_record_free(SnapshotRecord *r);
