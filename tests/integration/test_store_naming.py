@@ -21,6 +21,7 @@ import json
 import os
 import shutil
 import subprocess
+import tarfile
 import uuid
 from pathlib import Path
 
@@ -28,6 +29,7 @@ import pytest
 
 from conftest import IS_ROOT
 from test_persistent import Store
+from test_snapshots import entry, hx, make_hutch, rebuild, zstd  # noqa: F401 (fixture)
 
 ATTACKER_UID = 65534  # nobody
 
@@ -219,3 +221,84 @@ def test_own_folder_that_others_can_write_is_refused(caller):
     finally:
         s.finalize()
 
+
+# ---- 3. absolute symlinks in snapshots ----
+
+VENV = (
+    "mkdir -p /root/venv/bin && ln -s /usr/bin/python3 /root/venv/bin/python3 && "
+    "ln -s /usr/bin/env /root/venv/bin/env && ln -s python3 /root/venv/bin/python"
+)
+
+
+@pytest.fixture(params=["root", "user"])
+def two_hutches(request):
+    return make_hutch(request, request.param), make_hutch(request, request.param)
+
+
+def test_absolute_symlinks_export_and_import(two_hutches):
+    """A venv's bin/python3 -> /usr/bin/python3 (and one deleted in the
+    child layer) exports, imports into another store and resolves inside
+    the sandbox made from it."""
+    h, other = two_hutches
+    h.ok("create", "venv")
+    h.sh("venv", VENV)
+    h.ok("stop", "venv")
+    h.ok("snapshot", "venv", "s1")
+    # Deleted in the child layer: the parent layer still holds it.
+    h.sh("venv", "rm /root/venv/bin/env && echo 2 > /root/venv/marker")
+    h.ok("stop", "venv")
+    h.ok("snapshot", "venv", "s2")
+    out = h.workspace()
+    archive = out / "s2.tar.zst"
+    h.ok("snapshot", "export", "s2", "-o", archive)
+    h.chown(out)
+
+    assert other.ok("snapshot", "import", archive, "--name", "imp") == "imp\n"
+    # Stored as it is: the link names the sandbox's path, never followed.
+    layers = sorted(other.snapshot_dir("imp").rglob("venv/bin/python3"))
+    assert layers and all(os.readlink(p) == "/usr/bin/python3" for p in layers), layers
+    other.ok("create", "copy", "--from", "imp")
+    got = other.sh(
+        "copy",
+        "readlink /root/venv/bin/python3; /root/venv/bin/python -c 'print(6 * 7)'; "
+        "cat /root/venv/marker; test -e /root/venv/bin/env && echo env-back || echo env-gone",
+    )
+    assert got == "/usr/bin/python3\n42\n2\nenv-gone\n"
+
+
+def test_import_never_writes_through_an_absolute_symlink(hx):
+    """Negative twin: an archive whose symlink `a -> OUTSIDE` comes before
+    a file `a/evil` is refused, and nothing is written outside the store."""
+    h = hx
+    h.ok("create", "src")
+    h.sh("src", "echo x > /root/x")
+    h.ok("stop", "src")
+    h.ok("snapshot", "src", "s")
+    out = h.workspace()
+    archive = out / "s.tar.zst"
+    h.ok("snapshot", "export", "s", "-o", archive)
+    outside = h.runner.make_dir(mode=0o777, name="outside")
+
+    def two_more(j):
+        j["layers"][0]["entries"] += 2
+        j["layers"][0]["files"]["root/root/a/evil"] = hashlib.sha256(b"evil\n").hexdigest()
+
+    tar = subprocess.run([zstd(), "-q", "-d", "-c", str(archive)], capture_output=True, check=True)
+    bad = out / "through.tar.zst"
+    rebuild(
+        tar.stdout,
+        bad,
+        edit_manifest=two_more,
+        extra=[
+            entry("layers/0/root/root/a", link=str(outside), kind=tarfile.SYMTYPE),
+            entry("layers/0/root/root/a/evil", b"evil\n"),
+        ],
+    )
+    h.chown(out)
+    snaps = h.snapshot_dirs()
+    r = h.run("snapshot", "import", bad, "--name", "bad")
+    assert r.returncode == 125, r.stderr
+    assert "'layers/0/root/root/a/evil' is not a directory" in r.stderr, r.stderr
+    assert os.listdir(outside) == []
+    assert h.snapshot_dirs() == snaps
+    assert h.temps() == []
