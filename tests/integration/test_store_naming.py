@@ -29,6 +29,7 @@ import pytest
 
 from conftest import IS_ROOT
 from test_persistent import Store
+from test_mcp import call, error_text, ok_result, run_client, sdk, smenv  # noqa: F401 (fixtures)
 from test_snapshots import entry, hx, make_hutch, rebuild, zstd  # noqa: F401 (fixture)
 
 ATTACKER_UID = 65534  # nobody
@@ -302,3 +303,38 @@ def test_import_never_writes_through_an_absolute_symlink(hx):
     assert os.listdir(outside) == []
     assert h.snapshot_dirs() == snaps
     assert h.temps() == []
+
+
+# ---- 4. hutch mcp snapshot names ----
+
+
+def test_mcp_snapshot_names_never_cross_sandboxes(sdk, smenv):
+    """The agent of `--name proj` cannot restore the snapshot `s2` of
+    `--name proj.v2` by asking for `v2.s2` (both are `proj.v2.s2` in the
+    store without a separator that names cannot hold)."""
+    proj = f"proj-{tag()}"
+    a = run_client(sdk, smenv, [
+        call("write_file", path="owner.txt", content="v2\n"),
+        call("exec", command="echo v2-secret > /root/secret"),
+        call("snapshot", name="s2"),
+    ], args=("--name", f"{proj}.v2"))
+    snap = ok_result(a["steps"][2])["structuredContent"]
+    assert snap["snapshot"] == f"{proj}.v2.s2"
+
+    b = run_client(sdk, smenv, [
+        call("restore", name="v2.s2"),
+        call("snapshot", name="v2.s2"),
+        call("exec", command="cat /root/secret 2>/dev/null || echo none"),
+        call("snapshot", name="s2"),
+        call("restore", name="s2"),
+    ], args=("--name", proj))
+    assert "invalid snapshot name 'v2.s2'" in error_text(b["steps"][0])
+    assert "invalid snapshot name 'v2.s2'" in error_text(b["steps"][1])
+    assert ok_result(b["steps"][2])["structuredContent"]["stdout"] == "none\n"
+    # Twin: its own names work, in its own namespace.
+    assert ok_result(b["steps"][3])["structuredContent"]["snapshot"] == f"{proj}.s2"
+    assert ok_result(b["steps"][4])["structuredContent"]["snapshot"] == f"{proj}.s2"
+    r = smenv.hutch("snapshot", "ls", "--json")
+    assert r.returncode == 0, r.stderr
+    names = sorted(s["name"] for s in json.loads(r.stdout))
+    assert names == [f"{proj}.s2", f"{proj}.v2.s2"]
