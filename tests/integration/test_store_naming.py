@@ -196,6 +196,31 @@ def test_folders_made_first_by_another_user_do_not_stop_hutch(user_runner, plant
         s.finalize()
 
 
+def test_vm_template_folder_made_first_by_another_user_does_not_stop_hutch(user_runner, planted):
+    """`--backend vm` as the test user, whose runtime folder (inside the
+    store, on disk) is not tmpfs: the templates go to a /dev/shm folder of
+    a random name recorded in the store, never the planted one."""
+    s = DefaultStateStore(user_runner)
+    tdir = None
+    try:
+        r = s.hutch("run", "--backend", "vm", "--vm-accel", "tcg", "--", "echo", "vm-ok",
+                    timeout=240)
+        assert r.returncode == 0, r.stderr
+        assert r.stdout == "vm-ok\n"
+        for p in planted:
+            assert os.listdir(p) == []
+        tdir = Path((s.home / "vm-templates.path").read_text())
+        assert tdir.parent == Path("/dev/shm")
+        assert tdir.name.startswith(f"hutch-vm-{user_runner.uid}-") and tdir != planted[1]
+        st = os.lstat(tdir)
+        assert st.st_uid == user_runner.uid and st.st_mode & 0o7777 == 0o700
+        assert os.listdir(tdir), "no template was kept there"
+    finally:
+        if tdir and str(tdir).startswith("/dev/shm/hutch-vm-"):
+            shutil.rmtree(tdir, ignore_errors=True)
+        s.finalize()
+
+
 def test_own_folder_that_others_can_write_is_refused(caller):
     """Negative twin: a store or state folder of the caller's own that is
     group- or other-writable is refused, with its path and mode."""
