@@ -129,7 +129,7 @@ int main(int argc, char **argv) {
                 return 1;
         }
         if (asprintf(&cache, "%s/vm", store->home) < 0 ||
-            vm_template_dir(store->state, &templates) < 0 ||
+            vm_template_dir(store->runtime, store->home, &templates) < 0 ||
             asprintf(&run, "%s/vm-bench-XXXXXX", store->state) < 0 || !mkdtemp(run))
                 return 1;
         c.cache_dir = cache;

@@ -358,8 +358,19 @@ bool path_is_safe_absolute(const char *path) {
         return true;
 }
 
+/* Whether @st is a directory that only we can change: ours, and neither
+ * group- nor other-writable (SECURITY: a folder another user made first,
+ * or one left 0777, could be filled or emptied under us). */
+static int private_dir_check(const struct stat *st) {
+        if (!S_ISDIR(st->st_mode) || st->st_uid != geteuid())
+                return -EPERM;
+        if (st->st_mode & (S_IWGRP | S_IWOTH))
+                return -EACCES;
+        return 0;
+}
+
 /* Makes @path (and missing parents) mode 0700, and checks that what is
- * there is a directory owned by us. */
+ * there is a private directory of ours. */
 int mkdir_private(const char *path) {
         _cleanup_free_ char *copy = strdup(path);
         struct stat st;
@@ -368,8 +379,8 @@ int mkdir_private(const char *path) {
                 return -ENOMEM;
         /* Usually it is there already: one lstat instead of a mkdir per
          * component (every `hutch exec` opens the store). */
-        if (lstat(path, &st) == 0 && S_ISDIR(st.st_mode) && st.st_uid == geteuid())
-                return 0;
+        if (lstat(path, &st) == 0 && S_ISDIR(st.st_mode))
+                return private_dir_check(&st);
         for (char *p = copy + 1; *p; p++)
                 if (*p == '/') {
                         *p = '\0';
@@ -383,9 +394,21 @@ int mkdir_private(const char *path) {
                 return negative_errno();
         /* SECURITY: someone else's folder (a planted /tmp/hutch-<uid>)
          * must not hold our sockets and layers. */
-        if (!S_ISDIR(st.st_mode) || st.st_uid != geteuid())
-                return -EPERM;
-        return 0;
+        return private_dir_check(&st);
+}
+
+int mkdir_private_error(const char *what, const char *path, int r, HutchError *reterr) {
+        struct stat st;
+
+        if ((r == -EPERM || r == -EACCES) && lstat(path, &st) == 0)
+                return hutch_error_set(
+                        reterr, -r,
+                        "cannot use the %s %s: it is %s, owned by uid %u, mode "
+                        "%04o (it must be a directory of uid %u that no other "
+                        "user can write)",
+                        what, path, S_ISDIR(st.st_mode) ? "a directory" : "no directory",
+                        (unsigned)st.st_uid, (unsigned)(st.st_mode & 07777), (unsigned)geteuid());
+        return hutch_error_set(reterr, -r, "cannot use the %s %s: %s", what, path, strerror(-r));
 }
 
 int shipped_binary_find(const char *env_name, const char *name, const char *build_subdir, int mode,

@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 #include <sys/types.h>
 
+#include "hutch-error.h"
 #include "macro.h"
 
 static inline void closedirp(DIR **d) {
@@ -94,9 +95,16 @@ ssize_t recv_with_fds(int sock, void *data, size_t len, int *fds, size_t max_fds
 bool path_is_safe_absolute(const char *path);
 
 /* Makes @path (and missing parents, 0755) with mode 0700, and checks
- * that what is there is a directory owned by us (-EPERM otherwise:
- * SECURITY, a folder planted by someone else is never used). */
+ * that what is there is a directory owned by us (-EPERM otherwise) that
+ * no group or other user can write (-EACCES otherwise). SECURITY: a
+ * folder planted by someone else, or left writable to others, is never
+ * used (docs/threat-model.md). */
 int mkdir_private(const char *path);
+
+/* Fills @reterr for mkdir_private(@path) that failed with @r: "cannot use
+ * the WHAT PATH: ...", with the owner and mode of what is there when it is
+ * not private. Returns @r. */
+int mkdir_private_error(const char *what, const char *path, int r, HutchError *reterr);
 
 /* Finds a binary that ships with hutch: $@env_name when set (-EACCES when
  * it fails access(2) with @mode), else $libexecdir/hutch/@name relative to

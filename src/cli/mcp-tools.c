@@ -103,7 +103,7 @@ static const McpArgSpec list_files_args[] = {
 };
 
 #define SNAPSHOT_NAME_SCHEMA(what)                                                                 \
-        "{\"type\":\"string\",\"pattern\":\"^[a-z0-9][a-z0-9_.-]*$\",\"description\":\"" what      \
+        "{\"type\":\"string\",\"pattern\":\"^[a-z0-9][a-z0-9_-]*$\",\"description\":\"" what       \
         " (kept in the store as SANDBOX.NAME)\"}"
 
 static const McpArgSpec snapshot_args[] = {
@@ -547,14 +547,16 @@ static json_t *tool_diff(McpServer *s, const McpArgs *a) {
 
 /* The store name of the agent's snapshot @name: "<sandbox>.<name>", so
  * that the agents of different folders never see (or restore) each
- * other's snapshots. */
+ * other's snapshots. SECURITY: @name holds no '.', so the last '.' of the
+ * store name is the separator and no two (sandbox, name) pairs meet:
+ * "proj" restoring "v2.s2" would be sandbox "proj.v2"'s "s2" (issue 15). */
 static json_t *snapshot_name(const McpServer *s, const char *tool, json_t *arg, char **ret) {
         const char *name = json_string_value(arg);
         char *full;
 
         if (asprintf(&full, "%s.%s", s->name, name) < 0)
                 return tool_error("%s: out of memory", tool);
-        if (!name[0] || name[0] == '.' || name[0] == '_' || name[0] == '-' ||
+        if (!name[0] || name[0] == '_' || name[0] == '-' || strchr(name, '.') ||
             !store_name_is_valid(full)) {
                 size_t room = STORE_NAME_MAX > strlen(s->name) + 1
                                       ? STORE_NAME_MAX - strlen(s->name) - 1
@@ -562,7 +564,7 @@ static json_t *snapshot_name(const McpServer *s, const char *tool, json_t *arg, 
 
                 free(full);
                 return tool_error("%s: invalid snapshot name '%s': it must match "
-                                  "[a-z0-9][a-z0-9_.-]* and be at most %zu bytes long",
+                                  "[a-z0-9][a-z0-9_-]* (no '.') and be at most %zu bytes long",
                                   tool, name, room);
         }
         *ret = full;

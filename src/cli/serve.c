@@ -785,7 +785,10 @@ int verb_serve(int argc, char **argv) {
         srv.store = store;
         path = args.socket_path;
         if (!path) {
-                if (asprintf(&default_path, "%s/api.sock", store->state) < 0) {
+                /* The caller's one default server (whichever store it
+                 * serves: a second store's server is refused, by the
+                 * socket's lock, unless given its own --socket). */
+                if (asprintf(&default_path, "%s/api.sock", store->runtime) < 0) {
                         default_path = NULL;
                         log_error("out of memory");
                         return HUTCH_EXIT_FAILURE;

@@ -864,7 +864,7 @@ def corrupt_cases(archive, work):
             "symlink-abs",
             dict(
                 edit_manifest=one_more_entry,
-                extra=[entry("layers/0/root/root/esc", link="/etc", kind=tarfile.SYMTYPE)],
+                extra=[entry("layers/0/root/root/esc", link="/../etc", kind=tarfile.SYMTYPE)],
             ),
             r"symlink",
         ),

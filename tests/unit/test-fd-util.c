@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -211,6 +212,53 @@ TEST(fd_reopen_nonblocking_pipes_and_terminals_only) {
         ASSERT_OK(w);
         ASSERT_ERROR(fd_reopen_nonblocking(w, O_RDONLY), EOPNOTSUPP);
         (void)close(w);
+}
+
+TEST(mkdir_private_refuses_a_folder_others_can_write) {
+        char t[] = "/tmp/hutch-test-fd-util-XXXXXX";
+        _cleanup_free_ char *sub = NULL, *deep = NULL, *file = NULL;
+        HutchError e = {};
+        struct stat st;
+
+        ASSERT_NOT_NULL(mkdtemp(t));
+        ASSERT_TRUE(asprintf(&sub, "%s/d", t) >= 0);
+        ASSERT_TRUE(asprintf(&deep, "%s/a/b", t) >= 0);
+        ASSERT_TRUE(asprintf(&file, "%s/f", t) >= 0);
+        /* Made 0700 (parents too), and found again. */
+        ASSERT_OK(mkdir_private(sub));
+        ASSERT_OK(lstat(sub, &st));
+        ASSERT_EQ(st.st_mode & 07777, 0700);
+        ASSERT_OK(mkdir_private(sub));
+        ASSERT_OK(mkdir_private(deep));
+        /* Ours, but group- or other-writable: refused (a folder another
+         * user made first and chowned cannot be, but one left 0777 is as
+         * open). 0755 is fine: nobody else can change it. */
+        ASSERT_OK(chmod(sub, 0777));
+        ASSERT_ERROR(mkdir_private(sub), EACCES);
+        ASSERT_OK(chmod(sub, 0770));
+        ASSERT_ERROR(mkdir_private(sub), EACCES);
+        ASSERT_OK(chmod(sub, 01777));
+        ASSERT_ERROR(mkdir_private(sub), EACCES);
+        ASSERT_ERROR(mkdir_private_error("state directory", sub, -EACCES, &e), EACCES);
+        ASSERT_TRUE(strstr(e.msg, sub) != NULL);
+        ASSERT_TRUE(strstr(e.msg, "mode 1777") != NULL);
+        ASSERT_OK(chmod(sub, 0755));
+        ASSERT_OK(mkdir_private(sub));
+        /* Not a directory: refused. */
+        ASSERT_OK(close(open(file, O_CREAT | O_WRONLY | O_CLOEXEC, 0600)));
+        ASSERT_ERROR(mkdir_private(file), EPERM);
+        if (geteuid() == 0) {
+                /* Someone else's, however private: refused. */
+                ASSERT_OK(chmod(sub, 0700));
+                ASSERT_OK(chown(sub, 65534, 65534));
+                ASSERT_ERROR(mkdir_private(sub), EPERM);
+        }
+        (void)unlink(file);
+        (void)rmdir(sub);
+        (void)rmdir(deep);
+        *strrchr(deep, '/') = '\0';
+        (void)rmdir(deep);
+        (void)rmdir(t);
 }
 
 DEFINE_TEST_MAIN

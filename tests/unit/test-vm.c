@@ -498,15 +498,34 @@ TEST(vmlinux_prepare_refuses_what_is_no_kernel) {
 }
 
 TEST(template_dir_on_tmpfs_only) {
-        _cleanup_free_ char *a = NULL, *b = NULL, *expect = NULL;
+        _cleanup_free_ char *a = NULL, *b = NULL, *c = NULL, *d = NULL, *predictable = NULL,
+                            *rec = NULL;
+        char t[] = "/tmp/hutch-test-vm-tdir-XXXXXX";
+        struct stat st;
 
+        ASSERT_NOT_NULL(mkdtemp(t));
         /* /proc is never tmpfs: the templates go to /dev/shm, in a folder
-         * of one component that vm_start() checks is the caller's. */
-        ASSERT_OK(vm_template_dir("/proc", &a));
-        ASSERT_TRUE(asprintf(&expect, "/dev/shm/hutch-vm-%u", (unsigned)geteuid()) >= 0);
-        ASSERT_STREQ(a, expect);
+         * with a random name (never /dev/shm/hutch-vm-UID, which another
+         * user could make first), recorded in the store for the next VMs. */
+        ASSERT_OK(vm_template_dir("/proc", t, &a));
+        ASSERT_TRUE(asprintf(&predictable, "/dev/shm/hutch-vm-%u", (unsigned)geteuid()) >= 0);
+        ASSERT_TRUE(strncmp(a, predictable, strlen(predictable)) == 0);
+        ASSERT_EQ(strlen(a), strlen(predictable) + 7);
+        ASSERT_OK(lstat(a, &st));
+        ASSERT_EQ(st.st_mode & 07777, 0700);
+        ASSERT_OK(vm_template_dir("/proc", t, &c));
+        ASSERT_STREQ(c, a);
+        /* One that is no longer private is replaced, never used. */
+        ASSERT_OK(chmod(a, 0777));
+        ASSERT_OK(vm_template_dir("/proc", t, &d));
+        ASSERT_TRUE(strcmp(d, a) != 0);
+        (void)rmdir(a);
+        (void)rmdir(d);
+        ASSERT_TRUE(asprintf(&rec, "%s/vm-templates.path", t) >= 0);
+        (void)unlink(rec);
+        (void)rmdir(t);
         /* /dev/shm is tmpfs (Debian mounts it so). */
-        ASSERT_OK(vm_template_dir("/dev/shm", &b));
+        ASSERT_OK(vm_template_dir("/dev/shm", "/nonexistent", &b));
         ASSERT_STREQ(b, "/dev/shm/vm-templates");
 }
 

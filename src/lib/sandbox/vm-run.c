@@ -101,9 +101,10 @@ static int pick_dirs(VmRun *v, HutchError *reterr) {
 
         if (asprintf(&v->cache_dir, "%s/vm", v->store->home) < 0)
                 return -ENOMEM;
-        r = vm_template_dir(v->store->state, &v->template_dir);
+        r = vm_template_dir(v->store->runtime, v->store->home, &v->template_dir);
         if (r < 0)
-                return r;
+                return hutch_error_set(reterr, -r, "cannot pick the VM template directory: %s",
+                                       strerror(-r));
         gc_stale_run_dirs(v->store->state);
         if (asprintf(&v->run_dir, "%s/vm-run-%d-XXXXXX", v->store->state, (int)getpid()) < 0)
                 return -ENOMEM;

@@ -391,8 +391,9 @@ static int export_node(Export *x, int dirfd, const char *name, unsigned depth) {
                 target[n] = '\0';
                 if (!snapshot_archive_symlink_is_contained(x->rel, target))
                         return export_fail(x, -EPERM,
-                                           "symlink target '%s' is absolute or leaves the "
-                                           "layer, which import refuses",
+                                           "symlink target '%s' leaves the layer (or, "
+                                           "absolute, the sandbox's root), which import "
+                                           "refuses",
                                            target);
                 node.type = NODE_LNK;
                 node.target = target;

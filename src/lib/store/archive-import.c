@@ -744,12 +744,14 @@ static int import_file(Import *im, struct archive_entry *e, const Target *t, con
 static int import_symlink(Import *im, struct archive_entry *e, const Target *t) {
         const char *target = archive_entry_symlink(e);
 
-        /* SECURITY: lexical, as nothing here follows the link; other tools
-         * on the host might. */
+        /* SECURITY: lexical, as nothing here follows the link (later
+         * entries are created with RESOLVE_NO_SYMLINKS). An absolute target
+         * is the sandbox's path, kept as it is, as a sandbox's own layer
+         * holds it. */
         if (!target || !snapshot_archive_symlink_is_contained(t->rel, target))
                 return hutch_error_set(im->reterr, EPERM,
                                        "snapshot archive entry '%s' is a symlink to '%s', which "
-                                       "is absolute or leaves its layer",
+                                       "leaves its layer (or, absolute, the sandbox's root)",
                                        t->path, target ?: "");
         if (symlinkat(target, t->pfd, t->name) < 0)
                 return import_create_fail(im, errno, t->path);

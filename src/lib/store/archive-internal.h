@@ -80,10 +80,13 @@ int snapshot_archive_path_check(const char *path, const char **ret_why, unsigned
 int snapshot_archive_relpath_check(const char *rel, const char **ret_why);
 
 /* Whether the symlink at @rel (below a layer's root) pointing to @target
- * stays below the layer's root, lexically: @target is relative, not empty,
- * shorter than PATH_MAX, and its ".." components never climb above the
- * root. Symlinks met on the way are not considered: nothing here ever
- * follows one. */
+ * stays inside, lexically: @target is not empty, shorter than PATH_MAX,
+ * and its ".." components never climb above where it starts: the layer's
+ * root for a relative @target (counted from the link's directory), the
+ * sandbox's root for an absolute one (a venv's python3 -> /usr/bin/python3
+ * is the sandbox's /usr, never the host's: "/../x" is refused). Symlinks
+ * met on the way are not considered: nothing in hutch ever follows a
+ * symlink of a layer on the host (issue 15). */
 bool snapshot_archive_symlink_is_contained(const char *rel, const char *target);
 
 /* The names in a directory, sorted. */

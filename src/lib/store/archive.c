@@ -89,11 +89,16 @@ int snapshot_archive_relpath_check(const char *rel, const char **ret_why) {
 bool snapshot_archive_symlink_is_contained(const char *rel, const char *target) {
         long depth = 0;
 
-        if (target[0] == '\0' || target[0] == '/' || strlen(target) >= PATH_MAX)
+        if (target[0] == '\0' || strlen(target) >= PATH_MAX)
                 return false;
-        for (const char *p = rel; *p; p++)
-                if (*p == '/')
-                        depth++; /* @depth: components of the directory holding the link */
+        /* An absolute target is the sandbox's own path (a venv's
+         * bin/python3 -> /usr/bin/python3): it starts at the sandbox's
+         * root, whatever the link's place in the layer. A relative one
+         * starts at the directory holding the link. */
+        if (target[0] != '/')
+                for (const char *p = rel; *p; p++)
+                        if (*p == '/')
+                                depth++; /* @depth: components of the directory holding the link */
         for (const char *p = target;;) {
                 size_t len = strcspn(p, "/");
 

@@ -110,8 +110,9 @@ int snapshot_archive_import_ids(int in_fd, int dest_dirfd, const SnapshotArchive
  *
  * Refused, with @reterr naming the layer and the path: sockets, fifos and
  * device nodes other than 0:0 whiteouts (-EPERM), mount points (-EXDEV),
- * symlinks whose target is absolute or climbs out of the layer's root
- * (-EPERM: import refuses them), regular files whose path is not UTF-8
+ * symlinks whose target climbs out of the layer's root, or for an absolute
+ * target above the sandbox's root ("/../x") (-EPERM: import refuses them;
+ * absolute targets are stored as they are, never followed), regular files whose path is not UTF-8
  * (-EILSEQ: manifest keys are JSON strings), xattr names holding '=' or a
  * newline (-EINVAL: a pax record cannot hold them), and anything past the
  * bounds above (-E2BIG, -EFBIG, -ENAMETOOLONG, -ELOOP). Hard links are
@@ -143,9 +144,11 @@ int snapshot_archive_export(const char *manifest_json, const int *layer_dirfds, 
  *   (-EINVAL), and is there once (-EEXIST);
  * - refused outright (-EPERM): absolute paths, ".." components, hard links,
  *   block devices, character devices other than 0:0, fifos, sockets,
- *   symlinks whose target is absolute or climbs out of the layer's root
- *   (lexically), and xattrs other than user.*; "." or empty components and
- *   xattrs on anything but directories and regular files are -EINVAL;
+ *   symlinks whose target climbs out of the layer's root, or for an
+ *   absolute target above the sandbox's root (lexically, as
+ *   snapshot_archive_symlink_is_contained()), and xattrs other than
+ *   user.*; "." or empty components and xattrs on anything but
+ *   directories and regular files are -EINVAL;
  * - every regular file is listed in the manifest (-EINVAL) and its
  *   SHA-256, computed while it is written, matches (-EBADMSG); at the end,
  *   every listed file was there and each layer had exactly its "entries"

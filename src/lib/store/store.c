@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <jansson.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,6 +17,7 @@
 #include "fd-util.h"
 #include "macro.h"
 #include "rm-rf.h"
+#include "sha256.h"
 #include "store/store.h"
 #include "strv.h"
 
@@ -87,42 +89,143 @@ Store *store_free(Store *s) {
                 return NULL;
         free(s->home);
         free(s->state);
+        free(s->runtime);
         free(s);
         return NULL;
 }
 
-static int pick_dirs(char **ret_home, char **ret_state) {
+static int pick_home(char **ret) {
         const char *home = getenv("HUTCH_HOME"), *xdg, *user_home;
-        char *h = NULL, *st = NULL;
-        int n;
+        char *h = NULL;
 
         if (home && home[0] == '/')
                 h = strdup(home);
         else if (geteuid() == 0)
                 h = strdup("/var/lib/hutch");
         else if ((xdg = getenv("XDG_DATA_HOME")) && xdg[0] == '/')
-                n = asprintf(&h, "%s/hutch", xdg), h = n < 0 ? NULL : h;
+                h = asprintf(&h, "%s/hutch", xdg) < 0 ? NULL : h;
         else if ((user_home = getenv("HOME")) && user_home[0] == '/')
-                n = asprintf(&h, "%s/.local/share/hutch", user_home), h = n < 0 ? NULL : h;
+                h = asprintf(&h, "%s/.local/share/hutch", user_home) < 0 ? NULL : h;
         else
                 return -ENOENT;
-
-        if ((xdg = getenv("HUTCH_STATE_DIR")) && xdg[0] == '/')
-                st = strdup(xdg);
-        else if (geteuid() == 0)
-                st = strdup("/run/hutch");
-        else if ((xdg = getenv("XDG_RUNTIME_DIR")) && xdg[0] == '/')
-                n = asprintf(&st, "%s/hutch", xdg), st = n < 0 ? NULL : st;
-        else
-                n = asprintf(&st, "/tmp/hutch-%u", (unsigned)geteuid()), st = n < 0 ? NULL : st;
-        if (!h || !st) {
-                free(h);
-                free(st);
+        if (!h)
                 return -ENOMEM;
-        }
-        *ret_home = h;
-        *ret_state = st;
+        *ret = h;
         return 0;
+}
+
+/* Whether /run/user/UID is the caller's own (made by the login manager):
+ * only then is it a place no other user can have made first. */
+static bool run_user_is_ours(const char *path) {
+        struct stat st;
+
+        return lstat(path, &st) == 0 && S_ISDIR(st.st_mode) && st.st_uid == geteuid() &&
+               !(st.st_mode & (S_IWGRP | S_IWOTH));
+}
+
+/* The caller's runtime folder, shared by all its stores (VM templates)
+ * and holding one folder per store. SECURITY: never a name in a folder
+ * that other users can write (a predictable /tmp/hutch-UID could be made
+ * first by another user: issue 26): root's /run, $XDG_RUNTIME_DIR,
+ * /run/user/UID when it is the caller's, else inside the store (@home,
+ * private). */
+static int pick_runtime(const char *home, char **ret) {
+        _cleanup_free_ char *run_user = NULL;
+        const char *xdg;
+        char *p = NULL;
+
+        if (geteuid() == 0)
+                p = strdup("/run/hutch");
+        else if ((xdg = getenv("XDG_RUNTIME_DIR")) && xdg[0] == '/')
+                p = asprintf(&p, "%s/hutch", xdg) < 0 ? NULL : p;
+        else if (asprintf(&run_user, "/run/user/%u", (unsigned)geteuid()) < 0)
+                return -ENOMEM;
+        else if (run_user_is_ours(run_user))
+                p = asprintf(&p, "%s/hutch", run_user) < 0 ? NULL : p;
+        else
+                p = asprintf(&p, "%s/run", home) < 0 ? NULL : p;
+        if (!p)
+                return -ENOMEM;
+        *ret = p;
+        return 0;
+}
+
+/* The store's own folder in @runtime: "s-" and 12 hex digits of the
+ * SHA-256 of the store's canonical path, so that two stores never share
+ * a keeper's socket or lock (issue 15: a sandbox of one store ran its
+ * commands in the same-named sandbox of another). */
+static int store_key_path(const char *runtime, const char *canonical_home, char **ret) {
+        unsigned char d[SHA256_DIGEST_SIZE];
+        char hex[STORE_KEY_HEX + 1];
+        Sha256 sh;
+
+        sha256_init(&sh);
+        sha256_update(&sh, canonical_home, strlen(canonical_home));
+        sha256_finish(&sh, d);
+        for (size_t i = 0; i < STORE_KEY_HEX / 2; i++)
+                (void)snprintf(hex + 2 * i, 3, "%02x", d[i]);
+        return asprintf(ret, "%s/s-%s", runtime, hex) < 0 ? -ENOMEM : 0;
+}
+
+/* SECURITY: the store's runtime folder names the store it belongs to
+ * (the file "store"): a folder of another store (a hash collision, a
+ * store moved) is refused, never shared. */
+static int state_claim(const char *state, const char *canonical_home, HutchError *reterr) {
+        _cleanup_free_ char *path = NULL, *text = NULL;
+        int r;
+
+        if (asprintf(&path, "%s/store", state) < 0)
+                return -ENOMEM;
+        r = read_full_file(path, PATH_MAX + 1, &text);
+        if (r == -ENOENT) {
+                r = write_file_atomic(state, "store", canonical_home, strlen(canonical_home));
+                if (r < 0)
+                        return hutch_error_set(reterr, -r, "cannot write %s: %s", path,
+                                               strerror(-r));
+                return 0;
+        }
+        if (r < 0)
+                return hutch_error_set(reterr, -r, "cannot read %s: %s", path, strerror(-r));
+        if (strcmp(text, canonical_home) != 0)
+                return hutch_error_set(reterr, EEXIST,
+                                       "the runtime directory %s belongs to the store %s, not %s",
+                                       state, text, canonical_home);
+        return 0;
+}
+
+static int store_pick_state(Store *s, HutchError *reterr) {
+        _cleanup_free_ char *canonical = NULL;
+        const char *explicit_state = getenv("HUTCH_STATE_DIR");
+        int r;
+
+        /* An explicit state folder is this store's alone (the caller's
+         * word), and holds the templates too. */
+        if (explicit_state && explicit_state[0] == '/') {
+                s->state = strdup(explicit_state);
+                s->runtime = strdup(explicit_state);
+                if (!s->state || !s->runtime)
+                        return -ENOMEM;
+                r = mkdir_private(s->state);
+                if (r < 0)
+                        return mkdir_private_error("state directory", s->state, r, reterr);
+                return 0;
+        }
+        canonical = realpath(s->home, NULL);
+        if (!canonical)
+                return hutch_error_set(reterr, errno, "cannot resolve the store %s: %m", s->home);
+        r = pick_runtime(canonical, &s->runtime);
+        if (r < 0)
+                return r;
+        r = store_key_path(s->runtime, canonical, &s->state);
+        if (r < 0)
+                return r;
+        r = mkdir_private(s->runtime);
+        if (r < 0)
+                return mkdir_private_error("runtime directory", s->runtime, r, reterr);
+        r = mkdir_private(s->state);
+        if (r < 0)
+                return mkdir_private_error("state directory", s->state, r, reterr);
+        return state_claim(s->state, canonical, reterr);
 }
 
 int store_open(Store **ret, HutchError *reterr) {
@@ -132,27 +235,27 @@ int store_open(Store **ret, HutchError *reterr) {
 
         if (!s)
                 return -ENOMEM;
-        r = pick_dirs(&s->home, &s->state);
+        r = pick_home(&s->home);
         if (r == -ENOENT)
                 return hutch_error_set(reterr, ENOENT,
                                        "no place for the store: set HUTCH_HOME or HOME");
         if (r < 0)
                 return r;
         r = mkdir_private(s->home);
-        for (size_t i = 0; r >= 0 && subdirs[i]; i++) {
+        if (r < 0)
+                return mkdir_private_error("store", s->home, r, reterr);
+        for (size_t i = 0; subdirs[i]; i++) {
                 _cleanup_free_ char *p = NULL;
 
                 if (asprintf(&p, "%s/%s", s->home, subdirs[i]) < 0)
                         return -ENOMEM;
                 r = mkdir_private(p);
+                if (r < 0)
+                        return mkdir_private_error("store", p, r, reterr);
         }
+        r = store_pick_state(s, reterr);
         if (r < 0)
-                return hutch_error_set(reterr, -r, "cannot use the store %s: %s", s->home,
-                                       strerror(-r));
-        r = mkdir_private(s->state);
-        if (r < 0)
-                return hutch_error_set(reterr, -r, "cannot use the state directory %s: %s",
-                                       s->state, strerror(-r));
+                return r;
         r = idmapping_for_caller(NULL, NULL, &s->idmap);
         if (r < 0)
                 return hutch_error_set(reterr, -r, "failed to pick the sandboxes' id range: %s",

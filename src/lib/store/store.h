@@ -14,8 +14,14 @@
  *     snapshots/<snap>/snapshot.json  the record (layers, parent, policy)
  *     snapshots/<snap>/layer/{root,ws}      (imported: layers/<i>/...)
  *     snapshots/.tmp-*, sandboxes/.tmp-*    being made or removed; `hutch gc`
- *   $XDG_RUNTIME_DIR/hutch/<name>/  (root: /run/hutch; else /tmp/hutch-<uid>)
- *     keeper.sock, keeper.lock (held while the keeper runs), keeper.log
+ *   RUNTIME/s-<key>/               the store's runtime folder (state)
+ *     store                        the store's canonical path (claims the folder)
+ *     <name>/keeper.sock, keeper.lock (held while the keeper runs), keeper.log
+ *   where RUNTIME is /run/hutch (root), $XDG_RUNTIME_DIR/hutch,
+ *   /run/user/<uid>/hutch when it is the caller's, else $HUTCH_HOME/run,
+ *   and <key> is 12 hex digits of the SHA-256 of the store's canonical
+ *   path; $HUTCH_STATE_DIR, when set, is the state folder itself
+ *   (docs/persistent.md).
  *
  * Every record is written to a temporary name, fsync'ed and renamed. */
 
@@ -28,16 +34,20 @@
 #include "ns/userns.h"
 
 #define STORE_NAME_MAX 63
+#define STORE_KEY_HEX 12
 #define STORE_RECORD_VERSION 1
 #define STORE_RECORD_MAX (4U << 20)
 
 typedef struct Store {
         char *home;
-        char *state;
+        char *state;     /* this store's runtime folder: keepers' sockets and locks */
+        char *runtime;   /* the caller's, shared by its stores (VM templates) */
         IdMapping idmap; /* who the sandboxes' files belong to */
 } Store;
 
-/* Finds (and creates, 0700) the store and state directories. */
+/* Finds (and creates, 0700) the store and state directories; a directory
+ * of the wrong owner or writable by others is refused (@reterr names its
+ * owner and mode). */
 int store_open(Store **ret, HutchError *reterr);
 Store *store_free(Store *s);
 DEFINE_POINTER_CLEANUP(Store, store_free)

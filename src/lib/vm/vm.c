@@ -13,6 +13,7 @@
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/mount.h>
 #include <sys/pidfd.h>
 #include <sys/prctl.h>
@@ -1112,15 +1113,67 @@ static int start_cold(const VmConfig *c, const Images *im, Vm *vm, HutchError *r
         return r;
 }
 
-int vm_template_dir(const char *state_dir, char **ret) {
-        struct statfs sf;
-        int n;
+/* Whether @path is a folder that shm_dir_recorded() made: its name, and
+ * a directory of ours that nobody else can open. */
+static bool shm_dir_is_ours(const char *path) {
+        char prefix[64];
+        struct stat st;
+        size_t n;
 
-        if (statfs(state_dir, &sf) == 0 && (unsigned long)sf.f_type == TMPFS_MAGIC)
-                n = asprintf(ret, "%s/vm-templates", state_dir);
-        else
-                n = asprintf(ret, "/dev/shm/hutch-vm-%u", (unsigned)geteuid());
-        return n < 0 ? -ENOMEM : 0;
+        (void)snprintf(prefix, sizeof(prefix), "/dev/shm/hutch-vm-%u-", (unsigned)geteuid());
+        n = strlen(prefix);
+        if (strncmp(path, prefix, n) != 0 || strlen(path) != n + 6 || strchr(path + n, '/'))
+                return false;
+        return lstat(path, &st) == 0 && S_ISDIR(st.st_mode) && st.st_uid == geteuid() &&
+               (st.st_mode & 0077) == 0;
+}
+
+/* SECURITY: /dev/shm is writable by every user, so the folder there has
+ * a random name made by mkdtemp() (never one another user made first:
+ * issue 26) and is recorded in @record_dir (the caller's store) for the
+ * next VMs; made anew when the recorded one is gone (a reboot) or is not
+ * a private folder of ours. The record's lock keeps two VMs starting at
+ * once to one folder. */
+static int shm_dir_recorded(const char *record_dir, char **ret) {
+        _cleanup_free_ char *rec = NULL, *text = NULL, *fresh = NULL;
+        _cleanup_close_ int fd = -EBADF;
+        size_t len;
+        int r;
+
+        if (asprintf(&rec, "%s/vm-templates.path", record_dir) < 0)
+                return -ENOMEM;
+        fd = open(rec, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+        if (fd < 0)
+                return negative_errno();
+        while (flock(fd, LOCK_EX) < 0)
+                if (errno != EINTR)
+                        return negative_errno();
+        r = read_full_fd(fd, PATH_MAX, &text, &len);
+        if (r >= 0 && strlen(text) == len && shm_dir_is_ours(text)) {
+                *ret = TAKE_PTR(text);
+                return 0;
+        }
+        if (asprintf(&fresh, "/dev/shm/hutch-vm-%u-XXXXXX", (unsigned)geteuid()) < 0) {
+                fresh = NULL;
+                return -ENOMEM;
+        }
+        if (!mkdtemp(fresh))
+                return negative_errno();
+        if (ftruncate(fd, 0) < 0 || pwrite(fd, fresh, strlen(fresh), 0) != (ssize_t)strlen(fresh)) {
+                r = errno > 0 ? -errno : -EIO;
+                (void)rmdir(fresh);
+                return r;
+        }
+        *ret = TAKE_PTR(fresh);
+        return 0;
+}
+
+int vm_template_dir(const char *runtime_dir, const char *record_dir, char **ret) {
+        struct statfs sf;
+
+        if (statfs(runtime_dir, &sf) == 0 && (unsigned long)sf.f_type == TMPFS_MAGIC)
+                return asprintf(ret, "%s/vm-templates", runtime_dir) < 0 ? -ENOMEM : 0;
+        return shm_dir_recorded(record_dir, ret);
 }
 
 int vm_start(const VmConfig *c, Vm **ret, HutchError *reterr) {
@@ -1150,8 +1203,7 @@ int vm_start(const VmConfig *c, Vm **ret, HutchError *reterr) {
 
         r = mkdir_private(c->template_dir);
         if (r < 0)
-                return hutch_error_set(reterr, -r, "cannot use the template directory '%s': %s",
-                                       c->template_dir, strerror(-r));
+                return mkdir_private_error("template directory", c->template_dir, r, reterr);
         r = template_key(c, &im, key);
         if (r < 0)
                 return hutch_error_set(reterr, -r, "cannot read '%s': %s", im.qemu, strerror(-r));

@@ -136,12 +136,14 @@ typedef struct Vm {
  * that did not come up within the bound. */
 int vm_start(const VmConfig *c, Vm **ret, HutchError *reterr);
 
-/* Where the templates go (they hold guest RAM: on tmpfs): @state_dir/
- * vm-templates when @state_dir is on tmpfs, else /dev/shm/hutch-vm-UID (a
- * single component, so that vm_start() can check that the caller owns
- * it: SECURITY, a planted template would run in the next VM). 0 or
- * -ENOMEM. */
-int vm_template_dir(const char *state_dir, char **ret);
+/* Where the templates go (they hold guest RAM: on tmpfs): @runtime_dir/
+ * vm-templates when @runtime_dir (the caller's runtime folder) is on
+ * tmpfs, else a folder /dev/shm/hutch-vm-UID-XXXXXX made by mkdtemp() and
+ * recorded in @record_dir/vm-templates.path (SECURITY: never a name
+ * another user can make first; a planted template would run in the next
+ * VM). vm_start() checks that the folder is private and ours. 0, -ENOMEM,
+ * or the -errno of the record or of mkdtemp(). */
+int vm_template_dir(const char *runtime_dir, const char *record_dir, char **ret);
 
 /* Kills QEMU (if running), waits for it, and frees @vm. Returns NULL. */
 Vm *vm_free(Vm *vm);
