@@ -61,7 +61,12 @@ typedef struct RootfsConfig {
 } RootfsConfig;
 
 /* Builds the tree and pivots into it; the working directory is left at the
- * new "/". Returns 0 or -errno with @reterr naming the step and path. */
+ * new "/". Returns 0 or -errno with @reterr naming the step and path.
+ * SECURITY: the mount points of -v and --tmpfs, whose parents may be in the
+ * workspace, the persistent directories or another bind, are made after
+ * the host's root is detached, each walked from "/" without following a
+ * symlink (mount_point_open_beneath()): a symlink in a target's path is
+ * -ELOOP, with @reterr naming the target. */
 int rootfs_setup(const RootfsConfig *c, HutchError *reterr);
 
 /* Appends the sandbox CA (@ca_fd, a memfd from the supervisor, PEM) to the
