@@ -87,10 +87,10 @@
  * AF_NETLINK (the sandbox's own lo and routes) and AF_UNIX (abstract
  * names; paths are the filesystem's); other families reach what it does
  * not isolate: AF_VSOCK the host's vsock space (on a VM with virtio-vsock,
- * the hypervisor's side), AF_PACKET, AF_ALG, AF_KEY and the rarely used
- * protocol families a long history of kernel bugs. EAFNOSUPPORT: what a
- * kernel without the family answers, which programs handle. On i386 the
- * socketcall(2) path is denied whole (see the header). */
+ * the hypervisor's side), AF_PACKET, AF_ALG, AF_KEY, and rarely used
+ * protocol families with a long history of kernel bugs. EAFNOSUPPORT is
+ * what a kernel without the family answers, which programs handle. On
+ * i386 the socketcall(2) path is denied whole (see the header). */
 #define DENY_SOCKET_FAMILIES(nr)                                                                   \
         DENY_ARG(nr, EAFNOSUPPORT, 0, ~0ULL, 0, "family 0 (AF_UNSPEC)"),                           \
                 DENY_ARG(nr, EAFNOSUPPORT, 0, ~0ULL, 3, "family 3 (AF_AX25)"),                     \
