@@ -153,6 +153,20 @@ TEST(parse_pure_v2_root) {
         cgroup_topology_done(NULL);
 }
 
+/* docker's and `ip netns`' network namespace files: nsfs shows the
+ * namespace, not a path, as the root. Not a cgroup mount: skipped. A
+ * cgroup line with such a root is still refused (parse_errors). */
+TEST(parse_skips_nsfs_roots) {
+        static const char mountinfo[] =
+                "41 31 0:38 / /sys/fs/cgroup rw - cgroup2 cgroup2 rw\n"
+                "199 27 0:4 net:[4026532200] /run/docker/netns/0b6d55463412 rw - nsfs nsfs rw\n";
+        static CgroupTopology t;
+
+        ASSERT_OK(cgroup_topology_parse(mountinfo, "0::/init.scope\n", true, &t));
+        assert_place(&t.v2, CGROUP_VERSION_2, "/sys/fs/cgroup", "/sys/fs/cgroup/hutch", true);
+        cgroup_topology_done(&t);
+}
+
 TEST(parse_pure_v2_delegated_user) {
         static const char self[] =
                 "0::/user.slice/user-1000.slice/user@1000.service/app.slice/run-r1.scope\n";

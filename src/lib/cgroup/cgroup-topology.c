@@ -245,12 +245,17 @@ static int mountinfo_parse_line(Span line, Found found[static _HIER_MAX]) {
         r = unescape(head[4], &mount);
         if (r < 0)
                 return r;
-        if (root[0] != '/' || mount[0] != '/')
+        if (mount[0] != '/')
                 return -EBADMSG;
 
         v2 = span_is(tail[0], "cgroup2");
         if (!v2 && !span_is(tail[0], "cgroup"))
                 return 0;
+        /* Only here: another filesystem's root is what it shows, not
+         * always a path (nsfs: "net:[4026532200]", the network namespace
+         * files of docker and `ip netns`). */
+        if (root[0] != '/')
+                return -EBADMSG;
         if (!path_is_safe_absolute(mount))
                 return -EBADMSG;
         /* In a cgroup namespace, a cgroupfs mounted from outside of it
