@@ -2,6 +2,7 @@
 #include <fcntl.h>
 #include <linux/audit.h>
 #include <linux/filter.h>
+#include <linux/netlink.h>
 #include <linux/personality.h>
 #include <linux/seccomp.h>
 #include <pthread.h>
@@ -12,6 +13,7 @@
 #include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -29,6 +31,13 @@
 #define I386_NR_UMOUNT 22
 #define I386_NR_PTRACE 26
 #define I386_NR_UNSHARE 310
+#define I386_NR_SOCKETCALL 102
+#define I386_NR_SOCKET 359
+#define I386_NR_SOCKETPAIR 360
+/* socketcall(2)'s sub-calls (linux/net.h). */
+#define SYS_SOCKET_CALL 1
+#define SYS_SOCKETPAIR_CALL 8
+#define SYS_SHUTDOWN_CALL 13
 
 /* In a child: reports a failed check on stderr and exits with 1. */
 #define CHILD_CHECK(cond)                                                                          \
@@ -111,24 +120,34 @@ TEST(table_is_well_formed) {
                 ASSERT_TRUE(a->error > 0 && a->error <= 4095);
                 ASSERT_TRUE(a->arg >= -1 && a->arg <= 5);
                 ASSERT_TRUE(a->reason && a->reason[0] != '\0');
-                /* Not multiplexed through socketcall/ipc on either
-                 * architecture (libseccomp's pseudo numbers for those are
-                 * -101..-299; a call that does not exist there is <=
-                 * -10000): the filter skips a name that resolves negative. */
+                /* Not multiplexed through ipc on either architecture
+                 * (libseccomp's pseudo numbers for those are -201..-299; a
+                 * call that does not exist there is <= -10000): the filter
+                 * skips such a name. One multiplexed through socketcall
+                 * (-101..-199) is filtered twice, and its rules share one
+                 * errno: they meet in one rule for the multiplexer. */
                 for (size_t k = 0; k < ELEMENTSOF(arches); k++) {
                         int nr = seccomp_syscall_resolve_name_arch(arches[k], a->name);
 
-                        if (nr < 0 && nr > -10000)
+                        if (nr < 0 && nr > -10000 && !seccomp_nr_is_socketcall(nr))
                                 fail_msg("%s is multiplexed on arch 0x%x", a->name, arches[k]);
+                        for (size_t j = 0; seccomp_nr_is_socketcall(nr) && j < n; j++)
+                                if (strcmp(a->name, rules[j].name) == 0 &&
+                                    a->error != rules[j].error)
+                                        fail_msg("%s: rules with different errnos", a->name);
                 }
-                /* A value outside the mask could never match. */
-                if (a->arg >= 0)
+                /* A value outside the mask could never match; a "greater
+                 * than" rule has no mask. */
+                if (a->arg >= 0 && !a->greater_than)
                         ASSERT_EQ(a->value & ~a->mask, 0);
+                if (a->greater_than)
+                        ASSERT_TRUE(a->arg >= 0 && a->mask == 0);
                 for (size_t j = i + 1; j < n; j++) {
                         const SeccompRule *b = &rules[j];
 
                         if (strcmp(a->name, b->name) == 0 && a->arg == b->arg &&
-                            a->mask == b->mask && a->value == b->value)
+                            a->mask == b->mask && a->value == b->value &&
+                            a->greater_than == b->greater_than)
                                 fail_msg("duplicate rule %zu and %zu: %s", i, j, a->name);
                         /* An unconditional rule makes any other rule of the
                          * same name dead weight. */
@@ -195,6 +214,8 @@ TEST(table_covers_the_required_calls) {
                 "pidfd_getfd",
                 "fanotify_init",
                 "umount",
+                "socket",
+                "socketpair",
         };
 
         for (size_t i = 0; i < ELEMENTSOF(required); i++)
@@ -240,6 +261,49 @@ TEST(table_personality_allows_exactly_linux_and_query) {
                 x ^= x << 17;
                 v = (uint32_t)x;
                 ASSERT_EQ(personality_denied(v), v != 0 && v != 0xffffffff);
+        }
+}
+
+/* Evaluates the table's rules for @name on @v (argument 0) as the filter
+ * does: returns the errno of a matching rule, or 0. */
+static int family_denied(const char *name, uint64_t v) {
+        const SeccompRule *rules;
+        size_t n;
+
+        rules = seccomp_filter_default_rules(&n);
+        for (size_t i = 0; i < n; i++) {
+                const SeccompRule *r = &rules[i];
+
+                if (strcmp(r->name, name) != 0 || r->arg != 0)
+                        continue;
+                if (r->greater_than ? v > r->value : (v & r->mask) == r->value)
+                        return r->error;
+        }
+        return 0;
+}
+
+TEST(table_socket_families_allow_exactly_unix_inet_inet6_netlink) {
+        static const char *const calls[] = {"socket", "socketpair"};
+        uint64_t x = 0x2545f4914f6cdd1dULL;
+
+        for (size_t c = 0; c < ELEMENTSOF(calls); c++) {
+                for (uint64_t v = 0; v < 4096; v++) {
+                        bool allowed =
+                                v == AF_UNIX || v == AF_INET || v == AF_INET6 || v == AF_NETLINK;
+
+                        ASSERT_EQ(family_denied(calls[c], v), allowed ? 0 : EAFNOSUPPORT);
+                }
+                /* The kernel takes an int: high bits on an allowed family
+                 * are refused, not truncated away. */
+                ASSERT_EQ(family_denied(calls[c], (1ULL << 32) | AF_UNIX), EAFNOSUPPORT);
+                ASSERT_EQ(family_denied(calls[c], 0xffffffff00000002ULL), EAFNOSUPPORT);
+                ASSERT_EQ(family_denied(calls[c], UINT64_MAX), EAFNOSUPPORT);
+                for (int i = 0; i < 100000; i++) {
+                        x ^= x << 13;
+                        x ^= x >> 7;
+                        x ^= x << 17;
+                        ASSERT_EQ(family_denied(calls[c], x), EAFNOSUPPORT);
+                }
         }
 }
 
@@ -311,7 +375,8 @@ TEST(vmm_table_is_the_set_id_and_other_process_rules) {
                 for (size_t j = 0; j < n_def && !found; j++)
                         found = strcmp(vmm[i].name, def[j].name) == 0 && vmm[i].arg == def[j].arg &&
                                 vmm[i].mask == def[j].mask && vmm[i].value == def[j].value &&
-                                vmm[i].error == def[j].error;
+                                vmm[i].error == def[j].error &&
+                                vmm[i].greater_than == def[j].greater_than;
                 ASSERT_TRUE(found);
                 if (vmm[i].arg >= 0 && (vmm[i].value & (S_ISUID | S_ISGID))) {
                         setid++;
@@ -360,6 +425,7 @@ TEST(export_shape) {
         ASSERT_TRUE(bpf_has_ret(insn, n, SECCOMP_RET_ALLOW));
         ASSERT_TRUE(bpf_has_ret(insn, n, SECCOMP_RET_ERRNO | EPERM));
         ASSERT_TRUE(bpf_has_ret(insn, n, SECCOMP_RET_ERRNO | ENOSYS));
+        ASSERT_TRUE(bpf_has_ret(insn, n, SECCOMP_RET_ERRNO | EAFNOSUPPORT));
         /* Bad architecture (and x32) kills the process. */
         ASSERT_TRUE(bpf_has_ret(insn, n, SECCOMP_RET_KILL_PROCESS));
         ASSERT_FALSE(bpf_has_ret(insn, n, SECCOMP_RET_KILL_THREAD));
@@ -632,6 +698,140 @@ TEST(normal_calls_work_under_the_filter) {
         ASSERT_CHILD_EXITED_OK(run_child(child_normal_work, NULL));
 }
 
+/* Behaviour: socket families */
+
+typedef struct FamilyCase {
+        const char *name;
+        uint64_t family; /* as the register carries it */
+        int type;
+        int protocol;
+} FamilyCase;
+
+static const FamilyCase refused_families[] = {
+        {"AF_UNSPEC", AF_UNSPEC, SOCK_DGRAM, 0},
+        {"AF_AX25", AF_AX25, SOCK_SEQPACKET, 0},
+        {"AF_BRIDGE", AF_BRIDGE, SOCK_DGRAM, 0},
+        {"AF_X25", AF_X25, SOCK_SEQPACKET, 0},
+        {"AF_ROSE", AF_ROSE, SOCK_SEQPACKET, 0},
+        {"AF_KEY", AF_KEY, SOCK_RAW, 2 /* PF_KEY_V2 */},
+        {"AF_PACKET", AF_PACKET, SOCK_RAW, 0},
+        {"AF_ALG", AF_ALG, SOCK_SEQPACKET, 0},
+        {"AF_VSOCK", AF_VSOCK, SOCK_STREAM, 0},
+        {"AF_XDP", AF_XDP, SOCK_RAW, 0},
+        {"AF_MCTP", 45, SOCK_DGRAM, 0},
+        {"255", 255, SOCK_DGRAM, 0},
+        /* The kernel reads an int: this is AF_UNIX to it. */
+        {"AF_UNIX with bit 32", (1ULL << 32) | AF_UNIX, SOCK_STREAM, 0},
+        {"0xffffffff", 0xffffffffULL, SOCK_DGRAM, 0},
+};
+
+static const FamilyCase allowed_families[] = {
+        {"AF_UNIX", AF_UNIX, SOCK_STREAM, 0},
+        {"AF_INET", AF_INET, SOCK_DGRAM, 0},
+        {"AF_INET6", AF_INET6, SOCK_DGRAM, 0},
+        {"AF_NETLINK", AF_NETLINK, SOCK_RAW, NETLINK_ROUTE},
+};
+
+/* What each call gave (-errno, or 0 for a socket), filled by a child. */
+typedef struct FamilyResults {
+        bool filtered;
+        long socket[ELEMENTSOF(refused_families) + ELEMENTSOF(allowed_families)];
+        long pair[ELEMENTSOF(refused_families) + ELEMENTSOF(allowed_families)];
+} FamilyResults;
+
+static const FamilyCase *family_case(size_t i) {
+        return i < ELEMENTSOF(refused_families)
+                       ? &refused_families[i]
+                       : &allowed_families[i - ELEMENTSOF(refused_families)];
+}
+
+static long fd_result(long r, int *sv) {
+        if (r < 0)
+                return -errno;
+        if (sv) {
+                (void)close(sv[0]);
+                (void)close(sv[1]);
+        } else
+                (void)close((int)r);
+        return 0;
+}
+
+static int child_socket_families(const void *userdata) {
+        FamilyResults *res = (FamilyResults *)userdata;
+
+        if (res->filtered)
+                child_load_filter();
+        for (size_t i = 0; i < ELEMENTSOF(res->socket); i++) {
+                const FamilyCase *c = family_case(i);
+                int sv[2] = {-1, -1};
+
+                res->socket[i] =
+                        fd_result(syscall(SYS_socket, c->family, c->type, c->protocol), NULL);
+                res->pair[i] =
+                        fd_result(syscall(SYS_socketpair, c->family, SOCK_STREAM, 0, sv), sv);
+        }
+        return 0;
+}
+
+/* Runs the family cases in a child, with or without the filter, into
+ * shared memory. */
+static FamilyResults *family_results(bool filtered) {
+        FamilyResults *res =
+                mmap(NULL, sizeof(*res), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+
+        ASSERT_TRUE(res != MAP_FAILED);
+        res->filtered = filtered;
+        ASSERT_CHILD_EXITED_OK(run_child(child_socket_families, res));
+        return res;
+}
+
+TEST(socket_families_outside_the_allow_list_fail_with_eafnosupport) {
+        FamilyResults *with = family_results(true), *without = family_results(false);
+        size_t reached = 0;
+
+        for (size_t i = 0; i < ELEMENTSOF(refused_families); i++) {
+                if (with->socket[i] != -EAFNOSUPPORT || with->pair[i] != -EAFNOSUPPORT)
+                        fail_msg("%s under the filter: socket %ld, socketpair %ld",
+                                 refused_families[i].name, with->socket[i], with->pair[i]);
+                /* Twin: without the filter the kernel answers, unless it
+                 * lacks the family (then both say EAFNOSUPPORT). */
+                if (without->socket[i] != -EAFNOSUPPORT)
+                        reached++;
+                else
+                        fprintf(stderr, "note: no %s in this kernel: no twin\n",
+                                refused_families[i].name);
+        }
+        /* AF_PACKET is in every kernel hutch supports (CONFIG_PACKET), and
+         * AF_UNIX with bit 32 is AF_UNIX to the kernel. */
+        for (size_t i = 0; i < ELEMENTSOF(refused_families); i++)
+                if (strcmp(refused_families[i].name, "AF_PACKET") == 0 ||
+                    strcmp(refused_families[i].name, "AF_UNIX with bit 32") == 0)
+                        ASSERT_TRUE(without->socket[i] != -EAFNOSUPPORT);
+        ASSERT_TRUE(reached >= 2);
+        (void)munmap(with, sizeof(*with));
+        (void)munmap(without, sizeof(*without));
+}
+
+/* The allowed families give what they give without the filter (AF_INET6
+ * where IPv6 is off, say, its EAFNOSUPPORT), and AF_UNIX works. */
+TEST(socket_families_on_the_allow_list_are_untouched) {
+        FamilyResults *with = family_results(true), *without = family_results(false);
+
+        for (size_t i = 0; i < ELEMENTSOF(allowed_families); i++) {
+                size_t k = ELEMENTSOF(refused_families) + i;
+
+                if (with->socket[k] != without->socket[k] || with->pair[k] != without->pair[k])
+                        fail_msg("%s: socket %ld (unfiltered %ld), socketpair %ld (unfiltered %ld)",
+                                 allowed_families[i].name, with->socket[k], without->socket[k],
+                                 with->pair[k], without->pair[k]);
+        }
+        ASSERT_EQ(with->socket[ELEMENTSOF(refused_families)], 0);
+        ASSERT_EQ(with->pair[ELEMENTSOF(refused_families)], 0);
+        ASSERT_EQ(with->socket[ELEMENTSOF(refused_families) + 3], 0); /* AF_NETLINK */
+        (void)munmap(with, sizeof(*with));
+        (void)munmap(without, sizeof(*without));
+}
+
 static int child_load_twice(const void *userdata) {
         child_load_filter();
         /* Stacking the filter a second time is allowed (seccomp(2) itself
@@ -758,6 +958,105 @@ static int child_int80_unfiltered(const void *userdata) {
         r = int80(I386_NR_PTRACE, 0 /* PTRACE_TRACEME */, 0, 0, 0, 0);
         CHILD_CHECK(r == 0);
         return 0;
+}
+
+/* Memory below 4 GiB for the i386 calls' pointers. */
+typedef struct LowSocketArgs {
+        uint32_t args[4]; /* socketcall's arguments: i386 longs */
+        int sv[2];
+} LowSocketArgs;
+
+/* socket (@pair: socketpair) of @family through the direct i386 call
+ * (@via_socketcall false) or socketcall(2); a socket made is closed.
+ * Returns 0 or -errno. */
+static long int80_socket(LowSocketArgs *low, bool via_socketcall, bool pair, uint32_t family,
+                         int type) {
+        long r;
+
+        low->sv[0] = low->sv[1] = -1;
+        if (via_socketcall) {
+                low->args[0] = family;
+                low->args[1] = (uint32_t)type;
+                low->args[2] = 0;
+                low->args[3] = (uint32_t)(uintptr_t)low->sv;
+                r = int80(I386_NR_SOCKETCALL, pair ? SYS_SOCKETPAIR_CALL : SYS_SOCKET_CALL,
+                          (long)(uintptr_t)low->args, 0, 0, 0);
+        } else
+                r = int80(pair ? I386_NR_SOCKETPAIR : I386_NR_SOCKET, family, type, 0,
+                          (long)(uintptr_t)low->sv, 0);
+        if (r < 0)
+                return r;
+        if (pair) {
+                (void)close(low->sv[0]);
+                (void)close(low->sv[1]);
+        } else
+                (void)close((int)r);
+        return 0;
+}
+
+static LowSocketArgs *low_socket_args(void) {
+        LowSocketArgs *low = mmap(NULL, sizeof(*low), PROT_READ | PROT_WRITE,
+                                  MAP_PRIVATE | MAP_ANONYMOUS | MAP_32BIT, -1, 0);
+
+        CHILD_CHECK(low != MAP_FAILED);
+        return low;
+}
+
+static int child_int80_sockets_filtered(const void *userdata) {
+        LowSocketArgs *low = low_socket_args();
+
+        child_load_filter();
+        /* The direct calls compare the family as x86_64 does. */
+        for (size_t i = 0; i < ELEMENTSOF(refused_families); i++) {
+                uint32_t f = (uint32_t)refused_families[i].family;
+
+                if (refused_families[i].family > UINT32_MAX)
+                        continue; /* i386 registers hold 32 bits */
+                CHILD_CHECK(int80_socket(low, false, false, f, refused_families[i].type) ==
+                            -EAFNOSUPPORT);
+                CHILD_CHECK(int80_socket(low, false, true, f, SOCK_STREAM) == -EAFNOSUPPORT);
+                /* socketcall: denied whatever the family (its arguments
+                 * are in memory). */
+                CHILD_CHECK(int80_socket(low, true, false, f, refused_families[i].type) ==
+                            -EAFNOSUPPORT);
+                CHILD_CHECK(int80_socket(low, true, true, f, SOCK_STREAM) == -EAFNOSUPPORT);
+        }
+        CHILD_CHECK(int80_socket(low, true, false, AF_UNIX, SOCK_STREAM) == -EAFNOSUPPORT);
+        CHILD_CHECK(int80_socket(low, true, true, AF_UNIX, SOCK_STREAM) == -EAFNOSUPPORT);
+        /* Twins: the allowed families through the direct calls, and
+         * socketcall's other sub-calls. */
+        CHILD_CHECK(int80_socket(low, false, false, AF_UNIX, SOCK_STREAM) == 0);
+        CHILD_CHECK(int80_socket(low, false, true, AF_UNIX, SOCK_STREAM) == 0);
+        CHILD_CHECK(int80_socket(low, false, false, AF_INET, SOCK_DGRAM) == 0);
+        CHILD_CHECK(int80_socket(low, false, false, AF_NETLINK, SOCK_RAW) == 0);
+        low->args[0] = (uint32_t)-1;
+        low->args[1] = 0;
+        CHILD_CHECK(int80(I386_NR_SOCKETCALL, SYS_SHUTDOWN_CALL, (long)(uintptr_t)low->args, 0, 0,
+                          0) == -EBADF);
+        return 0;
+}
+
+static int child_int80_sockets_unfiltered(const void *userdata) {
+        LowSocketArgs *low = low_socket_args();
+
+        CHILD_CHECK(int80_socket(low, true, false, AF_UNIX, SOCK_STREAM) == 0);
+        CHILD_CHECK(int80_socket(low, true, true, AF_UNIX, SOCK_STREAM) == 0);
+        CHILD_CHECK(int80_socket(low, true, false, AF_PACKET, SOCK_RAW) != -EAFNOSUPPORT);
+        CHILD_CHECK(int80_socket(low, false, false, AF_PACKET, SOCK_RAW) != -EAFNOSUPPORT);
+        return 0;
+}
+
+TEST(int80_socket_families) {
+        if (!have_ia32()) {
+                if (getenv("HUTCH_TEST_MUST_WORK"))
+                        fail_msg("no IA32 emulation and HUTCH_TEST_MUST_WORK is set");
+                fprintf(stderr, "skip: the kernel does not run i386 syscalls\n");
+                skip();
+        }
+        ASSERT_CHILD_EXITED_OK(run_child(child_int80_sockets_filtered, NULL));
+        /* Twin: without the filter socketcall makes sockets, and AF_PACKET
+         * reaches the kernel both ways. */
+        ASSERT_CHILD_EXITED_OK(run_child(child_int80_sockets_unfiltered, NULL));
 }
 
 TEST(int80_calls_are_filtered) {

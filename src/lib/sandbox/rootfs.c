@@ -359,7 +359,7 @@ static int setup_dev(const Policy *p, HutchError *reterr) {
                 {"/proc/self/fd/1", "/dev/stdout"}, {"/proc/self/fd/2", "/dev/stderr"},
                 {"pts/ptmx", "/dev/ptmx"},
         };
-        int r;
+        int fd, r;
 
         if (mkdir("/dev", 0755) < 0)
                 return fail(reterr, negative_errno(), "create", "/dev");
@@ -372,9 +372,11 @@ static int setup_dev(const Policy *p, HutchError *reterr) {
 
                 (void)snprintf(src, sizeof(src), OLDROOT "/dev/%s", dev_nodes[i]);
                 (void)snprintf(dst, sizeof(dst), "/dev/%s", dev_nodes[i]);
-                r = touch_mount_point(dst);
-                if (r < 0)
-                        return fail(reterr, r, "create", dst);
+                fd = open(dst, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY,
+                          0444);
+                if (fd < 0)
+                        return fail(reterr, negative_errno(), "create", dst);
+                (void)close(fd);
                 r = mount_bind(src, dst);
                 if (r < 0)
                         return fail(reterr, r, "bind-mount", src);
@@ -706,84 +708,168 @@ typedef struct UserMount {
         const char *target;
         const BindMount *bind; /* or NULL for a tmpfs */
         const TmpfsMount *tmpfs;
-        int fd;
+        int tree;   /* a bind's detached source tree */
+        bool owned; /* tree was cloned here (else it is the caller's) */
+        bool dir;   /* the mount point is a directory */
 } UserMount;
+
+typedef struct UserMounts {
+        UserMount list[POLICY_MAX_BINDS + POLICY_MAX_TMPFS];
+        size_t n;
+} UserMounts;
+
+static void user_mounts_done(UserMounts *u) {
+        for (size_t i = 0; i < u->n; i++)
+                if (u->list[i].owned)
+                        u->list[i].tree = safe_close(u->list[i].tree);
+        u->n = 0;
+}
 
 static int user_mount_compare(const void *a, const void *b) {
         return strcmp(((const UserMount *)a)->target, ((const UserMount *)b)->target);
 }
 
-static int setup_one_user_mount(const Policy *p, const UserMount *m, HutchError *reterr) {
-        char src[4096];
-        struct stat st;
-        int r;
+/* Clones the host tree of a bind that the supervisor did not prepare,
+ * from OLDROOT. SECURITY: the source was validated as a canonical path; a
+ * component swapped for a symlink since then is refused, not followed
+ * (as sandbox_open_detached_tree() does for the supervisor). */
+static int user_mount_clone_source(int oldroot, UserMount *m, HutchError *reterr) {
+        struct open_how how = {
+                .flags = O_PATH | O_CLOEXEC,
+                .resolve = RESOLVE_IN_ROOT | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS,
+        };
+        _cleanup_close_ int src = -EBADF;
 
-        if (m->tmpfs) {
-                r = mkdir_parents(m->target, 0755);
-                if (r < 0)
-                        return fail(reterr, r, "create", m->target);
-                r = mount_tmpfs(m->target, m->tmpfs->size, 01777, MS_NOSUID | MS_NODEV);
-                if (r < 0)
-                        return fail(reterr, r, "mount tmpfs on", m->target);
-                return 0;
-        }
-
-        r = host_path(m->bind->source, src, sizeof(src));
-        if (r < 0)
-                return fail(reterr, r, "resolve", m->bind->source);
-        if (m->fd >= 0 ? fstat(m->fd, &st) < 0 : stat(src, &st) < 0)
-                return fail(reterr, negative_errno(), "inspect", m->bind->source);
-        r = S_ISDIR(st.st_mode) ? mkdir_parents(m->target, 0755) : touch_mount_point(m->target);
-        if (r < 0)
-                return fail(reterr, r, "create the mount point", m->target);
-        if (m->fd >= 0) {
-                if (move_mount(m->fd, "", AT_FDCWD, m->target, MOVE_MOUNT_F_EMPTY_PATH) < 0)
-                        return fail(reterr, negative_errno(), "attach", m->bind->source);
-        } else {
-                r = mount_bind(src, m->target);
-                if (r < 0)
-                        return fail(reterr, r, "bind-mount", m->bind->source);
-        }
-        r = mount_set_attr(m->target,
-                           MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV |
-                                   (m->bind->read_only || p->read_only ? MOUNT_ATTR_RDONLY : 0),
-                           true);
-        if (r < 0)
-                return fail(reterr, r, "set flags of", m->target);
+        src = (int)syscall(SYS_openat2, oldroot, m->bind->source, &how, sizeof(how));
+        if (src < 0)
+                return hutch_error_set(reterr, errno,
+                                       "failed to open '%s' for the sandbox (a symlink in the path "
+                                       "is refused): %m",
+                                       m->bind->source);
+        m->tree = open_tree(src, "",
+                            OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE | AT_EMPTY_PATH);
+        if (m->tree < 0)
+                return fail(reterr, negative_errno(), "bind-mount", m->bind->source);
+        m->owned = true;
         return 0;
 }
 
-/* -v binds and --tmpfs mounts, parents before children. Entries for /tmp,
+/* -v binds and --tmpfs mounts, parents before children, with each bind's
+ * source tree open (while OLDROOT is still there). Entries for /tmp,
  * /dev/shm, $HOME and a copied workspace only resize those default mounts
  * and are skipped here. */
-static int setup_user_mounts(const RootfsConfig *c, HutchError *reterr) {
+static int user_mounts_prepare(const RootfsConfig *c, UserMounts *u, HutchError *reterr) {
         const Policy *p = c->policy;
-        UserMount list[POLICY_MAX_BINDS + POLICY_MAX_TMPFS];
+        _cleanup_close_ int oldroot = -EBADF;
         /* A --tmpfs /workspace sizes a copied workspace or an overlay's
          * upper tmpfs. */
         bool workspace_tmpfs = p->workspace && (p->workspace_mode == WORKSPACE_MODE_COPY ||
                                                 p->workspace_mode == WORKSPACE_MODE_OVERLAY);
-        size_t n = 0;
         int r;
 
-        for (size_t i = 0; i < p->n_binds && n < ELEMENTSOF(list); i++)
-                list[n++] = (UserMount){
+        for (size_t i = 0; i < p->n_binds && u->n < ELEMENTSOF(u->list); i++)
+                u->list[u->n++] = (UserMount){
                         .target = p->binds[i].target,
                         .bind = &p->binds[i],
-                        .fd = c->bind_fds ? c->bind_fds[i] : -EBADF,
+                        .tree = c->bind_fds ? c->bind_fds[i] : -EBADF,
                 };
-        for (size_t i = 0; i < p->n_tmpfs && n < ELEMENTSOF(list); i++) {
+        for (size_t i = 0; i < p->n_tmpfs && u->n < ELEMENTSOF(u->list); i++) {
                 const char *t = p->tmpfs[i].path;
 
                 if (strcmp(t, "/tmp") == 0 || strcmp(t, "/dev/shm") == 0 ||
                     strcmp(t, POLICY_SANDBOX_HOME) == 0 ||
                     (workspace_tmpfs && strcmp(t, POLICY_SANDBOX_WORKSPACE) == 0))
                         continue;
-                list[n++] = (UserMount){.target = t, .tmpfs = &p->tmpfs[i], .fd = -EBADF};
+                u->list[u->n++] = (UserMount){
+                        .target = t,
+                        .tmpfs = &p->tmpfs[i],
+                        .tree = -EBADF,
+                        .dir = true,
+                };
         }
-        qsort(list, n, sizeof(list[0]), user_mount_compare);
-        for (size_t i = 0; i < n; i++) {
-                r = setup_one_user_mount(p, &list[i], reterr);
+        qsort(u->list, u->n, sizeof(u->list[0]), user_mount_compare);
+
+        for (size_t i = 0; i < u->n; i++) {
+                UserMount *m = &u->list[i];
+                struct stat st;
+
+                if (!m->bind)
+                        continue;
+                if (m->tree < 0) {
+                        if (oldroot < 0) {
+                                oldroot = open(OLDROOT, O_PATH | O_DIRECTORY | O_CLOEXEC);
+                                if (oldroot < 0)
+                                        return fail(reterr, negative_errno(), "open", OLDROOT);
+                        }
+                        r = user_mount_clone_source(oldroot, m, reterr);
+                        if (r < 0)
+                                return r;
+                }
+                if (fstat(m->tree, &st) < 0)
+                        return fail(reterr, negative_errno(), "inspect", m->bind->source);
+                m->dir = S_ISDIR(st.st_mode);
+        }
+        return 0;
+}
+
+/* Opens the mount point of @m below @root, made as it has to be
+ * (mount_point_open_beneath()). */
+static int user_mount_point(int root, const UserMount *m, HutchError *reterr) {
+        size_t len = 0;
+        int fd;
+
+        fd = mount_point_open_beneath(root, m->target, m->dir, &len);
+        if (fd == -ELOOP)
+                return hutch_error_set(reterr, ELOOP,
+                                       "the mount target '%s' has a symlink in its path ('%.*s'); "
+                                       "mount points are never made through symlinks",
+                                       m->target, (int)len, m->target);
+        if (fd < 0)
+                return hutch_error_set(reterr, -fd,
+                                       "failed to create the mount point '%s' (at '%.*s'): %s",
+                                       m->target, (int)len, m->target, strerror(-fd));
+        return fd;
+}
+
+static int user_mount_attach(const Policy *p, int root, const UserMount *m, HutchError *reterr) {
+        _cleanup_close_ int point = -EBADF;
+        int r;
+
+        point = user_mount_point(root, m, reterr);
+        if (point < 0)
+                return point;
+        if (m->tmpfs) {
+                r = mount_tmpfs_at(point, m->tmpfs->size, 01777,
+                                   MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV);
+                if (r < 0)
+                        return fail(reterr, r, "mount tmpfs on", m->target);
+                return 0;
+        }
+        r = mount_move_to(m->tree, point);
+        if (r < 0)
+                return fail(reterr, r, "attach", m->bind->source);
+        r = mount_set_attr_fd(m->tree,
+                              MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV |
+                                      (m->bind->read_only || p->read_only ? MOUNT_ATTR_RDONLY : 0),
+                              true);
+        if (r < 0)
+                return fail(reterr, r, "set flags of", m->target);
+        return 0;
+}
+
+/* SECURITY: runs after OLDROOT is gone; every mount point is walked from
+ * "/" one component at a time and never through a symlink. */
+static int user_mounts_attach(const Policy *p, const UserMounts *u, HutchError *reterr) {
+        _cleanup_close_ int root = -EBADF;
+        int r;
+
+        if (u->n == 0)
+                return 0;
+        root = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC);
+        if (root < 0)
+                return fail(reterr, negative_errno(), "open", "/");
+        for (size_t i = 0; i < u->n; i++) {
+                r = user_mount_attach(p, root, &u->list[i], reterr);
                 if (r < 0)
                         return r;
         }
@@ -936,6 +1022,7 @@ int rootfs_install_ca_bundle(int ca_fd, uint64_t hash, HutchError *reterr) {
 }
 
 int rootfs_setup(const RootfsConfig *c, unsigned *ret_fallbacks, HutchError *reterr) {
+        _cleanup_(user_mounts_done) UserMounts user = {};
         const Policy *p = c->policy;
         unsigned fallbacks = 0;
         bool moved = false;
@@ -998,17 +1085,23 @@ int rootfs_setup(const RootfsConfig *c, unsigned *ret_fallbacks, HutchError *ret
         r = stage_remove(reterr);
         if (r < 0)
                 return r;
-        r = setup_user_mounts(c, reterr);
+        r = user_mounts_prepare(c, &user, reterr);
         if (r < 0)
                 return r;
 
-        /* SECURITY: drop every reference to the host's root. */
+        /* SECURITY: drop every reference to the host's root before the -v
+         * and --tmpfs mount points are made: their parents may be in the
+         * workspace, the persistent directories or another bind, where the
+         * sandbox or a repository put what it liked. */
         if (umount2(OLDROOT, MNT_DETACH) < 0)
                 return fail(reterr, negative_errno(), "unmount", OLDROOT);
         if (rmdir(OLDROOT) < 0)
                 return fail(reterr, negative_errno(), "remove", OLDROOT);
         if (unlink(MASK_FILE) < 0)
                 return fail(reterr, negative_errno(), "remove", MASK_FILE);
+        r = user_mounts_attach(p, &user, reterr);
+        if (r < 0)
+                return r;
         r = mount_set_attr("/", MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, false);
         if (r < 0)
                 return fail(reterr, r, "make read-only", "/");

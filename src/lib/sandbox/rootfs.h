@@ -70,7 +70,12 @@ typedef struct RootfsConfig {
  * moves it over "/" and chroots: docs/containers.md); the working
  * directory is left at the new "/". *@ret_fallbacks gets the
  * 1 << OutcomeFallback of each weaker path taken. Returns 0 or -errno with
- * @reterr naming the step and path. */
+ * @reterr naming the step and path.
+ * SECURITY: the mount points of -v and --tmpfs, whose parents may be in the
+ * workspace, the persistent directories or another bind, are made after
+ * the host's root is detached, each walked from "/" without following a
+ * symlink (mount_point_open_beneath()): a symlink in a target's path is
+ * -ELOOP, with @reterr naming the target. */
 int rootfs_setup(const RootfsConfig *c, unsigned *ret_fallbacks, HutchError *reterr);
 
 /* Appends the sandbox CA (@ca_fd, a memfd from the supervisor, PEM) to the

@@ -58,6 +58,12 @@ int sync_recv(int sock, SyncMsg *ret, int *fds, size_t max_fds) {
         ssize_t n;
 
         n = recv_with_fds(sock, &m, sizeof(m), fds, max_fds);
+        /* The peer closed with a message of ours unread (init failed
+         * before it read SYNC_OP_CONTINUE): the kernel reports that once,
+         * ahead of what the peer sent before it closed, which is still
+         * queued (its SYNC_OP_ERROR). */
+        if (n == -ECONNRESET)
+                n = recv_with_fds(sock, &m, sizeof(m), fds, max_fds);
         if (n < 0)
                 return (int)n;
         if (n == 0)

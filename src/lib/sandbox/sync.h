@@ -111,5 +111,7 @@ int sync_send_status(int sock, SyncOp op, int status, const uint64_t values[3], 
 
 /* Receives one message and checks magic, major version and op range;
  * returns 1 with @ret filled, 0 on EOF, -EBADMSG on a malformed message,
- * -errno otherwise. Received fds go to @fds (up to @max_fds). */
+ * -errno otherwise. Received fds go to @fds (up to @max_fds). A peer that
+ * closed with a message of ours unread does not hide what it sent before:
+ * the ECONNRESET the kernel reports first is passed over once. */
 int sync_recv(int sock, SyncMsg *ret, int *fds, size_t max_fds);

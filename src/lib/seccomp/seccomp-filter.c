@@ -15,10 +15,13 @@
 
 /* Denies every call of @nr (a syscall name, not quoted). */
 #define DENY(nr, err, why)                                                                         \
-        { #nr, (err), -1, 0, 0, (why) }
+        { #nr, (err), -1, 0, 0, (why), false }
 /* Denies @nr when (argument @a & @m) == @v. */
 #define DENY_ARG(nr, err, a, m, v, why)                                                            \
-        { #nr, (err), (a), (m), (v), (why) }
+        { #nr, (err), (a), (m), (v), (why), false }
+/* Denies @nr when argument @a > @v (unsigned, all 64 bits). */
+#define DENY_ARG_GT(nr, err, a, v, why)                                                            \
+        { #nr, (err), (a), 0, (v), (why), true }
 
 /* clone() with the namespace flag @flag in arg0 (the flags on x86_64 and
  * i386; only s390 swaps the first two arguments). */
@@ -78,10 +81,32 @@
                 DENY(openat2, ENOSYS,                                                              \
                      "its mode lives in a struct seccomp cannot read; libc falls back to openat")
 
+/* SECURITY: socket families, an allow-list written as deny rules on the
+ * family (argument 0, compared in all 64 bits: exactly the values 1, 2, 10
+ * and 16 pass). A network namespace isolates AF_INET, AF_INET6 and
+ * AF_NETLINK (the sandbox's own lo and routes) and AF_UNIX (abstract
+ * names; paths are the filesystem's); other families reach what it does
+ * not isolate: AF_VSOCK the host's vsock space (on a VM with virtio-vsock,
+ * the hypervisor's side), AF_PACKET, AF_ALG, AF_KEY, and rarely used
+ * protocol families with a long history of kernel bugs. EAFNOSUPPORT is
+ * what a kernel without the family answers, which programs handle. On
+ * i386 the socketcall(2) path is denied whole (see the header). */
+#define DENY_SOCKET_FAMILIES(nr)                                                                   \
+        DENY_ARG(nr, EAFNOSUPPORT, 0, ~0ULL, 0, "family 0 (AF_UNSPEC)"),                           \
+                DENY_ARG(nr, EAFNOSUPPORT, 0, ~0ULL, 3, "family 3 (AF_AX25)"),                     \
+                DENY_ARG(nr, EAFNOSUPPORT, 0, ~3ULL, 4,                                            \
+                         "families 4-7 (AF_IPX, AF_APPLETALK, AF_NETROM, AF_BRIDGE)"),             \
+                DENY_ARG(nr, EAFNOSUPPORT, 0, ~1ULL, 8, "families 8-9 (AF_ATMPVC, AF_X25)"),       \
+                DENY_ARG(nr, EAFNOSUPPORT, 0, ~0ULL, 11, "family 11 (AF_ROSE)"),                   \
+                DENY_ARG(nr, EAFNOSUPPORT, 0, ~3ULL, 12,                                           \
+                         "families 12-15 (AF_DECnet, AF_NETBEUI, AF_SECURITY, AF_KEY)"),           \
+                DENY_ARG_GT(nr, EAFNOSUPPORT, 0, 16,                                               \
+                            "families above 16 (AF_PACKET, AF_ALG, AF_VSOCK, AF_XDP, ...)")
+
 /* SECURITY: the deny list. Keep one reason per line; the unit test rejects
- * duplicates and names libseccomp does not know. No entry may be a call
- * that an architecture multiplexes through socketcall(2) or ipc(2): such a
- * name resolves to a negative number there and would be skipped. */
+ * duplicates and names libseccomp does not know. A call that i386
+ * multiplexes through socketcall(2) is filtered there twice (see the
+ * header); none may be one that it multiplexes through ipc(2). */
 static const SeccompRule default_rules[] = {
         /* Mounts: the sandbox's mount tree is final once the command runs. */
         DENY(mount, EPERM, "changes the mount tree"),
@@ -184,6 +209,9 @@ static const SeccompRule default_rules[] = {
         PERSONALITY_BITS_4(20),
         PERSONALITY_BITS_4(24),
         PERSONALITY_BITS_4(28),
+
+        DENY_SOCKET_FAMILIES(socket),
+        DENY_SOCKET_FAMILIES(socketpair),
 };
 
 /* SECURITY: QEMU's own filter (on top of its -sandbox): it serves the
@@ -257,7 +285,9 @@ static int filter_add_rules(scmp_filter_ctx ctx, uint32_t arch, const SeccompRul
 
         for (size_t i = 0; i < n_rules; i++) {
                 const SeccompRule *rule = &rules[i];
-                int nr;
+                struct scmp_arg_cmp cmp;
+                bool multiplexed;
+                int nr, arch_nr;
 
                 /* Rule numbers are read in the native numbering (a
                  * negative pseudo number when the call is not native);
@@ -268,20 +298,32 @@ static int filter_add_rules(scmp_filter_ctx ctx, uint32_t arch, const SeccompRul
                 nr = seccomp_syscall_resolve_name(rule->name);
                 if (nr == __NR_SCMP_ERROR)
                         return -ENOSYS;
+                arch_nr = seccomp_syscall_resolve_name_arch(arch, rule->name);
+                multiplexed = seccomp_nr_is_socketcall(arch_nr);
                 /* SECURITY: skipped only where the call does not exist
                  * (umount, vm86 and stime on x86_64, kexec_file_load on
                  * i386, iopl wherever there is no port I/O): nothing can invoke it
                  * there. */
-                if (seccomp_syscall_resolve_name_arch(arch, rule->name) < 0)
+                if (arch_nr < 0 && !multiplexed)
                         continue;
                 if (rule->arg < 0)
-                        r = seccomp_rule_add_exact(ctx, SCMP_ACT_ERRNO((uint32_t)rule->error), nr,
-                                                   0);
+                        cmp = (struct scmp_arg_cmp){};
+                else if (rule->greater_than)
+                        cmp = SCMP_CMP64((unsigned)rule->arg, SCMP_CMP_GT, rule->value);
                 else
-                        r = seccomp_rule_add_exact(
-                                ctx, SCMP_ACT_ERRNO((uint32_t)rule->error), nr, 1,
-                                SCMP_CMP64((unsigned)rule->arg, SCMP_CMP_MASKED_EQ, rule->mask,
-                                           rule->value));
+                        cmp = SCMP_CMP64((unsigned)rule->arg, SCMP_CMP_MASKED_EQ, rule->mask,
+                                         rule->value);
+                /* SECURITY: a multiplexed call goes through libseccomp's
+                 * rewriting (seccomp_rule_add, not _exact): a rule for the
+                 * direct call with the comparison, and one for the
+                 * multiplexer with that sub-call and no other comparison
+                 * (its arguments are in memory), which denies it whole. */
+                if (multiplexed)
+                        r = seccomp_rule_add_array(ctx, SCMP_ACT_ERRNO((uint32_t)rule->error), nr,
+                                                   rule->arg < 0 ? 0 : 1, &cmp);
+                else
+                        r = seccomp_rule_add_exact_array(ctx, SCMP_ACT_ERRNO((uint32_t)rule->error),
+                                                         nr, rule->arg < 0 ? 0 : 1, &cmp);
                 if (r < 0)
                         return r;
         }

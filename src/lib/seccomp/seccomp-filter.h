@@ -10,8 +10,9 @@
  * What the filter does:
  *
  *  - Every call that is not listed is allowed. A listed call fails with an
- *    errno (EPERM, or ENOSYS for clone3) instead of killing the process, so
- *    programs print a clean error and may fall back.
+ *    errno (EPERM, ENOSYS for clone3, EAFNOSUPPORT for socket families)
+ *    instead of killing the process, so programs print a clean error and
+ *    may fall back.
  *  - The deny-list is the static table returned by
  *    seccomp_filter_default_rules(): mount and the new mount API, namespace
  *    creation and entry (unshare, setns, clone with any CLONE_NEW* flag),
@@ -20,8 +21,21 @@
  *    the key management calls, kexec, kernel modules, reboot, swap,
  *    port I/O, file handles, ptrace and cross-process memory access,
  *    clock setting, syslog, ioctl(TIOCSTI/TIOCLINUX), personality values
- *    other than PER_LINUX (0) and the query 0xffffffff, and a few obsolete
- *    or rarely needed calls; each entry carries a one-line reason.
+ *    other than PER_LINUX (0) and the query 0xffffffff, socket(2) and
+ *    socketpair(2) of any family but AF_UNIX, AF_INET, AF_INET6 and
+ *    AF_NETLINK (the families a network namespace isolates or that stay
+ *    inside the sandbox; AF_VSOCK, AF_PACKET, AF_ALG, AF_KEY and the rest
+ *    fail with EAFNOSUPPORT, as on a kernel without them), and a few
+ *    obsolete or rarely needed calls; each entry carries a one-line reason.
+ *  - Calls that i386 multiplexes through socketcall(2) (socket and
+ *    socketpair here) are filtered twice there: the direct i386 call
+ *    (Linux 4.3+) compares its arguments like x86_64, and socketcall with
+ *    that sub-call, whose arguments are in memory that seccomp cannot
+ *    read, is denied whatever they are (SECURITY: an allow-list cannot be
+ *    checked there, so it fails closed; 32-bit programs that create
+ *    sockets through socketcall, as i386 glibc built for kernels before
+ *    4.3 does, get EAFNOSUPPORT for every family). libseccomp makes both
+ *    rules from one entry. All rules of such a name share one errno.
  *  - Architectures: the native one and, when native is x86_64, also i386,
  *    so a 64-bit process cannot slip past the list through `int $0x80`
  *    (those calls arrive with AUDIT_ARCH_I386 and i386 numbers). A name
@@ -44,12 +58,14 @@
 
 #include <linux/filter.h>
 #include <seccomp.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
 /* One deny rule. With @arg < 0 the rule matches every call of @name; with
- * @arg in 0..5 it matches when (argument @arg & @mask) == @value. Several
- * rules for one name are alternatives (any match denies). */
+ * @arg in 0..5 it matches when (argument @arg & @mask) == @value, or with
+ * @greater_than when argument @arg > @value (unsigned, all 64 bits; @mask
+ * is 0). Several rules for one name are alternatives (any match denies). */
 typedef struct SeccompRule {
         const char *name; /* syscall name as libseccomp spells it */
         int error;        /* the errno the call fails with (1..4095) */
@@ -57,6 +73,7 @@ typedef struct SeccompRule {
         uint64_t mask;    /* with arg >= 0: (argument & mask) == value */
         uint64_t value;
         const char *reason; /* why it is denied, one line */
+        bool greater_than;  /* with arg >= 0: argument > value instead */
 } SeccompRule;
 
 /* Returns the default deny table (static storage, never freed) and writes
@@ -99,6 +116,16 @@ int seccomp_filter_new_vmm(scmp_filter_ctx *ret);
 int seccomp_filter_export_vmm(int fd);
 int seccomp_filter_load_vmm(void);
 const struct sock_filter *seccomp_filter_vmm_program(size_t *ret_n);
+
+/* Whether @arch_nr, what seccomp_syscall_resolve_name_arch() answers for
+ * a name on one architecture, is libseccomp's pseudo number of a call that
+ * the architecture multiplexes through socketcall(2) (-101 for socket on
+ * i386, up to -120). A rule for one is added as two (see above). Calls
+ * that ipc(2) multiplexes (pseudo numbers from -201) have no place in a
+ * table. */
+static inline bool seccomp_nr_is_socketcall(int arch_nr) {
+        return arch_nr <= -100 && arch_nr > -200;
+}
 
 /* Cleanup helper for scmp_filter_ctx variables. */
 static inline void seccomp_releasep(scmp_filter_ctx *ctx) {

@@ -554,6 +554,61 @@ static int verb_syscall(const char *name, Abi abi) {
         return print_result(r);
 }
 
+/* socket HOW FAMILY TYPE: creates a socket (or with a "pair" HOW a socket
+ * pair) of FAMILY and TYPE (numbers) and prints "ok" or the errno's name.
+ * HOW: "native" and "native-pair" (x86_64 socket, socketpair), "i386" and
+ * "i386-pair" (the direct i386 calls, 359 and 360, through int $0x80),
+ * "socketcall" and "socketcall-pair" (i386 socketcall, 102, with
+ * SYS_SOCKET (1) or SYS_SOCKETPAIR (8): its arguments in low memory). */
+typedef struct SocketLowMem {
+        uint32_t args[4]; /* socketcall's arguments: i386 longs */
+        int pair[2];
+} SocketLowMem;
+
+static int verb_socket(const char *how, const char *family, const char *type) {
+        SocketLowMem *low;
+        unsigned long fam, typ;
+        bool pair = strstr(how, "-pair") != NULL;
+        long r, a[6] = {0};
+
+        if (parse_uint(family, 0xffffffffUL, &fam) < 0 || parse_uint(type, 0xffffffffUL, &typ) < 0)
+                return 2;
+        low = mmap(NULL, sizeof(*low), PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_32BIT, -1, 0);
+        if (low == MAP_FAILED)
+                return fail("mmap");
+        low->pair[0] = low->pair[1] = -1;
+        if (strncmp(how, "native", 6) == 0) {
+                r = pair ? syscall(SYS_socketpair, fam, typ, 0, low->pair)
+                         : syscall(SYS_socket, fam, typ, 0);
+                if (r < 0)
+                        r = -errno;
+        } else if (strncmp(how, "i386", 4) == 0) {
+                a[0] = (long)fam;
+                a[1] = (long)typ;
+                a[3] = (long)(uintptr_t)low->pair;
+                r = syscall_i386(pair ? 360 : 359, a);
+        } else if (strncmp(how, "socketcall", 10) == 0) {
+                low->args[0] = (uint32_t)fam;
+                low->args[1] = (uint32_t)typ;
+                low->args[2] = 0;
+                low->args[3] = (uint32_t)(uintptr_t)low->pair;
+                a[0] = pair ? 8 : 1;
+                a[1] = (long)(uintptr_t)low->args;
+                r = syscall_i386(102, a);
+        } else {
+                (void)fprintf(stderr, "probe: unknown socket call '%s'\n", how);
+                return 2;
+        }
+        if (r >= 0 && !pair)
+                (void)close((int)r);
+        if (r >= 0 && pair) {
+                (void)close(low->pair[0]);
+                (void)close(low->pair[1]);
+        }
+        return print_result(r);
+}
+
 static int verb_ns(const char *name) {
         char path[PATH_MAX], target[256];
         ssize_t n;
@@ -935,7 +990,8 @@ static void usage(FILE *f) {
                          "       syscall32 NAME syscallx32 NAME ns NAME pid ppid sid tty env\n"
                          "       hostname cwd connect HOST PORT listen-connect resolve NAME\n"
                          "       ifaces owner PATH lstat PATH readlink PATH read PATH ls PATH\n"
-                         "       ps sleep-marker MARKER chroot-escape DIR MARKER\n");
+                         "       ps sleep-marker MARKER chroot-escape DIR MARKER\n"
+                         "       socket HOW FAMILY TYPE\n");
 }
 
 int main(int argc, char **argv) {
@@ -1006,6 +1062,10 @@ int main(int argc, char **argv) {
         if (strcmp(verb, "syscallx32") == 0) {
                 ARGS(1);
                 return verb_syscall(argv[2], ABI_X32);
+        }
+        if (strcmp(verb, "socket") == 0) {
+                ARGS(3);
+                return verb_socket(argv[2], argv[3], argv[4]);
         }
         if (strcmp(verb, "ns") == 0) {
                 ARGS(1);
