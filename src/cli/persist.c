@@ -137,11 +137,37 @@ static void exec_usage(FILE *f) {
                          "  --json FILE         write the outcome as JSON to FILE\n");
 }
 
+/* Names the word getopt refused (@c is '?' or ':'), never the verb: in a
+ * cluster ("-xd") optind has not moved, so a short option is named by
+ * optopt. */
+static void exec_option_error(int c, int argc, char **argv, const struct option *options) {
+        const char *arg = optind >= 1 && optind <= argc ? argv[optind - 1] : "";
+        const char *best;
+
+        if (optopt > 0 && optopt < 0x80 && strncmp(arg, "--", 2) != 0) {
+                log_error("%s option '-%c' (see 'hutch exec --help')",
+                          c == ':' ? "missing value of" : "unknown", optopt);
+                return;
+        }
+        if (c == ':') {
+                log_error("option '%s' needs a value (see 'hutch exec --help')", arg);
+                return;
+        }
+        best = option_nearest(arg, options);
+        if (best)
+                log_error("unknown option '%s': did you mean '--%s'? (see 'hutch exec --help')",
+                          arg, best);
+        else
+                log_error("unknown option '%s' (see 'hutch exec --help')", arg);
+}
+
 int verb_exec(int argc, char **argv) {
         static const struct option options[] = {{"detach", no_argument, NULL, 'd'},
                                                 {"env", required_argument, NULL, 'e'},
                                                 {"workdir", required_argument, NULL, 'w'},
-                                                {"timeout", required_argument, NULL, 't'},
+                                                {"timeout", required_argument, NULL, 'T'},
+                                                {"tty", no_argument, NULL, 't'},
+                                                {"interactive", no_argument, NULL, 'i'},
                                                 {"json", required_argument, NULL, 'j'},
                                                 {"help", no_argument, NULL, 'h'},
                                                 {}};
@@ -165,7 +191,7 @@ int verb_exec(int argc, char **argv) {
         }
         optind = 0;
         opterr = 0;
-        while ((c = getopt_long(argc, argv, "+de:w:h", options, NULL)) >= 0)
+        while ((c = getopt_long(argc, argv, "+:de:w:hit", options, NULL)) >= 0)
                 switch (c) {
                 case 'd':
                         req.detach = true;
@@ -187,6 +213,12 @@ int verb_exec(int argc, char **argv) {
                         req.cwd = optarg;
                         break;
                 case 't':
+                case 'i':
+                        log_error("%s is not supported yet: hutch gives the command no terminal "
+                                  "(its stdin, stdout and stderr are the ones hutch was given)",
+                                  c == 't' ? "-t/--tty" : "-i/--interactive");
+                        return HUTCH_EXIT_FAILURE;
+                case 'T':
                         if (parse_duration_ms(optarg, &req.timeout_ms) < 0) {
                                 log_error("invalid --timeout '%s' (500ms, 30s, 5m, 1h)", optarg);
                                 return HUTCH_EXIT_FAILURE;
@@ -199,8 +231,7 @@ int verb_exec(int argc, char **argv) {
                         exec_usage(stdout);
                         return 0;
                 default:
-                        log_error("unknown or incomplete option '%s' (see 'hutch exec --help')",
-                                  argv[optind - 1]);
+                        exec_option_error(c, argc, argv, options);
                         return HUTCH_EXIT_FAILURE;
                 }
         if (!name && optind < argc)
@@ -240,6 +271,8 @@ int verb_exec(int argc, char **argv) {
                 (void)printf("%llu\n", (unsigned long long)id);
                 return 0;
         }
+        if (exit_code == 127)
+                command_not_found_hint(req.argv);
         if (json_fd >= 0 && json) {
                 r = loop_write(json_fd, json, strlen(json));
                 if (r >= 0)

@@ -67,6 +67,11 @@ int verb_run(int argc, char **argv) {
                 run_args_usage(stdout);
                 return 0;
         }
+        r = run_args_check_workdir(args.policy, &err);
+        if (r < 0) {
+                log_error("%s", err.msg[0] ? err.msg : strerror(-r));
+                return HUTCH_EXIT_FAILURE;
+        }
 
         /* Open the outcome file before anything runs: a bad path is a
          * failure of hutch, reported before the command starts. */
@@ -99,6 +104,8 @@ int verb_run(int argc, char **argv) {
         }
 
         warn_degraded(args.policy, &o);
+        if (o.exit_code == 127)
+                command_not_found_hint(args.command);
         if (json_fd >= 0) {
                 r = write_outcome(json_fd, &o);
                 if (r < 0) {
