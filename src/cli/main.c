@@ -68,10 +68,6 @@ static const char usage_apply[] =
 static const char usage_gc[] = "usage: hutch gc\n\n"
                                "Removes the leftovers of interrupted commands (cgroups, mounts, "
                                "temporary directories).\n";
-static const char usage_serve[] =
-        "usage: hutch serve [--socket PATH] [--listen ADDR:PORT --token-file FILE]\n\n"
-        "Serves the HTTP API (docs/api.md) on a unix socket, and on TCP with a token.\n";
-
 static const struct {
         const char *name;
         int (*fn)(int argc, char **argv);
@@ -97,7 +93,7 @@ static const struct {
         {"mcp", verb_mcp, "serve one sandbox's tools over the Model Context Protocol (stdio)", NULL,
          false},
         {"serve", verb_serve_exec, "serve the HTTP API on a unix socket (and TCP with a token)",
-         usage_serve, false},
+         NULL, false},
         {"doctor", verb_doctor, "report which kernel features work here", NULL, false},
 };
 
