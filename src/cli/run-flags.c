@@ -171,7 +171,7 @@ void run_args_usage(FILE *f) {
         (void)fprintf(f, "usage: hutch run [FLAGS] [--] CMD [ARGS...]\n\n"
                          "run CMD in a fresh one-shot sandbox\n\nflags:\n");
         for (size_t i = 0; i < ELEMENTSOF(run_usage_table); i++)
-                (void)fprintf(f, "  %-36s %s\n", run_usage_table[i].flag, run_usage_table[i].help);
+                (void)fprintf(f, "  %-36s  %s\n", run_usage_table[i].flag, run_usage_table[i].help);
         (void)fprintf(f, "\nexit status: the command's, or 125 if hutch failed, 126 if CMD is not "
                          "executable,\n127 if it was not found, 128+N if it was killed by signal "
                          "N\n");
