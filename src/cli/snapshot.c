@@ -29,8 +29,10 @@ static void snapshot_usage(FILE *f) {
                       "SNAP (default NAME.N)\n"
                       "       hutch snapshot ls [--json | -q]\n"
                       "       hutch snapshot rm SNAP\n"
-                      "       hutch snapshot export SNAP -o FILE.tar.zst\n"
-                      "       hutch snapshot import FILE [--name SNAP]\n");
+                      "       hutch snapshot export SNAP -o FILE.tar.zst [-q]\n"
+                      "       hutch snapshot import FILE [--name SNAP] [-q]\n"
+                      "\nexport and import show their progress on a terminal; -q, --quiet: "
+                      "not\n");
 }
 
 static int snapshot_take(int argc, char **argv) {
