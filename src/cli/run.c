@@ -2,6 +2,7 @@
 #include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "cli.h"
@@ -9,6 +10,7 @@
 #include "log.h"
 #include "run-flags.h"
 #include "sandbox/sandbox.h"
+#include "vm/vm.h"
 
 static int write_outcome(int fd, const Outcome *o) {
         _cleanup_free_ char *json = NULL;
@@ -48,6 +50,28 @@ static void warn_degraded(const Policy *p, const Outcome *o) {
                         log_warning("the %s limit was not enforced by a cgroup (degraded run, see "
                                     "'hutch doctor')",
                                     policy_limit_to_string(i));
+}
+
+/* The first start of a microVM of a given shape builds its template (a
+ * cold boot of seconds): said on a terminal, with the time it took. */
+static uint64_t template_build_start_ms;
+
+static void template_build_notice(bool done, bool ok) {
+        struct timespec ts;
+        uint64_t now;
+
+        (void)clock_gettime(CLOCK_MONOTONIC, &ts);
+        now = (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+        if (!done) {
+                template_build_start_ms = now;
+                (void)fputs("hutch: building the microVM template (once per VM shape; later "
+                            "starts restore it)...",
+                            stderr);
+        } else
+                (void)fprintf(stderr, "\r\033[Khutch: %s the microVM template in %.1f s\n",
+                              ok ? "built" : "could not build (booting cold)",
+                              (double)(now - template_build_start_ms) / 1000.0);
+        (void)fflush(stderr);
 }
 
 int verb_run(int argc, char **argv) {
@@ -97,6 +121,8 @@ int verb_run(int argc, char **argv) {
                             "the host",
                             args.policy->workspace);
 
+        if (args.policy->backend == SANDBOX_BACKEND_VM && isatty(STDERR_FILENO))
+                vm_set_template_build_hook(template_build_notice);
         r = sandbox_run(args.policy, args.command, environ, &o, &err);
         if (r < 0) {
                 log_error("%s", err.msg[0] ? err.msg : strerror(-r));

@@ -10,6 +10,7 @@ import pty
 import re
 import shutil
 import subprocess
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -240,3 +241,40 @@ def test_snapshot_progress_on_a_terminal_not_on_a_pipe(store):
     assert r.returncode == 0 and r.stderr == "", r.stderr
     r = store.run("snapshot", "import", out / "r.tar.zst", "--name", "pimp2")
     assert r.returncode == 0 and r.stderr == "", r.stderr
+
+
+def test_vm_template_build_said_on_a_terminal_not_on_a_pipe(caller, tmp_path):
+    """The first microVM start of a shape builds its template (seconds):
+    on a terminal hutch says so and how long it took; the next start (a
+    restore) and a start on a pipe say nothing."""
+    root = Path(tempfile.mkdtemp(prefix="hutch-cli-vm-", dir="/dev/shm"))
+    try:
+        os.chmod(root, 0o755)
+        env = {"HUTCH_HOME": str(root / "home"), "HUTCH_STATE_DIR": str(root / "state")}
+        # The same shape as test_vm's: TCG works on every machine.
+        args = ["--backend", "vm", "--vm-accel", "tcg", "--", "true"]
+
+        class H:
+            runner = caller
+
+            @staticmethod
+            def argv(a):
+                return caller.argv(list(a))
+
+            @staticmethod
+            def env():
+                return caller.env(env)
+
+        rc, _, tty = run_on_pty(H, *args)
+        assert rc == 0, tty
+        assert "building the microVM template" in tty, tty
+        assert re.search(r"built the microVM template in [0-9.]+ s", tty), tty
+        rc, _, tty = run_on_pty(H, *args)
+        assert rc == 0, tty
+        assert "template" not in tty, tty
+        shutil.rmtree(root / "state" / "vm-templates", ignore_errors=True)
+        r = caller.run(args, env=env, timeout=300)
+        assert r.returncode == 0, r.stderr
+        assert "template" not in r.stderr, r.stderr
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
