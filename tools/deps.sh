@@ -13,17 +13,22 @@ set -euo pipefail
 
 # The one list (DESIGN.md §9). libc6-dev provides the static libc the
 # probe links against. user-mode-linux boots a pure cgroup v2 kernel for
-# tests/integration/test_cgroup_v2.py (this machine is hybrid).
-build_pkgs=(meson ninja-build gcc libc6-dev pkg-config libseccomp-dev libjansson-dev libcmocka-dev libevent-dev libhttp-parser-dev libssl-dev libarchive-dev)
+# tests/integration/test_cgroup_v2.py (this machine is hybrid). pandoc
+# writes the man pages (docs/man/meson.build; optional: without it they are
+# not built); man-db renders them in tests/integration/test_cli_help.py.
+build_pkgs=(meson ninja-build gcc libc6-dev pkg-config libseccomp-dev libjansson-dev libcmocka-dev libevent-dev libhttp-parser-dev libssl-dev libarchive-dev pandoc)
 # npm installs the tests' node packages (undici, the MCP SDK) into their own
 # cache; NodeSource's nodejs bundles it (and conflicts with Debian's npm).
 test_pkgs=(python3 python3-pytest clang-format shellcheck strace bubblewrap uidmap util-linux passwd user-mode-linux curl git nodejs npm python3-trustme python3-cryptography python3-requests zstd python3-yaml)
 # docker.io and podman: tests/integration/test_in_container.py starts its own
 # dockerd and podman (private state dirs) to run hutch inside containers.
-test_pkgs+=(docker.io podman)
+test_pkgs+=(docker.io podman runc)
 # tests/integration/test_host_mounts.py (issue 24): ip netns, Debian's
 # dockerd and client, and the static busybox its image is made of offline.
 test_pkgs+=(iproute2 busybox-static)
+# tests/integration/test_cli_help.py renders the man pages (man-db) and
+# runs the zsh completion.
+test_pkgs+=(man-db zsh)
 bench_pkgs=(bubblewrap hyperfine python3 tinyproxy)
 # The microVM backend (docs/vm.md), a run-time dependency of --backend vm
 # only: QEMU is the VMM; linux-image-amd64 provides the guest's kernel and

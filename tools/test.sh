@@ -135,7 +135,7 @@ PYEOF
 }
 
 shellcheck_scripts() {
-        shellcheck tools/*.sh .ci/run bench/*.sh
+        shellcheck tools/*.sh .ci/run bench/*.sh tools/completion/hutch.bash
 }
 
 # Runs pytest and adds its counts.

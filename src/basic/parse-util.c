@@ -104,15 +104,45 @@ int parse_size(const char *s, uint64_t *ret) {
         };
         uint64_t v;
         int n;
+        uint64_t frac = 0, frac_div = 1;
+        const char *unit;
+        int r;
 
         if (!s)
                 return -EINVAL;
         n = parse_digits(s, &v);
         if (n < 0)
                 return n;
+        unit = s + n;
+        /* A fraction, as docker's "1.5g": up to 9 digits, rounded down to
+         * a whole byte. */
+        if (*unit == '.') {
+                unit++;
+                if (*unit < '0' || *unit > '9')
+                        return -EINVAL;
+                for (; *unit >= '0' && *unit <= '9'; unit++) {
+                        if (frac_div == 1000000000)
+                                return -EINVAL;
+                        frac = frac * 10 + (uint64_t)(*unit - '0');
+                        frac_div *= 10;
+                }
+        }
         for (size_t i = 0; i < ELEMENTSOF(table); i++)
-                if (strcasecmp(s + n, table[i].suffix) == 0)
-                        return mul_checked(v, table[i].factor, ret);
+                if (strcasecmp(unit, table[i].suffix) == 0) {
+                        uint64_t whole, part;
+
+                        /* A fraction of a byte is no size. */
+                        if (frac_div > 1 && table[i].factor == 1)
+                                return -EINVAL;
+                        r = mul_checked(v, table[i].factor, &whole);
+                        if (r < 0)
+                                return r;
+                        part = (uint64_t)(((unsigned __int128)frac * table[i].factor) / frac_div);
+                        if (whole > UINT64_MAX - part)
+                                return -ERANGE;
+                        *ret = whole + part;
+                        return 0;
+                }
         return -EINVAL;
 }
 

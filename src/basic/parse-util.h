@@ -12,10 +12,12 @@ int safe_atou64(const char *s, uint64_t *ret);
 int safe_atou32(const char *s, uint32_t *ret);
 int safe_atoi(const char *s, int *ret);
 
-/* Parses a byte size: digits with an optional suffix k, m, g, t (binary
- * multiples, case-insensitive, an optional trailing 'b' or 'ib' accepted:
- * "64m", "1G", "512KiB", "100b", "4096"). -EINVAL for "12q", "", "-1",
- * "1.5g"; -ERANGE when the value does not fit in 64 bits. */
+/* Parses a byte size: digits, an optional fraction of up to 9 digits, and
+ * an optional suffix k, m, g, t (binary multiples, case-insensitive, an
+ * optional trailing 'b' or 'ib' accepted: "64m", "1G", "1.5g", "512KiB",
+ * "100b", "4096"); a fraction is rounded down to a whole byte. -EINVAL for
+ * "12q", "", "-1", "1.", ".5g", "1.5" (a fraction of a byte); -ERANGE when
+ * the value does not fit in 64 bits. */
 int parse_size(const char *s, uint64_t *ret);
 
 /* Parses a duration into milliseconds: digits with a unit ms, s, m or h

@@ -6,12 +6,14 @@
 #include <jansson.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include "api/persist.h"
 #include "cli.h"
 #include "fd-util.h"
 #include "log.h"
+#include "macro.h"
 #include "persist.h"
 #include "store/diff.h"
 #include "store/store.h"
@@ -22,6 +24,110 @@ static int fail(const HutchError *err, int r) {
         return HUTCH_EXIT_FAILURE;
 }
 
+/* One file's line counts, from its unified diff. */
+typedef struct StatLine {
+        char *path; /* escaped */
+        size_t added, removed;
+        bool binary;
+} StatLine;
+
+/* Counts the '+' and '-' lines of the patch of @c (the two header lines
+ * excepted), written by ws_diff_write_patch() into a memfd. */
+static int diff_count_lines(const WsView *v, const WsChange *c, StatLine *ret, HutchError *reterr) {
+        _cleanup_close_ int fd = -EBADF;
+        FILE *f;
+        _cleanup_free_ char *line = NULL;
+        size_t cap = 0, n = 0;
+        int r;
+
+        fd = memfd_create("hutch-diff-stat", MFD_CLOEXEC);
+        if (fd < 0)
+                return -errno;
+        r = ws_diff_write_patch(v->layer_fds, v->n_layers, v->host_fd, c, 1, fd, reterr);
+        if (r < 0)
+                return r;
+        if (lseek(fd, 0, SEEK_SET) < 0)
+                return -errno;
+        f = fdopen(fd, "r");
+        if (!f)
+                return -errno;
+        fd = -EBADF;
+        while (getline(&line, &cap, f) >= 0) {
+                if (n++ < 2 && (strncmp(line, "--- ", 4) == 0 || strncmp(line, "+++ ", 4) == 0))
+                        continue;
+                if (strncmp(line, "Binary files ", 13) == 0)
+                        ret->binary = true;
+                else if (line[0] == '+')
+                        ret->added++;
+                else if (line[0] == '-')
+                        ret->removed++;
+        }
+        r = ferror(f) ? -EIO : 0;
+        (void)fclose(f);
+        return r;
+}
+
+/* git diff --stat's shape: " PATH | N +++--" per file (symlinks and
+ * directories are left to --name-status, as git tracks no directories),
+ * then " F files changed, I insertions(+), D deletions(-)". */
+static int diff_print_git_stat(const WsView *v, const WsChange *changes, size_t n,
+                               HutchError *reterr) {
+        enum { BAR = 50 };
+        _cleanup_free_ StatLine *lines = calloc(n ? n : 1, sizeof(StatLine));
+        size_t k = 0, width = 0, most = 0, added = 0, removed = 0;
+        int r = 0;
+
+        if (!lines)
+                return -ENOMEM;
+        for (size_t i = 0; i < n && r >= 0; i++) {
+                if (changes[i].type != WS_ENTRY_FILE)
+                        continue;
+                r = ws_path_escape(changes[i].path, &lines[k].path);
+                if (r >= 0)
+                        r = diff_count_lines(v, &changes[i], &lines[k], reterr);
+                if (r >= 0) {
+                        width = MAX(width, strlen(lines[k].path));
+                        most = MAX(most, lines[k].added + lines[k].removed);
+                        added += lines[k].added;
+                        removed += lines[k].removed;
+                }
+                k++;
+        }
+        for (size_t i = 0; i < k && r >= 0; i++) {
+                size_t total = lines[i].added + lines[i].removed, plus = lines[i].added,
+                       minus = lines[i].removed;
+
+                if (lines[i].binary) {
+                        (void)printf(" %-*s | Bin\n", (int)width, lines[i].path);
+                        continue;
+                }
+                /* Scaled to the bar, as git does, each side at least one. */
+                if (most > BAR) {
+                        plus = plus ? MAX((size_t)1, plus * BAR / most) : 0;
+                        minus = minus ? MAX((size_t)1, minus * BAR / most) : 0;
+                }
+                (void)printf(" %-*s | %zu ", (int)width, lines[i].path, total);
+                for (size_t j = 0; j < plus; j++)
+                        (void)putchar('+');
+                for (size_t j = 0; j < minus; j++)
+                        (void)putchar('-');
+                (void)putchar('\n');
+        }
+        if (r >= 0) {
+                (void)printf(" %zu file%s changed", k, k == 1 ? "" : "s");
+                if (added || !removed)
+                        (void)printf(", %zu insertion%s(+)", added, added == 1 ? "" : "s");
+                if (removed || !added)
+                        (void)printf(", %zu deletion%s(-)", removed, removed == 1 ? "" : "s");
+                (void)putchar('\n');
+        }
+        for (size_t i = 0; i < k; i++)
+                free(lines[i].path);
+        if (r >= 0 && (fflush(stdout) != 0 || ferror(stdout)))
+                r = -EIO;
+        return r;
+}
+
 int verb_diff(int argc, char **argv) {
         _cleanup_(store_freep) Store *s = NULL;
         _cleanup_(ws_view_done) WsView v = WS_VIEW_NULL;
@@ -29,17 +135,20 @@ int verb_diff(int argc, char **argv) {
         WsChange *changes = NULL;
         size_t n = 0, n_all = 0;
         const char *name = NULL;
-        bool stat_only = false, as_json = false;
+        bool stat_only = false, as_json = false, name_status = false;
         HutchError err = {};
         int r;
 
         for (int i = 1; i < argc; i++) {
                 if (strcmp(argv[i], "--stat") == 0)
                         stat_only = true;
+                else if (strcmp(argv[i], "--name-status") == 0)
+                        name_status = true;
                 else if (strcmp(argv[i], "--json") == 0)
                         as_json = true;
                 else if (argv[i][0] == '-' && strcmp(argv[i], "--") != 0) {
-                        log_error("usage: hutch diff NAME [--stat | --json] [PATH...]");
+                        log_error("usage: hutch diff NAME [--stat | --name-status | --json] "
+                                  "[PATH...]");
                         return HUTCH_EXIT_FAILURE;
                 } else if (strcmp(argv[i], "--") == 0)
                         continue;
@@ -48,8 +157,8 @@ int verb_diff(int argc, char **argv) {
                 else if (strv_extend(&paths, argv[i]) < 0)
                         return HUTCH_EXIT_FAILURE;
         }
-        if (!name || (stat_only && as_json)) {
-                log_error("usage: hutch diff NAME [--stat | --json] [PATH...]");
+        if (!name || stat_only + as_json + name_status > 1) {
+                log_error("usage: hutch diff NAME [--stat | --name-status | --json] [PATH...]");
                 return HUTCH_EXIT_FAILURE;
         }
         r = persist_paths_normalize(paths, &err);
@@ -71,8 +180,10 @@ int verb_diff(int argc, char **argv) {
                         json_decref(j);
                         (void)printf("%s\n", text ? text : "[]");
                 }
-        } else if (stat_only)
+        } else if (name_status)
                 r = ws_diff_print_stat(stdout, changes, n);
+        else if (stat_only)
+                r = diff_print_git_stat(&v, changes, n, &err);
         else {
                 (void)fflush(stdout);
                 r = ws_diff_write_patch(v.layer_fds, v.n_layers, v.host_fd, changes, n,

@@ -137,11 +137,37 @@ static void exec_usage(FILE *f) {
                          "  --json FILE         write the outcome as JSON to FILE\n");
 }
 
+/* Names the word getopt refused (@c is '?' or ':'), never the verb: in a
+ * cluster ("-xd") optind has not moved, so a short option is named by
+ * optopt. */
+static void exec_option_error(int c, int argc, char **argv, const struct option *options) {
+        const char *arg = optind >= 1 && optind <= argc ? argv[optind - 1] : "";
+        const char *best;
+
+        if (optopt > 0 && optopt < 0x80 && strncmp(arg, "--", 2) != 0) {
+                log_error("%s option '-%c' (see 'hutch exec --help')",
+                          c == ':' ? "missing value of" : "unknown", optopt);
+                return;
+        }
+        if (c == ':') {
+                log_error("option '%s' needs a value (see 'hutch exec --help')", arg);
+                return;
+        }
+        best = option_nearest(arg, options);
+        if (best)
+                log_error("unknown option '%s': did you mean '--%s'? (see 'hutch exec --help')",
+                          arg, best);
+        else
+                log_error("unknown option '%s' (see 'hutch exec --help')", arg);
+}
+
 int verb_exec(int argc, char **argv) {
         static const struct option options[] = {{"detach", no_argument, NULL, 'd'},
                                                 {"env", required_argument, NULL, 'e'},
                                                 {"workdir", required_argument, NULL, 'w'},
-                                                {"timeout", required_argument, NULL, 't'},
+                                                {"timeout", required_argument, NULL, 'T'},
+                                                {"tty", no_argument, NULL, 't'},
+                                                {"interactive", no_argument, NULL, 'i'},
                                                 {"json", required_argument, NULL, 'j'},
                                                 {"help", no_argument, NULL, 'h'},
                                                 {}};
@@ -165,7 +191,7 @@ int verb_exec(int argc, char **argv) {
         }
         optind = 0;
         opterr = 0;
-        while ((c = getopt_long(argc, argv, "+de:w:h", options, NULL)) >= 0)
+        while ((c = getopt_long(argc, argv, "+:de:w:hit", options, NULL)) >= 0)
                 switch (c) {
                 case 'd':
                         req.detach = true;
@@ -187,6 +213,12 @@ int verb_exec(int argc, char **argv) {
                         req.cwd = optarg;
                         break;
                 case 't':
+                case 'i':
+                        log_error("%s is not supported yet: hutch gives the command no terminal "
+                                  "(its stdin, stdout and stderr are the ones hutch was given)",
+                                  c == 't' ? "-t/--tty" : "-i/--interactive");
+                        return HUTCH_EXIT_FAILURE;
+                case 'T':
                         if (parse_duration_ms(optarg, &req.timeout_ms) < 0) {
                                 log_error("invalid --timeout '%s' (500ms, 30s, 5m, 1h)", optarg);
                                 return HUTCH_EXIT_FAILURE;
@@ -199,8 +231,7 @@ int verb_exec(int argc, char **argv) {
                         exec_usage(stdout);
                         return 0;
                 default:
-                        log_error("unknown or incomplete option '%s' (see 'hutch exec --help')",
-                                  argv[optind - 1]);
+                        exec_option_error(c, argc, argv, options);
                         return HUTCH_EXIT_FAILURE;
                 }
         if (!name && optind < argc)
@@ -240,6 +271,8 @@ int verb_exec(int argc, char **argv) {
                 (void)printf("%llu\n", (unsigned long long)id);
                 return 0;
         }
+        if (exit_code == 127)
+                command_not_found_hint(req.argv);
         if (json_fd >= 0 && json) {
                 r = loop_write(json_fd, json, strlen(json));
                 if (r >= 0)
@@ -262,15 +295,50 @@ void persist_format_time(uint64_t ms, char *buf, size_t size) {
                 (void)snprintf(buf, size, "-");
 }
 
+/* What @rec was created from and what it uses on disk: a snapshot of the
+ * sandbox itself becomes its parent (the sandbox continues from it), so
+ * those snapshots are walked past to the one it was created from (or none),
+ * and their size counts as its usage. */
+static int ls_origin(Store *s, const SandboxRecord *rec, uint64_t own_bytes, char **ret_from,
+                     uint64_t *ret_usage) {
+        _cleanup_free_ char *p = rec->parent ? strdup(rec->parent) : NULL;
+        uint64_t usage = own_bytes;
+
+        if (rec->parent && !p)
+                return -ENOMEM;
+        /* A chain is finite, but a damaged store must not loop. */
+        for (unsigned depth = 0; p && depth < 1024; depth++) {
+                _cleanup_(snapshot_record_freep) SnapshotRecord *snap = NULL;
+                _cleanup_free_ char *dir = NULL;
+
+                if (store_snapshot_load(s, p, &snap, NULL) < 0 || !snap->origin ||
+                    strcmp(snap->origin, rec->name) != 0 || snap->created_ms < rec->created_ms)
+                        break;
+                if (store_snapshot_path(s, snap->name, NULL, &dir) >= 0)
+                        usage += store_disk_usage(dir);
+                free(p);
+                p = NULL;
+                if (snap->parent) {
+                        p = strdup(snap->parent);
+                        if (!p)
+                                return -ENOMEM;
+                }
+        }
+        *ret_from = TAKE_PTR(p);
+        *ret_usage = usage;
+        return 0;
+}
+
 int verb_ls(int argc, char **argv) {
         _cleanup_(store_freep) Store *s = NULL;
         _cleanup_strv_free_ char **names = NULL;
         bool as_json = argc == 2 && strcmp(argv[1], "--json") == 0;
+        bool quiet = argc == 2 && (strcmp(argv[1], "-q") == 0 || strcmp(argv[1], "--quiet") == 0);
         json_t *arr = json_array();
         int r;
 
-        if (argc > 1 && !as_json) {
-                log_error("usage: hutch ls [--json]");
+        if (argc > 1 && !as_json && !quiet) {
+                log_error("usage: hutch ls [--json | -q]");
                 json_decref(arr);
                 return HUTCH_EXIT_FAILURE;
         }
@@ -285,13 +353,21 @@ int verb_ls(int argc, char **argv) {
                 log_error_errno(r, "cannot list the sandboxes: %m");
                 return HUTCH_EXIT_FAILURE;
         }
+        if (quiet) {
+                STRV_FOREACH(n, names)
+                        (void)printf("%s\n", *n);
+                json_decref(arr);
+                return 0;
+        }
         if (!as_json)
                 (void)printf("%-24s %-8s %-7s %-19s  %-19s  %10s  %s\n", "NAME", "STATE", "BACKEND",
                              "CREATED", "LAST USED", "DISK", "FROM");
         STRV_FOREACH(n, names) {
                 _cleanup_(sandbox_record_freep) SandboxRecord *rec = NULL;
+                _cleanup_free_ char *from = NULL;
                 HutchError ignored = {};
                 char created[32], used[32];
+                uint64_t usage;
                 PersistInfo info;
 
                 if (store_sandbox_load(s, *n, &rec, &ignored) < 0) {
@@ -300,6 +376,11 @@ int verb_ls(int argc, char **argv) {
                         continue;
                 }
                 persist_info(s, rec, &info);
+                r = ls_origin(s, rec, info.disk_bytes, &from, &usage);
+                if (r < 0) {
+                        json_decref(arr);
+                        return log_oom();
+                }
                 if (as_json) {
                         (void)json_array_append_new(
                                 arr,
@@ -311,6 +392,10 @@ int verb_ls(int argc, char **argv) {
                                           (json_int_t)info.last_used_ms, "disk_bytes",
                                           (json_int_t)info.disk_bytes, "parent",
                                           rec->parent ? json_string(rec->parent) : json_null()));
+                        (void)json_object_set_new(json_array_get(arr, json_array_size(arr) - 1),
+                                                  "from", from ? json_string(from) : json_null());
+                        (void)json_object_set_new(json_array_get(arr, json_array_size(arr) - 1),
+                                                  "usage_bytes", json_integer((json_int_t)usage));
                         continue;
                 }
                 persist_format_time(rec->created_ms, created, sizeof(created));
@@ -318,8 +403,7 @@ int verb_ls(int argc, char **argv) {
                 (void)printf("%-24s %-8s %-7s %-19s  %-19s  %9.1fM  %s\n", rec->name,
                              info.running ? "running" : "stopped",
                              sandbox_backend_to_string(info.backend), created, used,
-                             (double)info.disk_bytes / (1024.0 * 1024.0),
-                             rec->parent ? rec->parent : "-");
+                             (double)usage / (1024.0 * 1024.0), from ? from : "-");
         }
         if (as_json) {
                 _cleanup_free_ char *text = json_dumps(arr, JSON_COMPACT);

@@ -3,8 +3,13 @@
 #include <fcntl.h>
 #include <getopt.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
+#include "macro.h"
 #include "parse-util.h"
 #include "run-flags.h"
 #include "strv.h"
@@ -39,6 +44,12 @@ enum {
         ARG_BACKEND,
         ARG_VM_ACCEL,
         ARG_VM_KERNEL,
+        ARG_RM,
+        ARG_CAP_DROP,
+        ARG_CAP_ADD,
+        ARG_IMAGE,
+        ARG_TTY,
+        ARG_INTERACTIVE,
 };
 
 /* The limit flags, in the order of PolicyLimit. */
@@ -89,13 +100,19 @@ static const struct option run_options[] = {
         {"backend", required_argument, NULL, ARG_BACKEND},
         {"vm-accel", required_argument, NULL, ARG_VM_ACCEL},
         {"vm-kernel", required_argument, NULL, ARG_VM_KERNEL},
+        {"rm", no_argument, NULL, ARG_RM},
+        {"cap-drop", required_argument, NULL, ARG_CAP_DROP},
+        {"cap-add", required_argument, NULL, ARG_CAP_ADD},
+        {"image", required_argument, NULL, ARG_IMAGE},
+        {"tty", no_argument, NULL, 't'},
+        {"interactive", no_argument, NULL, 'i'},
         {"help", no_argument, NULL, 'h'},
         {}};
 
 /* '+': stop at the first non-option, so the command's own flags are never
  * parsed ("hutch run ls -l"). ':': report a missing value as ':' rather
  * than '?', so the two errors get their own messages. */
-static const char run_optstring[] = "+:v:w:e:h";
+static const char run_optstring[] = "+:v:w:e:hit";
 
 /* The reference printed by run_args_usage(); docs/cli-run.md has the same
  * table. */
@@ -113,7 +130,8 @@ static const struct {
          "changes stay in the sandbox)"},
         {"--tmpfs PATH[:size=N]",
          "a tmpfs at PATH (default size 1g; defaults: /tmp 1g, $HOME 1g, /dev/shm 64m)"},
-        {"--read-only", "make the workspace, $HOME and binds read-only"},
+        {"--read-only", "make $HOME read-only (as docker's: binds, the workspace and --tmpfs keep "
+                        "their own mode)"},
         {"--hostname NAME", "the sandbox's hostname (default hutch)"},
         {"--network MODE",
          "none (default: loopback only) or allow (the allowlisted hosts, through hutch-proxy)"},
@@ -143,6 +161,9 @@ static const struct {
         {"--backend ns|vm", "namespaces on this kernel (default), or a microVM (docs/vm.md)"},
         {"--vm-accel kvm|tcg", "the microVM's accelerator (default kvm; tcg is slow emulation)"},
         {"--vm-kernel FILE", "the microVM's kernel (default: the newest /boot/vmlinuz-*)"},
+        {"--rm", "accepted for docker's sake: a run's sandbox is always removed"},
+        {"--cap-drop ALL", "accepted: the sandbox holds no capability over the host"},
+        {"--cap-add CAP", "refused: hutch grants no capability"},
         {"-h, --help", "show this help"},
 };
 
@@ -150,7 +171,7 @@ void run_args_usage(FILE *f) {
         (void)fprintf(f, "usage: hutch run [FLAGS] [--] CMD [ARGS...]\n\n"
                          "run CMD in a fresh one-shot sandbox\n\nflags:\n");
         for (size_t i = 0; i < ELEMENTSOF(run_usage_table); i++)
-                (void)fprintf(f, "  %-36s %s\n", run_usage_table[i].flag, run_usage_table[i].help);
+                (void)fprintf(f, "  %-36s  %s\n", run_usage_table[i].flag, run_usage_table[i].help);
         (void)fprintf(f, "\nexit status: the command's, or 125 if hutch failed, 126 if CMD is not "
                          "executable,\n127 if it was not found, 128+N if it was killed by signal "
                          "N\n");
@@ -167,6 +188,73 @@ void run_args_done(RunArgs *a) {
         a->from = NULL;
         a->json_fd = -EBADF;
         a->help = false;
+}
+
+/* The optimal string alignment distance of @a and @b (an insertion, a
+ * deletion, a change or a swap of two neighbours counts 1), or SIZE_MAX
+ * when a word is too long to matter. */
+static size_t word_distance(const char *a, const char *b) {
+        enum { MAX = 40 };
+        size_t la = strlen(a), lb = strlen(b), d[MAX + 1][MAX + 1];
+
+        if (la > MAX || lb > MAX)
+                return SIZE_MAX;
+        for (size_t i = 0; i <= la; i++)
+                d[i][0] = i;
+        for (size_t j = 0; j <= lb; j++)
+                d[0][j] = j;
+        for (size_t i = 1; i <= la; i++)
+                for (size_t j = 1; j <= lb; j++) {
+                        size_t cost = a[i - 1] == b[j - 1] ? 0 : 1;
+                        size_t v = d[i - 1][j - 1] + cost;
+
+                        if (d[i - 1][j] + 1 < v)
+                                v = d[i - 1][j] + 1;
+                        if (d[i][j - 1] + 1 < v)
+                                v = d[i][j - 1] + 1;
+                        if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] &&
+                            d[i - 2][j - 2] + 1 < v)
+                                v = d[i - 2][j - 2] + 1;
+                        d[i][j] = v;
+                }
+        return d[la][lb];
+}
+
+const char *word_nearest(const char *word, const char *const *candidates) {
+        const char *best = NULL;
+        size_t best_d = SIZE_MAX, limit;
+
+        if (!word || !candidates)
+                return NULL;
+        limit = MAX(strlen(word) / 3, (size_t)1);
+        for (const char *const *c = candidates; *c; c++) {
+                size_t d = word_distance(word, *c);
+
+                if (d <= limit && d < best_d) {
+                        best = *c;
+                        best_d = d;
+                }
+        }
+        return best;
+}
+
+const char *option_nearest(const char *arg, const struct option *options) {
+        const char *names[128];
+        char word[64];
+        size_t n = 0, len;
+
+        if (!arg || !options)
+                return NULL;
+        arg += strspn(arg, "-");
+        len = strcspn(arg, "=");
+        if (len == 0 || len >= sizeof(word))
+                return NULL;
+        memcpy(word, arg, len);
+        word[len] = '\0';
+        for (const struct option *o = options; o->name && n + 1 < ELEMENTSOF(names); o++)
+                names[n++] = o->name;
+        names[n] = NULL;
+        return word_nearest(word, names);
 }
 
 /* Describes a getopt failure: @c is '?' (unknown option, or a value given
@@ -190,8 +278,16 @@ static int run_args_option_error(int c, int argc, char **argv, HutchError *reter
          * ("-hq") optind may not have moved, so only trust argv[optind - 1]
          * for the long cases. */
         if (long_form && (optopt == 0 || optopt >= 0x100 || optopt == 'h')) {
-                if (optopt == 0)
+                if (optopt == 0) {
+                        const char *best = option_nearest(arg, run_options);
+
+                        if (best)
+                                return hutch_error_set(reterr, EINVAL,
+                                                       "unknown option '%.*s': did you mean "
+                                                       "'--%s'?",
+                                                       n, arg, best);
                         return hutch_error_set(reterr, EINVAL, "unknown option '%.*s'", n, arg);
+                }
                 return hutch_error_set(reterr, EINVAL, "option '%.*s' does not take a value", n,
                                        arg);
         }
@@ -223,6 +319,37 @@ static int run_args_parse_json_fd(const char *s, int *ret, HutchError *reterr) {
  * relay, and a copy would have to be made at every start). */
 static int run_args_check_mode(RunArgs *a, RunArgsMode mode, int c, const char *value,
                                HutchError *reterr) {
+        switch (c) {
+        case ARG_RM:
+                if (mode == RUN_ARGS_CREATE)
+                        return hutch_error_set(reterr, EINVAL,
+                                               "--rm is for 'hutch run' (whose sandbox is always "
+                                               "removed); a persistent sandbox stays until 'hutch "
+                                               "rm'");
+                return 0;
+        case ARG_CAP_DROP:
+                /* Every capability is already dropped: any name is moot. */
+                return 0;
+        case ARG_CAP_ADD:
+                return hutch_error_set(reterr, EINVAL,
+                                       "--cap-add %s is refused: hutch grants the sandbox no "
+                                       "capability (every one is dropped and the command runs "
+                                       "without privileges; see docs/threat-model.md)",
+                                       value);
+        case ARG_IMAGE:
+                return hutch_error_set(reterr, ENOTSUP,
+                                       "--image is not supported yet: the sandbox sees the "
+                                       "host's system, read-only");
+        case 't':
+        case 'i':
+                return hutch_error_set(reterr, ENOTSUP,
+                                       "%s is not supported yet: hutch gives the command no "
+                                       "terminal (its stdin, stdout and stderr are the ones "
+                                       "hutch was given)",
+                                       c == 't' ? "-t/--tty" : "-i/--interactive");
+        default:
+                break;
+        }
         if (mode == RUN_ARGS_RUN && (c == ARG_FROM || c == ARG_IDLE_TIMEOUT))
                 return hutch_error_set(reterr, EINVAL, "%s is a flag of 'hutch create'",
                                        c == ARG_FROM ? "--from" : "--idle-timeout");
@@ -258,8 +385,54 @@ static int run_args_check_mode(RunArgs *a, RunArgsMode mode, int c, const char *
         }
 }
 
+/* --allow-host also takes a URL (http:// or https://) and uses its host
+ * and port: "https://api.example.com/v1" is "api.example.com:443". Sets
+ * *@ret to NULL when @value is not a URL. */
+static int allow_host_from_url(const char *value, char **ret, HutchError *reterr) {
+        const char *sep = strstr(value, "://"), *host, *end;
+        const char *port = NULL;
+        size_t len;
+
+        *ret = NULL;
+        if (!sep)
+                return 0;
+        if (strncasecmp(value, "https://", 8) == 0)
+                port = "443";
+        else if (strncasecmp(value, "http://", 7) == 0)
+                port = "80";
+        else
+                return hutch_error_set(reterr, EINVAL,
+                                       "invalid --allow-host '%s': give a host name (and a "
+                                       "port), not a URL of scheme '%.*s'",
+                                       value, (int)MIN((size_t)(sep - value), (size_t)16), value);
+        host = sep + 3;
+        if (strchr(host, '@'))
+                return hutch_error_set(reterr, EINVAL,
+                                       "invalid --allow-host '%s': give a host name, not a URL "
+                                       "with a user name",
+                                       value);
+        len = strcspn(host, "/?#");
+        end = host + len;
+        if (len == 0)
+                return hutch_error_set(reterr, EINVAL,
+                                       "invalid --allow-host '%s': the URL has no host name",
+                                       value);
+        /* An explicit port stays; otherwise the scheme's. */
+        if (memchr(host, ':', len)) {
+                *ret = strndup(host, len);
+                return *ret ? 0 : -ENOMEM;
+        }
+        if (asprintf(ret, "%.*s:%s", (int)(end - host), host, port) < 0) {
+                *ret = NULL;
+                return -ENOMEM;
+        }
+        return 0;
+}
+
 /* Applies one flag of the second pass to @a. */
 static int run_args_apply(RunArgs *a, int c, const char *value, HutchError *reterr) {
+        int r;
+
         switch (c) {
         case 'v':
                 return policy_add_bind_spec(a->policy, value, reterr);
@@ -302,8 +475,15 @@ static int run_args_apply(RunArgs *a, int c, const char *value, HutchError *rete
         case ARG_ALLOW_DEGRADED:
                 a->policy->allow_degraded = true;
                 return 0;
-        case ARG_ALLOW_HOST:
-                return policy_add_allow_host(a->policy, value, "--allow-host", reterr);
+        case ARG_ALLOW_HOST: {
+                _cleanup_free_ char *host = NULL;
+
+                r = allow_host_from_url(value, &host, reterr);
+                if (r < 0)
+                        return r;
+                return policy_add_allow_host(a->policy, host ? host : value, "--allow-host",
+                                             reterr);
+        }
         case ARG_DENY_HOST:
                 return policy_add_deny_host(a->policy, value, "--deny-host", reterr);
         case ARG_ALLOW_PRIVATE:
@@ -340,6 +520,108 @@ static int run_args_apply(RunArgs *a, int c, const char *value, HutchError *rete
         default:
                 return 0; /* --policy and --help: handled by the first pass */
         }
+}
+
+/* Whether @path is @dir or below it ("/" is above everything). */
+static bool path_is_below(const char *path, const char *dir) {
+        size_t n = strlen(dir);
+
+        if (strcmp(dir, "/") == 0)
+                return true;
+        return strncmp(path, dir, n) == 0 && (path[n] == '\0' || path[n] == '/');
+}
+
+/* One mount point of a one-shot namespace sandbox: what is at @target
+ * when the command starts. @source: the host directory shown there, or
+ * NULL for an empty tmpfs (and the root). */
+typedef struct WorkdirMount {
+        const char *target;
+        const char *source;
+} WorkdirMount;
+
+/* -w DIR must exist when the command starts: for a one-shot sandbox of the
+ * namespace backend this is known before anything is created (the root is
+ * empty but for the mount points; the system directories, the workspace
+ * and the binds show host directories; tmpfs mounts start empty). What
+ * cannot be told from here (a host directory hutch may not read) is left
+ * to the sandbox. */
+int run_args_check_workdir(const Policy *p, HutchError *reterr) {
+        static const char *const fixed[] = {"/tmp", "/dev/shm", POLICY_SANDBOX_HOME, "/proc",
+                                            "/dev"};
+        static const char *const system[] = {"/usr",   "/bin",   "/sbin",   "/lib",
+                                             "/lib32", "/lib64", "/libx32", "/etc"};
+        _cleanup_free_ WorkdirMount *m = NULL;
+        _cleanup_free_ char *host = NULL;
+        const WorkdirMount *best = NULL;
+        size_t n = 0, max;
+        struct stat st;
+
+        if (!p->workdir || p->backend != SANDBOX_BACKEND_NS)
+                return 0;
+        max = ELEMENTSOF(fixed) + ELEMENTSOF(system) + 2 + p->n_tmpfs + p->n_binds;
+        m = calloc(max, sizeof(*m));
+        if (!m)
+                return -ENOMEM;
+        m[n++] = (WorkdirMount){"/", NULL};
+        for (size_t i = 0; i < ELEMENTSOF(fixed); i++)
+                m[n++] = (WorkdirMount){fixed[i], NULL};
+        for (size_t i = 0; i < ELEMENTSOF(system); i++)
+                m[n++] = (WorkdirMount){system[i], system[i]};
+        if (p->workspace)
+                m[n++] = (WorkdirMount){POLICY_SANDBOX_WORKSPACE, p->workspace};
+        for (size_t i = 0; i < p->n_tmpfs; i++)
+                if (!p->workspace || strcmp(p->tmpfs[i].path, POLICY_SANDBOX_WORKSPACE) != 0)
+                        m[n++] = (WorkdirMount){p->tmpfs[i].path, NULL};
+        for (size_t i = 0; i < p->n_binds; i++)
+                m[n++] = (WorkdirMount){p->binds[i].target, p->binds[i].source};
+
+        /* /proc, /dev and /run have contents of their own; a mount point
+         * and its parents always exist. */
+        if (path_is_below(p->workdir, "/proc") || path_is_below(p->workdir, "/dev") ||
+            path_is_below(p->workdir, "/run"))
+                return 0;
+        for (size_t i = 0; i < n; i++)
+                if (path_is_below(m[i].target, p->workdir))
+                        return 0;
+        /* The deepest mount at or above the working directory; the last of
+         * equals (a later bind replaces an earlier one). */
+        for (size_t i = 0; i < n; i++)
+                if (path_is_below(p->workdir, m[i].target) &&
+                    (!best || strlen(m[i].target) >= strlen(best->target)))
+                        best = &m[i];
+        if (best && best->source) {
+                const char *rest =
+                        p->workdir + (strcmp(best->target, "/") == 0 ? 0 : strlen(best->target));
+
+                if (asprintf(&host, "%s%s", best->source, rest) < 0) {
+                        host = NULL;
+                        return -ENOMEM;
+                }
+                if (stat(host, &st) >= 0) {
+                        if (S_ISDIR(st.st_mode))
+                                return 0;
+                        return hutch_error_set(reterr, ENOTDIR,
+                                               "-w '%s': not a directory in the sandbox (it is "
+                                               "the host's '%s')",
+                                               p->workdir, host);
+                }
+                if (errno != ENOENT && errno != ENOTDIR)
+                        return 0;
+                return hutch_error_set(reterr, ENOENT,
+                                       "-w '%s': no such directory in the sandbox (it would be "
+                                       "the host's '%s')",
+                                       p->workdir, host);
+        }
+        if (!best || strcmp(best->target, "/") == 0)
+                return hutch_error_set(reterr, ENOENT,
+                                       "-w '%s': no such directory in the sandbox (its root "
+                                       "holds only the system directories and the mounts; see "
+                                       "'Defaults' in docs/cli-run.md)",
+                                       p->workdir);
+        return hutch_error_set(reterr, ENOENT,
+                               "-w '%s': no such directory in the sandbox (the tmpfs at '%s' "
+                               "starts empty)",
+                               p->workdir, best->target);
 }
 
 int run_args_parse(int argc, char **argv, RunArgs *ret, HutchError *reterr) {
@@ -446,4 +728,26 @@ int run_args_parse_mode(int argc, char **argv, RunArgsMode mode, RunArgs *ret, H
         *ret = a;
         a = (RunArgs){.json_fd = -EBADF}; /* the caller owns it now */
         return 0;
+}
+
+void command_not_found_hint(char *const *command) {
+        const char *a = command ? command[0] : NULL;
+
+        if (!a)
+                return;
+        if (strchr(a, ' ')) {
+                (void)fprintf(stderr,
+                              "hutch: hint: '%s' is one word with spaces, not a command and its "
+                              "arguments: give them as separate words, or run it through a "
+                              "shell: sh -c '%s'\n",
+                              a, a);
+                return;
+        }
+        if ((strchr(a, ':') || strchr(a, '/')) && a[0] != '/' && a[0] != '.' && access(a, F_OK) < 0)
+                (void)fprintf(stderr,
+                              "hutch: hint: '%s' looks like an image name: hutch runs the "
+                              "command on the host's system (read-only); images are not "
+                              "supported yet (--image), and the command is the first word after "
+                              "the flags\n",
+                              a);
 }

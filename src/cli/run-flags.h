@@ -4,6 +4,7 @@
 /* Flag parsing for `hutch run`, kept apart from run.c so unit tests can
  * cover it. Fills the same Policy the JSON policy file fills. */
 
+#include <getopt.h>
 #include <stdbool.h>
 #include <stdio.h>
 
@@ -45,3 +46,25 @@ int run_args_parse_mode(int argc, char **argv, RunArgsMode mode, RunArgs *ret, H
 
 /* Prints the flag reference of `hutch run`. */
 void run_args_usage(FILE *f);
+
+/* The entry of the NULL-terminated @candidates nearest to @word (at most
+ * one edit per three characters away, a swap of neighbours being one), or
+ * NULL when none is near: for "did you mean" hints. */
+const char *word_nearest(const char *word, const char *const *candidates);
+
+/* The long option of @options nearest to @arg ("--memroy=1g" or
+ * "memroy"), without its dashes, or NULL. */
+const char *option_nearest(const char *arg, const struct option *options);
+
+/* Checks before anything is created that -w names a directory that will
+ * exist when a one-shot sandbox of the namespace backend starts (the root
+ * holds only mount points; the system directories, the workspace and the
+ * binds show host directories; tmpfs mounts start empty). -ENOENT or
+ * -ENOTDIR with @reterr naming the path; 0 when it exists or cannot be
+ * told from the host. */
+int run_args_check_workdir(const Policy *p, HutchError *reterr);
+
+/* After a command exited 127 (not found): prints a hint to stderr when
+ * @command[0] contains a space (use separate words or sh -c) or looks like
+ * an image name ("python:3.12", "library/debian" that is no path here). */
+void command_not_found_hint(char *const *command);

@@ -2,6 +2,7 @@
 #include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "cli.h"
@@ -9,6 +10,7 @@
 #include "log.h"
 #include "run-flags.h"
 #include "sandbox/sandbox.h"
+#include "vm/vm.h"
 
 static int write_outcome(int fd, const Outcome *o) {
         _cleanup_free_ char *json = NULL;
@@ -50,6 +52,28 @@ static void warn_degraded(const Policy *p, const Outcome *o) {
                                     policy_limit_to_string(i));
 }
 
+/* The first start of a microVM of a given shape builds its template (a
+ * cold boot of seconds): said on a terminal, with the time it took. */
+static uint64_t template_build_start_ms;
+
+static void template_build_notice(bool done, bool ok) {
+        struct timespec ts;
+        uint64_t now;
+
+        (void)clock_gettime(CLOCK_MONOTONIC, &ts);
+        now = (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+        if (!done) {
+                template_build_start_ms = now;
+                (void)fputs("hutch: building the microVM template (once per VM shape; later "
+                            "starts restore it)...",
+                            stderr);
+        } else
+                (void)fprintf(stderr, "\r\033[Khutch: %s the microVM template in %.1f s\n",
+                              ok ? "built" : "could not build (booting cold)",
+                              (double)(now - template_build_start_ms) / 1000.0);
+        (void)fflush(stderr);
+}
+
 int verb_run(int argc, char **argv) {
         extern char **environ;
         _cleanup_(run_args_done) RunArgs args = {.json_fd = -EBADF};
@@ -66,6 +90,11 @@ int verb_run(int argc, char **argv) {
         if (args.help) {
                 run_args_usage(stdout);
                 return 0;
+        }
+        r = run_args_check_workdir(args.policy, &err);
+        if (r < 0) {
+                log_error("%s", err.msg[0] ? err.msg : strerror(-r));
+                return HUTCH_EXIT_FAILURE;
         }
 
         /* Open the outcome file before anything runs: a bad path is a
@@ -92,6 +121,8 @@ int verb_run(int argc, char **argv) {
                             "the host",
                             args.policy->workspace);
 
+        if (args.policy->backend == SANDBOX_BACKEND_VM && isatty(STDERR_FILENO))
+                vm_set_template_build_hook(template_build_notice);
         r = sandbox_run(args.policy, args.command, environ, &o, &err);
         if (r < 0) {
                 log_error("%s", err.msg[0] ? err.msg : strerror(-r));
@@ -99,6 +130,8 @@ int verb_run(int argc, char **argv) {
         }
 
         warn_degraded(args.policy, &o);
+        if (o.exit_code == 127)
+                command_not_found_hint(args.command);
         if (json_fd >= 0) {
                 r = write_outcome(json_fd, &o);
                 if (r < 0) {

@@ -2,8 +2,8 @@
 /* hutch-archive: `hutch snapshot export` and `import`, and the VM
  * kernel's decompression, in a program of their own so that only it links
  * libarchive (docs/persistent.md, docs/vm.md).
- *   hutch-archive export SNAP -o FILE.tar.zst
- *   hutch-archive import FILE [--name SNAP]
+ *   hutch-archive export SNAP -o FILE.tar.zst [-q]
+ *   hutch-archive import FILE [--name SNAP] [-q]
  *   hutch-archive decompress MAX_BYTES  < compressed > plain */
 #include <archive.h>
 #include <archive_entry.h>
@@ -20,6 +20,7 @@
 #include "fd-util.h"
 #include "log.h"
 #include "parse-util.h"
+#include "progress.h"
 #include "rm-rf.h"
 #include "store/archive.h"
 #include "store/store.h"
@@ -76,8 +77,11 @@ static int snapshot_export(int argc, char **argv) {
         _cleanup_free_ char *manifest = NULL, *tmp = NULL;
         _cleanup_free_ int *fds = NULL;
         _cleanup_close_ int out = -EBADF;
+        _cleanup_free_ char *what = NULL, *done_what = NULL;
         const char *path = NULL, *name = NULL;
+        Progress progress = PROGRESS_NULL;
         HutchError err = {};
+        bool quiet = false;
         size_t n = 0;
         int r;
 
@@ -85,15 +89,17 @@ static int snapshot_export(int argc, char **argv) {
                 if ((strcmp(argv[i], "-o") == 0 || strcmp(argv[i], "--output") == 0) &&
                     i + 1 < argc)
                         path = argv[++i];
+                else if (strcmp(argv[i], "-q") == 0 || strcmp(argv[i], "--quiet") == 0)
+                        quiet = true;
                 else if (!name && argv[i][0] != '-')
                         name = argv[i];
                 else {
-                        log_error("usage: hutch snapshot export SNAP -o FILE.tar.zst");
+                        log_error("usage: hutch snapshot export SNAP -o FILE.tar.zst [-q]");
                         return HUTCH_EXIT_FAILURE;
                 }
         }
         if (!name || !path) {
-                log_error("usage: hutch snapshot export SNAP -o FILE.tar.zst");
+                log_error("usage: hutch snapshot export SNAP -o FILE.tar.zst [-q]");
                 return HUTCH_EXIT_FAILURE;
         }
         r = persist_open(NULL, &s, NULL);
@@ -129,10 +135,17 @@ static int snapshot_export(int argc, char **argv) {
                 r = hutch_error_set(&err, errno, "cannot create %s: %m", tmp);
                 goto done;
         }
+        if (asprintf(&what, "exporting %s", name) < 0)
+                what = NULL;
+        if (asprintf(&done_what, "exported %s", name) < 0)
+                done_what = NULL;
+        progress_begin(&progress, what ? what : "exporting", out, PROGRESS_FILE_SIZE, 0,
+                       quiet || !what);
         r = snapshot_archive_export_ids(
                 manifest, fds, n,
                 &(SnapshotArchiveIds){s->idmap.uid_base, s->idmap.gid_base, s->idmap.count}, out,
                 &err);
+        progress_end(&progress, done_what ? done_what : "exported", r >= 0);
         if (r >= 0 && fsync(out) < 0)
                 r = hutch_error_set(&err, errno, "cannot write %s: %m", tmp);
         if (r >= 0 && rename(tmp, path) < 0)
@@ -153,23 +166,28 @@ static int snapshot_import(int argc, char **argv) {
         _cleanup_free_ char *tmp = NULL, *manifest = NULL;
         _cleanup_close_ int in = -EBADF, dfd = -EBADF, hold = -EBADF;
         const char *path = NULL, *name = NULL;
+        Progress progress = PROGRESS_NULL;
         json_t *j = NULL;
         HutchError err = {};
+        bool quiet = false;
+        struct stat st;
         size_t n_layers;
         int r;
 
         for (int i = 1; i < argc; i++) {
                 if (strcmp(argv[i], "--name") == 0 && i + 1 < argc)
                         name = argv[++i];
+                else if (strcmp(argv[i], "-q") == 0 || strcmp(argv[i], "--quiet") == 0)
+                        quiet = true;
                 else if (!path && argv[i][0] != '-')
                         path = argv[i];
                 else {
-                        log_error("usage: hutch snapshot import FILE [--name SNAP]");
+                        log_error("usage: hutch snapshot import FILE [--name SNAP] [-q]");
                         return HUTCH_EXIT_FAILURE;
                 }
         }
         if (!path) {
-                log_error("usage: hutch snapshot import FILE [--name SNAP]");
+                log_error("usage: hutch snapshot import FILE [--name SNAP] [-q]");
                 return HUTCH_EXIT_FAILURE;
         }
         if (name && !store_name_is_valid(name)) {
@@ -197,10 +215,14 @@ static int snapshot_import(int argc, char **argv) {
         r = store_temp_hold(tmp, &hold, &err);
         if (r < 0)
                 goto fail;
+        progress_begin(&progress, "importing", in, PROGRESS_FILE_OFFSET,
+                       fstat(in, &st) >= 0 && S_ISREG(st.st_mode) ? (uint64_t)st.st_size : 0,
+                       quiet);
         r = snapshot_archive_import_ids(
                 in, dfd,
                 &(SnapshotArchiveIds){s->idmap.uid_base, s->idmap.gid_base, s->idmap.count},
                 &manifest, &err);
+        progress_end(&progress, "imported", r >= 0);
         if (r < 0)
                 goto fail;
         /* Its layers are the archive's, in its own folder ("layers/<i>",
@@ -336,6 +358,7 @@ int main(int argc, char **argv) {
                 return snapshot_export(argc - 1, argv + 1);
         if (argc >= 2 && strcmp(argv[1], "import") == 0)
                 return snapshot_import(argc - 1, argv + 1);
-        log_error("usage: hutch snapshot export SNAP -o FILE.tar.zst | import FILE [--name SNAP]");
+        log_error("usage: hutch snapshot export SNAP -o FILE.tar.zst [-q] | import FILE [--name "
+                  "SNAP] [-q]");
         return HUTCH_EXIT_FAILURE;
 }

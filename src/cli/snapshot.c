@@ -27,11 +27,13 @@ static void snapshot_usage(FILE *f) {
         (void)fprintf(f,
                       "usage: hutch snapshot NAME [SNAP]       freeze sandbox NAME into snapshot "
                       "SNAP (default NAME.N)\n"
-                      "       hutch snapshot ls [--json]\n"
+                      "       hutch snapshot ls [--json | -q]\n"
                       "       hutch snapshot inspect SNAP\n"
                       "       hutch snapshot rm SNAP\n"
-                      "       hutch snapshot export SNAP -o FILE.tar.zst\n"
-                      "       hutch snapshot import FILE [--name SNAP]\n");
+                      "       hutch snapshot export SNAP -o FILE.tar.zst [-q]\n"
+                      "       hutch snapshot import FILE [--name SNAP] [-q]\n"
+                      "\nexport and import show their progress on a terminal; -q, --quiet: "
+                      "not\n");
 }
 
 static int snapshot_take(int argc, char **argv) {
@@ -68,11 +70,12 @@ static int snapshot_ls(int argc, char **argv) {
         _cleanup_(store_freep) Store *s = NULL;
         _cleanup_strv_free_ char **names = NULL;
         bool as_json = argc == 2 && strcmp(argv[1], "--json") == 0;
+        bool quiet = argc == 2 && (strcmp(argv[1], "-q") == 0 || strcmp(argv[1], "--quiet") == 0);
         json_t *arr;
         int r;
 
-        if (argc > 2 || (argc == 2 && !as_json)) {
-                log_error("usage: hutch snapshot ls [--json]");
+        if (argc > 2 || (argc == 2 && !as_json && !quiet)) {
+                log_error("usage: hutch snapshot ls [--json | -q]");
                 return HUTCH_EXIT_FAILURE;
         }
         r = persist_open(NULL, &s, NULL);
@@ -82,6 +85,11 @@ static int snapshot_ls(int argc, char **argv) {
         if (r < 0) {
                 log_error_errno(r, "cannot list the snapshots: %m");
                 return HUTCH_EXIT_FAILURE;
+        }
+        if (quiet) {
+                STRV_FOREACH(n, names)
+                        (void)printf("%s\n", *n);
+                return 0;
         }
         arr = json_array();
         if (!as_json)

@@ -34,6 +34,7 @@ from pathlib import Path
 DOCKERD = "/usr/sbin/dockerd" if os.path.exists("/usr/sbin/dockerd") else "/usr/bin/dockerd"
 DOCKER = "/usr/bin/docker"
 PODMAN = "/usr/bin/podman"
+RUNC = shutil.which("runc", path="/usr/sbin:/usr/bin:/sbin:/bin") or "/usr/sbin/runc"
 IMAGE = "hutch-test-rootfs:1"
 SHADOW_SECRET = "HUTCH-SHADOW-SECRET"
 MARKER = "/hutch-container-marker"
@@ -237,6 +238,9 @@ class Podman:
         self.base = [PODMAN, "--root", str(self.dir / "root"), "--runroot",
                      str(self.dir / "runroot"), "--tmpdir", str(self.dir / "tmp"),
                      "--cgroup-manager", "cgroupfs", "--events-backend", "file",
+                     # runc, not crun (podman's choice when both are
+                     # installed): crun refuses this host's hybrid cgroups.
+                     "--runtime", RUNC,
                      "--storage-driver", "overlay"]
         self.error = None
         r = self.cli("info", timeout=60)

@@ -267,15 +267,20 @@ def test_bind_rw_is_writable(sbx, suffix):
 
 
 def test_read_only_flag(sbx):
+    """--read-only means docker's: $HOME is read-only, a bind keeps its own
+    :ro/:rw, tmpfs mounts stay writable."""
     d = sbx.make_dir(mode=0o777)
-    flags = ["--read-only", "-v", f"{d}:/srv/data:rw", "--tmpfs", "/scratch:size=8m"]
-    r = sbx.run(
-        sbx.probe_args("create", "/srv/data/new", flags=flags)
-    )
-    assert r.returncode == 0, r.stderr
-    assert r.stdout.strip() in DENIED_CREATE, "--read-only must make binds read-only"
+    ro = sbx.make_dir(mode=0o777)
+    flags = ["--read-only", "-v", f"{d}:/srv/data:rw", "-v", f"{ro}:/srv/ro:ro",
+             "--tmpfs", "/scratch:size=8m"]
+    assert sbx.fact("create", "/srv/data/new", flags=flags) == "ok", \
+        "--read-only must leave a :rw bind writable (docker's meaning)"
+    assert (d / "new").read_text() == "hutch-probe\n"
+    assert sbx.fact("create", "/srv/ro/new", flags=flags) in DENIED_CREATE
+    assert not (ro / "new").exists()
     assert sbx.fact("create", "/root/new", flags=flags) in DENIED_CREATE
+    # Its twin: without --read-only, $HOME is writable.
+    assert sbx.fact("create", "/root/new", flags=flags[1:]) == "ok"
     # tmpfs mounts stay writable.
     assert sbx.fact("create", "/tmp/new", flags=flags) == "ok"
     assert sbx.fact("create", "/scratch/new", flags=flags) == "ok"
-    assert not (d / "new").exists()

@@ -869,8 +869,10 @@ def test_ls_json_fields(store):
     for name, sid in (("a", a), ("b", b)):
         e = ls[name]
         assert set(e) == {"name", "id", "state", "backend", "created_ms", "last_used_ms",
-                          "disk_bytes", "parent"}
+                          "disk_bytes", "parent", "from", "usage_bytes"}
         assert e["name"] == name and e["id"] == sid and e["parent"] is None
+        # Not made from a snapshot: nothing below its own layer.
+        assert e["from"] is None and e["usage_bytes"] == e["disk_bytes"]
         assert e["backend"] == "ns"
         assert t0 - 1000 <= e["created_ms"] <= t1 + 1000, (e, t0, t1)
         assert e["last_used_ms"] >= e["created_ms"]

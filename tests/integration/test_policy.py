@@ -42,9 +42,16 @@ def test_flags_override_policy(sbx):
 
 
 def test_policy_read_only(sbx):
+    """read_only has docker's meaning: $HOME is read-only, a bind keeps its
+    own read_only."""
     d = sbx.make_dir(mode=0o777)
     p = policy(sbx, {"read_only": True, "binds": [{"source": str(d), "target": "/srv/data"}]})
-    assert sbx.fact("create", "/srv/data/x", flags=["--policy", p]) in ("EROFS", "EACCES", "EPERM")
-    # Twin: without read_only the same bind is writable.
+    assert sbx.fact("create", "/root/x", flags=["--policy", p]) in ("EROFS", "EACCES", "EPERM")
+    assert sbx.fact("create", "/srv/data/x", flags=["--policy", p]) == "ok"
+    pro = policy(sbx, {"read_only": True,
+                       "binds": [{"source": str(d), "target": "/srv/data", "read_only": True}]})
+    assert sbx.fact("create", "/srv/data/y", flags=["--policy", pro]) in (
+        "EROFS", "EACCES", "EPERM")
+    # Twin: without read_only $HOME is writable.
     p2 = policy(sbx, {"binds": [{"source": str(d), "target": "/srv/data"}]})
-    assert sbx.fact("create", "/srv/data/x", flags=["--policy", p2]) == "ok"
+    assert sbx.fact("create", "/root/x", flags=["--policy", p2]) == "ok"

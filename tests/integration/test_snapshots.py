@@ -405,7 +405,7 @@ WS_DIFF = [
     ("newdir/inner/f2", "added", "file"),
 ]
 WS_JSON = [{"path": p, "kind": k, "type": t} for p, k, t in WS_DIFF]
-# --stat: "A path" ("path/" for a directory), then the counts.
+# --name-status: "A path" ("path/" for a directory), then the counts.
 WS_STAT = [f"{k[0].upper()} {p}{'/' if t == 'dir' else ''}" for p, k, t in WS_DIFF] + [
     "13 changes: 6 added, 2 modified, 5 deleted"
 ]
@@ -452,7 +452,7 @@ def test_diff_apply_round_trip(hx):
     ):
         assert line in patch, f"{line!r} not in the diff:\n" + "\n".join(patch)
     assert not any("keep.txt" in line or "unchanged" in line for line in patch)
-    assert h.ok("diff", "d", "--stat").splitlines() == WS_STAT
+    assert h.ok("diff", "d", "--name-status").splitlines() == WS_STAT
     assert json.loads(h.ok("diff", "d", "--json")) == WS_JSON
     # PATH limits what diff shows.
     assert json.loads(h.ok("diff", "d", "--json", "deldir")) == WS_JSON[2:6]
@@ -467,7 +467,7 @@ def test_diff_apply_round_trip(hx):
     assert (ws / "del.txt").exists() and (ws / "deldir").is_dir()
     assert not os.path.lexists(ws / "link")
     rest = [s for s in WS_STAT[:-1] if "newdir" not in s and "added.txt" not in s]
-    assert h.ok("diff", "d", "--stat").splitlines() == [
+    assert h.ok("diff", "d", "--name-status").splitlines() == [
         *rest,
         "8 changes: 1 added, 2 modified, 5 deleted",
     ]
@@ -484,7 +484,7 @@ def test_diff_apply_round_trip(hx):
     out = h.ok("apply", "d", "--force")
     assert out.startswith("applied 8 changes"), out
     assert host_tree(ws) == h.sh("d", "cd /workspace && " + TREE)
-    assert h.ok("diff", "d", "--stat").strip() == "no changes"
+    assert h.ok("diff", "d", "--name-status").strip() == "no changes"
     assert json.loads(h.ok("diff", "d", "--json")) == []
     assert (ws / "mod.txt").read_text() == "one\nTWO\nthree\n"
     assert not (ws / "del.txt").exists() and not (ws / "deldir").exists()
@@ -534,13 +534,13 @@ def test_diff_apply_through_snapshot_layers(hx):
         {"path": "n", "kind": "added", "type": "file"},
         {"path": "only2", "kind": "added", "type": "file"},
     ]
-    stat_w = h.ok("diff", "w", "--stat").splitlines()
+    stat_w = h.ok("diff", "w", "--name-status").splitlines()
     assert stat_w == ["M a", "D b", "A n", "3 changes: 1 added, 1 modified, 1 deleted"]
     h.ok("apply", "w2", "a", "only2")
     assert sorted(os.listdir(ws)) == ["a", "b", "only2"]
     assert (ws / "a").read_text() == "changed\n"
     # The host now has w's change to a: w's diff no longer shows it.
-    stat_w = h.ok("diff", "w", "--stat").splitlines()
+    stat_w = h.ok("diff", "w", "--name-status").splitlines()
     assert stat_w == ["D b", "A n", "2 changes: 1 added, 0 modified, 1 deleted"]
 
     out = h.workspace()
@@ -554,7 +554,7 @@ def test_diff_apply_through_snapshot_layers(hx):
     assert host_state(ws) == before
     assert h.ok("apply", "w3", "--force").startswith("applied 2 changes")
     assert sorted(os.listdir(ws)) == ["a", "n", "only2"]
-    assert h.ok("diff", "w3", "--stat").strip() == "no changes"
+    assert h.ok("diff", "w3", "--name-status").strip() == "no changes"
 
 
 # ---- 2. a stopped sandbox's snapshot is a rename ----

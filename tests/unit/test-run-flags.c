@@ -219,8 +219,15 @@ TEST(missing_command) {
 }
 
 TEST(option_errors) {
-        ASSERT_PARSE_FAILS(EINVAL, "unknown option '--frob'", "--frob", "true");
-        ASSERT_PARSE_FAILS(EINVAL, "unknown option '--frob'", "--frob=1", "true");
+        ASSERT_PARSE_FAILS(EINVAL, "unknown option '--zzzzz'", "--zzzzz", "true");
+        ASSERT_PARSE_FAILS(EINVAL, "unknown option '--zzzzz'", "--zzzzz=1", "true");
+        /* The nearest flag is suggested (a swap of neighbours is one edit). */
+        ASSERT_PARSE_FAILS(EINVAL, "unknown option '--frob': did you mean '--from'?", "--frob",
+                           "true");
+        ASSERT_PARSE_FAILS(EINVAL, "unknown option '--memroy': did you mean '--memory'?",
+                           "--memroy=1g", "true");
+        ASSERT_PARSE_FAILS(EINVAL, "unknown option '--alow-host': did you mean '--allow-host'?",
+                           "--alow-host", "x", "true");
         ASSERT_PARSE_FAILS(EINVAL, "unknown option '-x'", "-x", "true");
         ASSERT_PARSE_FAILS(EINVAL, "unknown option '-q'", "--read-only", "-hq", "true");
         ASSERT_PARSE_FAILS(EINVAL, "option '--tmpfs' needs a value", "--tmpfs");
@@ -232,6 +239,48 @@ TEST(option_errors) {
         ASSERT_PARSE_FAILS(EINVAL, "option '--help' does not take a value", "--help=1");
         /* An ambiguous abbreviation (--workdir or --workspace) is refused. */
         ASSERT_PARSE_FAILS(EINVAL, "unknown option '--work'", "--work", "/x", "true");
+}
+
+TEST(docker_flags) {
+        _cleanup_(run_args_done) RunArgs a = {};
+        HutchError e;
+
+        ASSERT_OK(parse(&a, &e, "--rm", "--cap-drop", "ALL", "--cap-drop=NET_RAW", "true", NULL));
+        ASSERT_EQ(strv_length(a.command), 1);
+        ASSERT_PARSE_FAILS(EINVAL,
+                           "--cap-add NET_ADMIN is refused: hutch grants the sandbox no "
+                           "capability (every one is dropped and the command runs without "
+                           "privileges; see docs/threat-model.md)",
+                           "--cap-add", "NET_ADMIN", "true");
+        ASSERT_PARSE_FAILS(ENOTSUP,
+                           "--image is not supported yet: the sandbox sees the host's system, "
+                           "read-only",
+                           "--image", "debian:12", "true");
+        ASSERT_PARSE_FAILS(ENOTSUP,
+                           "-t/--tty is not supported yet: hutch gives the command no terminal "
+                           "(its stdin, stdout and stderr are the ones hutch was given)",
+                           "-t", "sh");
+        ASSERT_PARSE_FAILS(EINVAL,
+                           "invalid --memory '512': that is in bytes (a size without a unit is, "
+                           "as docker's), below the minimum of 6m: give a unit, as 512m",
+                           "--memory", "512", "true");
+        ASSERT_PARSE_FAILS(EINVAL,
+                           "invalid --allow-host 'ftp://files.example.com/': give a host name "
+                           "(and a port), not a URL of scheme 'ftp'",
+                           "--allow-host", "ftp://files.example.com/", "true");
+}
+
+TEST(allow_host_url) {
+        _cleanup_(run_args_done) RunArgs a = {};
+        HutchError e;
+
+        ASSERT_OK(parse(&a, &e, "--allow-host", "https://api.example.com/v1?x=1", "--allow-host",
+                        "http://example.com:8080/", "--allow-host", "HTTP://example.org", "true",
+                        NULL));
+        ASSERT_EQ(strv_length(a.policy->allow_hosts), 3);
+        ASSERT_STREQ(a.policy->allow_hosts[0], "api.example.com:443");
+        ASSERT_STREQ(a.policy->allow_hosts[1], "example.com:8080");
+        ASSERT_STREQ(a.policy->allow_hosts[2], "example.org:80");
 }
 
 TEST(abbreviations_and_clusters) {

@@ -98,7 +98,11 @@ int policy_set_limit(Policy *p, PolicyLimit which, const char *text, const char 
                                            "must be greater than 0");
                 if (which == POLICY_LIMIT_MEMORY && v < POLICY_MIN_MEMORY)
                         return limit_error(reterr, EINVAL, which, text, ctx,
-                                           "below the minimum of 6m");
+                                           text[strspn(text, "0123456789")] == '\0'
+                                                   ? "that is in bytes (a size without a unit "
+                                                     "is, as docker's), below the minimum of 6m: "
+                                                     "give a unit, as 512m"
+                                                   : "below the minimum of 6m");
                 if (which == POLICY_LIMIT_DISK && v < POLICY_MIN_TMPFS_SIZE)
                         return limit_error(reterr, EINVAL, which, text, ctx,
                                            "below the minimum of 4k");

@@ -850,7 +850,7 @@ static int user_mount_attach(const Policy *p, int root, const UserMount *m, Hutc
                 return fail(reterr, r, "attach", m->bind->source);
         r = mount_set_attr_fd(m->tree,
                               MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV |
-                                      (m->bind->read_only || p->read_only ? MOUNT_ATTR_RDONLY : 0),
+                                      (m->bind->read_only ? MOUNT_ATTR_RDONLY : 0),
                               true);
         if (r < 0)
                 return fail(reterr, r, "set flags of", m->target);
@@ -1146,7 +1146,7 @@ int rootfs_writable_paths(const Policy *p, bool persistent, char ***ret) {
                                 return r;
                 }
         for (size_t i = 0; i < p->n_binds; i++)
-                if (!p->read_only && !p->binds[i].read_only) {
+                if (!p->binds[i].read_only) {
                         r = strv_extend(&l, p->binds[i].target);
                         if (r < 0)
                                 return r;

@@ -215,7 +215,7 @@ int sandbox_prepare_trees(const Policy *p, int ro_userns_fd, int rw_userns_fd, P
                         return r;
         }
         for (size_t i = 0; i < p->n_binds; i++) {
-                bool ro = p->read_only || p->binds[i].read_only;
+                bool ro = p->binds[i].read_only; /* --read-only leaves binds alone */
 
                 r = sandbox_open_detached_tree(p->binds[i].source, ro ? ro_userns_fd : rw_userns_fd,
                                                ro, &ret->fds[1 + i], reterr);

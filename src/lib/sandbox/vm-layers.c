@@ -80,9 +80,8 @@ static int helper_trees(const Helper *h, int *ws, int *binds, int *data, int *la
                         return r;
         }
         for (size_t i = 0; i < p->n_binds; i++) {
-                r = sandbox_open_detached_tree(p->binds[i].source, -EBADF,
-                                               p->read_only || p->binds[i].read_only, &binds[i],
-                                               reterr);
+                r = sandbox_open_detached_tree(p->binds[i].source, -EBADF, p->binds[i].read_only,
+                                               &binds[i], reterr);
                 if (r < 0)
                         return r;
         }

@@ -290,7 +290,8 @@ static int bind_read_only(const Policy *p, size_t i) {
                 return -errno;
         if (!S_ISDIR(st.st_mode))
                 return -ENOTDIR; /* NEEDSWORK: 9p shares directories only */
-        return p->read_only || p->binds[i].read_only;
+        /* --read-only leaves a bind its own mode, as docker's. */
+        return p->binds[i].read_only;
 }
 
 /* A persistent sandbox's shares (VmRun.share_names): the merged

@@ -1176,6 +1176,12 @@ int vm_template_dir(const char *runtime_dir, const char *record_dir, char **ret)
         return shm_dir_recorded(record_dir, ret);
 }
 
+static void (*template_build_hook)(bool done, bool ok);
+
+void vm_set_template_build_hook(void (*hook)(bool done, bool ok)) {
+        template_build_hook = hook;
+}
+
 int vm_start(const VmConfig *c, Vm **ret, HutchError *reterr) {
         _cleanup_(images_done) Images im = {};
         _cleanup_(vm_freep) Vm *vm = NULL;
@@ -1212,7 +1218,11 @@ int vm_start(const VmConfig *c, Vm **ret, HutchError *reterr) {
         if (access(dir, F_OK) < 0) {
                 HutchError e = {};
 
+                if (template_build_hook)
+                        template_build_hook(false, false);
                 r = template_build(c, &im, dir, &e);
+                if (template_build_hook)
+                        template_build_hook(true, r >= 0);
                 /* A guest that does not boot fails here as it would cold;
                  * any other template failure falls back to a cold boot. */
                 if (r == -ETIMEDOUT || r == -ECHILD || r == -EPIPE) {

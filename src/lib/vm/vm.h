@@ -136,6 +136,12 @@ typedef struct Vm {
  * that did not come up within the bound. */
 int vm_start(const VmConfig *c, Vm **ret, HutchError *reterr);
 
+/* Sets a function vm_start() calls before it builds a template (@done
+ * false: a cold boot of seconds) and after (@done true, @ok whether it
+ * worked), so that a command line program can say so on its terminal; the
+ * library itself logs nothing. NULL (the default): none. */
+void vm_set_template_build_hook(void (*hook)(bool done, bool ok));
+
 /* Where the templates go (they hold guest RAM: on tmpfs): @runtime_dir/
  * vm-templates when @runtime_dir (the caller's runtime folder) is on
  * tmpfs, else a folder /dev/shm/hutch-vm-UID-XXXXXX made by mkdtemp() and
