@@ -11,12 +11,17 @@
  * (any number at once, one per channel; or the file operation builtin of
  * src/lib/sandbox/file-op.h, confined as a command is).
  *
- * SECURITY: the command runs chrooted into /sbx, as the uid and gid the
- * host names, with no capabilities (bounding and ambient sets cleared),
- * no_new_privs, in a cgroup of its own with the memory and pids limits. It
- * never sees the agent's /dev (the virtio port), and the agent is not
- * dumpable. A frame that breaks the protocol ends the agent, and with it
- * the VM (panic=-1 and -no-reboot). */
+ * SECURITY: the command runs behind the namespace backend's wall
+ * (docs/vm.md, "The guest's own wall"): chrooted into /sbx, in the
+ * sandbox's pid, mount, IPC and UTS namespaces (its /proc is the sandbox's,
+ * /proc/sys read-only), as the root of the sandbox's user namespace, whose
+ * ids are unprivileged guest ids the host names, with no capabilities
+ * (bounding and ambient sets cleared), no_new_privs, the namespace
+ * backend's seccomp program, and in a cgroup of its own with the memory
+ * and pids limits. The kernel's usermode helpers are off from boot. It
+ * never sees the agent's /dev (the virtio port) or /proc/1, and the agent
+ * is not dumpable. A frame that breaks the protocol ends the agent, and
+ * with it the VM (panic=-1 and -no-reboot). */
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
