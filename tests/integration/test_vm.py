@@ -8,8 +8,9 @@ Every run uses a store and state directory of this session's own (the
 templates' guest RAM lives on tmpfs), removed at the end.
 
 Not run here, with the reason:
-- the namespace-specific probes (uid map, seccomp, mount flags, landlock):
-  the guest has its own kernel, its boundary is the VM (docs/vm.md);
+- the containment probes (uid map, seccomp, capabilities, /proc/sys):
+  test_vm_wall.py, the guest's own wall (docs/vm.md); landlock is not
+  applied in the guest;
 - persistent sandboxes (`hutch create --backend vm`): test_vm_persist.py;
 """
 

@@ -20,12 +20,13 @@ from pathlib import Path
 
 import pytest
 
-from test_hardening import ALLOWED, CAPS, DENIED, DENIED_I386
+from test_hardening import ALLOWED, CAPS, DENIED, DENIED_I386, MOUNT_API
 from test_vm_persist import VmStore
 
 TCG = ["--backend", "vm", "--vm-accel", "tcg"]
 VM_TIMEOUT = 240
 GUEST_ID_BASE = 100000  # VM_GUEST_ID_BASE (src/lib/vm/vm.h)
+X32 = ["mount", "unshare", "ptrace", "bpf", "keyctl"]  # test_seccomp_x32_is_no_bypass's
 
 
 @pytest.fixture(scope="module")
@@ -87,6 +88,10 @@ def fact_script():
         facts[f"sys_{name}"] = f"{p} syscall {name}"
     for name in DENIED_I386:
         facts[f"sys32_{name}"] = f"{p} syscall32 {name}"
+    for name in MOUNT_API:
+        facts[f"mountapi_{name}"] = f"{p} syscall {name}"
+    for name in X32:
+        facts[f"x32_{name}"] = f"{p} syscallx32 {name}; echo rc=$?"
     for abi in ("syscall", "syscall32"):
         for name in ALLOWED:
             facts[f"twin_{abi}_{name}"] = f"{p} {abi} {name}"
@@ -202,6 +207,18 @@ def test_seccomp_denies_native(wall, name):
 @pytest.mark.parametrize("name", DENIED_I386)
 def test_seccomp_denies_i386(wall, name):
     assert wall[1][f"sys32_{name}"] == "EPERM"
+
+
+@pytest.mark.parametrize("name", MOUNT_API)
+def test_seccomp_denies_new_mount_api(wall, name):
+    assert wall[1][f"mountapi_{name}"] in ("EPERM", "ENOSYS")
+
+
+@pytest.mark.parametrize("name", X32)
+def test_seccomp_x32_is_no_bypass(wall, name):
+    """Denied, or the probe killed by SIGSYS (rc=159), never executed."""
+    out = wall[1][f"x32_{name}"]
+    assert out.endswith("rc=159") or out in ("EPERM rc=0", "ENOSYS rc=0"), out
 
 
 def test_clone3_is_enosys(wall):
