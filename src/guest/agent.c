@@ -762,8 +762,12 @@ static int start_exec(Exec *x, const void *payload, size_t len, Fail *f) {
         r = cgroup_create(x, f);
         if (r < 0)
                 goto out;
+        /* The command's, as pipes it made itself would be: it may open
+         * them again (/dev/stderr is /proc/self/fd/2), which their mode
+         * (0600) allows their owner only. */
         for (int i = 0; i < 3; i++)
-                if (pipe2(pipes[i], O_CLOEXEC) < 0) {
+                if (pipe2(pipes[i], O_CLOEXEC) < 0 ||
+                    fchown(pipes[i][0], setup.uid, setup.gid) < 0) {
                         r = fail(f, errno, "create the command's pipes", NULL);
                         goto out;
                 }

@@ -95,8 +95,13 @@ def fact_script():
     for abi in ("syscall", "syscall32"):
         for name in ALLOWED:
             facts[f"twin_{abi}_{name}"] = f"{p} {abi} {name}"
-    return "\n".join(f'echo "{k}=$( {{ {v}; }} 2>&1 | tr -s " \\n" "  " | sed "s/ *$//")"'
-                     for k, v in facts.items())
+    lines = [f'echo "{k}=$( {{ {v}; }} 2>&1 | tr -s " \\n" "  " | sed "s/ *$//")"'
+             for k, v in facts.items()]
+    # Its stdio are the agent's pipes: opened again by path (/dev/stderr
+    # is /proc/self/fd/2), as programs do, they must be the command's.
+    lines.append('echo "reopen_stderr=$(echo x > /dev/stderr && echo ok)"')
+    lines.append('echo "reopen_stdout=ok" > /dev/stdout')
+    return "\n".join(lines)
 
 
 def parse_facts(text):
@@ -141,6 +146,12 @@ def test_workspace_files_stay_the_callers(wall):
     assert f["made"] == "ok"
     st = (ws / "made").stat()
     assert (st.st_uid, st.st_gid) == (runner.uid, runner.gid)
+
+
+def test_command_may_reopen_its_stdio(wall):
+    """The twin of the unprivileged ids: the pipes the agent made for the
+    command are the command's (/dev/stderr opens), not guest root's."""
+    assert (wall[1]["reopen_stderr"], wall[1].get("reopen_stdout")) == ("ok", "ok")
 
 
 def test_command_is_pid_2_of_the_sandboxs_pid_namespace(wall):
