@@ -62,7 +62,11 @@
  *                        guest's pool and the CRNG reseeded (a VM restored
  *                        from a template must not share its randomness)
  *   hostname=NAME
- *   uid=N gid=N          who the command runs as
+ *   uid=N gid=N ids=N    the guest ids the sandbox's user namespace maps
+ *                        its 0..N-1 onto (ids: 1 to 65536, default 1): the
+ *                        command is that namespace's root. SECURITY: never
+ *                        0 (refused), so that the guest kernel does not
+ *                        treat the command as privileged (issue 26)
  *   memory=BYTES pids=N  the command's cgroup limits (0 = none)
  *   size.tmp=, size.home=, size.shm=, size.workspace=   tmpfs sizes
  *   tmpfs=SIZE:PATH      an extra tmpfs (repeatable)
@@ -92,7 +96,7 @@
 
 #define AGENT_MAGIC 0x56545548U /* "HUTV" */
 #define AGENT_VERSION_MAJOR 1
-#define AGENT_VERSION_MINOR 1
+#define AGENT_VERSION_MINOR 2
 #define AGENT_HEADER_SIZE 16
 #define AGENT_FRAME_MAX (64U << 10)
 #define AGENT_PORT_NAME "org.hutch.agent.0"

@@ -6,16 +6,22 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <grp.h>
 #include <linux/random.h>
 #include <net/if.h>
 #include <netinet/in.h>
+#include <sched.h>
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/mount.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/sysmacros.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -26,10 +32,15 @@
 #include "parse-util.h"
 
 #define MAX_SETUP_MOUNTS 32
+/* The most ids a command's user namespace maps (USERNS_RANGE_SIZE). */
+#define MAX_SETUP_IDS 65536U
+
+SandboxNs sandbox_ns = {.user = -EBADF, .mnt = -EBADF, .ipc = -EBADF, .uts = -EBADF};
 
 Setup setup = {
         .uid = 65534,
         .gid = 65534,
+        .ids = 1,
         .size_tmp = 1024ULL << 20,
         .size_home = 1024ULL << 20,
         .size_shm = 64ULL << 20,
@@ -274,7 +285,7 @@ static int setup_dev(Fail *f) {
             mount("devpts", SBX "/dev/pts", "devpts", MS_NOSUID | MS_NOEXEC,
                   "newinstance,ptmxmode=0666,mode=0620") < 0)
                 return fail(f, errno, "mount devpts", NULL);
-        r = mount_tmpfs(SBX "/dev/shm", setup.size_shm, "1777", false, f);
+        r = mount_tmpfs(SBX "/dev/shm", setup.size_shm, "1777", true, f);
         if (r < 0)
                 return r;
         if (mount("none", SBX "/dev", NULL, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID, NULL) < 0)
@@ -403,6 +414,13 @@ static int setup_scalar(const char *kv, Fail *f) {
                 setup.read_only = strcmp(v, "1") == 0;
                 return 0;
         }
+        if (strncmp(kv, "ids=", 4) == 0) {
+                r = parse_u64_key(v, &u, f);
+                if (r < 0 || u == 0 || u > MAX_SETUP_IDS)
+                        return r < 0 ? r : fail(f, EINVAL, "parse the setup", kv);
+                setup.ids = (uint32_t)u;
+                return 0;
+        }
         if (strncmp(kv, "uid=", 4) == 0 || strncmp(kv, "gid=", 4) == 0) {
                 r = parse_u64_key(v, &u, f);
                 if (r < 0 || u > UINT32_MAX - 1)
@@ -505,6 +523,171 @@ static int setup_entry(const char *kv, Fail *f) {
         return 0;
 }
 
+/* procfs entries no command may write, whatever its ids: the namespace
+ * backend's list (rootfs.c's proc_readonly). */
+static const char *const proc_readonly[] = {
+        "/proc/sys", "/proc/sysrq-trigger", "/proc/irq", "/proc/bus", "/proc/fs",
+};
+
+/* In the sandbox's init (pid 1 of the sandbox's pid namespace, in mount,
+ * IPC and UTS namespaces of its own): a /proc of that pid namespace over
+ * the root's /proc, with proc_readonly read-only. */
+static int sandbox_init_mounts(void) {
+        if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
+                return negative_errno();
+        if (mount("proc", SBX "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0)
+                return negative_errno();
+        for (size_t i = 0; i < ELEMENTSOF(proc_readonly); i++) {
+                char path[64];
+
+                (void)snprintf(path, sizeof(path), SBX "%s", proc_readonly[i]);
+                if (mount(path, path, NULL, MS_BIND | MS_REC, NULL) < 0) {
+                        if (errno == ENOENT)
+                                continue;
+                        return negative_errno();
+                }
+                if (mount(NULL, path, NULL,
+                          MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC,
+                          NULL) < 0)
+                        return negative_errno();
+        }
+        return 0;
+}
+
+/* The sandbox's init: mounts its /proc, says how that went on @report,
+ * then holds the pid namespace and reaps what is orphaned in it, as
+ * nobody, with no capability and none of the agent's descriptors. */
+_noreturn_ static void sandbox_init_main(int report) {
+        unsigned char b[4];
+        sigset_t mask;
+        int r;
+
+        r = sandbox_init_mounts();
+        agent_put_le32(b, (uint32_t)(r < 0 ? -r : 0));
+        (void)write(report, b, sizeof(b));
+        if (r < 0)
+                _exit(1);
+        (void)close_range(3, ~0U, 0);
+        if (setgroups(0, NULL) < 0 || setresgid(65534, 65534, 65534) < 0 ||
+            setresuid(65534, 65534, 65534) < 0 || prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
+                _exit(1);
+        /* SIGCHLD stays blocked (the agent's mask): waited for here. */
+        sigemptyset(&mask);
+        sigaddset(&mask, SIGCHLD);
+        (void)sigprocmask(SIG_BLOCK, &mask, NULL);
+        for (;;) {
+                siginfo_t si;
+
+                while (waitpid(-1, NULL, WNOHANG) > 0)
+                        ;
+                (void)sigwaitinfo(&mask, &si);
+        }
+}
+
+/* A process in a new user namespace whose ids 0..ids-1 are setup.uid..
+ * and setup.gid..: that namespace, in sandbox_ns.user. */
+static int userns_make(Fail *f) {
+        char path[64], map[64];
+        int hold[2], r = 0;
+        pid_t pid;
+
+        if (pipe2(hold, O_CLOEXEC) < 0)
+                return fail(f, errno, "create the sandbox's user namespace", NULL);
+        pid = (pid_t)syscall(SYS_clone, CLONE_NEWUSER | SIGCHLD, NULL, NULL, NULL, 0);
+        if (pid == 0) {
+                char c;
+
+                (void)close(hold[1]);
+                (void)read(hold[0], &c, 1);
+                _exit(0);
+        }
+        (void)close(hold[0]);
+        if (pid < 0) {
+                (void)close(hold[1]);
+                return fail(f, errno, "create the sandbox's user namespace", NULL);
+        }
+        (void)snprintf(map, sizeof(map), "0 %u %u\n", (unsigned)setup.uid, setup.ids);
+        (void)snprintf(path, sizeof(path), "/proc/%d/uid_map", (int)pid);
+        r = write_string_file(path, map);
+        if (r >= 0) {
+                (void)snprintf(map, sizeof(map), "0 %u %u\n", (unsigned)setup.gid, setup.ids);
+                (void)snprintf(path, sizeof(path), "/proc/%d/gid_map", (int)pid);
+                r = write_string_file(path, map);
+        }
+        if (r >= 0) {
+                (void)snprintf(path, sizeof(path), "/proc/%d/ns/user", (int)pid);
+                sandbox_ns.user = open(path, O_RDONLY | O_CLOEXEC);
+                if (sandbox_ns.user < 0)
+                        r = negative_errno();
+        }
+        (void)close(hold[1]);
+        (void)waitpid(pid, NULL, 0);
+        if (r < 0)
+                return fail(f, -r, "write the sandbox's id maps", map);
+        return 0;
+}
+
+/* SECURITY (issue 15, item 5; issue 26): the sandbox's namespaces. Its
+ * init is pid 1 of a new pid namespace, which the agent makes its
+ * children's: a command sees the sandbox's processes only, never the
+ * agent's /proc/1 (its descriptors: the host's port). It has mount, IPC
+ * and UTS namespaces of its own (its /proc, read-only where it matters),
+ * which every command joins, and the user namespace whose root the
+ * command is (userns_make()). */
+static int setup_namespaces(Fail *f) {
+        static const struct {
+                const char *name;
+                int *fd;
+        } ns[] = {
+                {"mnt", &sandbox_ns.mnt},
+                {"ipc", &sandbox_ns.ipc},
+                {"uts", &sandbox_ns.uts},
+        };
+        _cleanup_close_ int pid_ns = -EBADF;
+        unsigned char b[4];
+        char path[64];
+        int report[2];
+        pid_t pid;
+        ssize_t n;
+        int r;
+
+        r = userns_make(f);
+        if (r < 0)
+                return r;
+        if (pipe2(report, O_CLOEXEC) < 0)
+                return fail(f, errno, "start the sandbox's init", NULL);
+        pid = (pid_t)syscall(SYS_clone,
+                             CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWIPC | CLONE_NEWUTS | SIGCHLD,
+                             NULL, NULL, NULL, 0);
+        if (pid == 0) {
+                (void)close(report[0]);
+                sandbox_init_main(report[1]);
+        }
+        (void)close(report[1]);
+        if (pid < 0) {
+                (void)close(report[0]);
+                return fail(f, errno, "start the sandbox's init", NULL);
+        }
+        n = loop_read(report[0], b, sizeof(b));
+        (void)close(report[0]);
+        if (n != (ssize_t)sizeof(b) || agent_get_le32(b) != 0) {
+                (void)waitpid(pid, NULL, 0);
+                return fail(f, n == (ssize_t)sizeof(b) ? (int)agent_get_le32(b) : EIO,
+                            "mount the sandbox's /proc", NULL);
+        }
+        for (size_t i = 0; i < ELEMENTSOF(ns); i++) {
+                (void)snprintf(path, sizeof(path), "/proc/%d/ns/%s", (int)pid, ns[i].name);
+                *ns[i].fd = open(path, O_RDONLY | O_CLOEXEC);
+                if (*ns[i].fd < 0)
+                        return fail(f, errno, "open the sandbox's namespaces", path);
+        }
+        (void)snprintf(path, sizeof(path), "/proc/%d/ns/pid", (int)pid);
+        pid_ns = open(path, O_RDONLY | O_CLOEXEC);
+        if (pid_ns < 0 || setns(pid_ns, CLONE_NEWPID) < 0)
+                return fail(f, errno, "enter the sandbox's pid namespace", NULL);
+        return 0;
+}
+
 static int setup_cgroup_root(Fail *f) {
         int r = write_string_file("/sys/fs/cgroup/cgroup.subtree_control", "+memory +pids +cpu");
 
@@ -527,6 +710,11 @@ int do_setup(const void *payload, size_t len, Fail *f) {
                 if (r < 0)
                         return r;
         }
+        /* SECURITY: no id of the command's is one the guest kernel treats
+         * as privileged (issue 26). */
+        if (setup.uid == 0 || setup.gid == 0 || setup.uid > UINT32_MAX - setup.ids ||
+            setup.gid > UINT32_MAX - setup.ids)
+                return fail(f, EINVAL, "parse the setup", "the command's ids");
         r = setup_cgroup_root(f);
         if (r < 0)
                 return r;
@@ -536,10 +724,10 @@ int do_setup(const void *payload, size_t len, Fail *f) {
         r = setup_dev(f);
         if (r < 0)
                 return r;
-        if (mkdir_p(SBX "/proc") < 0 ||
-            mount("proc", SBX "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0)
-                return fail(f, errno, "mount /proc", NULL);
-        r = mount_tmpfs(SBX "/tmp", setup.size_tmp, "1777", false, f);
+        /* Its /proc is the sandbox init's (setup_namespaces()). */
+        if (mkdir_p(SBX "/proc") < 0)
+                return fail(f, errno, "create a mount point", SBX "/proc");
+        r = mount_tmpfs(SBX "/tmp", setup.size_tmp, "1777", true, f);
         if (r >= 0)
                 r = mount_tmpfs(SBX "/root", setup.size_home, "0700", true, f);
         if (r >= 0 && setup.read_only)
@@ -557,6 +745,9 @@ int do_setup(const void *payload, size_t len, Fail *f) {
                   NULL) < 0)
                 return fail(f, errno, "make the sandbox root read-only", NULL);
         r = setup_net(f);
+        if (r < 0)
+                return r;
+        r = setup_namespaces(f);
         if (r < 0)
                 return r;
         setup.done = true;

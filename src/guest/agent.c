@@ -11,23 +11,32 @@
  * (any number at once, one per channel; or the file operation builtin of
  * src/lib/sandbox/file-op.h, confined as a command is).
  *
- * SECURITY: the command runs chrooted into /sbx, as the uid and gid the
- * host names, with no capabilities (bounding and ambient sets cleared),
- * no_new_privs, in a cgroup of its own with the memory and pids limits. It
- * never sees the agent's /dev (the virtio port), and the agent is not
- * dumpable. A frame that breaks the protocol ends the agent, and with it
- * the VM (panic=-1 and -no-reboot). */
+ * SECURITY: the command runs behind the namespace backend's wall
+ * (docs/vm.md, "The guest's own wall"): chrooted into /sbx, in the
+ * sandbox's pid, mount, IPC and UTS namespaces (its /proc is the sandbox's,
+ * /proc/sys read-only), as the root of the sandbox's user namespace, whose
+ * ids are unprivileged guest ids the host names, with no capabilities
+ * (bounding and ambient sets cleared), no_new_privs, the namespace
+ * backend's seccomp program, and in a cgroup of its own with the memory
+ * and pids limits. The kernel's usermode helpers are off from boot. It
+ * never sees the agent's /dev (the virtio port) or /proc/1, and the agent
+ * is not dumpable. A frame that breaks the protocol ends the agent, and
+ * with it the VM (panic=-1 and -no-reboot). */
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
 #include <linux/capability.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/reboot.h>
+#include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -43,6 +52,7 @@
 #include "macro.h"
 #include "parse-util.h"
 #include "sandbox/file-op.h"
+#include "seccomp/seccomp-bpf.h"
 #include "signal-util.h"
 
 #define PORT_WAIT_MS 20000
@@ -156,6 +166,36 @@ static void load_modules(void) {
                 free(list[i]);
         }
         free(list);
+}
+
+/* SECURITY (issue 26): the kernel runs its usermode helpers as full guest
+ * root in the guest's first namespaces: a core_pattern pipe
+ * ("|/proc/%P/root/tmp/x" ran a command's file so, and it read the
+ * agent's port), modprobe on a request for a missing module, poweroff_cmd,
+ * the uevent helper. All off before the first frame (so in every template
+ * too): cores are plain files named "core" (and a command's RLIMIT_CORE is
+ * 0), no module loads after the agent's own (modules_disabled, which
+ * cannot be undone), and the helper paths are empty. What this kernel does
+ * not have (no CONFIG_UEVENT_HELPER, no modules) is skipped; any other
+ * failure ends the VM: this wall is never silently missing. */
+static void usermode_helpers_off(void) {
+        static const struct {
+                const char *path, *value;
+        } w[] = {
+                {"/proc/sys/kernel/core_pattern", "core\n"},
+                {"/proc/sys/fs/suid_dumpable", "0\n"},
+                {"/proc/sys/kernel/poweroff_cmd", "\n"},
+                {"/proc/sys/kernel/modprobe", "\n"},
+                {"/sys/kernel/uevent_helper", "\n"},
+                {"/proc/sys/kernel/modules_disabled", "1\n"},
+        };
+
+        for (size_t i = 0; i < ELEMENTSOF(w); i++) {
+                int r = write_string_file(w[i].path, w[i].value);
+
+                if (r < 0 && r != -ENOENT)
+                        die(w[i].path, -r);
+        }
 }
 
 void sleep_ms(long ms) {
@@ -272,24 +312,55 @@ _noreturn_ static void child_fail(int errfd, int err, const char *what) {
         _exit(125);
 }
 
-static void drop_privileges(int errfd) {
+/* SECURITY (issue 15, item 5; issue 26): the command's wall in the guest,
+ * what the namespace backend's init applies. It joins the sandbox's
+ * namespaces (agent-setup.c's setup_namespaces(): its pid namespace is
+ * the agent's children's already), enters its root, and becomes the root
+ * of the sandbox's user namespace: guest ids setup.uid and setup.gid,
+ * never 0, so that nothing the guest kernel checks against uid 0 (the
+ * writable files of /proc/sys among them) is the command's. Then no
+ * capability (bounding and ambient sets empty), no_new_privs, no core
+ * dump. The seccomp filter comes last, in child_main(). */
+static void enter_sandbox(int errfd) {
         struct __user_cap_header_struct hdr = {.version = _LINUX_CAPABILITY_VERSION_3};
         struct __user_cap_data_struct data[2] = {};
+        const struct rlimit no_core = {};
 
+        if (setns(sandbox_ns.ipc, CLONE_NEWIPC) < 0 || setns(sandbox_ns.uts, CLONE_NEWUTS) < 0 ||
+            setns(sandbox_ns.mnt, CLONE_NEWNS) < 0)
+                child_fail(errfd, errno, "enter the sandbox's namespaces");
+        if (chroot(SBX) < 0 || chdir("/") < 0)
+                child_fail(errfd, errno, "enter the sandbox root");
+        if (setrlimit(RLIMIT_CORE, &no_core) < 0)
+                child_fail(errfd, errno, "set the core size limit");
         if (setgroups(0, NULL) < 0)
                 child_fail(errfd, errno, "drop the supplementary groups");
-        if (setresgid(setup.gid, setup.gid, setup.gid) < 0 ||
-            setresuid(setup.uid, setup.uid, setup.uid) < 0)
+        if (setns(sandbox_ns.user, CLONE_NEWUSER) < 0)
+                child_fail(errfd, errno, "enter the sandbox's user namespace");
+        if (setresgid(0, 0, 0) < 0 || setresuid(0, 0, 0) < 0)
                 child_fail(errfd, errno, "change to the command's uid");
         for (int c = 0; c <= CAP_LAST_CAP; c++)
-                if (prctl(PR_CAPBSET_DROP, c, 0, 0, 0) < 0 && errno != EINVAL && errno != EPERM)
+                if (prctl(PR_CAPBSET_DROP, c, 0, 0, 0) < 0 && errno != EINVAL)
                         child_fail(errfd, errno, "drop the bounding set");
         (void)prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0);
-        /* uid 0 (the caller was root) keeps its uid but no capability. */
         if (syscall(SYS_capset, &hdr, data) < 0)
                 child_fail(errfd, errno, "drop the capabilities");
         if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
                 child_fail(errfd, errno, "set no_new_privs");
+}
+
+/* The namespace backend's seccomp program (src/lib/seccomp, generated at
+ * build time into seccomp-bpf.h and embedded here as data), loaded as its
+ * seccomp_filter_load_default() loads it: no_new_privs is set already. */
+static int seccomp_load(void) {
+        struct sock_fprog prog = {
+                .len = (unsigned short)ELEMENTSOF(seccomp_default_bpf),
+                .filter = (struct sock_filter *)seccomp_default_bpf,
+        };
+
+        if (syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &prog) < 0)
+                return negative_errno();
+        return 0;
 }
 
 /* In a fork()ed child that runs the agent's code: the other commands'
@@ -317,11 +388,12 @@ _noreturn_ static void child_main(Exec *x, char **argv, char **envp, const char 
         if (dup2(pipes[0][0], STDIN_FILENO) < 0 || dup2(pipes[1][1], STDOUT_FILENO) < 0 ||
             dup2(pipes[2][1], STDERR_FILENO) < 0)
                 child_fail(errfd, errno, "set up stdio");
-        if (chroot(SBX) < 0 || chdir("/") < 0)
-                child_fail(errfd, errno, "enter the sandbox root");
-        drop_privileges(errfd);
+        enter_sandbox(errfd);
         if (chdir(cwd) < 0)
                 child_fail(errfd, errno, "enter the working directory");
+        r = seccomp_load();
+        if (r < 0)
+                child_fail(errfd, -r, "load the seccomp filter");
         if (x->builtin) {
                 /* Confined as a command is; its status is its errno. It
                  * runs without an exec: the agent's descriptors (the port,
@@ -336,30 +408,17 @@ _noreturn_ static void child_main(Exec *x, char **argv, char **envp, const char 
         exec_or_exit(argv, envp);
 }
 
-/* Starts child_main() with vfork(): the child borrows the agent's memory
- * until its execve() (or _exit()) and the agent waits until then, so
- * neither the agent's page tables are copied nor its pages made
- * copy-on-write, and execve() has no copy to tear down: 1.5 ms of an exec
- * under TCG. child_main() never returns; of the agent's memory it changes
- * only environ (exec_or_exit() sets it), put back here, and errno, which
- * the caller reads only when vfork() failed (there was no child then).
- * SECURITY: the child shares memory with the agent only while it runs the
- * agent's own code: the command's code runs after execve(), in an address
- * space of its own. The child is a process of its own (its files, root,
- * credentials, signal handlers, session and cgroup are not the agent's),
- * and while it changes its credentials the shared memory stays as
- * non-dumpable as the agent made it. The file operation builtin runs the
- * agent's code to its end (allocating, opening files): it gets a fork()
- * and memory of its own. */
+/* Starts child_main() with fork(). Not vfork(), which saved 0.5-1 ms of
+ * an exec under TCG: a process that shares its memory with another may not
+ * enter a user namespace (setns() fails with EINVAL), and the command's
+ * user namespace is the sandbox's (enter_sandbox()). The child lands in the
+ * sandbox's pid namespace (the agent's children's). */
 static pid_t spawn_command(Exec *x, char **argv, char **envp, const char *cwd, int pipes[3][2],
                            int errfd) {
-        extern char **environ;
-        char **saved = environ;
-        pid_t pid = x->builtin ? fork() : vfork();
+        pid_t pid = fork();
 
         if (pid == 0)
                 child_main(x, argv, envp, cwd, pipes, errfd);
-        environ = saved;
         return pid;
 }
 
@@ -703,8 +762,12 @@ static int start_exec(Exec *x, const void *payload, size_t len, Fail *f) {
         r = cgroup_create(x, f);
         if (r < 0)
                 goto out;
+        /* The command's, as pipes it made itself would be: it may open
+         * them again (/dev/stderr is /proc/self/fd/2), which their mode
+         * (0600) allows their owner only. */
         for (int i = 0; i < 3; i++)
-                if (pipe2(pipes[i], O_CLOEXEC) < 0) {
+                if (pipe2(pipes[i], O_CLOEXEC) < 0 ||
+                    fchown(pipes[i][0], setup.uid, setup.gid) < 0) {
                         r = fail(f, errno, "create the command's pipes", NULL);
                         goto out;
                 }
@@ -936,6 +999,7 @@ int main(int argc, char **argv) {
         mount_kernel_filesystems();
         (void)prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
         load_modules();
+        usermode_helpers_off();
         sigemptyset(&mask);
         sigaddset(&mask, SIGCHLD);
         (void)sigprocmask(SIG_BLOCK, &mask, NULL);

@@ -16,14 +16,29 @@
 
 /* What SETUP said (agent-protocol.h's keys), with their defaults. */
 typedef struct Setup {
+        /* SECURITY: the guest ids the command's user namespace maps its ids
+         * 0..ids-1 onto; never 0 (issue 26): the guest kernel does not
+         * treat the command as privileged. */
         uid_t uid;
         gid_t gid;
+        uint32_t ids;
         uint64_t memory, pids;
         uint64_t size_tmp, size_home, size_shm, size_workspace;
         bool net, read_only, done;
 } Setup;
 
 extern Setup setup;
+
+/* The sandbox's namespaces, made at the end of SETUP (agent-setup.c) and
+ * joined by every command: its user namespace (setup.uid's map), and the
+ * mount, IPC and UTS namespaces of the sandbox's init (pid 1 of the
+ * sandbox's pid namespace, which the agent makes its children's). -EBADF
+ * before SETUP. */
+typedef struct SandboxNs {
+        int user, mnt, ipc, uts;
+} SandboxNs;
+
+extern SandboxNs sandbox_ns;
 
 /* Why a step failed, as an ERROR frame says it. */
 typedef struct Fail {

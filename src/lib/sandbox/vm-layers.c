@@ -388,6 +388,10 @@ void vm_layers_done(VmLayers *l) {
 void vm_layers_configure(const VmLayers *l, const VmRun *v, VmConfig *c) {
         c->in_userns = true;
         c->userns_fd = l->userns_fd;
+        /* SECURITY: the guest sees the sandbox's ids from VM_GUEST_ID_BASE
+         * on, never 0 (issue 26). */
+        c->guest_id = VM_GUEST_ID_BASE;
+        c->userns_count = v->idmap.count;
         c->n_dirs = 0;
         /* The shares first: their names are below the run directory. */
         for (size_t i = 0; i < l->n_share_fds && v->share_names[i]; i++)

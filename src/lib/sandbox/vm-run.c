@@ -454,12 +454,19 @@ static int build_setup(VmRun *v, VmConfig *c, char **ret, size_t *ret_len) {
                 r = agent_payload_add(&buf, &len, "seed=", hex);
         if (r >= 0)
                 r = agent_payload_add(&buf, &len, "hostname=", p->hostname);
-        /* A persistent sandbox's command is root of its files, as in the
-         * namespace backend (where it is root of its user namespace). */
+        /* SECURITY: the command is the root of a user namespace in the
+         * guest whose ids map onto the guest ids its files have: those QEMU
+         * reports, VM_GUEST_ID_BASE.. when QEMU runs in the sandbox's user
+         * namespace (vm_layers_configure()), else the caller's own uid and
+         * gid (QEMU runs as the caller). Never a guest id 0 (issue 26). */
         if (r >= 0)
-                r = kv(&buf, &len, "uid=", "%u", v->persistent ? 0U : (unsigned)getuid());
+                r = kv(&buf, &len, "uid=", "%u",
+                       v->in_userns ? VM_GUEST_ID_BASE : (unsigned)getuid());
         if (r >= 0)
-                r = kv(&buf, &len, "gid=", "%u", v->persistent ? 0U : (unsigned)getgid());
+                r = kv(&buf, &len, "gid=", "%u",
+                       v->in_userns ? VM_GUEST_ID_BASE : (unsigned)getgid());
+        if (r >= 0)
+                r = kv(&buf, &len, "ids=", "%u", v->in_userns ? v->idmap.count : 1U);
         if (r >= 0)
                 r = kv(&buf, &len, "memory=", "%" PRIu64, p->memory_max);
         if (r >= 0)

@@ -7,6 +7,7 @@
 #include <inttypes.h>
 #include <jansson.h>
 #include <limits.h>
+#include <linux/capability.h>
 #include <linux/magic.h>
 #include <poll.h>
 #include <sched.h>
@@ -20,6 +21,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
+#include <sys/syscall.h>
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -424,6 +426,69 @@ static int qemu_landlock(const VmConfig *c, size_t n) {
         return r == -EOPNOTSUPP ? 0 : r;
 }
 
+/* In qemu_exec()'s child, the root of c->userns_fd's namespace: moves
+ * into a new user namespace nested in it (VmConfig.guest_id). Its maps are
+ * written by a forked child that stays in the outer namespace (a process
+ * may not write a multi-id map of its own namespace), while this process
+ * is dumpable: a non-dumpable process's /proc files are host root's. */
+static int userns_nest(uint32_t id, uint32_t count) {
+        pid_t self = getpid(), writer;
+        int go[2], status = 0, r = 0;
+
+        if (pipe2(go, O_CLOEXEC) < 0)
+                return negative_errno();
+        (void)prctl(PR_SET_DUMPABLE, 1, 0, 0, 0);
+        writer = fork();
+        if (writer == 0) {
+                char path[64], map[64], c;
+
+                (void)close(go[1]);
+                if (read(go[0], &c, 1) != 1)
+                        _exit(1);
+                (void)snprintf(map, sizeof(map), "%u 0 %u\n", id, count);
+                (void)snprintf(path, sizeof(path), "/proc/%d/uid_map", (int)self);
+                if (write_string_file(path, map) < 0)
+                        _exit(2);
+                (void)snprintf(path, sizeof(path), "/proc/%d/gid_map", (int)self);
+                _exit(write_string_file(path, map) < 0 ? 3 : 0);
+        }
+        (void)close(go[0]);
+        if (writer < 0) {
+                (void)close(go[1]);
+                return negative_errno();
+        }
+        if (unshare(CLONE_NEWUSER) < 0)
+                r = negative_errno();
+        else if (write(go[1], "x", 1) != 1)
+                r = -EIO;
+        (void)close(go[1]);
+        if (waitpid(writer, &status, 0) < 0 && r >= 0)
+                r = negative_errno();
+        (void)prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
+        if (r >= 0 && (!WIFEXITED(status) || WEXITSTATUS(status) != 0))
+                r = -EPERM;
+        return r;
+}
+
+/* The capabilities QEMU had as its namespace's root, as ambient ones of
+ * its uid there (which is not 0), so that its 9p server may still chown
+ * and read files of the namespace's other ids as before. */
+static int caps_keep_ambient(void) {
+        struct __user_cap_header_struct h = {.version = _LINUX_CAPABILITY_VERSION_3};
+        struct __user_cap_data_struct d[2] = {};
+
+        if (syscall(SYS_capget, &h, d) < 0)
+                return negative_errno();
+        d[0].inheritable = d[0].permitted;
+        d[1].inheritable = d[1].permitted;
+        if (syscall(SYS_capset, &h, d) < 0)
+                return negative_errno();
+        for (unsigned c = 0; c < 64; c++)
+                if (d[c / 32].permitted & (1U << (c % 32)))
+                        (void)prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_RAISE, c, 0, 0);
+        return 0;
+}
+
 /* In the forked child: the cgroup, the user namespace, the fixed
  * descriptors, exec. */
 _noreturn_ static void qemu_exec(const VmConfig *c, char **argv, int fds[3], int log_fd,
@@ -463,6 +528,14 @@ _noreturn_ static void qemu_exec(const VmConfig *c, char **argv, int fds[3], int
                         (void)setgroups(0, NULL);
                 if (setresgid(0, 0, 0) < 0 || setresuid(0, 0, 0) < 0)
                         _exit(127);
+                if (c->guest_id > 0) {
+                        uid_t id = (uid_t)c->guest_id;
+
+                        if (userns_nest(c->guest_id, c->userns_count) < 0 ||
+                            setresgid(id, id, id) < 0 || setresuid(id, id, id) < 0 ||
+                            caps_keep_ambient() < 0)
+                                _exit(127);
+                }
                 /* SECURITY: as root hutch this changed the host uid (to the
                  * sandbox's range), which clears the death signal: set it
                  * again, or a QEMU whose keeper was SIGKILLed would live on

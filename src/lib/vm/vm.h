@@ -72,6 +72,12 @@ typedef struct VmDir {
         int fd;           /* borrowed: the directory, as QEMU may open it */
 } VmDir;
 
+/* The first guest id of the sandbox's ids when QEMU runs in a user
+ * namespace (VmConfig.guest_id): the guest's command is the root of a user
+ * namespace of its own that maps its 0.. onto VM_GUEST_ID_BASE.., and the
+ * ids below it are nothing of the sandbox's. */
+#define VM_GUEST_ID_BASE UINT32_C(100000)
+
 typedef struct VmConfig {
         VmAccel accel;
         const char *kernel;       /* or NULL: the newest /boot/vmlinuz-* */
@@ -95,6 +101,18 @@ typedef struct VmConfig {
          * dirs[i].path becomes /proc/self/fd/N/... */
         bool in_userns;
         int userns_fd; /* borrowed, with in_userns */
+        /* With in_userns: QEMU does not stay that namespace's root. It
+         * moves on into a namespace nested in it that maps
+         * @guest_id..@guest_id+@userns_count-1 to that namespace's
+         * 0..@userns_count-1, and takes uid and gid @guest_id there (the
+         * same host ids as before, with the namespace's capabilities kept
+         * as ambient ones). So the ids QEMU's 9p server reports to the
+         * guest start at @guest_id, an id the guest kernel does not treat
+         * as privileged: the guest runs the command as the root of a user
+         * namespace of its own mapped onto them (docs/vm.md, "The guest's
+         * own wall"). 0: QEMU stays the namespace's root. */
+        uint32_t guest_id;
+        uint32_t userns_count;
         VmDir dirs[VM_MAX_DIRS];
         size_t n_dirs;
         /* With in_userns: files bound into a mount namespace of QEMU's
