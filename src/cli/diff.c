@@ -31,13 +31,15 @@ typedef struct StatLine {
         bool binary;
 } StatLine;
 
-/* Counts the '+' and '-' lines of the patch of @c (the two header lines
- * excepted), written by ws_diff_write_patch() into a memfd. */
+/* Counts the '+' and '-' lines of the hunks of the patch of @c (its git
+ * header lines, "--- a/P" and "+++ b/P" before the first "@@" excepted),
+ * written by ws_diff_write_patch() into a memfd. */
 static int diff_count_lines(const WsView *v, const WsChange *c, StatLine *ret, HutchError *reterr) {
         _cleanup_close_ int fd = -EBADF;
         FILE *f;
         _cleanup_free_ char *line = NULL;
-        size_t cap = 0, n = 0;
+        size_t cap = 0;
+        bool in_hunk = false;
         int r;
 
         fd = memfd_create("hutch-diff-stat", MFD_CLOEXEC);
@@ -53,10 +55,12 @@ static int diff_count_lines(const WsView *v, const WsChange *c, StatLine *ret, H
                 return -errno;
         fd = -EBADF;
         while (getline(&line, &cap, f) >= 0) {
-                if (n++ < 2 && (strncmp(line, "--- ", 4) == 0 || strncmp(line, "+++ ", 4) == 0))
-                        continue;
-                if (strncmp(line, "Binary files ", 13) == 0)
+                if (strncmp(line, "@@", 2) == 0)
+                        in_hunk = true;
+                else if (strncmp(line, "Binary files ", 13) == 0)
                         ret->binary = true;
+                else if (!in_hunk)
+                        continue;
                 else if (line[0] == '+')
                         ret->added++;
                 else if (line[0] == '-')
@@ -113,7 +117,9 @@ static int diff_print_git_stat(const WsView *v, const WsChange *changes, size_t 
                         (void)putchar('-');
                 (void)putchar('\n');
         }
-        if (r >= 0) {
+        if (r >= 0 && n == 0) {
+                (void)printf("no changes\n");
+        } else if (r >= 0) {
                 (void)printf(" %zu file%s changed", k, k == 1 ? "" : "s");
                 if (added || !removed)
                         (void)printf(", %zu insertion%s(+)", added, added == 1 ? "" : "s");
