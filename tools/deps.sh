@@ -14,7 +14,7 @@ set -euo pipefail
 # The one list (DESIGN.md §9). libc6-dev provides the static libc the
 # probe links against. user-mode-linux boots a pure cgroup v2 kernel for
 # tests/integration/test_cgroup_v2.py (this machine is hybrid).
-build_pkgs=(meson ninja-build gcc libc6-dev pkg-config libseccomp-dev libjansson-dev libcmocka-dev libevent-dev libhttp-parser-dev libssl-dev libarchive-dev)
+build_pkgs=(meson ninja-build gcc libc6-dev pkg-config libseccomp-dev libjansson-dev libcmocka-dev libevent-dev libhttp-parser-dev libssl-dev libarchive-dev zlib1g-dev)
 # npm installs the tests' node packages (undici, the MCP SDK) into their own
 # cache; NodeSource's nodejs bundles it (and conflicts with Debian's npm).
 test_pkgs=(python3 python3-pytest clang-format shellcheck strace bubblewrap uidmap util-linux passwd user-mode-linux curl git nodejs npm python3-trustme python3-cryptography python3-requests zstd python3-yaml)
