@@ -513,8 +513,10 @@ typedef enum CharStyle {
         STYLE_LITERAL,
         STYLE_PCT_UPPER, /* %2F */
         STYLE_PCT_LOWER, /* %2f */
+        STYLE_PCT,       /* %20: no hex letter, the case of its neighbours */
         STYLE_U_UPPER,   /* \u002F */
         STYLE_U_LOWER,   /* \u002f */
+        STYLE_U,         /* \u0020 */
         STYLE_ESCAPE,    /* \/ */
 } CharStyle;
 
@@ -528,11 +530,28 @@ static int hex_digit(char c) {
         return -1;
 }
 
-static bool any_lower_hex(const char *s, size_t n) {
-        for (size_t i = 0; i < n; i++)
+/* The case of the hex letters in @n bytes at @s: 1 lower, 0 upper, -1 no
+ * letter. */
+static int hex_case(const char *s, size_t n) {
+        for (size_t i = 0; i < n; i++) {
                 if (s[i] >= 'a' && s[i] <= 'f')
-                        return true;
-        return false;
+                        return 1;
+                if (s[i] >= 'A' && s[i] <= 'F')
+                        return 0;
+        }
+        return -1;
+}
+
+/* The style of an escape of kind @neutral (STYLE_PCT or STYLE_U) whose
+ * @n hex digits are at @hex (all present and valid). */
+static uint8_t escape_style(const char *hex, size_t n, CharStyle neutral) {
+        int c = hex_case(hex, n);
+
+        if (c < 0)
+                return (uint8_t)neutral;
+        if (neutral == STYLE_PCT)
+                return c ? STYLE_PCT_LOWER : STYLE_PCT_UPPER;
+        return c ? STYLE_U_LOWER : STYLE_U_UPPER;
 }
 
 /* Reads @want hex digits at @p (at most @avail there). Returns the value,
@@ -575,7 +594,8 @@ static MatchResult flex_match(const char *buf, size_t len, size_t pos, const cha
                         if (esc == -2)
                                 return MATCH_PARTIAL;
                         esc_len = 3;
-                        style = any_lower_hex(buf + pos + 1, 2) ? STYLE_PCT_LOWER : STYLE_PCT_UPPER;
+                        if (esc >= 0)
+                                style = escape_style(buf + pos + 1, 2, STYLE_PCT);
                 } else if (c == '\\') {
                         if (pos + 1 >= len)
                                 return MATCH_PARTIAL;
@@ -584,8 +604,8 @@ static MatchResult flex_match(const char *buf, size_t len, size_t pos, const cha
                                 if (esc == -2)
                                         return MATCH_PARTIAL;
                                 esc_len = 6;
-                                style = any_lower_hex(buf + pos + 2, 4) ? STYLE_U_LOWER
-                                                                        : STYLE_U_UPPER;
+                                if (esc >= 0)
+                                        style = escape_style(buf + pos + 2, 4, STYLE_U);
                         } else if (strchr("/\"\\", buf[pos + 1]) && buf[pos + 1] != '\0') {
                                 esc = (unsigned char)buf[pos + 1];
                                 esc_len = 2;
@@ -635,6 +655,16 @@ static void put_hex(char *out, unsigned char c, bool lower) {
 /* Rewrites the match at @pos with the placeholder @ph, each character in
  * the style its counterpart had, so the length stays the same. */
 static void flex_rewrite(char *buf, size_t pos, const char *ph, size_t n, const uint8_t *styles) {
+        bool lower = false;
+
+        /* An escape without hex letters (%30) takes the case of the last
+         * one with letters before it, or else of the first after it. */
+        for (size_t k = 0; k < n; k++)
+                if (styles[k] == STYLE_PCT_LOWER || styles[k] == STYLE_U_LOWER ||
+                    styles[k] == STYLE_PCT_UPPER || styles[k] == STYLE_U_UPPER) {
+                        lower = styles[k] == STYLE_PCT_LOWER || styles[k] == STYLE_U_LOWER;
+                        break;
+                }
         for (size_t k = 0; k < n; k++) {
                 unsigned char c = (unsigned char)ph[k];
 
@@ -644,14 +674,20 @@ static void flex_rewrite(char *buf, size_t pos, const char *ph, size_t n, const 
                         break;
                 case STYLE_PCT_UPPER:
                 case STYLE_PCT_LOWER:
+                case STYLE_PCT:
+                        if (styles[k] != STYLE_PCT)
+                                lower = styles[k] == STYLE_PCT_LOWER;
                         buf[pos] = '%';
-                        put_hex(buf + pos + 1, c, styles[k] == STYLE_PCT_LOWER);
+                        put_hex(buf + pos + 1, c, lower);
                         pos += 3;
                         break;
                 case STYLE_U_UPPER:
                 case STYLE_U_LOWER:
+                case STYLE_U:
+                        if (styles[k] != STYLE_U)
+                                lower = styles[k] == STYLE_U_LOWER;
                         memcpy(buf + pos, "\\u00", 4);
-                        put_hex(buf + pos + 4, c, styles[k] == STYLE_U_LOWER);
+                        put_hex(buf + pos + 4, c, lower);
                         pos += 6;
                         break;
                 case STYLE_ESCAPE:
