@@ -373,16 +373,20 @@ typedef enum Coding {
 } Coding;
 
 /* The content coding of the response in @m: every Content-Encoding field,
- * a comma-separated list; "identity" counts as none. */
+ * a comma-separated list; "identity" counts as none. A transfer coding
+ * other than chunked (which the proxy removes) counts as one it cannot
+ * decode: the client would undo it. */
 static Coding response_coding(const HttpMessage *m) {
         Coding c = CODING_NONE;
 
         for (size_t f = 0; f < m->n_fields; f++) {
                 const char *name, *v;
                 size_t nl, vl;
+                bool transfer;
 
                 http_message_field(m, f, &name, &nl, &v, &vl);
-                if (!http_token_equal(name, nl, "Content-Encoding"))
+                transfer = http_token_equal(name, nl, "Transfer-Encoding");
+                if (!transfer && !http_token_equal(name, nl, "Content-Encoding"))
                         continue;
                 for (size_t a = 0; a < vl;) {
                         size_t b = a;
@@ -394,8 +398,11 @@ static Coding response_coding(const HttpMessage *m) {
                                 a++;
                         while (b > a && (v[b - 1] == ' ' || v[b - 1] == '\t'))
                                 b--;
-                        if (b == a || http_token_equal(v + a, b - a, "identity"))
+                        if (b == a || http_token_equal(v + a, b - a, "identity") ||
+                            (transfer && http_token_equal(v + a, b - a, "chunked")))
                                 t = CODING_NONE;
+                        else if (transfer)
+                                t = CODING_OTHER;
                         else if (http_token_equal(v + a, b - a, "gzip") ||
                                  http_token_equal(v + a, b - a, "x-gzip"))
                                 t = CODING_GZIP;

@@ -72,7 +72,8 @@ class ReflectHandler(BaseHTTPRequestHandler):
     /pct/quote|lower  the value percent-encoded (quote(); every byte lower)
     /json/u|slash     a JSON string of the value (\\u00XX each; \\/)
     /range            the reflection, honouring a Range header (206)
-    /br               "Content-Encoding: br" whatever was asked"""
+    /br               "Content-Encoding: br" whatever was asked
+    /te-gzip          "Transfer-Encoding: gzip, chunked" whatever was asked"""
 
     protocol_version = "HTTP/1.1"
 
@@ -99,6 +100,11 @@ class ReflectHandler(BaseHTTPRequestHandler):
         elif kind == "br":
             out = reflect
             extra.append(("Content-Encoding", "br"))
+        elif kind == "te-gzip":
+            z = gzip.compress(reflect)
+            self.wfile.write(b"HTTP/1.1 200 X\r\nTransfer-Encoding: gzip, chunked\r\n\r\n"
+                             + b"%x\r\n%s\r\n0\r\n\r\n" % (len(z), z))
+            return
         elif kind == "b64":
             raw = b"x" * int(parts[1]) + value + b"!tail"
             out = (base64.b64encode if parts[2] == "std" else base64.urlsafe_b64encode)(raw)
@@ -157,7 +163,7 @@ def up(ca):
     u.close()
 
 
-def run(sbx, ca, up, script, spec_suffix=""):
+def run(sbx, ca, up, script, spec_suffix="", outcome=None):
     """Runs @script (sh) in a sandbox holding TOKEN as a secret for API;
     returns (placeholder, the rest of stdout, CompletedProcess). Whatever
     the sandbox printed is searched for the value."""
@@ -173,10 +179,16 @@ def run(sbx, ca, up, script, spec_suffix=""):
         "--allow-private", "127.0.0.1/32",
         "--upstream-ca", str(cafile),
     ]
+    if outcome is not None:
+        out = sbx.make_dir(name="out") / "outcome.json"
+        flags += ["--json", str(out)]
     r = sbx.run([*flags, "--", "sh", "-c", 'echo "$TOKEN"; ' + script], env={"TOKEN": REAL})
     assert_no_value(r.stdout, r.stderr)
     ph, _, rest = r.stdout.partition("\n")
     assert ph and ph != REAL, r.stderr
+    if outcome is not None:
+        outcome.update(json.loads(out.read_text()))
+        assert_no_value(out.read_text())
     return ph, rest, r
 
 
@@ -196,10 +208,13 @@ def status(out):
 
 def test_host_swap_inside_the_tunnel_is_421_and_never_sent(sbx, ca, up):
     path = f"/plain/swap-{sbx.mode}"
+    o = {}
     ph, out, r = run(sbx, ca, up, f'{CURL} -H "Host: {OTHER}:{up.port}" '
-                     f'-H "Authorization: Bearer $TOKEN" {url(up, path)}')
+                     f'-H "Authorization: Bearer $TOKEN" {url(up, path)}', outcome=o)
     assert status(out) == "421", out + r.stderr
     assert "misdirected request" in out
+    # Audited: a denial in the outcome.
+    assert any(d["host"] == API and "misdirected request" in d["reason"] for d in o["denied"]), o
     # The upstream never saw the request, so never the value for OTHER.
     assert up.requests(path) == []
 
@@ -323,8 +338,43 @@ def test_range_is_not_sent_with_a_value(sbx, ca, up):
     assert REAL[4:-4] not in out
 
 
-def test_undecodable_coding_is_502(sbx, ca, up):
-    path = f"/br/{sbx.mode}"
-    ph, out, r = run(sbx, ca, up, f'{CURL} -H "Authorization: Bearer $TOKEN" {url(up, path)}')
+@pytest.mark.parametrize("kind", ["br", "te-gzip"])
+def test_undecodable_coding_is_502(sbx, ca, up, kind):
+    # curl decodes both (--compressed, --tr-encoding) if they get through.
+    path = f"/{kind}/{sbx.mode}"
+    o = {}
+    ph, out, r = run(sbx, ca, up, f'{CURL} --tr-encoding -H "Authorization: Bearer $TOKEN" '
+                     f'{url(up, path)}', outcome=o)
     assert status(out) == "502", out + r.stderr
     assert "content coding the proxy cannot decode" in out
+    assert any("cannot decode" in d["reason"] for d in o["denied"]), o
+
+
+def test_undecodable_coding_passes_without_a_value(sbx, ca, up):
+    """Negative twin: a request that carries no value is not the proxy's
+    to decode; its answer goes through as it came."""
+    path = f"/br/novalue-{sbx.mode}"
+    ph, out, r = run(sbx, ca, up, f'curl -sS -o /dev/null -w "%{{http_code}}" {url(up, path)}')
+    assert out == "200", out + r.stderr
+
+
+# ------------------------------------------------------------ bad input
+
+
+@pytest.mark.parametrize(
+    "suffix,needle",
+    [
+        (";query=", "option 'query' needs a value"),
+        (";query=a&b", "invalid query parameter name 'a&b'"),
+        (";query=k;query=k", "option 'query' is given twice"),
+        (";colour=red", "unknown option 'colour' (expected header, query or methods)"),
+        (";header=X:Y", "invalid header name 'X:Y'"),
+        (";header=X Y", "invalid header name 'X Y'"),
+    ],
+)
+def test_bad_spec_exits_125_naming_it(sbx, suffix, needle):
+    spec = f"TOKEN@{API}{suffix}"
+    r = sbx.run(["--secret", spec, "--", "true"], env={"TOKEN": REAL})
+    assert r.returncode == 125, r.stderr
+    assert needle in r.stderr and f"--secret '{spec}'" in r.stderr, r.stderr
+    assert_no_value(r.stdout, r.stderr)
