@@ -7,6 +7,9 @@
 #include <strings.h>
 #include <sys/mman.h>
 #include <unistd.h>
+#ifdef __SSE2__
+#include <emmintrin.h>
+#endif
 
 #include "secrets.h"
 #include "strv.h"
@@ -713,30 +716,138 @@ static MatchResult literal_match(const char *buf, size_t len, size_t pos, const 
         return memcmp(buf + pos, needle, n) == 0 ? MATCH_FOUND : MATCH_NONE;
 }
 
-/* Masks @buf in place. With @hold, stops at the first place where a form
- * could start and run past the end and returns its offset (@len if there
- * is none); without, such a partial form is no value and is left alone. */
-static size_t mask_core(const ProxySecret *secrets, size_t n, char *buf, size_t len, bool hold,
-                        size_t *count) {
-        uint8_t styles[PROXY_SECRET_VALUE_MAX];
-        bool start[256] = {};
-        size_t p = 0;
+#define BIGRAMS_SIZE (65536 / 8)
 
+static void bigram_set(uint8_t *bg, unsigned char a, unsigned char b) {
+        unsigned k = (unsigned)a << 8 | b;
+
+        bg[k >> 3] |= (uint8_t)(1U << (k & 7));
+}
+
+static bool bigram_has(const uint8_t *bg, unsigned char a, unsigned char b) {
+        unsigned k = (unsigned)a << 8 | b;
+
+        return bg[k >> 3] & (1U << (k & 7));
+}
+
+/* Fills @bg (BIGRAMS_SIZE bytes, then 257) with every pair of bytes a form
+ * of some secret's value can start with, and after the table their first
+ * bytes (a count, then the bytes) for the scan. */
+static void bigrams_build(const ProxySecret *secrets, size_t n, uint8_t *bg) {
+        static const char hex[] = "0123456789abcdefABCDEF";
+        unsigned char *starts = bg + BIGRAMS_SIZE;
+        size_t k = 0;
+
+        memset(bg, 0, BIGRAMS_SIZE + 257);
         for (size_t i = 0; i < n; i++) {
                 const ProxySecret *s = &secrets[i];
+                unsigned char v0;
 
                 if (s->value_len != s->placeholder_len || s->value_len == 0)
                         continue;
-                start[(unsigned char)s->value[0]] = true;
-                start['%'] = start['\\'] = true;
+                v0 = (unsigned char)s->value[0];
+                if (s->value_len == 1)
+                        for (unsigned b = 0; b < 256; b++)
+                                bigram_set(bg, v0, (unsigned char)b);
+                else {
+                        bigram_set(bg, v0, (unsigned char)s->value[1]);
+                        bigram_set(bg, v0, '%');
+                        bigram_set(bg, v0, '\\');
+                }
+                for (size_t h = 0; h < sizeof(hex) - 1; h++)
+                        bigram_set(bg, '%', (unsigned char)hex[h]);
+                bigram_set(bg, '\\', 'u');
+                bigram_set(bg, '\\', '/');
+                bigram_set(bg, '\\', '"');
+                bigram_set(bg, '\\', '\\');
                 for (size_t b = 0; b < s->n_b64; b++)
-                        start[(unsigned char)s->b64_value[b][0]] = true;
+                        bigram_set(bg, (unsigned char)s->b64_value[b][0],
+                                   s->b64_len[b] > 1 ? (unsigned char)s->b64_value[b][1] : 0);
         }
+        /* A first byte is one whose row of 256 bits is not all zero. */
+        for (unsigned a = 0; a < 256; a++)
+                for (unsigned w = 0; w < 32; w++)
+                        if (bg[a * 32 + w] != 0) {
+                                /* More than 16 only tells the scan to
+                                 * use the table alone. */
+                                if (k < 255)
+                                        starts[1 + k++] = (unsigned char)a;
+                                break;
+                        }
+        starts[0] = (unsigned char)k;
+}
+
+/* What the scan compares with: the first bytes, as SSE2 vectors. */
+typedef struct Scan {
+        const uint8_t *bg;
+        const unsigned char *starts;
+        size_t n_starts;
+#ifdef __SSE2__
+        __m128i want[16];
+#endif
+} Scan;
+
+static void scan_init(Scan *sc, const uint8_t *bg) {
+        sc->bg = bg;
+        sc->starts = bg + BIGRAMS_SIZE + 1;
+        sc->n_starts = bg[BIGRAMS_SIZE];
+#ifdef __SSE2__
+        for (size_t k = 0; k < sc->n_starts && k < 16; k++)
+                sc->want[k] = _mm_set1_epi8((char)sc->starts[k]);
+#endif
+}
+
+/* True if a form may start at @p: its pair is in the table, or it is the
+ * last byte. */
+static bool scan_candidate(const Scan *sc, const char *buf, size_t p, size_t len) {
+        return p + 1 >= len || bigram_has(sc->bg, (unsigned char)buf[p], (unsigned char)buf[p + 1]);
+}
+
+/* The offset of the next candidate at or after @p (@len if none). With
+ * SSE2 and at most 16 first bytes, 16 bytes of @buf are compared with each
+ * at once; else a byte at a time. */
+static size_t scan_next(const Scan *sc, const char *buf, size_t p, size_t len) {
+#ifdef __SSE2__
+        if (sc->n_starts <= 16)
+                for (; p + 16 <= len; p += 16) {
+                        __m128i v = _mm_loadu_si128((const __m128i *)(const void *)(buf + p));
+                        __m128i hit = _mm_setzero_si128();
+                        unsigned mask;
+
+                        for (size_t k = 0; k < sc->n_starts; k++)
+                                hit = _mm_or_si128(hit, _mm_cmpeq_epi8(v, sc->want[k]));
+                        mask = (unsigned)_mm_movemask_epi8(hit);
+                        while (mask != 0) {
+                                size_t q = p + (size_t)__builtin_ctz(mask);
+
+                                if (scan_candidate(sc, buf, q, len))
+                                        return q;
+                                mask &= mask - 1;
+                        }
+                }
+#endif
+        /* The table alone is exact: every byte is looked up. */
+        for (; p < len; p++)
+                if (scan_candidate(sc, buf, p, len))
+                        return p;
+        return len;
+}
+
+/* Masks @buf in place. With @hold, stops at the first place where a form
+ * could start and run past the end and returns its offset (@len if there
+ * is none); without, such a partial form is no value and is left alone.
+ * @bg is bigrams_build()'s table for the same secrets. */
+static size_t mask_core(const ProxySecret *secrets, size_t n, const uint8_t *bg, char *buf,
+                        size_t len, bool hold, size_t *count) {
+        uint8_t styles[PROXY_SECRET_VALUE_MAX];
+        size_t p = 0;
+        Scan sc;
+
+        scan_init(&sc, bg);
         while (p < len) {
                 bool advanced = false;
 
-                while (p < len && !start[(unsigned char)buf[p]])
-                        p++;
+                p = scan_next(&sc, buf, p, len);
                 if (p >= len)
                         break;
                 for (size_t i = 0; i < n && !advanced; i++) {
@@ -785,9 +896,11 @@ static size_t mask_core(const ProxySecret *secrets, size_t n, char *buf, size_t 
 }
 
 size_t secrets_mask_values(const ProxySecret *secrets, size_t n, char *buf, size_t len) {
+        uint8_t bg[BIGRAMS_SIZE + 257];
         size_t count = 0;
 
-        (void)mask_core(secrets, n, buf, len, false, &count);
+        bigrams_build(secrets, n, bg);
+        (void)mask_core(secrets, n, bg, buf, len, false, &count);
         return count;
 }
 
@@ -824,7 +937,13 @@ int secret_filter_feed(SecretFilter *f, const ProxySecret *secrets, size_t n, co
         memcpy(f->buf, f->tail, f->tail_len);
         if (len > 0)
                 memcpy(f->buf + f->tail_len, data, len);
-        keep = mask_core(secrets, n, f->buf, total, true, &count);
+        if (!f->bigrams) {
+                f->bigrams = malloc(BIGRAMS_SIZE + 257);
+                if (!f->bigrams)
+                        return -ENOMEM;
+                bigrams_build(secrets, n, f->bigrams);
+        }
+        keep = mask_core(secrets, n, f->bigrams, f->buf, total, true, &count);
         /* A partial form is never longer than six bytes a character. */
         assert(total - keep <= PROXY_SECRET_HOLD_MAX);
         memcpy(f->tail, f->buf + keep, total - keep);
@@ -852,6 +971,7 @@ void secret_filter_done(SecretFilter *f) {
                 explicit_bzero(f->tail, PROXY_SECRET_HOLD_MAX);
         free(f->buf);
         free(f->tail);
+        free(f->bigrams);
         *f = (SecretFilter){};
 }
 

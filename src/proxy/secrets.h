@@ -124,6 +124,9 @@ typedef struct SecretFilter {
         size_t alloc;
         char *tail; /* held back, PROXY_SECRET_HOLD_MAX bytes */
         size_t tail_len;
+        /* The pairs of bytes a form can start with, made on the first
+         * feed: a filter is for one set of secrets. */
+        uint8_t *bigrams;
 } SecretFilter;
 
 /* Feeds @len bytes. Returns 0 with @ret / @ret_len pointing at the bytes
