@@ -27,6 +27,23 @@ static void forms_free(ProxySecret *s) {
         s->n_b64 = 0;
 }
 
+/* The 6-bit value of character @j of base64(@offset zero bytes, @in of
+ * @len bytes, zero bytes). */
+static unsigned b64_sextet(const char *in, size_t len, size_t offset, size_t j) {
+        size_t bit = 6 * j;
+        unsigned v = 0;
+
+        for (size_t b = 0; b < 6; b++, bit++) {
+                size_t byte = bit / 8;
+                unsigned char c = byte >= offset && byte < offset + len
+                                          ? (unsigned char)in[byte - offset]
+                                          : 0;
+
+                v = (v << 1) | ((c >> (7 - bit % 8)) & 1U);
+        }
+        return v;
+}
+
 /* Writes to @out the characters of base64(@offset zero bytes, @in, two
  * zero bytes) that depend on the bytes of @in alone: the ones any encoder
  * emits for @in wherever it sits in a longer input with that alignment,
@@ -35,21 +52,35 @@ static size_t b64_inner(const char *in, size_t len, size_t offset, const char *a
                         char *out) {
         size_t first = (8 * offset + 5) / 6, last = (8 * (offset + len)) / 6, n = 0;
 
-        for (size_t j = first; j < last; j++) {
-                size_t bit = 6 * j;
-                unsigned v = 0;
-
-                for (size_t b = 0; b < 6; b++, bit++) {
-                        size_t byte = bit / 8;
-                        unsigned char c = byte >= offset && byte < offset + len
-                                                  ? (unsigned char)in[byte - offset]
-                                                  : 0;
-
-                        v = (v << 1) | ((c >> (7 - bit % 8)) & 1U);
-                }
-                out[n++] = alphabet[v];
-        }
+        for (size_t j = first; j < last; j++)
+                out[n++] = alphabet[b64_sextet(in, len, offset, j)];
         return n;
+}
+
+/* The index of base64 character @c in either alphabet, or -1. */
+static int b64_index(char c) {
+        if (c >= 'A' && c <= 'Z')
+                return c - 'A';
+        if (c >= 'a' && c <= 'z')
+                return c - 'a' + 26;
+        if (c >= '0' && c <= '9')
+                return c - '0' + 52;
+        if (c == '+' || c == '-')
+                return 62;
+        if (c == '/' || c == '_')
+                return 63;
+        return -1;
+}
+
+/* Rewrites the base64 character at @c: the bits in @mask become @bits,
+ * the others (a neighbour's) stay; the alphabet stays the one @c is in. */
+static void b64_patch(char *c, unsigned mask, unsigned bits) {
+        int i = b64_index(*c);
+        bool url = *c == '-' || *c == '_';
+
+        if (i < 0)
+                return;
+        *c = (url ? b64_url : b64_std)[((unsigned)i & ~mask) | (bits & mask)];
 }
 
 /* The base64 forms of the value and the placeholder (ProxySecret.forms). */
@@ -89,6 +120,25 @@ static int forms_make(ProxySecret *s) {
                         s->b64_value[s->n_b64] = v;
                         s->b64_placeholder[s->n_b64] = ph;
                         s->b64_len[s->n_b64] = k;
+                        /* The characters on either side of the needle hold
+                         * a few bits of the first and last byte too. */
+                        s->b64_lead_mask[s->n_b64] = 0;
+                        s->b64_tail_mask[s->n_b64] = 0;
+                        if ((8 * o) % 6 != 0) {
+                                unsigned bits = 6 - (unsigned)((8 * o) % 6);
+
+                                s->b64_lead_mask[s->n_b64] = (1U << bits) - 1;
+                                s->b64_lead_bits[s->n_b64] = b64_sextet(
+                                        s->placeholder, s->placeholder_len, o, (8 * o) / 6);
+                        }
+                        if ((8 * (o + s->value_len)) % 6 != 0) {
+                                unsigned bits = (unsigned)((8 * (o + s->value_len)) % 6);
+
+                                s->b64_tail_mask[s->n_b64] = ((1U << bits) - 1) << (6 - bits);
+                                s->b64_tail_bits[s->n_b64] =
+                                        b64_sextet(s->placeholder, s->placeholder_len, o,
+                                                   (8 * (o + s->value_len)) / 6);
+                        }
                         s->n_b64++;
                 }
         return 0;
@@ -837,6 +887,63 @@ static size_t scan_next(const Scan *sc, const char *buf, size_t p, size_t len) {
  * could start and run past the end and returns its offset (@len if there
  * is none); without, such a partial form is no value and is left alone.
  * @bg is bigrams_build()'s table for the same secrets. */
+/* Which form matched where (match_at()). */
+typedef struct Match {
+        const ProxySecret *s;
+        int b64;    /* the needle, or -1 for the value (styles say how) */
+        size_t end; /* just after the match */
+} Match;
+
+/* Tries every form of every secret at @p, in order; the first that is
+ * FOUND (or, with @hold, PARTIAL) decides. Nothing is written but
+ * @styles. */
+static MatchResult match_at(const ProxySecret *secrets, size_t n, const char *buf, size_t len,
+                            size_t p, bool hold, uint8_t *styles, Match *ret) {
+        unsigned char c = (unsigned char)buf[p];
+
+        for (size_t i = 0; i < n; i++) {
+                const ProxySecret *s = &secrets[i];
+                MatchResult r;
+
+                if (s->value_len != s->placeholder_len || s->value_len == 0)
+                        continue;
+                if (c == (unsigned char)s->value[0] || c == '%' || c == '\\') {
+                        unsigned budget = 256;
+                        size_t end = 0;
+
+                        r = flex_match(buf, len, p, s->value, s->value_len, 0, styles, &budget,
+                                       &end);
+                        if (r == MATCH_FOUND) {
+                                *ret = (Match){.s = s, .b64 = -1, .end = end};
+                                return r;
+                        }
+                        if (r == MATCH_PARTIAL && hold)
+                                return r;
+                }
+                for (size_t b = 0; b < s->n_b64; b++) {
+                        if (c != (unsigned char)s->b64_value[b][0])
+                                continue;
+                        r = literal_match(buf, len, p, s->b64_value[b], s->b64_len[b]);
+                        /* The character after it is needed too. */
+                        if (r == MATCH_FOUND && hold && s->b64_tail_mask[b] != 0 &&
+                            p + s->b64_len[b] >= len)
+                                r = MATCH_PARTIAL;
+                        if (r == MATCH_FOUND) {
+                                *ret = (Match){.s = s, .b64 = (int)b, .end = p + s->b64_len[b]};
+                                return r;
+                        }
+                        if (r == MATCH_PARTIAL && hold)
+                                return r;
+                }
+        }
+        return MATCH_NONE;
+}
+
+/* Masks @buf in place. With @hold, stops at the first place where a form
+ * could start and run past the end and returns the offset of the byte
+ * before it (@len if there is none); without, such a partial form is no
+ * value and is left alone. @bg is bigrams_build()'s table for the same
+ * secrets. */
 static size_t mask_core(const ProxySecret *secrets, size_t n, const uint8_t *bg, char *buf,
                         size_t len, bool hold, size_t *count) {
         uint8_t styles[PROXY_SECRET_VALUE_MAX];
@@ -845,52 +952,49 @@ static size_t mask_core(const ProxySecret *secrets, size_t n, const uint8_t *bg,
 
         scan_init(&sc, bg);
         while (p < len) {
-                bool advanced = false;
+                const ProxySecret *s;
+                MatchResult r;
+                bool tail;
+                Match m;
+                size_t b;
 
                 p = scan_next(&sc, buf, p, len);
                 if (p >= len)
                         break;
-                for (size_t i = 0; i < n && !advanced; i++) {
-                        const ProxySecret *s = &secrets[i];
-                        unsigned char c = (unsigned char)buf[p];
-                        MatchResult r = MATCH_NONE;
-                        size_t end = 0;
-
-                        if (s->value_len != s->placeholder_len || s->value_len == 0)
-                                continue;
-                        if (c == (unsigned char)s->value[0] || c == '%' || c == '\\') {
-                                unsigned budget = 256;
-
-                                r = flex_match(buf, len, p, s->value, s->value_len, 0, styles,
-                                               &budget, &end);
-                                if (r == MATCH_FOUND) {
-                                        flex_rewrite(buf, p, s->placeholder, s->placeholder_len,
-                                                     styles);
-                                        (*count)++;
-                                        p = end;
-                                        advanced = true;
-                                        break;
-                                }
-                                if (r == MATCH_PARTIAL && hold)
-                                        return p;
-                        }
-                        for (size_t b = 0; b < s->n_b64; b++) {
-                                if (c != (unsigned char)s->b64_value[b][0])
-                                        continue;
-                                r = literal_match(buf, len, p, s->b64_value[b], s->b64_len[b]);
-                                if (r == MATCH_FOUND) {
-                                        memcpy(buf + p, s->b64_placeholder[b], s->b64_len[b]);
-                                        (*count)++;
-                                        p += s->b64_len[b];
-                                        advanced = true;
-                                        break;
-                                }
-                                if (r == MATCH_PARTIAL && hold)
-                                        return p;
-                        }
-                }
-                if (!advanced)
+                r = match_at(secrets, n, buf, len, p, hold, styles, &m);
+                if (r == MATCH_PARTIAL)
+                        return p > 0 ? p - 1 : 0;
+                if (r == MATCH_NONE) {
                         p++;
+                        continue;
+                }
+                s = m.s;
+                (*count)++;
+                if (m.b64 < 0) {
+                        flex_rewrite(buf, p, s->placeholder, s->placeholder_len, styles);
+                        p = m.end;
+                        continue;
+                }
+                b = (size_t)m.b64;
+                /* SECURITY: the character after a base64 form holds bits
+                 * of the value's last byte, unless another form starts
+                 * there (the input need not be one base64 stream): that
+                 * one is masked whole, next. */
+                tail = s->b64_tail_mask[b] != 0 && m.end < len;
+                if (tail) {
+                        Match next;
+
+                        r = match_at(secrets, n, buf, len, m.end, hold, styles, &next);
+                        if (r == MATCH_PARTIAL)
+                                return p > 0 ? p - 1 : 0;
+                        tail = r == MATCH_NONE;
+                }
+                memcpy(buf + p, s->b64_placeholder[b], s->b64_len[b]);
+                if (s->b64_lead_mask[b] != 0 && p > 0)
+                        b64_patch(buf + p - 1, s->b64_lead_mask[b], s->b64_lead_bits[b]);
+                if (tail)
+                        b64_patch(buf + m.end, s->b64_tail_mask[b], s->b64_tail_bits[b]);
+                p = m.end;
         }
         return len;
 }
@@ -944,7 +1048,13 @@ int secret_filter_feed(SecretFilter *f, const ProxySecret *secrets, size_t n, co
                 bigrams_build(secrets, n, f->bigrams);
         }
         keep = mask_core(secrets, n, f->bigrams, f->buf, total, true, &count);
-        /* A partial form is never longer than six bytes a character. */
+        /* A base64 form starting in the next feed may need to change the
+         * last byte, if that is a base64 character (a line end, as at the
+         * end of an event of a stream, is not, and goes at once). */
+        if (keep == total && total > 0 && b64_index(f->buf[total - 1]) >= 0)
+                keep--;
+        /* A partial form is never longer than six bytes a character (and
+         * the byte before it). */
         assert(total - keep <= PROXY_SECRET_HOLD_MAX);
         memcpy(f->tail, f->buf + keep, total - keep);
         f->tail_len = total - keep;

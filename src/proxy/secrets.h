@@ -54,6 +54,10 @@ typedef struct ProxySecret {
         size_t forms_map_len;
         const char *b64_value[6], *b64_placeholder[6];
         size_t b64_len[6];
+        /* The bits of the characters just before and after a needle that
+         * come from the value (mask, 0 for none) and the placeholder's. */
+        unsigned b64_lead_mask[6], b64_lead_bits[6];
+        unsigned b64_tail_mask[6], b64_tail_bits[6];
         size_t n_b64;
 } ProxySecret;
 
@@ -115,10 +119,13 @@ int secrets_build_response_head(const ProxySecret *secrets, size_t n, const Http
 size_t secrets_mask_values(const ProxySecret *secrets, size_t n, char *buf, size_t len);
 
 /* A streaming body filter: values split across calls are still found,
- * because from the first place where a value (in any form) could start
- * and run past the end, the rest is held back until the next call (or
- * secret_filter_flush()). At most PROXY_SECRET_HOLD_MAX bytes are held. */
-#define PROXY_SECRET_HOLD_MAX (6 * PROXY_SECRET_VALUE_MAX)
+ * because from the byte before the first place where a value (in any
+ * form) could start and run past the end, the rest is held back until the
+ * next call (or secret_filter_flush()); a last byte that is a base64
+ * character always is, since a base64 form changes the character before
+ * it too. At most
+ * PROXY_SECRET_HOLD_MAX bytes are held. */
+#define PROXY_SECRET_HOLD_MAX (6 * PROXY_SECRET_VALUE_MAX + 8)
 typedef struct SecretFilter {
         char *buf; /* the last output */
         size_t alloc;

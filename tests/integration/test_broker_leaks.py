@@ -302,12 +302,9 @@ def test_base64_echo_is_masked_at_each_alignment(sbx, ca, up, offset, alphabet):
     assert status(out) == "200", out + r.stderr
     body = out.rsplit("\n", 1)[0]
     dec = (base64.b64decode if alphabet == "std" else base64.urlsafe_b64decode)(body)
-    # What the sandbox decodes is the placeholder in that place, but for
-    # the bits of the first and last byte that share a base64 character
-    # with their neighbours (docs/secrets.md, "What masking cannot do").
-    n = len(ph)
-    assert dec[:offset] == b"x" * offset and dec[offset + n :] == b"!tail"
-    assert dec[offset + 1 : offset + n - 1] == ph.encode()[1:-1]
+    # What the sandbox decodes is the placeholder in that place, to the
+    # bit: the characters shared with the neighbours are fixed up too.
+    assert dec == b"x" * offset + ph.encode() + b"!tail"
 
 
 @pytest.mark.parametrize("kind", ["pct/quote", "pct/lower", "json/u", "json/slash"])

@@ -343,6 +343,47 @@ TEST(mask_every_form_split_anywhere) {
         proxy_secret_done(&s);
 }
 
+TEST(mask_base64_is_the_placeholders_encoding_exactly) {
+        ProxySecret s;
+
+        secret_init(&s, NULL, NULL);
+        /* Every alignment, both alphabets, whole and one byte at a time:
+         * the characters shared with the neighbours are fixed up too, so
+         * not a bit of the value is left. */
+        for (int off = 0; off < 3; off++)
+                for (int url = 0; url < 2; url++)
+                        for (int split = 0; split < 2; split++) {
+                                char *text = b64(&"xx"[2 - off], VALUE, url);
+                                char *want = b64(&"xx"[2 - off], PH, url);
+                                size_t len = strlen(text);
+
+                                if (split) {
+                                        SecretFilter f = {};
+                                        char *got = calloc(1, len + 1);
+                                        size_t n_got = 0, n;
+                                        const char *out;
+
+                                        for (size_t i = 0; i < len; i++) {
+                                                ASSERT_OK(secret_filter_feed(&f, &s, 1, text + i, 1,
+                                                                             &out, &n));
+                                                memcpy(got + n_got, out, n);
+                                                n_got += n;
+                                        }
+                                        secret_filter_flush(&f, &s, 1, &out, &n);
+                                        memcpy(got + n_got, out, n);
+                                        ASSERT_STREQ(got, want);
+                                        secret_filter_done(&f);
+                                        free(got);
+                                } else {
+                                        ASSERT_EQ(secrets_mask_values(&s, 1, text, len), (size_t)1);
+                                        ASSERT_STREQ(text, want);
+                                }
+                                free(text);
+                                free(want);
+                        }
+        proxy_secret_done(&s);
+}
+
 TEST(mask_leaves_near_misses_alone) {
         ProxySecret s;
         char text[] = "sk-live-REAL/value+0123456789abcdefXY_ %73k-live %ZZ \\u00 \\q";
