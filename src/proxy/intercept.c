@@ -588,19 +588,13 @@ static void i_forward_request_body(Intercept *i) {
                 (void)bufferevent_disable(i->cl, EV_READ);
 }
 
-static void i_handle_request(Intercept *i) {
+/* The checks before anything of a request goes upstream. Returns true if
+ * the request was answered (and the connection is closing). */
+static bool i_refused(Intercept *i) {
         const ProxyConfig *cfg = i->p.config;
         const ProxySecret *trip;
-        struct timeval idle = ms_tv(cfg->idle_timeout_ms);
         const char *why = NULL;
-        char *head = NULL;
-        size_t len = 0;
-        int r;
 
-        if (i->up_failed) {
-                i_answer(i, AUDIT_ERROR, 502, i->up_error, NULL);
-                return;
-        }
         /* SECURITY: a placeholder of a secret that is not for this host is
          * an attempt to send it elsewhere: refused, named, never valued. */
         trip = secrets_find_tripwire(cfg->secrets, cfg->n_secrets, &i->p.host, i->p.port, &i->req);
@@ -610,7 +604,7 @@ static void i_handle_request(Intercept *i) {
                 (void)snprintf(reason, sizeof(reason), "tripwire: placeholder of %s sent to %s",
                                trip->name, i->p.host.name);
                 i_answer(i, AUDIT_DENY, 403, reason, trip->name);
-                return;
+                return true;
         }
         /* SECURITY: target binding: the request must be for the host the
          * tunnel was checked (and its secrets chosen) for; a shared front
@@ -621,7 +615,7 @@ static void i_handle_request(Intercept *i) {
                 (void)snprintf(reason, sizeof(reason), "misdirected request: %s ('%s' port %u)",
                                why, i->p.host.name, (unsigned)i->p.port);
                 i_answer(i, AUDIT_DENY, 421, reason, NULL);
-                return;
+                return true;
         }
         /* SECURITY: lanes: a placeholder where no value may go (a header
          * an upstream may echo, the path, the query) is a tripwire too. */
@@ -633,8 +627,24 @@ static void i_handle_request(Intercept *i) {
                                "tripwire: placeholder of %s in %s, sent to %s", trip->name, why,
                                i->p.host.name);
                 i_answer(i, AUDIT_DENY, 403, reason, trip->name);
+                return true;
+        }
+        return false;
+}
+
+static void i_handle_request(Intercept *i) {
+        const ProxyConfig *cfg = i->p.config;
+        struct timeval idle = ms_tv(cfg->idle_timeout_ms);
+        char *head = NULL;
+        size_t len = 0;
+        int r;
+
+        if (i->up_failed) {
+                i_answer(i, AUDIT_ERROR, 502, i->up_error, NULL);
                 return;
         }
+        if (i_refused(i))
+                return;
         r = secrets_build_request_head(cfg->secrets, cfg->n_secrets, &i->p.host, i->p.port, &i->req,
                                        &head, &len, &i->used);
         if (r == -EBADMSG) {

@@ -422,6 +422,51 @@ static void subst_cb(char *base, size_t off, size_t n, void *userdata) {
                 q->used = true;
 }
 
+/* The secrets (bit mask) whose host, method and path prefix the request
+ * in @m to @h port @port is in. */
+static uint64_t request_covers(const ProxySecret *secrets, size_t n, const Host *h, uint16_t port,
+                               const HttpMessage *m) {
+        const char *method = http_method_str(http_message_method(m)), *target;
+        size_t target_len;
+        uint64_t covers = 0;
+
+        target = http_message_target(m, &target_len);
+        for (size_t i = 0; i < n && i < PROXY_SECRETS_MAX; i++) {
+                const ProxySecret *s = &secrets[i];
+
+                if (s->placeholder_len != s->value_len || !proxy_secret_covers(s, h, port))
+                        continue;
+                if (!method_in_scope(s, method))
+                        continue;
+                if (s->path_prefix && (target_len < strlen(s->path_prefix) ||
+                                       memcmp(target, s->path_prefix, strlen(s->path_prefix)) != 0))
+                        continue;
+                covers |= UINT64_C(1) << i;
+        }
+        return covers;
+}
+
+/* Of @covers, the secrets whose placeholder is in one of their header
+ * lanes: known before the head is written, so the fields that ask for an
+ * encoded answer can be left out. */
+static uint64_t request_header_lanes_used(const ProxySecret *secrets, size_t n, uint64_t covers,
+                                          const HttpMessage *m) {
+        uint64_t used = 0;
+
+        for (size_t f = 0; f < m->n_fields; f++) {
+                const char *name, *value;
+                size_t nl, vl;
+
+                http_message_field(m, f, &name, &nl, &value, &vl);
+                for (size_t i = 0; i < n && i < PROXY_SECRETS_MAX; i++)
+                        if ((covers & (UINT64_C(1) << i)) &&
+                            proxy_secret_header_in_lane(&secrets[i], name, nl) &&
+                            contains(value, vl, secrets[i].placeholder, secrets[i].placeholder_len))
+                                used |= UINT64_C(1) << i;
+        }
+        return used;
+}
+
 int secrets_build_request_head(const ProxySecret *secrets, size_t n, const Host *h, uint16_t port,
                                const HttpMessage *m, char **ret, size_t *ret_len,
                                uint64_t *ret_used) {
@@ -435,31 +480,8 @@ int secrets_build_request_head(const ProxySecret *secrets, size_t n, const Host 
         target = http_message_target(m, &target_len);
         if (target_len == 0 || target[0] != '/' || http_message_method(m) == HTTP_CONNECT)
                 return -EBADMSG;
-        for (size_t i = 0; i < n && i < PROXY_SECRETS_MAX; i++) {
-                const ProxySecret *s = &secrets[i];
-
-                if (s->placeholder_len != s->value_len || !proxy_secret_covers(s, h, port))
-                        continue;
-                if (!method_in_scope(s, method))
-                        continue;
-                if (s->path_prefix && (target_len < strlen(s->path_prefix) ||
-                                       memcmp(target, s->path_prefix, strlen(s->path_prefix)) != 0))
-                        continue;
-                covers |= UINT64_C(1) << i;
-        }
-        /* Which secrets go in: known before the head is written, so the
-         * fields that ask for an encoded answer can be left out. */
-        for (size_t f = 0; f < m->n_fields; f++) {
-                const char *name, *value;
-                size_t nl, vl;
-
-                http_message_field(m, f, &name, &nl, &value, &vl);
-                for (size_t i = 0; i < n && i < PROXY_SECRETS_MAX; i++)
-                        if ((covers & (UINT64_C(1) << i)) &&
-                            proxy_secret_header_in_lane(&secrets[i], name, nl) &&
-                            contains(value, vl, secrets[i].placeholder, secrets[i].placeholder_len))
-                                used |= UINT64_C(1) << i;
-        }
+        covers = request_covers(secrets, n, h, port, m);
+        used = request_header_lanes_used(secrets, n, covers, m);
 
         (void)snprintf(version, sizeof(version), " HTTP/%u.%u\r\n", (unsigned)m->parser.http_major,
                        (unsigned)m->parser.http_minor);
@@ -1009,10 +1031,12 @@ size_t secrets_mask_values(const ProxySecret *secrets, size_t n, char *buf, size
 }
 
 static int filter_grow(SecretFilter *f, size_t total) {
-        if (f->alloc < total) {
+        if (f->alloc < total || !f->buf) {
                 size_t want = MAX(f->alloc * 2, total);
-                char *grown = malloc(want);
+                char *grown;
 
+                want = MAX(want, (size_t)256);
+                grown = malloc(want);
                 if (!grown)
                         return -ENOMEM;
                 /* SECURITY: the old buffer held unmasked bytes. */
