@@ -12,7 +12,6 @@ import base64
 import gzip
 import json
 import re
-import socket
 import ssl
 import threading
 import urllib.parse
