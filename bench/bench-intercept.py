@@ -1,10 +1,13 @@
 #!/usr/bin/python3
 # SPDX-License-Identifier: LGPL-2.1-or-later
-"""Credential brokering's cost (issue 5), measured with the real hutch-proxy
-on loopback: 1,000 sequential small HTTPS requests over one keep-alive
-connection each way (direct to the upstream, through an opaque CONNECT
-tunnel, through the intercepting path that swaps a secret in), rounds
-interleaved; then TLS handshakes per second on the intercepting path.
+"""Credential brokering's cost (issues 5 and 14), measured with the real
+hutch-proxy on loopback: 1,000 sequential small HTTPS requests over one
+keep-alive connection each way (direct to the upstream, through an opaque
+CONNECT tunnel, through the intercepting path that swaps a secret in and
+checks Host, lanes and masking), rounds interleaved; then TLS handshakes
+per second on both proxy paths; then a 64 MiB response through each path
+(the intercepted one is masked on the way), and the masking filter alone
+on 64 MiB (BUILD_DIR/bench/bench-mask, C).
 
 The client and the upstream are Python (test-only helpers from
 tests/integration), so absolute numbers include Python's own cost; the
@@ -17,6 +20,7 @@ import http.client
 import os
 import pathlib
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -34,6 +38,37 @@ HANDSHAKES = 200
 SECRET_HOST, OPAQUE_HOST = "api.bench.test", "other.bench.test"
 REAL = "sk-proj-benchREALvalue0123456789abcdef"
 PLACEHOLDER = "sk-proj-benchPLACEHOLDER0123456789abcd"
+BIG = 64 << 20
+assert len(REAL) == len(PLACEHOLDER)
+
+
+class BigHandler(tlsutil.SecretEchoHandler):
+    """/big/N: N bytes of JSON-like text (256 KiB writes); else the echo."""
+
+    def do_GET(self):
+        if not self.path.startswith("/big/"):
+            return self._respond()
+        n = int(self.path.split("/")[2])
+        chunk = (b'{"role": "assistant", "content": "the quick brown fox \\/ 100% "}\n' * 4096)
+        self.wfile.write(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n" % n)
+        while n > 0:
+            part = chunk[: min(n, len(chunk))]
+            self.wfile.write(part)
+            n -= len(part)
+
+
+def download(conn, headers):
+    t0 = time.perf_counter()
+    conn.request("GET", f"/big/{BIG}", headers=headers)
+    r = conn.getresponse()
+    got = 0
+    while True:
+        data = r.read(1 << 20)
+        if not data:
+            break
+        got += len(data)
+    assert got == BIG, got
+    return BIG / (time.perf_counter() - t0) / 1e6
 
 
 def timed_requests(conn, n, headers):
@@ -50,6 +85,7 @@ def timed_requests(conn, n, headers):
 def main():
     ca = tlsutil.make_ca()
     upstream = tlsutil.TlsUpstream(ca, [SECRET_HOST, OPAQUE_HOST, "127.0.0.1"])
+    upstream.server.RequestHandlerClass = BigHandler
     tmp = pathlib.Path(tempfile.mkdtemp(prefix="bench-intercept-"))
     ca_file = tmp / "upstream-ca.pem"
     ca.cert_pem.write_to_path(str(ca_file))
@@ -97,18 +133,37 @@ def main():
             conn.close()
         rates[name] = HANDSHAKES / (time.perf_counter() - t0)
 
+    downloads = {name: [] for name in paths}
+    for rnd in range(3):
+        for name in list(paths)[rnd % 3 :] + list(paths)[: rnd % 3]:
+            conn = paths[name]()
+            downloads[name].append(download(conn, headers))
+            conn.close()
+
+    mask = subprocess.run([str(BUILD / "bench" / "bench-mask")], capture_output=True, text=True,
+                          check=True).stdout.splitlines()
+
     base = statistics.median(samples["direct"])
-    print(f"{REQUESTS} keep-alive HTTPS requests per path ({ROUNDS} interleaved rounds)")
-    print(f"{'path':<15} {'p50 us':>8} {'p99 us':>8} {'added p50 us':>13}")
+    opaque = statistics.median(samples["opaque tunnel"])
+    icpt = statistics.median(samples["intercepted"])
+    print(f"{REQUESTS} keep-alive HTTPS requests per path ({ROUNDS} interleaved rounds), "
+          f"a {BIG >> 20} MiB response per path (best of 3), Python client and upstream")
+    print(f"{'path':<15} {'p50 us':>8} {'p99 us':>8} {'added p50 us':>13} {'64 MiB MB/s':>12} "
+          f"{'new conn/s':>11}")
     for name, t in samples.items():
         t = sorted(t)
         p50, p99 = statistics.median(t), t[int(len(t) * 0.99) - 1]
-        print(f"{name:<15} {p50 * 1e6:>8.0f} {p99 * 1e6:>8.0f} {(p50 - base) * 1e6:>13.0f}")
-    opaque = statistics.median(samples["opaque tunnel"])
-    icpt = statistics.median(samples["intercepted"])
-    print(f"interception adds {(icpt - opaque) * 1e6:.0f} us p50 over the opaque tunnel")
-    for name, rate in rates.items():
-        print(f"new connections with one request, {name}: {rate:.0f}/s")
+        rate = f"{rates[name]:.0f}" if name in rates else "-"
+        print(f"{name:<15} {p50 * 1e6:>8.0f} {p99 * 1e6:>8.0f} {(p50 - base) * 1e6:>13.0f} "
+              f"{max(downloads[name]):>12.0f} {rate:>11}")
+    print(f"interception adds {(icpt - opaque) * 1e6:.0f} us p50 over the opaque tunnel "
+          f"(target: under 300)")
+    print()
+    print("the masking filter alone, 64 MiB in 16 KiB reads (target: >= 500 MB/s)")
+    print(f"{'body':<26} {'MB/s wall':>10} {'MB/s CPU':>9} {'replaced':>9}")
+    for line in mask:
+        name, wall, cpu, count = line.split("\t")
+        print(f"{name:<26} {wall:>10} {cpu:>9} {count:>9}")
     proxy.close()
     upstream.close()
 

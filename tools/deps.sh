@@ -16,7 +16,9 @@ set -euo pipefail
 # tests/integration/test_cgroup_v2.py (this machine is hybrid). pandoc
 # writes the man pages (docs/man/meson.build; optional: without it they are
 # not built); man-db renders them in tests/integration/test_cli_help.py.
-build_pkgs=(meson ninja-build gcc libc6-dev pkg-config libseccomp-dev libjansson-dev libcmocka-dev libevent-dev libhttp-parser-dev libssl-dev libarchive-dev pandoc)
+# zlib1g-dev: hutch-proxy decodes gzip/deflate answers before it masks a
+# secret in them (docs/secrets.md).
+build_pkgs=(meson ninja-build gcc libc6-dev pkg-config libseccomp-dev libjansson-dev libcmocka-dev libevent-dev libhttp-parser-dev libssl-dev libarchive-dev zlib1g-dev pandoc)
 # npm installs the tests' node packages (undici, the MCP SDK) into their own
 # cache; NodeSource's nodejs bundles it (and conflicts with Debian's npm).
 test_pkgs=(python3 python3-pytest clang-format shellcheck strace bubblewrap uidmap util-linux passwd user-mode-linux curl git nodejs npm python3-trustme python3-cryptography python3-requests zstd python3-yaml)

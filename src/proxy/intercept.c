@@ -12,11 +12,13 @@
 #include <event2/bufferevent_ssl.h>
 #include <openssl/err.h>
 #include <openssl/x509.h>
+#include <zlib.h>
 
 #include "fd-util.h"
 #include "http-message.h"
 #include "intercept.h"
 #include "log.h"
+#include "proxy-request.h"
 #include "secrets.h"
 
 #define REASON_MAX 1024
@@ -53,8 +55,14 @@ struct Intercept {
         char up_error[REASON_MAX];
         HttpMessage req, resp;
         SecretFilter filter;
-        bool chunked;     /* the response body is re-chunked */
-        bool close_after; /* close once this response is out */
+        SecretFilter scan;       /* the request body's placeholder scan */
+        bool req_chunked;        /* the request body is re-chunked */
+        const ProxySecret *trip; /* a placeholder found in the request body */
+        z_stream z;              /* the response body's content decoding */
+        bool decoding, z_ready, z_raw, z_end;
+        const char *decode_error; /* static: why the decoding failed */
+        bool chunked;             /* the response body is re-chunked */
+        bool close_after;         /* close once this response is out */
         bool resp_head_sent;
         struct event *kick;
 
@@ -206,25 +214,142 @@ static void i_emit(Intercept *i, const char *data, size_t len) {
         i->bytes_down += len;
 }
 
-/* Decoded response body: masked, held back where a value may start. */
-static int i_on_body(void *userdata, const char *data, size_t len) {
-        Intercept *i = userdata;
+static int i_mask_emit(Intercept *i, const char *data, size_t len) {
+        const ProxyConfig *cfg = i->p.config;
         const char *out;
         size_t n;
 
-        if (secret_filter_feed(&i->filter, i->p.config->secrets, i->p.config->n_secrets, data, len,
-                               &out, &n) < 0)
+        if (secret_filter_feed(&i->filter, cfg->secrets, cfg->n_secrets, data, len, &out, &n) < 0)
                 return -1;
         i_emit(i, out, n);
         return 0;
+}
+
+/* True if the two bytes at @p start a zlib stream (RFC 1950): deflate,
+ * and a header check that is a multiple of 31. Else "deflate" is taken to
+ * be raw deflate, as some servers send it. */
+static bool zlib_header(const unsigned char *p) {
+        return (p[0] & 0x0f) == 8 && ((unsigned)p[0] * 256 + p[1]) % 31 == 0;
+}
+
+/* Inflates @len bytes of a gzip or deflate body into the masking. */
+static int i_inflate(Intercept *i, const char *data, size_t len) {
+        char out[16384];
+
+        if (!i->z_ready) {
+                int bits = 15 + 32; /* gzip or zlib, by their headers */
+
+                if (i->z_raw)
+                        bits = len >= 2 && zlib_header((const unsigned char *)data) ? 15 : -15;
+                if (inflateInit2(&i->z, bits) != Z_OK) {
+                        i->decode_error = "out of memory";
+                        return -1;
+                }
+                i->z_ready = true;
+                i->z_raw = bits < 0;
+        }
+        i->z.next_in = (Bytef *)data;
+        i->z.avail_in = (uInt)len;
+        while (i->z.avail_in > 0) {
+                uInt before = i->z.avail_in;
+                size_t produced;
+                int zr;
+
+                if (i->z_end) {
+                        /* Another gzip member; after raw deflate, junk. */
+                        if (i->z_raw || inflateReset(&i->z) != Z_OK) {
+                                i->decode_error = "data after the end of the compressed body";
+                                return -1;
+                        }
+                        i->z_end = false;
+                }
+                i->z.next_out = (Bytef *)out;
+                i->z.avail_out = sizeof(out);
+                zr = inflate(&i->z, Z_NO_FLUSH);
+                if (zr != Z_OK && zr != Z_STREAM_END && zr != Z_BUF_ERROR) {
+                        i->decode_error = "the compressed body is corrupt";
+                        return -1;
+                }
+                produced = sizeof(out) - i->z.avail_out;
+                if (produced > 0 && i_mask_emit(i, out, produced) < 0) {
+                        i->decode_error = "out of memory";
+                        return -1;
+                }
+                if (zr == Z_STREAM_END)
+                        i->z_end = true;
+                else if (produced == 0 && i->z.avail_in == before) {
+                        i->decode_error = "the compressed body is corrupt";
+                        return -1;
+                }
+        }
+        return 0;
+}
+
+/* Decoded response body (chunked framing removed): content-decoded if it
+ * has to be, then masked, held back where a value may start. */
+static int i_on_body(void *userdata, const char *data, size_t len) {
+        Intercept *i = userdata;
+
+        if (i->decoding)
+                return i_inflate(i, data, len);
+        return i_mask_emit(i, data, len);
+}
+
+static void i_emit_up(Intercept *i, const char *data, size_t len) {
+        struct evbuffer *out = bufferevent_get_output(i->up);
+
+        if (len == 0)
+                return;
+        if (i->req_chunked) {
+                (void)evbuffer_add_printf(out, "%zx\r\n", len);
+                (void)evbuffer_add(out, data, len);
+                (void)evbuffer_add(out, "\r\n", 2);
+        } else
+                (void)evbuffer_add(out, data, len);
+        i->bytes_up += len;
+}
+
+/* Request body (chunked framing removed): SECURITY: a body is no lane, so
+ * a placeholder in it is a tripwire. What could be the start of one is held
+ * back, so none ever reaches the upstream, even in part. */
+static int i_on_req_body(void *userdata, const char *data, size_t len) {
+        Intercept *i = userdata;
+        const ProxyConfig *cfg = i->p.config;
+        const char *out;
+        size_t n;
+
+        if (secret_scan_feed(&i->scan, cfg->secrets, cfg->n_secrets, data, len, &out, &n,
+                             &i->trip) < 0)
+                return -1;
+        i_emit_up(i, out, n);
+        return 0;
+}
+
+static void i_request_body_done(Intercept *i) {
+        const char *rest;
+        size_t n;
+
+        secret_filter_flush(&i->scan, NULL, 0, &rest, &n);
+        i_emit_up(i, rest, n);
+        if (i->req_chunked)
+                (void)evbuffer_add(bufferevent_get_output(i->up), "0\r\n\r\n", 5);
+}
+
+static void i_decode_end(Intercept *i) {
+        if (i->z_ready)
+                (void)inflateEnd(&i->z);
+        i->z = (z_stream){};
+        i->z_ready = i->z_raw = i->z_end = i->decoding = false;
+        i->decode_error = NULL;
 }
 
 static void i_exchange_done(Intercept *i) {
         const char *rest;
         size_t n;
 
-        secret_filter_flush(&i->filter, &rest, &n);
+        secret_filter_flush(&i->filter, i->p.config->secrets, i->p.config->n_secrets, &rest, &n);
         i_emit(i, rest, n);
+        i_decode_end(i);
         if (i->chunked)
                 (void)evbuffer_add(bufferevent_get_output(i->cl), "0\r\n\r\n", 5);
         i_audit(i, AUDIT_ALLOW, NULL, NULL);
@@ -240,9 +365,65 @@ static void i_exchange_done(Intercept *i) {
                 event_active(i->kick, 0, 0);
 }
 
+typedef enum Coding {
+        CODING_NONE,
+        CODING_GZIP,
+        CODING_DEFLATE,
+        CODING_OTHER,
+} Coding;
+
+/* The content coding of the response in @m: every Content-Encoding field,
+ * a comma-separated list; "identity" counts as none. A transfer coding
+ * other than chunked (which the proxy removes) counts as one it cannot
+ * decode: the client would undo it. */
+static Coding response_coding(const HttpMessage *m) {
+        Coding c = CODING_NONE;
+
+        for (size_t f = 0; f < m->n_fields; f++) {
+                const char *name, *v;
+                size_t nl, vl;
+                bool transfer;
+
+                http_message_field(m, f, &name, &nl, &v, &vl);
+                transfer = http_token_equal(name, nl, "Transfer-Encoding");
+                if (!transfer && !http_token_equal(name, nl, "Content-Encoding"))
+                        continue;
+                for (size_t a = 0; a < vl;) {
+                        size_t b = a;
+                        Coding t;
+
+                        while (b < vl && v[b] != ',')
+                                b++;
+                        while (a < b && (v[a] == ' ' || v[a] == '\t'))
+                                a++;
+                        while (b > a && (v[b - 1] == ' ' || v[b - 1] == '\t'))
+                                b--;
+                        if (b == a || http_token_equal(v + a, b - a, "identity") ||
+                            (transfer && http_token_equal(v + a, b - a, "chunked")))
+                                t = CODING_NONE;
+                        else if (transfer)
+                                t = CODING_OTHER;
+                        else if (http_token_equal(v + a, b - a, "gzip") ||
+                                 http_token_equal(v + a, b - a, "x-gzip"))
+                                t = CODING_GZIP;
+                        else if (http_token_equal(v + a, b - a, "deflate"))
+                                t = CODING_DEFLATE;
+                        else
+                                t = CODING_OTHER;
+                        /* One coding at most: a stack of them is refused. */
+                        if (t != CODING_NONE)
+                                c = c == CODING_NONE ? t : CODING_OTHER;
+                        while (b < vl && v[b] != ',')
+                                b++;
+                        a = b + 1;
+                }
+        }
+        return c;
+}
+
 static int i_response_head(Intercept *i) {
         unsigned code = http_message_status_code(&i->resp);
-        bool interim = code >= 100 && code < 200;
+        bool interim = code >= 100 && code < 200, decoded = false;
         char *head = NULL;
         size_t len = 0;
 
@@ -251,8 +432,28 @@ static int i_response_head(Intercept *i) {
                                                  : "bad status from the upstream server");
                 return -EBADMSG;
         }
+        /* SECURITY: a response to a request that carried a value is masked
+         * in the form the client will read: decoded. A coding the proxy
+         * cannot decode is refused, not passed on unmasked. */
+        if (!interim && i->used != 0 && http_message_has_body(&i->resp)) {
+                Coding c = response_coding(&i->resp);
+
+                if (c == CODING_OTHER) {
+                        i_answer(i, AUDIT_DENY, 502,
+                                 "the upstream server answered with a content coding the proxy "
+                                 "cannot decode to mask a secret",
+                                 NULL);
+                        return -EBADMSG;
+                }
+                if (c != CODING_NONE) {
+                        decoded = true;
+                        i->decoding = true;
+                        i->z_raw = c == CODING_DEFLATE;
+                }
+        }
         if (secrets_build_response_head(i->p.config->secrets, i->p.config->n_secrets, &i->resp,
-                                        &head, &len) < 0) {
+                                        decoded, decoded && i->req.parser.http_minor >= 1, &head,
+                                        &len) < 0) {
                 i_upstream_failed(i, "out of memory");
                 return -ENOMEM;
         }
@@ -269,6 +470,12 @@ static int i_response_head(Intercept *i) {
         i->status = code;
         i->resp_head_sent = true;
         i->chunked = (i->resp.parser.flags & F_CHUNKED) && http_message_has_body(&i->resp);
+        if (decoded) {
+                /* The decoded length is unknown: chunked for HTTP/1.1,
+                 * until the close for 1.0. */
+                i->chunked = i->req.parser.http_minor >= 1;
+                i->close_after = i->close_after || !i->chunked;
+        }
         return 0;
 }
 
@@ -302,13 +509,19 @@ static void i_forward_response(Intercept *i) {
                 if (evbuffer_peek(in, -1, NULL, &vec, 1) < 1)
                         return;
                 before = i->resp.state;
-                n = http_message_feed(&i->resp, vec.iov_base, vec.iov_len);
+                /* SECURITY: decoding, a little input at a time, so a small
+                 * compressed body cannot flood the client's buffer at once
+                 * (deflate expands at most about 1,000 times). */
+                n = http_message_feed(&i->resp, vec.iov_base,
+                                      i->decoding ? MIN(vec.iov_len, (size_t)4096) : vec.iov_len);
                 if (n < 0) {
                         char reason[REASON_MAX];
 
                         (void)snprintf(reason, sizeof(reason),
                                        "bad response from the upstream server: %s",
-                                       i->resp.error ? i->resp.error : "malformed");
+                                       i->decode_error ? i->decode_error
+                                       : i->resp.error ? i->resp.error
+                                                       : "malformed");
                         i_upstream_failed(i, reason);
                         return;
                 }
@@ -338,6 +551,21 @@ static void i_forward_request_body(Intercept *i) {
                 if (evbuffer_peek(in, -1, NULL, &vec, 1) < 1)
                         return;
                 n = http_message_feed(&i->req, vec.iov_base, vec.iov_len);
+                if (n < 0 && i->trip) {
+                        char reason[REASON_MAX];
+
+                        (void)snprintf(reason, sizeof(reason),
+                                       "tripwire: placeholder of %s in a request body to %s",
+                                       i->trip->name, i->p.host.name);
+                        /* The upstream gets no more of it, and no end. */
+                        i_drop_upstream(i);
+                        if (i->resp_head_sent) {
+                                i_audit(i, AUDIT_DENY, reason, i->trip->name);
+                                i_finish(i);
+                        } else
+                                i_answer(i, AUDIT_DENY, 403, reason, i->trip->name);
+                        return;
+                }
                 if (n < 0) {
                         char reason[REASON_MAX];
 
@@ -350,30 +578,23 @@ static void i_forward_request_body(Intercept *i) {
                                 i_answer(i, AUDIT_ERROR, 400, reason, NULL);
                         return;
                 }
-                /* Body bytes travel verbatim, chunked framing included. */
-                if (evbuffer_remove_buffer(in, out, (size_t)n) != (int)n) {
-                        i_upstream_failed(i, "out of memory");
-                        return;
-                }
-                i->bytes_up += (uint64_t)n;
+                /* The body went out through i_on_req_body(), re-framed. */
+                (void)evbuffer_drain(in, (size_t)n);
+                if (i->req.state == HTTP_MESSAGE_DONE)
+                        i_request_body_done(i);
         }
         /* The whole request is out; a pipelined one waits. */
         if (i->state == I_FORWARD)
                 (void)bufferevent_disable(i->cl, EV_READ);
 }
 
-static void i_handle_request(Intercept *i) {
+/* The checks before anything of a request goes upstream. Returns true if
+ * the request was answered (and the connection is closing). */
+static bool i_refused(Intercept *i) {
         const ProxyConfig *cfg = i->p.config;
         const ProxySecret *trip;
-        struct timeval idle = ms_tv(cfg->idle_timeout_ms);
-        char *head = NULL;
-        size_t len = 0;
-        int r;
+        const char *why = NULL;
 
-        if (i->up_failed) {
-                i_answer(i, AUDIT_ERROR, 502, i->up_error, NULL);
-                return;
-        }
         /* SECURITY: a placeholder of a secret that is not for this host is
          * an attempt to send it elsewhere: refused, named, never valued. */
         trip = secrets_find_tripwire(cfg->secrets, cfg->n_secrets, &i->p.host, i->p.port, &i->req);
@@ -383,8 +604,47 @@ static void i_handle_request(Intercept *i) {
                 (void)snprintf(reason, sizeof(reason), "tripwire: placeholder of %s sent to %s",
                                trip->name, i->p.host.name);
                 i_answer(i, AUDIT_DENY, 403, reason, trip->name);
+                return true;
+        }
+        /* SECURITY: target binding: the request must be for the host the
+         * tunnel was checked (and its secrets chosen) for; a shared front
+         * end would route on Host. 421 and no further use. */
+        if (proxy_request_check_bound(&i->req, &i->p.host, i->p.port, &why) < 0) {
+                char reason[REASON_MAX];
+
+                (void)snprintf(reason, sizeof(reason), "misdirected request: %s ('%s' port %u)",
+                               why, i->p.host.name, (unsigned)i->p.port);
+                i_answer(i, AUDIT_DENY, 421, reason, NULL);
+                return true;
+        }
+        /* SECURITY: lanes: a placeholder where no value may go (a header
+         * an upstream may echo, the path, the query) is a tripwire too. */
+        trip = secrets_find_misplaced(cfg->secrets, cfg->n_secrets, &i->req, &why);
+        if (trip) {
+                char reason[REASON_MAX];
+
+                (void)snprintf(reason, sizeof(reason),
+                               "tripwire: placeholder of %s in %s, sent to %s", trip->name, why,
+                               i->p.host.name);
+                i_answer(i, AUDIT_DENY, 403, reason, trip->name);
+                return true;
+        }
+        return false;
+}
+
+static void i_handle_request(Intercept *i) {
+        const ProxyConfig *cfg = i->p.config;
+        struct timeval idle = ms_tv(cfg->idle_timeout_ms);
+        char *head = NULL;
+        size_t len = 0;
+        int r;
+
+        if (i->up_failed) {
+                i_answer(i, AUDIT_ERROR, 502, i->up_error, NULL);
                 return;
         }
+        if (i_refused(i))
+                return;
         r = secrets_build_request_head(cfg->secrets, cfg->n_secrets, &i->p.host, i->p.port, &i->req,
                                        &head, &len, &i->used);
         if (r == -EBADMSG) {
@@ -411,6 +671,11 @@ static void i_handle_request(Intercept *i) {
         http_message_reset(&i->resp);
         i->resp.skip_body = http_message_method(&i->req) == HTTP_HEAD;
         i->chunked = false;
+        i_decode_end(i);
+        i->req_chunked = (i->req.parser.flags & F_CHUNKED) != 0;
+        i->trip = NULL;
+        i->scan.tail_len = 0;
+        i->filter.tail_len = 0;
         i->state = I_FORWARD;
         (void)bufferevent_set_timeouts(i->up, &idle, NULL);
         (void)bufferevent_enable(i->up, EV_READ | EV_WRITE);
@@ -617,6 +882,8 @@ int intercept_start(const InterceptParams *p, int client_fd, int up_fd, Intercep
                 goto fail;
         i->resp.on_body = i_on_body;
         i->resp.body_userdata = i;
+        i->req.on_body = i_on_req_body;
+        i->req.body_userdata = i;
         i->kick = event_new(p->base, -1, 0, kick_cb, i);
         if (!i->kick)
                 goto fail;
@@ -669,6 +936,8 @@ Intercept *intercept_free(Intercept *i) {
         http_message_done(&i->req);
         http_message_done(&i->resp);
         secret_filter_done(&i->filter);
+        secret_filter_done(&i->scan);
+        i_decode_end(i);
         free(i);
         return NULL;
 }

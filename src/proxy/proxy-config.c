@@ -486,8 +486,8 @@ static bool printable_token(const char *s) {
 
 /* One element of "secrets" (docs/network.md). */
 static int load_secret(ProxyConfig *c, json_t *obj, size_t index, HutchError *reterr) {
-        static const char *const known[] = {"name",   "placeholder", "value",  "hosts",
-                                            "header", "path_prefix", "methods"};
+        static const char *const known[] = {"name",   "placeholder", "value",       "hosts",
+                                            "header", "query",       "path_prefix", "methods"};
         char pointer[HUTCH_ERROR_POINTER_MAX];
         _cleanup_free_ char *value = NULL;
         ProxySecret s = {};
@@ -522,6 +522,8 @@ static int load_secret(ProxyConfig *c, json_t *obj, size_t index, HutchError *re
         if (r >= 0)
                 r = secret_string(obj, "header", false, index, &s.header, reterr);
         if (r >= 0)
+                r = secret_string(obj, "query", false, index, &s.query, reterr);
+        if (r >= 0)
                 r = secret_string(obj, "path_prefix", false, index, &s.path_prefix, reterr);
         if (r < 0)
                 goto fail;
@@ -553,6 +555,13 @@ static int load_secret(ProxyConfig *c, json_t *obj, size_t index, HutchError *re
         if (s.header && !printable_token(s.header)) {
                 r = hutch_error_set_pointer(reterr, EINVAL, pointer,
                                             "secret '%s': invalid header name", s.name);
+                goto fail;
+        }
+        /* SECURITY: the query lane is matched as "NAME=" at a parameter's
+         * start: a name holding '=', '&' or '#' could split a parameter. */
+        if (s.query && (!printable_token(s.query) || strpbrk(s.query, "=&#?%"))) {
+                r = hutch_error_set_pointer(reterr, EINVAL, pointer,
+                                            "secret '%s': invalid query parameter name", s.name);
                 goto fail;
         }
         if (s.path_prefix && s.path_prefix[0] != '/') {

@@ -229,6 +229,52 @@ int proxy_request_analyze(const HttpMessage *m, ProxyRequest *ret, int *reterr_s
         return 0;
 }
 
+/* True if the authority of @n bytes at @s is @h port @port, the port
+ * written or elided as the default @default_port. */
+static bool authority_names(const char *s, size_t n, const Host *h, uint16_t port,
+                            uint16_t default_port) {
+        Host a;
+        uint16_t ap;
+
+        if (proxy_authority_parse(s, n, &a, &ap) < 0)
+                return false;
+        return host_equal(&a, h) && (ap != 0 ? ap == port : port == default_port);
+}
+
+int proxy_request_check_bound(const HttpMessage *m, const Host *h, uint16_t port,
+                              const char **reterr_reason) {
+        const char *target, *hv = NULL;
+        size_t tlen, hl = 0, n_host;
+
+        n_host = http_message_find(m, "host", &hv, &hl);
+        if (n_host != 1)
+                return request_fail(NULL, reterr_reason,
+                                    n_host == 0 ? "a request without a Host header"
+                                                : "duplicate Host header");
+        trim_ows(&hv, &hl);
+        if (!authority_names(hv, hl, h, port, 443))
+                return request_fail(NULL, reterr_reason,
+                                    "the Host header does not name the CONNECT target");
+        target = http_message_target(m, &tlen);
+        if (tlen > 0 && target[0] != '/') {
+                const char *sep = memmem(target, tlen, "://", 3);
+                size_t start, end;
+
+                if (!sep)
+                        return request_fail(NULL, reterr_reason,
+                                            "the request target is not an absolute URI");
+                start = end = (size_t)(sep - target) + 3;
+                while (end < tlen && target[end] != '/' && target[end] != '?')
+                        end++;
+                if (memchr(target + start, '@', end - start) ||
+                    !authority_names(target + start, end - start, h, port, 443))
+                        return request_fail(NULL, reterr_reason,
+                                            "the request target does not name the CONNECT "
+                                            "target");
+        }
+        return 0;
+}
+
 /* Collects the comma-separated options of every Connection field. */
 static int connection_tokens(const HttpMessage *m, Token tokens[static CONNECTION_TOKENS_MAX],
                              size_t *ret_n) {

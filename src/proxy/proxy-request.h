@@ -44,6 +44,16 @@ typedef struct ProxyRequest {
 int proxy_request_analyze(const HttpMessage *m, ProxyRequest *ret, int *reterr_status,
                           const char **reterr_reason);
 
+/* Target binding inside an intercepted tunnel to @h port @port (https,
+ * docs/secrets.md): the request in @m must have exactly one Host, naming
+ * that host (case-folded, the port written or elided when it is 443), and
+ * an absolute-form target must name it too (no userinfo).
+ * SECURITY: front ends route on Host; without this a request carrying a
+ * real value could be routed to whatever site the sandbox names.
+ * Returns 0, or -EBADMSG with @reterr_reason (a static string) set. */
+int proxy_request_check_bound(const HttpMessage *m, const Host *h, uint16_t port,
+                              const char **reterr_reason);
+
 /* Parses an authority "host[:port]" of @n bytes (brackets for IPv6), as in
  * CONNECT targets, URIs and Host headers. Writes @ret_host and @ret_port (0
  * when no port is given) only on success. Returns 0 or -EINVAL (bad host,

@@ -15,7 +15,7 @@
  *
  * Invariants checked (abort() on violation):
  *   - a rebuilt request head parses again as exactly one complete head with
- *     the same method and target, and at most as many fields;
+ *     the same method and target, and at most one field more (Accept-Encoding);
  *   - masked output never contains a real value, and it is the masking of
  *     the whole body however it was split. */
 
@@ -91,7 +91,7 @@ static void check_body(const char *body, size_t len, size_t chunk) {
                 got += n;
                 off += k;
         }
-        secret_filter_flush(&f, &out, &n);
+        secret_filter_flush(&f, secrets, ELEMENTSOF(secrets), &out, &n);
         if (got + n != len)
                 abort();
         memcpy(all + got, out, n);
@@ -146,7 +146,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                         t2 = http_message_target(&again, &l2);
                         if (l1 != l2 || memcmp(t1, t2, l1) != 0 ||
                             http_message_method(&m) != http_message_method(&again) ||
-                            again.n_fields > m.n_fields)
+                            again.n_fields > m.n_fields + 1)
                                 abort();
                         http_message_done(&again);
                         free(head);

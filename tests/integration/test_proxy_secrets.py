@@ -175,12 +175,19 @@ def test_other_allowed_host_stays_an_opaque_tunnel(env):
 
 def test_header_scope(env):
     port = env["ports"]["gh"]
-    r = curl(env, "-H", f"X-Api-Key: {PH2}", "-H", f"X-Other: {PH2}",
-             f"https://gh.secret.test:{port}/repos")
+    r = curl(env, "-H", f"X-Api-Key: {PH2}", f"https://gh.secret.test:{port}/repos")
     assert r.returncode == 0, r.stderr
     rec = last_request(env, "gh")
     assert header(rec, "X-Api-Key") == [VAL2]
-    assert header(rec, "X-Other") == [PH2]
+    # Negative twin: with ;header= the placeholder anywhere else (even
+    # Authorization, a default lane) is a tripwire, and nothing goes out.
+    before = len(env["upstreams"]["gh"].requests)
+    for h in ("X-Other", "Authorization"):
+        r = curl(env, "-w", "%{http_code}", "-H", f"X-Api-Key: {PH2}", "-H", f"{h}: {PH2}",
+                 f"https://gh.secret.test:{port}/repos")
+        assert r.stdout.endswith("403"), r.stdout + r.stderr
+        assert "tripwire: placeholder of GH_TOKEN in a header" in r.stdout
+    assert len(env["upstreams"]["gh"].requests) == before
 
 
 def test_path_prefix_and_method_scope(env):
@@ -191,11 +198,11 @@ def test_path_prefix_and_method_scope(env):
     for method, path in [("GET", "/v1/models"), ("GET", "/v2/models"), ("DELETE", "/v1/x"),
                          ("POST", "/v1/chat")]:
         conn.request(method, path, body=b"{}" if method == "POST" else None,
-                     headers={"X-Key": PH3})
+                     headers={"X-Api-Key": PH3})
         r = conn.getresponse()
         env["bodies"].append(r.read().decode())
         assert r.status == 200
-        seen.append(header(last_request(env, "api"), "X-Key")[0])
+        seen.append(header(last_request(env, "api"), "X-Api-Key")[0])
     conn.close()
     assert seen == [VAL3, PH3, PH3, VAL3]
     assert last_request(env, "api")["body"] == "{}"

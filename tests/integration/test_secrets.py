@@ -343,14 +343,14 @@ def test_python_urllib_trusts_the_sandbox_ca(sbx, ca, tls_upstream):
     url = f"https://{API}:{tls_upstream.port}/e2e-python"
     code = (
         "import os, urllib.request as u; "
-        f"q = u.Request('{url}', headers={{'X-Key': os.environ['TOKEN']}}); "
+        f"q = u.Request('{url}', headers={{'X-Api-Key': os.environ['TOKEN']}}); "
         "print(u.urlopen(q, timeout=20).status)"
     )
     r, o = run_json(sbx, secret_flags(sbx, ca, tls_upstream), ["python3", "-c", code], env={"TOKEN": REAL})
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == "200"
     got = [q for q in tls_upstream.requests if q["path"] == "/e2e-python"]
-    assert dict(got[-1]["headers"])["X-Key"] == REAL
+    assert dict(got[-1]["headers"])["X-Api-Key"] == REAL
 
 
 def test_ssl_cert_dir_users_trust_the_sandbox_ca(sbx, ca, tls_upstream):
@@ -386,17 +386,21 @@ def test_ssl_cert_dir_users_trust_the_sandbox_ca(sbx, ca, tls_upstream):
 def test_header_scope(sbx, ca, tls_upstream):
     proxy_ready(sbx)
     url = f"https://{API}:{tls_upstream.port}/e2e-scope"
-    script = f'curl -sS -o /dev/null -H "Authorization: Bearer $TOKEN" -H "X-Other: $TOKEN" {url}'
+    # ;header= replaces the default lanes: X-Api-Key is one of those, so
+    # here the placeholder in it is a tripwire (issue 14), never sent.
+    script = (f'curl -sS -o /dev/null -H "X-Custom: Bearer $TOKEN" {url}; '
+              f'curl -sS -w "%{{http_code}}" -o /dev/null -H "X-Api-Key: $TOKEN" {url}-2')
     r, o = run_json(
         sbx,
-        secret_flags(sbx, ca, tls_upstream, ";header=Authorization"),
+        secret_flags(sbx, ca, tls_upstream, ";header=X-Custom"),
         ["sh", "-c", script],
         env={"TOKEN": REAL},
     )
     assert r.returncode == 0, r.stderr
     got = dict([q for q in tls_upstream.requests if q["path"] == "/e2e-scope"][-1]["headers"])
-    assert got["Authorization"] == f"Bearer {REAL}"
-    assert got["X-Other"] != REAL and got["X-Other"].startswith("sk-proj-")
+    assert got["X-Custom"] == f"Bearer {REAL}"
+    assert r.stdout == "403"
+    assert not [q for q in tls_upstream.requests if q["path"] == "/e2e-scope-2"]
 
 
 def test_other_allowed_host_gets_the_placeholder(sbx, ca, tls_upstream):

@@ -788,6 +788,7 @@ static void assert_secret_equal(const PolicySecret *a, const PolicySecret *b) {
         assert_str_or_null_equal(a->file, b->file);
         assert_strv_equal(a->hosts, b->hosts);
         assert_str_or_null_equal(a->header, b->header);
+        assert_str_or_null_equal(a->query, b->query);
         assert_str_or_null_equal(a->path_prefix, b->path_prefix);
         /* No methods (all of them) is not an empty list. */
         ASSERT_EQ(a->methods == NULL, b->methods == NULL);
@@ -954,11 +955,11 @@ TEST(write_every_field) {
         ASSERT_OK(policy_add_resolve(p, "api.example.com:127.0.0.1,::1", NULL, &e));
         ASSERT_OK(policy_set_audit_log(p, audit, &e));
         ASSERT_OK(policy_add_secret_spec(p, "OPENAI_API_KEY@api.openai.com", &e));
-        ASSERT_OK(
-                policy_add_secret_spec(p,
-                                       "GH=env:HUTCH_TEST_WRITE_TOKEN@api.github.com/repos/o/,"
-                                       "[::1]:8443/repos/o/;header=Authorization;methods=GET,POST",
-                                       &e));
+        ASSERT_OK(policy_add_secret_spec(p,
+                                         "GH=env:HUTCH_TEST_WRITE_TOKEN@api.github.com/repos/o/,"
+                                         "[::1]:8443/repos/o/;header=Authorization;query=key;"
+                                         "methods=GET,POST",
+                                         &e));
         ASSERT_OK(policy_add_secret_spec(p, file_secret, &e));
         ASSERT_OK(policy_add_upstream_ca(p, ca, NULL, &e));
         for (int i = 0; i < _POLICY_LIMIT_MAX; i++) {
@@ -996,6 +997,7 @@ TEST(write_every_field) {
         ASSERT_STREQ(q->secrets[1].env_var, "HUTCH_TEST_WRITE_TOKEN");
         ASSERT_STREQ(q->secrets[1].path_prefix, "/repos/o/");
         ASSERT_STREQ(q->secrets[1].header, "Authorization");
+        ASSERT_STREQ(q->secrets[1].query, "key");
         ASSERT_STREQ(q->secrets[1].methods[1], "POST");
         ASSERT_STREQ(q->secrets[2].file, key);
         ASSERT_EQ(q->limits_explicit, (1U << _POLICY_LIMIT_MAX) - 1);
@@ -1022,6 +1024,7 @@ TEST(write_rich_documents) {
                              "{\"secrets\": [{\"name\": \"A\", \"hosts\": [\"a.example\"]},"
                              " {\"name\": \"B\", \"source\": \"env:B_SRC\", \"hosts\":"
                              " [\"b.example:8443\", \"[::1]\"], \"header\": \"X-Api-Key\","
+                             " \"query\": \"k\","
                              " \"path_prefix\": \"/v1/\", \"methods\": [\"GET\"]},"
                              " {\"name\": \"C\", \"source\": \"file:%s\", \"hosts\":"
                              " [\"c.example\"]}],"

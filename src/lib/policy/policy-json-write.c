@@ -420,6 +420,9 @@ static int encode_secret(const Policy *p, size_t i, json_t **ret) {
         r = json_set_string(o, "header", s->header);
         if (r < 0)
                 return r;
+        r = json_set_string(o, "query", s->query);
+        if (r < 0)
+                return r;
         r = json_set_string(o, "path_prefix", s->path_prefix);
         if (r < 0)
                 return r;

@@ -600,6 +600,7 @@ typedef struct JsonSecret {
         const char *source; /* "env:VAR" or "file:PATH" */
         json_t *hosts;
         const char *header;
+        const char *query;
         const char *path_prefix;
         json_t *methods;
 } JsonSecret;
@@ -616,6 +617,7 @@ static const JsonField secret_table[] = {
         {"hosts", JT_ARRAY, json_dispatch_borrow, offsetof(JsonSecret, hosts), NULL,
          JSON_MANDATORY},
         {"header", JT_STRING, json_dispatch_nonempty_string, offsetof(JsonSecret, header), NULL, 0},
+        {"query", JT_STRING, json_dispatch_nonempty_string, offsetof(JsonSecret, query), NULL, 0},
         {"path_prefix", JT_STRING, json_dispatch_nonempty_string, offsetof(JsonSecret, path_prefix),
          NULL, 0},
         {"methods", JT_ARRAY, json_dispatch_borrow, offsetof(JsonSecret, methods), NULL, 0},
@@ -686,6 +688,7 @@ static int json_dispatch_secrets(JsonCtx *c, const JsonField *f, json_t *v, void
                         .name = (char *)js.name,
                         .hosts = hosts,
                         .header = (char *)js.header,
+                        .query = (char *)js.query,
                         .path_prefix = (char *)js.path_prefix,
                         .methods = methods,
                 };

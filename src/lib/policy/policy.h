@@ -125,7 +125,8 @@ typedef struct PolicySecret {
         char *env_var;     /* read from the caller's variable (default: name), or NULL */
         char *file;        /* or read from this host file (absolute), or NULL */
         char **hosts;      /* allowlist patterns "HOST[:PORT]", at least one */
-        char *header;      /* substitute only in this request header, or NULL */
+        char *header;      /* substitute only in this request header, or NULL (the default set) */
+        char *query;       /* also in this query parameter's value, or NULL */
         char *path_prefix; /* substitute only below this path ("/v1/"), or NULL */
         char **methods;    /* substitute only for these methods, or NULL for all */
 } PolicySecret;
@@ -229,7 +230,7 @@ int policy_set_audit_log(Policy *p, const char *path, HutchError *reterr);
 
 /* Parses a --secret spec (docs/secrets.md):
  *   NAME[=file:PATH|=env:VAR]@HOST[:PORT][/PREFIX][,HOST[:PORT][/PREFIX]...][;OPTION=VALUE...]
- * with the options header=NAME and methods=M1,M2. A relative PATH is made
+ * with the options header=NAME, query=PARAM and methods=M1,M2. A relative PATH is made
  * absolute against the current directory. Every host is checked as an
  * --allow-host entry. -EINVAL naming the spec and what is wrong; -EEXIST
  * for a second secret of the same name; -E2BIG past POLICY_MAX_SECRETS;

@@ -28,6 +28,7 @@ void policy_secret_done(PolicySecret *s) {
         free(s->file);
         strv_free(s->hosts);
         free(s->header);
+        free(s->query);
         free(s->path_prefix);
         strv_free(s->methods);
         *s = (PolicySecret){};
@@ -53,6 +54,18 @@ static bool is_method(const char *s) {
                 return false;
         for (; *s; s++)
                 if (*s < 'A' || *s > 'Z')
+                        return false;
+        return true;
+}
+
+/* A query parameter name: RFC 3986 unreserved characters, nothing that
+ * would need encoding or could end the parameter. */
+static bool is_query_param(const char *s) {
+        if (!s || s[0] == '\0' || strlen(s) > 128)
+                return false;
+        for (; *s; s++)
+                if (!((*s >= 'A' && *s <= 'Z') || (*s >= 'a' && *s <= 'z') ||
+                      (*s >= '0' && *s <= '9') || strchr("-._~", *s)))
                         return false;
         return true;
 }
@@ -126,6 +139,12 @@ static int secret_check(const PolicySecret *s, const char *ctx, HutchError *rete
                 return hutch_error_set(reterr, EINVAL,
                                        "secret '%s'" CTX_FMT ": invalid header name '%s'", name,
                                        CTX_ARGS(ctx), s->header);
+        if (s->query && !is_query_param(s->query))
+                return hutch_error_set(reterr, EINVAL,
+                                       "secret '%s'" CTX_FMT
+                                       ": invalid query parameter name '%s' (expected letters, "
+                                       "digits, '-', '.', '_' or '~')",
+                                       name, CTX_ARGS(ctx), s->query);
         if (s->path_prefix && !is_path_prefix(s->path_prefix))
                 return hutch_error_set(reterr, EINVAL,
                                        "secret '%s'" CTX_FMT
@@ -158,6 +177,7 @@ static int secret_copy(const PolicySecret *s, PolicySecret *ret) {
 
         if (strdup_or_null(s->name, &c.name) < 0 || strdup_or_null(s->env_var, &c.env_var) < 0 ||
             strdup_or_null(s->file, &c.file) < 0 || strdup_or_null(s->header, &c.header) < 0 ||
+            strdup_or_null(s->query, &c.query) < 0 ||
             strdup_or_null(s->path_prefix, &c.path_prefix) < 0)
                 return -ENOMEM;
         c.hosts = strv_copy(s->hosts);
@@ -312,6 +332,12 @@ static int parse_options(PolicySecret *s, const char *text, const char *ctx, Hut
                         s->header = strdup(eq + 1);
                         if (!s->header)
                                 return -ENOMEM;
+                } else if (strcmp(opt, "query") == 0) {
+                        if (s->query)
+                                goto twice;
+                        s->query = strdup(eq + 1);
+                        if (!s->query)
+                                return -ENOMEM;
                 } else if (strcmp(opt, "methods") == 0) {
                         if (s->methods)
                                 goto twice;
@@ -321,8 +347,8 @@ static int parse_options(PolicySecret *s, const char *text, const char *ctx, Hut
                 } else
                         return hutch_error_set(reterr, EINVAL,
                                                "secret '%s'" CTX_FMT
-                                               ": unknown option '%s' (expected header or "
-                                               "methods)",
+                                               ": unknown option '%s' (expected header, "
+                                               "query or methods)",
                                                s->name, CTX_ARGS(ctx), opt);
                 continue;
         twice:

@@ -338,6 +338,7 @@ int secret_set_config_memfd(const SecretSet *s) {
 
                 size += 256 + 2 * (s->items[i].len + strlen(s->items[i].placeholder) +
                                    strlen(d->name) + (d->header ? strlen(d->header) : 0) +
+                                   (d->query ? strlen(d->query) : 0) +
                                    (d->path_prefix ? strlen(d->path_prefix) : 0));
                 STRV_FOREACH(h, d->hosts)
                         size += 4 + 2 * strlen(*h);
@@ -362,6 +363,8 @@ int secret_set_config_memfd(const SecretSet *s) {
                 w_list(&w, "hosts", v->def->hosts);
                 if (v->def->header)
                         w_member(&w, "header", v->def->header);
+                if (v->def->query)
+                        w_member(&w, "query", v->def->query);
                 if (v->def->path_prefix)
                         w_member(&w, "path_prefix", v->def->path_prefix);
                 if (v->def->methods)
