@@ -4,7 +4,10 @@
 #include <limits.h>
 #include <stdio.h>
 #include <string.h>
+#include <sched.h>
 #include <sys/file.h>
+#include <sys/mount.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -12,6 +15,7 @@
 #include "api/persist.h"
 #include "fd-util.h"
 #include "signal-util.h"
+#include "store/disk-image.h"
 #include "store/layers.h"
 #include "strv.h"
 
@@ -82,6 +86,41 @@ int persist_binary_find(char **ret, HutchError *reterr) {
                                HUTCH_INSTALLED_BINARY);
 }
 
+/* Mounts @image, retrying while a process that looked at the stopped
+ * sandbox's files still holds it (-EBUSY: see store/disk-image.h). */
+static int disk_mount_retry(const char *image, const char *target, int *ret_mnt_fd,
+                            HutchError *reterr) {
+        for (unsigned waited = 0;; waited += KEEPER_EXIT_POLL_MS) {
+                HutchError err = {};
+                int r;
+
+                r = target ? disk_image_mount_at(image, target, &err)
+                           : disk_image_mount(image, ret_mnt_fd, &err);
+                if (r != -EBUSY || waited >= KEEPER_EXIT_TIMEOUT_MS) {
+                        if (r < 0 && reterr)
+                                *reterr = err;
+                        return r;
+                }
+                (void)usleep(KEEPER_EXIT_POLL_MS * 1000);
+        }
+}
+
+/* In the keeper, before the sandbox is built: a private mount namespace
+ * (host mounts still propagate in, none of ours out) with the sandbox's
+ * disk image on its data/. */
+static int keeper_mount_disk(const Store *s, const char *name, const char *data,
+                             HutchError *reterr) {
+        _cleanup_free_ char *image = NULL;
+
+        if (store_sandbox_path(s, name, DISK_IMAGE_NAME, &image) < 0)
+                return hutch_error_set(reterr, ENOMEM, "out of memory");
+        if (unshare(CLONE_NEWNS) < 0)
+                return hutch_error_set(reterr, errno, "cannot make a mount namespace: %m");
+        if (mount(NULL, "/", NULL, MS_REC | MS_SLAVE, NULL) < 0)
+                return hutch_error_set(reterr, errno, "cannot make the mounts private: %m");
+        return disk_mount_retry(image, data, NULL, reterr);
+}
+
 static void report_early(int ready_fd, const HutchError *err, int r) {
         char line[600];
 
@@ -132,6 +171,19 @@ int persist_keeper_main(const char *name, int ready_fd, char *const *env, HutchE
                         r = hutch_error_set(&early, EBUSY,
                                             "another keeper runs sandbox '%s' already", rec->name);
         }
+        /* SECURITY: the disk limit (store/disk-image.h) is mounted in a
+         * mount namespace of the keeper's own, so that it goes away with
+         * the keeper (and with the sandbox, whose namespaces are below
+         * it), however it ends: no mount or loop device outlives it. */
+        if (r >= 0 && rec->disk_limit != 0) {
+                r = keeper_mount_disk(s, rec->name, data, &early);
+                if (r >= 0) {
+                        free(logs);
+                        logs = NULL;
+                        if (asprintf(&logs, "%s/logs", data) < 0)
+                                r = hutch_error_set(&early, ENOMEM, "out of memory");
+                }
+        }
         /* The network audit log of a persistent sandbox is kept with it. */
         if (r >= 0 && policy_network_mode(policy) == NETWORK_MODE_ALLOW && !policy->audit_log)
                 r = policy_set_audit_log(policy, audit, &early);
@@ -148,6 +200,7 @@ int persist_keeper_main(const char *name, int ready_fd, char *const *env, HutchE
                 .history_path = history,
                 .idle_timeout_ms = rec->idle_timeout_ms,
                 .ready_fd = ready_fd,
+                .degraded = rec->disk_limit == 0 ? 1U << POLICY_LIMIT_DISK : 0,
         };
         return sandbox_keep(&cfg, env, reterr);
 }
@@ -265,6 +318,7 @@ int persist_connect(const Store *s, const char *name, bool start, int *ret_sock,
 }
 
 int persist_stop(const Store *s, const char *name, HutchError *reterr) {
+        _cleanup_free_ char *image = NULL;
         _cleanup_close_ int sock = -EBADF;
         int r;
 
@@ -288,7 +342,72 @@ int persist_stop(const Store *s, const char *name, HutchError *reterr) {
                                                name);
                 (void)usleep(KEEPER_EXIT_POLL_MS * 1000);
         }
+        /* Its disk image goes with its mount namespace, a moment later:
+         * stopped means the loop device is gone too. */
+        if (store_sandbox_path(s, name, DISK_IMAGE_NAME, &image) >= 0 &&
+            disk_image_wait_free(image, KEEPER_EXIT_TIMEOUT_MS) < 0)
+                return hutch_error_set(reterr, EBUSY,
+                                       "sandbox '%s' was stopped, but its disk image is still in "
+                                       "use",
+                                       name);
         return 1;
+}
+
+int persist_data_open(const Store *s, SandboxRecord *rec, int *ret_fd, HutchError *reterr) {
+        _cleanup_free_ char *data = NULL, *image = NULL;
+
+        *ret_fd = -EBADF;
+        if (rec->disk_limit == 0 || rec->data_dir)
+                return 0;
+        if (store_sandbox_path(s, rec->name, "data", &data) < 0 ||
+            store_sandbox_path(s, rec->name, DISK_IMAGE_NAME, &image) < 0)
+                return hutch_error_set(reterr, ENOMEM, "out of memory");
+        for (unsigned waited = 0;; waited += KEEPER_EXIT_POLL_MS) {
+                _cleanup_close_ int sock = -EBADF, mnt = -EBADF;
+                HutchError err = {};
+                int r;
+
+                /* Running: data/ is mounted in the keeper's namespace
+                 * (its socket exists only once it is). */
+                if (persist_connect(s, rec->name, false, &sock, NULL) >= 0) {
+                        struct ucred uc;
+                        socklen_t len = sizeof(uc);
+
+                        if (getsockopt(sock, SOL_SOCKET, SO_PEERCRED, &uc, &len) < 0)
+                                return hutch_error_set(reterr, errno,
+                                                       "cannot find sandbox '%s''s keeper: %m",
+                                                       rec->name);
+                        if (asprintf(&rec->data_dir, "/proc/%d/root%s", (int)uc.pid, data) < 0) {
+                                rec->data_dir = NULL;
+                                return hutch_error_set(reterr, ENOMEM, "out of memory");
+                        }
+                        *ret_fd = TAKE_FD(sock);
+                        return 0;
+                }
+                /* Stopped: a mount of our own, detached (it goes when the
+                 * fd is closed). */
+                r = disk_image_mount(image, &mnt, &err);
+                if (r >= 0) {
+                        if (asprintf(&rec->data_dir, "/proc/self/fd/%d", mnt) < 0) {
+                                rec->data_dir = NULL;
+                                return hutch_error_set(reterr, ENOMEM, "out of memory");
+                        }
+                        *ret_fd = TAKE_FD(mnt);
+                        return 0;
+                }
+                /* -EBUSY: a keeper starting or stopping, or another
+                 * command looking: wait for it. */
+                if (r != -EBUSY || waited >= KEEPER_EXIT_TIMEOUT_MS) {
+                        if (reterr)
+                                *reterr = err;
+                        return r;
+                }
+                (void)usleep(KEEPER_EXIT_POLL_MS * 1000);
+        }
+}
+
+int persist_disk_supported(HutchError *reterr) {
+        return disk_image_supported(reterr);
 }
 
 /* Loads sandbox @name and connects to its keeper, started on demand. */
@@ -451,6 +570,31 @@ static int record_workspace(const Store *s, const SandboxRecord *rec, const Poli
         return write_manifest(s, rec->name, host, reterr);
 }
 
+/* The disk limit a new sandbox gets: its policy's --disk, or the default;
+ * 0 where it cannot be enforced (and that is allowed: not for an explicit
+ * --disk without --allow-degraded). */
+static int disk_limit_pick(const Policy *p, uint64_t *ret, HutchError *reterr) {
+        bool explicit = p->limits_explicit & (1U << POLICY_LIMIT_DISK);
+        HutchError why = {};
+
+        if (explicit && (p->disk_size < DISK_IMAGE_MIN_SIZE || p->disk_size > DISK_IMAGE_MAX_SIZE))
+                return hutch_error_set(reterr, EINVAL,
+                                       "the disk limit of a persistent sandbox (--disk) must be "
+                                       "between 16m and 16t");
+        if (disk_image_supported(&why) < 0) {
+                if (explicit && !p->allow_degraded)
+                        return hutch_error_set(reterr, why.errnum,
+                                               "--disk cannot be enforced here: %s (or use "
+                                               "--allow-degraded to create the sandbox without a "
+                                               "disk limit)",
+                                               why.msg);
+                *ret = 0;
+                return 0;
+        }
+        *ret = explicit ? p->disk_size : DISK_IMAGE_DEFAULT_SIZE;
+        return 0;
+}
+
 int persist_create(Store *s, const char *name, const Policy *policy, const char *from,
                    uint64_t idle_timeout_ms, SandboxRecord **ret, HutchError *reterr) {
         _cleanup_(sandbox_record_freep) SandboxRecord *rec = NULL;
@@ -507,6 +651,9 @@ int persist_create(Store *s, const char *name, const Policy *policy, const char 
         r = policy_load_json(stored, rec->policy_json, strlen(rec->policy_json), reterr);
         if (r < 0)
                 return r;
+        r = disk_limit_pick(stored, &rec->disk_limit, reterr);
+        if (r < 0)
+                return r;
         r = store_sandbox_create(s, rec, reterr);
         if (r < 0)
                 return r;
@@ -524,6 +671,7 @@ int persist_create(Store *s, const char *name, const Policy *policy, const char 
 
 int persist_destroy(Store *s, const char *name, bool force, HutchError *reterr) {
         _cleanup_(sandbox_record_freep) SandboxRecord *rec = NULL;
+        _cleanup_free_ char *image = NULL;
         _cleanup_close_ int lock = -EBADF;
         int r;
 
@@ -540,6 +688,10 @@ int persist_destroy(Store *s, const char *name, bool force, HutchError *reterr) 
                 if (r < 0)
                         return r;
         }
+        /* A command that looked at its files may have had its image
+         * mounted a moment ago: removed, it would linger on a loop device. */
+        if (rec->disk_limit != 0 && store_sandbox_path(s, rec->name, DISK_IMAGE_NAME, &image) >= 0)
+                (void)disk_image_wait_free(image, KEEPER_EXIT_TIMEOUT_MS);
         return store_sandbox_remove(s, rec->name, reterr);
 }
 
@@ -560,8 +712,17 @@ void persist_info(const Store *s, const SandboxRecord *rec, PersistInfo *ret) {
             stat(history, &st) == 0)
                 ret->last_used_ms = (uint64_t)st.st_mtim.tv_sec * 1000U +
                                     (uint64_t)st.st_mtim.tv_nsec / 1000000U;
-        if (store_sandbox_path(s, rec->name, "data", &data) >= 0)
-                ret->disk_bytes = store_disk_usage(data);
+        ret->disk_limit = rec->disk_limit;
+        if (rec->disk_limit != 0) {
+                /* What the sparse image takes of the host's disk. */
+                if (store_sandbox_path(s, rec->name, DISK_IMAGE_NAME, &data) >= 0 &&
+                    stat(data, &st) == 0)
+                        ret->disk_bytes = (uint64_t)st.st_blocks * 512U;
+        } else {
+                ret->degraded |= 1U << POLICY_LIMIT_DISK;
+                if (store_sandbox_path(s, rec->name, "data", &data) >= 0)
+                        ret->disk_bytes = store_disk_usage(data);
+        }
 }
 
 /* ---- snapshots ---- */
@@ -616,7 +777,24 @@ int persist_snapshot(Store *s, const char *name, const char *snap, char **ret_sn
         }
 
         running = persist_connect(s, rec->name, false, &sock, reterr) >= 0;
-        if (running) {
+        if (rec->disk_limit != 0) {
+                /* Its layer is in its disk image: always a copy (of the
+                 * running sandbox, frozen meanwhile, or of the stopped one's
+                 * image mounted for the time of it); the sandbox keeps its
+                 * layer. */
+                _cleanup_close_ int hold = -EBADF;
+
+                if (running) {
+                        r = keeper_simple(sock, "freeze", reterr);
+                        if (r < 0)
+                                return r;
+                }
+                r = persist_data_open(s, rec, &hold, reterr);
+                if (r >= 0)
+                        r = store_snapshot_copy(s, rec, target, layer_copy, reterr);
+                if (r < 0)
+                        return r;
+        } else if (running) {
                 /* Running: frozen while its layer is copied; the keeper
                  * thaws it when this connection closes, whatever happens
                  * to us. */
@@ -647,7 +825,7 @@ int persist_snapshot(Store *s, const char *name, const char *snap, char **ret_sn
 int persist_restore(Store *s, const char *name, const char *snap, HutchError *reterr) {
         _cleanup_(sandbox_record_freep) SandboxRecord *rec = NULL;
         _cleanup_(snapshot_record_freep) SnapshotRecord *target = NULL;
-        _cleanup_close_ int lock = -EBADF;
+        _cleanup_close_ int lock = -EBADF, hold = -EBADF;
         int r;
 
         if (!snap)
@@ -666,6 +844,9 @@ int persist_restore(Store *s, const char *name, const char *snap, HutchError *re
                 return r;
         /* Under the lock nothing starts it again. */
         r = persist_stop(s, rec->name, reterr);
+        if (r < 0)
+                return r;
+        r = persist_data_open(s, rec, &hold, reterr);
         if (r < 0)
                 return r;
         return store_sandbox_reset(s, rec, target->name, SANDBOX_MAX_LAYERS, reterr);
@@ -693,9 +874,11 @@ void ws_view_done(WsView *v) {
 }
 
 /* Opens the workspace's layers (top first) and the host folder. */
-static int ws_view_open(const Store *s, const SandboxRecord *rec, WsView *v, HutchError *reterr) {
+static int ws_view_open(const Store *s, SandboxRecord *rec, WsView *v, HutchError *reterr) {
         _cleanup_strv_free_ char **chain = NULL, **dirs = NULL;
         _cleanup_free_ char *own = NULL;
+        /* The layer's fd keeps a stopped sandbox's image mounted. */
+        _cleanup_close_ int hold = -EBADF;
         char sub[96];
         int r;
 
@@ -710,8 +893,11 @@ static int ws_view_open(const Store *s, const SandboxRecord *rec, WsView *v, Hut
                                        "sandbox '%s' has no overlay workspace (diff and apply "
                                        "work on --workspace DIR:overlay)",
                                        rec->name);
+        r = persist_data_open(s, rec, &hold, reterr);
+        if (r < 0)
+                return r;
         (void)snprintf(sub, sizeof(sub), "data/upper-%llu/ws", (unsigned long long)rec->gen);
-        r = store_sandbox_path(s, rec->name, sub, &own);
+        r = store_sandbox_data_path(s, rec, sub, &own);
         if (r < 0)
                 return r;
         r = strv_extend(&dirs, own);

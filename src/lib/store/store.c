@@ -16,6 +16,7 @@
 #include "fd-util.h"
 #include "macro.h"
 #include "rm-rf.h"
+#include "store/disk-image.h"
 #include "store/store.h"
 #include "strv.h"
 
@@ -170,6 +171,27 @@ int store_sandbox_path(const Store *s, const char *name, const char *sub, char *
         return join(s->home, "sandboxes", name, sub, ret);
 }
 
+int store_sandbox_data_path(const Store *s, const SandboxRecord *r, const char *sub, char **ret) {
+        char *p;
+
+        if (!r->data_dir)
+                return join(s->home, "sandboxes", r->name, sub ? sub : "data", ret);
+        if (!sub) {
+                p = strdup(r->data_dir);
+                if (!p)
+                        return -ENOMEM;
+                *ret = p;
+                return 0;
+        }
+        /* @sub is "data/..." as for store_sandbox_path(). */
+        if (strncmp(sub, "data/", 5) == 0)
+                sub += 5;
+        if (asprintf(&p, "%s/%s", r->data_dir, sub) < 0)
+                return -ENOMEM;
+        *ret = p;
+        return 0;
+}
+
 int store_snapshot_path(const Store *s, const char *name, const char *sub, char **ret) {
         return join(s->home, "snapshots", name, sub, ret);
 }
@@ -281,6 +303,7 @@ SandboxRecord *sandbox_record_free(SandboxRecord *r) {
         free(r->id);
         free(r->policy_json);
         free(r->parent);
+        free(r->data_dir);
         free(r);
         return NULL;
 }
@@ -317,6 +340,7 @@ static int sandbox_record_parse(json_t *j, SandboxRecord **ret) {
         r->last_used_ms = jnum(j, "last_used_ms");
         r->gen = jnum(j, "gen");
         r->idle_timeout_ms = jnum(j, "idle_timeout_ms");
+        r->disk_limit = jnum(j, "disk_limit");
         r->policy_json = json_is_object(policy) ? json_dumps(policy, JSON_COMPACT) : NULL;
         if (!r->name || !r->id || !r->policy_json || !store_name_is_valid(r->name) || !r->gen)
                 return -EBADMSG;
@@ -331,11 +355,12 @@ static int sandbox_record_write(const char *dir, const SandboxRecord *r, HutchEr
 
         if (!policy)
                 return hutch_error_set(reterr, EINVAL, "invalid policy JSON");
-        j = json_pack("{s:i,s:s,s:s,s:I,s:I,s:o,s:o,s:I,s:I}", "version", STORE_RECORD_VERSION,
-                      "name", r->name, "id", r->id, "created_ms", (json_int_t)r->created_ms,
-                      "last_used_ms", (json_int_t)r->last_used_ms, "policy", policy, "parent",
-                      r->parent ? json_string(r->parent) : json_null(), "gen", (json_int_t)r->gen,
-                      "idle_timeout_ms", (json_int_t)r->idle_timeout_ms);
+        j = json_pack("{s:i,s:s,s:s,s:I,s:I,s:o,s:o,s:I,s:I,s:I}", "version",
+                      STORE_RECORD_VERSION, "name", r->name, "id", r->id, "created_ms",
+                      (json_int_t)r->created_ms, "last_used_ms", (json_int_t)r->last_used_ms,
+                      "policy", policy, "parent", r->parent ? json_string(r->parent) : json_null(),
+                      "gen", (json_int_t)r->gen, "idle_timeout_ms", (json_int_t)r->idle_timeout_ms,
+                      "disk_limit", (json_int_t)r->disk_limit);
         if (!j)
                 return -ENOMEM;
         text = json_dumps(j, JSON_INDENT(2));
@@ -560,6 +585,39 @@ static int make_data_dir(const Store *s, const char *dir, uint64_t gen) {
         return r;
 }
 
+/* Moves the new sandbox's data/ (in its temp folder @tmp) into a disk
+ * image of @size bytes: the image is made from a copy of it (with logs/
+ * inside, so that detached execs' output counts too), and data/ is left
+ * empty, as the image's mount point. */
+static int make_disk_image(const char *tmp, const char *data, uint64_t size, HutchError *reterr) {
+        _cleanup_free_ char *image = NULL, *logs = NULL;
+        int q;
+
+        if (asprintf(&image, "%s/" DISK_IMAGE_NAME, tmp) < 0 ||
+            asprintf(&logs, "%s/logs", data) < 0)
+                return -ENOMEM;
+        if (mkdir(logs, 0700) < 0)
+                return hutch_error_set(reterr, errno, "cannot create %s: %m", logs);
+        q = disk_image_make(image, size, data, reterr);
+        if (q < 0)
+                return q;
+        {
+                _cleanup_(closedirp) DIR *d = opendir(data);
+                struct dirent *de;
+
+                if (!d)
+                        return hutch_error_set(reterr, errno, "cannot open %s: %m", data);
+                while ((de = readdir(d)))
+                        if (strcmp(de->d_name, ".") != 0 && strcmp(de->d_name, "..") != 0) {
+                                q = rm_rf_at(dirfd(d), de->d_name);
+                                if (q < 0)
+                                        return hutch_error_set(reterr, -q, "cannot empty %s: %s",
+                                                               data, strerror(-q));
+                        }
+        }
+        return 0;
+}
+
 int store_sandbox_create(Store *s, SandboxRecord *r, HutchError *reterr) {
         _cleanup_free_ char *tmp = NULL, *final = NULL, *data = NULL, *logs = NULL;
         _cleanup_close_ int lock = -EBADF;
@@ -595,6 +653,13 @@ int store_sandbox_create(Store *s, SandboxRecord *r, HutchError *reterr) {
         q = make_data_dir(s, data, r->gen);
         if (q >= 0 && mkdir(logs, 0700) < 0)
                 q = negative_errno();
+        if (q >= 0 && r->disk_limit != 0) {
+                q = make_disk_image(tmp, data, r->disk_limit, reterr);
+                if (q < 0) {
+                        (void)rm_rf_at(AT_FDCWD, tmp);
+                        return q;
+                }
+        }
         if (q < 0) {
                 (void)rm_rf_at(AT_FDCWD, tmp);
                 return hutch_error_set(reterr, -q, "cannot create the sandbox's layers: %s",
@@ -751,6 +816,10 @@ static int sandbox_recover_locked(Store *s, SandboxRecord *r, bool locked) {
         struct stat st;
         int q;
 
+        /* A sandbox with a disk image never moves its layer out (its
+         * snapshots are copies), and its data/ is not mounted here. */
+        if (r->disk_limit != 0)
+                return 0;
         q = upper_name(r->gen, upper, sizeof(upper));
         if (q < 0)
                 return q;
@@ -993,6 +1062,10 @@ int store_snapshot_stopped(Store *s, SandboxRecord *r, const char *snap, HutchEr
         struct stat st;
         int q;
 
+        if (r->disk_limit != 0)
+                return hutch_error_set(reterr, EXDEV,
+                                       "the layer of '%s' is in its disk image: it is copied",
+                                       r->name);
         q = store_lock_all(s, &lock);
         if (q < 0)
                 return hutch_error_set(reterr, -q, "cannot lock the store: %s", strerror(-q));
@@ -1074,7 +1147,7 @@ int store_snapshot_copy(Store *s, const SandboxRecord *r, const char *snap, Stor
         if (q < 0)
                 return q;
         (void)snprintf(sub, sizeof(sub), "data/%s", upper);
-        q = store_sandbox_path(s, r->name, sub, &from);
+        q = store_sandbox_data_path(s, r, sub, &from);
         if (q < 0)
                 goto fail;
         src = open(from, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
@@ -1141,7 +1214,7 @@ int store_sandbox_reset(Store *s, SandboxRecord *r, const char *snap, size_t max
         parent = strdup(target->name);
         if (!parent)
                 return -ENOMEM;
-        q = store_sandbox_path(s, r->name, "data", &data);
+        q = store_sandbox_data_path(s, r, NULL, &data);
         if (q < 0)
                 return q;
         dfd = open(data, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
