@@ -869,7 +869,7 @@ def test_ls_json_fields(store):
     for name, sid in (("a", a), ("b", b)):
         e = ls[name]
         assert set(e) == {"name", "id", "state", "backend", "created_ms", "last_used_ms",
-                          "disk_bytes", "parent"}
+                          "disk_bytes", "disk_limit_bytes", "degraded", "parent"}
         assert e["name"] == name and e["id"] == sid and e["parent"] is None
         assert e["backend"] == "ns"
         assert t0 - 1000 <= e["created_ms"] <= t1 + 1000, (e, t0, t1)

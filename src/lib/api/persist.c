@@ -2,9 +2,9 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <sched.h>
 #include <stdio.h>
 #include <string.h>
-#include <sched.h>
 #include <sys/file.h>
 #include <sys/mount.h>
 #include <sys/socket.h>
@@ -714,10 +714,17 @@ void persist_info(const Store *s, const SandboxRecord *rec, PersistInfo *ret) {
                                     (uint64_t)st.st_mtim.tv_nsec / 1000000U;
         ret->disk_limit = rec->disk_limit;
         if (rec->disk_limit != 0) {
-                /* What the sparse image takes of the host's disk. */
-                if (store_sandbox_path(s, rec->name, DISK_IMAGE_NAME, &data) >= 0 &&
-                    stat(data, &st) == 0)
-                        ret->disk_bytes = (uint64_t)st.st_blocks * 512U;
+                /* Its layers, in its disk image (reached as the other
+                 * commands do; the image's own size on the host is at most
+                 * the limit). */
+                SandboxRecord view = *rec;
+                _cleanup_close_ int hold = -EBADF;
+
+                view.data_dir = NULL;
+                if (persist_data_open(s, &view, &hold, NULL) >= 0 &&
+                    store_sandbox_data_path(s, &view, NULL, &data) >= 0)
+                        ret->disk_bytes = store_disk_usage(data);
+                free(view.data_dir);
         } else {
                 ret->degraded |= 1U << POLICY_LIMIT_DISK;
                 if (store_sandbox_path(s, rec->name, "data", &data) >= 0)

@@ -81,8 +81,8 @@ int persist_disk_supported(HutchError *reterr);
  * mode) for apply. Its disk limit (@ret->disk_limit) is the policy's disk
  * size or DISK_IMAGE_DEFAULT_SIZE; where it cannot be enforced
  * (persist_disk_supported()), an explicit one is an error unless the
- * policy allows degraded limits, and the default is dropped (0). A workspace in copy mode is refused (-EINVAL); a taken
- * name is -EEXIST. Returns the new record in @ret (may be NULL). */
+ * policy allows degraded limits, and the default is dropped (0). A workspace in copy mode is
+ * refused (-EINVAL); a taken name is -EEXIST. Returns the new record in @ret (may be NULL). */
 int persist_create(Store *s, const char *name, const Policy *policy, const char *from,
                    uint64_t idle_timeout_ms, SandboxRecord **ret, HutchError *reterr);
 

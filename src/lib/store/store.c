@@ -355,12 +355,12 @@ static int sandbox_record_write(const char *dir, const SandboxRecord *r, HutchEr
 
         if (!policy)
                 return hutch_error_set(reterr, EINVAL, "invalid policy JSON");
-        j = json_pack("{s:i,s:s,s:s,s:I,s:I,s:o,s:o,s:I,s:I,s:I}", "version",
-                      STORE_RECORD_VERSION, "name", r->name, "id", r->id, "created_ms",
-                      (json_int_t)r->created_ms, "last_used_ms", (json_int_t)r->last_used_ms,
-                      "policy", policy, "parent", r->parent ? json_string(r->parent) : json_null(),
-                      "gen", (json_int_t)r->gen, "idle_timeout_ms", (json_int_t)r->idle_timeout_ms,
-                      "disk_limit", (json_int_t)r->disk_limit);
+        j = json_pack("{s:i,s:s,s:s,s:I,s:I,s:o,s:o,s:I,s:I,s:I}", "version", STORE_RECORD_VERSION,
+                      "name", r->name, "id", r->id, "created_ms", (json_int_t)r->created_ms,
+                      "last_used_ms", (json_int_t)r->last_used_ms, "policy", policy, "parent",
+                      r->parent ? json_string(r->parent) : json_null(), "gen", (json_int_t)r->gen,
+                      "idle_timeout_ms", (json_int_t)r->idle_timeout_ms, "disk_limit",
+                      (json_int_t)r->disk_limit);
         if (!j)
                 return -ENOMEM;
         text = json_dumps(j, JSON_INDENT(2));
