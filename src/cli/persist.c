@@ -457,7 +457,7 @@ int verb_logs(int argc, char **argv) {
                         /* In its disk image, with data/. */
                         HutchError err = {};
 
-                        r = persist_data_open(s, rec, &hold, &err);
+                        r = persist_data_open(s, rec, false, &hold, &err);
                         if (r < 0)
                                 return fail(&err, r);
                         (void)snprintf(sub, sizeof(sub), "data/logs/exec-%llu.log",

@@ -316,6 +316,12 @@ def test_mcp_sandbox_has_the_limit(root_menv):
         assert ENOSPC_TEXT in st["stderr"] and "rc=1" in st["stdout"], st
         res = s.tool("exec", {"command": "rm -f /root/big; echo ok"})
         assert json.loads(res["content"][0]["text"])["stdout"] == "ok\n"
+        # Snapshot and restore (a stopped sandbox's image mounted for it).
+        assert s.tool("snapshot", {"name": "s1"})["isError"] is False
+        s.tool("exec", {"command": "echo later > /root/later"})
+        assert s.tool("restore", {"name": "s1"})["isError"] is False
+        res = s.tool("exec", {"command": "ls /root/later; echo rc=$?"})
+        assert "rc=2" in json.loads(res["content"][0]["text"])["stdout"], res
         rc, _ = s.close()
         assert rc == 0
     finally:

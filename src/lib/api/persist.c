@@ -1,4 +1,5 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -14,6 +15,7 @@
 
 #include "api/persist.h"
 #include "fd-util.h"
+#include "rm-rf.h"
 #include "signal-util.h"
 #include "store/disk-image.h"
 #include "store/layers.h"
@@ -95,7 +97,7 @@ static int disk_mount_retry(const char *image, const char *target, int *ret_mnt_
                 int r;
 
                 r = target ? disk_image_mount_at(image, target, &err)
-                           : disk_image_mount(image, ret_mnt_fd, &err);
+                           : disk_image_mount(image, false, ret_mnt_fd, &err);
                 if (r != -EBUSY || waited >= KEEPER_EXIT_TIMEOUT_MS) {
                         if (r < 0 && reterr)
                                 *reterr = err;
@@ -108,17 +110,31 @@ static int disk_mount_retry(const char *image, const char *target, int *ret_mnt_
 /* In the keeper, before the sandbox is built: a private mount namespace
  * (host mounts still propagate in, none of ours out) with the sandbox's
  * disk image on its data/. */
-static int keeper_mount_disk(const Store *s, const char *name, const char *data,
+static int keeper_mount_disk(const Store *s, const SandboxRecord *rec, const char *data,
                              HutchError *reterr) {
         _cleanup_free_ char *image = NULL;
+        _cleanup_(closedirp) DIR *d = NULL;
+        struct dirent *de;
+        char upper[64];
+        int r;
 
-        if (store_sandbox_path(s, name, DISK_IMAGE_NAME, &image) < 0)
+        if (store_sandbox_path(s, rec->name, DISK_IMAGE_NAME, &image) < 0)
                 return hutch_error_set(reterr, ENOMEM, "out of memory");
         if (unshare(CLONE_NEWNS) < 0)
                 return hutch_error_set(reterr, errno, "cannot make a mount namespace: %m");
         if (mount(NULL, "/", NULL, MS_REC | MS_SLAVE, NULL) < 0)
                 return hutch_error_set(reterr, errno, "cannot make the mounts private: %m");
-        return disk_mount_retry(image, data, NULL, reterr);
+        r = disk_mount_retry(image, data, NULL, reterr);
+        if (r < 0)
+                return r;
+        /* What `hutch gc` does in the store's folder: layers an
+         * interrupted snapshot or restore left in the image go. */
+        (void)snprintf(upper, sizeof(upper), "upper-%llu", (unsigned long long)rec->gen);
+        d = opendir(data);
+        while (d && (de = readdir(d)))
+                if (strncmp(de->d_name, "upper-", 6) == 0 && strcmp(de->d_name, upper) != 0)
+                        (void)rm_rf_at(dirfd(d), de->d_name);
+        return 0;
 }
 
 static void report_early(int ready_fd, const HutchError *err, int r) {
@@ -176,7 +192,7 @@ int persist_keeper_main(const char *name, int ready_fd, char *const *env, HutchE
          * the keeper (and with the sandbox, whose namespaces are below
          * it), however it ends: no mount or loop device outlives it. */
         if (r >= 0 && rec->disk_limit != 0) {
-                r = keeper_mount_disk(s, rec->name, data, &early);
+                r = keeper_mount_disk(s, rec, data, &early);
                 if (r >= 0) {
                         free(logs);
                         logs = NULL;
@@ -353,7 +369,8 @@ int persist_stop(const Store *s, const char *name, HutchError *reterr) {
         return 1;
 }
 
-int persist_data_open(const Store *s, SandboxRecord *rec, int *ret_fd, HutchError *reterr) {
+int persist_data_open(const Store *s, SandboxRecord *rec, bool writable, int *ret_fd,
+                      HutchError *reterr) {
         _cleanup_free_ char *data = NULL, *image = NULL;
 
         *ret_fd = -EBADF;
@@ -386,9 +403,9 @@ int persist_data_open(const Store *s, SandboxRecord *rec, int *ret_fd, HutchErro
                 }
                 /* Stopped: a mount of our own, detached (it goes when the
                  * fd is closed). */
-                r = disk_image_mount(image, &mnt, &err);
+                r = disk_image_mount(image, !writable, &mnt, &err);
                 if (r >= 0) {
-                        if (asprintf(&rec->data_dir, "/proc/self/fd/%d", mnt) < 0) {
+                        if (asprintf(&rec->data_dir, "/proc/self/fd/%d/.", mnt) < 0) {
                                 rec->data_dir = NULL;
                                 return hutch_error_set(reterr, ENOMEM, "out of memory");
                         }
@@ -721,7 +738,7 @@ void persist_info(const Store *s, const SandboxRecord *rec, PersistInfo *ret) {
                 _cleanup_close_ int hold = -EBADF;
 
                 view.data_dir = NULL;
-                if (persist_data_open(s, &view, &hold, NULL) >= 0 &&
+                if (persist_data_open(s, &view, false, &hold, NULL) >= 0 &&
                     store_sandbox_data_path(s, &view, NULL, &data) >= 0)
                         ret->disk_bytes = store_disk_usage(data);
                 free(view.data_dir);
@@ -759,7 +776,7 @@ int persist_snapshot(Store *s, const char *name, const char *snap, char **ret_sn
         _cleanup_(sandbox_record_freep) SandboxRecord *rec = NULL;
         _cleanup_strv_free_ char **chain = NULL;
         _cleanup_free_ char *target = NULL;
-        _cleanup_close_ int lock = -EBADF, sock = -EBADF;
+        _cleanup_close_ int lock = -EBADF, sock = -EBADF, hold = -EBADF;
         bool running;
         int r;
 
@@ -784,28 +801,15 @@ int persist_snapshot(Store *s, const char *name, const char *snap, char **ret_sn
         }
 
         running = persist_connect(s, rec->name, false, &sock, reterr) >= 0;
-        if (rec->disk_limit != 0) {
-                /* Its layer is in its disk image: always a copy (of the
-                 * running sandbox, frozen meanwhile, or of the stopped one's
-                 * image mounted for the time of it); the sandbox keeps its
-                 * layer. */
-                _cleanup_close_ int hold = -EBADF;
-
-                if (running) {
-                        r = keeper_simple(sock, "freeze", reterr);
-                        if (r < 0)
-                                return r;
-                }
-                r = persist_data_open(s, rec, &hold, reterr);
-                if (r >= 0)
-                        r = store_snapshot_copy(s, rec, target, layer_copy, reterr);
-                if (r < 0)
-                        return r;
-        } else if (running) {
+        if (running) {
                 /* Running: frozen while its layer is copied; the keeper
                  * thaws it when this connection closes, whatever happens
                  * to us. */
                 r = keeper_simple(sock, "freeze", reterr);
+                if (r < 0)
+                        return r;
+                /* With a disk image: the layer as the keeper has it. */
+                r = persist_data_open(s, rec, false, &hold, reterr);
                 if (r < 0)
                         return r;
                 r = store_snapshot_copy(s, rec, target, layer_copy, reterr);
@@ -816,6 +820,10 @@ int persist_snapshot(Store *s, const char *name, const char *snap, char **ret_sn
                 /* Stopped: the sandbox's own layer becomes the snapshot's
                  * and the sandbox gets a new one on top, so its chain grows. */
                 r = store_snapshot_chain(s, rec->parent, SANDBOX_MAX_LAYERS - 1, &chain, reterr);
+                if (r < 0)
+                        return r;
+                /* With a disk image: mounted here, for the copy. */
+                r = persist_data_open(s, rec, true, &hold, reterr);
                 if (r < 0)
                         return r;
                 r = store_snapshot_stopped(s, rec, target, reterr);
@@ -853,7 +861,7 @@ int persist_restore(Store *s, const char *name, const char *snap, HutchError *re
         r = persist_stop(s, rec->name, reterr);
         if (r < 0)
                 return r;
-        r = persist_data_open(s, rec, &hold, reterr);
+        r = persist_data_open(s, rec, true, &hold, reterr);
         if (r < 0)
                 return r;
         return store_sandbox_reset(s, rec, target->name, SANDBOX_MAX_LAYERS, reterr);
@@ -900,7 +908,7 @@ static int ws_view_open(const Store *s, SandboxRecord *rec, WsView *v, HutchErro
                                        "sandbox '%s' has no overlay workspace (diff and apply "
                                        "work on --workspace DIR:overlay)",
                                        rec->name);
-        r = persist_data_open(s, rec, &hold, reterr);
+        r = persist_data_open(s, rec, false, &hold, reterr);
         if (r < 0)
                 return r;
         (void)snprintf(sub, sizeof(sub), "data/upper-%llu/ws", (unsigned long long)rec->gen);

@@ -64,10 +64,12 @@ int persist_file(Store *s, const char *name, const KeeperFile *req, HutchError *
  * with a disk image (store/disk-image.h), whose data/ is a mount point:
  * sets @rec->data_dir (see store_sandbox_data_path()) to the data/ of its
  * running keeper's mount namespace, or, when it is stopped, to a detached
- * mount of the image held by @ret_fd. Close @ret_fd when done (the mount
+ * mount of the image held by @ret_fd (read-only unless @writable: then
+ * the image file is not touched). Close @ret_fd when done (the mount
  * then goes, and the loop device with it). Without a disk image, nothing
  * (@ret_fd is -EBADF). -EBUSY when the image stayed in use. */
-int persist_data_open(const Store *s, SandboxRecord *rec, int *ret_fd, HutchError *reterr);
+int persist_data_open(const Store *s, SandboxRecord *rec, bool writable, int *ret_fd,
+                      HutchError *reterr);
 
 /* Whether this process can give a sandbox a disk limit: 0, or -errno with
  * @reterr saying why not and what would make it work. */

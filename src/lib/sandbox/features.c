@@ -1084,7 +1084,7 @@ int feature_probe_disk_limit(FeatureCheck *ret) {
                 if (r >= 0)
                         r = disk_image_make(img, DISK_IMAGE_MIN_SIZE, src, &err);
                 if (r >= 0)
-                        r = disk_image_mount(img, &mnt, &err);
+                        r = disk_image_mount(img, false, &mnt, &err);
                 mnt = safe_close(mnt);
                 (void)rm_rf_at(AT_FDCWD, tmp);
         }

@@ -94,12 +94,16 @@ int disk_image_make(const char *image, uint64_t size, const char *src, HutchErro
         if (pid == 0) {
                 /* -m 0: the reserve is for the host's root, which never
                  * writes there. Lazy inode tables and journal: the image
-                 * stays sparse (the mount says noinit_itable). */
+                 * stays sparse (the mount says noinit_itable). No
+                 * resize_inode: it is never grown online, and its
+                 * reserved blocks would take 4 MiB of the host's disk. */
                 const char *argv[] = {mkfs,
                                       "-q",
                                       "-F",
                                       "-m",
                                       "0",
+                                      "-O",
+                                      "^resize_inode",
                                       "-E",
                                       "lazy_itable_init=1,lazy_journal_init=1,nodiscard",
                                       "-d",
@@ -127,11 +131,11 @@ int disk_image_make(const char *image, uint64_t size, const char *src, HutchErro
 
 /* Configures a free loop device over @image_fd (autoclear): its fd, with
  * its path in @dev. */
-static int loop_attach(int image_fd, char *dev, size_t dev_size) {
+static int loop_attach(int image_fd, bool read_only, char *dev, size_t dev_size) {
         _cleanup_close_ int ctl = -EBADF;
         struct loop_config cfg = {
                 .fd = (uint32_t)image_fd,
-                .info = {.lo_flags = LO_FLAGS_AUTOCLEAR},
+                .info = {.lo_flags = LO_FLAGS_AUTOCLEAR | (read_only ? LO_FLAGS_READ_ONLY : 0)},
         };
 
         ctl = open("/dev/loop-control", O_RDWR | O_CLOEXEC);
@@ -144,7 +148,7 @@ static int loop_attach(int image_fd, char *dev, size_t dev_size) {
                 if (n < 0)
                         return negative_errno();
                 (void)snprintf(dev, dev_size, "/dev/loop%d", n);
-                fd = open(dev, O_RDWR | O_CLOEXEC);
+                fd = open(dev, (read_only ? O_RDONLY : O_RDWR) | O_CLOEXEC);
                 if (fd < 0)
                         return negative_errno();
                 if (ioctl(fd, LOOP_CONFIGURE, &cfg) == 0)
@@ -157,13 +161,13 @@ static int loop_attach(int image_fd, char *dev, size_t dev_size) {
         return -EBUSY;
 }
 
-int disk_image_mount(const char *image, int *ret_mnt_fd, HutchError *reterr) {
+int disk_image_mount(const char *image, bool read_only, int *ret_mnt_fd, HutchError *reterr) {
         _cleanup_close_ int fd = -EBADF, loop = -EBADF, fs = -EBADF;
         char dev[32];
         struct stat st;
         int mnt;
 
-        fd = open(image, O_RDWR | O_CLOEXEC | O_NOFOLLOW | O_NOCTTY);
+        fd = open(image, (read_only ? O_RDONLY : O_RDWR) | O_CLOEXEC | O_NOFOLLOW | O_NOCTTY);
         if (fd < 0)
                 return hutch_error_set(reterr, errno, "cannot open the disk image %s: %m", image);
         if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode))
@@ -173,7 +177,7 @@ int disk_image_mount(const char *image, int *ret_mnt_fd, HutchError *reterr) {
         if (flock(fd, LOCK_EX | LOCK_NB) < 0)
                 return hutch_error_set(reterr, errno == EWOULDBLOCK ? EBUSY : errno,
                                        "the disk image %s is in use", image);
-        loop = loop_attach(fd, dev, sizeof(dev));
+        loop = loop_attach(fd, read_only, dev, sizeof(dev));
         if (loop < 0)
                 return hutch_error_set(reterr, -loop, "cannot set up a loop device for %s: %s",
                                        image, strerror(-loop));
@@ -182,9 +186,11 @@ int disk_image_mount(const char *image, int *ret_mnt_fd, HutchError *reterr) {
                 return hutch_error_set(reterr, errno, "cannot mount %s: fsopen: %m", image);
         if (fsconfig(fs, FSCONFIG_SET_STRING, "source", dev, 0) < 0 ||
             fsconfig(fs, FSCONFIG_SET_FLAG, "noinit_itable", NULL, 0) < 0 ||
+            (read_only && fsconfig(fs, FSCONFIG_SET_FLAG, "ro", NULL, 0) < 0) ||
             fsconfig(fs, FSCONFIG_CMD_CREATE, NULL, NULL, 0) < 0)
                 return hutch_error_set(reterr, errno, "cannot mount %s (%s): %m", image, dev);
-        mnt = fsmount(fs, FSMOUNT_CLOEXEC, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV);
+        mnt = fsmount(fs, FSMOUNT_CLOEXEC,
+                      MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | (read_only ? MOUNT_ATTR_RDONLY : 0));
         if (mnt < 0)
                 return hutch_error_set(reterr, errno, "cannot mount %s (%s): %m", image, dev);
         /* Closing @loop now leaves the file system as the loop device's
@@ -197,7 +203,7 @@ int disk_image_mount_at(const char *image, const char *target, HutchError *reter
         _cleanup_close_ int mnt = -EBADF;
         int r;
 
-        r = disk_image_mount(image, &mnt, reterr);
+        r = disk_image_mount(image, false, &mnt, reterr);
         if (r < 0)
                 return r;
         if (move_mount(mnt, "", AT_FDCWD, target, MOVE_MOUNT_F_EMPTY_PATH) < 0)

@@ -21,6 +21,7 @@
  * holds the image: a second mount while the first (or its last, lazily
  * released, user) exists is -EBUSY. */
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "hutch-error.h"
@@ -47,10 +48,12 @@ int disk_image_supported(HutchError *reterr);
 int disk_image_make(const char *image, uint64_t size, const char *src, HutchError *reterr);
 
 /* Attaches @image to a free loop device (autoclear) and mounts its ext4
- * (nosuid, nodev) as a detached mount: @ret_mnt_fd is the fsmount() fd
- * (O_CLOEXEC), to be used as a directory fd or moved with move_mount().
- * -EBUSY when the image is attached already (see above). */
-int disk_image_mount(const char *image, int *ret_mnt_fd, HutchError *reterr);
+ * (nosuid, nodev; with @read_only the loop device, the file system and the
+ * mount are read-only, and the image file is not written at all) as a
+ * detached mount: @ret_mnt_fd is the fsmount() fd (O_CLOEXEC), to be used
+ * as a directory fd or moved with move_mount(). -EBUSY when the image is
+ * attached already (see above). */
+int disk_image_mount(const char *image, bool read_only, int *ret_mnt_fd, HutchError *reterr);
 
 /* Waits up to @timeout_ms for @image to be attached to no loop device (a
  * mount goes a moment after its last user: the kernel detaches the loop

@@ -17,6 +17,7 @@
 #include "macro.h"
 #include "rm-rf.h"
 #include "store/disk-image.h"
+#include "store/layers.h"
 #include "store/store.h"
 #include "strv.h"
 
@@ -1054,6 +1055,8 @@ static int snapshot_prepare(const Store *s, const SandboxRecord *r, const char *
         return 0;
 }
 
+static int layer_copy_path(const char *from, const char *to, HutchError *reterr);
+
 int store_snapshot_stopped(Store *s, SandboxRecord *r, const char *snap, HutchError *reterr) {
         _cleanup_(snapshot_record_clear) SnapshotRecord rec = {};
         _cleanup_free_ char *tmp = NULL, *data = NULL, *from = NULL, *to = NULL, *final = NULL;
@@ -1062,10 +1065,6 @@ int store_snapshot_stopped(Store *s, SandboxRecord *r, const char *snap, HutchEr
         struct stat st;
         int q;
 
-        if (r->disk_limit != 0)
-                return hutch_error_set(reterr, EXDEV,
-                                       "the layer of '%s' is in its disk image: it is copied",
-                                       r->name);
         q = store_lock_all(s, &lock);
         if (q < 0)
                 return hutch_error_set(reterr, -q, "cannot lock the store: %s", strerror(-q));
@@ -1088,7 +1087,7 @@ int store_snapshot_stopped(Store *s, SandboxRecord *r, const char *snap, HutchEr
                 goto fail;
         crash_point("snapshot-1");
         /* 2. the sandbox's next, empty layer; */
-        q = store_sandbox_path(s, r->name, "data", &data);
+        q = store_sandbox_data_path(s, r, NULL, &data);
         if (q < 0)
                 goto fail;
         dfd = open(data, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -1100,34 +1099,65 @@ int store_snapshot_stopped(Store *s, SandboxRecord *r, const char *snap, HutchEr
         if (q < 0)
                 goto fail;
         crash_point("snapshot-2");
-        /* 3. the layer moves (a rename: O(1) whatever its size); */
+        /* 3. the layer moves (a rename: O(1) whatever its size), or, out
+         *    of a disk image (another file system), is copied; */
         if (asprintf(&from, "%s/%s", data, upper) < 0 || asprintf(&to, "%s/layer", tmp) < 0) {
                 q = -ENOMEM;
                 goto fail;
         }
-        if (rename(from, to) < 0) {
+        if (r->disk_limit != 0)
+                q = layer_copy_path(from, to, reterr);
+        else if (rename(from, to) < 0)
                 q = negative_errno();
+        if (q < 0)
                 goto fail;
-        }
         crash_point("snapshot-3");
         /* 4. the snapshot appears (the commit point); */
         if (rename(tmp, final) < 0) {
                 q = negative_errno();
-                (void)rename(to, from);
+                if (r->disk_limit == 0)
+                        (void)rename(to, from);
                 goto fail;
         }
         crash_point("snapshot-4");
         /* 5. the sandbox continues from it. A crash between 4 and 5 is
-         *    rolled forward by the next load. */
+         *    rolled forward by the next load; with a disk image the
+         *    sandbox then stays on its layer (the snapshot is a copy of
+         *    it), and its keeper removes the unused one. */
         free(r->parent);
         r->parent = strdup(snap);
         if (!r->parent)
                 return -ENOMEM;
         r->gen++;
-        return store_sandbox_save(s, r, reterr);
+        q = store_sandbox_save(s, r, reterr);
+        if (q < 0)
+                return q;
+        /* 6. a copied layer is left behind in the image: it goes. */
+        if (r->disk_limit != 0)
+                (void)rm_rf_at(dfd, upper);
+        return 0;
 fail:
         (void)rm_rf_at(AT_FDCWD, tmp);
+        if (r->disk_limit != 0 && dfd >= 0)
+                (void)rm_rf_at(dfd, next);
+        if (reterr && reterr->errnum != 0)
+                return q;
         return hutch_error_set(reterr, -q, "failed to snapshot '%s': %s", r->name, strerror(-q));
+}
+
+/* layer_copy() of the folder @from into the new folder @to. */
+static int layer_copy_path(const char *from, const char *to, HutchError *reterr) {
+        _cleanup_close_ int src = -EBADF, dst = -EBADF;
+
+        src = open(from, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (src < 0)
+                return negative_errno();
+        if (mkdir(to, 0755) < 0)
+                return negative_errno();
+        dst = open(to, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (dst < 0)
+                return negative_errno();
+        return layer_copy(src, dst, reterr);
 }
 
 int store_snapshot_copy(Store *s, const SandboxRecord *r, const char *snap, StoreCopyFn copy_layer,

@@ -130,9 +130,9 @@ int store_snapshot_chain(const Store *s, const char *parent, size_t max, char **
 int store_snapshot_dependent(const Store *s, const char *name, char **ret);
 
 /* Freezes the stopped sandbox's layer into snapshot @snap by rename (O(1))
- * and gives the sandbox a new empty layer on top of it. Not for a sandbox
- * with a disk image (-EXDEV: its layer is in another file system; it is
- * snapshotted with store_snapshot_copy()). */
+ * and gives the sandbox a new empty layer on top of it. With a disk image
+ * (@r->data_dir set: its data/ mounted writable) the layer is copied out of
+ * the image instead, then removed from it. */
 int store_snapshot_stopped(Store *s, SandboxRecord *r, const char *snap, HutchError *reterr);
 
 /* A running sandbox: @copy_layer copies its layer (the caller froze it)
