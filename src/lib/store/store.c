@@ -534,6 +534,10 @@ int store_snapshot_chain(const Store *s, const char *parent, size_t max, char **
 
 /* ---- sandboxes ---- */
 
+/* In a sandbox's folder while a snapshot of it, stopped, with a disk
+ * image, is under way (sandbox_recover_image()). */
+#define SNAPSHOT_PENDING "snapshot-pending"
+
 static int upper_name(uint64_t gen, char *buf, size_t size) {
         int n = snprintf(buf, size, "upper-%llu", (unsigned long long)gen);
 
@@ -729,6 +733,38 @@ int store_list(const Store *s, const char *kind, char ***ret) {
  * interrupted (the record names a layer that is not there): the snapshot
  * was committed (roll forward to the new layer) or not (move the layer
  * back from the temp folder). */
+/* The same for a sandbox with a disk image, whose layer is copied, not
+ * moved, and whose data/ is not mounted here: SNAPSHOT_PENDING says a
+ * snapshot of the stopped sandbox was under way. Committed (a snapshot made
+ * of this very layer exists): the sandbox moves on to it and to its next
+ * layer, made in the image before the commit; the copied one is left to
+ * the keeper to remove. Not committed: the sandbox stays as it is. */
+static int sandbox_recover_image(Store *s, SandboxRecord *r, const char *upper,
+                                 const char *pending) {
+        _cleanup_strv_free_ char **snaps = NULL;
+        int q;
+
+        if (store_list(s, "snapshots", &snaps) >= 0)
+                STRV_FOREACH(n, snaps) {
+                        _cleanup_(snapshot_record_freep) SnapshotRecord *snap = NULL;
+
+                        if (store_snapshot_load(s, *n, &snap, NULL) < 0 || !snap->origin ||
+                            !snap->origin_upper || strcmp(snap->origin, r->name) != 0 ||
+                            strcmp(snap->origin_upper, upper) != 0)
+                                continue;
+                        free(r->parent);
+                        r->parent = strdup(snap->name);
+                        if (!r->parent)
+                                return -ENOMEM;
+                        r->gen++;
+                        q = store_sandbox_save(s, r, NULL);
+                        if (q < 0)
+                                return q;
+                        break;
+                }
+        return unlink(pending) < 0 && errno != ENOENT ? negative_errno() : 0;
+}
+
 static int sandbox_recover(Store *s, SandboxRecord *r) {
         _cleanup_free_ char *data = NULL, *snapdir = NULL;
         _cleanup_(closedirp) DIR *d = NULL;
@@ -741,6 +777,14 @@ static int sandbox_recover(Store *s, SandboxRecord *r) {
         q = upper_name(r->gen, upper, sizeof(upper));
         if (q < 0)
                 return q;
+        if (r->disk_limit != 0) {
+                _cleanup_free_ char *pending = NULL;
+
+                q = store_sandbox_path(s, r->name, SNAPSHOT_PENDING, &pending);
+                if (q < 0)
+                        return q;
+                return sandbox_recover_image(s, r, upper, pending);
+        }
         q = store_sandbox_path(s, r->name, "data", &data);
         if (q < 0)
                 return q;
@@ -817,18 +861,19 @@ static int sandbox_recover_locked(Store *s, SandboxRecord *r, bool locked) {
         struct stat st;
         int q;
 
-        /* A sandbox with a disk image never moves its layer out (its
-         * snapshots are copies), and its data/ is not mounted here. */
-        if (r->disk_limit != 0)
-                return 0;
         q = upper_name(r->gen, upper, sizeof(upper));
         if (q < 0)
                 return q;
-        (void)snprintf(sub, sizeof(sub), "data/%s", upper);
+        /* A sandbox with a disk image: its data/ is not mounted here; a
+         * marker says when a snapshot was interrupted. */
+        if (r->disk_limit != 0)
+                (void)snprintf(sub, sizeof(sub), "%s", SNAPSHOT_PENDING);
+        else
+                (void)snprintf(sub, sizeof(sub), "data/%s", upper);
         q = store_sandbox_path(s, r->name, sub, &path);
         if (q < 0)
                 return q;
-        if (lstat(path, &st) == 0)
+        if ((lstat(path, &st) == 0) == (r->disk_limit == 0))
                 return 0;
         if (!locked) {
                 _cleanup_free_ char *lockp = NULL;
@@ -1059,7 +1104,8 @@ static int layer_copy_path(const char *from, const char *to, HutchError *reterr)
 
 int store_snapshot_stopped(Store *s, SandboxRecord *r, const char *snap, HutchError *reterr) {
         _cleanup_(snapshot_record_clear) SnapshotRecord rec = {};
-        _cleanup_free_ char *tmp = NULL, *data = NULL, *from = NULL, *to = NULL, *final = NULL;
+        _cleanup_free_ char *tmp = NULL, *data = NULL, *from = NULL, *to = NULL, *final = NULL,
+                            *pending = NULL;
         _cleanup_close_ int dfd = -EBADF, lock = -EBADF;
         char upper[64], next[64];
         struct stat st;
@@ -1077,9 +1123,19 @@ int store_snapshot_stopped(Store *s, SandboxRecord *r, const char *snap, HutchEr
         if (upper_name(r->gen, upper, sizeof(upper)) < 0 ||
             upper_name(r->gen + 1, next, sizeof(next)) < 0)
                 return -ENAMETOOLONG;
+        if (r->disk_limit != 0) {
+                q = store_sandbox_path(s, r->name, SNAPSHOT_PENDING, &pending);
+                if (q < 0)
+                        return q;
+                _cleanup_close_ int fd = -EBADF;
+
+                fd = open(pending, O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+                if (fd < 0 || fsync(fd) < 0)
+                        return hutch_error_set(reterr, errno, "cannot create %s: %m", pending);
+        }
         q = snapshot_prepare(s, r, snap, upper, &rec, &tmp, reterr);
         if (q < 0)
-                return q;
+                goto fail;
         /* 1. the record in the temp folder (it names the layer's origin,
          *    which is what recovery goes by); */
         q = snapshot_write_record(tmp, &rec);
@@ -1133,13 +1189,18 @@ int store_snapshot_stopped(Store *s, SandboxRecord *r, const char *snap, HutchEr
         if (q < 0)
                 return q;
         /* 6. a copied layer is left behind in the image: it goes. */
-        if (r->disk_limit != 0)
+        if (r->disk_limit != 0) {
                 (void)rm_rf_at(dfd, upper);
+                (void)unlink(pending);
+        }
         return 0;
 fail:
-        (void)rm_rf_at(AT_FDCWD, tmp);
+        if (tmp)
+                (void)rm_rf_at(AT_FDCWD, tmp);
         if (r->disk_limit != 0 && dfd >= 0)
                 (void)rm_rf_at(dfd, next);
+        if (pending)
+                (void)unlink(pending);
         if (reterr && reterr->errnum != 0)
                 return q;
         return hutch_error_set(reterr, -q, "failed to snapshot '%s': %s", r->name, strerror(-q));
