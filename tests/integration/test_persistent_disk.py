@@ -330,3 +330,26 @@ def test_mcp_sandbox_has_the_limit(root_menv):
             s.p.wait()
     sbs = {sb["name"]: sb for sb in root_menv.sandboxes()}
     assert sbs["agent"]["disk_limit_bytes"] == 64 * MIB
+
+
+@pytest.fixture
+def user_menv(user_runner):
+    e = McpEnv(user_runner)
+    yield e
+    e.cleanup()
+
+
+def test_mcp_user_sandbox_says_it_has_no_limit(user_menv):
+    s = RawServer(user_menv, ("--name", "agent"))
+    try:
+        s.initialize()
+        res = s.tool("exec", {"command": "echo ok"})
+        assert json.loads(res["content"][0]["text"])["stdout"] == "ok\n"
+        rc, err = s.close()
+        assert rc == 0
+    finally:
+        if s.p.poll() is None:
+            s.p.kill()
+            s.p.wait()
+    assert "sandbox 'agent' has no disk limit" in err, err
+    assert {sb["name"]: sb for sb in user_menv.sandboxes()}["agent"]["degraded"] == ["disk"]
