@@ -235,6 +235,11 @@ static int sandbox_check(McpServer *s, bool created, hutch_error *err) {
                                          "%s') or choose another one with --name",
                                          s->name, s->name);
         }
+        /* As `hutch create` says it (docs/persistent.md "Disk limit"). */
+        if (created && rec->disk_limit == 0)
+                log_warning("sandbox '%s' has no disk limit: it cannot be enforced here (see "
+                            "'hutch doctor')",
+                            s->name);
         return policy_facts(s, rec->policy_json, err);
 }
 

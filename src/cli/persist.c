@@ -55,8 +55,20 @@ static void create_usage(FILE *f) {
         (void)fprintf(f, "usage: hutch create NAME [--from SNAPSHOT] [--idle-timeout DURATION] "
                          "[POLICY FLAGS]\n\n"
                          "Creates a persistent sandbox. The policy flags are those of 'hutch "
-                         "run' (see 'hutch run --help'),\nexcept --json, --disk and "
-                         "--output-limit; a workspace without a mode is an overlay.\n");
+                         "run' (see 'hutch run --help'),\nexcept --json and --output-limit; a "
+                         "workspace without a mode is an overlay.\n"
+                         "--disk SIZE limits everything the sandbox writes (default 10g, at "
+                         "least 16m).\n");
+}
+
+/* ["disk", ...]: the limits a sandbox goes without. */
+static json_t *degraded_json(unsigned degraded) {
+        json_t *a = json_array();
+
+        for (int i = 0; a && i < _POLICY_LIMIT_MAX; i++)
+                if (degraded & (1U << i))
+                        (void)json_array_append_new(a, json_string(policy_limit_to_string(i)));
+        return a;
 }
 
 int verb_create(int argc, char **argv) {
@@ -96,6 +108,13 @@ int verb_create(int argc, char **argv) {
                            args.idle_timeout_ms, &rec, &err);
         if (r < 0)
                 return fail(&err, r);
+        if (rec->disk_limit == 0) {
+                HutchError why = {};
+
+                (void)persist_disk_supported(&why);
+                log_warning("sandbox '%s' has no disk limit: %s (see 'hutch doctor')", rec->name,
+                            why.msg[0] ? why.msg : "it cannot be enforced here");
+        }
         (void)printf("%s\n", rec->id);
         return 0;
 }
@@ -384,13 +403,15 @@ int verb_ls(int argc, char **argv) {
                 if (as_json) {
                         (void)json_array_append_new(
                                 arr,
-                                json_pack("{s:s,s:s,s:s,s:s,s:I,s:I,s:I,s:o}", "name", rec->name,
-                                          "id", rec->id, "state",
+                                json_pack("{s:s,s:s,s:s,s:s,s:I,s:I,s:I,s:I,s:o,s:o}", "name",
+                                          rec->name, "id", rec->id, "state",
                                           info.running ? "running" : "stopped", "backend",
                                           sandbox_backend_to_string(info.backend), "created_ms",
                                           (json_int_t)rec->created_ms, "last_used_ms",
                                           (json_int_t)info.last_used_ms, "disk_bytes",
-                                          (json_int_t)info.disk_bytes, "parent",
+                                          (json_int_t)info.disk_bytes, "disk_limit_bytes",
+                                          (json_int_t)info.disk_limit, "degraded",
+                                          degraded_json(info.degraded), "parent",
                                           rec->parent ? json_string(rec->parent) : json_null()));
                         (void)json_object_set_new(json_array_get(arr, json_array_size(arr) - 1),
                                                   "from", from ? json_string(from) : json_null());
@@ -482,6 +503,7 @@ int verb_logs(int argc, char **argv) {
         _cleanup_(store_freep) Store *s = NULL;
         _cleanup_(sandbox_record_freep) SandboxRecord *rec = NULL;
         _cleanup_free_ char *path = NULL, *text = NULL;
+        _cleanup_close_ int hold = -EBADF;
         const char *name = NULL, *exec_id = NULL;
         bool as_json = false, audit = false;
         int r;
@@ -515,12 +537,25 @@ int verb_logs(int argc, char **argv) {
                         log_error("invalid exec id '%s'", exec_id);
                         return HUTCH_EXIT_FAILURE;
                 }
-                if (exec_id)
-                        (void)snprintf(sub, sizeof(sub), "logs/exec-%llu.log",
+                if (exec_id && rec->disk_limit != 0) {
+                        /* In its disk image, with data/. */
+                        HutchError err = {};
+
+                        r = persist_data_open(s, rec, false, &hold, &err);
+                        if (r < 0)
+                                return fail(&err, r);
+                        (void)snprintf(sub, sizeof(sub), "data/logs/exec-%llu.log",
                                        (unsigned long long)id);
-                else
-                        (void)snprintf(sub, sizeof(sub), "audit.jsonl");
-                if (store_sandbox_path(s, rec->name, sub, &path) < 0)
+                        r = store_sandbox_data_path(s, rec, sub, &path);
+                } else {
+                        if (exec_id)
+                                (void)snprintf(sub, sizeof(sub), "logs/exec-%llu.log",
+                                               (unsigned long long)id);
+                        else
+                                (void)snprintf(sub, sizeof(sub), "audit.jsonl");
+                        r = store_sandbox_path(s, rec->name, sub, &path);
+                }
+                if (r < 0)
                         return log_oom();
                 r = cat_file(path);
                 if (r == -ENOENT && audit)

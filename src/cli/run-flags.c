@@ -360,12 +360,11 @@ static int run_args_check_mode(RunArgs *a, RunArgsMode mode, int c, const char *
         case ARG_JSON_FD:
                 return hutch_error_set(reterr, EINVAL,
                                        "--json and --json-fd are flags of 'hutch exec'");
-        case ARG_DISK:
         case ARG_OUTPUT_LIMIT:
                 return hutch_error_set(reterr, EINVAL,
-                                       "%s cannot be enforced for a persistent sandbox (its "
-                                       "layer lives on the host's disk; see docs/persistent.md)",
-                                       c == ARG_DISK ? "--disk" : "--output-limit");
+                                       "--output-limit cannot be enforced for a persistent "
+                                       "sandbox (its execs' output is not relayed; see "
+                                       "docs/persistent.md)");
         case ARG_FROM:
                 free(a->from);
                 a->from = strdup(value);

@@ -26,6 +26,7 @@ import pytest
 
 import cgroupctl
 from cgroupctl import poll_until
+from diskutil import data_of
 from test_capi import Api as CapiApi
 from test_capi import (check_file_errors, check_file_round_trip,
                        check_paths_never_reach_the_host, host_secret, installed,  # noqa: F401
@@ -236,8 +237,9 @@ def test_persistence_across_execs_and_stop(any_store):
     assert "new.txt" in r.stdout and "a.txt" not in r.stdout, r.stdout
     # The layer's file belongs to the sandbox's root on the host, as the
     # namespace backend's do.
-    mine = next(store.sandbox_dir("box").glob("data/upper-*/ws/new.txt"))
-    assert mine.stat().st_uid == int(store.runner.expected_uid_map().split()[1])
+    with data_of(store.home, store.state, "box") as data:
+        mine = next(data.glob("upper-*/ws/new.txt"))
+        assert mine.stat().st_uid == int(store.runner.expected_uid_map().split()[1])
     r = store.hutch("apply", "box")
     assert r.returncode == 0, r.stderr
     assert (ws / "new.txt").read_text() == "two\n"
@@ -265,8 +267,9 @@ def test_snapshot_serves_both_backends(store):
     # writes next to it belong to the same host ids.
     layer = next((store.home / "snapshots" / "snap").glob("**/root/d/f"))
     store.sh("fromns", "echo ns > /root/g")
-    own = next((store.home / "sandboxes" / "fromns").glob("data/upper-*/root/root/g"))
-    assert (layer.stat().st_uid, layer.stat().st_gid) == (own.stat().st_uid, own.stat().st_gid)
+    with data_of(store.home, store.state, "fromns") as data:
+        own = next(data.glob("upper-*/root/root/g")).stat()
+    assert (layer.stat().st_uid, layer.stat().st_gid) == (own.st_uid, own.st_gid)
 
 
 def test_execs_at_the_same_time_run_at_the_same_time(store):
@@ -754,12 +757,11 @@ def test_file_operations(any_store, installed, host_secret):
     # as what a command writes (the sandbox's root).
     api.ok("write", "box", "/root/owned", "600", input="mine\n")
     store.sh("box", "echo cmd > /root/bycmd")
-    layer = store.sandbox_dir("box") / "data"
-    owned = next(layer.glob("upper-*/root/root/owned"))
-    bycmd = next(layer.glob("upper-*/root/root/bycmd"))
-    assert (owned.stat().st_uid, owned.stat().st_gid) == (bycmd.stat().st_uid,
-                                                          bycmd.stat().st_gid)
-    assert owned.stat().st_uid == int(store.runner.expected_uid_map().split()[1])
+    with data_of(store.home, store.state, "box") as layer:
+        owned = next(layer.glob("upper-*/root/root/owned")).stat()
+        bycmd = next(layer.glob("upper-*/root/root/bycmd")).stat()
+    assert (owned.st_uid, owned.st_gid) == (bycmd.st_uid, bycmd.st_gid)
+    assert owned.st_uid == int(store.runner.expected_uid_map().split()[1])
     assert store.sh("box", "stat -c '%u:%g %a' /root/owned") == "0:0 600\n"
 
     # A symlink the command made: refused as the last component and in

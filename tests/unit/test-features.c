@@ -43,6 +43,8 @@ TEST(feature_id_strings) {
         ASSERT_STREQ(feature_id_to_string(FEATURE_KVM), "kvm");
         ASSERT_STREQ(feature_id_to_string(FEATURE_MICROVM), "microvm");
         ASSERT_FALSE(feature_is_required(FEATURE_MICROVM));
+        ASSERT_STREQ(feature_id_to_string(FEATURE_DISK_LIMIT), "disk_limit");
+        ASSERT_FALSE(feature_is_required(FEATURE_DISK_LIMIT));
         ASSERT_NULL(feature_id_to_string(_FEATURE_ID_MAX));
         ASSERT_NULL(feature_id_to_string(_FEATURE_ID_INVALID));
         ASSERT_EQ(feature_id_from_string("user-namespaces"), _FEATURE_ID_INVALID);

@@ -470,6 +470,25 @@ TEST(backend_flags) {
         ASSERT_EQ(c.policy->vm_accel, VM_ACCEL_TCG);
 }
 
+/* create takes --disk (the persistent sandbox's disk limit, issue 15),
+ * still not --output-limit (its execs' output is not relayed). */
+TEST(create_takes_disk_not_output_limit) {
+        char *disk[] = {(char *)"create", (char *)"--disk", (char *)"64m", NULL};
+        char *out[] = {(char *)"create", (char *)"--output-limit", (char *)"1m", NULL};
+        RunArgs c = {.json_fd = -EBADF};
+        HutchError e = {};
+
+        ASSERT_OK(run_args_parse_mode(3, disk, RUN_ARGS_CREATE, &c, &e));
+        ASSERT_EQ(c.policy->disk_size, 64ULL << 20);
+        ASSERT_TRUE(c.policy->limits_explicit & (1U << POLICY_LIMIT_DISK));
+        ASSERT_TRUE(c.policy_given);
+        run_args_done(&c);
+        c = (RunArgs){.json_fd = -EBADF};
+        ASSERT_ERROR(run_args_parse_mode(3, out, RUN_ARGS_CREATE, &c, &e), EINVAL);
+        ASSERT_NOT_NULL(strstr(e.msg, "--output-limit cannot be enforced"));
+        run_args_done(&c);
+}
+
 TEST(run_args_done_is_idempotent) {
         RunArgs a = {.json_fd = -EBADF};
 

@@ -1,17 +1,23 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <sched.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/mount.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "api/persist.h"
 #include "fd-util.h"
+#include "rm-rf.h"
 #include "signal-util.h"
+#include "store/disk-image.h"
 #include "store/layers.h"
 #include "strv.h"
 
@@ -82,6 +88,55 @@ int persist_binary_find(char **ret, HutchError *reterr) {
                                HUTCH_INSTALLED_BINARY);
 }
 
+/* Mounts @image, retrying while a process that looked at the stopped
+ * sandbox's files still holds it (-EBUSY: see store/disk-image.h). */
+static int disk_mount_retry(const char *image, const char *target, int *ret_mnt_fd,
+                            HutchError *reterr) {
+        for (unsigned waited = 0;; waited += KEEPER_EXIT_POLL_MS) {
+                HutchError err = {};
+                int r;
+
+                r = target ? disk_image_mount_at(image, target, &err)
+                           : disk_image_mount(image, false, ret_mnt_fd, &err);
+                if (r != -EBUSY || waited >= KEEPER_EXIT_TIMEOUT_MS) {
+                        if (r < 0 && reterr)
+                                *reterr = err;
+                        return r;
+                }
+                (void)usleep(KEEPER_EXIT_POLL_MS * 1000);
+        }
+}
+
+/* In the keeper, before the sandbox is built: a private mount namespace
+ * (host mounts still propagate in, none of ours out) with the sandbox's
+ * disk image on its data/. */
+static int keeper_mount_disk(const Store *s, const SandboxRecord *rec, const char *data,
+                             HutchError *reterr) {
+        _cleanup_free_ char *image = NULL;
+        _cleanup_(closedirp) DIR *d = NULL;
+        struct dirent *de;
+        char upper[64];
+        int r;
+
+        if (store_sandbox_path(s, rec->name, DISK_IMAGE_NAME, &image) < 0)
+                return hutch_error_set(reterr, ENOMEM, "out of memory");
+        if (unshare(CLONE_NEWNS) < 0)
+                return hutch_error_set(reterr, errno, "cannot make a mount namespace: %m");
+        if (mount(NULL, "/", NULL, MS_REC | MS_SLAVE, NULL) < 0)
+                return hutch_error_set(reterr, errno, "cannot make the mounts private: %m");
+        r = disk_mount_retry(image, data, NULL, reterr);
+        if (r < 0)
+                return r;
+        /* What `hutch gc` does in the store's folder: layers an
+         * interrupted snapshot or restore left in the image go. */
+        (void)snprintf(upper, sizeof(upper), "upper-%llu", (unsigned long long)rec->gen);
+        d = opendir(data);
+        while (d && (de = readdir(d)))
+                if (strncmp(de->d_name, "upper-", 6) == 0 && strcmp(de->d_name, upper) != 0)
+                        (void)rm_rf_at(dirfd(d), de->d_name);
+        return 0;
+}
+
 static void report_early(int ready_fd, const HutchError *err, int r) {
         char line[600];
 
@@ -132,6 +187,19 @@ int persist_keeper_main(const char *name, int ready_fd, char *const *env, HutchE
                         r = hutch_error_set(&early, EBUSY,
                                             "another keeper runs sandbox '%s' already", rec->name);
         }
+        /* SECURITY: the disk limit (store/disk-image.h) is mounted in a
+         * mount namespace of the keeper's own, so that it goes away with
+         * the keeper (and with the sandbox, whose namespaces are below
+         * it), however it ends: no mount or loop device outlives it. */
+        if (r >= 0 && rec->disk_limit != 0) {
+                r = keeper_mount_disk(s, rec, data, &early);
+                if (r >= 0) {
+                        free(logs);
+                        logs = NULL;
+                        if (asprintf(&logs, "%s/logs", data) < 0)
+                                r = hutch_error_set(&early, ENOMEM, "out of memory");
+                }
+        }
         /* The network audit log of a persistent sandbox is kept with it. */
         if (r >= 0 && policy_network_mode(policy) == NETWORK_MODE_ALLOW && !policy->audit_log)
                 r = policy_set_audit_log(policy, audit, &early);
@@ -148,6 +216,7 @@ int persist_keeper_main(const char *name, int ready_fd, char *const *env, HutchE
                 .history_path = history,
                 .idle_timeout_ms = rec->idle_timeout_ms,
                 .ready_fd = ready_fd,
+                .degraded = rec->disk_limit == 0 ? 1U << POLICY_LIMIT_DISK : 0,
         };
         return sandbox_keep(&cfg, env, reterr);
 }
@@ -265,6 +334,7 @@ int persist_connect(const Store *s, const char *name, bool start, int *ret_sock,
 }
 
 int persist_stop(const Store *s, const char *name, HutchError *reterr) {
+        _cleanup_free_ char *image = NULL;
         _cleanup_close_ int sock = -EBADF;
         int r;
 
@@ -288,7 +358,73 @@ int persist_stop(const Store *s, const char *name, HutchError *reterr) {
                                                name);
                 (void)usleep(KEEPER_EXIT_POLL_MS * 1000);
         }
+        /* Its disk image goes with its mount namespace, a moment later:
+         * stopped means the loop device is gone too. */
+        if (store_sandbox_path(s, name, DISK_IMAGE_NAME, &image) >= 0 &&
+            disk_image_wait_free(image, KEEPER_EXIT_TIMEOUT_MS) < 0)
+                return hutch_error_set(reterr, EBUSY,
+                                       "sandbox '%s' was stopped, but its disk image is still in "
+                                       "use",
+                                       name);
         return 1;
+}
+
+int persist_data_open(const Store *s, SandboxRecord *rec, bool writable, int *ret_fd,
+                      HutchError *reterr) {
+        _cleanup_free_ char *data = NULL, *image = NULL;
+
+        *ret_fd = -EBADF;
+        if (rec->disk_limit == 0 || rec->data_dir)
+                return 0;
+        if (store_sandbox_path(s, rec->name, "data", &data) < 0 ||
+            store_sandbox_path(s, rec->name, DISK_IMAGE_NAME, &image) < 0)
+                return hutch_error_set(reterr, ENOMEM, "out of memory");
+        for (unsigned waited = 0;; waited += KEEPER_EXIT_POLL_MS) {
+                _cleanup_close_ int sock = -EBADF, mnt = -EBADF;
+                HutchError err = {};
+                int r;
+
+                /* Running: data/ is mounted in the keeper's namespace
+                 * (its socket exists only once it is). */
+                if (persist_connect(s, rec->name, false, &sock, NULL) >= 0) {
+                        struct ucred uc;
+                        socklen_t len = sizeof(uc);
+
+                        if (getsockopt(sock, SOL_SOCKET, SO_PEERCRED, &uc, &len) < 0)
+                                return hutch_error_set(reterr, errno,
+                                                       "cannot find sandbox '%s''s keeper: %m",
+                                                       rec->name);
+                        if (asprintf(&rec->data_dir, "/proc/%d/root%s", (int)uc.pid, data) < 0) {
+                                rec->data_dir = NULL;
+                                return hutch_error_set(reterr, ENOMEM, "out of memory");
+                        }
+                        *ret_fd = TAKE_FD(sock);
+                        return 0;
+                }
+                /* Stopped: a mount of our own, detached (it goes when the
+                 * fd is closed). */
+                r = disk_image_mount(image, !writable, &mnt, &err);
+                if (r >= 0) {
+                        if (asprintf(&rec->data_dir, "/proc/self/fd/%d/.", mnt) < 0) {
+                                rec->data_dir = NULL;
+                                return hutch_error_set(reterr, ENOMEM, "out of memory");
+                        }
+                        *ret_fd = TAKE_FD(mnt);
+                        return 0;
+                }
+                /* -EBUSY: a keeper starting or stopping, or another
+                 * command looking: wait for it. */
+                if (r != -EBUSY || waited >= KEEPER_EXIT_TIMEOUT_MS) {
+                        if (reterr)
+                                *reterr = err;
+                        return r;
+                }
+                (void)usleep(KEEPER_EXIT_POLL_MS * 1000);
+        }
+}
+
+int persist_disk_supported(HutchError *reterr) {
+        return disk_image_supported(reterr);
 }
 
 /* Loads sandbox @name and connects to its keeper, started on demand. */
@@ -451,6 +587,31 @@ static int record_workspace(const Store *s, const SandboxRecord *rec, const Poli
         return write_manifest(s, rec->name, host, reterr);
 }
 
+/* The disk limit a new sandbox gets: its policy's --disk, or the default;
+ * 0 where it cannot be enforced (and that is allowed: not for an explicit
+ * --disk without --allow-degraded). */
+static int disk_limit_pick(const Policy *p, uint64_t *ret, HutchError *reterr) {
+        bool explicit = p->limits_explicit & (1U << POLICY_LIMIT_DISK);
+        HutchError why = {};
+
+        if (explicit && (p->disk_size < DISK_IMAGE_MIN_SIZE || p->disk_size > DISK_IMAGE_MAX_SIZE))
+                return hutch_error_set(reterr, EINVAL,
+                                       "the disk limit of a persistent sandbox (--disk) must be "
+                                       "between 16m and 16t");
+        if (disk_image_supported(&why) < 0) {
+                if (explicit && !p->allow_degraded)
+                        return hutch_error_set(reterr, why.errnum,
+                                               "--disk cannot be enforced here: %s (or use "
+                                               "--allow-degraded to create the sandbox without a "
+                                               "disk limit)",
+                                               why.msg);
+                *ret = 0;
+                return 0;
+        }
+        *ret = explicit ? p->disk_size : DISK_IMAGE_DEFAULT_SIZE;
+        return 0;
+}
+
 int persist_create(Store *s, const char *name, const Policy *policy, const char *from,
                    uint64_t idle_timeout_ms, SandboxRecord **ret, HutchError *reterr) {
         _cleanup_(sandbox_record_freep) SandboxRecord *rec = NULL;
@@ -514,6 +675,9 @@ int persist_create(Store *s, const char *name, const Policy *policy, const char 
         r = policy_load_json(stored, rec->policy_json, strlen(rec->policy_json), reterr);
         if (r < 0)
                 return r;
+        r = disk_limit_pick(stored, &rec->disk_limit, reterr);
+        if (r < 0)
+                return r;
         r = store_sandbox_create(s, rec, reterr);
         if (r < 0)
                 return r;
@@ -531,6 +695,7 @@ int persist_create(Store *s, const char *name, const Policy *policy, const char 
 
 int persist_destroy(Store *s, const char *name, bool force, HutchError *reterr) {
         _cleanup_(sandbox_record_freep) SandboxRecord *rec = NULL;
+        _cleanup_free_ char *image = NULL;
         _cleanup_close_ int lock = -EBADF;
         int r;
 
@@ -547,6 +712,10 @@ int persist_destroy(Store *s, const char *name, bool force, HutchError *reterr) 
                 if (r < 0)
                         return r;
         }
+        /* A command that looked at its files may have had its image
+         * mounted a moment ago: removed, it would linger on a loop device. */
+        if (rec->disk_limit != 0 && store_sandbox_path(s, rec->name, DISK_IMAGE_NAME, &image) >= 0)
+                (void)disk_image_wait_free(image, KEEPER_EXIT_TIMEOUT_MS);
         return store_sandbox_remove(s, rec->name, reterr);
 }
 
@@ -567,8 +736,24 @@ void persist_info(const Store *s, const SandboxRecord *rec, PersistInfo *ret) {
             stat(history, &st) == 0)
                 ret->last_used_ms = (uint64_t)st.st_mtim.tv_sec * 1000U +
                                     (uint64_t)st.st_mtim.tv_nsec / 1000000U;
-        if (store_sandbox_path(s, rec->name, "data", &data) >= 0)
-                ret->disk_bytes = store_disk_usage(data);
+        ret->disk_limit = rec->disk_limit;
+        if (rec->disk_limit != 0) {
+                /* Its layers, in its disk image (reached as the other
+                 * commands do; the image's own size on the host is at most
+                 * the limit). */
+                SandboxRecord view = *rec;
+                _cleanup_close_ int hold = -EBADF;
+
+                view.data_dir = NULL;
+                if (persist_data_open(s, &view, false, &hold, NULL) >= 0 &&
+                    store_sandbox_data_path(s, &view, NULL, &data) >= 0)
+                        ret->disk_bytes = store_disk_usage(data);
+                free(view.data_dir);
+        } else {
+                ret->degraded |= 1U << POLICY_LIMIT_DISK;
+                if (store_sandbox_path(s, rec->name, "data", &data) >= 0)
+                        ret->disk_bytes = store_disk_usage(data);
+        }
 }
 
 /* ---- snapshots ---- */
@@ -598,7 +783,7 @@ int persist_snapshot(Store *s, const char *name, const char *snap, char **ret_sn
         _cleanup_(sandbox_record_freep) SandboxRecord *rec = NULL;
         _cleanup_strv_free_ char **chain = NULL;
         _cleanup_free_ char *target = NULL;
-        _cleanup_close_ int lock = -EBADF, sock = -EBADF;
+        _cleanup_close_ int lock = -EBADF, sock = -EBADF, hold = -EBADF;
         bool running;
         int r;
 
@@ -630,6 +815,10 @@ int persist_snapshot(Store *s, const char *name, const char *snap, char **ret_sn
                 r = keeper_simple(sock, "freeze", reterr);
                 if (r < 0)
                         return r;
+                /* With a disk image: the layer as the keeper has it. */
+                r = persist_data_open(s, rec, false, &hold, reterr);
+                if (r < 0)
+                        return r;
                 r = store_snapshot_copy(s, rec, target, layer_copy, reterr);
                 sock = safe_close(sock);
                 if (r < 0)
@@ -638,6 +827,10 @@ int persist_snapshot(Store *s, const char *name, const char *snap, char **ret_sn
                 /* Stopped: the sandbox's own layer becomes the snapshot's
                  * and the sandbox gets a new one on top, so its chain grows. */
                 r = store_snapshot_chain(s, rec->parent, SANDBOX_MAX_LAYERS - 1, &chain, reterr);
+                if (r < 0)
+                        return r;
+                /* With a disk image: mounted here, for the copy. */
+                r = persist_data_open(s, rec, true, &hold, reterr);
                 if (r < 0)
                         return r;
                 r = store_snapshot_stopped(s, rec, target, reterr);
@@ -654,7 +847,7 @@ int persist_snapshot(Store *s, const char *name, const char *snap, char **ret_sn
 int persist_restore(Store *s, const char *name, const char *snap, HutchError *reterr) {
         _cleanup_(sandbox_record_freep) SandboxRecord *rec = NULL;
         _cleanup_(snapshot_record_freep) SnapshotRecord *target = NULL;
-        _cleanup_close_ int lock = -EBADF;
+        _cleanup_close_ int lock = -EBADF, hold = -EBADF;
         int r;
 
         if (!snap)
@@ -673,6 +866,9 @@ int persist_restore(Store *s, const char *name, const char *snap, HutchError *re
                 return r;
         /* Under the lock nothing starts it again. */
         r = persist_stop(s, rec->name, reterr);
+        if (r < 0)
+                return r;
+        r = persist_data_open(s, rec, true, &hold, reterr);
         if (r < 0)
                 return r;
         return store_sandbox_reset(s, rec, target->name, SANDBOX_MAX_LAYERS, reterr);
@@ -700,9 +896,11 @@ void ws_view_done(WsView *v) {
 }
 
 /* Opens the workspace's layers (top first) and the host folder. */
-static int ws_view_open(const Store *s, const SandboxRecord *rec, WsView *v, HutchError *reterr) {
+static int ws_view_open(const Store *s, SandboxRecord *rec, WsView *v, HutchError *reterr) {
         _cleanup_strv_free_ char **chain = NULL, **dirs = NULL;
         _cleanup_free_ char *own = NULL;
+        /* The layer's fd keeps a stopped sandbox's image mounted. */
+        _cleanup_close_ int hold = -EBADF;
         char sub[96];
         int r;
 
@@ -717,8 +915,11 @@ static int ws_view_open(const Store *s, const SandboxRecord *rec, WsView *v, Hut
                                        "sandbox '%s' has no overlay workspace (diff and apply "
                                        "work on --workspace DIR:overlay)",
                                        rec->name);
+        r = persist_data_open(s, rec, false, &hold, reterr);
+        if (r < 0)
+                return r;
         (void)snprintf(sub, sizeof(sub), "data/upper-%llu/ws", (unsigned long long)rec->gen);
-        r = store_sandbox_path(s, rec->name, sub, &own);
+        r = store_sandbox_data_path(s, rec, sub, &own);
         if (r < 0)
                 return r;
         r = strv_extend(&dirs, own);

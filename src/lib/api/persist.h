@@ -60,14 +60,33 @@ int persist_exec(Store *s, const char *name, const KeeperExec *req, int forward_
  * the path: "cannot read '/etc/x' in sandbox 'NAME': ERROR". */
 int persist_file(Store *s, const char *name, const KeeperFile *req, HutchError *reterr);
 
+/* Makes the files of sandbox @rec reachable for a while, for a sandbox
+ * with a disk image (store/disk-image.h), whose data/ is a mount point:
+ * sets @rec->data_dir (see store_sandbox_data_path()) to the data/ of its
+ * running keeper's mount namespace, or, when it is stopped, to a detached
+ * mount of the image held by @ret_fd (read-only unless @writable: then
+ * the image file is not touched). Close @ret_fd when done (the mount
+ * then goes, and the loop device with it). Without a disk image, nothing
+ * (@ret_fd is -EBADF). -EBUSY when the image stayed in use. */
+int persist_data_open(const Store *s, SandboxRecord *rec, bool writable, int *ret_fd,
+                      HutchError *reterr);
+
+/* Whether this process can give a sandbox a disk limit: 0, or -errno with
+ * @reterr saying why not and what would make it work. */
+int persist_disk_supported(HutchError *reterr);
+
 /* ---- lifecycle ---- */
 
 /* Creates sandbox @name with @policy (validated here; NULL with @from: the
  * snapshot's if it was made here, the defaults if it was imported), from
  * snapshot @from or empty, stopping after @idle_timeout_ms of no command
  * (0: the default); records the host workspace (overlay mode) for apply.
- * A workspace in copy mode is refused (-EINVAL); a taken name is -EEXIST.
- * Returns the new record in @ret (may be NULL). */
+ * Its disk limit (@ret->disk_limit) is the policy's disk size or
+ * DISK_IMAGE_DEFAULT_SIZE; where it cannot be enforced
+ * (persist_disk_supported()), an explicit one is an error unless the policy
+ * allows degraded limits, and the default is dropped (0). A workspace in
+ * copy mode is refused (-EINVAL); a taken name is -EEXIST. Returns the new
+ * record in @ret (may be NULL). */
 int persist_create(Store *s, const char *name, const Policy *policy, const char *from,
                    uint64_t idle_timeout_ms, SandboxRecord **ret, HutchError *reterr);
 
@@ -78,7 +97,9 @@ int persist_destroy(Store *s, const char *name, bool force, HutchError *reterr);
 typedef struct PersistInfo {
         bool running;
         uint64_t last_used_ms;  /* the last exec's end, or the creation */
-        uint64_t disk_bytes;    /* the sandbox's layers */
+        uint64_t disk_bytes;    /* the sandbox's layers (with a disk image: what it takes) */
+        uint64_t disk_limit;    /* its disk image's size; 0: none */
+        unsigned degraded;      /* 1 << PolicyLimit of limits not enforced (disk) */
         SandboxBackend backend; /* its policy's ("ns" when it cannot be read) */
 } PersistInfo;
 

@@ -22,9 +22,11 @@
 
 #include "cgroup/cgroup.h"
 #include "fd-util.h"
+#include "rm-rf.h"
 #include "sandbox/container.h"
 #include "sandbox/features.h"
 #include "seccomp/seccomp-filter.h"
+#include "store/disk-image.h"
 #include "vm/vm.h"
 
 #ifndef SYS_landlock_create_ruleset
@@ -71,6 +73,7 @@ static const char *const feature_id_table[_FEATURE_ID_MAX] = {
         [FEATURE_CGROUPS] = "cgroups",
         [FEATURE_KVM] = "kvm",
         [FEATURE_MICROVM] = "microvm",
+        [FEATURE_DISK_LIMIT] = "disk_limit",
 };
 
 const char *feature_id_to_string(FeatureId id) {
@@ -174,6 +177,15 @@ static const char *const feature_impact_table[_FEATURE_ID_MAX][_FEATURE_STATUS_M
                                             "missing part is installed",
                         [FEATURE_DEGRADED] = "hutch run --backend vm fails (exit 125) until the "
                                              "missing part is installed",
+                },
+        [FEATURE_DISK_LIMIT] =
+                {
+                        [FEATURE_OK] = "persistent sandboxes get a disk limit (hutch create "
+                                       "--disk, default 10g)",
+                        [FEATURE_MISSING] = "persistent sandboxes have no disk limit: hutch "
+                                            "create --disk needs --allow-degraded, and the "
+                                            "default 10g is not enforced",
+                        [FEATURE_DEGRADED] = "persistent sandboxes have no disk limit",
                 },
 };
 
@@ -1126,6 +1138,42 @@ int feature_probe_cgroups(FeatureCheck *ret) {
         return 0;
 }
 
+/* ---- disk limit of persistent sandboxes ---- */
+
+int feature_probe_disk_limit(FeatureCheck *ret) {
+        char tmp[] = "/tmp/hutch-doctor-XXXXXX";
+        _cleanup_free_ char *img = NULL, *src = NULL;
+        _cleanup_close_ int mnt = -EBADF;
+        HutchError err = {};
+        char *d = NULL;
+        int r;
+
+        r = disk_image_supported(&err);
+        if (r >= 0) {
+                if (!mkdtemp(tmp))
+                        return -errno;
+                if (asprintf(&img, "%s/disk.img", tmp) < 0 || asprintf(&src, "%s/src", tmp) < 0) {
+                        (void)rm_rf_at(AT_FDCWD, tmp);
+                        return -ENOMEM;
+                }
+                r = mkdir(src, 0700) < 0 ? hutch_error_set(&err, errno, "mkdir: %m") : 0;
+                if (r >= 0)
+                        r = disk_image_make(img, DISK_IMAGE_MIN_SIZE, src, &err);
+                if (r >= 0)
+                        r = disk_image_mount(img, false, &mnt, &err);
+                mnt = safe_close(mnt);
+                (void)rm_rf_at(AT_FDCWD, tmp);
+        }
+        if (r < 0) {
+                if (asprintf(&d, "%s", err.msg[0] ? err.msg : errno_text(r)) < 0)
+                        return -ENOMEM;
+                return check_set(ret, FEATURE_MISSING, d);
+        }
+        if (asprintf(&d, "an ext4 image on a loop device mounts (e2fsprogs' mkfs.ext4)") < 0)
+                return -ENOMEM;
+        return check_set(ret, FEATURE_OK, d);
+}
+
 /* ---- 8. /dev/kvm ---- */
 
 int feature_probe_kvm(FeatureCheck *ret) {
@@ -1224,6 +1272,8 @@ int feature_probe(FeatureId id, FeatureCheck *ret) {
                 return feature_probe_kvm(ret);
         case FEATURE_MICROVM:
                 return feature_probe_microvm(ret);
+        case FEATURE_DISK_LIMIT:
+                return feature_probe_disk_limit(ret);
         case _FEATURE_ID_MAX:
         case _FEATURE_ID_INVALID:
         default:

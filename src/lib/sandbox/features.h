@@ -47,6 +47,7 @@ typedef enum FeatureId {
         FEATURE_CGROUPS,         /* writable memory + pids cgroups where `hutch run` puts them */
         FEATURE_KVM,             /* /dev/kvm for the microVM backend (informational) */
         FEATURE_MICROVM,         /* QEMU, a guest kernel and hutch-agent (informational) */
+        FEATURE_DISK_LIMIT,      /* persistent sandboxes' disk images (informational) */
         _FEATURE_ID_MAX,
         _FEATURE_ID_INVALID = -EINVAL,
 } FeatureId;
@@ -156,6 +157,13 @@ int feature_probe_kvm(FeatureCheck *ret);
  * three, or "missing" with the apt-get line of what is not there.
  * Informational: never required. */
 int feature_probe_microvm(FeatureCheck *ret);
+
+/* As root: makes a 16 MiB disk image in a temporary folder and mounts it
+ * (detached) as a persistent sandbox's is (store/disk-image.h), then
+ * removes it. "ok", or "missing" naming why (not root, no loop devices,
+ * no ext4, no mkfs.ext4, or the mount's error). Informational: never
+ * required. */
+int feature_probe_disk_limit(FeatureCheck *ret);
 
 /* Runs the probe of @id. -EINVAL for an out-of-range @id. */
 int feature_probe(FeatureId id, FeatureCheck *ret);

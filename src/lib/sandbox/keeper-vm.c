@@ -115,7 +115,7 @@ static void exec_finished(VmKeeper *k, size_t i) {
                 o.reason = OUTCOME_TIMEOUT;
         else if (e->killed)
                 o.reason = OUTCOME_KILLED;
-        o.degraded = k->v.rc.degraded & (1U << POLICY_LIMIT_CPUS);
+        o.degraded = (k->v.rc.degraded & (1U << POLICY_LIMIT_CPUS)) | k->cfg->degraded;
         o.denied = keeper_denials(k->cfg->policy, e->audit_start);
         if (outcome_to_json(&o, &json) < 0)
                 json = NULL;

@@ -119,7 +119,7 @@ static void exec_finished(Keeper *k, Exec *e, int status) {
         o.wall_ms = now_ms() - e->start_ms;
         o.cpu_ms = mine.have_cpu ? mine.cpu_usec / 1000 : 0;
         o.mem_peak_bytes = after.have_mem_peak ? after.mem_peak_bytes : 0;
-        o.degraded = k->st->rc.degraded;
+        o.degraded = k->st->rc.degraded | k->cfg->degraded;
         o.fallbacks = k->st->sup.fallbacks;
         if (WIFEXITED(status)) {
                 o.reason = OUTCOME_EXITED;

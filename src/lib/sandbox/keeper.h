@@ -54,6 +54,7 @@ typedef struct KeeperConfig {
         const char *history_path; /* one JSON line per finished exec */
         uint64_t idle_timeout_ms; /* 0: KEEPER_DEFAULT_IDLE_MS */
         int ready_fd;             /* gets "ok\n" or "error: MESSAGE\n", then is closed */
+        unsigned degraded;        /* 1 << PolicyLimit: limits the store does not enforce (disk) */
 } KeeperConfig;
 
 /* Runs the keeper until it is stopped (a "stop" request, SIGTERM/SIGINT,

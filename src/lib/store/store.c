@@ -18,6 +18,8 @@
 #include "macro.h"
 #include "rm-rf.h"
 #include "sha256.h"
+#include "store/disk-image.h"
+#include "store/layers.h"
 #include "store/store.h"
 #include "strv.h"
 
@@ -278,6 +280,27 @@ int store_sandbox_path(const Store *s, const char *name, const char *sub, char *
         return join(s->home, "sandboxes", name, sub, ret);
 }
 
+int store_sandbox_data_path(const Store *s, const SandboxRecord *r, const char *sub, char **ret) {
+        char *p;
+
+        if (!r->data_dir)
+                return join(s->home, "sandboxes", r->name, sub ? sub : "data", ret);
+        if (!sub) {
+                p = strdup(r->data_dir);
+                if (!p)
+                        return -ENOMEM;
+                *ret = p;
+                return 0;
+        }
+        /* @sub is "data/..." as for store_sandbox_path(). */
+        if (strncmp(sub, "data/", 5) == 0)
+                sub += 5;
+        if (asprintf(&p, "%s/%s", r->data_dir, sub) < 0)
+                return -ENOMEM;
+        *ret = p;
+        return 0;
+}
+
 int store_snapshot_path(const Store *s, const char *name, const char *sub, char **ret) {
         return join(s->home, "snapshots", name, sub, ret);
 }
@@ -389,6 +412,7 @@ SandboxRecord *sandbox_record_free(SandboxRecord *r) {
         free(r->id);
         free(r->policy_json);
         free(r->parent);
+        free(r->data_dir);
         free(r);
         return NULL;
 }
@@ -426,6 +450,7 @@ static int sandbox_record_parse(json_t *j, SandboxRecord **ret) {
         r->last_used_ms = jnum(j, "last_used_ms");
         r->gen = jnum(j, "gen");
         r->idle_timeout_ms = jnum(j, "idle_timeout_ms");
+        r->disk_limit = jnum(j, "disk_limit");
         r->policy_json = json_is_object(policy) ? json_dumps(policy, JSON_COMPACT) : NULL;
         if (!r->name || !r->id || !r->policy_json || !store_name_is_valid(r->name) || !r->gen)
                 return -EBADMSG;
@@ -440,11 +465,12 @@ static int sandbox_record_write(const char *dir, const SandboxRecord *r, HutchEr
 
         if (!policy)
                 return hutch_error_set(reterr, EINVAL, "invalid policy JSON");
-        j = json_pack("{s:i,s:s,s:s,s:I,s:I,s:o,s:o,s:I,s:I}", "version", STORE_RECORD_VERSION,
+        j = json_pack("{s:i,s:s,s:s,s:I,s:I,s:o,s:o,s:I,s:I,s:I}", "version", STORE_RECORD_VERSION,
                       "name", r->name, "id", r->id, "created_ms", (json_int_t)r->created_ms,
                       "last_used_ms", (json_int_t)r->last_used_ms, "policy", policy, "parent",
                       r->parent ? json_string(r->parent) : json_null(), "gen", (json_int_t)r->gen,
-                      "idle_timeout_ms", (json_int_t)r->idle_timeout_ms);
+                      "idle_timeout_ms", (json_int_t)r->idle_timeout_ms, "disk_limit",
+                      (json_int_t)r->disk_limit);
         if (!j)
                 return -ENOMEM;
         text = json_dumps(j, JSON_INDENT(2));
@@ -628,6 +654,10 @@ int store_snapshot_chain(const Store *s, const char *parent, size_t max, char **
 
 /* ---- sandboxes ---- */
 
+/* In a sandbox's folder while a snapshot of it, stopped, with a disk
+ * image, is under way (sandbox_recover_image()). */
+#define SNAPSHOT_PENDING "snapshot-pending"
+
 static int upper_name(uint64_t gen, char *buf, size_t size) {
         int n = snprintf(buf, size, "upper-%llu", (unsigned long long)gen);
 
@@ -680,6 +710,39 @@ static int make_data_dir(const Store *s, const char *dir, uint64_t gen) {
         return r;
 }
 
+/* Moves the new sandbox's data/ (in its temp folder @tmp) into a disk
+ * image of @size bytes: the image is made from a copy of it (with logs/
+ * inside, so that detached execs' output counts too), and data/ is left
+ * empty, as the image's mount point. */
+static int make_disk_image(const char *tmp, const char *data, uint64_t size, HutchError *reterr) {
+        _cleanup_free_ char *image = NULL, *logs = NULL;
+        int q;
+
+        if (asprintf(&image, "%s/" DISK_IMAGE_NAME, tmp) < 0 ||
+            asprintf(&logs, "%s/logs", data) < 0)
+                return -ENOMEM;
+        if (mkdir(logs, 0700) < 0)
+                return hutch_error_set(reterr, errno, "cannot create %s: %m", logs);
+        q = disk_image_make(image, size, data, reterr);
+        if (q < 0)
+                return q;
+        {
+                _cleanup_(closedirp) DIR *d = opendir(data);
+                struct dirent *de;
+
+                if (!d)
+                        return hutch_error_set(reterr, errno, "cannot open %s: %m", data);
+                while ((de = readdir(d)))
+                        if (strcmp(de->d_name, ".") != 0 && strcmp(de->d_name, "..") != 0) {
+                                q = rm_rf_at(dirfd(d), de->d_name);
+                                if (q < 0)
+                                        return hutch_error_set(reterr, -q, "cannot empty %s: %s",
+                                                               data, strerror(-q));
+                        }
+        }
+        return 0;
+}
+
 int store_sandbox_create(Store *s, SandboxRecord *r, HutchError *reterr) {
         _cleanup_free_ char *tmp = NULL, *final = NULL, *data = NULL, *logs = NULL;
         _cleanup_close_ int lock = -EBADF;
@@ -715,6 +778,13 @@ int store_sandbox_create(Store *s, SandboxRecord *r, HutchError *reterr) {
         q = make_data_dir(s, data, r->gen);
         if (q >= 0 && mkdir(logs, 0700) < 0)
                 q = negative_errno();
+        if (q >= 0 && r->disk_limit != 0) {
+                q = make_disk_image(tmp, data, r->disk_limit, reterr);
+                if (q < 0) {
+                        (void)rm_rf_at(AT_FDCWD, tmp);
+                        return q;
+                }
+        }
         if (q < 0) {
                 (void)rm_rf_at(AT_FDCWD, tmp);
                 return hutch_error_set(reterr, -q, "cannot create the sandbox's layers: %s",
@@ -783,6 +853,38 @@ int store_list(const Store *s, const char *kind, char ***ret) {
  * interrupted (the record names a layer that is not there): the snapshot
  * was committed (roll forward to the new layer) or not (move the layer
  * back from the temp folder). */
+/* The same for a sandbox with a disk image, whose layer is copied, not
+ * moved, and whose data/ is not mounted here: SNAPSHOT_PENDING says a
+ * snapshot of the stopped sandbox was under way. Committed (a snapshot made
+ * of this very layer exists): the sandbox moves on to it and to its next
+ * layer, made in the image before the commit; the copied one is left to
+ * the keeper to remove. Not committed: the sandbox stays as it is. */
+static int sandbox_recover_image(Store *s, SandboxRecord *r, const char *upper,
+                                 const char *pending) {
+        _cleanup_strv_free_ char **snaps = NULL;
+        int q;
+
+        if (store_list(s, "snapshots", &snaps) >= 0)
+                STRV_FOREACH(n, snaps) {
+                        _cleanup_(snapshot_record_freep) SnapshotRecord *snap = NULL;
+
+                        if (store_snapshot_load(s, *n, &snap, NULL) < 0 || !snap->origin ||
+                            !snap->origin_upper || strcmp(snap->origin, r->name) != 0 ||
+                            strcmp(snap->origin_upper, upper) != 0)
+                                continue;
+                        free(r->parent);
+                        r->parent = strdup(snap->name);
+                        if (!r->parent)
+                                return -ENOMEM;
+                        r->gen++;
+                        q = store_sandbox_save(s, r, NULL);
+                        if (q < 0)
+                                return q;
+                        break;
+                }
+        return unlink(pending) < 0 && errno != ENOENT ? negative_errno() : 0;
+}
+
 static int sandbox_recover(Store *s, SandboxRecord *r) {
         _cleanup_free_ char *data = NULL, *snapdir = NULL;
         _cleanup_(closedirp) DIR *d = NULL;
@@ -795,6 +897,14 @@ static int sandbox_recover(Store *s, SandboxRecord *r) {
         q = upper_name(r->gen, upper, sizeof(upper));
         if (q < 0)
                 return q;
+        if (r->disk_limit != 0) {
+                _cleanup_free_ char *pending = NULL;
+
+                q = store_sandbox_path(s, r->name, SNAPSHOT_PENDING, &pending);
+                if (q < 0)
+                        return q;
+                return sandbox_recover_image(s, r, upper, pending);
+        }
         q = store_sandbox_path(s, r->name, "data", &data);
         if (q < 0)
                 return q;
@@ -874,11 +984,16 @@ static int sandbox_recover_locked(Store *s, SandboxRecord *r, bool locked) {
         q = upper_name(r->gen, upper, sizeof(upper));
         if (q < 0)
                 return q;
-        (void)snprintf(sub, sizeof(sub), "data/%s", upper);
+        /* A sandbox with a disk image: its data/ is not mounted here; a
+         * marker says when a snapshot was interrupted. */
+        if (r->disk_limit != 0)
+                (void)snprintf(sub, sizeof(sub), "%s", SNAPSHOT_PENDING);
+        else
+                (void)snprintf(sub, sizeof(sub), "data/%s", upper);
         q = store_sandbox_path(s, r->name, sub, &path);
         if (q < 0)
                 return q;
-        if (lstat(path, &st) == 0)
+        if ((lstat(path, &st) == 0) == (r->disk_limit == 0))
                 return 0;
         if (!locked) {
                 _cleanup_free_ char *lockp = NULL;
@@ -1105,9 +1220,12 @@ static int snapshot_prepare(const Store *s, const SandboxRecord *r, const char *
         return 0;
 }
 
+static int layer_copy_path(const char *from, const char *to, HutchError *reterr);
+
 int store_snapshot_stopped(Store *s, SandboxRecord *r, const char *snap, HutchError *reterr) {
         _cleanup_(snapshot_record_clear) SnapshotRecord rec = {};
-        _cleanup_free_ char *tmp = NULL, *data = NULL, *from = NULL, *to = NULL, *final = NULL;
+        _cleanup_free_ char *tmp = NULL, *data = NULL, *from = NULL, *to = NULL, *final = NULL,
+                            *pending = NULL;
         _cleanup_close_ int dfd = -EBADF, lock = -EBADF;
         char upper[64], next[64];
         struct stat st;
@@ -1125,9 +1243,19 @@ int store_snapshot_stopped(Store *s, SandboxRecord *r, const char *snap, HutchEr
         if (upper_name(r->gen, upper, sizeof(upper)) < 0 ||
             upper_name(r->gen + 1, next, sizeof(next)) < 0)
                 return -ENAMETOOLONG;
+        if (r->disk_limit != 0) {
+                q = store_sandbox_path(s, r->name, SNAPSHOT_PENDING, &pending);
+                if (q < 0)
+                        return q;
+                _cleanup_close_ int fd = -EBADF;
+
+                fd = open(pending, O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+                if (fd < 0 || fsync(fd) < 0)
+                        return hutch_error_set(reterr, errno, "cannot create %s: %m", pending);
+        }
         q = snapshot_prepare(s, r, snap, upper, &rec, &tmp, reterr);
         if (q < 0)
-                return q;
+                goto fail;
         /* 1. the record in the temp folder (it names the layer's origin,
          *    which is what recovery goes by); */
         q = snapshot_write_record(tmp, &rec);
@@ -1135,7 +1263,7 @@ int store_snapshot_stopped(Store *s, SandboxRecord *r, const char *snap, HutchEr
                 goto fail;
         crash_point("snapshot-1");
         /* 2. the sandbox's next, empty layer; */
-        q = store_sandbox_path(s, r->name, "data", &data);
+        q = store_sandbox_data_path(s, r, NULL, &data);
         if (q < 0)
                 goto fail;
         dfd = open(data, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -1147,34 +1275,70 @@ int store_snapshot_stopped(Store *s, SandboxRecord *r, const char *snap, HutchEr
         if (q < 0)
                 goto fail;
         crash_point("snapshot-2");
-        /* 3. the layer moves (a rename: O(1) whatever its size); */
+        /* 3. the layer moves (a rename: O(1) whatever its size), or, out
+         *    of a disk image (another file system), is copied; */
         if (asprintf(&from, "%s/%s", data, upper) < 0 || asprintf(&to, "%s/layer", tmp) < 0) {
                 q = -ENOMEM;
                 goto fail;
         }
-        if (rename(from, to) < 0) {
+        if (r->disk_limit != 0)
+                q = layer_copy_path(from, to, reterr);
+        else if (rename(from, to) < 0)
                 q = negative_errno();
+        if (q < 0)
                 goto fail;
-        }
         crash_point("snapshot-3");
         /* 4. the snapshot appears (the commit point); */
         if (rename(tmp, final) < 0) {
                 q = negative_errno();
-                (void)rename(to, from);
+                if (r->disk_limit == 0)
+                        (void)rename(to, from);
                 goto fail;
         }
         crash_point("snapshot-4");
         /* 5. the sandbox continues from it. A crash between 4 and 5 is
-         *    rolled forward by the next load. */
+         *    rolled forward by the next load; with a disk image the
+         *    sandbox then stays on its layer (the snapshot is a copy of
+         *    it), and its keeper removes the unused one. */
         free(r->parent);
         r->parent = strdup(snap);
         if (!r->parent)
                 return -ENOMEM;
         r->gen++;
-        return store_sandbox_save(s, r, reterr);
+        q = store_sandbox_save(s, r, reterr);
+        if (q < 0)
+                return q;
+        /* 6. a copied layer is left behind in the image: it goes. */
+        if (r->disk_limit != 0) {
+                (void)rm_rf_at(dfd, upper);
+                (void)unlink(pending);
+        }
+        return 0;
 fail:
-        (void)rm_rf_at(AT_FDCWD, tmp);
+        if (tmp)
+                (void)rm_rf_at(AT_FDCWD, tmp);
+        if (r->disk_limit != 0 && dfd >= 0)
+                (void)rm_rf_at(dfd, next);
+        if (pending)
+                (void)unlink(pending);
+        if (reterr && reterr->errnum != 0)
+                return q;
         return hutch_error_set(reterr, -q, "failed to snapshot '%s': %s", r->name, strerror(-q));
+}
+
+/* layer_copy() of the folder @from into the new folder @to. */
+static int layer_copy_path(const char *from, const char *to, HutchError *reterr) {
+        _cleanup_close_ int src = -EBADF, dst = -EBADF;
+
+        src = open(from, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (src < 0)
+                return negative_errno();
+        if (mkdir(to, 0755) < 0)
+                return negative_errno();
+        dst = open(to, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (dst < 0)
+                return negative_errno();
+        return layer_copy(src, dst, reterr);
 }
 
 int store_snapshot_copy(Store *s, const SandboxRecord *r, const char *snap, StoreCopyFn copy_layer,
@@ -1194,7 +1358,7 @@ int store_snapshot_copy(Store *s, const SandboxRecord *r, const char *snap, Stor
         if (q < 0)
                 return q;
         (void)snprintf(sub, sizeof(sub), "data/%s", upper);
-        q = store_sandbox_path(s, r->name, sub, &from);
+        q = store_sandbox_data_path(s, r, sub, &from);
         if (q < 0)
                 goto fail;
         src = open(from, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
@@ -1261,7 +1425,7 @@ int store_sandbox_reset(Store *s, SandboxRecord *r, const char *snap, size_t max
         parent = strdup(target->name);
         if (!parent)
                 return -ENOMEM;
-        q = store_sandbox_path(s, r->name, "data", &data);
+        q = store_sandbox_data_path(s, r, NULL, &data);
         if (q < 0)
                 return q;
         dfd = open(data, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);

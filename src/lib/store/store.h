@@ -8,6 +8,8 @@
  *     sandboxes/<name>/lock           flock: one changing command at a time
  *     sandboxes/<name>/data/upper-<gen>/{root,ws}   the sandbox's own layer
  *     sandboxes/<name>/data/work/{root,ws}          overlayfs work dirs
+ *     sandboxes/<name>/disk.img       (disk limit) an ext4 image that holds data/
+ *                                     and data/logs/; data/ is its mount point
  *     sandboxes/<name>/ws-manifest    the host workspace as it was at create
  *     sandboxes/<name>/history.jsonl  one line per finished exec
  *     sandboxes/<name>/logs/exec-<id>.log   output of detached execs
@@ -63,6 +65,13 @@ typedef struct SandboxRecord {
         char *parent; /* the snapshot it continues from, or NULL */
         uint64_t gen; /* its layer is data/upper-<gen> */
         uint64_t idle_timeout_ms;
+        /* The size of its disk image (store/disk-image.h), which holds data/;
+         * 0: it has none, and nothing limits its disk use. */
+        uint64_t disk_limit;
+        /* Not stored: where data/ can be reached now when it is not the
+         * store's folder (its disk image mounted, api/persist.c
+         * persist_data_open()); NULL: the store's folder. */
+        char *data_dir;
 } SandboxRecord;
 
 SandboxRecord *sandbox_record_free(SandboxRecord *r);
@@ -113,7 +122,9 @@ int store_sandbox_load_locked(Store *s, const char *name, SandboxRecord **ret, H
 int store_sandbox_save(const Store *s, const SandboxRecord *r, HutchError *reterr);
 
 /* Makes the sandbox's folder (data dirs owned by the sandbox's root) and
- * its record, under a temporary name renamed into place last. -EEXIST
+ * its record, under a temporary name renamed into place last. With
+ * @r->disk_limit, data/ (and its logs/) is made inside a new disk image of
+ * that size (store/disk-image.h). -EEXIST
  * when the name is taken, -ENOENT when its parent snapshot is gone (both
  * checked under the store's lock). */
 int store_sandbox_create(Store *s, SandboxRecord *r, HutchError *reterr);
@@ -137,7 +148,9 @@ int store_snapshot_chain(const Store *s, const char *parent, size_t max, char **
 int store_snapshot_dependent(const Store *s, const char *name, char **ret);
 
 /* Freezes the stopped sandbox's layer into snapshot @snap by rename (O(1))
- * and gives the sandbox a new empty layer on top of it. */
+ * and gives the sandbox a new empty layer on top of it. With a disk image
+ * (@r->data_dir set: its data/ mounted writable) the layer is copied out of
+ * the image instead, then removed from it. */
 int store_snapshot_stopped(Store *s, SandboxRecord *r, const char *snap, HutchError *reterr);
 
 /* A running sandbox: @copy_layer copies its layer (the caller froze it)
@@ -184,6 +197,10 @@ int snapshot_record_from_json(const char *text, SnapshotRecord **ret, HutchError
 /* Copies the file @from to @to_dir/@name (through a temp name, fsync'ed).
  * -ENOENT when @from does not exist. */
 int store_file_copy(const char *from, const char *to_dir, const char *name);
+
+/* The sandbox's data/ folder as it can be reached now (@r->data_dir, or
+ * the store's). */
+int store_sandbox_data_path(const Store *s, const SandboxRecord *r, const char *sub, char **ret);
 
 /* Disk use of a folder, in bytes (st_blocks). */
 uint64_t store_disk_usage(const char *path);
