@@ -52,12 +52,45 @@ if ! read -r -t 30 line <&"${SERVE[0]}" || [ "${line#listening on unix:}" = "$li
 fi
 sock=${line#listening on unix:}
 
-modes=(api cli capi)
+# The Python and TypeScript clients (clients/, docs/clients.md): the same
+# exec through Client.exec(), one microsecond count per line.
+py_client() { # COUNT
+        PYTHONPATH=$PWD/clients/python python3 - "$sock" "$name" "$1" <<'PY'
+import sys, time
+import hutch
+c = hutch.Client(socket=sys.argv[1])
+for _ in range(int(sys.argv[3])):
+    t = time.perf_counter_ns()
+    c.exec(sys.argv[2], ["true"])
+    print((time.perf_counter_ns() - t) // 1000)
+PY
+}
+ts_client() { # COUNT
+        node --input-type=module - "$sock" "$name" "$1" "$PWD/clients/typescript/index.js" <<'JS'
+const [sock, name, n, lib] = process.argv.slice(2);
+const { HutchClient } = await import(lib);
+const c = new HutchClient({ socket: sock });
+const out = [];
+for (let i = 0; i < Number(n); i++) {
+  const t = process.hrtime.bigint();
+  await c.exec(name, ["true"]);
+  out.push(String((process.hrtime.bigint() - t) / 1000n));
+}
+console.log(out.join("\n"));
+JS
+}
+
+modes=(api cli capi py)
+if command -v node >/dev/null; then
+        modes+=(ts)
+fi
 run_mode() { # MODE COUNT
         case $1 in
         api) "$client" http "$sock" "$name" "$2" ;;
         cli) "$client" cli "$hutch" "$name" "$2" ;;
         capi) "$client" capi "$name" "$2" ;;
+        py) py_client "$2" ;;
+        ts) ts_client "$2" ;;
         esac
 }
 
@@ -81,7 +114,8 @@ import statistics
 import sys
 
 work, modes = sys.argv[1], sys.argv[2:]
-labels = {"api": "API (unix socket)", "cli": "hutch exec", "capi": "C API in process"}
+labels = {"api": "API (unix socket)", "cli": "hutch exec", "capi": "C API in process",
+          "py": "Python client", "ts": "TypeScript client"}
 p50 = {}
 print(f"{'path':<20} {'p50 ms':>8} {'p99 ms':>8} {'mean ms':>8} {'min ms':>8}")
 for m in modes:
@@ -90,4 +124,7 @@ for m in modes:
     p50[m] = pct(0.50)
     print(f"{labels[m]:<20} {pct(0.50):8.3f} {pct(0.99):8.3f} {statistics.mean(xs):8.3f} {xs[0]:8.3f}")
 print(f"API - C API, p50: {p50['api'] - p50['capi']:+.3f} ms (target: under 1 ms)")
+for m in ("py", "ts"):
+    if m in p50:
+        print(f"{labels[m]} - API, p50: {p50[m] - p50['api']:+.3f} ms (target: under 0.3 ms)")
 EOF

@@ -21,7 +21,7 @@ set -euo pipefail
 build_pkgs=(meson ninja-build gcc libc6-dev pkg-config libseccomp-dev libjansson-dev libcmocka-dev libevent-dev libhttp-parser-dev libssl-dev libarchive-dev zlib1g-dev pandoc)
 # npm installs the tests' node packages (undici, the MCP SDK) into their own
 # cache; NodeSource's nodejs bundles it (and conflicts with Debian's npm).
-test_pkgs=(python3 python3-pytest e2fsprogs clang-format shellcheck strace bubblewrap uidmap util-linux passwd user-mode-linux curl git nodejs npm python3-trustme python3-cryptography python3-requests zstd python3-yaml)
+test_pkgs=(python3 python3-pytest e2fsprogs clang-format shellcheck strace bubblewrap uidmap util-linux passwd user-mode-linux curl git nodejs npm python3-trustme python3-cryptography python3-requests zstd python3-yaml python3-pip python3-setuptools)
 # docker.io and podman: tests/integration/test_in_container.py starts its own
 # dockerd and podman (private state dirs) to run hutch inside containers.
 test_pkgs+=(docker.io podman runc)

@@ -332,9 +332,11 @@ static json_t *exec_result(const McpServer *s, const hutch_outcome *o, const Cap
                            const CapturedStream *err) {
         json_t *r, *outcome = o->json ? json_loads(o->json, 0, NULL) : NULL;
 
-        r = json_pack("{s:i,s:i,s:s,s:o,s:o,s:b,s:b,s:I,s:I,s:I}", "exit_code", o->exit_code,
-                      "signal", o->signal, "reason", o->reason, "stdout",
-                      json_string_lossy(out->data, out->len), "stderr",
+        /* The signal is null when there was none, as in the outcome and
+         * the HTTP API (docs/api.md, API 1.1). */
+        r = json_pack("{s:i,s:o,s:s,s:o,s:o,s:b,s:b,s:I,s:I,s:I}", "exit_code", o->exit_code,
+                      "signal", o->signal > 0 ? json_integer(o->signal) : json_null(), "reason",
+                      o->reason, "stdout", json_string_lossy(out->data, out->len), "stderr",
                       json_string_lossy(err->data, err->len), "stdout_truncated", out->truncated,
                       "stderr_truncated", err->truncated, "wall_ms", (json_int_t)o->wall_ms,
                       "cpu_ms", (json_int_t)o->cpu_ms, "mem_peak_bytes",
@@ -500,11 +502,14 @@ static json_t *tool_list_files(McpServer *s, const McpArgs *a) {
         for (size_t i = 0; arr && i < n; i++) {
                 const hutch_file_info *e = &entries[i];
                 size_t nlen = strnlen(e->name, sizeof(e->name));
+                char mode[8];
 
-                if (json_array_append_new(arr, json_pack("{s:o,s:s,s:I,s:i,s:I}", "name",
+                /* An octal string, as the HTTP API's FileInfo ("0644"). */
+                (void)snprintf(mode, sizeof(mode), "%04o", e->mode & 07777U);
+                if (json_array_append_new(arr, json_pack("{s:o,s:s,s:I,s:s,s:I}", "name",
                                                          json_string_lossy(e->name, nlen), "type",
                                                          e->type, "size", (json_int_t)e->size,
-                                                         "mode", (int)e->mode, "mtime_ms",
+                                                         "mode", mode, "mtime_ms",
                                                          (json_int_t)e->mtime_ms)) < 0) {
                         json_decref(arr);
                         return NULL;
@@ -636,7 +641,8 @@ static const char exec_output[] =
         "{\"type\":\"object\",\"properties\":{"
         "\"exit_code\":{\"type\":\"integer\",\"description\":\"the status; 126, 127, or 128+N "
         "for signal N\"},"
-        "\"signal\":{\"type\":\"integer\",\"description\":\"the terminating signal, 0 if none\"},"
+        "\"signal\":{\"type\":[\"integer\",\"null\"],\"description\":\"the terminating "
+        "signal, null if none\"},"
         "\"reason\":{\"type\":\"string\",\"description\":\"exited, signaled, timeout, oom, pids "
         "or killed\"},"
         "\"stdout\":{\"type\":\"string\"},\"stderr\":{\"type\":\"string\"},"
@@ -663,7 +669,8 @@ static const char list_files_output[] =
         "\"entries\":{\"type\":\"array\",\"items\":{\"type\":\"object\",\"properties\":{"
         "\"name\":{\"type\":\"string\"},"
         "\"type\":{\"type\":\"string\",\"enum\":[\"file\",\"dir\",\"symlink\",\"other\"]},"
-        "\"size\":{\"type\":\"integer\"},\"mode\":{\"type\":\"integer\"},"
+        "\"size\":{\"type\":\"integer\"},"
+        "\"mode\":{\"type\":\"string\",\"description\":\"octal permission bits, e.g. 0644\"},"
         "\"mtime_ms\":{\"type\":\"integer\"}},"
         "\"required\":[\"name\",\"type\",\"size\",\"mode\",\"mtime_ms\"]}}},"
         "\"required\":[\"path\",\"entries\"]}";

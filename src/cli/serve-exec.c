@@ -73,7 +73,7 @@ typedef struct ExecArgs {
 /* The stream route takes all but the last two. */
 static const ServeField exec_fields[] = {
         {"argv", SERVE_FIELD_STRV, offsetof(ExecArgs, argv), true},
-        {"env", SERVE_FIELD_STRV, offsetof(ExecArgs, env), false},
+        {"env", SERVE_FIELD_ENV, offsetof(ExecArgs, env), false},
         {"cwd", SERVE_FIELD_STRING, offsetof(ExecArgs, cwd), false},
         {"timeout_ms", SERVE_FIELD_U64, offsetof(ExecArgs, timeout_ms), false},
         {"stdin", SERVE_FIELD_STRING, offsetof(ExecArgs, stdin_text), false},
@@ -87,25 +87,8 @@ static void exec_args_done(ExecArgs *a) {
         a->env = strv_free(a->env);
 }
 
-static int exec_args_validate(const ExecArgs *a, HutchError *reterr) {
-        size_t i = 0;
-
-        if (!a->argv[0] || !a->argv[0][0])
-                return hutch_error_set_pointer(reterr, EINVAL, "/argv",
-                                               "'argv' must name a command");
-        STRV_FOREACH(e, a->env) {
-                _cleanup_free_ char *key = strndup(*e, strcspn(*e, "="));
-                char ptr[32];
-
-                (void)snprintf(ptr, sizeof(ptr), "/env/%zu", i++);
-                if (!key)
-                        return hutch_error_set(reterr, ENOMEM, "out of memory");
-                if (!strchr(*e, '=') || !env_name_is_valid(key))
-                        return hutch_error_set_pointer(reterr, EINVAL, ptr,
-                                                       "invalid environment entry '%.64s' (want "
-                                                       "KEY=VALUE)",
-                                                       *e);
-        }
+/* What exec takes besides argv and env. */
+static int exec_args_validate_rest(const ExecArgs *a, HutchError *reterr) {
         if (a->cwd && a->cwd[0] != '/')
                 return hutch_error_set_pointer(reterr, EINVAL, "/cwd",
                                                "the working directory must be absolute");
@@ -120,6 +103,50 @@ static int exec_args_validate(const ExecArgs *a, HutchError *reterr) {
                                                "'output_limit' is at most %u bytes",
                                                SERVE_OUTPUT_MAX);
         return 0;
+}
+
+/* @env_json is the request's "env": an object (API 1.1) or an array (1.0),
+ * for the error's pointer. */
+static int exec_args_validate(const ExecArgs *a, json_t *env_json, HutchError *reterr) {
+        size_t i = 0;
+
+        if (!a->argv[0] || !a->argv[0][0])
+                return hutch_error_set_pointer(reterr, EINVAL, "/argv",
+                                               "'argv' must name a command");
+        if (json_is_object(env_json)) {
+                const char *key;
+                json_t *v;
+
+                /* The names as sent: "A=B" must not pass as "A". */
+                json_object_foreach(env_json, key, v) {
+                        char ptr[HUTCH_ERROR_POINTER_MAX] = "/env";
+
+                        if (env_name_is_valid(key))
+                                continue;
+                        serve_member_pointer(ptr + 4, sizeof(ptr) - 4, key, -1);
+                        return hutch_error_set_pointer(reterr, EINVAL, ptr,
+                                                       "invalid environment variable name "
+                                                       "'%.64s' (want {\"KEY\": \"VALUE\"}, KEY "
+                                                       "matching [A-Za-z_][A-Za-z0-9_]*)",
+                                                       key);
+                }
+                return exec_args_validate_rest(a, reterr);
+        }
+        STRV_FOREACH(e, a->env) {
+                _cleanup_free_ char *key = strndup(*e, strcspn(*e, "="));
+                char ptr[32];
+
+                (void)snprintf(ptr, sizeof(ptr), "/env/%zu", i++);
+                if (!key)
+                        return hutch_error_set(reterr, ENOMEM, "out of memory");
+                if (!strchr(*e, '=') || !env_name_is_valid(key))
+                        return hutch_error_set_pointer(reterr, EINVAL, ptr,
+                                                       "invalid environment entry '%.64s' (want "
+                                                       "{\"KEY\": \"VALUE\"}, KEY matching "
+                                                       "[A-Za-z_][A-Za-z0-9_]*)",
+                                                       *e);
+        }
+        return exec_args_validate_rest(a, reterr);
 }
 
 /* A sealed memfd holding @data: the command reads it as its stdin. */
@@ -599,7 +626,7 @@ static void exec_start(ServeCtx *c, bool stream) {
         r = serve_body_object(c, exec_fields, n_fields, &a, &root);
         if (r < 0)
                 return;
-        r = exec_args_validate(&a, &err);
+        r = exec_args_validate(&a, json_object_get(root, "env"), &err);
         if (r >= 0 && a.stdin_base64) {
                 r = serve_base64_decode(a.stdin_base64, strlen(a.stdin_base64), &decoded,
                                         &stdin_len);

@@ -51,8 +51,7 @@ bool serve_path_match(const char *pattern, const char *path, const char **ret_pa
         return true;
 }
 
-/* "/" + @key escaped as RFC 6901 says, plus "/@index" when @index >= 0. */
-static void member_pointer(char *buf, size_t size, const char *key, long index) {
+void serve_member_pointer(char *buf, size_t size, const char *key, long index) {
         size_t n = 0;
 
         if (size < 2)
@@ -82,6 +81,8 @@ static const char *field_type_name(ServeFieldType t) {
                 return "an integer >= 0";
         case SERVE_FIELD_OBJECT:
                 return "an object";
+        case SERVE_FIELD_ENV:
+                return "an object of strings ({\"KEY\": \"VALUE\"})";
         }
         return "?";
 }
@@ -111,6 +112,19 @@ static long field_check(const ServeField *f, json_t *v) {
                 return json_is_integer(v) && json_integer_value(v) >= 0 ? -1 : -2;
         case SERVE_FIELD_OBJECT:
                 return json_is_object(v) ? -1 : -2;
+        case SERVE_FIELD_ENV: {
+                const char *key;
+
+                if (json_is_array(v)) {
+                        json_array_foreach(v, i, e) if (!json_string_is_clean(e)) return (long)MIN(
+                                i, (size_t)LONG_MAX);
+                        return -1;
+                }
+                if (!json_is_object(v))
+                        return -2;
+                json_object_foreach(v, key, e) if (!json_string_is_clean(e)) return -2;
+                return -1;
+        }
         }
         return -2;
 }
@@ -148,6 +162,34 @@ static int field_store(const ServeField *f, json_t *v, void *dest) {
         case SERVE_FIELD_OBJECT:
                 *(json_t **)(void *)at = v;
                 return 0;
+        case SERVE_FIELD_ENV: {
+                size_t n = json_is_array(v) ? json_array_size(v) : json_object_size(v);
+                char **l = calloc(n + 1, sizeof(char *));
+                const char *key;
+
+                if (!l)
+                        return -ENOMEM;
+                i = 0;
+                if (json_is_array(v))
+                        json_array_foreach(v, i, e) {
+                                l[i] = strdup(json_string_value(e));
+                                if (!l[i]) {
+                                        strv_free(l);
+                                        return -ENOMEM;
+                                }
+                        }
+                else
+                        json_object_foreach(v, key, e) {
+                                if (asprintf(&l[i], "%s=%s", key, json_string_value(e)) < 0) {
+                                        l[i] = NULL;
+                                        strv_free(l);
+                                        return -ENOMEM;
+                                }
+                                i++;
+                        }
+                *(char ***)(void *)at = l;
+                return 0;
+        }
         }
         return -EINVAL;
 }
@@ -174,7 +216,7 @@ int serve_decode_object(json_t *obj, const ServeField *fields, size_t n_fields, 
                 long bad;
 
                 if (!f) {
-                        member_pointer(ptr, sizeof(ptr), key, -1);
+                        serve_member_pointer(ptr, sizeof(ptr), key, -1);
                         return hutch_error_set_pointer(reterr, EINVAL, ptr, "unknown field '%.64s'",
                                                        key);
                 }
@@ -183,17 +225,18 @@ int serve_decode_object(json_t *obj, const ServeField *fields, size_t n_fields, 
                 bad = field_check(f, v);
                 if (bad == -1)
                         continue;
-                member_pointer(ptr, sizeof(ptr), key, bad >= 0 ? bad : -1);
+                serve_member_pointer(ptr, sizeof(ptr), key, bad >= 0 ? bad : -1);
                 return hutch_error_set_pointer(
                         reterr, EINVAL, ptr, "'%s' must be %s%s", f->name, field_type_name(f->type),
-                        f->type == SERVE_FIELD_STRING || f->type == SERVE_FIELD_STRV
+                        f->type == SERVE_FIELD_STRING || f->type == SERVE_FIELD_STRV ||
+                                        f->type == SERVE_FIELD_ENV
                                 ? " (without NUL characters)"
                                 : "");
         }
         for (size_t i = 0; i < n_fields; i++) {
                 v = json_object_get(obj, fields[i].name);
                 if (fields[i].mandatory && (!v || json_is_null(v))) {
-                        member_pointer(ptr, sizeof(ptr), fields[i].name, -1);
+                        serve_member_pointer(ptr, sizeof(ptr), fields[i].name, -1);
                         return hutch_error_set_pointer(reterr, EINVAL, ptr, "missing field '%s'",
                                                        fields[i].name);
                 }
@@ -206,7 +249,7 @@ int serve_decode_object(json_t *obj, const ServeField *fields, size_t n_fields, 
         if (r >= 0)
                 return 0;
         for (size_t i = 0; i < n_fields; i++)
-                if (fields[i].type == SERVE_FIELD_STRV) {
+                if (fields[i].type == SERVE_FIELD_STRV || fields[i].type == SERVE_FIELD_ENV) {
                         char ***l = (char ***)(void *)((char *)dest + fields[i].offset);
 
                         *l = strv_free(*l);

@@ -31,12 +31,19 @@ bool serve_path_match(const char *pattern, const char *path, const char **ret_pa
 
 /* ---- request bodies ---- */
 
+/* "/" + @key escaped as RFC 6901 says, plus "/@index" when @index >= 0,
+ * into @buf (truncated to @size). */
+void serve_member_pointer(char *buf, size_t size, const char *key, long index);
+
 typedef enum ServeFieldType {
         SERVE_FIELD_STRING, /* const char *, borrowed from the JSON object */
         SERVE_FIELD_STRV,   /* char **, a new NULL-terminated copy: strv_free() */
         SERVE_FIELD_BOOL,   /* bool */
         SERVE_FIELD_U64,    /* uint64_t: a JSON integer >= 0 */
         SERVE_FIELD_OBJECT, /* json_t *, borrowed */
+        SERVE_FIELD_ENV,    /* char ** of "KEY=VALUE", a new copy: strv_free(); from an
+                             * object of strings (API 1.1) or an array of "KEY=VALUE"
+                             * strings (the API 1.0 shape, still accepted) */
 } ServeFieldType;
 
 typedef struct ServeField {

@@ -438,7 +438,7 @@ static void dispatch(struct evhttp_request *req, void *arg) {
 static void serve_version(ServeCtx *c) {
         serve_reply_json(c->req, 200,
                          json_pack("{s:s,s:i,s:i}", "version", HUTCH_VERSION, "api_major",
-                                   HUTCH_API_VERSION_MAJOR, "api_minor", HUTCH_API_VERSION_MINOR));
+                                   SERVE_API_VERSION_MAJOR, "api_minor", SERVE_API_VERSION_MINOR));
 }
 
 static void serve_routes(ServeCtx *c) {

@@ -41,6 +41,7 @@ typedef struct Args {
         bool b;
         uint64_t u;
         json_t *o;
+        char **e;
 } Args;
 
 static const ServeField fields[] = {
@@ -49,6 +50,7 @@ static const ServeField fields[] = {
         {"b", SERVE_FIELD_BOOL, offsetof(Args, b), false},
         {"u", SERVE_FIELD_U64, offsetof(Args, u), false},
         {"o", SERVE_FIELD_OBJECT, offsetof(Args, o), false},
+        {"e", SERVE_FIELD_ENV, offsetof(Args, e), false},
 };
 
 /* Decodes @text; on failure checks the pointer is @pointer. */
@@ -64,6 +66,7 @@ static int decode(const char *text, Args *a, const char *pointer) {
                 ASSERT_EQ(err.errnum, EINVAL);
                 ASSERT_STREQ(err.pointer, pointer);
                 ASSERT_NULL(a->l);
+                ASSERT_NULL(a->e);
         } else
                 a->s = a->s ? strdup(a->s) : NULL; /* outlive the object */
         json_decref(j);
@@ -103,6 +106,36 @@ TEST(decode_object) {
         /* Checked before anything is stored: no STRV is left behind. */
         ASSERT_ERROR(decode("{\"l\":[\"a\"],\"s\":\"x\",\"b\":\"no\"}", &a, "/b"), EINVAL);
         ASSERT_ERROR(decode("[]", &a, ""), EINVAL);
+}
+
+/* env: an object of strings (API 1.1) or the 1.0 array, both as KEY=VALUE. */
+TEST(decode_env) {
+        Args a;
+
+        ASSERT_OK(decode("{\"s\":\"x\",\"e\":{\"A\":\"1\",\"EMPTY\":\"\"}}", &a, ""));
+        ASSERT_EQ(strv_length(a.e), 2);
+        ASSERT_STREQ(a.e[0], "A=1");
+        ASSERT_STREQ(a.e[1], "EMPTY=");
+        free((char *)a.s);
+        strv_free(a.e);
+
+        ASSERT_OK(decode("{\"s\":\"x\",\"e\":[\"A=1\"]}", &a, ""));
+        ASSERT_EQ(strv_length(a.e), 1);
+        ASSERT_STREQ(a.e[0], "A=1");
+        free((char *)a.s);
+        strv_free(a.e);
+
+        ASSERT_OK(decode("{\"s\":\"x\",\"e\":{}}", &a, ""));
+        ASSERT_EQ(strv_length(a.e), 0);
+        free((char *)a.s);
+        strv_free(a.e);
+
+        ASSERT_ERROR(decode("{\"s\":\"x\",\"e\":{\"A\":1}}", &a, "/e"), EINVAL);
+        ASSERT_ERROR(decode("{\"s\":\"x\",\"e\":{\"A\":\"a\\u0000b\"}}", &a, "/e"), EINVAL);
+        ASSERT_ERROR(decode("{\"s\":\"x\",\"e\":\"A=1\"}", &a, "/e"), EINVAL);
+        ASSERT_ERROR(decode("{\"s\":\"x\",\"e\":[\"A=1\",2]}", &a, "/e/1"), EINVAL);
+        /* Nothing stored when a later member is wrong. */
+        ASSERT_ERROR(decode("{\"e\":{\"A\":\"1\"},\"s\":\"x\",\"b\":\"no\"}", &a, "/b"), EINVAL);
 }
 
 TEST(errno_to_status) {

@@ -1,0 +1,554 @@
+# SPDX-License-Identifier: LGPL-2.1-or-later
+"""The client of `hutch serve` (docs/api.md): standard library only.
+
+Over the unix socket by default (the one `hutch serve` makes in the state
+directory), or over TCP with a token. Every error answer becomes a typed
+ApiError (errors.py); no server at all is ConnectionFailed."""
+
+import base64
+import http.client
+import json
+import os
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import urllib.parse
+from dataclasses import dataclass, field
+from typing import Any, Dict, Iterator, List, Optional, Sequence, Union
+
+from .errors import ApiError, ConnectionFailed, HutchError, error_from_body
+
+API_MAJOR = 1
+DEFAULT_TIMEOUT = 600.0
+SERVE_READY_TIMEOUT = 30.0
+
+
+def default_socket() -> str:
+    """Where `hutch serve` listens by default: $HUTCH_STATE_DIR/api.sock,
+    /run/hutch/api.sock for root, else $XDG_RUNTIME_DIR/hutch/api.sock
+    (/tmp/hutch-UID/api.sock without it), as the store decides."""
+    st = os.environ.get("HUTCH_STATE_DIR", "")
+    if st.startswith("/"):
+        return os.path.join(st, "api.sock")
+    if os.geteuid() == 0:
+        return "/run/hutch/api.sock"
+    xdg = os.environ.get("XDG_RUNTIME_DIR", "")
+    if xdg.startswith("/"):
+        return os.path.join(xdg, "hutch", "api.sock")
+    return f"/tmp/hutch-{os.geteuid()}/api.sock"
+
+
+# ---- the shapes ----
+
+
+@dataclass
+class Outcome:
+    """How a command ended (docs/cli-run.md's outcome); `raw` has every
+    field the server sent, newer ones included."""
+
+    exit_code: int
+    signal: Optional[int]
+    reason: str
+    wall_ms: int = 0
+    cpu_ms: int = 0
+    mem_peak_bytes: int = 0
+    stdout_truncated: bool = False
+    stderr_truncated: bool = False
+    denied: List[Any] = field(default_factory=list)
+    degraded: List[Any] = field(default_factory=list)
+    raw: Dict[str, Any] = field(default_factory=dict, repr=False)
+
+    @classmethod
+    def from_json(cls, o: Dict[str, Any]) -> "Outcome":
+        return cls(exit_code=o.get("exit_code", -1), signal=o.get("signal"),
+                   reason=o.get("reason", ""), wall_ms=o.get("wall_ms", 0),
+                   cpu_ms=o.get("cpu_ms", 0), mem_peak_bytes=o.get("mem_peak_bytes", 0),
+                   stdout_truncated=bool(o.get("stdout_truncated")),
+                   stderr_truncated=bool(o.get("stderr_truncated")),
+                   denied=list(o.get("denied") or []), degraded=list(o.get("degraded") or []),
+                   raw=o)
+
+    @property
+    def ok(self) -> bool:
+        return self.reason == "exited" and self.exit_code == 0
+
+
+@dataclass
+class ExecResult:
+    """An exec's outcome and its captured output (bytes)."""
+
+    outcome: Outcome
+    stdout: bytes
+    stderr: bytes
+
+    @property
+    def ok(self) -> bool:
+        return self.outcome.ok
+
+    @property
+    def exit_code(self) -> int:
+        return self.outcome.exit_code
+
+    @property
+    def stdout_text(self) -> str:
+        return self.stdout.decode("utf-8", "replace")
+
+    @property
+    def stderr_text(self) -> str:
+        return self.stderr.decode("utf-8", "replace")
+
+
+@dataclass
+class OutputChunk:
+    """One read of a streamed exec's stdout or stderr."""
+
+    stream: str
+    data: bytes
+
+
+@dataclass
+class FileInfo:
+    name: str
+    type: str
+    size: int
+    mode: str
+    mtime_ms: int
+
+    @classmethod
+    def from_json(cls, o: Dict[str, Any]) -> "FileInfo":
+        return cls(o["name"], o["type"], o["size"], o["mode"], o["mtime_ms"])
+
+
+@dataclass
+class SandboxInfo:
+    name: str
+    id: str
+    state: str
+    created_ms: int
+    last_used_ms: int
+    disk_bytes: int
+    parent: Optional[str]
+
+    @classmethod
+    def from_json(cls, o: Dict[str, Any]) -> "SandboxInfo":
+        return cls(o["name"], o["id"], o["state"], o.get("created_ms", 0),
+                   o.get("last_used_ms", 0), o.get("disk_bytes", 0), o.get("parent"))
+
+
+def _decode(data: Optional[str], encoding: Optional[str]) -> bytes:
+    if data is None:
+        return b""
+    if encoding == "base64":
+        return base64.b64decode(data)
+    return data.encode("utf-8")
+
+
+# ---- the connection ----
+
+
+class _UnixConnection(http.client.HTTPConnection):
+    def __init__(self, path: str, timeout: Optional[float]):
+        super().__init__("localhost", timeout=timeout)
+        self.path = path
+
+    def connect(self):
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            s.settimeout(self.timeout)
+            s.connect(self.path)
+        except BaseException:
+            s.close()
+            raise
+        self.sock = s
+
+
+class Client:
+    """One `hutch serve`. Client() talks to the default unix socket;
+    Client(socket=PATH), or Client(url="http://127.0.0.1:7777",
+    token=TOKEN) for TCP. Client.connect(autostart=True) starts a server
+    on the socket when none answers, and close() stops the one it started."""
+
+    def __init__(self, socket: Optional[str] = None, url: Optional[str] = None,
+                 token: Optional[str] = None, timeout: float = DEFAULT_TIMEOUT):
+        if socket and url:
+            raise ValueError("give socket or url, not both")
+        self.timeout = timeout
+        self.token = token
+        self.url = url
+        self.socket = None if url else (socket or default_socket())
+        if url:
+            u = urllib.parse.urlsplit(url)
+            if u.scheme != "http" or not u.hostname:
+                raise ValueError(f"url must be http://HOST:PORT, not {url!r}")
+            self._host, self._port = u.hostname, u.port or 80
+        self._server: Optional[subprocess.Popen] = None
+
+    # -- lifetime --
+
+    @classmethod
+    def connect(cls, socket: Optional[str] = None, autostart: bool = True,
+                hutch: Optional[str] = None, env: Optional[Dict[str, str]] = None,
+                **kw) -> "Client":
+        """A client of the server on @socket; with @autostart, when none
+        answers there, starts `hutch serve --socket PATH` (@hutch: the
+        binary, default $HUTCH_BIN or `hutch` on PATH) and owns it."""
+        c = cls(socket=socket, **kw)
+        try:
+            c.version()
+            return c
+        except ConnectionFailed:
+            if not autostart:
+                raise
+        c._start_server(hutch, env)
+        return c
+
+    def _start_server(self, hutch: Optional[str], env: Optional[Dict[str, str]]):
+        exe = hutch or os.environ.get("HUTCH_BIN") or shutil.which("hutch")
+        if not exe:
+            raise ConnectionFailed(f"no hutch serve at unix:{self.socket}, and no hutch "
+                                   "binary to start one (set HUTCH_BIN or PATH)")
+        p = subprocess.Popen([exe, "serve", "--socket", self.socket], stdin=subprocess.DEVNULL,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
+                             start_new_session=True)
+        # The server says "listening on unix:PATH" once it accepts.
+        line = p.stdout.readline().decode(errors="replace")
+        if not line.startswith("listening on "):
+            p.kill()
+            err = p.communicate(timeout=SERVE_READY_TIMEOUT)[1].decode(errors="replace")
+            raise ConnectionFailed(f"hutch serve did not start: {err.strip() or line!r}")
+        self._server = p
+
+    def close(self):
+        """Stops the server this client started, if any (SIGTERM, then wait)."""
+        p, self._server = self._server, None
+        if p is None:
+            return
+        if p.poll() is None:
+            p.send_signal(signal.SIGTERM)
+            try:
+                p.wait(timeout=SERVE_READY_TIMEOUT)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+        for f in (p.stdout, p.stderr):
+            if f:
+                f.close()
+
+    def __enter__(self) -> "Client":
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    # -- requests --
+
+    def _where(self) -> str:
+        return self.url if self.url else f"unix:{self.socket}"
+
+    def _connection(self, timeout: Optional[float]) -> http.client.HTTPConnection:
+        if self.url:
+            return http.client.HTTPConnection(self._host, self._port, timeout=timeout)
+        return _UnixConnection(self.socket, timeout)
+
+    def _open(self, method: str, path: str, query: Optional[Dict[str, Any]] = None,
+              body: Union[None, bytes, Dict[str, Any]] = None,
+              timeout: Optional[float] = None):
+        """Sends a request; the connection and its response, status checked."""
+        headers = {}
+        if query:
+            path += "?" + urllib.parse.urlencode(
+                {k: v for k, v in query.items() if v is not None}, quote_via=urllib.parse.quote)
+        if isinstance(body, dict):
+            body = json.dumps(body).encode()
+            headers["Content-Type"] = "application/json"
+        if self.token:
+            headers["Authorization"] = f"Bearer {self.token}"
+        c = self._connection(self.timeout if timeout is None else timeout)
+        try:
+            c.request(method, path, body=body, headers=headers)
+            r = c.getresponse()
+        except FileNotFoundError:
+            c.close()
+            raise ConnectionFailed(f"no hutch serve at {self._where()}: the socket does not "
+                                   "exist (start `hutch serve`)") from None
+        except ConnectionRefusedError:
+            c.close()
+            raise ConnectionFailed(f"no hutch serve at {self._where()}: connection refused "
+                                   "(a stale socket, or no server on that port)") from None
+        except (OSError, http.client.HTTPException) as e:
+            c.close()
+            raise ConnectionFailed(f"hutch serve at {self._where()}: {e}") from None
+        if r.status >= 400:
+            data = r.read()
+            c.close()
+            raise error_from_body(r.status, data)
+        return c, r
+
+    def _call(self, method: str, path: str, query=None, body=None, raw: bool = False):
+        c, r = self._open(method, path, query, body)
+        try:
+            data = r.read()
+        finally:
+            c.close()
+        if raw:
+            return data
+        if r.status == 204 or not data:
+            return None
+        return json.loads(data)
+
+    @staticmethod
+    def _sb(name: str, tail: str = "") -> str:
+        return "/v1/sandboxes/" + urllib.parse.quote(name, safe="") + tail
+
+    # -- the server --
+
+    def version(self) -> Dict[str, Any]:
+        """{version, api_major, api_minor}."""
+        return self._call("GET", "/v1/version")
+
+    def routes(self) -> List[Dict[str, Any]]:
+        return self._call("GET", "/v1/routes")["routes"]
+
+    # -- sandboxes --
+
+    def list(self) -> List[SandboxInfo]:
+        return [SandboxInfo.from_json(s) for s in self._call("GET", "/v1/sandboxes")["sandboxes"]]
+
+    def create(self, name: str, policy: Optional[Dict[str, Any]] = None,
+               from_snapshot: Optional[str] = None) -> "Sandbox":
+        """Creates sandbox @name (the policy is docs/policy.md's JSON)."""
+        body: Dict[str, Any] = {"name": name}
+        if policy is not None:
+            body["policy"] = policy
+        if from_snapshot is not None:
+            body["from_snapshot"] = from_snapshot
+        self._call("POST", "/v1/sandboxes", body=body)
+        return Sandbox(self, name)
+
+    def sandbox(self, name: str) -> "Sandbox":
+        """A handle on an existing sandbox (nothing is asked of the server)."""
+        return Sandbox(self, name)
+
+    def get(self, name: str) -> SandboxInfo:
+        return SandboxInfo.from_json(self._call("GET", self._sb(name)))
+
+    def delete(self, name: str) -> None:
+        self._call("DELETE", self._sb(name))
+
+    def stop(self, name: str) -> None:
+        self._call("POST", self._sb(name, "/stop"))
+
+    # -- exec --
+
+    @staticmethod
+    def _exec_body(argv: Sequence[str], env, cwd, timeout_ms, stdin, output_limit):
+        if isinstance(argv, str):
+            raise TypeError("argv is a list of strings, not a string")
+        body: Dict[str, Any] = {"argv": list(argv)}
+        if env is not None:
+            body["env"] = dict(env)
+        if cwd is not None:
+            body["cwd"] = cwd
+        if timeout_ms is not None:
+            body["timeout_ms"] = int(timeout_ms)
+        if isinstance(stdin, str):
+            body["stdin"] = stdin
+        elif stdin is not None:
+            body["stdin_base64"] = base64.b64encode(bytes(stdin)).decode()
+        if output_limit is not None:
+            body["output_limit"] = int(output_limit)
+        return body
+
+    def exec(self, name: str, argv: Sequence[str], env: Optional[Dict[str, str]] = None,
+             cwd: Optional[str] = None, timeout_ms: Optional[int] = None,
+             stdin: Union[None, str, bytes] = None,
+             output_limit: Optional[int] = None) -> ExecResult:
+        """Runs @argv in the sandbox and waits: the outcome and the output."""
+        body = self._exec_body(argv, env, cwd, timeout_ms, stdin, output_limit)
+        a = self._call("POST", self._sb(name, "/exec"), body=body)
+        return ExecResult(Outcome.from_json(a["outcome"]),
+                          _decode(a.get("stdout"), a.get("stdout_encoding")),
+                          _decode(a.get("stderr"), a.get("stderr_encoding")))
+
+    def exec_detached(self, name: str, argv: Sequence[str], env=None, cwd=None,
+                      timeout_ms=None) -> int:
+        """Starts @argv and returns its id without waiting."""
+        body = self._exec_body(argv, env, cwd, timeout_ms, None, None)
+        body["detach"] = True
+        return self._call("POST", self._sb(name, "/exec"), body=body)["id"]
+
+    def exec_stream(self, name: str, argv: Sequence[str], env=None, cwd=None,
+                    timeout_ms=None, stdin=None) -> Iterator[Union[OutputChunk, Outcome]]:
+        """Runs @argv and yields its output as it comes (OutputChunk), then
+        its Outcome. Leaving the loop early kills the command."""
+        body = self._exec_body(argv, env, cwd, timeout_ms, stdin, None)
+        c, r = self._open("POST", self._sb(name, "/exec/stream"), body=body, timeout=None)
+        try:
+            while True:
+                line = r.readline()
+                if not line:
+                    raise ConnectionFailed("the exec stream ended without an outcome")
+                ev = json.loads(line)
+                if "stream" in ev:
+                    yield OutputChunk(ev["stream"], _decode(ev.get("data"), ev.get("encoding")))
+                elif "outcome" in ev:
+                    yield Outcome.from_json(ev["outcome"])
+                    return
+                elif "error" in ev:
+                    raise error_from_body(500, json.dumps(ev).encode())
+        finally:
+            c.close()
+
+    # -- files --
+
+    def read_file(self, name: str, path: str) -> bytes:
+        return self._call("GET", self._sb(name, "/files"), {"path": path}, raw=True)
+
+    def write_file(self, name: str, path: str, data: Union[str, bytes],
+                   mode: Union[None, int, str] = None) -> None:
+        """Writes @data atomically; a new file gets @mode (0o644 or "0644")."""
+        if isinstance(data, str):
+            data = data.encode("utf-8")
+        if isinstance(mode, int):
+            mode = f"{mode:04o}"
+        self._call("PUT", self._sb(name, "/files"), {"path": path, "mode": mode}, body=data)
+
+    def remove_file(self, name: str, path: str) -> None:
+        self._call("DELETE", self._sb(name, "/files"), {"path": path})
+
+    def list_files(self, name: str, path: str = ".") -> List[FileInfo]:
+        a = self._call("GET", self._sb(name, "/files/list"), {"path": path})
+        return [FileInfo.from_json(e) for e in a["entries"]]
+
+    def stat(self, name: str, path: str) -> FileInfo:
+        return FileInfo.from_json(self._call("GET", self._sb(name, "/files/stat"), {"path": path}))
+
+    def exists(self, name: str, path: str) -> bool:
+        try:
+            self.stat(name, path)
+            return True
+        except ApiError as e:
+            if e.code == "not_found":
+                return False
+            raise
+
+    # -- snapshots, diff, apply, audit --
+
+    def snapshot(self, name: str, snapshot: str) -> None:
+        self._call("POST", self._sb(name, "/snapshots"), body={"snapshot": snapshot})
+
+    def restore(self, name: str, snapshot: str) -> None:
+        self._call("POST", self._sb(name, "/restore"), body={"snapshot": snapshot})
+
+    def snapshots(self) -> List[str]:
+        return [s["name"] for s in self._call("GET", "/v1/snapshots")["snapshots"]]
+
+    def remove_snapshot(self, snapshot: str) -> None:
+        self._call("DELETE", "/v1/snapshots/" + urllib.parse.quote(snapshot, safe=""))
+
+    def diff(self, name: str) -> List[Dict[str, Any]]:
+        return self._call("GET", self._sb(name, "/diff"))["changes"]
+
+    def apply(self, name: str, paths: Optional[Sequence[str]] = None,
+              force: bool = False) -> Any:
+        body: Dict[str, Any] = {}
+        if paths is not None:
+            body["paths"] = list(paths)
+        if force:
+            body["force"] = True
+        return self._call("POST", self._sb(name, "/apply"), body=body)["applied"]
+
+    def audit(self, name: str, limit: Optional[int] = None) -> List[Dict[str, Any]]:
+        return self._call("GET", self._sb(name, "/audit"), {"limit": limit})["entries"]
+
+
+class Sandbox:
+    """One sandbox of a Client: the Client's calls without the name."""
+
+    def __init__(self, client: Client, name: str):
+        self.client = client
+        self.name = name
+
+    def __repr__(self):
+        return f"Sandbox({self.name!r})"
+
+    def info(self) -> SandboxInfo:
+        return self.client.get(self.name)
+
+    def exec(self, argv: Sequence[str], **kw) -> ExecResult:
+        return self.client.exec(self.name, argv, **kw)
+
+    def exec_stream(self, argv: Sequence[str], **kw):
+        return self.client.exec_stream(self.name, argv, **kw)
+
+    def exec_detached(self, argv: Sequence[str], **kw) -> int:
+        return self.client.exec_detached(self.name, argv, **kw)
+
+    def read_file(self, path: str) -> bytes:
+        return self.client.read_file(self.name, path)
+
+    def write_file(self, path: str, data, mode=None) -> None:
+        self.client.write_file(self.name, path, data, mode)
+
+    def remove_file(self, path: str) -> None:
+        self.client.remove_file(self.name, path)
+
+    def list_files(self, path: str = ".") -> List[FileInfo]:
+        return self.client.list_files(self.name, path)
+
+    def stat(self, path: str) -> FileInfo:
+        return self.client.stat(self.name, path)
+
+    def exists(self, path: str) -> bool:
+        return self.client.exists(self.name, path)
+
+    def snapshot(self, snapshot: str) -> None:
+        self.client.snapshot(self.name, snapshot)
+
+    def restore(self, snapshot: str) -> None:
+        self.client.restore(self.name, snapshot)
+
+    def diff(self):
+        return self.client.diff(self.name)
+
+    def apply(self, paths=None, force: bool = False):
+        return self.client.apply(self.name, paths, force)
+
+    def audit(self, limit: Optional[int] = None):
+        return self.client.audit(self.name, limit)
+
+    def stop(self) -> None:
+        self.client.stop(self.name)
+
+    def delete(self) -> None:
+        self.client.delete(self.name)
+
+
+def run(argv: Sequence[str], workspace: Optional[str] = ".",
+        allow_hosts: Optional[Sequence[str]] = None, timeout: Optional[float] = 60,
+        env: Optional[Dict[str, str]] = None, stdin: Union[None, str, bytes] = None,
+        policy: Optional[Dict[str, Any]] = None, socket: Optional[str] = None,
+        hutch: Optional[str] = None) -> ExecResult:
+    """Runs @argv once in a new sandbox and removes it: @workspace (a host
+    folder, None for none) is mounted as an overlay at /workspace (the
+    host's files do not change), @allow_hosts the network allowlist,
+    @timeout in seconds (None: the policy's). Talks to the `hutch serve`
+    on @socket, starting one for the call when none is running."""
+    pol = dict(policy or {})
+    if workspace is not None:
+        pol.setdefault("workspace", {"path": os.path.abspath(workspace), "mode": "overlay"})
+    if allow_hosts:
+        pol["allow_hosts"] = list(allow_hosts)
+    name = "run-" + secrets.token_hex(6)
+    with Client.connect(socket=socket, hutch=hutch) as c:
+        sb = c.create(name, policy=pol)
+        try:
+            return sb.exec(argv, env=env, stdin=stdin,
+                           timeout_ms=None if timeout is None else int(timeout * 1000))
+        finally:
+            try:
+                sb.delete()
+            except HutchError:
+                pass

@@ -1,0 +1,147 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
+// Types of hutch-client (index.js): the client of `hutch serve`, docs/api.md.
+
+export class HutchError extends Error {}
+/** No server answered: none running, a stale socket, a refused port. */
+export class ConnectionFailed extends HutchError {}
+/** An error answer of the API: {"error": {code, message, field}}. */
+export class ApiError extends HutchError {
+  readonly status: number;
+  readonly code: string;
+  readonly apiMessage: string;
+  /** A JSON pointer into the request ("/env/KEY"), or null. */
+  readonly field: string | null;
+}
+export class InvalidArgument extends ApiError {}
+export class Unauthorized extends ApiError {}
+export class PermissionDenied extends ApiError {}
+export class NotFound extends ApiError {}
+export class Conflict extends ApiError {}
+export class TooLarge extends ApiError {}
+export class NotSupported extends ApiError {}
+export class Unavailable extends ApiError {}
+export class Timeout extends ApiError {}
+export function errorFromBody(status: number, body: Buffer): ApiError;
+export function defaultSocket(): string;
+
+export interface Outcome {
+  exitCode: number;
+  /** The terminating signal, null when none. */
+  signal: number | null;
+  reason: "exited" | "signaled" | "timeout" | "oom" | "pids" | "killed" | string;
+  wallMs: number;
+  cpuMs: number;
+  memPeakBytes: number;
+  stdoutTruncated: boolean;
+  stderrTruncated: boolean;
+  denied: unknown[];
+  degraded: unknown[];
+  /** Every field the server sent. */
+  raw: Record<string, unknown>;
+  readonly ok: boolean;
+}
+export interface ExecResult {
+  outcome: Outcome;
+  stdout: Buffer;
+  stderr: Buffer;
+  exitCode: number;
+  ok: boolean;
+  readonly stdoutText: string;
+  readonly stderrText: string;
+}
+export interface ExecOptions {
+  env?: Record<string, string>;
+  cwd?: string;
+  timeoutMs?: number;
+  stdin?: string | Uint8Array;
+  outputLimit?: number;
+}
+export type StreamEvent = { stream: "stdout" | "stderr"; data: Buffer } | { outcome: Outcome };
+export interface FileInfo {
+  name: string;
+  type: "file" | "dir" | "symlink" | "other";
+  size: number;
+  /** Octal permission bits, "0644". */
+  mode: string;
+  mtimeMs: number;
+}
+export interface SandboxInfo {
+  name: string;
+  id: string;
+  state: "running" | "stopped";
+  createdMs: number;
+  lastUsedMs: number;
+  diskBytes: number;
+  parent: string | null;
+}
+export interface Change { path: string; kind: string; type: string }
+
+export interface ClientOptions {
+  /** The unix socket (default defaultSocket()). */
+  socket?: string;
+  /** TCP: "http://127.0.0.1:7777", with token. */
+  url?: string;
+  token?: string;
+  timeoutMs?: number;
+}
+export interface ConnectOptions extends ClientOptions {
+  /** Start `hutch serve` when none answers (default true). */
+  autostart?: boolean;
+  /** The hutch binary (default $HUTCH_BIN or `hutch`). */
+  hutch?: string;
+  env?: NodeJS.ProcessEnv;
+}
+
+export class HutchClient {
+  constructor(opts?: ClientOptions);
+  static connect(opts?: ConnectOptions): Promise<HutchClient>;
+  /** Stops the server this client started, if any. */
+  close(): Promise<void>;
+  version(): Promise<{ version: string; api_major: number; api_minor: number }>;
+  routes(): Promise<{ method: string; path: string; query: string[] | null }[]>;
+  list(): Promise<SandboxInfo[]>;
+  create(name: string, opts?: { policy?: Record<string, unknown>; fromSnapshot?: string }): Promise<Sandbox>;
+  sandbox(name: string): Sandbox;
+  get(name: string): Promise<SandboxInfo>;
+  delete(name: string): Promise<void>;
+  stop(name: string): Promise<void>;
+  exec(name: string, argv: string[], opts?: ExecOptions): Promise<ExecResult>;
+  execDetached(name: string, argv: string[], opts?: ExecOptions): Promise<number>;
+  execStream(name: string, argv: string[], opts?: ExecOptions): AsyncGenerator<StreamEvent>;
+  readFile(name: string, path: string): Promise<Buffer>;
+  writeFile(name: string, path: string, data: string | Uint8Array, opts?: { mode?: number | string }): Promise<void>;
+  removeFile(name: string, path: string): Promise<void>;
+  listFiles(name: string, path?: string): Promise<FileInfo[]>;
+  stat(name: string, path: string): Promise<FileInfo>;
+  exists(name: string, path: string): Promise<boolean>;
+  snapshot(name: string, snapshot: string): Promise<void>;
+  restore(name: string, snapshot: string): Promise<void>;
+  snapshots(): Promise<string[]>;
+  removeSnapshot(snapshot: string): Promise<void>;
+  diff(name: string): Promise<Change[]>;
+  apply(name: string, opts?: { paths?: string[]; force?: boolean }): Promise<unknown>;
+  audit(name: string, opts?: { limit?: number }): Promise<Record<string, unknown>[]>;
+}
+
+export class Sandbox {
+  readonly client: HutchClient;
+  readonly name: string;
+  constructor(client: HutchClient, name: string);
+  info(): Promise<SandboxInfo>;
+  exec(argv: string[], opts?: ExecOptions): Promise<ExecResult>;
+  execDetached(argv: string[], opts?: ExecOptions): Promise<number>;
+  execStream(argv: string[], opts?: ExecOptions): AsyncGenerator<StreamEvent>;
+  readFile(path: string): Promise<Buffer>;
+  writeFile(path: string, data: string | Uint8Array, opts?: { mode?: number | string }): Promise<void>;
+  removeFile(path: string): Promise<void>;
+  listFiles(path?: string): Promise<FileInfo[]>;
+  stat(path: string): Promise<FileInfo>;
+  exists(path: string): Promise<boolean>;
+  snapshot(snapshot: string): Promise<void>;
+  restore(snapshot: string): Promise<void>;
+  diff(): Promise<Change[]>;
+  apply(opts?: { paths?: string[]; force?: boolean }): Promise<unknown>;
+  audit(opts?: { limit?: number }): Promise<Record<string, unknown>[]>;
+  stop(): Promise<void>;
+  delete(): Promise<void>;
+}
