@@ -7,15 +7,18 @@
 #include <grp.h>
 #include <linux/capability.h>
 #include <linux/openat2.h>
+#include <net/if.h>
 #include <sched.h>
 #include <seccomp.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <sys/syscall.h>
@@ -689,6 +692,19 @@ static void exec_process(const OciInit *init, json_t *process) {
         init_fail(init, errno, "exec '%s'", argv[0]);
 }
 
+/* A new network namespace gets its loopback up, as runc does. */
+static void loopback_up(const OciInit *init) {
+        _cleanup_close_ int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+        struct ifreq ifr = {};
+
+        (void)snprintf(ifr.ifr_name, sizeof(ifr.ifr_name), "lo");
+        if (fd < 0 || ioctl(fd, SIOCGIFFLAGS, &ifr) < 0)
+                init_fail(init, errno, "read the flags of lo");
+        ifr.ifr_flags |= IFF_UP;
+        if (ioctl(fd, SIOCSIFFLAGS, &ifr) < 0)
+                init_fail(init, errno, "bring lo up");
+}
+
 _Noreturn void oci_init_run(const OciInit *init) {
         json_t *cfg = init->config, *linux_obj = json_object_get(cfg, "linux"),
                *process = json_object_get(cfg, "process"), *m;
@@ -712,6 +728,8 @@ _Noreturn void oci_init_run(const OciInit *init) {
                         init_fail(init, errno, "join a namespace given by path");
                 (void)close(init->ns_fds[i]);
         }
+        if (init->new_netns)
+                loopback_up(init);
         if (setsid() < 0)
                 init_fail(init, errno, "setsid");
 

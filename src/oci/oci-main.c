@@ -730,6 +730,7 @@ static int cmd_create(int argc, char **argv) {
         init.bundle = abs_bundle;
         init.fifo = fifo;
         init.preserve_fds = (int)npreserve;
+        init.new_netns = flags & CLONE_NEWNET;
         (void)fflush(NULL);
         pid = (pid_t)syscall(SYS_clone, (unsigned long)(flags & ~CLONE_NEWCGROUP) | SIGCHLD, NULL,
                              NULL, NULL, NULL);
