@@ -16,7 +16,28 @@ static bool in_list(const char *key, const char *const *list) {
         return false;
 }
 
-/* Every key of @obj must be in @allowed; a null value counts as absent. */
+/* Asks for nothing: null, an empty array or string, false, or an object
+ * whose members all ask for nothing, where a member may also be 0 (Docker
+ * sends "blockIO": {"weight": 0}). */
+static bool empty(json_t *v) {
+        const char *key;
+        json_t *m;
+
+        if (!v || json_is_null(v) || json_is_false(v) ||
+            (json_is_array(v) && json_array_size(v) == 0) ||
+            (json_is_string(v) && json_string_length(v) == 0))
+                return true;
+        if (!json_is_object(v))
+                return false;
+        json_object_foreach(v, key, m) {
+                if (!(empty(m) || (json_is_integer(m) && json_integer_value(m) == 0)))
+                        return false;
+        }
+        return true;
+}
+
+/* Every key of @obj must be in @allowed; a null or empty value (an empty
+ * object, array or string, false) asks for nothing and counts as absent. */
 static int check_keys(json_t *obj, const char *ptr, const char *const *allowed,
                       HutchError *reterr) {
         const char *key;
@@ -27,18 +48,12 @@ static int check_keys(json_t *obj, const char *ptr, const char *const *allowed,
         if (!json_is_object(obj))
                 return hutch_error_set_pointer(reterr, EINVAL, ptr, "%s must be an object", ptr);
         json_object_foreach(obj, key, v) {
-                if (json_is_null(v) || in_list(key, allowed))
+                if (empty(v) || in_list(key, allowed))
                         continue;
                 return hutch_error_set_pointer(reterr, EOPNOTSUPP, ptr,
                                                "%s/%s is not supported by hutch-oci", ptr, key);
         }
         return 0;
-}
-
-static bool empty(json_t *v) {
-        return !v || json_is_null(v) || (json_is_array(v) && json_array_size(v) == 0) ||
-               (json_is_object(v) && json_object_size(v) == 0) ||
-               (json_is_string(v) && json_string_length(v) == 0) || json_is_false(v);
 }
 
 #define REFUSE_UNLESS_EMPTY(obj, key, ptr)                                                         \
@@ -256,8 +271,29 @@ int oci_config_validate(json_t *config, HutchError *reterr) {
         r = check_keys(hooks, "/hooks", hook_keys, reterr);
         if (r < 0)
                 return r;
-        json_object_foreach(hooks, key, v) if (!empty(v)) return hutch_error_set_pointer(
-                reterr, EOPNOTSUPP, "/hooks", "/hooks/%s is not supported by hutch-oci yet", key);
+        json_object_foreach(hooks, key, v) {
+                static const char *const hk[] = {"path", "args", "env", "timeout", NULL};
+                json_t *h;
+                size_t k;
+
+                /* createContainer and startContainer run inside the
+                 * container's namespaces: not implemented. */
+                if ((strcmp(key, "createContainer") == 0 || strcmp(key, "startContainer") == 0) &&
+                    !empty(v))
+                        return hutch_error_set_pointer(reterr, EOPNOTSUPP, "/hooks",
+                                                       "/hooks/%s is not supported by hutch-oci",
+                                                       key);
+                json_array_foreach(v, k, h) {
+                        r = check_keys(h, "/hooks/*", hk, reterr);
+                        if (r < 0)
+                                return r;
+                        if (!json_is_string(json_object_get(h, "path")) ||
+                            json_string_value(json_object_get(h, "path"))[0] != '/')
+                                return hutch_error_set_pointer(
+                                        reterr, EINVAL, "/hooks",
+                                        "/hooks/%s/%zu/path must be an absolute path", key, k);
+                }
+        }
         json_array_foreach(json_object_get(config, "mounts"), i, v) {
                 const char *dest = json_string_value(json_object_get(v, "destination"));
                 json_t *o;

@@ -484,6 +484,68 @@ static int cgroups_remove(json_t *state) {
         return ret;
 }
 
+/* ---- hooks ---- */
+
+static json_t *state_public(State *s);
+
+/* Runs the hooks of @stage (an array of {path, args, env, timeout}) one
+ * after the other, each with the state JSON @state on its stdin, as the
+ * runtime-spec says. Returns 0, or -errno / -ECHILD (a hook failed or
+ * timed out; it is killed) with the failing path logged. */
+static int hooks_run(json_t *hooks, const char *stage, json_t *state) {
+        _cleanup_free_ char *text = json_dumps(state, JSON_COMPACT);
+        json_t *h;
+        size_t i;
+
+        if (!text)
+                return -ENOMEM;
+        json_array_foreach(json_object_get(hooks, stage), i, h) {
+                const char *path = json_string_value(json_object_get(h, "path"));
+                json_t *args = json_object_get(h, "args"), *env = json_object_get(h, "env"), *v;
+                long long timeout = json_integer_value(json_object_get(h, "timeout"));
+                _cleanup_free_ char **argv = calloc(json_array_size(args) + 2, sizeof(char *));
+                _cleanup_free_ char **envp = calloc(json_array_size(env) + 1, sizeof(char *));
+                int p[2], status = 0;
+                size_t k;
+                pid_t pid;
+
+                if (!argv || !envp)
+                        return -ENOMEM;
+                json_array_foreach(args, k, v) argv[k] = (char *)json_string_value(v);
+                if (!argv[0])
+                        argv[0] = (char *)path;
+                json_array_foreach(env, k, v) envp[k] = (char *)json_string_value(v);
+                if (pipe2(p, O_CLOEXEC) < 0)
+                        return -errno;
+                (void)fflush(NULL);
+                pid = fork();
+                if (pid < 0) {
+                        (void)close(p[0]);
+                        (void)close(p[1]);
+                        return -errno;
+                }
+                if (pid == 0) {
+                        if (dup2(p[0], STDIN_FILENO) < 0)
+                                _exit(127);
+                        if (timeout > 0)
+                                (void)alarm((unsigned)timeout);
+                        execve(path, argv, envp);
+                        _exit(127);
+                }
+                (void)close(p[0]);
+                (void)loop_write(p[1], text, strlen(text));
+                (void)close(p[1]);
+                if (waitpid(pid, &status, 0) < 0)
+                        return -errno;
+                if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+                        oci_log("error", "%s hook '%s' failed (status 0x%x)", stage, path,
+                                (unsigned)status);
+                        return -ECHILD;
+                }
+        }
+        return 0;
+}
+
 /* ---- commands ---- */
 
 typedef struct Opt {
@@ -766,6 +828,22 @@ static int cmd_create(int argc, char **argv) {
         }
         (void)close(sv[0]);
 
+        {
+                json_t *hs = json_pack(
+                        "{s:s, s:s, s:s, s:i, s:s, s:O}", "ociVersion", OCI_VERSION, "id", id,
+                        "status", "created", "pid", (int)pid, "bundle", abs_bundle, "annotations",
+                        json_object_get(cfg, "annotations") ? json_object_get(cfg, "annotations")
+                                                            : json_object());
+                r = hs ? hooks_run(json_object_get(cfg, "hooks"), "prestart", hs) : -ENOMEM;
+                if (r >= 0)
+                        r = hooks_run(json_object_get(cfg, "hooks"), "createRuntime", hs);
+                json_decref(hs);
+                if (r < 0) {
+                        r = fail(r, "the createRuntime hooks failed");
+                        goto undo_child;
+                }
+        }
+
         rootfs = strdup(json_string_value(json_object_get(json_object_get(cfg, "root"), "path")));
         now_rfc3339(created, sizeof(created));
         state = json_pack("{s:s, s:s, s:i, s:I, s:s, s:s, s:s, s:s, s:O, s:[]}", "ociVersion",
@@ -778,6 +856,8 @@ static int cmd_create(int argc, char **argv) {
         for (i = 0; state && i < cg.n; i++)
                 (void)json_array_append_new(json_object_get(state, "cgroups"),
                                             json_string(cg.paths[i]));
+        if (state && json_object_get(cfg, "hooks"))
+                (void)json_object_set(state, "hooks", json_object_get(cfg, "hooks"));
         if (state && cg.freezer)
                 (void)json_object_set_new(state, "freezer", json_string(cg.freezer));
         {
@@ -830,6 +910,15 @@ static int cmd_start(int argc, char **argv) {
         if (write(fd, "S", 1) != 1)
                 return fail(-errno, "cannot release the container");
         (void)unlink(fifo);
+        if (json_object_get(s.json, "hooks")) {
+                json_t *pub;
+
+                s.status = "running";
+                pub = state_public(&s);
+                if (!pub || hooks_run(json_object_get(s.json, "hooks"), "poststart", pub) < 0)
+                        oci_log("warning", "a poststart hook failed");
+                json_decref(pub);
+        }
         return EXIT_SUCCESS;
 }
 
@@ -945,6 +1034,15 @@ static int cmd_delete(int argc, char **argv) {
         r = cgroups_remove(s.json);
         if (r < 0)
                 oci_log("warning", "cannot remove the cgroups of \"%s\": %s", pos[0], strerror(-r));
+        if (json_object_get(s.json, "hooks")) {
+                json_t *pub;
+
+                s.status = "stopped";
+                pub = state_public(&s);
+                if (!pub || hooks_run(json_object_get(s.json, "hooks"), "poststop", pub) < 0)
+                        oci_log("warning", "a poststop hook failed");
+                json_decref(pub);
+        }
         dir = state_path(pos[0], NULL);
         if (!dir)
                 return fail(-ENOMEM, "delete");
