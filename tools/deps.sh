@@ -24,7 +24,12 @@ test_pkgs+=(docker.io podman)
 # tests/integration/test_host_mounts.py (issue 24): ip netns, Debian's
 # dockerd and client, and the static busybox its image is made of offline.
 test_pkgs+=(iproute2 busybox-static)
+# tests/integration/test_oci.py (issue 21): runc is the negative twin of
+# hutch-oci under Podman.
+test_pkgs+=(runc)
 bench_pkgs=(bubblewrap hyperfine python3 tinyproxy)
+# bench/bench-oci.sh: hutch-oci against Debian's crun and runc under podman.
+bench_pkgs+=(podman crun runc)
 # The microVM backend (docs/vm.md), a run-time dependency of --backend vm
 # only: QEMU is the VMM; linux-image-amd64 provides the guest's kernel and
 # modules, which hutch only reads (/boot/vmlinuz-*, /lib/modules): it is
