@@ -64,7 +64,7 @@ static int check_keys(json_t *obj, const char *ptr, const char *const *allowed,
                                                            " is not supported by hutch-oci");      \
         } while (0)
 
-static int validate_process(json_t *p, HutchError *reterr) {
+int oci_process_validate(json_t *p, HutchError *reterr) {
         static const char *const keys[] = {"terminal",
                                            "consoleSize",
                                            "user",
@@ -316,7 +316,7 @@ int oci_config_validate(json_t *config, HutchError *reterr) {
                                         s ? s : "");
                 }
         }
-        r = validate_process(json_object_get(config, "process"), reterr);
+        r = oci_process_validate(json_object_get(config, "process"), reterr);
         if (r < 0)
                 return r;
         return validate_linux(json_object_get(config, "linux"), reterr);

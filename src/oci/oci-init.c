@@ -705,6 +705,30 @@ static void loopback_up(const OciInit *init) {
                 init_fail(init, errno, "bring lo up");
 }
 
+_Noreturn void oci_exec_run(const OciInit *init, json_t *process) {
+        char go;
+
+        if (read(init->sync_fd, &go, 1) != 1)
+                _exit(1);
+        for (size_t i = 0; i < init->n_ns; i++)
+                if (init->ns_types[i] == CLONE_NEWUSER && setns(init->ns_fds[i], 0) < 0)
+                        init_fail(init, errno, "join the container's user namespace");
+        for (size_t i = 0; i < init->n_ns; i++) {
+                if (init->ns_types[i] != CLONE_NEWUSER && init->ns_types[i] != CLONE_NEWPID &&
+                    setns(init->ns_fds[i], init->ns_types[i]) < 0)
+                        init_fail(init, errno, "join the container's namespaces");
+                (void)close(init->ns_fds[i]);
+        }
+        apply_rlimits(init, process);
+        if (close_range(3 + (unsigned)init->preserve_fds, ~0U, CLOSE_RANGE_CLOEXEC) < 0)
+                init_fail(init, errno, "close_range");
+        /* The sync socket is CLOEXEC: the parent sees EOF once exec worked. */
+        if (fcntl(init->sync_fd, F_SETFD, FD_CLOEXEC) < 0)
+                init_fail(init, errno, "fcntl");
+        exec_process(init, process);
+        _exit(127);
+}
+
 _Noreturn void oci_init_run(const OciInit *init) {
         json_t *cfg = init->config, *linux_obj = json_object_get(cfg, "linux"),
                *process = json_object_get(cfg, "process"), *m;

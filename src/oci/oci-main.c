@@ -1052,6 +1052,180 @@ static int cmd_delete(int argc, char **argv) {
         return EXIT_SUCCESS;
 }
 
+/* Opens the namespaces of @pid that differ from ours, user first. */
+static int open_container_namespaces(pid_t pid, OciInit *init) {
+        static const struct {
+                const char *name;
+                int type;
+        } t[] = {
+                {"user", CLONE_NEWUSER}, {"ipc", CLONE_NEWIPC},       {"uts", CLONE_NEWUTS},
+                {"net", CLONE_NEWNET},   {"cgroup", CLONE_NEWCGROUP}, {"pid", CLONE_NEWPID},
+                {"mnt", CLONE_NEWNS},
+        };
+
+        for (size_t i = 0; i < ELEMENTSOF(t); i++) {
+                char theirs[64], ours[64];
+                struct stat a, b;
+                int fd;
+
+                (void)snprintf(theirs, sizeof(theirs), "/proc/%d/ns/%s", (int)pid, t[i].name);
+                (void)snprintf(ours, sizeof(ours), "/proc/self/ns/%s", t[i].name);
+                if (stat(theirs, &a) < 0)
+                        return -errno;
+                if (stat(ours, &b) == 0 && a.st_ino == b.st_ino && a.st_dev == b.st_dev)
+                        continue;
+                fd = open(theirs, O_RDONLY | O_CLOEXEC);
+                if (fd < 0)
+                        return -errno;
+                init->ns_fds[init->n_ns] = fd;
+                init->ns_types[init->n_ns++] = t[i].type;
+        }
+        return 0;
+}
+
+static int cmd_exec(int argc, char **argv) {
+        const char *process_file = NULL, *detach = NULL, *pid_file = NULL, *tty = NULL,
+                   *console = NULL, *cwd = NULL, *preserve = NULL;
+        const Opt opts[] = {
+                {"--process", 'p', true, &process_file}, {"--detach", 'd', false, &detach},
+                {"--pid-file", 0, true, &pid_file},      {"--tty", 't', false, &tty},
+                {"--console-socket", 0, true, &console}, {"--cwd", 0, true, &cwd},
+                {"--preserve-fds", 0, true, &preserve},
+        };
+        _cleanup_(state_done) State s = {};
+        _cleanup_free_ char **pos = NULL, *cfg_path = NULL;
+        json_t *cfg = NULL, *process = NULL, *v;
+        json_error_t jerr;
+        HutchError err = {};
+        OciInit init = {.sync_fd = -EBADF};
+        uint32_t npreserve = 0;
+        int np, sv[2], status, r;
+        char msg[1100];
+        ssize_t n;
+        size_t i;
+        pid_t pid;
+
+        if (parse_opts(argc, argv, opts, ELEMENTSOF(opts), &pos, &np) < 0)
+                return EXIT_FAILURE;
+        if (np < 1)
+                return fail(0, "exec needs a container id");
+        if (tty || console)
+                return fail(0, "exec --tty/--console-socket: terminals are not supported by "
+                               "hutch-oci yet");
+        if (preserve && safe_atou32(preserve, &npreserve) < 0)
+                return fail(0, "bad --preserve-fds '%s'", preserve);
+        if (load_or_fail(pos[0], &s) != 0)
+                return EXIT_FAILURE;
+        if (strcmp(s.status, "running") != 0)
+                return fail(0, "cannot exec in a container that is %s", s.status);
+        if (asprintf(&cfg_path, "%s/config.json",
+                     json_string_value(json_object_get(s.json, "bundle"))) < 0)
+                return fail(-ENOMEM, "exec");
+        cfg = json_load_file(cfg_path, 0, &jerr);
+        if (!cfg)
+                return fail(0, "cannot parse '%s': %s", cfg_path, jerr.text);
+        if (process_file) {
+                process = json_load_file(process_file, JSON_REJECT_DUPLICATES, &jerr);
+                if (!process) {
+                        r = fail(0, "cannot parse '%s': %s", process_file, jerr.text);
+                        goto out;
+                }
+        } else {
+                /* runc exec ID CMD...: the config's process with new args. */
+                process = json_deep_copy(json_object_get(cfg, "process"));
+                if (!process || np < 2) {
+                        r = fail(0, "exec needs --process FILE or a command");
+                        goto out;
+                }
+                v = json_array();
+                for (int k = 1; k < np; k++)
+                        (void)json_array_append_new(v, json_string(pos[k]));
+                (void)json_object_set_new(process, "args", v);
+        }
+        if (cwd)
+                (void)json_object_set_new(process, "cwd", json_string(cwd));
+        r = oci_process_validate(process, &err);
+        if (r < 0) {
+                r = fail(0, "process: %s", err.msg);
+                goto out;
+        }
+        r = open_container_namespaces(s.pid, &init);
+        if (r < 0) {
+                r = fail(r, "cannot open the namespaces of pid %d", (int)s.pid);
+                goto out;
+        }
+        /* A pid namespace applies to children: join it here. */
+        for (i = 0; i < init.n_ns; i++)
+                if (init.ns_types[i] == CLONE_NEWPID && setns(init.ns_fds[i], CLONE_NEWPID) < 0) {
+                        r = fail(-errno, "join the container's pid namespace");
+                        goto out;
+                }
+        if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0) {
+                r = fail(-errno, "socketpair");
+                goto out;
+        }
+        init.config = cfg;
+        init.preserve_fds = (int)npreserve;
+        (void)fflush(NULL);
+        pid = fork();
+        if (pid < 0) {
+                r = fail(-errno, "fork");
+                goto out;
+        }
+        if (pid == 0) {
+                (void)close(sv[0]);
+                init.sync_fd = sv[1];
+                oci_exec_run(&init, process);
+        }
+        (void)close(sv[1]);
+        json_array_foreach(json_object_get(s.json, "cgroups"), i, v) {
+                _cleanup_free_ char *procs = NULL;
+                char spid[32];
+
+                (void)snprintf(spid, sizeof(spid), "%d", (int)pid);
+                if (asprintf(&procs, "%s/cgroup.procs", json_string_value(v)) < 0 ||
+                    write_string_file(procs, spid) < 0) {
+                        (void)kill(pid, SIGKILL);
+                        (void)waitpid(pid, NULL, 0);
+                        r = fail(0, "cannot move the process into '%s'", json_string_value(v));
+                        goto out;
+                }
+        }
+        if (write(sv[0], "G", 1) != 1) {
+                (void)kill(pid, SIGKILL);
+                (void)waitpid(pid, NULL, 0);
+                r = fail(-errno, "cannot release the process");
+                goto out;
+        }
+        n = read(sv[0], msg, sizeof(msg) - 1);
+        (void)close(sv[0]);
+        if (n > 0) {
+                msg[n] = '\0';
+                (void)waitpid(pid, NULL, 0);
+                r = fail(0, "exec failed: %s", msg + 1);
+                goto out;
+        }
+        if (pid_file && (r = write_pid_file(pid_file, pid)) < 0) {
+                r = fail(r, "cannot write the pid file '%s'", pid_file);
+                goto out;
+        }
+        if (detach) {
+                r = EXIT_SUCCESS;
+                goto out;
+        }
+        if (waitpid(pid, &status, 0) < 0) {
+                r = fail(-errno, "waitpid");
+                goto out;
+        }
+        r = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+out:
+        for (i = 0; i < init.n_ns; i++)
+                (void)close(init.ns_fds[i]);
+        json_decref(process);
+        json_decref(cfg);
+        return r;
+}
+
 static int cmd_list(int argc, char **argv) {
         const char *format = "table", *quiet = NULL;
         const Opt opts[] = {{"--format", 'f', true, &format}, {"--quiet", 'q', false, &quiet}};
@@ -1196,7 +1370,7 @@ static void usage(void) {
         printf("hutch-oci: hutch's containment as an OCI runtime (runc's command line)\n\n"
                "hutch-oci [--root DIR] [--log FILE] [--log-format text|json] [--debug]\n"
                "          [--systemd-cgroup] COMMAND ...\n\n"
-               "Commands: create, start, state, kill, delete, list, pause, resume, features\n"
+               "Commands: create, start, state, kill, delete, exec, list, pause, resume, features\n"
                "See docs/oci.md.\n");
 }
 
@@ -1280,6 +1454,8 @@ int main(int argc, char **argv) {
                 r = cmd_delete(argc, argv);
         else if (strcmp(cmd, "list") == 0)
                 r = cmd_list(argc, argv);
+        else if (strcmp(cmd, "exec") == 0)
+                r = cmd_exec(argc, argv);
         else if (strcmp(cmd, "pause") == 0)
                 r = cmd_freeze(argc, argv, true);
         else if (strcmp(cmd, "resume") == 0)

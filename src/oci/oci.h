@@ -26,6 +26,9 @@
  * naming the field (a JSON pointer) and why. */
 int oci_config_validate(json_t *config, HutchError *reterr);
 
+/* The "process" object alone (config.json's, or `exec --process`'s). */
+int oci_process_validate(json_t *process, HutchError *reterr);
+
 /* What the child needs besides the config. */
 typedef struct OciInit {
         json_t *config;     /* borrowed: the whole config.json */
@@ -43,6 +46,13 @@ typedef struct OciInit {
  * @init->sync_fd as "E<message>" and exits 1; sends "R" when the container
  * is created, then waits for `start`. */
 _Noreturn void oci_init_run(const OciInit *init);
+
+/* The child of `exec`, already in the container's namespaces and
+ * cgroups: waits for "G" on @init->sync_fd, applies @process (rlimits,
+ * cwd, env, user, capabilities, hutch's seccomp filter and the config's)
+ * and execs it. Never returns; errors go to @init->sync_fd as in
+ * oci_init_run(). */
+_Noreturn void oci_exec_run(const OciInit *init, json_t *process);
 
 /* The CLONE_NEW* flag of an OCI namespace type ("pid", "network", ...),
  * or 0 for an unknown one. */

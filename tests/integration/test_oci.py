@@ -203,6 +203,49 @@ def test_podman_stop_and_kill(podman):
     assert not hutch_oci_processes()
 
 
+def test_podman_exec_joins_the_container_under_the_same_walls(podman):
+    """`podman exec` runs in the container's namespaces (its pid 1 is the
+    container's command), under hutch's filter, with its exit code; a
+    missing command is reported by name. Twin: the host's pid 1 is not
+    `sleep`."""
+    r = podman.cli("--runtime", str(OCI), "run", "-d", *ULIMITS, "--network", "none",
+                   *probe_mount(), "localhost/" + IMAGE, "sleep", "300")
+    assert r.returncode == 0, r.stderr
+    cid = r.stdout.decode().strip()
+    try:
+        r = podman.cli("--runtime", str(OCI), "exec", cid, "sh", "-c",
+                       "tr '\\0' ' ' </proc/1/cmdline; echo; /probe syscall bpf; exit 7")
+        assert r.returncode == 7, r.stderr
+        assert r.stdout.decode().split() == ["sleep", "300", "EPERM"]
+        r = podman.cli("--runtime", str(OCI), "exec", cid, "no-such-command")
+        assert r.returncode != 0 and b"no-such-command" in r.stderr
+        assert not Path("/proc/1/cmdline").read_bytes().startswith(b"sleep")
+    finally:
+        podman.cli("--runtime", str(OCI), "rm", "-f", "-t", "0", cid)
+
+
+def test_killed_engine_leaves_nothing_of_hutch_running(podman):
+    """hutch-oci is not a daemon: once `create` returns, only the
+    container's own processes remain, and killing them (what an engine's
+    cleanup does) leaves no hutch-oci process behind."""
+    r = podman.cli("--runtime", str(OCI), "run", "-d", *ULIMITS, "--network", "none",
+                   "localhost/" + IMAGE, "sleep", "300")
+    assert r.returncode == 0, r.stderr
+    cid = r.stdout.decode().strip()
+    pid = int(podman.cli("inspect", "--format", "{{.State.Pid}}", cid).stdout.decode())
+    conmon = int(podman.cli("inspect", "--format", "{{.State.ConmonPid}}", cid).stdout.decode())
+    try:
+        assert not hutch_oci_processes()
+        os.kill(conmon, 9)
+        assert cu.wait_gone(conmon, 30)
+        os.kill(pid, 9)
+        assert cu.wait_gone(pid, 30)
+        assert not hutch_oci_processes()
+    finally:
+        podman.cli("--runtime", str(OCI), "rm", "-f", "-t", "0", cid)
+    assert not hutch_oci_processes()
+
+
 # ---- hutch-oci on a bundle, without an engine ----
 
 @pytest.fixture
@@ -359,3 +402,9 @@ def _docker_cases(short, tmp_path, cfg):
                      'touch /tmp/y && echo tmp-ok; exit 5', check=False)
         assert r.returncode == 5, r.stderr + d.log_tail()
         assert r.stdout.split() == ["hi", "from-host", "/vol", "ro", "tmp-ok"]
+        cid = d.docker("run", "-d", "--runtime", "hutch", "--network", "none", img, "sleep",
+                       "300").stdout.strip()
+        d.containers.add(cid)
+        r = d.docker("exec", cid, "sh", "-c", "cat /proc/1/cmdline; exit 4", check=False)
+        assert r.returncode == 4 and r.stdout == "sleep\0" "300\0", r.stderr
+        d.docker("rm", "-f", cid)
