@@ -91,7 +91,6 @@ int oci_process_validate(json_t *p, HutchError *reterr) {
         r = check_keys(p, "/process", keys, reterr);
         if (r < 0)
                 return r;
-        REFUSE_UNLESS_EMPTY(p, "terminal", "/process");
         REFUSE_UNLESS_EMPTY(p, "apparmorProfile", "/process");
         REFUSE_UNLESS_EMPTY(p, "selinuxLabel", "/process");
         r = check_keys(json_object_get(p, "user"), "/process/user", user_keys, reterr);

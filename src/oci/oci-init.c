@@ -22,6 +22,8 @@
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <sys/syscall.h>
+#include <sys/uio.h>
+#include <termios.h>
 #include <unistd.h>
 
 #include "fd-util.h"
@@ -705,6 +707,56 @@ static void loopback_up(const OciInit *init) {
                 init_fail(init, errno, "bring lo up");
 }
 
+/* process.terminal: a pty from the container's own devpts, its master sent
+ * to the engine's console socket (SCM_RIGHTS, as runc does), its slave the
+ * process's controlling terminal and fds 0-2. */
+static void console_setup(const OciInit *init, json_t *process) {
+        json_t *size = json_object_get(process, "consoleSize");
+        char cbuf[CMSG_SPACE(sizeof(int))] = {}, name[64], *pts;
+        struct iovec iov = {.iov_base = (void *)"/dev/ptmx", .iov_len = 9};
+        struct msghdr mh = {.msg_iov = &iov,
+                            .msg_iovlen = 1,
+                            .msg_control = cbuf,
+                            .msg_controllen = sizeof(cbuf)};
+        struct cmsghdr *cm = CMSG_FIRSTHDR(&mh);
+        _cleanup_close_ int master = -EBADF, slave = -EBADF;
+
+        if (!json_is_true(json_object_get(process, "terminal")))
+                return;
+        if (init->console_fd < 0)
+                init_fail(init, EINVAL, "process/terminal needs --console-socket");
+        master = open("/dev/ptmx", O_RDWR | O_NOCTTY | O_CLOEXEC);
+        if (master < 0 || unlockpt(master) < 0)
+                init_fail(init, errno, "open /dev/ptmx");
+        if (ptsname_r(master, name, sizeof(name)) != 0)
+                init_fail(init, errno, "ptsname");
+        pts = name;
+        slave = open(pts, O_RDWR | O_NOCTTY | O_CLOEXEC);
+        if (slave < 0)
+                init_fail(init, errno, "open '%s'", pts);
+        if (json_is_object(size)) {
+                struct winsize ws = {
+                        .ws_row =
+                                (unsigned short)json_integer_value(json_object_get(size, "height")),
+                        .ws_col =
+                                (unsigned short)json_integer_value(json_object_get(size, "width")),
+                };
+                (void)ioctl(slave, TIOCSWINSZ, &ws);
+        }
+        cm->cmsg_level = SOL_SOCKET;
+        cm->cmsg_type = SCM_RIGHTS;
+        cm->cmsg_len = CMSG_LEN(sizeof(int));
+        memcpy(CMSG_DATA(cm), &master, sizeof(int));
+        if (sendmsg(init->console_fd, &mh, MSG_NOSIGNAL) < 0)
+                init_fail(init, errno, "send the pty to the console socket");
+        (void)close(init->console_fd);
+        if (ioctl(slave, TIOCSCTTY, 0) < 0)
+                init_fail(init, errno, "TIOCSCTTY");
+        for (int fd = 0; fd < 3; fd++)
+                if (dup2(slave, fd) < 0)
+                        init_fail(init, errno, "dup2 the pty");
+}
+
 _Noreturn void oci_exec_run(const OciInit *init, json_t *process) {
         char go;
 
@@ -719,6 +771,9 @@ _Noreturn void oci_exec_run(const OciInit *init, json_t *process) {
                         init_fail(init, errno, "join the container's namespaces");
                 (void)close(init->ns_fds[i]);
         }
+        if (json_is_true(json_object_get(process, "terminal")) && setsid() < 0)
+                init_fail(init, errno, "setsid");
+        console_setup(init, process);
         apply_rlimits(init, process);
         if (close_range(3 + (unsigned)init->preserve_fds, ~0U, CLOSE_RANGE_CLOEXEC) < 0)
                 init_fail(init, errno, "close_range");
@@ -800,6 +855,7 @@ _Noreturn void oci_init_run(const OciInit *init) {
         if (json_is_true(json_object_get(json_object_get(cfg, "root"), "readonly")) &&
             mount(NULL, "/", NULL, MS_BIND | MS_REMOUNT | MS_RDONLY, NULL) < 0)
                 init_fail(init, errno, "make the root read-only");
+        console_setup(init, process);
         apply_rlimits(init, process);
         if (json_is_integer(json_object_get(process, "oomScoreAdj"))) {
                 char s[32];

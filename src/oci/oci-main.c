@@ -16,6 +16,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -678,6 +679,25 @@ static int write_maps(pid_t pid, json_t *linux_obj) {
         return 0;
 }
 
+/* Connects to the engine's console socket (a unix stream socket). */
+static int console_connect(const char *path) {
+        struct sockaddr_un sa = {.sun_family = AF_UNIX};
+        int fd;
+
+        if (strlen(path) >= sizeof(sa.sun_path))
+                return -ENAMETOOLONG;
+        memcpy(sa.sun_path, path, strlen(path));
+        fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        if (fd < 0)
+                return -errno;
+        if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+                int r = -errno;
+                (void)close(fd);
+                return r;
+        }
+        return fd;
+}
+
 static int cmd_create(int argc, char **argv) {
         const char *bundle = ".", *pid_file = NULL, *console = NULL, *no_pivot = NULL,
                    *no_keyring = NULL, *preserve = NULL;
@@ -712,8 +732,6 @@ static int cmd_create(int argc, char **argv) {
         id = pos[0];
         if (!id_valid(id))
                 return fail(0, "invalid container id \"%s\"", id);
-        if (console)
-                return fail(0, "--console-socket: terminals are not supported by hutch-oci yet");
         if (preserve && safe_atou32(preserve, &npreserve) < 0)
                 return fail(0, "bad --preserve-fds '%s'", preserve);
         abs_bundle = realpath(bundle, NULL);
@@ -787,6 +805,19 @@ static int cmd_create(int argc, char **argv) {
         if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0) {
                 r = fail(-errno, "socketpair");
                 goto undo_cgroups;
+        }
+        init.console_fd = -EBADF;
+        if (json_is_true(json_object_get(json_object_get(cfg, "process"), "terminal"))) {
+                if (!console) {
+                        r = fail(0, "process.terminal needs --console-socket");
+                        goto undo_cgroups;
+                }
+                init.console_fd = console_connect(console);
+                if (init.console_fd < 0) {
+                        r = fail(init.console_fd, "cannot connect to the console socket '%s'",
+                                 console);
+                        goto undo_cgroups;
+                }
         }
         init.config = cfg;
         init.bundle = abs_bundle;
@@ -1109,9 +1140,6 @@ static int cmd_exec(int argc, char **argv) {
                 return EXIT_FAILURE;
         if (np < 1)
                 return fail(0, "exec needs a container id");
-        if (tty || console)
-                return fail(0, "exec --tty/--console-socket: terminals are not supported by "
-                               "hutch-oci yet");
         if (preserve && safe_atou32(preserve, &npreserve) < 0)
                 return fail(0, "bad --preserve-fds '%s'", preserve);
         if (load_or_fail(pos[0], &s) != 0)
@@ -1163,6 +1191,21 @@ static int cmd_exec(int argc, char **argv) {
         if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0) {
                 r = fail(-errno, "socketpair");
                 goto out;
+        }
+        if (tty)
+                (void)json_object_set_new(process, "terminal", json_true());
+        init.console_fd = -EBADF;
+        if (json_is_true(json_object_get(process, "terminal"))) {
+                if (!console) {
+                        r = fail(0, "a terminal needs --console-socket");
+                        goto out;
+                }
+                init.console_fd = console_connect(console);
+                if (init.console_fd < 0) {
+                        r = fail(init.console_fd, "cannot connect to the console socket '%s'",
+                                 console);
+                        goto out;
+                }
         }
         init.config = cfg;
         init.preserve_fds = (int)npreserve;

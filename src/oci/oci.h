@@ -39,6 +39,7 @@ typedef struct OciInit {
         int ns_types[8];    /* their CLONE_NEW* types */
         size_t n_ns;
         int preserve_fds; /* fds 3..3+N-1 stay open across exec */
+        int console_fd;   /* connected console socket (process.terminal), or -EBADF */
         bool new_netns;   /* a network namespace was created for it */
 } OciInit;
 

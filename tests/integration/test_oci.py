@@ -224,6 +224,21 @@ def test_podman_exec_joins_the_container_under_the_same_walls(podman):
         podman.cli("--runtime", str(OCI), "rm", "-f", "-t", "0", cid)
 
 
+def test_podman_it_gets_a_terminal_through_the_console_socket(podman):
+    """`podman run -it`: the process's stdin is a pty of the container's
+    own devpts, whose master went to conmon over the console socket.
+    Twin: without -t, stdin is not a terminal."""
+    argv = " ".join([*podman.base, "--runtime", str(OCI), "run", "--rm", "-i", "-t", *ULIMITS,
+                     "--network", "none", "localhost/" + IMAGE, "sh", "-c", "'tty; exit 5'"])
+    r = subprocess.run(["script", "-eqc", argv, "/dev/null"], capture_output=True, timeout=120,
+                       stdin=subprocess.DEVNULL)
+    assert r.returncode == 5, r.stdout + r.stderr
+    assert b"/dev/pts/0" in r.stdout
+    rc, out, err = prun(podman, "-i", "--network", "none", "localhost/" + IMAGE, "sh", "-c",
+                        "tty; exit 5")
+    assert rc == 5 and out.strip() == "not a tty", err
+
+
 def test_killed_engine_leaves_nothing_of_hutch_running(podman):
     """hutch-oci is not a daemon: once `create` returns, only the
     container's own processes remain, and killing them (what an engine's
