@@ -131,7 +131,7 @@ int oci_process_validate(json_t *p, HutchError *reterr) {
         return 0;
 }
 
-static int validate_resources(json_t *res, HutchError *reterr) {
+int oci_resources_validate(json_t *res, HutchError *reterr) {
         static const char *const keys[] = {"memory", "cpu", "pids", "devices", NULL};
         static const char *const mem_keys[] = {"limit", "swap", "disableOOMKiller", NULL};
         static const char *const cpu_keys[] = {"quota", "period", "shares", NULL};
@@ -232,7 +232,7 @@ static int validate_linux(json_t *l, HutchError *reterr) {
                                 reterr, EOPNOTSUPP, "/linux/namespaces",
                                 "joining a mount namespace by path is not supported");
         }
-        r = validate_resources(json_object_get(l, "resources"), reterr);
+        r = oci_resources_validate(json_object_get(l, "resources"), reterr);
         if (r < 0)
                 return r;
         if (json_is_object(json_object_get(l, "seccomp")))

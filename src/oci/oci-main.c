@@ -1269,6 +1269,103 @@ out:
         return r;
 }
 
+static int cmd_ps(int argc, char **argv) {
+        const char *format = "table";
+        const Opt opts[] = {{"--format", 'f', true, &format}};
+        _cleanup_(state_done) State s = {};
+        _cleanup_free_ char **pos = NULL, *file = NULL, *procs = NULL;
+        json_t *first = NULL, *arr;
+        char *line, *save = NULL, *out;
+        int np;
+
+        if (parse_opts(argc, argv, opts, ELEMENTSOF(opts), &pos, &np) < 0)
+                return EXIT_FAILURE;
+        if (np < 1)
+                return fail(0, "ps needs a container id");
+        if (strcmp(format, "table") != 0 && strcmp(format, "json") != 0)
+                return fail(0, "unknown --format '%s'", format);
+        if (load_or_fail(pos[0], &s) != 0)
+                return EXIT_FAILURE;
+        first = json_array_get(json_object_get(s.json, "cgroups"), 0);
+        if (!first || asprintf(&file, "%s/cgroup.procs", json_string_value(first)) < 0)
+                return fail(0, "container \"%s\" has no cgroup", pos[0]);
+        if (read_full_file(file, 1 << 20, &procs) < 0)
+                procs = strdup("");
+        arr = json_array();
+        if (strcmp(format, "table") == 0)
+                printf("PID\tCMD\n");
+        for (line = strtok_r(procs, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+                _cleanup_free_ char *cmd = NULL;
+                char path[64];
+                int pid;
+
+                if (safe_atoi(line, &pid) < 0)
+                        continue;
+                if (strcmp(format, "json") == 0) {
+                        (void)json_array_append_new(arr, json_integer(pid));
+                        continue;
+                }
+                (void)snprintf(path, sizeof(path), "/proc/%d/comm", pid);
+                if (read_full_file(path, 256, &cmd) < 0)
+                        continue;
+                cmd[strcspn(cmd, "\n")] = '\0';
+                printf("%d\t%s\n", pid, cmd);
+        }
+        if (strcmp(format, "json") == 0) {
+                out = json_dumps(arr, JSON_COMPACT);
+                printf("%s\n", out ? out : "[]");
+                free(out);
+        }
+        json_decref(arr);
+        return EXIT_SUCCESS;
+}
+
+/* update --resources FILE|-: the new linux.resources, applied to the
+ * container's cgroups with the same rules (and refusals) as create. */
+static int cmd_update(int argc, char **argv) {
+        const char *resources = NULL;
+        const Opt opts[] = {{"--resources", 'r', true, &resources}};
+        _cleanup_(state_done) State s = {};
+        _cleanup_free_ char **pos = NULL, *cfg_path = NULL;
+        json_t *res, *cfg, *wrapper;
+        json_error_t jerr;
+        HutchError err = {};
+        Cgroups cg = {};
+        int np, r;
+
+        if (parse_opts(argc, argv, opts, ELEMENTSOF(opts), &pos, &np) < 0)
+                return EXIT_FAILURE;
+        if (np != 1 || !resources)
+                return fail(0, "update needs --resources FILE|- and a container id");
+        if (load_or_fail(pos[0], &s) != 0)
+                return EXIT_FAILURE;
+        res = strcmp(resources, "-") == 0 ? json_loadf(stdin, 0, &jerr)
+                                          : json_load_file(resources, 0, &jerr);
+        if (!res)
+                return fail(0, "cannot parse the resources: %s", jerr.text);
+        wrapper = json_pack("{s:{s:o}}", "linux", "resources", res);
+        r = wrapper ? oci_resources_validate(res, &err) : -ENOMEM;
+        if (r < 0) {
+                json_decref(wrapper);
+                return fail(r, "resources: %s", err.msg);
+        }
+        if (asprintf(&cfg_path, "%s/config.json",
+                     json_string_value(json_object_get(s.json, "bundle"))) < 0) {
+                json_decref(wrapper);
+                return fail(-ENOMEM, "update");
+        }
+        cfg = json_load_file(cfg_path, 0, &jerr);
+        r = cfg ? cgroups_plan(pos[0], json_object_get(cfg, "linux"), &cg, &err) : -EBADMSG;
+        if (r >= 0)
+                r = cgroups_apply(&cg, res, &err);
+        cgroups_done(&cg);
+        json_decref(cfg);
+        json_decref(wrapper);
+        if (r < 0)
+                return fail(0, "update: %s", err.msg[0] ? err.msg : strerror(-r));
+        return EXIT_SUCCESS;
+}
+
 static int cmd_list(int argc, char **argv) {
         const char *format = "table", *quiet = NULL;
         const Opt opts[] = {{"--format", 'f', true, &format}, {"--quiet", 'q', false, &quiet}};
@@ -1413,7 +1510,9 @@ static void usage(void) {
         printf("hutch-oci: hutch's containment as an OCI runtime (runc's command line)\n\n"
                "hutch-oci [--root DIR] [--log FILE] [--log-format text|json] [--debug]\n"
                "          [--systemd-cgroup] COMMAND ...\n\n"
-               "Commands: create, start, state, kill, delete, exec, list, pause, resume, features\n"
+               "Commands: create, start, state, kill, delete, exec, ps, update, list, pause, "
+               "resume,\n"
+               "features\n"
                "See docs/oci.md.\n");
 }
 
@@ -1499,6 +1598,10 @@ int main(int argc, char **argv) {
                 r = cmd_list(argc, argv);
         else if (strcmp(cmd, "exec") == 0)
                 r = cmd_exec(argc, argv);
+        else if (strcmp(cmd, "ps") == 0)
+                r = cmd_ps(argc, argv);
+        else if (strcmp(cmd, "update") == 0)
+                r = cmd_update(argc, argv);
         else if (strcmp(cmd, "pause") == 0)
                 r = cmd_freeze(argc, argv, true);
         else if (strcmp(cmd, "resume") == 0)

@@ -29,6 +29,9 @@ int oci_config_validate(json_t *config, HutchError *reterr);
 /* The "process" object alone (config.json's, or `exec --process`'s). */
 int oci_process_validate(json_t *process, HutchError *reterr);
 
+/* linux.resources alone (config.json's, or `update --resources`'s). */
+int oci_resources_validate(json_t *resources, HutchError *reterr);
+
 /* What the child needs besides the config. */
 typedef struct OciInit {
         json_t *config;     /* borrowed: the whole config.json */

@@ -334,6 +334,16 @@ def test_state_follows_create_start_kill_delete(bundle):
             assert f.read().split(b"\0")[0] == b"sleep"
         r = oci(tmp_path, "delete", cid, check=False)
         assert r.returncode != 0  # running: needs --force
+        assert json.loads(oci(tmp_path, "ps", "--format", "json", cid).stdout) == [st["pid"]]
+        pids_max = Path(f"/sys/fs/cgroup/pids/hutch-oci-test/{tmp_path.name}/pids.max")
+        assert pids_max.read_text().strip() == "max"
+        res = tmp_path / "res.json"
+        res.write_text(json.dumps({"pids": {"limit": 7}}))
+        oci(tmp_path, "update", "--resources", res, cid)
+        assert pids_max.read_text().strip() == "7"
+        res.write_text(json.dumps({"blockIO": {"weight": 10}}))
+        r = oci(tmp_path, "update", "--resources", res, cid, check=False)
+        assert r.returncode != 0 and "blockIO" in r.stderr
         oci(tmp_path, "pause", cid)
         assert json.loads(oci(tmp_path, "state", cid).stdout)["status"] == "paused"
         oci(tmp_path, "resume", cid)
