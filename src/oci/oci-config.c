@@ -315,6 +315,14 @@ int oci_config_validate(json_t *config, HutchError *reterr) {
                                         s ? s : "");
                 }
         }
+        /* hutch's own policy annotations are not implemented yet: asking
+         * for a wall or a secret that would not be there is an error. */
+        json_object_foreach(json_object_get(config, "annotations"), key, v) {
+                if (strncmp(key, "io.hutch.", 9) == 0)
+                        return hutch_error_set_pointer(
+                                reterr, EOPNOTSUPP, "/annotations",
+                                "annotation '%s' is not supported by hutch-oci yet", key);
+        }
         r = oci_process_validate(json_object_get(config, "process"), reterr);
         if (r < 0)
                 return r;

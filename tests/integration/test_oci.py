@@ -363,6 +363,7 @@ def test_state_follows_create_start_kill_delete(bundle):
     ({"process": {"apparmorProfile": "x"}}, "/process/apparmorProfile"),
     ({"linux": {"resources": {"blockIO": {"weight": 10}}}}, "/linux/resources/blockIO"),
     ({"hooks": {"createContainer": [{"path": "/bin/true"}]}}, "/hooks/createContainer"),
+    ({"annotations": {"io.hutch.allow-host": "api.example.com"}}, "io.hutch.allow-host"),
 ])
 def test_unsupported_field_is_refused_by_name(bundle, field, pointer):
     tmp_path, config = bundle
