@@ -203,6 +203,59 @@ static int validate_seccomp(json_t *sc, HutchError *reterr) {
         return 0;
 }
 
+static bool has_namespace(json_t *l, const char *type) {
+        json_t *v;
+        size_t i;
+
+        json_array_foreach(json_object_get(l, "namespaces"), i, v) {
+                if (json_is_string(json_object_get(v, "type")) &&
+                    strcmp(json_string_value(json_object_get(v, "type")), type) == 0)
+                        return true;
+        }
+        return false;
+}
+
+/* SECURITY: the child writes sysctls through /proc/sys, which is the
+ * host's for anything that is not namespaced. Only keys of a namespace
+ * the container has are accepted, and a key is letters, digits, '_', '-'
+ * and '.' (no '/', so no path can leave /proc/sys/<namespace part>). */
+static int validate_sysctls(json_t *l, HutchError *reterr) {
+        static const char *const ipc[] = {
+                "kernel.msgmax", "kernel.msgmnb",          "kernel.msgmni",
+                "kernel.sem",    "kernel.shmall",          "kernel.shmmax",
+                "kernel.shmmni", "kernel.shm_rmid_forced", NULL};
+        static const char *const uts[] = {"kernel.hostname", "kernel.domainname", NULL};
+        const char *key;
+        json_t *v;
+
+        json_object_foreach(json_object_get(l, "sysctl"), key, v) {
+                const char *ns = NULL;
+
+                for (const char *c = key; *c; c++)
+                        if (!((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') ||
+                              (*c >= '0' && *c <= '9') || strchr("_-.", *c)))
+                                return hutch_error_set_pointer(reterr, EINVAL, "/linux/sysctl",
+                                                               "bad sysctl name '%s'", key);
+                if (!json_is_string(v))
+                        return hutch_error_set_pointer(reterr, EINVAL, "/linux/sysctl",
+                                                       "sysctl '%s' needs a string value", key);
+                if (strncmp(key, "net.", 4) == 0)
+                        ns = "network";
+                else if (strncmp(key, "fs.mqueue.", 10) == 0 || in_list(key, ipc))
+                        ns = "ipc";
+                else if (in_list(key, uts))
+                        ns = "uts";
+                if (!ns)
+                        return hutch_error_set_pointer(
+                                reterr, EOPNOTSUPP, "/linux/sysctl",
+                                "sysctl '%s' is not namespaced: hutch-oci refuses it", key);
+                if (!has_namespace(l, ns))
+                        return hutch_error_set_pointer(reterr, EOPNOTSUPP, "/linux/sysctl",
+                                                       "sysctl '%s' needs a %s namespace", key, ns);
+        }
+        return 0;
+}
+
 static int validate_linux(json_t *l, HutchError *reterr) {
         static const char *const keys[] = {
                 "namespaces", "uidMappings",       "gidMappings", "cgroupsPath",   "resources",
@@ -232,6 +285,9 @@ static int validate_linux(json_t *l, HutchError *reterr) {
                                 reterr, EOPNOTSUPP, "/linux/namespaces",
                                 "joining a mount namespace by path is not supported");
         }
+        r = validate_sysctls(l, reterr);
+        if (r < 0)
+                return r;
         r = oci_resources_validate(json_object_get(l, "resources"), reterr);
         if (r < 0)
                 return r;

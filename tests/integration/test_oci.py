@@ -364,6 +364,9 @@ def test_state_follows_create_start_kill_delete(bundle):
     ({"linux": {"resources": {"blockIO": {"weight": 10}}}}, "/linux/resources/blockIO"),
     ({"hooks": {"createContainer": [{"path": "/bin/true"}]}}, "/hooks/createContainer"),
     ({"annotations": {"io.hutch.allow-host": "api.example.com"}}, "io.hutch.allow-host"),
+    # A sysctl that is not namespaced would be the host's.
+    ({"linux": {"sysctl": {"kernel.panic": "0"}}}, "kernel.panic"),
+    ({"linux": {"sysctl": {"net.ipv4/../../kernel/panic": "0"}}}, "net.ipv4/../../kernel/panic"),
 ])
 def test_unsupported_field_is_refused_by_name(bundle, field, pointer):
     tmp_path, config = bundle
