@@ -757,8 +757,20 @@ static void console_setup(const OciInit *init, json_t *process) {
                         init_fail(init, errno, "dup2 the pty");
 }
 
+/* SECURITY: until it execs the container's program, this process runs
+ * hutch-oci's binary inside the container's namespaces. Not dumpable, a
+ * container process without CAP_SYS_PTRACE cannot open its
+ * /proc/PID/exe and rewrite the host's binary (runc's CVE-2019-5736).
+ * execve() makes the container's program dumpable again. */
+static void make_undumpable(const OciInit *init) {
+        if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) < 0)
+                init_fail(init, errno, "PR_SET_DUMPABLE");
+}
+
 _Noreturn void oci_exec_run(const OciInit *init, json_t *process) {
         char go;
+
+        make_undumpable(init);
 
         if (read(init->sync_fd, &go, 1) != 1)
                 _exit(1);
@@ -796,6 +808,7 @@ _Noreturn void oci_init_run(const OciInit *init) {
         char go, b;
         size_t i;
 
+        make_undumpable(init);
         if (read(init->sync_fd, &go, 1) != 1)
                 _exit(1);
         for (i = 0; i < init->n_ns; i++)
