@@ -437,3 +437,59 @@ def _docker_cases(short, tmp_path, cfg):
         r = d.docker("exec", cid, "sh", "-c", "cat /proc/1/cmdline; exit 4", check=False)
         assert r.returncode == 4 and r.stdout == "sleep\0" "300\0", r.stderr
         d.docker("rm", "-f", cid)
+
+
+# ---- containerd ----
+
+def test_containerd_ctr_run_with_runc_binary(tmp_path):
+    """`ctr run --runc-binary hutch-oci` through the runc v2 shim, on the
+    containerd a private dockerd started: the task's exit status, exec,
+    kill and delete."""
+    why = engines.docker_available()
+    if why:
+        pytest.skip(why)
+    if not OCI.exists() or not shutil.which("ctr"):
+        pytest.skip("hutch-oci or ctr is missing")
+    short = Path(tempfile.mkdtemp(prefix="hoci-"))
+    try:
+        with engines.dockerd(short) as d:
+            img = engines.busybox_image(d, "busybox-local")
+            tar = subprocess.run([engines.DOCKER, "-H", f"unix://{d.sock}", "save", img],
+                                 capture_output=True, timeout=120, check=True).stdout
+            sock = d.exec_root / "containerd" / "containerd.sock"
+            ns = d.ns + "-ctr"
+            ctr = ["ctr", "-a", str(sock), "-n", ns]
+            r = subprocess.run([*ctr, "images", "import", "-"], input=tar, capture_output=True,
+                               timeout=120)
+            assert r.returncode == 0, r.stderr
+            ref = "docker.io/library/busybox-local:latest"
+            run = [*ctr, "run", "--runc-binary", str(OCI), "--rm"]
+            r = subprocess.run([*run, ref, "ctr-t1", "sh", "-c", "echo via-ctr; exit 6"],
+                               capture_output=True, timeout=120, stdin=subprocess.DEVNULL)
+            assert r.returncode == 6, r.stderr
+            assert r.stdout.strip() == b"via-ctr"
+            r = subprocess.run([*ctr, "run", "-d", "--runc-binary", str(OCI), ref, "ctr-t2",
+                                "sleep", "300"], capture_output=True, timeout=120,
+                               stdin=subprocess.DEVNULL)
+            assert r.returncode == 0, r.stderr
+            try:
+                r = subprocess.run([*ctr, "task", "exec", "--exec-id", "e1", "ctr-t2", "sh",
+                                    "-c", "exit 3"], capture_output=True, timeout=60,
+                                   stdin=subprocess.DEVNULL)
+                assert r.returncode == 3, r.stderr
+                r = subprocess.run([*ctr, "task", "kill", "-s", "SIGKILL", "ctr-t2"],
+                                   capture_output=True, timeout=60)
+                assert r.returncode == 0, r.stderr
+                r = subprocess.run([*ctr, "task", "delete", "ctr-t2"], capture_output=True,
+                                   timeout=60)
+                if r.returncode != 0:  # the kill may not have landed yet
+                    subprocess.run([*ctr, "task", "delete", "-f", "ctr-t2"], capture_output=True,
+                                   timeout=60)
+            finally:
+                subprocess.run([*ctr, "task", "delete", "-f", "ctr-t2"], capture_output=True,
+                               timeout=60)
+                subprocess.run([*ctr, "containers", "delete", "ctr-t2"], capture_output=True,
+                               timeout=60)
+            assert not hutch_oci_processes()
+    finally:
+        cu.remove_tree(short)
