@@ -6,7 +6,9 @@
 # interleaved rounds, medians. Podman runs with its own --root/--runroot
 # (nothing of the system's storage is used) and cgroupfs; the image is
 # Debian's static busybox, imported offline. A runtime that refuses to run
-# here (crun on a hybrid cgroup v1 + v2 host) gets a row saying so.
+# here (crun on a hybrid cgroup v1 + v2 host) or is not installed (crun is
+# not in tools/deps.sh: installed, it becomes podman's default runtime) gets
+# a row saying so.
 # Usage: bench/bench-oci.sh [ROUNDS] [RUNS_PER_ROUND]
 set -euo pipefail
 
@@ -52,6 +54,11 @@ run_one() {
 
 declare -A ok samples
 for i in "${!names[@]}"; do
+        if [ ! -x "${paths[$i]}" ]; then
+                ok[${names[$i]}]=0
+                echo "${names[$i]} is not installed" >&2
+                continue
+        fi
         if err=$(run_one "${paths[$i]}" 2>&1 >/dev/null); then
                 ok[${names[$i]}]=1
         else
@@ -91,7 +98,7 @@ if [ "${ok[runc]}" = 1 ]; then
 fi
 for n in "${names[@]}"; do
         if [ "${ok[$n]}" != 1 ]; then
-                echo "| $n | refused on this host | - |"
+                echo "| $n | not run: refused on this host or not installed | - |"
                 continue
         fi
         m=$(echo "${samples[$n]}" | median)
