@@ -61,6 +61,22 @@ def podman():
         yield p
     finally:
         p.close()
+        sweep_oci_state(str(p.dir))
+
+
+def sweep_oci_state(bundle_prefix, root="/run/hutch-oci"):
+    """Deletes what an engine left in hutch-oci's default state root for
+    bundles under @bundle_prefix (a SIGKILLed conmon never calls delete)."""
+    if not os.path.isdir(root):
+        return
+    for cid in os.listdir(root):
+        try:
+            st = json.loads(Path(root, cid, "state.json").read_text())
+        except (OSError, ValueError):
+            continue
+        if st.get("bundle", "").startswith(bundle_prefix):
+            subprocess.run([str(OCI), "--root", root, "delete", "--force", cid],
+                           capture_output=True, timeout=60)
 
 
 def prun(podman, *args, runtime=None, timeout=120):
