@@ -155,10 +155,11 @@ def test_podman_pids_limit_is_enforced(podman):
     assert "fork" not in err
 
 
-def test_podman_memory_limit_is_in_the_containers_cgroup(podman):
+def test_podman_memory_limit_is_in_the_containers_cgroup(podman, tmp_path, monkeypatch):
     """The limit sits on the memory cgroup that holds the container's
     process (read from the host while it runs); a memory hog is killed.
     Twin: without --memory the same hog finishes."""
+    monkeypatch.chdir(tmp_path)  # conmon writes an "oom" file into its cwd
     r = podman.cli("--runtime", str(OCI), "run", "-d", *ULIMITS, "--network", "none",
                    "--memory", "48m", "localhost/" + IMAGE, "sleep", "60")
     assert r.returncode == 0, r.stderr
