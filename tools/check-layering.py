@@ -8,7 +8,8 @@ The rules:
   src/basic          includes nothing of ours but src/basic
   src/lib/<subsys>   src/basic, include/, src/lib/*; another subsystem's
                      *-internal.h never
-  src/cli, src/proxy src/basic, include/, src/lib/* (no *-internal.h), their own folder
+  src/cli, src/proxy, src/oci
+                     src/basic, include/, src/lib/* (no *-internal.h), their own folder
   src/guest          src/basic and its own folder only
 and a meson.build compiles only sources below its own folder (or
 basic_sources, which is how every binary gets src/basic).
@@ -92,7 +93,7 @@ def allowed(src_folder, target_rel):
         return target == "src/basic"
     if internal:
         return False
-    if src_folder.startswith("src/lib/") or src_folder in ("src/cli", "src/proxy"):
+    if src_folder.startswith("src/lib/") or src_folder in ("src/cli", "src/proxy", "src/oci"):
         return target in ("src/basic", "include") or target.startswith("src/lib/")
     return False
 

@@ -31,7 +31,15 @@ test_pkgs+=(iproute2 busybox-static)
 # tests/integration/test_cli_help.py renders the man pages (man-db) and
 # runs the zsh completion.
 test_pkgs+=(man-db zsh)
+# tests/integration/test_oci.py (issue 21): runc is the negative twin of
+# hutch-oci under Podman.
+test_pkgs+=(runc)
 bench_pkgs=(bubblewrap hyperfine python3 tinyproxy)
+# bench/bench-oci.sh: hutch-oci against Debian's runc under podman. Not
+# crun: once installed, podman makes it the default runtime, and crun 1.8
+# refuses hybrid cgroup hosts (test_in_container.py's podman runs fail).
+# bench-oci.sh measures crun when it is there.
+bench_pkgs+=(podman runc)
 # The microVM backend (docs/vm.md), a run-time dependency of --backend vm
 # only: QEMU is the VMM; linux-image-amd64 provides the guest's kernel and
 # modules, which hutch only reads (/boot/vmlinuz-*, /lib/modules): it is

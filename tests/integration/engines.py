@@ -116,7 +116,8 @@ def container_cgroups(cid, top="/sys/fs/cgroup", depth=4):
 class Dockerd:
     """One running dockerd; see dockerd()."""
 
-    def __init__(self, tmp_path, prefix=()):
+    def __init__(self, tmp_path, prefix=(), config=None):
+        self.daemon_config = config or {}
         self.dir = Path(tmp_path) / f"dockerd-{uuid.uuid4().hex[:8]}"
         self.dir.mkdir(parents=True)
         self.data = self.dir / "data"
@@ -173,7 +174,7 @@ class Dockerd:
     # ---- starting and stopping ----
 
     def start(self):
-        self.config.write_text(json.dumps({}) + "\n")
+        self.config.write_text(json.dumps(self.daemon_config) + "\n")
         argv = [
             *self.prefix,
             dockerd_path(),
@@ -271,10 +272,10 @@ class Dockerd:
 
 
 @contextlib.contextmanager
-def dockerd(tmp_path, prefix=()):
+def dockerd(tmp_path, prefix=(), config=None):
     """A dockerd of the test's own; see the module's docstring. Fails the
     test (after cleaning up) if the daemon left anything behind."""
-    d = Dockerd(tmp_path, prefix)
+    d = Dockerd(tmp_path, prefix, config)
     problems = []
     try:
         d.start()

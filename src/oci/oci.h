@@ -1,0 +1,66 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#pragma once
+
+/* hutch-oci: an OCI runtime with runc's command line (docs/oci.md).
+ *
+ * oci-main.c parses the command line, keeps each container's state in
+ * "<root>/<id>/" (state.json, the exec.fifo that `start` releases) and runs
+ * the subcommands. oci-init.c is the pre-exec child of `create`: it builds
+ * the container from config.json (namespaces, mounts, pivot_root, masks,
+ * sysctls), reports "ready" or its error to the parent, blocks until
+ * `start`, then drops to the configured user and capabilities, loads
+ * hutch's seccomp filter and the config's own, and execs the process.
+ *
+ * config.json is validated as a whole before anything is created
+ * (oci_config_validate()): a field hutch does not implement is an error
+ * naming its JSON pointer, never ignored. */
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <sys/types.h>
+
+#include "hutch-error.h"
+
+/* Checks @config (the parsed config.json) for fields and values hutch-oci
+ * does not implement. Returns 0, or -EOPNOTSUPP / -EINVAL with @reterr
+ * naming the field (a JSON pointer) and why. */
+int oci_config_validate(json_t *config, HutchError *reterr);
+
+/* The "process" object alone (config.json's, or `exec --process`'s). */
+int oci_process_validate(json_t *process, HutchError *reterr);
+
+/* linux.resources alone (config.json's, or `update --resources`'s). */
+int oci_resources_validate(json_t *resources, HutchError *reterr);
+
+/* What the child needs besides the config. */
+typedef struct OciInit {
+        json_t *config;     /* borrowed: the whole config.json */
+        const char *bundle; /* absolute bundle directory */
+        const char *fifo;   /* absolute path of "<state>/exec.fifo" */
+        int sync_fd;        /* the child's end of the parent's socketpair */
+        int ns_fds[8];      /* namespaces to join (setns), -EBADF when unused */
+        int ns_types[8];    /* their CLONE_NEW* types */
+        size_t n_ns;
+        int preserve_fds; /* fds 3..3+N-1 stay open across exec */
+        int console_fd;   /* connected console socket (process.terminal), or -EBADF */
+        bool new_netns;   /* a network namespace was created for it */
+} OciInit;
+
+/* The child's whole life: never returns. Reports setup errors on
+ * @init->sync_fd as "E<message>" and exits 1; sends "R" when the container
+ * is created, then waits for `start`. */
+_Noreturn void oci_init_run(const OciInit *init);
+
+/* The child of `exec`, already in the container's namespaces and
+ * cgroups: waits for "G" on @init->sync_fd, applies @process (rlimits,
+ * cwd, env, user, capabilities, hutch's seccomp filter and the config's)
+ * and execs it. Never returns; errors go to @init->sync_fd as in
+ * oci_init_run(). */
+_Noreturn void oci_exec_run(const OciInit *init, json_t *process);
+
+/* The CLONE_NEW* flag of an OCI namespace type ("pid", "network", ...),
+ * or 0 for an unknown one. */
+int oci_namespace_flag(const char *type);
+
+/* Capability number from its name ("CAP_CHOWN"), or -EINVAL. */
+int oci_cap_from_name(const char *name);
