@@ -43,6 +43,7 @@ typedef struct FrontConn {
         ServeFront *front;
         struct FrontConn *prev, *next;
         struct bufferevent *client, *inner; /* inner: NULL until a head passed */
+        struct event *deadline;             /* armed while a head is being read */
         FrontState state;
         uint64_t body_left; /* FRONT_BODY: bytes still to pass */
         bool client_eof;    /* the client sent all it will */
@@ -52,6 +53,28 @@ typedef struct FrontConn {
         size_t len;         /* FRONT_HEAD: bytes of head[] so far */
         char head[SERVE_HEADERS_MAX];
 } FrontConn;
+
+/* A connection that passed no head yet (it may hold no token): the one
+ * kind front_evict_one() closes to make room. */
+static bool conn_evictable(const FrontConn *c) {
+        return !c->inner && !c->closing && c->state == FRONT_HEAD;
+}
+
+/* Listens while there is a free place, or one that a new connection can
+ * take from a connection that passed no head yet; else new connections
+ * wait in the kernel's listen queue. */
+static void front_update_listener(ServeFront *f) {
+        bool room = f->max == 0 || f->n < f->max;
+
+        for (FrontConn *c = f->conns; !room && c; c = c->next)
+                room = conn_evictable(c);
+        if (!f->listener)
+                return;
+        if (room)
+                (void)evconnlistener_enable(f->listener);
+        else
+                (void)evconnlistener_disable(f->listener);
+}
 
 static void conn_free(FrontConn *c) {
         ServeFront *f = c->front;
@@ -66,11 +89,12 @@ static void conn_free(FrontConn *c) {
                 bufferevent_free(c->client);
         if (c->inner)
                 bufferevent_free(c->inner);
+        if (c->deadline)
+                event_free(c->deadline);
         free(c->error);
         free(c);
         f->n--;
-        if (f->listener && f->max > 0 && f->n < f->max)
-                (void)evconnlistener_enable(f->listener);
+        front_update_listener(f);
 }
 
 /* Frees @c now when nothing waits for the client, else once written. */
@@ -91,6 +115,8 @@ static const char *reason(int status) {
                 return "Unauthorized";
         case 405:
                 return "Method Not Allowed";
+        case 408:
+                return "Request Timeout";
         case 411:
                 return "Length Required";
         case 413:
@@ -226,6 +252,44 @@ static int conn_connect_inner(FrontConn *c) {
         return bufferevent_enable(c->inner, EV_READ | EV_WRITE) < 0 ? -EIO : 0;
 }
 
+/* SECURITY: a head must arrive whole within SERVE_HEAD_DEADLINE_S of its
+ * first byte (of the accept, for the first one), however slowly it
+ * trickles in: otherwise clients without a token could hold every slot of
+ * --max-connections with a byte now and then (the idle timeout alone
+ * restarts at each byte). Answered 408, then closed. */
+static void deadline_cb(evutil_socket_t fd, short what, void *arg) {
+        FrontConn *c = arg;
+
+        if (c->closing || c->state != FRONT_HEAD)
+                return;
+        conn_refuse_with(
+                c, json_answer(408, "request_timeout", "the request head did not arrive in time"));
+}
+
+/* Arms @c's head deadline unless it is armed already. */
+static void conn_arm_deadline(FrontConn *c) {
+        struct timeval tv = {.tv_sec = SERVE_HEAD_DEADLINE_S};
+
+        if (!evtimer_pending(c->deadline, NULL))
+                (void)evtimer_add(c->deadline, &tv);
+}
+
+/* At the connection cap: closes the oldest connection that has not yet
+ * passed a head (one that may hold no token), so that a client with the
+ * token always gets a slot. Returns true when one was closed. */
+static bool front_evict_one(ServeFront *f, const FrontConn *keep) {
+        FrontConn *oldest = NULL;
+
+        for (FrontConn *c = f->conns; c; c = c->next)
+                if (c != keep && conn_evictable(c))
+                        oldest = c; /* the list is newest first */
+        if (!oldest)
+                return false;
+        conn_refuse_with(oldest,
+                         json_answer(503, "unavailable", "too many connections; try again"));
+        return true;
+}
+
 /* Reads head bytes; once the head is whole, checks it and passes it on or
  * refuses it. Returns 1 when it passed a head, 0 when it needs more bytes,
  * 2 when it refused it (@c may be freed), -errno on failure. */
@@ -234,6 +298,8 @@ static int conn_head(FrontConn *c, struct evbuffer *in) {
         size_t n = MIN(avail, room), from = c->len >= 2 ? c->len - 2 : 0, end;
         ServeHead h;
 
+        if (c->len == 0)
+                conn_arm_deadline(c);
         if (evbuffer_copyout(in, c->head + c->len, n) != (ev_ssize_t)n)
                 return -EIO;
         end = serve_head_end(c->head + from, c->len + n - from);
@@ -266,6 +332,8 @@ static int conn_head(FrontConn *c, struct evbuffer *in) {
         }
         if (bufferevent_write(c->inner, c->head, end) < 0)
                 return -ENOMEM;
+        (void)evtimer_del(c->deadline);
+        front_update_listener(c->front);
         c->body_left = h.body_len;
         c->state = h.body_len > 0 ? FRONT_BODY : FRONT_HEAD;
         return 1;
@@ -426,10 +494,19 @@ static void accept_cb(struct evconnlistener *l, evutil_socket_t fd, struct socka
                 f->conns->prev = c;
         f->conns = c;
         f->n++;
-        /* At the cap, new connections wait in the kernel's listen queue
-         * until one closes (conn_free()). */
-        if (f->max > 0 && f->n >= f->max)
-                (void)evconnlistener_disable(l);
+        c->deadline = evtimer_new(f->base, deadline_cb, c);
+        if (!c->deadline) {
+                conn_free(c);
+                return;
+        }
+        /* Over the cap, the oldest connection that passed no head yet
+         * makes room; when every place holds a passed head, new
+         * connections wait in the kernel's listen queue until one closes
+         * (front_update_listener()). Connections accepted in one burst
+         * before the listener stopped may pass the cap by those few. */
+        if (f->max > 0 && f->n > f->max)
+                (void)front_evict_one(f, c);
+        front_update_listener(f);
         if (f->owner_only) {
                 struct ucred cred;
                 socklen_t clen = sizeof(cred);
@@ -450,6 +527,7 @@ static void accept_cb(struct evconnlistener *l, evutil_socket_t fd, struct socka
                 /* A client that sends or takes nothing for this long goes. */
                 bufferevent_set_timeouts(c->client, &tv, &tv);
         }
+        conn_arm_deadline(c);
         if (bufferevent_enable(c->client, EV_READ | EV_WRITE) < 0)
                 conn_free(c);
 }

@@ -38,6 +38,7 @@
 #define SERVE_STREAM_HIGH_WATER (1U << 20) /* unsent stream output before reads pause */
 #define SERVE_TIMEOUT_S 60                 /* reading a request, writing an answer */
 #define SERVE_MAX_CONNECTIONS 64           /* TCP connections at once (--max-connections) */
+#define SERVE_HEAD_DEADLINE_S 10           /* from a head's first byte (or accept) to its end */
 
 typedef struct ExecJob ExecJob;
 

@@ -284,15 +284,40 @@ def test_unauthenticated_framing_error_says_401(tcp_server):
     json_error(raw(addr, head.encode()), 401, "unauthorized")
 
 
+def read_one_answer(s, timeout=HTTP_TIMEOUT):
+    """Reads one answer (head and Content-Length body) from the keep-alive
+    socket @s and returns its status."""
+    s.settimeout(timeout)
+    data = b""
+    while b"\r\n\r\n" not in data:
+        b = s.recv(65536)
+        assert b, data
+        data += b
+    head, _, body = data.partition(b"\r\n\r\n")
+    length = 0
+    for line in head.decode("latin-1").split("\r\n")[1:]:
+        k, _, v = line.partition(":")
+        if k.strip().lower() == "content-length":
+            length = int(v)
+    while len(body) < length:
+        b = s.recv(65536)
+        assert b, body
+        body += b
+    return int(head.split()[1])
+
+
 def test_connections_beyond_the_cap_wait(tcp_server_cap2):
-    """With --max-connections 2, two connections in the middle of a head
-    hold both places: a third is not served until one of them closes."""
+    """With --max-connections 2, two connections that passed a head (a
+    client with the token, keeping its connection) hold both places: a
+    third is not served until one of them closes."""
     _, _, addr, token, _ = tcp_server_cap2
     held = [socket.create_connection(hostport(addr), timeout=HTTP_TIMEOUT) for _ in range(2)]
     third = None
     try:
         for s in held:
-            s.sendall(b"GET /v1/version HTTP/1.1\r\nHost: x\r\n")
+            s.sendall(f"GET /v1/version HTTP/1.1\r\nHost: x\r\n"
+                      f"Authorization: Bearer {token}\r\n\r\n".encode())
+            assert read_one_answer(s) == 200
         third = socket.create_connection(hostport(addr), timeout=HTTP_TIMEOUT)
         third.sendall(
             f"GET /v1/version HTTP/1.1\r\nAuthorization: Bearer {token}\r\n"
@@ -310,6 +335,53 @@ def test_connections_beyond_the_cap_wait(tcp_server_cap2):
             s.close()
         if third:
             third.close()
+
+
+def test_headless_connections_make_room(tcp_server_cap2):
+    """Connections that have not sent a whole head (they may hold no token)
+    do not lock a client with the token out: at the cap the oldest of them
+    is answered 503 and closed, and the new client is served."""
+    _, _, addr, token, _ = tcp_server_cap2
+    held = [socket.create_connection(hostport(addr), timeout=HTTP_TIMEOUT) for _ in range(2)]
+    third = None
+    try:
+        for s in held:
+            s.sendall(b"GET /v1/version HTTP/1.1\r\nHost: x\r\n")
+        third = socket.create_connection(hostport(addr), timeout=HTTP_TIMEOUT)
+        third.sendall(
+            f"GET /v1/version HTTP/1.1\r\nAuthorization: Bearer {token}\r\n"
+            "Connection: close\r\n\r\n".encode()
+        )
+        st, _, body = read_answer(third)
+        assert st == 200 and json.loads(body)["api_major"] == 1
+        json_error(read_answer(held[0]), 503, "unavailable")
+    finally:
+        for s in held:
+            s.close()
+        if third:
+            third.close()
+
+
+def test_a_trickled_head_is_cut_at_its_deadline(tcp_server):
+    """A head that trickles in a byte at a time (each byte restarting the
+    idle timeout) is answered 408 once the head deadline (10 s from the
+    accept) passes, and closed: no slot can be held for long by a client
+    without a token."""
+    _, _, addr, _, _ = tcp_server
+    s = socket.create_connection(hostport(addr), timeout=HTTP_TIMEOUT)
+    with s:
+        head = b"GET /v1/version HTTP/1.1\r\nX-Slow: " + b"a" * 200
+        deadline = time.monotonic() + 40
+        for i in range(len(head)):
+            ready, _, _ = select.select([s], [], [], 0.5)
+            if ready:
+                break
+            try:
+                s.sendall(head[i:i + 1])
+            except (BrokenPipeError, ConnectionResetError):
+                break
+            assert time.monotonic() < deadline, "the trickled head was never cut"
+        json_error(read_answer(s), 408, "request_timeout")
 
 
 def test_max_connections_is_checked(tcp_server):
