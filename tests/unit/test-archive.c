@@ -18,6 +18,7 @@
 #include <openssl/evp.h>
 
 #include "fd-util.h"
+#include "store/archive-internal.h"
 #include "store/archive.h"
 #include "test.h"
 
@@ -922,6 +923,17 @@ static const BadCase bad_cases[] = {
          {ROOT, {"layers/0/f", AE_IFREG, "hello", .xattr = "security.capability"}},
          EPERM,
          "carries xattr 'security.capability'"},
+        {"overlay redirect xattr",
+         MANIFEST(2, F_HELLO),
+         {ROOT, {"layers/0/d/", AE_IFDIR, .xattr = "user.overlay.redirect"}},
+         EPERM,
+         "carries xattr 'user.overlay.redirect': only user.* xattrs are allowed, and of "
+         "user.overlay.* only opaque and whiteout"},
+        {"overlay metacopy xattr",
+         MANIFEST(2, F_HELLO),
+         {ROOT, {"layers/0/f", AE_IFREG, "hello", .xattr = "user.overlay.metacopy"}},
+         EPERM,
+         "carries xattr 'user.overlay.metacopy'"},
         {"xattr on a symlink",
          MANIFEST(2, F_HELLO),
          {ROOT, {"layers/0/l", AE_IFLNK, .link = "f", .xattr = "user.x"}},
@@ -1150,3 +1162,19 @@ TEST(import_unprivileged) {
 }
 
 DEFINE_TEST_MAIN
+
+/* Of overlayfs's user.overlay.* (obeyed by the kernel with userxattr),
+ * only what describes a layer's content may travel in an archive. */
+TEST(xattr_allowed) {
+        ASSERT_TRUE(snapshot_archive_xattr_allowed("user.custom"));
+        ASSERT_TRUE(snapshot_archive_xattr_allowed("user.overlay.opaque"));
+        ASSERT_TRUE(snapshot_archive_xattr_allowed("user.overlay.whiteout"));
+        ASSERT_TRUE(snapshot_archive_xattr_allowed("user.overlayfoo"));
+        ASSERT_FALSE(snapshot_archive_xattr_allowed("user.overlay.redirect"));
+        ASSERT_FALSE(snapshot_archive_xattr_allowed("user.overlay.metacopy"));
+        ASSERT_FALSE(snapshot_archive_xattr_allowed("user.overlay.origin"));
+        ASSERT_FALSE(snapshot_archive_xattr_allowed("user.overlay.opaque2"));
+        ASSERT_FALSE(snapshot_archive_xattr_allowed("trusted.overlay.opaque"));
+        ASSERT_FALSE(snapshot_archive_xattr_allowed("security.capability"));
+        ASSERT_FALSE(snapshot_archive_xattr_allowed("user"));
+}

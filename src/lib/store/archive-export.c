@@ -259,10 +259,12 @@ static int export_xattrs(Export *x, int fd, struct archive_entry *e) {
              name += strlen(name) + 1) {
                 ssize_t size;
 
-                /* Only user.* (archive.h): overlayfs with userxattr keeps its
-                 * own markers there; security.* and trusted.* belong to the
-                 * host that wrote the layer. */
-                if (strncmp(name, USER_XATTR_PREFIX, strlen(USER_XATTR_PREFIX)) != 0)
+                /* Only user.* (archive.h), and of overlayfs's own markers
+                 * only opaque and whiteout (the layer's content): the rest
+                 * (origin, impure, ...) describe this host's files, and an
+                 * import refuses them; security.* and trusted.* belong to
+                 * the host that wrote the layer. */
+                if (!snapshot_archive_xattr_allowed(name))
                         continue;
                 if (strpbrk(name, "=\n"))
                         return export_fail(x, -EINVAL,

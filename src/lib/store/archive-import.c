@@ -513,12 +513,15 @@ static int entry_check(Import *im, struct archive_entry *e, const char *path, co
                                        "directories and regular files may",
                                        path);
         for (size_t i = 0; i < n_x; i++) {
-                /* SECURITY: only user.*: trusted.overlay.* or security.capability
-                 * from an archive would be obeyed by the kernel. */
-                if (strncmp(x[i].name, USER_XATTR_PREFIX, strlen(USER_XATTR_PREFIX)) != 0)
+                /* SECURITY: only user.*, and of user.overlay.* only opaque and
+                 * whiteout: trusted.overlay.*, security.capability and (with
+                 * userxattr) the other user.overlay.* from an archive would be
+                 * obeyed by the kernel. */
+                if (!snapshot_archive_xattr_allowed(x[i].name))
                         return hutch_error_set(im->reterr, EPERM,
                                                "snapshot archive entry '%s' carries xattr '%s': "
-                                               "only user.* xattrs are allowed",
+                                               "only user.* xattrs are allowed, and of "
+                                               "user.overlay.* only opaque and whiteout",
                                                path, x[i].name);
                 if (strlen(x[i].name) > XATTR_NAME_MAX)
                         return hutch_error_set(im->reterr, ENAMETOOLONG,

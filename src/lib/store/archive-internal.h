@@ -24,6 +24,15 @@
 /* "layers/", a layer index, "/": what precedes a path below a layer. */
 #define LAYER_PREFIX_MAX (sizeof(LAYERS_PREFIX) + 10 + 1)
 #define USER_XATTR_PREFIX "user."
+#define OVERLAY_XATTR_PREFIX "user.overlay."
+
+/* Whether an archive may carry the xattr @name: user.* only, and of
+ * overlayfs's own user.overlay.* (hutch mounts with userxattr, so the
+ * kernel obeys them) only what describes a layer's content: opaque
+ * directories and whiteouts (store/layers.h). SECURITY: redirect,
+ * metacopy, origin and the rest would be fed to the kernel's overlayfs as
+ * the archive's author wrote them. */
+bool snapshot_archive_xattr_allowed(const char *name);
 
 #define SHA256_LEN 32
 #define SHA256_HEX_LEN 64

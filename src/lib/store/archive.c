@@ -10,6 +10,7 @@
 
 #include "fd-util.h"
 #include "store/archive-internal.h"
+#include "store/layers.h"
 
 /* What export and import share (archive-internal.h), and
  * snapshot_archive_clear(). */
@@ -84,6 +85,14 @@ int snapshot_archive_relpath_check(const char *rel, const char **ret_why) {
                 return -ELOOP;
         }
         return 0;
+}
+
+bool snapshot_archive_xattr_allowed(const char *name) {
+        if (strncmp(name, USER_XATTR_PREFIX, strlen(USER_XATTR_PREFIX)) != 0)
+                return false;
+        if (strncmp(name, OVERLAY_XATTR_PREFIX, strlen(OVERLAY_XATTR_PREFIX)) != 0)
+                return true;
+        return strcmp(name, LAYER_XATTR_OPAQUE) == 0 || strcmp(name, LAYER_XATTR_WHITEOUT) == 0;
 }
 
 bool snapshot_archive_symlink_is_contained(const char *rel, const char *target) {
