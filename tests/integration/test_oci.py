@@ -470,7 +470,9 @@ def test_containerd_ctr_run_with_runc_binary(tmp_path):
     short = Path(tempfile.mkdtemp(prefix="hoci-"))
     try:
         with engines.dockerd(short) as d:
-            img = engines.busybox_image(d, "busybox-local")
+            # A fully qualified name on a reserved domain, so that
+            # containerd's reference is the image's own name.
+            img = engines.busybox_image(d, "registry.example.com/busybox-local:latest")
             tar = subprocess.run([engines.DOCKER, "-H", f"unix://{d.sock}", "save", img],
                                  capture_output=True, timeout=120, check=True).stdout
             sock = d.exec_root / "containerd" / "containerd.sock"
@@ -479,7 +481,7 @@ def test_containerd_ctr_run_with_runc_binary(tmp_path):
             r = subprocess.run([*ctr, "images", "import", "-"], input=tar, capture_output=True,
                                timeout=120)
             assert r.returncode == 0, r.stderr
-            ref = "docker.io/library/busybox-local:latest"
+            ref = img
             run = [*ctr, "run", "--runc-binary", str(OCI), "--rm"]
             r = subprocess.run([*run, ref, "ctr-t1", "sh", "-c", "echo via-ctr; exit 6"],
                                capture_output=True, timeout=120, stdin=subprocess.DEVNULL)

@@ -88,8 +88,8 @@ static const char limits_network_document[] =
         " \"output_limit\": \"10m\"},"
         " \"allow_degraded\": true,"
         " \"network\": \"allow\","
-        " \"allow_hosts\": [\"api.example.com\", \"*.npmjs.org:443\"],"
-        " \"deny_hosts\": [\"evil.npmjs.org\"],"
+        " \"allow_hosts\": [\"api.example.com\", \"*.registry.example:443\"],"
+        " \"deny_hosts\": [\"evil.registry.example\"],"
         " \"allow_private\": [\"127.0.0.0/8\"],"
         " \"resolve\": [\"api.example.com:127.0.0.1\"],"
         " \"audit_log\": \"/tmp/a.jsonl\"}";
@@ -726,7 +726,7 @@ TEST(limits_and_network_fields) {
         ASSERT_TRUE(p->allow_degraded);
         ASSERT_EQ(p->network, NETWORK_MODE_ALLOW);
         ASSERT_EQ(strv_length(p->allow_hosts), 2);
-        ASSERT_STREQ(p->deny_hosts[0], "evil.npmjs.org");
+        ASSERT_STREQ(p->deny_hosts[0], "evil.registry.example");
         ASSERT_STREQ(p->allow_private[0], "127.0.0.0/8");
         ASSERT_STREQ(p->resolve[0], "api.example.com:127.0.0.1");
         ASSERT_STREQ(p->audit_log, "/tmp/a.jsonl");
@@ -949,8 +949,8 @@ TEST(write_every_field) {
         p->read_only = true;
         ASSERT_OK(policy_set_network(p, "allow", &e));
         ASSERT_OK(policy_add_allow_host(p, "api.example.com", NULL, &e));
-        ASSERT_OK(policy_add_allow_host(p, "*.npmjs.org:443", NULL, &e));
-        ASSERT_OK(policy_add_deny_host(p, "evil.npmjs.org", NULL, &e));
+        ASSERT_OK(policy_add_allow_host(p, "*.registry.example:443", NULL, &e));
+        ASSERT_OK(policy_add_deny_host(p, "evil.registry.example", NULL, &e));
         ASSERT_OK(policy_add_allow_private(p, "127.0.0.0/8", NULL, &e));
         ASSERT_OK(policy_add_resolve(p, "api.example.com:127.0.0.1,::1", NULL, &e));
         ASSERT_OK(policy_set_audit_log(p, audit, &e));

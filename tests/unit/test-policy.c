@@ -974,8 +974,8 @@ TEST(network_entries) {
         ASSERT_OK(policy_add_allow_host(p, "api.example.com", "--allow-host", &e));
         ASSERT_EQ(strv_length(p->allow_hosts), 1); /* duplicates kept once */
         ASSERT_EQ(policy_network_mode(p), NETWORK_MODE_ALLOW);
-        ASSERT_OK(policy_add_allow_host(p, "*.npmjs.org:443", "--allow-host", &e));
-        ASSERT_OK(policy_add_deny_host(p, "evil.npmjs.org", "--deny-host", &e));
+        ASSERT_OK(policy_add_allow_host(p, "*.registry.example:443", "--allow-host", &e));
+        ASSERT_OK(policy_add_deny_host(p, "evil.registry.example", "--deny-host", &e));
         ASSERT_OK(policy_add_allow_private(p, "127.0.0.0/8", "--allow-private", &e));
         ASSERT_OK(policy_add_resolve(p, "api.example.com:127.0.0.1", "--resolve", &e));
         ASSERT_OK(policy_add_resolve(p, "b.example.com:127.0.0.1,::1", "--resolve", &e));
