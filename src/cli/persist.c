@@ -18,6 +18,7 @@
 #include "log.h"
 #include "parse-util.h"
 #include "persist.h"
+#include "refusals.h"
 #include "run-flags.h"
 #include "store/store.h"
 #include "strv.h"
@@ -126,7 +127,7 @@ int verb_keeper(int argc, char **argv) {
 
 static void exec_usage(FILE *f) {
         (void)fprintf(f, "usage: hutch exec NAME [-d] [-e K=V] [-w DIR] [--timeout DURATION] "
-                         "[--json FILE] -- CMD [ARGS...]\n\n"
+                         "[--json FILE] [-q] -- CMD [ARGS...]\n\n"
                          "Runs CMD in the persistent sandbox NAME (started on demand).\n"
                          "  -d, --detach        run in the background; output goes to 'hutch logs "
                          "NAME --exec ID'\n"
@@ -134,7 +135,20 @@ static void exec_usage(FILE *f) {
                          "  -w, --workdir DIR   working directory (absolute)\n"
                          "  --timeout DURATION  kill the command and everything it started after "
                          "this long\n"
-                         "  --json FILE         write the outcome as JSON to FILE\n");
+                         "  --json FILE         write the outcome as JSON to FILE\n"
+                         "  -q, --quiet         do not print what hutch-proxy refused after the "
+                         "command\n");
+}
+
+/* The refusal lines of an exec's outcome (its "denied"). */
+static void exec_print_refusals(const char *outcome) {
+        json_t *o = json_loads(outcome, 0, NULL);
+        json_t *d = json_is_object(o) ? json_object_get(o, "denied") : NULL;
+        _cleanup_free_ char *denied = NULL;
+
+        denied = json_is_array(d) ? json_dumps(d, JSON_COMPACT) : NULL;
+        json_decref(o);
+        refusals_print(denied);
 }
 
 int verb_exec(int argc, char **argv) {
@@ -143,6 +157,7 @@ int verb_exec(int argc, char **argv) {
                                                 {"workdir", required_argument, NULL, 'w'},
                                                 {"timeout", required_argument, NULL, 't'},
                                                 {"json", required_argument, NULL, 'j'},
+                                                {"quiet", no_argument, NULL, 'q'},
                                                 {"help", no_argument, NULL, 'h'},
                                                 {}};
         _cleanup_(store_freep) Store *s = NULL;
@@ -154,6 +169,7 @@ int verb_exec(int argc, char **argv) {
         HutchError err = {};
         sigset_t mask;
         uint64_t id = 0;
+        bool quiet = false;
         int c, r, exit_code = 0;
 
         /* "exec NAME [FLAGS] [--] CMD..." or "exec [FLAGS] NAME [--] CMD...". */
@@ -165,7 +181,7 @@ int verb_exec(int argc, char **argv) {
         }
         optind = 0;
         opterr = 0;
-        while ((c = getopt_long(argc, argv, "+de:w:h", options, NULL)) >= 0)
+        while ((c = getopt_long(argc, argv, "+de:w:hq", options, NULL)) >= 0)
                 switch (c) {
                 case 'd':
                         req.detach = true;
@@ -194,6 +210,9 @@ int verb_exec(int argc, char **argv) {
                         break;
                 case 'j':
                         json_path = optarg;
+                        break;
+                case 'q':
+                        quiet = true;
                         break;
                 case 'h':
                         exec_usage(stdout);
@@ -240,6 +259,8 @@ int verb_exec(int argc, char **argv) {
                 (void)printf("%llu\n", (unsigned long long)id);
                 return 0;
         }
+        if (!quiet && json)
+                exec_print_refusals(json);
         if (json_fd >= 0 && json) {
                 r = loop_write(json_fd, json, strlen(json));
                 if (r >= 0)

@@ -89,13 +89,14 @@ static const struct option run_options[] = {
         {"backend", required_argument, NULL, ARG_BACKEND},
         {"vm-accel", required_argument, NULL, ARG_VM_ACCEL},
         {"vm-kernel", required_argument, NULL, ARG_VM_KERNEL},
+        {"quiet", no_argument, NULL, 'q'},
         {"help", no_argument, NULL, 'h'},
         {}};
 
 /* '+': stop at the first non-option, so the command's own flags are never
  * parsed ("hutch run ls -l"). ':': report a missing value as ':' rather
  * than '?', so the two errors get their own messages. */
-static const char run_optstring[] = "+:v:w:e:h";
+static const char run_optstring[] = "+:v:w:e:hq";
 
 /* The reference printed by run_args_usage(); docs/cli-run.md has the same
  * table. */
@@ -143,6 +144,7 @@ static const struct {
         {"--backend ns|vm", "namespaces on this kernel (default), or a microVM (docs/vm.md)"},
         {"--vm-accel kvm|tcg", "the microVM's accelerator (default kvm; tcg is slow emulation)"},
         {"--vm-kernel FILE", "the microVM's kernel (default: the newest /boot/vmlinuz-*)"},
+        {"-q, --quiet", "do not print what hutch-proxy refused after the command"},
         {"-h, --help", "show this help"},
 };
 
@@ -167,6 +169,7 @@ void run_args_done(RunArgs *a) {
         a->from = NULL;
         a->json_fd = -EBADF;
         a->help = false;
+        a->quiet = false;
 }
 
 /* Describes a getopt failure: @c is '?' (unknown option, or a value given
@@ -233,6 +236,8 @@ static int run_args_check_mode(RunArgs *a, RunArgsMode mode, int c, const char *
         case ARG_JSON_FD:
                 return hutch_error_set(reterr, EINVAL,
                                        "--json and --json-fd are flags of 'hutch exec'");
+        case 'q':
+                return hutch_error_set(reterr, EINVAL, "--quiet is a flag of 'hutch exec'");
         case ARG_DISK:
         case ARG_OUTPUT_LIMIT:
                 return hutch_error_set(reterr, EINVAL,
@@ -297,6 +302,9 @@ static int run_args_apply(RunArgs *a, int c, const char *value, HutchError *rete
                 a->json_path = copy;
                 return 0;
         }
+        case 'q':
+                a->quiet = true;
+                return 0;
         case ARG_JSON_FD:
                 return run_args_parse_json_fd(value, &a->json_fd, reterr);
         case ARG_ALLOW_DEGRADED:

@@ -23,6 +23,7 @@ typedef struct RunArgs {
         char *json_path;          /* --json FILE, or NULL */
         int json_fd;              /* --json-fd N, or -EBADF */
         bool help;                /* --help was given: print run_args_usage() and exit 0 */
+        bool quiet;               /* run: -q, --quiet: no refusal lines after the command */
         char *from;               /* create: --from SNAPSHOT, or NULL */
         uint64_t idle_timeout_ms; /* create: --idle-timeout, or 0 */
         bool policy_given;        /* create: a policy flag or --policy was given */

@@ -7,6 +7,7 @@
 #include "cli.h"
 #include "fd-util.h"
 #include "log.h"
+#include "refusals.h"
 #include "run-flags.h"
 #include "sandbox/sandbox.h"
 
@@ -99,6 +100,8 @@ int verb_run(int argc, char **argv) {
         }
 
         warn_degraded(args.policy, &o);
+        if (!args.quiet)
+                refusals_print(o.denied);
         if (json_fd >= 0) {
                 r = write_outcome(json_fd, &o);
                 if (r < 0) {

@@ -222,7 +222,7 @@ TEST(option_errors) {
         ASSERT_PARSE_FAILS(EINVAL, "unknown option '--frob'", "--frob", "true");
         ASSERT_PARSE_FAILS(EINVAL, "unknown option '--frob'", "--frob=1", "true");
         ASSERT_PARSE_FAILS(EINVAL, "unknown option '-x'", "-x", "true");
-        ASSERT_PARSE_FAILS(EINVAL, "unknown option '-q'", "--read-only", "-hq", "true");
+        ASSERT_PARSE_FAILS(EINVAL, "unknown option '-z'", "--read-only", "-hz", "true");
         ASSERT_PARSE_FAILS(EINVAL, "option '--tmpfs' needs a value", "--tmpfs");
         ASSERT_PARSE_FAILS(EINVAL, "option '--workspace' needs a value", "--workspace");
         ASSERT_PARSE_FAILS(EINVAL, "option '-v' needs a value", "-v");
@@ -419,6 +419,27 @@ TEST(backend_flags) {
         ASSERT_OK(run_args_parse_mode(5, create, RUN_ARGS_CREATE, &c, &e));
         ASSERT_EQ(c.policy->backend, SANDBOX_BACKEND_VM);
         ASSERT_EQ(c.policy->vm_accel, VM_ACCEL_TCG);
+}
+
+TEST(quiet) {
+        _cleanup_(run_args_done) RunArgs a = {};
+        _cleanup_(run_args_done) RunArgs c = {};
+        char *create[] = {(char *)"create", (char *)"--quiet", NULL};
+        HutchError e;
+
+        ASSERT_OK(parse(&a, &e, "true", NULL));
+        ASSERT_FALSE(a.quiet);
+        run_args_done(&a);
+        ASSERT_OK(parse(&a, &e, "-q", "true", NULL));
+        ASSERT_TRUE(a.quiet);
+        run_args_done(&a);
+        ASSERT_OK(parse(&a, &e, "--quiet", "true", NULL));
+        ASSERT_TRUE(a.quiet);
+        /* Nothing runs after `hutch create`: no refusals to quiet. */
+        e = (HutchError){};
+        c = (RunArgs){.json_fd = -EBADF};
+        ASSERT_ERROR(run_args_parse_mode(2, create, RUN_ARGS_CREATE, &c, &e), EINVAL);
+        ASSERT_STREQ(e.msg, "--quiet is a flag of 'hutch exec'");
 }
 
 TEST(run_args_done_is_idempotent) {
