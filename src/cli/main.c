@@ -40,6 +40,7 @@ static const struct {
 } verbs[] = {
         {"run", verb_run, "run a command in a fresh one-shot sandbox"},
         {"create", verb_create, "create a persistent sandbox"},
+        {"update", verb_update, "change a stopped sandbox's policy"},
         {"exec", verb_exec, "run a command in a persistent sandbox (starts it on demand)"},
         {"ls", verb_ls, "list the persistent sandboxes"},
         {"stop", verb_stop, "stop a sandbox (its files stay)"},

@@ -101,6 +101,61 @@ int verb_create(int argc, char **argv) {
         return 0;
 }
 
+/* ---- update ---- */
+
+static void update_usage(FILE *f) {
+        (void)fprintf(f, "usage: hutch update NAME [POLICY FLAGS]\n\n"
+                         "Changes the policy of the persistent sandbox NAME: the policy flags of "
+                         "'hutch create' are applied\nover its policy. Only a stopped sandbox's "
+                         "policy changes; the workspace and the backend never do.\n");
+}
+
+int verb_update(int argc, char **argv) {
+        _cleanup_(run_args_done) RunArgs args = {.json_fd = -EBADF};
+        _cleanup_(store_freep) Store *s = NULL;
+        _cleanup_(sandbox_record_freep) SandboxRecord *rec = NULL;
+        _cleanup_strv_free_ char **changed = NULL;
+        HutchError err = {};
+        const char *name;
+        int r;
+
+        if (argc < 2 || argv[1][0] == '-') {
+                bool help =
+                        argc > 1 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0);
+
+                update_usage(help ? stdout : stderr);
+                return help ? 0 : HUTCH_EXIT_FAILURE;
+        }
+        name = argv[1];
+        argv[1] = argv[0];
+        argc--;
+        argv++;
+        r = persist_open(NULL, &s, NULL);
+        if (r != 0)
+                return r;
+        r = store_sandbox_load(s, name, &rec, &err);
+        if (r < 0)
+                return fail(&err, r);
+        r = run_args_parse_update(argc, argv, rec->policy_json, &args, &err);
+        if (r < 0)
+                return fail(&err, r);
+        if (args.help) {
+                update_usage(stdout);
+                return 0;
+        }
+        if (strv_length(args.command) != 0) {
+                log_error("unexpected argument '%s' (usage: hutch update NAME [FLAGS])",
+                          args.command[0]);
+                return HUTCH_EXIT_FAILURE;
+        }
+        r = persist_update(s, rec->name, args.policy, &changed, &err);
+        if (r < 0)
+                return fail(&err, r);
+        STRV_FOREACH(f, changed)
+                (void)printf("%s\n", *f);
+        return 0;
+}
+
 /* ---- the keeper ---- */
 
 /* hutch __keeper NAME READY_FD: the detached supervisor (started by

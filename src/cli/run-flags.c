@@ -226,10 +226,10 @@ static int run_args_parse_json_fd(const char *s, int *ret, HutchError *reterr) {
  * relay, and a copy would have to be made at every start). */
 static int run_args_check_mode(RunArgs *a, RunArgsMode mode, int c, const char *value,
                                HutchError *reterr) {
-        if (mode == RUN_ARGS_RUN && (c == ARG_FROM || c == ARG_IDLE_TIMEOUT))
+        if (mode != RUN_ARGS_CREATE && (c == ARG_FROM || c == ARG_IDLE_TIMEOUT))
                 return hutch_error_set(reterr, EINVAL, "%s is a flag of 'hutch create'",
                                        c == ARG_FROM ? "--from" : "--idle-timeout");
-        if (mode != RUN_ARGS_CREATE)
+        if (mode == RUN_ARGS_RUN)
                 return 0;
         switch (c) {
         case ARG_JSON:
@@ -367,7 +367,8 @@ static const char *workspace_default_overlay(const char *value, char **buf) {
         return *buf;
 }
 
-int run_args_parse_mode(int argc, char **argv, RunArgsMode mode, RunArgs *ret, HutchError *reterr) {
+static int run_args_parse_full(int argc, char **argv, RunArgsMode mode, const char *base_json,
+                               RunArgs *ret, HutchError *reterr) {
         _cleanup_(run_args_done) RunArgs a = {.json_fd = -EBADF};
         _cleanup_strv_free_ char **policy_files = NULL;
         bool help = false;
@@ -400,6 +401,11 @@ int run_args_parse_mode(int argc, char **argv, RunArgsMode mode, RunArgs *ret, H
         a.policy = policy_new();
         if (!a.policy)
                 return -ENOMEM;
+        if (base_json) {
+                r = policy_load_json(a.policy, base_json, strlen(base_json), reterr);
+                if (r < 0)
+                        return r;
+        }
         if (help) {
                 /* Nothing else is checked: help must work whatever else is
                  * on the command line. */
@@ -420,7 +426,7 @@ int run_args_parse_mode(int argc, char **argv, RunArgsMode mode, RunArgs *ret, H
                 _cleanup_free_ char *buf = NULL;
                 const char *value = optarg;
 
-                if (mode == RUN_ARGS_CREATE && c == ARG_WORKSPACE) {
+                if (mode != RUN_ARGS_RUN && c == ARG_WORKSPACE) {
                         value = workspace_default_overlay(optarg, &buf);
                         if (!value)
                                 return -ENOMEM;
@@ -436,7 +442,7 @@ int run_args_parse_mode(int argc, char **argv, RunArgsMode mode, RunArgs *ret, H
                 return hutch_error_set(reterr, EINVAL,
                                        "missing command (usage: hutch run [FLAGS] -- CMD "
                                        "[ARGS...])");
-        if (mode == RUN_ARGS_CREATE && a.policy->workspace &&
+        if (mode != RUN_ARGS_RUN && a.policy->workspace &&
             a.policy->workspace_mode == WORKSPACE_MODE_COPY)
                 return hutch_error_set(reterr, EINVAL,
                                        "a persistent sandbox cannot copy its workspace at every "
@@ -454,4 +460,15 @@ int run_args_parse_mode(int argc, char **argv, RunArgsMode mode, RunArgs *ret, H
         *ret = a;
         a = (RunArgs){.json_fd = -EBADF}; /* the caller owns it now */
         return 0;
+}
+
+int run_args_parse_mode(int argc, char **argv, RunArgsMode mode, RunArgs *ret, HutchError *reterr) {
+        return run_args_parse_full(argc, argv, mode, NULL, ret, reterr);
+}
+
+int run_args_parse_update(int argc, char **argv, const char *policy_json, RunArgs *ret,
+                          HutchError *reterr) {
+        if (!policy_json)
+                return -EINVAL;
+        return run_args_parse_full(argc, argv, RUN_ARGS_UPDATE, policy_json, ret, reterr);
 }
