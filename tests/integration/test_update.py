@@ -129,3 +129,36 @@ def test_bad_input(store):
         assert r.returncode == 125 and msg in r.stderr, (flags, r.stderr)
     r = s.hutch("update", "--help")
     assert r.returncode == 0 and "usage: hutch update" in r.stdout
+
+
+# ---- the C API: hutch_update() (through tests/integration/capi-probe.c) ----
+
+from test_capi import Api, installed  # noqa: E402,F401 (installed: a fixture)
+
+
+@pytest.fixture
+def api(sbx, installed):  # noqa: F811
+    a = Api(sbx, installed)
+    yield a
+    a.cleanup()
+
+
+def capi_policy(a, name):
+    return json.loads((a.home / "sandboxes" / name / "sandbox.json").read_text())["policy"]
+
+
+def test_c_api_update(api):
+    a = api
+    a.create("box", "--json", '{"hostname": "one"}')
+    a.ok("update", "box", "--json", '{"hostname": "two"}')
+    assert capi_policy(a, "box")["hostname"] == "two"
+    r, _o = a.exec("box", "hostname")
+    assert r.stdout == "two\n", r.stdout
+    # Running: refused, named, nothing written.
+    e = a.err("update", "box", "--json", '{"hostname": "three"}')
+    assert e["error"] == 16 and "cannot change hostname" in e["message"], e  # EBUSY
+    assert capi_policy(a, "box")["hostname"] == "two"
+    # The same policy is no change, running or not.
+    a.ok("update", "box", "--json", '{"hostname": "two"}')
+    e = a.err("update", "nosuch", "--json", "{}")
+    assert "nosuch" in e["message"], e
