@@ -11,6 +11,7 @@
 int verb_run(int argc, char **argv);
 int verb_doctor(int argc, char **argv);
 int verb_create(int argc, char **argv);
+int verb_update(int argc, char **argv);
 int verb_exec(int argc, char **argv);
 int verb_ls(int argc, char **argv);
 int verb_stop(int argc, char **argv);

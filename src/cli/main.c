@@ -79,6 +79,7 @@ static const struct {
 } verbs[] = {
         {"run", verb_run, "run a command in a fresh one-shot sandbox", NULL, true},
         {"create", verb_create, "create a persistent sandbox", NULL, false},
+        {"update", verb_update, "change a stopped sandbox's policy", NULL, false},
         {"exec", verb_exec, "run a command in a persistent sandbox (starts it on demand)", NULL,
          true},
         {"ls", verb_ls, "list the persistent sandboxes", usage_ls, false},

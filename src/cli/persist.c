@@ -18,6 +18,7 @@
 #include "log.h"
 #include "parse-util.h"
 #include "persist.h"
+#include "refusals.h"
 #include "run-flags.h"
 #include "store/store.h"
 #include "strv.h"
@@ -119,6 +120,61 @@ int verb_create(int argc, char **argv) {
         return 0;
 }
 
+/* ---- update ---- */
+
+static void update_usage(FILE *f) {
+        (void)fprintf(f, "usage: hutch update NAME [POLICY FLAGS]\n\n"
+                         "Changes the policy of the persistent sandbox NAME: the policy flags of "
+                         "'hutch create' are applied\nover its policy. Only a stopped sandbox's "
+                         "policy changes; the workspace and the backend never do.\n");
+}
+
+int verb_update(int argc, char **argv) {
+        _cleanup_(run_args_done) RunArgs args = {.json_fd = -EBADF};
+        _cleanup_(store_freep) Store *s = NULL;
+        _cleanup_(sandbox_record_freep) SandboxRecord *rec = NULL;
+        _cleanup_strv_free_ char **changed = NULL;
+        HutchError err = {};
+        const char *name;
+        int r;
+
+        if (argc < 2 || argv[1][0] == '-') {
+                bool help =
+                        argc > 1 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0);
+
+                update_usage(help ? stdout : stderr);
+                return help ? 0 : HUTCH_EXIT_FAILURE;
+        }
+        name = argv[1];
+        argv[1] = argv[0];
+        argc--;
+        argv++;
+        r = persist_open(NULL, &s, NULL);
+        if (r != 0)
+                return r;
+        r = store_sandbox_load(s, name, &rec, &err);
+        if (r < 0)
+                return fail(&err, r);
+        r = run_args_parse_update(argc, argv, rec->policy_json, &args, &err);
+        if (r < 0)
+                return fail(&err, r);
+        if (args.help) {
+                update_usage(stdout);
+                return 0;
+        }
+        if (strv_length(args.command) != 0) {
+                log_error("unexpected argument '%s' (usage: hutch update NAME [FLAGS])",
+                          args.command[0]);
+                return HUTCH_EXIT_FAILURE;
+        }
+        r = persist_update(s, rec->name, args.policy, &changed, &err);
+        if (r < 0)
+                return fail(&err, r);
+        STRV_FOREACH(f, changed)
+                (void)printf("%s\n", *f);
+        return 0;
+}
+
 /* ---- the keeper ---- */
 
 /* hutch __keeper NAME READY_FD: the detached supervisor (started by
@@ -145,7 +201,7 @@ int verb_keeper(int argc, char **argv) {
 
 static void exec_usage(FILE *f) {
         (void)fprintf(f, "usage: hutch exec NAME [-d] [-e K=V] [-w DIR] [--timeout DURATION] "
-                         "[--json FILE] -- CMD [ARGS...]\n\n"
+                         "[--json FILE] [-q] -- CMD [ARGS...]\n\n"
                          "Runs CMD in the persistent sandbox NAME (started on demand).\n"
                          "  -d, --detach        run in the background; output goes to 'hutch logs "
                          "NAME --exec ID'\n"
@@ -153,7 +209,20 @@ static void exec_usage(FILE *f) {
                          "  -w, --workdir DIR   working directory (absolute)\n"
                          "  --timeout DURATION  kill the command and everything it started after "
                          "this long\n"
-                         "  --json FILE         write the outcome as JSON to FILE\n");
+                         "  --json FILE         write the outcome as JSON to FILE\n"
+                         "  -q, --quiet         do not print what hutch-proxy refused after the "
+                         "command\n");
+}
+
+/* The refusal lines of an exec's outcome (its "denied"). */
+static void exec_print_refusals(const char *outcome) {
+        json_t *o = json_loads(outcome, 0, NULL);
+        json_t *d = json_is_object(o) ? json_object_get(o, "denied") : NULL;
+        _cleanup_free_ char *denied = NULL;
+
+        denied = json_is_array(d) ? json_dumps(d, JSON_COMPACT) : NULL;
+        json_decref(o);
+        refusals_print(denied);
 }
 
 /* Names the word getopt refused (@c is '?' or ':'), never the verb: in a
@@ -188,6 +257,7 @@ int verb_exec(int argc, char **argv) {
                                                 {"tty", no_argument, NULL, 't'},
                                                 {"interactive", no_argument, NULL, 'i'},
                                                 {"json", required_argument, NULL, 'j'},
+                                                {"quiet", no_argument, NULL, 'q'},
                                                 {"help", no_argument, NULL, 'h'},
                                                 {}};
         _cleanup_(store_freep) Store *s = NULL;
@@ -199,6 +269,7 @@ int verb_exec(int argc, char **argv) {
         HutchError err = {};
         sigset_t mask;
         uint64_t id = 0;
+        bool quiet = false;
         int c, r, exit_code = 0;
 
         /* "exec NAME [FLAGS] [--] CMD..." or "exec [FLAGS] NAME [--] CMD...". */
@@ -210,7 +281,7 @@ int verb_exec(int argc, char **argv) {
         }
         optind = 0;
         opterr = 0;
-        while ((c = getopt_long(argc, argv, "+:de:w:hit", options, NULL)) >= 0)
+        while ((c = getopt_long(argc, argv, "+:de:w:hitq", options, NULL)) >= 0)
                 switch (c) {
                 case 'd':
                         req.detach = true;
@@ -245,6 +316,9 @@ int verb_exec(int argc, char **argv) {
                         break;
                 case 'j':
                         json_path = optarg;
+                        break;
+                case 'q':
+                        quiet = true;
                         break;
                 case 'h':
                         exec_usage(stdout);
@@ -292,6 +366,8 @@ int verb_exec(int argc, char **argv) {
         }
         if (exit_code == 127)
                 command_not_found_hint(req.argv);
+        if (!quiet && json)
+                exec_print_refusals(json);
         if (json_fd >= 0 && json) {
                 r = loop_write(json_fd, json, strlen(json));
                 if (r >= 0)

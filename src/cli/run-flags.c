@@ -106,13 +106,14 @@ static const struct option run_options[] = {
         {"image", required_argument, NULL, ARG_IMAGE},
         {"tty", no_argument, NULL, 't'},
         {"interactive", no_argument, NULL, 'i'},
+        {"quiet", no_argument, NULL, 'q'},
         {"help", no_argument, NULL, 'h'},
         {}};
 
 /* '+': stop at the first non-option, so the command's own flags are never
  * parsed ("hutch run ls -l"). ':': report a missing value as ':' rather
  * than '?', so the two errors get their own messages. */
-static const char run_optstring[] = "+:v:w:e:hit";
+static const char run_optstring[] = "+:v:w:e:hitq";
 
 /* The reference printed by run_args_usage(); docs/cli-run.md has the same
  * table. */
@@ -164,6 +165,7 @@ static const struct {
         {"--rm", "accepted for docker's sake: a run's sandbox is always removed"},
         {"--cap-drop ALL", "accepted: the sandbox holds no capability over the host"},
         {"--cap-add CAP", "refused: hutch grants no capability"},
+        {"-q, --quiet", "do not print what hutch-proxy refused after the command"},
         {"-h, --help", "show this help"},
 };
 
@@ -188,6 +190,7 @@ void run_args_done(RunArgs *a) {
         a->from = NULL;
         a->json_fd = -EBADF;
         a->help = false;
+        a->quiet = false;
 }
 
 /* The optimal string alignment distance of @a and @b (an insertion, a
@@ -321,7 +324,7 @@ static int run_args_check_mode(RunArgs *a, RunArgsMode mode, int c, const char *
                                HutchError *reterr) {
         switch (c) {
         case ARG_RM:
-                if (mode == RUN_ARGS_CREATE)
+                if (mode != RUN_ARGS_RUN)
                         return hutch_error_set(reterr, EINVAL,
                                                "--rm is for 'hutch run' (whose sandbox is always "
                                                "removed); a persistent sandbox stays until 'hutch "
@@ -350,16 +353,26 @@ static int run_args_check_mode(RunArgs *a, RunArgsMode mode, int c, const char *
         default:
                 break;
         }
-        if (mode == RUN_ARGS_RUN && (c == ARG_FROM || c == ARG_IDLE_TIMEOUT))
+        if (mode != RUN_ARGS_CREATE && (c == ARG_FROM || c == ARG_IDLE_TIMEOUT))
                 return hutch_error_set(reterr, EINVAL, "%s is a flag of 'hutch create'",
                                        c == ARG_FROM ? "--from" : "--idle-timeout");
-        if (mode != RUN_ARGS_CREATE)
+        if (mode == RUN_ARGS_RUN)
                 return 0;
         switch (c) {
         case ARG_JSON:
         case ARG_JSON_FD:
                 return hutch_error_set(reterr, EINVAL,
                                        "--json and --json-fd are flags of 'hutch exec'");
+        case 'q':
+                return hutch_error_set(reterr, EINVAL,
+                                       "--quiet is a flag of 'hutch run' and 'hutch exec'");
+        case ARG_DISK:
+                if (mode == RUN_ARGS_UPDATE)
+                        return hutch_error_set(reterr, EINVAL,
+                                               "--disk cannot change: a sandbox's disk image "
+                                               "keeps the size it was created with");
+                a->policy_given = true;
+                return 0;
         case ARG_OUTPUT_LIMIT:
                 return hutch_error_set(reterr, EINVAL,
                                        "--output-limit cannot be enforced for a persistent "
@@ -469,6 +482,9 @@ static int run_args_apply(RunArgs *a, int c, const char *value, HutchError *rete
                 a->json_path = copy;
                 return 0;
         }
+        case 'q':
+                a->quiet = true;
+                return 0;
         case ARG_JSON_FD:
                 return run_args_parse_json_fd(value, &a->json_fd, reterr);
         case ARG_ALLOW_DEGRADED:
@@ -640,7 +656,8 @@ static const char *workspace_default_overlay(const char *value, char **buf) {
         return *buf;
 }
 
-int run_args_parse_mode(int argc, char **argv, RunArgsMode mode, RunArgs *ret, HutchError *reterr) {
+static int run_args_parse_full(int argc, char **argv, RunArgsMode mode, const char *base_json,
+                               RunArgs *ret, HutchError *reterr) {
         _cleanup_(run_args_done) RunArgs a = {.json_fd = -EBADF};
         _cleanup_strv_free_ char **policy_files = NULL;
         bool help = false;
@@ -673,6 +690,11 @@ int run_args_parse_mode(int argc, char **argv, RunArgsMode mode, RunArgs *ret, H
         a.policy = policy_new();
         if (!a.policy)
                 return -ENOMEM;
+        if (base_json) {
+                r = policy_load_json(a.policy, base_json, strlen(base_json), reterr);
+                if (r < 0)
+                        return r;
+        }
         if (help) {
                 /* Nothing else is checked: help must work whatever else is
                  * on the command line. */
@@ -693,7 +715,7 @@ int run_args_parse_mode(int argc, char **argv, RunArgsMode mode, RunArgs *ret, H
                 _cleanup_free_ char *buf = NULL;
                 const char *value = optarg;
 
-                if (mode == RUN_ARGS_CREATE && c == ARG_WORKSPACE) {
+                if (mode != RUN_ARGS_RUN && c == ARG_WORKSPACE) {
                         value = workspace_default_overlay(optarg, &buf);
                         if (!value)
                                 return -ENOMEM;
@@ -709,7 +731,7 @@ int run_args_parse_mode(int argc, char **argv, RunArgsMode mode, RunArgs *ret, H
                 return hutch_error_set(reterr, EINVAL,
                                        "missing command (usage: hutch run [FLAGS] -- CMD "
                                        "[ARGS...])");
-        if (mode == RUN_ARGS_CREATE && a.policy->workspace &&
+        if (mode != RUN_ARGS_RUN && a.policy->workspace &&
             a.policy->workspace_mode == WORKSPACE_MODE_COPY)
                 return hutch_error_set(reterr, EINVAL,
                                        "a persistent sandbox cannot copy its workspace at every "
@@ -749,4 +771,15 @@ void command_not_found_hint(char *const *command) {
                               "supported yet (--image), and the command is the first word after "
                               "the flags\n",
                               a);
+}
+
+int run_args_parse_mode(int argc, char **argv, RunArgsMode mode, RunArgs *ret, HutchError *reterr) {
+        return run_args_parse_full(argc, argv, mode, NULL, ret, reterr);
+}
+
+int run_args_parse_update(int argc, char **argv, const char *policy_json, RunArgs *ret,
+                          HutchError *reterr) {
+        if (!policy_json)
+                return -EINVAL;
+        return run_args_parse_full(argc, argv, RUN_ARGS_UPDATE, policy_json, ret, reterr);
 }

@@ -15,6 +15,8 @@ typedef enum RunArgsMode {
         RUN_ARGS_RUN,    /* hutch run [FLAGS] -- CMD... */
         RUN_ARGS_CREATE, /* hutch create NAME [FLAGS]: no command; --from, --idle-timeout;
                           * a workspace without a mode is an overlay */
+        RUN_ARGS_UPDATE, /* hutch update NAME [FLAGS]: as create, without --from and
+                          * --idle-timeout, over the sandbox's policy */
 } RunArgsMode;
 
 typedef struct RunArgs {
@@ -24,6 +26,7 @@ typedef struct RunArgs {
         char *json_path;          /* --json FILE, or NULL */
         int json_fd;              /* --json-fd N, or -EBADF */
         bool help;                /* --help was given: print run_args_usage() and exit 0 */
+        bool quiet;               /* run: -q, --quiet: no refusal lines after the command */
         char *from;               /* create: --from SNAPSHOT, or NULL */
         uint64_t idle_timeout_ms; /* create: --idle-timeout, or 0 */
         bool policy_given;        /* create: a policy flag or --policy was given */
@@ -43,6 +46,11 @@ int run_args_parse(int argc, char **argv, RunArgs *ret, HutchError *reterr);
 
 /* The same for @mode (run_args_parse() is RUN_ARGS_RUN). */
 int run_args_parse_mode(int argc, char **argv, RunArgsMode mode, RunArgs *ret, HutchError *reterr);
+
+/* RUN_ARGS_UPDATE: the flags are applied over @policy_json (a sandbox's
+ * stored policy) instead of the defaults, after any --policy file. */
+int run_args_parse_update(int argc, char **argv, const char *policy_json, RunArgs *ret,
+                          HutchError *reterr);
 
 /* Prints the flag reference of `hutch run`. */
 void run_args_usage(FILE *f);

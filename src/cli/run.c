@@ -8,6 +8,7 @@
 #include "cli.h"
 #include "fd-util.h"
 #include "log.h"
+#include "refusals.h"
 #include "run-flags.h"
 #include "sandbox/sandbox.h"
 #include "vm/vm.h"
@@ -132,6 +133,8 @@ int verb_run(int argc, char **argv) {
         warn_degraded(args.policy, &o);
         if (o.exit_code == 127)
                 command_not_found_hint(args.command);
+        if (!args.quiet)
+                refusals_print(o.denied);
         if (json_fd >= 0) {
                 r = write_outcome(json_fd, &o);
                 if (r < 0) {

@@ -427,15 +427,23 @@ static void conn_answer(Conn *c, AuditDecision decision, unsigned status, const 
                 conn_close_after_flush(c);
 }
 
-static void conn_deny(Conn *c, const char *reason) {
-        char text[REASON_MAX + 16];
+/* Refuses the request for @reason (audited as it is); the body adds @hint,
+ * the flag that would allow it, as `hutch run` says it after the command
+ * (docs/network.md, "Refusals"). */
+static void conn_deny_hint(Conn *c, const char *reason, const char *hint) {
+        char text[REASON_MAX * 2];
         /* A denied absolute-URI request without a body leaves the
          * connection in a known state: the client may try another host. */
         bool keep = c->target.kind == PROXY_REQUEST_FORWARD && c->req.state == HTTP_MESSAGE_DONE &&
                     c->keep_alive;
 
-        (void)snprintf(text, sizeof(text), "denied: %s", reason);
+        (void)snprintf(text, sizeof(text), "denied: %s%s%s", reason, hint ? "; allow it with " : "",
+                       hint ?: "");
         conn_answer(c, AUDIT_DENY, 403, text, reason, keep);
+}
+
+static void conn_deny(Conn *c, const char *reason) {
+        conn_deny_hint(c, reason, NULL);
 }
 
 static void conn_fail(Conn *c, unsigned status, const char *reason) {
@@ -1191,9 +1199,19 @@ static void conn_handle_head(Conn *c) {
                 return;
         }
         if (v != ALLOWLIST_ALLOW) {
+                char hint[REASON_MAX];
+                bool v6 = strchr(c->target.host.name, ':');
+
                 (void)snprintf(text, sizeof(text), "host '%s' port %u is not in the allowlist",
                                c->target.host.name, (unsigned)c->target.port);
-                conn_deny(c, text);
+                /* --allow-host's default ports are 80 and 443. */
+                if (c->target.port == 80 || c->target.port == 443)
+                        (void)snprintf(hint, sizeof(hint), "--allow-host %s", c->target.host.name);
+                else
+                        (void)snprintf(hint, sizeof(hint), "--allow-host %s%s%s:%u", v6 ? "[" : "",
+                                       c->target.host.name, v6 ? "]" : "",
+                                       (unsigned)c->target.port);
+                conn_deny_hint(c, text, hint);
                 return;
         }
         c->decided = true;

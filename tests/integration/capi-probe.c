@@ -172,6 +172,23 @@ int main(int argc, char **argv) {
                 free(json);
                 return 0;
         }
+        if (strcmp(verb, "update") == 0) {
+                /* update NAME [POLICY FLAGS]: the whole policy */
+                hutch_policy *p = NULL;
+                int i = 3;
+
+                if (argc < 3)
+                        return 2;
+                r = build_policy(argc, argv, &i, &p, &err);
+                if (r < 0)
+                        return failed(r, &err);
+                r = hutch_update(argv[2], p, &err);
+                hutch_policy_free(p);
+                if (r < 0)
+                        return failed(r, &err);
+                printf("{}\n");
+                return 0;
+        }
         if (strcmp(verb, "run") == 0 || strcmp(verb, "create") == 0) {
                 /* run [POLICY FLAGS] -- CMD...; create NAME [--from SNAP] [POLICY FLAGS] */
                 hutch_policy *p = NULL;

@@ -229,7 +229,7 @@ TEST(option_errors) {
         ASSERT_PARSE_FAILS(EINVAL, "unknown option '--alow-host': did you mean '--allow-host'?",
                            "--alow-host", "x", "true");
         ASSERT_PARSE_FAILS(EINVAL, "unknown option '-x'", "-x", "true");
-        ASSERT_PARSE_FAILS(EINVAL, "unknown option '-q'", "--read-only", "-hq", "true");
+        ASSERT_PARSE_FAILS(EINVAL, "unknown option '-z'", "--read-only", "-hz", "true");
         ASSERT_PARSE_FAILS(EINVAL, "option '--tmpfs' needs a value", "--tmpfs");
         ASSERT_PARSE_FAILS(EINVAL, "option '--workspace' needs a value", "--workspace");
         ASSERT_PARSE_FAILS(EINVAL, "option '-v' needs a value", "-v");
@@ -487,6 +487,27 @@ TEST(create_takes_disk_not_output_limit) {
         ASSERT_ERROR(run_args_parse_mode(3, out, RUN_ARGS_CREATE, &c, &e), EINVAL);
         ASSERT_NOT_NULL(strstr(e.msg, "--output-limit cannot be enforced"));
         run_args_done(&c);
+}
+
+TEST(quiet) {
+        _cleanup_(run_args_done) RunArgs a = {};
+        _cleanup_(run_args_done) RunArgs c = {};
+        char *create[] = {(char *)"create", (char *)"--quiet", NULL};
+        HutchError e;
+
+        ASSERT_OK(parse(&a, &e, "true", NULL));
+        ASSERT_FALSE(a.quiet);
+        run_args_done(&a);
+        ASSERT_OK(parse(&a, &e, "-q", "true", NULL));
+        ASSERT_TRUE(a.quiet);
+        run_args_done(&a);
+        ASSERT_OK(parse(&a, &e, "--quiet", "true", NULL));
+        ASSERT_TRUE(a.quiet);
+        /* Nothing runs after `hutch create`: no refusals to quiet. */
+        e = (HutchError){};
+        c = (RunArgs){.json_fd = -EBADF};
+        ASSERT_ERROR(run_args_parse_mode(2, create, RUN_ARGS_CREATE, &c, &e), EINVAL);
+        ASSERT_STREQ(e.msg, "--quiet is a flag of 'hutch run' and 'hutch exec'");
 }
 
 TEST(run_args_done_is_idempotent) {

@@ -291,6 +291,21 @@ _public_ int hutch_create(const char *name, const hutch_policy *p, const char *f
         return 0;
 }
 
+_public_ int hutch_update(const char *name, const hutch_policy *p, hutch_error *err) {
+        _cleanup_(store_freep) Store *s = NULL;
+        HutchError e = {};
+        int r;
+
+        if (!name || !p)
+                return fail_msg(err, EINVAL, "no sandbox name or policy given");
+        r = store_open(&s, &e);
+        if (r >= 0)
+                r = persist_update(s, name, p->p, NULL, &e);
+        if (r < 0)
+                return fail(err, &e, r);
+        return 0;
+}
+
 _public_ int hutch_exec(const char *name, const hutch_exec_options *o, hutch_outcome *ret,
                         hutch_error *err) {
         _cleanup_(store_freep) Store *s = NULL;

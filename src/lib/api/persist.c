@@ -2,6 +2,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <jansson.h>
 #include <limits.h>
 #include <sched.h>
 #include <stdio.h>
@@ -513,6 +514,99 @@ static int lock_sandbox(Store *s, const char *name, SandboxRecord **ret, int *re
                 return r;
         *ret = TAKE_PTR(rec);
         *ret_lock = TAKE_FD(lock);
+        return 0;
+}
+
+/* Adds to @changed the keys whose values differ between the objects @a and
+ * @b (either may lack a key), as PREFIX.KEY; "limits" is compared key by
+ * key inside. */
+static int policy_json_diff(json_t *a, json_t *b, const char *prefix, char ***changed) {
+        const char *key;
+        json_t *v;
+        int r;
+
+        for (int side = 0; side < 2; side++)
+                json_object_foreach(side ? b : a, key, v) {
+                        json_t *other = json_object_get(side ? a : b, key);
+                        _cleanup_free_ char *name = NULL;
+
+                        if (side && other)
+                                continue; /* compared from @a's side */
+                        if (json_equal(v, other))
+                                continue;
+                        if (asprintf(&name, "%s%s%s", prefix ?: "", prefix ? "." : "", key) < 0)
+                                return -ENOMEM;
+                        if (!prefix && strcmp(key, "limits") == 0 && json_is_object(v) &&
+                            (!other || json_is_object(other))) {
+                                json_t *none = json_object();
+
+                                r = none ? policy_json_diff(v, other ?: none, name, changed)
+                                         : -ENOMEM;
+                                json_decref(none);
+                                if (r < 0)
+                                        return r;
+                                continue;
+                        }
+                        if (strv_contains(*changed, name))
+                                continue;
+                        r = strv_extend(changed, name);
+                        if (r < 0)
+                                return r;
+                }
+        return 0;
+}
+
+int persist_update(Store *s, const char *name, const Policy *policy, char ***ret_changed,
+                   HutchError *reterr) {
+        _cleanup_(sandbox_record_freep) SandboxRecord *rec = NULL;
+        _cleanup_strv_free_ char **changed = NULL;
+        _cleanup_free_ char *text = NULL;
+        _cleanup_close_ int lock = -EBADF;
+        json_t *old_json, *new_json;
+        int r;
+
+        r = policy_validate(policy, reterr);
+        if (r < 0)
+                return r;
+        r = policy_to_json(policy, &text);
+        if (r < 0)
+                return hutch_error_set(reterr, -r, "cannot store this policy: %s", strerror(-r));
+        r = lock_sandbox(s, name, &rec, &lock, reterr);
+        if (r < 0)
+                return r;
+        old_json = json_loads(rec->policy_json, 0, NULL);
+        new_json = json_loads(text, 0, NULL);
+        changed = strv_copy(NULL);
+        r = json_is_object(old_json) && json_is_object(new_json) && changed
+                    ? policy_json_diff(old_json, new_json, NULL, &changed)
+                    : -ENOMEM;
+        json_decref(old_json);
+        json_decref(new_json);
+        if (r < 0)
+                return hutch_error_set(reterr, -r, "cannot compare the policies of '%s': %s",
+                                       rec->name, strerror(-r));
+        /* SECURITY: the workspace's changes are kept against the folder it
+         * was made from, and the backend's files differ: neither moves. */
+        STRV_FOREACH(f, changed)
+                if (strcmp(*f, "workspace") == 0 || strcmp(*f, "backend") == 0)
+                        return hutch_error_set(reterr, EINVAL,
+                                               "the %s of sandbox '%s' cannot change (create "
+                                               "another sandbox)",
+                                               *f, rec->name);
+        if (strv_length(changed) > 0 && store_keeper_running(s, rec->name))
+                return hutch_error_set(reterr, EBUSY,
+                                       "cannot change %s of sandbox '%s' while it runs (stop it "
+                                       "first: 'hutch stop %s')",
+                                       changed[0], rec->name, rec->name);
+        if (strv_length(changed) > 0) {
+                free(rec->policy_json);
+                rec->policy_json = TAKE_PTR(text);
+                r = store_sandbox_save(s, rec, reterr);
+                if (r < 0)
+                        return r;
+        }
+        if (ret_changed)
+                *ret_changed = TAKE_PTR(changed);
         return 0;
 }
 

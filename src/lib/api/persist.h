@@ -90,6 +90,16 @@ int persist_disk_supported(HutchError *reterr);
 int persist_create(Store *s, const char *name, const Policy *policy, const char *from,
                    uint64_t idle_timeout_ms, SandboxRecord **ret, HutchError *reterr);
 
+/* Changes sandbox @name's policy to @policy (validated here), saved in its
+ * record (store_sandbox_save(): crash-safe). Under the sandbox's lock, so
+ * nothing starts it meanwhile. While it runs, nothing changes: the first
+ * field that would is refused with -EBUSY, named ("limits.memory",
+ * "allow_hosts"; docs/persistent.md, "Changing the policy"). The workspace
+ * and the backend never change (-EINVAL, named). @ret_changed (may be
+ * NULL) gets the fields that changed, empty when none did. */
+int persist_update(Store *s, const char *name, const Policy *policy, char ***ret_changed,
+                   HutchError *reterr);
+
 /* Removes the sandbox and its files. A running one is -EBUSY unless
  * @force, which stops it first. */
 int persist_destroy(Store *s, const char *name, bool force, HutchError *reterr);
