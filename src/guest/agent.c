@@ -307,8 +307,10 @@ _noreturn_ static void child_fail(int errfd, int err, const char *what) {
         unsigned char b[4];
 
         agent_put_le32(b, (uint32_t)err);
-        (void)write(errfd, b, sizeof(b));
-        (void)write(errfd, what, strlen(what));
+        /* Exiting either way: a lost report still reads as a failure
+         * (the parent sees the pipe close early). */
+        if (loop_write(errfd, b, sizeof(b)) >= 0)
+                (void)loop_write(errfd, what, strlen(what));
         _exit(125);
 }
 

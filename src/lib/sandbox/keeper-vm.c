@@ -183,7 +183,7 @@ static void exec_start_failed(VmKeeper *k, VmExec *e) {
                 struct pollfd p = {.fd = e->fds[2], .events = POLLOUT};
 
                 if (poll(&p, 1, 0) == 1 && (p.revents & POLLOUT))
-                        (void)write(e->fds[2], line, strlen(line));
+                        (void)loop_write(e->fds[2], line, strlen(line));
         }
         e->ss.exited = true;
         e->ss.exit.status = (e->ss.error.errnum == ENOENT ? 127 : 126) << 8;

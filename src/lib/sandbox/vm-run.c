@@ -642,7 +642,9 @@ int vm_run_prepare(VmRun *v, VmConfig *c, char *const *caller_env, char **setup,
         uint32_t salt = 0;
         int r;
 
-        (void)getrandom(&salt, sizeof(salt), GRND_NONBLOCK);
+        /* Best effort: the pid alone names it among live runs. */
+        if (getrandom(&salt, sizeof(salt), GRND_NONBLOCK) != (ssize_t)sizeof(salt))
+                salt = 0;
         (void)snprintf(v->name, sizeof(v->name), "vm-%d-%08x", (int)getpid(), salt);
         if (policy_network_mode(v->policy) == NETWORK_MODE_ALLOW) {
                 r = proxy_binary_find(&v->proxy_binary, reterr);

@@ -579,6 +579,8 @@ int store_snapshot_load(const Store *s, const char *name_or_id, SnapshotRecord *
         _cleanup_strv_free_ char **names = NULL;
         int r;
 
+        if (!name_or_id)
+                return hutch_error_set(reterr, EINVAL, "no snapshot name or id given");
         if (store_name_is_valid(name_or_id)) {
                 _cleanup_free_ char *path = NULL;
                 json_t *j = NULL;
