@@ -91,7 +91,7 @@ clang_format_check() {
         clang-format --dry-run --Werror "${files[@]}"
 }
 
-# STYLE.md §6: `//` comments fail CI. Strings, character constants and
+# docs/style.md §6: `//` comments fail CI. Strings, character constants and
 # block comments are skipped, so "http://" in either is fine.
 no_line_comments() {
         /usr/bin/python3 - <<'PYEOF'

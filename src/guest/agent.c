@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
-/* hutch-agent: PID 1 of a hutch microVM (DESIGN.md §6, docs/vm.md).
+/* hutch-agent: PID 1 of a hutch microVM (docs/vm.md, docs/architecture.md §2).
  *
  * Linked statically and put at /init of the initramfs hutch builds. It
  * mounts the kernel filesystems, loads the modules of /modules (in name

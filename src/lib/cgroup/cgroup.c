@@ -31,8 +31,8 @@
 #define LEAF_NAME "exec"
 #define NAME_MAX_LEN 63U
 
-/* How long kill, freeze and rmdir wait for the kernel (DESIGN: a timeout
- * must end within 1.5 s, so the kill gets about one second). */
+/* How long kill, freeze and rmdir wait for the kernel: about one second
+ * (docs/cgroups.md), so that a timeout ends within 1.5 s. */
 #define SETTLE_TIMEOUT_MS 1000
 /* v1 freezing can stall on a task in uninterruptible sleep; the kill goes
  * ahead after this long anyway (SIGKILL is delivered on thaw). */

@@ -277,7 +277,7 @@ static int kv(char **buf, size_t *len, const char *key, const char *fmt, ...) {
         return agent_payload_add(buf, len, key, value);
 }
 
-/* The host base (DESIGN.md §3): /usr and /etc read-only, and /bin, /sbin,
+/* The host base (docs/architecture.md §3): /usr and /etc read-only, and /bin, /sbin,
  * /lib* as the host has them (links into /usr on a merged-/usr system, or
  * shares of their own). Then the workspace and the binds. Fills the shares
  * of @c and the SETUP entries. */
