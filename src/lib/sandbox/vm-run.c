@@ -39,6 +39,7 @@
 #include "signal-util.h"
 #include "store/store.h"
 #include "strv.h"
+#include "time-util.h"
 #include "vm/vm.h"
 
 /* The guest kernel's own share of the guest RAM: the command's cgroup in
@@ -583,7 +584,7 @@ static void session_loop(VmRun *v, VmMux *m, VmSession *ss) {
                 if ((extra[2].revents & POLLIN) && !ss->exited) {
                         /* The timeout: the whole VM dies, whatever runs in it. */
                         ss->timed_out = true;
-                        ss->s->end_ms = now_ms();
+                        ss->s->end_ms = time_monotonic_ms();
                         return;
                 }
         }
@@ -815,7 +816,7 @@ int sandbox_run_vm(const Policy *policy, char *const *argv, char *const *caller_
         r = start_command(&v, argv, reterr);
         if (r < 0)
                 return r;
-        sup.start_ms = now_ms();
+        sup.start_ms = time_monotonic_ms();
         vm_mux_init(&m, v.vm);
         vm_session_attach(&m, &ss, 0);
         session_loop(&v, &m, &ss);
