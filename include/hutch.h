@@ -2,7 +2,7 @@
 #ifndef HUTCH_H
 #define HUTCH_H
 
-/* hutch: the C API (DESIGN.md §7). "The small function your agent calls
+/* hutch: the C API (docs/api-c.md). "The small function your agent calls
  * instead of exec()": one-shot sandboxes, persistent sandboxes, snapshots,
  * and file access inside a sandbox. The CLI, `hutch serve` and `hutch mcp`
  * are thin layers over these calls.

@@ -11,7 +11,7 @@
 # printed and the script exits 1. Nothing is done when all are present.
 set -euo pipefail
 
-# The one list (DESIGN.md §9). libc6-dev provides the static libc the
+# The one list (docs/style.md §9). libc6-dev provides the static libc the
 # probe links against. user-mode-linux boots a pure cgroup v2 kernel for
 # tests/integration/test_cgroup_v2.py (this machine is hybrid). pandoc
 # writes the man pages (docs/man/meson.build; optional: without it they are

@@ -5,6 +5,8 @@
 #
 #   1. build/      meson + ninja with -Dwerror=true, unit tests
 #   2. build-asan/ the same under ASan+UBSan, unit tests
+#      build-rel/  a release build (-O3, _FORTIFY_SOURCE=3) with -Dwerror=true:
+#                  built only, no tests run against it
 #   3. lint        clang-format (no diff allowed), no // comments in src/,
 #                  the scripts checked by ShellCheck, and which folder of
 #                  src/ includes which (tools/check-layering.py)
@@ -89,7 +91,7 @@ clang_format_check() {
         clang-format --dry-run --Werror "${files[@]}"
 }
 
-# STYLE.md §6: `//` comments fail CI. Strings, character constants and
+# docs/style.md §6: `//` comments fail CI. Strings, character constants and
 # block comments are skipped, so "http://" in either is fine.
 no_line_comments() {
         /usr/bin/python3 - <<'PYEOF'
@@ -181,6 +183,8 @@ if build build-asan -Db_sanitize=address,undefined -Dwerror=true; then
 else
         fail 1 "build-asan"
 fi
+
+check "build-rel (release)" build build-rel --buildtype=release -Dwerror=true
 
 check "clang-format" clang_format_check
 check "no // comments in src/" no_line_comments

@@ -14,6 +14,7 @@
 #include <time.h>
 
 #include "fd-util.h"
+#include "time-util.h"
 
 int loop_write(int fd, const void *buf, size_t len) {
         const char *p = buf;
@@ -53,21 +54,14 @@ ssize_t loop_read(int fd, void *buf, size_t len) {
         return (ssize_t)done;
 }
 
-static uint64_t monotonic_ms(void) {
-        struct timespec ts;
-
-        (void)clock_gettime(CLOCK_MONOTONIC, &ts);
-        return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
 ssize_t read_until_eof(int fd, void *buf, size_t size, uint64_t timeout_ms) {
-        uint64_t deadline = monotonic_ms() + timeout_ms;
+        uint64_t deadline = time_monotonic_ms() + timeout_ms;
         char *p = buf;
         size_t len = 0;
 
         for (;;) {
                 struct pollfd pfd = {.fd = fd, .events = POLLIN};
-                uint64_t now = monotonic_ms();
+                uint64_t now = time_monotonic_ms();
                 ssize_t n;
                 int k;
 

@@ -13,7 +13,7 @@
  *   output_capture_finish(&c, &out, &err);  collects, reaps the drainer
  *   output_capture_done(&c);                always (cleanup attribute)
  *
- * The caller stays single-threaded (STYLE §2): the drainer is a process.
+ * The caller stays single-threaded (docs/style.md §2): the drainer is a process.
  * After the command ended, finish() tells the drainer to read what is left
  * in the pipes and stop, rather than wait for end-of-file: a process the
  * command left behind may still hold the pipes open. */

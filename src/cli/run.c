@@ -11,6 +11,7 @@
 #include "refusals.h"
 #include "run-flags.h"
 #include "sandbox/sandbox.h"
+#include "time-util.h"
 #include "vm/vm.h"
 
 static int write_outcome(int fd, const Outcome *o) {
@@ -58,11 +59,8 @@ static void warn_degraded(const Policy *p, const Outcome *o) {
 static uint64_t template_build_start_ms;
 
 static void template_build_notice(bool done, bool ok) {
-        struct timespec ts;
-        uint64_t now;
+        uint64_t now = time_monotonic_ms();
 
-        (void)clock_gettime(CLOCK_MONOTONIC, &ts);
-        now = (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
         if (!done) {
                 template_build_start_ms = now;
                 (void)fputs("hutch: building the microVM template (once per VM shape; later "

@@ -148,7 +148,8 @@ static int copy_tree(int src, int dst, unsigned depth) {
                         r = copy_tree(s, t, depth + 1);
                         if (r < 0)
                                 return r;
-                        (void)fchown(t, setup.uid, setup.gid);
+                        if (fchown(t, setup.uid, setup.gid) < 0)
+                                return negative_errno();
                 } else if (S_ISREG(st.st_mode)) {
                         _cleanup_close_ int s = -EBADF, t = -EBADF;
                         char buf[65536];
@@ -166,7 +167,8 @@ static int copy_tree(int src, int dst, unsigned depth) {
                         }
                         if (n < 0)
                                 return negative_errno();
-                        (void)fchown(t, setup.uid, setup.gid);
+                        if (fchown(t, setup.uid, setup.gid) < 0)
+                                return negative_errno();
                 } else if (S_ISLNK(st.st_mode)) {
                         char target[4096];
                         ssize_t n = readlinkat(src, de->d_name, target, sizeof(target) - 1);
@@ -176,7 +178,9 @@ static int copy_tree(int src, int dst, unsigned depth) {
                         target[n] = '\0';
                         if (symlinkat(target, dst, de->d_name) < 0)
                                 return negative_errno();
-                        (void)fchownat(dst, de->d_name, setup.uid, setup.gid, AT_SYMLINK_NOFOLLOW);
+                        if (fchownat(dst, de->d_name, setup.uid, setup.gid, AT_SYMLINK_NOFOLLOW) <
+                            0)
+                                return negative_errno();
                 }
         }
         return errno ? negative_errno() : 0;
@@ -564,8 +568,7 @@ _noreturn_ static void sandbox_init_main(int report) {
 
         r = sandbox_init_mounts();
         agent_put_le32(b, (uint32_t)(r < 0 ? -r : 0));
-        (void)write(report, b, sizeof(b));
-        if (r < 0)
+        if (loop_write(report, b, sizeof(b)) < 0 || r < 0)
                 _exit(1);
         (void)close_range(3, ~0U, 0);
         if (setgroups(0, NULL) < 0 || setresgid(65534, 65534, 65534) < 0 ||
@@ -598,7 +601,8 @@ static int userns_make(Fail *f) {
                 char c;
 
                 (void)close(hold[1]);
-                (void)read(hold[0], &c, 1);
+                /* Until the pipe's end (EOF), through EINTR. */
+                (void)loop_read(hold[0], &c, 1);
                 _exit(0);
         }
         (void)close(hold[0]);

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
-/* hutch-agent: PID 1 of a hutch microVM (DESIGN.md §6, docs/vm.md).
+/* hutch-agent: PID 1 of a hutch microVM (docs/vm.md, docs/architecture.md §2).
  *
  * Linked statically and put at /init of the initramfs hutch builds. It
  * mounts the kernel filesystems, loads the modules of /modules (in name
@@ -54,6 +54,7 @@
 #include "sandbox/file-op.h"
 #include "seccomp/seccomp-bpf.h"
 #include "signal-util.h"
+#include "time-util.h"
 
 #define PORT_WAIT_MS 20000
 #define OUTPUT_DRAIN_MS 2000
@@ -277,13 +278,6 @@ static struct {
 } doomed[AGENT_MAX_EXECS];
 static size_t n_doomed;
 
-static int64_t mono_ms(void) {
-        struct timespec ts;
-
-        (void)clock_gettime(CLOCK_MONOTONIC, &ts);
-        return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 static void send_frame(AgentMsg type, uint8_t chan, const void *payload, size_t len) {
         if (agent_frame_write(port_fd, type, chan, payload, len) < 0)
                 die("write to the host", errno);
@@ -307,8 +301,10 @@ _noreturn_ static void child_fail(int errfd, int err, const char *what) {
         unsigned char b[4];
 
         agent_put_le32(b, (uint32_t)err);
-        (void)write(errfd, b, sizeof(b));
-        (void)write(errfd, what, strlen(what));
+        /* Exiting either way: a lost report still reads as a failure
+         * (the parent sees the pipe close early). */
+        if (loop_write(errfd, b, sizeof(b)) >= 0)
+                (void)loop_write(errfd, what, strlen(what));
         _exit(125);
 }
 
@@ -526,7 +522,7 @@ static void exec_cgroup_dir(const Exec *x, char *dir, size_t size) {
 /* Removes the cgroups of ended commands that have emptied; gives up on
  * one after its time (it stays, empty or not). */
 static void doomed_sweep(void) {
-        int64_t now = mono_ms();
+        int64_t now = (int64_t)time_monotonic_ms();
 
         for (size_t i = 0; i < n_doomed;) {
                 if ((rmdir(doomed[i].dir) < 0 && errno == EBUSY) && now < doomed[i].until) {
@@ -584,7 +580,7 @@ static void exec_finish(Exec *x) {
          * up): retried for 1 s. */
         if (rmdir(dir) < 0 && errno == EBUSY && n_doomed < ELEMENTSOF(doomed)) {
                 (void)snprintf(doomed[n_doomed].dir, sizeof(doomed[n_doomed].dir), "%s", dir);
-                doomed[n_doomed++].until = mono_ms() + 1000;
+                doomed[n_doomed++].until = (int64_t)time_monotonic_ms() + 1000;
         }
         execs[x->chan] = NULL;
         free(x);
@@ -691,7 +687,7 @@ static void relay_output(Exec *x, int i) {
         x->out_unacked += (uint64_t)n;
         /* Output still coming: the drain's bound counts from the last. */
         if (x->exited)
-                x->drain_deadline = mono_ms() + OUTPUT_DRAIN_MS;
+                x->drain_deadline = (int64_t)time_monotonic_ms() + OUTPUT_DRAIN_MS;
         send_frame(i == 0 ? AGENT_MSG_STDOUT : AGENT_MSG_STDERR, x->chan, buf, (size_t)n);
 }
 
@@ -707,7 +703,7 @@ static void reap(void) {
                                 continue;
                         x->exited = true;
                         x->status = status;
-                        x->drain_deadline = mono_ms() + OUTPUT_DRAIN_MS;
+                        x->drain_deadline = (int64_t)time_monotonic_ms() + OUTPUT_DRAIN_MS;
                         exec_kill_all(x);
                         break;
                 }
@@ -921,7 +917,7 @@ _noreturn_ static void serve(AgentReader *rd, int sigfd) {
         for (;;) {
                 struct pollfd p[2 + 3 * AGENT_MAX_EXECS];
                 uint8_t chan[ELEMENTSOF(p)], what[ELEMENTSOF(p)];
-                int64_t now = mono_ms(), wait = -1;
+                int64_t now = (int64_t)time_monotonic_ms(), wait = -1;
                 size_t n = 0;
 
                 for (size_t c = 0; c < AGENT_MAX_EXECS; c++)

@@ -113,7 +113,7 @@ _printf_(3, 4) _Noreturn static void init_fail(const OciInit *init, int err, con
         if (err != 0)
                 n += snprintf(msg + 1 + n, sizeof(msg) - 1 - (size_t)n, ": %s", strerror(err));
         if (init->sync_fd >= 0)
-                (void)write(init->sync_fd, msg, strlen(msg));
+                (void)loop_write(init->sync_fd, msg, strlen(msg));
         else
                 dprintf(STDERR_FILENO, "hutch-oci: %s\n", msg + 1);
         _exit(init->sync_fd >= 0 ? 1 : 127);

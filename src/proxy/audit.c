@@ -9,6 +9,7 @@
 
 #include "audit.h"
 #include "fd-util.h"
+#include "time-util.h"
 
 static const char *const audit_decision_table[_AUDIT_DECISION_MAX] = {
         [AUDIT_ALLOW] = "allow",
@@ -59,15 +60,14 @@ void audit_done(Audit *a) {
 }
 
 void audit_format_now(char *buf, size_t size) {
-        struct timespec ts;
+        uint64_t ms = time_realtime_ms();
+        time_t sec = (time_t)(ms / 1000);
         struct tm tm;
         char base[24];
 
-        (void)clock_gettime(CLOCK_REALTIME, &ts);
-        if (!gmtime_r(&ts.tv_sec, &tm) ||
-            strftime(base, sizeof(base), "%Y-%m-%dT%H:%M:%S", &tm) == 0)
+        if (!gmtime_r(&sec, &tm) || strftime(base, sizeof(base), "%Y-%m-%dT%H:%M:%S", &tm) == 0)
                 base[0] = '\0';
-        (void)snprintf(buf, size, "%s.%03ldZ", base, ts.tv_nsec / 1000000);
+        (void)snprintf(buf, size, "%s.%03uZ", base, (unsigned)(ms % 1000));
 }
 
 static json_t *string_or_null(const char *s) {

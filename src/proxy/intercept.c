@@ -20,6 +20,7 @@
 #include "log.h"
 #include "proxy-request.h"
 #include "secrets.h"
+#include "time-util.h"
 
 #define REASON_MAX 1024
 #define FORWARD_HIGH_WATER (256 * 1024)
@@ -78,13 +79,6 @@ static void i_process_input(Intercept *i);
 static void i_forward_request_body(Intercept *i);
 static void i_forward_response(Intercept *i);
 
-static uint64_t now_us(void) {
-        struct timespec ts;
-
-        (void)clock_gettime(CLOCK_MONOTONIC, &ts);
-        return (uint64_t)ts.tv_sec * 1000000 + (uint64_t)ts.tv_nsec / 1000;
-}
-
 static struct timeval ms_tv(uint64_t ms) {
         return (struct timeval){.tv_sec = (time_t)(ms / 1000),
                                 .tv_usec = (suseconds_t)((ms % 1000) * 1000)};
@@ -92,7 +86,7 @@ static struct timeval ms_tv(uint64_t ms) {
 
 static void i_begin(Intercept *i) {
         i->in_exchange = true;
-        i->started_us = now_us();
+        i->started_us = time_monotonic_us();
         i->method[0] = '\0';
         i->status = 0;
         i->bytes_up = i->bytes_down = 0;
@@ -123,7 +117,7 @@ static void i_audit(Intercept *i, AuditDecision d, const char *reason, const cha
                 .status = i->status,
                 .bytes_up = i->bytes_up,
                 .bytes_down = i->bytes_down,
-                .duration_ms = (now_us() - i->started_us) / 1000,
+                .duration_ms = (time_monotonic_us() - i->started_us) / 1000,
                 .intercepted = true,
                 .secrets = names,
                 .n_secrets = n,

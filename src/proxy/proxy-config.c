@@ -41,6 +41,7 @@ typedef struct ConfigOption {
 static int fd_arg(const char *value, int min, const char *what, int *ret, HutchError *reterr) {
         int fd, r;
 
+        *ret = -EBADF;
         r = safe_atoi(value, &fd);
         if (r < 0 || fd < min)
                 return hutch_error_set(reterr, EINVAL,
@@ -433,8 +434,12 @@ static int json_apply(ProxyConfig *c, const ConfigOption *o, json_t *v, HutchErr
                                                json_type_expected(o));
         }
         if (o->type != OPT_STRING_LIST && o->type != OPT_INT_LIST) {
-                (void)json_value_string(v, num, sizeof(num), &s);
-                r = o->set(c, s, &e);
+                r = json_value_string(v, num, sizeof(num), &s);
+                if (r >= 0)
+                        r = o->set(c, s, &e);
+                else
+                        (void)hutch_error_set(&e, -r, "'%s' must be %s", o->json,
+                                              json_type_expected(o));
                 if (r < 0) {
                         (void)snprintf(pointer, sizeof(pointer), "/%s", o->json);
                         return hutch_error_set_pointer(reterr, -r, pointer, "%s", e.msg);
@@ -447,7 +452,10 @@ static int json_apply(ProxyConfig *c, const ConfigOption *o, json_t *v, HutchErr
                     (o->type == OPT_INT_LIST && !json_is_integer(item)))
                         return hutch_error_set_pointer(reterr, EINVAL, pointer, "'%s' must be %s",
                                                        o->json, json_type_expected(o));
-                (void)json_value_string(item, num, sizeof(num), &s);
+                r = json_value_string(item, num, sizeof(num), &s);
+                if (r < 0)
+                        return hutch_error_set_pointer(reterr, -r, pointer, "'%s' must be %s",
+                                                       o->json, json_type_expected(o));
                 r = o->set(c, s, &e);
                 if (r < 0)
                         return hutch_error_set_pointer(reterr, -r, pointer, "%s", e.msg);

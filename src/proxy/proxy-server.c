@@ -24,6 +24,7 @@
 #include "proxy-request.h"
 #include "proxy-server.h"
 #include "secrets.h"
+#include "time-util.h"
 
 /* Addresses tried per request, in resolver order. */
 #define CANDIDATES_MAX 16
@@ -177,13 +178,6 @@ static void conn_forward_response(Conn *c);
 static void conn_connect_next(Conn *c);
 static void conn_start_intercept(Conn *c);
 
-static uint64_t now_us(void) {
-        struct timespec ts;
-
-        (void)clock_gettime(CLOCK_MONOTONIC, &ts);
-        return (uint64_t)ts.tv_sec * 1000000 + (uint64_t)ts.tv_nsec / 1000;
-}
-
 static struct timeval ms_to_timeval(uint64_t ms) {
         return (struct timeval){.tv_sec = (time_t)(ms / 1000),
                                 .tv_usec = (suseconds_t)((ms % 1000) * 1000)};
@@ -232,7 +226,7 @@ static void conn_audit(Conn *c, AuditDecision decision, const char *reason) {
                 .status = c->status,
                 .bytes_up = c->bytes_up,
                 .bytes_down = c->bytes_down,
-                .duration_ms = (now_us() - c->started_us) / 1000,
+                .duration_ms = (time_monotonic_us() - c->started_us) / 1000,
                 .intercepted = c->intercept,
                 .secret = c->secret,
         };
@@ -246,7 +240,7 @@ static void conn_audit(Conn *c, AuditDecision decision, const char *reason) {
 static void conn_begin_exchange(Conn *c) {
         c->in_exchange = true;
         c->decided = false;
-        c->started_us = now_us();
+        c->started_us = time_monotonic_us();
         c->method[0] = c->rule[0] = c->address[0] = '\0';
         c->target = (ProxyRequest){};
         c->status = 0;

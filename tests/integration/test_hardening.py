@@ -11,7 +11,7 @@ import pytest
 
 CAPS = ["CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb"]
 
-# Denied with EPERM on x86_64 (STYLE.md §10: make the forbidden call).
+# Denied with EPERM on x86_64 (docs/style.md §10: make the forbidden call).
 DENIED = [
     "mount",
     "umount2",

@@ -561,7 +561,7 @@ static void import_expect_fail(int fd, int errnum, const char *msg, const char *
         r = snapshot_archive_import(fd, d, &manifest, &err);
         if (errnum == 0 ? r >= 0 : r != -errnum)
                 fail_msg("%s: import returned %d (%s), expected -%d (%s)", what, r, err.msg, errnum,
-                         msg);
+                         msg ? msg : "any message");
         ASSERT_EQ(err.errnum, -r);
         ASSERT_TRUE(err.msg[0] != '\0');
         if (msg)

@@ -2446,8 +2446,8 @@ static void final_cleanup(void) {
 
                 if (watch_base_existed[i])
                         continue;
-                (void)snprintf(p, sizeof(p), "%s/hutch", watch_mount[i]);
-                (void)rmdir(p);
+                if (snprintf(p, sizeof(p), "%s/hutch", watch_mount[i]) < (int)sizeof(p))
+                        (void)rmdir(p);
         }
         if (user_created) {
                 pid_t pid = fork();

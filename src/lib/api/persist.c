@@ -21,6 +21,7 @@
 #include "store/disk-image.h"
 #include "store/layers.h"
 #include "strv.h"
+#include "time-util.h"
 
 #ifndef HUTCH_INSTALLED_BINARY
 #define HUTCH_INSTALLED_BINARY "/usr/local/bin/hutch"
@@ -734,7 +735,7 @@ int persist_create(Store *s, const char *name, const Policy *policy, const char 
         if (!rec)
                 return -ENOMEM;
         rec->name = strdup(name);
-        rec->created_ms = store_now_ms();
+        rec->created_ms = time_realtime_ms();
         rec->gen = 1;
         rec->idle_timeout_ms = idle_timeout_ms;
         if (!rec->name || store_new_id(&rec->id) < 0)

@@ -20,6 +20,7 @@
 #include "fd-util.h"
 #include "macro.h"
 #include "parse-util.h"
+#include "time-util.h"
 
 #ifndef SYS_pidfd_open
 #define SYS_pidfd_open 434
@@ -31,8 +32,8 @@
 #define LEAF_NAME "exec"
 #define NAME_MAX_LEN 63U
 
-/* How long kill, freeze and rmdir wait for the kernel (DESIGN: a timeout
- * must end within 1.5 s, so the kill gets about one second). */
+/* How long kill, freeze and rmdir wait for the kernel: about one second
+ * (docs/cgroups.md), so that a timeout ends within 1.5 s. */
 #define SETTLE_TIMEOUT_MS 1000
 /* v1 freezing can stall on a task in uninterruptible sleep; the kill goes
  * ahead after this long anyway (SIGKILL is delivered on thaw). */
@@ -83,13 +84,6 @@ struct Cgroup {
 static int hierarchy_remove(Hierarchy *h);
 
 /* ---- small helpers ---- */
-
-static uint64_t now_ms(void) {
-        struct timespec ts;
-
-        (void)clock_gettime(CLOCK_MONOTONIC, &ts);
-        return (uint64_t)ts.tv_sec * 1000U + (uint64_t)ts.tv_nsec / 1000000U;
-}
 
 /* Sleeps a little longer each time (1, 2, 4, 8, 10, 10... ms). */
 static void backoff(unsigned *step) {
@@ -939,7 +933,7 @@ static int events_wait(const char *dir, const char *key, uint64_t want, uint64_t
                         return r;
                 if (v == want)
                         return 0;
-                now = now_ms();
+                now = time_monotonic_ms();
                 if (now >= deadline)
                         return -ETIMEDOUT;
                 /* kernfs signals a change of cgroup.events with POLLPRI;
@@ -967,7 +961,7 @@ static int freezer_v1_set(const char *dir, bool frozen, uint64_t deadline) {
                 if (strncmp(s, want, strlen(want)) == 0 &&
                     (s[strlen(want)] == '\n' || s[strlen(want)] == '\0'))
                         return 0;
-                if (now_ms() >= deadline)
+                if (time_monotonic_ms() >= deadline)
                         return -ETIMEDOUT;
                 backoff(&step);
         }
@@ -985,7 +979,8 @@ static int kill_by_walking(Cgroup *c, bool v2_fallback, uint64_t deadline) {
         if (fz && fz->made_dir) {
                 /* Frozen tasks cannot fork or exit, so one pass over a
                  * frozen tree gets them all; SIGKILL acts on thaw. */
-                (void)freezer_v1_set(fz->dir, true, MIN(deadline, now_ms() + FREEZE_WAIT_MS));
+                (void)freezer_v1_set(fz->dir, true,
+                                     MIN(deadline, time_monotonic_ms() + FREEZE_WAIT_MS));
                 found = 0;
                 r = walk_path(fz->dir, true, &found);
                 (void)freezer_v1_set(fz->dir, false, deadline);
@@ -993,7 +988,8 @@ static int kill_by_walking(Cgroup *c, bool v2_fallback, uint64_t deadline) {
                         return r;
         } else if (v2_fallback && v2 && v2->made_dir &&
                    cg_write(v2->dir, "cgroup.freeze", "1") >= 0) {
-                (void)events_wait(v2->dir, "frozen", 1, MIN(deadline, now_ms() + FREEZE_WAIT_MS));
+                (void)events_wait(v2->dir, "frozen", 1,
+                                  MIN(deadline, time_monotonic_ms() + FREEZE_WAIT_MS));
                 found = 0;
                 r = walk_path(v2->dir, true, &found);
                 (void)cg_write(v2->dir, "cgroup.freeze", "0");
@@ -1018,14 +1014,14 @@ static int kill_by_walking(Cgroup *c, bool v2_fallback, uint64_t deadline) {
                 }
                 if (found == 0)
                         return 0;
-                if (now_ms() >= deadline)
+                if (time_monotonic_ms() >= deadline)
                         return -ETIMEDOUT;
                 backoff(&step);
         }
 }
 
 int cgroup_kill(Cgroup *c) {
-        uint64_t deadline = now_ms() + SETTLE_TIMEOUT_MS;
+        uint64_t deadline = time_monotonic_ms() + SETTLE_TIMEOUT_MS;
         Hierarchy *v2;
         bool fallback = false;
         int r;
@@ -1057,7 +1053,7 @@ int cgroup_kill(Cgroup *c) {
 }
 
 int cgroup_set_frozen(Cgroup *c, bool frozen) {
-        uint64_t deadline = now_ms() + SETTLE_TIMEOUT_MS;
+        uint64_t deadline = time_monotonic_ms() + SETTLE_TIMEOUT_MS;
         Hierarchy *h;
         int r;
 
@@ -1216,7 +1212,7 @@ static int rmdir_retry(const char *path, uint64_t deadline) {
                         return 0;
                 if (errno != EBUSY)
                         return negative_errno();
-                if (now_ms() >= deadline)
+                if (time_monotonic_ms() >= deadline)
                         return -EBUSY;
                 backoff(&step);
         }
@@ -1264,11 +1260,11 @@ int cgroup_remove_tree(const char *path) {
         if (!path)
                 return -EINVAL;
         /* A deadline that has passed: one rmdir each, no retry. */
-        return rmdir_tree(path, 0, now_ms());
+        return rmdir_tree(path, 0, time_monotonic_ms());
 }
 
 static int hierarchy_remove(Hierarchy *h) {
-        uint64_t deadline = now_ms() + SETTLE_TIMEOUT_MS;
+        uint64_t deadline = time_monotonic_ms() + SETTLE_TIMEOUT_MS;
         int r = 0;
 
         if (h->made_dir) {

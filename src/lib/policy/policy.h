@@ -37,7 +37,7 @@ typedef enum NetworkMode {
         _NETWORK_MODE_INVALID = -EINVAL,
 } NetworkMode;
 
-/* Where the command runs (DESIGN.md §6, docs/vm.md). */
+/* Where the command runs (docs/vm.md). */
 typedef enum SandboxBackend {
         SANDBOX_BACKEND_NS, /* Linux namespaces on the host kernel (default) */
         SANDBOX_BACKEND_VM, /* a microVM with a kernel of its own */

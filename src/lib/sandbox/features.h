@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 #pragma once
 
-/* Kernel feature detection for `hutch doctor` (DESIGN.md §1, §3).
+/* Kernel feature detection for `hutch doctor` (docs/doctor.md, docs/architecture.md §3).
  *
  * Each probe answers "does this feature work here, for this caller?" by
  * really trying it in a forked child (the child's namespaces and mounts die

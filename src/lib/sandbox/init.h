@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 #pragma once
 
-/* The sandbox init: PID 1 of the new namespaces (DESIGN.md §2).
+/* The sandbox init: PID 1 of the new namespaces (docs/architecture.md §2).
  *
  * It waits for the supervisor's GO (the id maps are written by then), builds
  * the filesystem, confines itself (no capabilities, no_new_privs, landlock,

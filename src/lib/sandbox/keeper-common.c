@@ -22,16 +22,10 @@
 #include "sandbox/keeper-internal.h"
 #include "sandbox/keeper.h"
 #include "strv.h"
+#include "time-util.h"
 
 /* What an exec's outcome reads of the audit log for its denials. */
 #define KEEPER_AUDIT_READ_MAX (1U << 20)
-
-uint64_t keeper_wall_ms(void) {
-        struct timespec ts;
-
-        (void)clock_gettime(CLOCK_REALTIME, &ts);
-        return (uint64_t)ts.tv_sec * 1000U + (uint64_t)ts.tv_nsec / 1000000U;
-}
 
 int keeper_send_json(int fd, json_t *obj, const int *fds, size_t n_fds) {
         _cleanup_free_ char *text = json_dumps(obj, JSON_COMPACT);
@@ -291,7 +285,7 @@ void keeper_history_append(const char *path, const KeeperHistoryEntry *e,
                      "\"end_ms\":%llu,\"outcome\":%s}\n",
                      (unsigned long long)e->id, e->argv_json ? e->argv_json : "[]",
                      e->detached ? "true" : "false", (unsigned long long)e->start_wall_ms,
-                     (unsigned long long)keeper_wall_ms(), outcome_json);
+                     (unsigned long long)time_realtime_ms(), outcome_json);
         if (n < 0) {
                 line = NULL;
                 return;

@@ -69,8 +69,6 @@ int keeper_send_ping(int fd, size_t running);
  * for a missing or invalid one (ignored). */
 int keeper_request_signal(json_t *req);
 
-uint64_t keeper_wall_ms(void);
-
 /* Sends @obj (consumed) as one message with @fds. 0 or -errno. */
 int keeper_send_json(int fd, json_t *obj, const int *fds, size_t n_fds);
 /* {"op":"error","message":@msg} */

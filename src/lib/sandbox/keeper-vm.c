@@ -29,6 +29,7 @@
 #include "sandbox/vm-layers.h"
 #include "sandbox/vm-run.h"
 #include "strv.h"
+#include "time-util.h"
 
 /* How long the agent has to end a command it was told to kill. */
 #define VM_KILL_GRACE_MS 5000U
@@ -87,7 +88,7 @@ static void exec_drop(VmKeeper *k, size_t i) {
         vm_exec_free(e);
         memmove(k->execs + i, k->execs + i + 1, (k->n_execs - i - 1) * sizeof(VmExec *));
         if (--k->n_execs == 0)
-                k->idle_since_ms = now_ms();
+                k->idle_since_ms = time_monotonic_ms();
 }
 
 static size_t exec_find(VmKeeper *k, uint64_t id) {
@@ -103,7 +104,7 @@ static void exec_finished(VmKeeper *k, size_t i) {
         _cleanup_free_ char *json = NULL;
         VmExec *e = k->execs[i];
 
-        e->sup.end_ms = now_ms();
+        e->sup.end_ms = time_monotonic_ms();
         o.wall_ms = e->sup.end_ms - e->start_ms;
         if (vm_session_outcome(&e->ss, &o) < 0) {
                 /* No EXIT: the VM went away under the command. */
@@ -140,7 +141,7 @@ static void exec_kill(VmKeeper *k, VmExec *e) {
         if (!e->ss.started || e->ss.exited)
                 return;
         if (!e->kill_sent_ms)
-                e->kill_sent_ms = MAX(now_ms(), 1U);
+                e->kill_sent_ms = MAX(time_monotonic_ms(), 1U);
         vm_session_signal(&k->mux, &e->ss, SIGKILL);
 }
 
@@ -148,8 +149,8 @@ static void exec_kill(VmKeeper *k, VmExec *e) {
  * it; a detached exec's client is done then. */
 static void exec_started(VmKeeper *k, VmExec *e) {
         e->announced = true;
-        e->start_ms = e->sup.start_ms = now_ms();
-        e->start_wall_ms = keeper_wall_ms();
+        e->start_ms = e->sup.start_ms = time_monotonic_ms();
+        e->start_wall_ms = time_realtime_ms();
         if (e->timeout_ms)
                 e->deadline_ms = e->start_ms + e->timeout_ms;
         if (e->conn_fd >= 0)
@@ -183,7 +184,7 @@ static void exec_start_failed(VmKeeper *k, VmExec *e) {
                 struct pollfd p = {.fd = e->fds[2], .events = POLLOUT};
 
                 if (poll(&p, 1, 0) == 1 && (p.revents & POLLOUT))
-                        (void)write(e->fds[2], line, strlen(line));
+                        (void)loop_write(e->fds[2], line, strlen(line));
         }
         e->ss.exited = true;
         e->ss.exit.status = (e->ss.error.errnum == ENOENT ? 127 : 126) << 8;
@@ -428,7 +429,7 @@ static bool execs_step(VmKeeper *k) {
                                 vm_lost(k, -r, "out of memory");
                                 return false;
                         } else
-                                e->sent_ms = MAX(now_ms(), 1U);
+                                e->sent_ms = MAX(time_monotonic_ms(), 1U);
                 }
                 if (e->ss.failed && !e->announced) {
                         exec_start_failed(k, e);
@@ -447,7 +448,7 @@ static bool execs_step(VmKeeper *k) {
 
 /* Timeouts, kill graces and start bounds, as of now. */
 static void exec_deadlines(VmKeeper *k) {
-        uint64_t now = now_ms();
+        uint64_t now = time_monotonic_ms();
 
         for (size_t i = 0; i < k->n_execs; i++) {
                 VmExec *e = k->execs[i];
@@ -483,7 +484,7 @@ static void exec_deadlines(VmKeeper *k) {
 }
 
 static int poll_timeout(const VmKeeper *k, uint64_t idle_ms) {
-        uint64_t now = now_ms(), next = UINT64_MAX;
+        uint64_t now = time_monotonic_ms(), next = UINT64_MAX;
 
         for (size_t i = 0; i < k->n_execs; i++) {
                 const VmExec *e = k->execs[i];
@@ -505,7 +506,7 @@ static void keeper_loop(VmKeeper *k) {
                 k->cfg->idle_timeout_ms ? k->cfg->idle_timeout_ms : KEEPER_DEFAULT_IDLE_MS;
         Vm *vm = k->v.vm;
 
-        k->idle_since_ms = now_ms();
+        k->idle_since_ms = time_monotonic_ms();
         while (!k->stop) {
                 struct pollfd pfd[4 + VM_SESSION_NPOLL * KEEPER_MAX_EXECS + KEEPER_MAX_CONNS];
                 size_t n = 0, n_execs, n_fixed;
@@ -533,7 +534,7 @@ static void keeper_loop(VmKeeper *k) {
                 if (poll(pfd, n, poll_timeout(k, idle_ms)) < 0 && errno != EINTR)
                         break;
                 exec_deadlines(k);
-                if (k->n_execs == 0 && now_ms() >= k->idle_since_ms + idle_ms)
+                if (k->n_execs == 0 && time_monotonic_ms() >= k->idle_since_ms + idle_ms)
                         k->stop = true;
                 if (pfd[2].revents) {
                         struct signalfd_siginfo si;

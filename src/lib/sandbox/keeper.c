@@ -27,6 +27,7 @@
 #include "sandbox/sandbox-internal.h"
 #include "sandbox/sync.h"
 #include "strv.h"
+#include "time-util.h"
 
 typedef struct Exec {
         uint64_t id;
@@ -93,7 +94,7 @@ static void exec_free(Keeper *k, Exec *e) {
         free(e->argv_json);
         *e = k->execs[--k->n_execs];
         if (k->n_execs == 0)
-                k->idle_since_ms = now_ms();
+                k->idle_since_ms = time_monotonic_ms();
 }
 
 static void stem_prepare(Keeper *k);
@@ -116,7 +117,7 @@ static void exec_finished(Keeper *k, Exec *e, int status) {
         if (k->st->rc.cgroup && !(WIFEXITED(status) && WEXITSTATUS(status) == 0) &&
             cgroup_stats(k->st->rc.cgroup, &after) >= 0)
                 k->counters = after;
-        o.wall_ms = now_ms() - e->start_ms;
+        o.wall_ms = time_monotonic_ms() - e->start_ms;
         o.cpu_ms = mine.have_cpu ? mine.cpu_usec / 1000 : 0;
         o.mem_peak_bytes = after.have_mem_peak ? after.mem_peak_bytes : 0;
         o.degraded = k->st->rc.degraded | k->cfg->degraded;
@@ -295,8 +296,8 @@ static int exec_launch(Keeper *k, KeeperConn *c, const ExecSpec *x) {
                 .conn_fd = x->detach ? -EBADF : c->fd,
                 .detached = x->detach,
                 .builtin = x->builtin,
-                .start_ms = now_ms(),
-                .start_wall_ms = keeper_wall_ms(),
+                .start_ms = time_monotonic_ms(),
+                .start_wall_ms = time_realtime_ms(),
                 .audit_start = keeper_audit_size(k->cfg->policy),
         };
         if (!x->builtin) {
@@ -562,10 +563,10 @@ static void keeper_loop(Keeper *k) {
         uint64_t idle_ms =
                 k->cfg->idle_timeout_ms ? k->cfg->idle_timeout_ms : KEEPER_DEFAULT_IDLE_MS;
 
-        k->idle_since_ms = now_ms();
+        k->idle_since_ms = time_monotonic_ms();
         while (!k->stop) {
                 struct pollfd pfd[4 + KEEPER_MAX_CONNS];
-                uint64_t now = now_ms(), next = UINT64_MAX;
+                uint64_t now = time_monotonic_ms(), next = UINT64_MAX;
                 size_t n = 0, n_fixed;
                 int timeout;
 
@@ -589,7 +590,7 @@ static void keeper_loop(Keeper *k) {
                                              : (int)MIN(next - now, (uint64_t)60000);
                 if (poll(pfd, n, timeout) < 0 && errno != EINTR)
                         break;
-                now = now_ms();
+                now = time_monotonic_ms();
 
                 for (size_t i = 0; i < k->n_execs; i++) {
                         Exec *e = &k->execs[i];

@@ -2,7 +2,7 @@
 #pragma once
 
 /* The keeper: the detached supervisor of a running persistent sandbox
- * (DESIGN.md §2). It starts the sandbox (init serving exec requests),
+ * (docs/architecture.md §2). It starts the sandbox (init serving exec requests),
  * listens on a unix control socket, runs one command per `exec` request in
  * its own child cgroup, and stops itself when no command has run for the
  * idle timeout.
@@ -30,10 +30,11 @@
  *
  * A policy with backend vm gets the microVM's keeper (keeper-vm.c, docs/vm.md
  * "Persistent VM sandboxes"): the same protocol, one VM held between execs.
- * Its guest runs one command at a time, so an exec that arrives while
- * another runs waits (FIFO) and gets "started" when it starts; "detach"
- * and "file" are refused with {"op":"error"}; freeze/thaw freeze QEMU's
- * host cgroup. */
+ * Its guest runs up to AGENT_MAX_EXECS commands at once, one per channel
+ * of the agent's port; an exec that arrives while all channels are busy
+ * waits (FIFO) and gets "started" when it starts. "detach" and "file" work
+ * as here (a file operation is an exec of the builtin of file-op.h in the
+ * guest); freeze/thaw freeze QEMU's host cgroup. */
 
 #include <stdint.h>
 

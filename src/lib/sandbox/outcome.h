@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 #pragma once
 
-/* Outcome: the typed result of one command in a sandbox (DESIGN.md §1),
+/* Outcome: the typed result of one command in a sandbox (docs/architecture.md §7),
  * printed with --json. Plain data except for the denied list, which
  * outcome_done() frees. */
 

@@ -3,7 +3,7 @@
 
 /* Starting and stopping hutch-proxy for one run in network mode allow
  * (private to src/lib/sandbox). The proxy is its own binary in the host's
- * network namespace (DESIGN.md §2, §5): it accepts on the listening
+ * network namespace (docs/architecture.md §2, §5; docs/network.md): it accepts on the listening
  * sockets init created inside the sandbox and is the only process that
  * reaches the network. It exits when the supervisor closes its watch pipe
  * (or dies), and writes a summary line with the denials on the way out. */

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 #pragma once
 
-/* Builds the sandbox's filesystem view (the `host` base, DESIGN.md §3-§4)
+/* Builds the sandbox's filesystem view (the `host` base, docs/architecture.md §3-§4)
  * from inside the new mount namespace, and pivots into it.
  *
  * Runs in the sandbox init before any user code, as uid 0 of the new user
@@ -19,7 +19,7 @@
 #include "sandbox/container.h"
 #include "sandbox/outcome.h"
 
-/* A persistent sandbox's layers (DESIGN.md §4), attached by init: the
+/* A persistent sandbox's layers (docs/architecture.md §4), attached by init: the
  * directories /root, /var, /opt, /srv, /home and /mnt come from one overlay
  * whose lower layers are the snapshot layers' root/ over an empty
  * skeleton and whose upper is <data>/<upper>/root; a workspace in overlay

@@ -392,7 +392,9 @@ static int run_prepare(const Policy *policy, char *const *argv, char *const *cal
         int socks[2], r;
 
         st->policy = policy;
-        (void)getrandom(&salt, sizeof(salt), GRND_NONBLOCK);
+        /* Best effort: the pid alone names it among live runs. */
+        if (getrandom(&salt, sizeof(salt), GRND_NONBLOCK) != (ssize_t)sizeof(salt))
+                salt = 0;
         (void)snprintf(st->name, sizeof(st->name), "run-%d-%08x", (int)getpid(), salt);
         if (policy_network_mode(policy) == NETWORK_MODE_ALLOW) {
                 /* Before anything is created: no proxy, no network wall. */

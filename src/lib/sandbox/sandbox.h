@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 #pragma once
 
-/* One-shot sandbox: sandbox_run() is the supervisor of DESIGN.md §2. It
+/* One-shot sandbox: sandbox_run() is the supervisor of docs/architecture.md §2. It
  * clones the sandbox init into new user, mount, pid, net, ipc, uts and
  * cgroup namespaces, writes the id maps, hands it the bind mounts, waits for
  * the command and fills the outcome.

@@ -15,13 +15,7 @@
 #include "sandbox/outcome.h"
 #include "sandbox/supervise.h"
 #include "sandbox/sync.h"
-
-uint64_t now_ms(void) {
-        struct timespec ts;
-
-        (void)clock_gettime(CLOCK_MONOTONIC, &ts);
-        return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
+#include "time-util.h"
 
 void supervision_done(Supervision *s) {
         for (size_t i = 0; i < ELEMENTSOF(s->relays); i++)
@@ -76,12 +70,12 @@ static void handle_sync_message(Supervision *s) {
         case SYNC_OP_STARTED:
                 s->started = true;
                 s->fallbacks = (unsigned)(m.values[1] & ((1U << _OUTCOME_FALLBACK_MAX) - 1));
-                s->start_ms = now_ms();
+                s->start_ms = time_monotonic_ms();
                 break;
         case SYNC_OP_EXITED:
                 s->exited = true;
                 s->status = m.status;
-                s->end_ms = now_ms();
+                s->end_ms = time_monotonic_ms();
                 break;
         case SYNC_OP_GO:
         case SYNC_OP_CONTINUE:
@@ -243,7 +237,7 @@ void supervise(Supervision *s) {
                         s->init_gone = true;
                         drain_sync(s);
                         if (!s->end_ms)
-                                s->end_ms = now_ms();
+                                s->end_ms = time_monotonic_ms();
                 }
         }
 }

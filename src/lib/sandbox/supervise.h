@@ -60,5 +60,3 @@ void supervise(Supervision *s);
 
 /* Closes the relays' pipe ends. */
 void supervision_done(Supervision *s);
-
-uint64_t now_ms(void);

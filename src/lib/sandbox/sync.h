@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 #pragma once
 
-/* The supervisor <-> sandbox init protocol (STYLE.md §2): fixed-size,
+/* The supervisor <-> sandbox init protocol (docs/style.md §2): fixed-size,
  * versioned SOCK_SEQPACKET messages with a closed op enum. Descriptors
  * travel with SCM_RIGHTS. The supervisor validates every field it reads and
  * never trusts a length or an index from the sandbox side.

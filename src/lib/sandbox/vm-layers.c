@@ -417,7 +417,7 @@ static int userns_make(const IdMapping *m, int *ret_fd, HutchError *reterr) {
                 /* Keeps the namespace until the pipe's end. */
                 (void)close(hold[1]);
                 (void)prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
-                (void)read(hold[0], &c, 1);
+                (void)loop_read(hold[0], &c, 1);
                 _exit(0);
         }
         (void)close(hold[0]);

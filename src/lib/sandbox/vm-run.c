@@ -39,6 +39,7 @@
 #include "signal-util.h"
 #include "store/store.h"
 #include "strv.h"
+#include "time-util.h"
 #include "vm/vm.h"
 
 /* The guest kernel's own share of the guest RAM: the command's cgroup in
@@ -277,7 +278,7 @@ static int kv(char **buf, size_t *len, const char *key, const char *fmt, ...) {
         return agent_payload_add(buf, len, key, value);
 }
 
-/* The host base (DESIGN.md §3): /usr and /etc read-only, and /bin, /sbin,
+/* The host base (docs/architecture.md §3): /usr and /etc read-only, and /bin, /sbin,
  * /lib* as the host has them (links into /usr on a merged-/usr system, or
  * shares of their own). Then the workspace and the binds. Fills the shares
  * of @c and the SETUP entries. */
@@ -583,7 +584,7 @@ static void session_loop(VmRun *v, VmMux *m, VmSession *ss) {
                 if ((extra[2].revents & POLLIN) && !ss->exited) {
                         /* The timeout: the whole VM dies, whatever runs in it. */
                         ss->timed_out = true;
-                        ss->s->end_ms = now_ms();
+                        ss->s->end_ms = time_monotonic_ms();
                         return;
                 }
         }
@@ -642,7 +643,9 @@ int vm_run_prepare(VmRun *v, VmConfig *c, char *const *caller_env, char **setup,
         uint32_t salt = 0;
         int r;
 
-        (void)getrandom(&salt, sizeof(salt), GRND_NONBLOCK);
+        /* Best effort: the pid alone names it among live runs. */
+        if (getrandom(&salt, sizeof(salt), GRND_NONBLOCK) != (ssize_t)sizeof(salt))
+                salt = 0;
         (void)snprintf(v->name, sizeof(v->name), "vm-%d-%08x", (int)getpid(), salt);
         if (policy_network_mode(v->policy) == NETWORK_MODE_ALLOW) {
                 r = proxy_binary_find(&v->proxy_binary, reterr);
@@ -813,7 +816,7 @@ int sandbox_run_vm(const Policy *policy, char *const *argv, char *const *caller_
         r = start_command(&v, argv, reterr);
         if (r < 0)
                 return r;
-        sup.start_ms = now_ms();
+        sup.start_ms = time_monotonic_ms();
         vm_mux_init(&m, v.vm);
         vm_session_attach(&m, &ss, 0);
         session_loop(&v, &m, &ss);

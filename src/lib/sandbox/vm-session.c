@@ -11,6 +11,7 @@
 
 #include "macro.h"
 #include "sandbox/vm-session.h"
+#include "time-util.h"
 
 void vm_mux_init(VmMux *m, Vm *vm) {
         *m = (VmMux){.vm = vm};
@@ -195,7 +196,7 @@ static void mux_frame(VmMux *m, const AgentFrame *fr) {
                     agent_exit_decode(fr->payload, fr->len, &ss->exit) < 0)
                         break;
                 ss->exited = true;
-                ss->s->end_ms = now_ms();
+                ss->s->end_ms = time_monotonic_ms();
                 return;
         case AGENT_MSG_HELLO:
         case AGENT_MSG_SETUP:

@@ -538,6 +538,9 @@ static int entry_owner(Import *im, struct archive_entry *e, const char *path, ui
                        gid_t *ret_gid) {
         uint64_t uid = (uint64_t)archive_entry_uid(e), gid = (uint64_t)archive_entry_gid(e);
 
+        /* On failure too: -1 is chown(2)'s "leave it". */
+        *ret_uid = (uid_t)-1;
+        *ret_gid = (gid_t)-1;
         if (im->ids) {
                 if (uid >= im->ids->count || gid >= im->ids->count)
                         return hutch_error_set(im->reterr, EPERM,

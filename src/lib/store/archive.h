@@ -3,7 +3,7 @@
 
 /* The snapshot archive: `hutch snapshot export` / `import` turn a chain of
  * overlayfs layers (directories, `userxattr` conventions) into one
- * `.tar.zst` file and back (DESIGN.md §4).
+ * `.tar.zst` file and back (docs/architecture.md §4).
  *
  * The file is a pax tar stream in one zstd frame (both by libarchive),
  * followed by a zstd skippable frame. The tar entries, in this order:

@@ -22,6 +22,7 @@
 #include "store/layers.h"
 #include "store/store.h"
 #include "strv.h"
+#include "time-util.h"
 
 #define SNAPSHOT_CHAIN_MAX 64
 
@@ -38,13 +39,6 @@ static void crash_point(const char *where) {
 #else
         (void)where;
 #endif
-}
-
-uint64_t store_now_ms(void) {
-        struct timespec ts;
-
-        (void)clock_gettime(CLOCK_REALTIME, &ts);
-        return (uint64_t)ts.tv_sec * 1000U + (uint64_t)ts.tv_nsec / 1000000U;
 }
 
 int store_new_id(char **ret) {
@@ -579,6 +573,8 @@ int store_snapshot_load(const Store *s, const char *name_or_id, SnapshotRecord *
         _cleanup_strv_free_ char **names = NULL;
         int r;
 
+        if (!name_or_id)
+                return hutch_error_set(reterr, EINVAL, "no snapshot name or id given");
         if (store_name_is_valid(name_or_id)) {
                 _cleanup_free_ char *path = NULL;
                 json_t *j = NULL;
@@ -1177,7 +1173,7 @@ static int snapshot_record_for(const SandboxRecord *sb, const char *snap, const 
 
         *ret = (SnapshotRecord){
                 .name = strdup(snap),
-                .created_ms = store_now_ms(),
+                .created_ms = time_realtime_ms(),
                 .parent = sb->parent ? strdup(sb->parent) : NULL,
                 .policy_json = strdup(sb->policy_json),
                 .origin = strdup(sb->name),

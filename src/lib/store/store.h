@@ -205,8 +205,5 @@ int store_sandbox_data_path(const Store *s, const SandboxRecord *r, const char *
 /* Disk use of a folder, in bytes (st_blocks). */
 uint64_t store_disk_usage(const char *path);
 
-/* Milliseconds since the epoch. */
-uint64_t store_now_ms(void);
-
 /* A new 16-hex-digit id. */
 int store_new_id(char **ret);

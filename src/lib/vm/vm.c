@@ -34,6 +34,7 @@
 #include "rm-rf.h"
 #include "seccomp/seccomp-filter.h"
 #include "strv.h"
+#include "time-util.h"
 #include "vm/vm-internal.h"
 #include "vm/vm.h"
 
@@ -48,13 +49,6 @@
 #define QMP_IGNORE_SHARED                                                                          \
         "{\"execute\":\"migrate-set-capabilities\",\"arguments\":{\"capabilities\":[{"             \
         "\"capability\":\"x-ignore-shared\",\"state\":true}]}}\n"
-
-static uint64_t mono_ms(void) {
-        struct timespec ts;
-
-        (void)clock_gettime(CLOCK_MONOTONIC, &ts);
-        return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
 
 int vm_tsc_hints(char **ret) {
         _cleanup_free_ char *text = NULL, *khz_file = NULL;
@@ -645,13 +639,13 @@ Vm *vm_free(Vm *vm) {
 static int qmp_wait_answer(int fd, json_t **ret, HutchError *reterr) {
         char buf[65536];
         size_t len = 0;
-        uint64_t deadline = mono_ms() + QMP_TIMEOUT_MS;
+        uint64_t deadline = time_monotonic_ms() + QMP_TIMEOUT_MS;
 
         for (;;) {
                 char *nl;
                 ssize_t n;
                 struct pollfd p = {.fd = fd, .events = POLLIN};
-                uint64_t now = mono_ms();
+                uint64_t now = time_monotonic_ms();
 
                 while ((nl = memchr(buf, '\n', len))) {
                         json_t *j = json_loadb(buf, (size_t)(nl - buf), 0, NULL);
@@ -720,14 +714,14 @@ static int qmp_open(int fd, HutchError *reterr) {
 /* ---- the agent's port ---- */
 
 int vm_agent_recv(Vm *vm, uint64_t timeout_ms, AgentFrame *ret) {
-        uint64_t deadline = mono_ms() + timeout_ms;
+        uint64_t deadline = time_monotonic_ms() + timeout_ms;
 
         for (;;) {
                 struct pollfd p[2] = {
                         {.fd = vm->agent_fd, .events = POLLIN},
                         {.fd = vm->pidfd, .events = POLLIN},
                 };
-                uint64_t now = mono_ms();
+                uint64_t now = time_monotonic_ms();
                 int r = agent_reader_next(vm->reader, ret);
                 ssize_t n;
 
@@ -1061,7 +1055,7 @@ static int template_save(Vm *vm, const char *state_path, HutchError *reterr) {
                                 NULL, reterr);
         if (r < 0)
                 return r;
-        for (uint64_t deadline = mono_ms() + MIGRATE_TIMEOUT_MS;;) {
+        for (uint64_t deadline = time_monotonic_ms() + MIGRATE_TIMEOUT_MS;;) {
                 json_t *ans = NULL;
                 const char *status;
                 struct timespec ts = {.tv_nsec = 5000000};
@@ -1077,7 +1071,7 @@ static int template_save(Vm *vm, const char *state_path, HutchError *reterr) {
                         break;
                 if (strcmp(cmd, "failed") == 0 || strcmp(cmd, "cancelled") == 0)
                         return hutch_error_set(reterr, EIO, "saving the template VM %s", cmd);
-                if (mono_ms() >= deadline)
+                if (time_monotonic_ms() >= deadline)
                         return hutch_error_set(reterr, ETIMEDOUT,
                                                "saving the template VM timed out");
                 (void)nanosleep(&ts, NULL);

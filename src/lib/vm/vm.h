@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 #pragma once
 
-/* The microVM of `--backend vm` (DESIGN.md §6, docs/vm.md): one guest
+/* The microVM of `--backend vm` (docs/vm.md, docs/architecture.md §2): one guest
  * booted (or restored from a template) by a VMM, with hutch-agent as its
  * PID 1. This layer knows machines, images and the agent's frames; the
  * policy, the proxy, the host cgroup and the outcome are the sandbox's

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 
 /* probe: runs inside a hutch sandbox and prints one fact per verb, so the
- * pytest suite can assert containment from the inside (STYLE.md §10).
+ * pytest suite can assert containment from the inside (docs/style.md §10).
  *
  * Usage: probe VERB [ARGS...]. Each verb prints its fact on stdout and exits
  * 0; a failed attempt that *is* the fact (can-open, create, syscall, connect,
@@ -88,7 +88,7 @@ static int print_result(long r) {
         return 0;
 }
 
-/* Parses a decimal number without sign into @ret; no strtol (STYLE.md §5). */
+/* Parses a decimal number without sign into @ret; no strtol (docs/style.md §5). */
 static int parse_uint(const char *s, unsigned long max, unsigned long *ret) {
         unsigned long v = 0;
 
