@@ -912,6 +912,12 @@ def test_logs_history(store):
 def test_rm_of_a_running_sandbox(store):
     store.create("box")
     store.sh("box", "echo x > /root/f")
+    # The keeper answers the client first and writes the history line
+    # after: wait for it, so that the listing below is of a settled store.
+    deadline = time.monotonic() + 30
+    while len(store.history("box")) < 1:
+        assert time.monotonic() < deadline, "the exec's history line never came"
+        time.sleep(0.05)
     kp = store.keeper_pid("box")
     runs = cgroupctl.run_dirs(kp)
     before = store.listing()
