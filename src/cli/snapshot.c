@@ -117,6 +117,12 @@ static int snapshot_ls(int argc, char **argv) {
                         continue;
                 }
                 persist_format_time(rec->created_ms, created, sizeof(created));
+                /* SECURITY: an imported snapshot's origin is the archive's
+                 * text: no control byte of it reaches the terminal. */
+                if (rec->origin)
+                        for (char *p = rec->origin; *p; p++)
+                                if ((unsigned char)*p < 0x20 || *p == 0x7f)
+                                        *p = '?';
                 (void)printf("%-24s %-19s  %9.1fM  %-20s %s\n", rec->name, created,
                              (double)size / (1024.0 * 1024.0), rec->origin ? rec->origin : "-",
                              rec->parent ? rec->parent : "-");

@@ -35,10 +35,11 @@ SUM_FRAME_TAG = b"HUTCHSUM"
 TOKEN = "tok-3b1f9e-never-inside"
 
 
-def craft(h, evil_policy, dest):
+def craft(h, evil_policy, dest, extra=None):
     """A real snapshot "base" exported, then rebuilt with the manifest's
-    policy replaced by @evil_policy and named "evil", recompressed and with
-    its checksum frame recomputed, written to @dest."""
+    policy replaced by @evil_policy (and its other fields by @extra) and
+    named "evil", recompressed and with its checksum frame recomputed,
+    written to @dest."""
     new_sandbox(h, "src")
     h.ok("stop", "src")
     h.ok("snapshot", "src", "base")
@@ -60,6 +61,7 @@ def craft(h, evil_policy, dest):
                 j["name"] = "evil"
                 # What a forger would claim to pass for a local snapshot.
                 j["imported"] = False
+                j.update(extra or {})
                 data = json.dumps(j).encode()
                 m.size = len(data)
             out.addfile(m, io.BytesIO(data) if data is not None else None)
@@ -187,3 +189,19 @@ def test_local_snapshot_keeps_its_policy(hx):
     h.ok("snapshot", "import", out_dir / "loc2.tar.zst", "--name", "loc3")
     ins = json.loads(h.ok("snapshot", "inspect", "loc3"))
     assert ins["suggested_policy"]["env_pass"] == ["SOME_TOKEN"]
+
+
+def test_an_archives_origin_reaches_no_terminal(hx):
+    """The origin an archive names is its author's text: `hutch snapshot
+    ls` prints no control byte of it (an escape sequence would drive the
+    user's terminal); --json carries it as JSON escapes."""
+    h = hx
+    archive = h.workspace() / "evil.tar.zst"
+    craft(h, {}, archive, extra={"origin": "x\x1b]0;owned\x07\x1b[2Jy"})
+    assert h.ok("snapshot", "import", archive) == "evil\n"
+    text = h.ok("snapshot", "ls")
+    line = [ln for ln in text.splitlines() if ln.startswith("evil ")]
+    assert line and "x?]0;owned??[2Jy" in line[0], text
+    assert "\x1b" not in text and "\x07" not in text, repr(text)
+    listed = {e["name"]: e for e in json.loads(h.ok("snapshot", "ls", "--json"))}
+    assert listed["evil"]["origin"] == "x\x1b]0;owned\x07\x1b[2Jy"
