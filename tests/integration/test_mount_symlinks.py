@@ -17,11 +17,13 @@ writable by everyone (as root, like /var/tmp): there the old code did
 create the mount point."""
 
 import os
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 
 from cgroupctl import poll_until
+from diskutil import data_of
 from test_persistent import Store
 
 KINDS = ("dir-bind", "file-bind", "tmpfs")
@@ -157,15 +159,15 @@ def store(request):
     s.finalize()
 
 
-def upper_root(store, name):
-    """The sandbox's upper layer of its persistent directories, on the host."""
-    (upper,) = (store.sandbox_dir(name) / "data").glob("upper-*")
-    return upper / "root"
-
-
-def upper_ws(store, name):
-    (upper,) = (store.sandbox_dir(name) / "data").glob("upper-*")
-    return upper / "ws"
+@contextmanager
+def upper(store, name, part):
+    """The stopped sandbox's upper layer on the host: "root" (its
+    persistent directories) or "ws" (the workspace's); as root it is in the
+    sandbox's disk image, mounted while the block runs (diskutil)."""
+    assert poll_until(lambda: not store.keeper_pids(), 10), store.keeper_pids()
+    with data_of(store.home, store.state, name) as data:
+        (up,) = Path(data).glob("upper-*")
+        yield up / part
 
 
 def replace_link_with_dir(path):
@@ -195,7 +197,8 @@ def test_symlink_planted_between_runs_of_a_persistent_sandbox(store, kind):
     assert store.state_of("p2") == "stopped"
     # Twin: with a folder in the link's place it starts, and makes the
     # mount point there.
-    replace_link_with_dir(upper_root(store, "p2") / "root" / "cache")
+    with upper(store, "p2", "root") as root:
+        replace_link_with_dir(root / "root" / "cache")
     store.sh("p2", check_target(kind, target))
     assert list(host.iterdir()) == []
 
@@ -217,7 +220,8 @@ def test_symlink_planted_in_an_overlay_workspace_between_runs(store, kind):
     assert list(host.iterdir()) == [], tree(host)
     assert_refused(r, target)
     assert tree(ws) == before
-    replace_link_with_dir(upper_ws(store, "p3") / "sub")
+    with upper(store, "p3", "ws") as ws_upper:
+        replace_link_with_dir(ws_upper / "sub")
     store.sh("p3", check_target(kind, target))
     assert list(host.iterdir()) == []
     assert tree(ws) == before
@@ -232,13 +236,15 @@ def test_target_itself_swapped_for_a_symlink(store):
     store.create("p4", *mount_flags("dir-bind", src, target))
     store.sh("p4", check_target("dir-bind", target))
     assert store.hutch("stop", "p4").returncode == 0
-    point = upper_root(store, "p4") / "root" / "data"
-    st = os.lstat(point)
-    point.rmdir()
-    point.symlink_to(f"/oldroot{host}")
-    os.lchown(point, st.st_uid, st.st_gid)
+    with upper(store, "p4", "root") as root:
+        point = root / "root" / "data"
+        st = os.lstat(point)
+        point.rmdir()
+        point.symlink_to(f"/oldroot{host}")
+        os.lchown(point, st.st_uid, st.st_gid)
     r = store.exec("p4", "true")
     assert list(host.iterdir()) == [], tree(host)
     assert_refused(r, target)
-    replace_link_with_dir(point)
+    with upper(store, "p4", "root") as root:
+        replace_link_with_dir(root / "root" / "data")
     store.sh("p4", check_target("dir-bind", target))
