@@ -425,15 +425,16 @@ static void conn_answer(Conn *c, AuditDecision decision, unsigned status, const 
  * the flag that would allow it, as `hutch run` says it after the command
  * (docs/network.md, "Refusals"). */
 static void conn_deny_hint(Conn *c, const char *reason, const char *hint) {
-        char text[REASON_MAX * 2];
+        _cleanup_free_ char *text = NULL;
         /* A denied absolute-URI request without a body leaves the
          * connection in a known state: the client may try another host. */
         bool keep = c->target.kind == PROXY_REQUEST_FORWARD && c->req.state == HTTP_MESSAGE_DONE &&
                     c->keep_alive;
 
-        (void)snprintf(text, sizeof(text), "denied: %s%s%s", reason, hint ? "; allow it with " : "",
-                       hint ?: "");
-        conn_answer(c, AUDIT_DENY, 403, text, reason, keep);
+        if (asprintf(&text, "denied: %s%s%s", reason, hint ? "; allow it with " : "", hint ?: "") <
+            0)
+                text = NULL;
+        conn_answer(c, AUDIT_DENY, 403, text ?: "denied", reason, keep);
 }
 
 static void conn_deny(Conn *c, const char *reason) {

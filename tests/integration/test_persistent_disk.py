@@ -203,6 +203,10 @@ def test_no_loop_device_or_mount_outlives_the_sandbox(root_store):
     assert pid, "no keeper found"
     os.kill(pid, signal.SIGKILL)
     assert poll_until(lambda: nothing_attached(s.home), 10), loops_of(s.home)
+    # Until its parent has reaped it the pid exists, and the next start
+    # rightly does not collect its cgroups (test_persistent.py
+    # test_gc_after_the_keeper_is_killed): wait for that first.
+    assert poll_until(lambda: not os.path.exists(f"/proc/{pid}"), 30)
     assert s.sh("d", "cat /root/f") == "x\n"
 
     # rm of a running sandbox leaves nothing.
