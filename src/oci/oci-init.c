@@ -82,6 +82,12 @@ int oci_cap_from_name(const char *name) {
         return -EINVAL;
 }
 
+const char *oci_cap_to_name(int cap) {
+        if (cap < 0 || (size_t)cap >= ELEMENTSOF(cap_names))
+                return NULL;
+        return cap_names[cap];
+}
+
 int oci_namespace_flag(const char *type) {
         static const struct {
                 const char *name;

@@ -1435,50 +1435,8 @@ static int cmd_features(void) {
         json_t *o, *caps = json_array(), *nss = json_array();
         char *out;
 
-        for (int c = 0; c <= 40; c++) {
-                static const char *const names[] = {"CAP_CHOWN",
-                                                    "CAP_DAC_OVERRIDE",
-                                                    "CAP_DAC_READ_SEARCH",
-                                                    "CAP_FOWNER",
-                                                    "CAP_FSETID",
-                                                    "CAP_KILL",
-                                                    "CAP_SETGID",
-                                                    "CAP_SETUID",
-                                                    "CAP_SETPCAP",
-                                                    "CAP_LINUX_IMMUTABLE",
-                                                    "CAP_NET_BIND_SERVICE",
-                                                    "CAP_NET_BROADCAST",
-                                                    "CAP_NET_ADMIN",
-                                                    "CAP_NET_RAW",
-                                                    "CAP_IPC_LOCK",
-                                                    "CAP_IPC_OWNER",
-                                                    "CAP_SYS_MODULE",
-                                                    "CAP_SYS_RAWIO",
-                                                    "CAP_SYS_CHROOT",
-                                                    "CAP_SYS_PTRACE",
-                                                    "CAP_SYS_PACCT",
-                                                    "CAP_SYS_ADMIN",
-                                                    "CAP_SYS_BOOT",
-                                                    "CAP_SYS_NICE",
-                                                    "CAP_SYS_RESOURCE",
-                                                    "CAP_SYS_TIME",
-                                                    "CAP_SYS_TTY_CONFIG",
-                                                    "CAP_MKNOD",
-                                                    "CAP_LEASE",
-                                                    "CAP_AUDIT_WRITE",
-                                                    "CAP_AUDIT_CONTROL",
-                                                    "CAP_SETFCAP",
-                                                    "CAP_MAC_OVERRIDE",
-                                                    "CAP_MAC_ADMIN",
-                                                    "CAP_SYSLOG",
-                                                    "CAP_WAKE_ALARM",
-                                                    "CAP_BLOCK_SUSPEND",
-                                                    "CAP_AUDIT_READ",
-                                                    "CAP_PERFMON",
-                                                    "CAP_BPF",
-                                                    "CAP_CHECKPOINT_RESTORE"};
-                (void)json_array_append_new(caps, json_string(names[c]));
-        }
+        for (int c = 0; oci_cap_to_name(c); c++)
+                (void)json_array_append_new(caps, json_string(oci_cap_to_name(c)));
         for (size_t i = 0; i < ELEMENTSOF(ns); i++)
                 (void)json_array_append_new(nss, json_string(ns[i]));
         o = json_pack("{s:s, s:s, s:[], s:[ssssssssssssssssssssssssssss], "

@@ -64,3 +64,7 @@ int oci_namespace_flag(const char *type);
 
 /* Capability number from its name ("CAP_CHOWN"), or -EINVAL. */
 int oci_cap_from_name(const char *name);
+
+/* The name of capability number @cap ("CAP_CHOWN" for 0), or NULL past the
+ * last one hutch-oci knows. */
+const char *oci_cap_to_name(int cap);
