@@ -855,36 +855,46 @@ int store_list(const Store *s, const char *kind, char ***ret) {
  * of this very layer exists): the sandbox moves on to it and to its next
  * layer, made in the image before the commit; the copied one is left to
  * the keeper to remove. Not committed: the sandbox stays as it is. */
+/* Committed? Looks for the snapshot made of @r's layer @upper; when there
+ * is one, @r moves on to it (its parent, the next generation) in memory and
+ * 1 is returned; 0 when there is none, -ENOMEM. */
+static int sandbox_move_to_snapshot(Store *s, SandboxRecord *r, const char *upper) {
+        _cleanup_strv_free_ char **snaps = NULL;
+
+        if (store_list(s, "snapshots", &snaps) < 0)
+                return 0;
+        STRV_FOREACH(n, snaps) {
+                _cleanup_(snapshot_record_freep) SnapshotRecord *snap = NULL;
+
+                if (store_snapshot_load(s, *n, &snap, NULL) < 0 || !snap->origin ||
+                    !snap->origin_upper || strcmp(snap->origin, r->name) != 0 ||
+                    strcmp(snap->origin_upper, upper) != 0)
+                        continue;
+                free(r->parent);
+                r->parent = strdup(snap->name);
+                if (!r->parent)
+                        return -ENOMEM;
+                r->gen++;
+                return 1;
+        }
+        return 0;
+}
+
 static int sandbox_recover_image(Store *s, SandboxRecord *r, const char *upper,
                                  const char *pending) {
-        _cleanup_strv_free_ char **snaps = NULL;
         int q;
 
-        if (store_list(s, "snapshots", &snaps) >= 0)
-                STRV_FOREACH(n, snaps) {
-                        _cleanup_(snapshot_record_freep) SnapshotRecord *snap = NULL;
-
-                        if (store_snapshot_load(s, *n, &snap, NULL) < 0 || !snap->origin ||
-                            !snap->origin_upper || strcmp(snap->origin, r->name) != 0 ||
-                            strcmp(snap->origin_upper, upper) != 0)
-                                continue;
-                        free(r->parent);
-                        r->parent = strdup(snap->name);
-                        if (!r->parent)
-                                return -ENOMEM;
-                        r->gen++;
-                        q = store_sandbox_save(s, r, NULL);
-                        if (q < 0)
-                                return q;
-                        break;
-                }
+        q = sandbox_move_to_snapshot(s, r, upper);
+        if (q > 0)
+                q = store_sandbox_save(s, r, NULL);
+        if (q < 0)
+                return q;
         return unlink(pending) < 0 && errno != ENOENT ? negative_errno() : 0;
 }
 
 static int sandbox_recover(Store *s, SandboxRecord *r) {
         _cleanup_free_ char *data = NULL, *snapdir = NULL;
         _cleanup_(closedirp) DIR *d = NULL;
-        _cleanup_strv_free_ char **snaps = NULL;
         struct dirent *de;
         char upper[64];
         struct stat st;
@@ -913,32 +923,20 @@ static int sandbox_recover(Store *s, SandboxRecord *r) {
                         return 0; /* nothing to do */
         }
         /* Committed? A snapshot made of this very layer. */
-        if (store_list(s, "snapshots", &snaps) >= 0)
-                STRV_FOREACH(n, snaps) {
-                        _cleanup_(snapshot_record_freep) SnapshotRecord *snap = NULL;
+        q = sandbox_move_to_snapshot(s, r, upper);
+        if (q < 0)
+                return q;
+        if (q > 0) {
+                _cleanup_close_ int dfd = open(data, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+                char next[64];
 
-                        if (store_snapshot_load(s, *n, &snap, NULL) < 0 || !snap->origin ||
-                            !snap->origin_upper || strcmp(snap->origin, r->name) != 0 ||
-                            strcmp(snap->origin_upper, upper) != 0)
-                                continue;
-                        free(r->parent);
-                        r->parent = strdup(snap->name);
-                        if (!r->parent)
-                                return -ENOMEM;
-                        r->gen++;
-                        {
-                                _cleanup_close_ int dfd =
-                                        open(data, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-                                char next[64];
-
-                                if (dfd < 0 || upper_name(r->gen, next, sizeof(next)) < 0)
-                                        return -EIO;
-                                q = make_layer_dirs(s, dfd, next);
-                                if (q < 0)
-                                        return q;
-                        }
-                        return store_sandbox_save(s, r, NULL);
-                }
+                if (dfd < 0 || upper_name(r->gen, next, sizeof(next)) < 0)
+                        return -EIO;
+                q = make_layer_dirs(s, dfd, next);
+                if (q < 0)
+                        return q;
+                return store_sandbox_save(s, r, NULL);
+        }
         /* Not committed: the layer sits in a temp snapshot folder. */
         if (asprintf(&snapdir, "%s/snapshots", s->home) < 0)
                 return -ENOMEM;
