@@ -1054,17 +1054,28 @@ static int filter_grow(SecretFilter *f, size_t total) {
         return 0;
 }
 
-int secret_filter_feed(SecretFilter *f, const ProxySecret *secrets, size_t n, const char *data,
-                       size_t len, const char **ret, size_t *ret_len) {
-        size_t total = f->tail_len + len, keep, count = 0;
+/* Puts the held bytes and then @data (@len bytes) in f->buf, whose length
+ * is then f->tail_len + @len. 0 or -ENOMEM. */
+static int filter_join(SecretFilter *f, const char *data, size_t len) {
         int r;
 
-        r = filter_grow(f, total);
+        r = filter_grow(f, f->tail_len + len);
         if (r < 0)
                 return r;
         memcpy(f->buf, f->tail, f->tail_len);
         if (len > 0)
                 memcpy(f->buf + f->tail_len, data, len);
+        return 0;
+}
+
+int secret_filter_feed(SecretFilter *f, const ProxySecret *secrets, size_t n, const char *data,
+                       size_t len, const char **ret, size_t *ret_len) {
+        size_t total = f->tail_len + len, keep, count = 0;
+        int r;
+
+        r = filter_join(f, data, len);
+        if (r < 0)
+                return r;
         if (!f->bigrams) {
                 f->bigrams = malloc(BIGRAMS_SIZE + 257);
                 if (!f->bigrams)
@@ -1133,12 +1144,9 @@ int secret_scan_feed(SecretFilter *f, const ProxySecret *secrets, size_t n, cons
         size_t total = f->tail_len + len, hold;
         int r;
 
-        r = filter_grow(f, total);
+        r = filter_join(f, data, len);
         if (r < 0)
                 return r;
-        memcpy(f->buf, f->tail, f->tail_len);
-        if (len > 0)
-                memcpy(f->buf + f->tail_len, data, len);
         for (size_t i = 0; i < n; i++)
                 if (contains(f->buf, total, secrets[i].placeholder, secrets[i].placeholder_len)) {
                         *ret_secret = &secrets[i];
