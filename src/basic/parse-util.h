@@ -27,3 +27,6 @@ int parse_duration_ms(const char *s, uint64_t *ret);
 
 /* Parses a boolean: 1/yes/true/on and 0/no/false/off. */
 int parse_boolean(const char *s, bool *ret);
+
+/* The value of hex digit @c (0-9, a-f, A-F), or -1. */
+int hex_digit(char c);

@@ -329,7 +329,8 @@ static int setup_net(Fail *f) {
         return 0;
 }
 
-static int hex_digit(char c) {
+/* Lowercase hex only: what the host writes. */
+static int hex_digit_lower(char c) {
         if (c >= '0' && c <= '9')
                 return c - '0';
         if (c >= 'a' && c <= 'f')
@@ -351,7 +352,7 @@ static int setup_seed(const char *hex, Fail *f) {
         if (n > sizeof(e.buf) || strlen(hex) % 2)
                 return fail(f, EINVAL, "parse the setup", "seed");
         for (size_t i = 0; i < n; i++) {
-                int hi = hex_digit(hex[2 * i]), lo = hex_digit(hex[2 * i + 1]);
+                int hi = hex_digit_lower(hex[2 * i]), lo = hex_digit_lower(hex[2 * i + 1]);
 
                 if (hi < 0 || lo < 0)
                         return fail(f, EINVAL, "parse the setup", "seed");

@@ -11,6 +11,7 @@
 #include <emmintrin.h>
 #endif
 
+#include "parse-util.h"
 #include "secrets.h"
 #include "strv.h"
 
@@ -594,16 +595,6 @@ typedef enum CharStyle {
         STYLE_U,         /* \u0020 */
         STYLE_ESCAPE,    /* \/ */
 } CharStyle;
-
-static int hex_digit(char c) {
-        if (c >= '0' && c <= '9')
-                return c - '0';
-        if (c >= 'a' && c <= 'f')
-                return c - 'a' + 10;
-        if (c >= 'A' && c <= 'F')
-                return c - 'A' + 10;
-        return -1;
-}
 
 /* The case of the hex letters in @n bytes at @s: 1 lower, 0 upper, -1 no
  * letter. */

@@ -108,4 +108,15 @@ TEST(parse_boolean) {
         ASSERT_ERROR(parse_boolean(NULL, &b), EINVAL);
 }
 
+TEST(hex_digit) {
+        ASSERT_EQ(hex_digit('0'), 0);
+        ASSERT_EQ(hex_digit('9'), 9);
+        ASSERT_EQ(hex_digit('a'), 10);
+        ASSERT_EQ(hex_digit('F'), 15);
+        ASSERT_EQ(hex_digit('g'), -1);
+        ASSERT_EQ(hex_digit('G'), -1);
+        ASSERT_EQ(hex_digit('/'), -1);
+        ASSERT_EQ(hex_digit('\0'), -1);
+}
+
 DEFINE_TEST_MAIN

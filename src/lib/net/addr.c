@@ -33,16 +33,6 @@ NetAddrClass net_addr_class_from_string(const char *s) {
         return _NET_ADDR_CLASS_INVALID;
 }
 
-static int hex_digit(char c) {
-        if (c >= '0' && c <= '9')
-                return c - '0';
-        if (c >= 'a' && c <= 'f')
-                return c - 'a' + 10;
-        if (c >= 'A' && c <= 'F')
-                return c - 'A' + 10;
-        return -1;
-}
-
 /* One part of an inet_aton()-style IPv4 address: decimal, octal with a
  * leading 0, or hex with 0x. Values above @max are refused, which also keeps
  * the accumulator from overflowing (@max < 2^32). */
