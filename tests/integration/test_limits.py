@@ -239,11 +239,17 @@ def spin(runner, flags):
 
 
 def test_cpus_half_a_core(lim, record_property):
+    """A spinner under --cpus 0.5 gets at most half a core plus a period
+    of burst, by hutch's count and by the kernel's count of the test's
+    children. Only the upper bound is a claim: a loaded machine can give
+    the spinner less than half a core, never more than the quota lets
+    through (test_cpus_unlimited_twin is the negative twin, read from the
+    kernel rather than timed)."""
     ratio, outside, o = spin(lim, ["--cpus", "0.5"])
     record_property("cpu_ratio", ratio)
     record_property("cpu_ratio_outside", outside)
-    assert 0.35 <= ratio <= 0.65, o
-    assert 0.35 <= outside <= 0.65, (outside, o)
+    assert 0.01 < ratio <= 0.65, o
+    assert 0.01 < outside <= 0.65, (outside, o)
 
 
 def cgroup_mounts():
