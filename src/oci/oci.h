@@ -19,6 +19,7 @@
 #include <stdbool.h>
 #include <sys/types.h>
 
+#include "cgroup/cgroup.h"
 #include "hutch-error.h"
 
 /* Checks @config (the parsed config.json) for fields and values hutch-oci
@@ -68,3 +69,41 @@ int oci_cap_from_name(const char *name);
 /* The name of capability number @cap ("CAP_CHOWN" for 0), or NULL past the
  * last one hutch-oci knows. */
 const char *oci_cap_to_name(int cap);
+
+/* ---- the container's cgroups (oci-cgroup.c) ---- */
+
+#define MAX_CGROUPS 8
+
+/* The container's cgroup directories, one per hierarchy hutch uses. */
+typedef struct Cgroups {
+        char *paths[MAX_CGROUPS];
+        size_t n;
+        char *memory, *pids, *cpu, *freezer, *devices, *v2;
+        CgroupVersion memory_v, pids_v, cpu_v;
+} Cgroups;
+
+/* mkdir -p @path, each directory 0755. 0 or -errno. */
+int oci_mkdir_p(const char *path);
+
+void cgroups_done(Cgroups *c);
+
+/* Where the container's cgroups go: cgroupsPath (default
+ * "/hutch-oci/<id>") below every hierarchy hutch uses. Creates nothing.
+ * Returns 0, or -errno with @reterr naming the field. */
+int cgroups_plan(const char *id, json_t *linux_obj, Cgroups *ret, HutchError *reterr);
+
+/* Creates the directories and writes linux.resources @res (may be NULL).
+ * Returns 0, or -errno with @reterr naming the field. */
+int cgroups_apply(Cgroups *c, json_t *res, HutchError *reterr);
+
+/* Moves @pid into every cgroup of @c. 0 or -errno. */
+int cgroups_attach(Cgroups *c, pid_t pid);
+
+/* Signals every process of the cgroups listed in @state's "cgroups". */
+int cgroup_signal_all(json_t *state, int sig);
+
+/* Whether none of @state's cgroups holds a process. */
+bool cgroups_empty(json_t *state);
+
+/* Removes @state's cgroups. 0 or the first -errno. */
+int cgroups_remove(json_t *state);
