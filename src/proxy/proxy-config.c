@@ -492,16 +492,171 @@ static bool printable_token(const char *s) {
         return true;
 }
 
-/* One element of "secrets" (docs/network.md). */
-static int load_secret(ProxyConfig *c, json_t *obj, size_t index, HutchError *reterr) {
+/* Refuses a key of secret @obj that is not one of docs/network.md's. */
+static int secret_check_keys(json_t *obj, size_t index, HutchError *reterr) {
         static const char *const known[] = {"name",   "placeholder", "value",       "hosts",
                                             "header", "query",       "path_prefix", "methods"};
         char pointer[HUTCH_ERROR_POINTER_MAX];
+        const char *key;
+        json_t *v;
+
+        json_object_foreach(obj, key, v) {
+                bool ok = false;
+
+                for (size_t i = 0; i < ELEMENTSOF(known); i++)
+                        ok = ok || strcmp(known[i], key) == 0;
+                if (!ok) {
+                        (void)snprintf(pointer, sizeof(pointer), "/secrets/%zu/%s", index, key);
+                        return hutch_error_set_pointer(reterr, EINVAL, pointer,
+                                                       "unknown key '%s' in a secret", key);
+                }
+        }
+        return 0;
+}
+
+/* Checks the strings of secret @s (its @value apart) at @pointer. */
+static int secret_check_strings(const ProxySecret *s, const char *value, const char *pointer,
+                                HutchError *reterr) {
+        /* SECURITY: a value is spliced into header lines; a placeholder is
+         * searched for in them. Both must be printable without spaces, and
+         * of one length so a body keeps its Content-Length. */
+        if (!printable_token(value) || !printable_token(s->placeholder))
+                return hutch_error_set_pointer(reterr, EINVAL, pointer,
+                                               "secret '%s': the value and the placeholder must be "
+                                               "printable ASCII without spaces",
+                                               s->name);
+        if (strlen(value) != s->placeholder_len || strcmp(value, s->placeholder) == 0)
+                return hutch_error_set_pointer(reterr, EINVAL, pointer,
+                                               "secret '%s': the placeholder must differ from the "
+                                               "value and have the same length",
+                                               s->name);
+        if (s->placeholder_len > PROXY_SECRET_VALUE_MAX)
+                return hutch_error_set_pointer(reterr, E2BIG, pointer,
+                                               "secret '%s': longer than %d bytes", s->name,
+                                               PROXY_SECRET_VALUE_MAX);
+        if (s->header && !printable_token(s->header))
+                return hutch_error_set_pointer(reterr, EINVAL, pointer,
+                                               "secret '%s': invalid header name", s->name);
+        /* SECURITY: the query lane is matched as "NAME=" at a parameter's
+         * start: a name holding '=', '&' or '#' could split a parameter. */
+        if (s->query && (!printable_token(s->query) || strpbrk(s->query, "=&#?%")))
+                return hutch_error_set_pointer(reterr, EINVAL, pointer,
+                                               "secret '%s': invalid query parameter name",
+                                               s->name);
+        if (s->path_prefix && s->path_prefix[0] != '/')
+                return hutch_error_set_pointer(reterr, EINVAL, pointer,
+                                               "secret '%s': path_prefix must start with '/'",
+                                               s->name);
+        return 0;
+}
+
+/* Reads the string fields of secret @obj into @s and its value into
+ * @ret_value. */
+static int secret_load_strings(json_t *obj, size_t index, ProxySecret *s, char **ret_value,
+                               HutchError *reterr) {
+        int r;
+
+        r = secret_string(obj, "name", true, index, &s->name, reterr);
+        if (r >= 0)
+                r = secret_string(obj, "placeholder", true, index, &s->placeholder, reterr);
+        if (r >= 0)
+                r = secret_string(obj, "value", true, index, ret_value, reterr);
+        if (r >= 0)
+                r = secret_string(obj, "header", false, index, &s->header, reterr);
+        if (r >= 0)
+                r = secret_string(obj, "query", false, index, &s->query, reterr);
+        if (r >= 0)
+                r = secret_string(obj, "path_prefix", false, index, &s->path_prefix, reterr);
+        if (r < 0)
+                return r;
+        s->placeholder_len = strlen(s->placeholder);
+        return 0;
+}
+
+/* The secret's "hosts" @v: its own list, and allowed like --allow. */
+static int secret_load_hosts(ProxyConfig *c, ProxySecret *s, json_t *v, size_t index,
+                             HutchError *reterr) {
+        char pointer[HUTCH_ERROR_POINTER_MAX];
+        json_t *item;
+        size_t i;
+        int r;
+
+        if (!json_is_array(v) || json_array_size(v) == 0) {
+                (void)snprintf(pointer, sizeof(pointer), "/secrets/%zu", index);
+                return hutch_error_set_pointer(reterr, EINVAL, pointer,
+                                               "secret '%s': 'hosts' must be a non-empty array",
+                                               s->name);
+        }
+        s->hosts = allowlist_new();
+        if (!s->hosts)
+                return hutch_error_set(reterr, ENOMEM, "out of memory");
+        json_array_foreach(v, i, item) {
+                HutchError e = {};
+
+                (void)snprintf(pointer, sizeof(pointer), "/secrets/%zu/hosts/%zu", index, i);
+                if (!json_is_string(item))
+                        return hutch_error_set_pointer(reterr, EINVAL, pointer,
+                                                       "a host of a secret must be a string");
+                r = allowlist_add_allow(s->hosts, json_string_value(item), &e);
+                if (r >= 0)
+                        r = allowlist_add_allow(c->allowlist, json_string_value(item), &e);
+                if (r < 0)
+                        return hutch_error_set_pointer(reterr, -r, pointer, "secret '%s': %s",
+                                                       s->name, e.msg);
+        }
+        return 0;
+}
+
+/* The secret's optional "methods" @v (NULL: any method). */
+static int secret_load_methods(ProxySecret *s, json_t *v, size_t index, HutchError *reterr) {
+        char pointer[HUTCH_ERROR_POINTER_MAX];
+        json_t *item;
+        size_t i;
+
+        if (!v)
+                return 0;
+        (void)snprintf(pointer, sizeof(pointer), "/secrets/%zu/methods", index);
+        if (!json_is_array(v) || json_array_size(v) == 0)
+                return hutch_error_set_pointer(reterr, EINVAL, pointer,
+                                               "'methods' must be a non-empty array");
+        json_array_foreach(v, i, item) {
+                if (!json_is_string(item) || !printable_token(json_string_value(item)) ||
+                    json_string_length(item) == 0)
+                        return hutch_error_set_pointer(reterr, EINVAL, pointer,
+                                                       "'methods' must hold method names");
+                if (strv_extend(&s->methods, json_string_value(item)) < 0)
+                        return hutch_error_set(reterr, ENOMEM, "out of memory");
+        }
+        return 0;
+}
+
+/* Adds @s to @c, taking it over on success; a placeholder used twice is
+ * refused. */
+static int secret_append(ProxyConfig *c, ProxySecret *s, size_t index, HutchError *reterr) {
+        char pointer[HUTCH_ERROR_POINTER_MAX];
+        ProxySecret *grown;
+
+        for (size_t i = 0; i < c->n_secrets; i++)
+                if (strcmp(c->secrets[i].placeholder, s->placeholder) == 0) {
+                        (void)snprintf(pointer, sizeof(pointer), "/secrets/%zu", index);
+                        return hutch_error_set_pointer(reterr, EINVAL, pointer,
+                                                       "secret '%s': the placeholder is used twice",
+                                                       s->name);
+                }
+        grown = reallocarray(c->secrets, c->n_secrets + 1, sizeof(*grown));
+        if (!grown)
+                return hutch_error_set(reterr, ENOMEM, "out of memory");
+        grown[c->n_secrets++] = *s;
+        c->secrets = grown;
+        *s = (ProxySecret){};
+        return 0;
+}
+
+/* One element of "secrets" (docs/network.md). */
+static int load_secret(ProxyConfig *c, json_t *obj, size_t index, HutchError *reterr) {
+        char pointer[HUTCH_ERROR_POINTER_MAX];
         _cleanup_free_ char *value = NULL;
         ProxySecret s = {};
-        const char *key;
-        json_t *v, *item;
-        size_t i;
         int r;
 
         (void)snprintf(pointer, sizeof(pointer), "/secrets/%zu", index);
@@ -511,153 +666,22 @@ static int load_secret(ProxyConfig *c, json_t *obj, size_t index, HutchError *re
         if (c->n_secrets >= PROXY_SECRETS_MAX)
                 return hutch_error_set_pointer(reterr, E2BIG, pointer,
                                                "too many secrets (at most %d)", PROXY_SECRETS_MAX);
-        json_object_foreach(obj, key, v) {
-                bool ok = false;
-
-                for (i = 0; i < ELEMENTSOF(known); i++)
-                        ok = ok || strcmp(known[i], key) == 0;
-                if (!ok) {
-                        (void)snprintf(pointer, sizeof(pointer), "/secrets/%zu/%s", index, key);
-                        return hutch_error_set_pointer(reterr, EINVAL, pointer,
-                                                       "unknown key '%s' in a secret", key);
-                }
-        }
-        r = secret_string(obj, "name", true, index, &s.name, reterr);
+        r = secret_check_keys(obj, index, reterr);
         if (r >= 0)
-                r = secret_string(obj, "placeholder", true, index, &s.placeholder, reterr);
+                r = secret_load_strings(obj, index, &s, &value, reterr);
         if (r >= 0)
-                r = secret_string(obj, "value", true, index, &value, reterr);
+                r = secret_check_strings(&s, value, pointer, reterr);
+        if (r >= 0) {
+                r = proxy_secret_set_value(&s, value, strlen(value));
+                if (r < 0)
+                        r = hutch_error_set(reterr, -r, "out of memory");
+        }
         if (r >= 0)
-                r = secret_string(obj, "header", false, index, &s.header, reterr);
+                r = secret_load_hosts(c, &s, json_object_get(obj, "hosts"), index, reterr);
         if (r >= 0)
-                r = secret_string(obj, "query", false, index, &s.query, reterr);
+                r = secret_load_methods(&s, json_object_get(obj, "methods"), index, reterr);
         if (r >= 0)
-                r = secret_string(obj, "path_prefix", false, index, &s.path_prefix, reterr);
-        if (r < 0)
-                goto fail;
-        s.placeholder_len = strlen(s.placeholder);
-        (void)snprintf(pointer, sizeof(pointer), "/secrets/%zu", index);
-        /* SECURITY: a value is spliced into header lines; a placeholder is
-         * searched for in them. Both must be printable without spaces, and
-         * of one length so a body keeps its Content-Length. */
-        if (!printable_token(value) || !printable_token(s.placeholder)) {
-                r = hutch_error_set_pointer(reterr, EINVAL, pointer,
-                                            "secret '%s': the value and the placeholder must be "
-                                            "printable ASCII without spaces",
-                                            s.name);
-                goto fail;
-        }
-        if (strlen(value) != s.placeholder_len || strcmp(value, s.placeholder) == 0) {
-                r = hutch_error_set_pointer(reterr, EINVAL, pointer,
-                                            "secret '%s': the placeholder must differ from the "
-                                            "value and have the same length",
-                                            s.name);
-                goto fail;
-        }
-        if (s.placeholder_len > PROXY_SECRET_VALUE_MAX) {
-                r = hutch_error_set_pointer(reterr, E2BIG, pointer,
-                                            "secret '%s': longer than %d bytes", s.name,
-                                            PROXY_SECRET_VALUE_MAX);
-                goto fail;
-        }
-        if (s.header && !printable_token(s.header)) {
-                r = hutch_error_set_pointer(reterr, EINVAL, pointer,
-                                            "secret '%s': invalid header name", s.name);
-                goto fail;
-        }
-        /* SECURITY: the query lane is matched as "NAME=" at a parameter's
-         * start: a name holding '=', '&' or '#' could split a parameter. */
-        if (s.query && (!printable_token(s.query) || strpbrk(s.query, "=&#?%"))) {
-                r = hutch_error_set_pointer(reterr, EINVAL, pointer,
-                                            "secret '%s': invalid query parameter name", s.name);
-                goto fail;
-        }
-        if (s.path_prefix && s.path_prefix[0] != '/') {
-                r = hutch_error_set_pointer(reterr, EINVAL, pointer,
-                                            "secret '%s': path_prefix must start with '/'", s.name);
-                goto fail;
-        }
-        r = proxy_secret_set_value(&s, value, strlen(value));
-        explicit_bzero(value, strlen(value));
-        if (r < 0) {
-                r = hutch_error_set(reterr, -r, "out of memory");
-                goto fail;
-        }
-
-        v = json_object_get(obj, "hosts");
-        if (!json_is_array(v) || json_array_size(v) == 0) {
-                r = hutch_error_set_pointer(reterr, EINVAL, pointer,
-                                            "secret '%s': 'hosts' must be a non-empty array",
-                                            s.name);
-                goto fail;
-        }
-        s.hosts = allowlist_new();
-        if (!s.hosts) {
-                r = hutch_error_set(reterr, ENOMEM, "out of memory");
-                goto fail;
-        }
-        json_array_foreach(v, i, item) {
-                HutchError e = {};
-
-                (void)snprintf(pointer, sizeof(pointer), "/secrets/%zu/hosts/%zu", index, i);
-                if (!json_is_string(item)) {
-                        r = hutch_error_set_pointer(reterr, EINVAL, pointer,
-                                                    "a host of a secret must be a string");
-                        goto fail;
-                }
-                /* The secret's hosts are allowed, like --allow. */
-                r = allowlist_add_allow(s.hosts, json_string_value(item), &e);
-                if (r >= 0)
-                        r = allowlist_add_allow(c->allowlist, json_string_value(item), &e);
-                if (r < 0) {
-                        r = hutch_error_set_pointer(reterr, -r, pointer, "secret '%s': %s", s.name,
-                                                    e.msg);
-                        goto fail;
-                }
-        }
-
-        v = json_object_get(obj, "methods");
-        if (v) {
-                (void)snprintf(pointer, sizeof(pointer), "/secrets/%zu/methods", index);
-                if (!json_is_array(v) || json_array_size(v) == 0) {
-                        r = hutch_error_set_pointer(reterr, EINVAL, pointer,
-                                                    "'methods' must be a non-empty array");
-                        goto fail;
-                }
-                json_array_foreach(v, i, item) {
-                        if (!json_is_string(item) || !printable_token(json_string_value(item)) ||
-                            json_string_length(item) == 0) {
-                                r = hutch_error_set_pointer(reterr, EINVAL, pointer,
-                                                            "'methods' must hold method names");
-                                goto fail;
-                        }
-                        if (strv_extend(&s.methods, json_string_value(item)) < 0) {
-                                r = hutch_error_set(reterr, ENOMEM, "out of memory");
-                                goto fail;
-                        }
-                }
-        }
-
-        for (i = 0; i < c->n_secrets; i++)
-                if (strcmp(c->secrets[i].placeholder, s.placeholder) == 0) {
-                        (void)snprintf(pointer, sizeof(pointer), "/secrets/%zu", index);
-                        r = hutch_error_set_pointer(reterr, EINVAL, pointer,
-                                                    "secret '%s': the placeholder is used twice",
-                                                    s.name);
-                        goto fail;
-                }
-        {
-                ProxySecret *grown = reallocarray(c->secrets, c->n_secrets + 1, sizeof(*grown));
-
-                if (!grown) {
-                        r = hutch_error_set(reterr, ENOMEM, "out of memory");
-                        goto fail;
-                }
-                grown[c->n_secrets++] = s;
-                c->secrets = grown;
-        }
-        return 0;
-fail:
+                r = secret_append(c, &s, index, reterr);
         if (value)
                 explicit_bzero(value, strlen(value));
         proxy_secret_done(&s);
