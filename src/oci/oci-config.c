@@ -8,6 +8,7 @@
 
 #include "macro.h"
 #include "oci.h"
+#include "policy/policy.h"
 
 static bool in_list(const char *key, const char *const *list) {
         for (; *list; list++)
@@ -371,13 +372,28 @@ int oci_config_validate(json_t *config, HutchError *reterr) {
                                         s ? s : "");
                 }
         }
-        /* hutch's own policy annotations are not implemented yet: asking
-         * for a wall or a secret that would not be there is an error. */
-        json_object_foreach(json_object_get(config, "annotations"), key, v) {
-                if (strncmp(key, "io.hutch.", 9) == 0)
+        /* hutch's own policy annotations: the network wall, or an error
+         * naming what is not applied (oci-net.c). */
+        {
+                Policy *p = NULL;
+                json_t *namespaces =
+                        json_object_get(json_object_get(config, "linux"), "namespaces");
+                bool netns = false;
+
+                r = oci_net_from_annotations(json_object_get(config, "annotations"), &p, reterr);
+                if (r < 0)
+                        return r;
+                json_array_foreach(namespaces, i, v) {
+                        const char *type = json_string_value(json_object_get(v, "type"));
+
+                        netns = netns || (type && strcmp(type, "network") == 0);
+                }
+                policy_free(p);
+                if (p && !netns)
                         return hutch_error_set_pointer(
-                                reterr, EOPNOTSUPP, "/annotations",
-                                "annotation '%s' is not supported by hutch-oci yet", key);
+                                reterr, EINVAL, "/annotations",
+                                "io.hutch.allow-host needs the container in a network namespace "
+                                "of its own (linux.namespaces has none)");
         }
         r = oci_process_validate(json_object_get(config, "process"), reterr);
         if (r < 0)

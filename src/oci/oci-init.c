@@ -708,9 +708,29 @@ static void loopback_up(const OciInit *init) {
         (void)snprintf(ifr.ifr_name, sizeof(ifr.ifr_name), "lo");
         if (fd < 0 || ioctl(fd, SIOCGIFFLAGS, &ifr) < 0)
                 init_fail(init, errno, "read the flags of lo");
+        if (ifr.ifr_flags & IFF_UP)
+                return;
         ifr.ifr_flags |= IFF_UP;
         if (ioctl(fd, SIOCSIFFLAGS, &ifr) < 0)
                 init_fail(init, errno, "bring lo up");
+}
+
+/* io.hutch.allow-host: hutch-proxy's listening sockets, made here in the
+ * container's network namespace and sent to `create`, which hands them to
+ * the proxy outside. Init keeps no copy. */
+static void proxy_sockets_send(const OciInit *init) {
+        char what[256];
+        int fds[2], r;
+
+        r = oci_net_listen(fds, what, sizeof(what));
+        if (r < 0)
+                init_fail(init, -r, "%s", what);
+        r = send_with_fds(init->sync_fd, "P", 1, fds, fds[1] >= 0 ? 2 : 1);
+        (void)close(fds[0]);
+        if (fds[1] >= 0)
+                (void)close(fds[1]);
+        if (r < 0)
+                init_fail(init, -r, "send hutch-proxy's sockets");
 }
 
 /* process.terminal: a pty from the container's own devpts, its master sent
@@ -826,8 +846,10 @@ _Noreturn void oci_init_run(const OciInit *init) {
                         init_fail(init, errno, "join a namespace given by path");
                 (void)close(init->ns_fds[i]);
         }
-        if (init->new_netns)
+        if (init->new_netns || init->proxy)
                 loopback_up(init);
+        if (init->proxy)
+                proxy_sockets_send(init);
         if (setsid() < 0)
                 init_fail(init, errno, "setsid");
 

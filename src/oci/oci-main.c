@@ -27,6 +27,7 @@
 #include "macro.h"
 #include "oci.h"
 #include "parse-util.h"
+#include "policy/policy.h"
 #include "rm-rf.h"
 
 #define OCI_VERSION "1.2.0"
@@ -412,8 +413,10 @@ static int cmd_create(int argc, char **argv) {
         json_error_t jerr;
         HutchError err = {};
         Cgroups cg = {};
+        _cleanup_(policy_freep) Policy *net = NULL;
         OciInit init = {.sync_fd = -EBADF};
-        int flags = 0, sv[2], np, r;
+        int flags = 0, sv[2], np, r, proxy_fds[2] = {-EBADF, -EBADF};
+        size_t n_proxy_fds = 0;
         uint32_t npreserve = 0;
         const char *id;
         char created[64], msg[1100];
@@ -440,8 +443,12 @@ static int cmd_create(int argc, char **argv) {
         if (!cfg)
                 return fail(0, "cannot parse '%s': %s (line %d)", cfg_path, jerr.text, jerr.line);
         r = oci_config_validate(cfg, &err);
+        if (r >= 0)
+                r = oci_net_from_annotations(json_object_get(cfg, "annotations"), &net, &err);
         if (r < 0)
                 return fail(0, "config.json: %s", err.msg);
+        if (net && oci_net_env(json_object_get(cfg, "process")) < 0)
+                return fail(-ENOMEM, "create");
         linux_obj = json_object_get(cfg, "linux");
 
         r = oci_mkdir_p(arg_root);
@@ -521,6 +528,7 @@ static int cmd_create(int argc, char **argv) {
         init.fifo = fifo;
         init.preserve_fds = (int)npreserve;
         init.new_netns = flags & CLONE_NEWNET;
+        init.proxy = net != NULL;
         (void)fflush(NULL);
         pid = (pid_t)syscall(SYS_clone, (unsigned long)(flags & ~CLONE_NEWCGROUP) | SIGCHLD, NULL,
                              NULL, NULL, NULL);
@@ -547,7 +555,9 @@ static int cmd_create(int argc, char **argv) {
                 r = fail(-errno, "cannot start the container's init");
                 goto undo_child;
         }
-        n = read(sv[0], msg, sizeof(msg) - 1);
+        n = oci_recv_fds(sv[0], msg, sizeof(msg) - 1, proxy_fds, 2, &n_proxy_fds);
+        if (n > 0 && msg[0] == 'P' && net && n_proxy_fds > 0)
+                n = read(sv[0], msg, sizeof(msg) - 1);
         if (n <= 0 || msg[0] != 'R') {
                 msg[n > 0 ? n : 0] = '\0';
                 r = fail(0, "container init failed: %s",
@@ -555,6 +565,18 @@ static int cmd_create(int argc, char **argv) {
                 goto undo_child;
         }
         (void)close(sv[0]);
+        if (net) {
+                /* The proxy's own lines are text: they go to a text log,
+                 * never into the JSON lines an engine parses. */
+                r = oci_net_proxy_start(net, id, pid, proxy_fds,
+                                        arg_log && !arg_log_json ? fileno(arg_log) : -EBADF, &err);
+                if (r < 0) {
+                        r = fail(0, "io.hutch.allow-host: %s", err.msg);
+                        goto undo_child;
+                }
+        }
+        for (i = 0; i < n_proxy_fds; i++)
+                proxy_fds[i] = safe_close(proxy_fds[i]);
 
         {
                 json_t *hs = json_pack(
@@ -606,6 +628,8 @@ static int cmd_create(int argc, char **argv) {
         return EXIT_SUCCESS;
 
 undo_child:
+        for (i = 0; i < n_proxy_fds; i++)
+                proxy_fds[i] = safe_close(proxy_fds[i]);
         (void)kill(pid, SIGKILL);
         (void)waitpid(pid, NULL, 0);
 undo_cgroups:
@@ -869,6 +893,12 @@ static int cmd_exec(int argc, char **argv) {
         }
         if (cwd)
                 (void)json_object_set_new(process, "cwd", json_string(cwd));
+        /* The process finds the container's proxy like its init does. */
+        if (json_object_get(json_object_get(cfg, "annotations"), "io.hutch.allow-host") &&
+            oci_net_env(process) < 0) {
+                r = fail(-ENOMEM, "exec");
+                goto out;
+        }
         r = oci_process_validate(process, &err);
         if (r < 0) {
                 r = fail(0, "process: %s", err.msg);
@@ -1138,7 +1168,7 @@ static int cmd_features(void) {
                 (void)json_array_append_new(nss, json_string(ns[i]));
         o = json_pack("{s:s, s:s, s:[], s:[ssssssssssssssssssssssssssss], "
                       "s:{s:o, s:o, s:{s:b, s:b, s:b}, s:{s:b, s:[sssssss], s:[ssss]}, s:{s:b}}, "
-                      "s:{s:s, s:s}}",
+                      "s:{s:s, s:s, s:s}}",
                       "ociVersionMin", "1.0.0", "ociVersionMax", OCI_VERSION, "hooks",
                       "mountOptions", "ro", "rw", "nosuid", "suid", "nodev", "dev", "noexec",
                       "exec", "sync", "async", "dirsync", "noatime", "atime", "nodiratime",
@@ -1151,7 +1181,8 @@ static int cmd_features(void) {
                       "SCMP_CMP_EQ", "SCMP_CMP_NE", "SCMP_CMP_MASKED_EQ", "SCMP_CMP_GT", "apparmor",
                       "enabled", 0, "annotations", "io.hutch.seccomp",
                       "hutch's deny list is always loaded before the config's filter",
-                      "io.hutch.no-new-privileges", "always on");
+                      "io.hutch.no-new-privileges", "always on", "io.hutch.allow-host",
+                      "hutch-proxy for a loopback-only network namespace (docs/oci.md)");
         if (!o)
                 return fail(-ENOMEM, "features");
         out = json_dumps(o, JSON_INDENT(2));

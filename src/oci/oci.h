@@ -45,6 +45,7 @@ typedef struct OciInit {
         int preserve_fds; /* fds 3..3+N-1 stay open across exec */
         int console_fd;   /* connected console socket (process.terminal), or -EBADF */
         bool new_netns;   /* a network namespace was created for it */
+        bool proxy;       /* io.hutch.allow-host: make hutch-proxy's listening sockets */
 } OciInit;
 
 /* The child's whole life: never returns. Reports setup errors on
@@ -107,3 +108,34 @@ bool cgroups_empty(json_t *state);
 
 /* Removes @state's cgroups. 0 or the first -errno. */
 int cgroups_remove(json_t *state);
+
+/* ---- hutch's network wall from io.hutch.* annotations (oci-net.c) ---- */
+
+typedef struct Policy Policy;
+
+/* The network policy of config.json's @annotations: *@ret stays NULL when
+ * there is no io.hutch.* annotation; an unknown io.hutch.* key, a bad
+ * entry, or network annotations without io.hutch.allow-host are -errno
+ * with @reterr naming the annotation. */
+int oci_net_from_annotations(json_t *annotations, Policy **ret, HutchError *reterr);
+
+/* Adds the proxy variables (HTTP_PROXY, https_proxy, NO_PROXY, ...) to
+ * @process's env, leaving any the config already sets. 0 or -ENOMEM. */
+int oci_net_env(json_t *process);
+
+/* In the container's network namespace: refuses one with any interface
+ * but lo (the container could go around the proxy), then listens on
+ * 127.0.0.1 and ::1 at SANDBOX_PROXY_PORT. @ret_fds[1] is -EBADF without
+ * IPv6. Returns 0, or -errno with @what saying what failed. */
+int oci_net_listen(int ret_fds[2], char *what, size_t what_size);
+
+/* recvmsg() of one message into @buf with up to @max_fds descriptors
+ * (CLOEXEC) into @fds. Returns the byte count or -errno. */
+int oci_recv_fds(int sock, char *buf, size_t size, int *fds, size_t max_fds, size_t *ret_n_fds);
+
+/* Starts hutch-proxy for @p as a daemon of its own session, serving the
+ * listening sockets @fds (borrowed; fds[1] may be -EBADF) until the
+ * container's init @init_pid exits; its stderr goes to @log_fd (borrowed,
+ * or -EBADF). Waits until it serves. 0, or -errno with @reterr filled. */
+int oci_net_proxy_start(const Policy *p, const char *id, pid_t init_pid, const int fds[2],
+                        int log_fd, HutchError *reterr);

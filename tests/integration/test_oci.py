@@ -380,7 +380,7 @@ def test_state_follows_create_start_kill_delete(bundle):
     ({"process": {"apparmorProfile": "x"}}, "/process/apparmorProfile"),
     ({"linux": {"resources": {"blockIO": {"weight": 10}}}}, "/linux/resources/blockIO"),
     ({"hooks": {"createContainer": [{"path": "/bin/true"}]}}, "/hooks/createContainer"),
-    ({"annotations": {"io.hutch.allow-host": "api.example.com"}}, "io.hutch.allow-host"),
+    ({"annotations": {"io.hutch.secret": "TOKEN@api.example.com"}}, "io.hutch.secret"),
     # A sysctl that is not namespaced would be the host's.
     ({"linux": {"sysctl": {"kernel.panic": "0"}}}, "kernel.panic"),
     ({"linux": {"sysctl": {"net.ipv4/../../kernel/panic": "0"}}}, "net.ipv4/../../kernel/panic"),
@@ -414,6 +414,7 @@ def test_features_reports_hutchs_containment(bundle):
     assert f["ociVersionMin"] and f["ociVersionMax"]
     assert f["linux"]["seccomp"]["enabled"] is True
     assert "io.hutch.seccomp" in f["annotations"]
+    assert "io.hutch.allow-host" in f["annotations"]
 
 
 # ---- Docker ----

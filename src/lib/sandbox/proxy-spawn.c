@@ -71,8 +71,27 @@ static int argv_add_fd(char ***argv, const char *flag, size_t fd) {
         return argv_add(argv, flag, num);
 }
 
-/* The fds after the listening sockets: watch, summary, then the
- * configuration memfd and the CA pipe when there are secrets. */
+int proxy_argv_policy(char ***argv, const Policy *p) {
+        int r;
+
+        r = argv_add_list(argv, "--allow", p->allow_hosts);
+        if (r >= 0)
+                r = argv_add_list(argv, "--deny", p->deny_hosts);
+        if (r >= 0)
+                r = argv_add_list(argv, "--allow-private", p->allow_private);
+        if (r >= 0)
+                r = argv_add_list(argv, "--resolve", p->resolve);
+        if (r >= 0 && p->audit_log)
+                r = argv_add(argv, "--audit-log", p->audit_log);
+        /* A secret's hosts are allowed; its value travels only in the
+         * configuration memfd, never in argv. */
+        for (size_t i = 0; r >= 0 && i < p->n_secrets; i++)
+                r = argv_add_list(argv, "--allow", p->secrets[i].hosts);
+        if (r >= 0)
+                r = argv_add_list(argv, "--upstream-ca", p->upstream_ca);
+        return r;
+}
+
 /* The proxy's descriptors, from PROXY_FIRST_FD on: the listen-fds socket,
  * the watch pipe, the summary pipe, then with secrets the config memfd and
  * the CA pipe. */
@@ -91,21 +110,7 @@ static int proxy_argv(const char *binary, const Policy *p, const char *sandbox_i
         if (r >= 0)
                 r = argv_add(&argv, "--sandbox-id", sandbox_id);
         if (r >= 0)
-                r = argv_add_list(&argv, "--allow", p->allow_hosts);
-        if (r >= 0)
-                r = argv_add_list(&argv, "--deny", p->deny_hosts);
-        if (r >= 0)
-                r = argv_add_list(&argv, "--allow-private", p->allow_private);
-        if (r >= 0)
-                r = argv_add_list(&argv, "--resolve", p->resolve);
-        if (r >= 0 && p->audit_log)
-                r = argv_add(&argv, "--audit-log", p->audit_log);
-        /* A secret's hosts are allowed; its value travels only in the
-         * configuration memfd, never in argv. */
-        for (size_t i = 0; r >= 0 && i < p->n_secrets; i++)
-                r = argv_add_list(&argv, "--allow", p->secrets[i].hosts);
-        if (r >= 0)
-                r = argv_add_list(&argv, "--upstream-ca", p->upstream_ca);
+                r = proxy_argv_policy(&argv, p);
         if (r >= 0 && secrets)
                 r = argv_add_fd(&argv, "--config-fd", PROXY_FIRST_FD + 3);
         if (r >= 0 && secrets)

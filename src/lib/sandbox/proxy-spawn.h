@@ -2,7 +2,8 @@
 #pragma once
 
 /* Starting and stopping hutch-proxy for one run in network mode allow
- * (private to src/lib/sandbox). The proxy is its own binary in the host's
+ * (private to src/lib/sandbox; hutch-oci uses proxy_binary_find() and
+ * starts its own daemon, src/oci/oci-net.c). The proxy is its own binary in the host's
  * network namespace (docs/architecture.md §2, §5; docs/network.md): it accepts on the listening
  * sockets init created inside the sandbox and is the only process that
  * reaches the network. It exits when the supervisor closes its watch pipe
@@ -34,6 +35,11 @@ typedef struct ProxyProcess {
  * to it, else ../proxy/hutch-proxy (the build tree). Returns 0 and a
  * new string, or -ENOENT with @reterr saying where it looked. */
 int proxy_binary_find(char **ret, HutchError *reterr);
+
+/* Appends to @argv the flags of hutch-proxy that carry @p's network
+ * policy: --allow (with the secrets' hosts), --deny, --allow-private,
+ * --resolve, --audit-log, --upstream-ca. 0 or -ENOMEM. */
+int proxy_argv_policy(char ***argv, const Policy *p);
 
 /* Starts @binary for @p before the sandbox exists, so that its start-up
  * (OpenSSL's in particular) overlaps the sandbox's; the listening sockets

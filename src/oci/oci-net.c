@@ -1,0 +1,373 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* hutch-oci: hutch's network wall for a container, from its io.hutch.*
+ * annotations (oci.h, docs/oci.md "hutch's policy in annotations"). */
+
+#include <errno.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <net/if.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "fd-util.h"
+#include "macro.h"
+#include "oci.h"
+#include "policy/policy.h"
+#include "sandbox/proxy-spawn.h"
+#include "sandbox/sandbox.h"
+#include "strv.h"
+
+/* How long `create` waits for hutch-proxy to say it serves. */
+#define PROXY_READY_TIMEOUT_MS 10000
+
+typedef int (*AddFn)(Policy *p, const char *entry, const char *ctx, HutchError *reterr);
+
+/* Adds each entry of the annotation @key's @value, split at @seps, with
+ * @add. */
+static int add_list(Policy *p, const char *key, const char *value, const char *seps, AddFn add,
+                    HutchError *reterr) {
+        _cleanup_free_ char *copy = strdup(value);
+        char *save = NULL, *e;
+        size_t n = 0;
+        int r;
+
+        if (!copy)
+                return hutch_error_set(reterr, ENOMEM, "out of memory");
+        for (e = strtok_r(copy, seps, &save); e; e = strtok_r(NULL, seps, &save), n++) {
+                r = add(p, e, key, reterr);
+                if (r < 0)
+                        return r;
+        }
+        if (n == 0)
+                return hutch_error_set_pointer(reterr, EINVAL, "/annotations",
+                                               "annotation '%s' is empty", key);
+        return 0;
+}
+
+int oci_net_from_annotations(json_t *annotations, Policy **ret, HutchError *reterr) {
+        _cleanup_(policy_freep) Policy *p = NULL;
+        bool any = false;
+        const char *key;
+        json_t *v;
+        int r;
+
+        json_object_foreach(annotations, key, v) {
+                const char *s = json_string_value(v);
+
+                if (strncmp(key, "io.hutch.", 9) != 0)
+                        continue;
+                if (!s)
+                        return hutch_error_set_pointer(reterr, EINVAL, "/annotations",
+                                                       "annotation '%s' must be a string", key);
+                if (!p && !(p = policy_new()))
+                        return hutch_error_set(reterr, ENOMEM, "out of memory");
+                /* Hosts, CIDRs: comma-separated as engines' flags write
+                 * lists; --resolve entries hold commas themselves, so they
+                 * are separated by ';'. */
+                if (strcmp(key, "io.hutch.allow-host") == 0) {
+                        r = add_list(p, key, s, ", \t", policy_add_allow_host, reterr);
+                        any = true;
+                } else if (strcmp(key, "io.hutch.deny-host") == 0)
+                        r = add_list(p, key, s, ", \t", policy_add_deny_host, reterr);
+                else if (strcmp(key, "io.hutch.allow-private") == 0)
+                        r = add_list(p, key, s, ", \t", policy_add_allow_private, reterr);
+                else if (strcmp(key, "io.hutch.resolve") == 0)
+                        r = add_list(p, key, s, "; \t", policy_add_resolve, reterr);
+                else if (strcmp(key, "io.hutch.audit-log") == 0) {
+                        r = s[0] == '/' ? policy_set_audit_log(p, s, reterr)
+                                        : hutch_error_set_pointer(
+                                                  reterr, EINVAL, "/annotations",
+                                                  "annotation '%s' must be an absolute path", key);
+                } else
+                        /* A wall or a secret asked for and not there would
+                         * be a silent downgrade. */
+                        r = hutch_error_set_pointer(
+                                reterr, EOPNOTSUPP, "/annotations",
+                                "annotation '%s' is not supported by hutch-oci (docs/oci.md lists "
+                                "the io.hutch.* annotations it applies)",
+                                key);
+                if (r < 0)
+                        return r;
+        }
+        if (p && !any)
+                return hutch_error_set_pointer(reterr, EINVAL, "/annotations",
+                                               "the io.hutch.* network annotations need "
+                                               "io.hutch.allow-host (without it the container has "
+                                               "no proxy to apply them to)");
+        *ret = TAKE_PTR(p);
+        return 0;
+}
+
+int oci_net_env(json_t *process) {
+        static const char *const vars[] = {
+                "HTTP_PROXY",  "HTTPS_PROXY", "ALL_PROXY", "http_proxy",
+                "https_proxy", "all_proxy",   "NO_PROXY",  "no_proxy",
+        };
+        json_t *env = json_object_get(process, "env"), *e;
+        char line[96];
+        size_t i;
+
+        if (!env) {
+                env = json_array();
+                if (!env || json_object_set_new(process, "env", env) < 0)
+                        return -ENOMEM;
+        }
+        for (size_t k = 0; k < ELEMENTSOF(vars); k++) {
+                bool set = false;
+
+                /* The config's own value wins: an engine or a user who set
+                 * one meant it (the wall holds either way: the proxy is
+                 * the only way out). */
+                json_array_foreach(env, i, e) {
+                        const char *s = json_string_value(e);
+                        size_t n = strlen(vars[k]);
+
+                        set = set || (s && strncmp(s, vars[k], n) == 0 && s[n] == '=');
+                }
+                if (set)
+                        continue;
+                if (strncasecmp(vars[k], "no_", 3) == 0)
+                        (void)snprintf(line, sizeof(line), "%s=localhost,127.0.0.1,::1", vars[k]);
+                else
+                        (void)snprintf(line, sizeof(line), "%s=http://127.0.0.1:%d", vars[k],
+                                       SANDBOX_PROXY_PORT);
+                if (json_array_append_new(env, json_string(line)) < 0)
+                        return -ENOMEM;
+        }
+        return 0;
+}
+
+/* A listening socket on the loopback address of @family, port
+ * SANDBOX_PROXY_PORT, in the calling thread's network namespace. */
+static int listen_loopback(int family, int *ret_fd) {
+        _cleanup_close_ int fd = socket(family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        struct sockaddr_in6 sin6 = {.sin6_family = AF_INET6,
+                                    .sin6_port = htons(SANDBOX_PROXY_PORT),
+                                    .sin6_addr = IN6ADDR_LOOPBACK_INIT};
+        struct sockaddr_in sin = {.sin_family = AF_INET,
+                                  .sin_port = htons(SANDBOX_PROXY_PORT),
+                                  .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+        int one = 1;
+
+        if (fd < 0)
+                return negative_errno();
+        if (family == AF_INET6) {
+                (void)setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof(one));
+                if (bind(fd, (struct sockaddr *)&sin6, sizeof(sin6)) < 0)
+                        return negative_errno();
+        } else if (bind(fd, (struct sockaddr *)&sin, sizeof(sin)) < 0)
+                return negative_errno();
+        if (listen(fd, SOMAXCONN) < 0)
+                return negative_errno();
+        *ret_fd = TAKE_FD(fd);
+        return 0;
+}
+
+int oci_net_listen(int ret_fds[2], char *what, size_t what_size) {
+        _cleanup_close_ int v4 = -EBADF, v6 = -EBADF;
+        struct if_nameindex *ifs;
+        int r = 0;
+
+        /* SECURITY: the proxy is the wall only if it is the only way out.
+         * A namespace the engine gave an interface (a bridge, slirp,
+         * pasta, a CNI plugin) would let the container go around it. */
+        ifs = if_nameindex();
+        if (!ifs) {
+                (void)snprintf(what, what_size, "list the network interfaces");
+                return negative_errno();
+        }
+        for (struct if_nameindex *i = ifs; i->if_index != 0; i++)
+                if (!strcmp(i->if_name, "lo") == 0) {
+                        (void)snprintf(what, what_size,
+                                       "io.hutch.allow-host needs a network namespace with "
+                                       "loopback only (the engine's --network none), this one "
+                                       "has '%s'",
+                                       i->if_name);
+                        r = -EPERM;
+                        break;
+                }
+        if_freenameindex(ifs);
+        if (r < 0)
+                return r;
+        r = listen_loopback(AF_INET, &v4);
+        if (r < 0) {
+                (void)snprintf(what, what_size, "listen on 127.0.0.1:%d", SANDBOX_PROXY_PORT);
+                return r;
+        }
+        /* A kernel without IPv6 (or with it disabled) has no ::1. */
+        r = listen_loopback(AF_INET6, &v6);
+        if (r < 0 && r != -EAFNOSUPPORT && r != -EADDRNOTAVAIL) {
+                (void)snprintf(what, what_size, "listen on [::1]:%d", SANDBOX_PROXY_PORT);
+                return r;
+        }
+        ret_fds[0] = TAKE_FD(v4);
+        ret_fds[1] = TAKE_FD(v6);
+        return 0;
+}
+
+int oci_recv_fds(int sock, char *buf, size_t size, int *fds, size_t max_fds, size_t *ret_n_fds) {
+        char control[CMSG_SPACE(sizeof(int) * 4)] = {};
+        struct iovec iov = {.iov_base = buf, .iov_len = size};
+        struct msghdr mh = {.msg_iov = &iov,
+                            .msg_iovlen = 1,
+                            .msg_control = control,
+                            .msg_controllen = sizeof(control)};
+        ssize_t n;
+
+        *ret_n_fds = 0;
+        n = recvmsg(sock, &mh, MSG_CMSG_CLOEXEC);
+        if (n < 0)
+                return negative_errno();
+        for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c)) {
+                size_t k;
+
+                if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
+                        continue;
+                k = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+                for (size_t i = 0; i < k; i++) {
+                        int fd;
+
+                        memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
+                        if (*ret_n_fds < max_fds)
+                                fds[(*ret_n_fds)++] = fd;
+                        else
+                                (void)close(fd);
+                }
+        }
+        if (mh.msg_flags & MSG_CTRUNC)
+                return -EMSGSIZE;
+        return (int)n;
+}
+
+/* Appends @a and, when not NULL, @b. */
+static int argv_add(char ***argv, const char *a, const char *b) {
+        int r = strv_extend(argv, a);
+
+        if (r < 0 || !b)
+                return r;
+        return strv_extend(argv, b);
+}
+
+/* hutch-proxy's command line: listening sockets at 3 and 4 (when there is
+ * a second one), the watch pidfd and the ready pipe after them. */
+static int proxy_argv(const char *binary, const Policy *p, const char *id, bool two, char ***ret) {
+        _cleanup_strv_free_ char **argv = NULL;
+        char fd_watch[8], fd_ready[8];
+        int r;
+
+        (void)snprintf(fd_watch, sizeof(fd_watch), "%d", two ? 5 : 4);
+        (void)snprintf(fd_ready, sizeof(fd_ready), "%d", two ? 6 : 5);
+        r = argv_add(&argv, binary, NULL);
+        if (r >= 0)
+                r = argv_add(&argv, "--listen-fd", "3");
+        if (r >= 0 && two)
+                r = argv_add(&argv, "--listen-fd", "4");
+        if (r >= 0)
+                r = argv_add(&argv, "--watch-fd", fd_watch);
+        if (r >= 0)
+                r = argv_add(&argv, "--ready-fd", fd_ready);
+        if (r >= 0)
+                r = argv_add(&argv, "--sandbox-id", id);
+        if (r >= 0)
+                r = proxy_argv_policy(&argv, p);
+        if (r < 0)
+                return r;
+        *ret = TAKE_PTR(argv);
+        return 0;
+}
+
+/* In the daemon: the fds in @src go to 3, 4, ...; stdin and stdout to
+ * /dev/null, stderr to @log_fd (or /dev/null); then hutch-proxy. */
+_Noreturn static void proxy_exec(char **argv, const int *src, size_t n, int log_fd) {
+        int high[4], devnull;
+
+        for (size_t i = 0; i < n; i++) {
+                high[i] = fcntl(src[i], F_DUPFD, 100);
+                if (high[i] < 0)
+                        _exit(127);
+        }
+        for (size_t i = 0; i < n; i++)
+                if (dup2(high[i], 3 + (int)i) < 0)
+                        _exit(127);
+        devnull = open("/dev/null", O_RDWR | O_CLOEXEC);
+        if (devnull < 0 || dup2(devnull, STDIN_FILENO) < 0 || dup2(devnull, STDOUT_FILENO) < 0 ||
+            dup2(log_fd >= 0 ? log_fd : devnull, STDERR_FILENO) < 0)
+                _exit(127);
+        (void)close_range(3 + (unsigned)n, ~0U, 0);
+        (void)execv(argv[0], argv);
+        _exit(127);
+}
+
+int oci_net_proxy_start(const Policy *p, const char *id, pid_t init_pid, const int fds[2],
+                        int log_fd, HutchError *reterr) {
+        _cleanup_free_ char *binary = NULL;
+        _cleanup_strv_free_ char **argv = NULL;
+        _cleanup_close_ int pidfd = -EBADF, ready_r = -EBADF, ready_w = -EBADF;
+        bool two = fds[1] >= 0;
+        int pipefd[2], src[4], status, r;
+        struct pollfd pfd;
+        char buf[16] = {};
+        ssize_t n;
+        pid_t pid;
+
+        r = proxy_binary_find(&binary, reterr);
+        if (r < 0)
+                return r;
+        r = proxy_argv(binary, p, id, two, &argv);
+        if (r < 0)
+                return hutch_error_set(reterr, -r, "out of memory");
+        pidfd = (int)syscall(SYS_pidfd_open, init_pid, 0);
+        if (pidfd < 0)
+                return hutch_error_set(reterr, errno, "cannot watch the container's init: %m");
+        if (pipe2(pipefd, O_CLOEXEC) < 0)
+                return hutch_error_set(reterr, errno, "pipe: %m");
+        ready_r = pipefd[0];
+        ready_w = pipefd[1];
+        src[0] = fds[0];
+        src[1] = two ? fds[1] : pidfd;
+        src[2] = two ? pidfd : ready_w;
+        src[3] = ready_w;
+
+        /* The proxy outlives `create` (the engine's shim, not hutch-oci,
+         * waits for the container): a daemon of its own session, which
+         * exits when the container's init does (its watch fd is the
+         * init's pidfd) and holds none of the engine's pipes. */
+        pid = fork();
+        if (pid < 0)
+                return hutch_error_set(reterr, errno, "fork: %m");
+        if (pid == 0) {
+                if (setsid() < 0)
+                        _exit(127);
+                pid = fork();
+                if (pid < 0)
+                        _exit(127);
+                if (pid == 0)
+                        proxy_exec(argv, src, two ? 4 : 3, log_fd);
+                _exit(0);
+        }
+        if (waitpid(pid, &status, 0) < 0 || !WIFEXITED(status) || WEXITSTATUS(status) != 0)
+                return hutch_error_set(reterr, ECHILD, "failed to start hutch-proxy");
+        ready_w = safe_close(ready_w);
+        pfd = (struct pollfd){.fd = ready_r, .events = POLLIN};
+        r = poll(&pfd, 1, PROXY_READY_TIMEOUT_MS);
+        if (r <= 0)
+                return hutch_error_set(reterr, ETIMEDOUT,
+                                       "hutch-proxy did not get ready within %d s",
+                                       PROXY_READY_TIMEOUT_MS / 1000);
+        n = read(ready_r, buf, sizeof(buf) - 1);
+        if (n <= 0 || strncmp(buf, "ready", 5) != 0)
+                return hutch_error_set(reterr, EIO,
+                                       "hutch-proxy exited before serving (its error is in the "
+                                       "--log file, if the engine gave one)");
+        return 0;
+}
