@@ -173,10 +173,30 @@ void hutch_strv_free(char **l);
 int hutch_file_read(const char *name, const char *path, size_t max, char **ret_data,
                     size_t *ret_len, hutch_error *err);
 
+/* Flags or-ed into the @mode of hutch_file_write() and hutch_file_mkdir():
+ * create the missing directories of the path (0755), and for mkdir accept
+ * an existing directory (mkdir -p). */
+#define HUTCH_FILE_PARENTS (1U << 16)
+/* For hutch_file_move(): replace an existing destination (not a
+ * directory). */
+#define HUTCH_FILE_REPLACE (1U << 17)
+
 /* Writes @len bytes to @path atomically (a temp file renamed over it),
- * creating it with @mode (e.g. 0644) or keeping an existing file's mode. */
+ * creating it with @mode (e.g. 0644) or keeping an existing file's mode;
+ * with HUTCH_FILE_PARENTS in @mode, its missing directories too. */
 int hutch_file_write(const char *name, const char *path, const void *data, size_t len,
                      unsigned mode, hutch_error *err);
+
+/* Makes directory @path with @mode (-EEXIST when it exists); with
+ * HUTCH_FILE_PARENTS, its missing parents too and no error for an
+ * existing directory. */
+int hutch_file_mkdir(const char *name, const char *path, unsigned mode, hutch_error *err);
+
+/* Renames @from to @to inside the sandbox (-EEXIST for an existing @to
+ * unless @flags holds HUTCH_FILE_REPLACE; HUTCH_FILE_PARENTS makes @to's
+ * missing directories; -EXDEV across file systems of the sandbox). */
+int hutch_file_move(const char *name, const char *from, const char *to, unsigned flags,
+                    hutch_error *err);
 
 typedef struct hutch_file_info {
         char name[256]; /* the entry's name (list) or the path's last part (stat) */
@@ -192,6 +212,23 @@ int hutch_file_list(const char *name, const char *path, hutch_file_info **ret, s
 int hutch_file_stat(const char *name, const char *path, hutch_file_info *ret, hutch_error *err);
 /* Removes a file, a symlink or an empty directory (-ENOTEMPTY otherwise). */
 int hutch_file_remove(const char *name, const char *path, hutch_error *err);
+
+/* One entry of a walk: @path relative to the directory walked. */
+typedef struct hutch_file_entry {
+        char *path; /* "src/main.c" */
+        char type[8];
+        uint64_t size;
+        unsigned mode;
+        int64_t mtime_ms;
+} hutch_file_entry;
+
+/* The tree below directory @path, depth-first and sorted by path, at most
+ * @max_depth levels deep (0: as deep as it goes, up to 64), symlinks
+ * listed and never followed, at most 100000 entries (-E2BIG beyond); free
+ * with hutch_file_entries_free(). */
+int hutch_file_walk(const char *name, const char *path, unsigned max_depth, hutch_file_entry **ret,
+                    size_t *ret_n, hutch_error *err);
+void hutch_file_entries_free(hutch_file_entry *l, size_t n);
 
 /* ---- the workspace ---- */
 

@@ -109,9 +109,11 @@ export class HutchClient {
   execDetached(name: string, argv: string[], opts?: ExecOptions): Promise<number>;
   execStream(name: string, argv: string[], opts?: ExecOptions): AsyncGenerator<StreamEvent>;
   readFile(name: string, path: string): Promise<Buffer>;
-  writeFile(name: string, path: string, data: string | Uint8Array, opts?: { mode?: number | string }): Promise<void>;
+  writeFile(name: string, path: string, data: string | Uint8Array, opts?: { mode?: number | string; parents?: boolean }): Promise<void>;
+  mkdir(name: string, path: string, opts?: { mode?: number | string; parents?: boolean }): Promise<void>;
+  move(name: string, from: string, to: string, opts?: { replace?: boolean; parents?: boolean }): Promise<void>;
   removeFile(name: string, path: string): Promise<void>;
-  listFiles(name: string, path?: string): Promise<FileInfo[]>;
+  listFiles(name: string, path?: string, opts?: { recursive?: boolean; depth?: number }): Promise<FileInfo[]>;
   stat(name: string, path: string): Promise<FileInfo>;
   exists(name: string, path: string): Promise<boolean>;
   snapshot(name: string, snapshot: string): Promise<void>;
@@ -132,9 +134,11 @@ export class Sandbox {
   execDetached(argv: string[], opts?: ExecOptions): Promise<number>;
   execStream(argv: string[], opts?: ExecOptions): AsyncGenerator<StreamEvent>;
   readFile(path: string): Promise<Buffer>;
-  writeFile(path: string, data: string | Uint8Array, opts?: { mode?: number | string }): Promise<void>;
+  writeFile(path: string, data: string | Uint8Array, opts?: { mode?: number | string; parents?: boolean }): Promise<void>;
+  mkdir(path: string, opts?: { mode?: number | string; parents?: boolean }): Promise<void>;
+  move(from: string, to: string, opts?: { replace?: boolean; parents?: boolean }): Promise<void>;
   removeFile(path: string): Promise<void>;
-  listFiles(path?: string): Promise<FileInfo[]>;
+  listFiles(path?: string, opts?: { recursive?: boolean; depth?: number }): Promise<FileInfo[]>;
   stat(path: string): Promise<FileInfo>;
   exists(path: string): Promise<boolean>;
   snapshot(snapshot: string): Promise<void>;

@@ -85,6 +85,16 @@ function outcomeOf(o) {
   };
 }
 
+/* A mode as the API takes it ("0644"). */
+function octal(mode) {
+  return typeof mode === "number" ? mode.toString(8).padStart(4, "0") : mode;
+}
+
+/* A boolean query parameter, left out when false. */
+function flag(v) {
+  return v ? "true" : undefined;
+}
+
 function fileInfoOf(o) {
   return { name: o.name, type: o.type, size: o.size, mode: o.mode, mtimeMs: o.mtime_ms };
 }
@@ -281,16 +291,26 @@ export class HutchClient {
   readFile(name, p) {
     return this.#request("GET", HutchClient.#sb(name, "/files"), { query: { path: p }, raw: true });
   }
-  async writeFile(name, p, data, { mode } = {}) {
-    const m = typeof mode === "number" ? mode.toString(8).padStart(4, "0") : mode;
+  async writeFile(name, p, data, { mode, parents } = {}) {
     await this.#request("PUT", HutchClient.#sb(name, "/files"),
-                        { query: { path: p, mode: m }, body: Buffer.from(data) });
+                        { query: { path: p, mode: octal(mode), parents: flag(parents) },
+                          body: Buffer.from(data) });
+  }
+  async mkdir(name, p, { mode, parents } = {}) {
+    await this.#request("POST", HutchClient.#sb(name, "/files/mkdir"),
+                        { query: { path: p, mode: octal(mode), parents: flag(parents) } });
+  }
+  async move(name, from, to, { replace = false, parents = false } = {}) {
+    await this.#request("POST", HutchClient.#sb(name, "/files/move"),
+                        { body: { from, to, replace, parents } });
   }
   async removeFile(name, p) {
     await this.#request("DELETE", HutchClient.#sb(name, "/files"), { query: { path: p } });
   }
-  async listFiles(name, p = ".") {
-    const a = await this.#request("GET", HutchClient.#sb(name, "/files/list"), { query: { path: p } });
+  async listFiles(name, p = ".", { recursive, depth } = {}) {
+    const query = { path: p, recursive: flag(recursive),
+                    depth: depth === undefined ? undefined : String(depth) };
+    const a = await this.#request("GET", HutchClient.#sb(name, "/files/list"), { query });
     return a.entries.map(fileInfoOf);
   }
   async stat(name, p) {
@@ -343,8 +363,10 @@ export class Sandbox {
   execStream(argv, opts) { return this.client.execStream(this.name, argv, opts); }
   readFile(p) { return this.client.readFile(this.name, p); }
   writeFile(p, data, opts) { return this.client.writeFile(this.name, p, data, opts); }
+  mkdir(p, opts) { return this.client.mkdir(this.name, p, opts); }
+  move(from, to, opts) { return this.client.move(this.name, from, to, opts); }
   removeFile(p) { return this.client.removeFile(this.name, p); }
-  listFiles(p) { return this.client.listFiles(this.name, p); }
+  listFiles(p, opts) { return this.client.listFiles(this.name, p, opts); }
   stat(p) { return this.client.stat(this.name, p); }
   exists(p) { return this.client.exists(this.name, p); }
   snapshot(s) { return this.client.snapshot(this.name, s); }

@@ -27,6 +27,7 @@ typedef enum McpArgType {
         MCP_ARG_STRING,
         MCP_ARG_NUMBER,
         MCP_ARG_STRING_MAP, /* an object whose values are strings */
+        MCP_ARG_BOOL,
         _MCP_ARG_TYPE_MAX,
         _MCP_ARG_TYPE_INVALID = -EINVAL,
 } McpArgType;
@@ -34,6 +35,7 @@ typedef enum McpArgType {
 /* The decoded arguments: borrowed from the request, NULL when not given. */
 typedef struct McpArgs {
         json_t *command, *cwd, *timeout, *env, *path, *content, *name;
+        json_t *parents, *recursive, *to, *replace;
 } McpArgs;
 
 typedef struct McpArgSpec {
@@ -86,20 +88,43 @@ static const McpArgSpec read_file_args[] = {
         ARG("path", MCP_ARG_STRING, true, path, PATH_SCHEMA("The file")),
 };
 
+#define PARENTS_ARG(what)                                                                          \
+        ARG("parents", MCP_ARG_BOOL, false, parents,                                               \
+            "{\"type\":\"boolean\",\"description\":\"Make the missing directories of " what        \
+            " (default: false)\"}")
+
 static const McpArgSpec write_file_args[] = {
         ARG("path", MCP_ARG_STRING, true, path,
-            PATH_SCHEMA("The file (created, or replaced atomically; its directory must exist)")),
+            PATH_SCHEMA("The file (created, or replaced atomically)")),
         {.name = "content",
          .type = MCP_ARG_STRING,
          .required = true,
          .nul_ok = true,
          .offset = offsetof(McpArgs, content),
          .schema = "{\"type\":\"string\",\"description\":\"The file's whole new content\"}"},
+        PARENTS_ARG("the path"),
 };
 
 static const McpArgSpec list_files_args[] = {
         ARG("path", MCP_ARG_STRING, false, path,
             PATH_SCHEMA("The directory (default: the workspace)")),
+        ARG("recursive", MCP_ARG_BOOL, false, recursive,
+            "{\"type\":\"boolean\",\"description\":\"The whole tree below it, each name a "
+            "path relative to it; symlinks are listed, never followed (default: false)\"}"),
+};
+
+static const McpArgSpec make_directory_args[] = {
+        ARG("path", MCP_ARG_STRING, true, path, PATH_SCHEMA("The new directory")),
+        PARENTS_ARG("the path, and accept an existing directory"),
+};
+
+static const McpArgSpec move_file_args[] = {
+        ARG("path", MCP_ARG_STRING, true, path, PATH_SCHEMA("The file or directory to move")),
+        ARG("to", MCP_ARG_STRING, true, to, PATH_SCHEMA("Its new path")),
+        ARG("replace", MCP_ARG_BOOL, false, replace,
+            "{\"type\":\"boolean\",\"description\":\"Replace an existing file at 'to' "
+            "(default: false, an existing one is an error)\"}"),
+        PARENTS_ARG("'to'"),
 };
 
 #define SNAPSHOT_NAME_SCHEMA(what)                                                                 \
@@ -123,6 +148,8 @@ static const char *arg_type_to_string(McpArgType t) {
                 return "a number";
         case MCP_ARG_STRING_MAP:
                 return "an object of strings";
+        case MCP_ARG_BOOL:
+                return "a boolean";
         case _MCP_ARG_TYPE_MAX:
         case _MCP_ARG_TYPE_INVALID:
                 break;
@@ -471,13 +498,53 @@ static json_t *tool_write_file(McpServer *s, const McpArgs *a) {
                 return res;
         r = sandbox_ensure(s, &herr);
         if (r >= 0)
-                r = hutch_file_write(s->name, path, json_string_value(a->content), len, 0644,
+                r = hutch_file_write(s->name, path, json_string_value(a->content), len,
+                                     0644 | (json_is_true(a->parents) ? HUTCH_FILE_PARENTS : 0),
                                      &herr);
         if (r < 0) {
                 sandbox_recheck(s, r);
                 return tool_error("write_file: %s", err_text(&herr, r));
         }
         return tool_result(s, json_pack("{s:s,s:I}", "path", path, "size", (json_int_t)len), NULL);
+}
+
+/* One entry of list_files: the HTTP API's FileInfo shape. */
+static json_t *file_entry_json(const char *name, size_t name_len, const char *type, uint64_t size,
+                               unsigned mode, int64_t mtime_ms) {
+        char m[8];
+
+        /* An octal string, as the HTTP API's FileInfo ("0644"). */
+        (void)snprintf(m, sizeof(m), "%04o", mode & 07777U);
+        return json_pack("{s:o,s:s,s:I,s:s,s:I}", "name", json_string_lossy(name, name_len), "type",
+                         type, "size", (json_int_t)size, "mode", m, "mtime_ms",
+                         (json_int_t)mtime_ms);
+}
+
+static json_t *list_files_walk(McpServer *s, const char *path) {
+        hutch_file_entry *l = NULL;
+        hutch_error herr = {};
+        size_t n = 0;
+        json_t *arr;
+        int r;
+
+        r = sandbox_ensure(s, &herr);
+        if (r >= 0)
+                r = hutch_file_walk(s->name, path, 0, &l, &n, &herr);
+        if (r < 0) {
+                sandbox_recheck(s, r);
+                return tool_error("list_files: %s", err_text(&herr, r));
+        }
+        arr = json_array();
+        for (size_t i = 0; arr && i < n; i++)
+                if (json_array_append_new(arr, file_entry_json(l[i].path, strlen(l[i].path),
+                                                               l[i].type, l[i].size, l[i].mode,
+                                                               l[i].mtime_ms)) < 0) {
+                        json_decref(arr);
+                        arr = NULL;
+                }
+        hutch_file_entries_free(l, n);
+        return arr ? tool_result(s, json_pack("{s:s,s:o}", "path", path, "entries", arr), NULL)
+                   : NULL;
 }
 
 static json_t *tool_list_files(McpServer *s, const McpArgs *a) {
@@ -491,6 +558,8 @@ static json_t *tool_list_files(McpServer *s, const McpArgs *a) {
         res = path_arg("list_files", a->path, ".", &path);
         if (res)
                 return res;
+        if (json_is_true(a->recursive))
+                return list_files_walk(s, path);
         r = sandbox_ensure(s, &herr);
         if (r >= 0)
                 r = hutch_file_list(s->name, path, &entries, &n, &herr);
@@ -501,21 +570,60 @@ static json_t *tool_list_files(McpServer *s, const McpArgs *a) {
         arr = json_array();
         for (size_t i = 0; arr && i < n; i++) {
                 const hutch_file_info *e = &entries[i];
-                size_t nlen = strnlen(e->name, sizeof(e->name));
-                char mode[8];
 
-                /* An octal string, as the HTTP API's FileInfo ("0644"). */
-                (void)snprintf(mode, sizeof(mode), "%04o", e->mode & 07777U);
-                if (json_array_append_new(arr, json_pack("{s:o,s:s,s:I,s:s,s:I}", "name",
-                                                         json_string_lossy(e->name, nlen), "type",
-                                                         e->type, "size", (json_int_t)e->size,
-                                                         "mode", mode, "mtime_ms",
-                                                         (json_int_t)e->mtime_ms)) < 0) {
+                if (json_array_append_new(
+                            arr, file_entry_json(e->name, strnlen(e->name, sizeof(e->name)),
+                                                 e->type, e->size, e->mode, e->mtime_ms)) < 0) {
                         json_decref(arr);
                         return NULL;
                 }
         }
         return tool_result(s, json_pack("{s:s,s:o}", "path", path, "entries", arr), NULL);
+}
+
+static json_t *tool_make_directory(McpServer *s, const McpArgs *a) {
+        _cleanup_free_ char *path = NULL;
+        hutch_error herr = {};
+        json_t *res;
+        int r;
+
+        res = path_arg("make_directory", a->path, NULL, &path);
+        if (res)
+                return res;
+        r = sandbox_ensure(s, &herr);
+        if (r >= 0)
+                r = hutch_file_mkdir(s->name, path,
+                                     0755 | (json_is_true(a->parents) ? HUTCH_FILE_PARENTS : 0),
+                                     &herr);
+        if (r < 0) {
+                sandbox_recheck(s, r);
+                return tool_error("make_directory: %s", err_text(&herr, r));
+        }
+        return tool_result(s, json_pack("{s:s}", "path", path), NULL);
+}
+
+static json_t *tool_move_file(McpServer *s, const McpArgs *a) {
+        _cleanup_free_ char *from = NULL, *to = NULL;
+        hutch_error herr = {};
+        json_t *res;
+        int r;
+
+        res = path_arg("move_file", a->path, NULL, &from);
+        if (!res)
+                res = path_arg("move_file", a->to, NULL, &to);
+        if (res)
+                return res;
+        r = sandbox_ensure(s, &herr);
+        if (r >= 0)
+                r = hutch_file_move(s->name, from, to,
+                                    (json_is_true(a->replace) ? HUTCH_FILE_REPLACE : 0) |
+                                            (json_is_true(a->parents) ? HUTCH_FILE_PARENTS : 0),
+                                    &herr);
+        if (r < 0) {
+                sandbox_recheck(s, r);
+                return tool_error("move_file: %s", err_text(&herr, r));
+        }
+        return tool_result(s, json_pack("{s:s,s:s}", "path", from, "to", to), NULL);
 }
 
 /* ---- the workspace and snapshots ---- */
@@ -675,6 +783,14 @@ static const char list_files_output[] =
         "\"required\":[\"name\",\"type\",\"size\",\"mode\",\"mtime_ms\"]}}},"
         "\"required\":[\"path\",\"entries\"]}";
 
+static const char make_directory_output[] =
+        "{\"type\":\"object\",\"properties\":{\"path\":{\"type\":\"string\"}},"
+        "\"required\":[\"path\"]}";
+
+static const char move_file_output[] =
+        "{\"type\":\"object\",\"properties\":{\"path\":{\"type\":\"string\"},"
+        "\"to\":{\"type\":\"string\"}},\"required\":[\"path\",\"to\"]}";
+
 static const char diff_output[] =
         "{\"type\":\"object\",\"properties\":{"
         "\"changes\":{\"type\":\"array\",\"items\":{\"type\":\"object\",\"properties\":{"
@@ -721,19 +837,36 @@ static const McpTool tools[] = {
         {.name = "write_file",
          .title = "Write a file in the sandbox",
          .description = "Creates or replaces a file inside the sandbox with the content given "
-                        "(atomically; an existing file keeps its mode, a new one gets 0644).",
+                        "(atomically; an existing file keeps its mode, a new one gets 0644; "
+                        "with parents, its missing directories are made).",
          ARGS(write_file_args),
          .output_schema = write_file_output,
          .destructive = true,
          .run = tool_write_file},
         {.name = "list_files",
          .title = "List a directory in the sandbox",
-         .description = "Lists the entries of a directory inside the sandbox, sorted by name, "
-                        "with their type, size, mode and modification time.",
+         .description = "Lists the entries of a directory inside the sandbox (with recursive, "
+                        "its whole tree), sorted by name, with their type, size, mode and "
+                        "modification time.",
          ARGS(list_files_args),
          .output_schema = list_files_output,
          .read_only = true,
          .run = tool_list_files},
+        {.name = "make_directory",
+         .title = "Make a directory in the sandbox",
+         .description = "Makes a directory inside the sandbox (0755); with parents, its missing "
+                        "parents too, and an existing directory is not an error.",
+         ARGS(make_directory_args),
+         .output_schema = make_directory_output,
+         .run = tool_make_directory},
+        {.name = "move_file",
+         .title = "Move or rename a file in the sandbox",
+         .description = "Renames a file or directory inside the sandbox; an existing "
+                        "destination is an error unless replace is true.",
+         ARGS(move_file_args),
+         .output_schema = move_file_output,
+         .destructive = true,
+         .run = tool_move_file},
         {.name = "diff",
          .title = "The sandbox's changes to the workspace",
          .description = "Lists what the sandbox added, modified and deleted in its overlay "
@@ -841,6 +974,9 @@ static json_t *args_decode(const McpTool *t, json_t *arguments, McpArgs *ret) {
                         break;
                 case MCP_ARG_STRING_MAP:
                         ok = json_is_object(v);
+                        break;
+                case MCP_ARG_BOOL:
+                        ok = json_is_boolean(v);
                         break;
                 case _MCP_ARG_TYPE_MAX:
                 case _MCP_ARG_TYPE_INVALID:

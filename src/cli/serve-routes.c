@@ -229,24 +229,57 @@ static int parse_mode(const char *s, unsigned *ret) {
         return 0;
 }
 
-/* Writes the raw request body to ?path (atomically: a temp file renamed
- * over it), created with ?mode (default 0644). */
-void serve_file_write(ServeCtx *c) {
-        _cleanup_free_ char *data = NULL;
-        const char *path = query_path(c), *mode_s = serve_query(c, "mode");
-        hutch_error err = {};
-        unsigned mode = 0644;
-        size_t len = 0;
-        int r;
+/* A boolean query parameter @key: "1"/"true" or "0"/"false", absent is
+ * false. -EINVAL after answering 400. */
+static int query_bool(const ServeCtx *c, const char *key, bool *ret) {
+        const char *v = serve_query(c, key);
 
-        if (!path)
-                return;
-        if (mode_s && parse_mode(mode_s, &mode) < 0) {
+        if (!v || strcmp(v, "0") == 0 || strcmp(v, "false") == 0) {
+                *ret = false;
+                return 0;
+        }
+        if (strcmp(v, "1") == 0 || strcmp(v, "true") == 0) {
+                *ret = true;
+                return 0;
+        }
+        serve_reply_status(c->req, 400, "invalid_argument", NULL,
+                           "invalid %s '%.16s' (want true or false)", key, v);
+        return -EINVAL;
+}
+
+/* ?mode (default @def) and ?parents as a hutch_file_write()/mkdir mode;
+ * -EINVAL after answering 400. */
+static int query_mode_parents(const ServeCtx *c, unsigned def, unsigned *ret) {
+        const char *mode_s = serve_query(c, "mode");
+        bool parents;
+
+        *ret = def;
+        if (mode_s && parse_mode(mode_s, ret) < 0) {
                 serve_reply_status(c->req, 400, "invalid_argument", NULL,
                                    "invalid mode '%.16s' (want octal permission bits, like 0644)",
                                    mode_s);
-                return;
+                return -EINVAL;
         }
+        if (query_bool(c, "parents", &parents) < 0)
+                return -EINVAL;
+        if (parents)
+                *ret |= HUTCH_FILE_PARENTS;
+        return 0;
+}
+
+/* Writes the raw request body to ?path (atomically: a temp file renamed
+ * over it), created with ?mode (default 0644), with its missing parents
+ * when ?parents=true. */
+void serve_file_write(ServeCtx *c) {
+        _cleanup_free_ char *data = NULL;
+        const char *path = query_path(c);
+        hutch_error err = {};
+        unsigned mode;
+        size_t len = 0;
+        int r;
+
+        if (!path || query_mode_parents(c, 0644, &mode) < 0)
+                return;
         r = serve_body(c, &data, &len);
         if (r >= 0)
                 r = hutch_file_write(c->param, path, data, len, mode, &err);
@@ -269,16 +302,65 @@ void serve_file_remove(ServeCtx *c) {
         reply_done(c, r, &err);
 }
 
-void serve_file_list(ServeCtx *c) {
-        _cleanup_free_ hutch_file_info *l = NULL;
-        const char *path = query_path(c);
+/* ?recursive=true: the tree as hutch_file_walk() gives it, each name a
+ * path relative to ?path, ?depth levels deep (0 or absent: all). */
+static void file_walk(ServeCtx *c, const char *path) {
+        const char *depth_s = serve_query(c, "depth");
+        hutch_file_entry *l = NULL;
         hutch_error err = {};
+        uint32_t depth = 0;
         json_t *arr;
         size_t n = 0;
         int r;
 
-        if (!path)
+        if (depth_s && safe_atou32(depth_s, &depth) < 0) {
+                serve_reply_status(c->req, 400, "invalid_argument", NULL,
+                                   "invalid depth '%.16s' (want a number of levels)", depth_s);
                 return;
+        }
+        r = hutch_file_walk(c->param, path, depth, &l, &n, &err);
+        if (r < 0) {
+                serve_reply_api_error(c->req, r, &err, NULL);
+                return;
+        }
+        arr = json_array();
+        for (size_t i = 0; i < n; i++) {
+                hutch_file_info f = {
+                        .size = l[i].size, .mode = l[i].mode, .mtime_ms = l[i].mtime_ms};
+                json_t *o;
+
+                (void)snprintf(f.type, sizeof(f.type), "%s", l[i].type);
+                o = file_info_json(&f);
+                if (o && json_object_set_new(o, "name", json_string(l[i].path)) < 0) {
+                        json_decref(o);
+                        o = NULL;
+                }
+                arr = array_append(arr, o);
+        }
+        hutch_file_entries_free(l, n);
+        serve_reply_json(c->req, 200, arr ? json_pack("{s:o}", "entries", arr) : NULL);
+}
+
+void serve_file_list(ServeCtx *c) {
+        _cleanup_free_ hutch_file_info *l = NULL;
+        const char *path = query_path(c);
+        hutch_error err = {};
+        bool recursive;
+        json_t *arr;
+        size_t n = 0;
+        int r;
+
+        if (!path || query_bool(c, "recursive", &recursive) < 0)
+                return;
+        if (recursive) {
+                file_walk(c, path);
+                return;
+        }
+        if (serve_query(c, "depth")) {
+                serve_reply_status(c->req, 400, "invalid_argument", NULL,
+                                   "depth needs recursive=true");
+                return;
+        }
         r = hutch_file_list(c->param, path, &l, &n, &err);
         if (r < 0) {
                 serve_reply_api_error(c->req, r, &err, NULL);
@@ -303,6 +385,55 @@ void serve_file_stat(ServeCtx *c) {
                 serve_reply_api_error(c->req, r, &err, NULL);
         else
                 serve_reply_json(c->req, 200, file_info_json(&f));
+}
+
+/* Makes directory ?path with ?mode (default 0755); ?parents=true makes
+ * the missing ones too and accepts an existing directory. */
+void serve_file_mkdir(ServeCtx *c) {
+        const char *path = query_path(c);
+        hutch_error err = {};
+        unsigned mode;
+        int r;
+
+        if (!path || query_mode_parents(c, 0755, &mode) < 0)
+                return;
+        r = hutch_file_mkdir(c->param, path, mode, &err);
+        if (r < 0) {
+                serve_reply_api_error(c->req, r, &err, NULL);
+                return;
+        }
+        serve_reply_json(c->req, 200, json_pack("{s:s}", "path", path));
+}
+
+typedef struct MoveArgs {
+        const char *from, *to;
+        bool replace, parents;
+} MoveArgs;
+
+static const ServeField move_fields[] = {
+        {"from", SERVE_FIELD_STRING, offsetof(MoveArgs, from), true},
+        {"to", SERVE_FIELD_STRING, offsetof(MoveArgs, to), true},
+        {"replace", SERVE_FIELD_BOOL, offsetof(MoveArgs, replace), false},
+        {"parents", SERVE_FIELD_BOOL, offsetof(MoveArgs, parents), false},
+};
+
+/* {from, to, replace?, parents?}: renames inside the sandbox. */
+void serve_file_move(ServeCtx *c) {
+        _cleanup_(json_decrefp) json_t *root = NULL;
+        hutch_error err = {};
+        MoveArgs a = {};
+        int r;
+
+        if (serve_body_object(c, move_fields, ELEMENTSOF(move_fields), &a, &root) < 0)
+                return;
+        r = hutch_file_move(
+                c->param, a.from, a.to,
+                (a.replace ? HUTCH_FILE_REPLACE : 0) | (a.parents ? HUTCH_FILE_PARENTS : 0), &err);
+        if (r < 0) {
+                serve_reply_api_error(c->req, r, &err, NULL);
+                return;
+        }
+        serve_reply_json(c->req, 200, json_pack("{s:s,s:s}", "from", a.from, "to", a.to));
 }
 
 /* ---- snapshots ---- */

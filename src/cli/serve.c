@@ -55,7 +55,8 @@ static void serve_version(ServeCtx *c);
 static void serve_routes(ServeCtx *c);
 
 static const char *const query_path[] = {"path", NULL};
-static const char *const query_path_mode[] = {"path", "mode", NULL};
+static const char *const query_path_mode[] = {"path", "mode", "parents", NULL};
+static const char *const query_path_list[] = {"path", "recursive", "depth", NULL};
 static const char *const query_limit[] = {"limit", NULL};
 
 /* The dispatch table. GET /v1/routes lists it, and tests/integration/
@@ -80,7 +81,11 @@ static const Route routes[] = {
         {EVHTTP_REQ_DELETE, "/v1/sandboxes/{name}/files", serve_file_remove, BODY_NONE, 0,
          query_path, true},
         {EVHTTP_REQ_GET, "/v1/sandboxes/{name}/files/list", serve_file_list, BODY_NONE, 0,
-         query_path, true},
+         query_path_list, true},
+        {EVHTTP_REQ_POST, "/v1/sandboxes/{name}/files/mkdir", serve_file_mkdir, BODY_NONE, 0,
+         query_path_mode, true},
+        {EVHTTP_REQ_POST, "/v1/sandboxes/{name}/files/move", serve_file_move, BODY_JSON,
+         SERVE_JSON_BODY_MAX, NULL, true},
         {EVHTTP_REQ_GET, "/v1/sandboxes/{name}/files/stat", serve_file_stat, BODY_NONE, 0,
          query_path, true},
         {EVHTTP_REQ_POST, "/v1/sandboxes/{name}/snapshots", serve_snapshot_create, BODY_JSON,

@@ -26,7 +26,7 @@
 /* The HTTP API's version (GET /v1/version; docs/api.md "Versions"):
  * the minor grows with each compatible change of shapes or routes. */
 #define SERVE_API_VERSION_MAJOR 1
-#define SERVE_API_VERSION_MINOR 1
+#define SERVE_API_VERSION_MINOR 2
 
 /* Caps on what a client can make the server hold (docs/api.md). */
 #define SERVE_HEADERS_MAX (16U << 10)      /* request line + headers */
@@ -165,6 +165,8 @@ void serve_file_write(ServeCtx *c);
 void serve_file_remove(ServeCtx *c);
 void serve_file_list(ServeCtx *c);
 void serve_file_stat(ServeCtx *c);
+void serve_file_mkdir(ServeCtx *c);
+void serve_file_move(ServeCtx *c);
 void serve_snapshot_create(ServeCtx *c);
 void serve_snapshot_restore(ServeCtx *c);
 void serve_snapshot_list(ServeCtx *c);

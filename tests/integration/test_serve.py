@@ -405,7 +405,9 @@ def test_every_route(server):
     assert st["type"] == "file" and st["size"] == 4 and st["mode"] == "0600", st
     entries = api.ok("GET", f"/v1/sandboxes/{a}/files/list?path=/workspace").json["entries"]
     assert [e["name"] for e in entries] == ["hello.txt", "new.txt"]
-    api.ok("PUT", f"/v1/sandboxes/{a}/files?path=scratch.txt", b"x")
+    api.ok("POST", f"/v1/sandboxes/{a}/files/mkdir?path=/tmp/d&parents=true")
+    api.ok("PUT", f"/v1/sandboxes/{a}/files?path=/tmp/d/m.txt", b"x")
+    api.ok("POST", f"/v1/sandboxes/{a}/files/move", {"from": "/tmp/d/m.txt", "to": "scratch.txt"})
     api.ok("DELETE", f"/v1/sandboxes/{a}/files?path=scratch.txt", status=204)
     r = api.call("GET", f"/v1/sandboxes/{a}/files/stat?path=scratch.txt")
     assert r.status == 404 and r.error["code"] == "not_found"

@@ -798,6 +798,16 @@ def test_file_operations(any_store, installed, host_secret):
         sapi.ok("DELETE", f"{url}?path=/root/served.txt", status=204)
         r = sapi.call("GET", f"{url}/stat?path=/root/served.txt")
         assert r.status == 404 and r.error["code"] == "not_found", r
+        # API 1.2 in the guest: parents, mkdir, move, the recursive list,
+        # and the symlink /root/t is not gone through.
+        sapi.ok("PUT", f"{url}?path=/root/p/q/f.txt&parents=true", b"f")
+        sapi.ok("POST", f"{url}/mkdir?path=/root/p/r&parents=true")
+        sapi.ok("POST", f"{url}/move", {"from": "/root/p/q/f.txt", "to": "/root/p/r/g.txt"})
+        tree = sapi.ok("GET", f"{url}/list?path=/root/p&recursive=true").json["entries"]
+        assert [e["name"] for e in tree] == ["q", "r", "r/g.txt"], tree
+        r = sapi.call("POST", f"{url}/mkdir?path=/root/t/made&parents=true")
+        assert r.status == 400 and r.error["code"] == "invalid_path", r
+        assert store.sh("box", "ls -A /tmp | grep -cx made; true") == "0\n"
     finally:
         srv.stop(proc)
     assert qemu_of(keeper) == qemu

@@ -260,6 +260,130 @@ TEST(remove) {
         fx_done(&f);
 }
 
+/* A memfd holding @s, at offset 0: the destination of a move. */
+static int in_str(const char *s) {
+        int fd = out_new();
+
+        ASSERT_OK(loop_write(fd, s, strlen(s)));
+        ASSERT_TRUE(lseek(fd, 0, SEEK_SET) == 0);
+        return fd;
+}
+
+TEST(mkdir_and_parents) {
+        struct stat st;
+        Fx f;
+        int in;
+
+        fx_init(&f);
+        ASSERT_OK(run(&f, FILE_OP_MKDIR, "new", 0700, 0, -EBADF, -EBADF));
+        ASSERT_OK(fstatat(f.root_fd, "ws/new", &st, 0));
+        ASSERT_TRUE(S_ISDIR(st.st_mode) && (st.st_mode & 0777) == 0700);
+        ASSERT_ERROR(run(&f, FILE_OP_MKDIR, "new", 0700, 0, -EBADF, -EBADF), EEXIST);
+        ASSERT_OK(run(&f, FILE_OP_MKDIR, "new", 0700 | FILE_OP_PARENTS, 0, -EBADF, -EBADF));
+        ASSERT_ERROR(run(&f, FILE_OP_MKDIR, "hello", 0755 | FILE_OP_PARENTS, 0, -EBADF, -EBADF),
+                     EEXIST);
+        ASSERT_ERROR(run(&f, FILE_OP_MKDIR, "a/b/c", 0755, 0, -EBADF, -EBADF), ENOENT);
+        ASSERT_OK(run(&f, FILE_OP_MKDIR, "a/b/c", 0755 | FILE_OP_PARENTS, 0, -EBADF, -EBADF));
+        ASSERT_OK(fstatat(f.root_fd, "ws/a/b/c", &st, 0));
+        ASSERT_ERROR(run(&f, FILE_OP_MKDIR, "x", 01755, 0, -EBADF, -EBADF), EINVAL);
+        /* SECURITY: parents never go through a symlink, to the root or out. */
+        ASSERT_ERROR(
+                run(&f, FILE_OP_MKDIR, "to-root/tmp/x", 0755 | FILE_OP_PARENTS, 0, -EBADF, -EBADF),
+                ELOOP);
+        ASSERT_ERROR(
+                run(&f, FILE_OP_MKDIR, "to-outside/x", 0755 | FILE_OP_PARENTS, 0, -EBADF, -EBADF),
+                ELOOP);
+        ASSERT_ERROR(run(&f, FILE_OP_MKDIR, "/../../x", 0755 | FILE_OP_PARENTS, 0, -EBADF, -EBADF),
+                     EXDEV);
+        /* A write with parents likewise. */
+        in = in_str("data");
+        ASSERT_OK(run(&f, FILE_OP_WRITE, "p/q/file", 0644 | FILE_OP_PARENTS, 0, in, -EBADF));
+        (void)close(in);
+        ASSERT_OK(fstatat(f.root_fd, "ws/p/q/file", &st, 0));
+        in = in_str("data");
+        ASSERT_ERROR(
+                run(&f, FILE_OP_WRITE, "to-outside/y/file", 0644 | FILE_OP_PARENTS, 0, in, -EBADF),
+                ELOOP);
+        (void)close(in);
+        ASSERT_TRUE(faccessat(AT_FDCWD, f.outside, F_OK, 0) == 0);
+        fx_done(&f);
+}
+
+TEST(move) {
+        struct stat st;
+        Fx f;
+        int in;
+
+        fx_init(&f);
+        in = in_str("moved");
+        ASSERT_OK(run(&f, FILE_OP_MOVE, "hello", 0, 0, in, -EBADF));
+        (void)close(in);
+        ASSERT_OK(fstatat(f.root_fd, "ws/moved", &st, 0));
+        ASSERT_TRUE(fstatat(f.root_fd, "ws/hello", &st, 0) < 0 && errno == ENOENT);
+        /* No replacing without the flag. */
+        ASSERT_OK(mkdirat(f.root_fd, "ws/d", 0755));
+        in = in_str("");
+        ASSERT_OK(run(&f, FILE_OP_WRITE, "d/other", 0644, 0, in, -EBADF));
+        (void)close(in);
+        in = in_str("d/other");
+        ASSERT_ERROR(run(&f, FILE_OP_MOVE, "moved", 0, 0, in, -EBADF), EEXIST);
+        (void)close(in);
+        in = in_str("d/other");
+        ASSERT_OK(run(&f, FILE_OP_MOVE, "moved", FILE_OP_REPLACE, 0, in, -EBADF));
+        (void)close(in);
+        /* The destination is resolved as a path is: no symlink, no way up. */
+        in = in_str("to-outside/stolen");
+        ASSERT_ERROR(run(&f, FILE_OP_MOVE, "d/other", 0, 0, in, -EBADF), ELOOP);
+        (void)close(in);
+        in = in_str("/../../../stolen");
+        ASSERT_ERROR(run(&f, FILE_OP_MOVE, "d/other", 0, 0, in, -EBADF), EXDEV);
+        (void)close(in);
+        in = in_str("new/dir/other");
+        ASSERT_ERROR(run(&f, FILE_OP_MOVE, "d/other", 0, 0, in, -EBADF), ENOENT);
+        (void)close(in);
+        in = in_str("new/dir/other");
+        ASSERT_OK(run(&f, FILE_OP_MOVE, "d/other", FILE_OP_PARENTS, 0, in, -EBADF));
+        (void)close(in);
+        ASSERT_OK(fstatat(f.root_fd, "ws/new/dir/other", &st, 0));
+        in = in_str("");
+        ASSERT_ERROR(run(&f, FILE_OP_MOVE, "d", 0, 0, in, -EBADF), EINVAL);
+        (void)close(in);
+        in = in_str("x");
+        ASSERT_ERROR(run(&f, FILE_OP_MOVE, "/", 0, 0, in, -EBADF), EBUSY);
+        (void)close(in);
+        fx_done(&f);
+}
+
+TEST(walk) {
+        char *s;
+        Fx f;
+        int out;
+
+        fx_init(&f);
+        ASSERT_OK(mkdirat(f.root_fd, "ws/sub/deeper", 0755));
+        out = out_new();
+        ASSERT_OK(run(&f, FILE_OP_WALK, "/ws", 0, 0, -EBADF, out));
+        s = out_take(out);
+        ASSERT_NOT_NULL(strstr(s, "\"name\":\"sub/deeper\""));
+        ASSERT_NOT_NULL(strstr(s, "\"name\":\"hello\""));
+        /* SECURITY: symlinks are entries, never walked into. */
+        ASSERT_NOT_NULL(strstr(s, "\"name\":\"to-outside\",\"type\":\"symlink\""));
+        ASSERT_NULL(strstr(s, "secret"));
+        ASSERT_NULL(strstr(s, "to-root/"));
+        free(s);
+        out = out_new();
+        ASSERT_OK(run(&f, FILE_OP_WALK, "/ws", 0, 1, -EBADF, out));
+        s = out_take(out);
+        ASSERT_NOT_NULL(strstr(s, "\"name\":\"sub\""));
+        ASSERT_NULL(strstr(s, "sub/deeper"));
+        free(s);
+        out = out_new();
+        ASSERT_ERROR(run(&f, FILE_OP_WALK, "to-outside", 0, 0, -EBADF, out), ELOOP);
+        ASSERT_ERROR(run(&f, FILE_OP_WALK, "hello", 0, 0, -EBADF, out), ENOTDIR);
+        (void)close(out);
+        fx_done(&f);
+}
+
 TEST(long_paths) {
         char name[NAME_MAX + 2];
         char *path;

@@ -43,6 +43,16 @@ def default_socket() -> str:
 # ---- the shapes ----
 
 
+def _octal(mode: Union[None, int, str]) -> Optional[str]:
+    """A mode as the API takes it: "0644"."""
+    return f"{mode:04o}" if isinstance(mode, int) else mode
+
+
+def _flag(v: bool) -> Optional[str]:
+    """A boolean query parameter, left out when false."""
+    return "true" if v else None
+
+
 @dataclass
 class Outcome:
     """How a command ended (docs/cli-run.md's outcome); `raw` has every
@@ -407,19 +417,38 @@ class Client:
         return self._call("GET", self._sb(name, "/files"), {"path": path}, raw=True)
 
     def write_file(self, name: str, path: str, data: Union[str, bytes],
-                   mode: Union[None, int, str] = None) -> None:
-        """Writes @data atomically; a new file gets @mode (0o644 or "0644")."""
+                   mode: Union[None, int, str] = None, parents: bool = False) -> None:
+        """Writes @data atomically; a new file gets @mode (0o644 or "0644");
+        @parents makes the missing folders."""
         if isinstance(data, str):
             data = data.encode("utf-8")
-        if isinstance(mode, int):
-            mode = f"{mode:04o}"
-        self._call("PUT", self._sb(name, "/files"), {"path": path, "mode": mode}, body=data)
+        self._call("PUT", self._sb(name, "/files"),
+                   {"path": path, "mode": _octal(mode), "parents": _flag(parents)}, body=data)
+
+    def mkdir(self, name: str, path: str, mode: Union[None, int, str] = None,
+              parents: bool = False) -> None:
+        """Makes a folder; @parents: its missing parents too, and an
+        existing folder is fine (mkdir -p)."""
+        self._call("POST", self._sb(name, "/files/mkdir"),
+                   {"path": path, "mode": _octal(mode), "parents": _flag(parents)})
+
+    def move(self, name: str, src: str, dst: str, replace: bool = False,
+             parents: bool = False) -> None:
+        """Renames @src to @dst inside the sandbox; an existing @dst is a
+        Conflict unless @replace."""
+        self._call("POST", self._sb(name, "/files/move"),
+                   body={"from": src, "to": dst, "replace": replace, "parents": parents})
 
     def remove_file(self, name: str, path: str) -> None:
         self._call("DELETE", self._sb(name, "/files"), {"path": path})
 
-    def list_files(self, name: str, path: str = ".") -> List[FileInfo]:
-        a = self._call("GET", self._sb(name, "/files/list"), {"path": path})
+    def list_files(self, name: str, path: str = ".", recursive: bool = False,
+                   depth: Optional[int] = None) -> List[FileInfo]:
+        """The folder's entries; @recursive: its whole tree (@depth levels,
+        None for all), each name a path relative to @path."""
+        q = {"path": path, "recursive": _flag(recursive),
+             "depth": None if depth is None else str(depth)}
+        a = self._call("GET", self._sb(name, "/files/list"), q)
         return [FileInfo.from_json(e) for e in a["entries"]]
 
     def stat(self, name: str, path: str) -> FileInfo:
@@ -489,14 +518,21 @@ class Sandbox:
     def read_file(self, path: str) -> bytes:
         return self.client.read_file(self.name, path)
 
-    def write_file(self, path: str, data, mode=None) -> None:
-        self.client.write_file(self.name, path, data, mode)
+    def write_file(self, path: str, data, mode=None, parents: bool = False) -> None:
+        self.client.write_file(self.name, path, data, mode, parents)
+
+    def mkdir(self, path: str, mode=None, parents: bool = False) -> None:
+        self.client.mkdir(self.name, path, mode, parents)
+
+    def move(self, src: str, dst: str, replace: bool = False, parents: bool = False) -> None:
+        self.client.move(self.name, src, dst, replace, parents)
 
     def remove_file(self, path: str) -> None:
         self.client.remove_file(self.name, path)
 
-    def list_files(self, path: str = ".") -> List[FileInfo]:
-        return self.client.list_files(self.name, path)
+    def list_files(self, path: str = ".", recursive: bool = False,
+                   depth: Optional[int] = None) -> List[FileInfo]:
+        return self.client.list_files(self.name, path, recursive, depth)
 
     def stat(self, path: str) -> FileInfo:
         return self.client.stat(self.name, path)

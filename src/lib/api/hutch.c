@@ -574,9 +574,30 @@ _public_ int hutch_file_write(const char *name, const char *path, const void *da
 
         if (!data && len > 0)
                 return fail_msg(err, EINVAL, "no data given");
-        if (mode > 0777)
+        if ((mode & ~HUTCH_FILE_PARENTS) > 0777)
                 return fail_msg(err, EINVAL, "the mode must be permission bits (0 to 0777)");
         return file_request(name, &req, data, len, NULL, err);
+}
+
+_public_ int hutch_file_mkdir(const char *name, const char *path, unsigned mode, hutch_error *err) {
+        KeeperFile req = {.action = FILE_OP_MKDIR, .path = path, .mode = mode};
+
+        if ((mode & ~HUTCH_FILE_PARENTS) > 0777)
+                return fail_msg(err, EINVAL, "the mode must be permission bits (0 to 0777)");
+        return file_request(name, &req, NULL, 0, NULL, err);
+}
+
+_public_ int hutch_file_move(const char *name, const char *from, const char *to, unsigned flags,
+                             hutch_error *err) {
+        KeeperFile req = {.action = FILE_OP_MOVE, .path = from, .mode = flags};
+
+        if (flags & ~(HUTCH_FILE_PARENTS | HUTCH_FILE_REPLACE))
+                return fail_msg(err, EINVAL, "unknown flags");
+        if (!to || !to[0])
+                return fail_msg(err, EINVAL, "no destination given");
+        if (strlen(to) >= PATH_MAX)
+                return fail_msg(err, ENAMETOOLONG, "the destination is too long");
+        return file_request(name, &req, to, strlen(to), NULL, err);
 }
 
 static int hex_decode(const char *hex, char *buf, size_t size) {
@@ -632,17 +653,15 @@ static int file_info_from_json(json_t *o, hutch_file_info *ret) {
         return 0;
 }
 
-/* Runs a list or stat and parses its JSON. */
-static int file_json(const char *name, FileOpAction action, const char *path, json_t **ret,
-                     hutch_error *err) {
+/* Runs a list, stat or walk @req and parses its JSON. */
+static int file_json(const char *name, KeeperFile *req, json_t **ret, hutch_error *err) {
         _cleanup_close_ int fd = -EBADF;
         _cleanup_free_ char *text = NULL;
-        KeeperFile req = {.action = action, .path = path};
         size_t len = 0;
         json_t *j;
         int r;
 
-        r = file_request(name, &req, NULL, 0, &fd, err);
+        r = file_request(name, req, NULL, 0, &fd, err);
         if (r < 0)
                 return r;
         r = read_full_fd(fd, FILE_OP_JSON_MAX, &text, &len);
@@ -668,7 +687,7 @@ _public_ int hutch_file_list(const char *name, const char *path, hutch_file_info
 
         if (!ret || !ret_n)
                 return fail_msg(err, EINVAL, "no output given");
-        r = file_json(name, FILE_OP_LIST, path, &arr, err);
+        r = file_json(name, &(KeeperFile){.action = FILE_OP_LIST, .path = path}, &arr, err);
         if (r < 0)
                 return r;
         n = json_array_size(arr);
@@ -703,7 +722,7 @@ _public_ int hutch_file_stat(const char *name, const char *path, hutch_file_info
 
         if (!ret)
                 return fail_msg(err, EINVAL, "no output given");
-        r = file_json(name, FILE_OP_STAT, path, &o, err);
+        r = file_json(name, &(KeeperFile){.action = FILE_OP_STAT, .path = path}, &o, err);
         if (r < 0)
                 return r;
         r = file_info_from_json(o, &info);
@@ -711,6 +730,86 @@ _public_ int hutch_file_stat(const char *name, const char *path, hutch_file_info
         if (r < 0)
                 return fail_msg(err, EBADMSG, "malformed answer from inside the sandbox");
         *ret = info;
+        return 0;
+}
+
+_public_ void hutch_file_entries_free(hutch_file_entry *l, size_t n) {
+        for (size_t i = 0; l && i < n; i++)
+                free(l[i].path);
+        free(l);
+}
+
+static int file_entry_compare(const void *a, const void *b) {
+        return strcmp(((const hutch_file_entry *)a)->path, ((const hutch_file_entry *)b)->path);
+}
+
+_public_ int hutch_file_walk(const char *name, const char *path, unsigned max_depth,
+                             hutch_file_entry **ret, size_t *ret_n, hutch_error *err) {
+        KeeperFile req = {.action = FILE_OP_WALK, .path = path, .max = max_depth};
+        hutch_file_entry *l = NULL;
+        json_t *arr = NULL, *v;
+        size_t n, i;
+        int r = 0;
+
+        if (!ret || !ret_n)
+                return fail_msg(err, EINVAL, "no output given");
+        r = file_json(name, &req, &arr, err);
+        if (r < 0)
+                return r;
+        n = json_array_size(arr);
+        l = json_is_array(arr) && n <= FILE_OP_LIST_MAX ? calloc(n + 1, sizeof(*l)) : NULL;
+        json_array_foreach(l ? arr : NULL, i, v) {
+                hutch_file_info info;
+                const char *p = json_string_value(json_object_get(v, "name"));
+                const char *hex = json_string_value(json_object_get(v, "name_hex"));
+                _cleanup_free_ char *raw = NULL;
+
+                /* Checked as a list's entry, with a whole relative path as
+                 * its name: it comes from inside the sandbox. */
+                if (hex && !(raw = malloc(strlen(hex) / 2 + 2))) {
+                        r = -ENOMEM;
+                        break;
+                }
+                r = json_object_size(v) > 0 ? 0 : -EBADMSG;
+                if (r >= 0 && hex)
+                        r = hex_decode(hex, raw, strlen(hex) / 2 + 2);
+                if (r >= 0) {
+                        json_t *o = json_deep_copy(v);
+
+                        /* The checks of file_info_from_json() on a stand-in name. */
+                        r = o && json_object_del(o, hex ? "name_hex" : "name") == 0 &&
+                                            json_object_set_new(o, "name", json_string("x")) == 0
+                                    ? file_info_from_json(o, &info)
+                                    : -EBADMSG;
+                        json_decref(o);
+                }
+                if (r >= 0 &&
+                    (!(p || raw) || strlen(p ? p : raw) >= PATH_MAX || (p ? p : raw)[0] == '/'))
+                        r = -EBADMSG;
+                if (r < 0)
+                        break;
+                l[i] = (hutch_file_entry){
+                        .path = raw ? TAKE_PTR(raw) : strdup(p),
+                        .size = info.size,
+                        .mode = info.mode,
+                        .mtime_ms = info.mtime_ms,
+                };
+                copy_str(l[i].type, sizeof(l[i].type), info.type);
+                if (!l[i].path) {
+                        r = -ENOMEM;
+                        break;
+                }
+        }
+        json_decref(arr);
+        if (!l || r < 0) {
+                hutch_file_entries_free(l, n);
+                return r == -ENOMEM
+                               ? fail(err, NULL, r)
+                               : fail_msg(err, EBADMSG, "malformed answer from inside the sandbox");
+        }
+        qsort(l, n, sizeof(*l), file_entry_compare);
+        *ret = l;
+        *ret_n = n;
         return 0;
 }
 

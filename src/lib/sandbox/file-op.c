@@ -4,7 +4,9 @@
 #include <fcntl.h>
 #include <jansson.h>
 #include <limits.h>
+#include <stdbool.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
 #include <sys/stat.h>
@@ -18,7 +20,8 @@
 
 static const char *const action_table[_FILE_OP_ACTION_MAX] = {
         [FILE_OP_READ] = "read", [FILE_OP_WRITE] = "write",   [FILE_OP_LIST] = "list",
-        [FILE_OP_STAT] = "stat", [FILE_OP_REMOVE] = "remove",
+        [FILE_OP_STAT] = "stat", [FILE_OP_REMOVE] = "remove", [FILE_OP_MKDIR] = "mkdir",
+        [FILE_OP_MOVE] = "move", [FILE_OP_WALK] = "walk",
 };
 
 const char *file_op_action_to_string(FileOpAction a) {
@@ -93,9 +96,24 @@ static int open_dir_nofollow(int dirfd, const char *name, int flags) {
         return negative_errno();
 }
 
+/* Opens directory @name of @dirfd like open_dir_nofollow(), creating it
+ * (0755) first when it does not exist and @create is set. */
+static int open_or_make_dir(int dirfd, const char *name, bool create) {
+        int fd = open_dir_nofollow(dirfd, name, O_PATH);
+
+        if (fd != -ENOENT || !create)
+                return fd;
+        if (mkdirat(dirfd, name, 0755) < 0 && errno != EEXIST)
+                return negative_errno();
+        /* SECURITY: opened again without following: a symlink that took
+         * its place meanwhile is -ELOOP. */
+        return open_dir_nofollow(dirfd, name, O_PATH);
+}
+
 /* Opens the directory holding @path's last component (@ret_name; NULL
- * when @path is "/" itself, whose directory is the root). */
-static int open_parent(int root_fd, const char *cwd, const char *path, int *ret_dirfd,
+ * when @path is "/" itself, whose directory is the root), creating the
+ * missing directories on the way with @parents. */
+static int open_parent(int root_fd, const char *cwd, const char *path, bool parents, int *ret_dirfd,
                        char **ret_name) {
         _cleanup_strv_free_ char **parts = NULL;
         _cleanup_close_ int fd = -EBADF;
@@ -110,7 +128,7 @@ static int open_parent(int root_fd, const char *cwd, const char *path, int *ret_
         if (fd < 0)
                 return negative_errno();
         for (size_t i = 0; i + 1 < n; i++) {
-                int next = open_dir_nofollow(fd, parts[i], O_PATH);
+                int next = open_or_make_dir(fd, parts[i], parents);
 
                 if (next < 0)
                         return next;
@@ -131,22 +149,24 @@ static const char *type_of(mode_t m) {
 }
 
 static json_t *entry_json(const char *name, const struct stat *st) {
-        json_t *o, *n = json_string(name);
-        char hex[2 * NAME_MAX + 1];
+        _cleanup_free_ char *hex = NULL;
+        json_t *n = json_string(name);
 
         if (!n) {
                 /* Not UTF-8: the raw bytes, in hex. */
-                size_t len = strnlen(name, NAME_MAX);
+                size_t len = strnlen(name, PATH_MAX);
 
+                hex = malloc(2 * len + 1);
+                if (!hex)
+                        return NULL;
                 for (size_t i = 0; i < len; i++)
                         (void)snprintf(hex + 2 * i, 3, "%02x", (unsigned char)name[i]);
                 hex[2 * len] = '\0';
         }
-        o = json_pack("{s:o,s:s,s:I,s:i,s:I}", n ? "name" : "name_hex", n ? n : json_string(hex),
-                      "type", type_of(st->st_mode), "size", (json_int_t)st->st_size, "mode",
-                      (int)(st->st_mode & 07777), "mtime_ms",
-                      (json_int_t)st->st_mtim.tv_sec * 1000 + st->st_mtim.tv_nsec / 1000000);
-        return o;
+        return json_pack("{s:o,s:s,s:I,s:i,s:I}", n ? "name" : "name_hex", n ? n : json_string(hex),
+                         "type", type_of(st->st_mode), "size", (json_int_t)st->st_size, "mode",
+                         (int)(st->st_mode & 07777), "mtime_ms",
+                         (json_int_t)st->st_mtim.tv_sec * 1000 + st->st_mtim.tv_nsec / 1000000);
 }
 
 static int write_json(int fd, json_t *j) {
@@ -198,6 +218,7 @@ static int op_write(int dirfd, const char *name, unsigned mode, int in_fd) {
 
         if (!name)
                 return -EBUSY;
+        mode &= ~FILE_OP_FLAGS;
         if (mode > 0777)
                 return -EINVAL;
         if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0) {
@@ -287,13 +308,188 @@ static int op_remove(int dirfd, const char *name) {
         return errno == EEXIST ? -ENOTEMPTY : negative_errno();
 }
 
+static int op_mkdir(int dirfd, const char *name, unsigned mode) {
+        struct stat st;
+        bool parents = mode & FILE_OP_PARENTS;
+
+        mode &= ~FILE_OP_FLAGS;
+        if (mode > 0777)
+                return -EINVAL;
+        if (!name)
+                return parents ? 0 : -EEXIST;
+        if (mkdirat(dirfd, name, mode) >= 0)
+                return 0;
+        if (errno != EEXIST || !parents)
+                return negative_errno();
+        if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+                return negative_errno();
+        return S_ISDIR(st.st_mode) ? 0 : -EEXIST;
+}
+
+/* renameat2() without replacing unless @replace. A file system without
+ * RENAME_NOREPLACE (9p, a guest's shared folders: EINVAL) gets a check
+ * first: only the sandbox's own processes could race it. */
+static int rename_noreplace(int dirfd, const char *name, int to_dirfd, const char *to_name,
+                            bool replace) {
+        struct stat st;
+
+        if (renameat2(dirfd, name, to_dirfd, to_name, replace ? 0 : RENAME_NOREPLACE) >= 0)
+                return 0;
+        if (replace || errno != EINVAL)
+                return negative_errno();
+        if (fstatat(to_dirfd, to_name, &st, AT_SYMLINK_NOFOLLOW) == 0)
+                return -EEXIST;
+        if (errno != ENOENT)
+                return negative_errno();
+        return renameat(dirfd, name, to_dirfd, to_name) < 0 ? negative_errno() : 0;
+}
+
+/* A move between two file systems of the sandbox (the workspace and
+ * /tmp): a regular file is copied as op_write() writes one, then the
+ * source removed; anything else stays -EXDEV. */
+static int move_file_across(int dirfd, const char *name, int to_dirfd, const char *to_name,
+                            bool replace) {
+        _cleanup_close_ int fd = -EBADF;
+        struct stat st;
+        int r;
+
+        fd = openat(dirfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+        if (fd < 0)
+                return errno == ELOOP ? -EXDEV : negative_errno();
+        if (fstat(fd, &st) < 0)
+                return negative_errno();
+        if (!S_ISREG(st.st_mode))
+                return -EXDEV;
+        if (fstatat(to_dirfd, to_name, &st, AT_SYMLINK_NOFOLLOW) == 0) {
+                if (!replace)
+                        return -EEXIST;
+                if (S_ISDIR(st.st_mode))
+                        return -EISDIR;
+        } else if (errno != ENOENT)
+                return negative_errno();
+        if (fstat(fd, &st) < 0)
+                return negative_errno();
+        r = op_write(to_dirfd, to_name, st.st_mode & 0777, fd);
+        if (r < 0)
+                return r;
+        return unlinkat(dirfd, name, 0) < 0 ? negative_errno() : 0;
+}
+
+static int op_move(int root_fd, const char *cwd, int dirfd, const char *name, unsigned mode,
+                   int in_fd) {
+        _cleanup_free_ char *to = NULL, *to_name = NULL;
+        _cleanup_close_ int to_dirfd = -EBADF;
+        size_t len = 0;
+        int r;
+
+        if (!name)
+                return -EBUSY;
+        r = read_full_fd(in_fd, PATH_MAX, &to, &len);
+        if (r < 0)
+                return r == -EFBIG ? -ENAMETOOLONG : r;
+        if (len == 0 || strlen(to) != len)
+                return -EINVAL;
+        r = open_parent(root_fd, cwd, to, mode & FILE_OP_PARENTS, &to_dirfd, &to_name);
+        if (r < 0)
+                return r;
+        if (!to_name)
+                return -EBUSY;
+        r = rename_noreplace(dirfd, name, to_dirfd, to_name, mode & FILE_OP_REPLACE);
+        if (r != -EXDEV)
+                return r;
+        return move_file_across(dirfd, name, to_dirfd, to_name, mode & FILE_OP_REPLACE);
+}
+
+/* The walk's state: the entries so far and their count. */
+typedef struct Walk {
+        json_t *entries;
+        size_t n;
+} Walk;
+
+/* Adds the entries of directory @fd (@prefix: its path relative to the
+ * walk's top, "" for the top) and walks its subdirectories while @depth
+ * levels remain. */
+static int walk_dir(Walk *w, int fd, const char *prefix, unsigned depth) {
+        _cleanup_(closedirp) DIR *d = NULL;
+        _cleanup_close_ int dup_fd = fcntl(fd, F_DUPFD_CLOEXEC, 3);
+        struct dirent *de;
+        int r;
+
+        if (dup_fd < 0)
+                return negative_errno();
+        r = opendir_fd(TAKE_FD(dup_fd), &d);
+        if (r < 0)
+                return r;
+        errno = 0;
+        while ((de = readdir_no_dot(d))) {
+                _cleanup_free_ char *rel = NULL;
+                struct stat st;
+
+                if (fstatat(fd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0) {
+                        errno = 0;
+                        continue;
+                }
+                if (++w->n > FILE_OP_LIST_MAX)
+                        return -E2BIG;
+                if (asprintf(&rel, "%s%s%s", prefix, prefix[0] ? "/" : "", de->d_name) < 0)
+                        return -ENOMEM;
+                if (strlen(rel) >= PATH_MAX)
+                        return -ENAMETOOLONG;
+                if (json_array_append_new(w->entries, entry_json(rel, &st)) < 0)
+                        return -ENOMEM;
+                if (S_ISDIR(st.st_mode) && depth > 1) {
+                        _cleanup_close_ int sub = open_dir_nofollow(fd, de->d_name, O_RDONLY);
+
+                        /* Replaced by a symlink since the stat: not
+                         * followed, and not listed deeper. */
+                        if (sub == -ELOOP || sub == -ENOENT || sub == -ENOTDIR) {
+                                errno = 0;
+                                continue;
+                        }
+                        if (sub < 0)
+                                return sub;
+                        r = walk_dir(w, sub, rel, depth - 1);
+                        if (r < 0)
+                                return r;
+                }
+                errno = 0;
+        }
+        return errno != 0 ? negative_errno() : 0;
+}
+
+static int op_walk(int dirfd, const char *name, uint64_t max, int out_fd) {
+        _cleanup_close_ int fd = -EBADF;
+        Walk w = {};
+        int r;
+
+        fd = name ? open_dir_nofollow(dirfd, name, O_RDONLY)
+                  : openat(dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (fd < 0)
+                return name ? fd : negative_errno();
+        w.entries = json_array();
+        if (!w.entries)
+                return -ENOMEM;
+        r = walk_dir(&w, fd, "",
+                     max == 0 || max > FILE_OP_WALK_DEPTH_MAX ? FILE_OP_WALK_DEPTH_MAX
+                                                              : (unsigned)max);
+        if (r < 0) {
+                json_decref(w.entries);
+                return r;
+        }
+        return write_json(out_fd, w.entries);
+}
+
 int file_op_run(int root_fd, const char *cwd, FileOpAction action, const char *path, unsigned mode,
                 uint64_t max, int in_fd, int out_fd) {
         _cleanup_free_ char *name = NULL;
         _cleanup_close_ int dirfd = -EBADF;
+        bool parents =
+                (mode & FILE_OP_PARENTS) && (action == FILE_OP_WRITE || action == FILE_OP_MKDIR);
         int r;
 
-        r = open_parent(root_fd, cwd, path, &dirfd, &name);
+        if (mode & ~(FILE_OP_FLAGS | 0777))
+                return -EINVAL;
+        r = open_parent(root_fd, cwd, path, parents, &dirfd, &name);
         if (r < 0)
                 return r;
         switch (action) {
@@ -307,6 +503,12 @@ int file_op_run(int root_fd, const char *cwd, FileOpAction action, const char *p
                 return op_stat(dirfd, name, out_fd);
         case FILE_OP_REMOVE:
                 return op_remove(dirfd, name);
+        case FILE_OP_MKDIR:
+                return op_mkdir(dirfd, name, mode);
+        case FILE_OP_MOVE:
+                return op_move(root_fd, cwd, dirfd, name, mode, in_fd);
+        case FILE_OP_WALK:
+                return op_walk(dirfd, name, max, out_fd);
         case _FILE_OP_ACTION_MAX:
         case _FILE_OP_ACTION_INVALID:
         default:

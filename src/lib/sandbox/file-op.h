@@ -9,12 +9,15 @@
  * and root, with its identity, capabilities (none), landlock rules and
  * seccomp filter, in the exec's cgroup.
  *
- *   argv  FILE_OP_ARGV0 ACTION PATH MODE MAX   (MODE and MAX in decimal)
- *   fd 0  write: the bytes to write (read to EOF)
- *   fd 1  read: the file's bytes; list: a JSON array of entries; stat: one
- *         entry, {"name" (or "name_hex": the raw bytes in hex when the name
- *         is not UTF-8), "type": file|dir|symlink|other, "size", "mode"
- *         (permission bits), "mtime_ms"}
+ *   argv  FILE_OP_ARGV0 ACTION PATH MODE MAX   (MODE and MAX in decimal;
+ *         MODE holds the FILE_OP_* flags above the permission bits)
+ *   fd 0  write: the bytes to write (read to EOF); move: the destination
+ *         path (read to EOF, at most PATH_MAX bytes)
+ *   fd 1  read: the file's bytes; list and walk: a JSON array of entries;
+ *         stat: one entry, {"name" (or "name_hex": the raw bytes in hex when
+ *         the name is not UTF-8), "type": file|dir|symlink|other, "size",
+ *         "mode" (permission bits), "mtime_ms"}; a walk's names are paths
+ *         relative to the directory walked ("src/main.c")
  *   exit  0, or the errno of the failure
  *
  * SECURITY: the path is resolved from the sandbox's "/" (a relative one
@@ -37,7 +40,18 @@
 #define FILE_OP_ARGV0_PREFIX '\001'
 #define FILE_OP_ARGC 5
 
-/* Entries of one list (-E2BIG beyond). */
+/* Flags or-ed into MODE. PARENTS: write and mkdir create the missing
+ * directories of the path (0755), and mkdir of an existing directory
+ * succeeds (mkdir -p). REPLACE: move replaces an existing destination
+ * (not a directory); without it the destination must not exist. */
+#define FILE_OP_PARENTS (1U << 16)
+#define FILE_OP_REPLACE (1U << 17)
+#define FILE_OP_FLAGS (FILE_OP_PARENTS | FILE_OP_REPLACE)
+
+/* How deep a walk goes at most (MAX 0 or more: this). */
+#define FILE_OP_WALK_DEPTH_MAX 64U
+
+/* Entries of one list or walk (-E2BIG beyond). */
 #define FILE_OP_LIST_MAX 100000U
 /* The JSON of one list or stat, as the client reads it back. */
 #define FILE_OP_JSON_MAX (64U << 20)
@@ -48,11 +62,15 @@ typedef enum FileOpAction {
         FILE_OP_LIST,
         FILE_OP_STAT,
         FILE_OP_REMOVE,
+        FILE_OP_MKDIR,
+        FILE_OP_MOVE,
+        FILE_OP_WALK,
         _FILE_OP_ACTION_MAX,
         _FILE_OP_ACTION_INVALID = -EINVAL,
 } FileOpAction;
 
-/* "read", "write", "list", "stat", "remove"; NULL when out of range. */
+/* "read", "write", "list", "stat", "remove", "mkdir", "move", "walk";
+ * NULL when out of range. */
 const char *file_op_action_to_string(FileOpAction a);
 FileOpAction file_op_action_from_string(const char *s);
 
@@ -68,7 +86,18 @@ FileOpAction file_op_action_from_string(const char *s);
  *           -E2BIG past FILE_OP_LIST_MAX)
  *   stat    @path itself (a symlink is not followed) to @out_fd
  *   remove  a file, a symlink or an empty directory (-ENOTEMPTY otherwise)
- * Returns 0 or -errno: -EINVAL for an empty path or a relative @cwd,
+ *   mkdir   a directory with @mode (-EEXIST if @path exists, unless
+ *           FILE_OP_PARENTS and it is a directory)
+ *   move    @path to the destination read from @in_fd (resolved the same
+ *           way, with renameat2(); -EEXIST for an existing destination
+ *           unless FILE_OP_REPLACE; -EXDEV across file systems)
+ *   walk    the tree below directory @path, depth-first, at most @max
+ *           levels (0 or beyond FILE_OP_WALK_DEPTH_MAX: that), symlinks
+ *           listed and never followed, to @out_fd (-E2BIG past
+ *           FILE_OP_LIST_MAX entries)
+ * FILE_OP_PARENTS in @mode makes write and mkdir create missing
+ * directories on the way, each opened without following a symlink as
+ * the path's own are. Returns 0 or -errno: -EINVAL for an empty path or a relative @cwd,
  * -ENAMETOOLONG, -EXDEV for ".." above "/", -ELOOP for a symlink in the way,
  * -EBUSY to write or remove "/" itself, and the errors of the calls. */
 int file_op_run(int root_fd, const char *cwd, FileOpAction action, const char *path, unsigned mode,

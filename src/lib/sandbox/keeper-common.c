@@ -351,7 +351,8 @@ int keeper_file_request_parse(json_t *req, const Policy *p, size_t n_fds, Keeper
 
         if (file_op_action_from_string(action) < 0 || !path || !path[0] ||
             strlen(path) >= PATH_MAX || !json_is_integer(mode_j) ||
-            json_integer_value(mode_j) < 0 || json_integer_value(mode_j) > 0777 ||
+            json_integer_value(mode_j) < 0 ||
+            (json_integer_value(mode_j) & ~(json_int_t)(0777 | FILE_OP_FLAGS)) != 0 ||
             !json_is_integer(max_j) || json_integer_value(max_j) < 0 || n_fds != 1)
                 return -EINVAL;
         *ret = (KeeperFileRequest){

@@ -915,7 +915,7 @@ int keeper_file(int sock, const KeeperFile *req, HutchError *reterr) {
         json_t *obj, *o;
         const char *reason;
 
-        if (!action || req->mode > 0777 || req->max > INT64_MAX)
+        if (!action || (req->mode & ~(0777U | FILE_OP_FLAGS)) != 0 || req->max > INT64_MAX)
                 return hutch_error_set(reterr, EINVAL, "invalid file request");
         obj = json_pack("{s:s,s:s,s:s,s:I,s:I}", "op", "file", "action", action, "path", req->path,
                         "mode", (json_int_t)req->mode, "max", (json_int_t)req->max);

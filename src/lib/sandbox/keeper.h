@@ -115,7 +115,7 @@ int keeper_simple(int sock, const char *op, HutchError *reterr);
 typedef struct KeeperFile {
         FileOpAction action;
         const char *path; /* inside the sandbox; relative: from the workspace, or $HOME */
-        unsigned mode;    /* write: for a new file (0-0777) */
+        unsigned mode;    /* write, mkdir: for a new one (0-0777), with FILE_OP_* flags */
         uint64_t max;     /* read: the largest file accepted */
         int data_fd;      /* write: the bytes, from its offset to EOF; read, list, stat: where
                            * the result is written (borrowed) */
