@@ -105,10 +105,12 @@ int hutch_run(const hutch_policy *p, char *const argv[], hutch_outcome *ret, hut
 int hutch_create(const char *name, const hutch_policy *p, const char *from_snapshot,
                  char ret_id[17], hutch_error *err);
 
-/* Replaces stopped sandbox @name's policy with @p (as `hutch update`, but
- * the whole policy, not flags over it). A running sandbox is -EBUSY with
- * the first field that would change named in the message; the workspace
- * and the backend never change (-EINVAL). Nothing to change is 0. */
+/* Replaces sandbox @name's policy with @p (as `hutch update`, but the
+ * whole policy, not flags over it). A running namespace sandbox takes new
+ * memory, swap, cpus and pids limits at once (-EPERM naming a limit it
+ * cannot change live); any other change to a running sandbox is -EBUSY
+ * with the first field named in the message; the workspace and the
+ * backend never change (-EINVAL). Nothing to change is 0. */
 int hutch_update(const char *name, const hutch_policy *p, hutch_error *err);
 
 typedef struct hutch_exec_options {

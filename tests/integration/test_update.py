@@ -8,9 +8,13 @@ reached by names mapped with --resolve; nothing is sent anywhere else.
 """
 
 import json
+import random
+from pathlib import Path
 
 import pytest
 
+import cgroupctl
+from conftest import live_with_marker
 from proxyutil import Upstream
 from test_persistent import Store
 
@@ -88,8 +92,8 @@ def test_a_running_sandbox_refuses_naming_the_field(store, upstream):
     r = s.hutch("update", "net", "--allow-host", f"{OTHER}:{upstream.port}")
     assert r.returncode == 125, r.stderr
     assert "cannot change allow_hosts of sandbox 'net' while it runs" in r.stderr, r.stderr
-    r = s.hutch("update", "net", "--pids", "99")
-    assert r.returncode == 125 and "limits.pids" in r.stderr, r.stderr
+    r = s.hutch("update", "net", "--timeout", "9s")
+    assert r.returncode == 125 and "limits.timeout" in r.stderr, r.stderr
     assert stored_policy(s, "net") == before
     r = fetch(s, "net", OTHER, upstream.port, "u3")
     assert (r.returncode, r.stdout) == (0, "403"), r.stderr
@@ -98,8 +102,59 @@ def test_a_running_sandbox_refuses_naming_the_field(store, upstream):
     assert (r.returncode, r.stdout) == (0, ""), r.stderr
     # Stopped, the same update goes through.
     s.hutch("stop", "net")
-    r = s.hutch("update", "net", "--pids", "99")
-    assert (r.returncode, r.stdout) == (0, "limits.pids\n"), r.stderr
+    r = s.hutch("update", "net", "--timeout", "9s")
+    assert (r.returncode, r.stdout) == (0, "limits.timeout\n"), r.stderr
+
+
+def sandbox_limit(pid, controller, file):
+    """@file of the cgroup holding @pid's sandbox (the parent of its exec
+    leaf, where hutch puts the limits), read on the host, or None."""
+    for line in Path(f"/proc/{pid}/cgroup").read_text().splitlines():
+        _, ctrls, path = line.split(":", 2)
+        if controller in ctrls.split(","):
+            mount = cgroupctl.v1_mount(controller)
+            if mount:
+                f = Path(mount["mount_point"]) / path.lstrip("/")
+                for d in (f, *f.parents):
+                    if (d / file).exists() and d.name != "exec":
+                        return (d / file).read_text().strip()
+    return None
+
+
+def test_a_running_sandbox_takes_new_limits_live(store):
+    """memory, memory_swap, cpus and pids change on the running sandbox's
+    cgroup, read back from the kernel; a limit the sandbox started without
+    cannot be added live, nor one lifted (the twins), and the record keeps
+    the old policy then."""
+    s = store
+    # As a user without a delegated cgroup here, the limits are rlimits.
+    s.create("lim", "--memory", "256m", "--pids", "100", "--allow-degraded")
+    marker = f"{60 + random.randint(1, 999) / 1000:.3f}"
+    p = s.popen("exec", "lim", "--", "sleep", marker)
+    try:
+        pid = cgroupctl.poll_until(
+            lambda: next((q for q, i in live_with_marker(f"sleep {marker}").items()
+                          if i[3].startswith("sleep")), None), 20)
+        assert pid, "the command did not start"
+        held = sandbox_limit(pid, "pids", "pids.max")
+        r = s.hutch("update", "lim", "--memory", "300m", "--pids", "120")
+        if held is None and s.runner.mode == "user":
+            # No cgroup for this caller here: refused, never ignored.
+            assert r.returncode == 125 and "not all held by a cgroup" in r.stderr, r.stderr
+            return
+        assert held == "100"
+        assert (r.returncode, r.stdout) == (0, "limits.memory\nlimits.pids\n"), r.stderr
+        assert sandbox_limit(pid, "pids", "pids.max") == "120"
+        assert sandbox_limit(pid, "memory", "memory.limit_in_bytes") == str(300 << 20)
+        assert stored_policy(s, "lim")["limits"]["pids"] == 120
+        before = stored_policy(s, "lim")
+        r = s.hutch("update", "lim", "--memory", "300m", "--pids", "120", "--cpus", "1")
+        assert r.returncode == 125 and "without a cpu limit" in r.stderr, r.stderr
+        assert stored_policy(s, "lim") == before
+        assert sandbox_limit(pid, "pids", "pids.max") == "120"
+    finally:
+        p.kill()
+        p.wait()
 
 
 def test_the_workspace_and_backend_never_change(store, upstream):

@@ -557,6 +557,32 @@ static int policy_json_diff(json_t *a, json_t *b, const char *prefix, char ***ch
         return 0;
 }
 
+/* A running sandbox's policy change (hutch update): the cgroup limits go
+ * to its keeper, which applies them now; anything else needs a stop. */
+static int update_running(Store *s, const SandboxRecord *rec, const Policy *policy, char **changed,
+                          const char *text, HutchError *reterr) {
+        static const char *const live[] = {"limits.memory", "limits.memory_swap", "limits.cpus",
+                                           "limits.pids", NULL};
+        _cleanup_close_ int sock = -EBADF;
+        int r;
+
+        STRV_FOREACH(f, changed)
+                if (!strv_contains((char **)live, *f) || policy->backend == SANDBOX_BACKEND_VM)
+                        return hutch_error_set(reterr, EBUSY,
+                                               "cannot change %s of sandbox '%s' while it runs "
+                                               "(stop it first: 'hutch stop %s'; memory, "
+                                               "memory_swap, cpus and pids change live%s)",
+                                               *f, rec->name, rec->name,
+                                               policy->backend == SANDBOX_BACKEND_VM
+                                                       ? " in a namespace sandbox, not a microVM"
+                                                       : "");
+        r = persist_connect(s, rec->name, false, &sock, reterr);
+        if (r < 0)
+                /* Stopped meanwhile: the next start reads the new policy. */
+                return 0;
+        return keeper_limits(sock, text, reterr);
+}
+
 int persist_update(Store *s, const char *name, const Policy *policy, char ***ret_changed,
                    HutchError *reterr) {
         _cleanup_(sandbox_record_freep) SandboxRecord *rec = NULL;
@@ -594,11 +620,11 @@ int persist_update(Store *s, const char *name, const Policy *policy, char ***ret
                                                "the %s of sandbox '%s' cannot change (create "
                                                "another sandbox)",
                                                *f, rec->name);
-        if (strv_length(changed) > 0 && store_keeper_running(s, rec->name))
-                return hutch_error_set(reterr, EBUSY,
-                                       "cannot change %s of sandbox '%s' while it runs (stop it "
-                                       "first: 'hutch stop %s')",
-                                       changed[0], rec->name, rec->name);
+        if (strv_length(changed) > 0 && store_keeper_running(s, rec->name)) {
+                r = update_running(s, rec, policy, changed, text, reterr);
+                if (r < 0)
+                        return r;
+        }
         if (strv_length(changed) > 0) {
                 free(rec->policy_json);
                 rec->policy_json = TAKE_PTR(text);

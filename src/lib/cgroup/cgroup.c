@@ -1052,6 +1052,62 @@ int cgroup_kill(Cgroup *c) {
         return kill_by_walking(c, fallback, deadline);
 }
 
+static int counter_read(const char *dir, const char *file, const char *key, uint64_t *ret);
+
+int cgroup_update_limits(Cgroup *c, const CgroupLimits *lim, HutchError *reterr) {
+        static const struct {
+                unsigned role;
+                const char *what;
+        } roles[] = {
+                {ROLE_MEMORY, "memory"},
+                {ROLE_PIDS, "pids"},
+                {ROLE_CPU, "cpu"},
+        };
+        unsigned have = 0, want;
+        char buf[32];
+        int r;
+
+        r = limits_validate(lim, reterr);
+        if (r < 0)
+                return r;
+        for (size_t i = 0; i < c->n; i++)
+                have |= c->h[i].limits;
+        want = (lim->memory_max ? ROLE_MEMORY : 0) | (lim->pids_max ? ROLE_PIDS : 0) |
+               (lim->cpu_quota_us ? ROLE_CPU : 0);
+        for (size_t i = 0; i < ELEMENTSOF(roles); i++) {
+                if ((want & roles[i].role) && !(have & roles[i].role))
+                        return hutch_error_set(
+                                reterr, EOPNOTSUPP,
+                                "the sandbox runs without a %s limit, so none can be "
+                                "added while it runs (stop it first)",
+                                roles[i].what);
+                if ((have & roles[i].role) && !(want & roles[i].role))
+                        return hutch_error_set(reterr, EOPNOTSUPP,
+                                               "the %s limit of a running sandbox cannot be lifted "
+                                               "(stop it first)",
+                                               roles[i].what);
+        }
+        for (size_t i = 0; i < c->n; i++) {
+                Hierarchy *h = c->h + i;
+                uint64_t old = 0;
+
+                /* v1 wants memory <= memory+swap at every step. */
+                if (!(h->limits & ROLE_MEMORY) || h->version == CGROUP_VERSION_2 ||
+                    counter_read(h->dir, "memory.limit_in_bytes", NULL, &old) < 0 ||
+                    lim->memory_max <= old)
+                        continue;
+                (void)snprintf(buf, sizeof(buf), "%" PRIu64,
+                               lim->memory_max + lim->memory_swap_max);
+                r = cg_write(h->dir, "memory.memsw.limit_in_bytes", buf);
+                if (r < 0 && r != -ENOENT)
+                        return hutch_error_set(reterr, -r,
+                                               "cannot raise %s/memory.memsw.limit_in_bytes to %s: "
+                                               "%s",
+                                               h->dir, buf, strerror(-r));
+        }
+        return limits_apply(c, lim, reterr);
+}
+
 int cgroup_set_frozen(Cgroup *c, bool frozen) {
         uint64_t deadline = time_monotonic_ms() + SETTLE_TIMEOUT_MS;
         Hierarchy *h;

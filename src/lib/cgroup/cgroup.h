@@ -258,6 +258,15 @@ int cgroup_attach(Cgroup *c, pid_t pid);
  * there after the wait, or an -errno from the cgroup files. */
 int cgroup_kill(Cgroup *c);
 
+/* Changes the limits of a live @c to @lim (a running sandbox's update):
+ * each limit @lim sets must be one @c was made with (its controller is
+ * there), and each one @c was made with must stay set: adding a
+ * controller or lifting a limit needs a new cgroup. A v1 memory limit
+ * raised above the old memory+swap one writes the new memory+swap first.
+ * Returns 0, -EOPNOTSUPP naming the limit that cannot change live, or the
+ * kernel's refusal (-EBUSY for a v1 memory limit below the usage). */
+int cgroup_update_limits(Cgroup *c, const CgroupLimits *lim, HutchError *reterr);
+
 /* Freezes (@frozen) or thaws everything in "<name>" and below: v2
  * cgroup.freeze, else the v1 freezer. Waits (about one second at most) for
  * the state to settle (v2: cgroup.events "frozen 1"/"frozen 0"; v1:

@@ -173,6 +173,23 @@ int run_cgroup_create(const Policy *p, RunCgroup *rc, const char *name, HutchErr
         return 0;
 }
 
+int run_cgroup_update(RunCgroup *rc, const Policy *p, HutchError *reterr) {
+        CgroupLimits lim = policy_cgroup_limits(p);
+        int r;
+
+        /* SECURITY: a limit that was degraded at the start has no cgroup
+         * to go to; it is refused rather than left unenforced. */
+        if (!rc->cgroup || rc->degraded)
+                return hutch_error_set(reterr, EOPNOTSUPP,
+                                       "the sandbox's limits are not all held by a cgroup, so they "
+                                       "cannot change while it runs (stop it first)");
+        r = cgroup_update_limits(rc->cgroup, &lim, reterr);
+        if (r < 0)
+                return r;
+        rc->want = rc->limits = lim;
+        return 0;
+}
+
 void run_cgroup_done(RunCgroup *rc) {
         if (rc->cgroup)
                 (void)cgroup_destroy(rc->cgroup);

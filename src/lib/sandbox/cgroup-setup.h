@@ -37,6 +37,12 @@ int run_cgroup_plan(const Policy *p, RunCgroup *ret, HutchError *reterr);
  * turns out not to be enforceable after all. */
 int run_cgroup_create(const Policy *p, RunCgroup *rc, const char *name, HutchError *reterr);
 
+/* A running sandbox's new limits (hutch update): @p's memory, swap, cpus
+ * and pids written to the cgroup as cgroup_update_limits() allows, and
+ * rc->want/limits updated. -EOPNOTSUPP without a cgroup, or naming the
+ * limit that cannot change live. */
+int run_cgroup_update(RunCgroup *rc, const Policy *p, HutchError *reterr);
+
 /* Removes the cgroup (killing what is left), frees it and the topology. */
 void run_cgroup_done(RunCgroup *rc);
 

@@ -425,6 +425,31 @@ static int file_start(Keeper *k, KeeperConn *c, json_t *req, int *fds, size_t n_
                            });
 }
 
+/* {"op":"limits","policy":TEXT}: the new policy's memory, swap, cpus and
+ * pids on the running sandbox's cgroup (hutch update). The rest of the
+ * policy is not read here: the caller refuses other changes while it
+ * runs. */
+static int limits_update(Keeper *k, KeeperConn *c, json_t *req) {
+        const char *text = json_string_value(json_object_get(req, "policy"));
+        _cleanup_(policy_freep) Policy *p = policy_new();
+        HutchError e = {};
+        int r;
+
+        if (!p)
+                r = hutch_error_set(&e, ENOMEM, "out of memory");
+        else if (!text)
+                r = hutch_error_set(&e, EINVAL, "malformed limits request");
+        else
+                r = policy_load_json(p, text, strlen(text), &e);
+        if (r >= 0)
+                r = run_cgroup_update(&k->st->rc, p, &e);
+        if (r < 0) {
+                keeper_send_error(c->fd, e.msg);
+                return 0;
+        }
+        return keeper_send_json(c->fd, json_pack("{s:s}", "op", "ok"), NULL, 0);
+}
+
 /* One message on a connection. Returns < 0 to close it. */
 static int conn_handle(Keeper *k, KeeperConn *c) {
         int fds[3];
@@ -457,6 +482,8 @@ static int conn_handle(Keeper *k, KeeperConn *c) {
                 c->kind = KEEPER_CONN_STOP;
         } else if (strcmp(op, "freeze") == 0 || strcmp(op, "thaw") == 0) {
                 r = keeper_freeze(c, k->st->rc.cgroup, op[0] == 'f', &k->frozen);
+        } else if (strcmp(op, "limits") == 0) {
+                r = limits_update(k, c, req);
         } else {
                 keeper_send_error(c->fd, "unknown request");
                 r = -EINVAL;
@@ -749,12 +776,15 @@ static int answer_error(json_t *ans, HutchError *reterr) {
         return hutch_error_set(reterr, EPROTO, "unexpected answer from the sandbox's keeper");
 }
 
-int keeper_simple(int sock, const char *op, HutchError *reterr) {
+/* Sends @req and reads an "ok" or an error. */
+static int request_ok(int sock, json_t *req, HutchError *reterr) {
         json_t *ans = NULL;
         const char *aop;
         int r;
 
-        r = keeper_send_json(sock, json_pack("{s:s}", "op", op), NULL, 0);
+        if (!req)
+                return hutch_error_set(reterr, ENOMEM, "out of memory");
+        r = keeper_send_json(sock, req, NULL, 0);
         if (r < 0)
                 return hutch_error_set(reterr, -r, "failed to talk to the sandbox's keeper: %s",
                                        strerror(-r));
@@ -766,6 +796,15 @@ int keeper_simple(int sock, const char *op, HutchError *reterr) {
         r = aop && strcmp(aop, "ok") == 0 ? 0 : answer_error(ans, reterr);
         json_decref(ans);
         return r;
+}
+
+int keeper_simple(int sock, const char *op, HutchError *reterr) {
+        return request_ok(sock, json_pack("{s:s}", "op", op), reterr);
+}
+
+int keeper_limits(int sock, const char *policy_json, HutchError *reterr) {
+        return request_ok(sock, json_pack("{s:s,s:s}", "op", "limits", "policy", policy_json),
+                          reterr);
 }
 
 static int request_send(int sock, json_t *obj, const int *fds, size_t n_fds, HutchError *reterr) {

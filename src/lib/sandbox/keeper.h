@@ -112,6 +112,13 @@ int keeper_exec_answer(int sock, uint64_t *ret_id, int *ret_exit_code, char **re
  * freeze, thaw. Returns 0, or -errno with @reterr. */
 int keeper_simple(int sock, const char *op, HutchError *reterr);
 
+/* Asks the keeper of a running sandbox to apply the memory, swap, cpus and
+ * pids of @policy_json (the sandbox's policy as stored) to its cgroup.
+ * Returns 0, or -errno with @reterr saying why not (-EPERM: the keeper
+ * refused, naming the limit; the VM keeper refuses every request of this
+ * kind). */
+int keeper_limits(int sock, const char *policy_json, HutchError *reterr);
+
 typedef struct KeeperFile {
         FileOpAction action;
         const char *path; /* inside the sandbox; relative: from the workspace, or $HOME */
