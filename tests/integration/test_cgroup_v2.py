@@ -49,6 +49,14 @@ CASES = {
     "user_pids": "$U $H run --pids 16 --json $J -- "
     "sh -c 'for i in $(seq 40); do sleep 2 & done; wait'",
     "user_leftover": "ls /sys/fs/cgroup/deleg.slice | grep -c '^run-' || true",
+    # A container as Docker and Podman make one on v2: its own cgroup
+    # (processes in it, no controller enabled below it) seen through a
+    # private cgroup namespace, where it is "/" (issue 25).
+    "ctr_procs": "$C sh -c 'cat /sys/fs/cgroup/cgroup.procs | wc -l' 2>&1",
+    "ctr_oom": "$C $H run --memory 32m --json $J -- python3 -c 'a = bytearray(200 << 20)'",
+    "ctr_twin": "$C $H run --memory 512m --json $J -- python3 -c 'a = bytearray(200 << 20)'",
+    "ctr_err": "$C sh -c \"$H run --memory 32m -- true 2>&1\"",
+    "ctr_left": "ls /sys/fs/cgroup/ctr/hutch | grep -c '^run-' || true",
 }
 
 INIT = textwrap.dedent(
@@ -71,6 +79,17 @@ INIT = textwrap.dedent(
     H={hutch}
     W={work}
     U=$W/as-user.sh
+    C=$W/in-container.sh
+    # The container: its cgroup, and a private cgroup and mount namespace
+    # made once (by the process that stays its init) with cgroup2 mounted
+    # again, as an engine makes them; in-container.sh enters them as
+    # `docker exec` does.
+    mkdir -p /sys/fs/cgroup/ctr
+    sh -c 'echo $$ > /sys/fs/cgroup/ctr/cgroup.procs && exec unshare --cgroup --mount \
+        --propagation private sh -c "umount /sys/fs/cgroup && \
+        mount -t cgroup2 cgroup2 /sys/fs/cgroup && touch $0 && exec sleep 1000" '$W/ctr.up &
+    echo $! > $W/ctr.pid
+    for i in $(seq 100); do [ -e $W/ctr.up ] && break; sleep 0.1; done
     . {cases}
     echo o > /proc/sysrq-trigger
     sleep 30
@@ -119,6 +138,15 @@ def guest():
             f'exec setpriv --reuid={uid} --regid={gid} --clear-groups "$@"\n'
         )
         os.chmod(work / "as-user.sh", 0o755)
+        # Joins the container's cgroup (its child "init" once hutch moved
+        # the container's processes there), then its namespaces.
+        (work / "in-container.sh").write_text(
+            "#!/bin/sh\n"
+            "echo $$ > /sys/fs/cgroup/ctr/cgroup.procs 2>/dev/null || "
+            "echo $$ > /sys/fs/cgroup/ctr/init/cgroup.procs || exit 99\n"
+            f'exec nsenter --target "$(cat {work}/ctr.pid)" --cgroup --mount "$@"\n'
+        )
+        os.chmod(work / "in-container.sh", 0o755)
         init = work / "init.sh"
         init.write_text(
             INIT.replace("{uid}", str(uid))
@@ -225,3 +253,23 @@ def test_delegated_user_limits_on_v2(guest):
     assert c["outcome"]["degraded"] == []
     c = case(guest, "user_pids")
     assert c["outcome"]["reason"] == "pids", c
+
+
+
+def test_memory_limit_in_a_container_with_its_own_cgroup_namespace(guest):
+    """A container's cgroup, seen as "/" through a private cgroup
+    namespace, holds the container's processes: hutch moves them into its
+    child "init" so that the memory controller can be enabled below it
+    (v2 refuses that with processes in the cgroup, EBUSY, which hutch
+    reported before), and the limit holds: OOM at 32 MiB, not at 512."""
+    # The container's init and this case's shell, cat and wc: the
+    # container's cgroup holds processes, which is what v2 objects to.
+    assert int(case(guest, "ctr_procs")["out"]) >= 2, case(guest, "ctr_procs")
+    c = case(guest, "ctr_oom")
+    assert c["rc"] == 137 and c["outcome"]["reason"] == "oom", c
+    twin = case(guest, "ctr_twin")
+    assert twin["rc"] == 0 and twin["outcome"]["reason"] == "exited", twin
+    err = case(guest, "ctr_err")
+    assert err["rc"] == 0 and err["out"] == "", err
+    assert case(guest, "ctr_left")["out"] == "0", case(guest, "ctr_left")
+

@@ -262,16 +262,66 @@ static void subtree_enable_optional(const Hierarchy *h, const char *dir) {
                         (void)subtree_enable(dir, cgroup_controller_to_string(k));
 }
 
+/* How many times the processes of a namespace root are moved before
+ * giving up on one that keeps forking into it. */
+#define EVACUATE_ROUNDS 10
+
+/* Inside a container with its own cgroup namespace, the mount point is
+ * the container's cgroup, which holds the container's processes (hutch
+ * among them); v2 enables no controller below a cgroup with processes
+ * but the real root (EBUSY). As docker-in-docker does, those processes
+ * move into its child "init" (still the container's cgroup, under the
+ * same limits), a few rounds for the ones forked meanwhile. */
+static int evacuate_to_init(const char *dir) {
+        _cleanup_free_ char *init = cg_path_join(dir, "init");
+
+        if (!init)
+                return -ENOMEM;
+        if (mkdir(init, 0755) < 0 && errno != EEXIST)
+                return negative_errno();
+        for (unsigned round = 0; round < EVACUATE_ROUNDS; round++) {
+                _cleanup_free_ char *procs = NULL;
+                char *save = NULL;
+                int r = cg_read(dir, "cgroup.procs", &procs);
+
+                if (r < 0)
+                        return r;
+                if (!procs[0])
+                        return 0;
+                for (char *p = strtok_r(procs, "\n", &save); p; p = strtok_r(NULL, "\n", &save)) {
+                        r = cg_write(init, "cgroup.procs", p);
+                        if (r < 0 && r != -ESRCH)
+                                return r;
+                }
+        }
+        return -EBUSY;
+}
+
+/* Enables @h's controllers at its mount point, for a base created there. */
+static int mount_enable(Hierarchy *h, HutchError *reterr) {
+        HutchError first = {};
+        int r;
+
+        r = subtree_enable_all(h->mount, h->limits, &first);
+        if (r == -EBUSY && evacuate_to_init(h->mount) >= 0)
+                r = subtree_enable_all(h->mount, h->limits, reterr);
+        else if (r < 0 && reterr)
+                *reterr = first;
+        if (r < 0)
+                return r;
+        subtree_enable_optional(h, h->mount);
+        return 0;
+}
+
 static int hierarchy_create(Hierarchy *h, HutchError *reterr) {
         bool v2 = h->version == CGROUP_VERSION_2;
         int r;
 
         if (h->create_base) {
                 if (v2) {
-                        r = subtree_enable_all(h->mount, h->limits, reterr);
+                        r = mount_enable(h, reterr);
                         if (r < 0)
                                 return r;
-                        subtree_enable_optional(h, h->mount);
                 }
                 if (mkdir(h->base, 0755) < 0 && errno != EEXIST) {
                         r = negative_errno();
