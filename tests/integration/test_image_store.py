@@ -357,6 +357,20 @@ def through_symlink(store):
                                ("file", "evil/pwned", b"x")]), "not a directory of the layer"
 
 
+def archive_symlink_parent(store):
+    """An image archive whose "blobs" is a symlink out, then a file below it."""
+    target = store.work / "outside"
+    target.mkdir()
+    store.give(target)
+    t = iu.TarBuilder()
+    t.file("oci-layout", b'{"imageLayoutVersion": "1.0.0"}')
+    t.symlink("blobs", str(target))
+    t.file("blobs/sha256/pwned", b"x")
+    t.file("index.json", b'{"schemaVersion": 2, "manifests": []}')
+    (store.work / "bad.tar").write_bytes(t.bytes())
+    return store.work / "bad.tar", "not below a directory"
+
+
 def other_platform(store):
     arm = iu.make_image(arch="arm64")
     iu.write_oci_layout(store.work / "bad", arm, index_platform=True)
@@ -409,7 +423,8 @@ def garbage_manifest(store):
 
 
 BAD = [corrupt_layer_blob, wrong_diff_id, dotdot_entry, absolute_entry, hardlink_out,
-       hardlink_absolute, hardlink_not_in_layer, through_symlink, other_platform,
+       hardlink_absolute, hardlink_not_in_layer, through_symlink, archive_symlink_parent,
+       other_platform,
        unknown_media_type, truncated_archive, truncated_layer, missing_blob, not_an_image,
        garbage_manifest]
 
@@ -424,7 +439,8 @@ def test_bad_input_exits_125_naming_it_and_leaves_nothing(store, make):
     assert r.stdout == ""
     store.assert_empty()
     assert not (store.work / "escape").exists()
-    assert not (store.work / "outside" / "pwned").exists()
+    if (store.work / "outside").exists():
+        assert list((store.work / "outside").iterdir()) == []
 
 
 def test_device_nodes_are_left_out_and_said(store):

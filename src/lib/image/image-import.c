@@ -258,6 +258,36 @@ static int tar_is_image(Import *im, int fd) {
         }
 }
 
+/* Opens the directory @rel below @root, creating what is missing one
+ * component at a time. SECURITY: each step is resolved with
+ * RESOLVE_BENEATH|RESOLVE_NO_SYMLINKS and created by a single name, so a
+ * symlink the archive made earlier ("blobs -> /etc") is never followed. */
+static int parent_open(int root, const char *rel) {
+        _cleanup_free_ char *copy = strdup(rel);
+        _cleanup_close_ int cur = -EBADF;
+        char *save = NULL;
+
+        if (!copy)
+                return -ENOMEM;
+        cur = openat_beneath(root, ".", O_PATH | O_DIRECTORY, 0);
+        if (cur < 0)
+                return cur;
+        for (char *p = strtok_r(copy, "/", &save); p; p = strtok_r(NULL, "/", &save)) {
+                int next = openat_beneath(cur, p, O_PATH | O_DIRECTORY, 0);
+
+                if (next == -ENOENT) {
+                        if (mkdirat(cur, p, 0700) < 0 && errno != EEXIST)
+                                return negative_errno();
+                        next = openat_beneath(cur, p, O_PATH | O_DIRECTORY, 0);
+                }
+                if (next < 0)
+                        return next;
+                (void)close(cur);
+                cur = next;
+        }
+        return TAKE_FD(cur);
+}
+
 /* Unpacks the image archive @fd into src/ of the temp folder: its regular
  * files and symlinks (lexically contained), nothing else. */
 static int tar_extract(Import *im, int fd) {
@@ -307,13 +337,7 @@ static int tar_extract(Import *im, int fd) {
                 slash = strrchr(rel, '/');
                 if (slash) {
                         *slash = '\0';
-                        for (char *p = strchr(rel, '/'); p; p = strchr(p + 1, '/')) {
-                                *p = '\0';
-                                (void)mkdirat(root, rel, 0700);
-                                *p = '/';
-                        }
-                        (void)mkdirat(root, rel, 0700);
-                        pfd = openat_beneath(root, rel, O_PATH | O_DIRECTORY, 0);
+                        pfd = parent_open(root, rel);
                         *slash = '/';
                         name = slash + 1;
                 } else {
