@@ -14,6 +14,8 @@
 #include "image/image-layer.h"
 #include "image/image-oci.h"
 #include "image/image-store.h"
+#include "rm-rf.h"
+#include "sha256.h"
 #include "store/archive.h"
 #include "strv.h"
 #include "test.h"
@@ -472,6 +474,131 @@ TEST(image_layer_unpack_corrupt) {
                 EINVAL);
         (void)close(trunc);
         layer_fx_close(&fx);
+}
+
+/* ---- the store ---- */
+
+static void hex_of(const void *data, size_t len, char out[static IMAGE_DIGEST_LEN + 1]) {
+        unsigned char d[SHA256_DIGEST_SIZE];
+        Sha256 sha;
+
+        sha256_init(&sha);
+        sha256_update(&sha, data, len);
+        sha256_finish(&sha, d);
+        memcpy(out, "sha256:", 7);
+        for (size_t i = 0; i < SHA256_DIGEST_SIZE; i++)
+                (void)snprintf(out + 7 + 2 * i, 3, "%02x", d[i]);
+}
+
+static void blob_write(int dirfd, const void *data, size_t len, char digest[IMAGE_DIGEST_LEN + 1]) {
+        char path[128];
+        int fd;
+
+        hex_of(data, len, digest);
+        (void)snprintf(path, sizeof(path), "blobs/sha256/%s", digest + 7);
+        fd = openat(dirfd, path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+        if (fd < 0 || loop_write(fd, data, len) < 0)
+                fail_msg("write %s", path);
+        (void)close(fd);
+}
+
+/* An OCI layout of one uncompressed layer at @dirfd. */
+static void layout_write(int dirfd) {
+        static const Entry e[] = {{'f', "hello", "hi"}};
+        char layer_d[IMAGE_DIGEST_LEN + 1], config_d[IMAGE_DIGEST_LEN + 1],
+                manifest_d[IMAGE_DIGEST_LEN + 1];
+        _cleanup_free_ char *layer = NULL, *config = NULL, *manifest = NULL, *index = NULL;
+        size_t layer_len;
+        int fd = tar_of(e, 1, false);
+
+        ASSERT_OK(read_full_fd(fd, 1 << 20, &layer, &layer_len));
+        (void)close(fd);
+        if (mkdirat(dirfd, "blobs", 0755) < 0 || mkdirat(dirfd, "blobs/sha256", 0755) < 0)
+                fail_msg("mkdir blobs");
+        blob_write(dirfd, layer, layer_len, layer_d);
+        ASSERT_TRUE(asprintf(&config,
+                             "{\"architecture\": \"amd64\", \"os\": \"linux\", \"config\": "
+                             "{\"Cmd\": [\"/hello\"]}, \"rootfs\": {\"type\": \"layers\", "
+                             "\"diff_ids\": [\"%s\"]}}",
+                             layer_d) > 0);
+        blob_write(dirfd, config, strlen(config), config_d);
+        ASSERT_TRUE(asprintf(&manifest,
+                             "{\"schemaVersion\": 2, \"mediaType\": \"" OCI_MT_MANIFEST "\", "
+                             "\"config\": {\"mediaType\": \"" OCI_MT_CONFIG
+                             "\", \"digest\": \"%s\", \"size\": %zu}, \"layers\": "
+                             "[{\"mediaType\": \"application/vnd.oci.image.layer.v1.tar\", "
+                             "\"digest\": \"%s\", \"size\": %zu}]}",
+                             config_d, strlen(config), layer_d, layer_len) > 0);
+        blob_write(dirfd, manifest, strlen(manifest), manifest_d);
+        ASSERT_TRUE(asprintf(&index,
+                             "{\"schemaVersion\": 2, \"manifests\": [{\"mediaType\": "
+                             "\"" OCI_MT_MANIFEST "\", \"digest\": \"%s\", \"size\": %zu}]}",
+                             manifest_d, strlen(manifest)) > 0);
+        fd = openat(dirfd, "index.json", O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+        ASSERT_OK(loop_write(fd, index, strlen(index)));
+        (void)close(fd);
+}
+
+TEST(image_store_use_rm_gc) {
+        char dir[] = "/tmp/test-image-store-XXXXXX";
+        _cleanup_free_ char *home = NULL, *src = NULL, *holder = NULL, *sandbox = NULL;
+        _cleanup_(image_store_freep) ImageStore *s = NULL;
+        _cleanup_(image_freep) Image *im = NULL, *again = NULL;
+        HutchError err = {};
+        unsigned n = 99;
+        bool gone = false;
+        int srcfd;
+
+        ASSERT_NOT_NULL(mkdtemp(dir));
+        ASSERT_TRUE(asprintf(&home, "%s/home", dir) > 0);
+        ASSERT_TRUE(asprintf(&src, "%s/src", dir) > 0);
+        ASSERT_TRUE(asprintf(&sandbox, "%s/home/sandboxes/box1", dir) > 0);
+        ASSERT_OK(mkdir(home, 0700));
+        ASSERT_OK(mkdir(src, 0755));
+        srcfd = open(src, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        layout_write(srcfd);
+        (void)close(srcfd);
+        {
+                Store st = {.home = home};
+
+                ASSERT_OK(image_store_open(&st, &s, &err));
+                ASSERT_ERROR(image_store_open(NULL, &s, &err), EINVAL);
+        }
+        ASSERT_OK(image_store_import(s, src, "t:1", -EBADF, &im, &err));
+        ASSERT_EQ(im->n_layers, 1);
+        ASSERT_STREQ(im->names[0], "docker.io/library/t:1");
+        ASSERT_STREQ(im->config.cmd[0], "/hello");
+        ASSERT_ERROR(image_store_import(s, src, "Bad:Name", -EBADF, NULL, &err), EINVAL);
+        ASSERT_OK(image_store_resolve(s, "t:1", &again, &err));
+        ASSERT_STREQ(again->digest, im->digest);
+        ASSERT_ERROR(image_store_resolve(s, "t:2", &again, &err), ENOENT);
+        ASSERT_ERROR(image_store_resolve(s, "Not Valid", &again, &err), EINVAL);
+
+        ASSERT_ERROR(image_store_use(s, D64, "sandbox", "box1", &err), ENOENT);
+        ASSERT_ERROR(image_store_use(s, im->digest, "container", "box1", &err), EINVAL);
+        ASSERT_ERROR(image_store_use(s, im->digest, "sandbox", "../x", &err), EINVAL);
+        ASSERT_ERROR(image_store_use(s, "sha256:1", "sandbox", "box1", &err), EINVAL);
+        ASSERT_OK(image_store_use(s, im->digest, "sandbox", "box1", &err));
+        ASSERT_OK(image_store_use(s, im->digest, "sandbox", "box1", &err)); /* idempotent */
+        /* box1 does not exist in the store: a stale mark. */
+        ASSERT_OK(image_store_holder(s, im->digest, &holder));
+        ASSERT_NULL(holder);
+        *strrchr(sandbox, '/') = '\0';
+        ASSERT_OK(mkdir(sandbox, 0700));
+        sandbox[strlen(sandbox)] = '/';
+        ASSERT_OK(mkdir(sandbox, 0700));
+        ASSERT_OK(image_store_holder(s, im->digest, &holder));
+        ASSERT_STREQ(holder, "sandbox box1");
+        ASSERT_ERROR(image_store_remove(s, "t:1", &gone, &err), EBUSY);
+        ASSERT_TRUE(strstr(err.msg, "sandbox box1") != NULL);
+        ASSERT_OK(image_store_unuse(s, im->digest, "sandbox", "box1", &err));
+        ASSERT_OK(image_store_unuse(s, im->digest, "sandbox", "box1", &err)); /* none: fine */
+        ASSERT_OK(image_store_remove(s, "t:1", &gone, &err));
+        ASSERT_TRUE(gone);
+        ASSERT_ERROR(image_store_remove(s, "t:1", &gone, &err), ENOENT);
+        ASSERT_EQ(image_store_gc(s, &n, &err), 0);
+        ASSERT_EQ(n, 0);
+        ASSERT_OK(rm_rf_at(AT_FDCWD, dir));
 }
 
 DEFINE_TEST_MAIN
