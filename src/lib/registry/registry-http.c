@@ -1,0 +1,544 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* The registry client's HTTP/1.1 transport (registry-internal.h). */
+#include <arpa/inet.h>
+#include <dirent.h>
+#include <errno.h>
+#include <http_parser.h>
+#include <netdb.h>
+#include <openssl/err.h>
+#include <openssl/x509v3.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <unistd.h>
+
+#include "fd-util.h"
+#include "parse-util.h"
+#include "registry-internal.h"
+
+#define ERROR_BODY_MAX 4096
+#define HEADER_VALUE_MAX 8192
+/* An idle connection (no byte for this long) is given up. */
+#define IO_TIMEOUT_SEC 60
+
+void url_done(Url *u) {
+        u->host = mfree(u->host);
+        u->path = mfree(u->path);
+}
+
+bool http_value_is_safe(const char *s) {
+        for (; *s; s++)
+                if ((unsigned char)*s < 0x20 || (unsigned char)*s >= 0x7f)
+                        return false;
+        return true;
+}
+
+int url_parse(const char *s, Url *ret) {
+        Url u = {};
+        const char *p, *host_end, *path;
+        uint32_t port;
+
+        if (strncasecmp(s, "https://", 8) == 0) {
+                u.https = true;
+                p = s + 8;
+        } else if (strncasecmp(s, "http://", 7) == 0) {
+                p = s + 7;
+        } else {
+                return strstr(s, "://") ? -EPROTONOSUPPORT : -EINVAL;
+        }
+        if (!http_value_is_safe(s) || strchr(s, ' '))
+                return -EINVAL;
+        path = p + strcspn(p, "/?#");
+        if (memchr(p, '@', (size_t)(path - p)))
+                return -EINVAL;
+        if (*p == '[') {
+                host_end = memchr(p, ']', (size_t)(path - p));
+                if (!host_end || host_end == p + 1)
+                        return -EINVAL;
+                u.host = strndup(p + 1, (size_t)(host_end - p - 1));
+                host_end++;
+        } else {
+                host_end = p + strcspn(p, ":/?#");
+                if (host_end == p)
+                        return -EINVAL;
+                u.host = strndup(p, (size_t)(host_end - p));
+        }
+        if (!u.host)
+                return -ENOMEM;
+        u.port = u.https ? 443 : 80;
+        if (host_end < path) {
+                _cleanup_free_ char *ps = NULL;
+                if (*host_end != ':') {
+                        url_done(&u);
+                        return -EINVAL;
+                }
+                ps = strndup(host_end + 1, (size_t)(path - host_end - 1));
+                if (!ps || safe_atou32(ps, &port) < 0 || port == 0 || port > 65535) {
+                        url_done(&u);
+                        return ps ? -EINVAL : -ENOMEM;
+                }
+                u.port = (uint16_t)port;
+        }
+        if (*path == '/')
+                u.path = strndup(path, strcspn(path, "#"));
+        else if (asprintf(&u.path, "/%.*s", (int)strcspn(path, "#"), path) < 0)
+                u.path = NULL;
+        if (!u.path) {
+                url_done(&u);
+                return -ENOMEM;
+        }
+        *ret = u;
+        return 0;
+}
+
+int url_resolve(const Url *base, const char *location, Url *ret) {
+        Url u = {};
+
+        if (strstr(location, "://"))
+                return url_parse(location, ret);
+        if (location[0] != '/' || location[1] == '/' || !http_value_is_safe(location) ||
+            strchr(location, ' '))
+                return -EINVAL;
+        u.https = base->https;
+        u.port = base->port;
+        u.host = strdup(base->host);
+        u.path = strndup(location, strcspn(location, "#"));
+        if (!u.host || !u.path) {
+                url_done(&u);
+                return -ENOMEM;
+        }
+        *ret = u;
+        return 0;
+}
+
+bool url_same_origin(const Url *a, const Url *b) {
+        return a->https == b->https && a->port == b->port && strcasecmp(a->host, b->host) == 0;
+}
+
+bool host_is_loopback(const char *host) {
+        struct in_addr a4;
+        struct in6_addr a6;
+
+        if (strcasecmp(host, "localhost") == 0)
+                return true;
+        if (inet_pton(AF_INET, host, &a4) == 1)
+                return (ntohl(a4.s_addr) >> 24) == 127;
+        if (inet_pton(AF_INET6, host, &a6) == 1)
+                return IN6_IS_ADDR_LOOPBACK(&a6);
+        return false;
+}
+
+void http_answer_done(HttpAnswer *a) {
+        a->location = mfree(a->location);
+        a->www_authenticate = mfree(a->www_authenticate);
+        a->content_type = mfree(a->content_type);
+        a->docker_digest = mfree(a->docker_digest);
+        a->content_range = mfree(a->content_range);
+        a->error_body = mfree(a->error_body);
+}
+
+void http_tls_done(HttpTls *t) {
+        SSL_CTX_free(t->verify);
+        SSL_CTX_free(t->noverify);
+        t->verify = t->noverify = NULL;
+}
+
+static int tls_ctx(HttpTls *t, bool verify, SSL_CTX **ret, HutchError *reterr) {
+        SSL_CTX **slot = verify ? &t->verify : &t->noverify;
+        SSL_CTX *ctx = NULL;
+
+        if (*slot) {
+                *ret = *slot;
+                return 0;
+        }
+        ctx = SSL_CTX_new(TLS_client_method());
+        if (!ctx)
+                return -ENOMEM;
+        (void)SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION);
+        /* A body cut short is found by http_parser (Content-Length or the
+         * chunked framing) and by the blob's digest, never taken as EOF. */
+        SSL_CTX_set_options(ctx, SSL_OP_IGNORE_UNEXPECTED_EOF);
+        if (verify) {
+                SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, NULL);
+                if (SSL_CTX_set_default_verify_paths(ctx) != 1) {
+                        SSL_CTX_free(ctx);
+                        return hutch_error_set(reterr, EIO, "cannot load the system's CA store");
+                }
+                if (t->cert_dir) {
+                        _cleanup_(closedirp) DIR *d = opendir(t->cert_dir);
+                        struct dirent *de;
+
+                        if (!d) {
+                                int r = -errno;
+                                SSL_CTX_free(ctx);
+                                return hutch_error_set(reterr, -r,
+                                                       "cannot open --cert-dir '%s': %s",
+                                                       t->cert_dir, strerror(-r));
+                        }
+                        while ((de = readdir_no_dot(d))) {
+                                _cleanup_free_ char *f = NULL;
+                                size_t n = strlen(de->d_name);
+
+                                if (n < 5 || strcmp(de->d_name + n - 4, ".crt") != 0)
+                                        continue;
+                                if (asprintf(&f, "%s/%s", t->cert_dir, de->d_name) < 0) {
+                                        SSL_CTX_free(ctx);
+                                        return -ENOMEM;
+                                }
+                                if (SSL_CTX_load_verify_locations(ctx, f, NULL) != 1) {
+                                        SSL_CTX_free(ctx);
+                                        ERR_clear_error();
+                                        return hutch_error_set(reterr, EINVAL,
+                                                               "cannot load the CA certificate "
+                                                               "'%s'",
+                                                               f);
+                                }
+                        }
+                }
+        } else {
+                SSL_CTX_set_verify(ctx, SSL_VERIFY_NONE, NULL);
+        }
+        *slot = ctx;
+        *ret = ctx;
+        return 0;
+}
+
+static int tcp_connect(const Url *url, HutchError *reterr) {
+        struct addrinfo hints = {.ai_socktype = SOCK_STREAM, .ai_flags = AI_ADDRCONFIG};
+        struct addrinfo *res = NULL;
+        struct timeval tv = {.tv_sec = IO_TIMEOUT_SEC};
+        char port[8];
+        int r, fd = -EBADF, err = ECONNREFUSED;
+
+        (void)snprintf(port, sizeof(port), "%u", url->port);
+        r = getaddrinfo(url->host, port, &hints, &res);
+        if (r != 0)
+                return hutch_error_set(reterr, EHOSTUNREACH, "cannot resolve '%s': %s", url->host,
+                                       gai_strerror(r));
+        for (struct addrinfo *ai = res; ai; ai = ai->ai_next) {
+                fd = socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC, ai->ai_protocol);
+                if (fd < 0) {
+                        err = errno;
+                        continue;
+                }
+                /* Linux applies SO_SNDTIMEO to connect(2) too. */
+                (void)setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+                (void)setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+                if (connect(fd, ai->ai_addr, ai->ai_addrlen) == 0)
+                        break;
+                err = errno;
+                fd = safe_close(fd);
+        }
+        freeaddrinfo(res);
+        if (fd < 0)
+                return hutch_error_set(reterr, err, "cannot connect to %s port %u: %s", url->host,
+                                       url->port, strerror(err));
+        return fd;
+}
+
+typedef struct Exchange {
+        HttpAnswer *ans;
+        HttpBodyFn fn;
+        void *userdata;
+        int fn_error;
+        char *field;
+        char *value;
+        bool in_value;
+        bool complete;
+        size_t error_len;
+} Exchange;
+
+static int append(char **s, const char *at, size_t len) {
+        size_t old = *s ? strlen(*s) : 0;
+        char *n;
+
+        if (old + len > HEADER_VALUE_MAX)
+                return -E2BIG;
+        n = realloc(*s, old + len + 1);
+        if (!n)
+                return -ENOMEM;
+        memcpy(n + old, at, len);
+        n[old + len] = '\0';
+        *s = n;
+        return 0;
+}
+
+static int header_finish(Exchange *x) {
+        static const struct {
+                const char *name;
+                size_t offset;
+        } wanted[] = {
+                {"location", offsetof(HttpAnswer, location)},
+                {"www-authenticate", offsetof(HttpAnswer, www_authenticate)},
+                {"content-type", offsetof(HttpAnswer, content_type)},
+                {"docker-content-digest", offsetof(HttpAnswer, docker_digest)},
+                {"content-range", offsetof(HttpAnswer, content_range)},
+        };
+
+        if (!x->field)
+                return 0;
+        for (size_t i = 0; i < ELEMENTSOF(wanted); i++) {
+                char **slot = (char **)((char *)x->ans + wanted[i].offset);
+                if (strcasecmp(x->field, wanted[i].name) != 0 || *slot)
+                        continue;
+                *slot = x->value ? TAKE_PTR(x->value) : strdup("");
+                if (!*slot)
+                        return -ENOMEM;
+        }
+        x->field = mfree(x->field);
+        x->value = mfree(x->value);
+        x->in_value = false;
+        return 0;
+}
+
+static int on_header_field(http_parser *p, const char *at, size_t len) {
+        Exchange *x = p->data;
+
+        if (x->in_value && header_finish(x) < 0)
+                return 1;
+        return append(&x->field, at, len) < 0;
+}
+
+static int on_header_value(http_parser *p, const char *at, size_t len) {
+        Exchange *x = p->data;
+
+        x->in_value = true;
+        return append(&x->value, at, len) < 0;
+}
+
+static int on_headers_complete(http_parser *p) {
+        Exchange *x = p->data;
+
+        if (header_finish(x) < 0)
+                return -1;
+        x->ans->status = (int)p->status_code;
+        return 0;
+}
+
+static int on_body(http_parser *p, const char *at, size_t len) {
+        Exchange *x = p->data;
+
+        if (x->ans->status >= 200 && x->ans->status < 300) {
+                int r = x->fn ? x->fn(x->userdata, x->ans, at, len) : 0;
+                if (r < 0) {
+                        x->fn_error = r;
+                        return 1;
+                }
+                return 0;
+        }
+        if (x->error_len < ERROR_BODY_MAX) {
+                size_t n = MIN(len, ERROR_BODY_MAX - x->error_len);
+                char *e = realloc(x->ans->error_body, x->error_len + n + 1);
+                if (!e)
+                        return 1;
+                memcpy(e + x->error_len, at, n);
+                x->error_len += n;
+                e[x->error_len] = '\0';
+                x->ans->error_body = e;
+        }
+        return 0;
+}
+
+static int on_message_complete(http_parser *p) {
+        Exchange *x = p->data;
+
+        x->complete = true;
+        /* Stop: nothing after the answer is read (Connection: close). */
+        http_parser_pause(p, 1);
+        return 0;
+}
+
+static void ssl_freep(SSL **s) {
+        if (*s) {
+                (void)SSL_shutdown(*s);
+                SSL_free(*s);
+        }
+}
+
+static int tls_start(HttpTls *tls, int fd, const Url *url, bool verify, SSL **ret,
+                     HutchError *reterr) {
+        SSL *ssl = NULL;
+        SSL_CTX *ctx = NULL;
+        struct in6_addr a;
+        bool is_ip =
+                inet_pton(AF_INET, url->host, &a) == 1 || inet_pton(AF_INET6, url->host, &a) == 1;
+        int r;
+
+        r = tls_ctx(tls, verify, &ctx, reterr);
+        if (r < 0)
+                return r;
+        ssl = SSL_new(ctx);
+        if (!ssl || SSL_set_fd(ssl, fd) != 1) {
+                SSL_free(ssl);
+                return -ENOMEM;
+        }
+        if (!is_ip)
+                (void)SSL_set_tlsext_host_name(ssl, url->host);
+        if (verify) {
+                /* SECURITY: the certificate must name the host we asked for. */
+                if (is_ip ? X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(ssl), url->host) != 1
+                          : SSL_set1_host(ssl, url->host) != 1) {
+                        SSL_free(ssl);
+                        return -ENOMEM;
+                }
+        }
+        if (SSL_connect(ssl) != 1) {
+                long v = SSL_get_verify_result(ssl);
+                unsigned long e = ERR_peek_last_error();
+                char buf[256] = "";
+
+                if (e)
+                        ERR_error_string_n(e, buf, sizeof(buf));
+                ERR_clear_error();
+                SSL_free(ssl);
+                if (verify && v != X509_V_OK)
+                        return hutch_error_set(reterr, EPERM,
+                                               "the certificate of %s is not trusted: %s "
+                                               "(--cert-dir adds a CA)",
+                                               url->host, X509_verify_cert_error_string(v));
+                return hutch_error_set(reterr, EPROTONOSUPPORT,
+                                       "the TLS handshake with %s port %u failed%s%s", url->host,
+                                       url->port, *buf ? ": " : "", buf);
+        }
+        *ret = ssl;
+        return 0;
+}
+
+static int conn_write(int fd, SSL *ssl, const char *data, size_t len) {
+        if (!ssl)
+                return loop_write(fd, data, len);
+        while (len > 0) {
+                int n = SSL_write(ssl, data, (int)MIN(len, (size_t)INT32_MAX));
+                if (n <= 0) {
+                        ERR_clear_error();
+                        return -EIO;
+                }
+                data += n;
+                len -= (size_t)n;
+        }
+        return 0;
+}
+
+/* Returns the bytes read, 0 at the end, -errno. */
+static ssize_t conn_read(int fd, SSL *ssl, char *buf, size_t len) {
+        if (!ssl) {
+                ssize_t n;
+                do
+                        n = read(fd, buf, len);
+                while (n < 0 && errno == EINTR);
+                return n < 0 ? -errno : n;
+        }
+        for (;;) {
+                size_t got = 0;
+                int e;
+
+                if (SSL_read_ex(ssl, buf, len, &got) == 1)
+                        return (ssize_t)got;
+                e = SSL_get_error(ssl, 0);
+                ERR_clear_error();
+                if (e == SSL_ERROR_ZERO_RETURN)
+                        return 0;
+                if (e == SSL_ERROR_SYSCALL && errno == EINTR)
+                        continue;
+                if (e == SSL_ERROR_SYSCALL && (errno == EAGAIN || errno == EWOULDBLOCK))
+                        return -ETIMEDOUT;
+                return e == SSL_ERROR_SYSCALL && errno ? -errno : -EIO;
+        }
+}
+
+int http_get(HttpTls *tls, const Url *url, bool verify, const char *headers, HttpBodyFn fn,
+             void *userdata, HttpAnswer *ret, HutchError *reterr) {
+        _cleanup_(ssl_freep) SSL *ssl = NULL;
+        _cleanup_close_ int fd = -EBADF;
+        _cleanup_free_ char *req = NULL, *buf = NULL;
+        HttpAnswer ans = {};
+        Exchange x = {.ans = &ans, .fn = fn, .userdata = userdata};
+        http_parser_settings settings = {
+                .on_header_field = on_header_field,
+                .on_header_value = on_header_value,
+                .on_headers_complete = on_headers_complete,
+                .on_body = on_body,
+                .on_message_complete = on_message_complete,
+        };
+        http_parser parser;
+        bool v6 = strchr(url->host, ':') != NULL;
+        bool default_port = url->port == (url->https ? 443 : 80);
+        char port[8] = "";
+        int r;
+
+        fd = tcp_connect(url, reterr);
+        if (fd < 0)
+                return fd;
+        if (url->https) {
+                r = tls_start(tls, fd, url, verify, &ssl, reterr);
+                if (r < 0)
+                        return r;
+        }
+        if (!default_port)
+                (void)snprintf(port, sizeof(port), ":%u", url->port);
+        if (asprintf(&req,
+                     "GET %s HTTP/1.1\r\nHost: %s%s%s%s\r\nUser-Agent: hutch\r\n"
+                     "Connection: close\r\n%s\r\n",
+                     url->path, v6 ? "[" : "", url->host, v6 ? "]" : "", port,
+                     headers ? headers : "") < 0) {
+                req = NULL;
+                return -ENOMEM;
+        }
+        r = conn_write(fd, ssl, req, strlen(req));
+        if (r < 0)
+                return hutch_error_set(reterr, -r, "cannot send the request to %s: %s", url->host,
+                                       strerror(-r));
+
+        buf = malloc(1u << 16);
+        if (!buf)
+                return -ENOMEM;
+        http_parser_init(&parser, HTTP_RESPONSE);
+        parser.data = &x;
+        while (!x.complete) {
+                ssize_t n = conn_read(fd, ssl, buf, 1u << 16);
+                size_t done;
+
+                if (n < 0) {
+                        r = hutch_error_set(reterr, EPROTO, "reading the answer of %s failed: %s",
+                                            url->host, strerror((int)-n));
+                        goto fail;
+                }
+                done = http_parser_execute(&parser, &settings, buf, (size_t)n);
+                if (x.fn_error < 0) {
+                        r = x.fn_error;
+                        goto fail;
+                }
+                if (HTTP_PARSER_ERRNO(&parser) == HPE_PAUSED)
+                        break;
+                if (HTTP_PARSER_ERRNO(&parser) != HPE_OK || (n > 0 && done != (size_t)n)) {
+                        if (HTTP_PARSER_ERRNO(&parser) == HPE_INVALID_EOF_STATE)
+                                r = hutch_error_set(reterr, EPROTO, "the answer of %s was cut off",
+                                                    url->host);
+                        else
+                                r = hutch_error_set(
+                                        reterr, EBADMSG, "%s did not answer in HTTP: %s", url->host,
+                                        http_errno_description(HTTP_PARSER_ERRNO(&parser)));
+                        goto fail;
+                }
+                if (n == 0) {
+                        if (!x.complete) {
+                                r = hutch_error_set(reterr, EPROTO, "the answer of %s was cut off",
+                                                    url->host);
+                                goto fail;
+                        }
+                        break;
+                }
+        }
+        x.field = mfree(x.field);
+        x.value = mfree(x.value);
+        *ret = ans;
+        return 0;
+fail:
+        free(x.field);
+        free(x.value);
+        http_answer_done(&ans);
+        return r;
+}
