@@ -66,8 +66,8 @@ static int parse_value(const char **p, char **ret) {
                                 break;
                 }
                 /* SECURITY: the values go into a URL we request; no control
-                 * byte gets that far. */
-                if (c == '\0' || (unsigned char)c < 0x20 || c == 0x7f) {
+                 * byte (nor anything but ASCII) gets that far. */
+                if (c == '\0' || (unsigned char)c < 0x20 || (unsigned char)c >= 0x7f) {
                         free(out);
                         return -EINVAL;
                 }
