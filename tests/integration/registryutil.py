@@ -14,7 +14,6 @@ import http.server
 import io
 import json
 import os
-import shutil
 import socket
 import ssl
 import subprocess
@@ -71,6 +70,13 @@ class Layout:
         (self.root / "blobs" / "sha256").mkdir(parents=True, exist_ok=True)
         (self.root / "oci-layout").write_text('{"imageLayoutVersion":"1.0.0"}')
         self.index = {"schemaVersion": 2, "mediaType": MT_INDEX, "manifests": []}
+
+    @classmethod
+    def existing(cls, root):
+        """A layout already written (to push it)."""
+        self = cls.__new__(cls)
+        self.root = Path(root)
+        return self
 
     def blob(self, data):
         d = sha256(data)
@@ -278,9 +284,3 @@ class Front:
         self.server.server_close()
         self.thread.join()
 
-
-def copy_pull_helper(build, dest):
-    """hutch finds hutch-pull next to itself."""
-    src = Path(build) / "src" / "cli" / "hutch-pull"
-    shutil.copy2(src, Path(dest) / "hutch-pull")
-    os.chmod(Path(dest) / "hutch-pull", 0o755)

@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 import trustme
 
+import imageutil
 import registryutil
-from conftest import BUILD
 
 EXIT_FAILURE = 125
 
@@ -71,14 +71,28 @@ def ca():
     return trustme.CA()
 
 
-def pull(runner, *args, env=None, timeout=120):
-    """`hutch image pull ARGS...` as @runner's caller."""
-    registryutil.copy_pull_helper(BUILD, runner.base_dir)
-    cmd = runner.argv(args, verb=None)
-    i = cmd.index(runner.hutch)
-    cmd[i:i + 1] = [str(runner.base_dir / "hutch-pull")]
-    return subprocess.run(cmd, env=runner.env(env), cwd=str(runner.base_dir), text=True,
-                          capture_output=True, timeout=timeout, stdin=subprocess.DEVNULL)
+def hutch_home(runner):
+    """A fresh $HUTCH_HOME the caller owns (its image store starts empty)."""
+    return runner.make_dir(name="home") / "hutch"
+
+
+def pull(runner, *args, home=None, timeout=120):
+    """`hutch image pull ARGS...` as @runner's caller, with the store in
+    @home (a fresh one when None)."""
+    home = home or hutch_home(runner)
+    return runner.run_raw(["image", "pull", *args], env={"HUTCH_HOME": str(home)},
+                          timeout=timeout)
+
+
+def image(runner, home, *args):
+    r = runner.run_raw(["image", *args], env={"HUTCH_HOME": str(home)})
+    assert r.returncode == 0, r.stderr
+    return r.stdout
+
+
+def pull_dirs(home):
+    d = Path(home) / "images"
+    return sorted(p.name for p in d.iterdir() if p.name.startswith(".tmp-")) if d.is_dir() else []
 
 
 def blob_files(layout):
@@ -173,12 +187,13 @@ def test_pull_by_digest(sbx, registry):
 
 
 def test_bad_references_are_refused(caller):
+    home = hutch_home(caller)
     for ref, why in [("UPPER/Case", "invalid repository name"),
                      ("busybox:-x", "invalid tag"),
                      ("busybox@sha512:" + "0" * 128, "only sha256"),
                      ("busybox@sha256:12", "not a sha256 digest"),
                      ("", "empty image reference")]:
-        r = pull(caller, "--layout", caller.base_dir / "unused", ref)
+        r = pull(caller, "--layout", caller.base_dir / "unused", ref, home=home)
         assert r.returncode == EXIT_FAILURE, ref
         assert why in r.stderr, (ref, r.stderr)
     assert not (caller.base_dir / "unused").exists()
@@ -305,6 +320,65 @@ def test_a_cut_blob_is_resumed_with_a_range_request(sbx, registry, front):
     assert_layout_holds(out, big["digest"], "1")
 
 
+def test_pull_imports_into_the_store(sbx, registry):
+    home = hutch_home(sbx)
+    r = pull(sbx, "--tls-verify=false", f"{registry.host}/busybox:1", home=home)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == registry.amd["digest"]
+    info = json.loads(image(sbx, home, "inspect", f"{registry.host}/busybox:1"))
+    assert info["digest"] == registry.amd["digest"]
+    assert len(info["layers"]) == 1
+    # The same image under a name of the caller's choice.
+    r = pull(sbx, "--tls-verify=false", f"{registry.host}/busybox:1", "mybox:v1", home=home)
+    assert r.returncode == 0, r.stderr
+    assert json.loads(image(sbx, home, "inspect", "mybox:v1"))["digest"] == info["digest"]
+    assert image(sbx, home, "ls", "-q").split() == [registry.amd["digest"]]
+    # The pull's folder went with the import.
+    assert pull_dirs(home) == []
+
+
+def test_zstd_layers_are_pulled_and_imported(sbx, registry):
+    src = sbx.make_dir(name="zstd-src")
+    img = imageutil.write_oci_layout(src / "oci", imageutil.make_image(
+        compression=("zstd", "zstd")), ref="zstd:1")
+    registry.push(registryutil.Layout.existing(src / "oci"), "1", "zstdbox:1")
+    home = hutch_home(sbx)
+    r = pull(sbx, "--tls-verify=false", f"{registry.host}/zstdbox:1", home=home)
+    assert r.returncode == 0, r.stderr
+    info = json.loads(image(sbx, home, "inspect", f"{registry.host}/zstdbox:1"))
+    assert info["digest"] == img.digest
+    assert {la["media_type"] for la in info["layers"]} == {imageutil.MT_LAYER["zstd"]}
+
+
+def test_a_cut_pull_into_the_store_resumes_and_gc_removes_leftovers(sbx, registry, front):
+    layout = registryutil.Layout(sbx.make_dir(name="big-src"))
+    _, big = layout.image(big=1 << 20, marker=b"store")
+    layout.tag(big, "big")
+    registry.push(layout, "big", "bigstore:1")
+    f = front()
+    f.cut_after = 200000
+    home = hutch_home(sbx)
+    r = pull(sbx, "--tls-verify=false", f"{f.host}/bigstore:1", home=home)
+    assert r.returncode == EXIT_FAILURE
+    assert "cut off" in r.stderr
+    assert image(sbx, home, "ls", "-q").split() == []
+    [kept] = pull_dirs(home)
+    assert kept.startswith(".tmp-pull-")
+    f.cut_after = None
+    r = pull(sbx, "--tls-verify=false", f"{f.host}/bigstore:1", home=home)
+    assert r.returncode == 0, r.stderr
+    assert any(h.get("Range") == "bytes=200000-" for _, h in f.requests)
+    assert pull_dirs(home) == []
+    # Cut again in another store: gc removes what the pull kept.
+    f.cut_after = 1000
+    home2 = hutch_home(sbx)
+    r = pull(sbx, "--tls-verify=false", f"{f.host}/bigstore:1", home=home2)
+    assert r.returncode == EXIT_FAILURE
+    assert len(pull_dirs(home2)) == 1
+    image(sbx, home2, "gc")
+    assert pull_dirs(home2) == []
+
+
 # ---- bad answers from a scripted registry ----
 
 def _json(h, status, obj, ctype="application/vnd.oci.image.manifest.v1+json", extra=()):
@@ -398,3 +472,11 @@ def test_bad_answers_exit_125_naming_the_problem(caller, registry, front, case):
     # A wrong blob is never kept, not even for resume.
     if case in ("blob digest mismatch", "blob larger than its descriptor"):
         assert [n for n in blob_files(out) if n.endswith(".partial")] == []
+    # Into the store: no image, and gc leaves nothing of the pull.
+    home = hutch_home(caller)
+    r = pull(caller, "--tls-verify=false", f"{f.host}/bad:1", home=home)
+    assert r.returncode == EXIT_FAILURE, r.stderr
+    assert why in r.stderr, r.stderr
+    assert image(caller, home, "ls", "-q").split() == []
+    image(caller, home, "gc")
+    assert pull_dirs(home) == []

@@ -1034,7 +1034,7 @@ out:
 }
 
 int registry_pull(const ImageRef *ref, const PullOptions *o, const char *layout_dir,
-                  char **ret_digest, HutchError *reterr) {
+                  char **ret_digest, int *ret_layout_fd, HutchError *reterr) {
         _cleanup_close_ int dir_fd = -EBADF, blobs_fd = -EBADF;
         _cleanup_free_ char *base = NULL;
         Registry reg = {.o = o, .ref = ref, .tls = {.cert_dir = o->cert_dir}};
@@ -1052,5 +1052,7 @@ int registry_pull(const ImageRef *ref, const PullOptions *o, const char *layout_
         if (r >= 0)
                 r = pull_image(&reg, layout_dir, dir_fd, blobs_fd, ret_digest, reterr);
         registry_done(&reg);
+        if (r >= 0 && ret_layout_fd)
+                *ret_layout_fd = TAKE_FD(dir_fd);
         return r;
 }

@@ -15,7 +15,7 @@
  * Caps (every size a registry can make us allocate): a manifest or an
  * index 4 MiB, an image config 16 MiB, a token answer 256 KiB, an error
  * body kept for the message 4 KiB, a header block 80 KiB (http_parser's),
- * 512 layers, 5 redirects per request. */
+ * 127 layers, 5 redirects per request. */
 
 #include <stdbool.h>
 #include <stdint.h>
@@ -26,7 +26,7 @@
 #define REGISTRY_MANIFEST_MAX (4u << 20)
 #define REGISTRY_CONFIG_MAX (16u << 20)
 #define REGISTRY_TOKEN_MAX (256u << 10)
-#define REGISTRY_LAYERS_MAX 512u
+#define REGISTRY_LAYERS_MAX 127u /* Docker's limit, and the image store's */
 
 /* An image reference: "python:3.12" is docker.io/library/python:3.12,
  * "localhost:5000/x:y" names the registry localhost:5000,
@@ -119,11 +119,14 @@ typedef struct PullOptions {
  * A blob that was cut off stays as blobs/sha256/HEX.partial and is
  * continued with a Range request next time; a complete blob already
  * there is re-hashed and reused. Only one pull writes @layout_dir at a
- * time (-EBUSY otherwise). Returns 0 and the manifest's digest in
- * @ret_digest (may be NULL), or -errno with @reterr naming the problem:
+ * time: it holds an exclusive flock on the directory itself (-EBUSY when
+ * another does), which is how the image store's gc knows a .tmp-*
+ * folder is in use. Returns 0, the manifest's digest in @ret_digest (may
+ * be NULL) and, in @ret_layout_fd (may be NULL), the directory's fd with
+ * the flock still held; or -errno with @reterr naming the problem:
  * -EACCES (401/403), -ENOENT (404, no manifest for the platform),
  * -EBADMSG (digest or size mismatch, garbage JSON), -EPROTO (a truncated
  * or malformed answer, another HTTP status), -EMEDIUMTYPE (an unknown
  * media type), -EFBIG (over a cap), -EPERM (plain HTTP refused). */
 int registry_pull(const ImageRef *ref, const PullOptions *o, const char *layout_dir,
-                  char **ret_digest, HutchError *reterr);
+                  char **ret_digest, int *ret_layout_fd, HutchError *reterr);
