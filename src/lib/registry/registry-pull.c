@@ -797,6 +797,16 @@ static int fetch_blob(Registry *reg, int blobs_fd, const Descriptor *d, const ch
                 if (r >= 0 && ans.status != 200 && ans.status != 206)
                         r = answer_error(reg, &ans, what, reterr);
                 http_answer_done(&ans);
+                if (r == -EPROTO && s.written > 0) {
+                        /* The connection broke mid-blob: say what stays. */
+                        char msg[HUTCH_ERROR_MSG_MAX] = "";
+                        if (reterr)
+                                (void)snprintf(msg, sizeof(msg), "%s", reterr->msg);
+                        r = hutch_error_set(reterr, EPROTO,
+                                            "%s was cut off at %" PRIu64 " of %" PRIu64
+                                            " bytes (a pull again continues it): %s",
+                                            what, s.written, d->size, msg);
+                }
         }
         if (r >= 0 && s.written != d->size)
                 r = hutch_error_set(reterr, EPROTO,
