@@ -7,6 +7,7 @@ proxies to the registry and can demand a Bearer token, redirect blobs to
 another origin, cut a blob off, or answer with whatever a test scripts.
 Every socket is bound to 127.0.0.1."""
 
+import base64
 import gzip
 import hashlib
 import http.client
@@ -207,6 +208,10 @@ class FrontHandler(http.server.BaseHTTPRequestHandler):
                      f'Bearer realm="{realm}",service="test-registry",'
                      f'scope="repository:{f.scope}:pull"'),
                     ("Content-Type", "application/json")])
+        if f.basic and path.startswith("/v2/"):
+            want = "Basic " + base64.b64encode(f.basic.encode()).decode()
+            if self.headers.get("Authorization") != want:
+                return self._send(401, b"{}", [("WWW-Authenticate", 'Basic realm="test"')])
         if f.redirect_blobs and "/blobs/" in path:
             return self._send(307, headers=[("Location", f.redirect_blobs + self.path)])
         return self._forward()
@@ -214,7 +219,6 @@ class FrontHandler(http.server.BaseHTTPRequestHandler):
     def _token(self):
         f = self.server.front
         if f.token_userpass is not None:
-            import base64
             want = "Basic " + base64.b64encode(f.token_userpass.encode()).decode()
             if self.headers.get("Authorization") != want:
                 return self._send(401, b'{"details":"bad credentials"}')
@@ -259,6 +263,7 @@ class Front:
         self.bearer = None
         self.scope = ""
         self.token_userpass = None
+        self.basic = None
         self.redirect_blobs = None
         self.cut_after = None
         self.requests = []

@@ -236,6 +236,22 @@ def test_token_server_credentials_from_the_auth_file(sbx, registry, front):
     assert "s3cret" not in r.stderr + r.stdout
 
 
+def test_basic_auth_with_credentials_from_the_auth_file(sbx, registry, front):
+    f = front()
+    f.basic = "agent:pw-" + os.urandom(4).hex()
+    auth = sbx.make_dir(name="auth") / "config.json"
+    out = layout_dir(sbx)
+    r = pull(sbx, "--tls-verify=false", "--authfile", auth, "--layout", out, f"{f.host}/busybox:1")
+    assert r.returncode == EXIT_FAILURE
+    assert "needs a user name and password" in r.stderr
+    auth.write_text(json.dumps({"auths": {f"http://{f.host}/v1/": {
+        "auth": base64.b64encode(f.basic.encode()).decode()}}}))
+    sbx.chown(auth)
+    r = pull(sbx, "--tls-verify=false", "--authfile", auth, "--layout", out, f"{f.host}/busybox:1")
+    assert r.returncode == 0, r.stderr
+    assert_layout_holds(out, registry.amd["digest"], "1")
+
+
 def test_https_with_cert_dir(sbx, registry, front, ca):
     """TLS verified against --cert-dir; the negative twin: without the CA
     the certificate is not trusted, and --tls-verify=false accepts it."""
