@@ -289,3 +289,71 @@ class Front:
         self.server.server_close()
         self.thread.join()
 
+
+
+class ConnectProxy:
+    """An HTTP CONNECT proxy on 127.0.0.1 that records each CONNECT
+    target and tunnels the bytes (or answers 403 when @refuse)."""
+
+    def __init__(self, refuse=False):
+        self.refuse = refuse
+        self.targets = []
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(16)
+        self.port = self.sock.getsockname()[1]
+        self.closing = False
+        self.thread = threading.Thread(target=self._accept, daemon=True)
+        self.thread.start()
+
+    def _accept(self):
+        while True:
+            try:
+                c, _ = self.sock.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._serve, args=(c,), daemon=True).start()
+
+    def _serve(self, c):
+        with c:
+            head = b""
+            while b"\r\n\r\n" not in head:
+                b = c.recv(1)
+                if not b:
+                    return
+                head += b
+            target = head.split(b" ")[1].decode()
+            self.targets.append(target)
+            if self.refuse:
+                c.sendall(b"HTTP/1.1 403 Forbidden\r\nContent-Length: 0\r\n\r\n")
+                return
+            host, port = target.rsplit(":", 1)
+            with socket.create_connection((host.strip("[]"), int(port))) as u:
+                c.sendall(b"HTTP/1.1 200 Connection established\r\n\r\n")
+                t = threading.Thread(target=self._pump, args=(u, c), daemon=True)
+                t.start()
+                self._pump(c, u)
+                t.join(30)
+
+    @staticmethod
+    def _pump(a, b):
+        try:
+            while True:
+                d = a.recv(65536)
+                if not d:
+                    break
+                b.sendall(d)
+        except OSError:
+            pass
+        try:
+            b.shutdown(socket.SHUT_WR)
+        except OSError:
+            pass
+
+    def close(self):
+        try:
+            self.sock.shutdown(socket.SHUT_RDWR)  # wakes accept()
+        except OSError:
+            pass
+        self.sock.close()
+        self.thread.join(5)

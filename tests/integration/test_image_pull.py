@@ -76,12 +76,12 @@ def hutch_home(runner):
     return runner.make_dir(name="home") / "hutch"
 
 
-def pull(runner, *args, home=None, timeout=120):
+def pull(runner, *args, home=None, env=None, timeout=120):
     """`hutch image pull ARGS...` as @runner's caller, with the store in
     @home (a fresh one when None)."""
     home = home or hutch_home(runner)
-    return runner.run_raw(["image", "pull", *args], env={"HUTCH_HOME": str(home)},
-                          timeout=timeout)
+    return runner.run_raw(["image", "pull", *args],
+                          env={"HUTCH_HOME": str(home), **(env or {})}, timeout=timeout)
 
 
 def image(runner, home, *args):
@@ -280,6 +280,46 @@ def test_a_certificate_for_another_name_is_refused(sbx, registry, front, ca):
     r = pull(sbx, "--cert-dir", certs, "--layout", out, f"{f.host}/busybox:1")
     assert r.returncode == EXIT_FAILURE
     assert "not trusted" in r.stderr
+
+
+@pytest.fixture
+def connect_proxy():
+    proxies = []
+
+    def make(**kw):
+        p = registryutil.ConnectProxy(**kw)
+        proxies.append(p)
+        return p
+
+    yield make
+    for p in proxies:
+        p.close()
+
+
+def test_https_proxy_tunnels_to_the_registry(sbx, registry, front, ca, connect_proxy):
+    """HTTPS_PROXY: a CONNECT tunnel, TLS still verified end to end; the
+    twins: NO_PROXY reaches the registry directly, a proxy that refuses is
+    exit 125 naming it."""
+    f = front(cert=ca.issue_cert("127.0.0.1"))
+    certs = sbx.make_dir(name="certs")
+    ca.cert_pem.write_to_path(str(certs / "ca.crt"))
+    sbx.chown(certs)
+    p = connect_proxy()
+    env = {"HTTPS_PROXY": f"http://127.0.0.1:{p.port}"}
+    r = pull(sbx, "--cert-dir", certs, "--layout", layout_dir(sbx), f"{f.host}/busybox:1",
+             env=env)
+    assert r.returncode == 0, r.stderr
+    assert set(p.targets) == {f.host}
+    assert len(p.targets) == 3  # manifest, config, layer
+    r = pull(sbx, "--cert-dir", certs, "--layout", layout_dir(sbx), f"{f.host}/busybox:1",
+             env={**env, "NO_PROXY": "localhost,127.0.0.1"})
+    assert r.returncode == 0, r.stderr
+    assert len(p.targets) == 3
+    refusing = connect_proxy(refuse=True)
+    r = pull(sbx, "--cert-dir", certs, "--layout", layout_dir(sbx), f"{f.host}/busybox:1",
+             env={"https_proxy": f"127.0.0.1:{refusing.port}"})
+    assert r.returncode == EXIT_FAILURE
+    assert "refused the tunnel" in r.stderr and "403" in r.stderr
 
 
 def test_redirect_to_blob_storage_drops_authorization(sbx, registry, front):

@@ -132,6 +132,116 @@ static int tcp_connect(const Url *url, HutchError *reterr) {
         return fd;
 }
 
+/* Whether $no_proxy/$NO_PROXY exempts @host (port @port): "*", or an
+ * entry equal to the host or a domain suffix of it ("example.test" and
+ * ".example.test" both match "reg.example.test"), optionally with
+ * ":PORT". */
+static bool no_proxy_matches(const char *host, uint16_t port) {
+        const char *list = getenv("no_proxy");
+        _cleanup_free_ char *copy = NULL;
+        char *save = NULL;
+
+        if (!list || !*list)
+                list = getenv("NO_PROXY");
+        if (!list || !*list)
+                return false;
+        copy = strdup(list);
+        if (!copy)
+                return false;
+        for (char *e = strtok_r(copy, ", \t", &save); e; e = strtok_r(NULL, ", \t", &save)) {
+                char *colon = strrchr(e, ':');
+                size_t hl = strlen(host), el;
+                uint32_t p;
+
+                if (strcmp(e, "*") == 0)
+                        return true;
+                if (colon && !strchr(colon, ']') && e[0] != '[' && strchr(e, ':') == colon) {
+                        if (safe_atou32(colon + 1, &p) < 0 || p != port)
+                                continue;
+                        *colon = '\0';
+                }
+                if (e[0] == '[' && e[strlen(e) - 1] == ']') {
+                        e[strlen(e) - 1] = '\0';
+                        e++;
+                }
+                while (*e == '*' || *e == '.')
+                        e++;
+                el = strlen(e);
+                if (el == 0)
+                        continue;
+                if (strcasecmp(host, e) == 0)
+                        return true;
+                if (hl > el && host[hl - el - 1] == '.' && strcasecmp(host + hl - el, e) == 0)
+                        return true;
+        }
+        return false;
+}
+
+/* An https:// URL through $https_proxy/$HTTPS_PROXY (an http:// proxy,
+ * no credentials in it) unless $no_proxy exempts its host: a CONNECT
+ * tunnel, so TLS still runs end to end with the registry. Plain-HTTP
+ * registries are always reached directly. */
+static int connect_maybe_proxied(const Url *url, HutchError *reterr) {
+        _cleanup_(url_done) Url proxy = {};
+        _cleanup_close_ int fd = -EBADF;
+        _cleanup_free_ char *req = NULL, *with_scheme = NULL;
+        const char *env = getenv("https_proxy");
+        bool v6 = strchr(url->host, ':') != NULL;
+        char head[8192];
+        size_t n = 0;
+        int r;
+
+        if (!env || !*env)
+                env = getenv("HTTPS_PROXY");
+        if (!url->https || !env || !*env || no_proxy_matches(url->host, url->port))
+                return tcp_connect(url, reterr);
+        if (!strstr(env, "://") && asprintf(&with_scheme, "http://%s", env) < 0)
+                return -ENOMEM;
+        r = url_parse(with_scheme ? with_scheme : env, &proxy);
+        if (r < 0 || proxy.https)
+                return hutch_error_set(reterr, EINVAL,
+                                       "cannot use the proxy in $HTTPS_PROXY (an http://HOST:PORT "
+                                       "proxy without credentials is supported)");
+        fd = tcp_connect(&proxy, reterr);
+        if (fd < 0)
+                return fd;
+        if (asprintf(&req, "CONNECT %s%s%s:%u HTTP/1.1\r\nHost: %s%s%s:%u\r\n\r\n", v6 ? "[" : "",
+                     url->host, v6 ? "]" : "", url->port, v6 ? "[" : "", url->host, v6 ? "]" : "",
+                     url->port) < 0) {
+                req = NULL;
+                return -ENOMEM;
+        }
+        r = loop_write(fd, req, strlen(req));
+        if (r < 0)
+                return hutch_error_set(reterr, -r, "cannot talk to the proxy %s: %s", proxy.host,
+                                       strerror(-r));
+        /* The proxy's answer, a byte at a time: nothing of the tunnel is
+         * read here. */
+        while (n < sizeof(head) - 1) {
+                ssize_t k = read(fd, head + n, 1);
+                if (k < 0 && errno == EINTR)
+                        continue;
+                if (k <= 0)
+                        return hutch_error_set(reterr, EPROTO, "the proxy %s closed the connection",
+                                               proxy.host);
+                n++;
+                if (n >= 4 && memcmp(head + n - 4, "\r\n\r\n", 4) == 0)
+                        break;
+        }
+        head[n] = '\0';
+        if (strncmp(head, "HTTP/1.", 7) != 0 || strlen(head) < 12 ||
+            strncmp(head + 9, "200", 3) != 0) {
+                head[strcspn(head, "\r\n")] = '\0';
+                for (char *c = head; *c; c++)
+                        if ((unsigned char)*c < 0x20 || (unsigned char)*c >= 0x7f)
+                                *c = '?';
+                return hutch_error_set(reterr, ECONNREFUSED,
+                                       "the proxy %s refused the tunnel to %s: '%.80s'", proxy.host,
+                                       url->host, head);
+        }
+        return TAKE_FD(fd);
+}
+
 typedef struct Exchange {
         HttpAnswer *ans;
         HttpBodyFn fn;
@@ -362,7 +472,7 @@ int http_get(HttpTls *tls, const Url *url, bool verify, const char *headers, Htt
         char port[8] = "";
         int r;
 
-        fd = tcp_connect(url, reterr);
+        fd = connect_maybe_proxied(url, reterr);
         if (fd < 0)
                 return fd;
         if (url->https) {
