@@ -388,7 +388,8 @@ def test_pull_imports_into_the_store(sbx, registry):
     r = pull(sbx, "--tls-verify=false", f"{registry.host}/busybox:1", "mybox:v1", home=home)
     assert r.returncode == 0, r.stderr
     assert json.loads(image(sbx, home, "inspect", "mybox:v1"))["digest"] == info["digest"]
-    assert image(sbx, home, "ls", "-q").split() == [registry.amd["digest"]]
+    assert [i["digest"] for i in json.loads(image(sbx, home, "ls", "--json"))] == [
+        registry.amd["digest"]]
     # The pull's folder went with the import.
     assert pull_dirs(home) == []
 
