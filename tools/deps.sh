@@ -34,6 +34,9 @@ test_pkgs+=(man-db zsh)
 # tests/integration/test_oci.py (issue 21): runc is the negative twin of
 # hutch-oci under Podman.
 test_pkgs+=(runc)
+# tests/integration/test_image_pull.py (issue 17): a local registry
+# (docker-registry on 127.0.0.1) that skopeo pushes the test's images to.
+test_pkgs+=(docker-registry skopeo)
 bench_pkgs=(bubblewrap hyperfine python3 tinyproxy)
 # bench/bench-oci.sh: hutch-oci against Debian's runc under podman. Not
 # crun: once installed, podman makes it the default runtime, and crun 1.8

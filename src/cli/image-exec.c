@@ -15,6 +15,7 @@
 int verb_image(int argc, char **argv) {
         _cleanup_free_ char *helper = NULL;
         _cleanup_free_ char **args = NULL;
+        bool pull;
         int r;
 
         if (argc < 2) {
@@ -26,9 +27,13 @@ int verb_image(int argc, char **argv) {
                 (void)fputs(image_usage, stdout);
                 return 0;
         }
-        r = shipped_binary_find("HUTCH_IMAGE_PATH", "hutch-image", "cli", X_OK, NULL, &helper);
+        /* `image pull` runs hutch-pull: only it links libssl (image-pull.c). */
+        pull = strcmp(argv[1], "pull") == 0;
+        r = shipped_binary_find(pull ? "HUTCH_PULL_PATH" : "HUTCH_IMAGE_PATH",
+                                pull ? "hutch-pull" : "hutch-image", "cli", X_OK, NULL, &helper);
         if (r < 0) {
-                log_error("cannot find hutch-image (set HUTCH_IMAGE_PATH): %s", strerror(-r));
+                log_error("cannot find %s (set %s): %s", pull ? "hutch-pull" : "hutch-image",
+                          pull ? "HUTCH_PULL_PATH" : "HUTCH_IMAGE_PATH", strerror(-r));
                 return HUTCH_EXIT_FAILURE;
         }
         args = calloc((size_t)argc + 1, sizeof(char *));
@@ -36,7 +41,7 @@ int verb_image(int argc, char **argv) {
                 log_error("out of memory");
                 return HUTCH_EXIT_FAILURE;
         }
-        args[0] = (char *)"hutch-image";
+        args[0] = (char *)(pull ? "hutch-pull" : "hutch-image");
         for (int i = 1; i < argc; i++)
                 args[i] = argv[i];
         (void)execv(helper, args);

@@ -7,6 +7,7 @@
 
 static const char image_usage[] =
         "usage: hutch image import PATH|- [NAME[:TAG]] [-q]\n"
+        "       hutch image pull [--tls-verify=false] [--platform OS/ARCH] REF [NAME]\n"
         "       hutch image ls [--json | -q]\n"
         "       hutch image inspect NAME\n"
         "       hutch image rm NAME...\n"
@@ -18,6 +19,8 @@ static const char image_usage[] =
         "  import   import an OCI image layout (directory or tar), a docker/podman save\n"
         "           archive, or a root filesystem tar (one layer); - reads stdin;\n"
         "           prints the image's digest\n"
+        "  pull     download REF from its registry (python:3.12 is\n"
+        "           docker.io/library/python:3.12) and import it; pull --help for more\n"
         "  ls       list the images: NAME, ID, LAYERS, SIZE, IMPORTED\n"
         "  inspect  the image as JSON: digest, names, layers with sizes, config\n"
         "  rm       remove an image name (the image with its last name), and its\n"

@@ -229,6 +229,7 @@ def stage_binaries(base, hutch, probe):
                    BUILD / "src" / "cli" / "hutch-serve",
                    BUILD / "src" / "cli" / "hutch-archive",
                    BUILD / "src" / "cli" / "hutch-image",
+                   BUILD / "src" / "cli" / "hutch-pull",
                    BUILD / "src" / "guest" / "hutch-agent"):
         if helper.is_file():
             shutil.copy2(helper, base / helper.name)

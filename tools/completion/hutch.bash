@@ -88,7 +88,7 @@ _hutch() {
                 ;;
         image)
                 if ((positional == 0)); then
-                        mapfile -t COMPREPLY < <(compgen -W "import ls inspect rm gc" -- "$cur")
+                        mapfile -t COMPREPLY < <(compgen -W "import pull ls inspect rm gc" -- "$cur")
                 elif ((positional == 1)); then
                         case ${COMP_WORDS[2]} in
                         inspect | rm)

@@ -1,0 +1,241 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* Image references as Docker writes them (registry.h). */
+#include <ctype.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "parse-util.h"
+#include "registry.h"
+
+#define REF_NAME_MAX 255
+#define REF_TAG_MAX 128
+
+ImageRef *image_ref_free(ImageRef *ref) {
+        if (!ref)
+                return NULL;
+        free(ref->domain);
+        free(ref->repository);
+        free(ref->tag);
+        free(ref->digest);
+        free(ref);
+        return NULL;
+}
+
+static bool is_lower_alnum(char c) {
+        return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9');
+}
+
+/* One path component: [a-z0-9]+ ((\.|_|__|-+)[a-z0-9]+)* */
+static bool component_is_valid(const char *s, size_t n) {
+        size_t i = 0;
+
+        if (n == 0 || !is_lower_alnum(s[0]) || !is_lower_alnum(s[n - 1]))
+                return false;
+        while (i < n) {
+                if (is_lower_alnum(s[i])) {
+                        i++;
+                        continue;
+                }
+                if (s[i] == '.' || s[i] == '_') {
+                        size_t sep = s[i] == '_' && i + 1 < n && s[i + 1] == '_' ? 2 : 1;
+                        if (!is_lower_alnum(s[i + sep]))
+                                return false;
+                        i += sep;
+                        continue;
+                }
+                if (s[i] == '-') {
+                        while (i < n && s[i] == '-')
+                                i++;
+                        if (i >= n || !is_lower_alnum(s[i]))
+                                return false;
+                        continue;
+                }
+                return false;
+        }
+        return true;
+}
+
+/* host[:port], where host is a DNS name (letters, digits, '.', '-') or a
+ * bracketed IPv6 address. */
+static bool domain_is_valid(const char *s) {
+        const char *p = s, *port;
+        uint32_t n;
+
+        if (*p == '[') {
+                const char *end = strchr(p, ']');
+                if (!end || end == p + 1)
+                        return false;
+                for (const char *c = p + 1; c < end; c++)
+                        if (!isxdigit((unsigned char)*c) && *c != ':' && *c != '.')
+                                return false;
+                port = end + 1;
+        } else {
+                const char *c = p;
+                while (isalnum((unsigned char)*c) || *c == '.' || *c == '-')
+                        c++;
+                if (c == p || *p == '-' || *p == '.')
+                        return false;
+                port = c;
+        }
+        if (*port == '\0')
+                return true;
+        if (*port != ':' || port[1] == '\0' || strlen(port + 1) > 5)
+                return false;
+        for (const char *c = port + 1; *c; c++)
+                if (!isdigit((unsigned char)*c))
+                        return false;
+        return safe_atou32(port + 1, &n) >= 0 && n >= 1 && n <= 65535;
+}
+
+static bool tag_is_valid(const char *s) {
+        size_t n = strlen(s);
+
+        if (n == 0 || n > REF_TAG_MAX || s[0] == '.' || s[0] == '-')
+                return false;
+        for (size_t i = 0; i < n; i++)
+                if (!isalnum((unsigned char)s[i]) && s[i] != '_' && s[i] != '.' && s[i] != '-')
+                        return false;
+        return true;
+}
+
+static int digest_check(const char *s, HutchError *reterr) {
+        const char *colon = strchr(s, ':');
+
+        if (!colon || colon == s)
+                return hutch_error_set(reterr, EINVAL, "'%s' is not a digest (sha256:HEX)", s);
+        if ((size_t)(colon - s) != 6 || strncmp(s, "sha256", 6) != 0)
+                return hutch_error_set(reterr, EOPNOTSUPP,
+                                       "digest '%s': only sha256 digests are supported", s);
+        if (strlen(colon + 1) != 64)
+                return hutch_error_set(reterr, EINVAL,
+                                       "'%s' is not a sha256 digest (64 hex digits)", s);
+        for (const char *c = colon + 1; *c; c++)
+                if (!((*c >= '0' && *c <= '9') || (*c >= 'a' && *c <= 'f')))
+                        return hutch_error_set(reterr, EINVAL,
+                                               "'%s' is not a sha256 digest (64 lower-case hex "
+                                               "digits)",
+                                               s);
+        return 0;
+}
+
+int image_ref_parse(const char *s, ImageRef **ret, HutchError *reterr) {
+        _cleanup_(image_ref_freep) ImageRef *ref = NULL;
+        _cleanup_free_ char *name = NULL;
+        const char *slash, *rest, *last;
+        char *at, *colon;
+        int r;
+
+        if (!s || !*s)
+                return hutch_error_set(reterr, EINVAL, "empty image reference");
+        if (strlen(s) > 4096)
+                return hutch_error_set(reterr, EINVAL, "image reference too long");
+        ref = calloc(1, sizeof(*ref));
+        name = strdup(s);
+        if (!ref || !name)
+                return -ENOMEM;
+
+        at = strchr(name, '@');
+        if (at) {
+                *at = '\0';
+                r = digest_check(at + 1, reterr);
+                if (r < 0)
+                        return r;
+                ref->digest = strdup(at + 1);
+                if (!ref->digest)
+                        return -ENOMEM;
+        }
+        /* The tag is after the last ':' of the last component (a ':'
+         * before the first '/' is the domain's port). */
+        last = strrchr(name, '/');
+        colon = strrchr(last ? last : name, ':');
+        if (colon) {
+                *colon = '\0';
+                if (!tag_is_valid(colon + 1))
+                        return hutch_error_set(reterr, EINVAL, "invalid tag '%s' in '%s'",
+                                               colon + 1, s);
+                ref->tag = strdup(colon + 1);
+                if (!ref->tag)
+                        return -ENOMEM;
+        }
+
+        slash = strchr(name, '/');
+        if (slash) {
+                size_t n = (size_t)(slash - name);
+                bool is_domain = memchr(name, '.', n) || memchr(name, ':', n) ||
+                                 (n == 9 && strncmp(name, "localhost", 9) == 0);
+                for (size_t i = 0; i < n && !is_domain; i++)
+                        if (isupper((unsigned char)name[i]))
+                                is_domain = true;
+                if (is_domain) {
+                        ref->domain = strndup(name, n);
+                        rest = slash + 1;
+                } else {
+                        ref->domain = strdup("docker.io");
+                        rest = name;
+                }
+        } else {
+                ref->domain = strdup("docker.io");
+                rest = name;
+        }
+        if (!ref->domain)
+                return -ENOMEM;
+        if (!domain_is_valid(ref->domain))
+                return hutch_error_set(reterr, EINVAL, "invalid registry '%s' in '%s'", ref->domain,
+                                       s);
+        if (strcmp(ref->domain, "index.docker.io") == 0) {
+                free(ref->domain);
+                ref->domain = strdup("docker.io");
+                if (!ref->domain)
+                        return -ENOMEM;
+        }
+        if (strcmp(ref->domain, "docker.io") == 0 && !strchr(rest, '/')) {
+                if (asprintf(&ref->repository, "library/%s", rest) < 0) {
+                        ref->repository = NULL;
+                        return -ENOMEM;
+                }
+        } else {
+                ref->repository = strdup(rest);
+                if (!ref->repository)
+                        return -ENOMEM;
+        }
+        for (const char *c = ref->repository;;) {
+                const char *end = strchrnul(c, '/');
+                if (!component_is_valid(c, (size_t)(end - c)))
+                        return hutch_error_set(reterr, EINVAL,
+                                               "invalid repository name '%s' in '%s' (lower-case "
+                                               "letters, digits and . _ - between them)",
+                                               ref->repository, s);
+                if (*end == '\0')
+                        break;
+                c = end + 1;
+        }
+        if (strlen(ref->domain) + 1 + strlen(ref->repository) > REF_NAME_MAX)
+                return hutch_error_set(reterr, EINVAL, "image name '%s' longer than %d characters",
+                                       s, REF_NAME_MAX);
+        if (!ref->tag && !ref->digest) {
+                ref->tag = strdup("latest");
+                if (!ref->tag)
+                        return -ENOMEM;
+        }
+        *ret = TAKE_PTR(ref);
+        return 0;
+}
+
+char *image_ref_to_string(const ImageRef *ref) {
+        char *s;
+
+        if (asprintf(&s, "%s/%s%s%s%s%s", ref->domain, ref->repository, ref->tag ? ":" : "",
+                     ref->tag ? ref->tag : "", ref->digest ? "@" : "",
+                     ref->digest ? ref->digest : "") < 0)
+                return NULL;
+        return s;
+}
+
+const char *image_ref_endpoint(const ImageRef *ref) {
+        /* Docker Hub's names live under docker.io; its API does not. */
+        if (strcmp(ref->domain, "docker.io") == 0)
+                return "registry-1.docker.io";
+        return ref->domain;
+}
