@@ -338,3 +338,15 @@ def test_pids_limit_holds_with_an_image(images):
     # Twin: without the limit they all start.
     r = images.run("--image", "bb", "--", "sh", "-c", spawn, input="")
     assert r.returncode == 0, r.stderr
+
+
+def test_update_keeps_the_image(images):
+    s = images.store
+    s.create("upd", "--image", "bb")
+    # The same image, by name: no change (the record has its digest).
+    assert out(images.hutch("update", "upd", "--image", "bb", "--hostname", "upd")) == \
+        "hostname\n"
+    # Twin: another image is refused, naming the field.
+    images.add("other", config={"Env": ["PATH=/bin"]}, layers=[imageutil.layer0()])
+    refused(images.hutch("update", "upd", "--image", "other"), "image")
+    assert out(s.exec("upd", "cat", "/etc/motd")) == "layer1\n"
