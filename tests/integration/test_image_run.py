@@ -350,3 +350,30 @@ def test_update_keeps_the_image(images):
     images.add("other", config={"Env": ["PATH=/bin"]}, layers=[imageutil.layer0()])
     refused(images.hutch("update", "upd", "--image", "other"), "image")
     assert out(s.exec("upd", "cat", "/etc/motd")) == "layer1\n"
+
+
+def test_export_names_the_image_and_import_needs_it(images):
+    s = images.store
+    s.create("exp", "--image", "bb")
+    s.sh("exp", "echo exported > /etc/marker")
+    out(s.hutch("stop", "exp"))
+    out(s.hutch("snapshot", "exp", "exps"))
+    archive = images.work / "exps.tar.zst"
+    out(s.hutch("snapshot", "export", "exps", "-o", archive, "-q"))
+    digest = json.loads(out(images.hutch("image", "inspect", "bb")))["digest"]
+
+    other = Images(images.runner)  # a store without the image
+    try:
+        refused(other.hutch("snapshot", "import", archive, "--name", "imp"),
+                digest, "not in the image store")
+        assert "imp" not in out(other.hutch("snapshot", "ls"))
+        # Twin: with the image there, the fork has the image and the change,
+        # and the image is in use by the imported snapshot.
+        other.add("bb2", config=NO_USER)
+        out(other.hutch("snapshot", "import", archive, "--name", "imp", "-q"))
+        other.store.create("impbox", "--from", "imp")
+        assert out(other.store.exec("impbox", "cat", "/etc/marker", "/etc/motd")) == \
+            "exported\nlayer1\n"
+        refused(other.hutch("image", "rm", "bb2"), "imp")
+    finally:
+        other.finalize()

@@ -776,7 +776,13 @@ int persist_create(Store *s, const char *name, const Policy *policy, const char 
                  * caller's, the defaults (deny by default). */
                 _cleanup_(policy_freep) Policy *dflt = policy_new();
 
-                r = dflt ? policy_to_json(dflt, &rec->policy_json) : -ENOMEM;
+                /* Its record's policy is "{}" or names the image its
+                 * layers were made on (hutch-archive's import). */
+                r = dflt ? policy_load_json(dflt, snap->policy_json, strlen(snap->policy_json),
+                                            reterr)
+                         : -ENOMEM;
+                if (r >= 0)
+                        r = policy_to_json(dflt, &rec->policy_json);
         } else if (!policy)
                 rec->policy_json = strdup(snap->policy_json);
         else
