@@ -377,3 +377,62 @@ def test_export_names_the_image_and_import_needs_it(images):
         refused(other.hutch("image", "rm", "bb2"), "imp")
     finally:
         other.finalize()
+
+
+# ---- the CA bundle with --secret ----
+
+
+def layers_with_bundle(path, entries=None):
+    parts = path.strip("/").split("/")
+    tree = [("dir", "/".join(parts[:i]), None) for i in range(1, len(parts))]
+    tree += entries or [("file", path.strip("/"), b"IMAGE-CA-MARKER\n")]
+    return [imageutil.layer0(), imageutil.layer_with(tree)]
+
+
+SECRET = ["--secret", "TOKEN@api.example"]
+TOKEN = {"TOKEN": "hutch-test-token-0123"}
+
+
+@pytest.mark.parametrize("bundle", ["/etc/pki/tls/certs/ca-bundle.crt",
+                                    "/etc/ssl/certs/ca-certificates.crt"])
+def test_ca_bundle_goes_where_the_images_distribution_keeps_it(images, bundle):
+    images.add("ca", config={"Env": ["PATH=/bin"]}, layers=layers_with_bundle(bundle))
+    o = out(images.run("--image", "ca", *SECRET, "--", "cat", bundle, env=TOKEN))
+    assert o.startswith("IMAGE-CA-MARKER\n") and "-----BEGIN CERTIFICATE-----" in o
+    # Twin: without a secret the image's bundle is as it is.
+    assert out(images.run("--image", "ca", "--", "cat", bundle)) == "IMAGE-CA-MARKER\n"
+
+
+def test_ca_bundle_symlink_to_the_host_is_not_followed(images):
+    """SECURITY: the image's bundle is read inside its own root; a symlink
+    of the image's pointing where the host's root is attached while the
+    tree is built never brings the host's file in."""
+    host = Path("/etc/ssl/certs/ca-certificates.crt")
+    assert host.is_file(), "the twin needs the host's bundle"
+    first = host.read_text().split("-----END CERTIFICATE-----")[0]
+    images.add("evil", config={"Env": ["PATH=/bin"]}, layers=[
+        imageutil.layer0(),
+        imageutil.layer_with([("dir", "etc", None), ("symlink", "etc/ssl", "/oldroot/etc/ssl")])])
+    r = images.run("--image", "evil", *SECRET, "--", "sh", "-c",
+                   "cat /run/hutch/ca-bundle.pem /etc/ssl/certs/ca-certificates.crt", env=TOKEN)
+    assert first not in r.stdout
+    images.add("evil2", config={"Env": ["PATH=/bin"]}, layers=layers_with_bundle(
+        "/etc/ssl/certs/ca-certificates.crt",
+        [("symlink", "etc/ssl/certs/ca-certificates.crt",
+          "/oldroot/etc/ssl/certs/ca-certificates.crt")]))
+    r = images.run("--image", "evil2", *SECRET, "--", "cat", "/run/hutch/ca-bundle.pem",
+                   env=TOKEN)
+    assert r.returncode == 0 and first not in r.stdout
+    # Twin: the host base's bundle is the host's (so `first` is a real test).
+    assert first in out(images.run(*SECRET, "--", "cat", str(host), env=TOKEN))
+
+
+def test_a_mount_point_the_image_has_as_a_symlink_is_refused(images):
+    """SECURITY: hutch mounts its /tmp, /proc, /dev... on the image's
+    directories; one the image made a symlink (here into where the host's
+    root is attached while the tree is built) is refused, not followed."""
+    images.add("sym", config={"Env": ["PATH=/bin"]}, layers=[
+        imageutil.layer0(), imageutil.layer_with([("symlink", "tmp", "/oldroot/tmp")])])
+    refused(images.run("--image", "sym", "--", "true"), "'/tmp'", "not a directory")
+    # Twin: the same image without the symlink runs.
+    assert images.run("--image", "bb", "--", "test", "-d", "/tmp").returncode == 0
