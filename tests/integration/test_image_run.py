@@ -256,6 +256,8 @@ def test_persistent_image_sandbox_keeps_its_changes(images):
     s = images.store
     rec = json.loads(out(images.hutch("image", "inspect", "bb")))
     s.create("pimg", "--image", "bb")
+    # An exec's defaults are the image's too: its WorkingDir and Env.
+    assert out(s.exec("pimg", "sh", "-c", "pwd; echo $GREETING")) == "/home/app\nhello\n"
     s.sh("pimg", "echo kept > /etc/marker && mkdir -p /usr/local/x")
     out(s.hutch("stop", "pimg"))
     assert out(s.exec("pimg", "cat", "/etc/marker")) == "kept\n"
