@@ -438,3 +438,16 @@ def test_a_mount_point_the_image_has_as_a_symlink_is_refused(images):
     refused(images.run("--image", "sym", "--", "true"), "'/tmp'", "not a directory")
     # Twin: the same image without the symlink runs.
     assert images.run("--image", "bb", "--", "test", "-d", "/tmp").returncode == 0
+
+
+def test_rm_takes_the_sandboxs_mark_away(images):
+    """A sandbox removed and made again under the same name on another
+    image no longer holds the first one."""
+    s = images.store
+    images.add("second", config={"Env": ["PATH=/bin"]}, layers=[imageutil.layer0()])
+    s.create("again", "--image", "bb")
+    out(s.hutch("rm", "again"))
+    s.create("again", "--image", "second")
+    assert images.hutch("image", "rm", "bb").returncode == 0
+    # Twin: the one it uses now is held.
+    refused(images.hutch("image", "rm", "second"), "again")

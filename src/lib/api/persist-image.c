@@ -37,8 +37,8 @@ int persist_image_pin(Store *s, Policy *p, HutchError *reterr) {
         return policy_set_image(p, digest, reterr);
 }
 
-int persist_image_mark(Store *s, const char *policy_json, const char *kind, const char *holder,
-                       HutchError *reterr) {
+static int image_mark(Store *s, const char *policy_json, const char *kind, const char *holder,
+                      bool use, HutchError *reterr) {
         _cleanup_(image_store_freep) ImageStore *is = NULL;
         _cleanup_(policy_freep) Policy *p = NULL;
         int r;
@@ -56,5 +56,18 @@ int persist_image_mark(Store *s, const char *policy_json, const char *kind, cons
         r = image_store_open(s, &is, reterr);
         if (r < 0)
                 return r;
-        return image_store_use(is, p->image, kind, holder, reterr);
+        if (use)
+                return image_store_use(is, p->image, kind, holder, reterr);
+        return image_store_unuse(is, p->image, kind, holder, reterr);
+}
+
+int persist_image_mark(Store *s, const char *policy_json, const char *kind, const char *holder,
+                       HutchError *reterr) {
+        return image_mark(s, policy_json, kind, holder, true, reterr);
+}
+
+int persist_image_unmark(Store *s, const char *policy_json, const char *kind, const char *holder) {
+        HutchError ignored = {};
+
+        return image_mark(s, policy_json, kind, holder, false, &ignored);
 }

@@ -855,7 +855,12 @@ int persist_destroy(Store *s, const char *name, bool force, HutchError *reterr) 
          * mounted a moment ago: removed, it would linger on a loop device. */
         if (rec->disk_limit != 0 && store_sandbox_path(s, rec->name, DISK_IMAGE_NAME, &image) >= 0)
                 (void)disk_image_wait_free(image, KEEPER_EXIT_TIMEOUT_MS);
-        return store_sandbox_remove(s, rec->name, reterr);
+        r = store_sandbox_remove(s, rec->name, reterr);
+        if (r < 0)
+                return r;
+        /* Best effort: a mark left behind is stale (image rm and gc know). */
+        (void)persist_image_unmark(s, rec->policy_json, "sandbox", rec->name);
+        return 0;
 }
 
 void persist_info(const Store *s, const SandboxRecord *rec, PersistInfo *ret) {
@@ -1024,7 +1029,11 @@ int persist_snapshot_remove(Store *s, const char *snap, HutchError *reterr) {
         r = store_snapshot_load(s, snap, &rec, reterr);
         if (r < 0)
                 return r;
-        return store_snapshot_remove(s, rec->name, reterr);
+        r = store_snapshot_remove(s, rec->name, reterr);
+        if (r < 0)
+                return r;
+        (void)persist_image_unmark(s, rec->policy_json, "snapshot", rec->name);
+        return 0;
 }
 
 /* ---- the overlay workspace ---- */

@@ -135,6 +135,8 @@ int persist_image_digest(Store *s, const char *ref, char **ret, HutchError *rete
  * (image_store_use()). */
 int persist_image_mark(Store *s, const char *policy_json, const char *kind, const char *holder,
                        HutchError *reterr);
+/* Removes that mark (when @holder goes): 0 or -errno. */
+int persist_image_unmark(Store *s, const char *policy_json, const char *kind, const char *holder);
 
 /* ---- snapshots ---- */
 
