@@ -451,3 +451,35 @@ def test_rm_takes_the_sandboxs_mark_away(images):
     assert images.hutch("image", "rm", "bb").returncode == 0
     # Twin: the one it uses now is held.
     refused(images.hutch("image", "rm", "second"), "again")
+
+
+def mcp_exec(images, name, ws, *flags):
+    """One `hutch mcp` session: initialize, then the exec tool once."""
+    msgs = [
+        {"jsonrpc": "2.0", "id": 1, "method": "initialize",
+         "params": {"protocolVersion": "2025-03-26", "capabilities": {},
+                    "clientInfo": {"name": "test", "version": "1"}}},
+        {"jsonrpc": "2.0", "method": "notifications/initialized"},
+        {"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+         "params": {"name": "exec", "arguments": {"command": "cat /etc/motd"}}},
+    ]
+    images.store.names.append(name)
+    r = images.hutch("mcp", "--name", name, "--workspace", ws, *flags,
+                     input="".join(json.dumps(m) + "\n" for m in msgs))
+    answer = [json.loads(line) for line in r.stdout.splitlines() if '"id":2' in line][0]
+    text = answer.get("result", {}).get("content", [{}])[0].get("text", "")
+    try:
+        return json.loads(text)
+    except ValueError:
+        return answer
+
+
+def test_mcp_serves_an_image_sandbox_across_sessions(images):
+    ws = images.runner.make_dir(name="mcpws")
+    assert mcp_exec(images, "mcpimg", ws, "--image", "bb")["stdout"] == "layer1\n"
+    # The next session names the image again: the same policy (the sandbox
+    # recorded its digest), so it serves it.
+    assert mcp_exec(images, "mcpimg", ws, "--image", "bb")["stdout"] == "layer1\n"
+    # Twin: without --image it is another policy, refused.
+    res = mcp_exec(images, "mcpimg", ws)
+    assert "another policy" in json.dumps(res)
