@@ -603,6 +603,25 @@ int persist_update(Store *s, const char *name, const Policy *policy, char ***ret
                 return r;
         old_json = json_loads(rec->policy_json, 0, NULL);
         new_json = json_loads(text, 0, NULL);
+        if (policy->image && new_json) {
+                /* Compared (and stored) as create pins it: by digest. */
+                _cleanup_free_ char *digest = NULL;
+
+                r = persist_image_digest(s, policy->image, &digest, reterr);
+                if (r < 0) {
+                        json_decref(old_json);
+                        json_decref(new_json);
+                        return r;
+                }
+                (void)json_object_set_new(new_json, "image", json_string(digest));
+                text = mfree(text);
+                text = json_dumps(new_json, JSON_COMPACT);
+                if (!text) {
+                        json_decref(old_json);
+                        json_decref(new_json);
+                        return hutch_error_set(reterr, ENOMEM, "out of memory");
+                }
+        }
         changed = strv_copy(NULL);
         r = json_is_object(old_json) && json_is_object(new_json) && changed
                     ? policy_json_diff(old_json, new_json, NULL, &changed)
@@ -613,9 +632,12 @@ int persist_update(Store *s, const char *name, const Policy *policy, char ***ret
                 return hutch_error_set(reterr, -r, "cannot compare the policies of '%s': %s",
                                        rec->name, strerror(-r));
         /* SECURITY: the workspace's changes are kept against the folder it
-         * was made from, and the backend's files differ: neither moves. */
+         * was made from, and the backend's files differ: neither moves.
+         * Nor does the image below the sandbox's layer (its changes are
+         * to that image's files). */
         STRV_FOREACH(f, changed)
-                if (strcmp(*f, "workspace") == 0 || strcmp(*f, "backend") == 0)
+                if (strcmp(*f, "workspace") == 0 || strcmp(*f, "backend") == 0 ||
+                    strcmp(*f, "image") == 0)
                         return hutch_error_set(reterr, EINVAL,
                                                "the %s of sandbox '%s' cannot change (create "
                                                "another sandbox)",
@@ -780,7 +802,13 @@ int persist_create(Store *s, const char *name, const Policy *policy, const char 
                  * caller's, the defaults (deny by default). */
                 _cleanup_(policy_freep) Policy *dflt = policy_new();
 
-                r = dflt ? policy_to_json(dflt, &rec->policy_json) : -ENOMEM;
+                /* Its record's policy is "{}" or names the image its
+                 * layers were made on (hutch-archive's import). */
+                r = dflt ? policy_load_json(dflt, snap->policy_json, strlen(snap->policy_json),
+                                            reterr)
+                         : -ENOMEM;
+                if (r >= 0)
+                        r = policy_to_json(dflt, &rec->policy_json);
         } else if (!policy)
                 rec->policy_json = strdup(snap->policy_json);
         else
@@ -796,6 +824,22 @@ int persist_create(Store *s, const char *name, const Policy *policy, const char 
         r = policy_load_json(stored, rec->policy_json, strlen(rec->policy_json), reterr);
         if (r < 0)
                 return r;
+        if (stored->image) {
+                r = persist_image_pin(s, stored, reterr);
+                if (r < 0)
+                        return r;
+                rec->policy_json = mfree(rec->policy_json);
+                r = policy_to_json(stored, &rec->policy_json);
+                if (r < 0)
+                        return hutch_error_set(reterr, -r, "cannot store this policy: %s",
+                                               strerror(-r));
+                /* NEEDSWORK: an `image rm` between this mark and the
+                 * record's creation sees a stale mark and may go ahead;
+                 * the sandbox then fails to start naming the image. */
+                r = persist_image_mark(s, rec->policy_json, "sandbox", name, reterr);
+                if (r < 0)
+                        return r;
+        }
         r = disk_limit_pick(stored, &rec->disk_limit, reterr);
         if (r < 0)
                 return r;
@@ -837,7 +881,12 @@ int persist_destroy(Store *s, const char *name, bool force, HutchError *reterr) 
          * mounted a moment ago: removed, it would linger on a loop device. */
         if (rec->disk_limit != 0 && store_sandbox_path(s, rec->name, DISK_IMAGE_NAME, &image) >= 0)
                 (void)disk_image_wait_free(image, KEEPER_EXIT_TIMEOUT_MS);
-        return store_sandbox_remove(s, rec->name, reterr);
+        r = store_sandbox_remove(s, rec->name, reterr);
+        if (r < 0)
+                return r;
+        /* Best effort: a mark left behind is stale (image rm and gc know). */
+        (void)persist_image_unmark(s, rec->policy_json, "sandbox", rec->name);
+        return 0;
 }
 
 void persist_info(const Store *s, const SandboxRecord *rec, PersistInfo *ret) {
@@ -958,6 +1007,10 @@ int persist_snapshot(Store *s, const char *name, const char *snap, char **ret_sn
                 if (r < 0)
                         return r;
         }
+        /* The snapshot's layers need the sandbox's image below them. */
+        r = persist_image_mark(s, rec->policy_json, "snapshot", target, reterr);
+        if (r < 0)
+                return r;
         if (ret_snap)
                 *ret_snap = TAKE_PTR(target);
         if (ret_running)
@@ -1002,7 +1055,11 @@ int persist_snapshot_remove(Store *s, const char *snap, HutchError *reterr) {
         r = store_snapshot_load(s, snap, &rec, reterr);
         if (r < 0)
                 return r;
-        return store_snapshot_remove(s, rec->name, reterr);
+        r = store_snapshot_remove(s, rec->name, reterr);
+        if (r < 0)
+                return r;
+        (void)persist_image_unmark(s, rec->policy_json, "snapshot", rec->name);
+        return 0;
 }
 
 /* ---- the overlay workspace ---- */

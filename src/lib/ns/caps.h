@@ -10,6 +10,9 @@
  * rule off and lock it, and the empty bounding set makes sure no file
  * capability can bring anything back either. */
 
+#include <stddef.h>
+#include <sys/types.h>
+
 /* Drops every capability of the calling thread (and so of everything it
  * forks and execs), in this order:
  *
@@ -34,3 +37,11 @@
  * On failure some steps may already have happened; the caller must treat
  * the process as unusable (the pre-exec child reports and exits). */
 int caps_drop_all(void);
+
+/* Makes the calling process (uid 0 of its user namespace, holding
+ * CAP_SETUID, CAP_SETGID and CAP_SETPCAP) @uid and @gid with the
+ * supplementary @groups, keeping its permitted capabilities in the
+ * effective set for caps_drop_all(), which must follow. Returns 0 or
+ * -errno (-EINVAL: an id the namespace does not map; -EPERM: setgroups
+ * is denied in this namespace). */
+int caps_become_user(uid_t uid, gid_t gid, const gid_t *groups, size_t n_groups);
