@@ -544,6 +544,7 @@ static void serve_exec(const InitArgs *a, const SyncMsg *m, int *fds, char *buf,
                 why = "malformed exec request";
         else if (*n_execs >= INIT_MAX_EXECS)
                 why = "too many commands running in this sandbox";
+        pid = 0;
         if (!why && m->values[2] == 1) {
                 /* The prepared process runs it: it sits in its cgroup. */
                 if (stem->pid <= 0 || stem->id != req.id || req.n_fds != 3 ||
@@ -551,8 +552,10 @@ static void serve_exec(const InitArgs *a, const SyncMsg *m, int *fds, char *buf,
                                      (uint64_t[3]){req.id, m->values[1], 0}, req.fds, 3) < 0 ||
                     send(stem->sock, buf, (size_t)len, MSG_NOSIGNAL) < 0)
                         why = "the prepared process is gone";
-                else
+                else {
+                        pid = stem->pid;
                         execs[(*n_execs)++] = (RunningExec){.id = req.id, .pid = stem->pid};
+                }
                 if (why)
                         stem_drop(stem);
                 else {
@@ -575,8 +578,8 @@ static void serve_exec(const InitArgs *a, const SyncMsg *m, int *fds, char *buf,
                 (void)sync_send_status(a->sync_fd, SYNC_OP_EXITED, 125 << 8,
                                        (uint64_t[3]){req.id, 0, 0}, NULL, 0);
         } else
-                (void)sync_send_values(a->sync_fd, SYNC_OP_STARTED, (uint64_t[3]){req.id, 0, 0},
-                                       NULL, 0);
+                (void)sync_send_values(a->sync_fd, SYNC_OP_STARTED,
+                                       (uint64_t[3]){req.id, (uint64_t)pid, 0}, NULL, 0);
         exec_request_done(&req);
 }
 

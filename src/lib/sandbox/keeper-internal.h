@@ -24,6 +24,7 @@ typedef enum KeeperConnKind {
         KEEPER_CONN_EXEC,   /* tied to an exec */
         KEEPER_CONN_FREEZE, /* holds the sandbox frozen */
         KEEPER_CONN_STOP,   /* asked for a stop; answered when everything is down */
+        KEEPER_CONN_WAIT,   /* waits for exec_id's outcome (exec-table.h) */
 } KeeperConnKind;
 
 typedef struct KeeperConn {
