@@ -101,9 +101,8 @@ static void kill_usage(FILE *f) {
 }
 
 int verb_kill(int argc, char **argv) {
-        static const struct option options[] = {{"time", required_argument, NULL, 't'},
-                                                {"help", no_argument, NULL, 'h'},
-                                                {}};
+        static const struct option options[] = {
+                {"time", required_argument, NULL, 't'}, {"help", no_argument, NULL, 'h'}, {}};
         _cleanup_(store_freep) Store *s = NULL;
         uint64_t id, grace_ms = EXEC_KILL_GRACE_DEFAULT_MS;
         bool have_time = false, have_sig;

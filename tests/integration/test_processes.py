@@ -83,7 +83,7 @@ def test_a_detached_server_shows_in_ps_and_term_ends_it(store):
     assert xid not in ps(store, "box")
     assert not live_with_marker(m)
     o = wait_json(store, "box", xid)
-    assert (o["reason"], o["signal"], o["exit_code"]) == ("signaled", 15, 143), o
+    assert (o["reason"], o["signal"], o["exit_code"]) == ("killed", 15, 143), o
     r = store.hutch("wait", "box", xid)
     assert (r.returncode, r.stdout) == (0, "143\n"), (r.stdout, r.stderr)
 

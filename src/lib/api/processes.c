@@ -116,8 +116,8 @@ static int read_outcome(int sock, const char *sandbox, int *ret_exit_code, char 
         if (op && strcmp(op, "error") == 0)
                 r = refusal(ans, sandbox, reterr);
         else if (!op || strcmp(op, "outcome") != 0 || !json_is_integer(code))
-                r = hutch_error_set(reterr, EPROTO,
-                                    "unexpected answer from sandbox '%s''s keeper", sandbox);
+                r = hutch_error_set(reterr, EPROTO, "unexpected answer from sandbox '%s''s keeper",
+                                    sandbox);
         else if (ret_json && !(*ret_json = json_dumps(json_object_get(ans, "outcome"),
                                                       JSON_COMPACT | JSON_ENCODE_ANY)))
                 r = hutch_error_set(reterr, ENOMEM, "out of memory");
@@ -205,8 +205,8 @@ int persist_exec_kill(Store *s, const char *name, uint64_t id, int sig, uint64_t
         return read_outcome(sock, rec->name, ret_exit_code, ret_json, reterr);
 }
 
-int persist_exec_wait(Store *s, const char *name, uint64_t id, int *ret_exit_code,
-                      char **ret_json, HutchError *reterr) {
+int persist_exec_wait(Store *s, const char *name, uint64_t id, int *ret_exit_code, char **ret_json,
+                      HutchError *reterr) {
         _cleanup_(sandbox_record_freep) SandboxRecord *rec = NULL;
         _cleanup_close_ int sock = -EBADF;
         int r;
@@ -218,8 +218,8 @@ int persist_exec_wait(Store *s, const char *name, uint64_t id, int *ret_exit_cod
                 return r;
         if (sock < 0)
                 return history_outcome(s, rec, id, ret_exit_code, ret_json, reterr);
-        r = keeper_send_json(sock, json_pack("{s:s,s:I}", "op", "wait", "id", (json_int_t)id),
-                             NULL, 0);
+        r = keeper_send_json(sock, json_pack("{s:s,s:I}", "op", "wait", "id", (json_int_t)id), NULL,
+                             0);
         if (r < 0)
                 return hutch_error_set(reterr, -r, "failed to talk to sandbox '%s''s keeper: %s",
                                        rec->name, strerror(-r));
@@ -264,7 +264,8 @@ static int follow(int sock, const int fds[2], int out_fd, int err_fd) {
                 (void)inotify_add_watch(ino, path, IN_MODIFY);
         }
         for (;;) {
-                struct pollfd p[2] = {{.fd = sock, .events = POLLIN}, {.fd = ino, .events = POLLIN}};
+                struct pollfd p[2] = {{.fd = sock, .events = POLLIN},
+                                      {.fd = ino, .events = POLLIN}};
 
                 if (poll(p, 2, FOLLOW_POLL_MS) < 0 && errno != EINTR)
                         return -errno;

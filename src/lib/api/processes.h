@@ -34,8 +34,8 @@ int persist_exec_kill(Store *s, const char *name, uint64_t id, int sig, uint64_t
 /* Waits for exec @id to end (at once for one that ended) and returns its
  * outcome: @ret_exit_code, and the outcome's JSON in @ret_json when
  * non-NULL (free()). */
-int persist_exec_wait(Store *s, const char *name, uint64_t id, int *ret_exit_code,
-                      char **ret_json, HutchError *reterr);
+int persist_exec_wait(Store *s, const char *name, uint64_t id, int *ret_exit_code, char **ret_json,
+                      HutchError *reterr);
 
 /* Writes detached exec @id's output so far (its stdout to @out_fd, its
  * stderr to @err_fd; blocking writes); with @follow, goes on writing what

@@ -5,8 +5,8 @@
 #include <fcntl.h>
 #include <jansson.h>
 #include <signal.h>
-#include <stdio.h>
 #include <stdarg.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/ioctl.h>
 #include <unistd.h>
@@ -32,9 +32,9 @@ static void send_refusal(int fd, int err, const char *fmt, ...) {
         va_start(ap, fmt);
         (void)vsnprintf(msg, sizeof(msg), fmt, ap);
         va_end(ap);
-        (void)keeper_send_json(fd, json_pack("{s:s,s:s,s:i}", "op", "error", "message", msg,
-                                             "errno", err),
-                               NULL, 0);
+        (void)keeper_send_json(
+                fd, json_pack("{s:s,s:s,s:i}", "op", "error", "message", msg, "errno", err), NULL,
+                0);
 }
 
 int exec_history_find(const char *path, uint64_t id, int *ret_exit_code, char **ret_outcome_json) {
@@ -157,8 +157,8 @@ static int answer_not_running(const KeeperConfig *cfg, KeeperConn *c, uint64_t i
         }
 }
 
-int exec_table_handle(const ExecTableOps *ops, void *keeper, const KeeperConfig *cfg,
-                      KeeperConn *c, json_t *req, const char *op) {
+int exec_table_handle(const ExecTableOps *ops, void *keeper, const KeeperConfig *cfg, KeeperConn *c,
+                      json_t *req, const char *op) {
         json_t *id_j = json_object_get(req, "id");
         bool follow = json_is_true(json_object_get(req, "follow"));
         ExecRow row;
@@ -269,8 +269,7 @@ int exec_log_open_files(const char *logs_dir, uint64_t id, int ret_fds[2]) {
         return 0;
 }
 
-int exec_log_create(const char *logs_dir, uint64_t id, ExecLogPipe ret_pipes[2],
-                    int ret_write[2]) {
+int exec_log_create(const char *logs_dir, uint64_t id, ExecLogPipe ret_pipes[2], int ret_write[2]) {
         int files[2], p[2][2] = {{-EBADF, -EBADF}, {-EBADF, -EBADF}};
         int r;
 

@@ -60,8 +60,8 @@ bool exec_table_op(const char *op);
  * ended (exit 0)"), EINVAL for a malformed request. A connection left
  * waiting becomes KEEPER_CONN_WAIT with exec_id set; exec_table_finished()
  * answers it. Returns < 0 to close @c, 0 to keep it. */
-int exec_table_handle(const ExecTableOps *ops, void *keeper, const KeeperConfig *cfg,
-                      KeeperConn *c, json_t *req, const char *op);
+int exec_table_handle(const ExecTableOps *ops, void *keeper, const KeeperConfig *cfg, KeeperConn *c,
+                      json_t *req, const char *op);
 
 /* Exec @id ended with @exit_code and @outcome_json: every connection
  * waiting for it gets the outcome and is closed. */

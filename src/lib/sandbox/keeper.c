@@ -39,8 +39,10 @@ typedef struct Exec {
         CgroupStats before;
         char *argv_json;
         off_t audit_start; /* the audit log's size when the exec started */
-        uint64_t pid;      /* its first process in the sandbox (SYNC_OP_STARTED), or 0 */
+
+        uint64_t pid;              /* its first process in the sandbox (SYNC_OP_STARTED), or 0 */
         uint64_t kill_deadline_ms; /* "kill"'s grace ends: SIGKILL then, or 0 */
+        int kill_signal;           /* the signal "kill" sent, or 0 */
         ExecLogPipe logs[2];       /* a detached exec's stdout, stderr (exec-table.h) */
 } Exec;
 
@@ -146,6 +148,8 @@ static void exec_finished(Keeper *k, Exec *e, int status) {
                 o.reason = OUTCOME_TIMEOUT;
         else if (e->killed)
                 o.reason = OUTCOME_KILLED;
+        else if (o.reason == OUTCOME_SIGNALED && o.signal == e->kill_signal)
+                o.reason = OUTCOME_KILLED; /* as a signal passed on (docs/cli-run.md) */
         else if (after.oom_kills > e->before.oom_kills && o.reason == OUTCOME_SIGNALED)
                 o.reason = OUTCOME_OOM;
         else if (after.pids_max_events > e->before.pids_max_events && o.exit_code != 0)
@@ -481,6 +485,7 @@ static void table_kill(void *userdata, uint64_t id, int sig, uint64_t grace_ms) 
         }
         (void)sync_send_values(k->st->sync_parent, SYNC_OP_SIGNAL,
                                (uint64_t[3]){id, (uint64_t)sig, 0}, NULL, 0);
+        e->kill_signal = sig;
         if (grace_ms > 0)
                 e->kill_deadline_ms = time_monotonic_ms() + grace_ms;
 }
@@ -652,8 +657,8 @@ static void keeper_loop(Keeper *k) {
                         for (size_t j = 0; j < 2; j++)
                                 if (k->execs[i].logs[j].in_fd >= 0) {
                                         pipe_ids[n_pipes++] = k->execs[i].id;
-                                        pfd[n++] = (struct pollfd){
-                                                .fd = k->execs[i].logs[j].in_fd, .events = POLLIN};
+                                        pfd[n++] = (struct pollfd){.fd = k->execs[i].logs[j].in_fd,
+                                                                   .events = POLLIN};
                                 }
                 if (k->conns.n >= KEEPER_MAX_CONNS)
                         pfd[0].fd = -1; /* full: new clients wait in the backlog */
