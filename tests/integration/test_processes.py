@@ -255,3 +255,20 @@ def test_bad_input_is_125_and_changes_nothing(store, args, needle, running):
     assert r.stdout == ""
     assert store.listing() == before
     assert store.state_of("box") == ("running" if running else "stopped")
+
+
+def test_a_kill_at_once_after_the_start_is_sigkill(store):
+    """A kill that comes while the exec is still being set up (here a
+    timeout of 1 ms, before the command runs) ends it: never with the shim's
+    own kill signal (SIGRTMIN+1) of an unprivileged user's exec, which once
+    ended the shim before it could kill (init now forks with every signal
+    blocked), and never missing a process that had not joined the exec's
+    cgroup yet (the keeper kills again until it ended)."""
+    store.create("box")
+    for _ in range(5):
+        # It ends at once (exec's 30 s bound: a kill that missed it would
+        # leave `sleep 30` running), by SIGKILL, or before its command ran
+        # (125: it was killed while it joined its cgroup).
+        r, o = store.exec_json("box", "sleep", "30", flags=["--timeout", "1ms"])
+        assert o["reason"] == "timeout", o
+        assert (o["signal"], o["exit_code"]) in ((9, 137), (None, 125)), o

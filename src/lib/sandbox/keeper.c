@@ -30,6 +30,9 @@
 #include "strv.h"
 #include "time-util.h"
 
+/* How often a killed exec that has not ended is killed again. */
+#define KEEPER_REKILL_MS 100U
+
 typedef struct Exec {
         uint64_t id;
         int conn_fd; /* the client waiting for the outcome, or -EBADF */
@@ -43,6 +46,7 @@ typedef struct Exec {
         uint64_t pid;              /* its first process in the sandbox (SYNC_OP_STARTED), or 0 */
         uint64_t kill_deadline_ms; /* "kill"'s grace ends: SIGKILL then, or 0 */
         int kill_signal;           /* the signal "kill" sent, or 0 */
+        uint64_t rekill_ms;        /* killed: when to kill again (keeper_loop()) */
         ExecLogPipe logs[2];       /* a detached exec's stdout, stderr (exec-table.h) */
 } Exec;
 
@@ -668,6 +672,9 @@ static void keeper_loop(Keeper *k) {
                                 next = k->execs[i].deadline_ms;
                         if (k->execs[i].kill_deadline_ms && k->execs[i].kill_deadline_ms < next)
                                 next = k->execs[i].kill_deadline_ms;
+                        if ((k->execs[i].timed_out || k->execs[i].killed) &&
+                            k->execs[i].rekill_ms < next)
+                                next = k->execs[i].rekill_ms;
                 }
                 if (k->n_execs == 0 && k->idle_since_ms + idle_ms < next)
                         next = k->idle_since_ms + idle_ms;
@@ -690,6 +697,15 @@ static void keeper_loop(Keeper *k) {
                                 e->kill_deadline_ms = 0;
                                 e->killed = true;
                                 exec_kill(k, e);
+                        }
+                        /* SECURITY: a kill can miss the exec's first process
+                         * while it is not in the exec's cgroup yet (it joins
+                         * it after its fork): again, until it ended, so a
+                         * timeout or a kill right after the start holds. */
+                        if ((e->timed_out || e->killed) && now >= e->rekill_ms) {
+                                if (e->rekill_ms)
+                                        exec_kill(k, e);
+                                e->rekill_ms = now + KEEPER_REKILL_MS;
                         }
                 }
                 /* Output first, so that an exec's end finds its log whole. */
