@@ -7,6 +7,8 @@ root and as the user, through test_serve's server and client."""
 import json
 import secrets
 
+import pytest
+
 from test_serve import create, output_bytes, server  # noqa: F401 (a fixture)
 
 
@@ -94,3 +96,91 @@ def test_process_routes(server):  # noqa: F811
     assert (got["outcome"]["reason"], got["outcome"]["signal"]) == ("killed", 9), got
     assert api.ok("GET", f"/v1/sandboxes/{name}/execs").json == {"execs": []}
     api.ok("DELETE", f"/v1/sandboxes/{name}", status=204)
+
+
+def test_python_client_processes(root_runner):
+    """clients/python's processes(), output(), kill() and wait() against
+    the real server (as root: the client connects as the test's own uid)."""
+    import sys
+
+    from conftest import REPO
+    from test_serve import Server
+
+    sys.path.insert(0, str(REPO / "clients" / "python"))
+    try:
+        import hutch
+        from hutch.client import OutputChunk
+    finally:
+        sys.path.pop(0)
+    srv = Server(root_runner)
+    try:
+        _, path, _ = srv.start()
+        with hutch.Client(socket=path) as c:
+            name = f"py-{secrets.token_hex(3)}"
+            c.create(name)
+            sb = c.sandbox(name)
+            xid = sb.exec_detached(["sh", "-c", "echo hi; echo oops >&2; touch /tmp/up; "
+                                                "while :; do sleep 0.1; done"])
+            assert sb.exec(["sh", "-c", "while [ ! -e /tmp/up ]; do sleep 0.05; done"]).ok
+            assert [p["id"] for p in sb.processes()] == [xid]
+            assert sb.process(xid)["running"] is True
+            chunks = list(sb.output(xid))
+            assert b"".join(x.data for x in chunks if isinstance(x, OutputChunk)
+                            and x.stream == "stdout") == b"hi\n", chunks
+            sb.kill(xid)
+            o = sb.wait(xid)
+            assert (o.reason, o.signal, o.exit_code) == ("killed", 15, 143), o
+            assert sb.processes() == []
+            with pytest.raises(hutch.ApiError) as e:
+                sb.kill(xid)
+            assert "has already ended" in str(e.value)
+            c.delete(name)
+    finally:
+        srv.cleanup()
+
+
+TS_CHECK = """
+import { HutchClient } from %(index)s;
+const c = new HutchClient({ socket: process.argv[2] });
+const sb = await c.create(process.argv[3]);
+const id = await sb.execDetached(["sh", "-c",
+  "echo hi; echo oops >&2; touch /tmp/up; while :; do sleep 0.1; done"]);
+await sb.exec(["sh", "-c", "while [ ! -e /tmp/up ]; do sleep 0.05; done"]);
+const procs = await sb.processes();
+const out = [];
+for await (const ev of sb.output(id)) if (ev.stream) out.push([ev.stream, ev.data.toString()]);
+await sb.kill(id, { signal: "KILL" });
+const o = await sb.wait(id);
+let refused = null;
+try { await sb.kill(id); } catch (e) { refused = e.message; }
+await sb.delete();
+console.log(JSON.stringify({ ids: procs.map((p) => p.id), id, out, exitCode: o.exitCode, refused }));
+"""
+
+
+def test_typescript_client_processes(root_runner, tmp_path):
+    """clients/typescript's processes(), output(), kill() and wait()."""
+    import shutil
+    import subprocess
+
+    from conftest import REPO
+    from test_serve import Server
+
+    node = shutil.which("node")
+    if not node:
+        pytest.fail("needs node (tools/deps.sh installs nodejs)")
+    script = tmp_path / "check.mjs"
+    index = json.dumps((REPO / "clients" / "typescript" / "index.js").as_uri())
+    script.write_text(TS_CHECK % {"index": index})
+    srv = Server(root_runner)
+    try:
+        _, path, _ = srv.start()
+        r = subprocess.run([node, str(script), path, f"ts-{secrets.token_hex(3)}"],
+                           capture_output=True, text=True, timeout=120)
+    finally:
+        srv.cleanup()
+    assert r.returncode == 0, r.stderr
+    got = json.loads(r.stdout)
+    assert got["ids"] == [got["id"]], got
+    assert ["stdout", "hi\n"] in got["out"] and ["stderr", "oops\n"] in got["out"], got
+    assert got["exitCode"] == 137 and "has already ended" in got["refused"], got
