@@ -113,8 +113,7 @@ static int answer_list(const ExecTableOps *ops, void *keeper, KeeperConn *c) {
 }
 
 /* The answer for exec @id that does not run (@op: kill, wait or output). */
-static int answer_not_running(const KeeperConfig *cfg, KeeperConn *c, uint64_t id, const char *op,
-                              bool follow) {
+static int answer_not_running(const KeeperConfig *cfg, KeeperConn *c, uint64_t id, const char *op) {
         _cleanup_free_ char *outcome = NULL;
         int exit_code = 0, r;
 
@@ -152,7 +151,6 @@ static int answer_not_running(const KeeperConfig *cfg, KeeperConn *c, uint64_t i
                                        fds, 2);
                 (void)close(fds[0]);
                 (void)close(fds[1]);
-                (void)follow;
                 return -ECONNRESET;
         }
 }
@@ -172,7 +170,7 @@ int exec_table_handle(const ExecTableOps *ops, void *keeper, const KeeperConfig 
         }
         id = (uint64_t)json_integer_value(id_j);
         if (!find_row(ops, keeper, id, &row))
-                return answer_not_running(cfg, c, id, op, follow);
+                return answer_not_running(cfg, c, id, op);
 
         if (strcmp(op, "kill") == 0) {
                 json_t *sig_j = json_object_get(req, "signal");
