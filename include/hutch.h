@@ -129,6 +129,48 @@ typedef struct hutch_exec_options {
  * sandbox's logs) and @ret is left untouched. */
 int hutch_exec(const char *name, const hutch_exec_options *o, hutch_outcome *ret, hutch_error *err);
 
+/* ---- the execs of a sandbox as processes (docs/processes.md) ----
+ * Every exec has an id (> 0). None of these starts a stopped sandbox:
+ * -ENOENT for an exec id that never was, -ESRCH for signalling one that
+ * has ended ("exec 7 has already ended (exit 0)"). */
+
+/* Runs @o's command in the background (whatever o->detach says): returns
+ * once it started, with its exec id in @ret_id (may be NULL). Its stdout
+ * and stderr go to the sandbox's log files (o->stdout_fd and o->stderr_fd
+ * are not used): 8 MiB of each kept, the head (hutch_exec_output()). */
+int hutch_exec_detached(const char *name, const hutch_exec_options *o, uint64_t *ret_id,
+                        hutch_error *err);
+
+typedef struct hutch_exec_info {
+        uint64_t id;
+        char **argv; /* NULL-terminated */
+        uint64_t start_ms;
+        int pid; /* its first process as the sandbox sees it; 0: not known yet */
+        bool detached;
+} hutch_exec_info;
+
+/* The running execs of sandbox @name (none for a stopped one); free with
+ * hutch_exec_list_free(). */
+int hutch_exec_list(const char *name, hutch_exec_info **ret, size_t *ret_n, hutch_error *err);
+void hutch_exec_list_free(hutch_exec_info *l, size_t n);
+
+/* Sends @sig to exec @id's command; unless @sig is SIGKILL and @grace_ms
+ * is 0, everything the exec started is killed @grace_ms later if it still
+ * runs (10000 as `hutch kill`; 0: never). Returns at once: wait for the end
+ * with hutch_exec_wait(). */
+int hutch_exec_signal(const char *name, uint64_t id, int sig, uint64_t grace_ms, hutch_error *err);
+
+/* Waits for exec @id to end (at once for one that did) and fills @ret
+ * with its outcome (release with hutch_outcome_done()). */
+int hutch_exec_wait(const char *name, uint64_t id, hutch_outcome *ret, hutch_error *err);
+
+/* Writes detached exec @id's output so far, its stdout to @stdout_fd and
+ * its stderr to @stderr_fd (-1: discarded; blocking writes); with
+ * @follow, goes on as it writes until it ends (or the sandbox stops).
+ * -ENOENT for an exec that was not detached. */
+int hutch_exec_output(const char *name, uint64_t id, bool follow, int stdout_fd, int stderr_fd,
+                      hutch_error *err);
+
 typedef struct hutch_sandbox_info {
         char name[64];
         char id[17];

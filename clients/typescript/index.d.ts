@@ -123,6 +123,23 @@ export class HutchClient {
   diff(name: string): Promise<Change[]>;
   apply(name: string, opts?: { paths?: string[]; force?: boolean }): Promise<unknown>;
   audit(name: string, opts?: { limit?: number }): Promise<Record<string, unknown>[]>;
+  /** The running execs (docs/processes.md). */
+  processes(name: string): Promise<ProcessInfo[]>;
+  /** A running exec, or {id, running: false, outcome} of one that ended. */
+  process(name: string, id: number): Promise<ProcessInfo | { id: number; running: false; outcome: Record<string, unknown> }>;
+  wait(name: string, id: number): Promise<Outcome>;
+  kill(name: string, id: number, opts?: { signal?: string; graceMs?: number }): Promise<void>;
+  output(name: string, id: number, opts?: { follow?: boolean }): AsyncGenerator<StreamEvent>;
+}
+
+export interface ProcessInfo {
+  id: number;
+  argv: string[];
+  start_ms: number;
+  /** Its first process as the sandbox sees it (0: not known yet). */
+  pid: number;
+  detached: boolean;
+  running: true;
 }
 
 export class Sandbox {
@@ -146,6 +163,11 @@ export class Sandbox {
   diff(): Promise<Change[]>;
   apply(opts?: { paths?: string[]; force?: boolean }): Promise<unknown>;
   audit(opts?: { limit?: number }): Promise<Record<string, unknown>[]>;
+  processes(): Promise<ProcessInfo[]>;
+  process(id: number): Promise<ProcessInfo | { id: number; running: false; outcome: Record<string, unknown> }>;
+  wait(id: number): Promise<Outcome>;
+  kill(id: number, opts?: { signal?: string; graceMs?: number }): Promise<void>;
+  output(id: number, opts?: { follow?: boolean }): AsyncGenerator<StreamEvent>;
   stop(): Promise<void>;
   delete(): Promise<void>;
 }

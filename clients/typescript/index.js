@@ -349,6 +349,46 @@ export class HutchClient {
   async audit(name, { limit } = {}) {
     return (await this.#request("GET", HutchClient.#sb(name, "/audit"), { query: { limit } })).entries;
   }
+
+  // The execs as processes (docs/processes.md).
+  async processes(name) {
+    return (await this.#request("GET", HutchClient.#sb(name, "/execs"))).execs;
+  }
+  process(name, id) {
+    return this.#request("GET", HutchClient.#sb(name, `/execs/${Number(id)}`));
+  }
+  /** Resolves to the exec's outcome once it ended. */
+  async wait(name, id) {
+    const a = await this.#request("GET", HutchClient.#sb(name, `/execs/${Number(id)}`),
+                                  { query: { wait: 1 } });
+    return outcomeOf(a.outcome);
+  }
+  /** As `hutch kill`: without signal, TERM then KILL after graceMs (default
+   * 10000); with it, that signal only unless graceMs is given. */
+  async kill(name, id, { signal, graceMs } = {}) {
+    const body = {};
+    if (signal != null) body.signal = String(signal);
+    if (graceMs != null) body.grace_ms = graceMs;
+    await this.#request("POST", HutchClient.#sb(name, `/execs/${Number(id)}/signal`), { body });
+  }
+  /** Yields {stream, data: Buffer} of a detached exec's output; with
+   * follow, as it is written, then {outcome} when it ended. */
+  async *output(name, id, { follow = false } = {}) {
+    const { res, req } = await this.#request("GET", HutchClient.#sb(name, `/execs/${Number(id)}/output`),
+                                             { query: { follow: follow ? 1 : null }, stream: true });
+    const rl = readline.createInterface({ input: res, crlfDelay: Infinity });
+    try {
+      for await (const line of rl) {
+        if (!line) continue;
+        const ev = JSON.parse(line);
+        if (ev.stream) yield { stream: ev.stream, data: decode(ev.data, ev.encoding) };
+        else if (ev.outcome) { yield { outcome: outcomeOf(ev.outcome) }; return; }
+      }
+    } finally {
+      rl.close();
+      req.destroy();
+    }
+  }
 }
 
 /** One sandbox of a client: its calls without the name. */
@@ -374,6 +414,11 @@ export class Sandbox {
   diff() { return this.client.diff(this.name); }
   apply(opts) { return this.client.apply(this.name, opts); }
   audit(opts) { return this.client.audit(this.name, opts); }
+  processes() { return this.client.processes(this.name); }
+  process(id) { return this.client.process(this.name, id); }
+  wait(id) { return this.client.wait(this.name, id); }
+  kill(id, opts) { return this.client.kill(this.name, id, opts); }
+  output(id, opts) { return this.client.output(this.name, id, opts); }
   stop() { return this.client.stop(this.name); }
   delete() { return this.client.delete(this.name); }
 }

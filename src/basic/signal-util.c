@@ -7,13 +7,18 @@
 #include "parse-util.h"
 #include "signal-util.h"
 
-void signals_reset_default(void) {
+void signals_reset_dispositions(void) {
         struct sigaction dfl = {.sa_handler = SIG_DFL};
-        sigset_t none;
 
         for (int sig = 1; sig < NSIG; sig++)
                 if (sig != SIGKILL && sig != SIGSTOP)
                         (void)sigaction(sig, &dfl, NULL);
+}
+
+void signals_reset_default(void) {
+        sigset_t none;
+
+        signals_reset_dispositions();
         sigemptyset(&none);
         (void)sigprocmask(SIG_SETMASK, &none, NULL);
 }

@@ -9,6 +9,8 @@
 
 /* Sets every signal's disposition to SIG_DFL and unblocks all signals. */
 void signals_reset_default(void);
+/* Only the dispositions: the mask stays as it is. */
+void signals_reset_dispositions(void);
 
 /* Whether @name is "@prefix<pid>-..." for a process that no longer exists
  * (kill(pid, 0) fails with ESRCH): what a supervisor killed with SIGKILL

@@ -25,3 +25,6 @@ int verb_serve(int argc, char **argv);
 int verb_keeper(int argc, char **argv);
 int verb_mcp(int argc, char **argv);
 int verb_image(int argc, char **argv);
+int verb_ps(int argc, char **argv);
+int verb_kill(int argc, char **argv);
+int verb_wait(int argc, char **argv);

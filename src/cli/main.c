@@ -50,10 +50,14 @@ static const char usage_stop[] = "usage: hutch stop NAME\n\n"
 static const char usage_rm[] = "usage: hutch rm [--force] NAME\n\n"
                                "Removes the sandbox NAME and its files.\n"
                                "  --force  also when it is running (it is stopped first)\n";
-static const char usage_logs[] = "usage: hutch logs NAME [--json | --exec ID | --audit]\n\n"
+static const char usage_logs[] = "usage: hutch logs NAME [--json | --exec ID [--follow] | "
+                                 "--audit]\n\n"
                                  "Shows the sandbox's exec history.\n"
                                  "  --json     the history as JSON\n"
-                                 "  --exec ID  the output of the detached exec ID\n"
+                                 "  --exec ID  the output of the detached exec ID (its stdout "
+                                 "to stdout,\n"
+                                 "             its stderr to stderr)\n"
+                                 "  -f, --follow  with --exec: go on printing until it ends\n"
                                  "  --audit    the proxy's decisions (JSON lines)\n";
 static const char usage_diff[] =
         "usage: hutch diff NAME [--stat | --name-status | --json] [PATH...]\n\n"
@@ -67,6 +71,16 @@ static const char usage_apply[] =
         "  --force  also over host files that changed since the sandbox was created\n"
         "  --modes  also add group/other write and the sticky bit the sandbox set\n"
         "           (without it they are kept as on the host, and each is said)\n";
+static const char usage_ps[] =
+        "usage: hutch ps NAME [--json]\n\n"
+        "Lists the execs running in the sandbox NAME: ID, PID (inside the sandbox), STARTED,\n"
+        "MODE (detached or attached) and COMMAND.\n"
+        "  --json  one JSON array of {id, argv, start_ms, pid, detached}\n";
+static const char usage_wait[] =
+        "usage: hutch wait NAME ID [--json]\n\n"
+        "Waits for the exec ID of the sandbox NAME to end (at once for one that ended)\n"
+        "and prints its exit code (128+N for signal N).\n"
+        "  --json  the whole outcome as JSON instead\n";
 static const char usage_gc[] = "usage: hutch gc\n\n"
                                "Removes the leftovers of interrupted commands (cgroups, mounts, "
                                "temporary directories).\n";
@@ -92,6 +106,10 @@ static const struct {
         {"diff", verb_diff, "what a sandbox changed in its overlay workspace", usage_diff, false},
         {"apply", verb_apply, "write a sandbox's workspace changes back to the host", usage_apply,
          false},
+        {"ps", verb_ps, "list the running execs of a sandbox", usage_ps, false},
+        {"kill", verb_kill, "end (or signal) an exec of a sandbox", NULL, false},
+        {"wait", verb_wait, "wait for an exec of a sandbox to end and print its exit code",
+         usage_wait, false},
         {"gc", verb_gc, "remove leftovers of interrupted commands", usage_gc, false},
         {"mcp", verb_mcp, "serve one sandbox's tools over the Model Context Protocol (stdio)", NULL,
          false},

@@ -8,12 +8,17 @@
  * errors (the model can read it and correct itself), and is found before
  * anything touches the store. */
 #include <errno.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "api/persist.h"
+#include "api/processes.h"
 #include "capture.h"
+#include "fd-util.h"
 #include "hutch-error.h"
 #include "log.h"
 #include "mcp-util.h"
@@ -37,6 +42,7 @@ typedef enum McpArgType {
 typedef struct McpArgs {
         json_t *command, *cwd, *timeout, *env, *path, *content, *name;
         json_t *parents, *recursive, *to, *replace;
+        json_t *detach, *id, *signal, *grace; /* the processes' tools */
 } McpArgs;
 
 typedef struct McpArgSpec {
@@ -79,6 +85,29 @@ static const McpArgSpec exec_args[] = {
             "\"propertyNames\":{\"pattern\":\"^[A-Za-z_][A-Za-z0-9_]*$\"},\"maxProperties\":256,"
             "\"description\":\"Environment variables for this command only, over the "
             "sandbox's\"}"),
+        ARG("detach", MCP_ARG_BOOL, false, detach,
+            "{\"type\":\"boolean\",\"description\":\"Run it in the background (a server): "
+            "return at once with its id, for list_processes, read_output and kill_process "
+            "(no timeout unless one is given)\"}"),
+};
+
+#define PROCESS_ID_SCHEMA                                                                          \
+        "{\"type\":\"integer\",\"minimum\":1,\"description\":\"The process's id (exec with "       \
+        "detach, or list_processes)\"}"
+
+static const McpArgSpec read_output_args[] = {
+        ARG("id", MCP_ARG_NUMBER, true, id, PROCESS_ID_SCHEMA),
+};
+
+static const McpArgSpec kill_process_args[] = {
+        ARG("id", MCP_ARG_NUMBER, true, id, PROCESS_ID_SCHEMA),
+        ARG("signal", MCP_ARG_STRING, false, signal,
+            "{\"type\":\"string\",\"description\":\"The signal sent first: TERM (the default), "
+            "INT, HUP, KILL, ...\"}"),
+        ARG("grace", MCP_ARG_NUMBER, false, grace,
+            "{\"type\":\"number\",\"minimum\":0,\"maximum\":300,\"description\":\"Seconds "
+            "after which it and everything it started are killed (SIGKILL) if it still runs "
+            "(default 10)\"}"),
 };
 
 #define PATH_SCHEMA(what)                                                                          \
@@ -382,6 +411,30 @@ static json_t *exec_result(const McpServer *s, const hutch_outcome *o, const Cap
         return tool_result(s, r, NULL);
 }
 
+/* exec with detach: its id, at once. */
+static json_t *exec_detached(McpServer *s, char **argv, char **env, const char *cwd,
+                             uint64_t timeout_ms) {
+        hutch_exec_options opts = {
+                .argv = argv,
+                .env = env,
+                .cwd = cwd,
+                .timeout_ms = timeout_ms,
+                .stdin_fd = -1,
+                .stdout_fd = -1,
+                .stderr_fd = -1,
+        };
+        hutch_error herr = {};
+        uint64_t id = 0;
+        int r;
+
+        r = hutch_exec_detached(s->name, &opts, &id, &herr);
+        if (r < 0) {
+                sandbox_recheck(s, r);
+                return tool_error("exec: %s", err_text(&herr, r));
+        }
+        return tool_result(s, json_pack("{s:I,s:b}", "id", (json_int_t)id, "detached", 1), NULL);
+}
+
 static json_t *tool_exec(McpServer *s, const McpArgs *a) {
         _cleanup_free_ char *cwd = NULL, *abs_cwd = NULL;
         _cleanup_strv_free_ char **env = NULL;
@@ -430,8 +483,10 @@ static json_t *tool_exec(McpServer *s, const McpArgs *a) {
                 if (r < 0)
                         return tool_error("exec: %s", strerror(-r));
         }
-        if (!timeout_ms && !s->has_timeout)
+        if (!timeout_ms && !s->has_timeout && !json_is_true(a->detach))
                 timeout_ms = MCP_TIMEOUT_DEFAULT_S * 1000U;
+        if (json_is_true(a->detach))
+                return exec_detached(s, argv, env, abs_cwd ? abs_cwd : cwd, timeout_ms);
 
         r = output_capture_start(MCP_OUTPUT_MAX, &cap);
         if (r < 0)
@@ -751,6 +806,145 @@ static json_t *tool_restore(McpServer *s, const McpArgs *a) {
         return tool_result(s, json_pack("{s:O,s:s}", "name", a->name, "snapshot", full), NULL);
 }
 
+/* ---- processes (docs/processes.md) ---- */
+
+/* The process id argument: a whole number >= 1. */
+static json_t *id_arg(const char *tool, json_t *v, uint64_t *ret) {
+        double d = json_number_value(v);
+
+        if (!(d >= 1 && d <= 9007199254740991.0) || d != (double)(uint64_t)d)
+                return tool_error("%s: 'id' must be a whole number of at least 1", tool);
+        *ret = (uint64_t)d;
+        return NULL;
+}
+
+static json_t *tool_list_processes(McpServer *s, const McpArgs *a) {
+        hutch_exec_info *l = NULL;
+        hutch_error herr = {};
+        json_t *arr;
+        size_t n = 0;
+        int r;
+
+        (void)a;
+        r = hutch_exec_list(s->name, &l, &n, &herr);
+        if (r < 0)
+                return tool_error("list_processes: %s", err_text(&herr, r));
+        arr = json_array();
+        for (size_t i = 0; arr && i < n; i++) {
+                json_t *argv = json_array();
+
+                for (size_t j = 0; argv && l[i].argv[j]; j++)
+                        (void)json_array_append_new(
+                                argv, json_string_lossy(l[i].argv[j], strlen(l[i].argv[j])));
+                (void)json_array_append_new(
+                        arr, json_pack("{s:I,s:o,s:i,s:I,s:b}", "id", (json_int_t)l[i].id, "argv",
+                                       argv ? argv : json_array(), "pid", l[i].pid, "start_ms",
+                                       (json_int_t)l[i].start_ms, "detached", l[i].detached));
+        }
+        hutch_exec_list_free(l, n);
+        return tool_result(s, arr ? json_pack("{s:o}", "processes", arr) : NULL, NULL);
+}
+
+/* The last @max bytes of memfd @fd; @ret_cut: bytes before them were
+ * left out. NULL on failure. */
+static char *memfd_tail(int fd, size_t max, size_t *ret_len, bool *ret_cut) {
+        off_t size = lseek(fd, 0, SEEK_END);
+        off_t from = size > (off_t)max ? size - (off_t)max : 0;
+        size_t len = size > 0 ? (size_t)(size - from) : 0;
+        char *buf = size >= 0 ? malloc(len + 1) : NULL;
+        ssize_t n;
+
+        if (!buf)
+                return NULL;
+        n = len ? pread(fd, buf, len, from) : 0;
+        if (n < 0) {
+                free(buf);
+                return NULL;
+        }
+        buf[n] = '\0';
+        *ret_len = (size_t)n;
+        *ret_cut = from > 0;
+        return buf;
+}
+
+static json_t *tool_read_output(McpServer *s, const McpArgs *a) {
+        _cleanup_close_ int out_fd = -EBADF, err_fd = -EBADF;
+        _cleanup_free_ char *out = NULL, *err = NULL;
+        hutch_exec_info *l = NULL;
+        hutch_error herr = {};
+        size_t out_len = 0, err_len = 0, n = 0;
+        bool out_cut = false, err_cut = false, running = false;
+        hutch_outcome o = {.exit_code = -1};
+        uint64_t id = 0;
+        json_t *res;
+        int r;
+
+        res = id_arg("read_output", a->id, &id);
+        if (res)
+                return res;
+        out_fd = memfd_create("hutch-output", MFD_CLOEXEC);
+        err_fd = memfd_create("hutch-output", MFD_CLOEXEC);
+        if (out_fd < 0 || err_fd < 0)
+                return tool_error("read_output: %s", strerror(errno));
+        /* Whether it runs, before its output is read: one seen ended has
+         * written all it will. */
+        r = hutch_exec_list(s->name, &l, &n, &herr);
+        for (size_t i = 0; r >= 0 && i < n; i++)
+                running = running || l[i].id == id;
+        hutch_exec_list_free(l, n);
+        if (r >= 0)
+                r = hutch_exec_output(s->name, id, false, out_fd, err_fd, &herr);
+        if (r < 0)
+                return tool_error("read_output: %s", err_text(&herr, r));
+        out = memfd_tail(out_fd, MCP_OUTPUT_MAX, &out_len, &out_cut);
+        err = memfd_tail(err_fd, MCP_OUTPUT_MAX, &err_len, &err_cut);
+        if (!out || !err)
+                return tool_error("read_output: out of memory");
+        if (!running && hutch_exec_wait(s->name, id, &o, &herr) < 0)
+                o = (hutch_outcome){.exit_code = -1};
+        res = json_pack("{s:I,s:b,s:o,s:o,s:b,s:b,s:o}", "id", (json_int_t)id, "running", running,
+                        "stdout", json_string_lossy(out, out_len), "stderr",
+                        json_string_lossy(err, err_len), "stdout_cut", out_cut, "stderr_cut",
+                        err_cut, "exit_code",
+                        running || o.exit_code < 0 ? json_null() : json_integer(o.exit_code));
+        hutch_outcome_done(&o);
+        return tool_result(s, res, NULL);
+}
+
+static json_t *tool_kill_process(McpServer *s, const McpArgs *a) {
+        const char *sig_name = a->signal ? json_string_value(a->signal) : "TERM";
+        double grace = a->grace ? json_number_value(a->grace) : 10.0;
+        hutch_outcome o = {};
+        hutch_error herr = {};
+        uint64_t id = 0;
+        json_t *res;
+        int r, sig;
+
+        res = id_arg("kill_process", a->id, &id);
+        if (res)
+                return res;
+        sig = persist_signal_parse(sig_name);
+        if (sig < 0)
+                return tool_error("kill_process: invalid signal '%s' (TERM, INT, HUP, KILL, ...)",
+                                  sig_name);
+        if (!(grace >= 0 && grace <= 300))
+                return tool_error("kill_process: 'grace' must be 0 to 300 seconds");
+        /* No grace: SIGKILL at once. */
+        if (grace == 0)
+                sig = SIGKILL;
+        r = hutch_exec_signal(s->name, id, sig, sig == SIGKILL ? 0 : (uint64_t)(grace * 1000.0),
+                              &herr);
+        if (r >= 0)
+                r = hutch_exec_wait(s->name, id, &o, &herr);
+        if (r < 0)
+                return tool_error("kill_process: %s", err_text(&herr, r));
+        res = json_pack("{s:I,s:i,s:o,s:s}", "id", (json_int_t)id, "exit_code", o.exit_code,
+                        "signal", o.signal > 0 ? json_integer(o.signal) : json_null(), "reason",
+                        o.reason);
+        hutch_outcome_done(&o);
+        return tool_result(s, res, NULL);
+}
+
 /* ---- the table ---- */
 
 static const char exec_output[] =
@@ -767,9 +961,36 @@ static const char exec_output[] =
         "\"stderr_truncated\":{\"type\":\"boolean\"},"
         "\"wall_ms\":{\"type\":\"integer\"},\"cpu_ms\":{\"type\":\"integer\"},"
         "\"mem_peak_bytes\":{\"type\":\"integer\"},"
-        "\"outcome\":{\"type\":\"object\",\"description\":\"hutch's whole outcome record\"}},"
-        "\"required\":[\"exit_code\",\"signal\",\"reason\",\"stdout\",\"stderr\","
-        "\"stdout_truncated\",\"stderr_truncated\",\"wall_ms\",\"cpu_ms\",\"mem_peak_bytes\"]}";
+        "\"outcome\":{\"type\":\"object\",\"description\":\"hutch's whole outcome record\"},"
+        "\"id\":{\"type\":\"integer\",\"description\":\"detach: the process's id\"},"
+        "\"detached\":{\"type\":\"boolean\"}},"
+        "\"anyOf\":[{\"required\":[\"exit_code\",\"signal\",\"reason\",\"stdout\",\"stderr\","
+        "\"stdout_truncated\",\"stderr_truncated\",\"wall_ms\",\"cpu_ms\",\"mem_peak_bytes\"]},"
+        "{\"required\":[\"id\",\"detached\"]}]}";
+
+static const char list_processes_output[] =
+        "{\"type\":\"object\",\"properties\":{\"processes\":{\"type\":\"array\",\"items\":"
+        "{\"type\":\"object\",\"properties\":{\"id\":{\"type\":\"integer\"},\"argv\":"
+        "{\"type\":\"array\",\"items\":{\"type\":\"string\"}},\"pid\":{\"type\":\"integer\"},"
+        "\"start_ms\":{\"type\":\"integer\"},\"detached\":{\"type\":\"boolean\"}},"
+        "\"required\":[\"id\",\"argv\",\"pid\",\"start_ms\",\"detached\"]}}},"
+        "\"required\":[\"processes\"]}";
+
+static const char read_output_output[] =
+        "{\"type\":\"object\",\"properties\":{\"id\":{\"type\":\"integer\"},"
+        "\"running\":{\"type\":\"boolean\"},\"stdout\":{\"type\":\"string\"},"
+        "\"stderr\":{\"type\":\"string\"},\"stdout_cut\":{\"type\":\"boolean\","
+        "\"description\":\"only the last 1 MiB is shown\"},\"stderr_cut\":{\"type\":"
+        "\"boolean\"},\"exit_code\":{\"type\":[\"integer\",\"null\"],\"description\":"
+        "\"null while it runs\"}},"
+        "\"required\":[\"id\",\"running\",\"stdout\",\"stderr\",\"stdout_cut\",\"stderr_cut\","
+        "\"exit_code\"]}";
+
+static const char kill_process_output[] =
+        "{\"type\":\"object\",\"properties\":{\"id\":{\"type\":\"integer\"},"
+        "\"exit_code\":{\"type\":\"integer\"},\"signal\":{\"type\":[\"integer\",\"null\"]},"
+        "\"reason\":{\"type\":\"string\"}},\"required\":[\"id\",\"exit_code\",\"signal\","
+        "\"reason\"]}";
 
 static const char read_file_output[] =
         "{\"type\":\"object\",\"properties\":{\"path\":{\"type\":\"string\"},"
@@ -898,6 +1119,32 @@ static const McpTool tools[] = {
          .output_schema = restore_output,
          .destructive = true,
          .run = tool_restore},
+        {.name = "list_processes",
+         .title = "List the processes running in the sandbox",
+         .description = "Lists the commands running in the sandbox (those started with exec's "
+                        "detach, and others running now) with their id, argv, pid and start "
+                        "time.",
+         .output_schema = list_processes_output,
+         .read_only = true,
+         .run = tool_list_processes},
+        {.name = "read_output",
+         .title = "Read a background process's output",
+         .description = "Returns what a process started with exec's detach wrote so far (the "
+                        "last 1 MiB of its stdout and of its stderr), whether it still runs, and "
+                        "its exit code once it ended.",
+         ARGS(read_output_args),
+         .output_schema = read_output_output,
+         .read_only = true,
+         .run = tool_read_output},
+        {.name = "kill_process",
+         .title = "End a process in the sandbox",
+         .description = "Sends the process a signal (TERM by default) and, if it still runs "
+                        "after the grace (10 s by default), kills it and everything it started; "
+                        "returns once it ended, with its exit code.",
+         ARGS(kill_process_args),
+         .output_schema = kill_process_output,
+         .destructive = true,
+         .run = tool_kill_process},
 };
 
 const McpTool *mcp_tool_find(const char *name) {

@@ -579,9 +579,8 @@ int verb_logs(int argc, char **argv) {
         _cleanup_(store_freep) Store *s = NULL;
         _cleanup_(sandbox_record_freep) SandboxRecord *rec = NULL;
         _cleanup_free_ char *path = NULL, *text = NULL;
-        _cleanup_close_ int hold = -EBADF;
         const char *name = NULL, *exec_id = NULL;
-        bool as_json = false, audit = false;
+        bool as_json = false, audit = false, follow = false;
         int r;
 
         for (int i = 1; i < argc; i++) {
@@ -591,54 +590,35 @@ int verb_logs(int argc, char **argv) {
                         audit = true;
                 else if (strcmp(argv[i], "--exec") == 0 && i + 1 < argc)
                         exec_id = argv[++i];
+                else if (strcmp(argv[i], "--follow") == 0 || strcmp(argv[i], "-f") == 0)
+                        follow = true;
                 else if (!name && argv[i][0] != '-')
                         name = argv[i];
                 else {
-                        log_error("usage: hutch logs NAME [--json | --exec ID | --audit]");
+                        log_error("usage: hutch logs NAME [--json | --exec ID [--follow] | "
+                                  "--audit]");
                         return HUTCH_EXIT_FAILURE;
                 }
         }
-        if (!name) {
-                log_error("usage: hutch logs NAME [--json | --exec ID | --audit]");
+        if (!name || (follow && !exec_id)) {
+                log_error("usage: hutch logs NAME [--json | --exec ID [--follow] | --audit]");
                 return HUTCH_EXIT_FAILURE;
         }
+        /* A detached exec's output: stdout to stdout, stderr to stderr
+         * (docs/processes.md). */
+        if (exec_id)
+                return procs_print_output(name, exec_id, follow);
         r = persist_open(name, &s, &rec);
         if (r != 0)
                 return r;
-        if (exec_id || audit) {
-                char sub[64];
-                uint64_t id;
-
-                if (exec_id && safe_atou64(exec_id, &id) < 0) {
-                        log_error("invalid exec id '%s'", exec_id);
-                        return HUTCH_EXIT_FAILURE;
-                }
-                if (exec_id && rec->disk_limit != 0) {
-                        /* In its disk image, with data/. */
-                        HutchError err = {};
-
-                        r = persist_data_open(s, rec, false, &hold, &err);
-                        if (r < 0)
-                                return fail(&err, r);
-                        (void)snprintf(sub, sizeof(sub), "data/logs/exec-%llu.log",
-                                       (unsigned long long)id);
-                        r = store_sandbox_data_path(s, rec, sub, &path);
-                } else {
-                        if (exec_id)
-                                (void)snprintf(sub, sizeof(sub), "logs/exec-%llu.log",
-                                               (unsigned long long)id);
-                        else
-                                (void)snprintf(sub, sizeof(sub), "audit.jsonl");
-                        r = store_sandbox_path(s, rec->name, sub, &path);
-                }
-                if (r < 0)
+        if (audit) {
+                if (store_sandbox_path(s, rec->name, "audit.jsonl", &path) < 0)
                         return log_oom();
                 r = cat_file(path);
-                if (r == -ENOENT && audit)
+                if (r == -ENOENT)
                         return 0; /* no network requests yet */
                 if (r < 0) {
-                        log_error("no %s for sandbox '%s'", exec_id ? "such exec log" : "audit log",
-                                  rec->name);
+                        log_error("no audit log for sandbox '%s'", rec->name);
                         return HUTCH_EXIT_FAILURE;
                 }
                 return 0;

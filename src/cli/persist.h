@@ -12,3 +12,6 @@ int persist_open(const char *name, Store **ret_store, SandboxRecord **ret_rec);
 
 /* "YYYY-MM-DD HH:MM:SS" (local time) of @ms since the epoch, or "-" for 0. */
 void persist_format_time(uint64_t ms, char *buf, size_t size);
+
+/* `hutch logs NAME --exec ID [--follow]` (procs.c): an exit code. */
+int procs_print_output(const char *name, const char *exec_id, bool follow);

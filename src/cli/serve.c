@@ -58,6 +58,8 @@ static const char *const query_path[] = {"path", NULL};
 static const char *const query_path_mode[] = {"path", "mode", "parents", NULL};
 static const char *const query_path_list[] = {"path", "recursive", "depth", NULL};
 static const char *const query_limit[] = {"limit", NULL};
+static const char *const query_wait[] = {"wait", NULL};
+static const char *const query_follow[] = {"follow", NULL};
 
 /* The dispatch table. GET /v1/routes lists it, and tests/integration/
  * test_serve.py checks it against docs/api.yaml both ways. */
@@ -96,6 +98,14 @@ static const Route routes[] = {
         {EVHTTP_REQ_POST, "/v1/sandboxes/{name}/apply", serve_apply, BODY_JSON, SERVE_JSON_BODY_MAX,
          NULL, true},
         {EVHTTP_REQ_GET, "/v1/sandboxes/{name}/audit", serve_audit, BODY_NONE, 0, query_limit},
+        /* docs/processes.md (serve-execs.c) */
+        {EVHTTP_REQ_GET, "/v1/sandboxes/{name}/execs", serve_execs_list, BODY_NONE, 0, NULL},
+        {EVHTTP_REQ_GET, "/v1/sandboxes/{name}/execs/{exec}", serve_exec_get, BODY_NONE, 0,
+         query_wait, true},
+        {EVHTTP_REQ_POST, "/v1/sandboxes/{name}/execs/{exec}/signal", serve_exec_signal, BODY_JSON,
+         SERVE_JSON_BODY_MAX, NULL},
+        {EVHTTP_REQ_GET, "/v1/sandboxes/{name}/execs/{exec}/output", serve_exec_output, BODY_NONE,
+         0, query_follow},
         {EVHTTP_REQ_GET, "/v1/snapshots", serve_snapshot_list, BODY_NONE, 0, NULL},
         {EVHTTP_REQ_DELETE, "/v1/snapshots/{snapshot}", serve_snapshot_delete, BODY_NONE, 0, NULL,
          true},

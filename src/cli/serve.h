@@ -174,3 +174,9 @@ void serve_snapshot_delete(ServeCtx *c);
 void serve_diff(ServeCtx *c);
 void serve_apply(ServeCtx *c);
 void serve_audit(ServeCtx *c);
+
+/* serve-execs.c: the execs as processes (docs/processes.md) */
+void serve_execs_list(ServeCtx *c);
+void serve_exec_get(ServeCtx *c);
+void serve_exec_signal(ServeCtx *c);
+void serve_exec_output(ServeCtx *c);

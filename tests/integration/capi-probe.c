@@ -267,6 +267,67 @@ int main(int argc, char **argv) {
                 hutch_outcome_done(&out);
                 return 0;
         }
+        if (strcmp(verb, "exec-detached") == 0 && argc >= 5 && strcmp(argv[3], "--") == 0) {
+                /* exec-detached NAME -- CMD...: {"id":N} */
+                hutch_exec_options o = {.argv = argv + 4, .stdin_fd = -1};
+                uint64_t id = 0;
+
+                r = hutch_exec_detached(argv[2], &o, &id, &err);
+                if (r < 0)
+                        return failed(r, &err);
+                printf("{\"id\":%llu}\n", (unsigned long long)id);
+                return 0;
+        }
+        if (strcmp(verb, "exec-list") == 0 && argc == 3) {
+                hutch_exec_info *l = NULL;
+                size_t n = 0;
+
+                r = hutch_exec_list(argv[2], &l, &n, &err);
+                if (r < 0)
+                        return failed(r, &err);
+                printf("[");
+                for (size_t i = 0; i < n; i++) {
+                        printf("%s{\"id\":%llu,\"pid\":%d,\"start_ms\":%llu,\"detached\":%s,"
+                               "\"argv\":[",
+                               i ? "," : "", (unsigned long long)l[i].id, l[i].pid,
+                               (unsigned long long)l[i].start_ms, l[i].detached ? "true" : "false");
+                        for (size_t j = 0; l[i].argv[j]; j++) {
+                                printf("%s", j ? "," : "");
+                                json_str(l[i].argv[j]);
+                        }
+                        printf("]}");
+                }
+                printf("]\n");
+                hutch_exec_list_free(l, n);
+                return 0;
+        }
+        if (strcmp(verb, "exec-signal") == 0 && argc == 6) {
+                /* exec-signal NAME ID SIGNAL GRACE_MS */
+                r = hutch_exec_signal(argv[2], (uint64_t)num(argv[3], 10), (int)num(argv[4], 10),
+                                      (uint64_t)num(argv[5], 10), &err);
+                if (r < 0)
+                        return failed(r, &err);
+                printf("{}\n");
+                return 0;
+        }
+        if (strcmp(verb, "exec-wait") == 0 && argc == 4) {
+                hutch_outcome out = {0};
+
+                r = hutch_exec_wait(argv[2], (uint64_t)num(argv[3], 10), &out, &err);
+                if (r < 0)
+                        return failed(r, &err);
+                printf("%s\n", out.json);
+                hutch_outcome_done(&out);
+                return 0;
+        }
+        if (strcmp(verb, "exec-output") == 0 && (argc == 4 || argc == 5)) {
+                /* exec-output NAME ID [--follow]: the raw streams on ours */
+                r = hutch_exec_output(argv[2], (uint64_t)num(argv[3], 10),
+                                      argc == 5 && strcmp(argv[4], "--follow") == 0, 1, 2, &err);
+                if (r < 0)
+                        return failed(r, &err);
+                return 0;
+        }
         if (strcmp(verb, "read") == 0 && (argc == 4 || argc == 5)) {
                 char *data = NULL;
                 size_t len = 0;

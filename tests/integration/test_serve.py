@@ -420,6 +420,10 @@ def test_every_route(server):
     assert (ws / "new.txt").read_text() == "new\n"
 
     assert api.ok("GET", f"/v1/sandboxes/{a}/audit?limit=10").json == {"entries": []}
+    # The execs as processes (test_processes_api.py).
+    from test_processes_api import exercise_process_routes
+
+    exercise_process_routes(api, a)
 
     # Snapshots: take, list, create from, restore, and remove. Stopped
     # first: a running sandbox is frozen for its snapshot, which needs a

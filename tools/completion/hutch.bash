@@ -72,6 +72,10 @@ _hutch() {
                 ((positional == 0)) &&
                         mapfile -t COMPREPLY < <(compgen -W "$("$hutch" ls -q 2>/dev/null)" -- "$cur")
                 ;;
+        ps | kill | wait)
+                ((positional == 0)) &&
+                        mapfile -t COMPREPLY < <(compgen -W "$("$hutch" ls -q 2>/dev/null)" -- "$cur")
+                ;;
         snapshot)
                 if ((positional == 0)); then
                         mapfile -t COMPREPLY < <(compgen -W "ls rm export import $("$hutch" ls -q 2>/dev/null)" -- "$cur")

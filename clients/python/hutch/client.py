@@ -492,6 +492,54 @@ class Client:
     def audit(self, name: str, limit: Optional[int] = None) -> List[Dict[str, Any]]:
         return self._call("GET", self._sb(name, "/audit"), {"limit": limit})["entries"]
 
+    # -- the execs as processes (docs/processes.md) --
+
+    def processes(self, name: str) -> List[Dict[str, Any]]:
+        """The running execs: {id, argv, start_ms, pid, detached, running}."""
+        return self._call("GET", self._sb(name, "/execs"))["execs"]
+
+    def process(self, name: str, exec_id: int) -> Dict[str, Any]:
+        """A running exec as processes() shows it, or {id, running: False,
+        outcome} for one that ended."""
+        return self._call("GET", self._sb(name, f"/execs/{int(exec_id)}"))
+
+    def wait(self, name: str, exec_id: int) -> Outcome:
+        """Waits for exec @exec_id to end and returns its Outcome."""
+        a = self._call("GET", self._sb(name, f"/execs/{int(exec_id)}"), {"wait": 1})
+        return Outcome.from_json(a["outcome"])
+
+    def kill(self, name: str, exec_id: int, signal: Optional[str] = None,
+             grace_ms: Optional[int] = None) -> None:
+        """As `hutch kill`: without @signal, TERM and then KILL after
+        @grace_ms (default 10000); with it, that signal only unless
+        @grace_ms is given. Returns at once (wait() for the end)."""
+        body: Dict[str, Any] = {}
+        if signal is not None:
+            body["signal"] = str(signal)
+        if grace_ms is not None:
+            body["grace_ms"] = int(grace_ms)
+        self._call("POST", self._sb(name, f"/execs/{int(exec_id)}/signal"), body=body)
+
+    def output(self, name: str, exec_id: int,
+               follow: bool = False) -> Iterator[Union[OutputChunk, Outcome]]:
+        """A detached exec's output (OutputChunk); with @follow as it is
+        written, then its Outcome when it ended."""
+        c, r = self._open("GET", self._sb(name, f"/execs/{int(exec_id)}/output"),
+                          {"follow": 1 if follow else None}, timeout=None)
+        try:
+            while True:
+                line = r.readline()
+                if not line:
+                    return
+                ev = json.loads(line)
+                if "stream" in ev:
+                    yield OutputChunk(ev["stream"], _decode(ev.get("data"), ev.get("encoding")))
+                elif "outcome" in ev:
+                    yield Outcome.from_json(ev["outcome"])
+                    return
+        finally:
+            c.close()
+
 
 class Sandbox:
     """One sandbox of a Client: the Client's calls without the name."""
@@ -554,6 +602,22 @@ class Sandbox:
 
     def audit(self, limit: Optional[int] = None):
         return self.client.audit(self.name, limit)
+
+    def processes(self):
+        return self.client.processes(self.name)
+
+    def process(self, exec_id: int):
+        return self.client.process(self.name, exec_id)
+
+    def wait(self, exec_id: int) -> Outcome:
+        return self.client.wait(self.name, exec_id)
+
+    def kill(self, exec_id: int, signal: Optional[str] = None,
+             grace_ms: Optional[int] = None) -> None:
+        self.client.kill(self.name, exec_id, signal, grace_ms)
+
+    def output(self, exec_id: int, follow: bool = False):
+        return self.client.output(self.name, exec_id, follow)
 
     def stop(self) -> None:
         self.client.stop(self.name)

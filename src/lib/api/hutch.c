@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "api/persist.h"
+#include "api/processes.h"
 #include "fd-util.h"
 #include "hutch.h"
 #include "sandbox/file-op.h"
@@ -306,8 +307,10 @@ _public_ int hutch_update(const char *name, const hutch_policy *p, hutch_error *
         return 0;
 }
 
-_public_ int hutch_exec(const char *name, const hutch_exec_options *o, hutch_outcome *ret,
-                        hutch_error *err) {
+/* hutch_exec() and hutch_exec_detached(): with @detach, @ret_id gets the
+ * exec's id and @ret nothing. */
+static int exec_common(const char *name, const hutch_exec_options *o, bool detach, uint64_t *ret_id,
+                       hutch_outcome *ret, hutch_error *err) {
         _cleanup_(store_freep) Store *s = NULL;
         _cleanup_close_ int null_in = -EBADF, null_out = -EBADF;
         char *json = NULL;
@@ -315,7 +318,7 @@ _public_ int hutch_exec(const char *name, const hutch_exec_options *o, hutch_out
         HutchError e = {};
         int exit_code = 0, r;
 
-        if (!name || !o || !o->argv || !o->argv[0] || (!ret && !o->detach))
+        if (!name || !o || !o->argv || !o->argv[0] || (!ret && !detach))
                 return fail_msg(err, EINVAL, "no sandbox name, command or outcome given");
         if (o->cwd && o->cwd[0] != '/')
                 return fail_msg(err, EINVAL, "the working directory must be absolute");
@@ -328,22 +331,170 @@ _public_ int hutch_exec(const char *name, const hutch_exec_options *o, hutch_out
                 .env = (char **)o->env,
                 .cwd = o->cwd,
                 .timeout_ms = o->timeout_ms,
-                .detach = o->detach,
+                .detach = detach,
                 .fds = {o->stdin_fd >= 0 ? o->stdin_fd : null_in,
                         o->stdout_fd >= 0 ? o->stdout_fd : null_out,
                         o->stderr_fd >= 0 ? o->stderr_fd : null_out},
         };
         r = store_open(&s, &e);
         if (r >= 0)
-                r = persist_exec(s, name, &req, -EBADF, NULL, &exit_code, o->detach ? NULL : &json,
+                r = persist_exec(s, name, &req, -EBADF, ret_id, &exit_code, detach ? NULL : &json,
                                  &e);
         if (r < 0)
                 return fail(err, &e, r);
-        if (o->detach)
+        if (detach)
                 return 0;
         r = outcome_take_json(json, ret);
         if (r < 0)
                 return fail_msg(err, EPROTO, "malformed outcome from the sandbox's keeper");
+        return 0;
+}
+
+_public_ int hutch_exec(const char *name, const hutch_exec_options *o, hutch_outcome *ret,
+                        hutch_error *err) {
+        return exec_common(name, o, o && o->detach, NULL, ret, err);
+}
+
+/* ---- the execs as processes (docs/processes.md) ---- */
+
+_public_ int hutch_exec_detached(const char *name, const hutch_exec_options *o, uint64_t *ret_id,
+                                 hutch_error *err) {
+        uint64_t id = 0;
+        int r;
+
+        r = exec_common(name, o, true, &id, NULL, err);
+        if (r < 0)
+                return r;
+        if (ret_id)
+                *ret_id = id;
+        return 0;
+}
+
+_public_ void hutch_exec_list_free(hutch_exec_info *l, size_t n) {
+        for (size_t i = 0; l && i < n; i++)
+                strv_free(l[i].argv);
+        free(l);
+}
+
+static int exec_info_from_json(json_t *x, hutch_exec_info *ret) {
+        json_t *a = json_object_get(x, "argv"), *v;
+        char **argv = NULL;
+        size_t i;
+
+        if (!json_is_array(a))
+                return -EPROTO;
+        json_array_foreach(a, i, v) {
+                if (!json_is_string(v) || strv_extend(&argv, json_string_value(v)) < 0) {
+                        strv_free(argv);
+                        return -EPROTO;
+                }
+        }
+        *ret = (hutch_exec_info){
+                .id = json_u64(x, "id"),
+                .argv = argv,
+                .start_ms = json_u64(x, "start_ms"),
+                .pid = (int)json_u64(x, "pid"),
+                .detached = json_is_true(json_object_get(x, "detached")),
+        };
+        return 0;
+}
+
+_public_ int hutch_exec_list(const char *name, hutch_exec_info **ret, size_t *ret_n,
+                             hutch_error *err) {
+        _cleanup_(store_freep) Store *s = NULL;
+        _cleanup_free_ char *text = NULL;
+        hutch_exec_info *l = NULL;
+        HutchError e = {};
+        json_t *arr, *x;
+        size_t i, n = 0;
+        int r;
+
+        if (!name || !ret || !ret_n)
+                return fail_msg(err, EINVAL, "no sandbox name or result given");
+        r = store_open(&s, &e);
+        if (r >= 0)
+                r = persist_exec_list(s, name, &text, &e);
+        if (r < 0)
+                return fail(err, &e, r);
+        arr = json_loads(text, 0, NULL);
+        if (!json_is_array(arr)) {
+                json_decref(arr);
+                return fail_msg(err, EPROTO, "malformed list from the sandbox's keeper");
+        }
+        l = calloc(json_array_size(arr) + 1, sizeof(hutch_exec_info));
+        if (!l) {
+                json_decref(arr);
+                return fail(err, NULL, -ENOMEM);
+        }
+        json_array_foreach(arr, i, x) {
+                r = exec_info_from_json(x, &l[n]);
+                if (r < 0)
+                        break;
+                n++;
+        }
+        json_decref(arr);
+        if (r < 0) {
+                hutch_exec_list_free(l, n);
+                return fail_msg(err, EPROTO, "malformed list from the sandbox's keeper");
+        }
+        *ret = l;
+        *ret_n = n;
+        return 0;
+}
+
+_public_ int hutch_exec_signal(const char *name, uint64_t id, int sig, uint64_t grace_ms,
+                               hutch_error *err) {
+        _cleanup_(store_freep) Store *s = NULL;
+        HutchError e = {};
+        int r;
+
+        if (!name)
+                return fail_msg(err, EINVAL, "no sandbox name given");
+        r = store_open(&s, &e);
+        if (r >= 0)
+                r = persist_exec_kill(s, name, id, sig, grace_ms, false, NULL, NULL, &e);
+        if (r < 0)
+                return fail(err, &e, r);
+        return 0;
+}
+
+_public_ int hutch_exec_wait(const char *name, uint64_t id, hutch_outcome *ret, hutch_error *err) {
+        _cleanup_(store_freep) Store *s = NULL;
+        char *json = NULL;
+        HutchError e = {};
+        int r;
+
+        if (!name || !ret)
+                return fail_msg(err, EINVAL, "no sandbox name or outcome given");
+        r = store_open(&s, &e);
+        if (r >= 0)
+                r = persist_exec_wait(s, name, id, NULL, &json, &e);
+        if (r < 0)
+                return fail(err, &e, r);
+        r = outcome_take_json(json, ret);
+        if (r < 0)
+                return fail_msg(err, EPROTO, "malformed outcome in the sandbox's history");
+        return 0;
+}
+
+_public_ int hutch_exec_output(const char *name, uint64_t id, bool follow, int stdout_fd,
+                               int stderr_fd, hutch_error *err) {
+        _cleanup_(store_freep) Store *s = NULL;
+        _cleanup_close_ int null_out = -EBADF;
+        HutchError e = {};
+        int r;
+
+        if (!name)
+                return fail_msg(err, EINVAL, "no sandbox name given");
+        null_out = open("/dev/null", O_WRONLY | O_CLOEXEC);
+        if (null_out < 0)
+                return fail(err, NULL, negative_errno());
+        r = store_open(&s, &e);
+        if (r >= 0)
+                r = persist_exec_output(s, name, id, follow, stdout_fd >= 0 ? stdout_fd : null_out,
+                                        stderr_fd >= 0 ? stderr_fd : null_out, &e);
+        if (r < 0)
+                return fail(err, &e, r);
         return 0;
 }
 

@@ -448,18 +448,21 @@ _noreturn_ static void exec_shim(pid_t cmd) {
 static void exec_run(const ExecRequest *req) _noreturn_;
 
 _noreturn_ static void exec_child(const ExecRequest *req) {
-        signals_reset_default();
+        sigset_t none;
+
+        /* Every signal is blocked (serve_exec() forked with them so). */
+        signals_reset_dispositions();
         /* SECURITY: a new session per exec, as for a one-shot run. */
         (void)setsid();
         if (req->n_fds == 3) {
-                sigset_t mask;
                 pid_t cmd;
 
                 /* No cgroup: a subreaper shim stays between init and the
-                 * command. Signals are blocked before the fork, so none is
-                 * lost; the command unblocks them. */
-                sigfillset(&mask);
-                (void)sigprocmask(SIG_SETMASK, &mask, NULL);
+                 * command. Signals stay blocked from init's fork on, so
+                 * none is lost, and SHIM_KILL_SIGNAL sent at once (a
+                 * `hutch kill` right after the start) is the shim's to
+                 * take, never the end of it before it could kill; the
+                 * command unblocks them. */
                 if (prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) < 0)
                         _exit(125);
                 cmd = fork();
@@ -471,9 +474,9 @@ _noreturn_ static void exec_child(const ExecRequest *req) {
                         exec_shim(cmd);
                 }
                 (void)prctl(PR_SET_CHILD_SUBREAPER, 0, 0, 0, 0);
-                sigemptyset(&mask);
-                (void)sigprocmask(SIG_SETMASK, &mask, NULL);
         }
+        sigemptyset(&none);
+        (void)sigprocmask(SIG_SETMASK, &none, NULL);
         /* Into this exec's cgroup before anything of the user's runs. */
         for (size_t i = 3; i < req->n_fds; i++)
                 if (write(req->fds[i], "0", 1) != 1) {
@@ -611,6 +614,7 @@ static void serve_exec(const InitArgs *a, const SyncMsg *m, int *fds, char *buf,
                 why = "malformed exec request";
         else if (*n_execs >= INIT_MAX_EXECS)
                 why = "too many commands running in this sandbox";
+        pid = 0;
         if (!why && m->values[2] == 1) {
                 /* The prepared process runs it: it sits in its cgroup. */
                 if (stem->pid <= 0 || stem->id != req.id || req.n_fds != 3 ||
@@ -618,8 +622,10 @@ static void serve_exec(const InitArgs *a, const SyncMsg *m, int *fds, char *buf,
                                      (uint64_t[3]){req.id, m->values[1], 0}, req.fds, 3) < 0 ||
                     send(stem->sock, buf, (size_t)len, MSG_NOSIGNAL) < 0)
                         why = "the prepared process is gone";
-                else
+                else {
+                        pid = stem->pid;
                         execs[(*n_execs)++] = (RunningExec){.id = req.id, .pid = stem->pid};
+                }
                 if (why)
                         stem_drop(stem);
                 else {
@@ -627,9 +633,15 @@ static void serve_exec(const InitArgs *a, const SyncMsg *m, int *fds, char *buf,
                         *stem = (Stem){.sock = -EBADF};
                 }
         } else if (!why) {
+                sigset_t all, old;
+
+                /* Blocked in the child until it can take them (exec_child()). */
+                sigfillset(&all);
+                (void)sigprocmask(SIG_SETMASK, &all, &old);
                 pid = fork();
                 if (pid == 0)
                         exec_child(&req);
+                (void)sigprocmask(SIG_SETMASK, &old, NULL);
                 if (pid < 0)
                         why = strerror(errno);
                 else
@@ -642,8 +654,8 @@ static void serve_exec(const InitArgs *a, const SyncMsg *m, int *fds, char *buf,
                 (void)sync_send_status(a->sync_fd, SYNC_OP_EXITED, 125 << 8,
                                        (uint64_t[3]){req.id, 0, 0}, NULL, 0);
         } else
-                (void)sync_send_values(a->sync_fd, SYNC_OP_STARTED, (uint64_t[3]){req.id, 0, 0},
-                                       NULL, 0);
+                (void)sync_send_values(a->sync_fd, SYNC_OP_STARTED,
+                                       (uint64_t[3]){req.id, (uint64_t)pid, 0}, NULL, 0);
         exec_request_done(&req);
 }
 

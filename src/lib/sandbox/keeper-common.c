@@ -363,17 +363,6 @@ int keeper_file_request_parse(json_t *req, const Policy *p, size_t n_fds, Keeper
         return 0;
 }
 
-int keeper_open_log(const char *logs_dir, uint64_t id) {
-        char path[4096];
-        int n;
-
-        n = snprintf(path, sizeof(path), "%s/exec-%llu.log", logs_dir, (unsigned long long)id);
-        if (n < 0 || (size_t)n >= sizeof(path))
-                return -ENAMETOOLONG;
-        n = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW | O_NOCTTY, 0600);
-        return n < 0 ? negative_errno() : n;
-}
-
 void keeper_exec_request_done(KeeperExecRequest *x) {
         x->argv = strv_free(x->argv);
         x->extra = strv_free(x->extra);

@@ -25,6 +25,7 @@ typedef enum KeeperConnKind {
         KEEPER_CONN_EXEC,   /* tied to an exec */
         KEEPER_CONN_FREEZE, /* holds the sandbox frozen */
         KEEPER_CONN_STOP,   /* asked for a stop; answered when everything is down */
+        KEEPER_CONN_WAIT,   /* waits for exec_id's outcome (exec-table.h) */
 } KeeperConnKind;
 
 typedef struct KeeperConn {
@@ -122,10 +123,6 @@ typedef struct KeeperFileRequest {
 
 /* -EINVAL for a malformed one. */
 int keeper_file_request_parse(json_t *req, const Policy *p, size_t n_fds, KeeperFileRequest *ret);
-
-/* The log file of detached exec @id in @logs_dir (created 0600, appended
- * to), or -errno. */
-int keeper_open_log(const char *logs_dir, uint64_t id);
 
 /* The audit log's size now (where an exec's denials start), and the
  * proxy's denials logged since @audit_start, as the proxy's summary

@@ -23,6 +23,7 @@
 
 #include "fd-util.h"
 #include "macro.h"
+#include "sandbox/exec-table.h"
 #include "sandbox/file-op.h"
 #include "sandbox/keeper-internal.h"
 #include "sandbox/keeper.h"
@@ -44,6 +45,7 @@ typedef struct VmExec {
         uint64_t timeout_ms, start_ms, deadline_ms, start_wall_ms;
         uint64_t sent_ms;      /* when its EXEC was sent, or 0: waiting for a channel */
         uint64_t kill_sent_ms; /* when the agent was told to kill it, or 0 */
+        uint64_t grace_end_ms; /* "kill"'s grace ends: SIGKILL then, or 0 */
         off_t audit_start;
         bool detached, builtin;
         bool announced; /* "started" was sent */
@@ -122,6 +124,7 @@ static void exec_finished(VmKeeper *k, size_t i) {
                 json = NULL;
         if (e->conn_fd >= 0)
                 (void)keeper_send_outcome(e->conn_fd, o.exit_code, json);
+        exec_table_finished(&k->conns, e->id, o.exit_code, json);
         if (!e->builtin)
                 keeper_history_append(k->cfg->history_path,
                                       &(KeeperHistoryEntry){.id = e->id,
@@ -238,9 +241,9 @@ static int exec_add(VmKeeper *k, KeeperConn *c, const VmExecSpec *x, int fds[3])
                 for (size_t i = 0; i < 3; i++)
                         e->fds[i] = safe_close(e->fds[i]);
                 e->fds[0] = open("/dev/null", O_RDONLY | O_CLOEXEC);
-                e->fds[1] = keeper_open_log(k->cfg->logs_dir, e->id);
-                e->fds[2] = e->fds[1] >= 0 ? fcntl(e->fds[1], F_DUPFD_CLOEXEC, 3) : -EBADF;
-                if (e->fds[0] < 0 || e->fds[1] < 0 || e->fds[2] < 0) {
+                /* stdout and stderr apart, each capped (exec-table.h). */
+                r = exec_log_open_files(k->cfg->logs_dir, e->id, e->fds + 1);
+                if (e->fds[0] < 0 || r < 0) {
                         vm_exec_free(e);
                         keeper_send_error(c->fd, "failed to open the exec's log file");
                         return -EIO;
@@ -251,7 +254,9 @@ static int exec_add(VmKeeper *k, KeeperConn *c, const VmExecSpec *x, int fds[3])
         for (size_t i = 0; i < 2; i++)
                 e->sup.relays[i] = (Relay){.in_fd = -EBADF,
                                            .out_fd = e->fds[1 + i],
-                                           .limit = x->builtin ? 0 : k->cfg->policy->output_limit};
+                                           .limit = x->builtin  ? 0
+                                                    : x->detach ? EXEC_LOG_STREAM_MAX
+                                                                : k->cfg->policy->output_limit};
         e->ss = (VmSession){.s = &e->sup, .in_fd = e->fds[0], .chan = -1};
         if (!x->builtin) {
                 json_t *a = keeper_strv_to_json(x->argv);
@@ -361,6 +366,50 @@ static void conn_close(VmKeeper *k, KeeperConn *c) {
         keeper_conn_remove(&k->conns, c);
 }
 
+/* ---- the exec table (exec-table.h) ---- */
+
+static bool table_row(void *userdata, size_t i, ExecRow *ret) {
+        VmKeeper *k = userdata;
+
+        /* Started and not ended: those waiting for a channel do not run
+         * yet. */
+        for (size_t j = 0; j < k->n_execs; j++) {
+                const VmExec *e = k->execs[j];
+
+                if (e->builtin || !e->announced || e->ss.exited)
+                        continue;
+                if (i-- > 0)
+                        continue;
+                *ret = (ExecRow){.id = e->id,
+                                 .argv_json = e->argv_json,
+                                 .start_wall_ms = e->start_wall_ms,
+                                 .pid = e->ss.pid,
+                                 .detached = e->detached};
+                return true;
+        }
+        return false;
+}
+
+static void table_kill(void *userdata, uint64_t id, int sig, uint64_t grace_ms) {
+        VmKeeper *k = userdata;
+        size_t i = exec_find(k, id);
+        VmExec *e;
+
+        if (i == SIZE_MAX)
+                return;
+        e = k->execs[i];
+        if (sig == SIGKILL) {
+                e->killed = true;
+                exec_kill(k, e);
+                return;
+        }
+        vm_session_signal(&k->mux, &e->ss, sig);
+        if (grace_ms > 0)
+                e->grace_end_ms = time_monotonic_ms() + grace_ms;
+}
+
+static const ExecTableOps table_ops = {.row = table_row, .kill = table_kill};
+
 /* One message on a connection. Returns < 0 to close it. */
 static int conn_handle(VmKeeper *k, KeeperConn *c) {
         int fds[3] = {-EBADF, -EBADF, -EBADF};
@@ -384,6 +433,8 @@ static int conn_handle(VmKeeper *k, KeeperConn *c) {
                 r = exec_request(k, c, req, fds, n_fds);
         } else if (strcmp(op, "file") == 0) {
                 r = file_request(k, c, req, fds, n_fds);
+        } else if (exec_table_op(op)) {
+                r = exec_table_handle(&table_ops, k, k->cfg, c, req, op);
         } else if (strcmp(op, "ping") == 0) {
                 r = keeper_send_ping(c->fd, k->n_execs);
         } else if (strcmp(op, "stop") == 0) {
@@ -462,6 +513,14 @@ static void exec_deadlines(VmKeeper *k) {
                         e->timed_out = true;
                         exec_kill(k, e);
                 }
+                /* "kill"'s grace is over: everything it started. */
+                if (e->grace_end_ms && now >= e->grace_end_ms) {
+                        e->grace_end_ms = 0;
+                        if (!e->ss.exited) {
+                                e->killed = true;
+                                exec_kill(k, e);
+                        }
+                }
                 if (e->kill_sent_ms && now >= e->kill_sent_ms + VM_KILL_GRACE_MS) {
                         /* Its EXIT may wait for its client to read its
                          * output: drop that once. Past that, the guest does
@@ -493,6 +552,8 @@ static int poll_timeout(const VmKeeper *k, uint64_t idle_ms) {
                         next = MIN(next, e->deadline_ms);
                 if (e->kill_sent_ms)
                         next = MIN(next, e->kill_sent_ms + VM_KILL_GRACE_MS);
+                if (e->grace_end_ms)
+                        next = MIN(next, e->grace_end_ms);
                 if (e->sent_ms && !e->ss.started)
                         next = MIN(next, e->sent_ms + k->v.vm->boot_timeout_ms);
         }

@@ -21,6 +21,7 @@
 #include "fd-util.h"
 #include "macro.h"
 #include "parse-util.h"
+#include "sandbox/exec-table.h"
 #include "sandbox/file-op.h"
 #include "sandbox/keeper-internal.h"
 #include "sandbox/keeper.h"
@@ -28,6 +29,9 @@
 #include "sandbox/sync.h"
 #include "strv.h"
 #include "time-util.h"
+
+/* How often a killed exec that has not ended is killed again. */
+#define KEEPER_REKILL_MS 100U
 
 typedef struct Exec {
         uint64_t id;
@@ -38,6 +42,12 @@ typedef struct Exec {
         CgroupStats before;
         char *argv_json;
         off_t audit_start; /* the audit log's size when the exec started */
+
+        uint64_t pid;              /* its first process in the sandbox (SYNC_OP_STARTED), or 0 */
+        uint64_t kill_deadline_ms; /* "kill"'s grace ends: SIGKILL then, or 0 */
+        int kill_signal;           /* the signal "kill" sent, or 0 */
+        uint64_t rekill_ms;        /* killed: when to kill again (keeper_loop()) */
+        ExecLogPipe logs[2];       /* a detached exec's stdout, stderr (exec-table.h) */
 } Exec;
 
 typedef struct Keeper {
@@ -89,6 +99,8 @@ static void exec_kill(Keeper *k, Exec *e) {
 }
 
 static void exec_free(Keeper *k, Exec *e) {
+        exec_log_pipe_done(&e->logs[0]);
+        exec_log_pipe_done(&e->logs[1]);
         if (e->cgroup)
                 (void)cgroup_destroy(e->cgroup);
         free(e->argv_json);
@@ -131,10 +143,17 @@ static void exec_finished(Keeper *k, Exec *e, int status) {
                 o.exit_code = 128 + o.signal;
         }
         o.denied = keeper_denials(k->cfg->policy, e->audit_start);
+        /* Its log is whole before anyone hears it ended. */
+        exec_log_pipe_done(&e->logs[0]);
+        exec_log_pipe_done(&e->logs[1]);
+        o.stdout_truncated = e->logs[0].truncated;
+        o.stderr_truncated = e->logs[1].truncated;
         if (e->timed_out)
                 o.reason = OUTCOME_TIMEOUT;
         else if (e->killed)
                 o.reason = OUTCOME_KILLED;
+        else if (o.reason == OUTCOME_SIGNALED && o.signal == e->kill_signal)
+                o.reason = OUTCOME_KILLED; /* as a signal passed on (docs/cli-run.md) */
         else if (after.oom_kills > e->before.oom_kills && o.reason == OUTCOME_SIGNALED)
                 o.reason = OUTCOME_OOM;
         else if (after.pids_max_events > e->before.pids_max_events && o.exit_code != 0)
@@ -150,6 +169,7 @@ static void exec_finished(Keeper *k, Exec *e, int status) {
                 if (c)
                         conn_close(k, c);
         }
+        exec_table_finished(&k->conns, e->id, o.exit_code, json);
         /* The next exec's process, while the client reads its answer (not
          * while this exec ran: moving a process into a cgroup holds up the
          * command's forks and exit). First: a client that calls again at
@@ -269,7 +289,7 @@ static int exec_launch(Keeper *k, KeeperConn *c, const ExecSpec *x) {
         bool use_stem = false;
         _cleanup_strv_free_ char **env = NULL;
         _cleanup_free_ char *payload = NULL, *name = NULL;
-        _cleanup_close_ int log_fd = -EBADF, null_fd = -EBADF;
+        _cleanup_close_ int null_fd = -EBADF, out_w = -EBADF, err_w = -EBADF;
         int cg_fds[SYNC_EXEC_FDS_MAX - 3], send_fds[SYNC_EXEC_FDS_MAX];
         size_t n_cg = 0, payload_len = 0;
         Exec *e;
@@ -299,6 +319,7 @@ static int exec_launch(Keeper *k, KeeperConn *c, const ExecSpec *x) {
                 .start_ms = time_monotonic_ms(),
                 .start_wall_ms = time_realtime_ms(),
                 .audit_start = keeper_audit_size(k->cfg->policy),
+                .logs = {EXEC_LOG_PIPE_NULL, EXEC_LOG_PIPE_NULL},
         };
         if (!x->builtin) {
                 json_t *a = keeper_strv_to_json(x->argv);
@@ -334,15 +355,23 @@ static int exec_launch(Keeper *k, KeeperConn *c, const ExecSpec *x) {
         k->n_execs++;
 
         if (x->detach) {
-                log_fd = keeper_open_log(k->cfg->logs_dir, e->id);
+                int w[2] = {-EBADF, -EBADF};
+
+                /* Its output goes through the keeper, which keeps it
+                 * bounded (exec-table.h). */
+                r = exec_log_create(k->cfg->logs_dir, e->id, e->logs, w);
+                out_w = w[0];
+                err_w = w[1];
                 null_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
-                if (log_fd < 0 || null_fd < 0) {
-                        r = log_fd < 0 ? log_fd : negative_errno();
+                if (r < 0 || null_fd < 0) {
+                        if (r >= 0)
+                                r = negative_errno();
                         keeper_send_error(c->fd, "failed to open the exec's log file");
                         goto fail;
                 }
                 send_fds[0] = null_fd;
-                send_fds[1] = send_fds[2] = log_fd;
+                send_fds[1] = out_w;
+                send_fds[2] = err_w;
         } else
                 memcpy(send_fds, x->fds, sizeof(int) * 3);
         memcpy(send_fds + 3, cg_fds, sizeof(int) * n_cg);
@@ -450,6 +479,48 @@ static int limits_update(Keeper *k, KeeperConn *c, json_t *req) {
         return keeper_send_json(c->fd, json_pack("{s:s}", "op", "ok"), NULL, 0);
 }
 
+/* ---- the exec table (exec-table.h) ---- */
+
+static bool table_row(void *userdata, size_t i, ExecRow *ret) {
+        Keeper *k = userdata;
+
+        for (size_t j = 0; j < k->n_execs; j++) {
+                const Exec *e = &k->execs[j];
+
+                if (e->builtin)
+                        continue;
+                if (i-- > 0)
+                        continue;
+                *ret = (ExecRow){.id = e->id,
+                                 .argv_json = e->argv_json,
+                                 .start_wall_ms = e->start_wall_ms,
+                                 .pid = e->pid,
+                                 .detached = e->detached};
+                return true;
+        }
+        return false;
+}
+
+static void table_kill(void *userdata, uint64_t id, int sig, uint64_t grace_ms) {
+        Keeper *k = userdata;
+        Exec *e = exec_find(k, id);
+
+        if (!e)
+                return;
+        if (sig == SIGKILL) {
+                e->killed = true;
+                exec_kill(k, e);
+                return;
+        }
+        (void)sync_send_values(k->st->sync_parent, SYNC_OP_SIGNAL,
+                               (uint64_t[3]){id, (uint64_t)sig, 0}, NULL, 0);
+        e->kill_signal = sig;
+        if (grace_ms > 0)
+                e->kill_deadline_ms = time_monotonic_ms() + grace_ms;
+}
+
+static const ExecTableOps table_ops = {.row = table_row, .kill = table_kill};
+
 /* One message on a connection. Returns < 0 to close it. */
 static int conn_handle(Keeper *k, KeeperConn *c) {
         int fds[3];
@@ -473,6 +544,8 @@ static int conn_handle(Keeper *k, KeeperConn *c) {
                 r = exec_start(k, c, req, fds, n_fds);
         } else if (strcmp(op, "file") == 0) {
                 r = file_start(k, c, req, fds, n_fds);
+        } else if (exec_table_op(op)) {
+                r = exec_table_handle(&table_ops, k, k->cfg, c, req, op);
         } else if (strcmp(op, "ping") == 0) {
                 r = keeper_send_ping(c->fd, k->n_execs);
         } else if (strcmp(op, "stop") == 0) {
@@ -522,6 +595,10 @@ static void handle_sync(Keeper *k) {
                 k->stop = true;
                 break;
         case SYNC_OP_STARTED:
+                /* values[1]: its pid in the sandbox, for "list" only. */
+                e = exec_find(k, m.values[0]);
+                if (e && m.values[1] <= INT32_MAX)
+                        e->pid = m.values[1];
                 break;
         case SYNC_OP_EXITED:
                 e = exec_find(k, m.values[0]);
@@ -593,9 +670,10 @@ static void keeper_loop(Keeper *k) {
 
         k->idle_since_ms = time_monotonic_ms();
         while (!k->stop) {
-                struct pollfd pfd[4 + KEEPER_MAX_CONNS];
+                struct pollfd pfd[4 + KEEPER_MAX_CONNS + 2 * KEEPER_MAX_EXECS];
+                uint64_t pipe_ids[2 * KEEPER_MAX_EXECS];
                 uint64_t now = time_monotonic_ms(), next = UINT64_MAX;
-                size_t n = 0, n_fixed;
+                size_t n = 0, n_fixed, n_conns, n_pipes = 0;
                 int timeout;
 
                 pfd[n++] = (struct pollfd){.fd = k->listen_fd, .events = POLLIN};
@@ -605,12 +683,27 @@ static void keeper_loop(Keeper *k) {
                 n_fixed = n;
                 for (size_t i = 0; i < k->conns.n; i++)
                         pfd[n++] = (struct pollfd){.fd = k->conns.conns[i].fd, .events = POLLIN};
+                n_conns = n;
+                /* Detached execs' output on its way to their logs. */
+                for (size_t i = 0; i < k->n_execs; i++)
+                        for (size_t j = 0; j < 2; j++)
+                                if (k->execs[i].logs[j].in_fd >= 0) {
+                                        pipe_ids[n_pipes++] = k->execs[i].id;
+                                        pfd[n++] = (struct pollfd){.fd = k->execs[i].logs[j].in_fd,
+                                                                   .events = POLLIN};
+                                }
                 if (k->conns.n >= KEEPER_MAX_CONNS)
                         pfd[0].fd = -1; /* full: new clients wait in the backlog */
 
-                for (size_t i = 0; i < k->n_execs; i++)
+                for (size_t i = 0; i < k->n_execs; i++) {
                         if (k->execs[i].deadline_ms && k->execs[i].deadline_ms < next)
                                 next = k->execs[i].deadline_ms;
+                        if (k->execs[i].kill_deadline_ms && k->execs[i].kill_deadline_ms < next)
+                                next = k->execs[i].kill_deadline_ms;
+                        if ((k->execs[i].timed_out || k->execs[i].killed) &&
+                            k->execs[i].rekill_ms < next)
+                                next = k->execs[i].rekill_ms;
+                }
                 if (k->n_execs == 0 && k->idle_since_ms + idle_ms < next)
                         next = k->idle_since_ms + idle_ms;
                 timeout = next == UINT64_MAX ? -1
@@ -627,6 +720,32 @@ static void keeper_loop(Keeper *k) {
                                 e->timed_out = true;
                                 exec_kill(k, e);
                         }
+                        /* "kill"'s grace is over: everything it started. */
+                        if (e->kill_deadline_ms && now >= e->kill_deadline_ms) {
+                                e->kill_deadline_ms = 0;
+                                e->killed = true;
+                                exec_kill(k, e);
+                        }
+                        /* SECURITY: a kill can miss the exec's first process
+                         * while it is not in the exec's cgroup yet (it joins
+                         * it after its fork): again, until it ended, so a
+                         * timeout or a kill right after the start holds. */
+                        if ((e->timed_out || e->killed) && now >= e->rekill_ms) {
+                                if (e->rekill_ms)
+                                        exec_kill(k, e);
+                                e->rekill_ms = now + KEEPER_REKILL_MS;
+                        }
+                }
+                /* Output first, so that an exec's end finds its log whole. */
+                for (size_t i = n_conns; i < n; i++) {
+                        Exec *e;
+
+                        if (!pfd[i].revents)
+                                continue;
+                        e = exec_find(k, pipe_ids[i - n_conns]);
+                        for (size_t j = 0; e && j < 2; j++)
+                                if (e->logs[j].in_fd == pfd[i].fd)
+                                        (void)exec_log_pump(&e->logs[j]);
                 }
                 if (k->n_execs == 0 && now >= k->idle_since_ms + idle_ms)
                         k->stop = true;
@@ -647,7 +766,7 @@ static void keeper_loop(Keeper *k) {
                 }
                 /* Connections, newest state first: walk a copy of the fds,
                  * since handling one may close others. */
-                for (size_t i = n_fixed; i < n; i++) {
+                for (size_t i = n_fixed; i < n_conns; i++) {
                         KeeperConn *c;
 
                         if (!pfd[i].revents)

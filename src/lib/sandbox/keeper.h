@@ -22,6 +22,9 @@
  *                    -> {"op":"started","id":N}, {"op":"outcome",...}: the
  *                    file operation of sandbox/file-op.h, run by a process
  *                    of the sandbox; its exit_code is 0 or the errno
+ *   client -> keeper {"op":"list"} | {"op":"kill",...} | {"op":"wait",...} |
+ *                    {"op":"output",...}: the running execs as processes
+ *                    (sandbox/exec-table.h, docs/processes.md)
  *   keeper -> client {"op":"error","message":S} for a refused request
  *   keeper -> client {"op":"stopping"}: an exec that came while the keeper
  *                    stops; the command was not started
@@ -51,7 +54,7 @@ typedef struct KeeperConfig {
         const Policy *policy;
         SandboxLayerPaths layers;
         const char *socket_path;  /* created by the keeper (and removed at the end) */
-        const char *logs_dir;     /* detached execs' output: exec-<id>.log */
+        const char *logs_dir;     /* detached execs' output: exec-<id>.{out,err} */
         const char *history_path; /* one JSON line per finished exec */
         uint64_t idle_timeout_ms; /* 0: KEEPER_DEFAULT_IDLE_MS */
         int ready_fd;             /* gets "ok\n" or "error: MESSAGE\n", then is closed */

@@ -27,7 +27,9 @@
  *   init -> supervisor  SYNC_OP_STARTED the command was forked (values[0]: the
  *                                       exec id, 0 for a one-shot run; a one-shot
  *                                       run's values[1]: 1 << OutcomeFallback of
- *                                       the walls built the weaker way)
+ *                                       the walls built the weaker way; an
+ *                                       exec's values[1]: its pid in the
+ *                                       sandbox)
  *   init -> supervisor  SYNC_OP_EXITED  the command's wait status (values[0]:
  *                                       the exec id)
  *

@@ -169,6 +169,8 @@ static void mux_frame(VmMux *m, const AgentFrame *fr) {
                 if (ss->started || ss->failed)
                         break;
                 ss->started = true;
+                if (fr->len == 4)
+                        ss->pid = agent_get_le32(fr->payload);
                 return;
         case AGENT_MSG_ERROR:
                 if (ss->started || ss->failed)

@@ -64,6 +64,7 @@ struct VmSession {
         int in_fd;      /* borrowed: the command's stdin */
         int chan;       /* its channel, or -1 before vm_session_start() */
         bool started;   /* STARTED came */
+        uint32_t pid;   /* STARTED's: the command's pid in the guest (0: not said) */
         bool failed;    /* ERROR came instead: @error says why */
         bool exited;    /* EXIT came: @exit */
         bool stdin_eof, timed_out;

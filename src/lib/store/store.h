@@ -12,7 +12,7 @@
  *                                     and data/logs/; data/ is its mount point
  *     sandboxes/<name>/ws-manifest    the host workspace as it was at create
  *     sandboxes/<name>/history.jsonl  one line per finished exec
- *     sandboxes/<name>/logs/exec-<id>.log   output of detached execs
+ *     sandboxes/<name>/logs/exec-<id>.{out,err}  output of detached execs
  *     snapshots/<snap>/snapshot.json  the record (layers, parent, policy)
  *     snapshots/<snap>/layer/{root,ws}      (imported: layers/<i>/...)
  *     snapshots/.tmp-*, sandboxes/.tmp-*    being made or removed; `hutch gc`
