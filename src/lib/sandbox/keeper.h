@@ -22,6 +22,12 @@
  *                    -> {"op":"started","id":N}, {"op":"outcome",...}: the
  *                    file operation of sandbox/file-op.h, run by a process
  *                    of the sandbox; its exit_code is 0 or the errno
+ *   client -> keeper {"op":"ports"} -> {"op":"ok","ports":[{"port":N,
+ *                    "protocol":"tcp","host_ip":S,"host_port":N}...]}: the
+ *                    published ports (sandbox/port-forward.h) as bound
+ *   client -> keeper {"op":"port","action":"add","spec":S} -> {"op":"ok",
+ *                    "ports":[the one added]}; {"op":"port","action":"rm",
+ *                    "port":N} -> {"op":"ok","removed":0|1}
  *   keeper -> client {"op":"error","message":S} for a refused request
  *   keeper -> client {"op":"stopping"}: an exec that came while the keeper
  *                    stops; the command was not started
@@ -126,3 +132,12 @@ typedef struct KeeperFile {
  * (-ETIMEDOUT when the policy's timeout ended it, -EIO when it did not
  * finish), or -errno with @reterr when the keeper refused or failed. */
 int keeper_file(int sock, const KeeperFile *req, HutchError *reterr);
+
+/* The published ports of the connected keeper: @action NULL lists them,
+ * "add" publishes @spec now, "rm" stops sandbox port @port. @ret_json
+ * (may be NULL) gets the JSON array of the ports listed or added (see the
+ * protocol above). Returns 0 (for "rm": 1 when one was stopped, 0 when
+ * none was there), or -errno with @reterr (the keeper's refusal: "127.0.0.1:8080
+ * is already in use"). */
+int keeper_ports(int sock, const char *action, const char *spec, uint16_t port, char **ret_json,
+                 HutchError *reterr);

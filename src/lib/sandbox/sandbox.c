@@ -308,6 +308,7 @@ static int relays_open(const Policy *p, Supervision *s, int write_ends[2]) {
 }
 
 void run_state_done(RunState *st) {
+        port_forwards_done(&st->ports);
         if (st->proxy.pid > 0) {
                 _cleanup_free_ char *ignored = NULL;
 
@@ -650,6 +651,12 @@ int sandbox_start(const Policy *policy, const SandboxLayerPaths *layers, char *c
         r = run_prepare(policy, layers ? NULL : argv, caller_env, st, reterr);
         if (r < 0)
                 return r;
+        /* Before the sandbox exists: a host port in use is bad input with
+         * nothing to undo. Init closes every fd it inherits but its sync
+         * socket, so the listeners never reach the sandbox. */
+        r = port_forwards_bind(&st->ports, policy->ports, reterr);
+        if (r < 0)
+                return r;
         workdir = policy->workdir     ? policy->workdir
                   : policy->workspace ? POLICY_SANDBOX_WORKSPACE
                                       : POLICY_SANDBOX_HOME;
@@ -764,6 +771,9 @@ int sandbox_start(const Policy *policy, const SandboxLayerPaths *layers, char *c
                 if (r < 0)
                         goto kill_child;
         }
+        r = port_forwards_start(&st->ports, st->pidfd, reterr);
+        if (r < 0)
+                goto kill_child;
         return 0;
 
 kill_child:
