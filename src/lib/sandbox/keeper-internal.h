@@ -157,6 +157,6 @@ int sandbox_keep_vm(const KeeperConfig *cfg, char *const *caller_env, HutchError
 
 /* The published ports' requests (keeper-ports.c, keeper.h): "ports" lists
  * @t; "port" with "action":"add" binds and starts spec "spec" into the
- * sandbox of @sandbox_pidfd, with "rm" stops sandbox port "port". Answers
- * on @fd and returns -ECONNRESET (the connection is done). */
-int keeper_ports_handle(int fd, json_t *req, const char *op, PortForwards *t, int sandbox_pidfd);
+ * sandbox's namespaces, with "rm" stops sandbox port "port". Answers on
+ * @fd and returns -ECONNRESET (the connection is done). */
+int keeper_ports_handle(int fd, json_t *req, const char *op, PortForwards *t);

@@ -42,7 +42,7 @@ static int answer_ports(int fd, json_t *ports) {
         return -ECONNRESET;
 }
 
-int keeper_ports_handle(int fd, json_t *req, const char *op, PortForwards *t, int sandbox_pidfd) {
+int keeper_ports_handle(int fd, json_t *req, const char *op, PortForwards *t) {
         const char *action = json_string_value(json_object_get(req, "action"));
         HutchError e = {};
         PortSpec spec;
@@ -57,7 +57,7 @@ int keeper_ports_handle(int fd, json_t *req, const char *op, PortForwards *t, in
                 if (r >= 0)
                         r = port_forwards_add(t, &spec, &e);
                 if (r >= 0)
-                        r = port_forwards_start(t, sandbox_pidfd, &e);
+                        r = port_forwards_start(t, &e);
                 if (r < 0) {
                         keeper_send_error(fd, e.msg);
                         return -ECONNRESET;

@@ -31,7 +31,29 @@
 #define PORT_FORWARD_CHUNK (1U << 20)
 
 void port_forwards_init(PortForwards *t) {
-        *t = (PortForwards){};
+        *t = (PortForwards){.userns_fd = -EBADF, .netns_fd = -EBADF};
+}
+
+int port_forwards_open_ns(PortForwards *t, pid_t pid) {
+        char path[64];
+        int fds[2];
+
+        for (size_t i = 0; i < 2; i++) {
+                (void)snprintf(path, sizeof(path), "/proc/%d/ns/%s", (int)pid, i ? "net" : "user");
+                fds[i] = open(path, O_RDONLY | O_CLOEXEC);
+                if (fds[i] < 0) {
+                        int r = -errno;
+
+                        if (i)
+                                (void)close(fds[0]);
+                        return r;
+                }
+        }
+        safe_close(t->userns_fd);
+        safe_close(t->netns_fd);
+        t->userns_fd = fds[0];
+        t->netns_fd = fds[1];
+        return 0;
 }
 
 static void port_forward_stop(PortForward *f) {
@@ -51,6 +73,8 @@ void port_forwards_done(PortForwards *t) {
         for (size_t i = 0; i < t->n; i++)
                 port_forward_stop(&t->items[i]);
         t->n = 0;
+        t->userns_fd = safe_close(t->userns_fd);
+        t->netns_fd = safe_close(t->netns_fd);
 }
 
 int port_forwards_add(PortForwards *t, const PortSpec *spec, HutchError *reterr) {
@@ -136,7 +160,9 @@ int port_forwards_bind(PortForwards *t, char *const *specs, HutchError *reterr) 
                 if (r >= 0)
                         r = port_forwards_add(t, &spec, reterr);
                 if (r < 0) {
-                        port_forwards_done(t);
+                        for (size_t i = 0; i < t->n; i++)
+                                port_forward_stop(&t->items[i]);
+                        t->n = 0;
                         return r;
                 }
         }
@@ -344,7 +370,7 @@ _noreturn_ static void forwarder_loop(int lfd, uint16_t port) {
 
 /* In the forked child: into the sandbox's namespaces, no privilege, then
  * the loop. Reports 0 or the errno of the step that failed on @ready_fd. */
-_noreturn_ static void forwarder_child(pid_t parent, int sandbox_pidfd, int lfd, int ready_fd,
+_noreturn_ static void forwarder_child(pid_t parent, const PortForwards *t, int lfd, int ready_fd,
                                        uint16_t port) {
         struct rlimit rl;
         int err = 0;
@@ -364,7 +390,7 @@ _noreturn_ static void forwarder_child(pid_t parent, int sandbox_pidfd, int lfd,
         /* SECURITY: the user namespace first, so the forwarder holds
          * capabilities only there (and then none); the network namespace
          * is the one every socket made from here on belongs to. */
-        if (setns(sandbox_pidfd, CLONE_NEWUSER | CLONE_NEWNET) < 0)
+        if (setns(t->userns_fd, CLONE_NEWUSER) < 0 || setns(t->netns_fd, CLONE_NEWNET) < 0)
                 err = errno;
         if (!err && caps_drop_all() < 0)
                 err = EPERM;
@@ -380,7 +406,7 @@ _noreturn_ static void forwarder_child(pid_t parent, int sandbox_pidfd, int lfd,
         forwarder_loop(3, port);
 }
 
-static int forwarder_spawn(PortForward *f, int sandbox_pidfd, HutchError *reterr) {
+static int forwarder_spawn(const PortForwards *t, PortForward *f, HutchError *reterr) {
         _cleanup_close_ int ready_r = -EBADF, ready_w = -EBADF, pidfd = -EBADF;
         struct pollfd pfd;
         pid_t parent = getpid(), pid;
@@ -402,7 +428,7 @@ static int forwarder_spawn(PortForward *f, int sandbox_pidfd, HutchError *reterr
 
                 if (lfd < 0)
                         _exit(1);
-                forwarder_child(parent, sandbox_pidfd, lfd, ready_w, f->spec.port);
+                forwarder_child(parent, t, lfd, ready_w, f->spec.port);
         }
         f->pid = pid;
         f->pidfd = TAKE_FD(pidfd);
@@ -424,13 +450,16 @@ static int forwarder_spawn(PortForward *f, int sandbox_pidfd, HutchError *reterr
         return 0;
 }
 
-int port_forwards_start(PortForwards *t, int sandbox_pidfd, HutchError *reterr) {
+int port_forwards_start(PortForwards *t, HutchError *reterr) {
         int r;
 
+        if (t->n > 0 && (t->userns_fd < 0 || t->netns_fd < 0))
+                return hutch_error_set(reterr, EBADF,
+                                       "the sandbox's namespaces are not open for its ports");
         for (size_t i = 0; i < t->n; i++) {
                 if (t->items[i].pid > 0)
                         continue;
-                r = forwarder_spawn(&t->items[i], sandbox_pidfd, reterr);
+                r = forwarder_spawn(t, &t->items[i], reterr);
                 if (r < 0) {
                         t->items[i] = t->items[--t->n];
                         return r;

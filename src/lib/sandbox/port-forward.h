@@ -11,7 +11,9 @@
  * the machine does not have is refused before the sandbox starts. Once the
  * sandbox's init runs, port_forwards_start() forks one forwarder process
  * per port. SECURITY: the forwarder enters the sandbox's user and network
- * namespaces (setns through init's pidfd), drops every capability and sets
+ * namespaces (setns() into the namespace files port_forwards_open_ns()
+ * opened while init was still the caller's to open, before it made itself
+ * non-dumpable), drops every capability and sets
  * no_new_privs; it keeps the listener it inherited (a socket stays in the
  * namespace it was made in), and each connection it accepts gets a new
  * socket made in the sandbox's namespace, connected to 127.0.0.1:PORT
@@ -42,6 +44,7 @@ typedef struct PortForward {
 typedef struct PortForwards {
         PortForward items[POLICY_MAX_PORTS];
         size_t n;
+        int userns_fd, netns_fd; /* the sandbox's, or -EBADF */
 } PortForwards;
 
 void port_forwards_init(PortForwards *t);
@@ -57,10 +60,15 @@ int port_forwards_add(PortForwards *t, const PortSpec *spec, HutchError *reterr)
 /* port_forwards_add() for every entry of @specs (a policy's "ports"); on
  * failure the ones made before are closed again. */
 int port_forwards_bind(PortForwards *t, char *const *specs, HutchError *reterr);
+/* Opens the user and network namespaces of the sandbox's init @pid (the
+ * caller's child, not reaped, still dumpable: before SYNC_OP_GO). 0 or
+ * -errno. */
+int port_forwards_open_ns(PortForwards *t, pid_t pid);
 /* Forks the forwarder of every entry not started yet, into the namespaces
- * of the sandbox whose init has @sandbox_pidfd, and waits until each is
- * in them. 0, or -errno with @reterr (the entry that failed is dropped). */
-int port_forwards_start(PortForwards *t, int sandbox_pidfd, HutchError *reterr);
+ * port_forwards_open_ns() opened, and waits until each is in them. 0, or
+ * -errno with @reterr (the entry that failed is dropped; -EBADF when no
+ * namespaces were opened). */
+int port_forwards_start(PortForwards *t, HutchError *reterr);
 /* Stops the forwarder of sandbox port @port and closes its listener (open
  * connections end). 1 when there was one, 0 when not. */
 int port_forwards_remove(PortForwards *t, uint16_t port);

@@ -619,6 +619,7 @@ void run_state_init(RunState *st) {
                 st->prep.fds[i] = -EBADF;
         for (size_t i = 0; i < ELEMENTSOF(st->prep.layer_fds); i++)
                 st->prep.layer_fds[i] = -EBADF;
+        port_forwards_init(&st->ports);
 }
 
 void sandbox_abort(RunState *st, HutchError *reterr) {
@@ -719,6 +720,14 @@ int sandbox_start(const Policy *policy, const SandboxLayerPaths *layers, char *c
                                       strerror(-r));
                 goto kill_child;
         }
+        /* While init waits for GO it is still dumpable (its namespace
+         * files ours to open); published ports need them later. */
+        r = port_forwards_open_ns(&st->ports, pid);
+        if (r < 0) {
+                (void)hutch_error_set(reterr, -r, "failed to open the sandbox's namespaces: %s",
+                                      strerror(-r));
+                goto kill_child;
+        }
         r = sandbox_prepare_mounts(policy, layers, &idmap, pid, &st->prep, reterr);
         if (r < 0)
                 goto kill_child;
@@ -771,7 +780,7 @@ int sandbox_start(const Policy *policy, const SandboxLayerPaths *layers, char *c
                 if (r < 0)
                         goto kill_child;
         }
-        r = port_forwards_start(&st->ports, st->pidfd, reterr);
+        r = port_forwards_start(&st->ports, reterr);
         if (r < 0)
                 goto kill_child;
         return 0;
