@@ -91,6 +91,7 @@ static const Route routes[] = {
         {EVHTTP_REQ_POST, "/v1/sandboxes/{name}/apply", serve_apply, BODY_JSON, SERVE_JSON_BODY_MAX,
          NULL, true},
         {EVHTTP_REQ_GET, "/v1/sandboxes/{name}/audit", serve_audit, BODY_NONE, 0, query_limit},
+        {EVHTTP_REQ_GET, "/v1/sandboxes/{name}/ports", serve_sandbox_ports, BODY_NONE, 0, NULL},
         {EVHTTP_REQ_GET, "/v1/snapshots", serve_snapshot_list, BODY_NONE, 0, NULL},
         {EVHTTP_REQ_DELETE, "/v1/snapshots/{snapshot}", serve_snapshot_delete, BODY_NONE, 0, NULL,
          true},

@@ -172,3 +172,5 @@ void serve_snapshot_delete(ServeCtx *c);
 void serve_diff(ServeCtx *c);
 void serve_apply(ServeCtx *c);
 void serve_audit(ServeCtx *c);
+/* GET /v1/sandboxes/{name}/ports (hutch_ports()) */
+void serve_sandbox_ports(ServeCtx *c);

@@ -418,6 +418,7 @@ def test_every_route(server):
     assert (ws / "new.txt").read_text() == "new\n"
 
     assert api.ok("GET", f"/v1/sandboxes/{a}/audit?limit=10").json == {"entries": []}
+    assert api.ok("GET", f"/v1/sandboxes/{a}/ports").json == {"running": True, "ports": []}
 
     # Snapshots: take, list, create from, restore, and remove. Stopped
     # first: a running sandbox is frozen for its snapshot, which needs a

@@ -189,3 +189,18 @@ int persist_port_remove(Store *s, const char *name, uint16_t port, HutchError *r
                                        (unsigned)port, rec->name);
         return save_policy(s, rec, p, reterr);
 }
+
+int persist_port_connect(Store *s, const char *name, uint16_t port, int *ret_fd,
+                         HutchError *reterr) {
+        _cleanup_(sandbox_record_freep) SandboxRecord *rec = NULL;
+        _cleanup_close_ int sock = -EBADF;
+        int r;
+
+        r = store_sandbox_load(s, name, &rec, reterr);
+        if (r < 0)
+                return r;
+        r = persist_connect(s, rec->name, false, &sock, NULL);
+        if (r < 0)
+                return hutch_error_set(reterr, ENOTCONN, "sandbox '%s' is not running", rec->name);
+        return keeper_port_connect(sock, port, ret_fd, reterr);
+}

@@ -134,6 +134,11 @@ int persist_port_add(Store *s, const char *name, const char *spec, char **ret_js
  * published. */
 int persist_port_remove(Store *s, const char *name, uint16_t port, HutchError *reterr);
 
+/* A socket connected to 127.0.0.1:@port inside running sandbox @name
+ * (keeper_port_connect()). -ENOTCONN when it is not running. */
+int persist_port_connect(Store *s, const char *name, uint16_t port, int *ret_fd,
+                         HutchError *reterr);
+
 /* ---- snapshots ---- */
 
 /* Freezes sandbox @name into snapshot @snap (NULL: the first free of

@@ -50,6 +50,29 @@ int keeper_ports_handle(int fd, json_t *req, const char *op, PortForwards *t) {
 
         if (strcmp(op, "ports") == 0)
                 return answer_ports(fd, port_forwards_json(t, 0));
+        if (strcmp(op, "connect") == 0) {
+                json_t *port = json_object_get(req, "port");
+                _cleanup_close_ int sock = -EBADF;
+
+                if (!json_is_integer(port) || json_integer_value(port) < 1 ||
+                    json_integer_value(port) > 65535) {
+                        keeper_send_error(fd, "invalid port");
+                        return -ECONNRESET;
+                }
+                r = port_forwards_connect(t, (uint16_t)json_integer_value(port), &sock);
+                if (r < 0) {
+                        char msg[128];
+
+                        (void)snprintf(msg, sizeof(msg),
+                                       "cannot connect to port %d in the sandbox: %s",
+                                       (int)json_integer_value(port),
+                                       r == -ECONNREFUSED ? "nothing listens there" : strerror(-r));
+                        keeper_send_error(fd, msg);
+                        return -ECONNRESET;
+                }
+                (void)keeper_send_json(fd, json_pack("{s:s}", "op", "ok"), &sock, 1);
+                return -ECONNRESET;
+        }
         if (action && strcmp(action, "add") == 0) {
                 const char *text = json_string_value(json_object_get(req, "spec"));
 
@@ -82,6 +105,33 @@ int keeper_ports_handle(int fd, json_t *req, const char *op, PortForwards *t) {
 }
 
 /* ---- client side ---- */
+
+int keeper_port_connect(int sock, uint16_t port, int *ret_fd, HutchError *reterr) {
+        _cleanup_(json_decrefp) json_t *ans = NULL;
+        int fds[1] = {-EBADF};
+        const char *op;
+        int r;
+
+        r = keeper_send_json(sock, json_pack("{s:s,s:i}", "op", "connect", "port", (int)port), NULL,
+                             0);
+        if (r < 0)
+                return hutch_error_set(reterr, -r, "cannot reach the keeper: %s", strerror(-r));
+        r = keeper_recv_json(sock, &ans, fds, 1);
+        if (r <= 0)
+                return hutch_error_set(reterr, r < 0 ? -r : EPIPE,
+                                       "the keeper did not answer the connect request");
+        op = json_string_value(json_object_get(ans, "op"));
+        if (op && strcmp(op, "ok") == 0 && fds[0] >= 0) {
+                *ret_fd = fds[0];
+                return 0;
+        }
+        safe_close(fds[0]);
+        if (op && strcmp(op, "error") == 0)
+                return hutch_error_set(reterr, ECONNREFUSED, "%s",
+                                       json_string_value(json_object_get(ans, "message"))
+                                               ?: "refused");
+        return hutch_error_set(reterr, EBADMSG, "unexpected answer from the keeper");
+}
 
 int keeper_ports(int sock, const char *action, const char *spec, uint16_t port, char **ret_json,
                  HutchError *reterr) {

@@ -457,7 +457,8 @@ static int conn_handle(Keeper *k, KeeperConn *c) {
                 c->kind = KEEPER_CONN_STOP;
         } else if (strcmp(op, "freeze") == 0 || strcmp(op, "thaw") == 0) {
                 r = keeper_freeze(c, k->st->rc.cgroup, op[0] == 'f', &k->frozen);
-        } else if (strcmp(op, "ports") == 0 || strcmp(op, "port") == 0) {
+        } else if (strcmp(op, "ports") == 0 || strcmp(op, "port") == 0 ||
+                   strcmp(op, "connect") == 0) {
                 r = keeper_ports_handle(c->fd, req, op, &k->st->ports);
         } else {
                 keeper_send_error(c->fd, "unknown request");

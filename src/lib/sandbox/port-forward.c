@@ -450,6 +450,90 @@ static int forwarder_spawn(const PortForwards *t, PortForward *f, HutchError *re
         return 0;
 }
 
+/* In the forked child of port_forwards_connect(): the socket, made and
+ * connected in the sandbox's namespace, goes to @sock; an errno instead
+ * when that failed. Never returns. */
+_noreturn_ static void connect_child(pid_t parent, const PortForwards *t, int sock, uint16_t port) {
+        struct sockaddr_in to = {.sin_family = AF_INET,
+                                 .sin_port = htons(port),
+                                 .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+        int err = 0, fd = -EBADF;
+
+        if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0 || getppid() != parent)
+                _exit(1);
+        if (setns(t->userns_fd, CLONE_NEWUSER) < 0 || setns(t->netns_fd, CLONE_NEWNET) < 0)
+                err = errno;
+        if (!err && caps_drop_all() < 0)
+                err = EPERM;
+        if (!err) {
+                fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+                if (fd < 0 ||
+                    (connect(fd, (struct sockaddr *)&to, sizeof(to)) < 0 && errno != EINPROGRESS))
+                        err = errno;
+        }
+        if (!err) {
+                /* Loopback answers at once; a refusal is the caller's to
+                 * report (502), so it is waited for here. */
+                struct pollfd pfd = {.fd = fd, .events = POLLOUT};
+                socklen_t len = sizeof(err);
+
+                if (poll(&pfd, 1, PORT_FORWARD_READY_TIMEOUT_MS / 2) != 1)
+                        err = ETIMEDOUT;
+                else if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) < 0)
+                        err = errno;
+        }
+        if (err)
+                (void)send(sock, &err, sizeof(err), MSG_NOSIGNAL);
+        else {
+                (void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &(int){1}, sizeof(int));
+                (void)send_with_fds(sock, &err, sizeof(err), &fd, 1);
+        }
+        _exit(0);
+}
+
+int port_forwards_connect(const PortForwards *t, uint16_t port, int *ret_fd) {
+        _cleanup_close_ int parent_end = -EBADF, child_end = -EBADF, pidfd = -EBADF;
+        pid_t parent = getpid(), pid;
+        struct pollfd pfd;
+        int socks[2], fd = -EBADF, err = 0;
+        ssize_t n;
+
+        if (port == 0)
+                return -EINVAL;
+        if (t->userns_fd < 0 || t->netns_fd < 0)
+                return -EBADF;
+        if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, socks) < 0)
+                return -errno;
+        parent_end = socks[0];
+        child_end = socks[1];
+        pid = sandbox_clone(0, &pidfd);
+        if (pid < 0)
+                return (int)pid;
+        if (pid == 0)
+                connect_child(parent, t, child_end, port);
+        child_end = safe_close(child_end);
+        pfd = (struct pollfd){.fd = parent_end, .events = POLLIN};
+        n = poll(&pfd, 1, PORT_FORWARD_READY_TIMEOUT_MS) == 1
+                    ? recv_with_fds(parent_end, &err, sizeof(err), &fd, 1)
+                    : -ETIMEDOUT;
+        (void)pidfd_send_signal(pidfd, SIGKILL, NULL, 0);
+        (void)waitpid(pid, NULL, 0);
+        if (n < 0) {
+                safe_close(fd);
+                return (int)n;
+        }
+        if (n != sizeof(err) || (err == 0 && fd < 0)) {
+                safe_close(fd);
+                return err ? -err : -EIO;
+        }
+        if (err) {
+                safe_close(fd);
+                return -err;
+        }
+        *ret_fd = fd;
+        return 0;
+}
+
 int port_forwards_start(PortForwards *t, HutchError *reterr) {
         int r;
 

@@ -69,6 +69,13 @@ int port_forwards_open_ns(PortForwards *t, pid_t pid);
  * -errno with @reterr (the entry that failed is dropped; -EBADF when no
  * namespaces were opened). */
 int port_forwards_start(PortForwards *t, HutchError *reterr);
+/* A new TCP socket made in the sandbox's network namespace (by a short-
+ * lived child that enters it as a forwarder does and passes the socket
+ * back), connected to 127.0.0.1:@port there: for `hutch serve`'s preview
+ * route, which needs no published port. Non-blocking, connected.
+ * -ECONNREFUSED when nothing listens there, -ETIMEDOUT, -EBADF
+ * when no namespaces were opened, another -errno. */
+int port_forwards_connect(const PortForwards *t, uint16_t port, int *ret_fd);
 /* Stops the forwarder of sandbox port @port and closes its listener (open
  * connections end). 1 when there was one, 0 when not. */
 int port_forwards_remove(PortForwards *t, uint16_t port);
