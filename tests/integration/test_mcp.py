@@ -28,7 +28,8 @@ from conftest import node_package
 HERE = Path(__file__).resolve().parent
 CLIENT = HERE / "mcp-client.mjs"
 SDK = "@modelcontextprotocol/sdk"
-TOOLS = {"exec", "read_file", "write_file", "list_files", "diff", "snapshot", "restore"}
+TOOLS = {"exec", "read_file", "write_file", "list_files", "diff", "snapshot", "restore",
+         "expose_port"}
 SESSION_TIMEOUT = 300
 
 
