@@ -433,3 +433,35 @@ def test_ports_are_refused_with_the_vm_backend(sbx):
     r = sbx.run(["--backend", "vm", "-p", "8000", "--", "true"])
     assert r.returncode == 125
     assert "publishing ports (-p) is not supported with the vm backend" in r.stderr, r.stderr
+
+
+def test_published_port_works_with_allow_host(store):
+    """With --network allow the proxy's wall is unchanged and the published
+    port still reaches the server (inbound needs no allowlist entry)."""
+    hp = free_port()
+    store.create("allowed", "--allow-host", "api.example.test", "-p", f"127.0.0.1:{hp}:8000")
+    start_http(store, "allowed")
+    assert poll_until(lambda: http_get(hp) == "HTTP/1.0 200 OK", 20)
+    # The twin: the sandbox's only way out is still the proxy.
+    probe = (
+        "import socket\n"
+        "try:\n"
+        "    socket.create_connection(('192.0.2.1', 80), timeout=5); print('open')\n"
+        "except OSError as e:\n"
+        "    print(type(e).__name__)\n"
+    )
+    r = store.exec("allowed", "python3", "-c", probe)
+    assert r.returncode == 0 and r.stdout.strip() == "OSError", (r.stdout, r.stderr)
+
+
+def test_update_publishes_on_a_stopped_sandbox(store):
+    hp = free_port()
+    store.create("upd")
+    r = store.hutch("update", "upd", "-p", f"{hp}:8000")
+    assert r.returncode == 0, r.stderr
+    start_http(store, "upd")
+    assert mapping(store, "upd", 8000) == hp
+    assert poll_until(lambda: http_get(hp) == "HTTP/1.0 200 OK", 20)
+    # While it runs, update refuses to change the ports (port add does it).
+    r = store.hutch("update", "upd", "-p", "8001")
+    assert r.returncode == 125 and "ports" in r.stderr, r.stderr
