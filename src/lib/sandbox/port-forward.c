@@ -27,8 +27,10 @@
 /* How long the owner waits for a new forwarder to be in the sandbox's
  * namespaces. */
 #define PORT_FORWARD_READY_TIMEOUT_MS 10000
-/* What one splice() moves at most, and the pipe size asked for. */
-#define PORT_FORWARD_CHUNK (1U << 20)
+/* What one splice() moves at most, and the pipe size asked for: with two
+ * pipes per connection, at most 128 MiB of pipe buffers per port when
+ * every connection's both directions are stalled full. */
+#define PORT_FORWARD_CHUNK (256U << 10)
 
 void port_forwards_init(PortForwards *t) {
         *t = (PortForwards){.userns_fd = -EBADF, .netns_fd = -EBADF};
@@ -259,9 +261,15 @@ static void conn_event(Conn *c) {
                         conn_close(c);
                         return;
                 }
-                /* Still in progress: a later EPOLLOUT edge comes. */
-                if (send(c->fds[1], NULL, 0, MSG_NOSIGNAL) < 0 && errno == ENOTCONN)
-                        return;
+                /* Still in progress (an event of the client's side): the
+                 * EPOLLOUT edge of the connect comes later. */
+                {
+                        struct sockaddr_storage ss;
+                        socklen_t sl = sizeof(ss);
+
+                        if (getpeername(c->fds[1], (struct sockaddr *)&ss, &sl) < 0)
+                                return;
+                }
                 c->connecting = false;
         }
         for (size_t i = 0; i < 2; i++) {
@@ -285,8 +293,9 @@ static int make_pipe(int ret[2]) {
 }
 
 /* A new client on @lfd: a socket in this (the sandbox's) namespace,
- * connected to 127.0.0.1:@port. A client past the cap is closed. */
-static void accept_one(int epfd, int lfd, uint16_t port) {
+ * connected to 127.0.0.1:@port. A client past the cap is closed. Returns
+ * false when there was none to accept. */
+static bool accept_one(int epfd, int lfd, uint16_t port) {
         struct sockaddr_in to = {.sin_family = AF_INET,
                                  .sin_port = htons(port),
                                  .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
@@ -295,7 +304,7 @@ static void accept_one(int epfd, int lfd, uint16_t port) {
 
         fd = accept4(lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (fd < 0)
-                return;
+                return errno == EINTR || errno == ECONNABORTED;
         for (size_t i = 0; i < ELEMENTSOF(conns); i++)
                 if (!conns[i].used) {
                         c = &conns[i];
@@ -303,7 +312,7 @@ static void accept_one(int epfd, int lfd, uint16_t port) {
                 }
         if (!c) {
                 (void)close(fd); /* full: refused */
-                return;
+                return true;
         }
         *c = (Conn){.used = true,
                     .fds = {fd, -EBADF},
@@ -311,7 +320,7 @@ static void accept_one(int epfd, int lfd, uint16_t port) {
         c->fds[1] = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
         if (c->fds[1] < 0 || make_pipe(c->flow[0].pipe) < 0 || make_pipe(c->flow[1].pipe) < 0) {
                 conn_close(c);
-                return;
+                return true;
         }
         (void)setsockopt(c->fds[0], IPPROTO_TCP, TCP_NODELAY, &(int){1}, sizeof(int));
         (void)setsockopt(c->fds[1], IPPROTO_TCP, TCP_NODELAY, &(int){1}, sizeof(int));
@@ -322,7 +331,7 @@ static void accept_one(int epfd, int lfd, uint16_t port) {
         if (connect(c->fds[1], (struct sockaddr *)&to, sizeof(to)) < 0) {
                 if (errno != EINPROGRESS) {
                         conn_close(c);
-                        return;
+                        return true;
                 }
                 c->connecting = true;
         }
@@ -332,11 +341,12 @@ static void accept_one(int epfd, int lfd, uint16_t port) {
 
                 if (epoll_ctl(epfd, EPOLL_CTL_ADD, c->fds[i], &ev) < 0) {
                         conn_close(c);
-                        return;
+                        return true;
                 }
         }
         if (!c->connecting)
                 conn_event(c);
+        return true;
 }
 
 _noreturn_ static void forwarder_loop(int lfd, uint16_t port) {
@@ -358,8 +368,8 @@ _noreturn_ static void forwarder_loop(int lfd, uint16_t port) {
                 }
                 for (int i = 0; i < n; i++) {
                         if (evs[i].data.u64 == EV_LISTENER) {
-                                for (size_t k = 0; k < 64; k++)
-                                        accept_one(epfd, lfd, port);
+                                for (size_t k = 0; k < 64 && accept_one(epfd, lfd, port); k++)
+                                        ;
                                 continue;
                         }
                         if (evs[i].data.u64 < ELEMENTSOF(conns) && conns[evs[i].data.u64].used)
@@ -379,6 +389,14 @@ _noreturn_ static void forwarder_child(pid_t parent, const PortForwards *t, int 
                 _exit(1);
         /* Named for ps and the tests that look for leftovers. */
         (void)prctl(PR_SET_NAME, "hutch-port", 0, 0, 0);
+        /* The keeper keeps itself to one CPU; its forwarders take any
+         * (the kernel keeps them to the cgroup's cpuset). */
+        {
+                cpu_set_t all;
+
+                memset(&all, 0xff, sizeof(all));
+                (void)sched_setaffinity(0, sizeof(all), &all);
+        }
         signals_reset_default();
         /* A peer that goes away is an EPIPE to handle, not a death. */
         (void)signal(SIGPIPE, SIG_IGN);
