@@ -1,9 +1,12 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 #include <errno.h>
+#include <netinet/in.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include "policy/policy.h"
+#include "sandbox/port-forward.h"
 #include "strv.h"
 #include "test.h"
 
@@ -147,6 +150,86 @@ TEST(policy_ports_refused_with_vm) {
         ASSERT_OK(policy_set_backend(p, "vm", NULL));
         ASSERT_ERROR(policy_validate(p, &e), EOPNOTSUPP);
         ASSERT_TRUE(strstr(e.msg, "vm backend") != NULL);
+}
+
+static bool listens_on(uint16_t port) {
+        struct sockaddr_in sa = {.sin_family = AF_INET,
+                                 .sin_port = htons(port),
+                                 .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+        int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        bool ok = fd >= 0 && connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0;
+
+        if (fd >= 0)
+                (void)close(fd);
+        return ok;
+}
+
+TEST(port_forwards_bind_and_refuse) {
+        PortForwards t, u;
+        HutchError e = {};
+        PortSpec s;
+        char spec[32];
+        uint16_t bound;
+
+        port_forwards_init(&t);
+        port_forwards_init(&u);
+        ASSERT_OK(port_spec_parse("127.0.0.1::80", &s, NULL));
+        ASSERT_OK(port_forwards_add(&t, &s, &e));
+        ASSERT_EQ(t.n, 1);
+        bound = t.items[0].spec.host_port;
+        ASSERT_TRUE(bound != 0);
+        ASSERT_TRUE(listens_on(bound));
+        /* The same sandbox port twice. */
+        ASSERT_ERROR(port_forwards_add(&t, &s, &e), EEXIST);
+        /* A host port in use, named. */
+        (void)snprintf(spec, sizeof(spec), "%u:81", (unsigned)bound);
+        ASSERT_OK(port_spec_parse(spec, &s, NULL));
+        ASSERT_ERROR(port_forwards_add(&u, &s, &e), EADDRINUSE);
+        ASSERT_TRUE(strstr(e.msg, "is already in use") != NULL);
+        ASSERT_EQ(u.n, 0);
+        /* An address this machine does not have (TEST-NET-1). */
+        ASSERT_OK(port_spec_parse("192.0.2.77::82", &s, NULL));
+        ASSERT_ERROR(port_forwards_add(&u, &s, &e), EADDRNOTAVAIL);
+        ASSERT_TRUE(strstr(e.msg, "not an address of this machine") != NULL);
+        /* No namespaces opened: nothing can start, nothing connects. */
+        ASSERT_ERROR(port_forwards_start(&t, &e), EBADF);
+        ASSERT_ERROR(port_forwards_connect(&t, 80, &(int){-1}), EBADF);
+        ASSERT_ERROR(port_forwards_connect(&t, 0, &(int){-1}), EINVAL);
+        ASSERT_EQ(port_forwards_remove(&t, 81), 0);
+        ASSERT_EQ(port_forwards_remove(&t, 80), 1);
+        ASSERT_EQ(t.n, 0);
+        ASSERT_FALSE(listens_on(bound));
+        port_forwards_done(&t);
+        port_forwards_done(&u);
+}
+
+TEST(port_forwards_bind_all_or_nothing) {
+        char *const specs[] = {(char *)"127.0.0.1::80", (char *)"x", NULL};
+        PortForwards t;
+        HutchError e = {};
+
+        port_forwards_init(&t);
+        ASSERT_ERROR(port_forwards_bind(&t, specs, &e), EINVAL);
+        ASSERT_EQ(t.n, 0);
+        port_forwards_done(&t);
+        port_forwards_done(&t); /* idempotent */
+}
+
+TEST(port_forwards_full) {
+        PortForwards t;
+        HutchError e = {};
+        PortSpec s;
+
+        port_forwards_init(&t);
+        for (unsigned i = 1; i <= POLICY_MAX_PORTS; i++) {
+                ASSERT_OK(port_spec_parse("127.0.0.1::1", &s, NULL));
+                s.port = (uint16_t)i;
+                ASSERT_OK(port_forwards_add(&t, &s, &e));
+        }
+        s.port = 1000;
+        ASSERT_ERROR(port_forwards_add(&t, &s, &e), E2BIG);
+        port_forwards_done(&t);
+        ASSERT_EQ(t.n, 0);
 }
 
 DEFINE_TEST_MAIN
