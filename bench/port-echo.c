@@ -126,6 +126,11 @@ static double pct(uint64_t *v, size_t n, double p) {
         return (double)v[(size_t)((double)n * p)] / 1000.0;
 }
 
+static int fail(const char *what) {
+        perror(what);
+        return 1;
+}
+
 static int client(int port, size_t n, size_t mib) {
         static char chunk[1 << 20];
         size_t n_new = n / 10 < 100 ? 100 : n / 10;
@@ -136,15 +141,23 @@ static int client(int port, size_t n, size_t mib) {
 
         memset(msg, 'x', sizeof(msg));
         msg[0] = 'e';
-        for (int i = 0; i < 400 && c < 0; i++)
-                if ((c = dial(port)) < 0)
-                        (void)usleep(50000); /* the server may still be starting */
-        if (!lat || !lat_new || c < 0 || full_write(c, "e", 1) < 0)
-                return 1;
+        /* The server may still be starting: a forwarder accepts before
+         * anything listens behind it, so the first answer is waited for. */
+        for (int i = 0; i < 400 && c < 0; i++) {
+                c = dial(port);
+                if (c >= 0 && (full_write(c, msg, 65) < 0 || full_read(c, msg + 1, 64) < 0)) {
+                        (void)close(c);
+                        c = -1;
+                }
+                if (c < 0)
+                        (void)usleep(50000);
+        }
+        if (!lat || !lat_new || c < 0)
+                return fail("connect");
         for (size_t i = 0; i < n; i++) {
                 t = now_ns();
                 if (full_write(c, msg + 1, 64) < 0 || full_read(c, msg + 1, 64) < 0)
-                        return 1;
+                        return fail("request");
                 lat[i] = now_ns() - t;
         }
         (void)close(c);
@@ -152,20 +165,20 @@ static int client(int port, size_t n, size_t mib) {
                 t = now_ns();
                 c = dial(port);
                 if (c < 0 || full_write(c, msg, 65) < 0 || full_read(c, msg + 1, 64) < 0)
-                        return 1;
+                        return fail("request on a new connection");
                 (void)close(c);
                 lat_new[i] = now_ns() - t;
         }
         c = dial(port);
         if (c < 0 || full_write(c, "s", 1) < 0)
-                return 1;
+                return fail("connect for the stream");
         t = now_ns();
         for (size_t i = 0; i < mib; i++)
                 if (full_write(c, chunk, sizeof(chunk)) < 0)
-                        return 1;
+                        return fail("stream");
         (void)shutdown(c, SHUT_WR);
         if (read(c, ans, sizeof(ans) - 1) <= 0 || strtoull(ans, NULL, 10) != (mib << 20))
-                return 1;
+                return fail("the stream's count");
         t = now_ns() - t;
         printf("%9.1f %9.1f %9.1f %9.1f %8.2f\n", pct(lat, n, 0.5), pct(lat, n, 0.9),
                pct(lat_new, n_new, 0.5), pct(lat_new, n_new, 0.9), (double)(mib << 20) / (double)t);
