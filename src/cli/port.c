@@ -132,7 +132,7 @@ int verb_port(int argc, char **argv) {
                 return HUTCH_EXIT_FAILURE;
         }
         /* As docker: a stopped sandbox has nothing bound, so nothing is
-         * listed (its policy's entries: 'hutch ls --json'). */
+         * listed (its policy's entries: GET /v1/sandboxes/NAME/ports). */
         if (!running) {
                 if (port) {
                         log_error("no public port '%u/tcp' published for '%s' (it is not "
