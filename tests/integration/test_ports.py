@@ -465,3 +465,94 @@ def test_update_publishes_on_a_stopped_sandbox(store):
     # While it runs, update refuses to change the ports (port add does it).
     r = store.hutch("update", "upd", "-p", "8001")
     assert r.returncode == 125 and "ports" in r.stderr, r.stderr
+
+
+# Accepts and holds every connection, answering nothing; closes one when
+# it reads from it.
+HOLD_SERVER = r"""
+import socket, sys, threading
+s = socket.socket()
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("127.0.0.1", int(sys.argv[1])))
+s.listen(1024)
+def hold(c):
+    c.recv(1)
+    c.close()
+while True:
+    c, _ = s.accept()
+    threading.Thread(target=hold, args=(c,), daemon=True).start()
+"""
+
+
+def test_a_port_takes_at_most_256_connections(store):
+    hp = free_port()
+    store.create("cap", "-p", f"127.0.0.1:{hp}:9000")
+    r = store.hutch("exec", "-d", "cap", "--", "python3", "-c", HOLD_SERVER, "9000")
+    assert r.returncode == 0, r.stderr
+
+    def open_one():
+        c = socket.create_connection(("127.0.0.1", hp), timeout=10)
+        c.setblocking(False)
+        return c
+
+    def closed(c):
+        """Whether the forwarder closed @c (EOF or reset), waiting for it."""
+        c.settimeout(10)
+        try:
+            return c.recv(1) == b""
+        except ConnectionResetError:
+            return True
+        except socket.timeout:
+            return False
+
+    # The server is up once a connection stays open.
+    def probe():
+        c = open_one()
+        c.settimeout(0.3)
+        try:
+            gone = c.recv(1) == b""
+        except socket.timeout:
+            gone = False
+        except ConnectionResetError:
+            gone = True
+        c.close()
+        return not gone
+
+    assert poll_until(probe, 20)
+    conns = [open_one() for _ in range(256)]
+    try:
+        extra = open_one()
+        assert closed(extra), "the 257th connection was kept"
+        extra.close()
+        # The twin: the first 256 are all still open; one closed makes room.
+        for c in conns[:5]:
+            c.settimeout(0.2)
+            with pytest.raises(socket.timeout):
+                c.recv(1)
+        # A connection ends when both sides closed: the server closes its
+        # end once it reads a byte.
+        last = conns.pop()
+        last.setblocking(True)
+        last.sendall(b"q")
+        assert closed(last)
+        last.close()
+
+        def room():
+            c = open_one()
+            c.settimeout(0.5)
+            try:
+                kept = c.recv(1) != b""
+            except socket.timeout:
+                kept = True
+            except ConnectionResetError:
+                kept = False
+            if kept:
+                conns.append(c)
+            else:
+                c.close()
+            return kept
+
+        assert poll_until(room, 10)
+    finally:
+        for c in conns:
+            c.close()
