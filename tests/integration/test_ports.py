@@ -556,3 +556,26 @@ def test_a_port_takes_at_most_256_connections(store):
     finally:
         for c in conns:
             c.close()
+
+
+def test_a_killed_run_takes_its_forwarder(sbx):
+    hp = free_port()
+    p = sbx.popen(
+        ["-p", f"127.0.0.1:{hp}:9000", "--", "python3", "-c", ECHO_SERVER, "9000", "1"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        assert p.stdout.readline() == "listening\n"
+        fw = forwarders(p.pid)
+        assert len(fw) == 1 and listening(hp), fw
+        os.kill(p.pid, signal.SIGKILL)
+        p.wait(timeout=30)
+        assert not wait_pidfds(list(fw), 10)
+        assert not listening(hp) and refused(hp)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+        p.stdout.close()
+        p.stderr.close()
