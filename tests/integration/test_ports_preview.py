@@ -25,6 +25,8 @@ HEADERS_SERVER = r"""
 import http.server, json, sys
 class H(http.server.BaseHTTPRequestHandler):
     def do_GET(self):
+        # The body is read: a server that closes on unread bytes resets.
+        self.rfile.read(int(self.headers.get("Content-Length") or 0))
         body = json.dumps({"path": self.path,
                            "headers": {k.lower(): v for k, v in self.headers.items()}}).encode()
         self.send_response(200)
@@ -75,6 +77,7 @@ def hutch_port_processes():
 def test_preview_reaches_a_server_with_no_host_port(server):
     api = server.api
     name = f"pv-{secrets.token_hex(3)}"
+    before = set(hutch_port_processes())
     create(api, name)
     started(server, name, "python3", "-c", HEADERS_SERVER, "8000")
 
@@ -98,8 +101,8 @@ def test_preview_reaches_a_server_with_no_host_port(server):
     assert preview(api, name, 8000, "?z=1").json["path"] == "/?z=1"
     body = json.dumps({"k": "v"}).encode()
     assert preview(api, name, 8000, "/post", method="POST", body=body).json["path"] == "/post"
-    # No host port was opened for it: no forwarder exists.
-    assert hutch_port_processes() == []
+    # No host port was opened for it: no forwarder was started.
+    assert set(hutch_port_processes()) - before == set()
     # The twins: nothing on another port (502), a stopped sandbox (409),
     # an unknown one (404).
     r = preview(api, name, 8001)
