@@ -190,6 +190,20 @@ int hutch_stop(const char *name, hutch_error *err);
 /* Stops (when running) and removes the sandbox and its files. */
 int hutch_destroy(const char *name, hutch_error *err);
 
+/* ---- published ports (docs/network.md "Published ports") ---- */
+
+/* Sandbox @name's published ports as a JSON array (free() it) of
+ * {"port":N,"protocol":"tcp","host_ip":S,"host_port":N}: while it runs,
+ * as bound (@ret_running, may be NULL, true); stopped, its policy's
+ * entries (host_port 0: a free one, chosen at the start). */
+int hutch_ports(const char *name, char **ret_json, bool *ret_running, hutch_error *err);
+
+/* A socket connected to 127.0.0.1:@port inside running sandbox @name,
+ * published or not (non-blocking, close-on-exec; the caller closes it).
+ * ENOTCONN when the sandbox is not running, ECONNREFUSED when nothing
+ * listens on @port there. */
+int hutch_port_connect(const char *name, unsigned port, int *ret_fd, hutch_error *err);
+
 /* ---- snapshots ---- */
 
 /* Freezes sandbox @name's files into snapshot @snap (running or not;

@@ -28,6 +28,8 @@ test_pkgs+=(docker.io podman runc)
 # tests/integration/test_host_mounts.py (issue 24): ip netns, Debian's
 # dockerd and client, and the static busybox its image is made of offline.
 test_pkgs+=(iproute2 busybox-static)
+# The preview route's WebSocket client and server (tests/integration/test_ports_preview.py).
+test_pkgs+=(python3-websockets)
 # tests/integration/test_cli_help.py renders the man pages (man-db) and
 # runs the zsh completion.
 test_pkgs+=(man-db zsh)

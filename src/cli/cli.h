@@ -28,3 +28,4 @@ int verb_image(int argc, char **argv);
 int verb_ps(int argc, char **argv);
 int verb_kill(int argc, char **argv);
 int verb_wait(int argc, char **argv);
+int verb_port(int argc, char **argv);

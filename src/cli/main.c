@@ -99,6 +99,7 @@ static const struct {
         {"ls", verb_ls, "list the persistent sandboxes", usage_ls, false},
         {"stop", verb_stop, "stop a sandbox (its files stay)", usage_stop, false},
         {"rm", verb_rm, "remove a sandbox", usage_rm, false},
+        {"port", verb_port, "list or change a sandbox's published ports", NULL, false},
         {"logs", verb_logs, "a sandbox's exec history, detached output and audit log", usage_logs,
          false},
         {"snapshot", verb_snapshot, "snapshot a sandbox; snapshot ls/rm/export/import", NULL,

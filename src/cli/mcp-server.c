@@ -20,6 +20,7 @@ void mcp_server_done(McpServer *s) {
         s->policy = NULL;
         s->from = mfree(s->from);
         s->policy_json = mfree(s->policy_json);
+        s->preview_url = mfree(s->preview_url);
 }
 
 json_t *jsonrpc_error(json_t *id, int code, const char *fmt, ...) {

@@ -43,6 +43,7 @@ typedef struct McpArgs {
         json_t *command, *cwd, *timeout, *env, *path, *content, *name;
         json_t *parents, *recursive, *to, *replace;
         json_t *detach, *id, *signal, *grace; /* the processes' tools */
+        json_t *port;                         /* expose_port */
 } McpArgs;
 
 typedef struct McpArgSpec {
@@ -168,6 +169,12 @@ static const McpArgSpec snapshot_args[] = {
 static const McpArgSpec restore_args[] = {
         ARG("name", MCP_ARG_STRING, true, name,
             SNAPSHOT_NAME_SCHEMA("The name the snapshot was taken with")),
+};
+
+static const McpArgSpec expose_port_args[] = {
+        ARG("port", MCP_ARG_NUMBER, true, port,
+            "{\"type\":\"integer\",\"minimum\":1,\"maximum\":65535,\"description\":\"The "
+            "TCP port a server listens on at 127.0.0.1 inside the sandbox\"}"),
 };
 
 static const char *arg_type_to_string(McpArgType t) {
@@ -945,6 +952,102 @@ static json_t *tool_kill_process(McpServer *s, const McpArgs *a) {
         return tool_result(s, res, NULL);
 }
 
+/* The URL of @port_json's entry for @port with a loopback host address,
+ * or NULL. */
+static char *published_url(const char *ports_json, unsigned port) {
+        json_auto_t *arr = json_loads(ports_json, 0, NULL);
+        json_t *e;
+        size_t i;
+
+        json_array_foreach(arr, i, e) {
+                const char *ip = json_string_value(json_object_get(e, "host_ip"));
+                json_int_t hp = json_integer_value(json_object_get(e, "host_port"));
+                char *url = NULL;
+
+                if (json_integer_value(json_object_get(e, "port")) != (json_int_t)port || !ip ||
+                    hp <= 0 || (strcmp(ip, "::1") != 0 && strncmp(ip, "127.", 4) != 0))
+                        continue;
+                if (asprintf(&url, strchr(ip, ':') ? "http://[%s]:%d/" : "http://%s:%d/", ip,
+                             (int)hp) < 0)
+                        return NULL;
+                return url;
+        }
+        return NULL;
+}
+
+/* A published port for @port on the running (started here) sandbox, for
+ * its keeper's life: the existing one when there is one, else a new one
+ * on 127.0.0.1 and a free port (not saved in the policy, so the sandbox
+ * still matches the policy 'hutch mcp' was given). */
+static int expose_published(McpServer *s, unsigned port, char **ret_url, hutch_error *err) {
+        _cleanup_(store_freep) Store *store = NULL;
+        _cleanup_free_ char *json = NULL;
+        char spec[32];
+        HutchError e = {};
+        int r;
+
+        r = store_open(&store, &e);
+        for (int attempt = 0; r >= 0 && attempt < 2; attempt++) {
+                _cleanup_close_ int sock = -EBADF;
+
+                r = persist_connect(store, s->name, true, &sock, &e);
+                if (r < 0)
+                        break;
+                json = mfree(json);
+                if (attempt == 0)
+                        r = keeper_ports(sock, NULL, NULL, 0, &json, &e);
+                else {
+                        (void)snprintf(spec, sizeof(spec), "127.0.0.1:0:%u", port);
+                        r = keeper_ports(sock, "add", spec, 0, &json, &e);
+                }
+                if (r < 0)
+                        break;
+                *ret_url = published_url(json, port);
+                if (*ret_url)
+                        return 0;
+        }
+        if (r >= 0)
+                return set_error(err, EIO, "port %u was published, but not on loopback", port);
+        return set_error(err, -r, "%s", e.msg[0] ? e.msg : strerror(-r));
+}
+
+static json_t *tool_expose_port(McpServer *s, const McpArgs *a) {
+        _cleanup_free_ char *url = NULL;
+        double v = json_number_value(a->port);
+        hutch_error herr = {};
+        unsigned port;
+        int r;
+
+        if (!(v >= 1 && v <= 65535) || v != (double)(unsigned)v)
+                return tool_error("expose_port: invalid port %g (expected an integer from 1 to "
+                                  "65535)",
+                                  v);
+        port = (unsigned)v;
+        r = sandbox_ensure(s, &herr);
+        if (r >= 0 && s->preview_url) {
+                size_t n = strlen(s->preview_url);
+
+                while (n > 0 && s->preview_url[n - 1] == '/')
+                        n--;
+                if (asprintf(&url, "%.*s/v1/sandboxes/%s/ports/%u/", (int)n, s->preview_url,
+                             s->name, port) < 0)
+                        return tool_error("expose_port: out of memory");
+                return tool_result(
+                        s,
+                        json_pack("{s:i,s:s,s:s}", "port", (int)port, "url", url, "via", "preview"),
+                        NULL);
+        }
+        if (r >= 0)
+                r = expose_published(s, port, &url, &herr);
+        if (r < 0) {
+                sandbox_recheck(s, r);
+                return tool_error("expose_port: %s", err_text(&herr, r));
+        }
+        return tool_result(
+                s, json_pack("{s:i,s:s,s:s}", "port", (int)port, "url", url, "via", "published"),
+                NULL);
+}
+
 /* ---- the table ---- */
 
 static const char exec_output[] =
@@ -1037,6 +1140,14 @@ static const char snapshot_output[] =
         "\"stopped\":{\"type\":\"boolean\",\"description\":\"the sandbox could not be "
         "frozen, so it was stopped first: /tmp is empty again\"}},"
         "\"required\":[\"name\",\"snapshot\",\"stopped\"]}";
+
+static const char expose_port_output[] =
+        "{\"type\":\"object\",\"properties\":{\"port\":{\"type\":\"integer\"},"
+        "\"url\":{\"type\":\"string\",\"description\":\"where the port is reached from the "
+        "host\"},\"via\":{\"type\":\"string\",\"enum\":[\"preview\",\"published\"],"
+        "\"description\":\"preview: hutch serve's preview route (--preview-url); published: "
+        "a port on the host's loopback for as long as the sandbox runs\"}},"
+        "\"required\":[\"port\",\"url\",\"via\"]}";
 
 static const char restore_output[] =
         "{\"type\":\"object\",\"properties\":{\"name\":{\"type\":\"string\"},"
@@ -1145,6 +1256,15 @@ static const McpTool tools[] = {
          .output_schema = kill_process_output,
          .destructive = true,
          .run = tool_kill_process},
+        {.name = "expose_port",
+         .title = "Reach a server in the sandbox from the host",
+         .description = "Returns a URL on the host for a TCP port a server listens on at "
+                        "127.0.0.1 inside the sandbox: hutch serve's preview route when the "
+                        "server was started with --preview-url, else a port published on the "
+                        "host's 127.0.0.1 (a free one) while the sandbox runs.",
+         ARGS(expose_port_args),
+         .output_schema = expose_port_output,
+         .run = tool_expose_port},
 };
 
 const McpTool *mcp_tool_find(const char *name) {

@@ -19,35 +19,41 @@
 #define MCP_READ_CHUNK 65536
 
 static void mcp_usage(FILE *f) {
-        (void)fprintf(f, "usage: hutch mcp [--name NAME] [POLICY FLAGS]\n\n"
-                         "Serves the Model Context Protocol on stdin and stdout (JSON-RPC 2.0, one "
-                         "message a line;\nlogs go to stderr) with the tools exec, read_file, "
-                         "write_file, list_files, diff,\nsnapshot and restore. They all act on one "
-                         "persistent sandbox, created on first use:\n"
-                         "  --name NAME   the sandbox (default mcp-<folder>-<hash of its path>, "
-                         "for the workspace folder);\n"
-                         "                an existing one is used as it is when no policy flag is "
-                         "given\n"
-                         "The policy flags are those of 'hutch create' (see 'hutch run --help'), "
-                         "with --from;\nwithout --workspace the current directory is the "
-                         "workspace, in overlay mode.\nSee docs/mcp.md for the client "
-                         "configuration.\n");
+        (void)fprintf(f,
+                      "usage: hutch mcp [--name NAME] [--preview-url URL] [POLICY FLAGS]\n\n"
+                      "Serves the Model Context Protocol on stdin and stdout (JSON-RPC 2.0, one "
+                      "message a line;\nlogs go to stderr) with the tools exec, read_file, "
+                      "write_file, list_files, diff,\nsnapshot, restore and expose_port. They all "
+                      "act on one persistent sandbox, created on first use:\n"
+                      "  --name NAME   the sandbox (default mcp-<folder>-<hash of its path>, "
+                      "for the workspace folder);\n"
+                      "                an existing one is used as it is when no policy flag is "
+                      "given\n"
+                      "  --preview-url URL  hutch serve's base URL: expose_port answers with its "
+                      "preview route\n"
+                      "                (else it publishes a port on the host's 127.0.0.1)\n"
+                      "The policy flags are those of 'hutch create' (see 'hutch run --help'), "
+                      "with --from;\nwithout --workspace the current directory is the "
+                      "workspace, in overlay mode.\nSee docs/mcp.md for the client "
+                      "configuration.\n");
 }
 
-/* Takes "--name NAME" / "--name=NAME" out of @argv (before any "--"). */
-static int mcp_take_name(int *argc, char **argv, const char **ret) {
+/* Takes "@opt VALUE" / "@opt=VALUE" out of @argv (before any "--"). */
+static int mcp_take_opt(int *argc, char **argv, const char *opt, const char **ret) {
+        size_t len = strlen(opt);
+
         for (int i = 1; i < *argc; i++) {
                 int n;
 
                 if (strcmp(argv[i], "--") == 0)
                         break;
-                if (strcmp(argv[i], "--name") == 0) {
+                if (strcmp(argv[i], opt) == 0) {
                         if (i + 1 >= *argc)
                                 return -EINVAL;
                         *ret = argv[i + 1];
                         n = 2;
-                } else if (strncmp(argv[i], "--name=", 7) == 0) {
-                        *ret = argv[i] + 7;
+                } else if (strncmp(argv[i], opt, len) == 0 && argv[i][len] == '=') {
+                        *ret = argv[i] + len + 1;
                         n = 1;
                 } else
                         continue;
@@ -213,13 +219,24 @@ int verb_mcp(int argc, char **argv) {
         _cleanup_(mcp_server_done) McpServer s = {};
         _cleanup_free_ char *cwd = NULL;
         _cleanup_close_ int in = -EBADF, out = -EBADF;
-        const char *name = NULL;
+        const char *name = NULL, *preview_url = NULL;
         HutchError err = {};
         char dflt[MCP_NAME_MAX + 1];
         int r;
 
-        if (mcp_take_name(&argc, argv, &name) < 0) {
+        if (mcp_take_opt(&argc, argv, "--name", &name) < 0) {
                 log_error("option '--name' needs a value");
+                return HUTCH_EXIT_FAILURE;
+        }
+        if (mcp_take_opt(&argc, argv, "--preview-url", &preview_url) < 0) {
+                log_error("option '--preview-url' needs a value");
+                return HUTCH_EXIT_FAILURE;
+        }
+        if (preview_url && strncmp(preview_url, "http://", 7) != 0 &&
+            strncmp(preview_url, "https://", 8) != 0) {
+                log_error("invalid --preview-url '%s': give hutch serve's base URL "
+                          "(http://HOST:PORT)",
+                          preview_url);
                 return HUTCH_EXIT_FAILURE;
         }
         r = run_args_parse_mode(argc, argv, RUN_ARGS_CREATE, &args, &err);
@@ -262,6 +279,11 @@ int verb_mcp(int argc, char **argv) {
                 name = dflt;
         }
         s.name = strdup(name);
+        if (preview_url) {
+                s.preview_url = strdup(preview_url);
+                if (!s.preview_url)
+                        return HUTCH_EXIT_FAILURE;
+        }
         if (!s.name)
                 return HUTCH_EXIT_FAILURE;
         if (args.from) {

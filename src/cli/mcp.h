@@ -43,6 +43,7 @@ typedef struct McpServer {
         bool ready;           /* it exists (with the policy wanted) */
         bool has_workspace;   /* its policy has a workspace (else relative is $HOME) */
         bool has_timeout;     /* its policy sets a timeout */
+        char *preview_url;    /* --preview-url: hutch serve's base URL, or NULL */
 
         /* The session. */
         const char *version; /* the negotiated protocol version; NULL before initialize */

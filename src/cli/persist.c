@@ -18,6 +18,7 @@
 #include "log.h"
 #include "parse-util.h"
 #include "persist.h"
+#include "port.h"
 #include "refusals.h"
 #include "run-flags.h"
 #include "store/store.h"
@@ -101,6 +102,7 @@ int verb_create(int argc, char **argv) {
         }
         if (!name)
                 name = args.command[0];
+        ports_warn_exposed(args.policy->ports);
         r = persist_open(NULL, &s, NULL);
         if (r != 0)
                 return r;

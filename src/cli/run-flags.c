@@ -104,6 +104,7 @@ static const struct option run_options[] = {
         {"cap-drop", required_argument, NULL, ARG_CAP_DROP},
         {"cap-add", required_argument, NULL, ARG_CAP_ADD},
         {"image", required_argument, NULL, ARG_IMAGE},
+        {"publish", required_argument, NULL, 'p'},
         {"tty", no_argument, NULL, 't'},
         {"interactive", no_argument, NULL, 'i'},
         {"quiet", no_argument, NULL, 'q'},
@@ -113,7 +114,7 @@ static const struct option run_options[] = {
 /* '+': stop at the first non-option, so the command's own flags are never
  * parsed ("hutch run ls -l"). ':': report a missing value as ':' rather
  * than '?', so the two errors get their own messages. */
-static const char run_optstring[] = "+:v:w:e:hitq";
+static const char run_optstring[] = "+:v:w:e:p:hitq";
 
 /* The reference printed by run_args_usage(); docs/cli-run.md has the same
  * table. */
@@ -146,6 +147,9 @@ static const struct {
          "broker the caller's $NAME: the sandbox gets a placeholder, hutch-proxy sends the real "
          "value to HOST only (see docs/secrets.md; repeatable)"},
         {"--upstream-ca FILE", "also trust this CA for the proxy's upstream TLS (repeatable)"},
+        {"-p, --publish [IP:][HOSTPORT:]PORT",
+         "forward TCP on the host's IP:HOSTPORT (default 127.0.0.1, a free port) to PORT on the "
+         "sandbox's loopback (repeatable; see docs/network.md)"},
         {"--policy FILE", "apply a JSON policy file first; flags override it"},
         {"--json FILE", "write the outcome as JSON to FILE after the command"},
         {"--json-fd N", "write the outcome as JSON to the open fd N (N >= 3)"},
@@ -497,6 +501,8 @@ static int run_args_apply(RunArgs *a, int c, const char *value, HutchError *rete
                 return policy_add_allow_host(a->policy, host ? host : value, "--allow-host",
                                              reterr);
         }
+        case 'p':
+                return policy_add_port(a->policy, value, "--publish", reterr);
         case ARG_DENY_HOST:
                 return policy_add_deny_host(a->policy, value, "--deny-host", reterr);
         case ARG_ALLOW_PRIVATE:

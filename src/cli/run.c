@@ -8,6 +8,7 @@
 #include "cli.h"
 #include "fd-util.h"
 #include "log.h"
+#include "port.h"
 #include "refusals.h"
 #include "run-flags.h"
 #include "sandbox/sandbox.h"
@@ -90,6 +91,7 @@ int verb_run(int argc, char **argv) {
                 run_args_usage(stdout);
                 return 0;
         }
+        ports_warn_exposed(args.policy->ports);
         r = run_args_check_workdir(args.policy, &err);
         if (r < 0) {
                 log_error("%s", err.msg[0] ? err.msg : strerror(-r));

@@ -26,6 +26,7 @@
 
 #include "fd-util.h"
 #include "macro.h"
+#include "serve-preview.h"
 #include "serve.h"
 
 /* What a client's bufferevent reads ahead of the gate, and what may wait
@@ -37,6 +38,7 @@ typedef enum FrontState {
         FRONT_HEAD,    /* reading a request head */
         FRONT_BODY,    /* passing the body announced by the last head */
         FRONT_REFUSED, /* answering an error; nothing more is read */
+        FRONT_TUNNEL,  /* a preview (serve-preview.h): bytes pass both ways as they are */
 } FrontState;
 
 typedef struct FrontConn {
@@ -127,6 +129,12 @@ static const char *reason(int status) {
                 return "Request Header Fields Too Large";
         case 403:
                 return "Forbidden";
+        case 404:
+                return "Not Found";
+        case 409:
+                return "Conflict";
+        case 502:
+                return "Bad Gateway";
         default:
                 return "Service Unavailable";
         }
@@ -252,6 +260,66 @@ static int conn_connect_inner(FrontConn *c) {
         return bufferevent_enable(c->inner, EV_READ | EV_WRITE) < 0 ? -EIO : 0;
 }
 
+/* A preview head (serve-preview.h) that passed the checks: the
+ * connection goes to the sandbox's port, with the rewritten head, and
+ * stays a tunnel. Only as the first request of a connection (the answers
+ * of evhttp and of the sandbox would otherwise interleave). Returns 1 when
+ * it tunnels, 2 when it refused (@c may be freed), -errno.
+ * NEEDSWORK: hutch_port_connect() asks the keeper, which forks a child
+ * into the sandbox's namespaces: a few milliseconds during which this loop
+ * waits. */
+static int conn_preview(FrontConn *c, size_t end, const ServeHead *h, const char *name,
+                        unsigned port, size_t rest) {
+        _cleanup_free_ char *head = NULL;
+        _cleanup_close_ int fd = -EBADF;
+        hutch_error err = {};
+        size_t head_len;
+        int r;
+
+        if (c->inner) {
+                conn_refuse_with(c, json_answer(400, "invalid_argument",
+                                                "a preview request must be the first of its "
+                                                "connection"));
+                return 2;
+        }
+        r = hutch_port_connect(name, port, &fd, &err);
+        if (r < 0) {
+                int status = err.code == ENOENT         ? 404
+                             : err.code == ENOTCONN     ? 409
+                             : err.code == ECONNREFUSED ? 502
+                                                        : 503;
+                const char *code = status == 404   ? "not_found"
+                                   : status == 409 ? "conflict"
+                                   : status == 502 ? "bad_gateway"
+                                                   : "unavailable";
+
+                conn_refuse_with(c, json_answer(status, code, err.message));
+                return 2;
+        }
+        r = serve_preview_head(c->head, end, h->target, h->target_len, rest, &head, &head_len);
+        if (r < 0)
+                return r;
+        c->inner = bufferevent_socket_new(c->front->base, fd, BEV_OPT_CLOSE_ON_FREE);
+        if (!c->inner)
+                return -ENOMEM;
+        TAKE_FD(fd);
+        bufferevent_setcb(c->inner, inner_read_cb, inner_write_cb, inner_event_cb, c);
+        bufferevent_setwatermark(c->inner, EV_WRITE, FRONT_PENDING_MAX / 2, 0);
+        if (bufferevent_enable(c->inner, EV_READ | EV_WRITE) < 0 ||
+            bufferevent_write(c->inner, head, head_len) < 0)
+                return -EIO;
+        (void)evtimer_del(c->deadline);
+        /* An open WebSocket may be quiet for long: only writes time out. */
+        {
+                struct timeval tv = {.tv_sec = SERVE_TIMEOUT_S};
+
+                bufferevent_set_timeouts(c->client, NULL, &tv);
+        }
+        c->state = FRONT_TUNNEL;
+        front_update_listener(c->front);
+        return 1;
+}
+
 /* SECURITY: a head must arrive whole within SERVE_HEAD_DEADLINE_S of its
  * first byte (of the accept, for the first one), however slowly it
  * trickles in: otherwise clients without a token could hold every slot of
@@ -326,6 +394,14 @@ static int conn_head(FrontConn *c, struct evbuffer *in) {
                 conn_refuse(c, h.verdict);
                 return 2;
         }
+        {
+                char name[SERVE_PREVIEW_NAME_MAX];
+                unsigned port;
+                size_t rest;
+
+                if (serve_preview_target(c->head + h.target, h.target_len, name, &port, &rest))
+                        return conn_preview(c, end, &h, name, port, rest);
+        }
         if (!c->inner && conn_connect_inner(c) < 0) {
                 conn_refuse(c, SERVE_HEAD_OK); /* 503: evhttp cannot be reached */
                 return 2;
@@ -350,6 +426,13 @@ static void conn_pump_client(FrontConn *c) {
                         /* inner_write_cb() goes on. */
                         bufferevent_disable(c->client, EV_READ);
                         return;
+                }
+                if (c->state == FRONT_TUNNEL) {
+                        if (bufferevent_write_buffer(c->inner, in) < 0) {
+                                conn_close(c);
+                                return;
+                        }
+                        continue;
                 }
                 if (c->state == FRONT_HEAD) {
                         int r = conn_head(c, in);

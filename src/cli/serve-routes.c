@@ -665,3 +665,25 @@ void serve_audit(ServeCtx *c) {
         }
         serve_reply_json(c->req, 200, json_pack("{s:o}", "entries", arr));
 }
+
+/* ---- published ports ---- */
+
+void serve_sandbox_ports(ServeCtx *c) {
+        _cleanup_free_ char *json = NULL;
+        hutch_error err = {};
+        bool running = false;
+        json_t *ports;
+        int r;
+
+        r = hutch_ports(c->param, &json, &running, &err);
+        if (r < 0) {
+                serve_reply_api_error(c->req, r, &err, NULL);
+                return;
+        }
+        ports = json_loads(json, 0, NULL);
+        if (!ports) {
+                serve_reply_errno(c->req, ENOMEM, NULL, "out of memory");
+                return;
+        }
+        serve_reply_json(c->req, 200, json_pack("{s:b,s:o}", "running", running, "ports", ports));
+}

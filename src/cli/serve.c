@@ -106,6 +106,7 @@ static const Route routes[] = {
          SERVE_JSON_BODY_MAX, NULL},
         {EVHTTP_REQ_GET, "/v1/sandboxes/{name}/execs/{exec}/output", serve_exec_output, BODY_NONE,
          0, query_follow},
+        {EVHTTP_REQ_GET, "/v1/sandboxes/{name}/ports", serve_sandbox_ports, BODY_NONE, 0, NULL},
         {EVHTTP_REQ_GET, "/v1/snapshots", serve_snapshot_list, BODY_NONE, 0, NULL},
         {EVHTTP_REQ_DELETE, "/v1/snapshots/{snapshot}", serve_snapshot_delete, BODY_NONE, 0, NULL,
          true},

@@ -180,3 +180,5 @@ void serve_execs_list(ServeCtx *c);
 void serve_exec_get(ServeCtx *c);
 void serve_exec_signal(ServeCtx *c);
 void serve_exec_output(ServeCtx *c);
+/* GET /v1/sandboxes/{name}/ports (hutch_ports()) */
+void serve_sandbox_ports(ServeCtx *c);

@@ -31,6 +31,7 @@ SDK = "@modelcontextprotocol/sdk"
 TOOLS = {"exec", "read_file", "write_file", "list_files", "make_directory", "move_file", "diff",
          "snapshot", "restore"}
 TOOLS |= {"list_processes", "read_output", "kill_process"}  # test_processes_mcp.py
+TOOLS |= {"expose_port"}  # test_ports_mcp.py
 SESSION_TIMEOUT = 300
 
 

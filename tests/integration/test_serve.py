@@ -424,6 +424,7 @@ def test_every_route(server):
     from test_processes_api import exercise_process_routes
 
     exercise_process_routes(api, a)
+    assert api.ok("GET", f"/v1/sandboxes/{a}/ports").json == {"running": True, "ports": []}
 
     # Snapshots: take, list, create from, restore, and remove. Stopped
     # first: a running sandbox is frozen for its snapshot, which needs a

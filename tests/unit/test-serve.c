@@ -4,6 +4,7 @@
 #include <stddef.h>
 #include <stdlib.h>
 
+#include "serve-preview.h"
 #include "serve-util.h"
 #include "strv.h"
 #include "test.h"
@@ -374,4 +375,80 @@ TEST(head_check) {
                 if (h.verdict == SERVE_HEAD_OK)
                         ASSERT_EQ(h.body_len, cases[i].body);
         }
+}
+
+TEST(preview_targets) {
+        static const struct {
+                const char *target;
+                bool match;
+                const char *name;
+                unsigned port;
+                const char *rest;
+        } cases[] = {
+                {"/v1/sandboxes/web/ports/8000", true, "web", 8000, ""},
+                {"/v1/sandboxes/web/ports/8000/", true, "web", 8000, "/"},
+                {"/v1/sandboxes/web.1_a-b/ports/1/x/y?z=1", true, "web.1_a-b", 1, "/x/y?z=1"},
+                {"/v1/sandboxes/web/ports/65535?q", true, "web", 65535, "?q"},
+                {"/v1/sandboxes/web/ports", false, NULL, 0, NULL},
+                {"/v1/sandboxes/web/ports/", false, NULL, 0, NULL},
+                {"/v1/sandboxes/web/ports/0", false, NULL, 0, NULL},
+                {"/v1/sandboxes/web/ports/65536", false, NULL, 0, NULL},
+                {"/v1/sandboxes/web/ports/080000", false, NULL, 0, NULL},
+                {"/v1/sandboxes/web/ports/80x", false, NULL, 0, NULL},
+                {"/v1/sandboxes/web/ports/-1", false, NULL, 0, NULL},
+                {"/v1/sandboxes//ports/80", false, NULL, 0, NULL},
+                {"/v1/sandboxes/a%2fb/ports/80", false, NULL, 0, NULL},
+                {"/v1/sandboxes/web/files", false, NULL, 0, NULL},
+                {"/v1/sandboxes/web/portsx/80", false, NULL, 0, NULL},
+                {"/v2/sandboxes/web/ports/80", false, NULL, 0, NULL},
+        };
+
+        for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
+                char name[SERVE_PREVIEW_NAME_MAX];
+                unsigned port = 0;
+                size_t rest = 0, len = strlen(cases[i].target);
+
+                ASSERT_EQ(serve_preview_target(cases[i].target, len, name, &port, &rest),
+                          cases[i].match);
+                if (!cases[i].match)
+                        continue;
+                ASSERT_STREQ(name, cases[i].name);
+                ASSERT_EQ(port, cases[i].port);
+                ASSERT_STREQ(cases[i].target + rest, cases[i].rest);
+        }
+}
+
+static char *preview_head(const char *head) {
+        char name[SERVE_PREVIEW_NAME_MAX];
+        size_t t = strchr(head, ' ') - head + 1, tl = strchr(head + t, ' ') - head - t, rest, n;
+        unsigned port;
+        char *out = NULL;
+
+        ASSERT_TRUE(serve_preview_target(head + t, tl, name, &port, &rest));
+        ASSERT_OK(serve_preview_head(head, strlen(head), t, tl, rest, &out, &n));
+        ASSERT_EQ(n, strlen(out));
+        return out;
+}
+
+TEST(preview_heads) {
+        char *h;
+
+        h = preview_head("GET /v1/sandboxes/w/ports/80/a?b HTTP/1.1\r\nHost: x\r\n"
+                         "Authorization: Bearer secret\r\nconnection: keep-alive\r\n"
+                         "Keep-Alive: timeout=5\r\nX-A: 1\r\n\r\n");
+        ASSERT_STREQ(h, "GET /a?b HTTP/1.1\r\nHost: x\r\nX-A: 1\r\nConnection: close\r\n\r\n");
+        free(h);
+        h = preview_head("GET /v1/sandboxes/w/ports/80 HTTP/1.0\r\nAUTHORIZATION: x\r\n\r\n");
+        ASSERT_STREQ(h, "GET / HTTP/1.0\r\nConnection: close\r\n\r\n");
+        free(h);
+        h = preview_head("GET /v1/sandboxes/w/ports/80?q=1 HTTP/1.1\r\n\r\n");
+        ASSERT_STREQ(h, "GET /?q=1 HTTP/1.1\r\nConnection: close\r\n\r\n");
+        free(h);
+        /* An upgrade keeps its Connection header; the token still goes. */
+        h = preview_head("GET /v1/sandboxes/w/ports/8765/echo HTTP/1.1\r\nHost: x\r\n"
+                         "Upgrade: websocket\r\nConnection: Upgrade\r\n"
+                         "Authorization: Bearer secret\r\nSec-WebSocket-Key: k\r\n\r\n");
+        ASSERT_STREQ(h, "GET /echo HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\n"
+                        "Connection: Upgrade\r\nSec-WebSocket-Key: k\r\n\r\n");
+        free(h);
 }

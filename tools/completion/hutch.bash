@@ -75,6 +75,10 @@ _hutch() {
         ps | kill | wait)
                 ((positional == 0)) &&
                         mapfile -t COMPREPLY < <(compgen -W "$("$hutch" ls -q 2>/dev/null)" -- "$cur")
+        port)
+                ((positional == 0)) &&
+                        mapfile -t COMPREPLY < <(compgen -W "$("$hutch" ls -q 2>/dev/null)" -- "$cur")
+                ((positional == 1)) && mapfile -t COMPREPLY < <(compgen -W "add rm" -- "$cur")
                 ;;
         snapshot)
                 if ((positional == 0)); then

@@ -1023,3 +1023,38 @@ _public_ int hutch_apply(const char *name, char *const *paths, bool force, hutch
         persist_apply_done(&a);
         return r < 0 ? fail(err, &e, r) : r;
 }
+
+/* ---- published ports ---- */
+
+_public_ int hutch_ports(const char *name, char **ret_json, bool *ret_running, hutch_error *err) {
+        _cleanup_(store_freep) Store *s = NULL;
+        bool running = false;
+        char *json = NULL;
+        HutchError e = {};
+        int r;
+
+        if (!name || !ret_json)
+                return fail_msg(err, EINVAL, "no sandbox name given");
+        r = store_open(&s, &e);
+        if (r >= 0)
+                r = persist_ports_list(s, name, &json, &running, &e);
+        if (r < 0)
+                return fail(err, &e, r);
+        *ret_json = json;
+        if (ret_running)
+                *ret_running = running;
+        return 0;
+}
+
+_public_ int hutch_port_connect(const char *name, unsigned port, int *ret_fd, hutch_error *err) {
+        _cleanup_(store_freep) Store *s = NULL;
+        HutchError e = {};
+        int r;
+
+        if (!name || !ret_fd || port < 1 || port > 65535)
+                return fail_msg(err, EINVAL, "a sandbox name and a port (1-65535) are needed");
+        r = store_open(&s, &e);
+        if (r >= 0)
+                r = persist_port_connect(s, name, (uint16_t)port, ret_fd, &e);
+        return r < 0 ? fail(err, &e, r) : 0;
+}

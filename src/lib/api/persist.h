@@ -138,6 +138,29 @@ int persist_image_mark(Store *s, const char *policy_json, const char *kind, cons
 /* Removes that mark (when @holder goes): 0 or -errno. */
 int persist_image_unmark(Store *s, const char *policy_json, const char *kind, const char *holder);
 
+/* ---- published ports (docs/network.md, "Published ports") ---- */
+/* Sandbox @name's published ports as a JSON array of
+ * {"port","protocol","host_ip","host_port"} (keeper.h's "ports"): while
+ * it runs, as its keeper bound them (@ret_running true); stopped, its
+ * policy's entries (host_port 0: a free one, chosen at the start). */
+int persist_ports_list(Store *s, const char *name, char **ret_json, bool *ret_running,
+                       HutchError *reterr);
+/* Publishes @spec (port_spec_parse()) on sandbox @name: saved in its
+ * policy, under its lock, and started now when it runs (a host port in
+ * use is refused then, with nothing saved). @ret_json (may be NULL): the
+ * entry as bound (as saved when stopped), as persist_ports_list(). */
+int persist_port_add(Store *s, const char *name, const char *spec, char **ret_json,
+                     HutchError *reterr);
+/* Stops publishing sandbox port @port of @name: dropped from its policy,
+ * and its forwarder stopped when it runs. -ENOENT when it was not
+ * published. */
+int persist_port_remove(Store *s, const char *name, uint16_t port, HutchError *reterr);
+
+/* A socket connected to 127.0.0.1:@port inside running sandbox @name
+ * (keeper_port_connect()). -ENOTCONN when it is not running. */
+int persist_port_connect(Store *s, const char *name, uint16_t port, int *ret_fd,
+                         HutchError *reterr);
+
 /* ---- snapshots ---- */
 
 /* Freezes sandbox @name into snapshot @snap (NULL: the first free of

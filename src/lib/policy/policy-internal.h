@@ -77,6 +77,11 @@ int policy_validate_limits(const Policy *p, HutchError *reterr);
  * an explicit --network none. -EINVAL or -E2BIG. */
 int policy_validate_network(const Policy *p, HutchError *reterr);
 
+/* Checks the published ports of a policy filled in any way: each entry as
+ * policy_add_port() checks it, within POLICY_MAX_PORTS, and none with
+ * backend vm (-EOPNOTSUPP: not supported there yet, docs/vm.md). */
+int policy_validate_ports(const Policy *p, HutchError *reterr);
+
 /* Makes @path absolute against the current directory (lexically, then
  * canonical when it exists). Returns 0 and a new string, or -errno. */
 int policy_path_make_absolute(const char *path, char **ret);

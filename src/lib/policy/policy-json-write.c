@@ -466,6 +466,7 @@ static const JsonOutField policy_out_table[] = {
         {"vm_accel", encode_vm_accel, 0},
         {"vm_kernel", encode_string, offsetof(Policy, vm_kernel)},
         {"image", encode_string, offsetof(Policy, image)},
+        {"ports", encode_strv, offsetof(Policy, ports)},
 };
 
 int policy_to_json(const Policy *p, char **ret) {

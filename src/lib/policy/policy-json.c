@@ -594,6 +594,10 @@ static int json_dispatch_upstream_ca(JsonCtx *c, const JsonField *f, json_t *v, 
         return json_dispatch_string_list(c, v, userdata, policy_add_upstream_ca);
 }
 
+static int json_dispatch_ports(JsonCtx *c, const JsonField *f, json_t *v, void *userdata) {
+        return json_dispatch_string_list(c, v, userdata, policy_add_port);
+}
+
 /* A member of "secrets", borrowed from the json_t. */
 typedef struct JsonSecret {
         const char *name;
@@ -741,6 +745,7 @@ static const JsonField policy_table[] = {
         {"vm_accel", JT_STRING, json_dispatch_setter, 0, policy_set_vm_accel, 0},
         {"vm_kernel", JT_STRING, json_dispatch_setter, 0, policy_set_vm_kernel, 0},
         {"image", JT_STRING, json_dispatch_setter, 0, policy_set_image, 0},
+        {"ports", JT_ARRAY, json_dispatch_ports, 0, NULL, 0},
 };
 
 /* The locator: a minimal scanner over JSON text that a parser already

@@ -134,6 +134,7 @@ Policy *policy_free(Policy *p) {
         free(p->hostname);
         free(p->vm_kernel);
         free(p->image);
+        strv_free(p->ports);
         free(p);
         return NULL;
 }
@@ -963,6 +964,9 @@ int policy_validate(const Policy *p, HutchError *reterr) {
         if (r < 0)
                 return r;
         r = validate_vm(p, reterr);
+        if (r < 0)
+                return r;
+        r = policy_validate_ports(p, reterr);
         if (r < 0)
                 return r;
         return policy_validate_limits(p, reterr);

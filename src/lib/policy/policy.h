@@ -92,6 +92,7 @@ typedef struct TmpfsMount {
 #define POLICY_MAX_NET_ENTRIES 1024
 #define POLICY_MAX_SECRETS 64
 #define POLICY_MAX_SECRET_HOSTS 64
+#define POLICY_MAX_PORTS 64
 
 /* Resource limits (docs/policy.md, README). A memory and a pids limit are
  * on by default; the others are off. */
@@ -173,6 +174,7 @@ typedef struct Policy {
          * the image store, NAME[:TAG] or sha256:HEX), or NULL for the host
          * base (docs/images-run.md). */
         char *image;
+        char **ports; /* -p: published ports, each as port_spec_to_string() writes it */
 } Policy;
 
 /* Returns a policy with the defaults, or NULL on OOM. */
@@ -286,6 +288,41 @@ int policy_load_json(Policy *p, const char *text, size_t len, HutchError *reterr
 /* Reads @path (at most POLICY_MAX_FILE_SIZE bytes) and applies it with
  * policy_load_json(). */
 int policy_load_file(Policy *p, const char *path, HutchError *reterr);
+
+/* A published port (-p, docs/policy.md "ports"): TCP to @host_ip:@host_port
+ * on the host is forwarded to 127.0.0.1:@port inside the sandbox. */
+typedef struct PortSpec {
+        int family;          /* AF_INET or AF_INET6 */
+        uint8_t host_ip[16]; /* network byte order; IPv4 uses the first 4 bytes */
+        uint16_t host_port;  /* 0: a free one, chosen when the listener is made */
+        uint16_t port;       /* 1-65535, in the sandbox */
+} PortSpec;
+
+/* Long enough for "[IPV6]:65535:65535/tcp" plus the NUL. */
+#define PORT_SPEC_STRING_MAX 72
+
+/* Parses docker's "[IP:][HOSTPORT:]PORT[/tcp]": IP a dotted quad or an
+ * IPv6 address in brackets ("[::1]:8080:80"), default 127.0.0.1; HOSTPORT
+ * 0-65535 or empty (0: a free one); PORT 1-65535. Writes @ret only on
+ * success. -EINVAL with @reterr naming the spec and what is wrong
+ * (-EPROTONOSUPPORT for "/udp" or another protocol). */
+int port_spec_parse(const char *text, PortSpec *ret, HutchError *reterr);
+/* The canonical text, "IP:HOSTPORT:PORT" ("[IP]:..." for IPv6), into @buf
+ * of at least PORT_SPEC_STRING_MAX bytes. The host address alone
+ * ("127.0.0.1", "::1") with port_spec_host_to_string(). */
+void port_spec_to_string(const PortSpec *s, char *buf, size_t size);
+void port_spec_host_to_string(const PortSpec *s, char *buf, size_t size);
+/* Whether the host address is a loopback one (127/8, ::1). */
+bool port_spec_is_loopback(const PortSpec *s);
+
+/* Parses @spec and appends it in canonical form. -EINVAL (naming it) for a
+ * bad spec, -EEXIST when another entry already uses the same sandbox port
+ * or the same host address and (non-zero) host port, -E2BIG past
+ * POLICY_MAX_PORTS, -ENOMEM. @ctx names the source ("--publish"), or NULL. */
+int policy_add_port(Policy *p, const char *spec, const char *ctx, HutchError *reterr);
+/* Removes the entries for sandbox port @port. Returns how many went (0:
+ * none was there). */
+int policy_remove_port(Policy *p, uint16_t port);
 
 /* Writes @p as a compact JSON policy document (docs/policy.md, "Written
  * policies") that policy_load_json() applied to policy_new() turns back into

@@ -16,6 +16,7 @@
 #include "policy/policy.h"
 #include "sandbox/image-root.h"
 #include "sandbox/keeper.h"
+#include "sandbox/port-forward.h"
 
 #define KEEPER_MAX_CONNS 64
 #define KEEPER_MAX_EXECS 128
@@ -153,3 +154,9 @@ void keeper_scrub_secrets(const Policy *p, char *const *env);
 
 /* sandbox_keep() for a policy with backend vm (keeper-vm.c). */
 int sandbox_keep_vm(const KeeperConfig *cfg, char *const *caller_env, HutchError *reterr);
+
+/* The published ports' requests (keeper-ports.c, keeper.h): "ports" lists
+ * @t; "port" with "action":"add" binds and starts spec "spec" into the
+ * sandbox's namespaces, with "rm" stops sandbox port "port". Answers on
+ * @fd and returns -ECONNRESET (the connection is done). */
+int keeper_ports_handle(int fd, json_t *req, const char *op, PortForwards *t);

@@ -557,6 +557,9 @@ static int conn_handle(Keeper *k, KeeperConn *c) {
                 r = keeper_freeze(c, k->st->rc.cgroup, op[0] == 'f', &k->frozen);
         } else if (strcmp(op, "limits") == 0) {
                 r = limits_update(k, c, req);
+        } else if (strcmp(op, "ports") == 0 || strcmp(op, "port") == 0 ||
+                   strcmp(op, "connect") == 0) {
+                r = keeper_ports_handle(c->fd, req, op, &k->st->ports);
         } else {
                 keeper_send_error(c->fd, "unknown request");
                 r = -EINVAL;

@@ -25,6 +25,16 @@
  *   client -> keeper {"op":"list"} | {"op":"kill",...} | {"op":"wait",...} |
  *                    {"op":"output",...}: the running execs as processes
  *                    (sandbox/exec-table.h, docs/processes.md)
+ *   client -> keeper {"op":"ports"} -> {"op":"ok","ports":[{"port":N,
+ *                    "protocol":"tcp","host_ip":S,"host_port":N}...]}: the
+ *                    published ports (sandbox/port-forward.h) as bound
+ *   client -> keeper {"op":"port","action":"add","spec":S} -> {"op":"ok",
+ *                    "ports":[the one added]}; {"op":"port","action":"rm",
+ *                    "port":N} -> {"op":"ok","removed":0|1}
+ *   client -> keeper {"op":"connect","port":N} -> {"op":"ok"} + one fd: a
+ *                    socket connected (or connecting) to 127.0.0.1:N in
+ *                    the sandbox's network namespace (any port, published
+ *                    or not: hutch serve's preview route)
  *   keeper -> client {"op":"error","message":S} for a refused request
  *   keeper -> client {"op":"stopping"}: an exec that came while the keeper
  *                    stops; the command was not started
@@ -136,3 +146,16 @@ typedef struct KeeperFile {
  * (-ETIMEDOUT when the policy's timeout ended it, -EIO when it did not
  * finish), or -errno with @reterr when the keeper refused or failed. */
 int keeper_file(int sock, const KeeperFile *req, HutchError *reterr);
+
+/* The published ports of the connected keeper: @action NULL lists them,
+ * "add" publishes @spec now, "rm" stops sandbox port @port. @ret_json
+ * (may be NULL) gets the JSON array of the ports listed or added (see the
+ * protocol above). Returns 0 (for "rm": 1 when one was stopped, 0 when
+ * none was there), or -errno with @reterr (the keeper's refusal: "127.0.0.1:8080
+ * is already in use"). */
+/* Asks the connected keeper for a socket connected to 127.0.0.1:@port in
+ * its sandbox ("connect" above): 0 with @ret_fd, -ECONNREFUSED with @reterr
+ * naming why (nothing listens there), or another -errno with @reterr. */
+int keeper_port_connect(int sock, uint16_t port, int *ret_fd, HutchError *reterr);
+int keeper_ports(int sock, const char *action, const char *spec, uint16_t port, char **ret_json,
+                 HutchError *reterr);

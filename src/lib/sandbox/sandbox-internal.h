@@ -12,6 +12,7 @@
 #include "policy/policy.h"
 #include "sandbox/cgroup-setup.h"
 #include "sandbox/image-root.h"
+#include "sandbox/port-forward.h"
 #include "sandbox/proxy-spawn.h"
 #include "sandbox/sandbox.h"
 #include "sandbox/secrets.h"
@@ -44,7 +45,8 @@ typedef struct RunState {
         bool pipe_saved;
         sigset_t orig_mask; /* restored by run_state_done() */
         bool mask_saved;
-        pid_t pid; /* the sandbox init, until reaped */
+        pid_t pid;          /* the sandbox init, until reaped */
+        PortForwards ports; /* the policy's published ports (port-forward.h) */
 } RunState;
 
 void run_state_init(RunState *st);

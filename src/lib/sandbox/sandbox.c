@@ -308,6 +308,7 @@ static int relays_open(const Policy *p, Supervision *s, int write_ends[2]) {
 }
 
 void run_state_done(RunState *st) {
+        port_forwards_done(&st->ports);
         if (st->proxy.pid > 0) {
                 _cleanup_free_ char *ignored = NULL;
 
@@ -623,6 +624,7 @@ void run_state_init(RunState *st) {
                 st->prep.fds[i] = -EBADF;
         for (size_t i = 0; i < ELEMENTSOF(st->prep.layer_fds); i++)
                 st->prep.layer_fds[i] = -EBADF;
+        port_forwards_init(&st->ports);
 }
 
 void sandbox_abort(RunState *st, HutchError *reterr) {
@@ -707,6 +709,12 @@ int sandbox_start(const Policy *policy, const SandboxLayerPaths *layers, char *c
         r = run_prepare(policy, layers ? NULL : argv, caller_env, st, reterr);
         if (r < 0)
                 return r;
+        /* Before the sandbox exists: a host port in use is bad input with
+         * nothing to undo. Init closes every fd it inherits but its sync
+         * socket, so the listeners never reach the sandbox. */
+        r = port_forwards_bind(&st->ports, policy->ports, reterr);
+        if (r < 0)
+                return r;
         if (st->image && !layers) {
                 /* Docker's rules: Entrypoint, then the command or Cmd. */
                 st->args = strv_free(st->args);
@@ -775,6 +783,14 @@ int sandbox_start(const Policy *policy, const SandboxLayerPaths *layers, char *c
                                       strerror(-r));
                 goto kill_child;
         }
+        /* While init waits for GO it is still dumpable (its namespace
+         * files ours to open); published ports need them later. */
+        r = port_forwards_open_ns(&st->ports, pid);
+        if (r < 0) {
+                (void)hutch_error_set(reterr, -r, "failed to open the sandbox's namespaces: %s",
+                                      strerror(-r));
+                goto kill_child;
+        }
         r = sandbox_prepare_mounts(policy, layers, &idmap, pid, &st->prep, reterr);
         if (r < 0)
                 goto kill_child;
@@ -837,6 +853,9 @@ int sandbox_start(const Policy *policy, const SandboxLayerPaths *layers, char *c
                 if (r < 0)
                         goto kill_child;
         }
+        r = port_forwards_start(&st->ports, reterr);
+        if (r < 0)
+                goto kill_child;
         return 0;
 
 kill_child:
