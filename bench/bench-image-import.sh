@@ -65,7 +65,8 @@ podman_once() {
         "${pm[@]}" rmi -af >/dev/null 2>&1 || true
         "${pm[@]}" load -q -i "$work/image.tar" >/dev/null
         # By id: how podman names an OCI archive's image varies by version.
-        "${pm[@]}" run --rm --network none "$("${pm[@]}" images -q | head -n 1)" true
+        "${pm[@]}" run --rm --network none --ulimit nofile=1024:1024 --ulimit nproc=1024:1024 \
+                "$("${pm[@]}" images -q | head -n 1)" true
 }
 
 # Each must work before it is timed.
