@@ -290,7 +290,7 @@ function drawChart(canvas, points) {
 /* Runs a command with the streaming exec API; its output shows live. */
 function execSection(name, onDone) {
   const input = el("input", { id: "exec-cmd", type: "text", size: 60, required: true });
-  const out = el("pre", { id: "exec-output", "aria-live": "polite", "aria-label": "Command output" });
+  const out = el("pre", { id: "exec-output", role: "log", "aria-label": "Command output" });
   const state = el("p", { id: "exec-state", class: "muted" });
   const run = el("button", { type: "submit", id: "exec-run", text: "Run" });
   const form = el(
@@ -418,7 +418,7 @@ function auditSection(name) {
 /* The workspace's changes; a file's unified diff on demand. */
 function diffSection(name) {
   const body = el("div", {});
-  const patch = el("pre", { class: "diff", id: "diff-patch", hidden: true, tabindex: 0,
+  const patch = el("pre", { class: "diff", id: "diff-patch", hidden: true, tabindex: 0, role: "region",
     "aria-label": "Unified diff" });
   const section = el("section", { "aria-labelledby": "h-diff", id: "diff" },
     el("h2", { id: "h-diff", text: "Workspace changes" }), body, patch);

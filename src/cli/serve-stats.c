@@ -5,8 +5,9 @@
  *
  * The numbers come from the sandbox's cgroup, found from outside: the
  * keeper's pid (SO_PEERCRED of a connection to its socket, which is in the
- * store's own 0700 state folder), its first child (the sandbox's init, or
- * QEMU), and that process's cgroup in the memory and v2 hierarchies. The
+ * store's own 0700 state folder), its child in a sandbox's "exec" leaf (the
+ * sandbox's init, or QEMU), and that process's cgroup in the memory and v2
+ * hierarchies. The
  * sandbox's cgroup is the parent of the process's "exec" leaf, so the
  * numbers count every exec of the sandbox. */
 #include <errno.h>
@@ -70,22 +71,33 @@ static pid_t keeper_pid(Server *srv, const char *name) {
         return cred.pid;
 }
 
-/* The first child of @pid, or 0. */
-static pid_t first_child(pid_t pid) {
-        _cleanup_free_ char *path = NULL, *text = NULL;
-        uint32_t child;
-        char *sp;
+/* The /proc/PID/cgroup text of the first child of @pid that sits in a
+ * sandbox's leaf (a path ending in "/exec": cgroup_new()'s name for it),
+ * which is the sandbox's init (or QEMU): not hutch-proxy, which the keeper
+ * starts too and which stays in the keeper's cgroup. NULL if none. */
+static char *sandbox_child_cgroup(pid_t pid) {
+        _cleanup_free_ char *path = NULL, *children = NULL;
+        char *save = NULL;
 
         if (asprintf(&path, "/proc/%d/task/%d/children", (int)pid, (int)pid) < 0)
-                return 0;
-        if (read_full_file(path, 4096, &text) < 0)
-                return 0;
-        sp = strchr(text, ' ');
-        if (sp)
-                *sp = '\0';
-        if (safe_atou32(text, &child) < 0 || child == 0 || child > INT32_MAX)
-                return 0;
-        return (pid_t)child;
+                return NULL;
+        if (read_full_file(path, 64 << 10, &children) < 0)
+                return NULL;
+        for (char *tok = strtok_r(children, " \n", &save); tok;
+             tok = strtok_r(NULL, " \n", &save)) {
+                _cleanup_free_ char *cpath = NULL, *text = NULL;
+                uint32_t child;
+
+                if (safe_atou32(tok, &child) < 0 || child == 0 || child > INT32_MAX)
+                        continue;
+                if (asprintf(&cpath, "/proc/%u/cgroup", child) < 0)
+                        return NULL;
+                if (read_full_file(cpath, 64 << 10, &text) < 0)
+                        continue;
+                if (strstr(text, "/exec\n"))
+                        return TAKE_PTR(text);
+        }
+        return NULL;
 }
 
 /* The path of @pid's cgroup in the hierarchy named by the /proc/PID/cgroup
@@ -159,19 +171,17 @@ static int read_counter(const char *mount, const char *dir, const char *file, co
 /* {running, memory_bytes, cpu_usec, sampled_ms} of the sandbox @name: the
  * counters are null when stopped or when no cgroup serves them. */
 static json_t *stats_sample(Server *srv, const char *name) {
-        _cleanup_free_ char *path = NULL, *text = NULL, *v2 = NULL, *mem = NULL, *acct = NULL;
+        _cleanup_free_ char *text = NULL, *v2 = NULL, *mem = NULL, *acct = NULL;
         const CgroupPlace *mp = &topology.controllers[CGROUP_MEMORY];
         json_t *memory = json_null(), *cpu = json_null();
-        pid_t kpid, pid;
+        pid_t kpid;
         uint64_t n;
 
         kpid = keeper_pid(srv, name);
-        pid = kpid > 0 ? first_child(kpid) : 0;
-        if (pid > 0 && topology_state == 0) {
+        text = kpid > 0 ? sandbox_child_cgroup(kpid) : NULL;
+        if (text && topology_state == 0)
                 topology_state = cgroup_topology_detect(&topology, NULL) < 0 ? -1 : 1;
-        }
-        if (pid > 0 && topology_state > 0 && asprintf(&path, "/proc/%d/cgroup", (int)pid) >= 0 &&
-            read_full_file(path, 64 << 10, &text) >= 0) {
+        if (text && topology_state > 0) {
                 v2 = proc_cgroup_parent(text, "");
                 mem = proc_cgroup_parent(text, "memory");
                 acct = proc_cgroup_parent(text, "cpuacct");

@@ -222,7 +222,8 @@ static bool is(const char *s, size_t n, const char *want) {
 }
 
 ServeUiGateVerdict serve_ui_gate(const ServeUi *ui, const char *head, size_t len, uint64_t now_s) {
-        static const char *const public_gets[] = {"/ui/login", "/ui/login.js", "/ui/style.css"};
+        static const char *const public_gets[] = {"/ui/login", "/ui/login.js", "/ui/style.css",
+                                                  "/ui/icon.svg"};
         const char *line_end = memchr(head, '\n', len), *sp1, *sp2, *p, *end = head + len;
         const char *cookie, *csrf = NULL;
         size_t mlen, tlen, clen = 0, csrf_len = 0;

@@ -89,7 +89,7 @@ ServeUiGateVerdict serve_ui_gate_verdict_from_string(const char *s);
  * @now_s, before serve_head_check() checks it (which it does whatever the
  * verdict: with no token needed for PUBLIC and SESSION).
  * PUBLIC: exactly "GET /ui/login", "HEAD /ui/login", "POST /ui/login",
- * "GET /ui/login.js", "GET /ui/style.css" (no query).
+ * "GET /ui/login.js", "GET /ui/style.css", "GET /ui/icon.svg" (no query).
  * SESSION: a valid session cookie, and for a method other than GET and
  * HEAD exactly one X-Hutch-CSRF header with its CSRF token (else NO_CSRF).
  * LOGIN: a GET of a path under /ui without a session nor an Authorization

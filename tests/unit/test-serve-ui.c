@@ -110,6 +110,7 @@ TEST(gate) {
                 {"POST /ui/login HTTP/1.1", "", SERVE_UI_GATE_PUBLIC},
                 {"GET /ui/login.js HTTP/1.1", "", SERVE_UI_GATE_PUBLIC},
                 {"GET /ui/style.css HTTP/1.1", "", SERVE_UI_GATE_PUBLIC},
+                {"GET /ui/icon.svg HTTP/1.1", "", SERVE_UI_GATE_PUBLIC},
                 /* ...exactly. */
                 {"GET /ui/login?x=1 HTTP/1.1", "", SERVE_UI_GATE_LOGIN},
                 {"GET /ui/login/ HTTP/1.1", "", SERVE_UI_GATE_LOGIN},
