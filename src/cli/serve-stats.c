@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include <event2/buffer.h>
+#include <event2/bufferevent.h>
 #include <event2/event.h>
 #include <event2/http.h>
 
@@ -41,7 +42,7 @@ struct StatsStream {
         Server *srv;
         struct evhttp_request *req;
         struct evhttp_connection *evcon;
-        struct event *timer;
+        struct event *timer, *hangup;
         char name[STORE_NAME_MAX + 1];
         StatsStream *prev, *next;
 };
@@ -234,6 +235,8 @@ static void stream_free(StatsStream *s) {
                 evhttp_connection_set_closecb(s->evcon, NULL, NULL);
         if (s->timer)
                 event_free(s->timer);
+        if (s->hangup)
+                event_free(s->hangup);
         free(s);
 }
 
@@ -259,15 +262,30 @@ static void on_stream_tick(evutil_socket_t fd, short what, void *arg) {
 static void on_stream_close(struct evhttp_connection *evcon, void *arg) {
         StatsStream *s = arg;
 
+        if (s->req && !evhttp_request_get_connection(s->req))
+                evhttp_request_free(s->req);
+        s->req = NULL;
         s->evcon = NULL;
         stream_free(s);
+}
+
+/* The client hung up while evhttp was not reading (as serve-exec.c's
+ * on_client_hangup()): dropping the connection ends the stream through
+ * on_stream_close(). */
+static void on_stream_hangup(evutil_socket_t fd, short what, void *arg) {
+        StatsStream *s = arg;
+
+        if (s->evcon)
+                evhttp_connection_free(s->evcon);
 }
 
 void serve_stats_stream(ServeCtx *c) {
         _cleanup_(sandbox_record_freep) SandboxRecord *rec = NULL;
         struct timeval tv = {.tv_sec = SERVE_STATS_INTERVAL_MS / 1000,
                              .tv_usec = (SERVE_STATS_INTERVAL_MS % 1000) * 1000};
+        const struct timeval timeout = {.tv_sec = SERVE_TIMEOUT_S};
         struct evkeyvalq *h = evhttp_request_get_output_headers(c->req);
+        struct bufferevent *bev;
         StatsStream *s;
 
         if (load_sandbox(c, &rec) < 0)
@@ -301,6 +319,19 @@ void serve_stats_stream(ServeCtx *c) {
         c->srv->n_stats_streams++;
         s->evcon = evhttp_request_get_connection(c->req);
         evhttp_connection_set_closecb(s->evcon, on_stream_close, s);
+        /* No read timeout while the stream lasts (the client sends nothing
+         * more); the write timeout stays, so a client that stops reading
+         * is dropped after SERVE_TIMEOUT_S. */
+        bev = evhttp_connection_get_bufferevent(s->evcon);
+        if (bev) {
+                (void)bufferevent_set_timeouts(bev, NULL, &timeout);
+                if (event_base_get_features(c->srv->base) & EV_FEATURE_EARLY_CLOSE) {
+                        s->hangup = event_new(c->srv->base, bufferevent_getfd(bev), EV_CLOSED,
+                                              on_stream_hangup, s);
+                        if (s->hangup)
+                                (void)event_add(s->hangup, NULL);
+                }
+        }
         (void)evhttp_add_header(h, "Content-Type", "text/event-stream");
         (void)evhttp_add_header(h, "Cache-Control", "no-store");
         evhttp_send_reply_start(c->req, 200, NULL);
@@ -309,12 +340,11 @@ void serve_stats_stream(ServeCtx *c) {
 
 void serve_stats_abort_all(Server *srv) {
         while (srv->stats_streams) {
-                StatsStream *s = srv->stats_streams;
-
-                if (s->req)
-                        evhttp_send_reply_end(s->req);
-                stream_free(s);
+                /* The requests go with evhttp's connections. */
+                stream_free(srv->stats_streams);
         }
+        cgroup_topology_done(&topology);
+        topology_state = 0;
 }
 
 /* ---- the exec history ---- */

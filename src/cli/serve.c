@@ -64,10 +64,12 @@ static const char *const query_limit[] = {"limit", NULL};
 static const Route routes[] = {
         {EVHTTP_REQ_GET, "/v1/version", serve_version, BODY_NONE, 0, NULL},
         {EVHTTP_REQ_GET, "/v1/routes", serve_routes, BODY_NONE, 0, NULL},
-        {EVHTTP_REQ_GET, "/v1/sandboxes", serve_sandbox_list, BODY_NONE, 0, NULL},
+        /* In workers: reading a sandbox's disk use mounts its disk image
+         * (tens of milliseconds each; a dashboard lists them every 5 s). */
+        {EVHTTP_REQ_GET, "/v1/sandboxes", serve_sandbox_list, BODY_NONE, 0, NULL, true},
         {EVHTTP_REQ_POST, "/v1/sandboxes", serve_sandbox_create, BODY_JSON, SERVE_JSON_BODY_MAX,
          NULL},
-        {EVHTTP_REQ_GET, "/v1/sandboxes/{name}", serve_sandbox_get, BODY_NONE, 0, NULL},
+        {EVHTTP_REQ_GET, "/v1/sandboxes/{name}", serve_sandbox_get, BODY_NONE, 0, NULL, true},
         {EVHTTP_REQ_DELETE, "/v1/sandboxes/{name}", serve_sandbox_delete, BODY_NONE, 0, NULL, true},
         {EVHTTP_REQ_POST, "/v1/sandboxes/{name}/stop", serve_sandbox_stop, BODY_NONE, 0, NULL,
          true},

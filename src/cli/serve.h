@@ -187,7 +187,8 @@ void serve_history(ServeCtx *c);
 void serve_stats(ServeCtx *c);
 void serve_stats_stream(ServeCtx *c);
 void serve_diff_patch(ServeCtx *c);
-/* Ends every open stats stream: at shutdown. */
+/* Ends every open stats stream and frees what the stats kept: at
+ * shutdown. */
 void serve_stats_abort_all(Server *srv);
 
 /* serve-ui.c: answers the dashboard's requests (paths under /ui); false
