@@ -466,6 +466,7 @@ function snapshotSection(name, renderHead) {
   const body = el("div", {});
   const snapName = el("input", { id: "snap-name", type: "text", pattern: "[a-z0-9][a-z0-9_.\\-]{0,62}", required: true });
   const form = el("form", {
+    id: "snap-form",
     onsubmit: (ev) => {
       ev.preventDefault();
       act("snapshot", async () => {
@@ -475,7 +476,7 @@ function snapshotSection(name, renderHead) {
       });
     },
   }, el("div", { class: "row" }, el("label", { for: "snap-name", text: "New snapshot" }), snapName,
-    el("button", { type: "submit", text: "Snapshot" })));
+    el("button", { type: "submit", id: "snap-create", text: "Snapshot" })));
   const section = el("section", { "aria-labelledby": "h-snaps", id: "snapshots" },
     el("h2", { id: "h-snaps", text: "Snapshots" }), form, body);
   const reload = () => api("GET", "/v1/snapshots").then(({ snapshots }) => {
@@ -483,26 +484,34 @@ function snapshotSection(name, renderHead) {
       body.replaceChildren(el("p", { text: "No snapshots." }));
       return;
     }
-    body.replaceChildren(table("Snapshots", ["Snapshot", "Actions"], snapshots.map((s) => el("tr", {},
-      el("td", {}, el("code", { text: s.name })),
-      el("td", {}, el("div", { class: "row" },
-        el("button", {
-          type: "button", class: "secondary", text: "Fork", "aria-label": `Fork a new sandbox from ${s.name}`,
-          onclick: () => act("fork", async () => {
-            const fork = prompt(`Name of the new sandbox made from ${s.name}:`);
-            if (!fork) return;
-            await api("POST", "/v1/sandboxes", { name: fork, from_snapshot: s.name });
-            location.hash = `#/sb/${enc(fork)}`;
+    const rows = snapshots.map((s, i) => {
+      const forkName = el("input", { id: `fork-${i}`, type: "text", size: 16,
+        pattern: "[a-z0-9][a-z0-9_.\\-]{0,62}" });
+      return el("tr", { "data-snapshot": s.name },
+        el("td", {}, el("code", { text: s.name })),
+        el("td", {}, el("div", { class: "row" },
+          el("label", { for: `fork-${i}`, text: "New sandbox" }), forkName,
+          el("button", {
+            type: "button", class: "secondary fork", text: "Fork",
+            "aria-label": `Fork a new sandbox from ${s.name}`,
+            onclick: () => act("fork", async () => {
+              if (!forkName.value) throw new Error("name the new sandbox");
+              await api("POST", "/v1/sandboxes", { name: forkName.value, from_snapshot: s.name });
+              location.hash = `#/sb/${enc(forkName.value)}`;
+            }),
           }),
-        }),
-        el("button", {
-          type: "button", class: "danger", text: "Restore", "aria-label": `Restore ${name} to ${s.name}`,
-          onclick: () => act("restore", async () => {
-            if (!(await confirmAction(`Restore ${name} to snapshot ${s.name}? Its changes since are lost.`))) return;
-            await api("POST", `/v1/sandboxes/${enc(name)}/restore`, { snapshot: s.name });
-            renderHead(await api("GET", `/v1/sandboxes/${enc(name)}`));
-          }),
-        })))))));
+          el("button", {
+            type: "button", class: "danger restore", text: "Restore",
+            "aria-label": `Restore ${name} to ${s.name}`,
+            onclick: () => act("restore", async () => {
+              if (!(await confirmAction(`Restore ${name} to snapshot ${s.name}? Its changes since are lost.`))) return;
+              await api("POST", `/v1/sandboxes/${enc(name)}/restore`, { snapshot: s.name });
+              renderHead(await api("GET", `/v1/sandboxes/${enc(name)}`));
+              body.prepend(el("p", { role: "status", class: "restored", text: `Restored ${s.name}.` }));
+            }),
+          }))));
+    });
+    body.replaceChildren(table("Snapshots", ["Snapshot", "Actions"], rows));
   }).catch((e) => body.replaceChildren(el("p", { text: `Cannot list the snapshots: ${e.message}` })));
   reload();
   return { section, reload };

@@ -112,9 +112,9 @@ static void ui_login(Server *srv, struct evhttp_request *req) {
         redirect(req, "/ui/", cookie);
 }
 
-/* GET /ui/session: {csrf, login}: the session's CSRF token (null without
- * a session: on the unix socket, or with the bearer token), and whether
- * this server has a login (TCP). */
+/* GET /ui/session: {csrf, login}: the session's CSRF token and whether
+ * the request came with a session (null and false without one: on the
+ * unix socket, or with the bearer token). */
 static void ui_session(Server *srv, struct evhttp_request *req) {
         char csrf[SERVE_UI_CSRF_LEN + 1];
         const char *v;
@@ -128,7 +128,7 @@ static void ui_session(Server *srv, struct evhttp_request *req) {
         }
         serve_reply_json(req, 200,
                          json_pack("{s:o,s:b}", "csrf", v ? json_string(csrf) : json_null(),
-                                   "login", srv->has_token));
+                                   "login", v != NULL));
 }
 
 bool serve_ui_dispatch(Server *srv, struct evhttp_request *req, const char *path) {

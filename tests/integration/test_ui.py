@@ -321,6 +321,13 @@ def test_changes_need_the_csrf_token(dash):
     assert status == 204, body
     assert dash.api.ok("GET", f"/v1/sandboxes/{name}").json["state"] == "stopped"
 
+    # The unix socket serves the pages too, without a login (it needs none).
+    r = dash.api.call("GET", "/ui/")
+    assert r.status == 200 and "default-src 'none'" in r.headers["Content-Security-Policy"]
+    assert dash.api.ok("GET", "/ui/session").json == {"csrf": None, "login": False}
+    status, _, body = dash.tcp("GET", "/ui/session", headers=cookie)
+    assert json.loads(body)["login"] is True
+
     # An unauthenticated login POST is capped before its body is read.
     status, _, _ = dash.tcp("POST", "/ui/login", b"token=" + b"x" * 9000,
                             {"Content-Type": "application/x-www-form-urlencoded"})
@@ -423,3 +430,57 @@ def test_dashboard(dash, browser, axe):
     wait_for(drv, "the chart saying so", lambda d: text_of(d, "#chart-now") == "Not running.")
     screenshot(drv, f"stopped-{dash.mode}")
     assert_no_console_error(drv)
+
+
+def test_snapshot_fork_and_restore(dash, browser, axe):
+    drv = browser
+    suffix = secrets.token_hex(3)
+    name, snap, fork = f"s-{suffix}", f"s-{suffix}.one", f"f-{suffix}"
+    dash.api.ok("POST", "/v1/sandboxes", {"name": name}, status=201)
+    assert dash.api.exec(name, ["sh", "-c", "echo kept > /root/state.txt"])["outcome"]["exit_code"] == 0
+    dash.api.ok("POST", f"/v1/sandboxes/{name}/stop", status=204)
+
+    login(drv, dash, dash.token)
+    wait_for(drv, "the dashboard", lambda d: by_css(d, "main[data-ready]"))
+    drv.get(f"{dash.url}#/sb/{name}")
+    wait_for(drv, "the snapshot form", lambda d: by_css(d, "#snap-name"))
+
+    # Take a snapshot.
+    by_css(drv, "#snap-name")[0].send_keys(snap)
+    by_css(drv, "#snap-create")[0].click()
+    row = wait_for(drv, "the snapshot listed", lambda d: by_css(d, f"tr[data-snapshot='{snap}']"))
+    assert {"name": snap} in dash.api.ok("GET", "/v1/snapshots").json["snapshots"]
+    screenshot(drv, f"snapshots-{dash.mode}")
+    assert_accessible(drv, axe, "snapshots")
+
+    # Change the sandbox, then restore it: only after the confirmation.
+    assert dash.api.exec(name, ["sh", "-c", "echo changed > /root/state.txt"])["outcome"]["exit_code"] == 0
+    by_css(row[0], "button.restore")[0].click()
+    wait_for(drv, "the confirmation", lambda d: by_css(d, "dialog[open]"))
+    assert "Restore" in text_of(drv, "#confirm-text")
+    by_css(drv, "dialog[open] button[value='cancel']")[0].click()
+    wait_for(drv, "the dialog closed", lambda d: not by_css(d, "dialog[open]"))
+    state = dash.api.ok("GET", f"/v1/sandboxes/{name}/files?path=/root/state.txt").data
+    assert state == b"changed\n"
+    row = by_css(drv, f"tr[data-snapshot='{snap}']")
+    by_css(row[0], "button.restore")[0].click()
+    wait_for(drv, "the confirmation", lambda d: by_css(d, "dialog[open]"))
+    by_css(drv, "#confirm-ok")[0].click()
+    wait_for(drv, "the restore done", lambda d: by_css(d, "p.restored"))
+    state = dash.api.ok("GET", f"/v1/sandboxes/{name}/files?path=/root/state.txt").data
+    assert state == b"kept\n"
+
+    # Fork a new sandbox from the snapshot: the page goes to it.
+    row = by_css(drv, f"tr[data-snapshot='{snap}']")
+    by_css(row[0], "input")[0].send_keys(fork)
+    by_css(row[0], "button.fork")[0].click()
+    wait_for(drv, "the fork's view", lambda d: d.current_url.endswith(f"#/sb/{fork}") and by_css(d, "#sb-state"))
+    assert dash.api.ok("GET", f"/v1/sandboxes/{fork}").json["parent"] == snap
+    state = dash.api.ok("GET", f"/v1/sandboxes/{fork}/files?path=/root/state.txt").data
+    assert state == b"kept\n"
+    screenshot(drv, f"fork-{dash.mode}")
+    # A sandbox without a workspace has no diff: said in the page (the
+    # failed request is the one console error).
+    wait_for(drv, "the diff section", lambda d: "No workspace diff" in text_of(d, "#diff"))
+    errs = console_errors(drv)
+    assert all("/diff" in e["message"] for e in errs), errs
