@@ -221,14 +221,24 @@ static bool is(const char *s, size_t n, const char *want) {
         return strlen(want) == n && memcmp(s, want, n) == 0;
 }
 
+/* Whether the one Origin header is "http://" and the one Host header. */
+static bool origin_is_host(const char *origin, size_t origin_len, unsigned n_origin,
+                           const char *host, size_t host_len, unsigned n_host) {
+        if (n_origin != 1 || n_host != 1 || host_len == 0)
+                return false;
+        return origin_len == strlen("http://") + host_len &&
+               strncasecmp(origin, "http://", 7) == 0 &&
+               strncasecmp(origin + 7, host, host_len) == 0;
+}
+
 ServeUiGateVerdict serve_ui_gate(const ServeUi *ui, const char *head, size_t len, uint64_t now_s) {
         static const char *const public_gets[] = {"/ui/login", "/ui/login.js", "/ui/style.css",
                                                   "/ui/icon.svg"};
         const char *line_end = memchr(head, '\n', len), *sp1, *sp2, *p, *end = head + len;
-        const char *cookie, *csrf = NULL;
-        size_t mlen, tlen, clen = 0, csrf_len = 0;
-        unsigned n_csrf = 0;
-        bool auth = false, get, ui_path;
+        const char *cookie, *csrf = NULL, *host = NULL, *origin = NULL;
+        size_t mlen, tlen, clen = 0, csrf_len = 0, host_len = 0, origin_len = 0;
+        unsigned n_csrf = 0, n_host = 0, n_origin = 0;
+        bool auth = false, upgrade = false, get, ui_path;
         HeaderLine h;
 
         if (!line_end)
@@ -257,12 +267,31 @@ ServeUiGateVerdict serve_ui_gate(const ServeUi *ui, const char *head, size_t len
                         csrf = h.value;
                         csrf_len = h.value_len;
                         n_csrf++;
-                }
+                } else if (name_is(&h, "Host")) {
+                        host = h.value;
+                        host_len = h.value_len;
+                        n_host++;
+                } else if (name_is(&h, "Origin")) {
+                        origin = h.value;
+                        origin_len = h.value_len;
+                        n_origin++;
+                } else if (name_is(&h, "Upgrade"))
+                        upgrade = true;
         }
         cookie = serve_ui_cookie_find(head, len, SERVE_UI_COOKIE, &clen);
         if (cookie && serve_ui_session_check(ui, cookie, clen, now_s)) {
                 char want[SERVE_UI_CSRF_LEN + 1];
 
+                /* SECURITY: cookies are not isolated by port, and a page on
+                 * another port of the same host is the same site, so
+                 * SameSite=Strict lets its requests carry the cookie. What a
+                 * browser sends with an Origin (fetch, forms, WebSocket
+                 * handshakes, which are GETs that no CSRF header can
+                 * protect) must come from this very origin; an upgrade
+                 * must say where it comes from. */
+                if ((n_origin > 0 || upgrade) &&
+                    !origin_is_host(origin, origin_len, n_origin, host, host_len, n_host))
+                        return SERVE_UI_GATE_NO_CSRF;
                 if (get)
                         return SERVE_UI_GATE_SESSION;
                 if (n_csrf != 1 || csrf_len != SERVE_UI_CSRF_LEN ||

@@ -91,7 +91,9 @@ ServeUiGateVerdict serve_ui_gate_verdict_from_string(const char *s);
  * PUBLIC: exactly "GET /ui/login", "HEAD /ui/login", "POST /ui/login",
  * "GET /ui/login.js", "GET /ui/style.css", "GET /ui/icon.svg" (no query).
  * SESSION: a valid session cookie, and for a method other than GET and
- * HEAD exactly one X-Hutch-CSRF header with its CSRF token (else NO_CSRF).
+ * HEAD exactly one X-Hutch-CSRF header with its CSRF token (else NO_CSRF);
+ * with an Origin header, or an Upgrade one, also exactly one Origin that
+ * is "http://" and the Host header (else NO_CSRF).
  * LOGIN: a GET of a path under /ui without a session nor an Authorization
  * header. TOKEN otherwise, also for a head it cannot read (serve_head_check()
  * then refuses it). */

@@ -301,9 +301,14 @@ def test_changes_need_the_csrf_token(dash):
     csrf = json.loads(body)["csrf"]
     assert status == 200 and len(csrf) == 64
 
-    # A change without the CSRF token, or with a wrong one: 403, nothing done.
+    # A change without the CSRF token, or with a wrong one, or from another
+    # origin (another port of the same host is the same site: the cookie
+    # goes along): 403, nothing done.
     stop = f"/v1/sandboxes/{name}/stop"
-    for extra in ({}, {"X-Hutch-CSRF": "0" * 64}, {"X-Hutch-CSRF": attrs[0].split("=", 1)[1]}):
+    host, port = dash.addr.rsplit(":", 1)
+    other = f"http://{host}:{int(port) % 65535 + 1}"
+    for extra in ({}, {"X-Hutch-CSRF": "0" * 64}, {"X-Hutch-CSRF": attrs[0].split("=", 1)[1]},
+                  {"X-Hutch-CSRF": csrf, "Origin": other}):
         status, _, body = dash.tcp("POST", stop, headers={**cookie, **extra})
         assert status == 403, (extra, body)
         assert json.loads(body)["error"]["code"] == "permission_denied"
@@ -316,8 +321,14 @@ def test_changes_need_the_csrf_token(dash):
     assert status == 401
     assert dash.api.ok("GET", f"/v1/sandboxes/{name}").json["state"] == "running"
 
-    # Twin: with it, the change is made.
-    status, _, body = dash.tcp("POST", stop, headers={**cookie, "X-Hutch-CSRF": csrf})
+    # A WebSocket-style upgrade from another origin is refused too.
+    status, _, _ = dash.tcp("GET", "/v1/sandboxes", headers={
+        **cookie, "Upgrade": "websocket", "Connection": "Upgrade", "Origin": other})
+    assert status == 403
+
+    # Twin: with it, from this origin, the change is made.
+    status, _, body = dash.tcp("POST", stop, headers={
+        **cookie, "X-Hutch-CSRF": csrf, "Origin": f"http://{dash.addr}"})
     assert status == 204, body
     assert dash.api.ok("GET", f"/v1/sandboxes/{name}").json["state"] == "stopped"
 
