@@ -170,10 +170,11 @@ function listTable(sandboxes, stats) {
 /* Published ports with links to the preview route, when the API lists them. */
 function portLinks(s) {
   if (!Array.isArray(s.ports) || !s.ports.length) return ["—"];
-  return s.ports.map((p) => {
-    const port = p.container_port || p.port;
-    return el("a", { href: `/v1/sandboxes/${enc(s.name)}/preview/${port}/`, text: String(port) });
-  });
+  const ports = s.ports.map((p) => Number(typeof p === "object" ? p.container_port || p.port : p))
+    .filter((p) => Number.isInteger(p) && p > 0 && p < 65536);
+  if (!ports.length) return ["—"];
+  return ports.map((port) =>
+    el("a", { href: `/v1/sandboxes/${enc(s.name)}/preview/${port}/`, text: String(port) }));
 }
 
 /* ---- one sandbox ---- */
