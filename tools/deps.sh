@@ -39,6 +39,9 @@ test_pkgs+=(runc)
 # tests/integration/test_image_pull.py (issue 17): a local registry
 # (docker-registry on 127.0.0.1) that skopeo pushes the test's images to.
 test_pkgs+=(docker-registry skopeo)
+# tests/integration/test_ui.py (issue 23): the dashboard in headless
+# Chromium, driven through chromium-driver by Selenium.
+test_pkgs+=(chromium chromium-driver python3-selenium)
 bench_pkgs=(bubblewrap hyperfine python3 tinyproxy)
 # bench/bench-oci.sh: hutch-oci against Debian's runc under podman. Not
 # crun: once installed, podman makes it the default runtime, and crun 1.8

@@ -15,6 +15,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/un.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <event2/buffer.h>
@@ -27,6 +28,7 @@
 #include "fd-util.h"
 #include "macro.h"
 #include "serve-preview.h"
+#include "serve-ui.h"
 #include "serve.h"
 
 /* What a client's bufferevent reads ahead of the gate, and what may wait
@@ -157,6 +159,18 @@ static char *json_answer(int status, const char *code, const char *msg) {
                      status == 401 ? "WWW-Authenticate: Bearer\r\n" : "", body) < 0)
                 return NULL;
         return TAKE_PTR(text);
+}
+
+/* A redirect of a browser without a session to the login page. */
+static char *redirect_answer(const char *location) {
+        char *text = NULL;
+
+        if (asprintf(&text,
+                     "HTTP/1.1 303 See Other\r\nLocation: %s\r\nContent-Length: 0\r\n"
+                     "Cache-Control: no-store\r\nConnection: close\r\n\r\n",
+                     location) < 0)
+                return NULL;
+        return text;
 }
 
 /* The answer to a refused head. */
@@ -364,6 +378,8 @@ static bool front_evict_one(ServeFront *f, const FrontConn *keep) {
 static int conn_head(FrontConn *c, struct evbuffer *in) {
         size_t avail = evbuffer_get_length(in), room = sizeof(c->head) - c->len;
         size_t n = MIN(avail, room), from = c->len >= 2 ? c->len - 2 : 0, end;
+        const uint8_t *token_sha;
+        uint64_t body_max;
         ServeHead h;
 
         if (c->len == 0)
@@ -389,7 +405,33 @@ static int conn_head(FrontConn *c, struct evbuffer *in) {
                                                 "only the server's owner may use this socket"));
                 return 2;
         }
-        serve_head_check(c->head, end, c->front->token_sha, SERVE_BODY_MAX, &h);
+        token_sha = c->front->token_sha;
+        body_max = SERVE_BODY_MAX;
+        if (c->front->ui && token_sha) {
+                /* The dashboard's login gate (serve-ui.h). */
+                switch (serve_ui_gate(c->front->ui, c->head, end, (uint64_t)time(NULL))) {
+                case SERVE_UI_GATE_PUBLIC:
+                        token_sha = NULL;
+                        body_max = SERVE_UI_LOGIN_BODY_MAX;
+                        break;
+                case SERVE_UI_GATE_SESSION:
+                        token_sha = NULL;
+                        break;
+                case SERVE_UI_GATE_LOGIN:
+                        conn_refuse_with(c, redirect_answer("/ui/login"));
+                        return 2;
+                case SERVE_UI_GATE_NO_CSRF:
+                        conn_refuse_with(c, json_answer(403, "permission_denied",
+                                                        "a change needs the session's CSRF token "
+                                                        "(X-Hutch-CSRF)"));
+                        return 2;
+                case SERVE_UI_GATE_TOKEN:
+                case _SERVE_UI_GATE_VERDICT_MAX:
+                case _SERVE_UI_GATE_VERDICT_INVALID:
+                        break;
+                }
+        }
+        serve_head_check(c->head, end, token_sha, body_max, &h);
         if (h.verdict != SERVE_HEAD_OK) {
                 conn_refuse(c, h.verdict);
                 return 2;

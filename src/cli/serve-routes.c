@@ -623,6 +623,10 @@ static int audit_tail(int fd, unsigned max, json_t *arr) {
         return 0;
 }
 
+int serve_jsonl_tail(int fd, unsigned max, json_t *arr) {
+        return audit_tail(fd, max, arr);
+}
+
 /* The network audit log (network allow): the proxy's decisions, one JSON
  * object per entry, oldest first; ?limit (default 1000) of the newest. */
 void serve_audit(ServeCtx *c) {

@@ -28,6 +28,7 @@
 #include "fd-util.h"
 #include "log.h"
 #include "parse-util.h"
+#include "serve-ui.h"
 #include "serve.h"
 
 typedef struct Listener {
@@ -66,10 +67,12 @@ static const char *const query_follow[] = {"follow", NULL};
 static const Route routes[] = {
         {EVHTTP_REQ_GET, "/v1/version", serve_version, BODY_NONE, 0, NULL},
         {EVHTTP_REQ_GET, "/v1/routes", serve_routes, BODY_NONE, 0, NULL},
-        {EVHTTP_REQ_GET, "/v1/sandboxes", serve_sandbox_list, BODY_NONE, 0, NULL},
+        /* In workers: reading a sandbox's disk use mounts its disk image
+         * (tens of milliseconds each; a dashboard lists them every 5 s). */
+        {EVHTTP_REQ_GET, "/v1/sandboxes", serve_sandbox_list, BODY_NONE, 0, NULL, true},
         {EVHTTP_REQ_POST, "/v1/sandboxes", serve_sandbox_create, BODY_JSON, SERVE_JSON_BODY_MAX,
          NULL},
-        {EVHTTP_REQ_GET, "/v1/sandboxes/{name}", serve_sandbox_get, BODY_NONE, 0, NULL},
+        {EVHTTP_REQ_GET, "/v1/sandboxes/{name}", serve_sandbox_get, BODY_NONE, 0, NULL, true},
         {EVHTTP_REQ_DELETE, "/v1/sandboxes/{name}", serve_sandbox_delete, BODY_NONE, 0, NULL, true},
         {EVHTTP_REQ_POST, "/v1/sandboxes/{name}/stop", serve_sandbox_stop, BODY_NONE, 0, NULL,
          true},
@@ -110,6 +113,12 @@ static const Route routes[] = {
         {EVHTTP_REQ_GET, "/v1/snapshots", serve_snapshot_list, BODY_NONE, 0, NULL},
         {EVHTTP_REQ_DELETE, "/v1/snapshots/{snapshot}", serve_snapshot_delete, BODY_NONE, 0, NULL,
          true},
+        {EVHTTP_REQ_GET, "/v1/sandboxes/{name}/history", serve_history, BODY_NONE, 0, query_limit},
+        {EVHTTP_REQ_GET, "/v1/sandboxes/{name}/diff/patch", serve_diff_patch, BODY_NONE, 0,
+         query_path, true},
+        {EVHTTP_REQ_GET, "/v1/sandboxes/{name}/stats", serve_stats, BODY_NONE, 0, NULL},
+        {EVHTTP_REQ_GET, "/v1/sandboxes/{name}/stats/stream", serve_stats_stream, BODY_NONE, 0,
+         NULL},
 };
 
 static const struct {
@@ -381,6 +390,8 @@ static void dispatch(struct evhttp_request *req, void *arg) {
                 serve_reply_status(req, 400, "invalid_argument", NULL, "malformed URI");
                 return;
         }
+        if (l->srv->ui && serve_ui_dispatch(l->srv, req, path))
+                return;
 
         for (size_t i = 0; i < ELEMENTSOF(routes); i++) {
                 const char *rp;
@@ -688,7 +699,7 @@ static void stop_cb(evutil_socket_t fd, short what, void *arg) {
 static void serve_usage(FILE *f) {
         (void)fprintf(f,
                       "usage: hutch serve [--socket PATH] [--listen HOST:PORT --token-file FILE\n"
-                      "                   [--max-connections N]]\n\n"
+                      "                   [--max-connections N]] [--ui]\n\n"
                       "Serves the HTTP API (docs/api.md) on a unix socket, by default\n"
                       "$XDG_RUNTIME_DIR/hutch/api.sock (mode 0600).\n"
                       "  --socket PATH        the unix socket to listen on\n"
@@ -698,7 +709,9 @@ static void serve_usage(FILE *f) {
                       "(required with --listen)\n"
                       "  --max-connections N  TCP connections served at once (default %u); more "
                       "wait\n"
-                      "                       in the kernel's listen queue\n",
+                      "                       in the kernel's listen queue\n"
+                      "  --ui                 also serve the web dashboard at /ui/ "
+                      "(docs/ui.md)\n",
                       SERVE_MAX_CONNECTIONS);
 }
 
@@ -708,6 +721,7 @@ typedef struct ServeArgs {
         const char *token_file;
         unsigned max_connections;
         bool max_connections_given;
+        bool ui;
 } ServeArgs;
 
 static int parse_args(int argc, char **argv, ServeArgs *a) {
@@ -715,6 +729,7 @@ static int parse_args(int argc, char **argv, ServeArgs *a) {
                                                 {"listen", required_argument, NULL, 'l'},
                                                 {"token-file", required_argument, NULL, 't'},
                                                 {"max-connections", required_argument, NULL, 'm'},
+                                                {"ui", no_argument, NULL, 'u'},
                                                 {"help", no_argument, NULL, 'h'},
                                                 {}};
         int c;
@@ -744,6 +759,9 @@ static int parse_args(int argc, char **argv, ServeArgs *a) {
                         a->max_connections_given = true;
                         break;
                 }
+                case 'u':
+                        a->ui = true;
+                        break;
                 case 'h':
                         serve_usage(stdout);
                         return 1;
@@ -781,6 +799,7 @@ int verb_serve(int argc, char **argv) {
         Server srv = {};
         Listener ul = {};
         ServeFront front = {}, ufront = {};
+        ServeUi ui = {};
         struct event *sig_ev[3] = {};
         const int sigs[3] = {SIGINT, SIGTERM, SIGHUP};
         char tcp_addr[INET6_ADDRSTRLEN + 16] = "";
@@ -793,6 +812,15 @@ int verb_serve(int argc, char **argv) {
                 return r > 0 ? 0 : HUTCH_EXIT_FAILURE;
         if (args.token_file && load_token(args.token_file, srv.token_sha) < 0)
                 return HUTCH_EXIT_FAILURE;
+        srv.has_token = args.token_file;
+        if (args.ui) {
+                r = serve_ui_init(&ui);
+                if (r < 0) {
+                        log_error_errno(r, "cannot draw the dashboard's session key: %m");
+                        return HUTCH_EXIT_FAILURE;
+                }
+                srv.ui = &ui;
+        }
         r = store_open(&store, &err);
         if (r < 0) {
                 log_error("%s", err.msg[0] ? err.msg : strerror(-r));
@@ -849,6 +877,7 @@ int verb_serve(int argc, char **argv) {
                         .token_sha = srv.token_sha,
                         .inner_path = inner_path,
                         .max = args.max_connections,
+                        .ui = srv.ui,
                 };
                 tcp_fd = tcp_listen(args.listen, tcp_addr, sizeof(tcp_addr));
                 r = tcp_fd < 0 ? tcp_fd : serve_front_listen(&front, tcp_fd);
@@ -866,6 +895,8 @@ int verb_serve(int argc, char **argv) {
         (void)printf("listening on unix:%s\n", path);
         if (args.listen)
                 (void)printf("listening on tcp:%s\n", tcp_addr);
+        if (args.ui && args.listen)
+                (void)printf("dashboard at http://%s/ui/\n", tcp_addr);
         (void)fflush(stdout);
 
         if (event_base_dispatch(srv.base) < 0) {
@@ -876,6 +907,7 @@ finish:
         /* Running commands are killed: their connections to the keepers
          * close with the jobs. */
         serve_exec_abort_all(&srv);
+        serve_stats_abort_all(&srv);
         for (size_t i = 0; i < ELEMENTSOF(sig_ev); i++)
                 if (sig_ev[i])
                         event_free(sig_ev[i]);

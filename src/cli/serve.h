@@ -41,12 +41,18 @@
 #define SERVE_HEAD_DEADLINE_S 10           /* from a head's first byte (or accept) to its end */
 
 typedef struct ExecJob ExecJob;
+typedef struct StatsStream StatsStream;
+typedef struct ServeUi ServeUi;
 
 typedef struct Server {
         struct event_base *base;
         Store *store;
         uint8_t token_sha[SERVE_SHA256_LEN]; /* of the TCP bearer token (--listen) */
         ExecJob *jobs;                       /* running execs, for shutdown */
+        StatsStream *stats_streams;          /* open stats streams (serve-stats.c) */
+        unsigned n_stats_streams;
+        ServeUi *ui;    /* --ui: the dashboard (serve-ui.h), or NULL */
+        bool has_token; /* --listen: token_sha is set */
 } Server;
 
 /* ---- the front (serve-front.c) ---- */
@@ -78,6 +84,7 @@ typedef struct ServeFront {
         bool owner_only;          /* refuse peers of another uid (SO_PEERCRED) */
         const char *inner_path;   /* evhttp's private unix socket */
         unsigned max;             /* connections at once (0: no cap) */
+        const ServeUi *ui;        /* --ui on TCP: the login gate (serve-ui.h), or NULL */
         /* Private to serve-front.c. */
         struct evconnlistener *listener;
         unsigned n;
@@ -182,3 +189,18 @@ void serve_exec_signal(ServeCtx *c);
 void serve_exec_output(ServeCtx *c);
 /* GET /v1/sandboxes/{name}/ports (hutch_ports()) */
 void serve_sandbox_ports(ServeCtx *c);
+/* The last @max JSON-object lines of the JSONL file @fd into @arr. */
+int serve_jsonl_tail(int fd, unsigned max, json_t *arr);
+
+/* serve-stats.c */
+void serve_history(ServeCtx *c);
+void serve_stats(ServeCtx *c);
+void serve_stats_stream(ServeCtx *c);
+void serve_diff_patch(ServeCtx *c);
+/* Ends every open stats stream and frees what the stats kept: at
+ * shutdown. */
+void serve_stats_abort_all(Server *srv);
+
+/* serve-ui.c: answers the dashboard's requests (paths under /ui); false
+ * when @req is not one (the route table decides). */
+bool serve_ui_dispatch(Server *srv, struct evhttp_request *req, const char *path);

@@ -416,6 +416,8 @@ def test_every_route(server):
     assert not (ws / "new.txt").exists()
     changes = api.ok("GET", f"/v1/sandboxes/{a}/diff").json["changes"]
     assert [(ch["path"], ch["kind"]) for ch in changes] == [("new.txt", "added")], changes
+    patch = api.ok("GET", f"/v1/sandboxes/{a}/diff/patch?path=new.txt").data.decode()
+    assert "+++ b/new.txt" in patch and "\n+new\n" in patch, patch
     assert api.ok("POST", f"/v1/sandboxes/{a}/apply", {"paths": ["new.txt"]}).json == {"applied": 1}
     assert (ws / "new.txt").read_text() == "new\n"
 
@@ -425,6 +427,19 @@ def test_every_route(server):
 
     exercise_process_routes(api, a)
     assert api.ok("GET", f"/v1/sandboxes/{a}/ports").json == {"running": True, "ports": []}
+    # The dashboard's routes (docs/ui.md): the history, the stats, their stream.
+    hist = api.ok("GET", f"/v1/sandboxes/{a}/history?limit=50").json["entries"]
+    assert hist[0]["argv"] == ["cat", "/workspace/hello.txt"], hist
+    assert hist[0]["outcome"]["reason"] == "exited"
+    assert api.ok("GET", f"/v1/sandboxes/{a}/stats").json["running"] is True
+    c = api.connection()
+    c.request("GET", f"/v1/sandboxes/{a}/stats/stream")
+    api.hits.add(("GET", f"/v1/sandboxes/{a}/stats/stream"))
+    resp = c.getresponse()
+    assert resp.getheader("Content-Type") == "text/event-stream"
+    event = resp.readline().decode()
+    c.close()
+    assert event.startswith("data: ") and json.loads(event[6:])["running"] is True, event
 
     # Snapshots: take, list, create from, restore, and remove. Stopped
     # first: a running sandbox is frozen for its snapshot, which needs a
