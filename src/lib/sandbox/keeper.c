@@ -200,6 +200,7 @@ typedef struct ExecSpec {
         uint64_t timeout_ms;
         bool detach;
         bool builtin;   /* a file operation: not in the history */
+        bool tty;       /* fds[0] is a pty channel (sandbox/pty.h) */
         const int *fds; /* stdin, stdout, stderr (borrowed; unused when detached) */
 } ExecSpec;
 
@@ -346,9 +347,11 @@ static int exec_launch(Keeper *k, KeeperConn *c, const ExecSpec *x) {
         } else
                 memcpy(send_fds, x->fds, sizeof(int) * 3);
         memcpy(send_fds + 3, cg_fds, sizeof(int) * n_cg);
-        r = sync_send_values(k->st->sync_parent, SYNC_OP_EXEC,
-                             (uint64_t[3]){e->id, payload_len, use_stem ? 1 : 0}, send_fds,
-                             3 + n_cg);
+        r = sync_send_values(
+                k->st->sync_parent, SYNC_OP_EXEC,
+                (uint64_t[3]){e->id, payload_len,
+                              (use_stem ? SYNC_EXEC_STEM : 0) | (x->tty ? SYNC_EXEC_TTY : 0)},
+                send_fds, 3 + n_cg);
         if (r >= 0 && send(k->st->sync_parent, payload, payload_len, MSG_NOSIGNAL) < 0)
                 r = negative_errno();
         for (size_t i = 0; i < n_cg; i++)
@@ -394,6 +397,7 @@ static int exec_start(Keeper *k, KeeperConn *c, json_t *req, int *fds, size_t n_
                                    .cwd = q.cwd,
                                    .timeout_ms = q.timeout_ms,
                                    .detach = q.detach,
+                                   .tty = q.tty,
                                    .fds = fds,
                            });
 }
@@ -783,10 +787,18 @@ static int request_send(int sock, json_t *obj, const int *fds, size_t n_fds, Hut
 }
 
 static json_t *exec_request_json(const KeeperExec *req) {
-        return json_pack("{s:s,s:o,s:o,s:o,s:I,s:b}", "op", "exec", "argv",
-                         keeper_strv_to_json(req->argv), "env", keeper_strv_to_json(req->env),
-                         "cwd", req->cwd ? json_string(req->cwd) : json_null(), "timeout_ms",
-                         (json_int_t)req->timeout_ms, "detach", req->detach);
+        json_t *o = json_pack("{s:s,s:o,s:o,s:o,s:I,s:b}", "op", "exec", "argv",
+                              keeper_strv_to_json(req->argv), "env", keeper_strv_to_json(req->env),
+                              "cwd", req->cwd ? json_string(req->cwd) : json_null(), "timeout_ms",
+                              (json_int_t)req->timeout_ms, "detach", req->detach);
+
+        /* Only when asked: a keeper from before -t existed refuses nothing
+         * it does not know, and gets no request it would misread. */
+        if (o && req->tty && json_object_set_new(o, "tty", json_true()) < 0) {
+                json_decref(o);
+                return NULL;
+        }
+        return o;
 }
 
 int keeper_exec_send(int sock, const KeeperExec *req, HutchError *reterr) {
