@@ -418,6 +418,8 @@ def test_every_route(server):
     assert (ws / "new.txt").read_text() == "new\n"
 
     assert api.ok("GET", f"/v1/sandboxes/{a}/audit?limit=10").json == {"entries": []}
+    # Without an upgrade (the WebSocket itself: test_terminal.py).
+    assert api.call("GET", f"/v1/sandboxes/{a}/exec/ws").status == 426
 
     # Snapshots: take, list, create from, restore, and remove. Stopped
     # first: a running sandbox is frozen for its snapshot, which needs a

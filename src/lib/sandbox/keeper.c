@@ -753,6 +753,13 @@ static int answer_error(json_t *ans, HutchError *reterr) {
         return hutch_error_set(reterr, EPROTO, "unexpected answer from the sandbox's keeper");
 }
 
+int keeper_exec_signal(int sock, int sig) {
+        if (sig <= 0 || sig >= NSIG)
+                return -EINVAL;
+        return keeper_send_json(sock, json_pack("{s:s,s:i}", "op", "signal", "signal", sig), NULL,
+                                0);
+}
+
 int keeper_simple(int sock, const char *op, HutchError *reterr) {
         json_t *ans = NULL;
         const char *aop;

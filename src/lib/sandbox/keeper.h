@@ -111,6 +111,10 @@ int keeper_exec_send(int sock, const KeeperExec *req, HutchError *reterr);
 int keeper_exec_answer(int sock, uint64_t *ret_id, int *ret_exit_code, char **ret_json,
                        HutchError *reterr);
 
+/* Passes signal @sig (1 to NSIG-1) on to the command of the exec running
+ * on @sock ({"op":"signal"}): 0 or -errno. */
+int keeper_exec_signal(int sock, int sig);
+
 /* Sends {"op":@op} and waits for the answer ("ok"): for stop, ping,
  * freeze, thaw. Returns 0, or -errno with @reterr. */
 int keeper_simple(int sock, const char *op, HutchError *reterr);
