@@ -34,6 +34,9 @@ test_pkgs+=(man-db zsh)
 # tests/integration/test_oci.py (issue 21): runc is the negative twin of
 # hutch-oci under Podman.
 test_pkgs+=(runc)
+# tests/integration/test_terminal.py (issue 18): a WebSocket client nobody
+# here wrote drives serve's exec WebSocket.
+test_pkgs+=(python3-websockets)
 bench_pkgs=(bubblewrap hyperfine python3 tinyproxy)
 # bench/bench-oci.sh: hutch-oci against Debian's runc under podman. Not
 # crun: once installed, podman makes it the default runtime, and crun 1.8

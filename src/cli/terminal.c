@@ -36,13 +36,18 @@ static void relay_restore(const TerminalRelay *t) {
 }
 
 /* The relay process: gets the master, sets its size, lets the command go,
- * then copies until the pty closes. Input waits in @in while the master
- * is full, so output keeps flowing whatever the command reads. */
+ * then copies until the command's end. Input waits in @in while the master
+ * is full, so output keeps flowing whatever the command reads.
+ *
+ * The master stays open until hutch says the exec is over (SIGUSR1, from
+ * terminal_relay_finish()), also once the pty reported its other side
+ * closed: closing it hangs the pty up, and a command that closed its
+ * stdio before it exits (GNU cat does) would die of that SIGHUP. */
 _noreturn_ static void relay_main(const TerminalRelay *t, int chan, bool interactive) {
         _cleanup_close_ int master = -EBADF, sigfd = -EBADF;
         char out[RELAY_BUF], in[RELAY_BUF];
         size_t in_len = 0, in_off = 0;
-        bool in_open = interactive;
+        bool in_open = interactive, master_open = true, ending = false;
         sigset_t mask;
         int r;
 
@@ -50,6 +55,7 @@ _noreturn_ static void relay_main(const TerminalRelay *t, int chan, bool interac
         sigaddset(&mask, SIGWINCH);
         sigaddset(&mask, SIGHUP);
         sigaddset(&mask, SIGTERM);
+        sigaddset(&mask, SIGUSR1);
         (void)sigprocmask(SIG_SETMASK, &mask, NULL);
         /* Ctrl-C without raw mode is hutch's to forward, not ours to die of. */
         (void)signal(SIGINT, SIG_IGN);
@@ -72,11 +78,14 @@ _noreturn_ static void relay_main(const TerminalRelay *t, int chan, bool interac
                 if (pfd[1].revents) {
                         struct signalfd_siginfo si;
 
-                        while (read(sigfd, &si, sizeof(si)) == sizeof(si))
+                        while (read(sigfd, &si, sizeof(si)) == sizeof(si)) {
+                                if (si.ssi_signo == SIGUSR1)
+                                        _exit(0); /* the command never started */
                                 if (si.ssi_signo != SIGWINCH) {
                                         relay_restore(t);
                                         _exit(1);
                                 }
+                        }
                 }
                 if (pfd[0].revents)
                         break;
@@ -92,13 +101,17 @@ _noreturn_ static void relay_main(const TerminalRelay *t, int chan, bool interac
                 _exit(0);
 
         for (;;) {
-                struct pollfd pfd[4] = {
-                        {.fd = master, .events = POLLIN | (in_len > in_off ? POLLOUT : 0)},
+                struct pollfd pfd[3] = {
+                        {.fd = master_open ? master : -1,
+                         .events = POLLIN | (in_len > in_off ? POLLOUT : 0)},
                         {.fd = sigfd, .events = POLLIN},
-                        {.fd = in_open && in_len == in_off ? STDIN_FILENO : -1, .events = POLLIN},
+                        {.fd = master_open && in_open && in_len == in_off ? STDIN_FILENO : -1,
+                         .events = POLLIN},
                 };
                 ssize_t n;
 
+                if (!master_open && ending)
+                        break;
                 if (poll(pfd, 3, -1) < 0) {
                         if (errno == EINTR)
                                 continue;
@@ -110,27 +123,30 @@ _noreturn_ static void relay_main(const TerminalRelay *t, int chan, bool interac
                         while (read(sigfd, &si, sizeof(si)) == sizeof(si)) {
                                 if (si.ssi_signo == SIGWINCH)
                                         relay_resize(t->tty_fd, master);
+                                else if (si.ssi_signo == SIGUSR1)
+                                        ending = true;
                                 else {
                                         relay_restore(t);
                                         _exit(1);
                                 }
                         }
                 }
-                if (pfd[0].revents & POLLIN) {
+                if (pfd[0].revents & (POLLIN | POLLHUP | POLLERR)) {
                         n = read(master, out, sizeof(out));
                         if (n > 0 && loop_write(STDOUT_FILENO, out, (size_t)n) < 0)
                                 break;
-                        /* EIO: every slave descriptor is closed. */
+                        /* EIO: every slave descriptor is closed (the
+                         * command's end, or a command that closed its
+                         * stdio): output is over, the master stays. */
                         if (n == 0 || (n < 0 && errno != EINTR && errno != EAGAIN))
-                                break;
-                } else if (pfd[0].revents & (POLLHUP | POLLERR))
-                        break;
+                                master_open = false;
+                }
                 if ((pfd[0].revents & POLLOUT) && in_len > in_off) {
                         n = write(master, in + in_off, in_len - in_off);
                         if (n > 0)
                                 in_off += (size_t)n;
                         else if (n < 0 && errno != EINTR && errno != EAGAIN)
-                                break;
+                                in_len = in_off = 0;
                 }
                 if (pfd[2].revents) {
                         n = read(STDIN_FILENO, in, sizeof(in));
@@ -198,6 +214,9 @@ void terminal_relay_close_chan(TerminalRelay *t) {
 void terminal_relay_finish(TerminalRelay *t) {
         terminal_relay_close_chan(t);
         if (t->pid > 0) {
+                /* The exec is over: the relay copies what is left, then
+                 * ends. */
+                (void)kill(t->pid, SIGUSR1);
                 _cleanup_close_ int pidfd = pidfd_open(t->pid, 0);
                 struct pollfd pfd = {.fd = pidfd, .events = POLLIN};
 

@@ -9,22 +9,32 @@ termios) before and after, and to see whether anything was typed into it.
 
 As root and as the unprivileged user (conftest's runners); persistent
 sandboxes through test_persistent's `store` fixture, which removes them
-and checks that no keeper or cgroup is left."""
+and checks that no keeper or cgroup is left. The last part drives hutch
+serve's exec WebSocket with Debian's python3-websockets (test_serve's
+`server` fixture)."""
 
+import asyncio
+import base64
 import fcntl
+import hashlib
+import json
 import os
 import re
+import secrets
 import select
 import signal
+import socket
 import struct
 import subprocess
 import termios
 import time
 
 import pytest
+import websockets
 
-from conftest import kill_quietly, wait_pidfds
+from conftest import kill_quietly, live_with_marker, wait_pidfds
 from test_persistent import marker, store  # noqa: F401 (fixture)
+from test_serve import as_euid, create, server  # noqa: F401 (fixture)
 
 PROMPT = b"hutch-pty$ "
 WAIT = 30
@@ -356,3 +366,247 @@ def test_no_relay_outlives_its_exec(terminals, store):
     t.send(b"\x04")
     assert t.wait() == 0
     assert not wait_pidfds(relays, WAIT)
+
+
+# ---- the exec WebSocket of hutch serve (docs/api.md) ----
+#
+# Driven by Debian's python3-websockets, a client nobody here wrote, as
+# root and as the user (test_serve's `server` fixture: its own store and
+# server, both removed after).
+
+
+def ws_connect(server, name):
+    """A connected websockets client on @name's exec WebSocket."""
+    api = server.api
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    with as_euid(api.uid):
+        s.connect(api.sock_path)
+    path = f"/v1/sandboxes/{name}/exec/ws"
+    api.hits.add(("GET", path))
+    return websockets.connect(f"ws://localhost{path}", sock=s, open_timeout=WAIT,
+                              close_timeout=WAIT, max_size=None)
+
+
+async def ws_collect(ws, streams=None):
+    """Reads until the close: (output bytes per stream, the outcome message,
+    the close code)."""
+    streams = streams if streams is not None else {1: b"", 2: b""}
+    outcome = None
+    try:
+        async for m in ws:
+            if isinstance(m, bytes):
+                streams[m[0]] = streams.get(m[0], b"") + m[1:]
+            else:
+                msg = json.loads(m)
+                if msg["type"] == "outcome":
+                    outcome = msg
+    except websockets.ConnectionClosed:
+        pass
+    return streams, outcome, ws.close_code
+
+
+def run_ws(coro):
+    return asyncio.run(asyncio.wait_for(coro, 2 * WAIT))
+
+
+def test_websocket_exec_with_stdin(server):
+    name = f"w-{secrets.token_hex(3)}"
+    create(server.api, name)
+
+    async def go():
+        async with ws_connect(server, name) as ws:
+            await ws.send(json.dumps({"argv": ["sh", "-c", "cat; echo done >&2; exit 4"]}))
+            started = json.loads(await ws.recv())
+            assert started["type"] == "started" and started["id"] > 0
+            await ws.send(b"line one\n")
+            await ws.send(b"\x00\xffbinary\n")
+            await ws.send(json.dumps({"type": "close_stdin"}))
+            return await ws_collect(ws)
+
+    streams, outcome, code = run_ws(go())
+    assert streams[1] == b"line one\n\x00\xffbinary\n"
+    assert streams[2] == b"done\n"
+    assert outcome["exit_code"] == 4 and outcome["outcome"]["reason"] == "exited"
+    assert code == 1000
+
+
+def test_websocket_terminal(server):
+    name = f"w-{secrets.token_hex(3)}"
+    create(server.api, name)
+
+    async def expect(ws, pattern, seen):
+        while not re.search(pattern, seen[0]):
+            m = await ws.recv()
+            assert isinstance(m, bytes) and m[0] == 1, m
+            seen[0] += m[1:]
+        found = re.search(pattern, seen[0])
+        seen[0] = seen[0][found.end():]
+
+    async def go():
+        seen = [b""]
+        async with ws_connect(server, name) as ws:
+            await ws.send(json.dumps({
+                "argv": ["sh", "-c", f"PS1='{PROMPT.decode()}' exec bash --norc --noprofile -i"],
+                "env": {"TERM": "xterm"}, "tty": True, "cols": 90, "rows": 33}))
+            assert json.loads(await ws.recv())["type"] == "started"
+            await expect(ws, re.escape(PROMPT), seen)
+            await ws.send(b"tty; stty size\r")
+            await expect(ws, rb"/dev/pts/\d+\r\n33 90\r\n", seen)
+            await ws.send(json.dumps({"type": "resize", "cols": 120, "rows": 40}))
+            await ws.send(b"stty size\r")
+            await expect(ws, rb"\r40 120\r\n", seen)
+            # Ctrl-C reaches the foreground job through the pty.
+            await ws.send(b"sh -c 'echo job-$((6*7)); exec sleep 100'\r")
+            await expect(ws, rb"job-42\r\n", seen)
+            await ws.send(b"\x03")
+            await expect(ws, re.escape(PROMPT), seen)
+            await ws.send(b"echo alive-$?\r")
+            await expect(ws, rb"alive-130\r\n", seen)
+            await ws.send(b"exit 9\r")
+            return await ws_collect(ws)
+
+    streams, outcome, code = run_ws(go())
+    assert b"no job control" not in streams[1]
+    assert outcome["exit_code"] == 9 and code == 1000
+
+
+def test_websocket_signal_and_close_kill(server):
+    name = f"w-{secrets.token_hex(3)}"
+    create(server.api, name)
+    marker = f"{secrets.randbelow(10**6)}"
+
+    async def signalled():
+        async with ws_connect(server, name) as ws:
+            await ws.send(json.dumps({"argv": ["sh", "-c", "echo up; exec sleep 1000"]}))
+            assert json.loads(await ws.recv())["type"] == "started"
+            assert await ws.recv() == b"\x01up\n"
+            await ws.send(json.dumps({"type": "signal", "signal": "TERM"}))
+            return await ws_collect(ws)
+
+    _, outcome, code = run_ws(signalled())
+    assert outcome["outcome"]["signal"] == 15 and outcome["exit_code"] == 143, outcome
+    assert code == 1000
+
+    async def closed():
+        async with ws_connect(server, name) as ws:
+            await ws.send(json.dumps(
+                {"argv": ["sh", "-c", f"echo up; exec sleep 1000.{marker}"], "tty": True}))
+            assert json.loads(await ws.recv())["type"] == "started"
+            assert (await ws.recv()).startswith(b"\x01up")
+            pids = live_with_marker(f"sleep 1000.{marker}")
+            assert pids, "the command is not running"
+            return pids
+
+    pids = run_ws(closed())
+    # The client closed before the outcome: the command goes.
+    assert wait_pidfds(list(pids), WAIT) == set(), "the command outlived its WebSocket"
+    assert server.api.exec(name, ["echo", "after"])["stdout"] == "after\n"
+
+
+def raw_ws(server, name, key="dGhlIHNhbXBsZSBub25jZQ==", version="13", extra=b""):
+    """A handshake by hand, then @extra; returns (the answer's head, the
+    socket)."""
+    api = server.api
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.settimeout(WAIT)
+    with as_euid(api.uid):
+        s.connect(api.sock_path)
+    s.sendall(
+        f"GET /v1/sandboxes/{name}/exec/ws HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\n"
+        f"Upgrade: websocket\r\nSec-WebSocket-Key: {key}\r\n"
+        f"Sec-WebSocket-Version: {version}\r\n\r\n".encode() + extra)
+    got = b""
+    while b"\r\n\r\n" not in got:
+        chunk = s.recv(4096)
+        if not chunk:
+            break
+        got += chunk
+    head, _, rest = got.partition(b"\r\n\r\n")
+    return head, rest, s
+
+
+def client_frame(op, payload, fin=True, mask=b"\x11\x22\x33\x44", masked=True):
+    n = len(payload)
+    b = bytes([(0x80 if fin else 0) | op])
+    m = 0x80 if masked else 0
+    if n < 126:
+        b += bytes([m | n])
+    elif n <= 0xFFFF:
+        b += bytes([m | 126]) + n.to_bytes(2, "big")
+    else:
+        b += bytes([m | 127]) + n.to_bytes(8, "big")
+    if not masked:
+        return b + payload
+    return b + mask + bytes(c ^ mask[i % 4] for i, c in enumerate(payload))
+
+
+def close_code_of(s, rest):
+    """Reads frames from the server until its close frame: its code."""
+    data = rest
+    while True:
+        while len(data) >= 2:
+            n = data[1] & 0x7F
+            h = 2 if n < 126 else 4 if n == 126 else 10
+            if n >= 126:
+                n = int.from_bytes(data[2:h], "big")
+            if len(data) < h + n:
+                break
+            op, payload, data = data[0] & 0x0F, data[h:h + n], data[h + n:]
+            if op == 8:
+                return int.from_bytes(payload[:2], "big")
+        chunk = s.recv(65536)
+        if not chunk:
+            return None
+        data += chunk
+
+
+def test_websocket_bad_input(server):
+    api = server.api
+    name = f"w-{secrets.token_hex(3)}"
+    create(api, name)
+    accept = base64.b64encode(hashlib.sha1(
+        b"dGhlIHNhbXBsZSBub25jZQ==258EAFA5-E914-47DA-95CA-C5AB0DC85B11").digest()).decode()
+
+    # The handshake: RFC 6455's example key gives its example answer.
+    head, rest, s = raw_ws(server, name)
+    assert head.startswith(b"HTTP/1.1 101 "), head
+    assert f"Sec-WebSocket-Accept: {accept}".encode() in head
+    # Twin: an unmasked frame from a client closes with 1002.
+    s.sendall(client_frame(1, b'{"argv":["true"]}', masked=False))
+    assert close_code_of(s, rest) == 1002
+    s.close()
+    # Refused before the upgrade: no such sandbox, a bad key, version 8.
+    head, _, s = raw_ws(server, "no-such-box")
+    assert head.startswith(b"HTTP/1.1 404 "), head
+    s.close()
+    head, _, s = raw_ws(server, name, key="short")
+    assert head.startswith(b"HTTP/1.1 400 "), head
+    s.close()
+    head, _, s = raw_ws(server, name, version="8")
+    assert head.startswith(b"HTTP/1.1 426 ") and b"Sec-WebSocket-Version: 13" in head, head
+    s.close()
+    cases = [
+        # (frames after the handshake, the close code)
+        (client_frame(2, b"stdin first"), 1003),
+        (client_frame(1, b'{"argv":[]}'), 1008),
+        (client_frame(1, b'{"argv":["true"],"bogus":1}'), 1008),
+        (client_frame(1, b'{"argv":["true"],"cols":80}'), 1008),
+        (client_frame(1, b"\xc3\x28"), 1007),
+        (b"\x81\xfe\x00\x05", 1002),  # a length not in its shortest form
+        (client_frame(9, b"p", fin=False), 1002),
+        (client_frame(2, b"", fin=False) + bytes([0x80, 0xFF]) + (2**20 + 1).to_bytes(8, "big"),
+         1009),
+    ]
+    for frames, want in cases:
+        head, rest, s = raw_ws(server, name, extra=frames)
+        assert head.startswith(b"HTTP/1.1 101 "), head
+        assert close_code_of(s, rest) == want, (frames[:40], want)
+        s.close()
+    # Pings are answered; the sandbox still serves.
+    head, rest, s = raw_ws(server, name, extra=client_frame(9, b"hi") + client_frame(8, b"\x03\xe8"))
+    data = rest
+    while len(data) < 4:
+        data += s.recv(64)
+    assert data[:4] == b"\x8a\x02hi", data
+    s.close()
+    assert api.exec(name, ["echo", "after"])["stdout"] == "after\n"
