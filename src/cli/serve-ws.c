@@ -146,6 +146,9 @@ static void ws_send(WsConn *ws, WsOpcode op, uint8_t stream, const void *data, s
         uint8_t h[WS_HEADER_MAX];
         size_t n = ws_frame_header(h, op, len + (stream ? 1 : 0));
 
+        /* Nothing after our close frame (RFC 6455 §5.5.1). */
+        if (ws->state == WS_CLOSING)
+                return;
         (void)evbuffer_add(out, h, n);
         if (stream)
                 (void)evbuffer_add(out, &stream, 1);
