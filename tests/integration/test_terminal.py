@@ -310,6 +310,18 @@ def test_modes_are_restored_when_the_sandbox_is_stopped(terminals, store):
     assert t.modes() == t.before
 
 
+def test_modes_are_restored_after_a_signal_to_hutch(terminals, store):
+    # SIGTERM to hutch goes on to the command; hutch ends as it did.
+    for verb in verbs(store):
+        t = on_terminal(terminals, store, *verb.split(), "-it", "--", "sh", "-c",
+                        "echo up; exec sleep 100")
+        t.expect(rb"up\r\n")
+        assert t.modes() != t.before
+        os.kill(t.proc.pid, signal.SIGTERM)
+        assert t.wait() == 128 + signal.SIGTERM
+        assert t.modes() == t.before
+
+
 def test_modes_are_restored_when_hutch_is_killed(terminals, store):
     for verb in verbs(store):
         t = shell(terminals, store, verb)
