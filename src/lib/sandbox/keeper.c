@@ -799,8 +799,8 @@ static json_t *exec_request_json(const KeeperExec *req) {
                               "cwd", req->cwd ? json_string(req->cwd) : json_null(), "timeout_ms",
                               (json_int_t)req->timeout_ms, "detach", req->detach);
 
-        /* Only when asked: a keeper from before -t existed refuses nothing
-         * it does not know, and gets no request it would misread. */
+        /* Only when asked: a request without a terminal stays what it
+         * was. */
         if (o && req->tty && json_object_set_new(o, "tty", json_true()) < 0) {
                 json_decref(o);
                 return NULL;
