@@ -42,6 +42,9 @@ test_pkgs+=(docker-registry skopeo)
 # tests/integration/test_ui.py (issue 23): the dashboard in headless
 # Chromium, driven through chromium-driver by Selenium.
 test_pkgs+=(chromium chromium-driver python3-selenium)
+# tests/integration/test_terminal.py (issue 18): a WebSocket client nobody
+# here wrote drives serve's exec WebSocket.
+test_pkgs+=(python3-websockets)
 bench_pkgs=(bubblewrap hyperfine python3 tinyproxy)
 # bench/bench-oci.sh: hutch-oci against Debian's runc under podman. Not
 # crun: once installed, podman makes it the default runtime, and crun 1.8

@@ -23,6 +23,7 @@
 #include "run-flags.h"
 #include "store/store.h"
 #include "strv.h"
+#include "terminal.h"
 
 static int log_oom(void) {
         log_error("out of memory");
@@ -207,6 +208,9 @@ static void exec_usage(FILE *f) {
                          "Runs CMD in the persistent sandbox NAME (started on demand).\n"
                          "  -d, --detach        run in the background; output goes to 'hutch logs "
                          "NAME --exec ID'\n"
+                         "  -t, --tty           a terminal for the command (a pty made in the "
+                         "sandbox)\n"
+                         "  -i, --interactive   with -t: stdin relayed to it, in raw mode\n"
                          "  -e, --env K=V       set a variable for this command (repeatable)\n"
                          "  -w, --workdir DIR   working directory (absolute)\n"
                          "  --timeout DURATION  kill the command and everything it started after "
@@ -271,7 +275,8 @@ int verb_exec(int argc, char **argv) {
         HutchError err = {};
         sigset_t mask;
         uint64_t id = 0;
-        bool quiet = false;
+        _cleanup_(terminal_relay_finish) TerminalRelay term = TERMINAL_RELAY_NULL;
+        bool quiet = false, interactive = false;
         int c, r, exit_code = 0;
 
         /* "exec NAME [FLAGS] [--] CMD..." or "exec [FLAGS] NAME [--] CMD...". */
@@ -305,11 +310,13 @@ int verb_exec(int argc, char **argv) {
                         req.cwd = optarg;
                         break;
                 case 't':
+                        req.tty = true;
+                        break;
                 case 'i':
-                        log_error("%s is not supported yet: hutch gives the command no terminal "
-                                  "(its stdin, stdout and stderr are the ones hutch was given)",
-                                  c == 't' ? "-t/--tty" : "-i/--interactive");
-                        return HUTCH_EXIT_FAILURE;
+                        /* stdin is the command's anyway; with -t, it is
+                         * relayed to the pty. */
+                        interactive = true;
+                        break;
                 case 'T':
                         if (parse_duration_ms(optarg, &req.timeout_ms) < 0) {
                                 log_error("invalid --timeout '%s' (500ms, 30s, 5m, 1h)", optarg);
@@ -339,6 +346,14 @@ int verb_exec(int argc, char **argv) {
         }
         req.argv = argv + optind;
         req.env = env;
+        if (req.tty && req.detach) {
+                log_error("-t and -d do not go together: a detached command has no terminal");
+                return HUTCH_EXIT_FAILURE;
+        }
+        if (req.tty && !isatty(STDIN_FILENO)) {
+                log_error("%s (-t needs a terminal on stdin)", TERMINAL_NOT_A_TTY);
+                return HUTCH_EXIT_FAILURE;
+        }
         if (json_path) {
                 json_fd =
                         open(json_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOCTTY, 0644);
@@ -359,7 +374,20 @@ int verb_exec(int argc, char **argv) {
         sigaddset(&mask, SIGQUIT);
         if (!req.detach && sigprocmask(SIG_BLOCK, &mask, NULL) >= 0)
                 sigfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
+        if (req.tty) {
+                /* The command's stdin, stdout and stderr: the channel its
+                 * pty's master comes out on (docs/terminal.md). */
+                r = terminal_relay_start(&term, interactive);
+                if (r < 0) {
+                        log_error_errno(r, "failed to set up the terminal: %m");
+                        return HUTCH_EXIT_FAILURE;
+                }
+                req.fds[0] = req.fds[1] = req.fds[2] = term.chan;
+        }
         r = persist_exec(s, name, &req, sigfd, &id, &exit_code, &json, &err);
+        /* The last output, and the caller's terminal as it was, before
+         * anything of ours is printed. */
+        terminal_relay_finish(&term);
         if (r < 0)
                 return fail(&err, r);
         if (req.detach) {

@@ -172,6 +172,8 @@ static const struct {
         {"--cap-drop ALL", "accepted: the sandbox holds no capability over the host"},
         {"--cap-add CAP", "refused: hutch grants no capability"},
         {"-q, --quiet", "do not print what hutch-proxy refused after the command"},
+        {"-t, --tty", "a terminal for the command: a pty made in the sandbox (docs/terminal.md)"},
+        {"-i, --interactive", "with -t: stdin relayed to the pty, the caller's terminal raw"},
         {"-h, --help", "show this help"},
 };
 
@@ -347,11 +349,17 @@ static int run_args_check_mode(RunArgs *a, RunArgsMode mode, int c, const char *
                                        value);
         case 't':
         case 'i':
-                return hutch_error_set(reterr, ENOTSUP,
-                                       "%s is not supported yet: hutch gives the command no "
-                                       "terminal (its stdin, stdout and stderr are the ones "
-                                       "hutch was given)",
-                                       c == 't' ? "-t/--tty" : "-i/--interactive");
+                /* docs/terminal.md; the checks that need the caller's
+                 * stdin are run.c's. */
+                if (mode != RUN_ARGS_RUN)
+                        return hutch_error_set(reterr, EINVAL,
+                                               "%s is a flag of 'hutch run' and 'hutch exec'",
+                                               c == 't' ? "-t/--tty" : "-i/--interactive");
+                if (c == 't')
+                        a->tty = true;
+                else
+                        a->interactive = true;
+                return 0;
         default:
                 break;
         }

@@ -27,6 +27,8 @@ typedef struct RunArgs {
         int json_fd;              /* --json-fd N, or -EBADF */
         bool help;                /* --help was given: print run_args_usage() and exit 0 */
         bool quiet;               /* run: -q, --quiet: no refusal lines after the command */
+        bool tty;                 /* run: -t, --tty: a pty made in the sandbox (docs/terminal.md) */
+        bool interactive;         /* run: -i, --interactive: with -t, stdin relayed to it */
         char *from;               /* create: --from SNAPSHOT, or NULL */
         uint64_t idle_timeout_ms; /* create: --idle-timeout, or 0 */
         bool policy_given;        /* create: a policy flag or --policy was given */

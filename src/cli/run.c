@@ -12,6 +12,7 @@
 #include "refusals.h"
 #include "run-flags.h"
 #include "sandbox/sandbox.h"
+#include "terminal.h"
 #include "time-util.h"
 #include "vm/vm.h"
 
@@ -74,6 +75,51 @@ static void template_build_notice(bool done, bool ok) {
         (void)fflush(stderr);
 }
 
+/* -t: why this run cannot have a terminal, or NULL. */
+static const char *run_tty_refusal(const RunArgs *args) {
+        if (!isatty(STDIN_FILENO))
+                return TERMINAL_NOT_A_TTY " (-t needs a terminal on stdin)";
+        /* NEEDSWORK: a pty in the guest, through the agent (docs/terminal.md). */
+        if (args->policy->backend == SANDBOX_BACKEND_VM)
+                return "a terminal (-t) is not supported with the vm backend";
+        if (args->policy->output_limit)
+                return "-t and --output-limit do not go together: a terminal's output is not cut";
+        return NULL;
+}
+
+/* sandbox_run() with a pty made inside: the sandbox's init inherits this
+ * process's fds 0-2, which are the relay's channel meanwhile (and the
+ * caller's own again after). */
+static int run_with_terminal(const RunArgs *args, char *const *env, Outcome *o,
+                             HutchError *reterr) {
+        _cleanup_(terminal_relay_finish) TerminalRelay term = TERMINAL_RELAY_NULL;
+        int saved[3] = {-EBADF, -EBADF, -EBADF};
+        int r;
+
+        r = terminal_relay_start(&term, args->interactive);
+        if (r < 0)
+                return hutch_error_set(reterr, -r, "failed to set up the terminal: %s",
+                                       strerror(-r));
+        for (int i = 0; i < 3; i++) {
+                saved[i] = fcntl(i, F_DUPFD_CLOEXEC, 3);
+                if (saved[i] < 0 || dup2(term.chan, i) < 0) {
+                        r = hutch_error_set(reterr, errno, "failed to set up the terminal: %m");
+                        goto restore;
+                }
+        }
+        terminal_relay_close_chan(&term);
+        sandbox_set_command_tty(true);
+        r = sandbox_run(args->policy, args->command, env, o, reterr);
+        sandbox_set_command_tty(false);
+restore:
+        for (int i = 0; i < 3; i++)
+                if (saved[i] >= 0) {
+                        (void)dup2(saved[i], i);
+                        saved[i] = safe_close(saved[i]);
+                }
+        return r;
+}
+
 int verb_run(int argc, char **argv) {
         extern char **environ;
         _cleanup_(run_args_done) RunArgs args = {.json_fd = -EBADF};
@@ -95,6 +141,10 @@ int verb_run(int argc, char **argv) {
         r = run_args_check_workdir(args.policy, &err);
         if (r < 0) {
                 log_error("%s", err.msg[0] ? err.msg : strerror(-r));
+                return HUTCH_EXIT_FAILURE;
+        }
+        if (args.tty && run_tty_refusal(&args)) {
+                log_error("%s", run_tty_refusal(&args));
                 return HUTCH_EXIT_FAILURE;
         }
 
@@ -124,7 +174,10 @@ int verb_run(int argc, char **argv) {
 
         if (args.policy->backend == SANDBOX_BACKEND_VM && isatty(STDERR_FILENO))
                 vm_set_template_build_hook(template_build_notice);
-        r = sandbox_run(args.policy, args.command, environ, &o, &err);
+        if (args.tty)
+                r = run_with_terminal(&args, environ, &o, &err);
+        else
+                r = sandbox_run(args.policy, args.command, environ, &o, &err);
         if (r < 0) {
                 log_error("%s", err.msg[0] ? err.msg : strerror(-r));
                 return HUTCH_EXIT_FAILURE;

@@ -444,6 +444,25 @@ static int conn_head(FrontConn *c, struct evbuffer *in) {
                 if (serve_preview_target(c->head + h.target, h.target_len, name, &port, &rest))
                         return conn_preview(c, end, &h, name, port, rest);
         }
+        if (c->front->upgrade && !c->inner) {
+                int u = c->front->upgrade(c->front->upgrade_data, c->client, c->head, end);
+
+                if (u == 2) {
+                        /* The hook's connection now (serve-ws.c). */
+                        c->client = NULL;
+                        conn_free(c);
+                        return 2;
+                }
+                if (u == 1) {
+                        c->state = FRONT_REFUSED;
+                        conn_close(c);
+                        return 2;
+                }
+                if (u < 0) {
+                        conn_refuse(c, SERVE_HEAD_OK); /* 503 */
+                        return 2;
+                }
+        }
         if (!c->inner && conn_connect_inner(c) < 0) {
                 conn_refuse(c, SERVE_HEAD_OK); /* 503: evhttp cannot be reached */
                 return 2;

@@ -79,6 +79,7 @@ static const Route routes[] = {
         {EVHTTP_REQ_POST, "/v1/sandboxes/{name}/exec", serve_exec, BODY_JSON, SERVE_BODY_MAX, NULL},
         {EVHTTP_REQ_POST, "/v1/sandboxes/{name}/exec/stream", serve_exec_stream, BODY_JSON,
          SERVE_BODY_MAX, NULL},
+        {EVHTTP_REQ_GET, "/v1/sandboxes/{name}/exec/ws", serve_exec_ws_plain, BODY_NONE, 0, NULL},
         {EVHTTP_REQ_GET, "/v1/sandboxes/{name}/files", serve_file_read, BODY_NONE, 0, query_path,
          true},
         {EVHTTP_REQ_PUT, "/v1/sandboxes/{name}/files", serve_file_write, BODY_RAW, SERVE_BODY_MAX,
@@ -867,6 +868,8 @@ int verb_serve(int argc, char **argv) {
                         .base = srv.base,
                         .owner_only = true,
                         .inner_path = inner_path,
+                        .upgrade = serve_ws_upgrade,
+                        .upgrade_data = &srv,
                 };
                 r = serve_front_listen(&ufront, fd);
         } else
@@ -876,6 +879,8 @@ int verb_serve(int argc, char **argv) {
                         .base = srv.base,
                         .token_sha = srv.token_sha,
                         .inner_path = inner_path,
+                        .upgrade = serve_ws_upgrade,
+                        .upgrade_data = &srv,
                         .max = args.max_connections,
                         .ui = srv.ui,
                 };
@@ -908,6 +913,7 @@ finish:
          * close with the jobs. */
         serve_exec_abort_all(&srv);
         serve_stats_abort_all(&srv);
+        serve_ws_abort_all();
         for (size_t i = 0; i < ELEMENTSOF(sig_ev); i++)
                 if (sig_ev[i])
                         event_free(sig_ev[i]);

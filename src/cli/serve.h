@@ -85,6 +85,13 @@ typedef struct ServeFront {
         const char *inner_path;   /* evhttp's private unix socket */
         unsigned max;             /* connections at once (0: no cap) */
         const ServeUi *ui;        /* --ui on TCP: the login gate (serve-ui.h), or NULL */
+        /* Offered each accepted head first (NULL: none): 0 when it is not
+         * the hook's, 1 when it answered it (the connection closes once
+         * that is written), 2 when it took the connection (@client is
+         * its own now, with what was read after the head), -errno to
+         * answer 503. serve_ws_upgrade() is the one. */
+        int (*upgrade)(void *userdata, struct bufferevent *client, const char *head, size_t len);
+        void *upgrade_data;
         /* Private to serve-front.c. */
         struct evconnlistener *listener;
         unsigned n;
@@ -160,6 +167,17 @@ void serve_exec(ServeCtx *c);
 void serve_exec_stream(ServeCtx *c);
 /* Ends every running exec (their commands are killed): at shutdown. */
 void serve_exec_abort_all(Server *srv);
+
+/* ---- the exec WebSocket (serve-ws.c) ---- */
+
+/* ServeFront's upgrade hook (@userdata: the Server) for GET
+ * /v1/sandboxes/{name}/exec/ws with "Upgrade: websocket" (docs/api.md
+ * "The exec WebSocket"). */
+int serve_ws_upgrade(void *userdata, struct bufferevent *client, const char *head, size_t len);
+/* The same route without an upgrade: 426. */
+void serve_exec_ws_plain(ServeCtx *c);
+/* Closes every exec WebSocket (their commands are killed). */
+void serve_ws_abort_all(void);
 
 /* serve-routes.c */
 void serve_sandbox_list(ServeCtx *c);

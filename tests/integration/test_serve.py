@@ -440,6 +440,8 @@ def test_every_route(server):
     event = resp.readline().decode()
     c.close()
     assert event.startswith("data: ") and json.loads(event[6:])["running"] is True, event
+    # Without an upgrade (the WebSocket itself: test_terminal.py).
+    assert api.call("GET", f"/v1/sandboxes/{a}/exec/ws").status == 426
 
     # Snapshots: take, list, create from, restore, and remove. Stopped
     # first: a running sandbox is frozen for its snapshot, which needs a

@@ -267,10 +267,6 @@ TEST(docker_flags) {
                            "invalid image name 'a b' (1-255 characters of A-Z, a-z, 0-9 and "
                            "'._-:/@', not starting with '-' or '.')",
                            "--image", "a b", "true");
-        ASSERT_PARSE_FAILS(ENOTSUP,
-                           "-t/--tty is not supported yet: hutch gives the command no terminal "
-                           "(its stdin, stdout and stderr are the ones hutch was given)",
-                           "-t", "sh");
         ASSERT_PARSE_FAILS(EINVAL,
                            "invalid --memory '512': that is in bytes (a size without a unit is, "
                            "as docker's), below the minimum of 6m: give a unit, as 512m",
@@ -279,6 +275,24 @@ TEST(docker_flags) {
                            "invalid --allow-host 'ftp://files.example.com/': give a host name "
                            "(and a port), not a URL of scheme 'ftp'",
                            "--allow-host", "ftp://files.example.com/", "true");
+}
+
+TEST(tty_flags) {
+        _cleanup_(run_args_done) RunArgs a = {}, b = {}, c = {};
+        char *create[] = {(char *)"create", (char *)"-t", (char *)"box", NULL};
+        HutchError e;
+
+        ASSERT_OK(parse(&a, &e, "-it", "sh", NULL));
+        ASSERT_TRUE(a.tty);
+        ASSERT_TRUE(a.interactive);
+        ASSERT_OK(parse(&b, &e, "--tty", "sh", NULL));
+        ASSERT_TRUE(b.tty);
+        ASSERT_FALSE(b.interactive);
+        /* A persistent sandbox has no command of its own to give one to. */
+        c = (RunArgs){.json_fd = -EBADF};
+        e = (HutchError){};
+        ASSERT_ERROR(run_args_parse_mode(3, create, RUN_ARGS_CREATE, &c, &e), EINVAL);
+        ASSERT_STREQ(e.msg, "-t/--tty is a flag of 'hutch run' and 'hutch exec'");
 }
 
 TEST(allow_host_url) {

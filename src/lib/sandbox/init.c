@@ -25,6 +25,7 @@
 #include "parse-util.h"
 #include "sandbox/file-op.h"
 #include "sandbox/init.h"
+#include "sandbox/pty.h"
 #include "sandbox/rootfs.h"
 #include "sandbox/sandbox.h"
 #include "sandbox/sync.h"
@@ -298,6 +299,14 @@ _noreturn_ static void exec_command(const InitArgs *a) {
          * terminal to inject input into. */
         if (setsid() < 0)
                 init_fail(a->sync_fd, errno, "create a session", NULL);
+        /* -t: a pty of the sandbox's own, its master out over the channel
+         * the caller gave as stdin (sandbox/pty.h). */
+        if (a->tty) {
+                int r = pty_attach_inside(STDIN_FILENO);
+
+                if (r < 0)
+                        init_fail(a->sync_fd, -r, "attach the terminal", NULL);
+        }
         if (chdir(a->workdir) < 0) {
                 int e = errno;
 
@@ -325,6 +334,7 @@ typedef struct ExecRequest {
         char **argv, **envp; /* point into the payload */
         int fds[SYNC_EXEC_FDS_MAX];
         size_t n_fds;
+        bool tty; /* fds[0] is the channel of a pty (sandbox/pty.h) */
 } ExecRequest;
 
 /* Splits "cwd\0argv...\0\0env...\0" (from the keeper, which built it)
@@ -498,6 +508,15 @@ _noreturn_ static void exec_run(const ExecRequest *req) {
         for (int i = 0; i < 3; i++)
                 if (dup2(req->fds[i], i) < 0)
                         _exit(125);
+        if (req->tty) {
+                int r = pty_attach_inside(STDIN_FILENO);
+
+                if (r < 0) {
+                        (void)dprintf(STDERR_FILENO, "hutch: cannot attach the terminal: %s\n",
+                                      strerror(-r));
+                        _exit(125);
+                }
+        }
         /* A file operation (hutch_file_*()): done by this process of the
          * sandbox, confined as any command. */
         if (req->argv[0][0] == FILE_OP_ARGV0_PREFIX)
@@ -546,6 +565,7 @@ _noreturn_ static void stem_main(int sock, int *cg_fds, size_t n_cg, char *buf) 
                 _exit(125);
         req.id = m.values[0];
         req.n_fds = 3;
+        req.tty = m.values[2] & SYNC_EXEC_TTY;
         memcpy(req.fds, fds, sizeof(fds));
         if (payload_parse(buf, (size_t)len, &req) < 0) {
                 (void)dprintf(fds[2], "hutch: cannot start the command: malformed exec request\n");
@@ -600,7 +620,8 @@ static void exec_request_done(ExecRequest *req) {
  * with status 125 and a line on its stderr). */
 static void serve_exec(const InitArgs *a, const SyncMsg *m, int *fds, char *buf, RunningExec *execs,
                        size_t *n_execs, Stem *stem) {
-        ExecRequest req = {.id = m->values[0], .n_fds = m->n_fds};
+        ExecRequest req = {
+                .id = m->values[0], .n_fds = m->n_fds, .tty = m->values[2] & SYNC_EXEC_TTY};
         const char *why = NULL;
         ssize_t len;
         pid_t pid;
@@ -615,11 +636,13 @@ static void serve_exec(const InitArgs *a, const SyncMsg *m, int *fds, char *buf,
         else if (*n_execs >= INIT_MAX_EXECS)
                 why = "too many commands running in this sandbox";
         pid = 0;
-        if (!why && m->values[2] == 1) {
+        if (!why && (m->values[2] & SYNC_EXEC_STEM)) {
                 /* The prepared process runs it: it sits in its cgroup. */
                 if (stem->pid <= 0 || stem->id != req.id || req.n_fds != 3 ||
-                    sync_send_values(stem->sock, SYNC_OP_EXEC,
-                                     (uint64_t[3]){req.id, m->values[1], 0}, req.fds, 3) < 0 ||
+                    sync_send_values(
+                            stem->sock, SYNC_OP_EXEC,
+                            (uint64_t[3]){req.id, m->values[1], m->values[2] & SYNC_EXEC_TTY},
+                            req.fds, 3) < 0 ||
                     send(stem->sock, buf, (size_t)len, MSG_NOSIGNAL) < 0)
                         why = "the prepared process is gone";
                 else {

@@ -22,6 +22,7 @@ typedef struct InitArgs {
         int sync_fd;
         int stdout_fd;        /* pipe for the command's stdout, or -EBADF to inherit */
         int stderr_fd;        /* same for stderr */
+        bool tty;             /* stdin is the channel of a pty made inside (sandbox/pty.h) */
         CgroupLimits rlimits; /* applied before the fork when non-zero (degraded run) */
         /* Persistent sandbox: init receives the layers (SYNC_OP_LAYERS) and,
          * instead of running argv, serves SYNC_OP_EXEC requests. */

@@ -301,6 +301,7 @@ int keeper_exec_request_parse(json_t *req, const Policy *p, const ImageRoot *ima
         _cleanup_strv_free_ char **argv = NULL, **extra = NULL;
         json_t *cwd_j = json_object_get(req, "cwd");
         json_t *timeout_j = json_object_get(req, "timeout_ms");
+        json_t *tty_j = json_object_get(req, "tty");
         const char *cwd;
 
         /* SECURITY: argv[0] 0x01... is a builtin's (sync.h), never a
@@ -309,8 +310,13 @@ int keeper_exec_request_parse(json_t *req, const Policy *p, const ImageRoot *ima
             !argv[0] || argv[0][0] == FILE_OP_ARGV0_PREFIX ||
             keeper_strings_from_json(json_object_get(req, "env"), true, &extra) < 0 ||
             (cwd_j && !json_is_null(cwd_j) && !json_is_string(cwd_j)) ||
-            (timeout_j && !json_is_integer(timeout_j)) || n_fds != 3) {
+            (timeout_j && !json_is_integer(timeout_j)) || (tty_j && !json_is_boolean(tty_j)) ||
+            n_fds != 3) {
                 *ret_msg = "malformed exec request";
+                return -EINVAL;
+        }
+        if (json_is_true(tty_j) && json_is_true(json_object_get(req, "detach"))) {
+                *ret_msg = "a detached command has no terminal";
                 return -EINVAL;
         }
         cwd = json_is_string(cwd_j) ? json_string_value(cwd_j) : sandbox_workdir(p, image);
@@ -326,6 +332,7 @@ int keeper_exec_request_parse(json_t *req, const Policy *p, const ImageRoot *ima
                                       ? (uint64_t)json_integer_value(timeout_j)
                                       : p->timeout_ms,
                 .detach = json_is_true(json_object_get(req, "detach")),
+                .tty = json_is_true(tty_j),
         };
         return 0;
 }

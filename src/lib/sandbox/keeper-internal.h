@@ -98,6 +98,7 @@ typedef struct KeeperExecRequest {
         const char *cwd; /* borrowed from the request or the policy */
         uint64_t timeout_ms;
         bool detach;
+        bool tty; /* the fds are one pty channel (sandbox/pty.h) */
 } KeeperExecRequest;
 
 /* -EINVAL with @ret_msg (the answer for the client) for a malformed one.

@@ -288,6 +288,11 @@ static int exec_request(VmKeeper *k, KeeperConn *c, json_t *req, int *fds, size_
                 keeper_send_error(c->fd, msg);
                 return r;
         }
+        /* NEEDSWORK: a pty in the guest, through the agent (docs/terminal.md). */
+        if (q.tty) {
+                keeper_send_error(c->fd, "a terminal (-t) is not supported with the vm backend");
+                return -EOPNOTSUPP;
+        }
         r = keeper_exec_env(k->v.env, q.extra, &env);
         if (r < 0) {
                 keeper_send_error(c->fd, "invalid environment entry (want KEY=VALUE)");

@@ -220,6 +220,7 @@ typedef struct ExecSpec {
         uint64_t timeout_ms;
         bool detach;
         bool builtin;   /* a file operation: not in the history */
+        bool tty;       /* fds[0] is a pty channel (sandbox/pty.h) */
         const int *fds; /* stdin, stdout, stderr (borrowed; unused when detached) */
 } ExecSpec;
 
@@ -375,9 +376,11 @@ static int exec_launch(Keeper *k, KeeperConn *c, const ExecSpec *x) {
         } else
                 memcpy(send_fds, x->fds, sizeof(int) * 3);
         memcpy(send_fds + 3, cg_fds, sizeof(int) * n_cg);
-        r = sync_send_values(k->st->sync_parent, SYNC_OP_EXEC,
-                             (uint64_t[3]){e->id, payload_len, use_stem ? 1 : 0}, send_fds,
-                             3 + n_cg);
+        r = sync_send_values(
+                k->st->sync_parent, SYNC_OP_EXEC,
+                (uint64_t[3]){e->id, payload_len,
+                              (use_stem ? SYNC_EXEC_STEM : 0) | (x->tty ? SYNC_EXEC_TTY : 0)},
+                send_fds, 3 + n_cg);
         if (r >= 0 && send(k->st->sync_parent, payload, payload_len, MSG_NOSIGNAL) < 0)
                 r = negative_errno();
         for (size_t i = 0; i < n_cg; i++)
@@ -423,6 +426,7 @@ static int exec_start(Keeper *k, KeeperConn *c, json_t *req, int *fds, size_t n_
                                    .cwd = q.cwd,
                                    .timeout_ms = q.timeout_ms,
                                    .detach = q.detach,
+                                   .tty = q.tty,
                                    .fds = fds,
                            });
 }
@@ -899,6 +903,13 @@ static int answer_error(json_t *ans, HutchError *reterr) {
         return hutch_error_set(reterr, EPROTO, "unexpected answer from the sandbox's keeper");
 }
 
+int keeper_exec_signal(int sock, int sig) {
+        if (sig <= 0 || sig >= NSIG)
+                return -EINVAL;
+        return keeper_send_json(sock, json_pack("{s:s,s:i}", "op", "signal", "signal", sig), NULL,
+                                0);
+}
+
 /* Sends @req and reads an "ok" or an error. */
 static int request_ok(int sock, json_t *req, HutchError *reterr) {
         json_t *ans = NULL;
@@ -945,10 +956,18 @@ static int request_send(int sock, json_t *obj, const int *fds, size_t n_fds, Hut
 }
 
 static json_t *exec_request_json(const KeeperExec *req) {
-        return json_pack("{s:s,s:o,s:o,s:o,s:I,s:b}", "op", "exec", "argv",
-                         keeper_strv_to_json(req->argv), "env", keeper_strv_to_json(req->env),
-                         "cwd", req->cwd ? json_string(req->cwd) : json_null(), "timeout_ms",
-                         (json_int_t)req->timeout_ms, "detach", req->detach);
+        json_t *o = json_pack("{s:s,s:o,s:o,s:o,s:I,s:b}", "op", "exec", "argv",
+                              keeper_strv_to_json(req->argv), "env", keeper_strv_to_json(req->env),
+                              "cwd", req->cwd ? json_string(req->cwd) : json_null(), "timeout_ms",
+                              (json_int_t)req->timeout_ms, "detach", req->detach);
+
+        /* Only when asked: a request without a terminal stays what it
+         * was. */
+        if (o && req->tty && json_object_set_new(o, "tty", json_true()) < 0) {
+                json_decref(o);
+                return NULL;
+        }
+        return o;
 }
 
 int keeper_exec_send(int sock, const KeeperExec *req, HutchError *reterr) {

@@ -10,7 +10,8 @@
  * Control protocol (docs/persistent.md): SOCK_SEQPACKET, one JSON object
  * per message, at most KEEPER_MSG_MAX bytes; descriptors with SCM_RIGHTS.
  *   client -> keeper {"op":"exec","argv":[...],"env":["K=V",...],"cwd":S|null,
- *                     "timeout_ms":N,"detach":B}   + stdin, stdout, stderr
+ *                     "timeout_ms":N,"detach":B,"tty":B}   + stdin, stdout, stderr
+ *                    (with "tty": the three are one pty channel, sandbox/pty.h)
  *   keeper -> client {"op":"started","id":N}, later (not detached)
  *                    {"op":"outcome","exit_code":N,"outcome":{...}}
  *   client -> keeper {"op":"signal","signal":N}   (on an exec's connection)
@@ -85,6 +86,8 @@ typedef struct KeeperExec {
         const char *cwd;     /* or NULL: the policy's working directory */
         uint64_t timeout_ms; /* 0: the policy's timeout (0 = none) */
         bool detach;
+        bool tty;   /* a pty made inside: fds[0..2] are its channel (sandbox/pty.h); not with
+                     * detach, and not in a microVM (-EPERM) */
         int fds[3]; /* the command's stdin, stdout, stderr (borrowed) */
 } KeeperExec;
 
@@ -120,6 +123,10 @@ typedef enum KeeperAnswer {
 int keeper_exec_send(int sock, const KeeperExec *req, HutchError *reterr);
 int keeper_exec_answer(int sock, uint64_t *ret_id, int *ret_exit_code, char **ret_json,
                        HutchError *reterr);
+
+/* Passes signal @sig (1 to NSIG-1) on to the command of the exec running
+ * on @sock ({"op":"signal"}): 0 or -errno. */
+int keeper_exec_signal(int sock, int sig);
 
 /* Sends {"op":@op} and waits for the answer ("ok"): for stop, ping,
  * freeze, thaw. Returns 0, or -errno with @reterr. */

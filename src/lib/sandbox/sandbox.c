@@ -685,6 +685,10 @@ static int prepare_image_layers(RunState *st, const IdMapping *m, pid_t pid, Hut
         return 0;
 }
 
+/* Set by the CLI before its one sandbox_run() (`hutch run -t`), read by the
+ * clone's child: a process runs one command, from one thread. */
+static bool command_tty;
+
 int sandbox_start(const Policy *policy, const SandboxLayerPaths *layers, char *const *argv,
                   char *const *caller_env, RunState *st, HutchError *reterr) {
         ContainerEngine container = container_detect();
@@ -753,6 +757,7 @@ int sandbox_start(const Policy *policy, const SandboxLayerPaths *layers, char *c
                         .sync_fd = st->sync_child,
                         .stdout_fd = st->out_w[0],
                         .stderr_fd = st->out_w[1],
+                        .tty = command_tty && !layers,
                         .persistent = layers != NULL,
                         .upper = layers ? layers->upper : NULL,
                         .data_dir = layers ? layers->data_dir : NULL,
@@ -912,8 +917,16 @@ static int sandbox_run_ns(const Policy *policy, char *const *argv, char *const *
         return 0;
 }
 
+void sandbox_set_command_tty(bool on) {
+        command_tty = on;
+}
+
 int sandbox_run(const Policy *policy, char *const *argv, char *const *caller_env,
                 Outcome *ret_outcome, HutchError *reterr) {
+        /* NEEDSWORK: a pty in the guest, through the agent (docs/terminal.md). */
+        if (command_tty && policy->backend == SANDBOX_BACKEND_VM)
+                return hutch_error_set(reterr, EOPNOTSUPP,
+                                       "a terminal (-t) is not supported with the vm backend");
         if (policy->backend == SANDBOX_BACKEND_VM)
                 return sandbox_run_vm(policy, argv, caller_env, ret_outcome, reterr);
         return sandbox_run_ns(policy, argv, caller_env, ret_outcome, reterr);

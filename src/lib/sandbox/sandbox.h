@@ -38,6 +38,13 @@ typedef struct SandboxLayerPaths {
 int sandbox_run(const Policy *policy, char *const *argv, char *const *caller_env,
                 Outcome *ret_outcome, HutchError *reterr);
 
+/* For the next sandbox_run() of this process (namespace backend): the
+ * command gets a pty made inside the sandbox, and the caller's stdin (fd
+ * 0, inherited by the sandbox's init) must be the channel of
+ * sandbox/pty.h, which its relay holds the other end of. Not with an
+ * output limit (its pipes are not the pty). */
+void sandbox_set_command_tty(bool on);
+
 /* Builds the command's environment: PATH, HOME, USER, HUTCH=1 and the
  * caller's TERM, LANG, LC_*, TZ, then @image_env (an image's Env, "K=V",
  * or NULL), then the names in policy->env_pass (when set in @caller_env),

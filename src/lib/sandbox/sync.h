@@ -51,6 +51,10 @@
  *                                       then the exec cgroup's cgroup.procs
  *                                       files; followed by one datagram, the
  *                                       payload: "cwd\0argv...\0\0env...\0".
+ *                                       values[2]: SYNC_EXEC_STEM (the
+ *                                       prepared process runs it), and
+ *                                       SYNC_EXEC_TTY (stdin is the channel
+ *                                       of a pty made inside, sandbox/pty.h)
  *                                       An argv[0] starting with the byte
  *                                       0x01 (FILE_OP_ARGV0, sandbox/file-op.h)
  *                                       names a builtin: the forked child
@@ -73,6 +77,9 @@
 #define SYNC_VERSION_MINOR 6
 /* An exec request's payload (cwd, argv, environment). */
 #define SYNC_EXEC_PAYLOAD_MAX (128U << 10)
+/* SYNC_OP_EXEC's values[2] flags. */
+#define SYNC_EXEC_STEM UINT64_C(1)
+#define SYNC_EXEC_TTY UINT64_C(2)
 /* Descriptors of one exec request: stdio and up to six cgroup.procs. */
 #define SYNC_EXEC_FDS_MAX 9
 
