@@ -75,6 +75,7 @@ _hutch() {
         ps | kill | wait)
                 ((positional == 0)) &&
                         mapfile -t COMPREPLY < <(compgen -W "$("$hutch" ls -q 2>/dev/null)" -- "$cur")
+                ;;
         port)
                 ((positional == 0)) &&
                         mapfile -t COMPREPLY < <(compgen -W "$("$hutch" ls -q 2>/dev/null)" -- "$cur")
