@@ -204,7 +204,7 @@ static void confine_self(const InitArgs *a) {
 
         if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
                 init_fail(a->sync_fd, errno, "set no_new_privs", NULL);
-        r = caps_drop_all();
+        r = caps_drop_all_but(a->keep_caps);
         if (r < 0)
                 init_fail(a->sync_fd, -r, "drop capabilities", NULL);
         r = rootfs_writable_paths(a->policy, a->persistent, &writable);

@@ -30,6 +30,7 @@ typedef struct InitArgs {
         const char *data_dir;
         char **layer_paths;
         ContainerEngine container; /* where hutch runs, to name fixes in errors */
+        uint64_t keep_caps;        /* caps_drop_all_but(): 0, or CAPS_PACKAGE_SET */
 } InitArgs;
 
 /* Never returns: _exit()s when the command has ended or setup failed. */

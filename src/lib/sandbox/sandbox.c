@@ -24,6 +24,7 @@
 
 #include "fd-util.h"
 #include "macro.h"
+#include "ns/caps.h"
 #include "ns/userns.h"
 #include "sandbox/cgroup-setup.h"
 #include "sandbox/container.h"
@@ -643,7 +644,11 @@ int sandbox_start(const Policy *policy, const SandboxLayerPaths *layers, char *c
         if (!layers && (!argv || !argv[0]))
                 return hutch_error_set(reterr, EINVAL, "missing command");
 
-        r = idmapping_for_caller(NULL, NULL, &idmap);
+        /* A persistent sandbox of a user with sub-ids gets the ranged map
+         * (docs/persistent.md "Id range"); a one-shot run keeps the
+         * single-id map: nothing it installs would outlive it. */
+        r = layers ? idmapping_for_caller_ranged(NULL, NULL, NULL, &idmap)
+                   : idmapping_for_caller(NULL, NULL, &idmap);
         if (r < 0)
                 return hutch_error_set(reterr, -r, "failed to pick the sandbox's id range: %s",
                                        strerror(-r));
@@ -688,6 +693,12 @@ int sandbox_start(const Policy *policy, const SandboxLayerPaths *layers, char *c
                         .data_dir = layers ? layers->data_dir : NULL,
                         .layer_paths = layers ? layers->layers : NULL,
                         .container = container,
+                        /* SECURITY: a persistent sandbox whose user
+                         * namespace holds a range keeps what apt and dpkg
+                         * need over that range's ids (docs/persistent.md
+                         * "Id range"); every other sandbox keeps nothing. */
+                        .keep_caps =
+                                layers && (idmap.ranged || idmap.privileged) ? CAPS_PACKAGE_SET : 0,
                 };
 
                 sandbox_init_main(&a);
@@ -706,11 +717,18 @@ int sandbox_start(const Policy *policy, const SandboxLayerPaths *layers, char *c
                 }
         }
 
-        r = userns_write_maps(pid, &idmap);
-        if (r < 0) {
-                (void)hutch_error_set(reterr, -r, "failed to write the sandbox's id maps: %s",
-                                      strerror(-r));
-                goto kill_child;
+        /* SECURITY: fail closed: a configured sub-id range that the
+         * helpers refuse is an error, never a fallback to one id. */
+        {
+                HutchError maperr = {};
+
+                r = userns_write_maps_full(pid, &idmap, &maperr);
+                if (r < 0) {
+                        (void)hutch_error_set(reterr, -r,
+                                              "failed to write the sandbox's id maps: %s",
+                                              maperr.msg[0] ? maperr.msg : strerror(-r));
+                        goto kill_child;
+                }
         }
         r = sandbox_prepare_mounts(policy, layers, &idmap, pid, &st->prep, reterr);
         if (r < 0)
