@@ -154,7 +154,7 @@ static bool has_cap_sys_admin(void) {
  * workspace and -v binds) as idmapped detached mounts; unprivileged, init
  * binds them by path itself and the fds stay -EBADF. */
 int sandbox_prepare_mounts(const Policy *p, const SandboxLayerPaths *layers, const IdMapping *m,
-                           pid_t pid, Prepared *ret, HutchError *reterr) {
+                           pid_t pid, bool root_only, Prepared *ret, HutchError *reterr) {
         _cleanup_close_ int userns_fd = -EBADF;
         char path[64];
         int r;
@@ -191,6 +191,21 @@ int sandbox_prepare_mounts(const Policy *p, const SandboxLayerPaths *layers, con
                 }
         }
 
+        /* SECURITY: a sandbox whose root keeps capabilities over its range
+         * (a persistent one: CAPS_PACKAGE_SET) must not see host files of
+         * other ids as its own ids through the idmap (host uid 1000's
+         * files as sandbox uid 1000, open to its dac_override): the trees
+         * are mapped through a namespace of the sandbox's root alone, and
+         * every other owner is unmapped (nobody) there. */
+        if (root_only) {
+                IdMapping one = *m;
+
+                one.count = 1;
+                r = sandbox_userns_make(&one, &userns_fd, reterr);
+                if (r < 0)
+                        return r;
+                return sandbox_prepare_trees(p, userns_fd, userns_fd, ret, reterr);
+        }
         (void)snprintf(path, sizeof(path), "/proc/%d/ns/user", (int)pid);
         userns_fd = open(path, O_RDONLY | O_CLOEXEC);
         if (userns_fd < 0)
@@ -637,6 +652,7 @@ int sandbox_start(const Policy *policy, const SandboxLayerPaths *layers, char *c
         ContainerEngine container = container_detect();
         sigset_t mask;
         IdMapping idmap;
+        uint64_t keep_caps;
         const char *workdir;
         pid_t pid;
         int r;
@@ -652,6 +668,11 @@ int sandbox_start(const Policy *policy, const SandboxLayerPaths *layers, char *c
         if (r < 0)
                 return hutch_error_set(reterr, -r, "failed to pick the sandbox's id range: %s",
                                        strerror(-r));
+        /* SECURITY: a persistent sandbox whose user namespace holds a range
+         * keeps what apt and dpkg need over that range's ids
+         * (docs/persistent.md "Id range"); every other sandbox keeps
+         * nothing. */
+        keep_caps = layers && (idmap.ranged || idmap.privileged) ? CAPS_PACKAGE_SET : 0;
         r = run_prepare(policy, layers ? NULL : argv, caller_env, st, reterr);
         if (r < 0)
                 return r;
@@ -693,12 +714,7 @@ int sandbox_start(const Policy *policy, const SandboxLayerPaths *layers, char *c
                         .data_dir = layers ? layers->data_dir : NULL,
                         .layer_paths = layers ? layers->layers : NULL,
                         .container = container,
-                        /* SECURITY: a persistent sandbox whose user
-                         * namespace holds a range keeps what apt and dpkg
-                         * need over that range's ids (docs/persistent.md
-                         * "Id range"); every other sandbox keeps nothing. */
-                        .keep_caps =
-                                layers && (idmap.ranged || idmap.privileged) ? CAPS_PACKAGE_SET : 0,
+                        .keep_caps = keep_caps,
                 };
 
                 sandbox_init_main(&a);
@@ -730,7 +746,7 @@ int sandbox_start(const Policy *policy, const SandboxLayerPaths *layers, char *c
                         goto kill_child;
                 }
         }
-        r = sandbox_prepare_mounts(policy, layers, &idmap, pid, &st->prep, reterr);
+        r = sandbox_prepare_mounts(policy, layers, &idmap, pid, keep_caps != 0, &st->prep, reterr);
         if (r < 0)
                 goto kill_child;
         {
