@@ -24,3 +24,4 @@ int verb_apply(int argc, char **argv);
 int verb_serve(int argc, char **argv);
 int verb_keeper(int argc, char **argv);
 int verb_mcp(int argc, char **argv);
+int verb_image(int argc, char **argv);

@@ -98,6 +98,7 @@ static const struct {
         {"serve", verb_serve_exec, "serve the HTTP API on a unix socket (and TCP with a token)",
          NULL, false},
         {"doctor", verb_doctor, "report which kernel features work here", NULL, false},
+        {"image", verb_image, "images: import, ls, inspect, rm, gc (docs/images.md)", NULL, false},
 };
 
 static void usage(FILE *f) {

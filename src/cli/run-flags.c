@@ -162,6 +162,8 @@ static const struct {
         {"--backend ns|vm", "namespaces on this kernel (default), or a microVM (docs/vm.md)"},
         {"--vm-accel kvm|tcg", "the microVM's accelerator (default kvm; tcg is slow emulation)"},
         {"--vm-kernel FILE", "the microVM's kernel (default: the newest /boot/vmlinuz-*)"},
+        {"--image NAME", "the root filesystem is the image NAME of 'hutch image ls' (its "
+                         "Env, WorkingDir, User, Entrypoint and Cmd honoured; docs/images.md)"},
         {"--rm", "accepted for docker's sake: a run's sandbox is always removed"},
         {"--cap-drop ALL", "accepted: the sandbox holds no capability over the host"},
         {"--cap-add CAP", "refused: hutch grants no capability"},
@@ -339,10 +341,6 @@ static int run_args_check_mode(RunArgs *a, RunArgsMode mode, int c, const char *
                                        "capability (every one is dropped and the command runs "
                                        "without privileges; see docs/threat-model.md)",
                                        value);
-        case ARG_IMAGE:
-                return hutch_error_set(reterr, ENOTSUP,
-                                       "--image is not supported yet: the sandbox sees the "
-                                       "host's system, read-only");
         case 't':
         case 'i':
                 return hutch_error_set(reterr, ENOTSUP,
@@ -517,6 +515,8 @@ static int run_args_apply(RunArgs *a, int c, const char *value, HutchError *rete
                 return policy_set_vm_accel(a->policy, value, reterr);
         case ARG_VM_KERNEL:
                 return policy_set_vm_kernel(a->policy, value, reterr);
+        case ARG_IMAGE:
+                return policy_set_image(a->policy, value, reterr);
         case ARG_FROM:
         case ARG_IDLE_TIMEOUT:
                 return 0; /* run_args_check_mode() */
@@ -571,7 +571,8 @@ int run_args_check_workdir(const Policy *p, HutchError *reterr) {
         size_t n = 0, max;
         struct stat st;
 
-        if (!p->workdir || p->backend != SANDBOX_BACKEND_NS)
+        /* An image's root is known only when the sandbox starts. */
+        if (!p->workdir || p->backend != SANDBOX_BACKEND_NS || p->image)
                 return 0;
         max = ELEMENTSOF(fixed) + ELEMENTSOF(system) + 2 + p->n_tmpfs + p->n_binds;
         m = calloc(max, sizeof(*m));
@@ -727,7 +728,8 @@ static int run_args_parse_full(int argc, char **argv, RunArgsMode mode, const ch
 
         if (a.json_path && a.json_fd >= 0)
                 return hutch_error_set(reterr, EINVAL, "--json and --json-fd cannot be combined");
-        if (first >= argc && mode == RUN_ARGS_RUN)
+        /* With an image, no command means its Entrypoint and Cmd. */
+        if (first >= argc && mode == RUN_ARGS_RUN && !a.policy->image)
                 return hutch_error_set(reterr, EINVAL,
                                        "missing command (usage: hutch run [FLAGS] -- CMD "
                                        "[ARGS...])");
@@ -766,10 +768,10 @@ void command_not_found_hint(char *const *command) {
         }
         if ((strchr(a, ':') || strchr(a, '/')) && a[0] != '/' && a[0] != '.' && access(a, F_OK) < 0)
                 (void)fprintf(stderr,
-                              "hutch: hint: '%s' looks like an image name: hutch runs the "
-                              "command on the host's system (read-only); images are not "
-                              "supported yet (--image), and the command is the first word after "
-                              "the flags\n",
+                              "hutch: hint: '%s' looks like an image name: without --image "
+                              "hutch runs the command on the host's system (read-only); an "
+                              "image is named with --image NAME (hutch image ls), and the "
+                              "command is the first word after the flags\n",
                               a);
 }
 

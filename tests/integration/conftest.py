@@ -228,6 +228,7 @@ def stage_binaries(base, hutch, probe):
     for helper in (BUILD / "src" / "proxy" / "hutch-proxy",
                    BUILD / "src" / "cli" / "hutch-serve",
                    BUILD / "src" / "cli" / "hutch-archive",
+                   BUILD / "src" / "cli" / "hutch-image",
                    BUILD / "src" / "guest" / "hutch-agent"):
         if helper.is_file():
             shutil.copy2(helper, base / helper.name)

@@ -2,7 +2,7 @@
 """Docker's flags and meanings (issue 22): --rm, --cap-drop, --cap-add,
 --read-only as docker's, fractional sizes, sizes without a unit, URLs in
 --allow-host, the nearest flag for a typo, hints for a command not found,
--t/-i and --image not supported yet, and -w checked before anything is
+-t/-i not supported yet, --image naming a missing image, and -w checked before anything is
 created. Every claim has its twin."""
 
 import re
@@ -136,8 +136,13 @@ def test_tty_flags_are_named(sbx):
     refused(sbx.run(["--tty", "sh"]), "-t/--tty", "not supported yet")
 
 
-def test_image_flag_is_not_supported_yet(sbx):
-    refused(sbx.run(["--image", "debian:12", "--", "true"]), "--image", "not supported yet")
+def test_image_flag_names_a_missing_image(sbx):
+    # The image store has no such image: exit 125 naming it and the fix
+    # (tests/integration/test_image_run.py runs real images).
+    home = sbx.make_dir(name="hutch-home")
+    refused(sbx.run(["--image", "hutch-no-such-image:1", "--", "true"],
+                    env={"HUTCH_HOME": str(home)}),
+            "hutch-no-such-image:1", "hutch image")
 
 
 def test_command_with_a_space_hints_sh_c(sbx):

@@ -770,6 +770,22 @@ int persist_create(Store *s, const char *name, const Policy *policy, const char 
         r = policy_load_json(stored, rec->policy_json, strlen(rec->policy_json), reterr);
         if (r < 0)
                 return r;
+        if (stored->image) {
+                r = persist_image_pin(s, stored, reterr);
+                if (r < 0)
+                        return r;
+                rec->policy_json = mfree(rec->policy_json);
+                r = policy_to_json(stored, &rec->policy_json);
+                if (r < 0)
+                        return hutch_error_set(reterr, -r, "cannot store this policy: %s",
+                                               strerror(-r));
+                /* NEEDSWORK: an `image rm` between this mark and the
+                 * record's creation sees a stale mark and may go ahead;
+                 * the sandbox then fails to start naming the image. */
+                r = persist_image_mark(s, rec->policy_json, "sandbox", name, reterr);
+                if (r < 0)
+                        return r;
+        }
         r = disk_limit_pick(stored, &rec->disk_limit, reterr);
         if (r < 0)
                 return r;
@@ -932,6 +948,10 @@ int persist_snapshot(Store *s, const char *name, const char *snap, char **ret_sn
                 if (r < 0)
                         return r;
         }
+        /* The snapshot's layers need the sandbox's image below them. */
+        r = persist_image_mark(s, rec->policy_json, "snapshot", target, reterr);
+        if (r < 0)
+                return r;
         if (ret_snap)
                 *ret_snap = TAKE_PTR(target);
         if (ret_running)

@@ -116,6 +116,22 @@ typedef struct PersistInfo {
 /* What `hutch ls` shows of a loaded sandbox besides its record. */
 void persist_info(const Store *s, const SandboxRecord *rec, PersistInfo *ret);
 
+/* ---- images (docs/images.md) ---- */
+
+/* Pins the image of a persistent sandbox's policy: @p->image, a name, is
+ * replaced by the digest of the image it names now, so that a later
+ * import or pull under the same name never changes the layers below the
+ * sandbox's own. Nothing to do without an image. -ENOENT with @reterr
+ * naming the image when the store has none of that name. */
+int persist_image_pin(Store *s, Policy *p, HutchError *reterr);
+
+/* Marks the image of the policy in @policy_json (a digest, as pinned),
+ * if it has one, as used by @kind ("sandbox" or "snapshot") @holder, so
+ * that `hutch image rm` refuses to remove it while that exists
+ * (image_store_use()). */
+int persist_image_mark(Store *s, const char *policy_json, const char *kind, const char *holder,
+                       HutchError *reterr);
+
 /* ---- snapshots ---- */
 
 /* Freezes sandbox @name into snapshot @snap (NULL: the first free of

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 #include <errno.h>
+#include <grp.h>
 #include <linux/capability.h>
 #include <linux/securebits.h>
 #include <string.h>
@@ -78,6 +79,31 @@ static int capset_keep(uint64_t keep) {
                 {.effective = (uint32_t)(keep >> 32), .permitted = (uint32_t)(keep >> 32)},
         };
 
+        if (syscall(SYS_capset, &header, data) < 0)
+                return negative_errno();
+        return 0;
+}
+
+int caps_become_user(uid_t uid, gid_t gid, const gid_t *groups, size_t n_groups) {
+        struct __user_cap_header_struct header = {
+                .version = _LINUX_CAPABILITY_VERSION_3,
+                .pid = 0,
+        };
+        struct __user_cap_data_struct data[_LINUX_CAPABILITY_U32S_3] = {};
+
+        if (prctl(PR_SET_KEEPCAPS, 1UL, 0UL, 0UL, 0UL) < 0)
+                return negative_errno();
+        if (setgroups(n_groups, groups) < 0 || setresgid(gid, gid, gid) < 0 ||
+            setresuid(uid, uid, uid) < 0)
+                return negative_errno();
+        if (prctl(PR_SET_KEEPCAPS, 0UL, 0UL, 0UL, 0UL) < 0)
+                return negative_errno();
+        /* The switch emptied the effective set; caps_drop_all() needs
+         * CAP_SETPCAP there once more to drop the rest. */
+        if (syscall(SYS_capget, &header, data) < 0)
+                return negative_errno();
+        for (size_t i = 0; i < ELEMENTSOF(data); i++)
+                data[i].effective = data[i].permitted;
         if (syscall(SYS_capset, &header, data) < 0)
                 return negative_errno();
         return 0;

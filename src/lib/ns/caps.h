@@ -13,6 +13,9 @@
  * rule off and lock it, and the empty bounding set makes sure no file
  * capability can bring anything back either. */
 
+#include <stddef.h>
+#include <sys/types.h>
+
 /* Drops every capability of the calling thread (and so of everything it
  * forks and execs), in this order:
  *
@@ -55,3 +58,11 @@ int caps_drop_all(void);
  * a non-zero uid (apt's drop to _apt) loses it, as for root anywhere.
  * Returns as caps_drop_all(). */
 int caps_drop_all_but(uint64_t keep);
+
+/* Makes the calling process (uid 0 of its user namespace, holding
+ * CAP_SETUID, CAP_SETGID and CAP_SETPCAP) @uid and @gid with the
+ * supplementary @groups, keeping its permitted capabilities in the
+ * effective set for caps_drop_all(), which must follow. Returns 0 or
+ * -errno (-EINVAL: an id the namespace does not map; -EPERM: setgroups
+ * is denied in this namespace). */
+int caps_become_user(uid_t uid, gid_t gid, const gid_t *groups, size_t n_groups);

@@ -465,6 +465,7 @@ static const JsonOutField policy_out_table[] = {
         {"backend", encode_backend, 0},
         {"vm_accel", encode_vm_accel, 0},
         {"vm_kernel", encode_string, offsetof(Policy, vm_kernel)},
+        {"image", encode_string, offsetof(Policy, image)},
 };
 
 int policy_to_json(const Policy *p, char **ret) {

@@ -740,6 +740,7 @@ static const JsonField policy_table[] = {
         {"backend", JT_STRING, json_dispatch_setter, 0, policy_set_backend, 0},
         {"vm_accel", JT_STRING, json_dispatch_setter, 0, policy_set_vm_accel, 0},
         {"vm_kernel", JT_STRING, json_dispatch_setter, 0, policy_set_vm_kernel, 0},
+        {"image", JT_STRING, json_dispatch_setter, 0, policy_set_image, 0},
 };
 
 /* The locator: a minimal scanner over JSON text that a parser already

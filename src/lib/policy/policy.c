@@ -133,6 +133,7 @@ Policy *policy_free(Policy *p) {
         free(p->workdir);
         free(p->hostname);
         free(p->vm_kernel);
+        free(p->image);
         free(p);
         return NULL;
 }
@@ -671,6 +672,36 @@ int policy_set_vm_kernel(Policy *p, const char *path, HutchError *reterr) {
         return 0;
 }
 
+static bool image_name_is_valid(const char *s) {
+        size_t n = s ? strlen(s) : 0;
+
+        if (n == 0 || n > 255 || s[0] == '-' || s[0] == '.')
+                return false;
+        for (size_t i = 0; i < n; i++)
+                if (!strchr("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-:/@",
+                            s[i]))
+                        return false;
+        return true;
+}
+
+int policy_set_image(Policy *p, const char *image, HutchError *reterr) {
+        char *copy;
+
+        if (!p)
+                return -EINVAL;
+        if (!image_name_is_valid(image))
+                return hutch_error_set(reterr, EINVAL,
+                                       "invalid image name '%s' (1-255 characters of A-Z, a-z, "
+                                       "0-9 and '._-:/@', not starting with '-' or '.')",
+                                       image ? image : "");
+        copy = strdup(image);
+        if (!copy)
+                return -ENOMEM;
+        free(p->image);
+        p->image = copy;
+        return 0;
+}
+
 static int validate_vm(const Policy *p, HutchError *reterr) {
         struct stat st;
 
@@ -679,6 +710,16 @@ static int validate_vm(const Policy *p, HutchError *reterr) {
         if (p->vm_accel < 0 || p->vm_accel >= _VM_ACCEL_MAX)
                 return hutch_error_set(reterr, EINVAL, "invalid VM accelerator %d",
                                        (int)p->vm_accel);
+        if (p->image && !image_name_is_valid(p->image))
+                return hutch_error_set(reterr, EINVAL, "invalid image name '%s'", p->image);
+        /* NEEDSWORK: the microVM backend would share the image's layers
+         * into the guest; until it does, an image sandbox is refused
+         * rather than run on the host base (docs/images.md). */
+        if (p->backend == SANDBOX_BACKEND_VM && p->image)
+                return hutch_error_set(reterr, EOPNOTSUPP,
+                                       "--image '%s' is not supported with --backend vm yet "
+                                       "(images run on the namespace backend)",
+                                       p->image);
         if (p->backend != SANDBOX_BACKEND_VM || !p->vm_kernel)
                 return 0;
         if (stat(p->vm_kernel, &st) < 0)

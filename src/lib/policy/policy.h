@@ -168,6 +168,11 @@ typedef struct Policy {
         SandboxBackend backend; /* --backend; default SANDBOX_BACKEND_NS */
         VmAccel vm_accel;       /* --vm-accel; default VM_ACCEL_KVM */
         char *vm_kernel;        /* --vm-kernel: absolute path of the guest kernel, or NULL */
+
+        /* --image: the image whose layers are the root filesystem (a name of
+         * the image store, NAME[:TAG] or sha256:HEX), or NULL for the host
+         * base (docs/images.md). */
+        char *image;
 } Policy;
 
 /* Returns a policy with the defaults, or NULL on OOM. */
@@ -209,6 +214,12 @@ int policy_set_vm_accel(Policy *p, const char *accel, HutchError *reterr);
  * policy_path_make_absolute()); its existence is checked by
  * policy_validate() only with backend vm. -EINVAL for an empty path. */
 int policy_set_vm_kernel(Policy *p, const char *path, HutchError *reterr);
+
+/* Sets the image (--image, policy field "image"): 1-255 characters of
+ * A-Z, a-z, 0-9 and "._-:/@", not starting with '-' or '.'. Whether the
+ * store has it is checked when the sandbox starts. -EINVAL naming the
+ * value otherwise. */
+int policy_set_image(Policy *p, const char *image, HutchError *reterr);
 
 /* The network mode in force: NETWORK_MODE_ALLOW when set so or when any
  * --allow-host or --secret was given, else NETWORK_MODE_NONE. */

@@ -13,7 +13,8 @@
  * passed through by default. */
 static const char *const passthrough[] = {"TERM", "LANG", "TZ", NULL};
 
-int sandbox_build_env(const Policy *policy, char *const *caller_env, char ***ret) {
+int sandbox_build_env(const Policy *policy, char *const *image_env, char *const *caller_env,
+                      char ***ret) {
         _cleanup_strv_free_ char **env = NULL;
         int r;
 
@@ -101,6 +102,23 @@ int sandbox_build_env(const Policy *policy, char *const *caller_env, char ***ret
                         return r;
         }
 
+        /* The image's Env over the defaults, below -e and --env-pass
+         * (docker's order). */
+        for (size_t i = 0; image_env && image_env[i]; i++) {
+                _cleanup_free_ char *key = NULL;
+                const char *eq = strchr(image_env[i], '=');
+
+                if (!eq)
+                        continue;
+                key = strndup(image_env[i], (size_t)(eq - image_env[i]));
+                if (!key)
+                        return -ENOMEM;
+                if (!env_name_is_valid(key))
+                        continue;
+                r = strv_env_set(&env, key, eq + 1);
+                if (r < 0)
+                        return r;
+        }
         STRV_FOREACH(name, policy->env_pass) {
                 const char *v = strv_env_get(caller_env, *name);
 

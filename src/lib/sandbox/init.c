@@ -204,7 +204,10 @@ static void confine_self(const InitArgs *a) {
 
         if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
                 init_fail(a->sync_fd, errno, "set no_new_privs", NULL);
-        r = caps_drop_all_but(a->keep_caps);
+        /* SECURITY: only the sandbox's root keeps the package set; a
+         * command that runs as another user (an image's User) keeps
+         * nothing. */
+        r = caps_drop_all_but(getuid() == 0 ? a->keep_caps : 0);
         if (r < 0)
                 init_fail(a->sync_fd, -r, "drop capabilities", NULL);
         r = rootfs_writable_paths(a->policy, a->persistent, &writable);
@@ -218,6 +221,73 @@ static void confine_self(const InitArgs *a) {
         r = seccomp_filter_load_default();
         if (r < 0)
                 init_fail(a->sync_fd, -r, "load the seccomp filter", NULL);
+}
+
+/* Reads the image's @path (NULL when it has none). */
+static char *read_image_file(const InitArgs *a, const char *path) {
+        char *text = NULL;
+        int r;
+
+        r = read_full_file(path, IMAGE_USER_FILE_MAX, &text);
+        if (r == -ENOENT)
+                return NULL;
+        if (r < 0)
+                init_fail(a->sync_fd, -r, "read the image's user database", path);
+        return text;
+}
+
+/* A one-shot run of an image whose config names a User: init becomes
+ * that user (found in the image's own /etc/passwd and /etc/group) before
+ * it confines itself, so that the command runs as it; HOME and USER
+ * follow unless -e set them. SECURITY: only ids of the sandbox's own
+ * user namespace can be taken (an unmapped one is refused by the
+ * kernel), and every capability is dropped right after. */
+static void become_image_user(InitArgs *a) {
+        _cleanup_free_ char *passwd = NULL, *group = NULL;
+        struct pollfd pfd = {.fd = a->sync_fd, .events = POLLRDHUP};
+        HutchError err = {};
+        ImageUser u;
+        int r;
+
+        if (!a->image || !a->image->user || !a->image->user[0] || a->persistent)
+                return;
+        passwd = read_image_file(a, "/etc/passwd");
+        group = read_image_file(a, "/etc/group");
+        r = image_user_resolve(a->image->user, passwd, group, &u, &err);
+        if (r < 0)
+                init_fail(a->sync_fd, -r, "resolve the image's User", err.msg);
+        if (!strv_env_get(a->policy->env, "HOME")) {
+                r = strv_env_set(&a->envp, "HOME", u.home);
+                if (r < 0)
+                        init_fail(a->sync_fd, -r, "set HOME", NULL);
+        }
+        if (u.name[0] && !strv_env_get(a->policy->env, "USER")) {
+                r = strv_env_set(&a->envp, "USER", u.name);
+                if (r < 0)
+                        init_fail(a->sync_fd, -r, "set USER", NULL);
+        }
+        if (u.uid == 0 && u.gid == 0)
+                return; /* init is that already */
+        r = caps_become_user(u.uid, u.gid, u.groups, u.n_groups);
+        /* EINVAL: an id the map lacks; EPERM: setgroups is denied (both:
+         * the single-id map of an unprivileged caller). */
+        if (r == -EINVAL || r == -EPERM) {
+                char msg[256];
+
+                (void)snprintf(msg, sizeof(msg),
+                               "the image's User '%s' (uid %u, gid %u) is not mapped in this "
+                               "sandbox (as an unprivileged caller its only id is root)",
+                               a->image->user, (unsigned)u.uid, (unsigned)u.gid);
+                init_fail(a->sync_fd, -r, "become the image's User", msg);
+        }
+        if (r < 0)
+                init_fail(a->sync_fd, -r, "become the image's User", a->image->user);
+        /* A change of credentials clears these; set them again, and make
+         * sure the supervisor did not die in between. */
+        if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0 || poll(&pfd, 1, 0) != 0)
+                _exit(125);
+        if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) < 0)
+                init_fail(a->sync_fd, errno, "make init non-dumpable", NULL);
 }
 
 _noreturn_ static void exec_command(const InitArgs *a) {
@@ -724,14 +794,18 @@ _noreturn_ static void supervise(const InitArgs *a, pid_t cmd, const sigset_t *m
 }
 
 void sandbox_init_main(const InitArgs *a) {
-        int fds[INIT_MAX_FDS], layer_fds[1 + SANDBOX_MAX_LAYERS];
+        int fds[INIT_MAX_FDS], layer_fds[1 + SANDBOX_MAX_LAYERS], image_fds[IMAGE_ROOT_MAX_LAYERS];
         RootfsLayers layers = {};
+        RootfsImage image = {};
+        InitArgs args = *a;
 
         /* Before the keeper can pin init to one CPU (it does so once init
          * said it is ready). */
         command_cpus_saved = sched_getaffinity(0, sizeof(command_cpus), &command_cpus) == 0;
         for (size_t i = 0; i < ELEMENTSOF(layer_fds); i++)
                 layer_fds[i] = -EBADF;
+        for (size_t i = 0; i < ELEMENTSOF(image_fds); i++)
+                image_fds[i] = -EBADF;
         struct sigaction sa = {.sa_handler = forward_handler};
         sigset_t mask;
         RootfsConfig rc;
@@ -798,6 +872,22 @@ void sandbox_init_main(const InitArgs *a) {
                 };
         }
 
+        if (a->image) {
+                SyncMsg im;
+
+                r = sync_recv(a->sync_fd, &im, image_fds, ELEMENTSOF(image_fds));
+                /* Detached mounts (as root), or none: init binds the paths. */
+                if (r <= 0 || im.op != SYNC_OP_IMAGE ||
+                    im.values[0] != strv_length(a->image->layers) ||
+                    (im.n_fds != 0 && im.n_fds != im.values[0]))
+                        init_fail(a->sync_fd, EPROTO, "receive the image's layers", NULL);
+                image = (RootfsImage){
+                        .layer_fds = image_fds,
+                        .layer_paths = a->image->layers,
+                        .n_layers = im.values[0],
+                };
+        }
+
         /* The network comes first: the network namespace exists since the
          * clone, and the proxy (already started by the supervisor) can take
          * its listening sockets while the filesystem is built. */
@@ -816,6 +906,7 @@ void sandbox_init_main(const InitArgs *a) {
                 .bind_fds = go.n_fds > 0 ? fds + (a->policy->workspace ? 1 : 0) : NULL,
                 .ca_bundle = a->policy->n_secrets > 0,
                 .layers = a->persistent ? &layers : NULL,
+                .image = a->image ? &image : NULL,
                 .allow_host_proc = a->policy->allow_degraded,
                 .container = a->container,
         };
@@ -826,6 +917,8 @@ void sandbox_init_main(const InitArgs *a) {
                 fds[i] = safe_close(fds[i]);
         for (size_t i = 0; i < ELEMENTSOF(layer_fds); i++)
                 layer_fds[i] = safe_close(layer_fds[i]);
+        for (size_t i = 0; i < ELEMENTSOF(image_fds); i++)
+                image_fds[i] = safe_close(image_fds[i]);
 
         if (sethostname(a->policy->hostname, strlen(a->policy->hostname)) < 0)
                 init_fail(a->sync_fd, errno, "set the hostname", NULL);
@@ -862,6 +955,8 @@ void sandbox_init_main(const InitArgs *a) {
                 if (r < 0)
                         init_fail(a->sync_fd, err.errnum, "install the CA bundle", err.msg);
         }
+        become_image_user(&args);
+        a = &args;
         confine_self(a);
         if (a->persistent)
                 serve(a, &mask, fallbacks);

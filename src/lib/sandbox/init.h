@@ -12,6 +12,7 @@
 
 #include "policy/policy.h"
 #include "sandbox/container.h"
+#include "sandbox/image-root.h"
 
 typedef struct InitArgs {
         const Policy *policy;
@@ -29,6 +30,9 @@ typedef struct InitArgs {
         /* Unprivileged (no detached mounts): the host paths init binds. */
         const char *data_dir;
         char **layer_paths;
+        /* An image sandbox: init receives the layers (SYNC_OP_IMAGE); the
+         * command of a one-shot run becomes the image's User. */
+        const ImageRoot *image;
         ContainerEngine container; /* where hutch runs, to name fixes in errors */
         uint64_t keep_caps;        /* caps_drop_all_but(): 0, or CAPS_PACKAGE_SET */
 } InitArgs;

@@ -509,6 +509,7 @@ static void handle_sync(Keeper *k) {
         case SYNC_OP_EXEC:
         case SYNC_OP_SIGNAL:
         case SYNC_OP_STEM:
+        case SYNC_OP_IMAGE:
         case _SYNC_OP_MAX:
         case _SYNC_OP_INVALID:
         default:

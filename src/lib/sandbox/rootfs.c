@@ -30,6 +30,14 @@ const char *const rootfs_system_dirs[] = {
         "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", NULL,
 };
 
+const char *const rootfs_image_ca_bundles[] = {
+        "/etc/ssl/certs/ca-certificates.crt", /* Debian, Ubuntu, Alpine, Arch */
+        "/etc/pki/tls/certs/ca-bundle.crt",   /* Fedora, RHEL */
+        "/etc/ssl/cert.pem",                  /* Alpine, macOS-style */
+        "/etc/ssl/ca-bundle.pem",             /* openSUSE */
+        NULL,
+};
+
 const char *const rootfs_persistent_dirs[] = {
         POLICY_SANDBOX_HOME, "/var", "/opt", "/srv", "/home", "/mnt", NULL,
 };
@@ -166,6 +174,28 @@ static int bind_readonly(const char *source, const char *target, HutchError *ret
         r = mount_set_attr(target, MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, true);
         if (r < 0)
                 return fail(reterr, r, "make read-only", target);
+        return 0;
+}
+
+/* Creates the directory @path for a mount point of hutch's, or accepts one
+ * that is there already (an image's root has most of them).
+ * SECURITY: the image is not trusted: what is there must be a directory,
+ * never a symlink, which would put the mount somewhere else (the host's
+ * root is still mounted at OLDROOT while the tree is built). */
+static int make_dir(const char *path, mode_t mode, HutchError *reterr) {
+        struct stat st;
+
+        if (mkdir(path, mode) == 0)
+                return 0;
+        if (errno != EEXIST)
+                return fail(reterr, negative_errno(), "create", path);
+        if (lstat(path, &st) < 0)
+                return fail(reterr, negative_errno(), "inspect", path);
+        if (!S_ISDIR(st.st_mode))
+                return hutch_error_set(reterr, ENOTDIR,
+                                       "the image's '%s' is not a directory (hutch mounts its own "
+                                       "there)",
+                                       path);
         return 0;
 }
 
@@ -329,8 +359,9 @@ static int setup_host_proc(const RootfsConfig *c, int mount_errno, HutchError *r
 static int setup_proc(const RootfsConfig *c, HutchError *reterr) {
         int r;
 
-        if (mkdir("/proc", 0555) < 0)
-                return fail(reterr, negative_errno(), "create", "/proc");
+        r = make_dir("/proc", 0555, reterr);
+        if (r < 0)
+                return r;
         if (mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0)
                 return setup_host_proc(c, errno, reterr);
         for (size_t i = 0; proc_readonly[i]; i++) {
@@ -361,8 +392,9 @@ static int setup_dev(const Policy *p, HutchError *reterr) {
         };
         int fd, r;
 
-        if (mkdir("/dev", 0755) < 0)
-                return fail(reterr, negative_errno(), "create", "/dev");
+        r = make_dir("/dev", 0755, reterr);
+        if (r < 0)
+                return r;
         r = mount_tmpfs("/dev", DEV_TMPFS_SIZE, 0755, MS_NOSUID | MS_NOEXEC);
         if (r < 0)
                 return fail(reterr, r, "mount", "/dev");
@@ -514,7 +546,9 @@ int rootfs_workspace_overlay_mount(const Policy *p, const RootfsLayers *l, int w
         return mount_overlay(l, "ws", STAGE "/wsh", upper, work, target, reterr);
 }
 
-int rootfs_layers_mount(const RootfsLayers *l, HutchError *reterr) {
+/* Attaches @l's data dir at STAGE/data and its snapshot layers at
+ * STAGE/l<i> (read-only). */
+static int layers_attach(const RootfsLayers *l, HutchError *reterr) {
         char path[512];
         int r;
 
@@ -541,6 +575,16 @@ int rootfs_layers_mount(const RootfsLayers *l, HutchError *reterr) {
                                 return fail(reterr, r, "make read-only", path);
                 }
         }
+        return 0;
+}
+
+int rootfs_layers_mount(const RootfsLayers *l, HutchError *reterr) {
+        char path[512];
+        int r;
+
+        r = layers_attach(l, reterr);
+        if (r < 0)
+                return r;
         /* The bottom layer: the empty persistent directories, on a small
          * tmpfs of its own so that it can be detached like the others. */
         r = stage_dir("skel", path, sizeof(path), reterr);
@@ -567,6 +611,141 @@ int rootfs_layers_mount(const RootfsLayers *l, HutchError *reterr) {
                 r = mount_overlay(l, "root", STAGE "/skel", upper, work, STAGE "/p", reterr);
                 if (r < 0)
                         return r;
+        }
+        return 0;
+}
+
+/* The mount points of hutch's in an image's root, in the skeleton below
+ * its layers: there whatever the image has, and never written to a
+ * persistent sandbox's layer. */
+static const struct {
+        const char *name;
+        mode_t mode;
+} image_skel[] = {
+        {"proc", 0555}, {"dev", 0755}, {"tmp", 01777}, {"run", 0755}, {"root", 0700},
+};
+
+#define NEWROOT "/newroot"
+
+/* Builds an image sandbox's root overlay at NEWROOT, with its layers
+ * attached below STAGE (a tmpfs here, so that it can move into the new
+ * root whole). */
+static int image_root_mount(const RootfsConfig *c, HutchError *reterr) {
+        const RootfsImage *img = c->image;
+        const Policy *p = c->policy;
+        _cleanup_free_ char *bottom = NULL;
+        char path[512], upper[512], work[512];
+        size_t len = 0;
+        int r;
+
+        r = mount_tmpfs(STAGE, 64ULL << 10, 0700, MS_NOSUID | MS_NODEV);
+        if (r < 0)
+                return fail(reterr, r, "mount", STAGE);
+        if (c->layers) {
+                r = layers_attach(c->layers, reterr);
+                if (r < 0)
+                        return r;
+        }
+        bottom = malloc(OVERLAY_OPTS_MAX);
+        if (!bottom)
+                return fail(reterr, -ENOMEM, "build the overlay options for", NEWROOT);
+        bottom[0] = '\0';
+        for (size_t i = 0; i < img->n_layers; i++) {
+                char name[32];
+
+                (void)snprintf(name, sizeof(name), "i%zu", i);
+                r = host_path(img->layer_paths[i], path, sizeof(path));
+                if (r < 0)
+                        return fail(reterr, r, "resolve", img->layer_paths[i]);
+                r = stage_attach(img->layer_fds ? img->layer_fds[i] : -EBADF, path, name, reterr);
+                if (r < 0)
+                        return r;
+                (void)snprintf(path, sizeof(path), STAGE "/%s", name);
+                if (!img->layer_fds || img->layer_fds[i] < 0) {
+                        r = mount_set_attr(path, MOUNT_ATTR_RDONLY, true);
+                        if (r < 0)
+                                return fail(reterr, r, "make read-only", path);
+                }
+                r = append(bottom, OVERLAY_OPTS_MAX, &len, (const char *const[]){path, ":", NULL});
+                if (r < 0)
+                        return fail(reterr, r, "build the overlay options for", NEWROOT);
+        }
+        r = stage_dir("iskel", path, sizeof(path), reterr);
+        if (r < 0)
+                return r;
+        r = mount_tmpfs(path, 64ULL << 10, 0755, MS_NOSUID | MS_NODEV);
+        if (r < 0)
+                return fail(reterr, r, "mount", path);
+        for (size_t i = 0; i < ELEMENTSOF(image_skel); i++) {
+                char dir[600];
+
+                (void)snprintf(dir, sizeof(dir), "%s/%s", path, image_skel[i].name);
+                if (mkdir(dir, image_skel[i].mode) < 0 || chmod(dir, image_skel[i].mode) < 0)
+                        return fail(reterr, negative_errno(), "create", dir);
+        }
+        r = append(bottom, OVERLAY_OPTS_MAX, &len, (const char *const[]){path, NULL});
+        if (r < 0)
+                return fail(reterr, r, "build the overlay options for", NEWROOT);
+
+        if (c->layers) {
+                (void)snprintf(upper, sizeof(upper), STAGE "/data/%s/root", c->layers->upper);
+                (void)snprintf(work, sizeof(work), STAGE "/data/work/root");
+        } else {
+                r = stage_dir("iu", path, sizeof(path), reterr);
+                if (r < 0)
+                        return r;
+                /* The run's changes to the image: as much room as $HOME
+                 * would have on the host base. */
+                r = mount_tmpfs(path, p->disk_size ? p->disk_size : POLICY_DEFAULT_HOME_SIZE, 0755,
+                                MS_NOSUID | MS_NODEV);
+                if (r < 0)
+                        return fail(reterr, r, "mount the root's upper tmpfs on", path);
+                (void)snprintf(upper, sizeof(upper), STAGE "/iu/upper");
+                (void)snprintf(work, sizeof(work), STAGE "/iu/work");
+                if (mkdir(upper, 0755) < 0 || mkdir(work, 0700) < 0)
+                        return fail(reterr, negative_errno(), "create", upper);
+        }
+        if (mkdir(NEWROOT, 0755) < 0)
+                return fail(reterr, negative_errno(), "create", NEWROOT);
+        return mount_overlay(c->layers, "root", bottom, upper, work, NEWROOT, reterr);
+}
+
+/* Makes the overlay at NEWROOT the root, taking the host's root (OLDROOT)
+ * and the stage along; the staging tmpfs is detached. Where pivot_root is
+ * refused (@moved), the overlay is moved over "/" and entered with chroot,
+ * as enter_by_move() does. */
+static int image_root_enter(bool moved, HutchError *reterr) {
+        if (mkdir(NEWROOT OLDROOT, 0700) < 0)
+                return fail(reterr, negative_errno(), "create", NEWROOT OLDROOT);
+        if (mount(OLDROOT, NEWROOT OLDROOT, NULL, MS_MOVE, NULL) < 0)
+                return fail(reterr, negative_errno(), "move the host's root to", NEWROOT OLDROOT);
+        if (mkdir(NEWROOT STAGE, 0700) < 0)
+                return fail(reterr, negative_errno(), "create", NEWROOT STAGE);
+        if (mount(STAGE, NEWROOT STAGE, NULL, MS_MOVE, NULL) < 0)
+                return fail(reterr, negative_errno(), "move the stage to", NEWROOT STAGE);
+        if (chdir(NEWROOT) < 0)
+                return fail(reterr, negative_errno(), "enter", NEWROOT);
+        if (moved) {
+                if (mount(".", "/", NULL, MS_MOVE, NULL) < 0)
+                        return fail(reterr, negative_errno(), "move the image's root over", "/");
+                if (chroot(".") < 0)
+                        return fail(reterr, negative_errno(), "enter the image's root", "/");
+        } else {
+                int r;
+
+                if (mkdir(NEWROOT STAGE "/t", 0700) < 0)
+                        return fail(reterr, negative_errno(), "create", NEWROOT STAGE "/t");
+                r = pivot_root_syscall(".", "." STAGE "/t");
+                if (r < 0)
+                        return fail(reterr, r, "pivot into the image's root", NEWROOT);
+        }
+        if (chdir("/") < 0)
+                return fail(reterr, negative_errno(), "enter", "/");
+        if (!moved) {
+                if (umount2(STAGE "/t", MNT_DETACH) < 0)
+                        return fail(reterr, negative_errno(), "unmount", STAGE "/t");
+                if (rmdir(STAGE "/t") < 0)
+                        return fail(reterr, negative_errno(), "remove", STAGE "/t");
         }
         return 0;
 }
@@ -638,6 +817,9 @@ static int stage_remove(HutchError *reterr) {
                         return fail(reterr, negative_errno(), "remove", path);
         }
         (void)closedir(TAKE_PTR(d));
+        /* An image sandbox's stage is a tmpfs of its own (image_root_mount()). */
+        if (umount2(STAGE, MNT_DETACH) < 0 && errno != EINVAL)
+                return fail(reterr, negative_errno(), "unmount", STAGE);
         if (rmdir(STAGE) < 0)
                 return fail(reterr, negative_errno(), "remove", STAGE);
         return 0;
@@ -653,8 +835,9 @@ static int setup_workspace(const RootfsConfig *c, HutchError *reterr) {
         r = host_path(p->workspace, src, sizeof(src));
         if (r < 0)
                 return fail(reterr, r, "resolve", p->workspace);
-        if (mkdir(POLICY_SANDBOX_WORKSPACE, 0755) < 0)
-                return fail(reterr, negative_errno(), "create", POLICY_SANDBOX_WORKSPACE);
+        r = make_dir(POLICY_SANDBOX_WORKSPACE, 0755, reterr);
+        if (r < 0)
+                return r;
 
         if (p->workspace_mode == WORKSPACE_MODE_COPY) {
                 _cleanup_close_ int from = -EBADF, to = -EBADF;
@@ -881,10 +1064,14 @@ static int user_mounts_attach(const Policy *p, const UserMounts *u, HutchError *
  * one leaves @out empty. SECURITY: the sandbox gets a copy in its own
  * tmpfs; the host's file is only opened for reading, by init before the
  * command exists, and closed here. */
-static int copy_system_ca_bundle(int out, HutchError *reterr) {
+static int copy_system_ca_bundle(int out, const char *bundle, bool image, HutchError *reterr) {
+        /* SECURITY: an image's bundle is read from the image's root with
+         * the host's still mounted at OLDROOT: a symlink of the image's
+         * may not lead there (RESOLVE_NO_XDEV: it never leaves the root's
+         * own mount). */
         struct open_how how = {
                 .flags = O_RDONLY | O_CLOEXEC | O_NOCTTY,
-                .resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS,
+                .resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS | (image ? RESOLVE_NO_XDEV : 0),
         };
         _cleanup_close_ int root = -EBADF, in = -EBADF;
         off_t size = 0;
@@ -892,23 +1079,23 @@ static int copy_system_ca_bundle(int out, HutchError *reterr) {
         struct stat st;
         int r;
 
-        root = open(OLDROOT, O_PATH | O_DIRECTORY | O_CLOEXEC);
+        if (!bundle)
+                return 0;
+        root = open(image ? "/" : OLDROOT, O_PATH | O_DIRECTORY | O_CLOEXEC);
         if (root < 0)
-                return fail(reterr, negative_errno(), "open", OLDROOT);
+                return fail(reterr, negative_errno(), "open", image ? "/" : OLDROOT);
         /* EAGAIN: a rename or mount elsewhere raced a ".." of a symlink. */
         for (unsigned tries = 0; tries < 8; tries++) {
-                in = (int)syscall(SYS_openat2, root, SANDBOX_SYSTEM_CA_BUNDLE + 1, &how,
-                                  sizeof(how));
+                in = (int)syscall(SYS_openat2, root, bundle + 1, &how, sizeof(how));
                 if (in >= 0 || errno != EAGAIN)
                         break;
         }
         if (in < 0 && errno == ENOENT)
                 return 0;
         if (in < 0 || fstat(in, &st) < 0)
-                return fail(reterr, negative_errno(), "open the system CA bundle",
-                            SANDBOX_SYSTEM_CA_BUNDLE);
+                return fail(reterr, negative_errno(), "open the system CA bundle", bundle);
         if (!S_ISREG(st.st_mode))
-                return fail(reterr, -EINVAL, "read the system CA bundle", SANDBOX_SYSTEM_CA_BUNDLE);
+                return fail(reterr, -EINVAL, "read the system CA bundle", bundle);
         /* In the kernel, page cache to page cache; the tmpfs size caps it. */
         for (;;) {
                 ssize_t n = sendfile(out, in, NULL, 1U << 20);
@@ -923,7 +1110,7 @@ static int copy_system_ca_bundle(int out, HutchError *reterr) {
                 size += n;
         }
         if (size > 0 && pread(in, &last, 1, size - 1) != 1)
-                return fail(reterr, -EIO, "read the system CA bundle", SANDBOX_SYSTEM_CA_BUNDLE);
+                return fail(reterr, -EIO, "read the system CA bundle", bundle);
         r = last == '\n' ? 0 : loop_write(out, "\n", 1);
         if (r < 0)
                 return fail(reterr, r, "write", SANDBOX_CA_BUNDLE_PATH);
@@ -936,36 +1123,49 @@ static int copy_system_ca_bundle(int out, HutchError *reterr) {
  * sandbox CA too). The sandbox CA is appended later
  * (rootfs_install_ca_bundle()): the proxy makes it while the filesystem is
  * built, and init would otherwise wait for it with nothing to do. */
-static int setup_ca_bundle(bool wanted, HutchError *reterr) {
+static int setup_ca_bundle(bool wanted, bool image, HutchError *reterr) {
         _cleanup_close_ int out = -EBADF;
+        const char *bundle = SANDBOX_SYSTEM_CA_BUNDLE;
         struct stat st;
         int r;
 
         if (!wanted)
                 return 0;
-        if (mkdir("/run", 0755) < 0 && errno != EEXIST)
-                return fail(reterr, negative_errno(), "create", "/run");
-        if (mkdir(SANDBOX_CA_BUNDLE_DIR, 0755) < 0)
-                return fail(reterr, negative_errno(), "create", SANDBOX_CA_BUNDLE_DIR);
+        /* An image's bundle is where its distribution keeps it. */
+        if (image) {
+                bundle = NULL;
+                for (size_t i = 0; rootfs_image_ca_bundles[i]; i++)
+                        if (lstat(rootfs_image_ca_bundles[i], &st) == 0 && S_ISREG(st.st_mode)) {
+                                bundle = rootfs_image_ca_bundles[i];
+                                break;
+                        }
+        }
+        r = make_dir("/run", 0755, reterr);
+        if (r < 0)
+                return r;
+        r = make_dir(SANDBOX_CA_BUNDLE_DIR, 0755, reterr);
+        if (r < 0)
+                return r;
         r = mount_tmpfs(SANDBOX_CA_BUNDLE_DIR, 4ULL << 20, 0755, MS_NOSUID | MS_NODEV | MS_NOEXEC);
         if (r < 0)
                 return fail(reterr, r, "mount", SANDBOX_CA_BUNDLE_DIR);
         out = open(SANDBOX_CA_BUNDLE_PATH, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0444);
         if (out < 0)
                 return fail(reterr, negative_errno(), "create", SANDBOX_CA_BUNDLE_PATH);
-        r = copy_system_ca_bundle(out, reterr);
+        r = copy_system_ca_bundle(out, bundle, image, reterr);
         if (r < 0)
                 return r;
 
-        if (stat(SANDBOX_SYSTEM_CA_BUNDLE, &st) < 0 || !S_ISREG(st.st_mode))
+        /* SECURITY: in an image only a regular file (lstat above) is
+         * covered, never a symlink's target. */
+        if (!bundle || stat(bundle, &st) < 0 || !S_ISREG(st.st_mode))
                 return 0;
-        r = mount_bind(SANDBOX_CA_BUNDLE_PATH, SANDBOX_SYSTEM_CA_BUNDLE);
+        r = mount_bind(SANDBOX_CA_BUNDLE_PATH, bundle);
         if (r < 0)
-                return fail(reterr, r, "bind the CA bundle over", SANDBOX_SYSTEM_CA_BUNDLE);
-        r = mount_set_attr(SANDBOX_SYSTEM_CA_BUNDLE,
-                           MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, false);
+                return fail(reterr, r, "bind the CA bundle over", bundle);
+        r = mount_set_attr(bundle, MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, false);
         if (r < 0)
-                return fail(reterr, r, "make read-only", SANDBOX_SYSTEM_CA_BUNDLE);
+                return fail(reterr, r, "make read-only", bundle);
         return 0;
 }
 
@@ -1034,15 +1234,26 @@ int rootfs_setup(const RootfsConfig *c, unsigned *ret_fallbacks, HutchError *ret
         if (moved)
                 fallbacks |= 1U << OUTCOME_FALLBACK_PIVOT_ROOT;
 
-        for (size_t i = 0; rootfs_system_dirs[i]; i++) {
+        if (c->image) {
+                if (mkdir(STAGE, 0700) < 0)
+                        return fail(reterr, negative_errno(), "create", STAGE);
+                r = image_root_mount(c, reterr);
+                if (r < 0)
+                        return r;
+                r = image_root_enter(moved, reterr);
+                if (r < 0)
+                        return r;
+        }
+        for (size_t i = 0; !c->image && rootfs_system_dirs[i]; i++) {
                 r = setup_system_dir(rootfs_system_dirs[i], reterr);
                 if (r < 0)
                         return r;
         }
-        r = setup_etc_masks(reterr);
+        /* An image's /etc is its own: nothing of the host's to hide. */
+        r = c->image ? 0 : setup_etc_masks(reterr);
         if (r < 0)
                 return r;
-        r = setup_ca_bundle(c->ca_bundle, reterr);
+        r = setup_ca_bundle(c->ca_bundle, c->image != NULL, reterr);
         if (r < 0)
                 return r;
         r = setup_proc(c, reterr);
@@ -1054,16 +1265,19 @@ int rootfs_setup(const RootfsConfig *c, unsigned *ret_fallbacks, HutchError *ret
         if (r < 0)
                 return r;
 
-        if (mkdir("/tmp", 01777) < 0)
-                return fail(reterr, negative_errno(), "create", "/tmp");
+        r = make_dir("/tmp", 01777, reterr);
+        if (r < 0)
+                return r;
         r = mount_tmpfs("/tmp", tmpfs_size_for(p, "/tmp", POLICY_DEFAULT_TMP_SIZE), 01777,
                         MS_NOSUID | MS_NODEV);
         if (r < 0)
                 return fail(reterr, r, "mount", "/tmp");
 
-        if (mkdir(STAGE, 0700) < 0)
+        if (!c->image && mkdir(STAGE, 0700) < 0)
                 return fail(reterr, negative_errno(), "create", STAGE);
-        if (c->layers) {
+        if (c->image) {
+                /* The whole root is the sandbox's (its layer or a tmpfs). */
+        } else if (c->layers) {
                 r = setup_persistent(c, reterr);
                 if (r < 0)
                         return r;
@@ -1097,12 +1311,16 @@ int rootfs_setup(const RootfsConfig *c, unsigned *ret_fallbacks, HutchError *ret
                 return fail(reterr, negative_errno(), "unmount", OLDROOT);
         if (rmdir(OLDROOT) < 0)
                 return fail(reterr, negative_errno(), "remove", OLDROOT);
-        if (unlink(MASK_FILE) < 0)
+        if (!c->image && unlink(MASK_FILE) < 0)
                 return fail(reterr, negative_errno(), "remove", MASK_FILE);
         r = user_mounts_attach(p, &user, reterr);
         if (r < 0)
                 return r;
-        r = mount_set_attr("/", MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, false);
+        /* An image's root is writable (its upper) unless --read-only. */
+        r = mount_set_attr("/",
+                           MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV |
+                                   (!c->image || p->read_only ? MOUNT_ATTR_RDONLY : 0),
+                           false);
         if (r < 0)
                 return fail(reterr, r, "make read-only", "/");
         *ret_fallbacks = fallbacks;
@@ -1124,11 +1342,17 @@ int rootfs_writable_paths(const Policy *p, bool persistent, char ***ret) {
                 if (r < 0)
                         return r;
         }
+        /* An image's root is the sandbox's own (its upper layer). */
+        if (p->image && !p->read_only) {
+                r = strv_extend(&l, "/");
+                if (r < 0)
+                        return r;
+        }
         if (!p->read_only) {
                 r = strv_extend(&l, POLICY_SANDBOX_HOME);
                 if (r < 0)
                         return r;
-                for (size_t i = 1; persistent && rootfs_persistent_dirs[i]; i++) {
+                for (size_t i = 1; persistent && !p->image && rootfs_persistent_dirs[i]; i++) {
                         r = strv_extend(&l, rootfs_persistent_dirs[i]);
                         if (r < 0)
                                 return r;

@@ -49,6 +49,19 @@ extern const char *const rootfs_persistent_dirs[];
  * microVM backend through the agent's mask= entries. 0 or -ENOMEM. */
 int rootfs_masked_paths(char ***ret);
 
+/* An image sandbox's root (docs/images.md): an overlay of the image's
+ * layers (read-only, top first) over a skeleton of the mount points, with
+ * a writable upper: a tmpfs (sized like $HOME) for a one-shot run, the
+ * sandbox's own layer (<data>/<upper>/root, over its snapshot layers'
+ * root/) for a persistent one. The host's system directories are not
+ * there; /proc, /dev, /tmp, the workspace, the binds and the CA bundle
+ * are hutch's own, as on the host base. */
+typedef struct RootfsImage {
+        const int *layer_fds;     /* detached read-only mounts (idmapped as root), or -EBADF */
+        char *const *layer_paths; /* their host paths, top first */
+        size_t n_layers;
+} RootfsImage;
+
 typedef struct RootfsConfig {
         const Policy *policy;
         /* Detached mounts prepared by the supervisor (idmapped when hutch is
@@ -60,6 +73,7 @@ typedef struct RootfsConfig {
          * complete. */
         bool ca_bundle;
         const RootfsLayers *layers; /* persistent sandbox, or NULL */
+        const RootfsImage *image;   /* the root is an image, or NULL: the host base */
         /* --allow-degraded: where a new procfs is refused, bind the
          * container's /proc read-only instead (needs landlock). */
         bool allow_host_proc;
@@ -106,6 +120,11 @@ int rootfs_writable_paths(const Policy *p, bool persistent, char ***ret);
 int rootfs_layers_mount(const RootfsLayers *l, HutchError *reterr);
 int rootfs_workspace_overlay_mount(const Policy *p, const RootfsLayers *l, int workspace_fd,
                                    const char *src, const char *target, HutchError *reterr);
+
+/* Where an image's distribution keeps its CA bundle, in the order
+ * looked for; the first regular file is the sandbox's system bundle
+ * (with secrets). */
+extern const char *const rootfs_image_ca_bundles[];
 
 /* The system directories bound read-only from the host, in order. */
 extern const char *const rootfs_system_dirs[];

@@ -11,6 +11,7 @@
 #include "ns/userns.h"
 #include "policy/policy.h"
 #include "sandbox/cgroup-setup.h"
+#include "sandbox/image-root.h"
 #include "sandbox/proxy-spawn.h"
 #include "sandbox/sandbox.h"
 #include "sandbox/secrets.h"
@@ -27,6 +28,9 @@ typedef struct RunState {
         const Policy *policy;
         char name[64]; /* "run-<pid>-<hex>": the cgroup's name and the proxy's sandbox id */
         char **env, **args;
+        ImageRoot *image; /* the policy's image, resolved; or NULL */
+        int *image_fds;   /* its layers as detached mounts (as root), for init */
+        size_t n_image_fds;
         char *proxy_binary;
         SecretSet *secrets; /* the real values, until the proxy has them */
         ProxyProcess proxy;
@@ -90,6 +94,10 @@ void run_state_done(RunState *st);
  * still needs run_state_done()). */
 int sandbox_start(const Policy *policy, const SandboxLayerPaths *layers, char *const *argv,
                   char *const *caller_env, RunState *st, HutchError *reterr);
+
+/* The command's working directory: -w, else /workspace with a workspace,
+ * else the image's WorkingDir ("/" without one), else $HOME. */
+const char *sandbox_workdir(const Policy *policy, const ImageRoot *image);
 
 /* Kills a started init (st->pid) and waits for it; an error init reported
  * replaces @reterr. */

@@ -334,6 +334,11 @@ void run_state_done(RunState *st) {
         st->secrets = secret_set_free(st->secrets);
         st->env = strv_free(st->env);
         st->args = strv_free(st->args);
+        st->image = image_root_free(st->image);
+        for (size_t i = 0; i < st->n_image_fds; i++)
+                st->image_fds[i] = safe_close(st->image_fds[i]);
+        st->image_fds = mfree(st->image_fds);
+        st->n_image_fds = 0;
         st->sync_parent = safe_close(st->sync_parent);
         st->sync_child = safe_close(st->sync_child);
         st->pidfd = safe_close(st->pidfd);
@@ -424,7 +429,7 @@ static int run_prepare(const Policy *policy, char *const *argv, char *const *cal
         if (r < 0)
                 return r;
 
-        r = sandbox_build_env(policy, caller_env, &st->env);
+        r = sandbox_build_env(policy, st->image ? st->image->env : NULL, caller_env, &st->env);
         if (r < 0)
                 return hutch_error_set(reterr, -r, "failed to build the environment");
         r = sandbox_env_add_placeholders(&st->env, st->secrets, reterr);
@@ -647,6 +652,53 @@ void sandbox_abort(RunState *st, HutchError *reterr) {
         }
 }
 
+const char *sandbox_workdir(const Policy *policy, const ImageRoot *image) {
+        if (policy->workdir)
+                return policy->workdir;
+        if (policy->workspace)
+                return POLICY_SANDBOX_WORKSPACE;
+        if (image)
+                return image->workdir ? image->workdir : "/";
+        return POLICY_SANDBOX_HOME;
+}
+
+/* As root, an image's layers travel to init as detached read-only mounts
+ * idmapped through the sandbox's user namespace: a file the image gives
+ * to uid N is the sandbox's uid N, and the image's uid 0 is the sandbox's
+ * root, never the host's (the layers are the store's files, owned on the
+ * host by the image's own ids). Unprivileged, the layers are the
+ * caller's files, which the single-id map makes the sandbox root's, and
+ * init binds them by path. */
+static int prepare_image_layers(RunState *st, const IdMapping *m, pid_t pid, HutchError *reterr) {
+        _cleanup_close_ int userns_fd = -EBADF;
+        size_t n;
+        char path[64];
+        int r;
+
+        /* COMPAT(containers): without CAP_SYS_ADMIN, as for the binds
+         * (sandbox_prepare_mounts()). */
+        if (!st->image || !m->privileged || !has_cap_sys_admin())
+                return 0;
+        n = strv_length(st->image->layers);
+        st->image_fds = calloc(n ? n : 1, sizeof(int));
+        if (!st->image_fds)
+                return hutch_error_set(reterr, ENOMEM, "out of memory");
+        (void)snprintf(path, sizeof(path), "/proc/%d/ns/user", (int)pid);
+        userns_fd = open(path, O_RDONLY | O_CLOEXEC);
+        if (userns_fd < 0)
+                return hutch_error_set(reterr, errno,
+                                       "failed to open the sandbox's user "
+                                       "namespace: %m");
+        for (size_t i = 0; i < n; i++) {
+                r = sandbox_open_detached_tree(st->image->layers[i], userns_fd, true,
+                                               &st->image_fds[i], reterr);
+                if (r < 0)
+                        return r;
+                st->n_image_fds++;
+        }
+        return 0;
+}
+
 int sandbox_start(const Policy *policy, const SandboxLayerPaths *layers, char *const *argv,
                   char *const *caller_env, RunState *st, HutchError *reterr) {
         ContainerEngine container = container_detect();
@@ -657,7 +709,7 @@ int sandbox_start(const Policy *policy, const SandboxLayerPaths *layers, char *c
         pid_t pid;
         int r;
 
-        if (!layers && (!argv || !argv[0]))
+        if (!layers && !policy->image && (!argv || !argv[0]))
                 return hutch_error_set(reterr, EINVAL, "missing command");
 
         /* A persistent sandbox of a user with sub-ids gets the ranged map
@@ -673,12 +725,22 @@ int sandbox_start(const Policy *policy, const SandboxLayerPaths *layers, char *c
          * (docs/persistent.md "Id range"); every other sandbox keeps
          * nothing. */
         keep_caps = layers && (idmap.ranged || idmap.privileged) ? CAPS_PACKAGE_SET : 0;
+        if (policy->image) {
+                r = image_root_resolve(policy->image, &st->image, reterr);
+                if (r < 0)
+                        return r;
+        }
         r = run_prepare(policy, layers ? NULL : argv, caller_env, st, reterr);
         if (r < 0)
                 return r;
-        workdir = policy->workdir     ? policy->workdir
-                  : policy->workspace ? POLICY_SANDBOX_WORKSPACE
-                                      : POLICY_SANDBOX_HOME;
+        if (st->image && !layers) {
+                /* Docker's rules: Entrypoint, then the command or Cmd. */
+                st->args = strv_free(st->args);
+                r = image_root_command(st->image, argv, &st->args, reterr);
+                if (r < 0)
+                        return r;
+        }
+        workdir = sandbox_workdir(policy, st->image);
 
         sigemptyset(&mask);
         for (size_t i = 0; i < ELEMENTSOF(supervisor_signals); i++)
@@ -713,6 +775,7 @@ int sandbox_start(const Policy *policy, const SandboxLayerPaths *layers, char *c
                         .upper = layers ? layers->upper : NULL,
                         .data_dir = layers ? layers->data_dir : NULL,
                         .layer_paths = layers ? layers->layers : NULL,
+                        .image = st->image,
                         .container = container,
                         .keep_caps = keep_caps,
                 };
@@ -749,6 +812,9 @@ int sandbox_start(const Policy *policy, const SandboxLayerPaths *layers, char *c
         r = sandbox_prepare_mounts(policy, layers, &idmap, pid, keep_caps != 0, &st->prep, reterr);
         if (r < 0)
                 goto kill_child;
+        r = prepare_image_layers(st, &idmap, pid, reterr);
+        if (r < 0)
+                goto kill_child;
         {
                 int fds[ELEMENTSOF(st->prep.fds)];
                 size_t n = 0;
@@ -764,7 +830,14 @@ int sandbox_start(const Policy *policy, const SandboxLayerPaths *layers, char *c
                 r = sync_send_values(st->sync_parent, SYNC_OP_LAYERS,
                                      (uint64_t[3]){strv_length(layers->layers), 0, 0},
                                      st->prep.layer_fds, st->prep.n_layer_fds);
+        if (r >= 0 && st->image)
+                r = sync_send_values(st->sync_parent, SYNC_OP_IMAGE,
+                                     (uint64_t[3]){strv_length(st->image->layers), 0, 0},
+                                     st->image_fds, st->n_image_fds);
         prepared_done(&st->prep);
+        for (size_t i = 0; i < st->n_image_fds; i++)
+                st->image_fds[i] = safe_close(st->image_fds[i]);
+        st->n_image_fds = 0;
         if (r < 0) {
                 (void)hutch_error_set(reterr, -r, "failed to start the sandbox: %s", strerror(-r));
                 goto kill_child;

@@ -39,7 +39,8 @@ int sandbox_run(const Policy *policy, char *const *argv, char *const *caller_env
                 Outcome *ret_outcome, HutchError *reterr);
 
 /* Builds the command's environment: PATH, HOME, USER, HUTCH=1 and the
- * caller's TERM, LANG, LC_*, TZ, then the names in policy->env_pass (when
- * set in @caller_env), then policy->env. Returns 0 and a new vector in
- * @ret, or -ENOMEM. */
-int sandbox_build_env(const Policy *policy, char *const *caller_env, char ***ret);
+ * caller's TERM, LANG, LC_*, TZ, then @image_env (an image's Env, "K=V",
+ * or NULL), then the names in policy->env_pass (when set in @caller_env),
+ * then policy->env. Returns 0 and a new vector in @ret, or -ENOMEM. */
+int sandbox_build_env(const Policy *policy, char *const *image_env, char *const *caller_env,
+                      char ***ret);

@@ -86,6 +86,7 @@ static void handle_sync_message(Supervision *s) {
         case SYNC_OP_EXEC:
         case SYNC_OP_SIGNAL:
         case SYNC_OP_STEM:
+        case SYNC_OP_IMAGE:
         case _SYNC_OP_MAX:
         case _SYNC_OP_INVALID:
         default:

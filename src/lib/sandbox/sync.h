@@ -35,6 +35,13 @@
  *   keeper -> init      SYNC_OP_LAYERS  right after GO: the data dir and the
  *                                       snapshot layers (values[0]: how many
  *                                       layers follow the data dir)
+ *
+ * Image sandboxes (both kinds):
+ *   supervisor -> init  SYNC_OP_IMAGE   after GO (and LAYERS): the image's
+ *                                       layers, top first, as detached
+ *                                       idmapped mounts (as root) or none
+ *                                       (init binds the paths); values[0]:
+ *                                       how many layers the image has
  *   init -> keeper      SYNC_OP_READY   confined, serving exec requests
  *                                       (values[1]: as SYNC_OP_STARTED's)
  *   keeper -> init      SYNC_OP_EXEC    values[0]: exec id, values[1]: payload
@@ -61,7 +68,7 @@
 
 #define SYNC_MAGIC UINT32_C(0x68757463) /* "hutc" */
 #define SYNC_VERSION_MAJOR 1
-#define SYNC_VERSION_MINOR 5
+#define SYNC_VERSION_MINOR 6
 /* An exec request's payload (cwd, argv, environment). */
 #define SYNC_EXEC_PAYLOAD_MAX (128U << 10)
 /* Descriptors of one exec request: stdio and up to six cgroup.procs. */
@@ -80,6 +87,7 @@ typedef enum SyncOp {
         SYNC_OP_EXEC,
         SYNC_OP_SIGNAL,
         SYNC_OP_STEM,
+        SYNC_OP_IMAGE,
         _SYNC_OP_MAX,
         _SYNC_OP_INVALID = -22,
 } SyncOp;

@@ -657,7 +657,7 @@ int vm_run_prepare(VmRun *v, VmConfig *c, char *const *caller_env, char **setup,
         r = secret_set_load(v->policy, caller_env, &v->secrets, reterr);
         if (r < 0)
                 return r;
-        r = sandbox_build_env(v->policy, caller_env, &v->env);
+        r = sandbox_build_env(v->policy, NULL, caller_env, &v->env);
         if (r < 0)
                 return hutch_error_set(reterr, -r, "failed to build the environment");
         /* SECURITY: the guest gets the placeholders only; the real values

@@ -77,17 +77,6 @@ static inline int sha256_final(EVP_MD_CTX *md, uint8_t *ret) {
  * for the next file. */
 int snapshot_archive_sha256_hex(EVP_MD_CTX *md, char hex[static SHA256_HEX_LEN + 1]);
 
-/* Checks the components of the relative path @path and returns their
- * count in @ret_n; on failure @ret_why says what is wrong ("a '..'
- * component"): -EPERM for an absolute path or a ".." component, -EINVAL
- * for an empty path or an empty or "." component, -ENAMETOOLONG for a
- * component longer than NAME_MAX. */
-int snapshot_archive_path_check(const char *path, const char **ret_why, unsigned *ret_n);
-
-/* The same for @rel, a path below a layer's root, plus the bounds of
- * archive.h (-ENAMETOOLONG, -ELOOP). */
-int snapshot_archive_relpath_check(const char *rel, const char **ret_why);
-
 /* Whether the symlink at @rel (below a layer's root) pointing to @target
  * stays inside, lexically: @target is not empty, shorter than PATH_MAX,
  * and its ".." components never climb above where it starts: the layer's

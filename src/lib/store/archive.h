@@ -179,3 +179,16 @@ int snapshot_archive_import(int in_fd, int dest_dirfd, char **ret_manifest_json,
  * empty the read-only ones an import made. Returns 0 or -errno (-ELOOP
  * deeper than SNAPSHOT_ARCHIVE_DEPTH_MAX + 2). */
 int snapshot_archive_clear(int dirfd);
+
+/* The path rules of snapshot archives, also used by the image store's
+ * layer reader (image/image-layer.c). */
+/* Checks the components of the relative path @path and returns their
+ * count in @ret_n; on failure @ret_why says what is wrong ("a '..'
+ * component"): -EPERM for an absolute path or a ".." component, -EINVAL
+ * for an empty path or an empty or "." component, -ENAMETOOLONG for a
+ * component longer than NAME_MAX. */
+int snapshot_archive_path_check(const char *path, const char **ret_why, unsigned *ret_n);
+
+/* The same for @rel, a path below a layer's root, plus the bounds of
+ * archive.h (-ENAMETOOLONG, -ELOOP). */
+int snapshot_archive_relpath_check(const char *rel, const char **ret_why);

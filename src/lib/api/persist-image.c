@@ -1,0 +1,49 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#include <errno.h>
+#include <string.h>
+
+#include "api/persist.h"
+#include "image/image-store.h"
+
+int persist_image_pin(Store *s, Policy *p, HutchError *reterr) {
+        _cleanup_(image_store_freep) ImageStore *is = NULL;
+        _cleanup_(image_freep) Image *im = NULL;
+        int r;
+
+        if (!p->image)
+                return 0;
+        r = image_store_open(s, &is, reterr);
+        if (r < 0)
+                return r;
+        r = image_store_resolve(is, p->image, &im, reterr);
+        if (r == -ENOENT)
+                return hutch_error_set(reterr, ENOENT,
+                                       "no image '%s' in the image store (hutch image ls lists "
+                                       "them; hutch image import or pull adds one)",
+                                       p->image);
+        if (r < 0)
+                return r;
+        return policy_set_image(p, im->digest, reterr);
+}
+
+int persist_image_mark(Store *s, const char *policy_json, const char *kind, const char *holder,
+                       HutchError *reterr) {
+        _cleanup_(image_store_freep) ImageStore *is = NULL;
+        _cleanup_(policy_freep) Policy *p = NULL;
+        int r;
+
+        if (!policy_json)
+                return 0;
+        p = policy_new();
+        if (!p)
+                return -ENOMEM;
+        r = policy_load_json(p, policy_json, strlen(policy_json), reterr);
+        if (r < 0)
+                return r;
+        if (!p->image)
+                return 0;
+        r = image_store_open(s, &is, reterr);
+        if (r < 0)
+                return r;
+        return image_store_use(is, p->image, kind, holder, reterr);
+}

@@ -1,0 +1,79 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#pragma once
+
+/* An image as the root filesystem of a sandbox (docs/images.md).
+ *
+ * image_root_resolve() turns the policy's "image" name into what the
+ * sandbox needs of it: the unpacked layers' host directories, top first
+ * (the overlay's lowerdir order), and the fields of the image's config
+ * that hutch honours (Env, WorkingDir, User, Entrypoint, Cmd). The layers
+ * belong to the image store (lib/image): they are only ever mounted
+ * read-only, as overlay lower layers, below a writable upper of the
+ * sandbox's own.
+ *
+ * image_user_resolve() finds the image's User in the image's own
+ * /etc/passwd and /etc/group, read inside the sandbox after its root is
+ * built. Both files are the image's (untrusted) text: every line is
+ * bounded, a malformed one is skipped, and only the fields used are
+ * parsed. */
+
+#include <stddef.h>
+#include <sys/types.h>
+
+#include "hutch-error.h"
+#include "macro.h"
+
+/* The most layers an image may have here: one descriptor each travels to
+ * the sandbox's init in one message (fd-util's per-message cap). */
+#define IMAGE_ROOT_MAX_LAYERS 64
+/* The most supplementary groups the image's User gets. */
+#define IMAGE_USER_MAX_GROUPS 64
+/* How much of /etc/passwd or /etc/group is read. */
+#define IMAGE_USER_FILE_MAX (1U << 20)
+
+typedef struct ImageRoot {
+        char *name;        /* as the policy gave it */
+        char *digest;      /* the image's id, "sha256:<hex>" */
+        char **layers;     /* host directories of the unpacked layers, top first */
+        char **env;        /* Config.Env, "KEY=VALUE" (may be NULL) */
+        char *workdir;     /* Config.WorkingDir, absolute, or NULL */
+        char *user;        /* Config.User, or NULL (root) */
+        char **entrypoint; /* Config.Entrypoint, or NULL */
+        char **cmd;        /* Config.Cmd, or NULL */
+} ImageRoot;
+
+ImageRoot *image_root_free(ImageRoot *img);
+DEFINE_POINTER_CLEANUP(ImageRoot, image_root_free)
+
+/* Looks @name up in the image store of the caller ($HUTCH_HOME) and
+ * returns what the sandbox needs of it in @ret. -ENOENT with @reterr
+ * naming the image and the fix ('hutch image import' / 'pull') when the
+ * store has no such image, -E2BIG past IMAGE_ROOT_MAX_LAYERS layers, or
+ * the store's error. */
+int image_root_resolve(const char *name, ImageRoot **ret, HutchError *reterr);
+
+/* The command of a run, by docker's rules: Entrypoint followed by @argv
+ * when @argv has words, else Entrypoint followed by Cmd. A new vector in
+ * @ret; -EINVAL with @reterr when that is empty (no command given and the
+ * image has neither), -ENOMEM. */
+int image_root_command(const ImageRoot *img, char *const *argv, char ***ret, HutchError *reterr);
+
+typedef struct ImageUser {
+        uid_t uid;
+        gid_t gid;
+        gid_t groups[IMAGE_USER_MAX_GROUPS]; /* supplementary, @gid first */
+        size_t n_groups;
+        char name[64]; /* the passwd name, or "" for a numeric uid it lacks */
+        char home[256];
+} ImageUser;
+
+/* Resolves @spec (Config.User: "user", "uid", "user:group", "uid:gid",
+ * "user:gid", "uid:group") against @passwd and @group (the image's files'
+ * text, NUL-terminated, either may be NULL). A name must be found; a
+ * number need not be (docker's rule), in which case its gid is the
+ * uid's passwd gid, else 0 for an unknown uid, and its home "/". The
+ * supplementary groups are the gid and every group of @group listing the
+ * user's name. Returns 0, or -ENOENT / -EINVAL with @reterr naming what
+ * was not found or not valid. */
+int image_user_resolve(const char *spec, const char *passwd, const char *group, ImageUser *ret,
+                       HutchError *reterr);
