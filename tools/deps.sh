@@ -34,6 +34,10 @@ test_pkgs+=(man-db zsh)
 # tests/integration/test_oci.py (issue 21): runc is the negative twin of
 # hutch-oci under Podman.
 test_pkgs+=(runc)
+# tests/integration/debimage.py (issue 17): the Debian image of
+# test_image_apt.py, made from the host's mirror; uidmap's newuidmap and
+# newgidmap map a user's sub-ids (test_userns_range.py).
+test_pkgs+=(mmdebstrap uidmap)
 bench_pkgs=(bubblewrap hyperfine python3 tinyproxy)
 # bench/bench-oci.sh: hutch-oci against Debian's runc under podman. Not
 # crun: once installed, podman makes it the default runtime, and crun 1.8
