@@ -25,4 +25,5 @@ static const char image_usage[] =
         "           uses it\n"
         "  gc       remove what interrupted imports left and unused layers\n"
         "  --json     (ls) one JSON array\n"
-        "  -q, --quiet  (ls) the digests only; (import) no summary on stderr\n";
+        "  -q, --quiet  (ls) the names only (the digest of an image without one);\n"
+        "             (import) no summary on stderr\n";

@@ -107,8 +107,10 @@ static int image_import(int argc, char **argv) {
 
                 format_size(image_size(im), size, sizeof(size));
                 (void)fprintf(stderr, "imported %s: %zu layer%s, %s%s%s\n",
-                              im->names && im->names[0] ? im->names[0] : "(no name)", im->n_layers,
-                              im->n_layers == 1 ? "" : "s", size,
+                              name                        ? name
+                              : im->names && im->names[0] ? image_ref_familiar(im->names[0])
+                                                          : "(no name)",
+                              im->n_layers, im->n_layers == 1 ? "" : "s", size,
                               im->skipped_devices ? ", device nodes left out: " : "",
                               im->skipped_devices ? "yes" : "");
         }
@@ -158,8 +160,14 @@ static int image_ls(int argc, char **argv) {
                 }
                 (void)fputs("\n]\n", stdout);
         } else if (quiet) {
-                for (size_t i = 0; i < n; i++)
-                        (void)printf("%s\n", l[i]->digest);
+                /* Each name, or the digest of an image without one: what
+                 * inspect and rm take (the shell completion's source). */
+                for (size_t i = 0; i < n; i++) {
+                        if (strv_length(l[i]->names) == 0)
+                                (void)printf("%s\n", l[i]->digest);
+                        STRV_FOREACH(name, l[i]->names)
+                                (void)printf("%s\n", image_ref_familiar(*name));
+                }
         } else {
                 (void)printf("%-40s %-12s %6s %9s %s\n", "NAME", "ID", "LAYERS", "SIZE",
                              "IMPORTED");
@@ -175,8 +183,8 @@ static int image_ls(int argc, char **argv) {
                                 (void)printf("%-40s %.12s %6zu %9s %s\n", "<none>",
                                              l[i]->digest + 7, l[i]->n_layers, size, when);
                         STRV_FOREACH(name, l[i]->names)
-                                (void)printf("%-40s %.12s %6zu %9s %s\n", *name, l[i]->digest + 7,
-                                             l[i]->n_layers, size, when);
+                                (void)printf("%-40s %.12s %6zu %9s %s\n", image_ref_familiar(*name),
+                                             l[i]->digest + 7, l[i]->n_layers, size, when);
                 }
         }
         image_list_free(l, n);
@@ -262,6 +270,8 @@ static int image_gc(int argc, char **argv) {
         r = image_store_gc(s, &n, &err);
         if (r < 0)
                 return fail(&err, r);
+        if (r > 0)
+                log_info("an import is running: nothing removed, run gc again after it");
         (void)printf("removed %u\n", n);
         return 0;
 }

@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "api/persist.h"
 #include "capture.h"
 #include "hutch-error.h"
 #include "log.h"
@@ -227,7 +228,14 @@ static int sandbox_check(McpServer *s, bool created, hutch_error *err) {
         if (!created && s->policy_json) {
                 json_auto_t *have = json_loads(rec->policy_json, 0, NULL),
                             *want = json_loads(s->policy_json, 0, NULL);
+                json_t *image = want ? json_object_get(want, "image") : NULL;
+                _cleanup_free_ char *digest = NULL;
 
+                /* The sandbox recorded its image's digest (create pins
+                 * it): compare with what the name given means now. */
+                if (json_is_string(image) &&
+                    persist_image_digest(store, json_string_value(image), &digest, &herr) >= 0)
+                        (void)json_object_set_new(want, "image", json_string(digest));
                 if (!have || !want || !json_equal(have, want))
                         return set_error(err, EEXIST,
                                          "sandbox '%s' exists with another policy than the one "

@@ -163,7 +163,7 @@ static const struct {
         {"--vm-accel kvm|tcg", "the microVM's accelerator (default kvm; tcg is slow emulation)"},
         {"--vm-kernel FILE", "the microVM's kernel (default: the newest /boot/vmlinuz-*)"},
         {"--image NAME", "the root filesystem is the image NAME of 'hutch image ls' (its "
-                         "Env, WorkingDir, User, Entrypoint and Cmd honoured; docs/images.md)"},
+                         "Env, WorkingDir, User, Entrypoint and Cmd honoured; docs/images-run.md)"},
         {"--rm", "accepted for docker's sake: a run's sandbox is always removed"},
         {"--cap-drop ALL", "accepted: the sandbox holds no capability over the host"},
         {"--cap-add CAP", "refused: hutch grants no capability"},

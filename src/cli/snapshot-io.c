@@ -16,6 +16,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "api/persist.h"
 #include "cli.h"
 #include "fd-util.h"
 #include "log.h"
@@ -165,6 +166,47 @@ done:
         return 0;
 }
 
+/* An imported snapshot's policy is "{}" (the caller's is used), but for
+ * the image its layers were made on: that is no authority (a root
+ * filesystem, not a host path or a network permission), and its layers
+ * mean nothing on another root. The archive names the image by digest
+ * (the exported sandbox's policy pinned it); the store must have it, or
+ * the import is refused naming it. */
+static int import_image_policy(Store *s, SnapshotRecord *rec, HutchError *reterr) {
+        json_t *suggested =
+                rec->suggested_policy_json ? json_loads(rec->suggested_policy_json, 0, NULL) : NULL;
+        json_t *image = suggested ? json_object_get(suggested, "image") : NULL;
+        _cleanup_free_ char *digest = NULL;
+        int r = 0;
+
+        if (json_is_string(image)) {
+                HutchError ignored = {};
+
+                r = persist_image_digest(s, json_string_value(image), &digest, &ignored);
+                if (r == -ENOENT)
+                        r = hutch_error_set(reterr, ENOENT,
+                                            "the snapshot was made on the image %s, which is not "
+                                            "in the image store: import or pull it first (hutch "
+                                            "image import, hutch image pull)",
+                                            json_string_value(image));
+                else if (r < 0)
+                        r = hutch_error_set(reterr, -r, "%s", ignored.msg);
+        }
+        json_decref(suggested);
+        if (r < 0)
+                return r;
+        free(rec->policy_json);
+        if (digest)
+                r = asprintf(&rec->policy_json, "{\"image\": \"%s\"}", digest) < 0 ? -ENOMEM : 0;
+        else
+                rec->policy_json = strdup("{}");
+        if (r < 0 || !rec->policy_json) {
+                rec->policy_json = NULL;
+                return hutch_error_set(reterr, ENOMEM, "out of memory");
+        }
+        return 0;
+}
+
 static int snapshot_import(int argc, char **argv) {
         _cleanup_(store_freep) Store *s = NULL;
         _cleanup_(snapshot_record_freep) SnapshotRecord *rec = NULL;
@@ -275,12 +317,10 @@ static int snapshot_import(int argc, char **argv) {
          * snapshot inspect` shows; `create --from` takes the caller's. */
         free(rec->suggested_policy_json);
         rec->suggested_policy_json = TAKE_PTR(rec->policy_json);
-        rec->policy_json = strdup("{}");
         rec->imported = true;
-        if (!rec->policy_json) {
-                r = -ENOMEM;
+        r = import_image_policy(s, rec, &err);
+        if (r < 0)
                 goto fail;
-        }
         if (name) {
                 free(rec->name);
                 rec->name = strdup(name);
@@ -296,6 +336,9 @@ static int snapshot_import(int argc, char **argv) {
         r = store_snapshot_commit(s, tmp, rec, &err);
         if (r < 0)
                 goto fail;
+        r = persist_image_mark(s, rec->policy_json, "snapshot", rec->name, &err);
+        if (r < 0)
+                return fail(&err, r);
         (void)printf("%s\n", rec->name);
         return 0;
 fail:

@@ -252,10 +252,21 @@ TEST(docker_flags) {
                            "capability (every one is dropped and the command runs without "
                            "privileges; see docs/threat-model.md)",
                            "--cap-add", "NET_ADMIN", "true");
-        ASSERT_PARSE_FAILS(ENOTSUP,
-                           "--image is not supported yet: the sandbox sees the host's system, "
-                           "read-only",
-                           "--image", "debian:12", "true");
+        {
+                _cleanup_(run_args_done) RunArgs img = {};
+                _cleanup_(run_args_done) RunArgs nocmd = {};
+
+                /* --image sets the policy's image; with it the command may
+                 * be left out (the image's Entrypoint/Cmd). */
+                ASSERT_OK(parse(&img, &e, "--image", "debian:12", "true", NULL));
+                ASSERT_STREQ(img.policy->image, "debian:12");
+                ASSERT_OK(parse(&nocmd, &e, "--image", "debian:12", NULL));
+                ASSERT_NULL(nocmd.command);
+        }
+        ASSERT_PARSE_FAILS(EINVAL,
+                           "invalid image name 'a b' (1-255 characters of A-Z, a-z, 0-9 and "
+                           "'._-:/@', not starting with '-' or '.')",
+                           "--image", "a b", "true");
         ASSERT_PARSE_FAILS(ENOTSUP,
                            "-t/--tty is not supported yet: hutch gives the command no terminal "
                            "(its stdin, stdout and stderr are the ones hutch was given)",

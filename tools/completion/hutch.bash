@@ -86,6 +86,20 @@ _hutch() {
                         esac
                 fi
                 ;;
+        image)
+                if ((positional == 0)); then
+                        mapfile -t COMPREPLY < <(compgen -W "import ls inspect rm gc" -- "$cur")
+                elif ((positional == 1)); then
+                        case ${COMP_WORDS[2]} in
+                        inspect | rm)
+                                mapfile -t COMPREPLY < <(compgen -W "$("$hutch" image ls -q 2>/dev/null)" -- "$cur")
+                                ;;
+                        import)
+                                mapfile -t COMPREPLY < <(compgen -f -- "$cur")
+                                ;;
+                        esac
+                fi
+                ;;
         run)
                 # The command: a program name.
                 mapfile -t COMPREPLY < <(compgen -c -- "$cur")

@@ -5,25 +5,36 @@
 #include "api/persist.h"
 #include "image/image-store.h"
 
-int persist_image_pin(Store *s, Policy *p, HutchError *reterr) {
+int persist_image_digest(Store *s, const char *ref, char **ret, HutchError *reterr) {
         _cleanup_(image_store_freep) ImageStore *is = NULL;
         _cleanup_(image_freep) Image *im = NULL;
         int r;
 
-        if (!p->image)
-                return 0;
         r = image_store_open(s, &is, reterr);
         if (r < 0)
                 return r;
-        r = image_store_resolve(is, p->image, &im, reterr);
+        r = image_store_resolve(is, ref, &im, reterr);
         if (r == -ENOENT)
                 return hutch_error_set(reterr, ENOENT,
                                        "no image '%s' in the image store (hutch image ls lists "
                                        "them; hutch image import or pull adds one)",
-                                       p->image);
+                                       ref);
         if (r < 0)
                 return r;
-        return policy_set_image(p, im->digest, reterr);
+        *ret = TAKE_PTR(im->digest);
+        return 0;
+}
+
+int persist_image_pin(Store *s, Policy *p, HutchError *reterr) {
+        _cleanup_free_ char *digest = NULL;
+        int r;
+
+        if (!p->image)
+                return 0;
+        r = persist_image_digest(s, p->image, &digest, reterr);
+        if (r < 0)
+                return r;
+        return policy_set_image(p, digest, reterr);
 }
 
 int persist_image_mark(Store *s, const char *policy_json, const char *kind, const char *holder,

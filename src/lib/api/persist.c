@@ -577,6 +577,25 @@ int persist_update(Store *s, const char *name, const Policy *policy, char ***ret
                 return r;
         old_json = json_loads(rec->policy_json, 0, NULL);
         new_json = json_loads(text, 0, NULL);
+        if (policy->image && new_json) {
+                /* Compared (and stored) as create pins it: by digest. */
+                _cleanup_free_ char *digest = NULL;
+
+                r = persist_image_digest(s, policy->image, &digest, reterr);
+                if (r < 0) {
+                        json_decref(old_json);
+                        json_decref(new_json);
+                        return r;
+                }
+                (void)json_object_set_new(new_json, "image", json_string(digest));
+                text = mfree(text);
+                text = json_dumps(new_json, JSON_COMPACT);
+                if (!text) {
+                        json_decref(old_json);
+                        json_decref(new_json);
+                        return hutch_error_set(reterr, ENOMEM, "out of memory");
+                }
+        }
         changed = strv_copy(NULL);
         r = json_is_object(old_json) && json_is_object(new_json) && changed
                     ? policy_json_diff(old_json, new_json, NULL, &changed)
@@ -587,9 +606,12 @@ int persist_update(Store *s, const char *name, const Policy *policy, char ***ret
                 return hutch_error_set(reterr, -r, "cannot compare the policies of '%s': %s",
                                        rec->name, strerror(-r));
         /* SECURITY: the workspace's changes are kept against the folder it
-         * was made from, and the backend's files differ: neither moves. */
+         * was made from, and the backend's files differ: neither moves.
+         * Nor does the image below the sandbox's layer (its changes are
+         * to that image's files). */
         STRV_FOREACH(f, changed)
-                if (strcmp(*f, "workspace") == 0 || strcmp(*f, "backend") == 0)
+                if (strcmp(*f, "workspace") == 0 || strcmp(*f, "backend") == 0 ||
+                    strcmp(*f, "image") == 0)
                         return hutch_error_set(reterr, EINVAL,
                                                "the %s of sandbox '%s' cannot change (create "
                                                "another sandbox)",
@@ -754,7 +776,13 @@ int persist_create(Store *s, const char *name, const Policy *policy, const char 
                  * caller's, the defaults (deny by default). */
                 _cleanup_(policy_freep) Policy *dflt = policy_new();
 
-                r = dflt ? policy_to_json(dflt, &rec->policy_json) : -ENOMEM;
+                /* Its record's policy is "{}" or names the image its
+                 * layers were made on (hutch-archive's import). */
+                r = dflt ? policy_load_json(dflt, snap->policy_json, strlen(snap->policy_json),
+                                            reterr)
+                         : -ENOMEM;
+                if (r >= 0)
+                        r = policy_to_json(dflt, &rec->policy_json);
         } else if (!policy)
                 rec->policy_json = strdup(snap->policy_json);
         else

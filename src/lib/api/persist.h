@@ -116,7 +116,7 @@ typedef struct PersistInfo {
 /* What `hutch ls` shows of a loaded sandbox besides its record. */
 void persist_info(const Store *s, const SandboxRecord *rec, PersistInfo *ret);
 
-/* ---- images (docs/images.md) ---- */
+/* ---- images (docs/images-run.md) ---- */
 
 /* Pins the image of a persistent sandbox's policy: @p->image, a name, is
  * replaced by the digest of the image it names now, so that a later
@@ -124,6 +124,10 @@ void persist_info(const Store *s, const SandboxRecord *rec, PersistInfo *ret);
  * sandbox's own. Nothing to do without an image. -ENOENT with @reterr
  * naming the image when the store has none of that name. */
 int persist_image_pin(Store *s, Policy *p, HutchError *reterr);
+
+/* The digest of the image @ref names now, in @ret (a new string); -ENOENT
+ * with @reterr naming it when there is none. */
+int persist_image_digest(Store *s, const char *ref, char **ret, HutchError *reterr);
 
 /* Marks the image of the policy in @policy_json (a digest, as pinned),
  * if it has one, as used by @kind ("sandbox" or "snapshot") @holder, so

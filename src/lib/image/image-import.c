@@ -50,6 +50,7 @@ typedef struct Import {
         int hold_fd; /* the flock that keeps gc away */
         int src_fd;  /* the layout directory */
         const char *format;
+        char **pending; /* pairs: a layer-<i> folder of tmp, its diff id's hex */
         ImageLayerOwners owners;
         HutchError *reterr;
 } Import;
@@ -62,6 +63,25 @@ static void import_done(Import *im) {
         (void)safe_close(im->tmp_fd);
         (void)safe_close(im->hold_fd);
         (void)safe_close(im->src_fd);
+        strv_free(im->pending);
+}
+
+/* Moves the unpacked layers into layers/ (each whole, by rename). */
+static int layers_commit(Import *im) {
+        for (size_t i = 0; im->pending && im->pending[i] && im->pending[i + 1]; i += 2) {
+                char dest[128];
+
+                (void)snprintf(dest, sizeof(dest), "layers/%s", im->pending[i + 1]);
+                if (renameat(im->tmp_fd, im->pending[i], im->s->dirfd, dest) >= 0)
+                        continue;
+                /* Another import put the same layer there meanwhile. */
+                if ((errno != EEXIST && errno != ENOTEMPTY) ||
+                    !image_store_has_layer(im->s, im->pending[i + 1]))
+                        return hutch_error_set(im->reterr, errno, "cannot store layer %s: %m",
+                                               im->pending[i + 1]);
+        }
+        (void)fsync(im->s->dirfd);
+        return 0;
 }
 
 static void digest_hex(const void *data, size_t len, char out[static IMAGE_DIGEST_LEN + 1]) {
@@ -400,7 +420,7 @@ static int layer_record_read(Import *im, const char *hex, ImageLayerResult *ret)
 static int layer_import(Import *im, const LayerIn *in, ImageLayerResult *ret) {
         _cleanup_close_ int dfd = -EBADF, rootfd = -EBADF, owners = -EBADF;
         ImageLayerResult res;
-        char name[32], dest[128];
+        char name[32];
         int r, want;
 
         if (in->diff_id && image_store_has_layer(im->s, in->diff_id + 7) &&
@@ -461,15 +481,13 @@ static int layer_import(Import *im, const LayerIn *in, ImageLayerResult *ret) {
         if (owners >= 0 && fsync(owners) < 0)
                 return negative_errno();
         (void)syncfs(dfd);
-        (void)snprintf(dest, sizeof(dest), "layers/%s", res.diff_id + 7);
-        if (renameat(im->tmp_fd, name, im->s->dirfd, dest) < 0) {
-                /* Another import put the same layer there meanwhile. */
-                if ((errno != EEXIST && errno != ENOTEMPTY) ||
-                    !image_store_has_layer(im->s, res.diff_id + 7))
-                        return hutch_error_set(im->reterr, errno, "cannot store layer %s: %m",
-                                               res.diff_id);
-                (void)rm_rf_at(im->tmp_fd, name);
-        }
+        /* Renamed into layers/ only once every layer is good
+         * (layers_commit()): a bad layer leaves nothing in the store. */
+        r = strv_extend(&im->pending, name);
+        if (r >= 0)
+                r = strv_extend(&im->pending, res.diff_id + 7);
+        if (r < 0)
+                return r;
         *ret = res;
         return 0;
 }
@@ -940,6 +958,9 @@ int image_store_import(ImageStore *s, const char *path, const char *name, int st
                 if (r < 0)
                         return r;
         }
+        r = layers_commit(&im);
+        if (r < 0)
+                return r;
         r = image_commit(&im, &p, layers, &digest);
         if (r < 0)
                 return hutch_error_set(reterr, -r, "cannot store the image: %s", strerror(-r));

@@ -231,8 +231,21 @@ bool image_ref_is_valid(const char *ref) {
         return name_is_valid(ref, n) && (!tag || tag_is_valid(tag));
 }
 
+/* Whether the first component of @name (of @n bytes) is a registry host:
+ * Docker's rule, a '.' or a ':' in it, or "localhost", and a '/' after. */
+static bool name_has_domain(const char *name, size_t n) {
+        const char *slash = memchr(name, '/', n);
+        size_t len;
+
+        if (!slash)
+                return false;
+        len = (size_t)(slash - name);
+        return memchr(name, '.', len) || memchr(name, ':', len) ||
+               (len == 9 && strncmp(name, "localhost", 9) == 0);
+}
+
 int image_ref_normalize(const char *ref, char **ret) {
-        const char *tag;
+        const char *tag, *domain = "", *library = "";
         size_t n;
         char *s;
 
@@ -241,10 +254,43 @@ int image_ref_normalize(const char *ref, char **ret) {
         ref_split(ref, &n, &tag);
         if (!name_is_valid(ref, n) || (tag && !tag_is_valid(tag)))
                 return -EINVAL;
-        if (asprintf(&s, "%.*s:%s", (int)n, ref, tag ?: "latest") < 0)
+        /* As Docker writes references: "busybox" is
+         * docker.io/library/busybox, "me/box" docker.io/me/box. */
+        if (!name_has_domain(ref, n)) {
+                domain = "docker.io/";
+                if (!memchr(ref, '/', n))
+                        library = "library/";
+        } else if (n > 16 && strncmp(ref, "index.docker.io/", 16) == 0) {
+                ref += 16;
+                n -= 16;
+                domain = "docker.io/";
+                if (!memchr(ref, '/', n))
+                        library = "library/";
+        } else if (n > 10 && strncmp(ref, "docker.io/", 10) == 0 && !memchr(ref + 10, '/', n - 10))
+                library = "library/";
+        if (!domain[0] && library[0]) {
+                /* "docker.io/busybox": the library goes after the domain. */
+                if (asprintf(&s, "docker.io/library/%.*s:%s", (int)(n - 10), ref + 10,
+                             tag ?: "latest") < 0)
+                        return -ENOMEM;
+        } else if (asprintf(&s, "%s%s%.*s:%s", domain, library, (int)n, ref, tag ?: "latest") < 0)
                 return -ENOMEM;
+        if (strlen(s) > IMAGE_REF_MAX + 32) {
+                free(s);
+                return -EINVAL;
+        }
         *ret = s;
         return 0;
+}
+
+const char *image_ref_familiar(const char *name) {
+        if (!name)
+                return NULL;
+        if (strncmp(name, "docker.io/library/", 18) == 0)
+                return name + 18;
+        if (strncmp(name, "docker.io/", 10) == 0)
+                return name + 10;
+        return name;
 }
 
 /* ---- tags.json ---- */
@@ -903,7 +949,14 @@ int image_store_gc(ImageStore *s, unsigned *ret_removed, HutchError *reterr) {
         unsigned n = 0;
         int r;
 
-        r = image_store_lock(s, LOCK_EX, &lock);
+        /* An import holds the lock shared for as long as it runs: gc does
+         * not wait for it (nor removes what it may be about to use). */
+        r = image_store_lock(s, LOCK_EX | LOCK_NB, &lock);
+        if (r == -EWOULDBLOCK) {
+                if (ret_removed)
+                        *ret_removed = 0;
+                return 1;
+        }
         if (r >= 0)
                 r = tags_lock(s, &tlock);
         if (r < 0)
@@ -977,8 +1030,17 @@ static json_t *strv_to_json(char *const *l) {
 
 int image_to_json(const Image *im, char **ret) {
         _cleanup_(json_decrefp) json_t *root = NULL, *layers = NULL, *config = NULL;
+        json_t *names;
         char *text;
 
+        names = json_array();
+        if (!names)
+                return -ENOMEM;
+        STRV_FOREACH(n, im->names)
+                if (json_array_append_new(names, json_string(image_ref_familiar(*n))) < 0) {
+                        json_decref(names);
+                        return -ENOMEM;
+                }
         layers = json_array();
         if (!layers)
                 return -ENOMEM;
@@ -1000,11 +1062,10 @@ int image_to_json(const Image *im, char **ret) {
         if (!config)
                 return -ENOMEM;
         root = json_pack("{s:s, s:o, s:s, s:I, s:s, s:O, s:O, s:I, s:b}", "digest", im->digest,
-                         "names", strv_to_json(im->names ?: (char *[]){NULL}), "format",
-                         im->format ?: "unknown", "imported_ms", (json_int_t)im->imported_ms,
-                         "config_digest", im->config_digest, "layers", layers, "config", config,
-                         "skipped_devices", (json_int_t)im->skipped_devices, "user_owned",
-                         im->user_owned);
+                         "names", names, "format", im->format ?: "unknown", "imported_ms",
+                         (json_int_t)im->imported_ms, "config_digest", im->config_digest, "layers",
+                         layers, "config", config, "skipped_devices",
+                         (json_int_t)im->skipped_devices, "user_owned", im->user_owned);
         if (!root)
                 return -ENOMEM;
         text = json_dumps(root, JSON_INDENT(2) | JSON_SORT_KEYS);

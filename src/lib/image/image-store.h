@@ -100,7 +100,7 @@ typedef struct ImageLayer {
 typedef struct Image {
         char *digest;        /* "sha256:<hex>" of manifest.json: the image's id */
         char *config_digest; /* "sha256:<hex>" of config.json */
-        char **names;        /* "NAME:TAG" that point at it, sorted; may be empty */
+        char **names;        /* canonical "NAME:TAG"s that point at it, sorted; may be empty */
         ImageLayer *layers;  /* lowest first */
         size_t n_layers;
         ImageConfig config;
@@ -130,9 +130,17 @@ DEFINE_POINTER_CLEANUP(ImageStore, image_store_free)
  * leading hex digits of one (an id prefix). */
 bool image_ref_is_valid(const char *ref);
 
-/* Writes the canonical "NAME:TAG" of @ref (":latest" added when no tag is
- * given) to @ret. -EINVAL for a digest or an invalid name. */
+/* Writes the canonical "NAME:TAG" of @ref to @ret, as Docker reads
+ * references: ":latest" added when no tag is given, and a name without a
+ * registry host is Docker Hub's ("busybox" is
+ * "docker.io/library/busybox:latest", "me/box" "docker.io/me/box:latest";
+ * a first component with a '.' or ':', or "localhost", is a host). The
+ * store keeps canonical names. -EINVAL for a digest or an invalid name. */
 int image_ref_normalize(const char *ref, char **ret);
+
+/* The short form of the canonical @name to show people: without
+ * "docker.io/library/" or "docker.io/" (borrowed from @name). */
+const char *image_ref_familiar(const char *name);
 
 /* Resolves @ref (NAME[:TAG], a digest, or an unambiguous id prefix of at
  * least 12 hex digits) to the image: its layers (lowest first, absolute
@@ -171,7 +179,9 @@ int image_store_remove(ImageStore *s, const char *ref, bool *ret_removed_image, 
 
 /* Removes what no complete image needs: .tmp-* folders nobody holds (an
  * interrupted import), layers no image names, stale "in use" marks.
- * Returns the count in *@ret_removed. */
+ * Returns 0 and the count in *@ret_removed, or 1 (and 0 removed) when an
+ * import is running: gc does not wait for it, and removes nothing
+ * meanwhile. */
 int image_store_gc(ImageStore *s, unsigned *ret_removed, HutchError *reterr);
 
 /* The JSON `hutch image inspect` prints (a new string): digest, names,

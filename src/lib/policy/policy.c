@@ -714,7 +714,7 @@ static int validate_vm(const Policy *p, HutchError *reterr) {
                 return hutch_error_set(reterr, EINVAL, "invalid image name '%s'", p->image);
         /* NEEDSWORK: the microVM backend would share the image's layers
          * into the guest; until it does, an image sandbox is refused
-         * rather than run on the host base (docs/images.md). */
+         * rather than run on the host base (docs/images-run.md). */
         if (p->backend == SANDBOX_BACKEND_VM && p->image)
                 return hutch_error_set(reterr, EOPNOTSUPP,
                                        "--image '%s' is not supported with --backend vm yet "

@@ -171,7 +171,7 @@ typedef struct Policy {
 
         /* --image: the image whose layers are the root filesystem (a name of
          * the image store, NAME[:TAG] or sha256:HEX), or NULL for the host
-         * base (docs/images.md). */
+         * base (docs/images-run.md). */
         char *image;
 } Policy;
 

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 #pragma once
 
-/* An image as the root filesystem of a sandbox (docs/images.md).
+/* An image as the root filesystem of a sandbox (docs/images-run.md).
  *
  * image_root_resolve() turns the policy's "image" name into what the
  * sandbox needs of it: the unpacked layers' host directories, top first

@@ -21,6 +21,7 @@
 #include "sandbox/file-op.h"
 #include "sandbox/keeper-internal.h"
 #include "sandbox/keeper.h"
+#include "sandbox/sandbox-internal.h"
 #include "strv.h"
 #include "time-util.h"
 
@@ -295,8 +296,8 @@ void keeper_history_append(const char *path, const KeeperHistoryEntry *e,
                 (void)loop_write(fd, line, (size_t)n);
 }
 
-int keeper_exec_request_parse(json_t *req, const Policy *p, size_t n_fds, KeeperExecRequest *ret,
-                              const char **ret_msg) {
+int keeper_exec_request_parse(json_t *req, const Policy *p, const ImageRoot *image, size_t n_fds,
+                              KeeperExecRequest *ret, const char **ret_msg) {
         _cleanup_strv_free_ char **argv = NULL, **extra = NULL;
         json_t *cwd_j = json_object_get(req, "cwd");
         json_t *timeout_j = json_object_get(req, "timeout_ms");
@@ -312,10 +313,7 @@ int keeper_exec_request_parse(json_t *req, const Policy *p, size_t n_fds, Keeper
                 *ret_msg = "malformed exec request";
                 return -EINVAL;
         }
-        cwd = json_is_string(cwd_j) ? json_string_value(cwd_j)
-              : p->workdir          ? p->workdir
-              : p->workspace        ? POLICY_SANDBOX_WORKSPACE
-                                    : POLICY_SANDBOX_HOME;
+        cwd = json_is_string(cwd_j) ? json_string_value(cwd_j) : sandbox_workdir(p, image);
         if (cwd[0] != '/') {
                 *ret_msg = "the working directory must be an absolute path";
                 return -EINVAL;

@@ -14,6 +14,7 @@
 #include "cgroup/cgroup.h"
 #include "hutch-error.h"
 #include "policy/policy.h"
+#include "sandbox/image-root.h"
 #include "sandbox/keeper.h"
 
 #define KEEPER_MAX_CONNS 64
@@ -97,9 +98,11 @@ typedef struct KeeperExecRequest {
         bool detach;
 } KeeperExecRequest;
 
-/* -EINVAL with @ret_msg (the answer for the client) for a malformed one. */
-int keeper_exec_request_parse(json_t *req, const Policy *p, size_t n_fds, KeeperExecRequest *ret,
-                              const char **ret_msg);
+/* -EINVAL with @ret_msg (the answer for the client) for a malformed one.
+ * Without a cwd in the request: sandbox_workdir() of @p and @image (the
+ * sandbox's image, or NULL). */
+int keeper_exec_request_parse(json_t *req, const Policy *p, const ImageRoot *image, size_t n_fds,
+                              KeeperExecRequest *ret, const char **ret_msg);
 void keeper_exec_request_done(KeeperExecRequest *x);
 
 /* Whether a keeper takes one more exec on @fd: not while it is

@@ -278,7 +278,7 @@ static int exec_request(VmKeeper *k, KeeperConn *c, json_t *req, int *fds, size_
         const char *msg = NULL;
         int r;
 
-        r = keeper_exec_request_parse(req, k->cfg->policy, n_fds, &q, &msg);
+        r = keeper_exec_request_parse(req, k->cfg->policy, NULL, n_fds, &q, &msg);
         if (r < 0) {
                 keeper_send_error(c->fd, msg);
                 return r;

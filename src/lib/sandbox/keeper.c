@@ -382,7 +382,7 @@ static int exec_start(Keeper *k, KeeperConn *c, json_t *req, int *fds, size_t n_
         const char *msg = NULL;
         int r;
 
-        r = keeper_exec_request_parse(req, k->cfg->policy, n_fds, &q, &msg);
+        r = keeper_exec_request_parse(req, k->cfg->policy, k->st->image, n_fds, &q, &msg);
         if (r < 0) {
                 keeper_send_error(c->fd, msg);
                 return r;

@@ -49,7 +49,7 @@ extern const char *const rootfs_persistent_dirs[];
  * microVM backend through the agent's mask= entries. 0 or -ENOMEM. */
 int rootfs_masked_paths(char ***ret);
 
-/* An image sandbox's root (docs/images.md): an overlay of the image's
+/* An image sandbox's root (docs/images-run.md): an overlay of the image's
  * layers (read-only, top first) over a skeleton of the mount points, with
  * a writable upper: a tmpfs (sized like $HOME) for a one-shot run, the
  * sandbox's own layer (<data>/<upper>/root, over its snapshot layers'
