@@ -277,3 +277,25 @@ def test_a_user_without_sub_ids_keeps_one_id_and_is_told(nobody_store):
     line = next(x for x in doc.stdout.splitlines() if x.startswith("sub_ids"))
     assert "missing" in line and "usermod --add-subuids" in line, line
     # Twin: the user with sub-ids is told nothing and doctor says ok.
+
+
+def test_a_range_the_helpers_refuse_fails_closed(user_store, subids):
+    """The user has a range, but newuidmap refuses it (here a helper of the
+    test's own, HUTCH_TEST_IDMAP_HELPERS, test builds only): the exec
+    fails with 125 naming what the helper said, never one id instead."""
+    st = user_store
+    helpers = st.runner.make_dir(name="helpers")
+    for prog in ("newuidmap", "newgidmap"):
+        f = helpers / prog
+        f.write_text(f"#!/bin/sh\necho '{prog}: range not allowed by the test' >&2\nexit 1\n")
+        os.chmod(f, 0o755)
+    st.runner.chown(helpers)
+    st.create("box")
+    r = st.exec("box", "true", env={"HUTCH_TEST_IDMAP_HELPERS": str(helpers)})
+    assert r.returncode == 125, (r.returncode, r.stderr)
+    assert "refused the sub-id map" in r.stderr and "range not allowed by the test" in r.stderr, \
+        r.stderr
+    # Twin: the system's helpers map the range.
+    assert st.hutch("stop", "box").returncode == 0
+    ok = st.exec("box", "sh", "-c", "wc -l < /proc/self/uid_map")
+    assert ok.returncode == 0 and ok.stdout.strip() == "2", ok.stderr

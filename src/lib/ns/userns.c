@@ -191,6 +191,13 @@ int idmapping_for_caller_ranged(const char *subuid_path, const char *subgid_path
         r = subid_lookup(gpath, name, m.caller_uid, &gbase, &found_g);
         if (r < 0)
                 return r;
+#if HUTCH_TEST_HOOKS
+        /* Tests point hutch at helpers of their own (one that refuses: the
+         * fail-closed test). A helper the user wrote runs as the user and
+         * maps nothing the kernel would not let the user map anyway. */
+        if (!helper_dir)
+                helper_dir = getenv("HUTCH_TEST_IDMAP_HELPERS");
+#endif
         if (!found_u || !found_g) {
                 (void)snprintf(m.no_range, sizeof(m.no_range),
                                "no range of %u sub-ids for '%s' in %s: installing packages as "
@@ -217,17 +224,21 @@ int idmapping_for_caller_ranged(const char *subuid_path, const char *subgid_path
                 *ret = m;
                 return 0;
         }
+        /* SECURITY: never a truncated helper path (another program). */
+        if ((size_t)snprintf(m.helpers, sizeof(m.helpers), "%s", helper_dir ?: "/usr/bin") >=
+            sizeof(m.helpers))
+                return -ENAMETOOLONG;
         m.ranged = true;
         m.sub_uid_base = ubase;
         m.sub_gid_base = gbase;
         m.sub_count = USERNS_RANGE_SIZE;
-        (void)snprintf(m.uid_source, sizeof(m.uid_source), "%s", nu);
+        (void)snprintf(m.uid_source, sizeof(m.uid_source), "newuidmap");
         *ret = m;
         return 0;
 }
 
-/* Runs the helper @m->uid_source's sibling @prog ("newuidmap" or
- * "newgidmap") with @args, its stderr captured into @reterr on failure. */
+/* Runs the helper @helper (newuidmap or newgidmap) with @args, its
+ * stderr captured into @reterr on failure. */
 static int run_map_helper(const char *helper, char *const *args, HutchError *reterr) {
         _cleanup_close_ int rfd = -EBADF, wfd = -EBADF;
         char out[256] = "";
@@ -276,12 +287,10 @@ static int write_ranged_map(pid_t pid, const IdMapping *m, bool gid, bool identi
                             HutchError *reterr) {
         _cleanup_free_ char *helper = NULL;
         char spid[16], own[16], sub[16], count[16], one[] = "1";
-        const char *dir_end = strrchr(m->uid_source, '/');
         uint32_t o = gid ? (uint32_t)m->caller_gid : (uint32_t)m->caller_uid;
         uint32_t b = gid ? m->sub_gid_base : m->sub_uid_base;
 
-        if (!dir_end || asprintf(&helper, "%.*s/%s", (int)(dir_end - m->uid_source), m->uid_source,
-                                 gid ? "newgidmap" : "newuidmap") < 0)
+        if (asprintf(&helper, "%s/%s", m->helpers, gid ? "newgidmap" : "newuidmap") < 0)
                 return -ENOMEM;
         (void)snprintf(spid, sizeof(spid), "%d", (int)pid);
         (void)snprintf(own, sizeof(own), "%u", o);

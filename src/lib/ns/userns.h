@@ -37,7 +37,8 @@ typedef struct IdMapping {
         bool privileged;   /* hutch runs as host root: ranges and idmapped mounts */
         uid_t caller_uid;  /* the caller's host uid/gid */
         gid_t caller_gid;
-        char uid_source[64]; /* where uid_base came from: "/etc/subuid", "default", "caller" */
+        char uid_source[64]; /* where uid_base came from: "/etc/subuid", "default", "caller",
+                              * "newuidmap" (ranged) */
         /* The ranged map (unprivileged with sub-ids): sandbox ids
          * 1..sub_count are host ids sub_uid_base.. and sub_gid_base..;
          * written by newuidmap/newgidmap. */
@@ -45,6 +46,7 @@ typedef struct IdMapping {
         uint32_t sub_uid_base;
         uint32_t sub_gid_base;
         uint32_t sub_count;
+        char helpers[256]; /* the folder of newuidmap and newgidmap */
         /* Unprivileged without the ranged map: why not, one line naming
          * the fix ("" when the range is there or hutch runs as root). */
         char no_range[256];
@@ -72,7 +74,9 @@ int subid_find_range(const char *text, const char *user, uid_t uid, uint32_t min
  * (@helper_dir/newuidmap and newgidmap; NULL: /usr/bin) exist. Otherwise
  * the single-id map with @ret->no_range saying why. Returns 0, -EINVAL on
  * a malformed line of the caller's, -ERANGE on a range that overflows or
- * holds host id 0 or the caller's own id. */
+ * holds host id 0 or the caller's own id, -ENAMETOOLONG for a
+ * @helper_dir longer than IdMapping.helpers holds. In builds with test
+ * hooks, $HUTCH_TEST_IDMAP_HELPERS stands for a NULL @helper_dir. */
 int idmapping_for_caller_ranged(const char *subuid_path, const char *subgid_path,
                                 const char *helper_dir, IdMapping *ret);
 
