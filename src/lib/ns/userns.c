@@ -157,6 +157,30 @@ int passwd_name_of(const char *passwd_path, uid_t uid, char **ret) {
         return -ENOENT;
 }
 
+/* Is [@base, @base + @count) inside one extent of the map @path
+ * ("/proc/self/uid_map": INSIDE OUTSIDE COUNT lines, as our own namespace
+ * sees the ids)? In a container or under unshare the sub-ids of
+ * /etc/subuid are often not mapped, and newuidmap then cannot map them.
+ * Lines that do not parse are skipped. */
+static bool range_mapped_here(const char *path, uint32_t base, uint32_t count) {
+        _cleanup_free_ char *text = NULL;
+
+        if (read_full_file(path, 1U << 16, &text) < 0)
+                return false;
+        for (char *line = text, *end; line && *line; line = end ? end + 1 : NULL) {
+                unsigned long long in, out, n;
+
+                end = strchr(line, '\n');
+                if (end)
+                        *end = 0;
+                if (sscanf(line, "%llu %llu %llu", &in, &out, &n) != 3)
+                        continue;
+                if (base >= in && (unsigned long long)base + count <= in + n)
+                        return true;
+        }
+        return false;
+}
+
 /* SECURITY: a range must hold neither host id 0 nor @own (the caller's
  * own id, which is mapped to 0 already; mapping it twice is refused by the
  * kernel, and it must not be a second sandbox id). */
@@ -212,6 +236,27 @@ int idmapping_for_caller_ranged(const char *subuid_path, const char *subgid_path
         if (!range_is_safe(ubase, (uint32_t)m.caller_uid) ||
             !range_is_safe(gbase, (uint32_t)m.caller_gid))
                 return -ERANGE;
+        /* Under no_new_privs (a container's runtime, a seccomp wrapper) the
+         * setuid helpers run without their privilege and fail. */
+        if (prctl(PR_GET_NO_NEW_PRIVS, 0UL, 0UL, 0UL, 0UL) == 1) {
+                (void)snprintf(m.no_range, sizeof(m.no_range),
+                               "hutch runs with no_new_privs, so the setuid newuidmap cannot map "
+                               "the sub-ids of '%s': installing packages as another user (apt's "
+                               "_apt) fails in the sandbox",
+                               name);
+                *ret = m;
+                return 0;
+        }
+        if (!range_mapped_here("/proc/self/uid_map", ubase, USERNS_RANGE_SIZE) ||
+            !range_mapped_here("/proc/self/gid_map", gbase, USERNS_RANGE_SIZE)) {
+                (void)snprintf(m.no_range, sizeof(m.no_range),
+                               "the sub-ids of '%s' are not mapped where hutch runs (a container "
+                               "or a user namespace): installing packages as another user (apt's "
+                               "_apt) fails in the sandbox",
+                               name);
+                *ret = m;
+                return 0;
+        }
         if (asprintf(&nu, "%s/newuidmap", helper_dir ?: "/usr/bin") < 0 ||
             asprintf(&ng, "%s/newgidmap", helper_dir ?: "/usr/bin") < 0)
                 return -ENOMEM;
