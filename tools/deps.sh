@@ -28,8 +28,6 @@ test_pkgs+=(docker.io podman runc)
 # tests/integration/test_host_mounts.py (issue 24): ip netns, Debian's
 # dockerd and client, and the static busybox its image is made of offline.
 test_pkgs+=(iproute2 busybox-static)
-# The preview route's WebSocket client and server (tests/integration/test_ports_preview.py).
-test_pkgs+=(python3-websockets)
 # tests/integration/test_cli_help.py renders the man pages (man-db) and
 # runs the zsh completion.
 test_pkgs+=(man-db zsh)
@@ -42,9 +40,14 @@ test_pkgs+=(docker-registry skopeo)
 # tests/integration/test_ui.py (issue 23): the dashboard in headless
 # Chromium, driven through chromium-driver by Selenium.
 test_pkgs+=(chromium chromium-driver python3-selenium)
-# tests/integration/test_terminal.py (issue 18): a WebSocket client nobody
-# here wrote drives serve's exec WebSocket.
+# tests/integration/test_terminal.py and test_ports_preview.py (issue 18): a
+# WebSocket client (and server) nobody here wrote, for serve's exec
+# WebSocket and the preview route.
 test_pkgs+=(python3-websockets)
+# tests/integration/debimage.py (issue 17): the Debian image of
+# test_image_apt.py, made from the host's mirror; uidmap's newuidmap and
+# newgidmap map a user's sub-ids (test_userns_range.py).
+test_pkgs+=(mmdebstrap uidmap)
 bench_pkgs=(bubblewrap hyperfine python3 tinyproxy)
 # bench/bench-oci.sh: hutch-oci against Debian's runc under podman. Not
 # crun: once installed, podman makes it the default runtime, and crun 1.8

@@ -173,6 +173,9 @@ int verb_diff(int argc, char **argv) {
         r = persist_open(NULL, &s, NULL);
         if (r != 0)
                 return r;
+        r = store_enter_range(s, &err);
+        if (r < 0)
+                return fail(&err, r);
         r = persist_diff(s, name, paths, &v, &changes, &n, &n_all, &err);
         if (r < 0)
                 return fail(&err, r);
@@ -235,6 +238,9 @@ int verb_apply(int argc, char **argv) {
         r = persist_open(NULL, &s, NULL);
         if (r != 0)
                 return r;
+        r = store_enter_range(s, &err);
+        if (r < 0)
+                return fail(&err, r);
         r = persist_apply(s, name, paths, flags, &a, &err);
         if (r == -EEXIST && !a.applied) {
                 STRV_FOREACH(c, a.res.conflicts)

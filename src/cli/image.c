@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <jansson.h>
+#include <locale.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -286,6 +287,11 @@ int main(int argc, char **argv) {
         };
 
         log_setup("hutch", LOG_LEVEL_INFO);
+        /* libarchive converts a pax header's UTF-8 names to the locale's
+         * charset, and in the C locale a name outside ASCII fails
+         * (mmdebstrap's Debian tar: ca-certificates' "...Főtanúsítvány.crt").
+         * C.UTF-8 makes that the identity; names stay the archive's bytes. */
+        (void)setlocale(LC_CTYPE, "C.UTF-8");
         if (argc >= 2 && is_help(argv[1])) {
                 (void)fputs(image_usage, stdout);
                 return 0;

@@ -119,6 +119,11 @@ int verb_create(int argc, char **argv) {
                 log_warning("sandbox '%s' has no disk limit: %s (see 'hutch doctor')", rec->name,
                             why.msg[0] ? why.msg : "it cannot be enforced here");
         }
+        /* docs/persistent.md "Id range": said once, where it is decided. */
+        if (!s->idmap.privileged && !s->idmap.ranged && s->idmap.no_range[0] &&
+            !(args.policy && args.policy->backend == SANDBOX_BACKEND_VM))
+                log_warning("sandbox '%s' maps only your own id: %s (see 'hutch doctor')",
+                            rec->name, s->idmap.no_range);
         (void)printf("%s\n", rec->id);
         return 0;
 }

@@ -106,6 +106,9 @@ static int snapshot_export(int argc, char **argv) {
         r = persist_open(NULL, &s, NULL);
         if (r != 0)
                 return r;
+        r = store_enter_range(s, &err);
+        if (r < 0)
+                return fail(&err, r);
         r = store_snapshot_load(s, name, &rec, &err);
         if (r < 0)
                 return fail(&err, r);
@@ -142,10 +145,12 @@ static int snapshot_export(int argc, char **argv) {
                 done_what = NULL;
         progress_begin(&progress, what ? what : "exporting", out, PROGRESS_FILE_SIZE, 0,
                        quiet || !what);
-        r = snapshot_archive_export_ids(
-                manifest, fds, n,
-                &(SnapshotArchiveIds){s->idmap.uid_base, s->idmap.gid_base, s->idmap.count}, out,
-                &err);
+        r = snapshot_archive_export_ids(manifest, fds, n,
+                                        &(SnapshotArchiveIds){s->idmap.uid_base, s->idmap.gid_base,
+                                                              s->idmap.count, s->idmap.sub_uid_base,
+                                                              s->idmap.sub_gid_base,
+                                                              s->idmap.sub_count},
+                                        out, &err);
         progress_end(&progress, done_what ? done_what : "exported", r >= 0);
         if (r >= 0 && fsync(out) < 0)
                 r = hutch_error_set(&err, errno, "cannot write %s: %m", tmp);
@@ -239,6 +244,9 @@ static int snapshot_import(int argc, char **argv) {
         r = persist_open(NULL, &s, NULL);
         if (r != 0)
                 return r;
+        r = store_enter_range(s, &err);
+        if (r < 0)
+                return fail(&err, r);
         in = open(path, O_RDONLY | O_CLOEXEC);
         if (in < 0) {
                 log_error("cannot open '%s': %m", path);
@@ -260,10 +268,12 @@ static int snapshot_import(int argc, char **argv) {
         progress_begin(&progress, "importing", in, PROGRESS_FILE_OFFSET,
                        fstat(in, &st) >= 0 && S_ISREG(st.st_mode) ? (uint64_t)st.st_size : 0,
                        quiet);
-        r = snapshot_archive_import_ids(
-                in, dfd,
-                &(SnapshotArchiveIds){s->idmap.uid_base, s->idmap.gid_base, s->idmap.count},
-                &manifest, &err);
+        r = snapshot_archive_import_ids(in, dfd,
+                                        &(SnapshotArchiveIds){s->idmap.uid_base, s->idmap.gid_base,
+                                                              s->idmap.count, s->idmap.sub_uid_base,
+                                                              s->idmap.sub_gid_base,
+                                                              s->idmap.sub_count},
+                                        &manifest, &err);
         progress_end(&progress, "imported", r >= 0);
         if (r < 0)
                 goto fail;

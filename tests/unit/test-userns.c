@@ -3,12 +3,18 @@
  * the user asked for are judged (issue 24: a kernel or system table's
  * unrelated line must not be fatal), and those strictly. */
 
+#include <fcntl.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "fd-util.h"
 #include "macro.h"
 #include "ns/userns.h"
+#include "rm-rf.h"
 #include "test.h"
 
 static void assert_range(const char *text, uint32_t want) {
@@ -131,6 +137,114 @@ TEST(idmapping_for_root_ignores_other_users_lines) {
         (void)unlink(uid_path);
         (void)unlink(gid_path);
         (void)rmdir(dir);
+}
+
+TEST(passwd_name_of_reads_only_the_uid_field) {
+        char dir[] = "/tmp/hutch-test-passwd-XXXXXX";
+        _cleanup_free_ char *path = NULL, *name = NULL;
+
+        ASSERT_NOT_NULL(mkdtemp(dir));
+        ASSERT_TRUE(asprintf(&path, "%s/passwd", dir) > 0);
+        write_file(path, "# comment\n"
+                         "garbage\n"
+                         "a:x:10000:1::/:/bin/sh\n"
+                         "b:x:1000x:1::/:/bin/sh\n"
+                         ":x:1000:1::/:/bin/sh\n"
+                         "carol:x:1000:1000::/home/carol:/bin/sh\n"
+                         "dave:x:1000:1000::/:/bin/sh\n");
+        ASSERT_OK(passwd_name_of(path, 1000, &name));
+        ASSERT_STREQ(name, "carol");
+        ASSERT_ERROR(passwd_name_of(path, 100, &name), ENOENT);
+        ASSERT_ERROR(passwd_name_of(path, 1, &name), ENOENT);
+        ASSERT_STREQ(name, "carol"); /* untouched */
+        (void)unlink(path);
+        ASSERT_ERROR(passwd_name_of(path, 1000, &name), ENOENT);
+        (void)rmdir(dir);
+}
+
+/* idmapping_for_caller_ranged() as the unprivileged user nobody (65534),
+ * with sub-id files and helpers of the test's own; returns the child's
+ * exit status (0: every check passed). */
+static int ranged_as_nobody(const char *dir, bool quiet) {
+        _cleanup_free_ char *su = NULL, *sg = NULL, *helpers = NULL, *nohelpers = NULL;
+        IdMapping m;
+        pid_t pid;
+        int status = 0;
+
+        ASSERT_TRUE(asprintf(&su, "%s/subuid", dir) > 0);
+        ASSERT_TRUE(asprintf(&sg, "%s/subgid", dir) > 0);
+        ASSERT_TRUE(asprintf(&helpers, "%s/bin", dir) > 0);
+        ASSERT_TRUE(asprintf(&nohelpers, "%s/none", dir) > 0);
+        pid = fork();
+        ASSERT_TRUE(pid >= 0);
+        if (pid > 0) {
+                ASSERT_EQ(waitpid(pid, &status, 0), pid);
+                return status;
+        }
+#define CHECK(c)                                                                                   \
+        do {                                                                                       \
+                if (!(c)) {                                                                        \
+                        if (!quiet)                                                                \
+                                fprintf(stderr, "%s:%d: %s\n", __FILE__, __LINE__, #c);            \
+                        _exit(1);                                                                  \
+                }                                                                                  \
+        } while (0)
+        if (geteuid() == 0)
+                CHECK(setresgid(65534, 65534, 65534) == 0 && setresuid(65534, 65534, 65534) == 0);
+        CHECK(geteuid() == 65534);
+        /* The range and the helpers: the ranged map. */
+        CHECK(idmapping_for_caller_ranged(su, sg, helpers, &m) == 0);
+        CHECK(m.ranged && !m.privileged && m.count == 1 && m.uid_base == 65534);
+        CHECK(m.sub_uid_base == 200000 && m.sub_gid_base == 300000 && m.sub_count == 65536);
+        CHECK(m.no_range[0] == 0);
+        /* Twin: no helpers, the single-id map and why. */
+        CHECK(idmapping_for_caller_ranged(su, sg, nohelpers, &m) == 0);
+        CHECK(!m.ranged && m.count == 1 && strstr(m.no_range, "newuidmap is missing"));
+        /* Twin: no range in one file. */
+        CHECK(idmapping_for_caller_ranged(su, nohelpers, helpers, &m) == 0);
+        CHECK(!m.ranged && strstr(m.no_range, "usermod --add-subuids"));
+        _exit(0);
+#undef CHECK
+}
+
+TEST(ranged_map_needs_both_ranges_and_the_helpers) {
+        char dir[] = "/tmp/hutch-test-ranged-XXXXXX";
+        _cleanup_free_ char *p = NULL;
+
+        if (geteuid() != 0 && geteuid() != 65534) {
+                fprintf(stderr, "skip: runs as nobody (needs root)\n");
+                skip();
+        }
+        ASSERT_NOT_NULL(mkdtemp(dir));
+        ASSERT_EQ(chmod(dir, 0755), 0);
+        ASSERT_TRUE(asprintf(&p, "%s/subuid", dir) > 0);
+        write_file(p, "alice:bad\nnobody:200000:65536\n");
+        free(p);
+        ASSERT_TRUE(asprintf(&p, "%s/subgid", dir) > 0);
+        write_file(p, "65534:300000:65536\n");
+        free(p);
+        ASSERT_TRUE(asprintf(&p, "%s/bin", dir) > 0);
+        ASSERT_EQ(mkdir(p, 0755), 0);
+        free(p);
+        ASSERT_TRUE(asprintf(&p, "%s/bin/newuidmap", dir) > 0);
+        write_file(p, "");
+        ASSERT_EQ(chmod(p, 0755), 0);
+        free(p);
+        ASSERT_TRUE(asprintf(&p, "%s/bin/newgidmap", dir) > 0);
+        write_file(p, "");
+        ASSERT_EQ(chmod(p, 0755), 0);
+        free(p);
+        p = NULL;
+
+        ASSERT_EQ(ranged_as_nobody(dir, false), 0);
+
+        /* SECURITY: a range holding host id 0 or the caller's own id. */
+        ASSERT_TRUE(asprintf(&p, "%s/subuid", dir) > 0);
+        write_file(p, "nobody:0:65536\n");
+        ASSERT_TRUE(ranged_as_nobody(dir, true) != 0);
+        write_file(p, "nobody:65000:65536\n");
+        ASSERT_TRUE(ranged_as_nobody(dir, true) != 0);
+        (void)rm_rf_at(AT_FDCWD, dir);
 }
 
 DEFINE_TEST_MAIN

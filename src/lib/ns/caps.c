@@ -25,6 +25,14 @@
          SECBIT_NO_CAP_AMBIENT_RAISE_LOCKED | SECBIT_KEEP_CAPS_LOCKED)
 #define SECUREBITS_CLEAR SECBIT_KEEP_CAPS
 
+/* With a kept set (caps_drop_all_but()): uid 0 keeps it across exec and a
+ * setuid() away from 0 drops it, as for root anywhere; the bits are locked
+ * in that state. */
+#define SECUREBITS_KEEP_SET                                                                        \
+        (SECBIT_NOROOT_LOCKED | SECBIT_NO_SETUID_FIXUP_LOCKED | SECBIT_NO_CAP_AMBIENT_RAISE |      \
+         SECBIT_NO_CAP_AMBIENT_RAISE_LOCKED | SECBIT_KEEP_CAPS_LOCKED)
+#define SECUREBITS_KEEP_CLEAR (SECBIT_KEEP_CAPS | SECBIT_NOROOT | SECBIT_NO_SETUID_FIXUP)
+
 /* Finds the highest capability number the running kernel knows. */
 static int cap_last_cap(unsigned *ret) {
         _cleanup_free_ char *s = NULL;
@@ -61,12 +69,15 @@ static int cap_last_cap(unsigned *ret) {
         return 0;
 }
 
-static int capset_empty(void) {
+static int capset_keep(uint64_t keep) {
         struct __user_cap_header_struct header = {
                 .version = _LINUX_CAPABILITY_VERSION_3,
                 .pid = 0,
         };
-        struct __user_cap_data_struct data[_LINUX_CAPABILITY_U32S_3] = {};
+        struct __user_cap_data_struct data[_LINUX_CAPABILITY_U32S_3] = {
+                {.effective = (uint32_t)keep, .permitted = (uint32_t)keep},
+                {.effective = (uint32_t)(keep >> 32), .permitted = (uint32_t)(keep >> 32)},
+        };
 
         if (syscall(SYS_capset, &header, data) < 0)
                 return negative_errno();
@@ -98,10 +109,12 @@ int caps_become_user(uid_t uid, gid_t gid, const gid_t *groups, size_t n_groups)
         return 0;
 }
 
-/* Returns 0 when nothing is left: the securebits are in place and the
- * effective, permitted, inheritable, ambient and bounding sets are empty.
- * Returns -EPERM otherwise. */
-static int caps_verify_dropped(void) {
+/* Returns 0 when nothing but @keep is left: the securebits are in place,
+ * the effective, permitted and bounding sets are @keep, the inheritable
+ * and ambient sets empty. Returns -EPERM otherwise. */
+static int caps_verify_dropped(uint64_t keep) {
+        int want_set = keep ? SECUREBITS_KEEP_SET : SECUREBITS_SET;
+        int want_clear = keep ? SECUREBITS_KEEP_CLEAR : SECUREBITS_CLEAR;
         struct __user_cap_header_struct header = {
                 .version = _LINUX_CAPABILITY_VERSION_3,
                 .pid = 0,
@@ -112,14 +125,17 @@ static int caps_verify_dropped(void) {
         bits = prctl(PR_GET_SECUREBITS, 0UL, 0UL, 0UL, 0UL);
         if (bits < 0)
                 return negative_errno();
-        if ((bits & SECUREBITS_SET) != SECUREBITS_SET || (bits & SECUREBITS_CLEAR) != 0)
+        if ((bits & want_set) != want_set || (bits & want_clear) != 0)
                 return -EPERM;
 
         if (syscall(SYS_capget, &header, data) < 0)
                 return negative_errno();
-        for (size_t i = 0; i < ELEMENTSOF(data); i++)
-                if (data[i].effective != 0 || data[i].permitted != 0 || data[i].inheritable != 0)
+        for (size_t i = 0; i < ELEMENTSOF(data); i++) {
+                uint32_t k = (uint32_t)(keep >> (32 * i));
+
+                if (data[i].effective != k || data[i].permitted != k || data[i].inheritable != 0)
                         return -EPERM;
+        }
 
         /* Walk until the kernel rejects the number, not only up to
          * cap_last_cap: a capability the file did not mention would still
@@ -137,7 +153,7 @@ static int caps_verify_dropped(void) {
                         prctl(PR_CAP_AMBIENT, (unsigned long)PR_CAP_AMBIENT_IS_SET, c, 0UL, 0UL);
                 if (in_ambient < 0)
                         return negative_errno();
-                if (in_bounding != 0 || in_ambient != 0)
+                if (in_bounding != !!(keep & (UINT64_C(1) << c)) || in_ambient != 0)
                         return -EPERM;
         }
         /* The kernel accepted every number up to 63: capset v3 cannot have
@@ -146,6 +162,10 @@ static int caps_verify_dropped(void) {
 }
 
 int caps_drop_all(void) {
+        return caps_drop_all_but(0);
+}
+
+int caps_drop_all_but(uint64_t keep) {
         unsigned last;
         int bits;
         int r;
@@ -158,20 +178,22 @@ int caps_drop_all(void) {
         bits = prctl(PR_GET_SECUREBITS, 0UL, 0UL, 0UL, 0UL);
         if (bits < 0)
                 return negative_errno();
-        bits = (bits | SECUREBITS_SET) & ~SECUREBITS_CLEAR;
+        bits = keep ? (bits | SECUREBITS_KEEP_SET) & ~SECUREBITS_KEEP_CLEAR
+                    : (bits | SECUREBITS_SET) & ~SECUREBITS_CLEAR;
         if (prctl(PR_SET_SECUREBITS, (unsigned long)bits, 0UL, 0UL, 0UL) < 0)
                 return negative_errno();
 
         for (unsigned c = 0; c <= last; c++)
-                if (prctl(PR_CAPBSET_DROP, (unsigned long)c, 0UL, 0UL, 0UL) < 0)
+                if (!(keep & (UINT64_C(1) << c)) &&
+                    prctl(PR_CAPBSET_DROP, (unsigned long)c, 0UL, 0UL, 0UL) < 0)
                         return negative_errno();
 
         if (prctl(PR_CAP_AMBIENT, (unsigned long)PR_CAP_AMBIENT_CLEAR_ALL, 0UL, 0UL, 0UL) < 0)
                 return negative_errno();
 
-        r = capset_empty();
+        r = capset_keep(keep);
         if (r < 0)
                 return r;
 
-        return caps_verify_dropped();
+        return caps_verify_dropped(keep);
 }

@@ -1,6 +1,9 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 #pragma once
 
+#include <linux/capability.h>
+#include <stdint.h>
+
 /* Capabilities, dropped for good by the pre-exec child before it execs the
  * user's command. Raw prctl(2)/capset(2), no libcap. Nothing here logs.
  *
@@ -37,6 +40,24 @@
  * On failure some steps may already have happened; the caller must treat
  * the process as unusable (the pre-exec child reports and exits). */
 int caps_drop_all(void);
+
+/* The capabilities a persistent sandbox's root keeps when its user
+ * namespace holds a range of ids (docs/persistent.md "Id range"): what
+ * dpkg and apt need to own files by other ids and to drop to _apt
+ * (chown, fowner, fsetid, dac_override, setuid, setgid, kill), all of them
+ * only over the ids of the sandbox's own user namespace. Not setpcap,
+ * setfcap, sys_admin, net_*, dac_read_search or anything else. */
+#define CAPS_PACKAGE_SET                                                                           \
+        ((UINT64_C(1) << CAP_CHOWN) | (UINT64_C(1) << CAP_DAC_OVERRIDE) |                          \
+         (UINT64_C(1) << CAP_FOWNER) | (UINT64_C(1) << CAP_FSETID) | (UINT64_C(1) << CAP_KILL) |   \
+         (UINT64_C(1) << CAP_SETGID) | (UINT64_C(1) << CAP_SETUID))
+
+/* As caps_drop_all(), but the effective, permitted and bounding sets keep
+ * @keep (0: caps_drop_all()), and the securebits are locked with NOROOT
+ * and NO_SETUID_FIXUP off: uid 0 keeps @keep across exec, and a change to
+ * a non-zero uid (apt's drop to _apt) loses it, as for root anywhere.
+ * Returns as caps_drop_all(). */
+int caps_drop_all_but(uint64_t keep);
 
 /* Makes the calling process (uid 0 of its user namespace, holding
  * CAP_SETUID, CAP_SETGID and CAP_SETPCAP) @uid and @gid with the

@@ -9,11 +9,23 @@
  * ids, else the documented default base USERNS_DEFAULT_BASE. When hutch runs
  * as an ordinary user, the sandbox's uid 0 maps to that user alone (the only
  * map an unprivileged process may write), so nothing can be more privileged
- * inside than the caller is outside. */
+ * inside than the caller is outside.
+ *
+ * The ranged map (idmapping_for_caller_ranged(), persistent sandboxes): an
+ * ordinary user with a range of at least 65536 ids of its own in both
+ * /etc/subuid and /etc/subgid and the setuid newuidmap/newgidmap (package
+ * uidmap) gets podman's rootless map: sandbox id 0 is the caller, ids
+ * 1..65536 are the caller's sub-ids, setgroups is allowed inside. The
+ * helpers check the ranges against the same files, as root; hutch reads
+ * them only to know what to ask for. SECURITY: the map never holds host id
+ * 0 or another id of the caller's (its groups), only what the
+ * administrator gave this user. docs/persistent.md "Id range". */
 
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
+
+#include "hutch-error.h"
 
 #define USERNS_DEFAULT_BASE UINT32_C(0x70000000)
 #define USERNS_RANGE_SIZE UINT32_C(65536)
@@ -25,7 +37,19 @@ typedef struct IdMapping {
         bool privileged;   /* hutch runs as host root: ranges and idmapped mounts */
         uid_t caller_uid;  /* the caller's host uid/gid */
         gid_t caller_gid;
-        char uid_source[64]; /* where uid_base came from: "/etc/subuid", "default", "caller" */
+        char uid_source[64]; /* where uid_base came from: "/etc/subuid", "default", "caller",
+                              * "newuidmap" (ranged) */
+        /* The ranged map (unprivileged with sub-ids): sandbox ids
+         * 1..sub_count are host ids sub_uid_base.. and sub_gid_base..;
+         * written by newuidmap/newgidmap. */
+        bool ranged;
+        uint32_t sub_uid_base;
+        uint32_t sub_gid_base;
+        uint32_t sub_count;
+        char helpers[256]; /* the folder of newuidmap and newgidmap */
+        /* Unprivileged without the ranged map: why not, one line naming
+         * the fix ("" when the range is there or hutch runs as root). */
+        char no_range[256];
 } IdMapping;
 
 /* Picks the mapping for the calling process as described above. Reads
@@ -43,6 +67,44 @@ int idmapping_for_caller(const char *subuid_path, const char *subgid_path, IdMap
 int subid_find_range(const char *text, const char *user, uid_t uid, uint32_t min_count,
                      uint32_t *ret_base);
 
-/* Writes setgroups ("deny" when unprivileged), gid_map and uid_map of the
- * process @pid, which must be in a new user namespace. Returns 0 or -errno. */
+/* As idmapping_for_caller(), and for an unprivileged caller the ranged
+ * map when its name (or uid) has a range of at least USERNS_RANGE_SIZE ids
+ * in both @subuid_path and @subgid_path (NULL: the system files), neither
+ * holding host id 0 nor the caller's own uid/gid, and the helpers
+ * (@helper_dir/newuidmap and newgidmap; NULL: /usr/bin) exist. Otherwise
+ * the single-id map with @ret->no_range saying why. Returns 0, -EINVAL on
+ * a malformed line of the caller's, -ERANGE on a range that overflows or
+ * holds host id 0 or the caller's own id, -ENAMETOOLONG for a
+ * @helper_dir longer than IdMapping.helpers holds. In builds with test
+ * hooks, $HUTCH_TEST_IDMAP_HELPERS stands for a NULL @helper_dir. */
+int idmapping_for_caller_ranged(const char *subuid_path, const char *subgid_path,
+                                const char *helper_dir, IdMapping *ret);
+
+/* The name of @uid in @passwd_path (NULL: /etc/passwd), read without NSS
+ * (hutch is linked statically). Lines of other users may hold anything.
+ * Returns 0 and a new string, -ENOENT when there is none, -errno. */
+int passwd_name_of(const char *passwd_path, uid_t uid, char **ret);
+
+/* Writes setgroups ("deny" when unprivileged and not ranged), gid_map and
+ * uid_map of the process @pid, which must be in a new user namespace. The
+ * ranged map is written by running newgidmap and newuidmap (which leave
+ * setgroups allowed). Returns 0 or -errno; @reterr (may be NULL) says what
+ * a helper answered when it failed. */
+int userns_write_maps_full(pid_t pid, const IdMapping *m, HutchError *reterr);
 int userns_write_maps(pid_t pid, const IdMapping *m);
+
+/* Moves the calling process, which must be single-threaded, into a new
+ * user namespace that maps the caller's own uid/gid and its sub-ids
+ * (@m->ranged) to themselves, with every capability there: as podman
+ * unshare does, so that the store's files owned by the sub-ids can be
+ * read, copied, chowned and removed by the user's own hutch. Ids read the
+ * same inside as outside. Nothing is done (0) when @m is not ranged.
+ * Returns 0 or -errno (@reterr says why). */
+int userns_enter_ranged(const IdMapping *m, HutchError *reterr);
+
+/* Runs @fn(@userdata, reterr) in a forked child that did
+ * userns_enter_ranged(@m) and returns its result (its HutchError is
+ * carried back). The child shares the caller's fds and mounts; data it
+ * allocates stays there. Returns @fn's return value or -errno. */
+int userns_run_ranged(const IdMapping *m, int (*fn)(void *userdata, HutchError *reterr),
+                      void *userdata, HutchError *reterr);

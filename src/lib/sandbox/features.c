@@ -22,6 +22,7 @@
 
 #include "cgroup/cgroup.h"
 #include "fd-util.h"
+#include "ns/userns.h"
 #include "rm-rf.h"
 #include "sandbox/container.h"
 #include "sandbox/features.h"
@@ -74,6 +75,7 @@ static const char *const feature_id_table[_FEATURE_ID_MAX] = {
         [FEATURE_KVM] = "kvm",
         [FEATURE_MICROVM] = "microvm",
         [FEATURE_DISK_LIMIT] = "disk_limit",
+        [FEATURE_SUB_IDS] = "sub_ids",
 };
 
 const char *feature_id_to_string(FeatureId id) {
@@ -186,6 +188,14 @@ static const char *const feature_impact_table[_FEATURE_ID_MAX][_FEATURE_STATUS_M
                                             "create --disk needs --allow-degraded, and the "
                                             "default 10g is not enforced",
                         [FEATURE_DEGRADED] = "persistent sandboxes have no disk limit",
+                },
+        [FEATURE_SUB_IDS] =
+                {
+                        [FEATURE_OK] = "persistent sandboxes have 65536 ids: packages install as "
+                                       "root (apt, dpkg, npm -g, pip)",
+                        [FEATURE_MISSING] = "persistent sandboxes map only your own id: package "
+                                            "installs as another user (apt's _apt) fail",
+                        [FEATURE_DEGRADED] = "persistent sandboxes map only your own id",
                 },
 };
 
@@ -1174,6 +1184,36 @@ int feature_probe_disk_limit(FeatureCheck *ret) {
         return check_set(ret, FEATURE_OK, d);
 }
 
+/* ---- id range of persistent sandboxes ---- */
+
+int feature_probe_sub_ids(FeatureCheck *ret) {
+        IdMapping m;
+        char *d = NULL;
+        int r;
+
+        r = idmapping_for_caller_ranged(NULL, NULL, NULL, &m);
+        if (r < 0) {
+                if (asprintf(&d,
+                             "a malformed or unsafe line of yours in /etc/subuid or "
+                             "/etc/subgid: %s",
+                             errno_text(r)) < 0)
+                        return -ENOMEM;
+                return check_set(ret, FEATURE_MISSING, d);
+        }
+        if (m.privileged)
+                r = asprintf(&d, "as root: host ids %u-%u (%s)", m.uid_base,
+                             m.uid_base + m.count - 1, m.uid_source);
+        else if (m.ranged)
+                r = asprintf(&d, "0 is you (%u), 1-%u are host ids %u-%u (newuidmap/newgidmap)",
+                             (unsigned)m.caller_uid, m.sub_count, m.sub_uid_base,
+                             m.sub_uid_base + m.sub_count - 1);
+        else
+                r = asprintf(&d, "%s", m.no_range);
+        if (r < 0)
+                return -ENOMEM;
+        return check_set(ret, m.privileged || m.ranged ? FEATURE_OK : FEATURE_MISSING, d);
+}
+
 /* ---- 8. /dev/kvm ---- */
 
 int feature_probe_kvm(FeatureCheck *ret) {
@@ -1274,6 +1314,8 @@ int feature_probe(FeatureId id, FeatureCheck *ret) {
                 return feature_probe_microvm(ret);
         case FEATURE_DISK_LIMIT:
                 return feature_probe_disk_limit(ret);
+        case FEATURE_SUB_IDS:
+                return feature_probe_sub_ids(ret);
         case _FEATURE_ID_MAX:
         case _FEATURE_ID_INVALID:
         default:

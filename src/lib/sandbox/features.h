@@ -48,6 +48,7 @@ typedef enum FeatureId {
         FEATURE_KVM,             /* /dev/kvm for the microVM backend (informational) */
         FEATURE_MICROVM,         /* QEMU, a guest kernel and hutch-agent (informational) */
         FEATURE_DISK_LIMIT,      /* persistent sandboxes' disk images (informational) */
+        FEATURE_SUB_IDS,         /* the ranged map of a user's sandboxes (informational) */
         _FEATURE_ID_MAX,
         _FEATURE_ID_INVALID = -EINVAL,
 } FeatureId;
@@ -164,6 +165,12 @@ int feature_probe_microvm(FeatureCheck *ret);
  * no ext4, no mkfs.ext4, or the mount's error). Informational: never
  * required. */
 int feature_probe_disk_limit(FeatureCheck *ret);
+
+/* The id range of persistent sandboxes (ns/userns.h): as root "ok"
+ * naming root's range; as a user "ok" naming the sub-ids newuidmap maps,
+ * or "missing" with the reason and the usermod line that fixes it.
+ * Informational: never required. */
+int feature_probe_sub_ids(FeatureCheck *ret);
 
 /* Runs the probe of @id. -EINVAL for an out-of-range @id. */
 int feature_probe(FeatureId id, FeatureCheck *ret);

@@ -205,7 +205,10 @@ static void confine_self(const InitArgs *a) {
 
         if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
                 init_fail(a->sync_fd, errno, "set no_new_privs", NULL);
-        r = caps_drop_all();
+        /* SECURITY: only the sandbox's root keeps the package set; a
+         * command that runs as another user (an image's User) keeps
+         * nothing. */
+        r = caps_drop_all_but(getuid() == 0 ? a->keep_caps : 0);
         if (r < 0)
                 init_fail(a->sync_fd, -r, "drop capabilities", NULL);
         r = rootfs_writable_paths(a->policy, a->persistent, &writable);

@@ -35,6 +35,7 @@ typedef struct InitArgs {
          * command of a one-shot run becomes the image's User. */
         const ImageRoot *image;
         ContainerEngine container; /* where hutch runs, to name fixes in errors */
+        uint64_t keep_caps;        /* caps_drop_all_but(): 0, or CAPS_PACKAGE_SET */
 } InitArgs;
 
 /* Never returns: _exit()s when the command has ended or setup failed. */

@@ -67,11 +67,17 @@ int sandbox_open_detached_tree(const char *path, int userns_fd, bool read_only, 
 
 /* As root (@m privileged): the host trees the sandbox of process @pid
  * gets, as detached mounts in @ret: the workspace and the -v binds
- * idmapped through @pid's user namespace, and with @layers the data dir
- * and the snapshot layers (read-only) as they are. Unprivileged: nothing
- * (every fd -EBADF; they are bound by path). */
+ * idmapped through @pid's user namespace (with @root_only, through a
+ * namespace that maps the caller's id to the sandbox's root and nothing
+ * else), and with @layers the data dir and the snapshot layers
+ * (read-only) as they are. Unprivileged: nothing (every fd -EBADF; they
+ * are bound by path). */
 int sandbox_prepare_mounts(const Policy *p, const SandboxLayerPaths *layers, const IdMapping *m,
-                           pid_t pid, Prepared *ret, HutchError *reterr);
+                           pid_t pid, bool root_only, Prepared *ret, HutchError *reterr);
+
+/* A new user namespace with the maps @m, in @ret_fd (no process stays in
+ * it). 0 or -errno with @reterr. */
+int sandbox_userns_make(const IdMapping *m, int *ret_fd, HutchError *reterr);
 /* The workspace and the binds of sandbox_prepare_mounts() into @ret
  * (initialized), idmapped through @ro_userns_fd when read-only (a copied
  * or overlaid workspace always), else through @rw_userns_fd. */

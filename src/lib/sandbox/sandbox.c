@@ -24,6 +24,7 @@
 
 #include "fd-util.h"
 #include "macro.h"
+#include "ns/caps.h"
 #include "ns/userns.h"
 #include "sandbox/cgroup-setup.h"
 #include "sandbox/container.h"
@@ -153,7 +154,7 @@ static bool has_cap_sys_admin(void) {
  * workspace and -v binds) as idmapped detached mounts; unprivileged, init
  * binds them by path itself and the fds stay -EBADF. */
 int sandbox_prepare_mounts(const Policy *p, const SandboxLayerPaths *layers, const IdMapping *m,
-                           pid_t pid, Prepared *ret, HutchError *reterr) {
+                           pid_t pid, bool root_only, Prepared *ret, HutchError *reterr) {
         _cleanup_close_ int userns_fd = -EBADF;
         char path[64];
         int r;
@@ -190,6 +191,21 @@ int sandbox_prepare_mounts(const Policy *p, const SandboxLayerPaths *layers, con
                 }
         }
 
+        /* SECURITY: a sandbox whose root keeps capabilities over its range
+         * (a persistent one: CAPS_PACKAGE_SET) must not see host files of
+         * other ids as its own ids through the idmap (host uid 1000's
+         * files as sandbox uid 1000, open to its dac_override): the trees
+         * are mapped through a namespace of the sandbox's root alone, and
+         * every other owner is unmapped (nobody) there. */
+        if (root_only) {
+                IdMapping one = *m;
+
+                one.count = 1;
+                r = sandbox_userns_make(&one, &userns_fd, reterr);
+                if (r < 0)
+                        return r;
+                return sandbox_prepare_trees(p, userns_fd, userns_fd, ret, reterr);
+        }
         (void)snprintf(path, sizeof(path), "/proc/%d/ns/user", (int)pid);
         userns_fd = open(path, O_RDONLY | O_CLOEXEC);
         if (userns_fd < 0)
@@ -694,6 +710,7 @@ int sandbox_start(const Policy *policy, const SandboxLayerPaths *layers, char *c
         ContainerEngine container = container_detect();
         sigset_t mask;
         IdMapping idmap;
+        uint64_t keep_caps;
         const char *workdir;
         pid_t pid;
         int r;
@@ -701,10 +718,19 @@ int sandbox_start(const Policy *policy, const SandboxLayerPaths *layers, char *c
         if (!layers && !policy->image && (!argv || !argv[0]))
                 return hutch_error_set(reterr, EINVAL, "missing command");
 
-        r = idmapping_for_caller(NULL, NULL, &idmap);
+        /* A persistent sandbox of a user with sub-ids gets the ranged map
+         * (docs/persistent.md "Id range"); a one-shot run keeps the
+         * single-id map: nothing it installs would outlive it. */
+        r = layers ? idmapping_for_caller_ranged(NULL, NULL, NULL, &idmap)
+                   : idmapping_for_caller(NULL, NULL, &idmap);
         if (r < 0)
                 return hutch_error_set(reterr, -r, "failed to pick the sandbox's id range: %s",
                                        strerror(-r));
+        /* SECURITY: a persistent sandbox whose user namespace holds a range
+         * keeps what apt and dpkg need over that range's ids
+         * (docs/persistent.md "Id range"); every other sandbox keeps
+         * nothing. */
+        keep_caps = layers && (idmap.ranged || idmap.privileged) ? CAPS_PACKAGE_SET : 0;
         if (policy->image) {
                 r = image_root_resolve(policy->image, &st->image, reterr);
                 if (r < 0)
@@ -764,6 +790,7 @@ int sandbox_start(const Policy *policy, const SandboxLayerPaths *layers, char *c
                         .layer_paths = layers ? layers->layers : NULL,
                         .image = st->image,
                         .container = container,
+                        .keep_caps = keep_caps,
                 };
 
                 sandbox_init_main(&a);
@@ -782,11 +809,18 @@ int sandbox_start(const Policy *policy, const SandboxLayerPaths *layers, char *c
                 }
         }
 
-        r = userns_write_maps(pid, &idmap);
-        if (r < 0) {
-                (void)hutch_error_set(reterr, -r, "failed to write the sandbox's id maps: %s",
-                                      strerror(-r));
-                goto kill_child;
+        /* SECURITY: fail closed: a configured sub-id range that the
+         * helpers refuse is an error, never a fallback to one id. */
+        {
+                HutchError maperr = {};
+
+                r = userns_write_maps_full(pid, &idmap, &maperr);
+                if (r < 0) {
+                        (void)hutch_error_set(reterr, -r,
+                                              "failed to write the sandbox's id maps: %s",
+                                              maperr.msg[0] ? maperr.msg : strerror(-r));
+                        goto kill_child;
+                }
         }
         /* While init waits for GO it is still dumpable (its namespace
          * files ours to open); published ports need them later. */
@@ -796,7 +830,7 @@ int sandbox_start(const Policy *policy, const SandboxLayerPaths *layers, char *c
                                       strerror(-r));
                 goto kill_child;
         }
-        r = sandbox_prepare_mounts(policy, layers, &idmap, pid, &st->prep, reterr);
+        r = sandbox_prepare_mounts(policy, layers, &idmap, pid, keep_caps != 0, &st->prep, reterr);
         if (r < 0)
                 goto kill_child;
         r = prepare_image_layers(st, &idmap, pid, reterr);

@@ -357,7 +357,7 @@ int vm_layers_open(const VmRun *v, const SandboxLayerPaths *layers, VmLayers *re
         }
         r = userns_adopt(pid, &idmap, &l.userns_fd, reterr);
         if (r >= 0)
-                r = sandbox_prepare_mounts(v->policy, layers, &idmap, pid, &prep, reterr);
+                r = sandbox_prepare_mounts(v->policy, layers, &idmap, pid, false, &prep, reterr);
         if (r >= 0)
                 r = open_dirs(v, idmap.privileged, l.userns_fd, &l, reterr);
         if (r >= 0)
@@ -401,9 +401,7 @@ void vm_layers_configure(const VmLayers *l, const VmRun *v, VmConfig *c) {
         c->dirs[c->n_dirs++] = (VmDir){.path = v->run_dir, .fd = l->run_fd};
 }
 
-/* A new user namespace with the maps @m, in @ret_fd (no process stays
- * in it). */
-static int userns_make(const IdMapping *m, int *ret_fd, HutchError *reterr) {
+int sandbox_userns_make(const IdMapping *m, int *ret_fd, HutchError *reterr) {
         _cleanup_close_ int pidfd = -EBADF;
         int hold[2], status = 0, r;
         pid_t pid;
@@ -457,9 +455,9 @@ int vm_oneshot_open(VmRun *v, VmLayers *ret, HutchError *reterr) {
          * another id. What it only reads, through the sandbox's whole
          * range, as the namespace backend maps it. */
         root_only.count = 1;
-        r = userns_make(&v->idmap, &l.userns_fd, reterr);
+        r = sandbox_userns_make(&v->idmap, &l.userns_fd, reterr);
         if (r >= 0)
-                r = userns_make(&root_only, &rw_userns_fd, reterr);
+                r = sandbox_userns_make(&root_only, &rw_userns_fd, reterr);
         if (r >= 0)
                 r = sandbox_prepare_trees(v->policy, l.userns_fd, rw_userns_fd, &prep, reterr);
         if (r >= 0)

@@ -286,10 +286,15 @@ static int export_xattrs(Export *x, int fd, struct archive_entry *e) {
 
 /* Pass 2: writes the node's entry (and a regular file's data). */
 /* A layer's owner, relative to the sandbox's id base (archive.h). */
-static la_int64_t id_out(uint32_t id, uint32_t base, const SnapshotArchiveIds *ids) {
+static la_int64_t id_out(uint32_t id, uint32_t base, uint32_t sub_base,
+                         const SnapshotArchiveIds *ids) {
         if (!ids)
                 return id;
-        return id >= base && id - base < ids->count ? id - base : 0;
+        if (id >= base && id - base < ids->count)
+                return id - base;
+        if (ids->sub_count > 0 && id >= sub_base && id - sub_base < ids->sub_count)
+                return (la_int64_t)ids->count + (id - sub_base);
+        return 0;
 }
 
 static int export_write(Export *x, const ExportNode *node) {
@@ -311,8 +316,10 @@ static int export_write(Export *x, const ExportNode *node) {
                      node->type == NODE_DIR && x->rel[0] ? "/" : "") < 0)
                 return -ENOMEM;
         archive_entry_set_pathname(e, path);
-        archive_entry_set_uid(e, id_out(st->st_uid, x->ids ? x->ids->uid_base : 0, x->ids));
-        archive_entry_set_gid(e, id_out(st->st_gid, x->ids ? x->ids->gid_base : 0, x->ids));
+        archive_entry_set_uid(e, id_out(st->st_uid, x->ids ? x->ids->uid_base : 0,
+                                        x->ids ? x->ids->sub_uid_base : 0, x->ids));
+        archive_entry_set_gid(e, id_out(st->st_gid, x->ids ? x->ids->gid_base : 0,
+                                        x->ids ? x->ids->sub_gid_base : 0, x->ids));
         archive_entry_set_mtime(e, st->st_mtim.tv_sec, st->st_mtim.tv_nsec);
         switch (node->type) {
         case NODE_DIR:

@@ -542,14 +542,18 @@ static int entry_owner(Import *im, struct archive_entry *e, const char *path, ui
         *ret_uid = (uid_t)-1;
         *ret_gid = (gid_t)-1;
         if (im->ids) {
-                if (uid >= im->ids->count || gid >= im->ids->count)
+                uint64_t total = (uint64_t)im->ids->count + im->ids->sub_count;
+
+                if (uid >= total || gid >= total)
                         return hutch_error_set(im->reterr, EPERM,
                                                "snapshot archive entry '%s' belongs to id "
-                                               "%llu:%llu, outside the sandbox's %u ids",
+                                               "%llu:%llu, outside the sandbox's %llu ids",
                                                path, (unsigned long long)uid,
-                                               (unsigned long long)gid, im->ids->count);
-                uid += im->ids->uid_base;
-                gid += im->ids->gid_base;
+                                               (unsigned long long)gid, (unsigned long long)total);
+                uid = uid < im->ids->count ? uid + im->ids->uid_base
+                                           : uid - im->ids->count + im->ids->sub_uid_base;
+                gid = gid < im->ids->count ? gid + im->ids->gid_base
+                                           : gid - im->ids->count + im->ids->sub_gid_base;
         }
         *ret_uid = (uid_t)uid;
         *ret_gid = (gid_t)gid;
@@ -1042,7 +1046,9 @@ int snapshot_archive_import_ids(int in_fd, int dest_dirfd, const SnapshotArchive
                                        "the destination of a snapshot import must be an empty "
                                        "directory: %s",
                                        strerror(-r));
-        im.restore_ids = geteuid() == 0;
+        /* With sub-ids, owners are restored in the store's user namespace
+         * (userns_enter_ranged()), where the caller may chown to them. */
+        im.restore_ids = geteuid() == 0 || (ids && ids->sub_count > 0);
         im.buf = malloc(IO_BUFFER_SIZE);
         im.in_buf = malloc(IO_BUFFER_SIZE);
         if (!im.buf || !im.in_buf)

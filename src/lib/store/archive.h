@@ -87,6 +87,10 @@
  * ranges differ. NULL: ids are written and restored as they are. */
 typedef struct SnapshotArchiveIds {
         uint32_t uid_base, gid_base, count;
+        /* The ranged map of a user with sub-ids (ns/userns.h): relative
+         * ids count.. are host ids sub_uid_base.. (sub_count of them);
+         * import then restores owners (in the store's user namespace). */
+        uint32_t sub_uid_base, sub_gid_base, sub_count;
 } SnapshotArchiveIds;
 
 int snapshot_archive_export_ids(const char *manifest_json, const int *layer_dirfds, size_t n_layers,

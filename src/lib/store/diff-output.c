@@ -4,12 +4,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "fd-util.h"
 #include "macro.h"
+#include "sandbox/copy.h"
 #include "store/diff.h"
 #include "store/store-internal.h"
 
@@ -143,16 +145,52 @@ static int looks_binary(int fd) {
         return memchr(buf, '\0', (size_t)n) != NULL;
 }
 
+/* @fd as diff can open it (/proc/self/fd/N opens the file again, with
+ * diff's credentials, which have no capabilities): @fd itself, or, when
+ * only our capabilities let us read it (a file of the user's sub-ids read
+ * in the store's user namespace, store_enter_range()), a copy in a memfd
+ * in *@ret_copy. */
+static int diffable_fd(int fd, int *ret_copy) {
+        _cleanup_close_ int copy = -EBADF;
+        char path[64];
+        int r;
+
+        if (fd < 0)
+                return fd;
+        (void)snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+        /* access() checks with the real ids and without capabilities. */
+        if (access(path, R_OK) == 0 || errno != EACCES)
+                return fd;
+        copy = memfd_create("hutch-diff", MFD_CLOEXEC);
+        if (copy < 0)
+                return negative_errno();
+        if (lseek(fd, 0, SEEK_SET) < 0)
+                return negative_errno();
+        r = copy_file_data(fd, copy);
+        (void)lseek(fd, 0, SEEK_SET);
+        if (r < 0)
+                return r;
+        *ret_copy = copy;
+        return TAKE_FD(copy);
+}
+
 /* Runs diff -u of @old_fd and @new_fd (-EBADF: /dev/null) with the labels
  * @la and @lb, its output to @out_fd. */
 static int run_diff(int old_fd, int new_fd, const char *la, const char *lb, int out_fd) {
         _cleanup_close_ int o = -EBADF, n = -EBADF, out = -EBADF, null_fd = -EBADF;
+        _cleanup_close_ int old_copy = -EBADF, new_copy = -EBADF;
         char pa[64] = "/dev/null", pb[64] = "/dev/null";
         char *const envp[] = {"LC_ALL=C", "PATH=/usr/bin:/bin", NULL};
         const char *argv[] = {DIFF_BINARY, "-u", "--label", la, "--label", lb, pa, pb, NULL};
         int status;
         pid_t pid;
 
+        old_fd = diffable_fd(old_fd, &old_copy);
+        if (old_fd < 0 && old_fd != -EBADF)
+                return old_fd;
+        new_fd = diffable_fd(new_fd, &new_copy);
+        if (new_fd < 0 && new_fd != -EBADF)
+                return new_fd;
         /* Above 2, so that putting stdin and stdout in place in the child
          * cannot overwrite one of them. */
         null_fd = open("/dev/null", O_RDONLY | O_CLOEXEC | O_NOCTTY);

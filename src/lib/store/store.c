@@ -252,7 +252,7 @@ int store_open(Store **ret, HutchError *reterr) {
         r = store_pick_state(s, reterr);
         if (r < 0)
                 return r;
-        r = idmapping_for_caller(NULL, NULL, &s->idmap);
+        r = idmapping_for_caller_ranged(NULL, NULL, NULL, &s->idmap);
         if (r < 0)
                 return hutch_error_set(reterr, -r, "failed to pick the sandboxes' id range: %s",
                                        strerror(-r));
@@ -268,6 +268,35 @@ static int join(const char *a, const char *b, const char *c, const char *d, char
                 return -ENOMEM;
         *ret = s;
         return 0;
+}
+
+typedef struct RmArgs {
+        int dirfd;
+        const char *name;
+} RmArgs;
+
+static int rm_in_range(void *userdata, HutchError *reterr) {
+        const RmArgs *a = userdata;
+
+        (void)reterr;
+        return rm_rf_at(a->dirfd, a->name);
+}
+
+/* rm_rf_at(), then, where the user's sandboxes run with the ranged map
+ * and their files may belong to the user's sub-ids (which the user cannot
+ * read or delete), again in the store's user namespace (as podman
+ * unshare): issue 17, docs/persistent.md "Id range". */
+static int store_rm_rf(const Store *s, int dirfd, const char *name) {
+        int r;
+
+        r = rm_rf_at(dirfd, name);
+        if (r >= 0 || !s->idmap.ranged || (r != -EACCES && r != -EPERM && r != -ENOTEMPTY))
+                return r;
+        return userns_run_ranged(&s->idmap, rm_in_range, &(RmArgs){dirfd, name}, NULL);
+}
+
+int store_enter_range(const Store *s, HutchError *reterr) {
+        return userns_enter_ranged(&s->idmap, reterr);
 }
 
 int store_sandbox_path(const Store *s, const char *name, const char *sub, char **ret) {
@@ -777,12 +806,12 @@ int store_sandbox_create(Store *s, SandboxRecord *r, HutchError *reterr) {
         if (q >= 0 && r->disk_limit != 0) {
                 q = make_disk_image(tmp, data, r->disk_limit, reterr);
                 if (q < 0) {
-                        (void)rm_rf_at(AT_FDCWD, tmp);
+                        (void)store_rm_rf(s, AT_FDCWD, tmp);
                         return q;
                 }
         }
         if (q < 0) {
-                (void)rm_rf_at(AT_FDCWD, tmp);
+                (void)store_rm_rf(s, AT_FDCWD, tmp);
                 return hutch_error_set(reterr, -q, "cannot create the sandbox's layers: %s",
                                        strerror(-q));
         }
@@ -790,7 +819,7 @@ int store_sandbox_create(Store *s, SandboxRecord *r, HutchError *reterr) {
         if (q >= 0 && rename(tmp, final) < 0)
                 q = hutch_error_set(reterr, errno, "cannot create %s: %m", final);
         if (q < 0)
-                (void)rm_rf_at(AT_FDCWD, tmp);
+                (void)store_rm_rf(s, AT_FDCWD, tmp);
         return q;
 }
 
@@ -806,9 +835,9 @@ int store_sandbox_remove(const Store *s, const char *name, HutchError *reterr) {
                 return -ENOMEM;
         if (rename(dir, trash) < 0)
                 return hutch_error_set(reterr, errno, "cannot remove %s: %m", dir);
-        r = rm_rf_at(AT_FDCWD, trash);
+        r = store_rm_rf(s, AT_FDCWD, trash);
         if (store_state_path(s, name, NULL, &state) >= 0)
-                (void)rm_rf_at(AT_FDCWD, state);
+                (void)store_rm_rf(s, AT_FDCWD, state);
         if (r < 0)
                 return hutch_error_set(reterr, -r, "removed '%s', but %s is left (hutch gc): %s",
                                        name, trash, strerror(-r));
@@ -1205,7 +1234,7 @@ static int snapshot_prepare(const Store *s, const SandboxRecord *r, const char *
                 return q;
         q = copy_manifest(s, r->name, tmp);
         if (q < 0) {
-                (void)rm_rf_at(AT_FDCWD, tmp);
+                (void)store_rm_rf(s, AT_FDCWD, tmp);
                 return hutch_error_set(reterr, -q, "failed to snapshot '%s': %s", r->name,
                                        strerror(-q));
         }
@@ -1304,15 +1333,15 @@ int store_snapshot_stopped(Store *s, SandboxRecord *r, const char *snap, HutchEr
                 return q;
         /* 6. a copied layer is left behind in the image: it goes. */
         if (r->disk_limit != 0) {
-                (void)rm_rf_at(dfd, upper);
+                (void)store_rm_rf(s, dfd, upper);
                 (void)unlink(pending);
         }
         return 0;
 fail:
         if (tmp)
-                (void)rm_rf_at(AT_FDCWD, tmp);
+                (void)store_rm_rf(s, AT_FDCWD, tmp);
         if (r->disk_limit != 0 && dfd >= 0)
-                (void)rm_rf_at(dfd, next);
+                (void)store_rm_rf(s, dfd, next);
         if (pending)
                 (void)unlink(pending);
         if (reterr && reterr->errnum != 0)
@@ -1333,6 +1362,17 @@ static int layer_copy_path(const char *from, const char *to, HutchError *reterr)
         if (dst < 0)
                 return negative_errno();
         return layer_copy(src, dst, reterr);
+}
+
+typedef struct CopyArgs {
+        StoreCopyFn fn;
+        int src, dst;
+} CopyArgs;
+
+static int copy_in_range(void *userdata, HutchError *reterr) {
+        const CopyArgs *a = userdata;
+
+        return a->fn(a->src, a->dst, reterr);
 }
 
 int store_snapshot_copy(Store *s, const SandboxRecord *r, const char *snap, StoreCopyFn copy_layer,
@@ -1377,20 +1417,26 @@ int store_snapshot_copy(Store *s, const SandboxRecord *r, const char *snap, Stor
                         goto fail;
                 }
         }
-        q = copy_layer(src, dst, reterr);
+        /* With the ranged map the layer holds files of the user's sub-ids:
+         * read and chowned to them in the store's user namespace. */
+        if (s->idmap.ranged)
+                q = userns_run_ranged(&s->idmap, copy_in_range, &(CopyArgs){copy_layer, src, dst},
+                                      reterr);
+        else
+                q = copy_layer(src, dst, reterr);
         if (q < 0) {
-                (void)rm_rf_at(AT_FDCWD, tmp);
+                (void)store_rm_rf(s, AT_FDCWD, tmp);
                 return q;
         }
         crash_point("copy-1");
         q = store_snapshot_commit(s, tmp, &rec, reterr);
         if (q < 0) {
-                (void)rm_rf_at(AT_FDCWD, tmp);
+                (void)store_rm_rf(s, AT_FDCWD, tmp);
                 return q;
         }
         return 0;
 fail:
-        (void)rm_rf_at(AT_FDCWD, tmp);
+        (void)store_rm_rf(s, AT_FDCWD, tmp);
         return hutch_error_set(reterr, -q, "failed to snapshot '%s': %s", r->name, strerror(-q));
 }
 
@@ -1427,7 +1473,7 @@ int store_sandbox_reset(Store *s, SandboxRecord *r, const char *snap, size_t max
                 return hutch_error_set(reterr, errno, "cannot open %s: %m", data);
         /* 1. the new, empty layer (an interrupted earlier reset may have
          *    left it: it is empty then too, or gc's to remove); */
-        (void)rm_rf_at(dfd, next);
+        (void)store_rm_rf(s, dfd, next);
         q = make_layer_dirs(s, dfd, next);
         if (q < 0)
                 return hutch_error_set(reterr, -q, "cannot create the sandbox's new layer: %s",
@@ -1439,7 +1485,7 @@ int store_sandbox_reset(Store *s, SandboxRecord *r, const char *snap, size_t max
         moved.gen = r->gen + 1;
         q = store_sandbox_save(s, &moved, reterr);
         if (q < 0) {
-                (void)rm_rf_at(dfd, next);
+                (void)store_rm_rf(s, dfd, next);
                 return q;
         }
         crash_point("reset-2");
@@ -1447,7 +1493,7 @@ int store_sandbox_reset(Store *s, SandboxRecord *r, const char *snap, size_t max
         r->parent = TAKE_PTR(parent);
         r->gen++;
         /* 3. its old layer goes (what is left, `hutch gc` removes). */
-        (void)rm_rf_at(dfd, upper);
+        (void)store_rm_rf(s, dfd, upper);
         return 0;
 }
 
@@ -1509,7 +1555,7 @@ int store_snapshot_remove(const Store *s, const char *name, HutchError *reterr) 
                 return -ENOMEM;
         if (rename(dir, trash) < 0)
                 return hutch_error_set(reterr, errno, "cannot remove %s: %m", dir);
-        r = rm_rf_at(AT_FDCWD, trash);
+        r = store_rm_rf(s, AT_FDCWD, trash);
         if (r < 0)
                 return hutch_error_set(reterr, -r, "removed '%s', but %s is left (hutch gc): %s",
                                        name, trash, strerror(-r));
@@ -1537,7 +1583,7 @@ static bool temp_held(int dfd, const char *name) {
         return flock(fd, LOCK_SH | LOCK_NB) < 0 && errno == EWOULDBLOCK;
 }
 
-static int gc_temp(const char *dir, unsigned *n) {
+static int gc_temp(const Store *s, const char *dir, unsigned *n) {
         _cleanup_(closedirp) DIR *d = opendir(dir);
         struct dirent *de;
 
@@ -1545,7 +1591,7 @@ static int gc_temp(const char *dir, unsigned *n) {
                 return negative_errno();
         while ((de = readdir(d)))
                 if (strncmp(de->d_name, ".tmp-", 5) == 0 && !temp_held(dirfd(d), de->d_name) &&
-                    rm_rf_at(dirfd(d), de->d_name) >= 0)
+                    store_rm_rf(s, dirfd(d), de->d_name) >= 0)
                         (*n)++;
         return 0;
 }
@@ -1581,25 +1627,26 @@ int store_gc(Store *s, unsigned *ret_removed, HutchError *reterr) {
                 d = opendir(data);
                 while (d && (de = readdir(d)))
                         if (strncmp(de->d_name, "upper-", 6) == 0 &&
-                            strcmp(de->d_name, upper) != 0 && rm_rf_at(dirfd(d), de->d_name) >= 0)
+                            strcmp(de->d_name, upper) != 0 &&
+                            store_rm_rf(s, dirfd(d), de->d_name) >= 0)
                                 n++;
                 if (!store_keeper_running(s, *name)) {
                         _cleanup_free_ char *state = NULL;
 
                         if (store_state_path(s, *name, NULL, &state) >= 0 &&
-                            access(state, F_OK) == 0 && rm_rf_at(AT_FDCWD, state) >= 0)
+                            access(state, F_OK) == 0 && store_rm_rf(s, AT_FDCWD, state) >= 0)
                                 n++;
                 }
         }
         if (asprintf(&dir, "%s/snapshots", s->home) < 0)
                 return -ENOMEM;
-        (void)gc_temp(dir, &n);
+        (void)gc_temp(s, dir, &n);
         free(dir);
         if (asprintf(&dir, "%s/sandboxes", s->home) < 0) {
                 dir = NULL;
                 return -ENOMEM;
         }
-        (void)gc_temp(dir, &n);
+        (void)gc_temp(s, dir, &n);
         *ret_removed = n;
         return 0;
 }

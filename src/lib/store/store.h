@@ -101,6 +101,15 @@ SnapshotRecord *snapshot_record_free(SnapshotRecord *r);
 DEFINE_POINTER_CLEANUP(SnapshotRecord, snapshot_record_free)
 
 /* "<home>/sandboxes/<name>[/<sub>]" and the like, as new strings. */
+/* With the ranged map (a user with sub-ids, ns/userns.h), moves the
+ * calling process (single-threaded: the CLI) into the store's user
+ * namespace, where the caller's ids and sub-ids read as on the host and
+ * the caller may read, chown and remove files of its sub-ids: for the
+ * verbs that read or write a sandbox's files from outside it (diff,
+ * apply, snapshot export/import). Nothing to do otherwise. Returns 0 or
+ * -errno (@reterr says why). */
+int store_enter_range(const Store *s, HutchError *reterr);
+
 int store_sandbox_path(const Store *s, const char *name, const char *sub, char **ret);
 int store_snapshot_path(const Store *s, const char *name, const char *sub, char **ret);
 int store_state_path(const Store *s, const char *name, const char *sub, char **ret);
