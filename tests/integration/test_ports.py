@@ -21,6 +21,8 @@ from pathlib import Path
 
 import pytest
 
+import cgroupctl
+
 from cgroupctl import poll_until
 from conftest import proc_table, wait_pidfds
 from test_persistent import Store, marker  # noqa: F401
@@ -311,6 +313,13 @@ def test_forwarders_end_with_stop_rm_and_a_killed_keeper(store):
     os.kill(kp, signal.SIGKILL)
     assert not wait_pidfds([kp, *fw], 10)
     assert not listening(hp) and refused(hp)
+    # The sandbox dies with its keeper; the keeper's cgroups, which it
+    # could not remove, go at the next start (gc_stale_runs), which takes
+    # them once the keeper's pid is gone (its parent, init, reaps it
+    # slowly here) and they are empty: wait for both, or the start below
+    # may come first and leave them to the store's end-of-test check.
+    assert poll_until(lambda: not Path(f"/proc/{kp}").exists(), 30)
+    assert poll_until(lambda: not any(cgroupctl.procs_below(d) for d in cgroupctl.run_dirs(kp)), 20)
 
     # rm --force of a running one.
     start_http(store, "gone")

@@ -17,7 +17,7 @@
 #include "macro.h"
 #include "parse-util.h"
 #include "sandbox/exec-table.h"
-#include "sandbox/keeper-internal.h"
+#include "sandbox/keeper.h"
 
 /* How often a follower looks at the log files when inotify says nothing
  * (it cannot watch them, or a write it missed): a safety net only. */

@@ -72,15 +72,10 @@ int keeper_send_ping(int fd, size_t running);
  * for a missing or invalid one (ignored). */
 int keeper_request_signal(json_t *req);
 
-/* Sends @obj (consumed) as one message with @fds. 0 or -errno. */
-int keeper_send_json(int fd, json_t *obj, const int *fds, size_t n_fds);
 /* {"op":"error","message":@msg} */
 void keeper_send_error(int fd, const char *msg);
 /* {"op":"outcome","exit_code":N,"outcome":@outcome_json} */
 int keeper_send_outcome(int fd, int exit_code, const char *outcome_json);
-/* Receives one JSON object (and up to @max_fds fds). Returns 1, 0 on EOF,
- * or -errno (-EBADMSG for anything but a JSON object). */
-int keeper_recv_json(int fd, json_t **ret, int *fds, size_t max_fds);
 
 /* A JSON array of strings, or NULL (out of memory, or not UTF-8). */
 json_t *keeper_strv_to_json(char *const *l);

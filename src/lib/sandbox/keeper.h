@@ -50,6 +50,7 @@
  * as here (a file operation is an exec of the builtin of file-op.h in the
  * guest); freeze/thaw freeze QEMU's host cgroup. */
 
+#include <jansson.h>
 #include <stdint.h>
 
 #include "hutch-error.h"
@@ -131,6 +132,13 @@ int keeper_exec_signal(int sock, int sig);
 /* Sends {"op":@op} and waits for the answer ("ok"): for stop, ping,
  * freeze, thaw. Returns 0, or -errno with @reterr. */
 int keeper_simple(int sock, const char *op, HutchError *reterr);
+
+/* The wire, for a client's own requests (api/processes.c): sends @obj
+ * (consumed) as one message with @fds. 0 or -errno. */
+int keeper_send_json(int fd, json_t *obj, const int *fds, size_t n_fds);
+/* Receives one JSON object (and up to @max_fds fds). Returns 1, 0 on EOF,
+ * or -errno (-EBADMSG for anything but a JSON object). */
+int keeper_recv_json(int fd, json_t **ret, int *fds, size_t max_fds);
 
 /* Asks the keeper of a running sandbox to apply the memory, swap, cpus and
  * pids of @policy_json (the sandbox's policy as stored) to its cgroup.
