@@ -147,32 +147,6 @@ int oci_net_env(json_t *process) {
         return 0;
 }
 
-/* A listening socket on the loopback address of @family, port
- * SANDBOX_PROXY_PORT, in the calling thread's network namespace. */
-static int listen_loopback(int family, int *ret_fd) {
-        _cleanup_close_ int fd = socket(family, SOCK_STREAM | SOCK_CLOEXEC, 0);
-        struct sockaddr_in6 sin6 = {.sin6_family = AF_INET6,
-                                    .sin6_port = htons(SANDBOX_PROXY_PORT),
-                                    .sin6_addr = IN6ADDR_LOOPBACK_INIT};
-        struct sockaddr_in sin = {.sin_family = AF_INET,
-                                  .sin_port = htons(SANDBOX_PROXY_PORT),
-                                  .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-        int one = 1;
-
-        if (fd < 0)
-                return negative_errno();
-        if (family == AF_INET6) {
-                (void)setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof(one));
-                if (bind(fd, (struct sockaddr *)&sin6, sizeof(sin6)) < 0)
-                        return negative_errno();
-        } else if (bind(fd, (struct sockaddr *)&sin, sizeof(sin)) < 0)
-                return negative_errno();
-        if (listen(fd, SOMAXCONN) < 0)
-                return negative_errno();
-        *ret_fd = TAKE_FD(fd);
-        return 0;
-}
-
 int oci_net_listen(int ret_fds[2], char *what, size_t what_size) {
         _cleanup_close_ int v4 = -EBADF, v6 = -EBADF;
         struct if_nameindex *ifs;
@@ -199,13 +173,13 @@ int oci_net_listen(int ret_fds[2], char *what, size_t what_size) {
         if_freenameindex(ifs);
         if (r < 0)
                 return r;
-        r = listen_loopback(AF_INET, &v4);
+        r = proxy_listen_loopback(AF_INET, &v4);
         if (r < 0) {
                 (void)snprintf(what, what_size, "listen on 127.0.0.1:%d", SANDBOX_PROXY_PORT);
                 return r;
         }
         /* A kernel without IPv6 (or with it disabled) has no ::1. */
-        r = listen_loopback(AF_INET6, &v6);
+        r = proxy_listen_loopback(AF_INET6, &v6);
         if (r < 0 && r != -EAFNOSUPPORT && r != -EADDRNOTAVAIL) {
                 (void)snprintf(what, what_size, "listen on [::1]:%d", SANDBOX_PROXY_PORT);
                 return r;

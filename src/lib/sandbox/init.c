@@ -25,6 +25,7 @@
 #include "parse-util.h"
 #include "sandbox/file-op.h"
 #include "sandbox/init.h"
+#include "sandbox/proxy-spawn.h"
 #include "sandbox/pty.h"
 #include "sandbox/rootfs.h"
 #include "sandbox/sandbox.h"
@@ -87,40 +88,6 @@ static int loopback_up(void) {
         return 0;
 }
 
-static int listen_loopback(int family, int *ret_fd) {
-        _cleanup_close_ int fd = -EBADF;
-        struct sockaddr_storage ss = {};
-        socklen_t len;
-        int one = 1;
-
-        fd = socket(family, SOCK_STREAM | SOCK_CLOEXEC, 0);
-        if (fd < 0)
-                return negative_errno();
-        (void)setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-        if (family == AF_INET6) {
-                struct sockaddr_in6 *sin6 = (struct sockaddr_in6 *)&ss;
-
-                (void)setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof(one));
-                sin6->sin6_family = AF_INET6;
-                sin6->sin6_port = htons(SANDBOX_PROXY_PORT);
-                sin6->sin6_addr = in6addr_loopback;
-                len = sizeof(*sin6);
-        } else {
-                struct sockaddr_in *sin = (struct sockaddr_in *)&ss;
-
-                sin->sin_family = AF_INET;
-                sin->sin_port = htons(SANDBOX_PROXY_PORT);
-                sin->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-                len = sizeof(*sin);
-        }
-        if (bind(fd, (struct sockaddr *)&ss, len) < 0)
-                return negative_errno();
-        if (listen(fd, SOMAXCONN) < 0)
-                return negative_errno();
-        *ret_fd = TAKE_FD(fd);
-        return 0;
-}
-
 /* Network mode allow: the proxy's listening sockets are made here, inside
  * the sandbox's network namespace, and handed to the supervisor, which
  * gives them to hutch-proxy outside. Init keeps no copy, so when the proxy
@@ -130,12 +97,12 @@ static int send_proxy_sockets(int sync_fd) {
         size_t n = 0;
         int r;
 
-        r = listen_loopback(AF_INET, &fds[n]);
+        r = proxy_listen_loopback(AF_INET, &fds[n]);
         if (r < 0)
                 return r;
         n++;
         /* COMPAT(IPv6 disabled): ::1 is optional. */
-        if (listen_loopback(AF_INET6, &fds[n]) >= 0)
+        if (proxy_listen_loopback(AF_INET6, &fds[n]) >= 0)
                 n++;
         r = sync_send(sync_fd, SYNC_OP_SOCKETS, 0, 0, NULL, NULL, fds, n);
         for (size_t i = 0; i < n; i++)

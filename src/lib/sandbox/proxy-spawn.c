@@ -4,6 +4,7 @@
 #include <jansson.h>
 #include <libgen.h>
 #include <limits.h>
+#include <netinet/in.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -17,6 +18,7 @@
 #include "fd-util.h"
 #include "macro.h"
 #include "sandbox/proxy-spawn.h"
+#include "sandbox/sandbox.h"
 #include "strv.h"
 
 #ifndef HUTCH_INSTALLED_PROXY
@@ -28,6 +30,40 @@
 /* Where the proxy finds its descriptors: listening sockets from 3 on,
  * then the watch and summary pipes. */
 #define PROXY_FIRST_FD 3
+
+int proxy_listen_loopback(int family, int *ret_fd) {
+        _cleanup_close_ int fd = -EBADF;
+        struct sockaddr_storage ss = {};
+        socklen_t len;
+        int one = 1;
+
+        fd = socket(family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        if (fd < 0)
+                return negative_errno();
+        (void)setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+        if (family == AF_INET6) {
+                struct sockaddr_in6 *sin6 = (struct sockaddr_in6 *)&ss;
+
+                (void)setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof(one));
+                sin6->sin6_family = AF_INET6;
+                sin6->sin6_port = htons(SANDBOX_PROXY_PORT);
+                sin6->sin6_addr = in6addr_loopback;
+                len = sizeof(*sin6);
+        } else {
+                struct sockaddr_in *sin = (struct sockaddr_in *)&ss;
+
+                sin->sin_family = AF_INET;
+                sin->sin_port = htons(SANDBOX_PROXY_PORT);
+                sin->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+                len = sizeof(*sin);
+        }
+        if (bind(fd, (struct sockaddr *)&ss, len) < 0)
+                return negative_errno();
+        if (listen(fd, SOMAXCONN) < 0)
+                return negative_errno();
+        *ret_fd = TAKE_FD(fd);
+        return 0;
+}
 
 int proxy_binary_find(char **ret, HutchError *reterr) {
         int r = shipped_binary_find("HUTCH_PROXY_PATH", "hutch-proxy", "proxy", X_OK,

@@ -30,6 +30,13 @@ typedef struct ProxyProcess {
                         .summary_fd = -EBADF,                                                      \
                         .listen_socket = -EBADF})
 
+/* A listening socket on the loopback address of @family (AF_INET or
+ * AF_INET6, v6-only) at SANDBOX_PROXY_PORT, in the calling thread's
+ * network namespace: where a sandbox's clients find hutch-proxy (made
+ * by the sandbox's init, and by hutch-oci's container init). 0 or
+ * -errno. */
+int proxy_listen_loopback(int family, int *ret_fd);
+
 /* Finds the hutch-proxy binary: $HUTCH_PROXY_PATH, else
  * ../libexec/hutch/hutch-proxy from the running hutch (installed), else next
  * to it, else ../proxy/hutch-proxy (the build tree). Returns 0 and a
