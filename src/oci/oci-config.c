@@ -332,13 +332,6 @@ int oci_config_validate(json_t *config, HutchError *reterr) {
                 json_t *h;
                 size_t k;
 
-                /* createContainer and startContainer run inside the
-                 * container's namespaces: not implemented. */
-                if ((strcmp(key, "createContainer") == 0 || strcmp(key, "startContainer") == 0) &&
-                    !empty(v))
-                        return hutch_error_set_pointer(reterr, EOPNOTSUPP, "/hooks",
-                                                       "/hooks/%s is not supported by hutch-oci",
-                                                       key);
                 json_array_foreach(v, k, h) {
                         r = check_keys(h, "/hooks/*", hk, reterr);
                         if (r < 0)
@@ -380,9 +373,16 @@ int oci_config_validate(json_t *config, HutchError *reterr) {
                         json_object_get(json_object_get(config, "linux"), "namespaces");
                 bool netns = false;
 
+                uint64_t timeout_ms;
+
                 r = oci_net_from_annotations(json_object_get(config, "annotations"), &p, reterr);
-                if (r < 0)
+                if (r >= 0)
+                        r = oci_timeout_from_annotations(json_object_get(config, "annotations"),
+                                                         &timeout_ms, reterr);
+                if (r < 0) {
+                        policy_free(p);
                         return r;
+                }
                 json_array_foreach(namespaces, i, v) {
                         const char *type = json_string_value(json_object_get(v, "type"));
 

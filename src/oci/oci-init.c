@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
+#include <limits.h>
 #include <linux/capability.h>
 #include <linux/openat2.h>
 #include <net/if.h>
@@ -668,7 +669,12 @@ static void load_config_seccomp(const OciInit *init, json_t *sc) {
                 init_fail(init, -r, "load linux/seccomp");
 }
 
-static void exec_process(const OciInit *init, json_t *process) {
+/* Execs @process; with @start_state (the container's init after `start`),
+ * config.json's startContainer hooks run first, from the container's root
+ * and under the same user, capabilities and seccomp filters as the process
+ * itself (the hook's file comes from the container's root: it gets no more
+ * than what that root's programs get). */
+static void exec_process(const OciInit *init, json_t *process, const char *start_state) {
         json_t *v, *args = json_object_get(process, "args");
         const char *cwd = json_str(process, "cwd");
         _cleanup_free_ char **argv = NULL;
@@ -696,6 +702,13 @@ static void exec_process(const OciInit *init, json_t *process) {
         if (json_is_object(json_object_get(json_object_get(init->config, "linux"), "seccomp")))
                 load_config_seccomp(
                         init, json_object_get(json_object_get(init->config, "linux"), "seccomp"));
+        if (start_state) {
+                char what[PATH_MAX + 64];
+                int r = oci_hooks_run(json_object_get(init->config, "hooks"), "startContainer",
+                                      start_state, what, sizeof(what));
+                if (r < 0)
+                        init_fail(init, r == -ECHILD ? 0 : -r, "%s", what);
+        }
         execvp(argv[0], argv);
         init_fail(init, errno, "exec '%s'", argv[0]);
 }
@@ -818,8 +831,47 @@ _Noreturn void oci_exec_run(const OciInit *init, json_t *process) {
         /* The sync socket is CLOEXEC: the parent sees EOF once exec worked. */
         if (fcntl(init->sync_fd, F_SETFD, FD_CLOEXEC) < 0)
                 init_fail(init, errno, "fcntl");
-        exec_process(init, process);
+        exec_process(init, process, NULL);
         _exit(127);
+}
+
+/* The container is set up but not yet pivoted into its root: `create`
+ * runs the prestart and createRuntime hooks now (runtime-spec: before
+ * pivot_root) and sends the state JSON, with which the createContainer
+ * hooks run here, in the container's namespaces (their paths resolve in
+ * this mount namespace, before pivot_root). Returns the state JSON for the
+ * startContainer hooks, its status "created". */
+static char *hooks_handshake(const OciInit *init) {
+        _cleanup_free_ char *buf = NULL;
+        json_t *state;
+        char what[PATH_MAX + 64], *text;
+        ssize_t n;
+        int r;
+
+        if (write(init->sync_fd, "H", 1) != 1)
+                _exit(1);
+        n = recv(init->sync_fd, NULL, 0, MSG_PEEK | MSG_TRUNC);
+        if (n < 2)
+                _exit(1);
+        buf = malloc((size_t)n + 1);
+        if (!buf)
+                init_fail(init, ENOMEM, "the hooks' state");
+        n = recv(init->sync_fd, buf, (size_t)n, 0);
+        if (n < 2 || buf[0] != 'h')
+                _exit(1);
+        buf[n] = '\0';
+        r = oci_hooks_run(json_object_get(init->config, "hooks"), "createContainer", buf + 1, what,
+                          sizeof(what));
+        if (r < 0)
+                init_fail(init, r == -ECHILD ? 0 : -r, "%s", what);
+        state = json_loads(buf + 1, 0, NULL);
+        if (!state || json_object_set_new(state, "status", json_string("created")) < 0)
+                init_fail(init, ENOMEM, "the hooks' state");
+        text = json_dumps(state, JSON_COMPACT);
+        json_decref(state);
+        if (!text)
+                init_fail(init, ENOMEM, "the hooks' state");
+        return text;
 }
 
 _Noreturn void oci_init_run(const OciInit *init) {
@@ -829,6 +881,7 @@ _Noreturn void oci_init_run(const OciInit *init) {
                    *hostname = json_str(cfg, "hostname");
         _cleanup_free_ char *root = NULL;
         _cleanup_close_ int rootfd = -EBADF, fifo = -EBADF;
+        _cleanup_free_ char *start_state = NULL;
         OciInit late = *init;
         bool dev_mounted = false;
         char go, b;
@@ -879,6 +932,9 @@ _Noreturn void oci_init_run(const OciInit *init) {
         if (hostname && sethostname(hostname, strlen(hostname)) < 0)
                 init_fail(init, errno, "hostname '%s'", hostname);
 
+        if (init->hooks)
+                start_state = hooks_handshake(init);
+
         /* SECURITY: the fifo is opened before pivot_root and read only
          * after: it is the host file `start` writes to. */
         fifo = open(init->fifo, O_RDWR | O_CLOEXEC);
@@ -917,6 +973,6 @@ _Noreturn void oci_init_run(const OciInit *init) {
         (void)close(TAKE_FD(fifo));
         if (close_range(3 + (unsigned)init->preserve_fds, ~0U, CLOSE_RANGE_CLOEXEC) < 0)
                 init_fail(&late, errno, "close_range");
-        exec_process(&late, process);
+        exec_process(&late, process, start_state);
         _exit(127);
 }

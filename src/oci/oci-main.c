@@ -7,6 +7,7 @@
 #include <fcntl.h>
 #include <jansson.h>
 #include <limits.h>
+#include <poll.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -29,6 +30,7 @@
 #include "parse-util.h"
 #include "policy/policy.h"
 #include "rm-rf.h"
+#include "time-util.h"
 
 #define OCI_VERSION "1.2.0"
 
@@ -187,61 +189,49 @@ static int load_or_fail(const char *id, State *s) {
 
 static json_t *state_public(State *s);
 
-/* Runs the hooks of @stage (an array of {path, args, env, timeout}) one
- * after the other, each with the state JSON @state on its stdin, as the
- * runtime-spec says. Returns 0, or -errno / -ECHILD (a hook failed or
- * timed out; it is killed) with the failing path logged. */
+/* Runs the hooks of @stage with the state JSON @state on their stdin, one
+ * after the other (oci_hooks_run()); a failure is logged with the hook's
+ * path. Returns 0 or -errno / -ECHILD. */
 static int hooks_run(json_t *hooks, const char *stage, json_t *state) {
         _cleanup_free_ char *text = json_dumps(state, JSON_COMPACT);
-        json_t *h;
-        size_t i;
+        char what[PATH_MAX + 64];
+        int r;
 
         if (!text)
                 return -ENOMEM;
-        json_array_foreach(json_object_get(hooks, stage), i, h) {
-                const char *path = json_string_value(json_object_get(h, "path"));
-                json_t *args = json_object_get(h, "args"), *env = json_object_get(h, "env"), *v;
-                long long timeout = json_integer_value(json_object_get(h, "timeout"));
-                _cleanup_free_ char **argv = calloc(json_array_size(args) + 2, sizeof(char *));
-                _cleanup_free_ char **envp = calloc(json_array_size(env) + 1, sizeof(char *));
-                int p[2], status = 0;
-                size_t k;
-                pid_t pid;
+        r = oci_hooks_run(hooks, stage, text, what, sizeof(what));
+        if (r < 0)
+                oci_log("error", "%s", what);
+        return r;
+}
 
-                if (!argv || !envp)
-                        return -ENOMEM;
-                json_array_foreach(args, k, v) argv[k] = (char *)json_string_value(v);
-                if (!argv[0])
-                        argv[0] = (char *)path;
-                json_array_foreach(env, k, v) envp[k] = (char *)json_string_value(v);
-                if (pipe2(p, O_CLOEXEC) < 0)
-                        return -errno;
-                (void)fflush(NULL);
-                pid = fork();
-                if (pid < 0) {
-                        (void)close(p[0]);
-                        (void)close(p[1]);
-                        return -errno;
-                }
-                if (pid == 0) {
-                        if (dup2(p[0], STDIN_FILENO) < 0)
-                                _exit(127);
-                        if (timeout > 0)
-                                (void)alarm((unsigned)timeout);
-                        execve(path, argv, envp);
-                        _exit(127);
-                }
-                (void)close(p[0]);
-                (void)loop_write(p[1], text, strlen(text));
-                (void)close(p[1]);
-                if (waitpid(pid, &status, 0) < 0)
-                        return -errno;
-                if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-                        oci_log("error", "%s hook '%s' failed (status 0x%x)", stage, path,
-                                (unsigned)status);
-                        return -ECHILD;
-                }
-        }
+/* `create`'s hooks, when the container's init stops before pivot_root:
+ * prestart and createRuntime here, then the state JSON (status
+ * "creating") to the init on @sync_fd, which runs the createContainer
+ * hooks in the container's namespaces and later the startContainer ones.
+ * 0 or -errno / -ECHILD. */
+static int hooks_create(int sync_fd, json_t *cfg, const char *id, pid_t pid, const char *bundle) {
+        json_t *hooks = json_object_get(cfg, "hooks"), *ann = json_object_get(cfg, "annotations");
+        _cleanup_free_ char *text = NULL, *msg = NULL;
+        json_t *hs;
+        int r;
+
+        hs = json_pack("{s:s, s:s, s:s, s:i, s:s, s:O}", "ociVersion", OCI_VERSION, "id", id,
+                       "status", "creating", "pid", (int)pid, "bundle", bundle, "annotations",
+                       ann ? ann : json_object());
+        if (!hs)
+                return -ENOMEM;
+        r = hooks_run(hooks, "prestart", hs);
+        if (r >= 0)
+                r = hooks_run(hooks, "createRuntime", hs);
+        text = r >= 0 ? json_dumps(hs, JSON_COMPACT) : NULL;
+        json_decref(hs);
+        if (r < 0)
+                return r;
+        if (!text || asprintf(&msg, "h%s", text) < 0)
+                return -ENOMEM;
+        if (send(sync_fd, msg, strlen(msg), MSG_NOSIGNAL) < 0)
+                return -errno;
         return 0;
 }
 
@@ -418,6 +408,7 @@ static int cmd_create(int argc, char **argv) {
         int flags = 0, sv[2], np, r, proxy_fds[2] = {-EBADF, -EBADF};
         size_t n_proxy_fds = 0;
         uint32_t npreserve = 0;
+        uint64_t timeout_ms = 0;
         const char *id;
         char created[64], msg[1100];
         ssize_t n;
@@ -445,6 +436,9 @@ static int cmd_create(int argc, char **argv) {
         r = oci_config_validate(cfg, &err);
         if (r >= 0)
                 r = oci_net_from_annotations(json_object_get(cfg, "annotations"), &net, &err);
+        if (r >= 0)
+                r = oci_timeout_from_annotations(json_object_get(cfg, "annotations"), &timeout_ms,
+                                                 &err);
         if (r < 0)
                 return fail(0, "config.json: %s", err.msg);
         if (net && oci_net_env(json_object_get(cfg, "process")) < 0)
@@ -529,6 +523,13 @@ static int cmd_create(int argc, char **argv) {
         init.preserve_fds = (int)npreserve;
         init.new_netns = flags & CLONE_NEWNET;
         init.proxy = net != NULL;
+        {
+                json_t *hooks = json_object_get(cfg, "hooks");
+                init.hooks = oci_hooks_any(hooks, "prestart") ||
+                             oci_hooks_any(hooks, "createRuntime") ||
+                             oci_hooks_any(hooks, "createContainer") ||
+                             oci_hooks_any(hooks, "startContainer");
+        }
         (void)fflush(NULL);
         pid = (pid_t)syscall(SYS_clone, (unsigned long)(flags & ~CLONE_NEWCGROUP) | SIGCHLD, NULL,
                              NULL, NULL, NULL);
@@ -558,6 +559,14 @@ static int cmd_create(int argc, char **argv) {
         n = oci_recv_fds(sv[0], msg, sizeof(msg) - 1, proxy_fds, 2, &n_proxy_fds);
         if (n > 0 && msg[0] == 'P' && net && n_proxy_fds > 0)
                 n = read(sv[0], msg, sizeof(msg) - 1);
+        if (n > 0 && msg[0] == 'H' && init.hooks) {
+                r = hooks_create(sv[0], cfg, id, pid, abs_bundle);
+                if (r < 0) {
+                        r = fail(r, "the createRuntime hooks failed");
+                        goto undo_child;
+                }
+                n = read(sv[0], msg, sizeof(msg) - 1);
+        }
         if (n <= 0 || msg[0] != 'R') {
                 msg[n > 0 ? n : 0] = '\0';
                 r = fail(0, "container init failed: %s",
@@ -578,22 +587,6 @@ static int cmd_create(int argc, char **argv) {
         for (i = 0; i < n_proxy_fds; i++)
                 proxy_fds[i] = safe_close(proxy_fds[i]);
 
-        {
-                json_t *hs = json_pack(
-                        "{s:s, s:s, s:s, s:i, s:s, s:O}", "ociVersion", OCI_VERSION, "id", id,
-                        "status", "created", "pid", (int)pid, "bundle", abs_bundle, "annotations",
-                        json_object_get(cfg, "annotations") ? json_object_get(cfg, "annotations")
-                                                            : json_object());
-                r = hs ? hooks_run(json_object_get(cfg, "hooks"), "prestart", hs) : -ENOMEM;
-                if (r >= 0)
-                        r = hooks_run(json_object_get(cfg, "hooks"), "createRuntime", hs);
-                json_decref(hs);
-                if (r < 0) {
-                        r = fail(r, "the createRuntime hooks failed");
-                        goto undo_child;
-                }
-        }
-
         rootfs = strdup(json_string_value(json_object_get(json_object_get(cfg, "root"), "path")));
         now_rfc3339(created, sizeof(created));
         state = json_pack("{s:s, s:s, s:i, s:I, s:s, s:s, s:s, s:s, s:O, s:[]}", "ociVersion",
@@ -610,6 +603,9 @@ static int cmd_create(int argc, char **argv) {
                 (void)json_object_set(state, "hooks", json_object_get(cfg, "hooks"));
         if (state && cg.freezer)
                 (void)json_object_set_new(state, "freezer", json_string(cg.freezer));
+        if (state && timeout_ms > 0)
+                (void)json_object_set_new(state, "timeout_ms",
+                                          json_integer((json_int_t)timeout_ms));
         {
                 _cleanup_free_ char *s = state ? json_dumps(state, JSON_COMPACT) : NULL;
                 json_decref(state);
@@ -642,6 +638,86 @@ undo_dir:
         return r;
 }
 
+/* 1 when @fd is readable within @ms milliseconds, 0 when the time ran out,
+ * -errno if polling failed. */
+static int wait_fd_readable(int fd, uint64_t ms) {
+        uint64_t end = time_monotonic_ms() + ms, now;
+        struct pollfd pfd = {.fd = fd, .events = POLLIN};
+        int r;
+
+        while ((now = time_monotonic_ms()) < end) {
+                uint64_t left = end - now;
+
+                r = poll(&pfd, 1, left > INT_MAX ? INT_MAX : (int)left);
+                if (r > 0)
+                        return 1;
+                if (r < 0 && errno != EINTR)
+                        return -errno;
+        }
+        return 0;
+}
+
+/* io.hutch.timeout: a daemon of its own session (the engine's shim, not
+ * hutch-oci, waits for the container) that holds the init's pidfd and,
+ * if the init still runs after @ms, kills every process of the
+ * container's cgroups with SIGKILL (the engine sees 137) and logs why. It
+ * ends as soon as the init does, and holds none of the engine's pipes.
+ * A watcher that cannot be started is logged and the container killed:
+ * a limit asked for is never silently dropped. */
+static void timeout_watch(State *s, uint64_t ms) {
+        unsigned long long st =
+                (unsigned long long)json_integer_value(json_object_get(s->json, "starttime"));
+        _cleanup_close_ int pidfd = (int)syscall(SYS_pidfd_open, s->pid, 0);
+        int status, nul, r, log_fd = arg_log ? fileno(arg_log) : -EBADF;
+        pid_t pid;
+
+        if (pid_start_time(s->pid) != st)
+                return; /* the init is gone already: nothing to time */
+        if (pidfd < 0) {
+                oci_log("error", "cannot watch io.hutch.timeout (%s): the container is killed",
+                        strerror(errno));
+                (void)cgroup_signal_all(s->json, SIGKILL);
+                return;
+        }
+        (void)fflush(NULL);
+        pid = fork();
+        if (pid == 0) {
+                if (setsid() < 0 || (pid = fork()) < 0)
+                        _exit(1);
+                if (pid > 0)
+                        _exit(0);
+                /* The pidfd goes to 3 and the log to 4, everything else
+                 * (the engine's pipes) is closed. */
+                nul = open("/dev/null", O_RDWR | O_CLOEXEC);
+                pidfd = fcntl(pidfd, F_DUPFD, 10);
+                log_fd = log_fd >= 0 ? fcntl(log_fd, F_DUPFD, 10) : -EBADF;
+                if (nul < 0 || pidfd < 0 || (arg_log && log_fd < 0) ||
+                    dup2(nul, STDIN_FILENO) < 0 || dup2(nul, STDOUT_FILENO) < 0 ||
+                    dup2(nul, STDERR_FILENO) < 0 || dup2(pidfd, 3) < 0)
+                        _exit(1);
+                if (log_fd >= 0 && (dup2(log_fd, 4) < 0 || !(arg_log = fdopen(4, "a"))))
+                        _exit(1);
+                (void)close_range(log_fd >= 0 ? 5 : 4, ~0U, 0);
+                r = wait_fd_readable(3, ms);
+                if (r == 1)
+                        _exit(0);
+                if (r == 0)
+                        oci_log("error", "container %s ran past io.hutch.timeout (%llu ms): killed",
+                                json_string_value(json_object_get(s->json, "id")),
+                                (unsigned long long)ms);
+                else
+                        oci_log("error", "cannot watch io.hutch.timeout: the container is killed");
+                (void)cgroup_signal_all(s->json, SIGKILL);
+                (void)syscall(SYS_pidfd_send_signal, 3, SIGKILL, NULL, 0);
+                _exit(0);
+        }
+        if (pid < 0 || waitpid(pid, &status, 0) < 0 || !WIFEXITED(status) ||
+            WEXITSTATUS(status) != 0) {
+                oci_log("error", "cannot watch io.hutch.timeout: the container is killed");
+                (void)cgroup_signal_all(s->json, SIGKILL);
+        }
+}
+
 static int cmd_start(int argc, char **argv) {
         _cleanup_(state_done) State s = {};
         _cleanup_free_ char *fifo = NULL;
@@ -662,6 +738,9 @@ static int cmd_start(int argc, char **argv) {
         if (write(fd, "S", 1) != 1)
                 return fail(-errno, "cannot release the container");
         (void)unlink(fifo);
+        if (json_integer_value(json_object_get(s.json, "timeout_ms")) > 0)
+                timeout_watch(&s,
+                              (uint64_t)json_integer_value(json_object_get(s.json, "timeout_ms")));
         if (json_object_get(s.json, "hooks")) {
                 json_t *pub;
 

@@ -22,6 +22,7 @@
 #include "fd-util.h"
 #include "macro.h"
 #include "oci.h"
+#include "parse-util.h"
 #include "policy/policy.h"
 #include "sandbox/proxy-spawn.h"
 #include "sandbox/sandbox.h"
@@ -64,7 +65,9 @@ int oci_net_from_annotations(json_t *annotations, Policy **ret, HutchError *rete
         json_object_foreach(annotations, key, v) {
                 const char *s = json_string_value(v);
 
-                if (strncmp(key, "io.hutch.", 9) != 0)
+                /* io.hutch.timeout is the container's, not the wall's
+                 * (oci_timeout_from_annotations()). */
+                if (strncmp(key, "io.hutch.", 9) != 0 || strcmp(key, "io.hutch.timeout") == 0)
                         continue;
                 if (!s)
                         return hutch_error_set_pointer(reterr, EINVAL, "/annotations",
@@ -105,6 +108,19 @@ int oci_net_from_annotations(json_t *annotations, Policy **ret, HutchError *rete
                                                "io.hutch.allow-host (without it the container has "
                                                "no proxy to apply them to)");
         *ret = TAKE_PTR(p);
+        return 0;
+}
+
+int oci_timeout_from_annotations(json_t *annotations, uint64_t *ret_ms, HutchError *reterr) {
+        json_t *v = json_object_get(annotations, "io.hutch.timeout");
+
+        *ret_ms = 0;
+        if (!v)
+                return 0;
+        if (!json_is_string(v) || parse_duration_ms(json_string_value(v), ret_ms) < 0)
+                return hutch_error_set_pointer(reterr, EINVAL, "/annotations",
+                                               "annotation 'io.hutch.timeout' must be a duration "
+                                               "(500ms, 30s, 5m, 1h; 0 = none)");
         return 0;
 }
 

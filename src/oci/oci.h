@@ -17,6 +17,7 @@
 
 #include <jansson.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <sys/types.h>
 
 #include "cgroup/cgroup.h"
@@ -46,6 +47,8 @@ typedef struct OciInit {
         int console_fd;   /* connected console socket (process.terminal), or -EBADF */
         bool new_netns;   /* a network namespace was created for it */
         bool proxy;       /* io.hutch.allow-host: make hutch-proxy's listening sockets */
+        bool hooks;       /* prestart, createRuntime, createContainer or startContainer hooks: init
+                           * stops before pivot_root with "H" and waits for "h" + the state JSON */
 } OciInit;
 
 /* The child's whole life: never returns. Reports setup errors on
@@ -70,6 +73,19 @@ int oci_cap_from_name(const char *name);
 /* The name of capability number @cap ("CAP_CHOWN" for 0), or NULL past the
  * last one hutch-oci knows. */
 const char *oci_cap_to_name(int cap);
+
+/* ---- hooks (oci-hooks.c) ---- */
+
+/* Whether config.json's @hooks has any hook for @stage ("poststart"). */
+bool oci_hooks_any(json_t *hooks, const char *stage);
+
+/* Runs @hooks' @stage hooks one after the other, in this process's
+ * namespaces, each with the state JSON text @state on its stdin, its own
+ * args and env, and its `timeout` (seconds; it is killed past it). Returns
+ * 0, or -errno / -ECHILD (a hook failed, timed out or could not run) with
+ * @what saying which. */
+int oci_hooks_run(json_t *hooks, const char *stage, const char *state, char *what,
+                  size_t what_size);
 
 /* ---- the container's cgroups (oci-cgroup.c) ---- */
 
@@ -118,6 +134,11 @@ typedef struct Policy Policy;
  * entry, or network annotations without io.hutch.allow-host are -errno
  * with @reterr naming the annotation. */
 int oci_net_from_annotations(json_t *annotations, Policy **ret, HutchError *reterr);
+
+/* io.hutch.timeout of config.json's @annotations in milliseconds (0: none
+ * given, or "0"). A value that is not a duration is -EINVAL with @reterr
+ * naming the annotation. */
+int oci_timeout_from_annotations(json_t *annotations, uint64_t *ret_ms, HutchError *reterr);
 
 /* Adds the proxy variables (HTTP_PROXY, https_proxy, NO_PROXY, ...) to
  * @process's env, leaving any the config already sets. 0 or -ENOMEM. */

@@ -379,7 +379,7 @@ def test_state_follows_create_start_kill_delete(bundle):
     ({"linux": {"intelRdt": {"closID": "x"}}}, "/linux/intelRdt"),
     ({"process": {"apparmorProfile": "x"}}, "/process/apparmorProfile"),
     ({"linux": {"resources": {"blockIO": {"weight": 10}}}}, "/linux/resources/blockIO"),
-    ({"hooks": {"createContainer": [{"path": "/bin/true"}]}}, "/hooks/createContainer"),
+    ({"hooks": {"createContainer": [{"path": "bin/true"}]}}, "/hooks/createContainer"),
     ({"annotations": {"io.hutch.secret": "TOKEN@api.example.com"}}, "io.hutch.secret"),
     # A sysctl that is not namespaced would be the host's.
     ({"linux": {"sysctl": {"kernel.panic": "0"}}}, "kernel.panic"),

@@ -210,7 +210,7 @@ def test_loopback_only_namespace_by_path_is_accepted(bundle):  # noqa: F811
 
 @pytest.mark.parametrize("ann,needle", [
     ({"io.hutch.secret": "TOKEN@example.test"}, "io.hutch.secret"),
-    ({"io.hutch.timeout": "10s"}, "io.hutch.timeout"),
+    ({"io.hutch.timeout": "10 parsecs"}, "io.hutch.timeout"),
     ({"io.hutch.allow-host": ""}, "io.hutch.allow-host"),
     ({"io.hutch.allow-host": "example.test,bad!"}, "'bad!'"),
     ({"io.hutch.deny-host": "example.test"}, "need io.hutch.allow-host"),
