@@ -30,6 +30,7 @@
 #include "fd-util.h"
 #include "macro.h"
 #include "oci.h"
+#include "sandbox/rootfs.h"
 #include "seccomp/seccomp-filter.h"
 
 static const char *const cap_names[] = {
@@ -836,35 +837,42 @@ _Noreturn void oci_exec_run(const OciInit *init, json_t *process) {
 }
 
 /* The container is set up but not yet pivoted into its root: `create`
- * runs the prestart and createRuntime hooks now (runtime-spec: before
- * pivot_root) and sends the state JSON, with which the createContainer
- * hooks run here, in the container's namespaces (their paths resolve in
- * this mount namespace, before pivot_root). Returns the state JSON for the
- * startContainer hooks, its status "created". */
-static char *hooks_handshake(const OciInit *init) {
+ * starts hutch-proxy and runs the prestart and createRuntime hooks now
+ * (runtime-spec: before pivot_root), then sends the state JSON (and the
+ * proxy's CA with secrets), with which the createContainer hooks run
+ * here, in the container's namespaces (their paths resolve in this mount
+ * namespace, before pivot_root). Returns the state JSON for the
+ * startContainer hooks (status "created"); the CA memfd in *@ret_ca
+ * (-EBADF without secrets) and its subject hash in *@ret_hash. */
+static char *pre_pivot(const OciInit *init, int *ret_ca, uint64_t *ret_hash) {
         _cleanup_free_ char *buf = NULL;
         json_t *state;
-        char what[PATH_MAX + 64], *text;
+        char what[PATH_MAX + 64], *text, *end;
+        size_t n_fds = 0;
+        int fds[1] = {-EBADF}, r;
         ssize_t n;
-        int r;
 
         if (write(init->sync_fd, "H", 1) != 1)
                 _exit(1);
         n = recv(init->sync_fd, NULL, 0, MSG_PEEK | MSG_TRUNC);
-        if (n < 2)
+        if (n < 18)
                 _exit(1);
         buf = malloc((size_t)n + 1);
         if (!buf)
                 init_fail(init, ENOMEM, "the hooks' state");
-        n = recv(init->sync_fd, buf, (size_t)n, 0);
-        if (n < 2 || buf[0] != 'h')
+        n = oci_recv_fds(init->sync_fd, buf, (size_t)n, fds, 1, &n_fds);
+        if (n < 18 || buf[0] != 'h')
                 _exit(1);
         buf[n] = '\0';
-        r = oci_hooks_run(json_object_get(init->config, "hooks"), "createContainer", buf + 1, what,
+        *ret_ca = fds[0];
+        *ret_hash = strtoull(buf + 1, &end, 16);
+        if (end != buf + 17)
+                _exit(1);
+        r = oci_hooks_run(json_object_get(init->config, "hooks"), "createContainer", buf + 17, what,
                           sizeof(what));
         if (r < 0)
                 init_fail(init, r == -ECHILD ? 0 : -r, "%s", what);
-        state = json_loads(buf + 1, 0, NULL);
+        state = json_loads(buf + 17, 0, NULL);
         if (!state || json_object_set_new(state, "status", json_string("created")) < 0)
                 init_fail(init, ENOMEM, "the hooks' state");
         text = json_dumps(state, JSON_COMPACT);
@@ -874,14 +882,26 @@ static char *hooks_handshake(const OciInit *init) {
         return text;
 }
 
+/* io.hutch.secret: the CA bundle with the root's own system CAs and the
+ * proxy's CA, at SANDBOX_CA_BUNDLE_PATH and bound over the root's bundle
+ * (rootfs.h), read-only. In the container's root, before anything of the
+ * container's runs. */
+static void install_ca(const OciInit *init, int ca, uint64_t hash) {
+        HutchError err = {};
+
+        if (rootfs_ca_bundle_setup(&err) < 0 || rootfs_install_ca_bundle(ca, hash, &err) < 0)
+                init_fail(init, 0, "the CA bundle for io.hutch.secret: %s", err.msg);
+}
+
 _Noreturn void oci_init_run(const OciInit *init) {
         json_t *cfg = init->config, *linux_obj = json_object_get(cfg, "linux"),
                *process = json_object_get(cfg, "process"), *m;
         const char *rootpath = json_str(json_object_get(cfg, "root"), "path"),
                    *hostname = json_str(cfg, "hostname");
         _cleanup_free_ char *root = NULL;
-        _cleanup_close_ int rootfd = -EBADF, fifo = -EBADF;
+        _cleanup_close_ int rootfd = -EBADF, fifo = -EBADF, ca = -EBADF;
         _cleanup_free_ char *start_state = NULL;
+        uint64_t ca_hash = 0;
         OciInit late = *init;
         bool dev_mounted = false;
         char go, b;
@@ -932,8 +952,8 @@ _Noreturn void oci_init_run(const OciInit *init) {
         if (hostname && sethostname(hostname, strlen(hostname)) < 0)
                 init_fail(init, errno, "hostname '%s'", hostname);
 
-        if (init->hooks)
-                start_state = hooks_handshake(init);
+        if (init->pre_pivot)
+                start_state = pre_pivot(init, &ca, &ca_hash);
 
         /* SECURITY: the fifo is opened before pivot_root and read only
          * after: it is the host file `start` writes to. */
@@ -948,6 +968,10 @@ _Noreturn void oci_init_run(const OciInit *init) {
                 init_fail(init, errno, "detach the old root");
         if (chdir("/") < 0)
                 init_fail(init, errno, "chdir /");
+        if (ca >= 0) {
+                install_ca(init, ca, ca_hash);
+                ca = safe_close(ca);
+        }
         mask_paths(init, linux_obj);
         if (json_is_true(json_object_get(json_object_get(cfg, "root"), "readonly")) &&
             mount(NULL, "/", NULL, MS_BIND | MS_REMOUNT | MS_RDONLY, NULL) < 0)

@@ -30,6 +30,8 @@
 #include "parse-util.h"
 #include "policy/policy.h"
 #include "rm-rf.h"
+#include "sandbox/proxy-spawn.h"
+#include "sandbox/secrets.h"
 #include "time-util.h"
 
 #define OCI_VERSION "1.2.0"
@@ -205,33 +207,69 @@ static int hooks_run(json_t *hooks, const char *stage, json_t *state) {
         return r;
 }
 
-/* `create`'s hooks, when the container's init stops before pivot_root:
- * prestart and createRuntime here, then the state JSON (status
- * "creating") to the init on @sync_fd, which runs the createContainer
- * hooks in the container's namespaces and later the startContainer ones.
- * 0 or -errno / -ECHILD. */
-static int hooks_create(int sync_fd, json_t *cfg, const char *id, pid_t pid, const char *bundle) {
+/* `create`'s part while the container's init waits before pivot_root
+ * ("H"): hutch-proxy started for @net (serving the listening sockets
+ * @proxy_fds; with secrets its configuration from @secrets, which is freed
+ * as soon as the proxy's memfd holds it, and its CA read back), the
+ * prestart and createRuntime hooks run, then "h" + the CA's subject hash +
+ * the state JSON (status "creating") sent to the init on @sync_fd with
+ * the CA memfd. The init runs the createContainer hooks with it, and
+ * later the startContainer ones. 0, or -errno with @reterr filled. */
+static int pre_pivot_create(int sync_fd, json_t *cfg, const char *id, pid_t pid, const char *bundle,
+                            const Policy *net, SecretSet **secrets, const int proxy_fds[2],
+                            HutchError *reterr) {
         json_t *hooks = json_object_get(cfg, "hooks"), *ann = json_object_get(cfg, "annotations");
+        _cleanup_close_ int config = -EBADF, ca_r = -EBADF, ca_w = -EBADF, ca = -EBADF;
         _cleanup_free_ char *text = NULL, *msg = NULL;
+        uint64_t hash = 0;
+        int pipes[2], r;
         json_t *hs;
-        int r;
 
+        if (net && *secrets) {
+                config = secret_set_config_memfd(*secrets);
+                /* SECURITY: from here on only the memfd (and then the
+                 * proxy) holds the real values. */
+                *secrets = secret_set_free(*secrets);
+                if (config < 0)
+                        return hutch_error_set(reterr, -config,
+                                               "cannot write hutch-proxy's configuration");
+                if (pipe2(pipes, O_CLOEXEC) < 0)
+                        return hutch_error_set(reterr, errno, "pipe: %m");
+                ca_r = pipes[0];
+                ca_w = pipes[1];
+        }
+        if (net) {
+                /* The proxy's own lines are text: they go to a text log,
+                 * never into the JSON lines an engine parses. */
+                r = oci_net_proxy_start(net, id, pid, proxy_fds,
+                                        arg_log && !arg_log_json ? fileno(arg_log) : -EBADF, config,
+                                        ca_w, reterr);
+                if (r < 0)
+                        return r;
+        }
+        if (ca_r >= 0) {
+                ca_w = safe_close(ca_w);
+                r = sandbox_ca_receive(ca_r, &ca, &hash, reterr);
+                if (r < 0)
+                        return r;
+        }
         hs = json_pack("{s:s, s:s, s:s, s:i, s:s, s:O}", "ociVersion", OCI_VERSION, "id", id,
                        "status", "creating", "pid", (int)pid, "bundle", bundle, "annotations",
                        ann ? ann : json_object());
         if (!hs)
-                return -ENOMEM;
+                return hutch_error_set(reterr, ENOMEM, "out of memory");
         r = hooks_run(hooks, "prestart", hs);
         if (r >= 0)
                 r = hooks_run(hooks, "createRuntime", hs);
         text = r >= 0 ? json_dumps(hs, JSON_COMPACT) : NULL;
         json_decref(hs);
         if (r < 0)
-                return r;
-        if (!text || asprintf(&msg, "h%s", text) < 0)
-                return -ENOMEM;
-        if (send(sync_fd, msg, strlen(msg), MSG_NOSIGNAL) < 0)
-                return -errno;
+                return hutch_error_set(reterr, -r, "the createRuntime hooks failed");
+        if (!text || asprintf(&msg, "h%016llx%s", (unsigned long long)hash, text) < 0)
+                return hutch_error_set(reterr, ENOMEM, "out of memory");
+        r = send_with_fds(sync_fd, msg, strlen(msg), &ca, ca >= 0 ? 1 : 0);
+        if (r < 0)
+                return hutch_error_set(reterr, -r, "cannot send the state to the container's init");
         return 0;
 }
 
@@ -244,7 +282,8 @@ typedef struct Opt {
         const char **value; /* where the argument goes (or "1" for a flag) */
 } Opt;
 
-/* Parses options of a subcommand ("--x v", "--x=v", "-x v"); leaves the
+/* Parses options of a subcommand ("--x v", "--x=v", "-x v"), up to "--" or
+ * the first positional argument (runc's rule); leaves the
  * positional arguments in @ret_pos. Returns 0 or -EINVAL (logged). */
 static int parse_opts(int argc, char **argv, const Opt *opts, size_t n_opts, char ***ret_pos,
                       int *ret_n) {
@@ -258,9 +297,13 @@ static int parse_opts(int argc, char **argv, const Opt *opts, size_t n_opts, cha
                 const Opt *o = NULL;
                 size_t len;
 
-                if (a[0] != '-' || strcmp(a, "-") == 0) {
-                        pos[np++] = argv[i];
-                        continue;
+                /* As runc: options end at "--" or at the first positional
+                 * argument (the container id), so `exec ID sh -c CMD`
+                 * passes -c to the command. */
+                if (strcmp(a, "--") == 0 || a[0] != '-' || strcmp(a, "-") == 0) {
+                        for (int k = strcmp(a, "--") == 0 ? i + 1 : i; k < argc; k++)
+                                pos[np++] = argv[k];
+                        break;
                 }
                 eq = strchr(a, '=');
                 len = eq ? (size_t)(eq - a) : strlen(a);
@@ -404,6 +447,8 @@ static int cmd_create(int argc, char **argv) {
         HutchError err = {};
         Cgroups cg = {};
         _cleanup_(policy_freep) Policy *net = NULL;
+        _cleanup_(secret_set_freep) SecretSet *secrets = NULL;
+        _cleanup_(json_decrefp) json_t *env_plan = NULL;
         OciInit init = {.sync_fd = -EBADF};
         int flags = 0, sv[2], np, r, proxy_fds[2] = {-EBADF, -EBADF};
         size_t n_proxy_fds = 0;
@@ -441,7 +486,12 @@ static int cmd_create(int argc, char **argv) {
                                                  &err);
         if (r < 0)
                 return fail(0, "config.json: %s", err.msg);
-        if (net && oci_net_env(json_object_get(cfg, "process")) < 0)
+        /* The real values are read now, before anything is created: a
+         * missing or bad file is the engine's error at once. */
+        if (net && secret_set_load(net, NULL, &secrets, &err) < 0)
+                return fail(0, "config.json: %s", err.msg);
+        if (net && (oci_net_env_plan(secrets, &env_plan) < 0 ||
+                    oci_net_env_apply(json_object_get(cfg, "process"), env_plan) < 0))
                 return fail(-ENOMEM, "create");
         linux_obj = json_object_get(cfg, "linux");
 
@@ -525,10 +575,10 @@ static int cmd_create(int argc, char **argv) {
         init.proxy = net != NULL;
         {
                 json_t *hooks = json_object_get(cfg, "hooks");
-                init.hooks = oci_hooks_any(hooks, "prestart") ||
-                             oci_hooks_any(hooks, "createRuntime") ||
-                             oci_hooks_any(hooks, "createContainer") ||
-                             oci_hooks_any(hooks, "startContainer");
+                init.pre_pivot = net || oci_hooks_any(hooks, "prestart") ||
+                                 oci_hooks_any(hooks, "createRuntime") ||
+                                 oci_hooks_any(hooks, "createContainer") ||
+                                 oci_hooks_any(hooks, "startContainer");
         }
         (void)fflush(NULL);
         pid = (pid_t)syscall(SYS_clone, (unsigned long)(flags & ~CLONE_NEWCGROUP) | SIGCHLD, NULL,
@@ -559,10 +609,11 @@ static int cmd_create(int argc, char **argv) {
         n = oci_recv_fds(sv[0], msg, sizeof(msg) - 1, proxy_fds, 2, &n_proxy_fds);
         if (n > 0 && msg[0] == 'P' && net && n_proxy_fds > 0)
                 n = read(sv[0], msg, sizeof(msg) - 1);
-        if (n > 0 && msg[0] == 'H' && init.hooks) {
-                r = hooks_create(sv[0], cfg, id, pid, abs_bundle);
+        if (n > 0 && msg[0] == 'H' && init.pre_pivot) {
+                r = pre_pivot_create(sv[0], cfg, id, pid, abs_bundle, net, &secrets, proxy_fds,
+                                     &err);
                 if (r < 0) {
-                        r = fail(r, "the createRuntime hooks failed");
+                        r = fail(0, "%s%s", net ? "io.hutch.* annotations: " : "", err.msg);
                         goto undo_child;
                 }
                 n = read(sv[0], msg, sizeof(msg) - 1);
@@ -574,16 +625,6 @@ static int cmd_create(int argc, char **argv) {
                 goto undo_child;
         }
         (void)close(sv[0]);
-        if (net) {
-                /* The proxy's own lines are text: they go to a text log,
-                 * never into the JSON lines an engine parses. */
-                r = oci_net_proxy_start(net, id, pid, proxy_fds,
-                                        arg_log && !arg_log_json ? fileno(arg_log) : -EBADF, &err);
-                if (r < 0) {
-                        r = fail(0, "io.hutch.allow-host: %s", err.msg);
-                        goto undo_child;
-                }
-        }
         for (i = 0; i < n_proxy_fds; i++)
                 proxy_fds[i] = safe_close(proxy_fds[i]);
 
@@ -603,6 +644,8 @@ static int cmd_create(int argc, char **argv) {
                 (void)json_object_set(state, "hooks", json_object_get(cfg, "hooks"));
         if (state && cg.freezer)
                 (void)json_object_set_new(state, "freezer", json_string(cg.freezer));
+        if (state && env_plan)
+                (void)json_object_set(state, "hutch_env", env_plan);
         if (state && timeout_ms > 0)
                 (void)json_object_set_new(state, "timeout_ms",
                                           json_integer((json_int_t)timeout_ms));
@@ -972,9 +1015,10 @@ static int cmd_exec(int argc, char **argv) {
         }
         if (cwd)
                 (void)json_object_set_new(process, "cwd", json_string(cwd));
-        /* The process finds the container's proxy like its init does. */
-        if (json_object_get(json_object_get(cfg, "annotations"), "io.hutch.allow-host") &&
-            oci_net_env(process) < 0) {
+        /* The process finds the container's proxy, and its secrets'
+         * placeholders, like its init does. */
+        if (json_object_get(s.json, "hutch_env") &&
+            oci_net_env_apply(process, json_object_get(s.json, "hutch_env")) < 0) {
                 r = fail(-ENOMEM, "exec");
                 goto out;
         }

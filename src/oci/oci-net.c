@@ -26,6 +26,7 @@
 #include "policy/policy.h"
 #include "sandbox/proxy-spawn.h"
 #include "sandbox/sandbox.h"
+#include "sandbox/secrets.h"
 #include "strv.h"
 
 /* How long `create` waits for hutch-proxy to say it serves. */
@@ -52,6 +53,58 @@ static int add_list(Policy *p, const char *key, const char *value, const char *s
         if (n == 0)
                 return hutch_error_set_pointer(reterr, EINVAL, "/annotations",
                                                "annotation '%s' is empty", key);
+        return 0;
+}
+
+/* io.hutch.upstream-ca: like add_list(), each entry an absolute path
+ * (relative ones would depend on where the engine runs hutch-oci). */
+static int absolute_list(Policy *p, const char *key, const char *value, AddFn add,
+                         HutchError *reterr) {
+        _cleanup_free_ char *copy = strdup(value);
+        char *save = NULL, *e;
+        size_t n = 0;
+        int r;
+
+        if (!copy)
+                return hutch_error_set(reterr, ENOMEM, "out of memory");
+        for (e = strtok_r(copy, ", \t", &save); e; e = strtok_r(NULL, ", \t", &save), n++) {
+                if (e[0] != '/')
+                        return hutch_error_set_pointer(reterr, EINVAL, "/annotations",
+                                                       "annotation '%s': '%s' is not an absolute "
+                                                       "path",
+                                                       key, e);
+                r = add(p, e, key, reterr);
+                if (r < 0)
+                        return r;
+        }
+        if (n == 0)
+                return hutch_error_set_pointer(reterr, EINVAL, "/annotations",
+                                               "annotation '%s' is empty", key);
+        return 0;
+}
+
+/* io.hutch.secret[.ANY]: one --secret spec (docs/secrets.md) whose value
+ * comes from a file on the host: the engine's environment is not the
+ * user's, and the value must never ride in the config itself. */
+static int add_secret(Policy *p, const char *key, const char *value, HutchError *reterr) {
+        const char *file = strstr(value, "=file:");
+        int r;
+
+        r = policy_add_secret_spec(p, value, reterr);
+        if (r < 0)
+                return r;
+        if (!p->secrets[p->n_secrets - 1].file)
+                return hutch_error_set_pointer(reterr, EINVAL, "/annotations",
+                                               "annotation '%s': secret '%s' must take its value "
+                                               "from a file on the host (NAME=file:/PATH@HOST): "
+                                               "hutch-oci does not read the engine's environment",
+                                               key, p->secrets[p->n_secrets - 1].name);
+        /* A relative path would depend on where the engine runs us. */
+        if (!file || file[6] != '/')
+                return hutch_error_set_pointer(reterr, EINVAL, "/annotations",
+                                               "annotation '%s': secret '%s': the file must be an "
+                                               "absolute path",
+                                               key, p->secrets[p->n_secrets - 1].name);
         return 0;
 }
 
@@ -86,7 +139,13 @@ int oci_net_from_annotations(json_t *annotations, Policy **ret, HutchError *rete
                         r = add_list(p, key, s, ", \t", policy_add_allow_private, reterr);
                 else if (strcmp(key, "io.hutch.resolve") == 0)
                         r = add_list(p, key, s, "; \t", policy_add_resolve, reterr);
-                else if (strcmp(key, "io.hutch.audit-log") == 0) {
+                else if (strcmp(key, "io.hutch.upstream-ca") == 0)
+                        r = absolute_list(p, key, s, policy_add_upstream_ca, reterr);
+                else if (strcmp(key, "io.hutch.secret") == 0 ||
+                         strncmp(key, "io.hutch.secret.", 16) == 0) {
+                        r = add_secret(p, key, s, reterr);
+                        any = true;
+                } else if (strcmp(key, "io.hutch.audit-log") == 0) {
                         r = s[0] == '/' ? policy_set_audit_log(p, s, reterr)
                                         : hutch_error_set_pointer(
                                                   reterr, EINVAL, "/annotations",
@@ -105,8 +164,8 @@ int oci_net_from_annotations(json_t *annotations, Policy **ret, HutchError *rete
         if (p && !any)
                 return hutch_error_set_pointer(reterr, EINVAL, "/annotations",
                                                "the io.hutch.* network annotations need "
-                                               "io.hutch.allow-host (without it the container has "
-                                               "no proxy to apply them to)");
+                                               "io.hutch.allow-host or io.hutch.secret (without "
+                                               "them the container has no proxy to apply them to)");
         *ret = TAKE_PTR(p);
         return 0;
 }
@@ -124,13 +183,64 @@ int oci_timeout_from_annotations(json_t *annotations, uint64_t *ret_ms, HutchErr
         return 0;
 }
 
-int oci_net_env(json_t *process) {
-        static const char *const vars[] = {
+/* Appends "@key=@value" to @list. 0 or -ENOMEM. */
+static int env_line(json_t *list, const char *key, const char *value) {
+        _cleanup_free_ char *line = NULL;
+
+        if (asprintf(&line, "%s=%s", key, value) < 0)
+                return -ENOMEM;
+        return json_array_append_new(list, json_string(line)) < 0 ? -ENOMEM : 0;
+}
+
+int oci_net_env_plan(const SecretSet *secrets, json_t **ret) {
+        static const char *const proxy_vars[] = {
                 "HTTP_PROXY",  "HTTPS_PROXY", "ALL_PROXY", "http_proxy",
                 "https_proxy", "all_proxy",   "NO_PROXY",  "no_proxy",
         };
+        json_t *plan = json_pack("{s:[], s:[]}", "default", "set"), *def, *set;
+        char url[64];
+        int r = 0;
+
+        if (!plan)
+                return -ENOMEM;
+        def = json_object_get(plan, "default");
+        set = json_object_get(plan, "set");
+        (void)snprintf(url, sizeof(url), "http://127.0.0.1:%d", SANDBOX_PROXY_PORT);
+        for (size_t k = 0; r >= 0 && k < ELEMENTSOF(proxy_vars); k++)
+                r = env_line(def, proxy_vars[k],
+                             strncasecmp(proxy_vars[k], "no_", 3) == 0 ? "localhost,127.0.0.1,::1"
+                                                                       : url);
+        for (size_t k = 0; r >= 0 && secrets && secret_ca_env_vars[k]; k++)
+                r = env_line(def, secret_ca_env_vars[k], SANDBOX_CA_BUNDLE_PATH);
+        if (r >= 0 && secrets)
+                r = env_line(def, "SSL_CERT_DIR", SANDBOX_CA_DIR ":/etc/ssl/certs");
+        for (size_t k = 0; r >= 0 && secrets && k < secrets->n; k++)
+                r = env_line(set, secrets->items[k].def->name, secrets->items[k].placeholder);
+        if (r < 0) {
+                json_decref(plan);
+                return r;
+        }
+        *ret = plan;
+        return 0;
+}
+
+/* The index in @env (an array of "K=V") of the entry for the variable of
+ * @line ("K=..."), or -1. */
+static ssize_t env_find(json_t *env, const char *line) {
+        size_t n = strcspn(line, "="), i;
+        json_t *e;
+
+        json_array_foreach(env, i, e) {
+                const char *s = json_string_value(e);
+
+                if (s && strncmp(s, line, n) == 0 && s[n] == '=')
+                        return (ssize_t)i;
+        }
+        return -1;
+}
+
+int oci_net_env_apply(json_t *process, json_t *plan) {
         json_t *env = json_object_get(process, "env"), *e;
-        char line[96];
         size_t i;
 
         if (!env) {
@@ -138,26 +248,18 @@ int oci_net_env(json_t *process) {
                 if (!env || json_object_set_new(process, "env", env) < 0)
                         return -ENOMEM;
         }
-        for (size_t k = 0; k < ELEMENTSOF(vars); k++) {
-                bool set = false;
+        /* The config's own value wins for these: an engine or a user who
+         * set one meant it (the wall holds either way: the proxy is the
+         * only way out). */
+        json_array_foreach(json_object_get(plan, "default"), i,
+                           e) if (env_find(env, json_string_value(e)) < 0 &&
+                                  json_array_append(env, e) < 0) return -ENOMEM;
+        /* A secret's placeholder wins: a value of the config's under that
+         * name would be what the proxy sees and sends. */
+        json_array_foreach(json_object_get(plan, "set"), i, e) {
+                ssize_t k = env_find(env, json_string_value(e));
 
-                /* The config's own value wins: an engine or a user who set
-                 * one meant it (the wall holds either way: the proxy is
-                 * the only way out). */
-                json_array_foreach(env, i, e) {
-                        const char *s = json_string_value(e);
-                        size_t n = strlen(vars[k]);
-
-                        set = set || (s && strncmp(s, vars[k], n) == 0 && s[n] == '=');
-                }
-                if (set)
-                        continue;
-                if (strncasecmp(vars[k], "no_", 3) == 0)
-                        (void)snprintf(line, sizeof(line), "%s=localhost,127.0.0.1,::1", vars[k]);
-                else
-                        (void)snprintf(line, sizeof(line), "%s=http://127.0.0.1:%d", vars[k],
-                                       SANDBOX_PROXY_PORT);
-                if (json_array_append_new(env, json_string(line)) < 0)
+                if (k >= 0 ? json_array_set(env, (size_t)k, e) < 0 : json_array_append(env, e) < 0)
                         return -ENOMEM;
         }
         return 0;
@@ -248,28 +350,42 @@ static int argv_add(char ***argv, const char *a, const char *b) {
         return strv_extend(argv, b);
 }
 
-/* hutch-proxy's command line: listening sockets at 3 and 4 (when there is
- * a second one), the watch pidfd and the ready pipe after them. */
-static int proxy_argv(const char *binary, const Policy *p, const char *id, bool two, char ***ret) {
+/* Appends "--FLAG N" for the proxy's fd at @index of its fd list (the
+ * daemon puts the list at 3, 4, ...). */
+static int argv_add_fd(char ***argv, const char *flag, size_t index) {
+        char n[12];
+
+        (void)snprintf(n, sizeof(n), "%zu", 3 + index);
+        return argv_add(argv, flag, n);
+}
+
+/* hutch-proxy's command line for the fd list @src of @n_src entries: the
+ * listening sockets first (@two: both), then the watch pidfd and the
+ * ready pipe, then (@secrets) the --config-fd document and the
+ * --ca-out-fd pipe. */
+static int proxy_argv(const char *binary, const Policy *p, const char *id, bool two, bool secrets,
+                      char ***ret) {
         _cleanup_strv_free_ char **argv = NULL;
-        char fd_watch[8], fd_ready[8];
+        size_t k = two ? 2 : 1;
         int r;
 
-        (void)snprintf(fd_watch, sizeof(fd_watch), "%d", two ? 5 : 4);
-        (void)snprintf(fd_ready, sizeof(fd_ready), "%d", two ? 6 : 5);
         r = argv_add(&argv, binary, NULL);
         if (r >= 0)
-                r = argv_add(&argv, "--listen-fd", "3");
+                r = argv_add_fd(&argv, "--listen-fd", 0);
         if (r >= 0 && two)
-                r = argv_add(&argv, "--listen-fd", "4");
+                r = argv_add_fd(&argv, "--listen-fd", 1);
         if (r >= 0)
-                r = argv_add(&argv, "--watch-fd", fd_watch);
+                r = argv_add_fd(&argv, "--watch-fd", k);
         if (r >= 0)
-                r = argv_add(&argv, "--ready-fd", fd_ready);
+                r = argv_add_fd(&argv, "--ready-fd", k + 1);
         if (r >= 0)
                 r = argv_add(&argv, "--sandbox-id", id);
         if (r >= 0)
                 r = proxy_argv_policy(&argv, p);
+        if (r >= 0 && secrets)
+                r = argv_add_fd(&argv, "--config-fd", k + 2);
+        if (r >= 0 && secrets)
+                r = argv_add_fd(&argv, "--ca-out-fd", k + 3);
         if (r < 0)
                 return r;
         *ret = TAKE_PTR(argv);
@@ -279,7 +395,7 @@ static int proxy_argv(const char *binary, const Policy *p, const char *id, bool 
 /* In the daemon: the fds in @src go to 3, 4, ...; stdin and stdout to
  * /dev/null, stderr to @log_fd (or /dev/null); then hutch-proxy. */
 _Noreturn static void proxy_exec(char **argv, const int *src, size_t n, int log_fd) {
-        int high[4], devnull;
+        int high[6], devnull;
 
         for (size_t i = 0; i < n; i++) {
                 high[i] = fcntl(src[i], F_DUPFD, 100);
@@ -299,12 +415,13 @@ _Noreturn static void proxy_exec(char **argv, const int *src, size_t n, int log_
 }
 
 int oci_net_proxy_start(const Policy *p, const char *id, pid_t init_pid, const int fds[2],
-                        int log_fd, HutchError *reterr) {
+                        int log_fd, int config_fd, int ca_out_fd, HutchError *reterr) {
         _cleanup_free_ char *binary = NULL;
         _cleanup_strv_free_ char **argv = NULL;
         _cleanup_close_ int pidfd = -EBADF, ready_r = -EBADF, ready_w = -EBADF;
-        bool two = fds[1] >= 0;
-        int pipefd[2], src[4], status, r;
+        bool two = fds[1] >= 0, secrets = config_fd >= 0 && ca_out_fd >= 0;
+        int pipefd[2], src[6], status, r;
+        size_t n_src = 0;
         struct pollfd pfd;
         char buf[16] = {};
         ssize_t n;
@@ -313,7 +430,7 @@ int oci_net_proxy_start(const Policy *p, const char *id, pid_t init_pid, const i
         r = proxy_binary_find(&binary, reterr);
         if (r < 0)
                 return r;
-        r = proxy_argv(binary, p, id, two, &argv);
+        r = proxy_argv(binary, p, id, two, secrets, &argv);
         if (r < 0)
                 return hutch_error_set(reterr, -r, "out of memory");
         pidfd = (int)syscall(SYS_pidfd_open, init_pid, 0);
@@ -323,10 +440,15 @@ int oci_net_proxy_start(const Policy *p, const char *id, pid_t init_pid, const i
                 return hutch_error_set(reterr, errno, "pipe: %m");
         ready_r = pipefd[0];
         ready_w = pipefd[1];
-        src[0] = fds[0];
-        src[1] = two ? fds[1] : pidfd;
-        src[2] = two ? pidfd : ready_w;
-        src[3] = ready_w;
+        src[n_src++] = fds[0];
+        if (two)
+                src[n_src++] = fds[1];
+        src[n_src++] = pidfd;
+        src[n_src++] = ready_w;
+        if (secrets) {
+                src[n_src++] = config_fd;
+                src[n_src++] = ca_out_fd;
+        }
 
         /* The proxy outlives `create` (the engine's shim, not hutch-oci,
          * waits for the container): a daemon of its own session, which
@@ -342,7 +464,7 @@ int oci_net_proxy_start(const Policy *p, const char *id, pid_t init_pid, const i
                 if (pid < 0)
                         _exit(127);
                 if (pid == 0)
-                        proxy_exec(argv, src, two ? 4 : 3, log_fd);
+                        proxy_exec(argv, src, n_src, log_fd);
                 _exit(0);
         }
         if (waitpid(pid, &status, 0) < 0 || !WIFEXITED(status) || WEXITSTATUS(status) != 0)

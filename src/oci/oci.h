@@ -47,8 +47,11 @@ typedef struct OciInit {
         int console_fd;   /* connected console socket (process.terminal), or -EBADF */
         bool new_netns;   /* a network namespace was created for it */
         bool proxy;       /* io.hutch.allow-host: make hutch-proxy's listening sockets */
-        bool hooks;       /* prestart, createRuntime, createContainer or startContainer hooks: init
-                           * stops before pivot_root with "H" and waits for "h" + the state JSON */
+        /* Hooks (prestart, createRuntime, createContainer, startContainer) or
+         * hutch-proxy: init stops before pivot_root with "H" and waits for
+         * "h" + 16 hex digits (the CA's subject hash) + the state JSON, with
+         * the proxy's CA as a memfd when there are secrets. */
+        bool pre_pivot;
 } OciInit;
 
 /* The child's whole life: never returns. Reports setup errors on
@@ -140,9 +143,18 @@ int oci_net_from_annotations(json_t *annotations, Policy **ret, HutchError *rete
  * naming the annotation. */
 int oci_timeout_from_annotations(json_t *annotations, uint64_t *ret_ms, HutchError *reterr);
 
-/* Adds the proxy variables (HTTP_PROXY, https_proxy, NO_PROXY, ...) to
- * @process's env, leaving any the config already sets. 0 or -ENOMEM. */
-int oci_net_env(json_t *process);
+typedef struct SecretSet SecretSet;
+
+/* The variables a container behind hutch-proxy gets, as a JSON object
+ * kept in the state for `exec`: "default" (the proxy's HTTP_PROXY,
+ * https_proxy, NO_PROXY...; with @secrets, the CA bundle's SSL_CERT_FILE,
+ * NODE_EXTRA_CA_CERTS, ... and SSL_CERT_DIR), which the config's own
+ * values override, and "set" (each secret's placeholder), which override
+ * the config's. 0 or -ENOMEM. */
+int oci_net_env_plan(const SecretSet *secrets, json_t **ret);
+
+/* Applies oci_net_env_plan()'s @plan to @process's env. 0 or -ENOMEM. */
+int oci_net_env_apply(json_t *process, json_t *plan);
 
 /* In the container's network namespace: refuses one with any interface
  * but lo (the container could go around the proxy), then listens on
@@ -157,6 +169,9 @@ int oci_recv_fds(int sock, char *buf, size_t size, int *fds, size_t max_fds, siz
 /* Starts hutch-proxy for @p as a daemon of its own session, serving the
  * listening sockets @fds (borrowed; fds[1] may be -EBADF) until the
  * container's init @init_pid exits; its stderr goes to @log_fd (borrowed,
- * or -EBADF). Waits until it serves. 0, or -errno with @reterr filled. */
+ * or -EBADF). With secrets, @config_fd is the --config-fd document
+ * (secret_set_config_memfd()) and @ca_out_fd the write end of the pipe
+ * the proxy writes its CA to, both borrowed (else -EBADF). Waits until it
+ * serves. 0, or -errno with @reterr filled. */
 int oci_net_proxy_start(const Policy *p, const char *id, pid_t init_pid, const int fds[2],
-                        int log_fd, HutchError *reterr);
+                        int log_fd, int config_fd, int ca_out_fd, HutchError *reterr);

@@ -147,6 +147,18 @@ def pid_alive(pid):
     return True
 
 
+def wait_for(pred, timeout):
+    """Polls @pred until it is true or @timeout seconds pass; its last
+    answer."""
+    import time
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if pred():
+            return True
+        time.sleep(0.02)
+    return pred()
+
+
 def wait_gone(pid, timeout):
     """Waits on @pid's pidfd (it is not our child when it is containerd)."""
     try:

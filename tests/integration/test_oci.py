@@ -347,8 +347,9 @@ def test_state_follows_create_start_kill_delete(bundle):
         assert [c["id"] for c in json.loads(listed)] == [cid]
         oci(tmp_path, "start", cid)
         assert json.loads(oci(tmp_path, "state", cid).stdout)["status"] == "running"
-        with open(f"/proc/{st['pid']}/cmdline", "rb") as f:
-            assert f.read().split(b"\0")[0] == b"sleep"
+        # `start` returns once the init is released, maybe before its exec.
+        assert cu.wait_for(lambda: Path(f"/proc/{st['pid']}/cmdline").read_bytes().split(b"\0")[0]
+                           == b"sleep", 30)
         r = oci(tmp_path, "delete", cid, check=False)
         assert r.returncode != 0  # running: needs --force
         assert json.loads(oci(tmp_path, "ps", "--format", "json", cid).stdout) == [st["pid"]]

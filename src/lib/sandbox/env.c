@@ -83,14 +83,8 @@ int sandbox_build_env(const Policy *policy, char *const *image_env, char *const 
                 /* The proxy terminates TLS for the secrets' hosts with the
                  * sandbox's own CA: every common client must trust the
                  * bundle that holds it (docs/secrets.md). */
-                static const char *const ca_vars[] = {
-                        "SSL_CERT_FILE",       "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE",
-                        "NODE_EXTRA_CA_CERTS", "GIT_SSL_CAINFO",     "PIP_CERT",
-                        "AWS_CA_BUNDLE",
-                };
-
-                for (size_t i = 0; i < ELEMENTSOF(ca_vars); i++) {
-                        r = strv_env_set(&env, ca_vars[i], SANDBOX_CA_BUNDLE_PATH);
+                for (size_t i = 0; secret_ca_env_vars[i]; i++) {
+                        r = strv_env_set(&env, secret_ca_env_vars[i], SANDBOX_CA_BUNDLE_PATH);
                         if (r < 0)
                                 return r;
                 }

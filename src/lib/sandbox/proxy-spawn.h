@@ -10,6 +10,7 @@
  * (or dies), and writes a summary line with the denials on the way out. */
 
 #include <stddef.h>
+#include <stdint.h>
 #include <sys/types.h>
 
 #include "hutch-error.h"
@@ -57,6 +58,11 @@ int proxy_argv_policy(char ***argv, const Policy *p);
  * -EBADF. Returns 0 or -errno with @reterr filled. */
 int proxy_spawn(const char *binary, const Policy *p, const char *sandbox_id, int config_fd,
                 int ca_out_fd, ProxyProcess *ret, HutchError *reterr);
+
+/* Reads the proxy's CA from @ca_fd (bounded in size and time) into a
+ * sealed memfd, with its OpenSSL subject hash (0 when the proxy sent
+ * none). Used by the sandbox's supervisor and by hutch-oci. */
+int sandbox_ca_receive(int ca_fd, int *ret_ca, uint64_t *ret_hash, HutchError *reterr);
 
 /* Sends the listening sockets @fds (borrowed) to the proxy. 0 or -errno. */
 int proxy_hand_sockets(ProxyProcess *pp, const int *fds, size_t n_fds);

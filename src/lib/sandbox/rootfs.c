@@ -1169,6 +1169,10 @@ static int setup_ca_bundle(bool wanted, bool image, HutchError *reterr) {
         return 0;
 }
 
+int rootfs_ca_bundle_setup(HutchError *reterr) {
+        return setup_ca_bundle(true, true, reterr);
+}
+
 /* Writes all of @fd (from offset 0) to @path, opened with O_WRONLY and
  * @flags (O_CREAT|O_TRUNC for a new file, O_APPEND to add to one). */
 static int copy_fd_to_file(int fd, const char *path, int flags, HutchError *reterr) {

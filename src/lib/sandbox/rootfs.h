@@ -92,6 +92,13 @@ typedef struct RootfsConfig {
  * -ELOOP, with @reterr naming the target. */
 int rootfs_setup(const RootfsConfig *c, unsigned *ret_fallbacks, HutchError *reterr);
 
+/* In a root that is already the calling process's "/" (hutch-oci's
+ * container after pivot_root): the CA bundle file of rootfs_setup()'s
+ * ca_bundle, with the root's own system CAs (read with RESOLVE_IN_ROOT,
+ * as an image's), bound over the root's bundle, for
+ * rootfs_install_ca_bundle(). 0 or -errno with @reterr filled. */
+int rootfs_ca_bundle_setup(HutchError *reterr);
+
 /* Appends the sandbox CA (@ca_fd, a memfd from the supervisor, PEM) to the
  * bundle file made by rootfs_setup() with ca_bundle and, when @hash is not
  * 0, writes it alone as SANDBOX_CA_DIR/<hash>.0 for SSL_CERT_DIR users;

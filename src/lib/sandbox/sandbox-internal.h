@@ -118,10 +118,5 @@ int sandbox_env_add_placeholders(char ***env, const SecretSet *secrets, HutchErr
 int sandbox_proxy_start(const char *binary, const Policy *p, const char *name, SecretSet **secrets,
                         int *ret_ca_fd, ProxyProcess *ret, HutchError *reterr);
 
-/* Reads the proxy's CA from @ca_fd (bounded in size and time) into a
- * sealed memfd, with its OpenSSL subject hash (0 when the proxy sent
- * none). */
-int sandbox_ca_receive(int ca_fd, int *ret_ca, uint64_t *ret_hash, HutchError *reterr);
-
 /* SupervisionSocketsFn: hands init's listening sockets to the proxy. */
 int sandbox_on_proxy_sockets(Supervision *s, int *fds, size_t n_fds, HutchError *reterr);

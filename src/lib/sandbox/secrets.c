@@ -77,6 +77,11 @@ static int random_fill(char *out, size_t n, const char *alphabet) {
         return 0;
 }
 
+const char *const secret_ca_env_vars[] = {
+        "SSL_CERT_FILE",  "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE", "NODE_EXTRA_CA_CERTS",
+        "GIT_SSL_CAINFO", "PIP_CERT",           "AWS_CA_BUNDLE",  NULL,
+};
+
 int secret_placeholder_make(const char *value, size_t len, char **ret) {
         _cleanup_free_ char *ph = NULL;
         size_t prefix = 0, end = len, pad = 0;

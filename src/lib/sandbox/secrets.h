@@ -33,6 +33,11 @@
 #define SANDBOX_CA_DIR "/run/hutch/certs"
 #define SANDBOX_SYSTEM_CA_BUNDLE "/etc/ssl/certs/ca-certificates.crt"
 
+/* The variables that name the CA bundle to common clients (OpenSSL, curl,
+ * Python's requests, Node, git, pip, the AWS SDKs), each set to
+ * SANDBOX_CA_BUNDLE_PATH where there are secrets; NULL-terminated. */
+extern const char *const secret_ca_env_vars[];
+
 typedef struct SecretValue {
         const PolicySecret *def; /* borrowed from the policy */
         char *value;             /* in the protected mapping, NUL-terminated */
