@@ -63,6 +63,17 @@ static char *cgroups_add(Cgroups *c, const char *mount, const char *rel) {
         return p;
 }
 
+/* A test build can leave the v1 devices controller out, so that a
+ * hybrid host's tests see the cgroup v2 device program alone
+ * (HUTCH_OCI_TEST_NO_V1_DEVICES=1; release builds have no such knob). */
+static bool test_no_v1_devices(void) {
+#if HUTCH_TEST_HOOKS
+        return getenv("HUTCH_OCI_TEST_NO_V1_DEVICES") != NULL;
+#else
+        return false;
+#endif
+}
+
 /* Where the container's cgroups go: cgroupsPath (default
  * "/hutch-oci/<id>") below every hierarchy hutch uses. */
 int cgroups_plan(const char *id, json_t *linux_obj, Cgroups *ret, HutchError *reterr) {
@@ -95,7 +106,7 @@ int cgroups_plan(const char *id, json_t *linux_obj, Cgroups *ret, HutchError *re
         (void)cgroups_add(ret, t.cpuacct.mount, rel);
         ret->freezer = cgroups_add(ret, t.freezer.mount, rel);
         ret->v2 = cgroups_add(ret, t.v2.mount, rel);
-        if (stat("/sys/fs/cgroup/devices/devices.allow", &st) == 0)
+        if (stat("/sys/fs/cgroup/devices/devices.allow", &st) == 0 && !test_no_v1_devices())
                 ret->devices = cgroups_add(ret, "/sys/fs/cgroup/devices", rel);
         cgroup_topology_done(&t);
         return 0;
@@ -111,11 +122,11 @@ static int write_u64(const char *dir, const char *file, long long v) {
 /* The default devices every container gets (oci-init.c bind-mounts them)
  * stay usable after the config's device rules, as the runtime-spec's
  * "default devices" require. */
-static int cgroups_allow_default_devices(Cgroups *c, json_t *res) {
+static int cgroups_allow_default_devices(Cgroups *c, json_t *devices) {
         static const char *const rules[] = {"c 1:3 rwm", "c 1:5 rwm", "c 1:7 rwm", "c 1:8 rwm",
                                             "c 1:9 rwm", "c 5:0 rwm", "c 5:2 rwm", "c 136:* rwm"};
 
-        if (!c->devices || json_array_size(json_object_get(res, "devices")) == 0)
+        if (!c->devices || json_array_size(devices) == 0)
                 return 0;
         for (size_t i = 0; i < ELEMENTSOF(rules); i++) {
                 int r = write_at(c->devices, "devices.allow", rules[i]);
@@ -125,10 +136,66 @@ static int cgroups_allow_default_devices(Cgroups *c, json_t *res) {
         return 0;
 }
 
+/* linux.resources.devices: written to the v1 devices controller where
+ * there is one, and, where the container has a cgroup v2 directory, an
+ * eBPF device program attached to it (oci-devices.c), both in force (the
+ * kernel checks both). On a host with no v1 controller the program is the
+ * only wall, so failing to attach it fails the create; with the v1
+ * controller enforcing the same rules it may fail (a kernel without
+ * cgroup BPF). The rules cannot change later where a program holds them
+ * (a second one would only narrow them): `update` refuses. */
+static int cgroups_apply_devices(Cgroups *c, json_t *devices, bool update, HutchError *reterr) {
+        HutchError e2 = {};
+        json_t *v;
+        size_t i;
+        int r;
+
+        if (json_array_size(devices) == 0)
+                return 0;
+        if (!c->devices && !c->v2)
+                return hutch_error_set_pointer(reterr, EOPNOTSUPP, "/linux/resources/devices",
+                                               "/linux/resources/devices needs the v1 devices "
+                                               "controller or cgroup v2");
+        if (update && c->v2)
+                return hutch_error_set_pointer(reterr, EOPNOTSUPP, "/linux/resources/devices",
+                                               "/linux/resources/devices cannot change on a "
+                                               "created container under cgroup v2");
+        json_array_foreach(devices, i, v) {
+                const char *type = json_string_value(json_object_get(v, "type"));
+                const char *access = json_string_value(json_object_get(v, "access"));
+                json_t *maj = json_object_get(v, "major"), *min = json_object_get(v, "minor");
+                char rule[96], smaj[24] = "*", smin[24] = "*";
+
+                if (!c->devices)
+                        break;
+                if (json_is_integer(maj) && json_integer_value(maj) >= 0)
+                        (void)snprintf(smaj, sizeof(smaj), "%lld", json_integer_value(maj));
+                if (json_is_integer(min) && json_integer_value(min) >= 0)
+                        (void)snprintf(smin, sizeof(smin), "%lld", json_integer_value(min));
+                (void)snprintf(rule, sizeof(rule), "%s %s:%s %s", type ? type : "a", smaj, smin,
+                               access ? access : "rwm");
+                r = write_at(c->devices,
+                             json_is_true(json_object_get(v, "allow")) ? "devices.allow"
+                                                                       : "devices.deny",
+                             rule);
+                if (r < 0)
+                        return hutch_error_set_pointer(reterr, -r, "/linux/resources/devices",
+                                                       "cannot apply device rule '%s'", rule);
+        }
+        r = cgroups_allow_default_devices(c, devices);
+        if (r < 0)
+                return hutch_error_set_pointer(reterr, -r, "/linux/resources/devices",
+                                               "cannot allow the default devices");
+        if (!c->v2)
+                return 0;
+        r = oci_devices_bpf_attach(c->v2, devices, c->devices ? &e2 : reterr);
+        return c->devices ? 0 : r;
+}
+
 /* SECURITY: a limit that cannot be applied fails the create. */
-int cgroups_apply(Cgroups *c, json_t *res, HutchError *reterr) {
+int cgroups_apply(Cgroups *c, json_t *res, bool update, HutchError *reterr) {
         json_t *mem = json_object_get(res, "memory"), *pids = json_object_get(res, "pids"),
-               *cpu = json_object_get(res, "cpu"), *v;
+               *cpu = json_object_get(res, "cpu");
         size_t i;
         int r;
 
@@ -218,35 +285,7 @@ int cgroups_apply(Cgroups *c, json_t *res, HutchError *reterr) {
                         return hutch_error_set_pointer(reterr, -r, "/linux/resources/cpu",
                                                        "cannot set the cpu limit");
         }
-        json_array_foreach(json_object_get(res, "devices"), i, v) {
-                const char *type = json_string_value(json_object_get(v, "type"));
-                const char *access = json_string_value(json_object_get(v, "access"));
-                json_t *maj = json_object_get(v, "major"), *min = json_object_get(v, "minor");
-                char rule[96], smaj[24] = "*", smin[24] = "*";
-
-                if (!c->devices)
-                        return hutch_error_set_pointer(
-                                reterr, EOPNOTSUPP, "/linux/resources/devices",
-                                "/linux/resources/devices needs the v1 devices controller");
-                if (json_is_integer(maj) && json_integer_value(maj) >= 0)
-                        (void)snprintf(smaj, sizeof(smaj), "%lld", json_integer_value(maj));
-                if (json_is_integer(min) && json_integer_value(min) >= 0)
-                        (void)snprintf(smin, sizeof(smin), "%lld", json_integer_value(min));
-                (void)snprintf(rule, sizeof(rule), "%s %s:%s %s", type ? type : "a", smaj, smin,
-                               access ? access : "rwm");
-                r = write_at(c->devices,
-                             json_is_true(json_object_get(v, "allow")) ? "devices.allow"
-                                                                       : "devices.deny",
-                             rule);
-                if (r < 0)
-                        return hutch_error_set_pointer(reterr, -r, "/linux/resources/devices",
-                                                       "cannot apply device rule '%s'", rule);
-        }
-        r = cgroups_allow_default_devices(c, res);
-        if (r < 0)
-                return hutch_error_set_pointer(reterr, -r, "/linux/resources/devices",
-                                               "cannot allow the default devices");
-        return 0;
+        return cgroups_apply_devices(c, json_object_get(res, "devices"), update, reterr);
 }
 
 int cgroups_attach(Cgroups *c, pid_t pid) {

@@ -545,7 +545,7 @@ static int cmd_create(int argc, char **argv) {
                 r = fail(0, "cgroups: %s", err.msg);
                 goto undo_dir;
         }
-        r = cgroups_apply(&cg, json_object_get(linux_obj, "resources"), &err);
+        r = cgroups_apply(&cg, json_object_get(linux_obj, "resources"), false, &err);
         if (r < 0) {
                 r = fail(0, "cgroups: %s", err.msg);
                 goto undo_cgroups;
@@ -1207,7 +1207,7 @@ static int cmd_update(int argc, char **argv) {
         cfg = json_load_file(cfg_path, 0, &jerr);
         r = cfg ? cgroups_plan(pos[0], json_object_get(cfg, "linux"), &cg, &err) : -EBADMSG;
         if (r >= 0)
-                r = cgroups_apply(&cg, res, &err);
+                r = cgroups_apply(&cg, res, true, &err);
         cgroups_done(&cg);
         json_decref(cfg);
         json_decref(wrapper);

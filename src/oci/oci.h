@@ -112,9 +112,19 @@ void cgroups_done(Cgroups *c);
  * Returns 0, or -errno with @reterr naming the field. */
 int cgroups_plan(const char *id, json_t *linux_obj, Cgroups *ret, HutchError *reterr);
 
-/* Creates the directories and writes linux.resources @res (may be NULL).
- * Returns 0, or -errno with @reterr naming the field. */
-int cgroups_apply(Cgroups *c, json_t *res, HutchError *reterr);
+/* Creates the directories and writes linux.resources @res (may be NULL);
+ * @update: for `update` of a created container. Returns 0, or -errno with
+ * @reterr naming the field. */
+int cgroups_apply(Cgroups *c, json_t *res, bool update, HutchError *reterr);
+
+/* ---- devices on cgroup v2 (oci-devices.c) ---- */
+
+/* Loads an eBPF device program for linux.resources.devices @rules (in
+ * order, the last matching rule deciding, the default devices allowed
+ * after them, anything else denied) and attaches it to the cgroup v2
+ * directory @cgroup_dir (BPF_F_ALLOW_MULTI: it holds for the cgroups
+ * below it too). 0 or -errno with @reterr naming the field. */
+int oci_devices_bpf_attach(const char *cgroup_dir, json_t *rules, HutchError *reterr);
 
 /* Moves @pid into every cgroup of @c. 0 or -errno. */
 int cgroups_attach(Cgroups *c, pid_t pid);
