@@ -1289,10 +1289,11 @@ static int cmd_features(void) {
                 (void)json_array_append_new(caps, json_string(oci_cap_to_name(c)));
         for (size_t i = 0; i < ELEMENTSOF(ns); i++)
                 (void)json_array_append_new(nss, json_string(ns[i]));
-        o = json_pack("{s:s, s:s, s:[], s:[ssssssssssssssssssssssssssss], "
+        o = json_pack("{s:s, s:s, s:[ssssss], s:[ssssssssssssssssssssssssssss], "
                       "s:{s:o, s:o, s:{s:b, s:b, s:b}, s:{s:b, s:[sssssss], s:[ssss]}, s:{s:b}}, "
-                      "s:{s:s, s:s, s:s}}",
-                      "ociVersionMin", "1.0.0", "ociVersionMax", OCI_VERSION, "hooks",
+                      "s:{s:s, s:s, s:s, s:s, s:s}}",
+                      "ociVersionMin", "1.0.0", "ociVersionMax", OCI_VERSION, "hooks", "prestart",
+                      "createRuntime", "createContainer", "startContainer", "poststart", "poststop",
                       "mountOptions", "ro", "rw", "nosuid", "suid", "nodev", "dev", "noexec",
                       "exec", "sync", "async", "dirsync", "noatime", "atime", "nodiratime",
                       "diratime", "relatime", "norelatime", "strictatime", "nostrictatime", "bind",
@@ -1305,7 +1306,9 @@ static int cmd_features(void) {
                       "enabled", 0, "annotations", "io.hutch.seccomp",
                       "hutch's deny list is always loaded before the config's filter",
                       "io.hutch.no-new-privileges", "always on", "io.hutch.allow-host",
-                      "hutch-proxy for a loopback-only network namespace (docs/oci.md)");
+                      "hutch-proxy for a loopback-only network namespace (docs/oci.md)",
+                      "io.hutch.secret", "a placeholder in the container, the key in hutch-proxy",
+                      "io.hutch.timeout", "the container is killed past it");
         if (!o)
                 return fail(-ENOMEM, "features");
         out = json_dumps(o, JSON_INDENT(2));

@@ -208,3 +208,11 @@ def test_podman_run_past_the_timeout_exits_137(podman):
     # Twin: within it, the command's own exit code.
     code, out, err = prun(podman, "--annotation", "io.hutch.timeout=5m", IMAGE, "sh", "-c", "exit 7")
     assert code == 7, (code, err)
+
+
+def test_features_lists_the_hooks_and_annotations_it_applies(bundle):
+    tmp_path, _ = bundle
+    f = json.loads(oci(tmp_path, "features").stdout)
+    assert set(f["hooks"]) == {"prestart", "createRuntime", "createContainer", "startContainer",
+                               "poststart", "poststop"}
+    assert {"io.hutch.timeout", "io.hutch.secret"} <= set(f["annotations"])
