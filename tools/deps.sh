@@ -34,6 +34,10 @@ test_pkgs+=(man-db zsh)
 # tests/integration/test_oci.py (issue 21): runc is the negative twin of
 # hutch-oci under Podman.
 test_pkgs+=(runc)
+# tests/integration/test_oci_cni.py (issue 21): hutch-oci runs nft (at run
+# time, only for a pod's network namespace with an interface besides lo)
+# to put its wall in front of that interface (docs/oci.md).
+test_pkgs+=(nftables)
 # tests/integration/test_image_pull.py (issue 17): a local registry
 # (docker-registry on 127.0.0.1) that skopeo pushes the test's images to.
 test_pkgs+=(docker-registry skopeo)

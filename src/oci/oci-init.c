@@ -733,13 +733,14 @@ static void loopback_up(const OciInit *init) {
  * container's network namespace and sent to `create`, which hands them to
  * the proxy outside. Init keeps no copy. */
 static void proxy_sockets_send(const OciInit *init) {
-        char what[256];
+        char what[256], msg[IF_NAMESIZE + 1] = "P";
         int fds[2], r;
 
-        r = oci_net_listen(fds, what, sizeof(what));
+        /* "P" and the name of an interface besides lo, if there is one. */
+        r = oci_net_listen(fds, msg + 1, sizeof(msg) - 1, what, sizeof(what));
         if (r < 0)
                 init_fail(init, -r, "%s", what);
-        r = send_with_fds(init->sync_fd, "P", 1, fds, fds[1] >= 0 ? 2 : 1);
+        r = send_with_fds(init->sync_fd, msg, strlen(msg), fds, fds[1] >= 0 ? 2 : 1);
         (void)close(fds[0]);
         if (fds[1] >= 0)
                 (void)close(fds[1]);

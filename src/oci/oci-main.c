@@ -607,8 +607,17 @@ static int cmd_create(int argc, char **argv) {
                 goto undo_child;
         }
         n = oci_recv_fds(sv[0], msg, sizeof(msg) - 1, proxy_fds, 2, &n_proxy_fds);
-        if (n > 0 && msg[0] == 'P' && net && n_proxy_fds > 0)
+        if (n > 0 && msg[0] == 'P' && net && n_proxy_fds > 0) {
+                /* An interface besides lo (a pod's network): the wall in
+                 * front of it before anything of the container's runs. */
+                msg[n] = '\0';
+                if (n > 1 &&
+                    oci_net_wall(pid, msg + 1, json_object_get(cfg, "process"), &err) < 0) {
+                        r = fail(0, "io.hutch.allow-host: %s", err.msg);
+                        goto undo_child;
+                }
                 n = read(sv[0], msg, sizeof(msg) - 1);
+        }
         if (n > 0 && msg[0] == 'H' && init.pre_pivot) {
                 r = pre_pivot_create(sv[0], cfg, id, pid, abs_bundle, net, &secrets, proxy_fds,
                                      &err);

@@ -8,6 +8,7 @@
 #include <net/if.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -265,32 +266,28 @@ int oci_net_env_apply(json_t *process, json_t *plan) {
         return 0;
 }
 
-int oci_net_listen(int ret_fds[2], char *what, size_t what_size) {
+int oci_net_listen(int ret_fds[2], char *iface, size_t iface_size, char *what, size_t what_size) {
         _cleanup_close_ int v4 = -EBADF, v6 = -EBADF;
         struct if_nameindex *ifs;
         int r = 0;
 
         /* SECURITY: the proxy is the wall only if it is the only way out.
-         * A namespace the engine gave an interface (a bridge, slirp,
-         * pasta, a CNI plugin) would let the container go around it. */
+         * An interface the engine or a CNI plugin gave the namespace (a
+         * bridge, slirp, pasta, a pod network) would let the container go
+         * around it: it is reported, and `create` puts a netfilter wall
+         * in front of it (oci_net_wall()) or refuses. */
         ifs = if_nameindex();
         if (!ifs) {
                 (void)snprintf(what, what_size, "list the network interfaces");
                 return negative_errno();
         }
+        iface[0] = '\0';
         for (struct if_nameindex *i = ifs; i->if_index != 0; i++)
-                if (!strcmp(i->if_name, "lo") == 0) {
-                        (void)snprintf(what, what_size,
-                                       "io.hutch.allow-host needs a network namespace with "
-                                       "loopback only (the engine's --network none), this one "
-                                       "has '%s'",
-                                       i->if_name);
-                        r = -EPERM;
+                if (strcmp(i->if_name, "lo") != 0) {
+                        (void)snprintf(iface, iface_size, "%s", i->if_name);
                         break;
                 }
         if_freenameindex(ifs);
-        if (r < 0)
-                return r;
         r = proxy_listen_loopback(AF_INET, &v4);
         if (r < 0) {
                 (void)snprintf(what, what_size, "listen on 127.0.0.1:%d", SANDBOX_PROXY_PORT);
@@ -304,6 +301,111 @@ int oci_net_listen(int ret_fds[2], char *what, size_t what_size) {
         }
         ret_fds[0] = TAKE_FD(v4);
         ret_fds[1] = TAKE_FD(v6);
+        return 0;
+}
+
+/* Where nft may be: engines run runtimes with a short PATH, and hutch-oci
+ * runs it as root, so never from a directory the caller names. */
+static const char *const nft_paths[] = {"/usr/sbin/nft", "/sbin/nft", "/usr/bin/nft", NULL};
+
+/* Whether @process (config.json's) holds @cap in any capability set. */
+static bool process_has_cap(json_t *process, const char *cap) {
+        static const char *const sets[] = {"bounding", "effective", "inheritable", "permitted",
+                                           "ambient"};
+        json_t *caps = json_object_get(process, "capabilities"), *v;
+        size_t i;
+
+        for (size_t k = 0; k < ELEMENTSOF(sets); k++)
+                json_array_foreach(json_object_get(caps, sets[k]), i, v) {
+                        const char *s = json_string_value(v);
+
+                        if (s && strcmp(s, cap) == 0)
+                                return true;
+                }
+        return false;
+}
+
+/* The wall: in the container's network namespace, everything leaving by
+ * any interface but lo is dropped, except the answers of connections that
+ * came in (a pod's probes and services keep working). The table is
+ * replaced whole, in one transaction, if a container of the same pod made
+ * it before. */
+static const char wall_ruleset[] = "table inet hutch_oci_wall\n"
+                                   "delete table inet hutch_oci_wall\n"
+                                   "table inet hutch_oci_wall {\n"
+                                   "\tchain output {\n"
+                                   "\t\ttype filter hook output priority filter; policy drop;\n"
+                                   "\t\toifname \"lo\" accept\n"
+                                   "\t\tct state established,related accept\n"
+                                   "\t}\n"
+                                   "}\n";
+
+int oci_net_wall(pid_t init_pid, const char *iface, json_t *process, HutchError *reterr) {
+        _cleanup_close_ int netns = -EBADF;
+        const char *nft = NULL;
+        char path[64], err[512] = "";
+        int in[2], out[2], status;
+        ssize_t n;
+        pid_t pid;
+
+        /* SECURITY: these would let the container take the wall down. */
+        if (process_has_cap(process, "CAP_NET_ADMIN") || process_has_cap(process, "CAP_SYS_ADMIN"))
+                return hutch_error_set_pointer(reterr, EPERM, "/process/capabilities",
+                                               "io.hutch.allow-host in a network namespace with "
+                                               "'%s' needs the container without CAP_NET_ADMIN "
+                                               "and CAP_SYS_ADMIN (they could lift hutch's wall "
+                                               "in front of it)",
+                                               iface);
+        for (size_t i = 0; nft_paths[i] && !nft; i++)
+                if (access(nft_paths[i], X_OK) == 0)
+                        nft = nft_paths[i];
+        if (!nft)
+                return hutch_error_set(reterr, ENOENT,
+                                       "io.hutch.allow-host in a network namespace with '%s' "
+                                       "needs nft (Debian's package nftables) for hutch's wall "
+                                       "in front of it",
+                                       iface);
+        (void)snprintf(path, sizeof(path), "/proc/%d/ns/net", (int)init_pid);
+        netns = open(path, O_RDONLY | O_CLOEXEC);
+        if (netns < 0)
+                return hutch_error_set(reterr, errno, "cannot open %s: %m", path);
+        if (pipe2(in, O_CLOEXEC) < 0)
+                return hutch_error_set(reterr, errno, "pipe: %m");
+        if (pipe2(out, O_CLOEXEC) < 0) {
+                (void)close(in[0]);
+                (void)close(in[1]);
+                return hutch_error_set(reterr, errno, "pipe: %m");
+        }
+        pid = fork();
+        if (pid == 0) {
+                char *argv[] = {(char *)"nft", (char *)"-f", (char *)"-", NULL};
+                char *envp[] = {NULL};
+
+                if (setns(netns, CLONE_NEWNET) < 0 || dup2(in[0], STDIN_FILENO) < 0 ||
+                    dup2(out[1], STDOUT_FILENO) < 0 || dup2(out[1], STDERR_FILENO) < 0)
+                        _exit(127);
+                execve(nft, argv, envp);
+                _exit(127);
+        }
+        (void)close(in[0]);
+        (void)close(out[1]);
+        if (pid > 0)
+                (void)loop_write(in[1], wall_ruleset, sizeof(wall_ruleset) - 1);
+        (void)close(in[1]);
+        n = pid > 0 ? read(out[0], err, sizeof(err) - 1) : 0;
+        (void)close(out[0]);
+        if (pid < 0)
+                return hutch_error_set(reterr, errno, "fork: %m");
+        while (waitpid(pid, &status, 0) < 0)
+                if (errno != EINTR)
+                        return hutch_error_set(reterr, errno, "waitpid: %m");
+        if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+                err[n > 0 ? n : 0] = '\0';
+                err[strcspn(err, "\n")] = '\0';
+                return hutch_error_set(reterr, EIO,
+                                       "cannot put hutch's wall in front of '%s' (%s: %s)", iface,
+                                       nft, err[0] ? err : "failed");
+        }
         return 0;
 }
 

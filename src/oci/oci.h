@@ -166,11 +166,19 @@ int oci_net_env_plan(const SecretSet *secrets, json_t **ret);
 /* Applies oci_net_env_plan()'s @plan to @process's env. 0 or -ENOMEM. */
 int oci_net_env_apply(json_t *process, json_t *plan);
 
-/* In the container's network namespace: refuses one with any interface
- * but lo (the container could go around the proxy), then listens on
- * 127.0.0.1 and ::1 at SANDBOX_PROXY_PORT. @ret_fds[1] is -EBADF without
- * IPv6. Returns 0, or -errno with @what saying what failed. */
-int oci_net_listen(int ret_fds[2], char *what, size_t what_size);
+/* In the container's network namespace: listens on 127.0.0.1 and ::1 at
+ * SANDBOX_PROXY_PORT, and names in @iface the first interface besides lo
+ * ("" when there is none). @ret_fds[1] is -EBADF without IPv6. Returns 0,
+ * or -errno with @what saying what failed. */
+int oci_net_listen(int ret_fds[2], char *iface, size_t iface_size, char *what, size_t what_size);
+
+/* A network namespace with an interface besides lo (@iface: a pod's CNI
+ * network): hutch's wall in front of it, an nftables table in the
+ * namespace of @init_pid that drops everything leaving by any interface
+ * but lo except answers to connections that came in. Refused when
+ * @process (config.json's) holds CAP_NET_ADMIN or CAP_SYS_ADMIN, or there
+ * is no nft. 0 or -errno with @reterr filled. */
+int oci_net_wall(pid_t init_pid, const char *iface, json_t *process, HutchError *reterr);
 
 /* recvmsg() of one message into @buf with up to @max_fds descriptors
  * (CLOEXEC) into @fds. Returns the byte count or -errno. */
