@@ -57,7 +57,58 @@ CASES = {
     "ctr_twin": "$C $H run --memory 512m --json $J -- python3 -c 'a = bytearray(200 << 20)'",
     "ctr_err": "$C sh -c \"$H run --memory 32m -- true 2>&1\"",
     "ctr_left": "ls /sys/fs/cgroup/ctr/hutch | grep -c '^run-' || true",
+    # hutch-oci on pure v2 (issue 21): the config's device rules as an eBPF
+    # device program, the only devices wall here; the twin has no rules.
+    "oci_dev": "$W/oci-run.sh dev1 $W/oci-rules",
+    "oci_dev_twin": "$W/oci-run.sh dev2 $W/oci-norules",
 }
+
+# A busybox container that makes two device nodes and reads /dev/zero;
+# CAP_MKNOD is granted, so only the device rules stand in the way.
+OCI_SCRIPT = (
+    "{ busybox mknod /tmp/kmsg c 1 11 && echo kmsg-made; "
+    "busybox mknod /tmp/mem c 1 1 && echo mem-made || echo mem-refused; "
+    "busybox head -c1 /dev/zero > /dev/null && echo zero-read; } > /tmp/out 2>&1; touch /tmp/done"
+)
+
+# Runs a bundle to its end in the guest and prints what it wrote.
+OCI_RUN = textwrap.dedent(
+    """\
+    #!/bin/sh
+    O={oci}; ST={work}/oci-state
+    $O --root $ST create --bundle $2 $1 < /dev/null > /dev/null 2> {work}/$1.err || cat {work}/$1.err
+    $O --root $ST start $1
+    for i in $(seq 300); do [ -e $2/rootfs/tmp/done ] && break; sleep 0.1; done
+    cat $2/rootfs/tmp/out
+    $O --root $ST delete --force $1
+    """
+)
+
+
+def oci_bundle(path, devices):
+    """A busybox bundle at @path (made on the host, seen through hostfs)."""
+    import engines
+    root = path / "rootfs"
+    for d in ("bin", "proc", "dev", "tmp"):
+        (root / d).mkdir(parents=True)
+    shutil.copy2(engines.BUSYBOX, root / "bin" / "busybox")
+    os.symlink("busybox", root / "bin" / "sh")
+    config = {
+        "ociVersion": "1.0.2",
+        "process": {"args": ["sh", "-c", OCI_SCRIPT], "env": ["PATH=/bin"], "cwd": "/",
+                    "user": {"uid": 0, "gid": 0},
+                    "capabilities": {k: ["CAP_MKNOD"] for k in ("bounding", "effective", "permitted")}},
+        "root": {"path": "rootfs"},
+        "mounts": [{"destination": "/proc", "type": "proc", "source": "proc"},
+                   {"destination": "/dev", "type": "tmpfs", "source": "tmpfs",
+                    "options": ["nosuid", "mode=755"]}],
+        "linux": {"namespaces": [{"type": "pid"}, {"type": "mount"}, {"type": "ipc"},
+                                 {"type": "uts"}],
+                  "cgroupsPath": f"/oci-test/{path.name}"},
+    }
+    if devices is not None:
+        config["linux"]["resources"] = {"devices": devices}
+    (path / "config.json").write_text(json.dumps(config))
 
 INIT = textwrap.dedent(
     """\
@@ -147,6 +198,14 @@ def guest():
             f'exec nsenter --target "$(cat {work}/ctr.pid)" --cgroup --mount "$@"\n'
         )
         os.chmod(work / "in-container.sh", 0o755)
+        oci = BUILD / "src" / "oci" / "hutch-oci"
+        (work / "oci-run.sh").write_text(OCI_RUN.replace("{oci}", str(oci))
+                                         .replace("{work}", str(work)))
+        os.chmod(work / "oci-run.sh", 0o755)
+        oci_bundle(work / "oci-rules", [
+            {"allow": False, "access": "rwm"},
+            {"allow": True, "type": "c", "major": 1, "minor": 11, "access": "rwm"}])
+        oci_bundle(work / "oci-norules", None)
         init = work / "init.sh"
         init.write_text(
             INIT.replace("{uid}", str(uid))
@@ -273,3 +332,13 @@ def test_memory_limit_in_a_container_with_its_own_cgroup_namespace(guest):
     assert err["rc"] == 0 and err["out"] == "", err
     assert case(guest, "ctr_left")["out"] == "0", case(guest, "ctr_left")
 
+
+
+def test_oci_device_rules_hold_on_pure_v2(guest):
+    """hutch-oci's eBPF device program, the only devices wall on a pure v2
+    host: the rule's device can be made, another cannot, the default
+    devices work; without rules both can be made."""
+    out = case(guest, "oci_dev")["out"].split()
+    assert "kmsg-made" in out and "mem-refused" in out and "zero-read" in out, out
+    twin = case(guest, "oci_dev_twin")["out"].split()
+    assert "kmsg-made" in twin and "mem-made" in twin and "zero-read" in twin, twin
