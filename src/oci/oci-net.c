@@ -57,31 +57,14 @@ static int add_list(Policy *p, const char *key, const char *value, const char *s
         return 0;
 }
 
-/* io.hutch.upstream-ca: like add_list(), each entry an absolute path
- * (relative ones would depend on where the engine runs hutch-oci). */
-static int absolute_list(Policy *p, const char *key, const char *value, AddFn add,
-                         HutchError *reterr) {
-        _cleanup_free_ char *copy = strdup(value);
-        char *save = NULL, *e;
-        size_t n = 0;
-        int r;
-
-        if (!copy)
-                return hutch_error_set(reterr, ENOMEM, "out of memory");
-        for (e = strtok_r(copy, ", \t", &save); e; e = strtok_r(NULL, ", \t", &save), n++) {
-                if (e[0] != '/')
-                        return hutch_error_set_pointer(reterr, EINVAL, "/annotations",
-                                                       "annotation '%s': '%s' is not an absolute "
-                                                       "path",
-                                                       key, e);
-                r = add(p, e, key, reterr);
-                if (r < 0)
-                        return r;
-        }
-        if (n == 0)
+/* io.hutch.upstream-ca: an AddFn taking only absolute paths (a relative
+ * one would depend on where the engine runs hutch-oci). */
+static int add_upstream_ca(Policy *p, const char *entry, const char *ctx, HutchError *reterr) {
+        if (entry[0] != '/')
                 return hutch_error_set_pointer(reterr, EINVAL, "/annotations",
-                                               "annotation '%s' is empty", key);
-        return 0;
+                                               "annotation '%s': '%s' is not an absolute path", ctx,
+                                               entry);
+        return policy_add_upstream_ca(p, entry, ctx, reterr);
 }
 
 /* io.hutch.secret[.ANY]: one --secret spec (docs/secrets.md) whose value
@@ -141,7 +124,7 @@ int oci_net_from_annotations(json_t *annotations, Policy **ret, HutchError *rete
                 else if (strcmp(key, "io.hutch.resolve") == 0)
                         r = add_list(p, key, s, "; \t", policy_add_resolve, reterr);
                 else if (strcmp(key, "io.hutch.upstream-ca") == 0)
-                        r = absolute_list(p, key, s, policy_add_upstream_ca, reterr);
+                        r = add_list(p, key, s, ", \t", add_upstream_ca, reterr);
                 else if (strcmp(key, "io.hutch.secret") == 0 ||
                          strncmp(key, "io.hutch.secret.", 16) == 0) {
                         r = add_secret(p, key, s, reterr);

@@ -17,33 +17,23 @@ import shutil
 import subprocess
 import threading
 import uuid
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 
 import pytest
 
 import containerutil as cu
 from test_oci import bundle, oci  # noqa: F401 (fixtures)
+from test_oci_network import _Body
 
 NFT = shutil.which("nft") or "/usr/sbin/nft"
 PORT_OUT = 8089
 PORT_IN = 7000
 
 
-class _Site(BaseHTTPRequestHandler):
-    def do_GET(self):
-        body = b"allowed-site-body"
-        self.send_response(200)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *args):
-        pass
-
-
 @pytest.fixture
 def site():
-    s = ThreadingHTTPServer(("127.0.0.1", 0), _Site)
+    s = ThreadingHTTPServer(("127.0.0.1", 0), _Body)
+    s.body = b"allowed-site-body"
     threading.Thread(target=s.serve_forever, daemon=True).start()
     try:
         yield s.server_address[1]

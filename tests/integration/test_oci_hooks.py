@@ -14,13 +14,12 @@ are left alone, and the watcher is gone with the container."""
 
 import json
 import os
-import time
 from pathlib import Path
 
 import pytest
 
 import containerutil as cu
-from test_oci import IMAGE, OCI, bundle, oci, podman, prun  # noqa: F401 (fixtures)
+from test_oci import IMAGE, bundle, hutch_oci_processes, oci, podman, prun  # noqa: F401 (fixtures)
 
 
 def sh_hook(script, timeout=None):
@@ -39,26 +38,14 @@ def watchers_of(cid):
     """hutch-oci processes left for container @cid (the timeout watcher is
     a fork of `hutch-oci ... start CID`)."""
     found = []
-    for pid in os.listdir("/proc"):
-        if not pid.isdigit():
-            continue
+    for pid in hutch_oci_processes():
         try:
-            exe = os.readlink(f"/proc/{pid}/exe")
             argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
         except OSError:
             continue
-        if exe.startswith(str(OCI)) and cid.encode() in argv:
-            found.append(int(pid))
+        if cid.encode() in argv:
+            found.append(pid)
     return found
-
-
-def wait_until(pred, timeout=30):
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        if pred():
-            return True
-        time.sleep(0.05)
-    return pred()
 
 
 def test_hooks_run_in_the_namespaces_and_order_the_spec_says(bundle):
@@ -94,7 +81,7 @@ def test_hooks_run_in_the_namespaces_and_order_the_spec_says(bundle):
             assert st["bundle"] == str(b)
         assert not (rootfs / "tmp" / "sc.json").exists()  # not before start
         oci(tmp_path, "start", cid)
-        assert wait_until(lambda: (rootfs / "tmp" / "order").exists())
+        assert cu.wait_for(lambda: (rootfs / "tmp" / "order").exists(), 30)
         st = json.loads((rootfs / "tmp" / "sc.json").read_text())
         assert st["id"] == cid and st["status"] == "created"
         status = dict(ln.split(":\t") for ln in (rootfs / "tmp" / "sc.status").read_text().splitlines())
@@ -155,7 +142,7 @@ def test_timeout_kills_a_container_past_it_and_the_watcher_goes_with_it(bundle):
         pid = int((tmp_path / "pid").read_text())
         oci(tmp_path, "start", cid)
         assert cu.wait_gone(pid, 60), "sleep 300 outlived io.hutch.timeout=1s"
-        assert wait_until(lambda: not watchers_of(cid))
+        assert cu.wait_for(lambda: not watchers_of(cid), 30)
         log = (tmp_path / "log.json").read_text()
         assert "ran past io.hutch.timeout (1000 ms): killed" in log
         assert json.loads(oci(tmp_path, "state", cid).stdout)["status"] == "stopped"
@@ -186,7 +173,7 @@ def test_without_the_timeout_or_within_it_the_container_is_left_alone(bundle):
         oci(tmp_path, "start", "to3")
         assert watchers_of("to3")
         assert cu.wait_gone(pid, 60)
-        assert wait_until(lambda: not watchers_of("to3"))
+        assert cu.wait_for(lambda: not watchers_of("to3"), 30)
         assert "io.hutch.timeout" not in (tmp_path / "log.json").read_text()
     finally:
         oci(tmp_path, "delete", "--force", "to3", check=False)

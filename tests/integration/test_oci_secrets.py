@@ -147,21 +147,11 @@ def test_exec_gets_the_same_placeholder(host_bundle, upstream):
         oci(tmp_path, "create", "--bundle", tmp_path / "bundle", cid)
         oci(tmp_path, "start", cid)
         ph = tmp_path / "bundle/rootfs/tmp/ph"
-        assert tlsutil_wait(lambda: ph.exists() and ph.read_text().strip())
+        assert cu.wait_for(lambda: ph.exists() and ph.read_text().strip(), 30)
         r = oci(tmp_path, "exec", cid, "sh", "-c", 'echo "$TOKEN $SSL_CERT_FILE"')
         assert r.stdout.split() == [ph.read_text().strip(), "/run/hutch/ca-bundle.pem"]
     finally:
         oci(tmp_path, "delete", "--force", cid, check=False)
-
-
-def tlsutil_wait(pred, timeout=30):
-    import time
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        if pred():
-            return True
-        time.sleep(0.05)
-    return pred()
 
 
 def test_without_the_annotation_there_is_no_value_and_no_trust(host_bundle, upstream):
