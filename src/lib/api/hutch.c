@@ -16,8 +16,8 @@
 #include "api/persist.h"
 #include "api/processes.h"
 #include "fd-util.h"
+#include "file-op.h"
 #include "hutch.h"
-#include "sandbox/file-op.h"
 #include "sandbox/sandbox.h"
 #include "strv.h"
 

@@ -55,7 +55,7 @@
 
 #include "hutch-error.h"
 #include "policy/policy.h"
-#include "sandbox/file-op.h"
+#include "file-op.h"
 #include "sandbox/outcome.h"
 #include "sandbox/sandbox.h"
 
