@@ -8,8 +8,10 @@ The rules:
   src/basic          includes nothing of ours but src/basic
   src/lib/<subsys>   src/basic, include/, src/lib/*; another subsystem's
                      *-internal.h never
-  src/cli, src/proxy, src/oci
-                     src/basic, include/, src/lib/* (no *-internal.h), their own folder
+  src/cli            src/basic, include/hutch.h and the front ends' private
+                     extension of it, src/lib/api/hutch-ext.h, and its own
+                     folder: the API is the only door into the core
+  src/proxy, src/oci src/basic, include/, src/lib/* (no *-internal.h), their own folder
   src/shared         src/basic and its own folder only: what the host and
                      the microVM guest both run (agent protocol, file
                      operations, tree copy), one library both link
@@ -38,8 +40,57 @@ KNOWN = {
     ("src/guest/agent.c", "src/lib/seccomp/seccomp-bpf.h"),
 }
 
+# src/cli's includes of the core beyond include/hutch.h and
+# src/lib/api/hutch-ext.h that remain (issue 16): the persistent-sandbox
+# verbs (persist.c, procs.c, port.c, snapshot*.c, diff.c: the store and
+# api/persist.h), hutch run (sandbox.h, vm.h, run-flags.h's policy.h),
+# hutch doctor (features.h), the image verbs (image store, registry),
+# hutch serve's stats, terminal and shared state (serve.h's Store).
+# Each moves behind hutch.h or hutch-ext.h; a
+# new file of src/cli adds nothing here.
+KNOWN |= {
+    ("src/cli/cli-util.h", "src/lib/store/store.h"),
+    ("src/cli/diff.c", "src/lib/api/persist.h"),
+    ("src/cli/diff.c", "src/lib/store/diff.h"),
+    ("src/cli/diff.c", "src/lib/store/store.h"),
+    ("src/cli/doctor.c", "src/lib/sandbox/container.h"),
+    ("src/cli/doctor.c", "src/lib/sandbox/features.h"),
+    ("src/cli/image-pull.c", "src/lib/image/image-store.h"),
+    ("src/cli/image-pull.c", "src/lib/registry/registry.h"),
+    ("src/cli/image-pull.c", "src/lib/store/store.h"),
+    ("src/cli/image.c", "src/lib/image/image-store.h"),
+    ("src/cli/image.c", "src/lib/store/store.h"),
+    ("src/cli/main.c", "src/lib/vm/vm.h"),
+    ("src/cli/persist.c", "src/lib/api/persist.h"),
+    ("src/cli/persist.c", "src/lib/store/store.h"),
+    ("src/cli/port.c", "src/lib/api/persist.h"),
+    ("src/cli/procs.c", "src/lib/api/processes.h"),
+    ("src/cli/procs.c", "src/lib/sandbox/exec-table.h"),
+    ("src/cli/procs.c", "src/lib/store/store.h"),
+    ("src/cli/run-flags.h", "src/lib/policy/policy.h"),
+    ("src/cli/run.c", "src/lib/sandbox/sandbox.h"),
+    ("src/cli/run.c", "src/lib/vm/vm.h"),
+    ("src/cli/serve-execs.c", "src/lib/api/processes.h"),
+    ("src/cli/serve-stats.c", "src/lib/api/persist.h"),
+    ("src/cli/serve-stats.c", "src/lib/cgroup/cgroup.h"),
+    ("src/cli/serve-stats.c", "src/lib/store/diff.h"),
+    ("src/cli/serve-ws.c", "src/lib/api/persist.h"),
+    ("src/cli/serve-ws.c", "src/lib/sandbox/keeper.h"),
+    ("src/cli/serve-ws.c", "src/lib/sandbox/pty.h"),
+    ("src/cli/serve.h", "src/lib/store/store.h"),
+    ("src/cli/snapshot-io.c", "src/lib/api/persist.h"),
+    ("src/cli/snapshot-io.c", "src/lib/store/archive.h"),
+    ("src/cli/snapshot-io.c", "src/lib/store/store.h"),
+    ("src/cli/snapshot.c", "src/lib/api/persist.h"),
+    ("src/cli/snapshot.c", "src/lib/store/store.h"),
+    ("src/cli/terminal.c", "src/lib/sandbox/pty.h"),
+}
+
 # Subsystem edges (A uses B) that close a cycle between src/lib folders.
 KNOWN_CYCLE_EDGES = set()
+
+# The private extension of include/hutch.h for hutch's own front ends.
+CLI_DOOR = "src/lib/api/hutch-ext.h"
 
 INCLUDE_RE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
 MESON_SRC_RE = re.compile(r"'(\.\./[^']+\.c)'")
@@ -85,7 +136,9 @@ def allowed(src_folder, target_rel):
         return target in ("src/basic", "src/shared")
     if internal:
         return False
-    if src_folder.startswith("src/lib/") or src_folder in ("src/cli", "src/proxy", "src/oci"):
+    if src_folder == "src/cli":
+        return target in ("src/basic", "include") or str(target_rel) == CLI_DOOR
+    if src_folder.startswith("src/lib/") or src_folder in ("src/proxy", "src/oci"):
         return target in ("src/basic", "src/shared", "include") or target.startswith("src/lib/")
     return False
 

@@ -513,6 +513,11 @@ static void info_fill(const Store *s, const SandboxRecord *rec, hutch_sandbox_in
         copy_str(ret->parent, sizeof(ret->parent), rec->parent ? rec->parent : "");
 }
 
+_public_ void hutch_sandbox_info_done(hutch_sandbox_info *i) {
+        if (i)
+                i->policy_json = mfree(i->policy_json);
+}
+
 _public_ int hutch_list(hutch_sandbox_info **ret, size_t *ret_n, hutch_error *err) {
         _cleanup_(store_freep) Store *s = NULL;
         _cleanup_strv_free_ char **names = NULL;
@@ -548,6 +553,7 @@ _public_ int hutch_list(hutch_sandbox_info **ret, size_t *ret_n, hutch_error *er
 _public_ int hutch_get(const char *name, hutch_sandbox_info *ret, hutch_error *err) {
         _cleanup_(store_freep) Store *s = NULL;
         _cleanup_(sandbox_record_freep) SandboxRecord *rec = NULL;
+        _cleanup_free_ char *policy = NULL;
         HutchError e = {};
         int r;
 
@@ -558,7 +564,12 @@ _public_ int hutch_get(const char *name, hutch_sandbox_info *ret, hutch_error *e
                 r = store_sandbox_load(s, name, &rec, &e);
         if (r < 0)
                 return fail(err, &e, r);
+        policy = strdup(rec->policy_json ? rec->policy_json : "{}");
+        if (!policy)
+                return fail(err, NULL, -ENOMEM);
         info_fill(s, rec, ret);
+        ret->policy_json = TAKE_PTR(policy);
+        ret->disk_limit_bytes = rec->disk_limit;
         return 0;
 }
 
