@@ -26,6 +26,7 @@
 #include "api/hutch-ext.h"
 #include "fd-util.h"
 #include "log.h"
+#include "serve-exec-args.h"
 #include "serve.h"
 #include "strv.h"
 
@@ -56,29 +57,6 @@ struct ExecJob {
         uint64_t output_limit, id;
         char *outcome_json;
         ExecJob *prev, *next;
-};
-
-typedef struct ExecArgs {
-        char **argv;
-        char **env;
-        const char *cwd;
-        const char *stdin_text;
-        const char *stdin_base64;
-        uint64_t timeout_ms;
-        uint64_t output_limit;
-        bool detach;
-} ExecArgs;
-
-/* The stream route takes all but the last two. */
-static const ServeField exec_fields[] = {
-        {"argv", SERVE_FIELD_STRV, offsetof(ExecArgs, argv), true},
-        {"env", SERVE_FIELD_ENV, offsetof(ExecArgs, env), false},
-        {"cwd", SERVE_FIELD_STRING, offsetof(ExecArgs, cwd), false},
-        {"timeout_ms", SERVE_FIELD_U64, offsetof(ExecArgs, timeout_ms), false},
-        {"stdin", SERVE_FIELD_STRING, offsetof(ExecArgs, stdin_text), false},
-        {"stdin_base64", SERVE_FIELD_STRING, offsetof(ExecArgs, stdin_base64), false},
-        {"output_limit", SERVE_FIELD_U64, offsetof(ExecArgs, output_limit), false},
-        {"detach", SERVE_FIELD_BOOL, offsetof(ExecArgs, detach), false},
 };
 
 static void exec_args_done(ExecArgs *a) {
@@ -614,14 +592,15 @@ static void exec_start(ServeCtx *c, bool stream) {
         _cleanup_(exec_args_done) ExecArgs a = {.output_limit = SERVE_OUTPUT_DEFAULT};
         _cleanup_free_ char *decoded = NULL;
         const char *stdin_data = NULL;
-        size_t stdin_len = 0, n_fields = ELEMENTSOF(exec_fields) - (stream ? 2 : 0);
+        size_t stdin_len = 0,
+               n_fields = serve_exec_n_fields - (stream ? SERVE_EXEC_FIELDS_NOT_STREAMED : 0);
         HutchError err = {};
         json_t *root = NULL;
         ExecJob *job = NULL;
         struct bufferevent *bev;
         int r;
 
-        r = serve_body_object(c, exec_fields, n_fields, &a, &root);
+        r = serve_body_object(c, serve_exec_fields, n_fields, &a, &root);
         if (r < 0)
                 return;
         r = exec_args_validate(&a, json_object_get(root, "env"), &err);
