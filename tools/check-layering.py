@@ -70,7 +70,6 @@ KNOWN |= {
     ("src/cli/run-flags.h", "src/lib/policy/policy.h"),
     ("src/cli/run.c", "src/lib/sandbox/sandbox.h"),
     ("src/cli/run.c", "src/lib/vm/vm.h"),
-    ("src/cli/serve-execs.c", "src/lib/api/processes.h"),
     ("src/cli/serve-stats.c", "src/lib/api/persist.h"),
     ("src/cli/serve-stats.c", "src/lib/cgroup/cgroup.h"),
     ("src/cli/serve-stats.c", "src/lib/store/diff.h"),
