@@ -45,9 +45,9 @@ KNOWN = {
 # verbs (persist.c, procs.c, port.c, snapshot*.c, diff.c: the store and
 # api/persist.h), hutch run (sandbox.h, vm.h, run-flags.h's policy.h),
 # hutch doctor (features.h), the image verbs (image store, registry),
-# hutch serve's stats, terminal and shared state (serve.h's Store).
-# Each moves behind hutch.h or hutch-ext.h; a
-# new file of src/cli adds nothing here.
+# hutch serve's stats, terminal and shared state (serve.h's Store). Each
+# moves behind hutch.h or hutch-ext.h; a new file of src/cli adds nothing
+# here (it asks hutch-ext.h for what it needs).
 KNOWN |= {
     ("src/cli/cli-util.h", "src/lib/store/store.h"),
     ("src/cli/diff.c", "src/lib/api/persist.h"),
