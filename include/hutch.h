@@ -177,11 +177,20 @@ typedef struct hutch_sandbox_info {
         bool running;
         uint64_t created_ms, last_used_ms, disk_bytes;
         char parent[64]; /* snapshot it continues from, or "" */
+        /* hutch_get() only (NULL from hutch_list()): the sandbox's policy as
+         * JSON, as recorded (an image pinned to its digest), and the disk
+         * limit that is enforced (0: none). Released by
+         * hutch_sandbox_info_done(). */
+        char *policy_json;
+        uint64_t disk_limit_bytes;
 } hutch_sandbox_info;
 
 /* Every sandbox (sorted by name); free() the array. */
 int hutch_list(hutch_sandbox_info **ret, size_t *ret_n, hutch_error *err);
+/* One sandbox; hutch_sandbox_info_done(@ret) releases what it holds. */
 int hutch_get(const char *name, hutch_sandbox_info *ret, hutch_error *err);
+/* Frees @i's policy_json and sets it to NULL (@i itself is the caller's). */
+void hutch_sandbox_info_done(hutch_sandbox_info *i);
 
 /* Stops a running sandbox (its processes end; its files stay). 0 also when
  * it was not running. */

@@ -22,6 +22,12 @@ uint64_t time_monotonic_us(void) {
         return (uint64_t)ts.tv_sec * 1000000U + (uint64_t)ts.tv_nsec / 1000U;
 }
 
+uint64_t time_monotonic_ns(void) {
+        struct timespec ts = now(CLOCK_MONOTONIC);
+
+        return (uint64_t)ts.tv_sec * 1000000000U + (uint64_t)ts.tv_nsec;
+}
+
 uint64_t time_realtime_ms(void) {
         struct timespec ts = now(CLOCK_REALTIME);
 

@@ -14,5 +14,8 @@ uint64_t time_monotonic_ms(void);
 /* CLOCK_MONOTONIC in microseconds. */
 uint64_t time_monotonic_us(void);
 
+/* CLOCK_MONOTONIC in nanoseconds. */
+uint64_t time_monotonic_ns(void);
+
 /* CLOCK_REALTIME in milliseconds since the epoch. */
 uint64_t time_realtime_ms(void);

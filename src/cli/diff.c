@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "api/persist.h"
+#include "cli-util.h"
 #include "cli.h"
 #include "fd-util.h"
 #include "log.h"
@@ -18,11 +19,6 @@
 #include "store/diff.h"
 #include "store/store.h"
 #include "strv.h"
-
-static int fail(const HutchError *err, int r) {
-        log_error("%s", err->msg[0] ? err->msg : strerror(-r));
-        return HUTCH_EXIT_FAILURE;
-}
 
 /* One file's line counts, from its unified diff. */
 typedef struct StatLine {
@@ -169,16 +165,16 @@ int verb_diff(int argc, char **argv) {
         }
         r = persist_paths_normalize(paths, &err);
         if (r < 0)
-                return fail(&err, r);
-        r = persist_open(NULL, &s, NULL);
+                return cli_fail(&err, r);
+        r = cli_store_open(NULL, &s, NULL);
         if (r != 0)
                 return r;
         r = store_enter_range(s, &err);
         if (r < 0)
-                return fail(&err, r);
+                return cli_fail(&err, r);
         r = persist_diff(s, name, paths, &v, &changes, &n, &n_all, &err);
         if (r < 0)
-                return fail(&err, r);
+                return cli_fail(&err, r);
         if (as_json) {
                 json_t *j = NULL;
                 _cleanup_free_ char *text = NULL;
@@ -200,7 +196,7 @@ int verb_diff(int argc, char **argv) {
         }
         (void)ws_changes_free(changes, n_all);
         if (r < 0)
-                return err.msg[0] ? fail(&err, r) : HUTCH_EXIT_FAILURE;
+                return err.msg[0] ? cli_fail(&err, r) : HUTCH_EXIT_FAILURE;
         return 0;
 }
 
@@ -234,13 +230,13 @@ int verb_apply(int argc, char **argv) {
         }
         r = persist_paths_normalize(paths, &err);
         if (r < 0)
-                return fail(&err, r);
-        r = persist_open(NULL, &s, NULL);
+                return cli_fail(&err, r);
+        r = cli_store_open(NULL, &s, NULL);
         if (r != 0)
                 return r;
         r = store_enter_range(s, &err);
         if (r < 0)
-                return fail(&err, r);
+                return cli_fail(&err, r);
         r = persist_apply(s, name, paths, flags, &a, &err);
         if (r == -EEXIST && !a.applied) {
                 STRV_FOREACH(c, a.res.conflicts)
@@ -259,6 +255,6 @@ int verb_apply(int argc, char **argv) {
                 (void)printf("applied %zu change%s to %s\n", a.res.n_applied,
                              a.res.n_applied == 1 ? "" : "s", a.workspace);
         if (r < 0)
-                return fail(&err, r);
+                return cli_fail(&err, r);
         return 0;
 }

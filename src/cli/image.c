@@ -10,6 +10,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "cli-util.h"
 #include "cli.h"
 #include "fd-util.h"
 #include "image-usage.h"
@@ -18,11 +19,6 @@
 #include "store/store.h"
 #include "strv.h"
 
-static int fail(const HutchError *err, int r) {
-        log_error("%s", err->msg[0] ? err->msg : strerror(-r));
-        return HUTCH_EXIT_FAILURE;
-}
-
 static int open_images(ImageStore **ret) {
         _cleanup_(store_freep) Store *store = NULL;
         HutchError err = {};
@@ -30,10 +26,10 @@ static int open_images(ImageStore **ret) {
 
         r = store_open(&store, &err);
         if (r < 0)
-                return fail(&err, r);
+                return cli_fail(&err, r);
         r = image_store_open(store, ret, &err);
         if (r < 0)
-                return fail(&err, r);
+                return cli_fail(&err, r);
         return 0;
 }
 
@@ -146,7 +142,7 @@ static int image_ls(int argc, char **argv) {
                 return r;
         r = image_store_list(s, &l, &n, &err);
         if (r < 0)
-                return fail(&err, r);
+                return cli_fail(&err, r);
         if (as_json) {
                 (void)fputs("[", stdout);
                 for (size_t i = 0; i < n; i++) {
@@ -212,7 +208,7 @@ static int image_inspect(int argc, char **argv) {
                 return r;
         r = image_store_resolve(s, argv[1], &im, &err);
         if (r < 0)
-                return fail(&err, r);
+                return cli_fail(&err, r);
         r = image_to_json(im, &text);
         if (r < 0)
                 return log_error("out of memory"), HUTCH_EXIT_FAILURE;
@@ -270,7 +266,7 @@ static int image_gc(int argc, char **argv) {
                 return r;
         r = image_store_gc(s, &n, &err);
         if (r < 0)
-                return fail(&err, r);
+                return cli_fail(&err, r);
         if (r > 0)
                 log_info("an import is running: nothing removed, run gc again after it");
         (void)printf("removed %u\n", n);

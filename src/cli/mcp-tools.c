@@ -15,15 +15,13 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "api/persist.h"
-#include "api/processes.h"
+#include "api/hutch-ext.h"
 #include "capture.h"
 #include "fd-util.h"
 #include "hutch-error.h"
 #include "log.h"
 #include "mcp-util.h"
 #include "mcp.h"
-#include "store/store.h"
 #include "strv.h"
 #include "utf8.h"
 
@@ -278,18 +276,15 @@ static int policy_facts(McpServer *s, const char *policy_json, hutch_error *err)
  * facts. SECURITY: a sandbox made earlier with another policy (more
  * network, fewer limits) is refused, not used under the flags given now. */
 static int sandbox_check(McpServer *s, bool created, hutch_error *err) {
-        _cleanup_(store_freep) Store *store = NULL;
-        _cleanup_(sandbox_record_freep) SandboxRecord *rec = NULL;
+        _cleanup_(hutch_sandbox_info_done) hutch_sandbox_info info = {};
         HutchError herr = {};
         int r;
 
-        r = store_open(&store, &herr);
-        if (r >= 0)
-                r = store_sandbox_load(store, s->name, &rec, &herr);
+        r = hutch_get(s->name, &info, err);
         if (r < 0)
-                return set_error(err, -r, "%s", herr.msg[0] ? herr.msg : strerror(-r));
+                return r;
         if (!created && s->policy_json) {
-                json_auto_t *have = json_loads(rec->policy_json, 0, NULL),
+                json_auto_t *have = json_loads(info.policy_json, 0, NULL),
                             *want = json_loads(s->policy_json, 0, NULL);
                 json_t *image = want ? json_object_get(want, "image") : NULL;
                 _cleanup_free_ char *digest = NULL;
@@ -297,7 +292,7 @@ static int sandbox_check(McpServer *s, bool created, hutch_error *err) {
                 /* The sandbox recorded its image's digest (create pins
                  * it): compare with what the name given means now. */
                 if (json_is_string(image) &&
-                    persist_image_digest(store, json_string_value(image), &digest, &herr) >= 0)
+                    hutch_ext_image_digest(json_string_value(image), &digest, &herr) >= 0)
                         (void)json_object_set_new(want, "image", json_string(digest));
                 if (!have || !want || !json_equal(have, want))
                         return set_error(err, EEXIST,
@@ -307,16 +302,16 @@ static int sandbox_check(McpServer *s, bool created, hutch_error *err) {
                                          s->name, s->name);
         }
         /* As `hutch create` says it (docs/persistent.md "Disk limit"). */
-        if (created && rec->disk_limit == 0)
+        if (created && info.disk_limit_bytes == 0)
                 log_warning("sandbox '%s' has no disk limit: it cannot be enforced here (see "
                             "'hutch doctor')",
                             s->name);
-        return policy_facts(s, rec->policy_json, err);
+        return policy_facts(s, info.policy_json, err);
 }
 
 /* Creates the managed sandbox on first use, or takes the existing one. */
 static int sandbox_ensure(McpServer *s, hutch_error *err) {
-        hutch_sandbox_info info;
+        _cleanup_(hutch_sandbox_info_done) hutch_sandbox_info info = {};
         bool created = false;
         int r;
 
@@ -346,7 +341,7 @@ static int sandbox_ensure(McpServer *s, hutch_error *err) {
 /* After a failed call: if the sandbox is gone (removed behind our back),
  * the next call makes it again. */
 static void sandbox_recheck(McpServer *s, int r) {
-        hutch_sandbox_info info;
+        _cleanup_(hutch_sandbox_info_done) hutch_sandbox_info info = {};
         hutch_error ignored = {};
 
         if (r == -ENOENT && hutch_get(s->name, &info, &ignored) == -ENOENT)
@@ -745,9 +740,9 @@ static json_t *snapshot_name(const McpServer *s, const char *tool, json_t *arg, 
         if (asprintf(&full, "%s.%s", s->name, name) < 0)
                 return tool_error("%s: out of memory", tool);
         if (!name[0] || name[0] == '_' || name[0] == '-' || strchr(name, '.') ||
-            !store_name_is_valid(full)) {
-                size_t room = STORE_NAME_MAX > strlen(s->name) + 1
-                                      ? STORE_NAME_MAX - strlen(s->name) - 1
+            !hutch_ext_name_is_valid(full)) {
+                size_t room = HUTCH_EXT_NAME_MAX > strlen(s->name) + 1
+                                      ? HUTCH_EXT_NAME_MAX - strlen(s->name) - 1
                                       : 0;
 
                 free(full);
@@ -761,7 +756,7 @@ static json_t *snapshot_name(const McpServer *s, const char *tool, json_t *arg, 
 
 static json_t *tool_snapshot(McpServer *s, const McpArgs *a) {
         _cleanup_free_ char *full = NULL;
-        hutch_sandbox_info info;
+        _cleanup_(hutch_sandbox_info_done) hutch_sandbox_info info = {};
         hutch_error herr = {}, ignored = {};
         bool stopped = false;
         json_t *res;
@@ -930,7 +925,7 @@ static json_t *tool_kill_process(McpServer *s, const McpArgs *a) {
         res = id_arg("kill_process", a->id, &id);
         if (res)
                 return res;
-        sig = persist_signal_parse(sig_name);
+        sig = hutch_ext_signal_parse(sig_name);
         if (sig < 0)
                 return tool_error("kill_process: invalid signal '%s' (TERM, INT, HUP, KILL, ...)",
                                   sig_name);
@@ -980,25 +975,18 @@ static char *published_url(const char *ports_json, unsigned port) {
  * on 127.0.0.1 and a free port (not saved in the policy, so the sandbox
  * still matches the policy 'hutch mcp' was given). */
 static int expose_published(McpServer *s, unsigned port, char **ret_url, hutch_error *err) {
-        _cleanup_(store_freep) Store *store = NULL;
         _cleanup_free_ char *json = NULL;
         char spec[32];
         HutchError e = {};
-        int r;
+        int r = 0;
 
-        r = store_open(&store, &e);
         for (int attempt = 0; r >= 0 && attempt < 2; attempt++) {
-                _cleanup_close_ int sock = -EBADF;
-
-                r = persist_connect(store, s->name, true, &sock, &e);
-                if (r < 0)
-                        break;
                 json = mfree(json);
                 if (attempt == 0)
-                        r = keeper_ports(sock, NULL, NULL, 0, &json, &e);
+                        r = hutch_ext_ports(s->name, NULL, NULL, &json, &e);
                 else {
                         (void)snprintf(spec, sizeof(spec), "127.0.0.1:0:%u", port);
-                        r = keeper_ports(sock, "add", spec, 0, &json, &e);
+                        r = hutch_ext_ports(s->name, "add", spec, &json, &e);
                 }
                 if (r < 0)
                         break;

@@ -7,13 +7,13 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "api/hutch-ext.h"
 #include "cli.h"
 #include "fd-util.h"
 #include "log.h"
 #include "mcp-util.h"
 #include "mcp.h"
 #include "run-flags.h"
-#include "store/store.h"
 #include "strv.h"
 
 #define MCP_READ_CHUNK 65536
@@ -267,7 +267,7 @@ int verb_mcp(int argc, char **argv) {
                 log_error_errno(negative_errno(), "cannot get the current directory: %m");
                 return HUTCH_EXIT_FAILURE;
         }
-        if (name && !store_name_is_valid(name)) {
+        if (name && !hutch_ext_name_is_valid(name)) {
                 log_error("invalid sandbox name '%s': it must match [a-z0-9][a-z0-9_.-]{0,62}",
                           name);
                 return HUTCH_EXIT_FAILURE;

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "api/persist.h"
+#include "cli-util.h"
 #include "cli.h"
 #include "fd-util.h"
 #include "log.h"
@@ -28,28 +29,6 @@
 static int log_oom(void) {
         log_error("out of memory");
         return HUTCH_EXIT_FAILURE;
-}
-
-static int fail(const HutchError *err, int r) {
-        log_error("%s", err->msg[0] ? err->msg : strerror(-r));
-        return HUTCH_EXIT_FAILURE;
-}
-
-int persist_open(const char *name, Store **ret_store, SandboxRecord **ret_rec) {
-        _cleanup_(store_freep) Store *s = NULL;
-        HutchError err = {};
-        int r;
-
-        r = store_open(&s, &err);
-        if (r < 0)
-                return fail(&err, r);
-        if (name) {
-                r = store_sandbox_load(s, name, ret_rec, &err);
-                if (r < 0)
-                        return fail(&err, r);
-        }
-        *ret_store = TAKE_PTR(s);
-        return 0;
 }
 
 /* ---- create ---- */
@@ -92,7 +71,7 @@ int verb_create(int argc, char **argv) {
                 name = NULL;
         r = run_args_parse_mode(argc, argv, RUN_ARGS_CREATE, &args, &err);
         if (r < 0)
-                return fail(&err, r);
+                return cli_fail(&err, r);
         if (args.help) {
                 create_usage(stdout);
                 return 0;
@@ -104,14 +83,14 @@ int verb_create(int argc, char **argv) {
         if (!name)
                 name = args.command[0];
         ports_warn_exposed(args.policy->ports);
-        r = persist_open(NULL, &s, NULL);
+        r = cli_store_open(NULL, &s, NULL);
         if (r != 0)
                 return r;
         /* With --from and no policy flag, the snapshot's policy. */
         r = persist_create(s, name, args.from && !args.policy_given ? NULL : args.policy, args.from,
                            args.idle_timeout_ms, &rec, &err);
         if (r < 0)
-                return fail(&err, r);
+                return cli_fail(&err, r);
         if (rec->disk_limit == 0) {
                 HutchError why = {};
 
@@ -157,15 +136,15 @@ int verb_update(int argc, char **argv) {
         argv[1] = argv[0];
         argc--;
         argv++;
-        r = persist_open(NULL, &s, NULL);
+        r = cli_store_open(NULL, &s, NULL);
         if (r != 0)
                 return r;
         r = store_sandbox_load(s, name, &rec, &err);
         if (r < 0)
-                return fail(&err, r);
+                return cli_fail(&err, r);
         r = run_args_parse_update(argc, argv, rec->policy_json, &args, &err);
         if (r < 0)
-                return fail(&err, r);
+                return cli_fail(&err, r);
         if (args.help) {
                 update_usage(stdout);
                 return 0;
@@ -177,7 +156,7 @@ int verb_update(int argc, char **argv) {
         }
         r = persist_update(s, rec->name, args.policy, &changed, &err);
         if (r < 0)
-                return fail(&err, r);
+                return cli_fail(&err, r);
         STRV_FOREACH(f, changed)
                 (void)printf("%s\n", *f);
         return 0;
@@ -367,7 +346,7 @@ int verb_exec(int argc, char **argv) {
                         return HUTCH_EXIT_FAILURE;
                 }
         }
-        r = persist_open(NULL, &s, NULL);
+        r = cli_store_open(NULL, &s, NULL);
         if (r != 0)
                 return r;
 
@@ -394,7 +373,7 @@ int verb_exec(int argc, char **argv) {
          * anything of ours is printed. */
         terminal_relay_finish(&term);
         if (r < 0)
-                return fail(&err, r);
+                return cli_fail(&err, r);
         if (req.detach) {
                 (void)printf("%llu\n", (unsigned long long)id);
                 return 0;
@@ -472,7 +451,7 @@ int verb_ls(int argc, char **argv) {
                 json_decref(arr);
                 return HUTCH_EXIT_FAILURE;
         }
-        r = persist_open(NULL, &s, NULL);
+        r = cli_store_open(NULL, &s, NULL);
         if (r != 0) {
                 json_decref(arr);
                 return r;
@@ -556,12 +535,12 @@ int verb_stop(int argc, char **argv) {
                 log_error("usage: hutch stop NAME");
                 return HUTCH_EXIT_FAILURE;
         }
-        r = persist_open(argv[1], &s, &rec);
+        r = cli_store_open(argv[1], &s, &rec);
         if (r != 0)
                 return r;
         r = persist_stop(s, rec->name, &err);
         if (r < 0)
-                return fail(&err, r);
+                return cli_fail(&err, r);
         if (r == 0)
                 log_info("sandbox '%s' is not running", rec->name);
         return 0;
@@ -588,12 +567,12 @@ int verb_rm(int argc, char **argv) {
                 log_error("usage: hutch rm [--force] NAME");
                 return HUTCH_EXIT_FAILURE;
         }
-        r = persist_open(NULL, &s, NULL);
+        r = cli_store_open(NULL, &s, NULL);
         if (r != 0)
                 return r;
         r = persist_destroy(s, name, force, &err);
         if (r < 0)
-                return fail(&err, r);
+                return cli_fail(&err, r);
         return 0;
 }
 
@@ -643,7 +622,7 @@ int verb_logs(int argc, char **argv) {
          * (docs/processes.md). */
         if (exec_id)
                 return procs_print_output(name, exec_id, follow);
-        r = persist_open(name, &s, &rec);
+        r = cli_store_open(name, &s, &rec);
         if (r != 0)
                 return r;
         if (audit) {
@@ -713,12 +692,12 @@ int verb_gc(int argc, char **argv) {
                 log_error("usage: hutch gc");
                 return HUTCH_EXIT_FAILURE;
         }
-        r = persist_open(NULL, &s, NULL);
+        r = cli_store_open(NULL, &s, NULL);
         if (r != 0)
                 return r;
         r = store_gc(s, &n, &err);
         if (r < 0)
-                return fail(&err, r);
+                return cli_fail(&err, r);
         (void)printf("removed %u leftover%s\n", n, n == 1 ? "" : "s");
         return 0;
 }

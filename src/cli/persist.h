@@ -4,11 +4,9 @@
 /* Shared by the persistent-sandbox verbs (persist.c, snapshot.c, diff.c);
  * what they do is in the library (api/persist.h). */
 
-#include "store/store.h"
-
-/* Opens the store and (with @name) loads that sandbox; on failure logs and
- * returns HUTCH_EXIT_FAILURE, else 0. */
-int persist_open(const char *name, Store **ret_store, SandboxRecord **ret_rec);
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
 
 /* "YYYY-MM-DD HH:MM:SS" (local time) of @ms since the epoch, or "-" for 0. */
 void persist_format_time(uint64_t ms, char *buf, size_t size);

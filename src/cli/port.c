@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "api/persist.h"
+#include "cli-util.h"
 #include "cli.h"
 #include "log.h"
 #include "parse-util.h"
@@ -102,7 +103,7 @@ int verb_port(int argc, char **argv) {
                 log_error("invalid port '%s' (expected a number from 1 to 65535)", argv[argc - 1]);
                 return HUTCH_EXIT_FAILURE;
         }
-        r = persist_open(argv[1], &s, &rec);
+        r = cli_store_open(argv[1], &s, &rec);
         if (r != 0)
                 return r;
         if (argc == 4 && strcmp(argv[2], "add") == 0) {

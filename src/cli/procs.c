@@ -11,17 +11,13 @@
 #include <unistd.h>
 
 #include "api/processes.h"
+#include "cli-util.h"
 #include "cli.h"
 #include "log.h"
 #include "parse-util.h"
 #include "persist.h"
 #include "sandbox/exec-table.h"
 #include "store/store.h"
-
-static int fail(const HutchError *err, int r) {
-        log_error("%s", err->msg[0] ? err->msg : strerror(-r));
-        return HUTCH_EXIT_FAILURE;
-}
 
 static int parse_id(const char *text, uint64_t *ret) {
         uint64_t id;
@@ -60,12 +56,12 @@ int verb_ps(int argc, char **argv) {
                 log_error("usage: hutch ps NAME [--json]");
                 return HUTCH_EXIT_FAILURE;
         }
-        r = persist_open(NULL, &s, NULL);
+        r = cli_store_open(NULL, &s, NULL);
         if (r != 0)
                 return r;
         r = persist_exec_list(s, name, &text, &err);
         if (r < 0)
-                return fail(&err, r);
+                return cli_fail(&err, r);
         if (as_json) {
                 (void)printf("%s\n", text);
                 return 0;
@@ -155,13 +151,13 @@ int verb_kill(int argc, char **argv) {
                 grace_ms = 0;
         if (have_time && grace_ms == 0)
                 sig = SIGKILL;
-        r = persist_open(NULL, &s, NULL);
+        r = cli_store_open(NULL, &s, NULL);
         if (r != 0)
                 return r;
         r = persist_exec_kill(s, argv[optind], id, sig, grace_ms, !have_sig || have_time, NULL,
                               NULL, &err);
         if (r < 0)
-                return fail(&err, r);
+                return cli_fail(&err, r);
         return 0;
 }
 
@@ -194,12 +190,12 @@ int verb_wait(int argc, char **argv) {
         r = parse_id(args[1], &id);
         if (r != 0)
                 return r;
-        r = persist_open(NULL, &s, NULL);
+        r = cli_store_open(NULL, &s, NULL);
         if (r != 0)
                 return r;
         r = persist_exec_wait(s, args[0], id, &code, as_json ? &json : NULL, &err);
         if (r < 0)
-                return fail(&err, r);
+                return cli_fail(&err, r);
         if (as_json)
                 (void)printf("%s\n", json);
         else
@@ -218,13 +214,13 @@ int procs_print_output(const char *name, const char *exec_id, bool follow) {
         r = parse_id(exec_id, &id);
         if (r != 0)
                 return r;
-        r = persist_open(NULL, &s, NULL);
+        r = cli_store_open(NULL, &s, NULL);
         if (r != 0)
                 return r;
         r = persist_exec_output(s, name, id, follow, STDOUT_FILENO, STDERR_FILENO, &err);
         if (r == -EPIPE)
                 return 0; /* the reader is gone (| head) */
         if (r < 0)
-                return fail(&err, r);
+                return cli_fail(&err, r);
         return 0;
 }

@@ -8,13 +8,7 @@
 #include <unistd.h>
 
 #include "progress.h"
-
-static uint64_t now_ns(void) {
-        struct timespec ts;
-
-        (void)clock_gettime(CLOCK_MONOTONIC, &ts);
-        return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
-}
+#include "time-util.h"
 
 static uint64_t progress_done(const Progress *p) {
         struct stat st;
@@ -35,7 +29,7 @@ static double rate_mib_s(uint64_t bytes, uint64_t ns) {
 }
 
 static void progress_draw(const Progress *p) {
-        uint64_t done = progress_done(p), ns = now_ns() - p->start_ns;
+        uint64_t done = progress_done(p), ns = time_monotonic_ns() - p->start_ns;
 
         if (p->total)
                 (void)fprintf(stderr, "\r\033[K%s: %.1f of %.1f MiB (%d%%), %.1f MiB/s", p->what,
@@ -71,7 +65,7 @@ void progress_begin(Progress *p, const char *what, int fd, ProgressSource source
         p->source = source;
         p->total = total;
         p->what = what;
-        p->start_ns = now_ns();
+        p->start_ns = time_monotonic_ns();
         p->stop_fd = eventfd(0, EFD_CLOEXEC);
         if (p->stop_fd < 0)
                 return;
@@ -98,7 +92,7 @@ void progress_end(Progress *p, const char *done, bool ok) {
                 return;
         }
         bytes = p->total && p->source == PROGRESS_FILE_OFFSET ? p->total : progress_done(p);
-        ns = now_ns() - p->start_ns;
+        ns = time_monotonic_ns() - p->start_ns;
         (void)fprintf(stderr, "\r\033[K%s: %.1f MiB in %.1f s (%.1f MiB/s)\n", done, mib(bytes),
                       (double)ns / 1e9, rate_mib_s(bytes, ns));
 }

@@ -23,10 +23,10 @@
 #include <event2/event.h>
 #include <event2/http.h>
 
-#include "api/persist.h"
+#include "api/hutch-ext.h"
 #include "fd-util.h"
 #include "log.h"
-#include "sandbox/keeper.h"
+#include "serve-exec-args.h"
 #include "serve.h"
 #include "strv.h"
 
@@ -57,29 +57,6 @@ struct ExecJob {
         uint64_t output_limit, id;
         char *outcome_json;
         ExecJob *prev, *next;
-};
-
-typedef struct ExecArgs {
-        char **argv;
-        char **env;
-        const char *cwd;
-        const char *stdin_text;
-        const char *stdin_base64;
-        uint64_t timeout_ms;
-        uint64_t output_limit;
-        bool detach;
-} ExecArgs;
-
-/* The stream route takes all but the last two. */
-static const ServeField exec_fields[] = {
-        {"argv", SERVE_FIELD_STRV, offsetof(ExecArgs, argv), true},
-        {"env", SERVE_FIELD_ENV, offsetof(ExecArgs, env), false},
-        {"cwd", SERVE_FIELD_STRING, offsetof(ExecArgs, cwd), false},
-        {"timeout_ms", SERVE_FIELD_U64, offsetof(ExecArgs, timeout_ms), false},
-        {"stdin", SERVE_FIELD_STRING, offsetof(ExecArgs, stdin_text), false},
-        {"stdin_base64", SERVE_FIELD_STRING, offsetof(ExecArgs, stdin_base64), false},
-        {"output_limit", SERVE_FIELD_U64, offsetof(ExecArgs, output_limit), false},
-        {"detach", SERVE_FIELD_BOOL, offsetof(ExecArgs, detach), false},
 };
 
 static void exec_args_done(ExecArgs *a) {
@@ -480,14 +457,14 @@ static void on_keeper(evutil_socket_t fd, short what, void *arg) {
                 uint64_t id = 0;
                 int code = 0, r;
 
-                r = keeper_exec_answer(job->sock, &id, &code, &json, &err);
+                r = hutch_ext_exec_answer(job->sock, &id, &code, &json, &err);
                 if (r == -EAGAIN)
                         return;
                 if (r < 0) {
                         job_fail(job, r, &err);
                         return;
                 }
-                if (r == KEEPER_ANSWER_STARTED && !job->started) {
+                if (r == HUTCH_EXT_ANSWER_STARTED && !job->started) {
                         bool detach = job->detach;
 
                         job->started = true;
@@ -497,7 +474,7 @@ static void on_keeper(evutil_socket_t fd, short what, void *arg) {
                                 return; /* on_started() answered and freed the job */
                         continue;
                 }
-                if (r != KEEPER_ANSWER_OUTCOME || !job->started) {
+                if (r != HUTCH_EXT_ANSWER_OUTCOME || !job->started) {
                         free(json);
                         (void)hutch_error_set(&err, EPROTO, "unexpected answer from the keeper");
                         job_fail(job, -EPROTO, &err);
@@ -558,7 +535,7 @@ static int job_start(ExecJob *job, const ExecArgs *a, const char *stdin_data, si
                      HutchError *reterr) {
         _cleanup_close_ int in = -EBADF, out_w = -EBADF, err_w = -EBADF;
         int p[2], r;
-        KeeperExec req;
+        HutchExtExec req;
 
         if (stdin_data)
                 in = stdin_memfd(stdin_data, stdin_len);
@@ -591,7 +568,7 @@ static int job_start(ExecJob *job, const ExecArgs *a, const char *stdin_data, si
                 if (!job->out[i].ev)
                         return hutch_error_set(reterr, ENOMEM, "out of memory");
         }
-        req = (KeeperExec){
+        req = (HutchExtExec){
                 .argv = a->argv,
                 .env = a->env,
                 .cwd = a->cwd,
@@ -599,7 +576,7 @@ static int job_start(ExecJob *job, const ExecArgs *a, const char *stdin_data, si
                 .detach = a->detach,
                 .fds = {in, out_w, err_w},
         };
-        r = keeper_exec_send(job->sock, &req, reterr);
+        r = hutch_ext_exec_send(job->sock, &req, reterr);
         if (r < 0)
                 return r;
         /* Only the command holds the write ends now: their EOF is its end. */
@@ -613,17 +590,17 @@ static int job_start(ExecJob *job, const ExecArgs *a, const char *stdin_data, si
 
 static void exec_start(ServeCtx *c, bool stream) {
         _cleanup_(exec_args_done) ExecArgs a = {.output_limit = SERVE_OUTPUT_DEFAULT};
-        _cleanup_(sandbox_record_freep) SandboxRecord *rec = NULL;
         _cleanup_free_ char *decoded = NULL;
         const char *stdin_data = NULL;
-        size_t stdin_len = 0, n_fields = ELEMENTSOF(exec_fields) - (stream ? 2 : 0);
+        size_t stdin_len = 0,
+               n_fields = serve_exec_n_fields - (stream ? SERVE_EXEC_FIELDS_NOT_STREAMED : 0);
         HutchError err = {};
         json_t *root = NULL;
         ExecJob *job = NULL;
         struct bufferevent *bev;
         int r;
 
-        r = serve_body_object(c, exec_fields, n_fields, &a, &root);
+        r = serve_body_object(c, serve_exec_fields, n_fields, &a, &root);
         if (r < 0)
                 return;
         r = exec_args_validate(&a, json_object_get(root, "env"), &err);
@@ -639,8 +616,6 @@ static void exec_start(ServeCtx *c, bool stream) {
                 stdin_len = strlen(a.stdin_text);
         }
         if (r >= 0)
-                r = store_sandbox_load(c->srv->store, c->param, &rec, &err);
-        if (r >= 0)
                 r = job_new(c, stream, &a, &job);
         /* NEEDSWORK: starting a stopped sandbox's keeper happens here, in
          * the event loop: it takes the sandbox's lock and waits for the
@@ -648,7 +623,7 @@ static void exec_start(ServeCtx *c, bool stream) {
          * KEEPER_START_TIMEOUT_MS), during which other clients wait. The
          * ready pipe could be one more event. */
         if (r >= 0)
-                r = persist_connect(c->srv->store, rec->name, true, &job->sock, &err);
+                r = hutch_ext_connect(c->param, &job->sock, &err);
         if (r >= 0)
                 r = job_start(job, &a, stdin_data, stdin_len, &err);
         json_decref(root);

@@ -26,7 +26,7 @@
 #include <event2/event.h>
 #include <event2/http.h>
 
-#include "api/processes.h"
+#include "api/hutch-ext.h"
 #include "fd-util.h"
 #include "log.h"
 #include "parse-util.h"
@@ -52,7 +52,7 @@ static int exec_params(const ServeCtx *c, char name[STORE_NAME_MAX + 1], uint64_
         }
         memcpy(name, p, n);
         name[n] = '\0';
-        if (!store_name_is_valid(name)) {
+        if (!hutch_ext_name_is_valid(name)) {
                 serve_reply_status(c->req, 400, "invalid_argument", NULL,
                                    "invalid name '%s': it must match [a-z0-9][a-z0-9_.-]{0,62}",
                                    name);
@@ -175,7 +175,7 @@ void serve_exec_signal(ServeCtx *c) {
         if (r < 0)
                 return;
         if (a.signal) {
-                sig = persist_signal_parse(a.signal);
+                sig = hutch_ext_signal_parse(a.signal);
                 if (sig < 0) {
                         serve_reply_status(c->req, 400, "invalid_argument", "/signal",
                                            "invalid signal '%.32s' (TERM, KILL, HUP, INT, USR1, "

@@ -98,7 +98,7 @@ void serve_sandbox_create(ServeCtx *c) {
         _cleanup_(hutch_policy_freep) hutch_policy *p = NULL;
         _cleanup_free_ char *policy_text = NULL, *location = NULL;
         CreateArgs a = {};
-        hutch_sandbox_info info;
+        _cleanup_(hutch_sandbox_info_done) hutch_sandbox_info info = {};
         hutch_error err = {};
         json_t *root = NULL;
         char id[17];
@@ -152,7 +152,7 @@ out:
 }
 
 void serve_sandbox_get(ServeCtx *c) {
-        hutch_sandbox_info info;
+        _cleanup_(hutch_sandbox_info_done) hutch_sandbox_info info = {};
         hutch_error err = {};
         int r;
 

@@ -32,6 +32,7 @@
 #include "serve.h"
 #include "store/diff.h"
 #include "strv.h"
+#include "time-util.h"
 
 #define HISTORY_LIMIT_DEFAULT 100U
 #define HISTORY_LIMIT_MAX 10000U
@@ -51,13 +52,6 @@ struct StatsStream {
  * mounts of cgroup hierarchies do not move while it runs. */
 static CgroupTopology topology;
 static int topology_state; /* 0: not yet, 1: detected, < 0: failed */
-
-static uint64_t now_ms(void) {
-        struct timespec ts;
-
-        (void)clock_gettime(CLOCK_REALTIME, &ts);
-        return (uint64_t)ts.tv_sec * 1000U + (uint64_t)ts.tv_nsec / 1000000U;
-}
 
 /* The pid of the sandbox @name's keeper: > 0, 0 when it is not running. */
 static pid_t keeper_pid(Server *srv, const char *name) {
@@ -199,7 +193,7 @@ static json_t *stats_sample(Server *srv, const char *name) {
                         cpu = json_integer((json_int_t)(n / 1000));
         }
         return json_pack("{s:b,s:o,s:o,s:I}", "running", kpid > 0, "memory_bytes", memory,
-                         "cpu_usec", cpu, "sampled_ms", (json_int_t)now_ms());
+                         "cpu_usec", cpu, "sampled_ms", (json_int_t)time_realtime_ms());
 }
 
 /* Loads the route's sandbox, answering 404 when there is none. */

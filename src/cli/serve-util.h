@@ -16,6 +16,7 @@
 #include <jansson.h>
 
 #include "hutch-error.h"
+#include "json-fields.h"
 
 #define SERVE_TOKEN_MIN 16
 #define SERVE_TOKEN_MAX 4096
@@ -35,30 +36,18 @@ bool serve_path_match(const char *pattern, const char *path, const char **ret_pa
  * into @buf (truncated to @size). */
 void serve_member_pointer(char *buf, size_t size, const char *key, long index);
 
-typedef enum ServeFieldType {
-        SERVE_FIELD_STRING, /* const char *, borrowed from the JSON object */
-        SERVE_FIELD_STRV,   /* char **, a new NULL-terminated copy: strv_free() */
-        SERVE_FIELD_BOOL,   /* bool */
-        SERVE_FIELD_U64,    /* uint64_t: a JSON integer >= 0 */
-        SERVE_FIELD_OBJECT, /* json_t *, borrowed */
-        SERVE_FIELD_ENV,    /* char ** of "KEY=VALUE", a new copy: strv_free(); from an
-                             * object of strings (API 1.1) or an array of "KEY=VALUE"
-                             * strings (the API 1.0 shape, still accepted) */
-} ServeFieldType;
+/* The decoder is src/basic/json-fields.h's; these are its names here. */
+typedef JsonFieldType ServeFieldType;
+typedef JsonFieldDef ServeField;
+#define SERVE_FIELD_STRING JSON_FIELD_STRING
+#define SERVE_FIELD_STRV JSON_FIELD_STRV
+#define SERVE_FIELD_BOOL JSON_FIELD_BOOL
+#define SERVE_FIELD_U64 JSON_FIELD_U64
+#define SERVE_FIELD_OBJECT JSON_FIELD_OBJECT
+#define SERVE_FIELD_ENV JSON_FIELD_ENV
 
-typedef struct ServeField {
-        const char *name;
-        ServeFieldType type;
-        size_t offset; /* of the destination in the caller's struct */
-        bool mandatory;
-} ServeField;
-
-/* Decodes the JSON object @obj into @dest by the table @fields: each member
- * must be named in the table and have its type; null counts as absent (the
- * destination keeps its default). Unknown members, wrong types and missing
- * mandatory members are -EINVAL with @reterr's pointer naming the member
- * ("/argv/2"). On failure the STRV destinations already filled are freed
- * and reset to NULL. */
+/* A request body: -EINVAL ("the request body must be a JSON object") when
+ * @obj is not an object, else json_fields_decode(). */
 int serve_decode_object(json_t *obj, const ServeField *fields, size_t n_fields, void *dest,
                         HutchError *reterr);
 

@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "api/persist.h"
+#include "cli-util.h"
 #include "cli.h"
 #include "fd-util.h"
 #include "log.h"
@@ -26,21 +27,6 @@
 #include "store/archive.h"
 #include "store/store.h"
 #include "strv.h"
-
-static int fail(const HutchError *err, int r) {
-        log_error("%s", err->msg[0] ? err->msg : strerror(-r));
-        return HUTCH_EXIT_FAILURE;
-}
-
-static int persist_open(const char *name, Store **ret_store, void *unused) {
-        HutchError err = {};
-        int r;
-
-        (void)name;
-        (void)unused;
-        r = store_open(ret_store, &err);
-        return r < 0 ? fail(&err, r) : 0;
-}
 
 /* Every layer of @snap's chain, top first, as directory fds. */
 static int open_chain(const Store *s, const char *snap, int **ret_fds, size_t *ret_n,
@@ -103,15 +89,15 @@ static int snapshot_export(int argc, char **argv) {
                 log_error("usage: hutch snapshot export SNAP -o FILE.tar.zst [-q]");
                 return HUTCH_EXIT_FAILURE;
         }
-        r = persist_open(NULL, &s, NULL);
+        r = cli_store_open(NULL, &s, NULL);
         if (r != 0)
                 return r;
         r = store_enter_range(s, &err);
         if (r < 0)
-                return fail(&err, r);
+                return cli_fail(&err, r);
         r = store_snapshot_load(s, name, &rec, &err);
         if (r < 0)
-                return fail(&err, r);
+                return cli_fail(&err, r);
         /* The export stands alone: the whole chain, no parent. */
         rec->parent = mfree(rec->parent);
         /* An imported snapshot passes on what its archive suggested (as
@@ -128,7 +114,7 @@ static int snapshot_export(int argc, char **argv) {
         }
         r = open_chain(s, name, &fds, &n, &err);
         if (r < 0)
-                return fail(&err, r);
+                return cli_fail(&err, r);
         if (asprintf(&tmp, "%s.tmp-%d", path, (int)getpid()) < 0) {
                 tmp = NULL;
                 r = -ENOMEM;
@@ -162,7 +148,7 @@ done:
         for (size_t i = 0; i < n; i++)
                 (void)close(fds[i]);
         if (r < 0)
-                return fail(&err, r);
+                return cli_fail(&err, r);
         return 0;
 }
 
@@ -241,12 +227,12 @@ static int snapshot_import(int argc, char **argv) {
                 log_error("invalid snapshot name '%s'", name);
                 return HUTCH_EXIT_FAILURE;
         }
-        r = persist_open(NULL, &s, NULL);
+        r = cli_store_open(NULL, &s, NULL);
         if (r != 0)
                 return r;
         r = store_enter_range(s, &err);
         if (r < 0)
-                return fail(&err, r);
+                return cli_fail(&err, r);
         in = open(path, O_RDONLY | O_CLOEXEC);
         if (in < 0) {
                 log_error("cannot open '%s': %m", path);
@@ -254,7 +240,7 @@ static int snapshot_import(int argc, char **argv) {
         }
         r = store_snapshot_begin(s, &tmp, &err);
         if (r < 0)
-                return fail(&err, r);
+                return cli_fail(&err, r);
         dfd = open(tmp, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         if (dfd < 0) {
                 r = hutch_error_set(&err, errno, "cannot open %s: %m", tmp);
@@ -338,12 +324,12 @@ static int snapshot_import(int argc, char **argv) {
                 goto fail;
         r = persist_image_mark(s, rec->policy_json, "snapshot", rec->name, &err);
         if (r < 0)
-                return fail(&err, r);
+                return cli_fail(&err, r);
         (void)printf("%s\n", rec->name);
         return 0;
 fail:
         (void)rm_rf_at(AT_FDCWD, tmp);
-        return fail(&err, r);
+        return cli_fail(&err, r);
 }
 
 /* `decompress MAX`: stdin, compressed in any format of libarchive's

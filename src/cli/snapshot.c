@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "api/persist.h"
+#include "cli-util.h"
 #include "cli.h"
 #include "fd-util.h"
 #include "log.h"
@@ -17,11 +18,6 @@
 #include "rm-rf.h"
 #include "store/store.h"
 #include "strv.h"
-
-static int fail(const HutchError *err, int r) {
-        log_error("%s", err->msg[0] ? err->msg : strerror(-r));
-        return HUTCH_EXIT_FAILURE;
-}
 
 static void snapshot_usage(FILE *f) {
         (void)fprintf(f,
@@ -47,12 +43,12 @@ static int snapshot_take(int argc, char **argv) {
                 snapshot_usage(stderr);
                 return HUTCH_EXIT_FAILURE;
         }
-        r = persist_open(NULL, &s, NULL);
+        r = cli_store_open(NULL, &s, NULL);
         if (r != 0)
                 return r;
         r = persist_snapshot(s, argv[1], argc == 3 ? argv[2] : NULL, &snap, &running, &err);
         if (r < 0)
-                return fail(&err, r);
+                return cli_fail(&err, r);
         if (running) {
                 _cleanup_(sandbox_record_freep) SandboxRecord *rec = NULL;
 
@@ -78,7 +74,7 @@ static int snapshot_ls(int argc, char **argv) {
                 log_error("usage: hutch snapshot ls [--json | -q]");
                 return HUTCH_EXIT_FAILURE;
         }
-        r = persist_open(NULL, &s, NULL);
+        r = cli_store_open(NULL, &s, NULL);
         if (r != 0)
                 return r;
         r = store_list(s, "snapshots", &names);
@@ -152,12 +148,12 @@ static int snapshot_inspect(int argc, char **argv) {
                 log_error("usage: hutch snapshot inspect SNAP");
                 return HUTCH_EXIT_FAILURE;
         }
-        r = persist_open(NULL, &s, NULL);
+        r = cli_store_open(NULL, &s, NULL);
         if (r != 0)
                 return r;
         r = store_snapshot_load(s, argv[1], &rec, &err);
         if (r < 0)
-                return fail(&err, r);
+                return cli_fail(&err, r);
         if (!rec->imported)
                 policy = json_loads(rec->policy_json, 0, NULL);
         if (rec->suggested_policy_json)
@@ -187,12 +183,12 @@ static int snapshot_rm(int argc, char **argv) {
                 log_error("usage: hutch snapshot rm SNAP");
                 return HUTCH_EXIT_FAILURE;
         }
-        r = persist_open(NULL, &s, NULL);
+        r = cli_store_open(NULL, &s, NULL);
         if (r != 0)
                 return r;
         r = persist_snapshot_remove(s, argv[1], &err);
         if (r < 0)
-                return fail(&err, r);
+                return cli_fail(&err, r);
         return 0;
 }
 

@@ -9,7 +9,7 @@
  * under /sbx (9p shares, tmpfs, a minimal /dev: agent-setup.c), EXEC runs
  * a command there
  * (any number at once, one per channel; or the file operation builtin of
- * src/lib/sandbox/file-op.h, confined as a command is).
+ * src/shared/file-op.h, confined as a command is).
  *
  * SECURITY: the command runs behind the namespace backend's wall
  * (docs/vm.md, "The guest's own wall"): chrooted into /sbx, in the
@@ -49,9 +49,9 @@
 #include "agent.h"
 #include "exec-util.h"
 #include "fd-util.h"
+#include "file-op.h"
 #include "macro.h"
 #include "parse-util.h"
-#include "sandbox/file-op.h"
 #include "seccomp/seccomp-bpf.h"
 #include "signal-util.h"
 #include "time-util.h"

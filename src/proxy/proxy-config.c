@@ -9,6 +9,7 @@
 #include <jansson.h>
 
 #include "fd-util.h"
+#include "json-fields.h"
 #include "parse-util.h"
 #include "proxy-config.h"
 #include "strv.h"
@@ -494,22 +495,21 @@ static bool printable_token(const char *s) {
 
 /* Refuses a key of secret @obj that is not one of docs/network.md's. */
 static int secret_check_keys(json_t *obj, size_t index, HutchError *reterr) {
-        static const char *const known[] = {"name",   "placeholder", "value",       "hosts",
-                                            "header", "query",       "path_prefix", "methods"};
+        /* Names only: load_secret() reads each member itself. */
+        static const JsonFieldDef known[] = {
+                {"name", JSON_FIELD_ANY},        {"placeholder", JSON_FIELD_ANY},
+                {"value", JSON_FIELD_ANY},       {"hosts", JSON_FIELD_ANY},
+                {"header", JSON_FIELD_ANY},      {"query", JSON_FIELD_ANY},
+                {"path_prefix", JSON_FIELD_ANY}, {"methods", JSON_FIELD_ANY},
+        };
         char pointer[HUTCH_ERROR_POINTER_MAX];
         const char *key;
-        json_t *v;
 
-        json_object_foreach(obj, key, v) {
-                bool ok = false;
-
-                for (size_t i = 0; i < ELEMENTSOF(known); i++)
-                        ok = ok || strcmp(known[i], key) == 0;
-                if (!ok) {
-                        (void)snprintf(pointer, sizeof(pointer), "/secrets/%zu/%s", index, key);
-                        return hutch_error_set_pointer(reterr, EINVAL, pointer,
-                                                       "unknown key '%s' in a secret", key);
-                }
+        key = json_fields_unknown(obj, known, ELEMENTSOF(known));
+        if (key) {
+                (void)snprintf(pointer, sizeof(pointer), "/secrets/%zu/%s", index, key);
+                return hutch_error_set_pointer(reterr, EINVAL, pointer,
+                                               "unknown key '%s' in a secret", key);
         }
         return 0;
 }

@@ -4,12 +4,13 @@
 #include <string.h>
 
 #include "macro.h"
+#include "serve-exec-args.h"
 #include "serve-util.h"
 #include "strv.h"
 
 /* Fuzzes what `hutch serve` does with a client's bytes before any C API
  * call (src/cli/serve-util.c), and checks its invariants:
- *   - a body decodes by the exec route's table or fails with EINVAL and a
+ *   - a body decodes by the exec route's own table (serve-exec-args.c) or fails with EINVAL and a
  *     JSON pointer ("" or "/..."), leaving no array behind;
  *   - base64 that decodes re-encodes to something that decodes the same;
  *   - the UTF-8 tail held back is at most 3 bytes, none for valid UTF-8,
@@ -24,41 +25,21 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-typedef struct Args {
-        char **argv;
-        char **env;
-        const char *cwd;
-        const char *stdin_text;
-        uint64_t timeout_ms;
-        bool detach;
-        json_t *policy;
-} Args;
-
-static const ServeField fields[] = {
-        {"argv", SERVE_FIELD_STRV, offsetof(Args, argv), true},
-        {"env", SERVE_FIELD_STRV, offsetof(Args, env), false},
-        {"cwd", SERVE_FIELD_STRING, offsetof(Args, cwd), false},
-        {"stdin", SERVE_FIELD_STRING, offsetof(Args, stdin_text), false},
-        {"timeout_ms", SERVE_FIELD_U64, offsetof(Args, timeout_ms), false},
-        {"detach", SERVE_FIELD_BOOL, offsetof(Args, detach), false},
-        {"policy", SERVE_FIELD_OBJECT, offsetof(Args, policy), false},
-};
-
 static void check_body(const char *text, size_t len) {
         json_t *root = json_loadb(text, len, JSON_REJECT_DUPLICATES, NULL);
         HutchError err = {};
-        Args a = {};
+        ExecArgs a = {};
         int r;
 
         if (!root)
                 return;
-        r = serve_decode_object(root, fields, ELEMENTSOF(fields), &a, &err);
+        r = serve_decode_object(root, serve_exec_fields, serve_exec_n_fields, &a, &err);
         if (r < 0) {
                 if (r != -EINVAL || err.errnum != EINVAL || a.argv || a.env ||
                     (err.pointer[0] && err.pointer[0] != '/'))
                         abort();
         } else {
-                if (!a.argv || (a.policy && !json_is_object(a.policy)))
+                if (!a.argv)
                         abort();
                 STRV_FOREACH(s, a.argv)
                         if (strlen(*s) > len)

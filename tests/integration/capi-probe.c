@@ -48,9 +48,14 @@ static void print_info(const hutch_file_info *i) {
 
 static void print_sandbox(const hutch_sandbox_info *i) {
         printf("{\"name\":\"%s\",\"id\":\"%s\",\"running\":%s,\"created_ms\":%llu,"
-               "\"last_used_ms\":%llu,\"disk_bytes\":%llu,\"parent\":\"%s\"}",
+               "\"last_used_ms\":%llu,\"disk_bytes\":%llu,\"parent\":\"%s\"",
                i->name, i->id, i->running ? "true" : "false", (unsigned long long)i->created_ms,
                (unsigned long long)i->last_used_ms, (unsigned long long)i->disk_bytes, i->parent);
+        /* hutch_get()'s policy as recorded (hutch_list() has none). */
+        if (i->policy_json)
+                printf(",\"policy\":%s,\"disk_limit_bytes\":%llu", i->policy_json,
+                       (unsigned long long)i->disk_limit_bytes);
+        printf("}");
 }
 
 /* A number in @base (10 or 8), digits only; -1 when it is not one. */
@@ -397,6 +402,7 @@ int main(int argc, char **argv) {
                         return failed(r, &err);
                 print_sandbox(&info);
                 printf("\n");
+                hutch_sandbox_info_done(&info);
                 return 0;
         }
         if (strcmp(verb, "list-sandboxes") == 0 && argc == 2) {

@@ -2,7 +2,7 @@
 """File operations beyond read/write/list/stat/remove (issue 19): writes
 that make their parent folders, mkdir, move and the recursive list, in
 the HTTP API (docs/api.md) and the C API's builtin behind it
-(src/lib/sandbox/file-op.h), as root and as the unprivileged test user.
+(src/shared/file-op.h), as root and as the unprivileged test user.
 
 Each runs inside the sandbox by a process of the sandbox, resolving every
 directory without following a symlink: a symlink the sandbox planted

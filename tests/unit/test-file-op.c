@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
-/* The file builtin of persistent sandboxes (sandbox/file-op.h), run here
+/* The file builtin of persistent sandboxes (src/shared/file-op.h), run here
  * on a temporary directory standing in for the sandbox's "/": every errno
  * it documents, and that no path leaves the root. */
 #include <fcntl.h>
@@ -10,8 +10,8 @@
 #include <unistd.h>
 
 #include "fd-util.h"
+#include "file-op.h"
 #include "rm-rf.h"
-#include "sandbox/file-op.h"
 #include "test.h"
 
 typedef struct Fx {

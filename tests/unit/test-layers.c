@@ -8,9 +8,9 @@
 #include <sys/xattr.h>
 #include <unistd.h>
 
+#include "copy.h"
 #include "fd-util.h"
 #include "rm-rf.h"
-#include "sandbox/copy.h"
 #include "store/diff.h"
 #include "store/layers.h"
 #include "store/store-internal.h"

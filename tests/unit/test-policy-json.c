@@ -8,49 +8,8 @@
 #include "policy/policy-internal.h"
 #include "policy/policy.h"
 #include "strv.h"
+#include "test-util.h"
 #include "test.h"
-
-static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw) {
-        return remove(path);
-}
-
-static void tmpdir_removep(char **dir) {
-        if (*dir) {
-                (void)nftw(*dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
-                free(*dir);
-        }
-}
-#define _cleanup_tmpdir_ _cleanup_(tmpdir_removep)
-
-static char *make_tmpdir(void) {
-        char t[] = "/tmp/hutch-test-policy-json-XXXXXX";
-        char *real;
-
-        if (!mkdtemp(t))
-                fail_msg("mkdtemp: %s", strerror(errno));
-        real = realpath(t, NULL);
-        if (!real)
-                fail_msg("realpath: %s", strerror(errno));
-        return real;
-}
-
-static char *path_join(const char *a, const char *b) {
-        char *s = NULL;
-
-        if (asprintf(&s, "%s/%s", a, b) < 0)
-                fail_msg("asprintf failed");
-        return s;
-}
-
-static void write_file(const char *path, const char *data, size_t len) {
-        int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-
-        if (fd < 0)
-                fail_msg("create %s: %s", path, strerror(errno));
-        if (write(fd, data, len) != (ssize_t)len)
-                fail_msg("write %s: %s", path, strerror(errno));
-        (void)close(fd);
-}
 
 /* Loads @json into a fresh policy; the error (if any) lands in @e. */
 static int load(const char *json, HutchError *e) {

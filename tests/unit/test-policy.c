@@ -11,41 +11,8 @@
 #include "policy/policy-internal.h"
 #include "policy/policy.h"
 #include "strv.h"
+#include "test-util.h"
 #include "test.h"
-
-/* A scratch directory per test, removed at the end of the scope. */
-static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw) {
-        return remove(path);
-}
-
-static void tmpdir_removep(char **dir) {
-        if (*dir) {
-                (void)nftw(*dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
-                free(*dir);
-        }
-}
-#define _cleanup_tmpdir_ _cleanup_(tmpdir_removep)
-
-static char *make_tmpdir(void) {
-        char t[] = "/tmp/hutch-test-policy-XXXXXX";
-        char *real;
-
-        if (!mkdtemp(t))
-                fail_msg("mkdtemp: %s", strerror(errno));
-        /* /tmp may itself be a symlink; the policy stores canonical paths. */
-        real = realpath(t, NULL);
-        if (!real)
-                fail_msg("realpath: %s", strerror(errno));
-        return real;
-}
-
-static char *path_join(const char *a, const char *b) {
-        char *s = NULL;
-
-        if (asprintf(&s, "%s/%s", a, b) < 0)
-                fail_msg("asprintf failed");
-        return s;
-}
 
 static void make_dir(const char *path) {
         if (mkdir(path, 0755) < 0)

@@ -7,52 +7,10 @@
 
 #include "run-flags.h"
 #include "strv.h"
+#include "test-util.h"
 #include "test.h"
 
 #define ARGV_MAX 32
-
-static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw) {
-        return remove(path);
-}
-
-static void tmpdir_removep(char **dir) {
-        if (*dir) {
-                (void)nftw(*dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
-                free(*dir);
-        }
-}
-#define _cleanup_tmpdir_ _cleanup_(tmpdir_removep)
-
-static char *make_tmpdir(void) {
-        char t[] = "/tmp/hutch-test-run-flags-XXXXXX";
-        char *real;
-
-        if (!mkdtemp(t))
-                fail_msg("mkdtemp: %s", strerror(errno));
-        real = realpath(t, NULL);
-        if (!real)
-                fail_msg("realpath: %s", strerror(errno));
-        return real;
-}
-
-static char *path_join(const char *a, const char *b) {
-        char *s = NULL;
-
-        if (asprintf(&s, "%s/%s", a, b) < 0)
-                fail_msg("asprintf failed");
-        return s;
-}
-
-static void write_file(const char *path, const char *data) {
-        int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-        size_t len = strlen(data);
-
-        if (fd < 0)
-                fail_msg("create %s: %s", path, strerror(errno));
-        if (write(fd, data, len) != (ssize_t)len)
-                fail_msg("write %s: %s", path, strerror(errno));
-        (void)close(fd);
-}
 
 /* Parses "run" plus the NULL-terminated arguments. @a is reset first and
  * must be released with run_args_done(). */
@@ -353,7 +311,7 @@ TEST(bad_values) {
         /* Host checks (policy_validate()) run too. */
         ASSERT_TRUE(asprintf(&msg, "workspace '%s' does not exist", missing) > 0);
         ASSERT_PARSE_FAILS(ENOENT, msg, "--workspace", missing, "true");
-        write_file(file, "");
+        write_text(file, "");
         free(msg);
         msg = NULL;
         ASSERT_TRUE(asprintf(&msg, "workspace '%s' is not a directory", file) > 0);
@@ -371,7 +329,7 @@ TEST(policy_file_merges_under_flags) {
         _cleanup_free_ char *pf = path_join(dir, "p.json");
         HutchError e;
 
-        write_file(pf, "{\n"
+        write_text(pf, "{\n"
                        "  \"hostname\": \"filebox\",\n"
                        "  \"workdir\": \"/from-file\",\n"
                        "  \"binds\": [{\"source\": \"/tmp\", \"target\": \"/file\"}],\n"
@@ -399,7 +357,7 @@ TEST(policy_file_errors) {
         _cleanup_free_ char *pf = path_join(dir, "p.json"), *missing = path_join(dir, "no.json"),
                             *msg = NULL;
 
-        write_file(pf, "{\n  \"hostname\": \"ok\",\n  \"tmpfs\": [\n    {\"path\": \"/t\", "
+        write_text(pf, "{\n  \"hostname\": \"ok\",\n  \"tmpfs\": [\n    {\"path\": \"/t\", "
                        "\"size\": \"12q\"}\n  ]\n}\n");
         ASSERT_TRUE(asprintf(&msg, "policy file '%s' line 4: /tmpfs/0/size: invalid size '12q'",
                              pf) > 0);
@@ -475,7 +433,7 @@ TEST(backend_flags) {
                           (char *)"--vm-accel", (char *)"tcg",       NULL};
         HutchError e;
 
-        write_file(kernel, "x");
+        write_text(kernel, "x");
         ASSERT_OK(parse(&a, &e, "--backend", "vm", "--vm-accel", "tcg", "--vm-kernel", kernel,
                         "true", NULL));
         ASSERT_EQ(a.policy->backend, SANDBOX_BACKEND_VM);

@@ -17,6 +17,16 @@ TEST(monotonic_is_one_clock_that_never_goes_back) {
 
 /* A sleep of 20 ms moves the monotonic clock by at least that much (a
  * lower bound only: the clock cannot run slow). */
+TEST(monotonic_ns_is_the_same_clock) {
+        uint64_t us, ns, us1;
+
+        us = time_monotonic_us();
+        ns = time_monotonic_ns();
+        us1 = time_monotonic_us();
+        ASSERT_TRUE(us <= ns / 1000);
+        ASSERT_TRUE(ns / 1000 <= us1);
+}
+
 TEST(monotonic_advances_over_a_sleep) {
         struct timespec d = {.tv_nsec = 20 * 1000 * 1000};
         uint64_t ms0, us0;

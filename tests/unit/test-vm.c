@@ -12,6 +12,7 @@
 #include "fd-util.h"
 #include "sha256.h"
 #include "strv.h"
+#include "test-util.h"
 #include "test.h"
 #include "vm/vm-internal.h"
 #include "vm/vm.h"
@@ -261,28 +262,6 @@ TEST(modules_bad_input) {
         l = strv_free(l);
 }
 
-static char *make_tmpdir(void) {
-        char t[] = "/tmp/hutch-test-vm-XXXXXX";
-
-        ASSERT_NOT_NULL(mkdtemp(t));
-        return strdup(t);
-}
-
-static char *path_join(const char *a, const char *b) {
-        char *s = NULL;
-
-        ASSERT_TRUE(asprintf(&s, "%s/%s", a, b) >= 0);
-        return s;
-}
-
-static void write_file(const char *path, const void *data, size_t len, mode_t mode) {
-        int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
-
-        ASSERT_TRUE(fd >= 0);
-        ASSERT_OK(loop_write(fd, data, len));
-        (void)close(fd);
-}
-
 /* The newc header fields at @h as numbers. */
 static unsigned cpio_field(const char *h, int i) {
         char hex[9];
@@ -306,7 +285,7 @@ TEST(cpio_newc_layout) {
         const char *expect_names[] = {"dev", "init", "TRAILER!!!"};
         int fd;
 
-        write_file(f, "12345", 5, 0644);
+        write_file_mode(f, "12345", 5, 0644);
         fd = open(out, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
         ASSERT_TRUE(fd >= 0);
         ASSERT_OK(vm_cpio_write(fd, dirs, names, files, modes));
@@ -434,7 +413,7 @@ TEST(qemu_and_kernel_finders) {
         ASSERT_OK(unsetenv("HUTCH_QEMU"));
         ASSERT_ERROR(vm_qemu_find(&found, &e), ENOENT);
         ASSERT_NOT_NULL(strstr(e.msg, "apt-get install qemu-system-x86"));
-        write_file(q, "#!/bin/sh\n", 10, 0755);
+        write_file_mode(q, "#!/bin/sh\n", 10, 0755);
         ASSERT_OK(setenv("PATH", dir, 1));
         ASSERT_OK(vm_qemu_find(&found, &e));
         ASSERT_STREQ(found, q);
@@ -448,8 +427,8 @@ TEST(qemu_and_kernel_finders) {
         ASSERT_OK(setenv("HUTCH_VM_BOOT_DIR", dir, 1));
         ASSERT_ERROR(vm_kernel_find(NULL, &found, &release, &e), ENOENT);
         ASSERT_NOT_NULL(strstr(e.msg, "apt-get install linux-image-amd64"));
-        write_file(k1, "x", 1, 0644);
-        write_file(k2, "x", 1, 0644);
+        write_file_mode(k1, "x", 1, 0644);
+        write_file_mode(k2, "x", 1, 0644);
         /* By version: 10 is newer than 9. */
         ASSERT_OK(vm_kernel_find(NULL, &found, &release, &e));
         ASSERT_STREQ(found, k2);
@@ -475,7 +454,7 @@ TEST(vmlinux_prepare_refuses_what_is_no_kernel) {
         static unsigned char img[0x400];
         HutchError e = {};
 
-        write_file(f, "not a kernel at all", 19, 0644);
+        write_file_mode(f, "not a kernel at all", 19, 0644);
         ASSERT_ERROR(vm_vmlinux_prepare(f, cache, &out, &e), EINVAL);
         /* A bzImage header whose payload points past the file. */
         memcpy(img + 0x202, "HdrS", 4);
@@ -484,11 +463,11 @@ TEST(vmlinux_prepare_refuses_what_is_no_kernel) {
         img[0x1f1] = 1;
         img[0x24b] = 0x7f;
         img[0x24c] = 0x10;
-        write_file(f, img, sizeof(img), 0644);
+        write_file_mode(f, img, sizeof(img), 0644);
         ASSERT_ERROR(vm_vmlinux_prepare(f, cache, &out, &e), EINVAL);
         ASSERT_NOT_NULL(strstr(e.msg, "payload outside the file"));
         /* An ELF is already a vmlinux: used as it is. */
-        write_file(elf, "\177ELF\2\1\1", 7, 0644);
+        write_file_mode(elf, "\177ELF\2\1\1", 7, 0644);
         ASSERT_OK(vm_vmlinux_prepare(elf, cache, &out, &e));
         ASSERT_STREQ(out, elf);
         (void)unlink(f);

@@ -16,8 +16,8 @@
 #include "api/persist.h"
 #include "api/processes.h"
 #include "fd-util.h"
+#include "file-op.h"
 #include "hutch.h"
-#include "sandbox/file-op.h"
 #include "sandbox/sandbox.h"
 #include "strv.h"
 
@@ -56,6 +56,21 @@ static int fail_msg(hutch_error *err, int errnum, const char *msg) {
         (void)hutch_error_set(&e, errnum, "%s", msg);
         return fail(err, &e, -errnum);
 }
+
+/* The shape of the wrappers that only forward to the core: opens the
+ * store as `s`, evaluates @call (which may use `s` and the core's error
+ * `e`) and hands a failure to @err as fail() does. An int expression: 0,
+ * or what @call returned on failure. */
+#define STORE_CALL(err, call)                                                                      \
+        ({                                                                                         \
+                _cleanup_(store_freep) Store *s = NULL;                                            \
+                HutchError e = {};                                                                 \
+                int r_ = store_open(&s, &e);                                                       \
+                                                                                                   \
+                if (r_ >= 0)                                                                       \
+                        r_ = (call);                                                               \
+                r_ < 0 ? fail((err), &e, r_) : 0;                                                  \
+        })
 
 /* ---- policies ---- */
 
@@ -293,18 +308,9 @@ _public_ int hutch_create(const char *name, const hutch_policy *p, const char *f
 }
 
 _public_ int hutch_update(const char *name, const hutch_policy *p, hutch_error *err) {
-        _cleanup_(store_freep) Store *s = NULL;
-        HutchError e = {};
-        int r;
-
         if (!name || !p)
                 return fail_msg(err, EINVAL, "no sandbox name or policy given");
-        r = store_open(&s, &e);
-        if (r >= 0)
-                r = persist_update(s, name, p->p, NULL, &e);
-        if (r < 0)
-                return fail(err, &e, r);
-        return 0;
+        return STORE_CALL(err, persist_update(s, name, p->p, NULL, &e));
 }
 
 /* hutch_exec() and hutch_exec_detached(): with @detach, @ret_id gets the
@@ -444,18 +450,10 @@ _public_ int hutch_exec_list(const char *name, hutch_exec_info **ret, size_t *re
 
 _public_ int hutch_exec_signal(const char *name, uint64_t id, int sig, uint64_t grace_ms,
                                hutch_error *err) {
-        _cleanup_(store_freep) Store *s = NULL;
-        HutchError e = {};
-        int r;
-
         if (!name)
                 return fail_msg(err, EINVAL, "no sandbox name given");
-        r = store_open(&s, &e);
-        if (r >= 0)
-                r = persist_exec_kill(s, name, id, sig, grace_ms, false, NULL, NULL, &e);
-        if (r < 0)
-                return fail(err, &e, r);
-        return 0;
+        return STORE_CALL(err,
+                          persist_exec_kill(s, name, id, sig, grace_ms, false, NULL, NULL, &e));
 }
 
 _public_ int hutch_exec_wait(const char *name, uint64_t id, hutch_outcome *ret, hutch_error *err) {
@@ -513,6 +511,11 @@ static void info_fill(const Store *s, const SandboxRecord *rec, hutch_sandbox_in
         copy_str(ret->parent, sizeof(ret->parent), rec->parent ? rec->parent : "");
 }
 
+_public_ void hutch_sandbox_info_done(hutch_sandbox_info *i) {
+        if (i)
+                i->policy_json = mfree(i->policy_json);
+}
+
 _public_ int hutch_list(hutch_sandbox_info **ret, size_t *ret_n, hutch_error *err) {
         _cleanup_(store_freep) Store *s = NULL;
         _cleanup_strv_free_ char **names = NULL;
@@ -548,6 +551,7 @@ _public_ int hutch_list(hutch_sandbox_info **ret, size_t *ret_n, hutch_error *er
 _public_ int hutch_get(const char *name, hutch_sandbox_info *ret, hutch_error *err) {
         _cleanup_(store_freep) Store *s = NULL;
         _cleanup_(sandbox_record_freep) SandboxRecord *rec = NULL;
+        _cleanup_free_ char *policy = NULL;
         HutchError e = {};
         int r;
 
@@ -558,7 +562,12 @@ _public_ int hutch_get(const char *name, hutch_sandbox_info *ret, hutch_error *e
                 r = store_sandbox_load(s, name, &rec, &e);
         if (r < 0)
                 return fail(err, &e, r);
+        policy = strdup(rec->policy_json ? rec->policy_json : "{}");
+        if (!policy)
+                return fail(err, NULL, -ENOMEM);
         info_fill(s, rec, ret);
+        ret->policy_json = TAKE_PTR(policy);
+        ret->disk_limit_bytes = rec->disk_limit;
         return 0;
 }
 
@@ -579,57 +588,29 @@ _public_ int hutch_stop(const char *name, hutch_error *err) {
 }
 
 _public_ int hutch_destroy(const char *name, hutch_error *err) {
-        _cleanup_(store_freep) Store *s = NULL;
-        HutchError e = {};
-        int r;
-
         if (!name)
                 return fail_msg(err, EINVAL, "no sandbox name given");
-        r = store_open(&s, &e);
-        if (r >= 0)
-                r = persist_destroy(s, name, true, &e);
-        return r < 0 ? fail(err, &e, r) : 0;
+        return STORE_CALL(err, persist_destroy(s, name, true, &e));
 }
 
 /* ---- snapshots ---- */
 
 _public_ int hutch_snapshot(const char *name, const char *snap, hutch_error *err) {
-        _cleanup_(store_freep) Store *s = NULL;
-        HutchError e = {};
-        int r;
-
         if (!name || !snap)
                 return fail_msg(err, EINVAL, "no sandbox or snapshot name given");
-        r = store_open(&s, &e);
-        if (r >= 0)
-                r = persist_snapshot(s, name, snap, NULL, NULL, &e);
-        return r < 0 ? fail(err, &e, r) : 0;
+        return STORE_CALL(err, persist_snapshot(s, name, snap, NULL, NULL, &e));
 }
 
 _public_ int hutch_restore(const char *name, const char *snap, hutch_error *err) {
-        _cleanup_(store_freep) Store *s = NULL;
-        HutchError e = {};
-        int r;
-
         if (!name || !snap)
                 return fail_msg(err, EINVAL, "no sandbox or snapshot name given");
-        r = store_open(&s, &e);
-        if (r >= 0)
-                r = persist_restore(s, name, snap, &e);
-        return r < 0 ? fail(err, &e, r) : 0;
+        return STORE_CALL(err, persist_restore(s, name, snap, &e));
 }
 
 _public_ int hutch_snapshot_remove(const char *snap, hutch_error *err) {
-        _cleanup_(store_freep) Store *s = NULL;
-        HutchError e = {};
-        int r;
-
         if (!snap)
                 return fail_msg(err, EINVAL, "no snapshot name given");
-        r = store_open(&s, &e);
-        if (r >= 0)
-                r = persist_snapshot_remove(s, snap, &e);
-        return r < 0 ? fail(err, &e, r) : 0;
+        return STORE_CALL(err, persist_snapshot_remove(s, snap, &e));
 }
 
 _public_ int hutch_snapshot_list(char ***ret, hutch_error *err) {
@@ -1047,14 +1028,7 @@ _public_ int hutch_ports(const char *name, char **ret_json, bool *ret_running, h
 }
 
 _public_ int hutch_port_connect(const char *name, unsigned port, int *ret_fd, hutch_error *err) {
-        _cleanup_(store_freep) Store *s = NULL;
-        HutchError e = {};
-        int r;
-
         if (!name || !ret_fd || port < 1 || port > 65535)
                 return fail_msg(err, EINVAL, "a sandbox name and a port (1-65535) are needed");
-        r = store_open(&s, &e);
-        if (r >= 0)
-                r = persist_port_connect(s, name, (uint16_t)port, ret_fd, &e);
-        return r < 0 ? fail(err, &e, r) : 0;
+        return STORE_CALL(err, persist_port_connect(s, name, (uint16_t)port, ret_fd, &e));
 }

@@ -8,6 +8,7 @@
 
 #include "net/addr.h"
 #include "parse-util.h"
+#include "string-table.h"
 
 static const char *const net_addr_class_table[_NET_ADDR_CLASS_MAX] = {
         [NET_ADDR_PUBLIC] = "public",         [NET_ADDR_UNSPECIFIED] = "unspecified",
@@ -18,20 +19,7 @@ static const char *const net_addr_class_table[_NET_ADDR_CLASS_MAX] = {
         [NET_ADDR_SITE_LOCAL] = "site-local", [NET_ADDR_RESERVED] = "reserved",
 };
 
-const char *net_addr_class_to_string(NetAddrClass c) {
-        if (c < 0 || c >= _NET_ADDR_CLASS_MAX)
-                return NULL;
-        return net_addr_class_table[c];
-}
-
-NetAddrClass net_addr_class_from_string(const char *s) {
-        if (!s)
-                return _NET_ADDR_CLASS_INVALID;
-        for (size_t i = 0; i < ELEMENTSOF(net_addr_class_table); i++)
-                if (strcmp(net_addr_class_table[i], s) == 0)
-                        return (NetAddrClass)i;
-        return _NET_ADDR_CLASS_INVALID;
-}
+DEFINE_STRING_TABLE_LOOKUP(net_addr_class, NetAddrClass, net_addr_class_table);
 
 /* One part of an inet_aton()-style IPv4 address: decimal, octal with a
  * leading 0, or hex with 0x. Values above @max are refused, which also keeps

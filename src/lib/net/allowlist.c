@@ -6,6 +6,7 @@
 
 #include "net/allowlist.h"
 #include "parse-util.h"
+#include "string-table.h"
 
 /* Longest entry text accepted; longer ones cannot be valid anyway and are
  * refused before any work. */
@@ -23,35 +24,9 @@ static const char *const allowlist_verdict_table[_ALLOWLIST_VERDICT_MAX] = {
         [ALLOWLIST_DENY_UNLISTED] = "deny-unlisted",
 };
 
-const char *host_pattern_kind_to_string(HostPatternKind k) {
-        if (k < 0 || k >= _HOST_PATTERN_KIND_MAX)
-                return NULL;
-        return host_pattern_kind_table[k];
-}
+DEFINE_STRING_TABLE_LOOKUP(host_pattern_kind, HostPatternKind, host_pattern_kind_table);
 
-HostPatternKind host_pattern_kind_from_string(const char *s) {
-        if (!s)
-                return _HOST_PATTERN_KIND_INVALID;
-        for (size_t i = 0; i < ELEMENTSOF(host_pattern_kind_table); i++)
-                if (strcmp(host_pattern_kind_table[i], s) == 0)
-                        return (HostPatternKind)i;
-        return _HOST_PATTERN_KIND_INVALID;
-}
-
-const char *allowlist_verdict_to_string(AllowlistVerdict v) {
-        if (v < 0 || v >= _ALLOWLIST_VERDICT_MAX)
-                return NULL;
-        return allowlist_verdict_table[v];
-}
-
-AllowlistVerdict allowlist_verdict_from_string(const char *s) {
-        if (!s)
-                return _ALLOWLIST_VERDICT_INVALID;
-        for (size_t i = 0; i < ELEMENTSOF(allowlist_verdict_table); i++)
-                if (strcmp(allowlist_verdict_table[i], s) == 0)
-                        return (AllowlistVerdict)i;
-        return _ALLOWLIST_VERDICT_INVALID;
-}
+DEFINE_STRING_TABLE_LOOKUP(allowlist_verdict, AllowlistVerdict, allowlist_verdict_table);
 
 static bool name_char_ok(char c) {
         return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' || c == '_';

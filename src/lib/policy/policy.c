@@ -11,6 +11,7 @@
 #include "parse-util.h"
 #include "policy/policy-internal.h"
 #include "policy/policy.h"
+#include "string-table.h"
 #include "strv.h"
 
 /* Error messages name where a value came from: " in -v '/a:b'" after the
@@ -19,16 +20,6 @@
 #define CTX_ARGS(ctx) (ctx) ? " in " : "", (ctx) ? (ctx) : ""
 
 #define HOSTNAME_MAX 63
-
-/* The index of @s in @table of @n names, or -EINVAL. */
-static int table_lookup(const char *const *table, int n, const char *s) {
-        if (!s)
-                return -EINVAL;
-        for (int i = 0; i < n; i++)
-                if (strcmp(s, table[i]) == 0)
-                        return i;
-        return -EINVAL;
-}
 
 static const char *const workspace_mode_table[_WORKSPACE_MODE_MAX] = {
         [WORKSPACE_MODE_MOUNT] = "mount",
@@ -46,50 +37,18 @@ static const char *const vm_accel_table[_VM_ACCEL_MAX] = {
         [VM_ACCEL_TCG] = "tcg",
 };
 
-const char *sandbox_backend_to_string(SandboxBackend b) {
-        if (b < 0 || b >= _SANDBOX_BACKEND_MAX)
-                return NULL;
-        return backend_table[b];
-}
+DEFINE_STRING_TABLE_LOOKUP(sandbox_backend, SandboxBackend, backend_table);
 
-SandboxBackend sandbox_backend_from_string(const char *s) {
-        return (SandboxBackend)table_lookup(backend_table, _SANDBOX_BACKEND_MAX, s);
-}
-
-const char *vm_accel_to_string(VmAccel a) {
-        if (a < 0 || a >= _VM_ACCEL_MAX)
-                return NULL;
-        return vm_accel_table[a];
-}
-
-VmAccel vm_accel_from_string(const char *s) {
-        return (VmAccel)table_lookup(vm_accel_table, _VM_ACCEL_MAX, s);
-}
+DEFINE_STRING_TABLE_LOOKUP(vm_accel, VmAccel, vm_accel_table);
 
 static const char *const network_mode_table[_NETWORK_MODE_MAX] = {
         [NETWORK_MODE_NONE] = "none",
         [NETWORK_MODE_ALLOW] = "allow",
 };
 
-const char *workspace_mode_to_string(WorkspaceMode m) {
-        if (m < 0 || m >= _WORKSPACE_MODE_MAX)
-                return NULL;
-        return workspace_mode_table[m];
-}
+DEFINE_STRING_TABLE_LOOKUP(workspace_mode, WorkspaceMode, workspace_mode_table);
 
-WorkspaceMode workspace_mode_from_string(const char *s) {
-        return (WorkspaceMode)table_lookup(workspace_mode_table, _WORKSPACE_MODE_MAX, s);
-}
-
-const char *network_mode_to_string(NetworkMode m) {
-        if (m < 0 || m >= _NETWORK_MODE_MAX)
-                return NULL;
-        return network_mode_table[m];
-}
-
-NetworkMode network_mode_from_string(const char *s) {
-        return (NetworkMode)table_lookup(network_mode_table, _NETWORK_MODE_MAX, s);
-}
+DEFINE_STRING_TABLE_LOOKUP(network_mode, NetworkMode, network_mode_table);
 
 Policy *policy_new(void) {
         _cleanup_(policy_freep) Policy *p = NULL;

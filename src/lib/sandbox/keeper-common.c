@@ -16,9 +16,9 @@
 #include <unistd.h>
 
 #include "fd-util.h"
+#include "file-op.h"
 #include "macro.h"
 #include "parse-util.h"
-#include "sandbox/file-op.h"
 #include "sandbox/keeper-internal.h"
 #include "sandbox/keeper.h"
 #include "sandbox/sandbox-internal.h"

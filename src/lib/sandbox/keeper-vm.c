@@ -22,9 +22,9 @@
 #include <unistd.h>
 
 #include "fd-util.h"
+#include "file-op.h"
 #include "macro.h"
 #include "sandbox/exec-table.h"
-#include "sandbox/file-op.h"
 #include "sandbox/keeper-internal.h"
 #include "sandbox/keeper.h"
 #include "sandbox/vm-layers.h"

@@ -19,10 +19,10 @@
 #include <unistd.h>
 
 #include "fd-util.h"
+#include "file-op.h"
 #include "macro.h"
 #include "parse-util.h"
 #include "sandbox/exec-table.h"
-#include "sandbox/file-op.h"
 #include "sandbox/keeper-internal.h"
 #include "sandbox/keeper.h"
 #include "sandbox/sandbox-internal.h"

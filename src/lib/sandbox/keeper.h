@@ -53,9 +53,9 @@
 #include <jansson.h>
 #include <stdint.h>
 
+#include "file-op.h"
 #include "hutch-error.h"
 #include "policy/policy.h"
-#include "sandbox/file-op.h"
 #include "sandbox/outcome.h"
 #include "sandbox/sandbox.h"
 

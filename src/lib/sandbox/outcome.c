@@ -4,46 +4,21 @@
 
 #include "policy/policy.h"
 #include "sandbox/outcome.h"
+#include "string-table.h"
 
 static const char *const reason_table[_OUTCOME_REASON_MAX] = {
         [OUTCOME_EXITED] = "exited", [OUTCOME_SIGNALED] = "signaled", [OUTCOME_TIMEOUT] = "timeout",
         [OUTCOME_OOM] = "oom",       [OUTCOME_PIDS] = "pids",         [OUTCOME_KILLED] = "killed",
 };
 
-const char *outcome_reason_to_string(OutcomeReason r) {
-        if (r < 0 || r >= _OUTCOME_REASON_MAX)
-                return NULL;
-        return reason_table[r];
-}
-
-OutcomeReason outcome_reason_from_string(const char *s) {
-        if (!s)
-                return _OUTCOME_REASON_INVALID;
-        for (int i = 0; i < _OUTCOME_REASON_MAX; i++)
-                if (strcmp(reason_table[i], s) == 0)
-                        return (OutcomeReason)i;
-        return _OUTCOME_REASON_INVALID;
-}
+DEFINE_STRING_TABLE_LOOKUP(outcome_reason, OutcomeReason, reason_table);
 
 static const char *const fallback_table[_OUTCOME_FALLBACK_MAX] = {
         [OUTCOME_FALLBACK_PIVOT_ROOT] = "pivot_root",
         [OUTCOME_FALLBACK_PROCFS] = "procfs",
 };
 
-const char *outcome_fallback_to_string(OutcomeFallback f) {
-        if (f < 0 || f >= _OUTCOME_FALLBACK_MAX)
-                return NULL;
-        return fallback_table[f];
-}
-
-OutcomeFallback outcome_fallback_from_string(const char *s) {
-        if (!s)
-                return _OUTCOME_FALLBACK_INVALID;
-        for (int i = 0; i < _OUTCOME_FALLBACK_MAX; i++)
-                if (strcmp(fallback_table[i], s) == 0)
-                        return (OutcomeFallback)i;
-        return _OUTCOME_FALLBACK_INVALID;
-}
+DEFINE_STRING_TABLE_LOOKUP(outcome_fallback, OutcomeFallback, fallback_table);
 
 void outcome_done(Outcome *o) {
         free(o->denied);

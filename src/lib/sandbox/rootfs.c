@@ -11,12 +11,12 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "copy.h"
 #include "fd-util.h"
 #include "macro.h"
 #include "ns/landlock.h"
 #include "ns/mount-util.h"
 #include "sandbox/container.h"
-#include "sandbox/copy.h"
 #include "sandbox/rootfs.h"
 #include "sandbox/secrets.h"
 #include "strv.h"

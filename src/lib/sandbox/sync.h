@@ -56,7 +56,7 @@
  *                                       SYNC_EXEC_TTY (stdin is the channel
  *                                       of a pty made inside, sandbox/pty.h)
  *                                       An argv[0] starting with the byte
- *                                       0x01 (FILE_OP_ARGV0, sandbox/file-op.h)
+ *                                       0x01 (FILE_OP_ARGV0, file-op.h)
  *                                       names a builtin: the forked child
  *                                       runs it itself instead of exec'ing,
  *                                       and its exit status is 0 or an errno

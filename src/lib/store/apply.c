@@ -8,9 +8,9 @@
 #include <sys/random.h>
 #include <sys/stat.h>
 
+#include "copy.h"
 #include "fd-util.h"
 #include "macro.h"
-#include "sandbox/copy.h"
 #include "store/diff.h"
 #include "store/store-internal.h"
 #include "strv.h"

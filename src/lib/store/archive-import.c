@@ -18,6 +18,8 @@
 #include <jansson.h>
 
 #include "fd-util.h"
+#include "json-fields.h"
+#include "macro.h"
 #include "parse-util.h"
 #include "store/archive-internal.h"
 
@@ -251,7 +253,13 @@ static int manifest_check_layers(Import *im, json_t *layers) {
                 im->layers[i].fd = -EBADF;
 
         for (size_t i = 0; i < n; i++) {
-                json_t *layer = json_array_get(layers, i), *dir, *entries, *files, *value;
+                /* Names only: each is checked below. */
+                static const JsonFieldDef layer_fields[] = {
+                        {"dir", JSON_FIELD_ANY},
+                        {"entries", JSON_FIELD_ANY},
+                        {"files", JSON_FIELD_ANY},
+                };
+                json_t *layer = json_array_get(layers, i), *dir, *entries, *files;
                 ImportLayer *l = &im->layers[i];
                 char want[LAYER_PREFIX_MAX];
                 const char *key;
@@ -260,12 +268,9 @@ static int manifest_check_layers(Import *im, json_t *layers) {
 
                 if (!json_is_object(layer))
                         return manifest_fail_layer(im, EINVAL, i, NULL, "must be an object");
-                json_object_foreach(layer, key, value) {
-                        if (strcmp(key, "dir") != 0 && strcmp(key, "entries") != 0 &&
-                            strcmp(key, "files") != 0)
-                                return manifest_fail_layer(im, EINVAL, i, NULL, "unknown key '%s'",
-                                                           key);
-                }
+                key = json_fields_unknown(layer, layer_fields, ELEMENTSOF(layer_fields));
+                if (key)
+                        return manifest_fail_layer(im, EINVAL, i, NULL, "unknown key '%s'", key);
                 dir = json_object_get(layer, "dir");
                 (void)snprintf(want, sizeof(want), LAYERS_DIR "/%zu", i);
                 if (!json_is_string(dir) || strcmp(json_string_value(dir), want) != 0)

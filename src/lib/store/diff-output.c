@@ -9,9 +9,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "copy.h"
 #include "fd-util.h"
 #include "macro.h"
-#include "sandbox/copy.h"
 #include "store/diff.h"
 #include "store/store-internal.h"
 

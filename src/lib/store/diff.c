@@ -10,6 +10,7 @@
 #include "macro.h"
 #include "store/diff.h"
 #include "store/store-internal.h"
+#include "string-table.h"
 
 static const char *const change_kind_table[_WS_CHANGE_KIND_MAX] = {
         [WS_CHANGE_ADDED] = "added",
@@ -24,28 +25,9 @@ static const char *const entry_type_table[_WS_ENTRY_TYPE_MAX] = {
         [WS_ENTRY_OTHER] = "other",
 };
 
-static int table_lookup(const char *const *table, size_t n, const char *s) {
-        for (size_t i = 0; s && i < n; i++)
-                if (strcmp(table[i], s) == 0)
-                        return (int)i;
-        return -EINVAL;
-}
+DEFINE_STRING_TABLE_LOOKUP(ws_change_kind, WsChangeKind, change_kind_table);
 
-const char *ws_change_kind_to_string(WsChangeKind k) {
-        return k >= 0 && k < _WS_CHANGE_KIND_MAX ? change_kind_table[k] : NULL;
-}
-
-WsChangeKind ws_change_kind_from_string(const char *s) {
-        return (WsChangeKind)table_lookup(change_kind_table, _WS_CHANGE_KIND_MAX, s);
-}
-
-const char *ws_entry_type_to_string(WsEntryType t) {
-        return t >= 0 && t < _WS_ENTRY_TYPE_MAX ? entry_type_table[t] : NULL;
-}
-
-WsEntryType ws_entry_type_from_string(const char *s) {
-        return (WsEntryType)table_lookup(entry_type_table, _WS_ENTRY_TYPE_MAX, s);
-}
+DEFINE_STRING_TABLE_LOOKUP(ws_entry_type, WsEntryType, entry_type_table);
 
 WsChange *ws_changes_free(WsChange *changes, size_t n) {
         for (size_t i = 0; changes && i < n; i++)

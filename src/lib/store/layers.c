@@ -4,9 +4,9 @@
 #include <sys/sysmacros.h>
 #include <sys/xattr.h>
 
+#include "copy.h"
 #include "fd-util.h"
 #include "macro.h"
-#include "sandbox/copy.h"
 #include "store/layers.h"
 
 int layer_copy(int src_dirfd, int dst_dirfd, HutchError *reterr) {

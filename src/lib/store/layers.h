@@ -29,7 +29,7 @@
  * where the filesystem allows), directories, symlinks (recreated, never
  * followed), FIFOs, whiteouts, all user.* xattrs (user.overlay.* included),
  * modes without setuid/setgid, owners (see COPY_OWNERSHIP in
- * sandbox/copy.h: ids the caller cannot set are an error, -EPERM), access
+ * src/shared/copy.h: ids the caller cannot set are an error, -EPERM), access
  * and modification times; the same for the top directory itself. Hard links
  * become independent files; sockets and other devices are skipped. Both fds
  * must be opened O_RDONLY|O_DIRECTORY. Returns 0 or -errno with @reterr

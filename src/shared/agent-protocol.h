@@ -30,7 +30,7 @@
  *   host:  EXEC ("a:ARG" strings for argv in order, "e:KEY=VALUE" for the
  *          environment, one "c:DIR" for the working directory; an argv
  *          that starts with FILE_OP_ARGV0 runs the file operation builtin
- *          of src/lib/sandbox/file-op.h instead of a program, confined the
+ *          of src/shared/file-op.h instead of a program, confined the
  *          same way)
  *   guest: STARTED (le32 pid), or ERROR when the command could not be set
  *          up (its exec failing is not an error: exit status 127 or 126)

@@ -12,10 +12,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "copy.h"
 #include "fd-util.h"
+#include "file-op.h"
 #include "parse-util.h"
-#include "sandbox/copy.h"
-#include "sandbox/file-op.h"
 #include "strv.h"
 
 static const char *const action_table[_FILE_OP_ACTION_MAX] = {

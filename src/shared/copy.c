@@ -12,9 +12,9 @@
 #include <sys/sysmacros.h>
 #include <sys/xattr.h>
 
+#include "copy.h"
 #include "fd-util.h"
 #include "macro.h"
-#include "sandbox/copy.h"
 
 typedef struct CopyContext {
         CopyFlags flags;

@@ -1,0 +1,85 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#pragma once
+
+/* What only hutch's own front ends (src/cli: hutch, hutch serve, hutch
+ * mcp) need from the core beyond the public include/hutch.h. Together with
+ * hutch.h it is the door from src/cli into the core
+ * (tools/check-layering.py; docs/architecture.md §6). Nothing here is
+ * exported from libhutch.so: the functions are not _public_, and their
+ * contract may change with the front ends. Errors come as the core's
+ * HutchError (hutch-error.h), which the front ends map to their answers.
+ *
+ * Each function takes a sandbox by name and opens the store itself, as
+ * hutch.h's functions do. */
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "hutch-error.h"
+#include "hutch.h"
+
+/* The digest that image @ref names in the image store now, in @ret_digest
+ * (a new string). -ENOENT with @reterr naming it when there is none. */
+int hutch_ext_image_digest(const char *ref, char **ret_digest, HutchError *reterr);
+
+/* ---- a streaming exec, for a caller with its own event loop ---- */
+
+/* Connects to the keeper of sandbox @name, starting the sandbox first when
+ * it is not running (under its lock). Returns 0 with @ret_sock (blocking,
+ * close-on-exec; the caller closes it), or -errno with @reterr (-ENOENT
+ * when there is no such sandbox). */
+int hutch_ext_connect(const char *name, int *ret_sock, HutchError *reterr);
+
+typedef struct HutchExtExec {
+        char **argv;
+        char **env;          /* "K=V" set over the sandbox's environment, or NULL */
+        const char *cwd;     /* or NULL: the policy's working directory */
+        uint64_t timeout_ms; /* 0: the policy's timeout */
+        bool detach;
+        int fds[3]; /* the command's stdin, stdout, stderr (borrowed) */
+} HutchExtExec;
+
+/* Sends @e (its fds included) on @sock from hutch_ext_connect(). Returns 0
+ * or -errno with @reterr. */
+int hutch_ext_exec_send(int sock, const HutchExtExec *e, HutchError *reterr);
+
+/* The answers hutch_ext_exec_answer() reads. */
+typedef enum HutchExtAnswer {
+        HUTCH_EXT_ANSWER_STARTED = 1,
+        HUTCH_EXT_ANSWER_OUTCOME = 2,
+} HutchExtAnswer;
+
+/* Reads one answer to the exec sent on @sock: HUTCH_EXT_ANSWER_STARTED
+ * with @ret_id, or HUTCH_EXT_ANSWER_OUTCOME with @ret_exit_code and (when
+ * @ret_json is non-NULL) the outcome's JSON, which the caller frees.
+ * -EAGAIN when @sock is non-blocking and nothing waits; -EPIPE when the
+ * keeper closed the connection; -ECONNRESET when it was stopping and
+ * started nothing; -EPERM with the keeper's refusal in @reterr; another
+ * -errno with @reterr. Closing @sock before the outcome kills the command
+ * (unless detached). */
+int hutch_ext_exec_answer(int sock, uint64_t *ret_id, int *ret_exit_code, char **ret_json,
+                          HutchError *reterr);
+
+/* ---- published ports of a running sandbox ---- */
+
+/* Asks the keeper of sandbox @name (started when it is not running) for
+ * its published ports: with @action NULL, the list; with "add" and @spec
+ * ("HOST_IP:HOST_PORT:PORT"), publishes one more for the keeper's life.
+ * Returns 0 with the keeper's JSON answer in @ret_json (free() it), or
+ * -errno with @reterr. */
+int hutch_ext_ports(const char *name, const char *action, const char *spec, char **ret_json,
+                    HutchError *reterr);
+
+/* ---- names ---- */
+
+/* The longest sandbox or snapshot name (store/store.h's STORE_NAME_MAX,
+ * which hutch-ext.c checks is the same). */
+#define HUTCH_EXT_NAME_MAX 63
+
+/* Whether @name is a valid sandbox or snapshot name:
+ * [a-z0-9][a-z0-9_.-]{0,62}. */
+bool hutch_ext_name_is_valid(const char *name);
+
+/* A signal by name ("TERM", "SIGTERM", "term") or number ("15"): 1 to
+ * NSIG-1, or -EINVAL. */
+int hutch_ext_signal_parse(const char *s);
