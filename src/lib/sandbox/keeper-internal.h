@@ -148,9 +148,6 @@ void keeper_report_ready(int fd, const HutchError *err);
  * the keeper's own environment @env, once the proxy has them. */
 void keeper_scrub_secrets(const Policy *p, char *const *env);
 
-/* sandbox_keep() for a policy with backend vm (keeper-vm.c). */
-int sandbox_keep_vm(const KeeperConfig *cfg, char *const *caller_env, HutchError *reterr);
-
 /* The published ports' requests (keeper-ports.c, keeper.h): "ports" lists
  * @t; "port" with "action":"add" binds and starts spec "spec" into the
  * sandbox's namespaces, with "rm" stops sandbox port "port". Answers on
