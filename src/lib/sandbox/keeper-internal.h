@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 #pragma once
 
-/* What the namespace backend's keeper (keeper.c) and the microVM's
- * (keeper-vm.c) share: the control socket's messages and connections,
+/* What the keeper's loop (keeper-loop.c, backend.h) and the backends'
+ * ops (keeper.c: namespaces, keeper-vm.c: a microVM) share: the control
+ * socket's messages and connections,
  * the exec requests, the history and the denials. Private to
  * src/lib/sandbox; the protocol is keeper.h's. */
 

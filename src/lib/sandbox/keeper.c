@@ -48,7 +48,7 @@ typedef struct Exec {
 
         uint64_t pid;        /* its first process in the sandbox (SYNC_OP_STARTED), or 0 */
         int kill_signal;     /* the signal "kill" sent, or 0 */
-        uint64_t rekill_ms;  /* killed: when to kill again (keeper_loop()) */
+        uint64_t rekill_ms;  /* killed: when to kill again (ns_deadlines()) */
         ExecLogPipe logs[2]; /* a detached exec's stdout, stderr (exec-table.h) */
 } Exec;
 
