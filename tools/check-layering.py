@@ -54,7 +54,7 @@ KNOWN |= {
     ("src/cli/diff.c", "src/lib/store/diff.h"),
     ("src/cli/diff.c", "src/lib/store/store.h"),
     ("src/cli/doctor.c", "src/lib/sandbox/container.h"),
-    ("src/cli/doctor.c", "src/lib/sandbox/features.h"),
+    ("src/cli/doctor.c", "src/lib/doctor/features.h"),
     ("src/cli/image-pull.c", "src/lib/image/image-store.h"),
     ("src/cli/image-pull.c", "src/lib/registry/registry.h"),
     ("src/cli/image-pull.c", "src/lib/store/store.h"),

@@ -12,7 +12,7 @@
 #include "cli.h"
 #include "log.h"
 #include "sandbox/container.h"
-#include "sandbox/features.h"
+#include "doctor/features.h"
 
 static bool arg_json = false;
 

@@ -10,7 +10,7 @@
 #include "cgroup/cgroup.h"
 #include "fd-util.h"
 #include "parse-util.h"
-#include "sandbox/features.h"
+#include "doctor/features.h"
 #include "test.h"
 
 /* ---- enums ---- */

@@ -3,7 +3,8 @@
 
 /* The running execs of a keeper, as clients see them (docs/processes.md):
  * the "list", "kill", "wait" and "output" requests, answered the same way
- * by both keepers (keeper.c, keeper-vm.c) through a small ops table, and
+ * for both backends (keeper.c, keeper-vm.c) through a small ops table
+ * (SandboxBackendOps.table, backend.h), and
  * the bounded log files of detached execs. Private to src/lib/sandbox; the
  * protocol is keeper.h's.
  *

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
-/* What the two keepers (keeper.c: namespaces; keeper-vm.c: a microVM)
- * share: the control socket and its messages, the exec requests, the
- * history and the audit log's denials. */
+/* What the keeper's loop (keeper-loop.c) and the two backends' ops
+ * (keeper.c: namespaces; keeper-vm.c: a microVM) share: the control socket
+ * and its messages, the exec requests, the history and the audit log's
+ * denials. */
 #include <errno.h>
 #include <fcntl.h>
 #include <jansson.h>

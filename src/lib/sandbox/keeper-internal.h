@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 #pragma once
 
-/* What the namespace backend's keeper (keeper.c) and the microVM's
- * (keeper-vm.c) share: the control socket's messages and connections,
+/* What the keeper's loop (keeper-loop.c, backend.h) and the backends'
+ * ops (keeper.c: namespaces, keeper-vm.c: a microVM) share: the control
+ * socket's messages and connections,
  * the exec requests, the history and the denials. Private to
  * src/lib/sandbox; the protocol is keeper.h's. */
 
@@ -147,9 +148,6 @@ void keeper_report_ready(int fd, const HutchError *err);
 /* SECURITY: zeroes the real values of the secrets taken from variables in
  * the keeper's own environment @env, once the proxy has them. */
 void keeper_scrub_secrets(const Policy *p, char *const *env);
-
-/* sandbox_keep() for a policy with backend vm (keeper-vm.c). */
-int sandbox_keep_vm(const KeeperConfig *cfg, char *const *caller_env, HutchError *reterr);
 
 /* The published ports' requests (keeper-ports.c, keeper.h): "ports" lists
  * @t; "port" with "action":"add" binds and starts spec "spec" into the

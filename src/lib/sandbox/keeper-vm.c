@@ -24,6 +24,8 @@
 #include "fd-util.h"
 #include "file-op.h"
 #include "macro.h"
+#include "sandbox/backend.h"
+#include "sandbox/deadline.h"
 #include "sandbox/exec-table.h"
 #include "sandbox/keeper-internal.h"
 #include "sandbox/keeper.h"
@@ -32,9 +34,6 @@
 #include "strv.h"
 #include "time-util.h"
 
-/* How long the agent has to end a command it was told to kill. */
-#define VM_KILL_GRACE_MS 5000U
-
 typedef struct VmExec {
         uint64_t id;
         int conn_fd; /* the client waiting for the outcome, or -EBADF */
@@ -42,31 +41,33 @@ typedef struct VmExec {
         char *payload;
         size_t payload_len;
         char *argv_json;
-        uint64_t timeout_ms, start_ms, deadline_ms, start_wall_ms;
-        uint64_t sent_ms;      /* when its EXEC was sent, or 0: waiting for a channel */
-        uint64_t kill_sent_ms; /* when the agent was told to kill it, or 0 */
-        uint64_t grace_end_ms; /* "kill"'s grace ends: SIGKILL then, or 0 */
+        uint64_t timeout_ms, start_ms, start_wall_ms;
+        uint64_t sent_ms;   /* when its EXEC was sent, or 0: waiting for a channel */
+        CommandDeadline dl; /* its --timeout, a kill's grace (deadline.h) */
         off_t audit_start;
         bool detached, builtin;
         bool announced; /* "started" was sent */
-        bool timed_out, killed, discarded;
+        bool discarded;
         Supervision sup; /* relays, forwarded signal, times */
         VmSession ss;
 } VmExec;
 
 typedef struct VmKeeper {
-        const KeeperConfig *cfg;
+        KeeperCore core; /* first: the ops get the VmKeeper back by a cast */
         VmRun v;
         VmLayers layers;
         VmMux mux;
-        int listen_fd;
-        KeeperConns conns;
         VmExec *execs[KEEPER_MAX_EXECS]; /* in arrival order */
         size_t n_execs;
-        uint64_t next_id, idle_since_ms;
-        bool stop, frozen;
-        HutchError error;
+        size_t n_polled; /* execs whose sessions poll_fill() filled */
 } VmKeeper;
+
+_Static_assert(2 + VM_SESSION_NPOLL * KEEPER_MAX_EXECS <= KEEPER_BACKEND_NPOLL_MAX,
+               "the keeper's poll holds the VM's descriptors");
+
+static VmKeeper *keeper_of(KeeperCore *core) {
+        return (VmKeeper *)core;
+}
 
 static VmExec *vm_exec_free(VmExec *e) {
         if (!e)
@@ -82,15 +83,15 @@ static VmExec *vm_exec_free(VmExec *e) {
 /* Drops execs[@i]: its channel, and its client's connection. */
 static void exec_drop(VmKeeper *k, size_t i) {
         VmExec *e = k->execs[i];
-        KeeperConn *c = e->conn_fd >= 0 ? keeper_conn_find(&k->conns, e->conn_fd) : NULL;
+        KeeperConn *c = e->conn_fd >= 0 ? keeper_conn_find(&k->core.conns, e->conn_fd) : NULL;
 
         if (c)
-                keeper_conn_remove(&k->conns, c);
+                keeper_conn_remove(&k->core.conns, c);
         vm_session_release(&k->mux, &e->ss);
         vm_exec_free(e);
         memmove(k->execs + i, k->execs + i + 1, (k->n_execs - i - 1) * sizeof(VmExec *));
         if (--k->n_execs == 0)
-                k->idle_since_ms = time_monotonic_ms();
+                keeper_core_idle(&k->core);
 }
 
 static size_t exec_find(VmKeeper *k, uint64_t id) {
@@ -114,19 +115,19 @@ static void exec_finished(VmKeeper *k, size_t i) {
                 o.signal = SIGKILL;
                 o.exit_code = 128 + SIGKILL;
         }
-        if (e->timed_out)
+        if (e->dl.timed_out)
                 o.reason = OUTCOME_TIMEOUT;
-        else if (e->killed)
+        else if (e->dl.killed)
                 o.reason = OUTCOME_KILLED;
-        o.degraded = (k->v.rc.degraded & (1U << POLICY_LIMIT_CPUS)) | k->cfg->degraded;
-        o.denied = keeper_denials(k->cfg->policy, e->audit_start);
+        o.degraded = (k->v.rc.degraded & (1U << POLICY_LIMIT_CPUS)) | k->core.cfg->degraded;
+        o.denied = keeper_denials(k->core.cfg->policy, e->audit_start);
         if (outcome_to_json(&o, &json) < 0)
                 json = NULL;
         if (e->conn_fd >= 0)
                 (void)keeper_send_outcome(e->conn_fd, o.exit_code, json);
-        exec_table_finished(&k->conns, e->id, o.exit_code, json);
+        exec_table_finished(&k->core.conns, e->id, o.exit_code, json);
         if (!e->builtin)
-                keeper_history_append(k->cfg->history_path,
+                keeper_history_append(k->core.cfg->history_path,
                                       &(KeeperHistoryEntry){.id = e->id,
                                                             .argv_json = e->argv_json,
                                                             .detached = e->detached,
@@ -135,17 +136,13 @@ static void exec_finished(VmKeeper *k, size_t i) {
         exec_drop(k, i);
 }
 
-/* Tells the agent to kill @e, once it started and until it exited.
- * SECURITY: if the guest has not ended it within VM_KILL_GRACE_MS (an
- * agent that does not answer, a frozen VM), the keeper stops the VM
- * (exec_deadlines()): a timeout is never left unenforced. */
+/* The backend's one kill (vm_session_kill()). SECURITY: if the guest
+ * has not ended it within VM_KILL_GRACE_MS (an agent that does not
+ * answer, a frozen VM), the keeper stops the VM (vm_deadlines()): a
+ * timeout is never left unenforced. Not started yet: exec_started() kills
+ * it (e->dl.killed). */
 static void exec_kill(VmKeeper *k, VmExec *e) {
-        /* Not started yet: exec_started() kills it (e->killed). */
-        if (!e->ss.started || e->ss.exited)
-                return;
-        if (!e->kill_sent_ms)
-                e->kill_sent_ms = MAX(time_monotonic_ms(), 1U);
-        vm_session_signal(&k->mux, &e->ss, SIGKILL);
+        vm_session_kill(&k->mux, &e->ss);
 }
 
 /* STARTED (or ERROR) came for @e: its times start, its client hears of
@@ -154,21 +151,20 @@ static void exec_started(VmKeeper *k, VmExec *e) {
         e->announced = true;
         e->start_ms = e->sup.start_ms = time_monotonic_ms();
         e->start_wall_ms = time_realtime_ms();
-        if (e->timeout_ms)
-                e->deadline_ms = e->start_ms + e->timeout_ms;
+        command_deadline_start(&e->dl, e->start_ms, e->timeout_ms);
         if (e->conn_fd >= 0)
                 (void)keeper_send_json(
                         e->conn_fd,
                         json_pack("{s:s,s:I}", "op", "started", "id", (json_int_t)e->id), NULL, 0);
         if (e->detached && e->conn_fd >= 0) {
-                KeeperConn *c = keeper_conn_find(&k->conns, e->conn_fd);
+                KeeperConn *c = keeper_conn_find(&k->core.conns, e->conn_fd);
 
                 e->conn_fd = -EBADF;
                 if (c)
-                        keeper_conn_remove(&k->conns, c);
+                        keeper_conn_remove(&k->core.conns, c);
         }
         /* Its client went away while it was starting. */
-        if (e->killed && e->ss.started)
+        if (e->dl.killed && e->ss.started)
                 exec_kill(k, e);
 }
 
@@ -208,7 +204,7 @@ static int exec_add(VmKeeper *k, KeeperConn *c, const VmExecSpec *x, int fds[3])
         VmExec *e;
         int r;
 
-        r = keeper_exec_admit(c->fd, k->stop, k->n_execs);
+        r = keeper_exec_admit(c->fd, k->core.stop, k->n_execs);
         if (r < 0)
                 return r;
         e = calloc(1, sizeof(VmExec));
@@ -217,7 +213,7 @@ static int exec_add(VmKeeper *k, KeeperConn *c, const VmExecSpec *x, int fds[3])
                 return -ENOMEM;
         }
         *e = (VmExec){
-                .id = ++k->next_id,
+                .id = ++k->core.next_id,
                 .conn_fd = c->fd,
                 .fds = {fds[0], fds[1], fds[2]},
                 .timeout_ms = x->timeout_ms,
@@ -242,7 +238,7 @@ static int exec_add(VmKeeper *k, KeeperConn *c, const VmExecSpec *x, int fds[3])
                         e->fds[i] = safe_close(e->fds[i]);
                 e->fds[0] = open("/dev/null", O_RDONLY | O_CLOEXEC);
                 /* stdout and stderr apart, each capped (exec-table.h). */
-                r = exec_log_open_files(k->cfg->logs_dir, e->id, e->fds + 1);
+                r = exec_log_open_files(k->core.cfg->logs_dir, e->id, e->fds + 1);
                 if (e->fds[0] < 0 || r < 0) {
                         vm_exec_free(e);
                         keeper_send_error(c->fd, "failed to open the exec's log file");
@@ -252,11 +248,12 @@ static int exec_add(VmKeeper *k, KeeperConn *c, const VmExecSpec *x, int fds[3])
         /* A file operation's data is whole: the read's size is its own
          * limit (file-op.h). */
         for (size_t i = 0; i < 2; i++)
-                e->sup.relays[i] = (Relay){.in_fd = -EBADF,
-                                           .out_fd = e->fds[1 + i],
-                                           .limit = x->builtin  ? 0
-                                                    : x->detach ? EXEC_LOG_STREAM_MAX
-                                                                : k->cfg->policy->output_limit};
+                e->sup.relays[i] =
+                        (Relay){.in_fd = -EBADF,
+                                .out_fd = e->fds[1 + i],
+                                .limit = x->builtin  ? 0
+                                         : x->detach ? EXEC_LOG_STREAM_MAX
+                                                     : k->core.cfg->policy->output_limit};
         e->ss = (VmSession){.s = &e->sup, .in_fd = e->fds[0], .chan = -1};
         if (!x->builtin) {
                 json_t *a = keeper_strv_to_json(x->argv);
@@ -277,13 +274,14 @@ static int exec_add(VmKeeper *k, KeeperConn *c, const VmExecSpec *x, int fds[3])
 }
 
 /* {"op":"exec",...}: checked and queued; the fds are taken. */
-static int exec_request(VmKeeper *k, KeeperConn *c, json_t *req, int *fds, size_t n_fds) {
+static int exec_request(KeeperCore *core, KeeperConn *c, json_t *req, int fds[3], size_t n_fds) {
+        VmKeeper *k = keeper_of(core);
         _cleanup_(keeper_exec_request_done) KeeperExecRequest q = {};
         _cleanup_strv_free_ char **env = NULL;
         const char *msg = NULL;
         int r;
 
-        r = keeper_exec_request_parse(req, k->cfg->policy, NULL, n_fds, &q, &msg);
+        r = keeper_exec_request_parse(req, k->core.cfg->policy, NULL, n_fds, &q, &msg);
         if (r < 0) {
                 keeper_send_error(c->fd, msg);
                 return r;
@@ -309,11 +307,12 @@ static int exec_request(VmKeeper *k, KeeperConn *c, json_t *req, int *fds, size_
 
 /* {"op":"file",...} with one fd: the builtin of file-op.h in the guest,
  * its stdin and stdout that fd. */
-static int file_request(VmKeeper *k, KeeperConn *c, json_t *req, int *fds, size_t n_fds) {
+static int file_request(KeeperCore *core, KeeperConn *c, json_t *req, int fds[3], size_t n_fds) {
+        VmKeeper *k = keeper_of(core);
         KeeperFileRequest f;
         int xfds[3] = {fds[0], -EBADF, -EBADF}, r;
 
-        if (keeper_file_request_parse(req, k->cfg->policy, n_fds, &f) < 0) {
+        if (keeper_file_request_parse(req, k->core.cfg->policy, n_fds, &f) < 0) {
                 keeper_send_error(c->fd, "malformed file request");
                 return -EINVAL;
         }
@@ -331,7 +330,7 @@ static int file_request(VmKeeper *k, KeeperConn *c, json_t *req, int *fds, size_
                                                       (char *)f.path, f.mode, f.max, NULL},
                                    .env = k->v.env,
                                    .cwd = f.cwd,
-                                   .timeout_ms = k->cfg->policy->timeout_ms,
+                                   .timeout_ms = k->core.cfg->policy->timeout_ms,
                                    .builtin = true},
                      xfds);
         for (size_t i = 0; i < 3; i++)
@@ -341,7 +340,8 @@ static int file_request(VmKeeper *k, KeeperConn *c, json_t *req, int *fds, size_
 
 /* The client of exec @id went away: a running command is killed, a
  * waiting one is dropped, a detached one goes on. */
-static void exec_abandon(VmKeeper *k, uint64_t id) {
+static void exec_abandon(KeeperCore *core, uint64_t id) {
+        VmKeeper *k = keeper_of(core);
         size_t i = exec_find(k, id);
         VmExec *e;
 
@@ -355,20 +355,8 @@ static void exec_abandon(VmKeeper *k, uint64_t id) {
                 exec_drop(k, i);
                 return;
         }
-        e->killed = true;
+        e->dl.killed = true;
         exec_kill(k, e);
-}
-
-static void conn_close(VmKeeper *k, KeeperConn *c) {
-        if (c->kind == KEEPER_CONN_FREEZE && k->frozen && k->v.rc.cgroup) {
-                (void)cgroup_set_frozen(k->v.rc.cgroup, false);
-                k->frozen = false;
-        }
-        /* Its exec forgets the connection first, so that dropping it
-         * leaves the connection alone. */
-        if (c->kind == KEEPER_CONN_EXEC)
-                exec_abandon(k, c->exec_id);
-        keeper_conn_remove(&k->conns, c);
 }
 
 /* ---- the exec table (exec-table.h) ---- */
@@ -404,74 +392,27 @@ static void table_kill(void *userdata, uint64_t id, int sig, uint64_t grace_ms) 
                 return;
         e = k->execs[i];
         if (sig == SIGKILL) {
-                e->killed = true;
+                e->dl.killed = true;
                 exec_kill(k, e);
                 return;
         }
         vm_session_signal(&k->mux, &e->ss, sig);
-        if (grace_ms > 0)
-                e->grace_end_ms = time_monotonic_ms() + grace_ms;
-}
-
-static const ExecTableOps table_ops = {.row = table_row, .kill = table_kill};
-
-/* One message on a connection. Returns < 0 to close it. */
-static int conn_handle(VmKeeper *k, KeeperConn *c) {
-        int fds[3] = {-EBADF, -EBADF, -EBADF};
-        json_t *req = NULL;
-        const char *op;
-        size_t n_fds = 0;
-        int r;
-
-        r = keeper_conn_recv(c, &req, &op, fds, &n_fds);
-        if (r <= 0)
-                return r;
-        if (c->kind == KEEPER_CONN_EXEC && strcmp(op, "signal") == 0) {
-                int sig = keeper_request_signal(req);
-                size_t i = exec_find(k, c->exec_id);
-
-                /* A command that has not started yet gets nothing. */
-                if (sig > 0 && i != SIZE_MAX)
-                        vm_session_signal(&k->mux, &k->execs[i]->ss, sig);
-                r = 0;
-        } else if (strcmp(op, "exec") == 0) {
-                r = exec_request(k, c, req, fds, n_fds);
-        } else if (strcmp(op, "file") == 0) {
-                r = file_request(k, c, req, fds, n_fds);
-        } else if (exec_table_op(op)) {
-                r = exec_table_handle(&table_ops, k, k->cfg, c, req, op);
-        } else if (strcmp(op, "ping") == 0) {
-                r = keeper_send_ping(c->fd, k->n_execs);
-        } else if (strcmp(op, "stop") == 0) {
-                k->stop = true;
-                c->kind = KEEPER_CONN_STOP; /* answered when everything is down */
-                r = 0;
-        } else if (strcmp(op, "freeze") == 0 || strcmp(op, "thaw") == 0) {
-                /* QEMU's host cgroup: the guest stops as a whole. */
-                r = keeper_freeze(c, k->v.rc.cgroup, op[0] == 'f', &k->frozen);
-        } else {
-                keeper_send_error(c->fd, "unknown request");
-                r = -EINVAL;
-        }
-        for (size_t i = 0; i < ELEMENTSOF(fds); i++)
-                fds[i] = safe_close(fds[i]);
-        json_decref(req);
-        return r;
+        command_deadline_grace(&e->dl, time_monotonic_ms(), grace_ms);
 }
 
 /* The VM is lost (gone, broken, or not answering): the keeper stops, and
  * says why. */
 static void vm_lost(VmKeeper *k, int err, const char *why) {
-        if (k->error.errnum == 0)
-                (void)hutch_error_set(&k->error, err, "the VM ended: %s", why);
-        k->stop = true;
+        if (k->core.error.errnum == 0)
+                (void)hutch_error_set(&k->core.error, err, "the VM ended: %s", why);
+        k->core.stop = true;
 }
 
 /* Sends the EXECs that wait (in order, while channels are free and the
  * VM is not frozen), announces the started, and ends the ended. Returns
  * true when it changed the list (the caller looks again). */
 static bool execs_step(VmKeeper *k) {
-        bool blocked = k->frozen || k->mux.gone || k->mux.error.errnum;
+        bool blocked = k->core.frozen || k->mux.gone || k->mux.error.errnum;
 
         for (size_t i = 0; i < k->n_execs; i++) {
                 VmExec *e = k->execs[i];
@@ -503,133 +444,36 @@ static bool execs_step(VmKeeper *k) {
 }
 
 /* Timeouts, kill graces and start bounds, as of now. */
-static void exec_deadlines(VmKeeper *k) {
-        uint64_t now = time_monotonic_ms();
+static void vm_deadlines(KeeperCore *core, uint64_t now) {
+        VmKeeper *k = keeper_of(core);
 
         for (size_t i = 0; i < k->n_execs; i++) {
                 VmExec *e = k->execs[i];
 
-                /* A command that exited before it (its output waits for
-                 * its client) did not time out. */
-                if (e->announced && e->deadline_ms && !e->timed_out && !e->ss.exited &&
-                    now >= e->deadline_ms) {
-                        /* The command's end, not the VM's: the agent kills
-                         * its cgroup, and the EXIT follows. */
-                        e->timed_out = true;
+                /* Its --timeout, or "kill"'s grace, is over: the command's
+                 * end, not the VM's: the agent kills its cgroup, and the
+                 * EXIT follows. One that exited before (its output waits
+                 * for its client) did not time out. */
+                while (command_deadline_check(&e->dl, now, e->ss.exited) != COMMAND_DUE_NONE)
                         exec_kill(k, e);
-                }
-                /* "kill"'s grace is over: everything it started. */
-                if (e->grace_end_ms && now >= e->grace_end_ms) {
-                        e->grace_end_ms = 0;
-                        if (!e->ss.exited) {
-                                e->killed = true;
-                                exec_kill(k, e);
-                        }
-                }
-                if (e->kill_sent_ms && now >= e->kill_sent_ms + VM_KILL_GRACE_MS) {
+                if (e->ss.kill_sent_ms && now >= e->ss.kill_sent_ms + VM_KILL_GRACE_MS) {
                         /* Its EXIT may wait for its client to read its
                          * output: drop that once. Past that, the guest does
                          * not answer: the VM goes, and the command with it. */
                         if (!e->discarded && vm_session_output_pending(&e->ss)) {
                                 e->discarded = true;
-                                e->kill_sent_ms = now;
+                                e->ss.kill_sent_ms = now;
                                 vm_session_discard_output(&k->mux, &e->ss);
                         } else
                                 vm_lost(k, ETIMEDOUT, "the guest did not end a killed command");
                 }
                 /* A frozen VM starts nothing: the bound counts from the
                  * thaw. */
-                if (e->sent_ms && !e->ss.started && !e->ss.failed && k->frozen)
+                if (e->sent_ms && !e->ss.started && !e->ss.failed && k->core.frozen)
                         e->sent_ms = now;
                 else if (e->sent_ms && !e->ss.started && !e->ss.failed &&
                          now >= e->sent_ms + k->v.vm->boot_timeout_ms)
                         vm_lost(k, ETIMEDOUT, "the guest did not start a command");
-        }
-}
-
-static int poll_timeout(const VmKeeper *k, uint64_t idle_ms) {
-        uint64_t now = time_monotonic_ms(), next = UINT64_MAX;
-
-        for (size_t i = 0; i < k->n_execs; i++) {
-                const VmExec *e = k->execs[i];
-
-                if (e->announced && e->deadline_ms && !e->timed_out && !e->ss.exited)
-                        next = MIN(next, e->deadline_ms);
-                if (e->kill_sent_ms)
-                        next = MIN(next, e->kill_sent_ms + VM_KILL_GRACE_MS);
-                if (e->grace_end_ms)
-                        next = MIN(next, e->grace_end_ms);
-                if (e->sent_ms && !e->ss.started)
-                        next = MIN(next, e->sent_ms + k->v.vm->boot_timeout_ms);
-        }
-        if (k->n_execs == 0)
-                next = k->idle_since_ms + idle_ms;
-        return next == UINT64_MAX ? -1 : next <= now ? 0 : (int)MIN(next - now, (uint64_t)60000);
-}
-
-static void keeper_loop(VmKeeper *k) {
-        uint64_t idle_ms =
-                k->cfg->idle_timeout_ms ? k->cfg->idle_timeout_ms : KEEPER_DEFAULT_IDLE_MS;
-        Vm *vm = k->v.vm;
-
-        k->idle_since_ms = time_monotonic_ms();
-        while (!k->stop) {
-                struct pollfd pfd[4 + VM_SESSION_NPOLL * KEEPER_MAX_EXECS + KEEPER_MAX_CONNS];
-                size_t n = 0, n_execs, n_fixed;
-
-                if (execs_step(k))
-                        continue;
-                if (k->mux.gone || k->mux.error.errnum) {
-                        vm_lost(k, k->mux.error.errnum ? k->mux.error.errnum : EPIPE,
-                                k->mux.error.errnum ? k->mux.error.msg : "QEMU is gone");
-                        break;
-                }
-                pfd[n++] = (struct pollfd){.fd = k->listen_fd, .events = POLLIN};
-                pfd[n++] = (struct pollfd){.fd = vm->pidfd, .events = POLLIN};
-                pfd[n++] = (struct pollfd){.fd = k->v.sigfd, .events = POLLIN};
-                vm_mux_poll_fill(&k->mux, &pfd[n++]);
-                n_execs = k->n_execs;
-                for (size_t i = 0; i < n_execs; i++, n += VM_SESSION_NPOLL)
-                        vm_session_poll_fill(&k->mux, &k->execs[i]->ss, pfd + n);
-                n_fixed = n;
-                for (size_t i = 0; i < k->conns.n; i++)
-                        pfd[n++] = (struct pollfd){.fd = k->conns.conns[i].fd, .events = POLLIN};
-                if (k->conns.n >= KEEPER_MAX_CONNS)
-                        pfd[0].fd = -1; /* full: new clients wait in the backlog */
-
-                if (poll(pfd, n, poll_timeout(k, idle_ms)) < 0 && errno != EINTR)
-                        break;
-                exec_deadlines(k);
-                if (k->n_execs == 0 && time_monotonic_ms() >= k->idle_since_ms + idle_ms)
-                        k->stop = true;
-                if (pfd[2].revents) {
-                        struct signalfd_siginfo si;
-
-                        while (read(k->v.sigfd, &si, sizeof(si)) == sizeof(si))
-                                if (si.ssi_signo == SIGTERM || si.ssi_signo == SIGINT ||
-                                    si.ssi_signo == SIGHUP)
-                                        k->stop = true;
-                }
-                if (pfd[1].revents) {
-                        k->mux.gone = true; /* every session ends with it */
-                        vm_lost(k, EPIPE, "QEMU is gone");
-                }
-                vm_mux_poll_handle(&k->mux, &pfd[3]);
-                /* The list is as it was filled: only connections change it. */
-                for (size_t i = 0; i < n_execs; i++)
-                        vm_session_poll_handle(&k->mux, &k->execs[i]->ss,
-                                               pfd + 4 + i * VM_SESSION_NPOLL);
-                for (size_t i = n_fixed; i < n; i++) {
-                        KeeperConn *c;
-
-                        if (!pfd[i].revents)
-                                continue;
-                        c = keeper_conn_find(&k->conns, pfd[i].fd);
-                        if (c && conn_handle(k, c) < 0)
-                                conn_close(k, c);
-                }
-                if (pfd[0].revents & POLLIN)
-                        keeper_conn_accept(&k->conns, k->listen_fd);
         }
 }
 
@@ -643,7 +487,7 @@ static int vm_up(VmKeeper *k, char *const *caller_env, HutchError *reterr) {
         r = vm_run_prepare(&k->v, &c, caller_env, &setup, &setup_len, reterr);
         if (r < 0)
                 return r;
-        r = vm_layers_open(&k->v, &k->cfg->layers, &k->layers, reterr);
+        r = vm_layers_open(&k->v, &k->core.cfg->layers, &k->layers, reterr);
         if (r < 0)
                 return r;
         vm_layers_configure(&k->layers, &k->v, &c);
@@ -658,85 +502,178 @@ static int vm_up(VmKeeper *k, char *const *caller_env, HutchError *reterr) {
         return 0;
 }
 
-int sandbox_keep_vm(const KeeperConfig *cfg, char *const *caller_env, HutchError *reterr) {
-        VmKeeper k = {
-                .cfg = cfg,
-                .v = {.policy = cfg->policy,
-                      .persistent = true,
-                      .sigfd = -EBADF,
-                      .timerfd = -EBADF,
-                      .proxy = PROXY_PROCESS_NULL},
-                .layers = VM_LAYERS_NULL,
-                .listen_fd = -EBADF,
-                .next_id = keeper_history_last_id(cfg->history_path),
-        };
-        HutchError err = {};
+/* ---- the backend's ops (backend.h) ---- */
+
+static int vm_keeper_start(KeeperCore *core, char *const *caller_env, HutchError *reterr) {
+        VmKeeper *k = keeper_of(core);
         int r;
 
-        r = vm_up(&k, caller_env, &err);
-        if (r >= 0) {
-                r = keeper_listen_socket(cfg->socket_path, &err);
-                k.listen_fd = r;
-        }
-        if (r < 0) {
-                vm_layers_done(&k.layers);
-                vm_run_done(&k.v);
-                keeper_report_ready(cfg->ready_fd, &err);
-                if (reterr)
-                        *reterr = err;
+        r = vm_up(k, caller_env, reterr);
+        if (r < 0)
                 return r;
-        }
-        keeper_scrub_secrets(cfg->policy, caller_env);
-        keeper_report_ready(cfg->ready_fd, NULL);
+        core->sigfd = k->v.sigfd;
+        return 0;
+}
 
-        keeper_loop(&k);
+static void vm_keeper_abort(KeeperCore *core, HutchError *err) {
+        VmKeeper *k = keeper_of(core);
+
+        (void)err;
+        vm_layers_done(&k->layers);
+        vm_run_done(&k->v);
+}
+
+/* Down: the commands that run die with the VM (their clients, and the
+ * history, get the outcome; one whose EXEC was sent counts as run: it may
+ * have started); those that waited for a channel were not run
+ * ("stopping": the client starts the sandbox again). */
+static void vm_keeper_halt(KeeperCore *core) {
+        VmKeeper *k = keeper_of(core);
 
         /* A frozen QEMU (v1 freezer) would not die of SIGKILL. */
-        if (k.frozen && k.v.rc.cgroup) {
-                (void)cgroup_set_frozen(k.v.rc.cgroup, false);
-                k.frozen = false;
+        if (core->frozen && k->v.rc.cgroup) {
+                (void)cgroup_set_frozen(k->v.rc.cgroup, false);
+                core->frozen = false;
         }
-        /* Down: the commands that run die with the VM (their clients, and
-         * the history, get the outcome; one whose EXEC was sent counts as
-         * run: it may have started); those that waited for a channel were
-         * not run ("stopping": the client starts the sandbox again). */
-        k.mux.gone = true; /* nothing more is sent to the VM */
-        k.v.vm = vm_free(k.v.vm);
-        while (k.n_execs > 0) {
-                VmExec *e = k.execs[0];
+        k->mux.gone = true; /* nothing more is sent to the VM */
+        k->v.vm = vm_free(k->v.vm);
+        while (k->n_execs > 0) {
+                VmExec *e = k->execs[0];
 
                 if (!e->sent_ms) {
                         if (e->conn_fd >= 0)
                                 (void)keeper_send_json(
                                         e->conn_fd, json_pack("{s:s}", "op", "stopping"), NULL, 0);
-                        exec_drop(&k, 0);
+                        exec_drop(k, 0);
                         continue;
                 }
                 if (!e->announced)
-                        exec_started(&k, e);
+                        exec_started(k, e);
                 if (!e->ss.exited)
-                        e->killed = true;
-                exec_finished(&k, 0);
+                        e->dl.killed = true;
+                exec_finished(k, 0);
         }
-        vm_mux_done(&k.mux);
-        (void)unlink(cfg->socket_path);
-        k.listen_fd = safe_close(k.listen_fd);
-        /* QEMU, the mounts (with the last descriptor), the cgroup, the run
-         * directory: gone before "stop" is answered. */
-        k.v.vm = vm_free(k.v.vm);
-        vm_layers_done(&k.layers);
-        vm_run_done(&k.v);
-        while (k.conns.n > 0) {
-                KeeperConn *c = &k.conns.conns[0];
+        vm_mux_done(&k->mux);
+}
 
-                if (c->kind == KEEPER_CONN_STOP)
-                        (void)keeper_send_json(c->fd, json_pack("{s:s}", "op", "ok"), NULL, 0);
-                keeper_conn_remove(&k.conns, c);
+/* QEMU, the mounts (with the last descriptor), the cgroup, the run
+ * directory. */
+static void vm_keeper_release(KeeperCore *core) {
+        VmKeeper *k = keeper_of(core);
+
+        k->v.vm = vm_free(k->v.vm);
+        vm_layers_done(&k->layers);
+        vm_run_done(&k->v);
+}
+
+static bool vm_keeper_step(KeeperCore *core) {
+        VmKeeper *k = keeper_of(core);
+
+        if (execs_step(k))
+                return true;
+        if (k->mux.gone || k->mux.error.errnum)
+                vm_lost(k, k->mux.error.errnum ? k->mux.error.errnum : EPIPE,
+                        k->mux.error.errnum ? k->mux.error.msg : "QEMU is gone");
+        return false;
+}
+
+/* QEMU's pidfd, the agent's port, then each exec's session. */
+static size_t vm_keeper_poll_fill(KeeperCore *core, struct pollfd *pfd) {
+        VmKeeper *k = keeper_of(core);
+        size_t n = 0;
+
+        pfd[n++] = (struct pollfd){.fd = k->v.vm->pidfd, .events = POLLIN};
+        vm_mux_poll_fill(&k->mux, &pfd[n++]);
+        k->n_polled = k->n_execs;
+        for (size_t i = 0; i < k->n_polled; i++, n += VM_SESSION_NPOLL)
+                vm_session_poll_fill(&k->mux, &k->execs[i]->ss, pfd + n);
+        return n;
+}
+
+static void vm_keeper_poll_handle(KeeperCore *core, const struct pollfd *pfd) {
+        VmKeeper *k = keeper_of(core);
+
+        if (pfd[0].revents) {
+                k->mux.gone = true; /* every session ends with it */
+                vm_lost(k, EPIPE, "QEMU is gone");
         }
-        if (k.error.errnum != 0) {
+        vm_mux_poll_handle(&k->mux, &pfd[1]);
+        /* The list is as it was filled: only connections change it. */
+        for (size_t i = 0; i < k->n_polled; i++)
+                vm_session_poll_handle(&k->mux, &k->execs[i]->ss, pfd + 2 + i * VM_SESSION_NPOLL);
+}
+
+static uint64_t vm_next_deadline(KeeperCore *core) {
+        VmKeeper *k = keeper_of(core);
+        uint64_t next = UINT64_MAX;
+
+        for (size_t i = 0; i < k->n_execs; i++) {
+                const VmExec *e = k->execs[i];
+
+                next = MIN(next, command_deadline_next(&e->dl, e->ss.exited));
+                if (e->ss.kill_sent_ms)
+                        next = MIN(next, e->ss.kill_sent_ms + VM_KILL_GRACE_MS);
+                if (e->sent_ms && !e->ss.started)
+                        next = MIN(next, e->sent_ms + k->v.vm->boot_timeout_ms);
+        }
+        return next;
+}
+
+static size_t vm_running(KeeperCore *core) {
+        return keeper_of(core)->n_execs;
+}
+
+/* A command that has not started yet gets nothing. */
+static void vm_signal(KeeperCore *core, uint64_t id, int sig) {
+        VmKeeper *k = keeper_of(core);
+        size_t i = exec_find(k, id);
+
+        if (i != SIZE_MAX)
+                vm_session_signal(&k->mux, &k->execs[i]->ss, sig);
+}
+
+/* QEMU's host cgroup: the guest stops as a whole. */
+static Cgroup *vm_freeze_cgroup(KeeperCore *core) {
+        return keeper_of(core)->v.rc.cgroup;
+}
+
+static const SandboxBackendOps vm_ops = {
+        .start = vm_keeper_start,
+        .abort = vm_keeper_abort,
+        .halt = vm_keeper_halt,
+        .release = vm_keeper_release,
+        .step = vm_keeper_step,
+        .poll_fill = vm_keeper_poll_fill,
+        .poll_handle = vm_keeper_poll_handle,
+        .next_deadline = vm_next_deadline,
+        .deadlines = vm_deadlines,
+        .running = vm_running,
+        .exec = exec_request,
+        .file = file_request,
+        .signal = vm_signal,
+        .abandon = exec_abandon,
+        .freeze_cgroup = vm_freeze_cgroup,
+        .table = {.row = table_row, .kill = table_kill},
+};
+
+int sandbox_keep_vm(const KeeperConfig *cfg, char *const *caller_env, HutchError *reterr) {
+        _cleanup_free_ VmKeeper *k = calloc(1, sizeof(VmKeeper));
+
+        if (!k) {
+                HutchError err = {};
+                int r = hutch_error_set(&err, ENOMEM, "out of memory");
+
+                keeper_report_ready(cfg->ready_fd, &err);
                 if (reterr)
-                        *reterr = k.error;
-                return -k.error.errnum;
+                        *reterr = err;
+                return r;
         }
-        return 0;
+        k->core = (KeeperCore){
+                .cfg = cfg, .ops = &vm_ops, .next_id = keeper_history_last_id(cfg->history_path)};
+        k->v = (VmRun){.policy = cfg->policy,
+                       .persistent = true,
+                       .sigfd = -EBADF,
+                       .proxy = PROXY_PROCESS_NULL};
+        k->layers = VM_LAYERS_NULL;
+        return keeper_core_run(&k->core, caller_env, reterr);
 }

@@ -2,10 +2,12 @@
 #pragma once
 
 /* The keeper: the detached supervisor of a running persistent sandbox
- * (docs/architecture.md §2). It starts the sandbox (init serving exec requests),
- * listens on a unix control socket, runs one command per `exec` request in
- * its own child cgroup, and stops itself when no command has run for the
- * idle timeout.
+ * (docs/architecture.md §2, §9). It starts the sandbox (init serving exec
+ * requests, or a microVM), listens on a unix control socket, runs one
+ * command per `exec` request (in its own child cgroup, or on a channel of
+ * the guest's agent), and stops itself when no command has run for the
+ * idle timeout. One loop (keeper-loop.c) serves both backends through the
+ * ops of backend.h.
  *
  * Control protocol (docs/persistent.md): SOCK_SEQPACKET, one JSON object
  * per message, at most KEEPER_MSG_MAX bytes; descriptors with SCM_RIGHTS.
@@ -48,7 +50,8 @@
  * of the agent's port; an exec that arrives while all channels are busy
  * waits (FIFO) and gets "started" when it starts. "detach" and "file" work
  * as here (a file operation is an exec of the builtin of file-op.h in the
- * guest); freeze/thaw freeze QEMU's host cgroup. */
+ * guest); freeze/thaw freeze QEMU's host cgroup. "tty" is refused; "limits",
+ * "ports", "port" and "connect" are unknown requests to it. */
 
 #include <jansson.h>
 #include <stdint.h>

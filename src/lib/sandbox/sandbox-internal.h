@@ -36,7 +36,7 @@ typedef struct RunState {
         SecretSet *secrets; /* the real values, until the proxy has them */
         ProxyProcess proxy;
         int ca_fd; /* read end of the proxy's CA pipe (secrets only) */
-        int sync_parent, sync_child, pidfd, sigfd, timerfd;
+        int sync_parent, sync_child, pidfd, sigfd;
         int out_w[2];
         Prepared prep;
         RunCgroup rc;

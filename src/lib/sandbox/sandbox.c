@@ -17,7 +17,6 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
-#include <sys/timerfd.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -37,6 +36,7 @@
 #include "sandbox/sync.h"
 #include "sandbox/vm-run.h"
 #include "strv.h"
+#include "time-util.h"
 
 #define SANDBOX_NS_FLAGS                                                                           \
         (CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS | \
@@ -288,22 +288,6 @@ static int fill_outcome(const Supervision *s, const struct rusage *ru, const Cgr
         return 0;
 }
 
-static int timer_arm(uint64_t timeout_ms, int *ret_fd) {
-        _cleanup_close_ int fd = -EBADF;
-        struct itimerspec its = {
-                .it_value.tv_sec = (time_t)(timeout_ms / 1000),
-                .it_value.tv_nsec = (long)(timeout_ms % 1000) * 1000000,
-        };
-
-        fd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
-        if (fd < 0)
-                return negative_errno();
-        if (timerfd_settime(fd, 0, &its, NULL) < 0)
-                return negative_errno();
-        *ret_fd = TAKE_FD(fd);
-        return 0;
-}
-
 /* With an output limit, the command writes into pipes that the supervisor
  * relays; without one it writes to the caller's stdout/stderr directly. */
 static int relays_open(const Policy *p, Supervision *s, int write_ends[2]) {
@@ -344,7 +328,6 @@ void run_state_done(RunState *st) {
         st->sync_child = safe_close(st->sync_child);
         st->pidfd = safe_close(st->pidfd);
         st->sigfd = safe_close(st->sigfd);
-        st->timerfd = safe_close(st->timerfd);
         for (size_t i = 0; i < 2; i++)
                 st->out_w[i] = safe_close(st->out_w[i]);
         prepared_done(&st->prep);
@@ -630,7 +613,6 @@ void run_state_init(RunState *st) {
                 .sync_child = -EBADF,
                 .pidfd = -EBADF,
                 .sigfd = -EBADF,
-                .timerfd = -EBADF,
                 .out_w = {-EBADF, -EBADF},
                 .proxy = PROXY_PROCESS_NULL,
                 .ca_fd = -EBADF,
@@ -800,14 +782,10 @@ int sandbox_start(const Policy *policy, const SandboxLayerPaths *layers, char *c
         for (size_t i = 0; i < 2; i++)
                 st->out_w[i] = safe_close(st->out_w[i]);
 
-        if (policy->timeout_ms && !layers) {
-                r = timer_arm(policy->timeout_ms, &st->timerfd);
-                if (r < 0) {
-                        (void)hutch_error_set(reterr, -r, "failed to arm the timeout: %s",
-                                              strerror(-r));
-                        goto kill_child;
-                }
-        }
+        /* A one-shot run's --timeout counts from here (supervise()); a
+         * keeper's execs have their own (keeper.c). */
+        if (!layers)
+                command_deadline_start(&st->sup.deadline, time_monotonic_ms(), policy->timeout_ms);
 
         /* SECURITY: fail closed: a configured sub-id range that the
          * helpers refuse is an error, never a fallback to one id. */
@@ -918,7 +896,6 @@ static int sandbox_run_ns(const Policy *policy, char *const *argv, char *const *
         st.sup.sync_fd = st.sync_parent;
         st.sup.pidfd = st.pidfd;
         st.sup.sigfd = st.sigfd;
-        st.sup.timerfd = st.timerfd;
         st.sup.cgroup = st.rc.cgroup;
         st.sup.on_sockets = sandbox_on_proxy_sockets;
         st.sup.userdata = &st;

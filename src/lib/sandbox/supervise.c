@@ -150,24 +150,28 @@ static void drain_sync(Supervision *s) {
         s->sync_fd = -EBADF;
 }
 
-static void on_timeout(Supervision *s) {
-        uint64_t ticks;
+void ns_command_kill(const NsCommand *c) {
+        if (c->cgroup)
+                (void)cgroup_kill(c->cgroup);
+        if (c->init_pidfd >= 0)
+                (void)pidfd_send_signal(c->init_pidfd, SIGKILL, NULL, 0);
+        else if (!c->cgroup && c->sync_fd >= 0)
+                (void)sync_send_values(c->sync_fd, SYNC_OP_SIGNAL,
+                                       (uint64_t[3]){c->exec_id, SIGKILL, 0}, NULL, 0);
+}
 
-        if (read(s->timerfd, &ticks, sizeof(ticks)) != sizeof(ticks))
+/* The --timeout is over: the command, and init with it. */
+static void on_timeout(Supervision *s) {
+        if (command_deadline_check(&s->deadline, time_monotonic_ms(), false) == COMMAND_DUE_NONE)
                 return;
         s->timed_out = true;
-        /* Everything the command started dies: the exec cgroup when there is
-         * one (daemons that left the session included), and init, whose death
-         * ends the pid namespace. */
-        if (s->cgroup)
-                (void)cgroup_kill(s->cgroup);
-        (void)pidfd_send_signal(s->pidfd, SIGKILL, NULL, 0);
+        ns_command_kill(&(NsCommand){.cgroup = s->cgroup, .init_pidfd = s->pidfd});
 }
 
 void supervise(Supervision *s) {
         for (;;) {
                 struct pollfd pfd[8];
-                int idx_sync = -1, idx_sig, idx_pid = -1, idx_timer = -1;
+                int idx_sync = -1, idx_sig, idx_pid = -1, timeout = -1;
                 int idx_in[2] = {-1, -1}, idx_out[2] = {-1, -1};
                 nfds_t n = 0;
                 bool relays_busy = false;
@@ -188,10 +192,9 @@ void supervise(Supervision *s) {
                         idx_pid = (int)n;
                         pfd[n++] = (struct pollfd){.fd = s->pidfd, .events = POLLIN};
                 }
-                if (s->timerfd >= 0 && !s->timed_out && !s->init_gone) {
-                        idx_timer = (int)n;
-                        pfd[n++] = (struct pollfd){.fd = s->timerfd, .events = POLLIN};
-                }
+                if (!s->timed_out && !s->init_gone)
+                        timeout = command_deadline_poll_timeout(
+                                command_deadline_next(&s->deadline, false), time_monotonic_ms());
                 for (size_t i = 0; i < ELEMENTSOF(s->relays); i++) {
                         Relay *r = &s->relays[i];
 
@@ -204,7 +207,7 @@ void supervise(Supervision *s) {
                         }
                 }
 
-                if (poll(pfd, n, -1) < 0) {
+                if (poll(pfd, n, timeout) < 0) {
                         if (errno == EINTR)
                                 continue;
                         return;
@@ -220,7 +223,7 @@ void supervise(Supervision *s) {
                                 (void)pidfd_send_signal(s->pidfd, (int)si.ssi_signo, NULL, 0);
                         }
                 }
-                if (idx_timer >= 0 && (pfd[idx_timer].revents & POLLIN))
+                if (timeout >= 0)
                         on_timeout(s);
                 for (size_t i = 0; i < ELEMENTSOF(s->relays); i++) {
                         if (idx_in[i] >= 0 &&

@@ -11,6 +11,7 @@
 
 #include "cgroup/cgroup.h"
 #include "hutch-error.h"
+#include "sandbox/deadline.h"
 
 #define RELAY_BUF_SIZE 65536
 
@@ -38,10 +39,10 @@ typedef struct Supervision Supervision;
 typedef int (*SupervisionSocketsFn)(Supervision *s, int *fds, size_t n_fds, HutchError *reterr);
 
 struct Supervision {
-        int sync_fd; /* borrowed */
-        int pidfd;   /* borrowed: the sandbox init */
-        int sigfd;   /* borrowed: signalfd of the forwarded signals */
-        int timerfd; /* borrowed: armed with the timeout, or -EBADF */
+        int sync_fd;              /* borrowed */
+        int pidfd;                /* borrowed: the sandbox init */
+        int sigfd;                /* borrowed: signalfd of the forwarded signals */
+        CommandDeadline deadline; /* the --timeout (deadline.h), from the start */
         Relay relays[2];
         Cgroup *cgroup; /* borrowed, or NULL */
         SupervisionSocketsFn on_sockets;
@@ -54,6 +55,22 @@ struct Supervision {
         unsigned fallbacks; /* SYNC_OP_STARTED: 1 << OutcomeFallback of init's */
         HutchError error;   /* errnum != 0 once init reported a failure */
 };
+
+/* The namespace backend's one kill (deadline.h): everything a command
+ * started ends, for its --timeout, a kill, or its client gone. Its own
+ * @cgroup, when it has one, is killed whole (daemons that left its session
+ * included). A one-shot run's @init_pidfd (or -EBADF) is killed too: its
+ * death ends the pid namespace. A keeper's exec without a cgroup has init
+ * kill exec @exec_id's process through the sync socket @sync_fd
+ * (SYNC_OP_SIGNAL). */
+typedef struct NsCommand {
+        Cgroup *cgroup;
+        int init_pidfd;
+        int sync_fd;
+        uint64_t exec_id;
+} NsCommand;
+
+void ns_command_kill(const NsCommand *c);
 
 /* Runs until init is gone and every relay reached EOF. */
 void supervise(Supervision *s);

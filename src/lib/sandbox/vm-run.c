@@ -16,7 +16,6 @@
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/timerfd.h>
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -28,6 +27,7 @@
 #include "parse-util.h"
 #include "rm-rf.h"
 #include "sandbox/cgroup-setup.h"
+#include "sandbox/deadline.h"
 #include "sandbox/proxy-spawn.h"
 #include "sandbox/rootfs.h"
 #include "sandbox/sandbox-internal.h"
@@ -78,7 +78,6 @@ void vm_run_done(VmRun *v) {
         strv_free(v->env);
         v->store = store_free(v->store);
         v->sigfd = safe_close(v->sigfd);
-        v->timerfd = safe_close(v->timerfd);
         if (v->pipe_saved)
                 (void)sigaction(SIGPIPE, &v->old_pipe, NULL);
         if (v->mask_saved)
@@ -553,10 +552,11 @@ static int cgroup_setup(VmRun *v, uint64_t ram, HutchError *reterr) {
         return run_cgroup_create(&hp, &v->rc, v->name, reterr);
 }
 
-static void session_loop(VmRun *v, VmMux *m, VmSession *ss) {
+static void session_loop(VmRun *v, VmMux *m, VmSession *ss, CommandDeadline *deadline) {
         for (;;) {
-                struct pollfd p[1 + VM_SESSION_NPOLL + 3];
+                struct pollfd p[1 + VM_SESSION_NPOLL + 2];
                 struct pollfd *extra = p + 1 + VM_SESSION_NPOLL;
+                int timeout;
 
                 if (vm_session_ended(m, ss))
                         return;
@@ -564,8 +564,9 @@ static void session_loop(VmRun *v, VmMux *m, VmSession *ss) {
                 vm_session_poll_fill(m, ss, p + 1);
                 extra[0] = (struct pollfd){.fd = v->vm->pidfd, .events = POLLIN};
                 extra[1] = (struct pollfd){.fd = v->sigfd, .events = POLLIN};
-                extra[2] = (struct pollfd){.fd = v->timerfd, .events = POLLIN};
-                if (poll(p, ELEMENTSOF(p), -1) < 0) {
+                timeout = command_deadline_poll_timeout(command_deadline_next(deadline, ss->exited),
+                                                        time_monotonic_ms());
+                if (poll(p, ELEMENTSOF(p), timeout) < 0) {
                         if (errno == EINTR)
                                 continue;
                         (void)hutch_error_set(&ss->error, errno, "poll failed: %m");
@@ -581,8 +582,13 @@ static void session_loop(VmRun *v, VmMux *m, VmSession *ss) {
                         if (read(v->sigfd, &si, sizeof(si)) == sizeof(si))
                                 vm_session_signal(m, ss, (int)si.ssi_signo);
                 }
-                if ((extra[2].revents & POLLIN) && !ss->exited) {
-                        /* The timeout: the whole VM dies, whatever runs in it. */
+                if (command_deadline_check(deadline, time_monotonic_ms(), ss->exited) ==
+                    COMMAND_DUE_TIMEOUT) {
+                        /* The timeout: the backend's kill, and then the
+                         * whole VM dies (the caller's vm_free()), whatever
+                         * runs in it: a one-shot run does not wait for the
+                         * guest. */
+                        vm_session_kill(m, ss);
                         ss->timed_out = true;
                         ss->s->end_ms = time_monotonic_ms();
                         return;
@@ -737,20 +743,6 @@ int vm_run_prepare(VmRun *v, VmConfig *c, char *const *caller_env, char **setup,
         return signals_setup(v, reterr);
 }
 
-static int arm_timer(VmRun *v, uint64_t timeout_ms) {
-        struct itimerspec its = {
-                .it_value.tv_sec = (time_t)(timeout_ms / 1000),
-                .it_value.tv_nsec = (long)(timeout_ms % 1000) * 1000000,
-        };
-
-        v->timerfd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
-        if (v->timerfd < 0)
-                return negative_errno();
-        if (timeout_ms && timerfd_settime(v->timerfd, 0, &its, NULL) < 0)
-                return negative_errno();
-        return 0;
-}
-
 /* Sends EXEC and waits for STARTED. */
 static int start_command(VmRun *v, char *const *argv, HutchError *reterr) {
         _cleanup_free_ char *exec = NULL;
@@ -775,12 +767,12 @@ int sandbox_run_vm(const Policy *policy, char *const *argv, char *const *caller_
         _cleanup_(vm_run_done) VmRun v = {
                 .policy = policy,
                 .sigfd = -EBADF,
-                .timerfd = -EBADF,
                 .proxy = PROXY_PROCESS_NULL,
         };
         _cleanup_(vm_layers_done) VmLayers layers = VM_LAYERS_NULL;
         _cleanup_free_ char *setup = NULL, *denied = NULL;
         Supervision sup = {};
+        CommandDeadline deadline = {};
         VmSession ss = {.s = &sup, .in_fd = STDIN_FILENO, .chan = -1};
         VmMux m = {};
         VmConfig c;
@@ -807,9 +799,7 @@ int sandbox_run_vm(const Policy *policy, char *const *argv, char *const *caller_
         r = vm_agent_request(v.vm, AGENT_MSG_SETUP, 0, setup, setup_len, AGENT_MSG_READY, reterr);
         if (r < 0)
                 return r;
-        r = arm_timer(&v, policy->timeout_ms);
-        if (r < 0)
-                return hutch_error_set(reterr, -r, "failed to arm the timeout: %s", strerror(-r));
+        command_deadline_start(&deadline, time_monotonic_ms(), policy->timeout_ms);
         for (size_t i = 0; i < 2; i++)
                 sup.relays[i] = (Relay){
                         .in_fd = -EBADF, .out_fd = (int)i + 1, .limit = policy->output_limit};
@@ -819,7 +809,7 @@ int sandbox_run_vm(const Policy *policy, char *const *argv, char *const *caller_
         sup.start_ms = time_monotonic_ms();
         vm_mux_init(&m, v.vm);
         vm_session_attach(&m, &ss, 0);
-        session_loop(&v, &m, &ss);
+        session_loop(&v, &m, &ss, &deadline);
         vm_session_release(&m, &ss);
         vm_mux_done(&m);
         if (m.error.errnum && !ss.error.errnum)

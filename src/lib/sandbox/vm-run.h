@@ -61,7 +61,7 @@ typedef struct VmRun {
          * paths); NULL after the last. */
         char *share_names[VM_RUN_MAX_SHARE_NAMES];
         Vm *vm;
-        int sigfd, timerfd;
+        int sigfd;
         sigset_t orig_mask;
         bool mask_saved;
         struct sigaction old_pipe;

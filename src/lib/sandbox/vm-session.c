@@ -2,6 +2,7 @@
 /* The commands of one microVM over the agent's port (vm-session.h). */
 #include <errno.h>
 #include <limits.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -368,6 +369,14 @@ void vm_session_signal(VmMux *m, VmSession *ss, int sig) {
                 return;
         ss->s->forwarded_signal = sig;
         send_le32(m, AGENT_MSG_SIGNAL, (uint8_t)ss->chan, (uint32_t)sig);
+}
+
+void vm_session_kill(VmMux *m, VmSession *ss) {
+        if (!ss->started || ss->exited)
+                return;
+        if (!ss->kill_sent_ms)
+                ss->kill_sent_ms = MAX(time_monotonic_ms(), 1U);
+        vm_session_signal(m, ss, SIGKILL);
 }
 
 void vm_session_discard_output(VmMux *m, VmSession *ss) {

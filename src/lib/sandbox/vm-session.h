@@ -68,7 +68,8 @@ struct VmSession {
         bool failed;    /* ERROR came instead: @error says why */
         bool exited;    /* EXIT came: @exit */
         bool stdin_eof, timed_out;
-        bool sock[3]; /* stdin, stdout, stderr are sockets: I/O with MSG_DONTWAIT */
+        uint64_t kill_sent_ms; /* when vm_session_kill() told the agent, or 0 */
+        bool sock[3];          /* stdin, stdout, stderr are sockets: I/O with MSG_DONTWAIT */
         AgentExit exit;
         HutchError error;
         uint64_t in_flight; /* stdin bytes sent, not acknowledged */
@@ -102,6 +103,16 @@ void vm_session_release(VmMux *m, VmSession *ss);
 
 void vm_session_poll_fill(const VmMux *m, const VmSession *ss, struct pollfd p[VM_SESSION_NPOLL]);
 void vm_session_poll_handle(VmMux *m, VmSession *ss, const struct pollfd p[VM_SESSION_NPOLL]);
+
+/* The microVM backend's one kill (deadline.h), for its --timeout, a
+ * kill, or its client gone: the agent kills the command's cgroup in the
+ * guest (everything it started), once it started and until it exited;
+ * @ss->kill_sent_ms says since when. SECURITY: a guest that does not end
+ * it is the caller's to end: the VM goes (a one-shot run's at once, the
+ * keeper's after VM_KILL_GRACE_MS), so a timeout is never left
+ * unenforced. */
+#define VM_KILL_GRACE_MS 5000U
+void vm_session_kill(VmMux *m, VmSession *ss);
 
 /* Passes @sig to the command (SIGNAL), unless it did not start or exited. */
 void vm_session_signal(VmMux *m, VmSession *ss, int sig);

@@ -25,7 +25,7 @@
 #include "ns/userns.h"
 #include "rm-rf.h"
 #include "sandbox/container.h"
-#include "sandbox/features.h"
+#include "doctor/features.h"
 #include "seccomp/seccomp-filter.h"
 #include "store/disk-image.h"
 #include "vm/vm.h"
