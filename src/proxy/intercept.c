@@ -858,6 +858,14 @@ fail:
         return -ENOMEM;
 }
 
+Intercept *intercept_end(Intercept *i, const char *reason) {
+        if (i && i->state != I_DEAD) {
+                i_audit(i, AUDIT_DENY, reason, NULL);
+                i_release(i);
+        }
+        return intercept_free(i);
+}
+
 Intercept *intercept_free(Intercept *i) {
         if (!i)
                 return NULL;

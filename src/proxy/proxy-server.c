@@ -1382,3 +1382,73 @@ Proxy *proxy_free(Proxy *p) {
 unsigned proxy_connections(const Proxy *p) {
         return p->n_conns;
 }
+
+/* Whether @host port @port at @address (may be empty) is still allowed by
+ * the (new) policy; if not, @why says so. */
+static bool still_allowed(const Proxy *p, const Host *host, uint16_t port, const char *address,
+                          char *why, size_t size) {
+        const Allowlist *al = p->config->allowlist;
+        NetAddr a;
+
+        if (host->name[0] && allowlist_check_host(al, host, port, NULL) != ALLOWLIST_ALLOW) {
+                (void)snprintf(why, size,
+                               "host '%s' port %u is no longer allowed (the policy changed)",
+                               host->name, (unsigned)port);
+                return false;
+        }
+        if (address[0] && net_addr_parse(address, strlen(address), &a) >= 0 &&
+            allowlist_check_address(al, &a, NULL) <= 0) {
+                (void)snprintf(why, size,
+                               "address %s of host '%s' port %u is no longer allowed (the policy "
+                               "changed)",
+                               address, host->name, (unsigned)port);
+                return false;
+        }
+        return true;
+}
+
+void proxy_policy_changed(Proxy *p) {
+        Conn *next;
+
+        for (Conn *c = p->conns; c; c = next) {
+                char why[REASON_MAX];
+
+                next = c->next;
+                switch (c->state) {
+                case CONN_HEAD:
+                        /* A kept upstream is checked again when used; drop
+                         * one that could not be. */
+                        if (c->up_bev && c->up_idle &&
+                            !still_allowed(p, &c->up_host, c->up_port, c->up_address, why,
+                                           sizeof(why)))
+                                conn_drop_upstream(c);
+                        break;
+                case CONN_RESOLVING:
+                case CONN_CONNECTING:
+                        if (still_allowed(p, &c->target.host, c->target.port, "", why, sizeof(why)))
+                                break;
+                        conn_cancel_dns(c);
+                        conn_drop_upstream(c);
+                        conn_deny(c, why);
+                        break;
+                case CONN_FORWARDING:
+                case CONN_TUNNEL_FLUSH:
+                case CONN_TUNNEL:
+                case CONN_INTERCEPT:
+                        if (still_allowed(p, &c->target.host, c->target.port, c->address, why,
+                                          sizeof(why)))
+                                break;
+                        /* SECURITY: what the new policy refuses ends now,
+                         * open tunnels included, with an audit line. */
+                        c->in_exchange = true;
+                        conn_audit(c, AUDIT_DENY, why);
+                        c->icpt = intercept_end(c->icpt, why);
+                        conn_close(c);
+                        break;
+                case CONN_CLOSING:
+                case CONN_LINGER:
+                case CONN_DEAD:
+                        break;
+                }
+        }
+}

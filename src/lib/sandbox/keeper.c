@@ -561,6 +561,8 @@ static int conn_handle(Keeper *k, KeeperConn *c) {
                 r = keeper_freeze(c, k->st->rc.cgroup, op[0] == 'f', &k->frozen);
         } else if (strcmp(op, "limits") == 0) {
                 r = limits_update(k, c, req);
+        } else if (strcmp(op, "network") == 0) {
+                r = keeper_network_update(&k->st->proxy, c->fd, req);
         } else if (strcmp(op, "ports") == 0 || strcmp(op, "port") == 0 ||
                    strcmp(op, "connect") == 0) {
                 r = keeper_ports_handle(c->fd, req, op, &k->st->ports);
@@ -938,6 +940,11 @@ int keeper_simple(int sock, const char *op, HutchError *reterr) {
 
 int keeper_limits(int sock, const char *policy_json, HutchError *reterr) {
         return request_ok(sock, json_pack("{s:s,s:s}", "op", "limits", "policy", policy_json),
+                          reterr);
+}
+
+int keeper_network(int sock, const char *policy_json, HutchError *reterr) {
+        return request_ok(sock, json_pack("{s:s,s:s}", "op", "network", "policy", policy_json),
                           reterr);
 }
 
