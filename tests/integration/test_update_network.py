@@ -175,3 +175,42 @@ def test_live_changes_refused_name_the_field(store, upstream):
     r = s.hutch("update", "off", "--network", "allow", "--allow-host", API)
     assert r.returncode == 125, r.stderr
     assert "cannot change network of sandbox 'off' while it runs" in r.stderr, r.stderr
+
+
+# ---- a microVM sandbox: its keeper owns its hutch-proxy, the same way ----
+
+from test_vm_persist import VmStore, vm_store_dir  # noqa: E402,F401 (a fixture)
+
+
+@pytest.fixture
+def vm_store(caller, vm_store_dir):  # noqa: F811
+    s = VmStore(caller, vm_store_dir)
+    yield s
+    s.finalize()
+
+
+def test_a_running_vm_takes_a_new_allowlist(vm_store, upstream):
+    s = vm_store
+    port = upstream.port
+    ws = s.runner.make_dir(name="ws")
+    s.runner.chown(ws)
+    s.create_vm("vnet", ws, "--allow-host", f"{API}:{port}", "--resolve", f"{API}:127.0.0.1",
+                "--resolve", f"{OTHER}:127.0.0.1", "--allow-private", "127.0.0.0/8")
+    r = fetch(s, "vnet", OTHER, port, "v1")
+    assert (r.returncode, r.stdout) == (0, "403"), r.stderr
+    keeper = s.keeper_pid("vnet")
+    r = s.hutch("update", "vnet", "--allow-host", f"{OTHER}:{port}")
+    assert (r.returncode, r.stdout) == (0, "allow_hosts\n"), r.stderr
+    r = fetch(s, "vnet", OTHER, port, "v2")
+    assert (r.returncode, r.stdout) == (0, "200"), r.stderr
+    assert any(q["path"] == "/v2" for q in upstream.requests)
+    r = s.hutch("update", "vnet", "--deny-host", OTHER)
+    assert r.returncode == 0, r.stderr
+    r = fetch(s, "vnet", OTHER, port, "v3")
+    assert (r.returncode, r.stdout) == (0, "403"), r.stderr
+    assert not any(q["path"] == "/v3" for q in upstream.requests)
+    assert s.keeper_pid("vnet") == keeper
+    # A microVM's limits still need a stop, named.
+    r = s.hutch("update", "vnet", "--pids", "99")
+    assert r.returncode == 125, r.stderr
+    assert "cannot change limits.pids of sandbox 'vnet' while it runs" in r.stderr, r.stderr

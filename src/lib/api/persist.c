@@ -558,9 +558,10 @@ static int policy_json_diff(json_t *a, json_t *b, const char *prefix, char ***ch
 }
 
 /* A running sandbox's policy change (hutch update): the cgroup limits go
- * to its keeper, which applies them now, and the network policy to its
- * hutch-proxy through the keeper, which answers once the proxy confirmed;
- * anything else needs a stop. */
+ * to its keeper, which applies them now (a namespace sandbox's only), and
+ * the network policy to its hutch-proxy through the keeper (either
+ * backend's), which answers once the proxy confirmed; anything else needs
+ * a stop. */
 static int update_running(Store *s, const SandboxRecord *rec, const Policy *policy, char **changed,
                           const char *text, HutchError *reterr) {
         static const char *const limits[] = {"limits.memory", "limits.memory_swap", "limits.cpus",
@@ -572,20 +573,19 @@ static int update_running(Store *s, const SandboxRecord *rec, const Policy *poli
         int r;
 
         STRV_FOREACH(f, changed) {
-                bool lim = strv_contains((char **)limits, *f);
+                bool vm = policy->backend == SANDBOX_BACKEND_VM;
+                bool lim = strv_contains((char **)limits, *f) && !vm;
                 bool net = strv_contains((char **)network, *f);
 
-                if ((!lim && !net) || policy->backend == SANDBOX_BACKEND_VM)
+                if (!lim && !net)
                         return hutch_error_set(reterr, EBUSY,
                                                "cannot change %s of sandbox '%s' while it runs "
-                                               "(stop it first: 'hutch stop %s'; memory, "
-                                               "memory_swap, cpus, pids, allow_hosts, "
+                                               "(stop it first: 'hutch stop %s'; %sallow_hosts, "
                                                "deny_hosts, allow_private and resolve change "
-                                               "live%s)",
+                                               "live)",
                                                *f, rec->name, rec->name,
-                                               policy->backend == SANDBOX_BACKEND_VM
-                                                       ? " in a namespace sandbox, not a microVM"
-                                                       : "");
+                                               vm ? "in a microVM only "
+                                                  : "memory, memory_swap, cpus, pids, ");
                 any_limits = any_limits || lim;
                 any_network = any_network || net;
         }

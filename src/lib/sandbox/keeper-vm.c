@@ -449,6 +449,8 @@ static int conn_handle(VmKeeper *k, KeeperConn *c) {
         } else if (strcmp(op, "freeze") == 0 || strcmp(op, "thaw") == 0) {
                 /* QEMU's host cgroup: the guest stops as a whole. */
                 r = keeper_freeze(c, k->v.rc.cgroup, op[0] == 'f', &k->frozen);
+        } else if (strcmp(op, "network") == 0) {
+                r = keeper_network_update(&k->v.proxy, c->fd, req);
         } else {
                 keeper_send_error(c->fd, "unknown request");
                 r = -EINVAL;
