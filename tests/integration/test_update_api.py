@@ -82,6 +82,14 @@ def test_patch_a_running_sandbox_network_live(server, upstream):
     assert curl(api, "net", OTHER, upstream.port, "p3") == "403"
     assert not any(q["path"] == "/p3" for q in upstream.requests)
     assert curl(api, "net", API, upstream.port, "p4") == "200"
+    # The private ranges change live too: without them, API's loopback
+    # address is refused (with the flag that would allow it).
+    r = patch(api, "net", {"allow_private": None})
+    assert r.status == 200 and r.json["changed"] == ["allow_private"], r
+    ans = api.exec("net", ["curl", "-sS", "--max-time", "20",
+                           f"http://{API}:{upstream.port}/p5"])
+    assert "private address" in ans["stdout"], ans
+    assert not any(q["path"] == "/p5" for q in upstream.requests)
 
 
 def test_patch_refusals_name_the_field(server, upstream):
