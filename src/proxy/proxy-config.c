@@ -897,9 +897,10 @@ int proxy_config_load_policy(const char *text, size_t len, ProxyConfig **ret, Hu
                 for (size_t i = 0; i < ELEMENTSOF(live); i++)
                         ok = ok || strcmp(key, live[i]) == 0;
                 if (!ok) {
+                        r = hutch_error_set(reterr, EINVAL,
+                                            "'%s' cannot change while the proxy serves", key);
                         json_decref(root);
-                        return hutch_error_set(reterr, EINVAL,
-                                               "'%s' cannot change while the proxy serves", key);
+                        return r;
                 }
         }
         json_decref(root);
