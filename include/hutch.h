@@ -108,10 +108,15 @@ int hutch_create(const char *name, const hutch_policy *p, const char *from_snaps
 /* Replaces sandbox @name's policy with @p (as `hutch update`, but the
  * whole policy, not flags over it). A running namespace sandbox takes new
  * memory, swap, cpus and pids limits at once (-EPERM naming a limit it
- * cannot change live); any other change to a running sandbox is -EBUSY
- * with the first field named in the message; the workspace and the
- * backend never change (-EINVAL). Nothing to change is 0. */
+ * cannot change live), and a running sandbox of either backend a new
+ * allow_hosts, deny_hosts, allow_private and resolve through its
+ * hutch-proxy; any other change to a running sandbox is -EBUSY with the
+ * first field named in the message; the workspace and the backend never
+ * change (-EINVAL). Nothing to change is 0. */
 int hutch_update(const char *name, const hutch_policy *p, hutch_error *err);
+/* Sandbox @name's stored policy as a JSON document (free() it): what
+ * hutch_update() compares a new one with. */
+int hutch_get_policy(const char *name, char **ret_json, hutch_error *err);
 
 typedef struct hutch_exec_options {
         char *const *argv;   /* required */

@@ -112,8 +112,11 @@ int verb_create(int argc, char **argv) {
 static void update_usage(FILE *f) {
         (void)fprintf(f, "usage: hutch update NAME [POLICY FLAGS]\n\n"
                          "Changes the policy of the persistent sandbox NAME: the policy flags of "
-                         "'hutch create' are applied\nover its policy. Only a stopped sandbox's "
-                         "policy changes; the workspace and the backend never do.\n");
+                         "'hutch create' are applied\nover its policy. A running sandbox "
+                         "takes new --allow-host, --deny-host, --allow-private\nand --resolve "
+                         "at once (and a namespace sandbox new --memory, --memory-swap, --cpus "
+                         "and\n--pids); any other change needs a stop. The workspace and the "
+                         "backend never change.\n");
 }
 
 int verb_update(int argc, char **argv) {

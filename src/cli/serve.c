@@ -74,6 +74,8 @@ static const Route routes[] = {
          NULL},
         {EVHTTP_REQ_GET, "/v1/sandboxes/{name}", serve_sandbox_get, BODY_NONE, 0, NULL, true},
         {EVHTTP_REQ_DELETE, "/v1/sandboxes/{name}", serve_sandbox_delete, BODY_NONE, 0, NULL, true},
+        {EVHTTP_REQ_PATCH, "/v1/sandboxes/{name}", serve_sandbox_update, BODY_JSON,
+         SERVE_JSON_BODY_MAX, NULL, true},
         {EVHTTP_REQ_POST, "/v1/sandboxes/{name}/stop", serve_sandbox_stop, BODY_NONE, 0, NULL,
          true},
         {EVHTTP_REQ_POST, "/v1/sandboxes/{name}/exec", serve_exec, BODY_JSON, SERVE_BODY_MAX, NULL},

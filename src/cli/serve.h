@@ -26,7 +26,7 @@
 /* The HTTP API's version (GET /v1/version; docs/api.md "Versions"):
  * the minor grows with each compatible change of shapes or routes. */
 #define SERVE_API_VERSION_MAJOR 1
-#define SERVE_API_VERSION_MINOR 3
+#define SERVE_API_VERSION_MINOR 4
 
 /* Caps on what a client can make the server hold (docs/api.md). */
 #define SERVE_HEADERS_MAX (16U << 10)      /* request line + headers */
@@ -185,6 +185,8 @@ void serve_sandbox_create(ServeCtx *c);
 void serve_sandbox_get(ServeCtx *c);
 void serve_sandbox_delete(ServeCtx *c);
 void serve_sandbox_stop(ServeCtx *c);
+/* serve-update.c */
+void serve_sandbox_update(ServeCtx *c);
 void serve_file_read(ServeCtx *c);
 void serve_file_write(ServeCtx *c);
 void serve_file_remove(ServeCtx *c);

@@ -14,6 +14,7 @@
 #include <openssl/x509.h>
 #include <zlib.h>
 
+#include "exchange.h"
 #include "fd-util.h"
 #include "http-message.h"
 #include "intercept.h"
@@ -23,7 +24,6 @@
 #include "time-util.h"
 
 #define REASON_MAX 1024
-#define FORWARD_HIGH_WATER (256 * 1024)
 
 static const HttpLimits request_limits = {
         .line_max = HTTP_REQUEST_LINE_MAX,
@@ -52,18 +52,20 @@ struct Intercept {
         char rule[HOST_PATTERN_STRING_MAX];
         IState state;
         struct bufferevent *cl, *up;
-        bool up_ready, up_failed, up_eof;
+        bool up_ready, up_failed;
         char up_error[REASON_MAX];
-        HttpMessage req, resp;
+        /* The HTTP exchange machine (exchange.h); the secret handling is
+         * its hooks: i_refused() and the head rewrite before it runs, the
+         * body scan and the masking as the messages' on_body. */
+        Exchange ex;
         SecretFilter filter;
         SecretFilter scan;       /* the request body's placeholder scan */
         bool req_chunked;        /* the request body is re-chunked */
         const ProxySecret *trip; /* a placeholder found in the request body */
         z_stream z;              /* the response body's content decoding */
         bool decoding, z_ready, z_raw, z_end;
-        const char *decode_error; /* static: why the decoding failed */
-        bool chunked;             /* the response body is re-chunked */
-        bool close_after;         /* close once this response is out */
+        bool chunked;     /* the response body is re-chunked */
+        bool close_after; /* close once this response is out */
         bool resp_head_sent;
         struct event *kick;
 
@@ -71,13 +73,10 @@ struct Intercept {
         uint64_t started_us;
         char method[24];
         unsigned status;
-        uint64_t bytes_up, bytes_down;
         uint64_t used; /* secrets substituted in this request */
 };
 
 static void i_process_input(Intercept *i);
-static void i_forward_request_body(Intercept *i);
-static void i_forward_response(Intercept *i);
 
 static struct timeval ms_tv(uint64_t ms) {
         return (struct timeval){.tv_sec = (time_t)(ms / 1000),
@@ -89,7 +88,7 @@ static void i_begin(Intercept *i) {
         i->started_us = time_monotonic_us();
         i->method[0] = '\0';
         i->status = 0;
-        i->bytes_up = i->bytes_down = 0;
+        i->ex.bytes_up = i->ex.bytes_down = 0;
         i->used = 0;
         i->resp_head_sent = false;
 }
@@ -115,8 +114,8 @@ static void i_audit(Intercept *i, AuditDecision d, const char *reason, const cha
                 .rule = i->rule[0] ? i->rule : NULL,
                 .reason = reason,
                 .status = i->status,
-                .bytes_up = i->bytes_up,
-                .bytes_down = i->bytes_down,
+                .bytes_up = i->ex.bytes_up,
+                .bytes_down = i->ex.bytes_down,
                 .duration_ms = (time_monotonic_us() - i->started_us) / 1000,
                 .intercepted = true,
                 .secrets = names,
@@ -129,11 +128,11 @@ static void i_audit(Intercept *i, AuditDecision d, const char *reason, const cha
 static void i_release(Intercept *i) {
         if (i->cl) {
                 bufferevent_free(i->cl);
-                i->cl = NULL;
+                i->cl = i->ex.cl = NULL;
         }
         if (i->up) {
                 bufferevent_free(i->up);
-                i->up = NULL;
+                i->up = i->ex.up = NULL;
         }
         i->state = I_DEAD;
 }
@@ -152,7 +151,7 @@ static void i_finish(Intercept *i) {
 static void i_drop_upstream(Intercept *i) {
         if (i->up) {
                 bufferevent_free(i->up);
-                i->up = NULL;
+                i->up = i->ex.up = NULL;
         }
 }
 
@@ -180,7 +179,7 @@ static void i_answer(Intercept *i, AuditDecision d, unsigned status, const char 
                                   status, http_status_str((enum http_status)status),
                                   strlen("hutch-proxy: ") + strlen(text) + 1, text);
         i->status = status;
-        i->bytes_down += evbuffer_get_length(out) - before;
+        i->ex.bytes_down += evbuffer_get_length(out) - before;
         i_audit(i, d, text, secret);
         i_close_after_flush(i);
 }
@@ -205,7 +204,7 @@ static void i_emit(Intercept *i, const char *data, size_t len) {
                 (void)evbuffer_add(out, "\r\n", 2);
         } else
                 (void)evbuffer_add(out, data, len);
-        i->bytes_down += len;
+        i->ex.bytes_down += len;
 }
 
 static int i_mask_emit(Intercept *i, const char *data, size_t len) {
@@ -236,7 +235,7 @@ static int i_inflate(Intercept *i, const char *data, size_t len) {
                 if (i->z_raw)
                         bits = len >= 2 && zlib_header((const unsigned char *)data) ? 15 : -15;
                 if (inflateInit2(&i->z, bits) != Z_OK) {
-                        i->decode_error = "out of memory";
+                        i->ex.body_error = "out of memory";
                         return -1;
                 }
                 i->z_ready = true;
@@ -252,7 +251,7 @@ static int i_inflate(Intercept *i, const char *data, size_t len) {
                 if (i->z_end) {
                         /* Another gzip member; after raw deflate, junk. */
                         if (i->z_raw || inflateReset(&i->z) != Z_OK) {
-                                i->decode_error = "data after the end of the compressed body";
+                                i->ex.body_error = "data after the end of the compressed body";
                                 return -1;
                         }
                         i->z_end = false;
@@ -261,18 +260,18 @@ static int i_inflate(Intercept *i, const char *data, size_t len) {
                 i->z.avail_out = sizeof(out);
                 zr = inflate(&i->z, Z_NO_FLUSH);
                 if (zr != Z_OK && zr != Z_STREAM_END && zr != Z_BUF_ERROR) {
-                        i->decode_error = "the compressed body is corrupt";
+                        i->ex.body_error = "the compressed body is corrupt";
                         return -1;
                 }
                 produced = sizeof(out) - i->z.avail_out;
                 if (produced > 0 && i_mask_emit(i, out, produced) < 0) {
-                        i->decode_error = "out of memory";
+                        i->ex.body_error = "out of memory";
                         return -1;
                 }
                 if (zr == Z_STREAM_END)
                         i->z_end = true;
                 else if (produced == 0 && i->z.avail_in == before) {
-                        i->decode_error = "the compressed body is corrupt";
+                        i->ex.body_error = "the compressed body is corrupt";
                         return -1;
                 }
         }
@@ -300,7 +299,7 @@ static void i_emit_up(Intercept *i, const char *data, size_t len) {
                 (void)evbuffer_add(out, "\r\n", 2);
         } else
                 (void)evbuffer_add(out, data, len);
-        i->bytes_up += len;
+        i->ex.bytes_up += len;
 }
 
 /* Request body (chunked framing removed): SECURITY: a body is no lane, so
@@ -334,7 +333,7 @@ static void i_decode_end(Intercept *i) {
                 (void)inflateEnd(&i->z);
         i->z = (z_stream){};
         i->z_ready = i->z_raw = i->z_end = i->decoding = false;
-        i->decode_error = NULL;
+        i->ex.body_error = NULL;
 }
 
 static void i_exchange_done(Intercept *i) {
@@ -347,11 +346,11 @@ static void i_exchange_done(Intercept *i) {
         if (i->chunked)
                 (void)evbuffer_add(bufferevent_get_output(i->cl), "0\r\n\r\n", 5);
         i_audit(i, AUDIT_ALLOW, NULL, NULL);
-        if (i->close_after || i->up_eof || !http_message_keep_alive(&i->resp)) {
+        if (i->close_after || i->ex.up_eof || !http_message_keep_alive(&i->ex.resp)) {
                 i_close_after_flush(i);
                 return;
         }
-        http_message_reset(&i->req);
+        http_message_reset(&i->ex.req);
         i->state = I_HEAD;
         (void)bufferevent_disable(i->up, EV_WRITE);
         (void)bufferevent_enable(i->cl, EV_READ);
@@ -415,22 +414,19 @@ static Coding response_coding(const HttpMessage *m) {
         return c;
 }
 
+/* The exchange machine's response_head hook (it re-arms the parser after
+ * an interim head). */
 static int i_response_head(Intercept *i) {
-        unsigned code = http_message_status_code(&i->resp);
-        bool interim = code >= 100 && code < 200, decoded = false;
+        unsigned code = http_message_status_code(&i->ex.resp);
+        bool interim = code < 200, decoded = false;
         char *head = NULL;
         size_t len = 0;
 
-        if (code < 100 || code == 101) {
-                i_upstream_failed(i, code == 101 ? "the upstream server switched protocols"
-                                                 : "bad status from the upstream server");
-                return -EBADMSG;
-        }
         /* SECURITY: a response to a request that carried a value is masked
          * in the form the client will read: decoded. A coding the proxy
          * cannot decode is refused, not passed on unmasked. */
-        if (!interim && i->used != 0 && http_message_has_body(&i->resp)) {
-                Coding c = response_coding(&i->resp);
+        if (!interim && i->used != 0 && http_message_has_body(&i->ex.resp)) {
+                Coding c = response_coding(&i->ex.resp);
 
                 if (c == CODING_OTHER) {
                         i_answer(i, AUDIT_DENY, 502,
@@ -445,142 +441,96 @@ static int i_response_head(Intercept *i) {
                         i->z_raw = c == CODING_DEFLATE;
                 }
         }
-        if (secrets_build_response_head(i->p.config->secrets, i->p.config->n_secrets, &i->resp,
-                                        decoded, decoded && i->req.parser.http_minor >= 1, &head,
+        if (secrets_build_response_head(i->p.config->secrets, i->p.config->n_secrets, &i->ex.resp,
+                                        decoded, decoded && i->ex.req.parser.http_minor >= 1, &head,
                                         &len) < 0) {
                 i_upstream_failed(i, "out of memory");
                 return -ENOMEM;
         }
         (void)evbuffer_add(bufferevent_get_output(i->cl), head, len);
         free(head);
-        i->bytes_down += len;
-        if (interim) {
-                bool skip = i->resp.skip_body;
-
-                http_message_reset(&i->resp);
-                i->resp.skip_body = skip;
+        i->ex.bytes_down += len;
+        if (interim)
                 return 0;
-        }
         i->status = code;
         i->resp_head_sent = true;
-        i->chunked = (i->resp.parser.flags & F_CHUNKED) && http_message_has_body(&i->resp);
+        i->chunked = (i->ex.resp.parser.flags & F_CHUNKED) && http_message_has_body(&i->ex.resp);
         if (decoded) {
                 /* The decoded length is unknown: chunked for HTTP/1.1,
                  * until the close for 1.0. */
-                i->chunked = i->req.parser.http_minor >= 1;
+                i->chunked = i->ex.req.parser.http_minor >= 1;
                 i->close_after = i->close_after || !i->chunked;
+                /* SECURITY: decoding, a little input at a time, so a small
+                 * compressed body cannot flood the client's buffer at once
+                 * (deflate expands at most about 1,000 times). */
+                i->ex.resp_feed_max = 4096;
         }
         return 0;
 }
 
-static void i_forward_response(Intercept *i) {
-        while (i->state == I_FORWARD) {
-                struct evbuffer *in = bufferevent_get_input(i->up);
-                struct evbuffer_iovec vec;
-                HttpMessageState before;
-                ssize_t n;
-
-                if (i->resp.state == HTTP_MESSAGE_DONE) {
-                        if (i->req.state != HTTP_MESSAGE_DONE)
-                                i->close_after = true;
-                        i_exchange_done(i);
-                        return;
-                }
-                if (evbuffer_get_length(in) == 0) {
-                        if (!i->up_eof)
-                                return;
-                        if (http_message_finish(&i->resp) < 0) {
-                                i_upstream_failed(i, "the upstream server closed the "
-                                                     "connection before the response ended");
-                                return;
-                        }
-                        continue;
-                }
-                if (evbuffer_get_length(bufferevent_get_output(i->cl)) >= FORWARD_HIGH_WATER) {
-                        (void)bufferevent_disable(i->up, EV_READ);
-                        return;
-                }
-                if (evbuffer_peek(in, -1, NULL, &vec, 1) < 1)
-                        return;
-                before = i->resp.state;
-                /* SECURITY: decoding, a little input at a time, so a small
-                 * compressed body cannot flood the client's buffer at once
-                 * (deflate expands at most about 1,000 times). */
-                n = http_message_feed(&i->resp, vec.iov_base,
-                                      i->decoding ? MIN(vec.iov_len, (size_t)4096) : vec.iov_len);
-                if (n < 0) {
-                        char reason[REASON_MAX];
-
-                        (void)snprintf(reason, sizeof(reason),
-                                       "bad response from the upstream server: %s",
-                                       i->decode_error ? i->decode_error
-                                       : i->resp.error ? i->resp.error
-                                                       : "malformed");
-                        i_upstream_failed(i, reason);
-                        return;
-                }
-                (void)evbuffer_drain(in, (size_t)n);
-                if (before == HTTP_MESSAGE_HEAD && i->resp.state != HTTP_MESSAGE_HEAD &&
-                    i_response_head(i) < 0)
-                        return;
-        }
+static Intercept *ex_intercept(Exchange *e) {
+        return e->userdata;
 }
 
-static void i_forward_request_body(Intercept *i) {
-        while (i->state == I_FORWARD && i->req.state == HTTP_MESSAGE_BODY) {
-                struct evbuffer *in = bufferevent_get_input(i->cl);
-                struct evbuffer *out = bufferevent_get_output(i->up);
-                struct evbuffer_iovec vec;
-                ssize_t n;
-
-                if (evbuffer_get_length(in) == 0) {
-                        (void)bufferevent_enable(i->cl, EV_READ);
-                        return;
-                }
-                if (evbuffer_get_length(out) >= FORWARD_HIGH_WATER) {
-                        /* up_write_cb() resumes once it is written. */
-                        (void)bufferevent_disable(i->cl, EV_READ);
-                        return;
-                }
-                if (evbuffer_peek(in, -1, NULL, &vec, 1) < 1)
-                        return;
-                n = http_message_feed(&i->req, vec.iov_base, vec.iov_len);
-                if (n < 0 && i->trip) {
-                        char reason[REASON_MAX];
-
-                        (void)snprintf(reason, sizeof(reason),
-                                       "tripwire: placeholder of %s in a request body to %s",
-                                       i->trip->name, i->p.host.name);
-                        /* The upstream gets no more of it, and no end. */
-                        i_drop_upstream(i);
-                        if (i->resp_head_sent) {
-                                i_audit(i, AUDIT_DENY, reason, i->trip->name);
-                                i_finish(i);
-                        } else
-                                i_answer(i, AUDIT_DENY, 403, reason, i->trip->name);
-                        return;
-                }
-                if (n < 0) {
-                        char reason[REASON_MAX];
-
-                        (void)snprintf(reason, sizeof(reason), "malformed request body: %s",
-                                       i->req.error ? i->req.error : "?");
-                        if (i->resp_head_sent) {
-                                i_audit(i, AUDIT_ALLOW, reason, NULL);
-                                i_finish(i);
-                        } else
-                                i_answer(i, AUDIT_ERROR, 400, reason, NULL);
-                        return;
-                }
-                /* The body went out through i_on_req_body(), re-framed. */
-                (void)evbuffer_drain(in, (size_t)n);
-                if (i->req.state == HTTP_MESSAGE_DONE)
-                        i_request_body_done(i);
-        }
-        /* The whole request is out; a pipelined one waits. */
-        if (i->state == I_FORWARD)
-                (void)bufferevent_disable(i->cl, EV_READ);
+static bool ex_forwarding(Exchange *e) {
+        return ex_intercept(e)->state == I_FORWARD;
 }
+
+static int ex_response_head(Exchange *e) {
+        return i_response_head(ex_intercept(e));
+}
+
+static void ex_done(Exchange *e) {
+        Intercept *i = ex_intercept(e);
+
+        if (i->ex.req.state != HTTP_MESSAGE_DONE)
+                i->close_after = true;
+        i_exchange_done(i);
+}
+
+static void ex_upstream_failed(Exchange *e, const char *reason) {
+        i_upstream_failed(ex_intercept(e), reason);
+}
+
+static void ex_request_failed(Exchange *e, const char *reason) {
+        Intercept *i = ex_intercept(e);
+
+        if (i->trip) {
+                char why[REASON_MAX];
+
+                (void)snprintf(why, sizeof(why),
+                               "tripwire: placeholder of %s in a request body to %s", i->trip->name,
+                               i->p.host.name);
+                /* The upstream gets no more of it, and no end. */
+                i_drop_upstream(i);
+                if (i->resp_head_sent) {
+                        i_audit(i, AUDIT_DENY, why, i->trip->name);
+                        i_finish(i);
+                } else
+                        i_answer(i, AUDIT_DENY, 403, why, i->trip->name);
+                return;
+        }
+        if (i->resp_head_sent) {
+                i_audit(i, AUDIT_ALLOW, reason, NULL);
+                i_finish(i);
+        } else
+                i_answer(i, AUDIT_ERROR, 400, reason, NULL);
+}
+
+static void ex_request_done(Exchange *e) {
+        i_request_body_done(ex_intercept(e));
+}
+
+/* The intercepted path: bodies re-framed through the secret scan (request)
+ * and the masking (response), see i_on_req_body() and i_on_body(). */
+static const ExchangeOps intercept_exchange_ops = {
+        .forwarding = ex_forwarding,
+        .response_head = ex_response_head,
+        .done = ex_done,
+        .upstream_failed = ex_upstream_failed,
+        .request_failed = ex_request_failed,
+        .request_done = ex_request_done,
+};
 
 /* The checks before anything of a request goes upstream. Returns true if
  * the request was answered (and the connection is closing). */
@@ -591,7 +541,8 @@ static bool i_refused(Intercept *i) {
 
         /* SECURITY: a placeholder of a secret that is not for this host is
          * an attempt to send it elsewhere: refused, named, never valued. */
-        trip = secrets_find_tripwire(cfg->secrets, cfg->n_secrets, &i->p.host, i->p.port, &i->req);
+        trip = secrets_find_tripwire(cfg->secrets, cfg->n_secrets, &i->p.host, i->p.port,
+                                     &i->ex.req);
         if (trip) {
                 char reason[REASON_MAX];
 
@@ -603,7 +554,7 @@ static bool i_refused(Intercept *i) {
         /* SECURITY: target binding: the request must be for the host the
          * tunnel was checked (and its secrets chosen) for; a shared front
          * end would route on Host. 421 and no further use. */
-        if (proxy_request_check_bound(&i->req, &i->p.host, i->p.port, &why) < 0) {
+        if (proxy_request_check_bound(&i->ex.req, &i->p.host, i->p.port, &why) < 0) {
                 char reason[REASON_MAX];
 
                 (void)snprintf(reason, sizeof(reason), "misdirected request: %s ('%s' port %u)",
@@ -613,7 +564,7 @@ static bool i_refused(Intercept *i) {
         }
         /* SECURITY: lanes: a placeholder where no value may go (a header
          * an upstream may echo, the path, the query) is a tripwire too. */
-        trip = secrets_find_misplaced(cfg->secrets, cfg->n_secrets, &i->req, &why);
+        trip = secrets_find_misplaced(cfg->secrets, cfg->n_secrets, &i->ex.req, &why);
         if (trip) {
                 char reason[REASON_MAX];
 
@@ -639,8 +590,8 @@ static void i_handle_request(Intercept *i) {
         }
         if (i_refused(i))
                 return;
-        r = secrets_build_request_head(cfg->secrets, cfg->n_secrets, &i->p.host, i->p.port, &i->req,
-                                       &head, &len, &i->used);
+        r = secrets_build_request_head(cfg->secrets, cfg->n_secrets, &i->p.host, i->p.port,
+                                       &i->ex.req, &head, &len, &i->used);
         if (r == -EBADMSG) {
                 i_answer(i, AUDIT_ERROR, 400,
                          "only origin-form requests (\"GET /path\") are accepted inside an "
@@ -660,29 +611,25 @@ static void i_handle_request(Intercept *i) {
                 i_answer(i, AUDIT_ERROR, 500, "out of memory", NULL);
                 return;
         }
-        i->bytes_up += len;
-        i->close_after = !http_message_keep_alive(&i->req);
-        http_message_reset(&i->resp);
-        i->resp.skip_body = http_message_method(&i->req) == HTTP_HEAD;
+        i->ex.bytes_up += len;
+        i->close_after = !http_message_keep_alive(&i->ex.req);
         i->chunked = false;
         i_decode_end(i);
-        i->req_chunked = (i->req.parser.flags & F_CHUNKED) != 0;
+        i->req_chunked = (i->ex.req.parser.flags & F_CHUNKED) != 0;
         i->trip = NULL;
         i->scan.tail_len = 0;
         i->filter.tail_len = 0;
         i->state = I_FORWARD;
         (void)bufferevent_set_timeouts(i->up, &idle, NULL);
         (void)bufferevent_enable(i->up, EV_READ | EV_WRITE);
-        i_forward_request_body(i);
-        if (i->state == I_FORWARD && evbuffer_get_length(bufferevent_get_input(i->up)) > 0)
-                i_forward_response(i);
+        exchange_run(&i->ex);
 }
 
 static void i_handle_head(Intercept *i) {
         (void)bufferevent_disable(i->cl, EV_READ);
         i_begin(i);
         (void)snprintf(i->method, sizeof(i->method), "%s",
-                       http_method_str(http_message_method(&i->req)));
+                       http_method_str(http_message_method(&i->ex.req)));
         if (!i->up_ready && !i->up_failed) {
                 i->state = I_WAIT_UP;
                 return;
@@ -706,14 +653,14 @@ static void i_process_input(Intercept *i) {
                 }
                 if (evbuffer_peek(in, -1, NULL, &vec, 1) < 1)
                         return;
-                n = http_message_feed(&i->req, vec.iov_base, vec.iov_len);
+                n = http_message_feed(&i->ex.req, vec.iov_base, vec.iov_len);
                 if (n < 0) {
                         i_begin(i);
-                        i_answer(i, AUDIT_ERROR, (unsigned)i->req.status, i->req.error, NULL);
+                        i_answer(i, AUDIT_ERROR, (unsigned)i->ex.req.status, i->ex.req.error, NULL);
                         return;
                 }
                 (void)evbuffer_drain(in, (size_t)n);
-                if (i->req.state != HTTP_MESSAGE_HEAD)
+                if (i->ex.req.state != HTTP_MESSAGE_HEAD)
                         i_handle_head(i);
         }
 }
@@ -770,8 +717,8 @@ static void cl_read_cb(struct bufferevent *bev, void *arg) {
 
         if (i->state == I_HEAD)
                 i_process_input(i);
-        else if (i->state == I_FORWARD && i->req.state == HTTP_MESSAGE_BODY)
-                i_forward_request_body(i);
+        else if (i->state == I_FORWARD && i->ex.req.state == HTTP_MESSAGE_BODY)
+                exchange_forward_request_body(&i->ex);
 }
 
 static void cl_write_cb(struct bufferevent *bev, void *arg) {
@@ -782,10 +729,8 @@ static void cl_write_cb(struct bufferevent *bev, void *arg) {
                         i_finish(i);
                 return;
         }
-        if (i->state == I_FORWARD) {
-                (void)bufferevent_enable(i->up, EV_READ);
-                i_forward_response(i);
-        }
+        if (i->state == I_FORWARD)
+                exchange_client_writable(&i->ex);
 }
 
 static void up_event_cb(struct bufferevent *bev, short what, void *arg) {
@@ -823,20 +768,13 @@ static void up_event_cb(struct bufferevent *bev, short what, void *arg) {
                 return;
         }
         if (i->state == I_FORWARD) {
-                if (what & BEV_EVENT_EOF) {
-                        i->up_eof = true;
-                        i_forward_response(i);
-                        return;
-                }
-                i_upstream_failed(i, what & BEV_EVENT_TIMEOUT
-                                             ? "the upstream server did not answer in time"
-                                             : "the upstream connection failed");
+                exchange_upstream_event(&i->ex, what);
                 return;
         }
         /* Closed while idle: the next request cannot be sent. */
         i_drop_upstream(i);
         if (i->state == I_HEAD && evbuffer_get_length(bufferevent_get_input(i->cl)) == 0 &&
-            i->req.head_bytes == 0)
+            i->ex.req.head_bytes == 0)
                 i_finish(i);
 }
 
@@ -844,7 +782,7 @@ static void up_read_cb(struct bufferevent *bev, void *arg) {
         Intercept *i = arg;
 
         if (i->state == I_FORWARD)
-                i_forward_response(i);
+                exchange_forward_response(&i->ex);
         else
                 (void)evbuffer_drain(bufferevent_get_input(bev),
                                      evbuffer_get_length(bufferevent_get_input(bev)));
@@ -853,8 +791,8 @@ static void up_read_cb(struct bufferevent *bev, void *arg) {
 static void up_write_cb(struct bufferevent *bev, void *arg) {
         Intercept *i = arg;
 
-        if (i->state == I_FORWARD && i->req.state == HTTP_MESSAGE_BODY)
-                i_forward_request_body(i);
+        if (i->state == I_FORWARD)
+                exchange_upstream_writable(&i->ex);
 }
 
 int intercept_start(const InterceptParams *p, int client_fd, int up_fd, Intercept **ret) {
@@ -871,13 +809,13 @@ int intercept_start(const InterceptParams *p, int client_fd, int up_fd, Intercep
         (void)snprintf(i->rule, sizeof(i->rule), "%s", p->rule ? p->rule : "");
         i->p.address = i->p.rule = NULL;
         i->state = I_HANDSHAKE;
-        if (http_message_init(&i->req, HTTP_REQUEST, &request_limits) < 0 ||
-            http_message_init(&i->resp, HTTP_RESPONSE, &response_limits) < 0)
+        if (exchange_init(&i->ex, &intercept_exchange_ops, i, &request_limits, &response_limits) <
+            0)
                 goto fail;
-        i->resp.on_body = i_on_body;
-        i->resp.body_userdata = i;
-        i->req.on_body = i_on_req_body;
-        i->req.body_userdata = i;
+        i->ex.resp.on_body = i_on_body;
+        i->ex.resp.body_userdata = i;
+        i->ex.req.on_body = i_on_req_body;
+        i->ex.req.body_userdata = i;
         i->kick = event_new(p->base, -1, 0, kick_cb, i);
         if (!i->kick)
                 goto fail;
@@ -898,6 +836,8 @@ int intercept_start(const InterceptParams *p, int client_fd, int up_fd, Intercep
                 goto fail;
         up_fd = -EBADF;
         up_ssl = NULL;
+        i->ex.cl = i->cl;
+        i->ex.up = i->up;
         /* Servers (and clients) often close without close_notify. */
         bufferevent_openssl_set_allow_dirty_shutdown(i->cl, 1);
         bufferevent_openssl_set_allow_dirty_shutdown(i->up, 1);
@@ -918,6 +858,14 @@ fail:
         return -ENOMEM;
 }
 
+Intercept *intercept_end(Intercept *i, const char *reason) {
+        if (i && i->state != I_DEAD) {
+                i_audit(i, AUDIT_DENY, reason, NULL);
+                i_release(i);
+        }
+        return intercept_free(i);
+}
+
 Intercept *intercept_free(Intercept *i) {
         if (!i)
                 return NULL;
@@ -927,8 +875,7 @@ Intercept *intercept_free(Intercept *i) {
         }
         if (i->kick)
                 event_free(i->kick);
-        http_message_done(&i->req);
-        http_message_done(&i->resp);
+        exchange_done(&i->ex);
         secret_filter_done(&i->filter);
         secret_filter_done(&i->scan);
         i_decode_end(i);

@@ -47,3 +47,6 @@ typedef struct InterceptParams {
 int intercept_start(const InterceptParams *p, int client_fd, int up_fd, Intercept **ret);
 /* Closes both connections without calling @done (if still open) and frees. */
 Intercept *intercept_free(Intercept *i);
+/* The same, for a connection the policy no longer allows: a request in
+ * flight is audited as denied for @reason. */
+Intercept *intercept_end(Intercept *i, const char *reason);

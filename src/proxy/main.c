@@ -162,8 +162,7 @@ static int receive_listen_fds(ProxyConfig *cfg) {
         if (cfg->listen_socket < 0)
                 return 0;
         n = recv_with_fds(cfg->listen_socket, &byte, 1, fds, ELEMENTSOF(fds));
-        (void)close(cfg->listen_socket);
-        cfg->listen_socket = -EBADF;
+        /* The socket stays open: policy changes come over it (control_cb()). */
         if (n <= 0)
                 return log_error_errno(n < 0 ? (int)n : -EPIPE,
                                        "no listening sockets arrived on --listen-fds-socket: %m");
@@ -180,10 +179,71 @@ static int receive_listen_fds(ProxyConfig *cfg) {
         return check_listen_fds(cfg);
 }
 
+/* The control channel: --listen-fds-socket, once the listening sockets
+ * came over it. A running sandbox's `hutch update` sends a message with a
+ * memfd holding the new policy (proxy_config_load_policy()); the answer is
+ * "ok", or "error: WHY" and nothing changed. Its hang-up only ends the
+ * channel (the watch fd ends the proxy). */
+typedef struct Control {
+        ProxyConfig *cfg;
+        Proxy *proxy;
+        struct event *ev;
+} Control;
+
+static int control_policy(Control *ctl, int fd, char *why, size_t size) {
+        _cleanup_(proxy_config_freep) ProxyConfig *next = NULL;
+        _cleanup_free_ char *text = NULL;
+        HutchError err = {};
+        size_t len = 0;
+        int r;
+
+        if (fd < 0 || lseek(fd, 0, SEEK_SET) < 0) {
+                (void)snprintf(why, size, "no policy document came with the request");
+                return -EINVAL;
+        }
+        r = read_full_fd(fd, PROXY_CONFIG_JSON_MAX, &text, &len);
+        if (r < 0) {
+                (void)snprintf(why, size, "cannot read the policy document: %s", strerror(-r));
+                return r;
+        }
+        r = proxy_config_load_policy(text, len, &next, &err);
+        if (r < 0) {
+                (void)snprintf(why, size, "%s", err.msg[0] ? err.msg : strerror(-r));
+                return r;
+        }
+        proxy_config_swap_policy(ctl->cfg, next);
+        log_debug("the policy changed");
+        proxy_policy_changed(ctl->proxy);
+        return 0;
+}
+
+static void control_cb(evutil_socket_t sock, short what, void *arg) {
+        Control *ctl = arg;
+        char msg[16], reply[600] = "ok", why[512];
+        int fds[1];
+        ssize_t n;
+
+        n = recv_with_fds(sock, msg, sizeof(msg), fds, ELEMENTSOF(fds));
+        if (n == -EAGAIN)
+                return;
+        if (n <= 0) {
+                (void)event_del(ctl->ev);
+                (void)safe_close(fds[0]);
+                return;
+        }
+        if ((size_t)n != strlen("policy") || memcmp(msg, "policy", (size_t)n) != 0)
+                (void)snprintf(reply, sizeof(reply), "error: unknown request");
+        else if (control_policy(ctl, fds[0], why, sizeof(why)) < 0)
+                (void)snprintf(reply, sizeof(reply), "error: %s", why);
+        (void)safe_close(fds[0]);
+        (void)send(sock, reply, strlen(reply), MSG_NOSIGNAL | MSG_DONTWAIT);
+}
+
 static int run(ProxyConfig *cfg, Audit *audit) {
         _cleanup_(tls_mint_freep) TlsMint *mint = NULL;
         _cleanup_(proxy_freep) Proxy *proxy = NULL;
         struct event *signals[3] = {}, *watch = NULL;
+        Control ctl = {.cfg = cfg};
         static const int stop_signals[3] = {SIGTERM, SIGINT, SIGHUP};
         struct event_base *base;
         int r;
@@ -217,6 +277,13 @@ static int run(ProxyConfig *cfg, Audit *audit) {
                 if (watch)
                         (void)event_add(watch, NULL);
         }
+        if (cfg->listen_socket >= 0) {
+                ctl.proxy = proxy;
+                ctl.ev =
+                        event_new(base, cfg->listen_socket, EV_READ | EV_PERSIST, control_cb, &ctl);
+                if (ctl.ev)
+                        (void)event_add(ctl.ev, NULL);
+        }
         if (cfg->ready_fd >= 0) {
                 (void)loop_write(cfg->ready_fd, "ready\n", 6);
                 (void)close(cfg->ready_fd);
@@ -226,6 +293,8 @@ static int run(ProxyConfig *cfg, Audit *audit) {
         (void)event_base_dispatch(base);
 
         proxy = proxy_free(proxy);
+        if (ctl.ev)
+                event_free(ctl.ev);
         if (watch)
                 event_free(watch);
         for (size_t i = 0; i < ELEMENTSOF(signals); i++)

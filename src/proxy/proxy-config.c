@@ -877,3 +877,52 @@ const ResolveEntry *proxy_config_find_resolve(const ProxyConfig *c, const char *
                         return &c->resolve[i];
         return NULL;
 }
+
+int proxy_config_load_policy(const char *text, size_t len, ProxyConfig **ret, HutchError *reterr) {
+        static const char *const live[] = {"allow", "deny", "allow_private", "resolve"};
+        _cleanup_(proxy_config_freep) ProxyConfig *c = NULL;
+        json_error_t jerr;
+        const char *key;
+        json_t *root, *v;
+        int r;
+
+        root = json_loadb(text, len, JSON_REJECT_DUPLICATES, &jerr);
+        if (!json_is_object(root)) {
+                json_decref(root);
+                return hutch_error_set(reterr, EINVAL, "invalid policy document");
+        }
+        json_object_foreach(root, key, v) {
+                bool ok = false;
+
+                for (size_t i = 0; i < ELEMENTSOF(live); i++)
+                        ok = ok || strcmp(key, live[i]) == 0;
+                if (!ok) {
+                        r = hutch_error_set(reterr, EINVAL,
+                                            "'%s' cannot change while the proxy serves", key);
+                        json_decref(root);
+                        return r;
+                }
+        }
+        json_decref(root);
+        c = proxy_config_new();
+        if (!c)
+                return hutch_error_set(reterr, ENOMEM, "out of memory");
+        r = proxy_config_load_json(c, text, len, reterr);
+        if (r < 0)
+                return r;
+        *ret = TAKE_PTR(c);
+        return 0;
+}
+
+void proxy_config_swap_policy(ProxyConfig *c, ProxyConfig *other) {
+        Allowlist *al = c->allowlist;
+        ResolveEntry *res = c->resolve;
+        size_t n_res = c->n_resolve;
+
+        c->allowlist = other->allowlist;
+        c->resolve = other->resolve;
+        c->n_resolve = other->n_resolve;
+        other->allowlist = al;
+        other->resolve = res;
+        other->n_resolve = n_res;
+}

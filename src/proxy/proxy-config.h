@@ -86,5 +86,15 @@ int proxy_config_load_json(ProxyConfig *c, const char *text, size_t len, HutchEr
  * fd, not both --audit-log and --audit-fd. Returns 0 or -EINVAL. */
 int proxy_config_validate(const ProxyConfig *c, HutchError *reterr);
 
+/* The policy of a running proxy changes (a running sandbox's `hutch
+ * update`, docs/network.md "Changing the policy live"): @text is a JSON
+ * document with only the keys "allow", "deny", "allow_private" and
+ * "resolve", the whole new policy (not a difference). Parsed into a new
+ * configuration in @ret, or -EINVAL with @reterr naming the key or value;
+ * then proxy_config_swap_policy() puts it in place (and @other gets the
+ * old one, to free). */
+int proxy_config_load_policy(const char *text, size_t len, ProxyConfig **ret, HutchError *reterr);
+void proxy_config_swap_policy(ProxyConfig *c, ProxyConfig *other);
+
 /* Returns the --resolve entry for the normalised @name, or NULL. */
 const ResolveEntry *proxy_config_find_resolve(const ProxyConfig *c, const char *name);

@@ -18,6 +18,7 @@
 #include <event2/listener.h>
 #include <event2/util.h>
 
+#include "exchange.h"
 #include "http-message.h"
 #include "intercept.h"
 #include "log.h"
@@ -28,11 +29,6 @@
 
 /* Addresses tried per request, in resolver order. */
 #define CANDIDATES_MAX 16
-/* Forwarding stops reading one side while the other side's output buffer
- * holds more than HIGH bytes, and resumes below LOW: per connection at
- * most about 2 x HIGH bytes are buffered. */
-#define FORWARD_HIGH_WATER (256 * 1024)
-#define FORWARD_LOW_WATER (64 * 1024)
 #define BEV_MAX_SINGLE_READ (64 * 1024)
 /* Tunnels move bytes socket -> pipe -> socket with splice(2); a larger
  * pipe means fewer system calls. Falls back to the default pipe size if
@@ -113,7 +109,9 @@ struct Conn {
         struct event *timer;
         struct event *kick; /* processes buffered pipelined input */
 
-        HttpMessage req;
+        /* The HTTP exchange machine (exchange.h): the request and response
+         * messages, the byte counts, the upstream's EOF. */
+        Exchange ex;
         ProxyRequest target;
         bool keep_alive;  /* the client keeps the connection after this exchange */
         bool close_after; /* close once the current response is written */
@@ -127,7 +125,6 @@ struct Conn {
         char rule[HOST_PATTERN_STRING_MAX];
         char address[NET_ADDR_STRING_MAX];
         unsigned status;
-        uint64_t bytes_up, bytes_down;
 
         DnsQuery *dns;
         NetAddr candidates[CANDIDATES_MAX];
@@ -143,8 +140,6 @@ struct Conn {
         uint16_t up_port;
         char up_address[NET_ADDR_STRING_MAX];
         bool up_idle;
-        bool up_eof;
-        HttpMessage resp;
         bool resp_head_sent;
 
         Pump pumps[2]; /* 0: client to upstream, 1: upstream to client */
@@ -173,8 +168,6 @@ struct Proxy {
 };
 
 static void conn_process_input(Conn *c);
-static void conn_forward_request_body(Conn *c);
-static void conn_forward_response(Conn *c);
 static void conn_connect_next(Conn *c);
 static void conn_start_intercept(Conn *c);
 
@@ -224,8 +217,8 @@ static void conn_audit(Conn *c, AuditDecision decision, const char *reason) {
                 .rule = c->rule[0] ? c->rule : NULL,
                 .reason = reason,
                 .status = c->status,
-                .bytes_up = c->bytes_up,
-                .bytes_down = c->bytes_down,
+                .bytes_up = c->ex.bytes_up,
+                .bytes_down = c->ex.bytes_down,
                 .duration_ms = (time_monotonic_us() - c->started_us) / 1000,
                 .intercepted = c->intercept,
                 .secret = c->secret,
@@ -244,7 +237,7 @@ static void conn_begin_exchange(Conn *c) {
         c->method[0] = c->rule[0] = c->address[0] = '\0';
         c->target = (ProxyRequest){};
         c->status = 0;
-        c->bytes_up = c->bytes_down = 0;
+        c->ex.bytes_up = c->ex.bytes_down = 0;
         c->close_after = false;
         c->connect_error[0] = '\0';
         c->connect_timed_out = false;
@@ -268,9 +261,10 @@ static void conn_drop_upstream(Conn *c) {
                 bufferevent_free(c->up_bev);
                 c->up_bev = NULL;
         }
+        c->ex.up = NULL;
         c->up_fd = safe_close(c->up_fd);
         c->up_idle = false;
-        c->up_eof = false;
+        c->ex.up_eof = false;
 }
 
 static void pump_release(Pump *pm) {
@@ -315,6 +309,7 @@ static void conn_close(Conn *c) {
                 bufferevent_free(c->bev);
                 c->bev = NULL;
         }
+        c->ex.cl = NULL;
         c->fd = safe_close(c->fd);
         if (c->timer) {
                 event_free(c->timer);
@@ -324,8 +319,7 @@ static void conn_close(Conn *c) {
                 event_free(c->kick);
                 c->kick = NULL;
         }
-        http_message_done(&c->req);
-        http_message_done(&c->resp);
+        exchange_done(&c->ex);
 
         if (c->prev)
                 c->prev->next = c->next;
@@ -393,14 +387,14 @@ static void conn_send_text(Conn *c, unsigned status, const char *text, bool keep
                                   status, http_status_str((enum http_status)status), body_len,
                                   keep ? "keep-alive" : "close", text);
         c->status = status;
-        c->bytes_down += evbuffer_get_length(out) - before;
+        c->ex.bytes_down += evbuffer_get_length(out) - before;
 }
 
 /* Back to reading the next request on a kept-alive connection. A request
  * already buffered (pipelined) is processed from the loop, not from here,
  * so a burst of them cannot recurse. */
 static void conn_next_request(Conn *c) {
-        http_message_reset(&c->req);
+        http_message_reset(&c->ex.req);
         c->state = CONN_HEAD;
         conn_stop_timer(c);
         conn_arm_timer(c, TIMER_IDLE, c->proxy->config->idle_timeout_ms);
@@ -428,8 +422,8 @@ static void conn_deny_hint(Conn *c, const char *reason, const char *hint) {
         _cleanup_free_ char *text = NULL;
         /* A denied absolute-URI request without a body leaves the
          * connection in a known state: the client may try another host. */
-        bool keep = c->target.kind == PROXY_REQUEST_FORWARD && c->req.state == HTTP_MESSAGE_DONE &&
-                    c->keep_alive;
+        bool keep = c->target.kind == PROXY_REQUEST_FORWARD &&
+                    c->ex.req.state == HTTP_MESSAGE_DONE && c->keep_alive;
 
         if (asprintf(&text, "denied: %s%s%s", reason, hint ? "; allow it with " : "", hint ?: "") <
             0)
@@ -457,8 +451,8 @@ static void conn_upstream_failed(Conn *c, const char *reason) {
 }
 
 static void conn_exchange_done(Conn *c) {
-        bool reusable = c->up_bev && !c->up_eof && http_message_keep_alive(&c->resp) &&
-                        c->req.state == HTTP_MESSAGE_DONE &&
+        bool reusable = c->up_bev && !c->ex.up_eof && http_message_keep_alive(&c->ex.resp) &&
+                        c->ex.req.state == HTTP_MESSAGE_DONE &&
                         evbuffer_get_length(bufferevent_get_input(c->up_bev)) == 0;
         struct timeval idle = ms_to_timeval(c->proxy->config->idle_timeout_ms);
 
@@ -477,46 +471,12 @@ static void conn_exchange_done(Conn *c) {
         conn_next_request(c);
 }
 
-/* Latency: a bufferevent writes on the next loop iteration. While nothing
- * is queued on @bev, write to its socket at once and queue only what does
- * not fit; the order is kept because the queue was empty. A write error is
- * left for the bufferevent to meet and report. */
-static int send_now(struct bufferevent *bev, const char *data, size_t len) {
-        struct evbuffer *out = bufferevent_get_output(bev);
-        ssize_t n = 0;
-
-        if (evbuffer_get_length(out) == 0) {
-                n = send(bufferevent_getfd(bev), data, len, MSG_DONTWAIT | MSG_NOSIGNAL);
-                if (n < 0)
-                        n = 0;
-        }
-        if ((size_t)n < len && evbuffer_add(out, data + n, len - (size_t)n) < 0)
-                return -ENOMEM;
-        return 0;
-}
-
-/* Moves @len bytes from @from to @bev's socket, the same way. */
-static int move_now(struct bufferevent *bev, struct evbuffer *from, size_t len) {
-        struct evbuffer *out = bufferevent_get_output(bev);
-        int n = 0;
-
-        if (evbuffer_get_length(out) == 0) {
-                n = evbuffer_write_atmost(from, bufferevent_getfd(bev), (ev_ssize_t)len);
-                if (n < 0)
-                        n = 0;
-        }
-        if ((size_t)n < len &&
-            evbuffer_remove_buffer(from, out, len - (size_t)n) != (int)(len - (size_t)n))
-                return -ENOMEM;
-        return 0;
-}
-
 /* Sends a built head, or fails the exchange if it could not be built. */
 static int conn_add_head(struct bufferevent *bev, int r, char *head, size_t len,
                          uint64_t *counter) {
         if (r < 0)
                 return r;
-        r = send_now(bev, head, len);
+        r = exchange_send_now(bev, head, len);
         free(head);
         if (r < 0)
                 return r;
@@ -524,147 +484,69 @@ static int conn_add_head(struct bufferevent *bev, int r, char *head, size_t len,
         return 0;
 }
 
-/* Passes a complete response head on to the client. An interim (1xx)
- * response is passed on and the parser re-armed for the final one.
- * Returns 0, or -EBADMSG after failing the exchange. */
+/* Passes a complete response head on to the client (the exchange machine
+ * re-arms the parser after an interim one). Returns 0, or -EBADMSG after
+ * failing the exchange. */
 static int conn_response_head(Conn *c) {
-        unsigned code = http_message_status_code(&c->resp);
-        bool interim = code >= 100 && code < 200;
+        unsigned code = http_message_status_code(&c->ex.resp);
+        bool interim = code < 200;
         char *head = NULL;
         size_t len = 0;
         int r;
 
-        if (code < 100 || code == 101) {
-                conn_upstream_failed(c, code == 101
-                                                ? "the upstream server switched protocols unasked"
-                                                : "bad status from the upstream server");
-                return -EBADMSG;
-        }
         if (!interim)
-                c->close_after = !c->keep_alive || !http_message_keep_alive(&c->resp) ||
-                                 c->req.state != HTTP_MESSAGE_DONE;
-        r = proxy_response_build_head(&c->resp, !interim && c->close_after, &head, &len);
-        r = conn_add_head(c->bev, r, head, len, &c->bytes_down);
+                c->close_after = !c->keep_alive || !http_message_keep_alive(&c->ex.resp) ||
+                                 c->ex.req.state != HTTP_MESSAGE_DONE;
+        r = proxy_response_build_head(&c->ex.resp, !interim && c->close_after, &head, &len);
+        r = conn_add_head(c->bev, r, head, len, &c->ex.bytes_down);
         if (r < 0) {
                 conn_upstream_failed(c, "bad response head from the upstream server");
                 return -EBADMSG;
         }
-        if (interim) {
-                bool skip = c->resp.skip_body;
-
-                http_message_reset(&c->resp);
-                c->resp.skip_body = skip;
+        if (interim)
                 return 0;
-        }
         c->status = code;
         c->resp_head_sent = true;
         return 0;
 }
 
-static void conn_forward_response(Conn *c) {
-        struct evbuffer *in, *out;
+static bool ex_forwarding(Exchange *e) {
+        Conn *c = e->userdata;
 
-        while (c->state == CONN_FORWARDING) {
-                struct evbuffer_iovec vec;
-                HttpMessageState before;
-                ssize_t n;
-
-                in = bufferevent_get_input(c->up_bev);
-                out = bufferevent_get_output(c->bev);
-                if (c->resp.state == HTTP_MESSAGE_DONE) {
-                        conn_exchange_done(c);
-                        return;
-                }
-                if (evbuffer_get_length(in) == 0) {
-                        if (!c->up_eof)
-                                return;
-                        if (http_message_finish(&c->resp) < 0) {
-                                conn_upstream_failed(c, "the upstream server closed the "
-                                                        "connection before the response ended");
-                                return;
-                        }
-                        continue;
-                }
-                if (c->resp.state == HTTP_MESSAGE_BODY &&
-                    evbuffer_get_length(out) >= FORWARD_HIGH_WATER) {
-                        (void)bufferevent_disable(c->up_bev, EV_READ);
-                        bufferevent_setwatermark(c->bev, EV_WRITE, FORWARD_LOW_WATER, 0);
-                        return;
-                }
-                if (evbuffer_peek(in, -1, NULL, &vec, 1) < 1)
-                        return;
-                before = c->resp.state;
-                n = http_message_feed(&c->resp, vec.iov_base, vec.iov_len);
-                if (n < 0) {
-                        char reason[REASON_MAX];
-
-                        (void)snprintf(reason, sizeof(reason),
-                                       "bad response from the upstream server: %s",
-                                       c->resp.error ? c->resp.error : "malformed");
-                        conn_upstream_failed(c, reason);
-                        return;
-                }
-                if (before == HTTP_MESSAGE_BODY) {
-                        /* Body bytes travel verbatim, chunked framing included. */
-                        if (move_now(c->bev, in, (size_t)n) < 0) {
-                                conn_upstream_failed(c, "out of memory");
-                                return;
-                        }
-                        c->bytes_down += (uint64_t)n;
-                        continue;
-                }
-                (void)evbuffer_drain(in, (size_t)n);
-                if (c->resp.state == HTTP_MESSAGE_HEAD)
-                        continue;
-
-                /* A complete response head. */
-                if (conn_response_head(c) < 0)
-                        return;
-        }
+        return c->state == CONN_FORWARDING;
 }
 
-static void conn_forward_request_body(Conn *c) {
-        while (c->state == CONN_FORWARDING && c->req.state == HTTP_MESSAGE_BODY) {
-                struct evbuffer *in = bufferevent_get_input(c->bev);
-                struct evbuffer *out = bufferevent_get_output(c->up_bev);
-                struct evbuffer_iovec vec;
-                ssize_t n;
-
-                if (evbuffer_get_length(in) == 0) {
-                        (void)bufferevent_enable(c->bev, EV_READ);
-                        return;
-                }
-                if (evbuffer_get_length(out) >= FORWARD_HIGH_WATER) {
-                        (void)bufferevent_disable(c->bev, EV_READ);
-                        bufferevent_setwatermark(c->up_bev, EV_WRITE, FORWARD_LOW_WATER, 0);
-                        return;
-                }
-                if (evbuffer_peek(in, -1, NULL, &vec, 1) < 1)
-                        return;
-                n = http_message_feed(&c->req, vec.iov_base, vec.iov_len);
-                if (n < 0) {
-                        char reason[REASON_MAX];
-
-                        (void)snprintf(reason, sizeof(reason), "malformed request body: %s",
-                                       c->req.error ? c->req.error : "?");
-                        if (c->resp_head_sent) {
-                                conn_audit(c, AUDIT_ALLOW, reason);
-                                conn_close(c);
-                        } else
-                                conn_fail(c, 400, reason);
-                        return;
-                }
-                if (move_now(c->up_bev, in, (size_t)n) < 0) {
-                        conn_upstream_failed(c, "out of memory");
-                        return;
-                }
-                c->bytes_up += (uint64_t)n;
-        }
-        /* The whole request is out. Pipelined requests wait in the kernel
-         * until this response is done. */
-        if (c->state == CONN_FORWARDING)
-                (void)bufferevent_disable(c->bev, EV_READ);
+static int ex_response_head(Exchange *e) {
+        return conn_response_head(e->userdata);
 }
+
+static void ex_done(Exchange *e) {
+        conn_exchange_done(e->userdata);
+}
+
+static void ex_upstream_failed(Exchange *e, const char *reason) {
+        conn_upstream_failed(e->userdata, reason);
+}
+
+static void ex_request_failed(Exchange *e, const char *reason) {
+        Conn *c = e->userdata;
+
+        if (c->resp_head_sent) {
+                conn_audit(c, AUDIT_ALLOW, reason);
+                conn_close(c);
+        } else
+                conn_fail(c, 400, reason);
+}
+
+/* The plain path: bodies pass verbatim; the checks were all made on the
+ * head (conn_handle_head()). */
+static const ExchangeOps conn_exchange_ops = {
+        .forwarding = ex_forwarding,
+        .response_head = ex_response_head,
+        .done = ex_done,
+        .upstream_failed = ex_upstream_failed,
+        .request_failed = ex_request_failed,
+};
 
 /* Tunnel events are edge-triggered and stay registered for the tunnel's
  * life: pump_run() always goes on until a side would block (EAGAIN), so
@@ -793,9 +675,9 @@ static void conn_start_tunnel(Conn *c) {
         c->up_bev = NULL;
         conn_stop_timer(c);
 
-        r = pump_setup(c, &c->pumps[0], c->fd, c->up_fd, &c->bytes_up);
+        r = pump_setup(c, &c->pumps[0], c->fd, c->up_fd, &c->ex.bytes_up);
         if (r >= 0)
-                r = pump_setup(c, &c->pumps[1], c->up_fd, c->fd, &c->bytes_down);
+                r = pump_setup(c, &c->pumps[1], c->up_fd, c->fd, &c->ex.bytes_down);
         if (r < 0) {
                 tunnel_end(c, -r);
                 return;
@@ -808,7 +690,7 @@ static void conn_start_tunnel(Conn *c) {
                         return;
                 }
                 c->pumps[0].pending = n_early;
-                c->bytes_up += n_early;
+                c->ex.bytes_up += n_early;
         }
         c->state = CONN_TUNNEL;
         pump_run(&c->pumps[0]);
@@ -884,30 +766,26 @@ static void conn_upstream_ready(Conn *c) {
                 return;
         }
 
-        r = proxy_request_build_head(&c->req, &c->target, !c->keep_alive, &head, &len);
-        r = conn_add_head(c->up_bev, r, head, len, &c->bytes_up);
+        r = proxy_request_build_head(&c->ex.req, &c->target, !c->keep_alive, &head, &len);
+        r = conn_add_head(c->up_bev, r, head, len, &c->ex.bytes_up);
         if (r < 0) {
                 conn_fail(c, 400, "the request head cannot be forwarded");
                 return;
         }
-        http_message_reset(&c->resp);
-        c->resp.skip_body = http_message_method(&c->req) == HTTP_HEAD;
         c->resp_head_sent = false;
         c->state = CONN_FORWARDING;
+        c->ex.cl = c->bev;
+        c->ex.up = c->up_bev;
         (void)bufferevent_set_timeouts(c->up_bev, &idle, NULL);
         (void)bufferevent_enable(c->up_bev, EV_READ);
-        conn_forward_request_body(c);
-        /* The response may already be buffered (a reused connection). */
-        if (c->state == CONN_FORWARDING &&
-            evbuffer_get_length(bufferevent_get_input(c->up_bev)) > 0)
-                conn_forward_response(c);
+        exchange_run(&c->ex);
 }
 
 static void up_read_cb(struct bufferevent *bev, void *arg) {
         Conn *c = arg;
 
         if (c->state == CONN_FORWARDING) {
-                conn_forward_response(c);
+                exchange_forward_response(&c->ex);
                 return;
         }
         /* An idle upstream that talks out of turn cannot be reused. */
@@ -917,11 +795,8 @@ static void up_read_cb(struct bufferevent *bev, void *arg) {
 static void up_write_cb(struct bufferevent *bev, void *arg) {
         Conn *c = arg;
 
-        if (c->state != CONN_FORWARDING)
-                return;
-        bufferevent_setwatermark(bev, EV_WRITE, 0, 0);
-        if (c->req.state == HTTP_MESSAGE_BODY)
-                conn_forward_request_body(c);
+        if (c->state == CONN_FORWARDING)
+                exchange_upstream_writable(&c->ex);
 }
 
 static void conn_connect_failed(Conn *c, short what) {
@@ -957,14 +832,7 @@ static void up_event_cb(struct bufferevent *bev, short what, void *arg) {
                 return;
         }
         if (c->state == CONN_FORWARDING) {
-                if (what & BEV_EVENT_EOF) {
-                        c->up_eof = true;
-                        conn_forward_response(c);
-                        return;
-                }
-                conn_upstream_failed(c, what & BEV_EVENT_TIMEOUT
-                                                ? "the upstream server did not answer in time"
-                                                : "the upstream connection failed");
+                exchange_upstream_event(&c->ex, what);
                 return;
         }
         /* An idle upstream closed, failed or timed out. */
@@ -1001,7 +869,7 @@ static void conn_connect_next(Conn *c) {
                 memcpy(c->up_address, c->address, sizeof(c->up_address));
                 c->up_host = c->target.host;
                 c->up_port = c->target.port;
-                c->up_eof = false;
+                c->ex.up_eof = false;
                 c->state = CONN_CONNECTING;
                 bufferevent_setcb(c->up_bev, up_read_cb, up_write_cb, up_event_cb, c);
                 (void)bufferevent_set_timeouts(c->up_bev, NULL, &tv);
@@ -1154,21 +1022,21 @@ static void conn_handle_head(Conn *c) {
         conn_stop_timer(c);
         conn_begin_exchange(c);
         (void)snprintf(c->method, sizeof(c->method), "%s",
-                       http_method_str(http_message_method(&c->req)));
+                       http_method_str(http_message_method(&c->ex.req)));
 
-        if (proxy_request_analyze(&c->req, &c->target, &status, &reason) < 0) {
+        if (proxy_request_analyze(&c->ex.req, &c->target, &status, &reason) < 0) {
                 conn_answer(c, AUDIT_ERROR, (unsigned)status, reason, reason, false);
                 return;
         }
         c->keep_alive = c->target.kind == PROXY_REQUEST_FORWARD &&
-                        http_message_keep_alive(&c->req) && c->req.parser.http_minor == 1;
+                        http_message_keep_alive(&c->ex.req) && c->ex.req.parser.http_minor == 1;
 
         if (cfg->n_secrets > 0) {
                 /* SECURITY: a placeholder in the URL or a header of a
                  * request to a host its secret is not for is a leak
                  * attempt (or a bug): refused and named, never valued. */
                 const ProxySecret *trip = secrets_find_tripwire(
-                        cfg->secrets, cfg->n_secrets, &c->target.host, c->target.port, &c->req);
+                        cfg->secrets, cfg->n_secrets, &c->target.host, c->target.port, &c->ex.req);
 
                 if (trip) {
                         (void)snprintf(text, sizeof(text), "tripwire: placeholder of %s sent to %s",
@@ -1249,16 +1117,16 @@ static void conn_process_input(Conn *c) {
                 }
                 if (evbuffer_peek(in, -1, NULL, &vec, 1) < 1)
                         return;
-                n = http_message_feed(&c->req, vec.iov_base, vec.iov_len);
+                n = http_message_feed(&c->ex.req, vec.iov_base, vec.iov_len);
                 if (n < 0) {
                         conn_stop_timer(c);
                         conn_begin_exchange(c);
-                        conn_answer(c, AUDIT_ERROR, (unsigned)c->req.status, c->req.error,
-                                    c->req.error, false);
+                        conn_answer(c, AUDIT_ERROR, (unsigned)c->ex.req.status, c->ex.req.error,
+                                    c->ex.req.error, false);
                         return;
                 }
                 (void)evbuffer_drain(in, (size_t)n);
-                if (c->req.state != HTTP_MESSAGE_HEAD)
+                if (c->ex.req.state != HTTP_MESSAGE_HEAD)
                         conn_handle_head(c);
         }
 }
@@ -1275,8 +1143,8 @@ static void client_read_cb(struct bufferevent *bev, void *arg) {
 
         if (c->state == CONN_HEAD)
                 conn_process_input(c);
-        else if (c->state == CONN_FORWARDING && c->req.state == HTTP_MESSAGE_BODY)
-                conn_forward_request_body(c);
+        else if (c->state == CONN_FORWARDING && c->ex.req.state == HTTP_MESSAGE_BODY)
+                exchange_forward_request_body(&c->ex);
         else if (c->state == CONN_LINGER)
                 (void)evbuffer_drain(bufferevent_get_input(bev),
                                      evbuffer_get_length(bufferevent_get_input(bev)));
@@ -1299,10 +1167,7 @@ static void client_write_cb(struct bufferevent *bev, void *arg) {
                         conn_linger(c);
                 return;
         case CONN_FORWARDING:
-                /* The response backlog drained: read the upstream again. */
-                bufferevent_setwatermark(bev, EV_WRITE, 0, 0);
-                (void)bufferevent_enable(c->up_bev, EV_READ);
-                conn_forward_response(c);
+                exchange_client_writable(&c->ex);
                 return;
         case CONN_HEAD:
         case CONN_RESOLVING:
@@ -1379,9 +1244,8 @@ static int conn_new(Proxy *p, int fd) {
         p->conns = c;
         p->n_conns++;
 
-        r = http_message_init(&c->req, HTTP_REQUEST, &request_limits);
-        if (r >= 0)
-                r = http_message_init(&c->resp, HTTP_RESPONSE, &response_limits);
+        r = exchange_init(&c->ex, &conn_exchange_ops, c, &request_limits, &response_limits);
+        c->ex.verbatim = true;
         c->bev = r >= 0 ? bufferevent_socket_new(p->base, fd, 0) : NULL;
         c->timer = c->bev ? evtimer_new(p->base, conn_timer_cb, c) : NULL;
         c->kick = c->timer ? event_new(p->base, -1, 0, kick_cb, c) : NULL;
@@ -1517,4 +1381,74 @@ Proxy *proxy_free(Proxy *p) {
 
 unsigned proxy_connections(const Proxy *p) {
         return p->n_conns;
+}
+
+/* Whether @host port @port at @address (may be empty) is still allowed by
+ * the (new) policy; if not, @why says so. */
+static bool still_allowed(const Proxy *p, const Host *host, uint16_t port, const char *address,
+                          char *why, size_t size) {
+        const Allowlist *al = p->config->allowlist;
+        NetAddr a;
+
+        if (host->name[0] && allowlist_check_host(al, host, port, NULL) != ALLOWLIST_ALLOW) {
+                (void)snprintf(why, size,
+                               "host '%s' port %u is no longer allowed (the policy changed)",
+                               host->name, (unsigned)port);
+                return false;
+        }
+        if (address[0] && net_addr_parse(address, strlen(address), &a) >= 0 &&
+            allowlist_check_address(al, &a, NULL) <= 0) {
+                (void)snprintf(why, size,
+                               "address %s of host '%s' port %u is no longer allowed (the policy "
+                               "changed)",
+                               address, host->name, (unsigned)port);
+                return false;
+        }
+        return true;
+}
+
+void proxy_policy_changed(Proxy *p) {
+        Conn *next;
+
+        for (Conn *c = p->conns; c; c = next) {
+                char why[REASON_MAX];
+
+                next = c->next;
+                switch (c->state) {
+                case CONN_HEAD:
+                        /* A kept upstream is checked again when used; drop
+                         * one that could not be. */
+                        if (c->up_bev && c->up_idle &&
+                            !still_allowed(p, &c->up_host, c->up_port, c->up_address, why,
+                                           sizeof(why)))
+                                conn_drop_upstream(c);
+                        break;
+                case CONN_RESOLVING:
+                case CONN_CONNECTING:
+                        if (still_allowed(p, &c->target.host, c->target.port, "", why, sizeof(why)))
+                                break;
+                        conn_cancel_dns(c);
+                        conn_drop_upstream(c);
+                        conn_deny(c, why);
+                        break;
+                case CONN_FORWARDING:
+                case CONN_TUNNEL_FLUSH:
+                case CONN_TUNNEL:
+                case CONN_INTERCEPT:
+                        if (still_allowed(p, &c->target.host, c->target.port, c->address, why,
+                                          sizeof(why)))
+                                break;
+                        /* SECURITY: what the new policy refuses ends now,
+                         * open tunnels included, with an audit line. */
+                        c->in_exchange = true;
+                        conn_audit(c, AUDIT_DENY, why);
+                        c->icpt = intercept_end(c->icpt, why);
+                        conn_close(c);
+                        break;
+                case CONN_CLOSING:
+                case CONN_LINGER:
+                case CONN_DEAD:
+                        break;
+                }
+        }
 }

@@ -28,5 +28,13 @@ int proxy_new(const ProxyConfig *config, struct event_base *base, Audit *audit, 
 Proxy *proxy_free(Proxy *p);
 DEFINE_POINTER_CLEANUP(Proxy, proxy_free)
 
+/* The configuration's policy (allowlist, deny list, private ranges,
+ * resolve entries) was replaced: every open connection is checked again,
+ * and one the new policy refuses is closed with an audit line ("denied",
+ * "no longer allowed (the policy changed)"): a request waiting for DNS or
+ * its connection is answered 403, a request in flight, a tunnel or an
+ * intercepted connection is cut. New connections use the new policy. */
+void proxy_policy_changed(Proxy *p);
+
 /* The number of client connections open right now. */
 unsigned proxy_connections(const Proxy *p);

@@ -177,6 +177,19 @@ int main(int argc, char **argv) {
                 free(json);
                 return 0;
         }
+        if (strcmp(verb, "get_policy") == 0) {
+                /* get_policy NAME: the stored policy */
+                char *json = NULL;
+
+                if (argc != 3)
+                        return 2;
+                r = hutch_get_policy(argv[2], &json, &err);
+                if (r < 0)
+                        return failed(r, &err);
+                printf("%s\n", json);
+                free(json);
+                return 0;
+        }
         if (strcmp(verb, "update") == 0) {
                 /* update NAME [POLICY FLAGS]: the whole policy */
                 hutch_policy *p = NULL;

@@ -24,8 +24,9 @@ class _TlsServer(http.server.ThreadingHTTPServer):
 class SecretEchoHandler(http.server.BaseHTTPRequestHandler):
     """/leak and /leak-cl echo the Authorization value (what the upstream
     received, so the real value) back in a header and in the body, the
-    first chunked with the value split across chunk boundaries; everything
-    else answers with a JSON echo of the request."""
+    first chunked with the value split across chunk boundaries; /leak-big
+    echoes it once per MiB of a 16 MiB body; everything else answers with
+    a JSON echo of the request."""
 
     protocol_version = "HTTP/1.1"
     server_version = "upstream"
@@ -50,6 +51,17 @@ class SecretEchoHandler(http.server.BaseHTTPRequestHandler):
                 b"HTTP/1.1 200 OK\r\nX-Leak: " + value + b"\r\nContent-Length: "
                 + str(len(out)).encode() + b"\r\n\r\n" + out
             )
+            return
+        if self.path.startswith("/leak-big"):
+            # 16 MiB, Content-Length framed, the value at an odd offset
+            # in every MiB: the proxy's flow control and the masking's
+            # boundaries at once (test_proxy_exchange.py).
+            mib = 1 << 20
+            self.wfile.write(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n" % (16 * mib))
+            for i in range(16):
+                filler = bytes([97 + i]) * (mib - len(value))
+                at = 4093 * (i + 1)
+                self.wfile.write(filler[:at] + value + filler[at:])
             return
         if self.path.startswith("/leak"):
             half = len(value) // 2

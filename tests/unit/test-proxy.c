@@ -527,6 +527,52 @@ TEST(config_json) {
         }
 }
 
+/* A running proxy's policy change: only the four live keys, all of it
+ * valid or nothing; the swap leaves everything else as it was. */
+TEST(config_live_policy) {
+        static const char good[] = "{\"allow\": [\"a.test\", \"c.test:8443\"], \"deny\": "
+                                   "[\"b.test\"], \"allow_private\": [\"10.0.0.0/8\"], "
+                                   "\"resolve\": [\"c.test:10.1.2.3\"]}";
+        static const struct {
+                const char *json;
+                const char *msg;
+        } bad[] = {
+                {"{\"allow\": [\"a.test\"], \"sandbox_id\": \"x\"}", "'sandbox_id' cannot change"},
+                {"{\"secrets\": []}", "'secrets' cannot change"},
+                {"{\"listen_fds\": [3]}", "'listen_fds' cannot change"},
+                {"{\"allow\": [\"*bad\"]}", "invalid host pattern"},
+                {"{\"resolve\": [\"c.test\"]}", "expected NAME:ADDR"},
+                {"[1]", "invalid policy document"},
+                {"{\"allow\": [", "invalid policy document"},
+        };
+        _cleanup_(proxy_config_freep) ProxyConfig *c = proxy_config_new();
+        _cleanup_(proxy_config_freep) ProxyConfig *next = NULL;
+        HutchError e = {};
+
+        ASSERT_NOT_NULL(c);
+        ASSERT_OK(proxy_config_load_json(
+                c, "{\"allow\": [\"old.test\"], \"sandbox_id\": \"s\"}",
+                strlen("{\"allow\": [\"old.test\"], \"sandbox_id\": \"s\"}"), &e));
+        for (size_t i = 0; i < ELEMENTSOF(bad); i++) {
+                ProxyConfig *n = NULL;
+                int r = proxy_config_load_policy(bad[i].json, strlen(bad[i].json), &n, &e);
+
+                if (r >= 0 || n || !strstr(e.msg, bad[i].msg))
+                        fail_msg("%s: r=%d msg '%s', expected '%s'", bad[i].json, r, e.msg,
+                                 bad[i].msg);
+        }
+        ASSERT_OK(proxy_config_load_policy(good, strlen(good), &next, &e));
+        proxy_config_swap_policy(c, next);
+        ASSERT_EQ(c->allowlist->n_allow, 2);
+        ASSERT_EQ(c->allowlist->n_deny, 1);
+        ASSERT_EQ(c->allowlist->n_private_ok, 1);
+        ASSERT_NOT_NULL(proxy_config_find_resolve(c, "c.test"));
+        ASSERT_STREQ(c->sandbox_id, "s");
+        /* The old policy went to @next, to be freed. */
+        ASSERT_EQ(next->allowlist->n_allow, 1);
+        ASSERT_NULL(proxy_config_find_resolve(next, "c.test"));
+}
+
 TEST(audit_counts_and_summary) {
         Audit a;
         AuditRecord deny = {.method = "GET",

@@ -571,6 +571,23 @@ _public_ int hutch_get(const char *name, hutch_sandbox_info *ret, hutch_error *e
         return 0;
 }
 
+_public_ int hutch_get_policy(const char *name, char **ret_json, hutch_error *err) {
+        _cleanup_(store_freep) Store *s = NULL;
+        _cleanup_(sandbox_record_freep) SandboxRecord *rec = NULL;
+        HutchError e = {};
+        int r;
+
+        if (!name || !ret_json)
+                return fail_msg(err, EINVAL, "no sandbox name or output given");
+        r = store_open(&s, &e);
+        if (r >= 0)
+                r = store_sandbox_load(s, name, &rec, &e);
+        if (r < 0)
+                return fail(err, &e, r);
+        *ret_json = TAKE_PTR(rec->policy_json);
+        return 0;
+}
+
 _public_ int hutch_stop(const char *name, hutch_error *err) {
         _cleanup_(store_freep) Store *s = NULL;
         _cleanup_(sandbox_record_freep) SandboxRecord *rec = NULL;

@@ -558,29 +558,56 @@ static int policy_json_diff(json_t *a, json_t *b, const char *prefix, char ***ch
 }
 
 /* A running sandbox's policy change (hutch update): the cgroup limits go
- * to its keeper, which applies them now; anything else needs a stop. */
+ * to its keeper, which applies them now (a namespace sandbox's only), and
+ * the network policy to its hutch-proxy through the keeper (either
+ * backend's), which answers once the proxy confirmed; anything else needs
+ * a stop. */
 static int update_running(Store *s, const SandboxRecord *rec, const Policy *policy, char **changed,
                           const char *text, HutchError *reterr) {
-        static const char *const live[] = {"limits.memory", "limits.memory_swap", "limits.cpus",
-                                           "limits.pids", NULL};
+        static const char *const limits[] = {"limits.memory", "limits.memory_swap", "limits.cpus",
+                                             "limits.pids", NULL};
+        static const char *const network[] = {"allow_hosts", "deny_hosts", "allow_private",
+                                              "resolve", NULL};
+        bool any_limits = false, any_network = false;
         _cleanup_close_ int sock = -EBADF;
         int r;
 
-        STRV_FOREACH(f, changed)
-                if (!strv_contains((char **)live, *f) || policy->backend == SANDBOX_BACKEND_VM)
+        STRV_FOREACH(f, changed) {
+                bool vm = policy->backend == SANDBOX_BACKEND_VM;
+                bool lim = strv_contains((char **)limits, *f) && !vm;
+                bool net = strv_contains((char **)network, *f);
+
+                if (!lim && !net)
                         return hutch_error_set(reterr, EBUSY,
                                                "cannot change %s of sandbox '%s' while it runs "
-                                               "(stop it first: 'hutch stop %s'; memory, "
-                                               "memory_swap, cpus and pids change live%s)",
+                                               "(stop it first: 'hutch stop %s'; %sallow_hosts, "
+                                               "deny_hosts, allow_private and resolve change "
+                                               "live)",
                                                *f, rec->name, rec->name,
-                                               policy->backend == SANDBOX_BACKEND_VM
-                                                       ? " in a namespace sandbox, not a microVM"
-                                                       : "");
+                                               vm ? "in a microVM only "
+                                                  : "memory, memory_swap, cpus, pids, ");
+                any_limits = any_limits || lim;
+                any_network = any_network || net;
+        }
         r = persist_connect(s, rec->name, false, &sock, reterr);
         if (r < 0)
                 /* Stopped meanwhile: the next start reads the new policy. */
                 return 0;
-        return keeper_limits(sock, text, reterr);
+        if (any_network) {
+                r = keeper_network(sock, text, reterr);
+                if (r < 0)
+                        return r;
+        }
+        if (any_limits) {
+                r = keeper_limits(sock, text, reterr);
+                if (r < 0 && any_network)
+                        /* The record keeps the old policy: so does the
+                         * proxy (best effort; it confirmed the new one). */
+                        (void)keeper_network(sock, rec->policy_json, NULL);
+                if (r < 0)
+                        return r;
+        }
+        return 0;
 }
 
 int persist_update(Store *s, const char *name, const Policy *policy, char ***ret_changed,

@@ -90,6 +90,9 @@ struct SandboxBackendOps {
         /* The published ports (NULL: "ports", "port", "connect" are
          * unknown to this backend). */
         PortForwards *(*ports)(KeeperCore *k);
+        /* The sandbox's hutch-proxy, whose network policy {"op":"network"}
+         * changes live (keeper-policy.c); NULL: unknown to this backend. */
+        ProxyProcess *(*proxy)(KeeperCore *k);
         /* The cgroup that freeze/thaw freeze whole, or NULL (refused). */
         Cgroup *(*freeze_cgroup)(KeeperCore *k);
         /* "list" and "kill" of the exec table (exec-table.h); the keeper

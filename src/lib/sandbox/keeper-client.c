@@ -82,6 +82,11 @@ int keeper_limits(int sock, const char *policy_json, HutchError *reterr) {
                           reterr);
 }
 
+int keeper_network(int sock, const char *policy_json, HutchError *reterr) {
+        return request_ok(sock, json_pack("{s:s,s:s}", "op", "network", "policy", policy_json),
+                          reterr);
+}
+
 static int request_send(int sock, json_t *obj, const int *fds, size_t n_fds, HutchError *reterr) {
         int r;
 

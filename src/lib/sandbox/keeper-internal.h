@@ -18,6 +18,7 @@
 #include "sandbox/image-root.h"
 #include "sandbox/keeper.h"
 #include "sandbox/port-forward.h"
+#include "sandbox/proxy-spawn.h"
 
 #define KEEPER_MAX_CONNS 64
 #define KEEPER_MAX_EXECS 128
@@ -75,6 +76,14 @@ int keeper_request_signal(json_t *req);
 
 /* {"op":"error","message":@msg} */
 void keeper_send_error(int fd, const char *msg);
+
+/* {"op":"network","policy":TEXT} (keeper-policy.c): the new policy's
+ * allowlist, deny list, private ranges and resolve entries go to the
+ * sandbox's running hutch-proxy (proxy_set_policy()); answered "ok" once
+ * the proxy confirmed, else an error naming why. The rest of the policy is
+ * not read here: the caller refuses other changes while it runs. Returns
+ * < 0 only if the answer could not be sent. */
+int keeper_network_update(ProxyProcess *proxy, int fd, json_t *req);
 /* {"op":"outcome","exit_code":N,"outcome":@outcome_json} */
 int keeper_send_outcome(int fd, int exit_code, const char *outcome_json);
 

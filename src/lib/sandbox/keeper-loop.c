@@ -73,6 +73,8 @@ static int conn_handle(KeeperCore *k, KeeperConn *c) {
                 r = keeper_freeze(c, ops->freeze_cgroup(k), op[0] == 'f', &k->frozen);
         } else if (op_is(op, "limits") && ops->limits) {
                 r = ops->limits(k, c, req);
+        } else if (op_is(op, "network") && ops->proxy) {
+                r = keeper_network_update(ops->proxy(k), c->fd, req);
         } else if ((op_is(op, "ports") || op_is(op, "port") || op_is(op, "connect")) &&
                    ops->ports) {
                 r = keeper_ports_handle(c->fd, req, op, ops->ports(k));

@@ -633,6 +633,10 @@ static void vm_signal(KeeperCore *core, uint64_t id, int sig) {
 }
 
 /* QEMU's host cgroup: the guest stops as a whole. */
+static ProxyProcess *vm_proxy(KeeperCore *core) {
+        return &keeper_of(core)->v.proxy;
+}
+
 static Cgroup *vm_freeze_cgroup(KeeperCore *core) {
         return keeper_of(core)->v.rc.cgroup;
 }
@@ -652,6 +656,7 @@ static const SandboxBackendOps vm_ops = {
         .file = file_request,
         .signal = vm_signal,
         .abandon = exec_abandon,
+        .proxy = vm_proxy,
         .freeze_cgroup = vm_freeze_cgroup,
         .table = {.row = table_row, .kill = table_kill},
 };

@@ -774,6 +774,10 @@ static PortForwards *ns_ports(KeeperCore *core) {
         return &keeper_of(core)->st.ports;
 }
 
+static ProxyProcess *ns_proxy(KeeperCore *core) {
+        return &keeper_of(core)->st.proxy;
+}
+
 static Cgroup *ns_freeze_cgroup(KeeperCore *core) {
         return keeper_of(core)->st.rc.cgroup;
 }
@@ -795,6 +799,7 @@ static const SandboxBackendOps ns_ops = {
         .abandon = ns_abandon,
         .limits = limits_update,
         .ports = ns_ports,
+        .proxy = ns_proxy,
         .freeze_cgroup = ns_freeze_cgroup,
         .table = {.row = table_row, .kill = table_kill},
 };

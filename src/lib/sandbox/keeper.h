@@ -149,6 +149,10 @@ int keeper_recv_json(int fd, json_t **ret, int *fds, size_t max_fds);
  * refused, naming the limit; the VM keeper refuses every request of this
  * kind). */
 int keeper_limits(int sock, const char *policy_json, HutchError *reterr);
+/* The same for the allowlist, deny list, private ranges and resolve
+ * entries: the keeper hands them to the sandbox's hutch-proxy, which
+ * confirms first (docs/persistent.md, "update"). */
+int keeper_network(int sock, const char *policy_json, HutchError *reterr);
 
 typedef struct KeeperFile {
         FileOpAction action;

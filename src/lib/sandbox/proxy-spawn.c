@@ -5,10 +5,12 @@
 #include <libgen.h>
 #include <limits.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/pidfd.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
@@ -247,8 +249,83 @@ int proxy_hand_sockets(ProxyProcess *pp, const int *fds, size_t n_fds) {
         if (pp->listen_socket < 0)
                 return -EBADF;
         r = send_with_fds(pp->listen_socket, &byte, 1, fds, n_fds);
-        pp->listen_socket = safe_close(pp->listen_socket);
+        /* The socket stays: proxy_set_policy() uses it. */
+        if (r < 0)
+                pp->listen_socket = safe_close(pp->listen_socket);
         return r;
+}
+
+/* The proxy's live policy document (its "allow", "deny", "allow_private"
+ * and "resolve" keys), as proxy_argv_policy() gives them at start. */
+static int policy_document(const Policy *p, char **ret) {
+        json_t *doc =
+                json_pack("{s:[],s:[],s:[],s:[]}", "allow", "deny", "allow_private", "resolve");
+        int r = doc ? 0 : -ENOMEM;
+        char *text;
+
+#define ADD_ALL(key, list)                                                                         \
+        STRV_FOREACH(v, list)                                                                      \
+                if (r >= 0 &&                                                                      \
+                    json_array_append_new(json_object_get(doc, key), json_string(*v)) < 0)         \
+                        r = -ENOMEM;
+        if (r >= 0) {
+                ADD_ALL("allow", p->allow_hosts)
+                for (size_t i = 0; i < p->n_secrets; i++) {
+                        ADD_ALL("allow", p->secrets[i].hosts)
+                }
+                ADD_ALL("deny", p->deny_hosts)
+                ADD_ALL("allow_private", p->allow_private)
+                ADD_ALL("resolve", p->resolve)
+        }
+#undef ADD_ALL
+        text = r >= 0 ? json_dumps(doc, JSON_COMPACT) : NULL;
+        json_decref(doc);
+        if (!text)
+                return -ENOMEM;
+        *ret = text;
+        return 0;
+}
+
+int proxy_set_policy(ProxyProcess *pp, const Policy *p, HutchError *reterr) {
+        _cleanup_free_ char *text = NULL;
+        _cleanup_close_ int fd = -EBADF;
+        struct pollfd pfd;
+        char reply[640];
+        ssize_t n;
+        int r;
+
+        if (pp->pid <= 0 || pp->listen_socket < 0)
+                return hutch_error_set(reterr, ENOTCONN,
+                                       "the sandbox's hutch-proxy takes no policy changes");
+        r = policy_document(p, &text);
+        if (r < 0)
+                return hutch_error_set(reterr, ENOMEM, "out of memory");
+        fd = memfd_create("hutch-proxy-policy", MFD_CLOEXEC);
+        if (fd < 0)
+                return hutch_error_set(reterr, errno, "failed to create a memfd: %m");
+        r = loop_write(fd, text, strlen(text));
+        if (r < 0)
+                return hutch_error_set(reterr, -r, "failed to write the policy: %s", strerror(-r));
+        r = send_with_fds(pp->listen_socket, "policy", strlen("policy"), &fd, 1);
+        if (r < 0)
+                return hutch_error_set(reterr, -r, "failed to send hutch-proxy its policy: %s",
+                                       strerror(-r));
+        /* The proxy answers at once (it only parses and swaps). */
+        pfd = (struct pollfd){.fd = pp->listen_socket, .events = POLLIN};
+        do
+                r = poll(&pfd, 1, PROXY_STOP_TIMEOUT_MS);
+        while (r < 0 && errno == EINTR);
+        if (r <= 0)
+                return hutch_error_set(reterr, ETIMEDOUT,
+                                       "hutch-proxy did not confirm the new policy");
+        n = recv(pp->listen_socket, reply, sizeof(reply) - 1, 0);
+        if (n <= 0)
+                return hutch_error_set(reterr, EPIPE, "hutch-proxy did not confirm the new policy");
+        reply[n] = '\0';
+        if (strcmp(reply, "ok") == 0)
+                return 0;
+        return hutch_error_set(reterr, EINVAL, "hutch-proxy refused the new policy: %s",
+                               strncmp(reply, "error: ", 7) == 0 ? reply + 7 : reply);
 }
 
 /* Extracts the compact "denied" array from the summary line. */

@@ -67,6 +67,13 @@ int sandbox_ca_receive(int ca_fd, int *ret_ca, uint64_t *ret_hash, HutchError *r
 /* Sends the listening sockets @fds (borrowed) to the proxy. 0 or -errno. */
 int proxy_hand_sockets(ProxyProcess *pp, const int *fds, size_t n_fds);
 
+/* Gives the running proxy @p's allowlist, deny list, private ranges and
+ * resolve entries (a running sandbox's `hutch update`), over the socket
+ * the listening sockets came by. Returns once the proxy confirmed (then
+ * new connections use them and open ones they refuse are closed), or
+ * -errno with @reterr saying why nothing changed. */
+int proxy_set_policy(ProxyProcess *pp, const Policy *p, HutchError *reterr);
+
 /* Stops the proxy (closes its watch pipe, waits up to a few seconds, then
  * kills it), and returns the "denied" array of its summary as compact JSON
  * text in @ret_denied ("[]" when it wrote none). Returns 0 or -errno; the

@@ -1,0 +1,234 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#include <errno.h>
+#include <stdio.h>
+#include <sys/socket.h>
+
+#include <event2/buffer.h>
+#include <event2/event.h>
+
+#include "exchange.h"
+#include "macro.h"
+
+#define REASON_MAX 1024
+
+static bool ex_forwarding(Exchange *e) {
+        return e->ops->forwarding(e);
+}
+
+int exchange_init(Exchange *e, const ExchangeOps *ops, void *userdata,
+                  const HttpLimits *request_limits, const HttpLimits *response_limits) {
+        *e = (Exchange){.ops = ops, .userdata = userdata};
+        if (http_message_init(&e->req, HTTP_REQUEST, request_limits) < 0 ||
+            http_message_init(&e->resp, HTTP_RESPONSE, response_limits) < 0) {
+                exchange_done(e);
+                return -ENOMEM;
+        }
+        return 0;
+}
+
+void exchange_done(Exchange *e) {
+        http_message_done(&e->req);
+        http_message_done(&e->resp);
+}
+
+int exchange_send_now(struct bufferevent *bev, const char *data, size_t len) {
+        struct evbuffer *out = bufferevent_get_output(bev);
+        ssize_t n = 0;
+
+        if (evbuffer_get_length(out) == 0) {
+                n = send(bufferevent_getfd(bev), data, len, MSG_DONTWAIT | MSG_NOSIGNAL);
+                if (n < 0)
+                        n = 0;
+        }
+        /* A write error is left for the bufferevent to meet and report. */
+        if ((size_t)n < len && evbuffer_add(out, data + n, len - (size_t)n) < 0)
+                return -ENOMEM;
+        return 0;
+}
+
+/* Moves @len bytes from @from to @bev's plain socket, the same way. */
+static int move_now(struct bufferevent *bev, struct evbuffer *from, size_t len) {
+        struct evbuffer *out = bufferevent_get_output(bev);
+        int n = 0;
+
+        if (evbuffer_get_length(out) == 0) {
+                n = evbuffer_write_atmost(from, bufferevent_getfd(bev), (ev_ssize_t)len);
+                if (n < 0)
+                        n = 0;
+        }
+        if ((size_t)n < len &&
+            evbuffer_remove_buffer(from, out, len - (size_t)n) != (int)(len - (size_t)n))
+                return -ENOMEM;
+        return 0;
+}
+
+void exchange_run(Exchange *e) {
+        http_message_reset(&e->resp);
+        e->resp.skip_body = http_message_method(&e->req) == HTTP_HEAD;
+        e->resp_feed_max = 0;
+        e->body_error = NULL;
+        exchange_forward_request_body(e);
+        if (ex_forwarding(e) && evbuffer_get_length(bufferevent_get_input(e->up)) > 0)
+                exchange_forward_response(e);
+}
+
+void exchange_forward_request_body(Exchange *e) {
+        while (ex_forwarding(e) && e->req.state == HTTP_MESSAGE_BODY) {
+                struct evbuffer *in = bufferevent_get_input(e->cl);
+                struct evbuffer *out = bufferevent_get_output(e->up);
+                struct evbuffer_iovec vec;
+                ssize_t n;
+
+                if (evbuffer_get_length(in) == 0) {
+                        (void)bufferevent_enable(e->cl, EV_READ);
+                        return;
+                }
+                if (evbuffer_get_length(out) >= EXCHANGE_HIGH_WATER) {
+                        /* exchange_upstream_writable() resumes below LOW. */
+                        (void)bufferevent_disable(e->cl, EV_READ);
+                        bufferevent_setwatermark(e->up, EV_WRITE, EXCHANGE_LOW_WATER, 0);
+                        return;
+                }
+                if (evbuffer_peek(in, -1, NULL, &vec, 1) < 1)
+                        return;
+                n = http_message_feed(&e->req, vec.iov_base, vec.iov_len);
+                if (n < 0) {
+                        char reason[REASON_MAX];
+
+                        (void)snprintf(reason, sizeof(reason), "malformed request body: %s",
+                                       e->req.error ? e->req.error : "?");
+                        e->ops->request_failed(e, reason);
+                        return;
+                }
+                if (e->verbatim) {
+                        if (move_now(e->up, in, (size_t)n) < 0) {
+                                e->ops->upstream_failed(e, "out of memory");
+                                return;
+                        }
+                        e->bytes_up += (uint64_t)n;
+                        continue;
+                }
+                /* The body went out through req.on_body, re-framed. */
+                (void)evbuffer_drain(in, (size_t)n);
+                if (e->req.state == HTTP_MESSAGE_DONE && e->ops->request_done)
+                        e->ops->request_done(e);
+        }
+        /* The whole request is out. Pipelined requests wait in the kernel
+         * until this response is done. */
+        if (ex_forwarding(e))
+                (void)bufferevent_disable(e->cl, EV_READ);
+}
+
+/* A complete response head: checked, passed on by the owner, and after an
+ * interim one the parser re-armed for the final one. */
+static int ex_response_head(Exchange *e) {
+        unsigned code = http_message_status_code(&e->resp);
+        int r;
+
+        if (code < 100 || code == 101) {
+                e->ops->upstream_failed(
+                        e, code == 101 ? "the upstream server switched protocols unasked"
+                                       : "bad status from the upstream server");
+                return -EBADMSG;
+        }
+        r = e->ops->response_head(e);
+        if (r < 0)
+                return r;
+        if (code < 200) {
+                bool skip = e->resp.skip_body;
+
+                http_message_reset(&e->resp);
+                e->resp.skip_body = skip;
+        }
+        return 0;
+}
+
+void exchange_forward_response(Exchange *e) {
+        while (ex_forwarding(e)) {
+                struct evbuffer *in = bufferevent_get_input(e->up);
+                struct evbuffer *out = bufferevent_get_output(e->cl);
+                struct evbuffer_iovec vec;
+                HttpMessageState before;
+                size_t feed;
+                ssize_t n;
+
+                if (e->resp.state == HTTP_MESSAGE_DONE) {
+                        e->ops->done(e);
+                        return;
+                }
+                if (evbuffer_get_length(in) == 0) {
+                        if (!e->up_eof)
+                                return;
+                        if (http_message_finish(&e->resp) < 0) {
+                                e->ops->upstream_failed(e, "the upstream server closed the "
+                                                           "connection before the response ended");
+                                return;
+                        }
+                        continue;
+                }
+                if (e->resp.state == HTTP_MESSAGE_BODY &&
+                    evbuffer_get_length(out) >= EXCHANGE_HIGH_WATER) {
+                        /* exchange_client_writable() resumes below LOW. */
+                        (void)bufferevent_disable(e->up, EV_READ);
+                        bufferevent_setwatermark(e->cl, EV_WRITE, EXCHANGE_LOW_WATER, 0);
+                        return;
+                }
+                if (evbuffer_peek(in, -1, NULL, &vec, 1) < 1)
+                        return;
+                before = e->resp.state;
+                feed = vec.iov_len;
+                if (e->resp_feed_max > 0)
+                        feed = MIN(feed, e->resp_feed_max);
+                n = http_message_feed(&e->resp, vec.iov_base, feed);
+                if (n < 0) {
+                        char reason[REASON_MAX];
+
+                        (void)snprintf(reason, sizeof(reason),
+                                       "bad response from the upstream server: %s",
+                                       e->body_error   ? e->body_error
+                                       : e->resp.error ? e->resp.error
+                                                       : "malformed");
+                        e->ops->upstream_failed(e, reason);
+                        return;
+                }
+                if (before == HTTP_MESSAGE_BODY && e->verbatim) {
+                        /* Body bytes travel verbatim, chunked framing included. */
+                        if (move_now(e->cl, in, (size_t)n) < 0) {
+                                e->ops->upstream_failed(e, "out of memory");
+                                return;
+                        }
+                        e->bytes_down += (uint64_t)n;
+                        continue;
+                }
+                (void)evbuffer_drain(in, (size_t)n);
+                if (before == HTTP_MESSAGE_HEAD && e->resp.state != HTTP_MESSAGE_HEAD &&
+                    ex_response_head(e) < 0)
+                        return;
+        }
+}
+
+void exchange_client_writable(Exchange *e) {
+        /* The response backlog drained: read the upstream again. */
+        bufferevent_setwatermark(e->cl, EV_WRITE, 0, 0);
+        if (!e->up)
+                return;
+        (void)bufferevent_enable(e->up, EV_READ);
+        exchange_forward_response(e);
+}
+
+void exchange_upstream_writable(Exchange *e) {
+        bufferevent_setwatermark(e->up, EV_WRITE, 0, 0);
+        if (e->req.state == HTTP_MESSAGE_BODY)
+                exchange_forward_request_body(e);
+}
+
+void exchange_upstream_event(Exchange *e, short what) {
+        if (what & BEV_EVENT_EOF) {
+                e->up_eof = true;
+                exchange_forward_response(e);
+                return;
+        }
+        e->ops->upstream_failed(e, what & BEV_EVENT_TIMEOUT
+                                           ? "the upstream server did not answer in time"
+                                           : "the upstream connection failed");
+}
