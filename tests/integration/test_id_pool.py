@@ -335,3 +335,54 @@ def test_user_sandboxes_take_nothing_of_the_pool(user_runner, pool):
         assert record(st, "u").get("id_base", 0) == 0
     finally:
         st.finalize()
+
+
+# ---- a user's sub-ids through the library (hutch serve) ----
+
+SUB_SETUP = r"""
+set -e
+mkdir -p /workspace/d42
+echo "secret of 42" > /workspace/d42/f
+chmod 600 /workspace/d42/f
+chmod 700 /workspace/d42
+chown -R 42:42 /workspace/d42
+"""
+
+
+@pytest.fixture
+def user_subids(user_runner):
+    if not IS_ROOT:
+        pytest.skip("needs root: gives the test user a range of sub-ids")
+    from subids import SubIds
+
+    s = SubIds("hutchtest", user_runner.uid)
+    yield s
+    s.close()
+
+
+def test_serve_diff_and_apply_reach_files_of_a_users_sub_ids(user_runner, user_subids):
+    """The library's diff and apply (hutch serve, hutch mcp, the C API)
+    enter the store's user namespace as the CLI does: a file of sub-id 42,
+    0600 in a 0700 folder, is read by diff (JSON and patch) and applied."""
+    from test_serve import Api, Server
+
+    srv = Server(user_runner)
+    try:
+        ws = user_runner.make_dir(name="ws")
+        (ws / "kept").write_text("host\n")
+        user_runner.chown(ws)
+        r = srv.hutch("create", "box", "--workspace", str(ws))
+        assert r.returncode == 0, r.stderr
+        r = srv.hutch("exec", "box", "--", "sh", "-c", SUB_SETUP)
+        assert r.returncode == 0, r.stderr
+        proc, path, _ = srv.start()
+        api = Api(path, srv.uid)
+        changes = api.ok("GET", "/v1/sandboxes/box/diff").json["changes"]
+        assert ("d42/f", "added") in [(c["path"], c["kind"]) for c in changes], changes
+        patch = api.ok("GET", "/v1/sandboxes/box/diff/patch?path=d42").data.decode()
+        assert "+secret of 42" in patch, patch
+        assert api.ok("POST", "/v1/sandboxes/box/apply", {"paths": ["d42"]}).json["applied"] >= 1
+        assert (ws / "d42" / "f").read_text() == "secret of 42\n"
+        assert (ws / "d42" / "f").stat().st_uid == user_runner.uid
+    finally:
+        srv.cleanup()
