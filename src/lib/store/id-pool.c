@@ -202,20 +202,51 @@ static bool pool_holds(const Pool *p, uint32_t base) {
         return false;
 }
 
+/* Is [@base, @base + @count) inside one extent of the kernel map @text
+ * ("INSIDE OUTSIDE COUNT" lines of /proc/self/uid_map)? Where hutch runs
+ * in a user namespace (a container), only the ids mapped there can be
+ * given to a sandbox. No map read (NULL): the initial namespace. */
+static bool mapped_here(const char *text, uint32_t base, uint32_t count) {
+        if (!text)
+                return true;
+        for (const char *line = text; line && *line;) {
+                unsigned long long in, out, n;
+
+                if (sscanf(line, "%llu %llu %llu", &in, &out, &n) == 3 && base >= in &&
+                    (unsigned long long)base + count <= in + n)
+                        return true;
+                line = strchr(line, '\n');
+                line = line ? line + 1 : NULL;
+        }
+        return false;
+}
+
+typedef struct Tables {
+        char *subuid, *subgid, *uid_map, *gid_map;
+} Tables;
+
+static void tables_done(Tables *t) {
+        t->subuid = mfree(t->subuid);
+        t->subgid = mfree(t->subgid);
+        t->uid_map = mfree(t->uid_map);
+        t->gid_map = mfree(t->gid_map);
+}
+
 /* Is @base the first id of a range of the pool that no user's sub-ids
- * overlap? */
-static bool pool_range_usable(uint32_t base, uint32_t size, const char *subuid,
-                              const char *subgid) {
+ * overlap and that is mapped where hutch runs? */
+static bool pool_range_usable(uint32_t base, uint32_t size, const Tables *t) {
         if (base < ID_POOL_BASE || (base - ID_POOL_BASE) % USERNS_RANGE_SIZE != 0 ||
             (base - ID_POOL_BASE) / USERNS_RANGE_SIZE >= size)
                 return false;
-        return !(subuid && id_pool_overlaps_subids(subuid, base, USERNS_RANGE_SIZE)) &&
-               !(subgid && id_pool_overlaps_subids(subgid, base, USERNS_RANGE_SIZE));
+        return !(t->subuid && id_pool_overlaps_subids(t->subuid, base, USERNS_RANGE_SIZE)) &&
+               !(t->subgid && id_pool_overlaps_subids(t->subgid, base, USERNS_RANGE_SIZE)) &&
+               mapped_here(t->uid_map, base, USERNS_RANGE_SIZE) &&
+               mapped_here(t->gid_map, base, USERNS_RANGE_SIZE);
 }
 
 int id_pool_claim(const char *home, const char *id, uint32_t hint, uint32_t *ret_base,
                   HutchError *reterr) {
-        _cleanup_free_ char *subuid = NULL, *subgid = NULL;
+        _cleanup_(tables_done) Tables t = {};
         _cleanup_close_ int lock = -EBADF;
         _cleanup_(pool_done) Pool p = {};
         uint32_t size = pool_size(), base = 0;
@@ -243,19 +274,23 @@ int id_pool_claim(const char *home, const char *id, uint32_t hint, uint32_t *ret
                         dropped = true;
                 }
         }
-        r = read_full_file("/etc/subuid", 1U << 20, &subuid);
+        r = read_full_file("/etc/subuid", 1U << 20, &t.subuid);
         if (r < 0 && r != -ENOENT)
                 return hutch_error_set(reterr, -r, "cannot read /etc/subuid: %s", strerror(-r));
-        r = read_full_file("/etc/subgid", 1U << 20, &subgid);
+        r = read_full_file("/etc/subgid", 1U << 20, &t.subgid);
         if (r < 0 && r != -ENOENT)
                 return hutch_error_set(reterr, -r, "cannot read /etc/subgid: %s", strerror(-r));
-        if (hint != 0 && !pool_holds(&p, hint) && pool_range_usable(hint, size, subuid, subgid)) {
+        /* COMPAT(containers): in a user namespace of its own, hutch can
+         * map only what is mapped there. */
+        (void)read_full_file("/proc/self/uid_map", 1U << 16, &t.uid_map);
+        (void)read_full_file("/proc/self/gid_map", 1U << 16, &t.gid_map);
+        if (hint != 0 && !pool_holds(&p, hint) && pool_range_usable(hint, size, &t)) {
                 base = hint;
                 found = true;
         }
         for (uint32_t i = 0; !found && i < size; i++) {
                 base = ID_POOL_BASE + i * USERNS_RANGE_SIZE;
-                found = !pool_holds(&p, base) && pool_range_usable(base, size, subuid, subgid);
+                found = !pool_holds(&p, base) && pool_range_usable(base, size, &t);
         }
         if (!found) {
                 if (dropped)
@@ -263,7 +298,8 @@ int id_pool_claim(const char *home, const char *id, uint32_t hint, uint32_t *ret
                 return hutch_error_set(reterr, ENOSPC,
                                        "no free id range for a new sandbox: all %u ranges of the "
                                        "pool %s/id-pool are held by root's sandboxes (remove some "
-                                       "with 'hutch rm', or run 'hutch gc' in each store)",
+                                       "with 'hutch rm', or run 'hutch gc' in each store), or "
+                                       "overlap /etc/subuid, or are not mapped where hutch runs",
                                        size, pool_dir());
         }
         grown = reallocarray(p.e, p.n + 1, sizeof(PoolEntry));

@@ -11,7 +11,8 @@
  * every store on the machine (every HUTCH_HOME): ID_POOL_SIZE ranges of
  * USERNS_RANGE_SIZE ids from host id ID_POOL_BASE (2^31) up, skipping any
  * range that overlaps a line of /etc/subuid or /etc/subgid (the ids the
- * administrator gives to users and to root's fixed range).
+ * administrator gives to users and to root's fixed range) or that is not
+ * mapped in hutch's own user namespace (a container's).
  *
  * The pool is the file ID_POOL_DIR/id-pool, changed only under a flock of
  * ID_POOL_DIR/id-pool.lock and written atomically. Each line after the
