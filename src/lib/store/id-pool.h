@@ -28,6 +28,11 @@
  * (ns/userns.h) and are idmapped into the sandbox's own range when it
  * starts, so snapshots and `create --from` do not depend on the range.
  *
+ * NEEDSWORK: the VM backend keeps the store's fixed range for QEMU's
+ * user namespace (the range is held for a VM sandbox, unused); and a pool
+ * file that is lost (its folder wiped) while sandboxes run can hand a
+ * running sandbox's range to a new one until that one restarts.
+ *
  * In builds with test hooks, $HUTCH_TEST_ID_POOL names another folder for
  * the pool and $HUTCH_TEST_ID_POOL_SIZE a smaller number of ranges. */
 
