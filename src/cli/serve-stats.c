@@ -404,6 +404,10 @@ void serve_diff_patch(ServeCtx *c) {
                 return;
         }
         r = persist_paths_normalize(paths, &err);
+        /* In the worker (a fork of its own): the store's user namespace,
+         * as `hutch diff` enters it, for files of a user's sub-ids. */
+        if (r >= 0)
+                r = store_enter_range(c->srv->store, &err);
         if (r >= 0)
                 r = persist_diff(c->srv->store, c->param, paths, &v, &changes, &n, &n_all, &err);
         if (r < 0) {

@@ -18,6 +18,7 @@
 #include "fd-util.h"
 #include "file-op.h"
 #include "hutch.h"
+#include "parse-util.h"
 #include "sandbox/sandbox.h"
 #include "strv.h"
 
@@ -970,31 +971,106 @@ _public_ int hutch_file_remove(const char *name, const char *path, hutch_error *
 
 /* ---- the workspace ---- */
 
-_public_ int hutch_diff_json(const char *name, char **ret_json, hutch_error *err) {
-        _cleanup_(store_freep) Store *s = NULL;
+/* The diff as JSON text. */
+static int diff_json_text(Store *s, const char *name, char **ret, HutchError *e) {
         _cleanup_(ws_view_done) WsView v = WS_VIEW_NULL;
         WsChange *changes = NULL;
         size_t n = 0, n_all = 0;
         json_t *j = NULL;
         char *text;
+        int r;
+
+        r = persist_diff(s, name, NULL, &v, &changes, &n, &n_all, e);
+        if (r < 0)
+                return r;
+        r = ws_diff_to_json(changes, n, &j);
+        (void)ws_changes_free(changes, n_all);
+        if (r < 0)
+                return r;
+        text = json_dumps(j, JSON_COMPACT);
+        json_decref(j);
+        if (!text)
+                return -ENOMEM;
+        *ret = text;
+        return 0;
+}
+
+typedef struct InRange {
+        Store *s;
+        const char *name;
+        char **paths;
+        bool force;
+        int out_fd; /* diff: the JSON goes here */
+} InRange;
+
+static int diff_in_range(void *userdata, HutchError *reterr) {
+        InRange *a = userdata;
+        _cleanup_free_ char *text = NULL;
+        int r;
+
+        r = diff_json_text(a->s, a->name, &text, reterr);
+        if (r < 0)
+                return r;
+        return loop_write(a->out_fd, text, strlen(text));
+}
+
+static int apply_in_range(void *userdata, HutchError *reterr) {
+        InRange *a = userdata;
+        PersistApply pa = {};
+        int r;
+
+        r = persist_apply(a->s, a->name, a->paths, a->force ? WS_APPLY_FORCE : 0, &pa, reterr);
+        persist_apply_done(&pa);
+        if (r < 0)
+                return r;
+        /* The count of changes applied, for the parent. */
+        {
+                char buf[16];
+
+                (void)snprintf(buf, sizeof(buf), "%d", r);
+                return loop_write(a->out_fd, buf, strlen(buf));
+        }
+}
+
+/* SECURITY/correctness: with a user's sub-id range (ns/userns.h), the
+ * sandbox's files of sub-ids can be read and written only in the store's
+ * user namespace, as the CLI does (store_enter_range()); a library caller
+ * (hutch serve, hutch mcp, a program) must not be moved there for good,
+ * so the call runs in a forked child that enters it (userns_run_ranged())
+ * and hands its answer back through a memfd. */
+static int run_in_range(Store *s, int (*fn)(void *, HutchError *), InRange *a, char **ret_text,
+                        size_t max, HutchError *e) {
+        _cleanup_close_ int fd = memfd_create("hutch-in-range", MFD_CLOEXEC);
+        size_t len = 0;
+        int r;
+
+        if (fd < 0)
+                return negative_errno();
+        a->out_fd = fd;
+        r = userns_run_ranged(&s->idmap, fn, a, e);
+        if (r < 0)
+                return r;
+        if (lseek(fd, 0, SEEK_SET) < 0)
+                return negative_errno();
+        return read_full_fd(fd, max, ret_text, &len);
+}
+
+_public_ int hutch_diff_json(const char *name, char **ret_json, hutch_error *err) {
+        _cleanup_(store_freep) Store *s = NULL;
+        char *text = NULL;
         HutchError e = {};
         int r;
 
         if (!name || !ret_json)
                 return fail_msg(err, EINVAL, "no sandbox name or output given");
         r = store_open(&s, &e);
-        if (r >= 0)
-                r = persist_diff(s, name, NULL, &v, &changes, &n, &n_all, &e);
+        if (r >= 0 && s->idmap.ranged)
+                r = run_in_range(s, diff_in_range, &(InRange){.s = s, .name = name}, &text,
+                                 64U << 20, &e);
+        else if (r >= 0)
+                r = diff_json_text(s, name, &text, &e);
         if (r < 0)
                 return fail(err, &e, r);
-        r = ws_diff_to_json(changes, n, &j);
-        (void)ws_changes_free(changes, n_all);
-        if (r < 0)
-                return fail(err, NULL, r);
-        text = json_dumps(j, JSON_COMPACT);
-        json_decref(j);
-        if (!text)
-                return fail(err, NULL, -ENOMEM);
         *ret_json = text;
         return 0;
 }
@@ -1016,6 +1092,16 @@ _public_ int hutch_apply(const char *name, char *const *paths, bool force, hutch
         r = persist_paths_normalize(l, &e);
         if (r >= 0)
                 r = store_open(&s, &e);
+        if (r >= 0 && s->idmap.ranged) {
+                _cleanup_free_ char *count = NULL;
+
+                r = run_in_range(s, apply_in_range,
+                                 &(InRange){.s = s, .name = name, .paths = l, .force = force},
+                                 &count, 16, &e);
+                if (r >= 0 && safe_atoi(count, &r) < 0)
+                        r = hutch_error_set(&e, EPROTO, "the store's helper gave no count");
+                return r < 0 ? fail(err, &e, r) : r;
+        }
         if (r >= 0)
                 r = persist_apply(s, name, l, force ? WS_APPLY_FORCE : 0, &a, &e);
         persist_apply_done(&a);

@@ -158,6 +158,7 @@ int persist_keeper_main(const char *name, int ready_fd, char *const *env, HutchE
         char upper[64];
         KeeperConfig cfg;
         HutchError early = {};
+        uint32_t id_base = 0;
         int r;
 
         r = store_open(&s, &early);
@@ -202,6 +203,12 @@ int persist_keeper_main(const char *name, int ready_fd, char *const *env, HutchE
                                 r = hutch_error_set(&early, ENOMEM, "out of memory");
                 }
         }
+        /* SECURITY: as root, its own range of the machine's id pool (held
+         * since create; claimed now by a sandbox made before the pool):
+         * never the range of another sandbox (docs/persistent.md "Id
+         * range"). Our spawner holds the sandbox's lock. */
+        if (r >= 0)
+                r = store_sandbox_id_range(s, rec, &id_base, &early);
         /* The network audit log of a persistent sandbox is kept with it. */
         if (r >= 0 && policy_network_mode(policy) == NETWORK_MODE_ALLOW && !policy->audit_log)
                 r = policy_set_audit_log(policy, audit, &early);
@@ -212,7 +219,7 @@ int persist_keeper_main(const char *name, int ready_fd, char *const *env, HutchE
         (void)snprintf(upper, sizeof(upper), "upper-%llu", (unsigned long long)rec->gen);
         cfg = (KeeperConfig){
                 .policy = policy,
-                .layers = {.data_dir = data, .upper = upper, .layers = chain},
+                .layers = {.data_dir = data, .upper = upper, .layers = chain, .id_base = id_base},
                 .socket_path = sock,
                 .logs_dir = logs,
                 .history_path = history,

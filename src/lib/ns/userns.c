@@ -494,11 +494,21 @@ int userns_write_maps(pid_t pid, const IdMapping *m) {
                         return r;
         }
         (void)snprintf(path, sizeof(path), "/proc/%d/gid_map", (int)pid);
-        (void)snprintf(map, sizeof(map), "0 %u %u\n", m->gid_base, m->count);
+        (void)snprintf(map, sizeof(map), "%u %u %u\n", m->inside_gid, m->gid_base, m->count);
         r = write_string_file(path, map);
         if (r < 0)
                 return r;
         (void)snprintf(path, sizeof(path), "/proc/%d/uid_map", (int)pid);
-        (void)snprintf(map, sizeof(map), "0 %u %u\n", m->uid_base, m->count);
+        (void)snprintf(map, sizeof(map), "%u %u %u\n", m->inside_uid, m->uid_base, m->count);
         return write_string_file(path, map);
+}
+
+void idmapping_use_pool_range(IdMapping *m, uint32_t base) {
+        if (base == 0 || !m->privileged)
+                return;
+        m->layer_uid_base = m->uid_base;
+        m->layer_gid_base = m->gid_base;
+        m->uid_base = base;
+        m->gid_base = base;
+        (void)snprintf(m->uid_source, sizeof(m->uid_source), "pool");
 }

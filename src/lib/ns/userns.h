@@ -50,6 +50,16 @@ typedef struct IdMapping {
         /* Unprivileged without the ranged map: why not, one line naming
          * the fix ("" when the range is there or hutch runs as root). */
         char no_range[256];
+        /* As root with a range of the pool (store/id-pool.h): the host ids
+         * that own the sandbox's layers in the store (the store's fixed
+         * range), idmapped onto uid_base/gid_base when it starts; 0: the
+         * layers are owned by uid_base/gid_base themselves. */
+        uint32_t layer_uid_base;
+        uint32_t layer_gid_base;
+        /* The first id inside of the map userns_write_maps() writes: 0, or
+         * the layers' owner for the namespace that idmaps them. */
+        uint32_t inside_uid;
+        uint32_t inside_gid;
 } IdMapping;
 
 /* Picks the mapping for the calling process as described above. Reads
@@ -84,6 +94,13 @@ int idmapping_for_caller_ranged(const char *subuid_path, const char *subgid_path
  * (hutch is linked statically). Lines of other users may hold anything.
  * Returns 0 and a new string, -ENOENT when there is none, -errno. */
 int passwd_name_of(const char *passwd_path, uid_t uid, char **ret);
+
+/* As root, moves @m onto the range of the pool that starts at @base
+ * (store/id-pool.h): sandbox ids 0..count-1 become host ids @base.., and
+ * the range @m had becomes the layers' owner (layer_uid_base), to be
+ * idmapped onto the new one. Nothing is done when @base is 0 or @m is not
+ * privileged. */
+void idmapping_use_pool_range(IdMapping *m, uint32_t base);
 
 /* Writes setgroups ("deny" when unprivileged and not ranged), gid_map and
  * uid_map of the process @pid, which must be in a new user namespace. The

@@ -84,8 +84,8 @@ pid_t sandbox_clone(uint64_t flags, int *ret_pidfd) {
  * host. A read-only bind on a filesystem without idmap support falls back to
  * a plain copy (its files then show as nobody, readable where the modes
  * allow). */
-int sandbox_open_detached_tree(const char *path, int userns_fd, bool read_only, int *ret_fd,
-                               HutchError *reterr) {
+static int open_detached_tree(const char *path, int userns_fd, bool read_only, bool must_idmap,
+                              int *ret_fd, HutchError *reterr) {
         _cleanup_close_ int fd = -EBADF, pathfd = -EBADF;
         /* SECURITY: the clone must not stay in the host mount's peer group,
          * or mounts would propagate between the sandbox and the host. */
@@ -118,7 +118,7 @@ int sandbox_open_detached_tree(const char *path, int userns_fd, bool read_only, 
         if (mount_setattr(fd, "", AT_EMPTY_PATH | AT_RECURSIVE, &attr, sizeof(attr)) < 0) {
                 int e = errno;
 
-                if (!read_only || userns_fd < 0 || (e != EINVAL && e != EOPNOTSUPP))
+                if (!read_only || must_idmap || userns_fd < 0 || (e != EINVAL && e != EOPNOTSUPP))
                         return hutch_error_set(
                                 reterr, e,
                                 "failed to map ownership of '%s' into the sandbox "
@@ -131,6 +131,38 @@ int sandbox_open_detached_tree(const char *path, int userns_fd, bool read_only, 
                                                path);
         }
         *ret_fd = TAKE_FD(fd);
+        return 0;
+}
+
+int sandbox_open_detached_tree(const char *path, int userns_fd, bool read_only, int *ret_fd,
+                               HutchError *reterr) {
+        return open_detached_tree(path, userns_fd, read_only, false, ret_fd, reterr);
+}
+
+/* A persistent sandbox's layers: with a range of the pool, idmapped from
+ * the store's fixed range onto the sandbox's through @layer_userns_fd.
+ * SECURITY: refused, never a plain mount, where the idmap cannot be
+ * made: the sandbox would see its files as nobody, or (a read-only
+ * fallback) write nothing but read with the wrong owners. */
+static int open_layer_trees(const SandboxLayerPaths *layers, int layer_userns_fd, Prepared *ret,
+                            HutchError *reterr) {
+        bool must = layer_userns_fd >= 0;
+        int r;
+
+        r = open_detached_tree(layers->data_dir, layer_userns_fd, false, must, &ret->layer_fds[0],
+                               reterr);
+        if (r < 0)
+                return r;
+        ret->n_layer_fds = 1;
+        STRV_FOREACH(l, layers->layers) {
+                if (ret->n_layer_fds >= ELEMENTSOF(ret->layer_fds))
+                        return hutch_error_set(reterr, E2BIG, "too many layers");
+                r = open_detached_tree(*l, layer_userns_fd, true, must,
+                                       &ret->layer_fds[ret->n_layer_fds], reterr);
+                if (r < 0)
+                        return r;
+                ret->n_layer_fds++;
+        }
         return 0;
 }
 
@@ -172,23 +204,28 @@ int sandbox_prepare_mounts(const Policy *p, const SandboxLayerPaths *layers, con
         if (!m->privileged || !has_cap_sys_admin())
                 return 0;
 
-        /* A persistent sandbox's own directories already belong to its
-         * root (the store made them so): no idmap. */
+        /* A persistent sandbox's own directories belong to the store's
+         * fixed range (the store made them so). Without a range of the
+         * pool that is the sandbox's root: no idmap. With one, they are
+         * idmapped onto the sandbox's range (docs/persistent.md "Id
+         * range"), so that its files on the host keep the store's owner
+         * and a snapshot serves any sandbox. */
         if (layers) {
-                r = sandbox_open_detached_tree(layers->data_dir, -EBADF, false, &ret->layer_fds[0],
-                                               reterr);
-                if (r < 0)
-                        return r;
-                ret->n_layer_fds = 1;
-                STRV_FOREACH(l, layers->layers) {
-                        if (ret->n_layer_fds >= ELEMENTSOF(ret->layer_fds))
-                                return hutch_error_set(reterr, E2BIG, "too many layers");
-                        r = sandbox_open_detached_tree(*l, -EBADF, true,
-                                                       &ret->layer_fds[ret->n_layer_fds], reterr);
+                _cleanup_close_ int layer_userns_fd = -EBADF;
+
+                if (m->layer_uid_base != 0 &&
+                    (m->layer_uid_base != m->uid_base || m->layer_gid_base != m->gid_base)) {
+                        IdMapping shift = *m;
+
+                        shift.inside_uid = m->layer_uid_base;
+                        shift.inside_gid = m->layer_gid_base;
+                        r = sandbox_userns_make(&shift, &layer_userns_fd, reterr);
                         if (r < 0)
                                 return r;
-                        ret->n_layer_fds++;
                 }
+                r = open_layer_trees(layers, layer_userns_fd, ret, reterr);
+                if (r < 0)
+                        return r;
         }
 
         /* SECURITY: a sandbox whose root keeps capabilities over its range
@@ -708,6 +745,14 @@ int sandbox_start(const Policy *policy, const SandboxLayerPaths *layers, char *c
         if (r < 0)
                 return hutch_error_set(reterr, -r, "failed to pick the sandbox's id range: %s",
                                        strerror(-r));
+        /* SECURITY: as root, a persistent sandbox's ids are its own range
+         * of the pool, never another sandbox's (docs/persistent.md "Id
+         * range"). */
+        /* COMPAT(containers): without CAP_SYS_ADMIN no tree is idmapped
+         * (sandbox_prepare_mounts()), so the layers could not follow: the
+         * store's range, as the binds fall back (docs/containers.md). */
+        if (layers && has_cap_sys_admin())
+                idmapping_use_pool_range(&idmap, layers->id_base);
         /* SECURITY: a persistent sandbox whose user namespace holds a range
          * keeps what apt and dpkg need over that range's ids
          * (docs/persistent.md "Id range"); every other sandbox keeps

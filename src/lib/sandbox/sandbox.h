@@ -29,6 +29,8 @@ typedef struct SandboxLayerPaths {
         const char *upper;    /* "upper-<gen>" */
         char **layers;        /* snapshot layer dirs (each with root/ and ws/), top first;
                                * at most SANDBOX_MAX_LAYERS */
+        uint32_t id_base;     /* as root: the first host id of its range of the pool
+                               * (store/id-pool.h), its layers idmapped onto it; 0: none */
 } SandboxLayerPaths;
 
 /* Runs @argv (argv[0] searched in the sandbox's PATH) under @policy, which

@@ -19,6 +19,7 @@
 #include "rm-rf.h"
 #include "sha256.h"
 #include "store/disk-image.h"
+#include "store/id-pool.h"
 #include "store/layers.h"
 #include "store/store.h"
 #include "strv.h"
@@ -474,6 +475,9 @@ static int sandbox_record_parse(json_t *j, SandboxRecord **ret) {
         r->gen = jnum(j, "gen");
         r->idle_timeout_ms = jnum(j, "idle_timeout_ms");
         r->disk_limit = jnum(j, "disk_limit");
+        if (jnum(j, "id_base") > UINT32_MAX)
+                return -EBADMSG;
+        r->id_base = (uint32_t)jnum(j, "id_base");
         r->policy_json = json_is_object(policy) ? json_dumps(policy, JSON_COMPACT) : NULL;
         if (!r->name || !r->id || !r->policy_json || !store_name_is_valid(r->name) || !r->gen)
                 return -EBADMSG;
@@ -488,12 +492,12 @@ static int sandbox_record_write(const char *dir, const SandboxRecord *r, HutchEr
 
         if (!policy)
                 return hutch_error_set(reterr, EINVAL, "invalid policy JSON");
-        j = json_pack("{s:i,s:s,s:s,s:I,s:I,s:o,s:o,s:I,s:I,s:I}", "version", STORE_RECORD_VERSION,
-                      "name", r->name, "id", r->id, "created_ms", (json_int_t)r->created_ms,
-                      "last_used_ms", (json_int_t)r->last_used_ms, "policy", policy, "parent",
-                      r->parent ? json_string(r->parent) : json_null(), "gen", (json_int_t)r->gen,
-                      "idle_timeout_ms", (json_int_t)r->idle_timeout_ms, "disk_limit",
-                      (json_int_t)r->disk_limit);
+        j = json_pack("{s:i,s:s,s:s,s:I,s:I,s:o,s:o,s:I,s:I,s:I,s:I}", "version",
+                      STORE_RECORD_VERSION, "name", r->name, "id", r->id, "created_ms",
+                      (json_int_t)r->created_ms, "last_used_ms", (json_int_t)r->last_used_ms,
+                      "policy", policy, "parent", r->parent ? json_string(r->parent) : json_null(),
+                      "gen", (json_int_t)r->gen, "idle_timeout_ms", (json_int_t)r->idle_timeout_ms,
+                      "disk_limit", (json_int_t)r->disk_limit, "id_base", (json_int_t)r->id_base);
         if (!j)
                 return -ENOMEM;
         text = json_dumps(j, JSON_INDENT(2));
@@ -768,8 +772,45 @@ static int make_disk_image(const char *tmp, const char *data, uint64_t size, Hut
         return 0;
 }
 
+/* The store's folder as the id pool names it: canonical, so that two
+ * spellings of one store are one. */
+static int pool_home(const Store *s, char **ret) {
+        char *c = realpath(s->home, NULL);
+
+        if (!c)
+                return negative_errno();
+        *ret = c;
+        return 0;
+}
+
+int store_sandbox_id_range(Store *s, SandboxRecord *r, uint32_t *ret_base, HutchError *reterr) {
+        _cleanup_free_ char *home = NULL;
+        uint32_t base = 0;
+        int q;
+
+        if (!s->idmap.privileged) {
+                *ret_base = 0;
+                return 0;
+        }
+        q = pool_home(s, &home);
+        if (q < 0)
+                return hutch_error_set(reterr, -q, "cannot resolve the store %s: %s", s->home,
+                                       strerror(-q));
+        q = id_pool_claim(home, r->id, r->id_base, &base, reterr);
+        if (q < 0)
+                return q;
+        if (base != r->id_base) {
+                r->id_base = base;
+                q = store_sandbox_save(s, r, reterr);
+                if (q < 0)
+                        return q;
+        }
+        *ret_base = base;
+        return 0;
+}
+
 int store_sandbox_create(Store *s, SandboxRecord *r, HutchError *reterr) {
-        _cleanup_free_ char *tmp = NULL, *final = NULL, *data = NULL, *logs = NULL;
+        _cleanup_free_ char *tmp = NULL, *final = NULL, *data = NULL, *logs = NULL, *home = NULL;
         _cleanup_close_ int lock = -EBADF;
         struct stat st;
         int q;
@@ -798,8 +839,23 @@ int store_sandbox_create(Store *s, SandboxRecord *r, HutchError *reterr) {
         if (asprintf(&tmp, "%s/sandboxes/.tmp-%s", s->home, r->id) < 0 ||
             asprintf(&data, "%s/data", tmp) < 0 || asprintf(&logs, "%s/logs", tmp) < 0)
                 return -ENOMEM;
-        if (mkdir(tmp, 0700) < 0)
-                return hutch_error_set(reterr, errno, "cannot create %s: %m", tmp);
+        /* As root, the sandbox's own range of the machine's id pool
+         * (store/id-pool.h): a full pool is refused before anything is
+         * made. */
+        if (s->idmap.privileged) {
+                q = pool_home(s, &home);
+                if (q < 0)
+                        return hutch_error_set(reterr, -q, "cannot resolve the store %s: %s",
+                                               s->home, strerror(-q));
+                r->id_base = 0;
+                q = id_pool_claim(home, r->id, 0, &r->id_base, reterr);
+                if (q < 0)
+                        return q;
+        }
+        if (mkdir(tmp, 0700) < 0) {
+                q = hutch_error_set(reterr, errno, "cannot create %s: %m", tmp);
+                goto release;
+        }
         q = make_data_dir(s, data, r->gen);
         if (q >= 0 && mkdir(logs, 0700) < 0)
                 q = negative_errno();
@@ -807,24 +863,30 @@ int store_sandbox_create(Store *s, SandboxRecord *r, HutchError *reterr) {
                 q = make_disk_image(tmp, data, r->disk_limit, reterr);
                 if (q < 0) {
                         (void)store_rm_rf(s, AT_FDCWD, tmp);
-                        return q;
+                        goto release;
                 }
         }
         if (q < 0) {
                 (void)store_rm_rf(s, AT_FDCWD, tmp);
-                return hutch_error_set(reterr, -q, "cannot create the sandbox's layers: %s",
-                                       strerror(-q));
+                q = hutch_error_set(reterr, -q, "cannot create the sandbox's layers: %s",
+                                    strerror(-q));
+                goto release;
         }
         q = sandbox_record_write(tmp, r, reterr);
         if (q >= 0 && rename(tmp, final) < 0)
                 q = hutch_error_set(reterr, errno, "cannot create %s: %m", final);
-        if (q < 0)
-                (void)store_rm_rf(s, AT_FDCWD, tmp);
+        if (q >= 0)
+                return q;
+        (void)store_rm_rf(s, AT_FDCWD, tmp);
+release:
+        if (home)
+                (void)id_pool_release(home, r->id);
         return q;
 }
 
 int store_sandbox_remove(const Store *s, const char *name, HutchError *reterr) {
-        _cleanup_free_ char *dir = NULL, *trash = NULL, *state = NULL, *id = NULL;
+        _cleanup_free_ char *dir = NULL, *trash = NULL, *state = NULL, *id = NULL, *sid = NULL,
+                            *home = NULL;
         int r;
 
         r = store_new_id(&id);
@@ -833,8 +895,24 @@ int store_sandbox_remove(const Store *s, const char *name, HutchError *reterr) {
         r = store_sandbox_path(s, name, NULL, &dir);
         if (r < 0 || asprintf(&trash, "%s/sandboxes/.tmp-rm-%s", s->home, id) < 0)
                 return -ENOMEM;
+        /* Its id, for its range of the id pool: read before the record
+         * goes. */
+        if (s->idmap.privileged) {
+                _cleanup_free_ char *rec_path = NULL;
+                json_t *j = NULL;
+
+                if (asprintf(&rec_path, "%s/sandbox.json", dir) >= 0 &&
+                    record_load_file(rec_path, &j) >= 0) {
+                        sid = jstrdup(j, "id");
+                        json_decref(j);
+                }
+        }
         if (rename(dir, trash) < 0)
                 return hutch_error_set(reterr, errno, "cannot remove %s: %m", dir);
+        /* The sandbox is gone (its keeper was stopped): its range is free
+         * for the next one. A failed release is left to `hutch gc`. */
+        if (sid && pool_home(s, &home) >= 0)
+                (void)id_pool_release(home, sid);
         r = store_rm_rf(s, AT_FDCWD, trash);
         if (store_state_path(s, name, NULL, &state) >= 0)
                 (void)store_rm_rf(s, AT_FDCWD, state);
@@ -1597,7 +1675,8 @@ static int gc_temp(const Store *s, const char *dir, unsigned *n) {
 }
 
 int store_gc(Store *s, unsigned *ret_removed, HutchError *reterr) {
-        _cleanup_strv_free_ char **sbs = NULL;
+        _cleanup_strv_free_ char **sbs = NULL, **live = NULL;
+        bool all_known = true;
         _cleanup_free_ char *dir = NULL;
         _cleanup_close_ int lock = -EBADF;
         unsigned n = 0;
@@ -1619,8 +1698,12 @@ int store_gc(Store *s, unsigned *ret_removed, HutchError *reterr) {
                 char upper[64];
 
                 if (store_lock_sandbox(s, *name, &sl) < 0 ||
-                    sandbox_load_name(s, *name, true, &rec) < 0)
+                    sandbox_load_name(s, *name, true, &rec) < 0) {
+                        all_known = false;
                         continue;
+                }
+                if (strv_extend(&live, rec->id) < 0)
+                        return -ENOMEM;
                 if (upper_name(rec->gen, upper, sizeof(upper)) < 0 ||
                     store_sandbox_path(s, *name, "data", &data) < 0)
                         continue;
@@ -1647,6 +1730,19 @@ int store_gc(Store *s, unsigned *ret_removed, HutchError *reterr) {
                 return -ENOMEM;
         }
         (void)gc_temp(s, dir, &n);
+        /* Ranges of the id pool held for this store's sandboxes that are
+         * gone (an rm that was interrupted). SECURITY: only when every
+         * sandbox's record was read: a range of one that could not be
+         * read may be in use. The store's lock keeps creates out. */
+        if (s->idmap.privileged && all_known) {
+                _cleanup_free_ char *home = NULL;
+
+                if (pool_home(s, &home) >= 0) {
+                        r = id_pool_sweep(home, live);
+                        if (r > 0)
+                                n += (unsigned)r;
+                }
+        }
         *ret_removed = n;
         return 0;
 }

@@ -68,6 +68,10 @@ typedef struct SandboxRecord {
         /* The size of its disk image (store/disk-image.h), which holds data/;
          * 0: it has none, and nothing limits its disk use. */
         uint64_t disk_limit;
+        /* As root: the first host id of its range of the id pool
+         * (store/id-pool.h), held from create to rm; 0: none (a user's
+         * sandbox, or one made before the pool). */
+        uint32_t id_base;
         /* Not stored: where data/ can be reached now when it is not the
          * store's folder (its disk image mounted, api/persist.c
          * persist_data_open()); NULL: the store's folder. */
@@ -137,6 +141,12 @@ int store_sandbox_save(const Store *s, const SandboxRecord *r, HutchError *reter
  * when the name is taken, -ENOENT when its parent snapshot is gone (both
  * checked under the store's lock). */
 int store_sandbox_create(Store *s, SandboxRecord *r, HutchError *reterr);
+
+/* As root, the range of the id pool that the sandbox @r holds (claimed
+ * now if it holds none, @r->id_base preferred), written to its record
+ * when it changed: for its start, under its lock. 0 and @ret_base 0 for a
+ * user's store. Returns 0 or -errno (-ENOSPC: the pool is exhausted). */
+int store_sandbox_id_range(Store *s, SandboxRecord *r, uint32_t *ret_base, HutchError *reterr);
 
 /* Removes the sandbox's folder (renamed away first, so it disappears at
  * once). The caller has stopped it. */
