@@ -132,14 +132,17 @@ bool image_ref_is_valid(const char *ref);
 
 /* Writes the canonical "NAME:TAG" of @ref to @ret, as Docker reads
  * references: ":latest" added when no tag is given, and a name without a
- * registry host is Docker Hub's ("busybox" is
- * "docker.io/library/busybox:latest", "me/box" "docker.io/me/box:latest";
- * a first component with a '.' or ':', or "localhost", is a host). The
- * store keeps canonical names. -EINVAL for a digest or an invalid name. */
+ * registry host is the configured default registry's
+ * (registry_default_domain(): with D, "busybox" is
+ * "D/library/busybox:latest", "me/box" "D/me/box:latest"; with none, the
+ * name stays without a host); a first component with a '.' or ':', or
+ * "localhost", is a host. The store keeps canonical names. -EINVAL for a
+ * digest or an invalid name, or the error of a registries.conf that does
+ * not parse. */
 int image_ref_normalize(const char *ref, char **ret);
 
-/* The short form of the canonical @name to show people: without
- * "docker.io/library/" or "docker.io/" (borrowed from @name). */
+/* The short form of the canonical @name to show people: without the
+ * default registry's "D/library/" or "D/" (borrowed from @name). */
 const char *image_ref_familiar(const char *name);
 
 /* Resolves @ref (NAME[:TAG], a digest, or an unambiguous id prefix of at
