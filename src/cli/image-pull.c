@@ -3,7 +3,8 @@
  * program links OpenSSL's libssl and http_parser for the registry client
  * (src/lib/registry); `hutch image pull` runs it. The image is pulled into
  * an OCI image layout (a held .tmp-pull-* folder of the image store, or
- * --layout DIR) and then imported by the image store (image-store.h).
+ * --layout DIR) by a confined child (pull-confine.h) and then imported by
+ * the image store (image-store.h).
  *
  *   hutch-pull [pull] [--tls-verify=BOOL] [--platform OS/ARCH[/VARIANT]]
  *              [--authfile FILE] [--cert-dir DIR] [--layout DIR] [-q] REF [NAME] */
@@ -19,6 +20,7 @@
 #include "log.h"
 #include "parse-util.h"
 #include "progress.h"
+#include "pull-confine.h"
 #include "registry/registry.h"
 #include "rm-rf.h"
 #include "sha256.h"
@@ -216,7 +218,7 @@ static int pull_into_store(const ImageRef *ref, const PullOptions *o, const char
         if (asprintf(&dir, "%s/.tmp-pull-%s", s->dir, hex) < 0)
                 return log_error("out of memory"), HUTCH_EXIT_FAILURE;
 
-        r = registry_pull(ref, o, dir, &digest, &hold, &err);
+        r = registry_pull_confined(ref, o, dir, &digest, &hold, &err);
         if (r < 0) {
                 log_error("cannot pull '%s': %s", refstr, err.msg[0] ? err.msg : strerror(-r));
                 return HUTCH_EXIT_FAILURE;
@@ -278,7 +280,7 @@ static int main_pull(int argc, char **argv) {
                 log_error("NAME names an image in the store: not with --layout");
                 return HUTCH_EXIT_FAILURE;
         }
-        r = registry_pull(ref, &o, arg_layout, &digest, NULL, &err);
+        r = registry_pull_confined(ref, &o, arg_layout, &digest, NULL, &err);
         if (r < 0) {
                 log_error("cannot pull '%s': %s", refstr, err.msg[0] ? err.msg : strerror(-r));
                 return HUTCH_EXIT_FAILURE;
