@@ -695,8 +695,10 @@ static int holder_check(const char *digest, const char *kind, const char *holder
         if (!oci_digest_is_valid(digest))
                 return hutch_error_set(reterr, EINVAL, "'%.80s' is not an image digest",
                                        digest ?: "");
-        if (!kind || (strcmp(kind, "sandbox") != 0 && strcmp(kind, "snapshot") != 0))
-                return hutch_error_set(reterr, EINVAL, "an image user is a sandbox or a snapshot");
+        if (!kind || (strcmp(kind, "sandbox") != 0 && strcmp(kind, "snapshot") != 0 &&
+                      strcmp(kind, "run") != 0))
+                return hutch_error_set(reterr, EINVAL,
+                                       "an image user is a sandbox, a snapshot or a run");
         if (!holder || !store_name_is_valid(holder))
                 return hutch_error_set(reterr, EINVAL, "'%.80s' is not a sandbox or snapshot name",
                                        holder ?: "");
@@ -741,7 +743,51 @@ int image_store_unuse(ImageStore *s, const char *digest, const char *kind, const
         return 0;
 }
 
-/* Whether the mark "KIND:NAME" names a sandbox or snapshot that exists. */
+/* Whether "PID-START" (image_store_run_holder()) is a process that
+ * runs. */
+static bool run_is_live(const char *holder) {
+        _cleanup_free_ char *want = NULL;
+        int pid;
+        int r;
+
+        if (sscanf(holder, "%d-", &pid) != 1 || pid <= 0)
+                return false;
+        r = image_store_run_holder(pid, &want);
+        if (r == -ENOMEM)
+                return true; /* keep the image */
+        return r >= 0 && strcmp(want, holder) == 0;
+}
+
+int image_store_run_holder(pid_t pid, char **ret) {
+        _cleanup_free_ char *stat_text = NULL;
+        unsigned long long start = 0;
+        char path[64];
+        const char *p;
+        int r;
+
+        (void)snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+        r = read_full_file(path, 4096, &stat_text);
+        if (r < 0)
+                return r;
+        /* After the command's ")": state is field 3, starttime field 22. */
+        p = strrchr(stat_text, ')');
+        if (!p)
+                return -EBADMSG;
+        p++;
+        for (int field = 3; field < 22; field++) {
+                p = strchr(p + 1, ' ');
+                if (!p)
+                        return -EBADMSG;
+        }
+        if (sscanf(p, " %llu", &start) != 1)
+                return -EBADMSG;
+        if (asprintf(ret, "%d-%llu", (int)pid, start) < 0)
+                return -ENOMEM;
+        return 0;
+}
+
+/* Whether the mark "KIND:NAME" names a sandbox or snapshot that exists, or
+ * a run whose process runs. */
 static bool mark_is_live(ImageStore *s, const char *mark) {
         _cleanup_free_ char *path = NULL;
         const char *colon = strchr(mark, ':');
@@ -755,7 +801,9 @@ static bool mark_is_live(ImageStore *s, const char *mark) {
         } else if (strncmp(mark, "snapshot:", 9) == 0) {
                 if (asprintf(&path, "%s/snapshots/%s", s->home, colon + 1) < 0)
                         return true;
-        } else
+        } else if (strncmp(mark, "run:", 4) == 0)
+                return run_is_live(colon + 1);
+        else
                 return false;
         return lstat(path, &st) == 0;
 }

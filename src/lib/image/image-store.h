@@ -52,6 +52,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "hutch-error.h"
 #include "macro.h"
@@ -158,12 +159,19 @@ int image_store_list(ImageStore *s, Image ***ret, size_t *ret_n, HutchError *ret
 void image_list_free(Image **l, size_t n);
 
 /* Marks the image @digest as used by @kind ("sandbox" or "snapshot") named
- * @holder (store_name_is_valid()), so that image_store_remove() refuses to
+ * @holder (store_name_is_valid()), or by a one-shot run ("run", @holder
+ * from image_store_run_holder()), so that image_store_remove() refuses to
  * remove it; idempotent. A mark whose sandbox/snapshot no longer exists in
- * the store is stale: rm ignores it and gc removes it. -ENOENT when there
- * is no such image, -EINVAL for a bad @kind/@holder/@digest. */
+ * the store, or whose run's process (the pid with that start time) is
+ * gone, is stale: rm ignores it and gc removes it. -ENOENT when there is
+ * no such image, -EINVAL for a bad @kind/@holder/@digest. */
 int image_store_use(ImageStore *s, const char *digest, const char *kind, const char *holder,
                     HutchError *reterr);
+/* The "run" holder name of the process @pid: "PID-STARTTIME" (its start
+ * time from /proc/PID/stat, so that a reused pid is another holder).
+ * Returns 0 and a new string, or -errno (-ENOENT: no such process). */
+int image_store_run_holder(pid_t pid, char **ret);
+
 /* Removes that mark (none: success). */
 int image_store_unuse(ImageStore *s, const char *digest, const char *kind, const char *holder,
                       HutchError *reterr);
