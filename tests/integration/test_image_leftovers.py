@@ -2,12 +2,14 @@
 """Image leftovers of issue 17 (docs/images-run.md):
   - a one-shot `hutch run --image` holds an in-use mark while it runs:
     `hutch image rm` of its image is refused during the run and allowed
-    after it (the twin), and a mark left by a killed run is stale."""
+    after it (the twin), and a mark left by a killed run is stale;
+  - an exec in a persistent sandbox runs as the image's User (as root,
+    whose sandboxes hold a range of ids), the twin an image without one."""
 
 import subprocess
 import time
 
-from test_image_run import NO_USER, Images, images, out  # noqa: F401 (fixture)
+from test_image_run import images, out, root_images  # noqa: F401 (fixtures)
 
 
 def wait_line(p, want):
@@ -59,3 +61,21 @@ def test_a_killed_runs_mark_is_stale(images):
         p.kill()
         p.wait()
     assert images.hutch("image", "inspect", "bb").returncode != 0
+
+
+# ---- exec in a persistent sandbox runs as the image's User ----
+
+
+def test_exec_runs_as_the_images_user(root_images):
+    st = root_images.store
+    st.create("appbox", "--image", "app")
+    r = st.exec("appbox", "sh", "-c", "id -u; id -g; echo $HOME $USER")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == ["1000", "1000", "/home/app", "app"]
+    # What it writes is the image user's.
+    r = st.exec("appbox", "sh", "-c", "touch /tmp/mine && stat -c %u /tmp/mine")
+    assert r.returncode == 0 and r.stdout.strip() == "1000", (r.stdout, r.stderr)
+    # Twin: an image without User execs as the sandbox's root.
+    st.create("bbbox", "--image", "bb")
+    r = st.exec("bbbox", "sh", "-c", "id -u")
+    assert r.returncode == 0 and r.stdout.strip() == "0", (r.stdout, r.stderr)
