@@ -4,12 +4,21 @@
     `hutch image rm` of its image is refused during the run and allowed
     after it (the twin), and a mark left by a killed run is stale;
   - an exec in a persistent sandbox runs as the image's User (as root,
-    whose sandboxes hold a range of ids), the twin an image without one."""
+    whose sandboxes hold a range of ids), the twin an image without one;
+  - a layer's xattrs are kept: user.* (never user.overlay.*, trusted.*),
+    and, imported as root, a file capability (as revision 2)."""
 
+import io
+import os
+import struct
 import subprocess
+import tarfile
 import time
+from pathlib import Path
 
+import imageutil
 from test_image_run import images, out, root_images  # noqa: F401 (fixtures)
+from test_image_store import store  # noqa: F401 (fixture)
 
 
 def wait_line(p, want):
@@ -79,3 +88,66 @@ def test_exec_runs_as_the_images_user(root_images):
     st.create("bbbox", "--image", "bb")
     r = st.exec("bbbox", "sh", "-c", "id -u")
     assert r.returncode == 0 and r.stdout.strip() == "0", (r.stdout, r.stderr)
+
+
+# ---- layer xattrs: file capabilities and user.* are kept ----
+
+CAP_NET_RAW = 13
+
+
+def caps(revision, rootid=None):
+    """struct vfs_cap_data (revision 2) or vfs_ns_cap_data (3): cap_net_raw
+    permitted and effective."""
+    data = struct.pack("<IIIII", (revision << 24) | 1, 1 << CAP_NET_RAW, 0, 0, 0)
+    return data + (struct.pack("<I", rootid) if revision == 3 else b"")
+
+
+def xattr_layer():
+    t = imageutil.TarBuilder()
+    entries = {
+        "ping": {"security.capability": caps(2), "user.origin": b"layer",
+                 "user.overlay.opaque": b"y", "trusted.overlay.opaque": b"y"},
+        "ping3": {"security.capability": caps(3, 0)},
+        "ping3other": {"security.capability": caps(3, 1000)},
+    }
+    for name, xattrs in entries.items():
+        ti = t._info(name, tarfile.REGTYPE, 0o755)
+        data = b"#!/bin/sh\n"
+        ti.size = len(data)
+        ti.pax_headers = {f"SCHILY.xattr.{k}": v.decode("utf-8", "surrogateescape")
+                          for k, v in xattrs.items()}
+        t.tar.addfile(ti, io.BytesIO(data))
+    ti = t._info("data", tarfile.DIRTYPE, 0o755)
+    ti.pax_headers = {"SCHILY.xattr.user.dir": "kept"}
+    t.tar.addfile(ti)
+    return t.bytes()
+
+
+def xattrs(path):
+    return {n: os.getxattr(path, n, follow_symlinks=False)
+            for n in os.listxattr(path, follow_symlinks=False)}
+
+
+def test_layer_xattrs_are_kept(store):
+    layout = store.work / "xattrs"
+    imageutil.write_oci_layout(layout, imageutil.make_image(layers=[xattr_layer()],
+                                                            compression=("gzip",)), ref=None)
+    store.give(layout)
+    store.ok("import", str(layout), "xa:1")
+    root = Path(store.inspect("xa:1")["layers"][0]["path"])
+    ping = xattrs(root / "ping")
+    assert ping.get("user.origin") == b"layer", ping
+    assert xattrs(root / "data").get("user.dir") == b"kept"
+    # SECURITY: never overlayfs's own (a forged opaque dir or whiteout),
+    # nor trusted.*.
+    assert "user.overlay.opaque" not in ping and "trusted.overlay.opaque" not in ping, ping
+    if store.runner.mode == "root":
+        # Kept as revision 2 (no root id): the sandbox's root's, through
+        # the idmapped layer; a revision 3 one with root id 0 likewise.
+        assert ping.get("security.capability") == caps(2), ping
+        assert xattrs(root / "ping3").get("security.capability") == caps(2)
+        # Twin: one for another namespace's root is not kept.
+        assert "security.capability" not in xattrs(root / "ping3other")
+    else:
+        # An unprivileged user cannot set a file capability: not kept.
+        assert "security.capability" not in ping, ping
