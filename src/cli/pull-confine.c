@@ -49,8 +49,9 @@ typedef struct PullAnswer {
 } PullAnswer;
 
 static int pull_confine(const PullOptions *o, const char *layout_dir) {
-        LandlockPath p[ELEMENTSOF(pull_read_paths) + 8];
-        const char *cert_file = getenv("SSL_CERT_FILE"), *cert_dir = getenv("SSL_CERT_DIR");
+        LandlockPath p[ELEMENTSOF(pull_read_paths) + 9];
+        const char *cert_file = getenv("SSL_CERT_FILE"), *cert_dir = getenv("SSL_CERT_DIR"),
+                   *ssl_conf = getenv("OPENSSL_CONF");
         size_t k = 0;
         int r;
 
@@ -61,6 +62,8 @@ static int pull_confine(const PullOptions *o, const char *layout_dir) {
                 p[k++] = (LandlockPath){.path = cert_file, .optional = true};
         if (cert_dir && cert_dir[0] == '/')
                 p[k++] = (LandlockPath){.path = cert_dir, .optional = true};
+        if (ssl_conf && ssl_conf[0] == '/')
+                p[k++] = (LandlockPath){.path = ssl_conf, .optional = true};
         if (o->cert_dir)
                 p[k++] = (LandlockPath){.path = o->cert_dir, .optional = true};
         if (o->auth_file)
