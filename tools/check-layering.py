@@ -56,6 +56,10 @@ KNOWN |= {
     ("src/cli/doctor.c", "src/lib/sandbox/container.h"),
     ("src/cli/doctor.c", "src/lib/doctor/features.h"),
     ("src/cli/image-pull.c", "src/lib/image/image-store.h"),
+    # hutch-pull's confined child (issue 17) belongs in src/lib/registry.
+    ("src/cli/pull-confine.c", "src/lib/ns/landlock.h"),
+    ("src/cli/pull-confine.c", "src/lib/seccomp/seccomp-filter.h"),
+    ("src/cli/pull-confine.h", "src/lib/registry/registry.h"),
     ("src/cli/image-pull.c", "src/lib/registry/registry.h"),
     ("src/cli/image-pull.c", "src/lib/store/store.h"),
     ("src/cli/image.c", "src/lib/image/image-store.h"),

@@ -3,7 +3,8 @@
  * program links OpenSSL's libssl and http_parser for the registry client
  * (src/lib/registry); `hutch image pull` runs it. The image is pulled into
  * an OCI image layout (a held .tmp-pull-* folder of the image store, or
- * --layout DIR) and then imported by the image store (image-store.h).
+ * --layout DIR) by a confined child (pull-confine.h) and then imported by
+ * the image store (image-store.h).
  *
  *   hutch-pull [pull] [--tls-verify=BOOL] [--platform OS/ARCH[/VARIANT]]
  *              [--authfile FILE] [--cert-dir DIR] [--layout DIR] [-q] REF [NAME] */
@@ -19,6 +20,7 @@
 #include "log.h"
 #include "parse-util.h"
 #include "progress.h"
+#include "pull-confine.h"
 #include "registry/registry.h"
 #include "rm-rf.h"
 #include "sha256.h"
@@ -27,9 +29,11 @@
 static const char usage_pull[] =
         "usage: hutch image pull [OPTIONS] REF [NAME]\n\n"
         "Downloads the image REF from its registry (the OCI distribution protocol), verifying\n"
-        "every blob against its digest. REF is written as Docker writes it: python:3.12 is\n"
-        "docker.io/library/python:3.12, localhost:5000/x:y names the registry\n"
-        "localhost:5000, NAME@sha256:HEX pins a digest. Prints the manifest's digest.\n"
+        "every blob against its digest. REF is written as Docker writes it: localhost:5000/x:y\n"
+        "names the registry localhost:5000, NAME@sha256:HEX pins a digest, and python:3.12\n"
+        "is D/library/python:3.12 where D is $HUTCH_REGISTRY_DEFAULT or the first\n"
+        "unqualified-search-registries entry of /etc/containers/registries.conf (no default:\n"
+        "a short name is an error). Prints the manifest's digest.\n"
         "  NAME                  the name in the image store (default: REF as Docker shows\n"
         "                        it, python:3.12, localhost:5000/x:y)\n"
         "  --layout DIR          write the image as an OCI image layout into DIR instead\n"
@@ -154,19 +158,18 @@ static int platform_parse(char *s, PullOptions *o) {
  * ("python:3.12", "user/app:1", "localhost:5000/x:y"); NULL for a pull by
  * digest only (the image is then found by its digest). */
 static int store_name(const ImageRef *ref, char **ret) {
-        const char *repo = ref->repository;
-        bool hub = strcmp(ref->domain, "docker.io") == 0;
+        _cleanup_free_ char *full = NULL;
+        char *s;
 
         *ret = NULL;
         if (!ref->tag)
                 return 0;
-        if (hub && strncmp(repo, "library/", 8) == 0)
-                repo += 8;
-        if (asprintf(ret, "%s%s%s:%s", hub ? "" : ref->domain, hub ? "" : "/", repo, ref->tag) <
-            0) {
-                *ret = NULL;
+        if (asprintf(&full, "%s/%s:%s", ref->domain, ref->repository, ref->tag) < 0)
                 return -ENOMEM;
-        }
+        s = strdup(image_ref_familiar(full));
+        if (!s)
+                return -ENOMEM;
+        *ret = s;
         return 0;
 }
 
@@ -215,7 +218,7 @@ static int pull_into_store(const ImageRef *ref, const PullOptions *o, const char
         if (asprintf(&dir, "%s/.tmp-pull-%s", s->dir, hex) < 0)
                 return log_error("out of memory"), HUTCH_EXIT_FAILURE;
 
-        r = registry_pull(ref, o, dir, &digest, &hold, &err);
+        r = registry_pull_confined(ref, o, dir, &digest, &hold, &err);
         if (r < 0) {
                 log_error("cannot pull '%s': %s", refstr, err.msg[0] ? err.msg : strerror(-r));
                 return HUTCH_EXIT_FAILURE;
@@ -277,7 +280,7 @@ static int main_pull(int argc, char **argv) {
                 log_error("NAME names an image in the store: not with --layout");
                 return HUTCH_EXIT_FAILURE;
         }
-        r = registry_pull(ref, &o, arg_layout, &digest, NULL, &err);
+        r = registry_pull_confined(ref, &o, arg_layout, &digest, NULL, &err);
         if (r < 0) {
                 log_error("cannot pull '%s': %s", refstr, err.msg[0] ? err.msg : strerror(-r));
                 return HUTCH_EXIT_FAILURE;

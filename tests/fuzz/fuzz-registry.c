@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "image/registries-conf.h"
 #include "registry/registry-internal.h"
 #include "registry/registry.h"
 
@@ -13,7 +14,11 @@
  *   - a WWW-Authenticate challenge has a non-empty scheme, and its values
  *     carry no control byte (they go into the next request);
  *   - a URL (a redirect's Location, a token realm) has a host, a path
- *     starting with '/' and nothing that could split a request line. */
+ *     starting with '/' and nothing that could split a request line;
+ *   - a registries.conf that parses has search registries without a '/'
+ *     and a prefix in every [[registry]].
+ * Short names resolve under a fixed default registry, and the machine's
+ * registries.conf is not read (the same result on every machine). */
 
 #define FUZZ_INPUT_MAX 4096
 
@@ -71,8 +76,27 @@ static void check_url(const char *text) {
         url_done(&u);
 }
 
+static void check_conf(const char *text) {
+        RegistriesConf *c = calloc(1, sizeof(*c));
+
+        if (!c)
+                return;
+        if (registries_conf_parse(c, text, "fuzz.conf", NULL) >= 0) {
+                for (char **s = c->search; s && *s; s++)
+                        if (strchr(*s, '/') || !**s)
+                                abort();
+                for (size_t i = 0; i < c->n_entries; i++)
+                        if (!c->entries[i].prefix || !c->entries[i].where)
+                                abort();
+        }
+        registries_conf_free(c);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         char *text;
+
+        (void)setenv("CONTAINERS_REGISTRIES_CONF", "/dev/null", 1);
+        (void)setenv("HUTCH_REGISTRY_DEFAULT", "registry.example.test", 1);
 
         if (size > FUZZ_INPUT_MAX)
                 return 0;
@@ -85,6 +109,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         check_ref(text);
         check_challenge(text);
         check_url(text);
+        check_conf(text);
 
         free(text);
         return 0;

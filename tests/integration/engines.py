@@ -3,8 +3,8 @@
 tests themselves, so that hutch can be tested next to them as it runs on
 real machines (issue 24):
 
- - dockerd(tmp_path, prefix=()): a context manager that starts Debian's
-   dockerd (package docker.io) with its own data root, exec root, socket,
+ - dockerd(tmp_path, prefix=()): a context manager that starts dockerd
+   (Debian's dockerd package) with its own data root, exec root, socket,
    pid file and containerd namespace: no systemd, no iptables, no bridge,
    no network access. It yields a Dockerd with .docker(*args) (Debian's
    /usr/bin/docker client, `-H unix://SOCK`) and .sock. On the way out,

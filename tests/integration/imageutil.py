@@ -198,7 +198,7 @@ def write_oci_layout(root, image=None, ref="busybox:latest", index_platform=Fals
     for img in (image, *extra_manifests):
         for b in (*img.blobs, img.config, img.manifest):
             write_blob(root, b)
-    ann = {"io.containerd.image.name": f"docker.io/library/{ref}",
+    ann = {"io.containerd.image.name": f"registry.example.test/library/{ref}",
            "org.opencontainers.image.ref.name": ref.split(":")[-1]} if ref else {}
     if index_platform:
         sub = json.dumps({

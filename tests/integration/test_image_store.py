@@ -35,7 +35,8 @@ class ImageStore:
         return self.home / "images"
 
     def env(self):
-        return {"HUTCH_HOME": str(self.home)}
+        # Short names are registry.example.test's (docs/images-pull.md).
+        return {"HUTCH_HOME": str(self.home), "HUTCH_REGISTRY_DEFAULT": "registry.example.test"}
 
     def __call__(self, *args, input=None, **kw):
         if input is not None:
@@ -153,7 +154,7 @@ def test_layers_have_overlay_semantics(store):
     info = store.inspect("busybox")
     # Without NAME, the archive's own (io.containerd.image.name), short.
     assert info["names"] == ["busybox:latest"]
-    assert store.inspect("docker.io/library/busybox:latest")["digest"] == info["digest"]
+    assert store.inspect("registry.example.test/library/busybox:latest")["digest"] == info["digest"]
     low, top = (Path(l["path"]) for l in info["layers"])
     assert low.parent.name == img.diff_ids[0][7:] and top.parent.name == img.diff_ids[1][7:]
     # The whiteout: a character device 0:0 where data/gone was.

@@ -64,25 +64,41 @@ TEST(image_ref_is_valid) {
         }
 }
 
+/* No registries.conf of the machine's: this process reads an empty one,
+ * and the tests that want a default registry set $HUTCH_REGISTRY_DEFAULT. */
+__attribute__((constructor)) static void conf_setup(void) {
+        (void)setenv("CONTAINERS_REGISTRIES_CONF", "/dev/null", 1);
+        (void)unsetenv("HUTCH_REGISTRY_DEFAULT");
+}
+
 TEST(image_ref_normalize) {
         static const struct {
                 const char *in, *out;
-        } table[] = {
-                {"busybox", "docker.io/library/busybox:latest"},
-                {"busybox:1", "docker.io/library/busybox:1"},
-                {"me/box", "docker.io/me/box:latest"},
-                {"docker.io/busybox", "docker.io/library/busybox:latest"},
-                {"index.docker.io/me/box:2", "docker.io/me/box:2"},
-                {"localhost/x", "localhost/x:latest"},
-                {"localhost:5000/x/y:2", "localhost:5000/x/y:2"},
-                {"quay.example.com/a/b", "quay.example.com/a/b:latest"},
-        };
+        } with_default[] =
+                {
+                        {"busybox", "registry.example.test/library/busybox:latest"},
+                        {"busybox:1", "registry.example.test/library/busybox:1"},
+                        {"me/box", "registry.example.test/me/box:latest"},
+                        {"registry.example.test/busybox",
+                         "registry.example.test/library/busybox:latest"},
+                        {"registry.example.test/me/box:2", "registry.example.test/me/box:2"},
+                        {"localhost/x", "localhost/x:latest"},
+                        {"localhost:5000/x/y:2", "localhost:5000/x/y:2"},
+                        {"other.example.test/a", "other.example.test/a:latest"},
+                },
+          without[] = {
+                  {"busybox", "busybox:latest"},
+                  {"me/box:1", "me/box:1"},
+                  {"localhost:5000/x/y:2", "localhost:5000/x/y:2"},
+                  {"other.example.test/a", "other.example.test/a:latest"},
+          };
 
-        for (size_t i = 0; i < ELEMENTSOF(table); i++) {
+        ASSERT_OK(setenv("HUTCH_REGISTRY_DEFAULT", "registry.example.test", 1));
+        for (size_t i = 0; i < ELEMENTSOF(with_default); i++) {
                 _cleanup_free_ char *s = NULL;
 
-                ASSERT_OK(image_ref_normalize(table[i].in, &s));
-                ASSERT_STREQ(s, table[i].out);
+                ASSERT_OK(image_ref_normalize(with_default[i].in, &s));
+                ASSERT_STREQ(s, with_default[i].out);
         }
         {
                 char *s = NULL;
@@ -92,9 +108,19 @@ TEST(image_ref_normalize) {
                 ASSERT_ERROR(image_ref_normalize(NULL, &s), EINVAL);
                 ASSERT_NULL(s);
         }
-        ASSERT_STREQ(image_ref_familiar("docker.io/library/busybox:latest"), "busybox:latest");
-        ASSERT_STREQ(image_ref_familiar("docker.io/me/box:1"), "me/box:1");
+        ASSERT_STREQ(image_ref_familiar("registry.example.test/library/busybox:latest"),
+                     "busybox:latest");
+        ASSERT_STREQ(image_ref_familiar("registry.example.test/me/box:1"), "me/box:1");
         ASSERT_STREQ(image_ref_familiar("localhost:5000/x:1"), "localhost:5000/x:1");
+        ASSERT_OK(unsetenv("HUTCH_REGISTRY_DEFAULT"));
+        for (size_t i = 0; i < ELEMENTSOF(without); i++) {
+                _cleanup_free_ char *s = NULL;
+
+                ASSERT_OK(image_ref_normalize(without[i].in, &s));
+                ASSERT_STREQ(s, without[i].out);
+        }
+        ASSERT_STREQ(image_ref_familiar("registry.example.test/library/busybox:latest"),
+                     "registry.example.test/library/busybox:latest");
 }
 
 TEST(oci_compression) {
@@ -566,7 +592,7 @@ TEST(image_store_use_rm_gc) {
         }
         ASSERT_OK(image_store_import(s, src, "t:1", -EBADF, &im, &err));
         ASSERT_EQ(im->n_layers, 1);
-        ASSERT_STREQ(im->names[0], "docker.io/library/t:1");
+        ASSERT_STREQ(im->names[0], "t:1");
         ASSERT_STREQ(im->config.cmd[0], "/hello");
         ASSERT_ERROR(image_store_import(s, src, "Bad:Name", -EBADF, NULL, &err), EINVAL);
         ASSERT_OK(image_store_resolve(s, "t:1", &again, &err));

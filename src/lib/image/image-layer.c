@@ -1,4 +1,5 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
+#include <endian.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -375,6 +376,75 @@ static int make_hardlink(Unpack *u, struct archive_entry *e, int pfd, const char
         return 0;
 }
 
+#define XATTRS_PER_ENTRY_MAX 64
+#define XATTR_CAPS_V2_SIZE 20 /* struct vfs_cap_data */
+#define XATTR_CAPS_V3_SIZE 24 /* struct vfs_ns_cap_data: and a rootid */
+
+/* A file capability as the store keeps it: revision 2 (no root id), which
+ * an idmapped sandbox reads as its own root's (the kernel maps the
+ * missing root id through the mount's id map). A revision 3 one counts
+ * only with root id 0, the image's root; anything else is not kept. */
+static bool caps_to_v2(const void *value, size_t size, uint8_t out[XATTR_CAPS_V2_SIZE]) {
+        uint32_t magic, rootid;
+
+        if (size != XATTR_CAPS_V2_SIZE && size != XATTR_CAPS_V3_SIZE)
+                return false;
+        memcpy(&magic, value, 4);
+        magic = le32toh(magic);
+        if ((magic & 0xff000000u) == 0x02000000u && size == XATTR_CAPS_V2_SIZE) {
+                memcpy(out, value, XATTR_CAPS_V2_SIZE);
+                return true;
+        }
+        if ((magic & 0xff000000u) != 0x03000000u || size != XATTR_CAPS_V3_SIZE)
+                return false;
+        memcpy(&rootid, (const uint8_t *)value + XATTR_CAPS_V2_SIZE, 4);
+        if (le32toh(rootid) != 0)
+                return false;
+        magic = htole32(0x02000000u | (magic & 0x00ffffffu));
+        memcpy(out, &magic, 4);
+        memcpy(out + 4, (const uint8_t *)value + 4, XATTR_CAPS_V2_SIZE - 4);
+        return true;
+}
+
+/* The entry's xattrs onto @fd (a regular file or a directory): user.*
+ * (not user.overlay.*, which would be overlayfs's own metadata: SECURITY,
+ * a layer must not forge whiteouts, opaque dirs or redirects), and, in a
+ * root's import (owners kept), security.capability (caps_to_v2()). The
+ * rest (trusted.*, other security.*, system.* ACLs) is not kept, nor is
+ * anything a filesystem without xattrs refuses (docs/images.md). */
+static int apply_xattrs(Unpack *u, struct archive_entry *e, int fd, const char *rel) {
+        const char *name;
+        const void *value;
+        size_t size;
+        int n = archive_entry_xattr_reset(e);
+
+        if (n > XATTRS_PER_ENTRY_MAX)
+                return hutch_error_set(u->reterr, E2BIG, "'%.200s' has %d xattrs (at most %d)", rel,
+                                       n, XATTRS_PER_ENTRY_MAX);
+        while (archive_entry_xattr_next(e, &name, &value, &size) == ARCHIVE_OK) {
+                uint8_t caps[XATTR_CAPS_V2_SIZE];
+
+                if (!name)
+                        continue;
+                if (strncmp(name, "user.", 5) == 0 && strncmp(name, "user.overlay.", 13) != 0) {
+                        if (fsetxattr(fd, name, value, size, 0) < 0 && errno != ENOTSUP &&
+                            errno != EOPNOTSUPP)
+                                return hutch_error_set(u->reterr, errno,
+                                                       "failed to set %.100s on '%.200s': %m", name,
+                                                       rel);
+                } else if (strcmp(name, "security.capability") == 0 &&
+                           u->owners == IMAGE_LAYER_OWNERS_KEEP && caps_to_v2(value, size, caps)) {
+                        if (fsetxattr(fd, name, caps, sizeof(caps), 0) < 0 && errno != ENOTSUP &&
+                            errno != EOPNOTSUPP)
+                                return hutch_error_set(u->reterr, errno,
+                                                       "failed to set the file capability of "
+                                                       "'%.200s': %m",
+                                                       rel);
+                }
+        }
+        return 0;
+}
+
 static int make_file(Unpack *u, struct archive_entry *e, int pfd, const char *name,
                      const char *rel) {
         struct timespec times[2] = {
@@ -402,6 +472,10 @@ static int make_file(Unpack *u, struct archive_entry *e, int pfd, const char *na
          * enter (0700), and a sandbox mounts its root nosuid for host ids. */
         if (fchmod(fd, mode) < 0)
                 return hutch_error_set(u->reterr, errno, "failed to chmod '%.200s': %m", rel);
+        /* After the chown, which clears a file capability. */
+        r = apply_xattrs(u, e, fd, rel);
+        if (r < 0)
+                return r;
         if (times[1].tv_nsec < 0 || times[1].tv_nsec >= 1000000000L)
                 times[1].tv_nsec = 0;
         (void)futimens(fd, times);
@@ -421,6 +495,17 @@ static int make_dir(Unpack *u, struct archive_entry *e, int pfd, const char *nam
             fchownat(pfd, name, (uid_t)archive_entry_uid(e), (gid_t)archive_entry_gid(e),
                      AT_SYMLINK_NOFOLLOW) < 0)
                 return hutch_error_set(u->reterr, errno, "failed to chown '%.200s': %m", rel);
+        if (archive_entry_xattr_count(e) > 0) {
+                _cleanup_close_ int fd =
+                        openat(pfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+
+                if (fd < 0)
+                        return hutch_error_set(u->reterr, errno, "failed to open '%.200s': %m",
+                                               rel);
+                r = apply_xattrs(u, e, fd, rel);
+                if (r < 0)
+                        return r;
+        }
         r = owners_record(u, e, rel);
         if (r < 0)
                 return r;

@@ -16,6 +16,7 @@
 #include "fd-util.h"
 #include "image/image-internal.h"
 #include "image/image-oci.h"
+#include "image/registries-conf.h"
 #include "rm-rf.h"
 #include "strv.h"
 
@@ -245,35 +246,36 @@ static bool name_has_domain(const char *name, size_t n) {
 }
 
 int image_ref_normalize(const char *ref, char **ret) {
-        const char *tag, *domain = "", *library = "";
-        size_t n;
+        const char *tag, *domain = NULL, *library = "";
+        size_t n, dn;
         char *s;
+        int r;
 
         if (!ref || ref_digest(ref) || strlen(ref) > IMAGE_REF_MAX)
                 return -EINVAL;
         ref_split(ref, &n, &tag);
         if (!name_is_valid(ref, n) || (tag && !tag_is_valid(tag)))
                 return -EINVAL;
-        /* As Docker writes references: "busybox" is
-         * docker.io/library/busybox, "me/box" docker.io/me/box. */
-        if (!name_has_domain(ref, n)) {
-                domain = "docker.io/";
+        r = registry_default_domain(&domain, NULL);
+        if (r < 0)
+                return r;
+        /* As Docker writes references, with the configured default
+         * registry D: "busybox" is D/library/busybox, "me/box" D/me/box,
+         * "D/busybox" D/library/busybox. With none configured, a name
+         * without a registry stays as it is (an image of this store only). */
+        dn = domain ? strlen(domain) : 0;
+        if (domain && !name_has_domain(ref, n)) {
                 if (!memchr(ref, '/', n))
                         library = "library/";
-        } else if (n > 16 && strncmp(ref, "index.docker.io/", 16) == 0) {
-                ref += 16;
-                n -= 16;
-                domain = "docker.io/";
-                if (!memchr(ref, '/', n))
-                        library = "library/";
-        } else if (n > 10 && strncmp(ref, "docker.io/", 10) == 0 && !memchr(ref + 10, '/', n - 10))
+        } else if (domain && n > dn + 1 && strncmp(ref, domain, dn) == 0 && ref[dn] == '/' &&
+                   !memchr(ref + dn + 1, '/', n - dn - 1)) {
                 library = "library/";
-        if (!domain[0] && library[0]) {
-                /* "docker.io/busybox": the library goes after the domain. */
-                if (asprintf(&s, "docker.io/library/%.*s:%s", (int)(n - 10), ref + 10,
-                             tag ?: "latest") < 0)
-                        return -ENOMEM;
-        } else if (asprintf(&s, "%s%s%.*s:%s", domain, library, (int)n, ref, tag ?: "latest") < 0)
+                ref += dn + 1;
+                n -= dn + 1;
+        } else
+                domain = NULL;
+        if (asprintf(&s, "%s%s%s%.*s:%s", domain ? domain : "", domain ? "/" : "", library, (int)n,
+                     ref, tag ?: "latest") < 0)
                 return -ENOMEM;
         if (strlen(s) > IMAGE_REF_MAX + 32) {
                 free(s);
@@ -284,13 +286,19 @@ int image_ref_normalize(const char *ref, char **ret) {
 }
 
 const char *image_ref_familiar(const char *name) {
+        const char *domain = NULL;
+        size_t dn;
+
         if (!name)
                 return NULL;
-        if (strncmp(name, "docker.io/library/", 18) == 0)
-                return name + 18;
-        if (strncmp(name, "docker.io/", 10) == 0)
-                return name + 10;
-        return name;
+        if (registry_default_domain(&domain, NULL) <= 0)
+                return name;
+        dn = strlen(domain);
+        if (strncmp(name, domain, dn) != 0 || name[dn] != '/')
+                return name;
+        if (strncmp(name + dn + 1, "library/", 8) == 0)
+                return name + dn + 9;
+        return name + dn + 1;
 }
 
 /* ---- tags.json ---- */
@@ -687,8 +695,10 @@ static int holder_check(const char *digest, const char *kind, const char *holder
         if (!oci_digest_is_valid(digest))
                 return hutch_error_set(reterr, EINVAL, "'%.80s' is not an image digest",
                                        digest ?: "");
-        if (!kind || (strcmp(kind, "sandbox") != 0 && strcmp(kind, "snapshot") != 0))
-                return hutch_error_set(reterr, EINVAL, "an image user is a sandbox or a snapshot");
+        if (!kind || (strcmp(kind, "sandbox") != 0 && strcmp(kind, "snapshot") != 0 &&
+                      strcmp(kind, "run") != 0))
+                return hutch_error_set(reterr, EINVAL,
+                                       "an image user is a sandbox, a snapshot or a run");
         if (!holder || !store_name_is_valid(holder))
                 return hutch_error_set(reterr, EINVAL, "'%.80s' is not a sandbox or snapshot name",
                                        holder ?: "");
@@ -733,7 +743,51 @@ int image_store_unuse(ImageStore *s, const char *digest, const char *kind, const
         return 0;
 }
 
-/* Whether the mark "KIND:NAME" names a sandbox or snapshot that exists. */
+/* Whether "PID-START" (image_store_run_holder()) is a process that
+ * runs. */
+static bool run_is_live(const char *holder) {
+        _cleanup_free_ char *want = NULL;
+        int pid;
+        int r;
+
+        if (sscanf(holder, "%d-", &pid) != 1 || pid <= 0)
+                return false;
+        r = image_store_run_holder(pid, &want);
+        if (r == -ENOMEM)
+                return true; /* keep the image */
+        return r >= 0 && strcmp(want, holder) == 0;
+}
+
+int image_store_run_holder(pid_t pid, char **ret) {
+        _cleanup_free_ char *stat_text = NULL;
+        unsigned long long start = 0;
+        char path[64];
+        const char *p;
+        int r;
+
+        (void)snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+        r = read_full_file(path, 4096, &stat_text);
+        if (r < 0)
+                return r;
+        /* After the command's ")": state is field 3, starttime field 22. */
+        p = strrchr(stat_text, ')');
+        if (!p)
+                return -EBADMSG;
+        p++;
+        for (int field = 3; field < 22; field++) {
+                p = strchr(p + 1, ' ');
+                if (!p)
+                        return -EBADMSG;
+        }
+        if (sscanf(p, " %llu", &start) != 1)
+                return -EBADMSG;
+        if (asprintf(ret, "%d-%llu", (int)pid, start) < 0)
+                return -ENOMEM;
+        return 0;
+}
+
+/* Whether the mark "KIND:NAME" names a sandbox or snapshot that exists, or
+ * a run whose process runs. */
 static bool mark_is_live(ImageStore *s, const char *mark) {
         _cleanup_free_ char *path = NULL;
         const char *colon = strchr(mark, ':');
@@ -747,7 +801,9 @@ static bool mark_is_live(ImageStore *s, const char *mark) {
         } else if (strncmp(mark, "snapshot:", 9) == 0) {
                 if (asprintf(&path, "%s/snapshots/%s", s->home, colon + 1) < 0)
                         return true;
-        } else
+        } else if (strncmp(mark, "run:", 4) == 0)
+                return run_is_live(colon + 1);
+        else
                 return false;
         return lstat(path, &st) == 0;
 }

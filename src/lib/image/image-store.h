@@ -52,6 +52,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "hutch-error.h"
 #include "macro.h"
@@ -132,14 +133,17 @@ bool image_ref_is_valid(const char *ref);
 
 /* Writes the canonical "NAME:TAG" of @ref to @ret, as Docker reads
  * references: ":latest" added when no tag is given, and a name without a
- * registry host is Docker Hub's ("busybox" is
- * "docker.io/library/busybox:latest", "me/box" "docker.io/me/box:latest";
- * a first component with a '.' or ':', or "localhost", is a host). The
- * store keeps canonical names. -EINVAL for a digest or an invalid name. */
+ * registry host is the configured default registry's
+ * (registry_default_domain(): with D, "busybox" is
+ * "D/library/busybox:latest", "me/box" "D/me/box:latest"; with none, the
+ * name stays without a host); a first component with a '.' or ':', or
+ * "localhost", is a host. The store keeps canonical names. -EINVAL for a
+ * digest or an invalid name, or the error of a registries.conf that does
+ * not parse. */
 int image_ref_normalize(const char *ref, char **ret);
 
-/* The short form of the canonical @name to show people: without
- * "docker.io/library/" or "docker.io/" (borrowed from @name). */
+/* The short form of the canonical @name to show people: without the
+ * default registry's "D/library/" or "D/" (borrowed from @name). */
 const char *image_ref_familiar(const char *name);
 
 /* Resolves @ref (NAME[:TAG], a digest, or an unambiguous id prefix of at
@@ -155,12 +159,19 @@ int image_store_list(ImageStore *s, Image ***ret, size_t *ret_n, HutchError *ret
 void image_list_free(Image **l, size_t n);
 
 /* Marks the image @digest as used by @kind ("sandbox" or "snapshot") named
- * @holder (store_name_is_valid()), so that image_store_remove() refuses to
+ * @holder (store_name_is_valid()), or by a one-shot run ("run", @holder
+ * from image_store_run_holder()), so that image_store_remove() refuses to
  * remove it; idempotent. A mark whose sandbox/snapshot no longer exists in
- * the store is stale: rm ignores it and gc removes it. -ENOENT when there
- * is no such image, -EINVAL for a bad @kind/@holder/@digest. */
+ * the store, or whose run's process (the pid with that start time) is
+ * gone, is stale: rm ignores it and gc removes it. -ENOENT when there is
+ * no such image, -EINVAL for a bad @kind/@holder/@digest. */
 int image_store_use(ImageStore *s, const char *digest, const char *kind, const char *holder,
                     HutchError *reterr);
+/* The "run" holder name of the process @pid: "PID-STARTTIME" (its start
+ * time from /proc/PID/stat, so that a reused pid is another holder).
+ * Returns 0 and a new string, or -errno (-ENOENT: no such process). */
+int image_store_run_holder(pid_t pid, char **ret);
+
 /* Removes that mark (none: success). */
 int image_store_unuse(ImageStore *s, const char *digest, const char *kind, const char *holder,
                       HutchError *reterr);

@@ -164,22 +164,20 @@ fail:
         return r;
 }
 
-/* "https://index.docker.io/v1/" -> "index.docker.io", "host/path" -> "host" */
-static bool auth_key_matches(const char *key, const char *domain) {
+/* Whether the auth file's @key names @host: "https://HOST/v1/" and
+ * "HOST/path" are HOST's. */
+static bool auth_key_matches(const char *key, const char *host) {
         const char *k = key;
         size_t n;
 
+        if (!host)
+                return false;
         if (strncmp(k, "https://", 8) == 0)
                 k += 8;
         else if (strncmp(k, "http://", 7) == 0)
                 k += 7;
         n = strcspn(k, "/");
-        if (strlen(domain) == n && strncmp(k, domain, n) == 0)
-                return true;
-        if (strcmp(domain, "docker.io") == 0)
-                return (n == 15 && strncmp(k, "index.docker.io", n) == 0) ||
-                       (n == 20 && strncmp(k, "registry-1.docker.io", n) == 0);
-        return false;
+        return strlen(host) == n && strncmp(k, host, n) == 0;
 }
 
 static int base64_userpass(const char *b64, char **ret) {
@@ -210,7 +208,8 @@ static int base64_userpass(const char *b64, char **ret) {
         return 0;
 }
 
-int auth_file_lookup(const char *path, const char *domain, char **ret_userpass) {
+int auth_file_lookup(const char *path, const char *domain, const char *endpoint,
+                     char **ret_userpass) {
         _cleanup_free_ char *text = NULL;
         json_t *root, *auths, *entry;
         const char *key;
@@ -235,7 +234,7 @@ int auth_file_lookup(const char *path, const char *domain, char **ret_userpass) 
         json_object_foreach(auths, key, entry) {
                 json_t *auth;
 
-                if (!auth_key_matches(key, domain))
+                if (!auth_key_matches(key, domain) && !auth_key_matches(key, endpoint))
                         continue;
                 auth = json_object_get(entry, "auth");
                 if (!json_is_string(auth))

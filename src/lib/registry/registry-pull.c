@@ -262,7 +262,7 @@ static int registry_load_credentials(Registry *reg) {
         reg->auth_file = reg->o->auth_file ? strdup(reg->o->auth_file) : auth_file_default();
         if (!reg->auth_file)
                 return 0;
-        r = auth_file_lookup(reg->auth_file, reg->ref->domain, &reg->userpass);
+        r = auth_file_lookup(reg->auth_file, reg->ref->domain, reg->ref->endpoint, &reg->userpass);
         return r < 0 ? r : 0;
 }
 

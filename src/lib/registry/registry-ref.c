@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "image/registries-conf.h"
 #include "parse-util.h"
 #include "registry.h"
 
@@ -16,6 +17,7 @@ ImageRef *image_ref_free(ImageRef *ref) {
         if (!ref)
                 return NULL;
         free(ref->domain);
+        free(ref->endpoint);
         free(ref->repository);
         free(ref->tag);
         free(ref->digest);
@@ -120,10 +122,38 @@ static int digest_check(const char *s, HutchError *reterr) {
         return 0;
 }
 
+/* Where @ref's registry is reached, from the machine's registries.conf:
+ * refused when it is blocked there, its [[registry]] location when it has
+ * one. */
+static int image_ref_route(ImageRef *ref, HutchError *reterr) {
+        const RegistriesConf *c;
+        const RegistryEntry *e;
+        int r;
+
+        r = registries_conf_get(&c, reterr);
+        if (r < 0)
+                return r;
+        r = registries_conf_lookup(c, ref->domain, &e, reterr);
+        if (r <= 0)
+                return r;
+        if (e->blocked)
+                return hutch_error_set(reterr, EACCES, "registry '%s' is blocked (%s)", ref->domain,
+                                       e->where);
+        if (!e->location || strcmp(e->location, ref->domain) == 0)
+                return 0;
+        if (!domain_is_valid(e->location))
+                return hutch_error_set(reterr, EOPNOTSUPP,
+                                       "%s: location '%s' of '%s': hutch applies only a "
+                                       "location that is a registry HOST[:PORT]",
+                                       e->where, e->location, ref->domain);
+        ref->endpoint = strdup(e->location);
+        return ref->endpoint ? 0 : -ENOMEM;
+}
+
 int image_ref_parse(const char *s, ImageRef **ret, HutchError *reterr) {
         _cleanup_(image_ref_freep) ImageRef *ref = NULL;
         _cleanup_free_ char *name = NULL;
-        const char *slash, *rest, *last;
+        const char *slash, *rest, *last, *default_domain;
         char *at, *colon;
         int r;
 
@@ -160,6 +190,9 @@ int image_ref_parse(const char *s, ImageRef **ret, HutchError *reterr) {
                         return -ENOMEM;
         }
 
+        r = registry_default_domain(&default_domain, reterr);
+        if (r < 0)
+                return r;
         slash = strchr(name, '/');
         if (slash) {
                 size_t n = (size_t)(slash - name);
@@ -171,26 +204,28 @@ int image_ref_parse(const char *s, ImageRef **ret, HutchError *reterr) {
                 if (is_domain) {
                         ref->domain = strndup(name, n);
                         rest = slash + 1;
-                } else {
-                        ref->domain = strdup("docker.io");
+                } else
                         rest = name;
-                }
-        } else {
-                ref->domain = strdup("docker.io");
+        } else
                 rest = name;
+        if (!ref->domain) {
+                if (!default_domain)
+                        return hutch_error_set(
+                                reterr, EINVAL,
+                                "'%s' names no registry; give HOST/NAME:TAG or set "
+                                "unqualified-search-registries in "
+                                "/etc/containers/registries.conf (docs/images-pull.md)",
+                                s);
+                ref->domain = strdup(default_domain);
         }
         if (!ref->domain)
                 return -ENOMEM;
         if (!domain_is_valid(ref->domain))
                 return hutch_error_set(reterr, EINVAL, "invalid registry '%s' in '%s'", ref->domain,
                                        s);
-        if (strcmp(ref->domain, "index.docker.io") == 0) {
-                free(ref->domain);
-                ref->domain = strdup("docker.io");
-                if (!ref->domain)
-                        return -ENOMEM;
-        }
-        if (strcmp(ref->domain, "docker.io") == 0 && !strchr(rest, '/')) {
+        /* As Docker writes references, a one-component name under the
+         * default registry is in its "library/" namespace. */
+        if (default_domain && strcmp(ref->domain, default_domain) == 0 && !strchr(rest, '/')) {
                 if (asprintf(&ref->repository, "library/%s", rest) < 0) {
                         ref->repository = NULL;
                         return -ENOMEM;
@@ -200,6 +235,9 @@ int image_ref_parse(const char *s, ImageRef **ret, HutchError *reterr) {
                 if (!ref->repository)
                         return -ENOMEM;
         }
+        r = image_ref_route(ref, reterr);
+        if (r < 0)
+                return r;
         for (const char *c = ref->repository;;) {
                 const char *end = strchrnul(c, '/');
                 if (!component_is_valid(c, (size_t)(end - c)))
@@ -234,8 +272,5 @@ char *image_ref_to_string(const ImageRef *ref) {
 }
 
 const char *image_ref_endpoint(const ImageRef *ref) {
-        /* Docker Hub's names live under docker.io; its API does not. */
-        if (strcmp(ref->domain, "docker.io") == 0)
-                return "registry-1.docker.io";
-        return ref->domain;
+        return ref->endpoint ? ref->endpoint : ref->domain;
 }

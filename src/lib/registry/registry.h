@@ -28,11 +28,13 @@
 #define REGISTRY_TOKEN_MAX (256u << 10)
 #define REGISTRY_LAYERS_MAX 127u /* Docker's limit, and the image store's */
 
-/* An image reference: "python:3.12" is docker.io/library/python:3.12,
+/* An image reference: "python:3.12" is DEFAULT/library/python:3.12 where
+ * DEFAULT is the configured default registry (image/registries-conf.h),
  * "localhost:5000/x:y" names the registry localhost:5000,
  * "name@sha256:HEX" pins a manifest by digest. */
 typedef struct ImageRef {
-        char *domain;     /* "docker.io", "localhost:5000", "[::1]:5000" */
+        char *domain;     /* "registry.example.test", "localhost:5000", "[::1]:5000" */
+        char *endpoint;   /* its [[registry]] location, or NULL: the domain */
         char *repository; /* "library/python" */
         char *tag;        /* "3.12"; "latest" when neither a tag nor a digest was given */
         char *digest;     /* "sha256:<64 hex>", or NULL */
@@ -42,21 +44,23 @@ ImageRef *image_ref_free(ImageRef *ref);
 DEFINE_POINTER_CLEANUP(ImageRef, image_ref_free);
 
 /* Parses @s as Docker does (the domain is the first component when it has
- * a '.' or a ':', is "localhost", or has an upper-case letter; else
- * docker.io, with "library/" for a one-component name; "index.docker.io"
- * is docker.io). The repository's components are lower-case letters and
+ * a '.' or a ':', is "localhost", or has an upper-case letter; else the
+ * default registry of registry_default_domain(), with "library/" for a
+ * one-component name, and -EINVAL naming the configuration when there is
+ * none). The domain's [[registry]] of registries.conf gives the endpoint
+ * (-EACCES when it is blocked). The repository's components are lower-case letters and
  * digits with '.', '_', '__' or '-'s between them, a tag is at most 128 of
  * [A-Za-z0-9_.-] not starting with '.' or '-', a digest is sha256 only
  * (-EOPNOTSUPP for another algorithm), the name at most 255 characters.
  * Returns 0 and a new ImageRef, or -EINVAL (-EOPNOTSUPP) with @reterr. */
 int image_ref_parse(const char *s, ImageRef **ret, HutchError *reterr);
 
-/* "docker.io/library/python:3.12", "...@sha256:..." (with the tag too when
+/* "registry.example.test/library/python:3.12", "...@sha256:..." (with the tag too when
  * both were given). Returns a new string or NULL (OOM). */
 char *image_ref_to_string(const ImageRef *ref);
 
-/* The host[:port] to connect to for @ref's domain: docker.io's API lives at
- * registry-1.docker.io. Borrowed from @ref or static. */
+/* The host[:port] to connect to for @ref's domain: the location of its
+ * [[registry]] in registries.conf, or the domain. Borrowed from @ref. */
 const char *image_ref_endpoint(const ImageRef *ref);
 
 /* One challenge of a WWW-Authenticate header (RFC 9110 §11.6.1): the
@@ -78,14 +82,15 @@ void auth_challenge_done(AuthChallenge *c);
  * long). */
 int auth_challenge_parse(const char *header, AuthChallenge *ret);
 
-/* The "user:password" stored for @domain (docker.io also matches the keys
- * "index.docker.io" and "https://index.docker.io/v1/"; a key may carry a
- * scheme and a path) in the docker-style auth file @path:
+/* The "user:password" stored for @domain (or for @endpoint, its API host,
+ * when not NULL; a key may carry a scheme and a path, as
+ * "https://registry.example.test/v1/" does) in the docker-style auth file @path:
  * {"auths": {"KEY": {"auth": base64("user:password")}}}. Returns 1 and a
  * new string, 0 when the file or the entry does not exist, -EINVAL for a
  * file that is not such JSON or an entry that is not base64 of
  * "user:password" (credential helpers are not run: docs/images.md). */
-int auth_file_lookup(const char *path, const char *domain, char **ret_userpass);
+int auth_file_lookup(const char *path, const char *domain, const char *endpoint,
+                     char **ret_userpass);
 
 /* The first auth file that exists: $REGISTRY_AUTH_FILE,
  * $XDG_RUNTIME_DIR/containers/auth.json, $HOME/.docker/config.json.

@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "image/image-store.h"
 #include "parse-util.h"
@@ -10,9 +11,26 @@
 #include "store/store.h"
 #include "strv.h"
 
+/* Removes the run's mark, in the process that took it only (a forked
+ * child freeing its copy leaves it). */
+static void image_root_unmark_run(ImageRoot *img) {
+        _cleanup_(store_freep) Store *store = NULL;
+        _cleanup_(image_store_freep) ImageStore *is = NULL;
+        HutchError ignored = {};
+        int pid = 0;
+
+        if (!img->run_mark)
+                return;
+        if (sscanf(img->run_mark, "%d-", &pid) == 1 && pid == (int)getpid() &&
+            store_open(&store, &ignored) >= 0 && image_store_open(store, &is, &ignored) >= 0)
+                (void)image_store_unuse(is, img->digest, "run", img->run_mark, &ignored);
+        img->run_mark = mfree(img->run_mark);
+}
+
 ImageRoot *image_root_free(ImageRoot *img) {
         if (!img)
                 return NULL;
+        image_root_unmark_run(img);
         free(img->name);
         free(img->digest);
         strv_free(img->layers);
@@ -23,6 +41,28 @@ ImageRoot *image_root_free(ImageRoot *img) {
         strv_free(img->cmd);
         free(img);
         return NULL;
+}
+
+int image_root_mark_run(ImageRoot *img, HutchError *reterr) {
+        _cleanup_(store_freep) Store *store = NULL;
+        _cleanup_(image_store_freep) ImageStore *is = NULL;
+        _cleanup_free_ char *holder = NULL;
+        int r;
+
+        r = image_store_run_holder(getpid(), &holder);
+        if (r < 0)
+                return hutch_error_set(reterr, -r, "cannot name this run: %s", strerror(-r));
+        r = store_open(&store, reterr);
+        if (r < 0)
+                return r;
+        r = image_store_open(store, &is, reterr);
+        if (r < 0)
+                return r;
+        r = image_store_use(is, img->digest, "run", holder, reterr);
+        if (r < 0)
+                return r;
+        img->run_mark = TAKE_PTR(holder);
+        return 0;
 }
 
 int image_root_command(const ImageRoot *img, char *const *argv, char ***ret, HutchError *reterr) {

@@ -40,6 +40,7 @@ typedef struct ImageRoot {
         char *user;        /* Config.User, or NULL (root) */
         char **entrypoint; /* Config.Entrypoint, or NULL */
         char **cmd;        /* Config.Cmd, or NULL */
+        char *run_mark;    /* the in-use mark image_root_mark_run() took, or NULL */
 } ImageRoot;
 
 ImageRoot *image_root_free(ImageRoot *img);
@@ -51,6 +52,13 @@ DEFINE_POINTER_CLEANUP(ImageRoot, image_root_free)
  * store has no such image, -E2BIG past IMAGE_ROOT_MAX_LAYERS layers, or
  * the store's error. */
 int image_root_resolve(const char *name, ImageRoot **ret, HutchError *reterr);
+
+/* A one-shot run's in-use mark on @img's image (image_store_use(), kind
+ * "run", this process as the holder), so that `hutch image rm` refuses it
+ * while the run lasts; image_root_free() removes it, and a run killed
+ * before that leaves a mark rm and gc see is stale. Returns 0 or -errno
+ * with @reterr (-ENOENT: the image was removed since it was resolved). */
+int image_root_mark_run(ImageRoot *img, HutchError *reterr);
 
 /* The command of a run, by docker's rules: Entrypoint followed by @argv
  * when @argv has words, else Entrypoint followed by Cmd. A new vector in

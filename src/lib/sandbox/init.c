@@ -467,6 +467,58 @@ _noreturn_ static void exec_child(const ExecRequest *req) {
         exec_run(req);
 }
 
+/* A persistent sandbox's image User, which every exec's command runs as
+ * (docs/images-run.md), or NULL; and whether the policy's environment sets
+ * HOME and USER itself. Set by serve() before it forks anything; init is
+ * single-threaded, so the globals are safe. */
+static const char *exec_image_user;
+static bool exec_policy_home, exec_policy_user;
+
+/* In an exec's process, before its command: becomes the image's User
+ * (found in the sandbox's /etc/passwd and /etc/group as they are now),
+ * with HOME and USER following unless the policy's environment sets them;
+ * @env is the command's environment (a new vector in *@env when changed).
+ * SECURITY: only ids of the sandbox's own user namespace can be taken, and
+ * a change from uid 0 to another uid clears every capability init kept
+ * (its securebits keep NO_SETUID_FIXUP off). Exits 125 naming the
+ * problem. */
+static void exec_become_image_user(char ***env) {
+        _cleanup_free_ char *passwd = NULL, *group = NULL;
+        HutchError err = {};
+        ImageUser u;
+        int pdeath = 0, r;
+
+        if (!exec_image_user || !exec_image_user[0])
+                return;
+        (void)read_full_file("/etc/passwd", IMAGE_USER_FILE_MAX, &passwd);
+        (void)read_full_file("/etc/group", IMAGE_USER_FILE_MAX, &group);
+        r = image_user_resolve(exec_image_user, passwd, group, &u, &err);
+        if (r < 0) {
+                (void)dprintf(STDERR_FILENO, "hutch: cannot resolve the image's User: %s\n",
+                              err.msg);
+                _exit(125);
+        }
+        *env = strv_copy(*env);
+        if (!*env || (!exec_policy_home && strv_env_set(env, "HOME", u.home) < 0) ||
+            (u.name[0] && !exec_policy_user && strv_env_set(env, "USER", u.name) < 0))
+                _exit(125);
+        if (u.uid == 0 && u.gid == 0)
+                return;
+        (void)prctl(PR_GET_PDEATHSIG, &pdeath, 0, 0, 0);
+        if (setgroups(u.n_groups, u.groups) < 0 || setresgid(u.gid, u.gid, u.gid) < 0 ||
+            setresuid(u.uid, u.uid, u.uid) < 0) {
+                (void)dprintf(STDERR_FILENO,
+                              "hutch: cannot become the image's User '%s' (uid %u, gid %u): %s "
+                              "(without a range of ids, as an unprivileged caller has, the "
+                              "sandbox's only id is root)\n",
+                              exec_image_user, (unsigned)u.uid, (unsigned)u.gid, strerror(errno));
+                _exit(125);
+        }
+        /* A change of credentials clears it. */
+        if (pdeath > 0)
+                (void)prctl(PR_SET_PDEATHSIG, pdeath, 0, 0, 0);
+}
+
 /* The CPUs the sandbox may use, as init found them when it started: the
  * keeper then keeps itself and init on one CPU (keeper.c, pin_to_one_cpu()),
  * and each command gets these back before it execs. */
@@ -475,6 +527,8 @@ static bool command_cpus_saved;
 
 /* The command's side of an exec, in its cgroup already. */
 _noreturn_ static void exec_run(const ExecRequest *req) {
+        char **env = req->envp;
+
         for (int i = 0; i < 3; i++)
                 if (dup2(req->fds[i], i) < 0)
                         _exit(125);
@@ -491,6 +545,7 @@ _noreturn_ static void exec_run(const ExecRequest *req) {
          * sandbox, confined as any command. */
         if (req->argv[0][0] == FILE_OP_ARGV0_PREFIX)
                 _exit(file_op_main(req->cwd, req->argv));
+        exec_become_image_user(&env);
         if (chdir(req->cwd) < 0) {
                 (void)dprintf(STDERR_FILENO, "hutch: working directory '%s': %s\n", req->cwd,
                               strerror(errno));
@@ -501,7 +556,7 @@ _noreturn_ static void exec_run(const ExecRequest *req) {
         /* Only a slower command if this fails, no weaker one. */
         if (command_cpus_saved)
                 (void)sched_setaffinity(0, sizeof(command_cpus), &command_cpus);
-        exec_or_exit(req->argv, req->envp);
+        exec_or_exit(req->argv, env);
 }
 
 /* The process prepared for the next exec (SYNC_OP_STEM), in its cgroup
@@ -694,6 +749,11 @@ _noreturn_ static void serve(const InitArgs *a, const sigset_t *mask, unsigned f
         buf = malloc(SYNC_EXEC_PAYLOAD_MAX);
         if (!buf)
                 init_fail(a->sync_fd, ENOMEM, "serve commands", NULL);
+        if (a->image) {
+                exec_image_user = a->image->user;
+                exec_policy_home = strv_env_get(a->policy->env, "HOME") != NULL;
+                exec_policy_user = strv_env_get(a->policy->env, "USER") != NULL;
+        }
         /* Each exec brings its own stdio; init keeps none of the keeper's
          * (its log file). */
         for (int i = 0; i < 3; i++) {

@@ -760,6 +760,10 @@ int sandbox_start(const Policy *policy, const SandboxLayerPaths *layers, char *c
         keep_caps = layers && (idmap.ranged || idmap.privileged) ? CAPS_PACKAGE_SET : 0;
         if (policy->image) {
                 r = image_root_resolve(policy->image, &st->image, reterr);
+                /* A one-shot run holds its image for its lifetime (a
+                 * persistent sandbox's mark is its record's). */
+                if (r >= 0 && !layers)
+                        r = image_root_mark_run(st->image, reterr);
                 if (r < 0)
                         return r;
         }

@@ -1,0 +1,81 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#pragma once
+
+/* Which registry a short image name ("python:3.12") means, and where a
+ * registry's API is reached, read at run time from the machine's
+ * configuration (docs/images-pull.md, "Which registry"): hutch names no
+ * registry in its code.
+ *
+ * The configuration is containers-registries.conf(5), the file podman,
+ * buildah and skopeo read: $CONTAINERS_REGISTRIES_CONF alone (no drop-ins
+ * then), or else (for a user other than root) $XDG_CONFIG_HOME/containers/registries.conf
+ * (~/.config/...) when it exists, or else /etc/containers/registries.conf;
+ * then the drop-ins /etc/containers/registries.conf.d/ *.conf and the
+ * user's registries.conf.d/ *.conf in name order, a later file's
+ * unqualified-search-registries replacing an earlier one's and a later
+ * [[registry]] replacing one with the same prefix. Of that file hutch uses:
+ *   unqualified-search-registries = ["HOST", ...]   the first is the default
+ *   [[registry]] prefix = "HOST" location = "HOST2" the API of HOST is at HOST2
+ *   [[registry]] prefix = "HOST" blocked = true     refuse pulls from HOST
+ * and reads (to check their syntax) but does not act on the rest
+ * ([aliases], mirrors, short-name-mode, insecure: hutch wants
+ * --tls-verify=false on the command line for that). $HUTCH_REGISTRY_DEFAULT
+ * overrides the default registry.
+ *
+ * The TOML read is the subset those files use: comments, [table] and
+ * [[array.of.tables]] headers, bare and quoted keys, and string (basic and
+ * literal), boolean, integer and string-array values (an array may span
+ * lines). Anything else is an error naming the file and the line. A file
+ * is at most 1 MiB, a drop-in folder at most 256 files. */
+
+#include <stdbool.h>
+
+#include "hutch-error.h"
+#include "macro.h"
+
+typedef struct RegistryEntry {
+        char *prefix;   /* "registry.example.test", "localhost:5000" */
+        char *location; /* or NULL: the prefix itself */
+        bool blocked;
+        char *where; /* "FILE:LINE" of its [[registry]], for messages */
+} RegistryEntry;
+
+typedef struct RegistriesConf {
+        char **search; /* unqualified-search-registries, NULL when unset */
+        char *search_where;
+        RegistryEntry *entries;
+        size_t n_entries;
+} RegistriesConf;
+
+RegistriesConf *registries_conf_free(RegistriesConf *c);
+DEFINE_POINTER_CLEANUP(RegistriesConf, registries_conf_free);
+
+/* Parses the registries.conf text @text (named @path in messages) into @c,
+ * merging as a later file does. Returns 0, or -EINVAL with @reterr naming
+ * @path and the line, -ENOMEM. */
+int registries_conf_parse(RegistriesConf *c, const char *text, const char *path,
+                          HutchError *reterr);
+
+/* Reads @main (may be missing) and then the *.conf files of each folder of
+ * the NULL-terminated @dropin_dirs (each may be missing) into a new
+ * RegistriesConf. Returns 0, or -errno with @reterr naming the file. */
+int registries_conf_load_from(const char *main, char *const *dropin_dirs, RegistriesConf **ret,
+                              HutchError *reterr);
+
+/* The machine's configuration, read once per process from the paths in the
+ * contract above. Returns 0 and a pointer valid until exit, or -errno with
+ * @reterr (a file that does not parse). */
+int registries_conf_get(const RegistriesConf **ret, HutchError *reterr);
+
+/* The registry a name without one ("busybox", "me/box") belongs to:
+ * $HUTCH_REGISTRY_DEFAULT, or the first unqualified-search-registries
+ * entry. Returns 1 and the host (borrowed, valid until exit), 0 and NULL
+ * when none is configured, or -errno with @reterr. */
+int registry_default_domain(const char **ret, HutchError *reterr);
+
+/* The [[registry]] entry whose prefix is @domain: returns 1 and it in @ret
+ * (borrowed from @c), 0 and NULL when there is none, -EOPNOTSUPP with
+ * @reterr when an entry hutch does not apply (a "*.HOST" wildcard, a
+ * "HOST/PATH" prefix) concerns @domain: it might block or redirect it. */
+int registries_conf_lookup(const RegistriesConf *c, const char *domain, const RegistryEntry **ret,
+                           HutchError *reterr);
