@@ -145,17 +145,15 @@ export class HutchSandboxSession {
   }
 
   /** The workspace as a tar archive (made by tar inside the sandbox). */
+  /* The workspace as tar, written and read by hutch inside the sandbox
+   * (GET/PUT .../files/archive): no tar program needed in the image. */
   async persistWorkspace() {
-    const r = await this.#sb.exec(["tar", "-C", ROOT, "-cf", "-", "."], { outputLimit: OUTPUT_LIMIT });
-    if (!r.ok || r.outcome.stdoutTruncated)
-      throw new Error(`persistWorkspace: tar failed: ${r.stderrText.trim() || "output too large"}`);
-    return new Uint8Array(r.stdout);
+    return new Uint8Array(await this.#sb.downloadTree(ROOT));
   }
 
   async hydrateWorkspace(data) {
     const bytes = typeof data === "string" ? Buffer.from(data, "base64") : Buffer.from(data);
-    const r = await this.#sb.exec(["tar", "-C", ROOT, "--no-same-owner", "-xf", "-"], { stdin: bytes });
-    if (!r.ok) throw new Error(`hydrateWorkspace: tar failed: ${r.stderrText.trim()}`);
+    await this.#sb.uploadTree(ROOT, bytes, { parents: true });
   }
 
   async resolveExposedPort(port) {

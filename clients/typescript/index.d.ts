@@ -112,6 +112,10 @@ export class HutchClient {
   writeFile(name: string, path: string, data: string | Uint8Array, opts?: { mode?: number | string; parents?: boolean }): Promise<void>;
   mkdir(name: string, path: string, opts?: { mode?: number | string; parents?: boolean }): Promise<void>;
   move(name: string, from: string, to: string, opts?: { replace?: boolean; parents?: boolean }): Promise<void>;
+  /** The tree below a folder as a tar stream (symlinks kept as symlinks, modes, mtimes). */
+  downloadTree(name: string, path?: string): Promise<Buffer>;
+  /** Extracts a tar stream into a folder inside the sandbox (parents: make it). */
+  uploadTree(name: string, path: string, tar: Uint8Array, opts?: { parents?: boolean }): Promise<void>;
   removeFile(name: string, path: string): Promise<void>;
   listFiles(name: string, path?: string, opts?: { recursive?: boolean; depth?: number }): Promise<FileInfo[]>;
   stat(name: string, path: string): Promise<FileInfo>;
@@ -154,6 +158,8 @@ export class Sandbox {
   writeFile(path: string, data: string | Uint8Array, opts?: { mode?: number | string; parents?: boolean }): Promise<void>;
   mkdir(path: string, opts?: { mode?: number | string; parents?: boolean }): Promise<void>;
   move(from: string, to: string, opts?: { replace?: boolean; parents?: boolean }): Promise<void>;
+  downloadTree(path?: string): Promise<Buffer>;
+  uploadTree(path: string, tar: Uint8Array, opts?: { parents?: boolean }): Promise<void>;
   removeFile(path: string): Promise<void>;
   listFiles(path?: string, opts?: { recursive?: boolean; depth?: number }): Promise<FileInfo[]>;
   stat(path: string): Promise<FileInfo>;

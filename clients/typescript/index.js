@@ -304,6 +304,18 @@ export class HutchClient {
     await this.#request("POST", HutchClient.#sb(name, "/files/move"),
                         { body: { from, to, replace, parents } });
   }
+  /* The tree below folder p as a tar stream (symlinks kept, modes and
+   * mtimes; at most 64 MiB). */
+  downloadTree(name, p = ".") {
+    return this.#request("GET", HutchClient.#sb(name, "/files/archive"),
+                         { query: { path: p }, raw: true });
+  }
+  /* Extracts the tar stream into folder p inside the sandbox; a '..' path,
+   * a link pointing out or a device node is a HutchError naming the entry. */
+  async uploadTree(name, p, tar, { parents } = {}) {
+    await this.#request("PUT", HutchClient.#sb(name, "/files/archive"),
+                        { query: { path: p, parents: flag(parents) }, body: Buffer.from(tar) });
+  }
   async removeFile(name, p) {
     await this.#request("DELETE", HutchClient.#sb(name, "/files"), { query: { path: p } });
   }
@@ -405,6 +417,8 @@ export class Sandbox {
   writeFile(p, data, opts) { return this.client.writeFile(this.name, p, data, opts); }
   mkdir(p, opts) { return this.client.mkdir(this.name, p, opts); }
   move(from, to, opts) { return this.client.move(this.name, from, to, opts); }
+  downloadTree(p) { return this.client.downloadTree(this.name, p); }
+  uploadTree(p, tar, opts) { return this.client.uploadTree(this.name, p, tar, opts); }
   removeFile(p) { return this.client.removeFile(this.name, p); }
   listFiles(p, opts) { return this.client.listFiles(this.name, p, opts); }
   stat(p) { return this.client.stat(this.name, p); }

@@ -26,13 +26,14 @@
 /* The HTTP API's version (GET /v1/version; docs/api.md "Versions"):
  * the minor grows with each compatible change of shapes or routes. */
 #define SERVE_API_VERSION_MAJOR 1
-#define SERVE_API_VERSION_MINOR 3
+#define SERVE_API_VERSION_MINOR 4
 
 /* Caps on what a client can make the server hold (docs/api.md). */
 #define SERVE_HEADERS_MAX (16U << 10)      /* request line + headers */
 #define SERVE_BODY_MAX (16U << 20)         /* exec stdin, file writes */
 #define SERVE_JSON_BODY_MAX (1U << 20)     /* every other JSON body */
 #define SERVE_FILE_READ_MAX (16U << 20)    /* GET .../files */
+#define SERVE_ARCHIVE_MAX (64U << 20)      /* GET .../files/archive */
 #define SERVE_OUTPUT_DEFAULT (1U << 20)    /* captured stdout, stderr each */
 #define SERVE_OUTPUT_MAX (16U << 20)       /* the most output_limit may ask */
 #define SERVE_STREAM_HIGH_WATER (1U << 20) /* unsent stream output before reads pause */
@@ -192,6 +193,9 @@ void serve_file_list(ServeCtx *c);
 void serve_file_stat(ServeCtx *c);
 void serve_file_mkdir(ServeCtx *c);
 void serve_file_move(ServeCtx *c);
+/* serve-archive.c */
+void serve_file_archive_get(ServeCtx *c);
+void serve_file_archive_put(ServeCtx *c);
 void serve_snapshot_create(ServeCtx *c);
 void serve_snapshot_restore(ServeCtx *c);
 void serve_snapshot_list(ServeCtx *c);

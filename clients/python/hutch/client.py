@@ -439,6 +439,19 @@ class Client:
         self._call("POST", self._sb(name, "/files/move"),
                    body={"from": src, "to": dst, "replace": replace, "parents": parents})
 
+    def download_tree(self, name: str, path: str = ".") -> bytes:
+        """The tree below folder @path as a tar stream (symlinks kept as
+        symlinks, modes and mtimes; at most 64 MiB): tarfile reads it."""
+        return self._call("GET", self._sb(name, "/files/archive"), {"path": path}, raw=True)
+
+    def upload_tree(self, name: str, path: str, tar: bytes, parents: bool = False) -> None:
+        """Extracts the tar stream @tar into folder @path inside the
+        sandbox (@parents: made with its missing parents). A path with
+        '..', a link pointing out or a device node is refused (an
+        ApiError naming the entry)."""
+        self._call("PUT", self._sb(name, "/files/archive"),
+                   {"path": path, "parents": _flag(parents)}, body=tar)
+
     def remove_file(self, name: str, path: str) -> None:
         self._call("DELETE", self._sb(name, "/files"), {"path": path})
 
@@ -574,6 +587,12 @@ class Sandbox:
 
     def move(self, src: str, dst: str, replace: bool = False, parents: bool = False) -> None:
         self.client.move(self.name, src, dst, replace, parents)
+
+    def download_tree(self, path: str = ".") -> bytes:
+        return self.client.download_tree(self.name, path)
+
+    def upload_tree(self, path: str, tar: bytes, parents: bool = False) -> None:
+        self.client.upload_tree(self.name, path, tar, parents)
 
     def remove_file(self, path: str) -> None:
         self.client.remove_file(self.name, path)
