@@ -226,3 +226,26 @@ def test_entry_cap_on_download(box):
     r = api.ok("GET", f"{URL}?path=many")
     with tarfile.open(fileobj=io.BytesIO(r.data)) as t:
         assert len(t.getnames()) == 100000
+
+
+def test_vm_backend_round_trip_and_refusal(server):  # noqa: F811
+    """The same builtin in the microVM's agent (src/guest): a tree out and
+    back in, and a '..' entry refused with nothing written outside."""
+    ws = make_workspace(server)
+    r = server.hutch("create", "vmarc", "--backend", "vm", "--vm-accel", "tcg",
+                     "--workspace", str(ws))
+    assert r.returncode == 0, r.stderr
+    api = server.api
+    url = "/v1/sandboxes/vmarc/files/archive"
+    ans = api.exec("vmarc", ["sh", "-c", "mkdir -p /tmp/o /tmp/d/t/s && echo v > /tmp/d/t/s/f && "
+                                         "ln -s s/f /tmp/d/t/l"])
+    assert ans["outcome"]["exit_code"] == 0, ans
+    tar = api.ok("GET", f"{url}?path=/tmp/d/t").data
+    with tarfile.open(fileobj=io.BytesIO(tar)) as t:
+        assert sorted(t.getnames()) == ["l", "s", "s/f"]
+    api.ok("PUT", f"{url}?path=/tmp/d/copy&parents=true", tar)
+    assert api.ok("GET", f"{url}?path=/tmp/d/copy").data == tar
+    r = api.call("PUT", f"{url}?path=/tmp/d", tar_of((member("../o/escape"), b"x")))
+    assert r.status == 403 and "entry '../o/escape'" in r.error["message"], r
+    ans = api.exec("vmarc", ["sh", "-c", "ls -A /tmp/o"])
+    assert ans["stdout"] == "", ans
