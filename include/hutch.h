@@ -177,6 +177,16 @@ typedef struct hutch_sandbox_info {
         bool running;
         uint64_t created_ms, last_used_ms, disk_bytes;
         char parent[64]; /* snapshot it continues from, or "" */
+        /* Since HTTP API 1.4 (issue 23): what `hutch ls` and the dashboard
+         * show. The backend ("ns" or "vm"), the policy's image (NAME[:TAG]
+         * or sha256:HEX; "" for the host's base), and the ports its policy
+         * publishes (-p): @n_ports of them, the first 16 listed in @ports
+         * by their port inside the sandbox (hutch_ports() gives the host
+         * side as bound). */
+        char backend[8];
+        char image[256];
+        unsigned n_ports;
+        uint16_t ports[16];
 } hutch_sandbox_info;
 
 /* Every sandbox (sorted by name); free() the array. */

@@ -150,7 +150,7 @@ function listTable(sandboxes, stats) {
       el("td", {}, el("a", { href: `#/sb/${enc(s.name)}`, text: s.name })),
       el("td", { class: `state-${s.state}`, text: s.state }),
       el("td", { text: s.backend || "—" }),
-      el("td", { text: s.image || s.parent || "—" }),
+      el("td", { title: s.image || s.parent || null, text: shortImage(s.image) || s.parent || "—" }),
       el("td", { text: when(s.created_ms) }),
       el("td", { text: when(s.last_used_ms) }),
       el("td", { class: "num", text: bytes(s.disk_bytes) }),
@@ -167,14 +167,27 @@ function listTable(sandboxes, stats) {
   );
 }
 
-/* Published ports with links to the preview route, when the API lists them. */
+/* An image pinned to its digest, shortened as docker does (the whole in
+ * the cell's title). */
+function shortImage(image) {
+  if (!image) return null;
+  return /^sha256:[0-9a-f]{64}$/.test(image) ? image.slice(0, 19) : image;
+}
+
+/* Published ports (the API's {port, host_ip, host_port}), each a link to
+ * serve's preview route for that port of the sandbox (docs/api.md). */
 function portLinks(s) {
   if (!Array.isArray(s.ports) || !s.ports.length) return ["—"];
-  const ports = s.ports.map((p) => Number(typeof p === "object" ? p.container_port || p.port : p))
-    .filter((p) => Number.isInteger(p) && p > 0 && p < 65536);
+  const ports = s.ports.filter((p) => p && Number.isInteger(p.port) && p.port > 0 && p.port < 65536);
   if (!ports.length) return ["—"];
-  return ports.map((port) =>
-    el("a", { href: `/v1/sandboxes/${enc(s.name)}/preview/${port}/`, text: String(port) }));
+  const links = ports.map((p) =>
+    el("a", {
+      href: `/v1/sandboxes/${enc(s.name)}/ports/${p.port}/`,
+      "data-port": String(p.port),
+      title: p.host_port ? `published on ${p.host_ip}:${p.host_port}` : "published when it starts",
+      text: p.host_port ? `${p.port} → ${p.host_port}` : String(p.port),
+    }));
+  return links.flatMap((a, i) => (i ? [" ", a] : [a]));
 }
 
 /* ---- one sandbox ---- */

@@ -512,6 +512,11 @@ static void info_fill(const Store *s, const SandboxRecord *rec, hutch_sandbox_in
         copy_str(ret->name, sizeof(ret->name), rec->name);
         copy_str(ret->id, sizeof(ret->id), rec->id);
         copy_str(ret->parent, sizeof(ret->parent), rec->parent ? rec->parent : "");
+        copy_str(ret->backend, sizeof(ret->backend), sandbox_backend_to_string(pi.backend));
+        copy_str(ret->image, sizeof(ret->image), pi.image);
+        ret->n_ports = pi.n_ports;
+        for (size_t i = 0; i < MIN((size_t)pi.n_ports, ELEMENTSOF(ret->ports)); i++)
+                ret->ports[i] = pi.ports[i];
 }
 
 _public_ int hutch_list(hutch_sandbox_info **ret, size_t *ret_n, hutch_error *err) {
