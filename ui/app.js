@@ -224,6 +224,7 @@ async function viewSandbox(main, name) {
   const sections = [
     chartSection(name),
     execSection(name, () => { history.reload(); audit.reload(); }),
+    processesSection(name),
   ];
   const history = historySection(name);
   const audit = auditSection(name);
@@ -340,25 +341,104 @@ async function runStream(name, cmd, out, state, button) {
       const j = await r.json().catch(() => ({}));
       throw new Error(j.error ? j.error.message : `status ${r.status}`);
     }
-    const reader = r.body.getReader();
-    const dec = new TextDecoder();
-    let buf = "";
-    for (;;) {
-      const { value, done } = await reader.read();
-      if (done) break;
-      buf += dec.decode(value, { stream: true });
-      let nl;
-      while ((nl = buf.indexOf("\n")) >= 0) {
-        const line = buf.slice(0, nl);
-        buf = buf.slice(nl + 1);
-        if (line) streamLine(JSON.parse(line), out, state);
-      }
-    }
+    await readNdjson(r, (m) => streamLine(m, out, state));
   } catch (e) {
     if (e.name !== "AbortError") state.textContent = `Failed: ${e.message}`;
   } finally {
     button.disabled = false;
   }
+}
+
+/* Calls onLine with each JSON line of the NDJSON answer @r as it comes. */
+async function readNdjson(r, onLine) {
+  const reader = r.body.getReader();
+  const dec = new TextDecoder();
+  let buf = "";
+  for (;;) {
+    const { value, done } = await reader.read();
+    if (done) break;
+    buf += dec.decode(value, { stream: true });
+    let nl;
+    while ((nl = buf.indexOf("\n")) >= 0) {
+      const line = buf.slice(0, nl);
+      buf = buf.slice(nl + 1);
+      if (line) onLine(JSON.parse(line));
+    }
+  }
+}
+
+/* The running commands, whoever started them (GET .../execs: an agent
+ * through the API or MCP, `hutch exec`), listed every 2 s; a detached
+ * one's output follows live (GET .../execs/ID/output?follow=1, the NDJSON
+ * lines of exec/stream, then its outcome). An attached command's output
+ * goes to its own client only. */
+function processesSection(name) {
+  const body = el("div", {});
+  const outputs = el("div", {});
+  const following = new Map();
+  const section = el("section", { "aria-labelledby": "h-procs", id: "procs" },
+    el("h2", { id: "h-procs", text: "Running commands" }), body, outputs);
+  let shown = null;
+  let t = null;
+  let stopped = false;
+
+  const follow = async (x, button) => {
+    if (following.has(x.id)) return;
+    const ctl = new AbortController();
+    following.set(x.id, ctl);
+    button.disabled = true;
+    const out = el("pre", { id: `proc-out-${x.id}`, "aria-label": `Output of command ${x.id}` });
+    const state = el("p", { id: `proc-state-${x.id}`, "aria-live": "polite", text: "Following…" });
+    outputs.append(el("div", { class: "proc-output" },
+      el("h3", {}, `Command ${x.id}: `, el("code", { text: x.argv.join(" ") })), state, out));
+    try {
+      const r = await fetch(`/v1/sandboxes/${enc(name)}/execs/${x.id}/output?follow=1`, {
+        credentials: "same-origin", signal: ctl.signal,
+      });
+      if (!r.ok) {
+        const j = await r.json().catch(() => ({}));
+        throw new Error(j.error ? j.error.message : `status ${r.status}`);
+      }
+      await readNdjson(r, (m) => streamLine(m, out, state));
+    } catch (e) {
+      if (e.name !== "AbortError") state.textContent = `Failed: ${e.message}`;
+    }
+  };
+
+  const reload = async () => {
+    try {
+      const { execs } = await api("GET", `/v1/sandboxes/${enc(name)}/execs`);
+      const key = JSON.stringify(execs.map((x) => x.id));
+      if (key !== shown) {
+        shown = key;
+        body.replaceChildren(execs.length ? table("Running commands", ["#", "Command", "Started", "Output"],
+          execs.map((x) => {
+            const button = x.detached ? el("button", {
+              type: "button", class: "secondary", "data-follow": String(x.id),
+              disabled: following.has(x.id), text: "Follow output",
+              "aria-label": `Follow the output of command ${x.id}`,
+            }) : null;
+            if (button) button.addEventListener("click", () => follow(x, button));
+            return el("tr", { "data-exec": String(x.id) },
+              el("td", { class: "num", text: String(x.id) }),
+              el("td", {}, el("code", { text: x.argv.join(" ") })),
+              el("td", { text: when(x.start_ms) }),
+              el("td", {}, button || el("span", { class: "muted", text: "to its own client" })));
+          })) : el("p", { id: "procs-none", text: "No command is running." }));
+      }
+    } catch (e) {
+      shown = null;
+      body.replaceChildren(el("p", { text: `listing the running commands failed: ${e.message}` }));
+    }
+    if (!stopped) t = setTimeout(reload, 2000);
+  };
+  cleanups.push(() => {
+    stopped = true;
+    clearTimeout(t);
+    for (const ctl of following.values()) ctl.abort();
+  });
+  reload();
+  return section;
 }
 
 function streamLine(m, out, state) {
