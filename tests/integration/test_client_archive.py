@@ -67,6 +67,13 @@ def test_python_client_tree(py):
     assert py.sandboxes() == []
 
 
+def test_python_client_terminal_and_ports(py):
+    """The Python client's exec WebSocket and ports (client_archive_check.py
+    check_terminal)."""
+    ok(py.run("terminal"), "terminal")
+    assert py.sandboxes() == []
+
+
 def test_typescript_client_tree(ts):
     passed(ts.run(ts.lib / "hutch-client" / "index.js"), 1)
     assert ts.sandboxes() == []
