@@ -13,6 +13,7 @@ import os
 import select
 import socket
 import struct
+import time
 from typing import Any, Dict, Optional, Tuple
 
 from .errors import ApiError, ConnectionFailed, error_from_body
@@ -36,6 +37,7 @@ class Terminal:
         self.exit_code: Optional[int] = None
         self.outcome: Optional[Dict[str, Any]] = None
         self.finished = False
+        self._pending = []  # (stream, bytes) not yet read
 
     # -- to the command --
 
@@ -86,8 +88,6 @@ class Terminal:
     def wait(self, timeout: Optional[float] = None) -> Tuple[bytes, bytes]:
         """Reads until the command ended (or @timeout seconds passed):
         all its output from now, (stdout, stderr)."""
-        import time
-
         end = None if timeout is None else time.monotonic() + timeout
         out, err = [], []
         while not self.finished:
@@ -102,11 +102,8 @@ class Terminal:
 
     # -- the protocol --
 
-    _pending: list
-
     def _take(self):
-        p = getattr(self, "_pending", [])
-        self._pending = []
+        p, self._pending = self._pending, []
         return p
 
     def _pump(self, timeout: Optional[float]) -> bool:
@@ -175,7 +172,7 @@ class Terminal:
     def _message(self, op: int, msg: bytes) -> None:
         if op == 2:
             if msg:
-                self._pending = getattr(self, "_pending", []) + [(msg[0], msg[1:])]
+                self._pending.append((msg[0], msg[1:]))
             return
         m = json.loads(msg.decode("utf-8"))
         if m.get("type") == "started":
