@@ -174,20 +174,31 @@ function shortImage(image) {
   return /^sha256:[0-9a-f]{64}$/.test(image) ? image.slice(0, 19) : image;
 }
 
-/* Published ports (the API's {port, host_ip, host_port}), each a link to
- * serve's preview route for that port of the sandbox (docs/api.md). */
+/* Published ports (the API's {port, host_ip, host_port}): once bound,
+ * each a link to its host address, another origin than this page. Not
+ * to serve's preview route: a preview on this page's origin would run the
+ * sandbox's pages with the operator's session, which the server refuses
+ * (docs/ui.md). */
 function portLinks(s) {
   if (!Array.isArray(s.ports) || !s.ports.length) return ["—"];
   const ports = s.ports.filter((p) => p && Number.isInteger(p.port) && p.port > 0 && p.port < 65536);
   if (!ports.length) return ["—"];
-  const links = ports.map((p) =>
-    el("a", {
-      href: `/v1/sandboxes/${enc(s.name)}/ports/${p.port}/`,
+  const items = ports.map((p) => {
+    if (!p.host_port) {
+      return el("span", { "data-port": String(p.port), title: "published when it starts",
+                          text: String(p.port) });
+    }
+    const any = p.host_ip === "0.0.0.0" || p.host_ip === "::";
+    const host = any ? location.hostname : p.host_ip.includes(":") ? `[${p.host_ip}]` : p.host_ip;
+    return el("a", {
+      href: `http://${host}:${p.host_port}/`,
+      rel: "noopener noreferrer",
       "data-port": String(p.port),
-      title: p.host_port ? `published on ${p.host_ip}:${p.host_port}` : "published when it starts",
-      text: p.host_port ? `${p.port} → ${p.host_port}` : String(p.port),
-    }));
-  return links.flatMap((a, i) => (i ? [" ", a] : [a]));
+      title: `sandbox port ${p.port}, published on ${p.host_ip}:${p.host_port}`,
+      text: `${p.port} → ${p.host_port}`,
+    });
+  });
+  return items.flatMap((a, i) => (i ? [" ", a] : [a]));
 }
 
 /* ---- one sandbox ---- */

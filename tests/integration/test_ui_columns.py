@@ -1,8 +1,9 @@
 # SPDX-License-Identifier: LGPL-2.1-or-later
 """The dashboard's list (docs/ui.md) shows each sandbox's backend, image
-and published ports, each port a link to serve's preview route (issue 23),
+and published ports, each bound port a link to its host address (issue 23),
 from the Sandbox object's `backend`, `image` and `ports` (API 1.4), which
-`hutch ls --json` carries too. In headless Chromium through test_ui.py's
+`hutch ls --json` carries too; and that serve's preview route is refused
+to the dashboard's session (a sandbox's page on the dashboard's origin). In headless Chromium through test_ui.py's
 fixtures, as root and as the unprivileged user. The twin: a sandbox of
 the host's base with no port shows "—" in both columns."""
 
@@ -64,7 +65,26 @@ def test_list_shows_backend_image_and_ports(dash, browser, axe):  # noqa: F811
     assert rows["img"][-1] == f"8080 → {host_port}", rows
     assert rows["plain"][2] == "ns" and rows["plain"][3] == "—" and rows["plain"][-1] == "—", rows
     link = by_css(drv, "tr[data-sandbox='img'] a[data-port='8080']")[0]
-    assert link.get_attribute("href").endswith("/v1/sandboxes/img/ports/8080/"), link
+    assert link.get_attribute("href") == f"http://127.0.0.1:{host_port}/", link.get_attribute("href")
     screenshot(drv, f"list-columns-{dash.mode}")
     assert_no_console_error(drv)
     assert_accessible(drv, axe, "sandbox list with ports")
+
+
+def test_preview_refused_to_the_dashboard_session(dash):  # noqa: F811
+    """SECURITY: a preview is never served on the dashboard's origin to its
+    session (the sandbox's page would drive the API with it); the twin:
+    the token still opens the preview route (502: nothing listens)."""
+    api = dash.api
+    api.ok("POST", "/v1/sandboxes", {"name": "pv"}, status=201)
+    assert api.exec("pv", ["true"])["outcome"]["exit_code"] == 0
+    _, cookie = dash.login_cookie(dash.token)
+    cookie = cookie.split(";", 1)[0]
+    status, _, body = dash.tcp("GET", "/v1/sandboxes/pv/ports/8080/", headers={"Cookie": cookie})
+    assert status == 403 and b"dashboard's session" in body, (status, body)
+    # The session still opens the API itself.
+    status, _, body = dash.tcp("GET", "/v1/sandboxes/pv", headers={"Cookie": cookie})
+    assert status == 200, (status, body)
+    status, _, body = dash.tcp("GET", "/v1/sandboxes/pv/ports/8080/",
+                               headers={"Authorization": f"Bearer {dash.token}"})
+    assert status == 502, (status, body)
