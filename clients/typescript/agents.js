@@ -51,7 +51,7 @@ export class HutchSandboxSession {
 
   /* tty sessions run behind hutch's exec WebSocket (a pty made inside
    * the sandbox); writeStdin sends keys to them. */
-  supportsPty() { return true; }
+  supportsPty() { return this.state.backend !== "vm"; }  /* the VM's agent has no pty yet */
 
   #sessions = new Map();
   #nextSession = 1;
@@ -297,6 +297,7 @@ export class HutchSandboxClient {
     }
     const session = new HutchSandboxSession(api, {
       manifest, sandboxName: name, hostDir, environment, workspaceReady: false,
+      backend: (await api.get(name)).backend ?? "ns",
     });
     try {
       await session.applyManifest(manifest);
@@ -310,7 +311,8 @@ export class HutchSandboxClient {
 
   async resume(state) {
     const api = await this.#api();
-    await api.get(state.sandboxName); /* NotFound when it is gone */
+    const info = await api.get(state.sandboxName); /* NotFound when it is gone */
+    state.backend = info.backend ?? "ns";
     return new HutchSandboxSession(api, state);
   }
 
