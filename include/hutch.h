@@ -188,6 +188,16 @@ typedef struct hutch_sandbox_info {
          * hutch_sandbox_info_done(). */
         char *policy_json;
         uint64_t disk_limit_bytes;
+        /* Since HTTP API 1.4 (issue 23): what `hutch ls` and the dashboard
+         * show. The backend ("ns" or "vm"), the policy's image (NAME[:TAG]
+         * or sha256:HEX; "" for the host's base), and the ports its policy
+         * publishes (-p): @n_ports of them, the first 16 listed in @ports
+         * by their port inside the sandbox (hutch_ports() gives the host
+         * side as bound). */
+        char backend[8];
+        char image[256];
+        unsigned n_ports;
+        uint16_t ports[16];
 } hutch_sandbox_info;
 
 /* Every sandbox (sorted by name); free() the array. */
@@ -301,6 +311,25 @@ typedef struct hutch_file_entry {
 int hutch_file_walk(const char *name, const char *path, unsigned max_depth, hutch_file_entry **ret,
                     size_t *ret_n, hutch_error *err);
 void hutch_file_entries_free(hutch_file_entry *l, size_t n);
+
+/* ---- a tree as tar (docs/api-c.md) ---- */
+
+/* The tree below directory @path as a tar stream (ustar, pax headers for
+ * long names): directories, regular files and symlinks (never followed)
+ * with their permission bits and mtimes; other types left out. At most
+ * @max bytes (-EFBIG beyond) and 100000 entries (-E2BIG); free(). */
+int hutch_file_archive_get(const char *name, const char *path, size_t max, char **ret_data,
+                           size_t *ret_len, hutch_error *err);
+
+/* Extracts the tar stream @data (@len bytes) into directory @path (with
+ * HUTCH_FILE_PARENTS in @flags: made with its missing parents), inside the
+ * sandbox. Refused (err->message names the entry): absolute paths and ".."
+ * components (-EPERM), anything through a symlink (-ELOOP), symlinks
+ * pointing outside @path and hard links to anything but a file below it
+ * (-EPERM), device nodes and fifos (-EPERM); set-user-id and set-group-id
+ * bits are dropped. Entries extracted before a refusal stay. */
+int hutch_file_archive_put(const char *name, const char *path, const void *data, size_t len,
+                           unsigned flags, hutch_error *err);
 
 /* ---- the workspace ---- */
 

@@ -150,7 +150,7 @@ function listTable(sandboxes, stats) {
       el("td", {}, el("a", { href: `#/sb/${enc(s.name)}`, text: s.name })),
       el("td", { class: `state-${s.state}`, text: s.state }),
       el("td", { text: s.backend || "—" }),
-      el("td", { text: s.image || s.parent || "—" }),
+      el("td", { title: s.image || s.parent || null, text: shortImage(s.image) || s.parent || "—" }),
       el("td", { text: when(s.created_ms) }),
       el("td", { text: when(s.last_used_ms) }),
       el("td", { class: "num", text: bytes(s.disk_bytes) }),
@@ -167,14 +167,38 @@ function listTable(sandboxes, stats) {
   );
 }
 
-/* Published ports with links to the preview route, when the API lists them. */
+/* An image pinned to its digest, shortened as docker does (the whole in
+ * the cell's title). */
+function shortImage(image) {
+  if (!image) return null;
+  return /^sha256:[0-9a-f]{64}$/.test(image) ? image.slice(0, 19) : image;
+}
+
+/* Published ports (the API's {port, host_ip, host_port}): once bound,
+ * each a link to its host address, another origin than this page. Not
+ * to serve's preview route: a preview on this page's origin would run the
+ * sandbox's pages with the operator's session, which the server refuses
+ * (docs/ui.md). */
 function portLinks(s) {
   if (!Array.isArray(s.ports) || !s.ports.length) return ["—"];
-  const ports = s.ports.map((p) => Number(typeof p === "object" ? p.container_port || p.port : p))
-    .filter((p) => Number.isInteger(p) && p > 0 && p < 65536);
+  const ports = s.ports.filter((p) => p && Number.isInteger(p.port) && p.port > 0 && p.port < 65536);
   if (!ports.length) return ["—"];
-  return ports.map((port) =>
-    el("a", { href: `/v1/sandboxes/${enc(s.name)}/preview/${port}/`, text: String(port) }));
+  const items = ports.map((p) => {
+    if (!p.host_port) {
+      return el("span", { "data-port": String(p.port), title: "published when it starts",
+                          text: String(p.port) });
+    }
+    const any = p.host_ip === "0.0.0.0" || p.host_ip === "::";
+    const host = any ? location.hostname : p.host_ip.includes(":") ? `[${p.host_ip}]` : p.host_ip;
+    return el("a", {
+      href: `http://${host}:${p.host_port}/`,
+      rel: "noopener noreferrer",
+      "data-port": String(p.port),
+      title: `sandbox port ${p.port}, published on ${p.host_ip}:${p.host_port}`,
+      text: `${p.port} → ${p.host_port}`,
+    });
+  });
+  return items.flatMap((a, i) => (i ? [" ", a] : [a]));
 }
 
 /* ---- one sandbox ---- */
@@ -211,6 +235,7 @@ async function viewSandbox(main, name) {
   const sections = [
     chartSection(name),
     execSection(name, () => { history.reload(); audit.reload(); }),
+    processesSection(name),
   ];
   const history = historySection(name);
   const audit = auditSection(name);
@@ -327,25 +352,104 @@ async function runStream(name, cmd, out, state, button) {
       const j = await r.json().catch(() => ({}));
       throw new Error(j.error ? j.error.message : `status ${r.status}`);
     }
-    const reader = r.body.getReader();
-    const dec = new TextDecoder();
-    let buf = "";
-    for (;;) {
-      const { value, done } = await reader.read();
-      if (done) break;
-      buf += dec.decode(value, { stream: true });
-      let nl;
-      while ((nl = buf.indexOf("\n")) >= 0) {
-        const line = buf.slice(0, nl);
-        buf = buf.slice(nl + 1);
-        if (line) streamLine(JSON.parse(line), out, state);
-      }
-    }
+    await readNdjson(r, (m) => streamLine(m, out, state));
   } catch (e) {
     if (e.name !== "AbortError") state.textContent = `Failed: ${e.message}`;
   } finally {
     button.disabled = false;
   }
+}
+
+/* Calls onLine with each JSON line of the NDJSON answer @r as it comes. */
+async function readNdjson(r, onLine) {
+  const reader = r.body.getReader();
+  const dec = new TextDecoder();
+  let buf = "";
+  for (;;) {
+    const { value, done } = await reader.read();
+    if (done) break;
+    buf += dec.decode(value, { stream: true });
+    let nl;
+    while ((nl = buf.indexOf("\n")) >= 0) {
+      const line = buf.slice(0, nl);
+      buf = buf.slice(nl + 1);
+      if (line) onLine(JSON.parse(line));
+    }
+  }
+}
+
+/* The running commands, whoever started them (GET .../execs: an agent
+ * through the API or MCP, `hutch exec`), listed every 2 s; a detached
+ * one's output follows live (GET .../execs/ID/output?follow=1, the NDJSON
+ * lines of exec/stream, then its outcome). An attached command's output
+ * goes to its own client only. */
+function processesSection(name) {
+  const body = el("div", {});
+  const outputs = el("div", {});
+  const following = new Map();
+  const section = el("section", { "aria-labelledby": "h-procs", id: "procs" },
+    el("h2", { id: "h-procs", text: "Running commands" }), body, outputs);
+  let shown = null;
+  let t = null;
+  let stopped = false;
+
+  const follow = async (x, button) => {
+    if (following.has(x.id)) return;
+    const ctl = new AbortController();
+    following.set(x.id, ctl);
+    button.disabled = true;
+    const out = el("pre", { id: `proc-out-${x.id}`, "aria-label": `Output of command ${x.id}` });
+    const state = el("p", { id: `proc-state-${x.id}`, "aria-live": "polite", text: "Following…" });
+    outputs.append(el("div", { class: "proc-output" },
+      el("h3", {}, `Command ${x.id}: `, el("code", { text: x.argv.join(" ") })), state, out));
+    try {
+      const r = await fetch(`/v1/sandboxes/${enc(name)}/execs/${x.id}/output?follow=1`, {
+        credentials: "same-origin", signal: ctl.signal,
+      });
+      if (!r.ok) {
+        const j = await r.json().catch(() => ({}));
+        throw new Error(j.error ? j.error.message : `status ${r.status}`);
+      }
+      await readNdjson(r, (m) => streamLine(m, out, state));
+    } catch (e) {
+      if (e.name !== "AbortError") state.textContent = `Failed: ${e.message}`;
+    }
+  };
+
+  const reload = async () => {
+    try {
+      const { execs } = await api("GET", `/v1/sandboxes/${enc(name)}/execs`);
+      const key = JSON.stringify(execs.map((x) => x.id));
+      if (key !== shown) {
+        shown = key;
+        body.replaceChildren(execs.length ? table("Running commands", ["#", "Command", "Started", "Output"],
+          execs.map((x) => {
+            const button = x.detached ? el("button", {
+              type: "button", class: "secondary", "data-follow": String(x.id),
+              disabled: following.has(x.id), text: "Follow output",
+              "aria-label": `Follow the output of command ${x.id}`,
+            }) : null;
+            if (button) button.addEventListener("click", () => follow(x, button));
+            return el("tr", { "data-exec": String(x.id) },
+              el("td", { class: "num", text: String(x.id) }),
+              el("td", {}, el("code", { text: x.argv.join(" ") })),
+              el("td", { text: when(x.start_ms) }),
+              el("td", {}, button || el("span", { class: "muted", text: "to its own client" })));
+          })) : el("p", { id: "procs-none", text: "No command is running." }));
+      }
+    } catch (e) {
+      shown = null;
+      body.replaceChildren(el("p", { text: `listing the running commands failed: ${e.message}` }));
+    }
+    if (!stopped) t = setTimeout(reload, 2000);
+  };
+  cleanups.push(() => {
+    stopped = true;
+    clearTimeout(t);
+    for (const ctl of following.values()) ctl.abort();
+  });
+  reload();
+  return section;
 }
 
 function streamLine(m, out, state) {

@@ -17,6 +17,9 @@ import { HutchClient, NotFound, NotSupported } from "./index.js";
 
 const ROOT = "/workspace";
 const OUTPUT_LIMIT = 16 << 20;
+/* The SDK's unix-local client's defaults. */
+const DEFAULT_EXEC_YIELD_MS = 10000;
+const DEFAULT_WRITE_STDIN_YIELD_MS = 250;
 
 function unsupported(what) {
   return new NotSupported(501, "not_supported", `HutchSandboxClient: ${what}`, null);
@@ -46,24 +49,66 @@ export class HutchSandboxSession {
     return abs;
   }
 
-  supportsPty() { return false; }
+  /* tty sessions run behind hutch's exec WebSocket (a pty made inside
+   * the sandbox); writeStdin sends keys to them. */
+  supportsPty() { return this.state.backend !== "vm"; }  /* the VM's agent has no pty yet */
+
+  #sessions = new Map();
+  #nextSession = 1;
 
   async exec(args) {
-    if (args.tty) throw unsupported("tty sessions need hutch's stdin stream (issue 18)");
     const start = Date.now();
     const shell = args.shell ?? "/bin/sh";
-    const r = await this.#sb.exec([shell, ...(args.login ? ["-l"] : []), "-c", args.cmd], {
-      cwd: this.#path(args.workdir ?? "."), env: this.state.environment ?? {},
-      outputLimit: OUTPUT_LIMIT,
-    });
+    const argv = [shell, ...(args.login ? ["-l"] : []), "-c", args.cmd];
+    const opts = { cwd: this.#path(args.workdir ?? "."), env: this.state.environment ?? {} };
+    if (args.tty) return this.#execTty(argv, opts, args, start);
+    const r = await this.#sb.exec(argv, { ...opts, outputLimit: OUTPUT_LIMIT });
     const stdout = r.stdoutText, stderr = r.stderrText;
     return { output: stdout + stderr, stdout, stderr, exitCode: r.exitCode,
              wallTimeSeconds: (Date.now() - start) / 1000 };
   }
 
+  /* As the SDK's unix-local client: wait up to yieldTimeMs; a command that
+   * is still running is a session (its id returned) for writeStdin. */
+  async #execTty(argv, opts, args, start) {
+    const t = await this.#sb.terminal(argv, { ...opts, tty: true, cols: 120, rows: 40 });
+    await t.started;
+    await t.waitDone(args.yieldTimeMs ?? DEFAULT_EXEC_YIELD_MS);
+    return this.#ttyResult(t, null, start);
+  }
+
+  #ttyResult(t, sessionId, start) {
+    const output = t.takeOutput().toString("utf8");
+    const r = { output, stdout: output, stderr: "", wallTimeSeconds: (Date.now() - start) / 1000 };
+    if (t.finished) {
+      if (sessionId !== null) this.#sessions.delete(sessionId);
+      t.close();
+      r.exitCode = t.exitCode ?? 1;
+      return r;
+    }
+    if (sessionId === null) {
+      sessionId = this.#nextSession++;
+      this.#sessions.set(sessionId, t);
+    }
+    r.sessionId = sessionId;
+    return r;
+  }
+
+  async writeStdin(args) {
+    const start = Date.now();
+    const t = this.#sessions.get(args.sessionId);
+    if (!t) {
+      return formatExecResponse({ output: `write_stdin failed: session not found: ${args.sessionId}`,
+                                  wallTimeSeconds: 0, exitCode: 1 });
+    }
+    if (args.chars) t.write(args.chars);
+    const wait = args.yieldTimeMs ?? DEFAULT_WRITE_STDIN_YIELD_MS;
+    await t.waitDone(wait);
+    return formatExecResponse(this.#ttyResult(t, args.sessionId, start));
+  }
+
   async execCommand(args) { return formatExecResponse(await this.exec(args)); }
 
-  async writeStdin() { throw unsupported("writeStdin needs hutch's stdin stream (issue 18)"); }
 
   async readFile(args) {
     const data = await this.#sb.readFile(this.#path(args.path));
@@ -145,25 +190,46 @@ export class HutchSandboxSession {
   }
 
   /** The workspace as a tar archive (made by tar inside the sandbox). */
+  /* The workspace as tar, written and read by hutch inside the sandbox
+   * (GET/PUT .../files/archive): no tar program needed in the image. */
   async persistWorkspace() {
-    const r = await this.#sb.exec(["tar", "-C", ROOT, "-cf", "-", "."], { outputLimit: OUTPUT_LIMIT });
-    if (!r.ok || r.outcome.stdoutTruncated)
-      throw new Error(`persistWorkspace: tar failed: ${r.stderrText.trim() || "output too large"}`);
-    return new Uint8Array(r.stdout);
+    return new Uint8Array(await this.#sb.downloadTree(ROOT));
   }
 
   async hydrateWorkspace(data) {
     const bytes = typeof data === "string" ? Buffer.from(data, "base64") : Buffer.from(data);
-    const r = await this.#sb.exec(["tar", "-C", ROOT, "--no-same-owner", "-xf", "-"], { stdin: bytes });
-    if (!r.ok) throw new Error(`hydrateWorkspace: tar failed: ${r.stderrText.trim()}`);
+    await this.#sb.uploadTree(ROOT, bytes, { parents: true });
   }
 
+  /* A published port (the sandbox's policy, `ports`): its host address
+   * as bound; else, over TCP, serve's preview route for the port. */
   async resolveExposedPort(port) {
-    throw unsupported(`port ${port}: published ports need hutch's ports (issue 18)`);
+    const p = Number(port);
+    if (!Number.isInteger(p) || p < 1 || p > 65535) throw new RangeError(`invalid port ${port}`);
+    const found = (await this.#sb.ports()).find((x) => x.port === p && x.hostPort > 0);
+    let endpoint;
+    if (found) {
+      endpoint = { host: found.hostIp, port: found.hostPort, tls: false };
+    } else if (this.client.url) {
+      const url = this.#sb.previewUrl(p);
+      const u = new URL(url);
+      endpoint = { host: u.hostname, port: Number(u.port), tls: false, url };
+    } else {
+      throw unsupported(`port ${p} is not published (create the session with ports: [${p}]), ` +
+                        "and the preview route needs a client over TCP");
+    }
+    this.state.exposedPorts = { ...(this.state.exposedPorts ?? {}), [String(p)]: endpoint };
+    return endpoint;
   }
 
   async running() { return (await this.#sb.info()).state === "running"; }
+  #closeSessions() {
+    for (const t of this.#sessions.values()) t.close();
+    this.#sessions.clear();
+  }
+
   async stop() {
+    this.#closeSessions();
     try {
       await this.#sb.stop();
     } catch (e) {
@@ -172,6 +238,7 @@ export class HutchSandboxSession {
   }
   async shutdown() {}
   async delete() {
+    this.#closeSessions();
     try {
       await this.#sb.delete();
     } catch (e) {
@@ -215,6 +282,10 @@ export class HutchSandboxClient {
     const policy = { ...(this.opts.policy ?? {}), ...(options.policy ?? {}),
                      workspace: { path: hostDir, mode: "overlay" } };
     if (options.allowHosts) policy.allow_hosts = options.allowHosts;
+    /* Published ports: a number is 127.0.0.1:<free>:PORT; a string is
+     * hutch's -p spec (docs/policy.md). resolveExposedPort() finds them. */
+    const ports = options.exposedPorts ?? options.ports;
+    if (ports) policy.ports = ports.map((p) => (typeof p === "number" ? `0:${p}` : String(p)));
     const environment = {};
     for (const [k, v] of Object.entries(manifest.environment ?? {}))
       environment[k] = typeof v?.resolve === "function" ? await v.resolve() : String(v?.value ?? v);
@@ -226,6 +297,7 @@ export class HutchSandboxClient {
     }
     const session = new HutchSandboxSession(api, {
       manifest, sandboxName: name, hostDir, environment, workspaceReady: false,
+      backend: (await api.get(name)).backend ?? "ns",
     });
     try {
       await session.applyManifest(manifest);
@@ -239,7 +311,8 @@ export class HutchSandboxClient {
 
   async resume(state) {
     const api = await this.#api();
-    await api.get(state.sandboxName); /* NotFound when it is gone */
+    const info = await api.get(state.sandboxName); /* NotFound when it is gone */
+    state.backend = info.backend ?? "ns";
     return new HutchSandboxSession(api, state);
   }
 

@@ -73,6 +73,32 @@ export interface SandboxInfo {
   lastUsedMs: number;
   diskBytes: number;
   parent: string | null;
+  /** Since API 1.4. */
+  backend: "ns" | "vm" | null;
+  image: string | null;
+  ports: { port: number; protocol?: string; host_ip?: string; host_port?: number }[];
+}
+export interface PortInfo { port: number; protocol: string; hostIp: string; hostPort: number }
+export interface TerminalOptions {
+  tty?: boolean; cols?: number; rows?: number;
+  env?: Record<string, string>; cwd?: string; timeoutMs?: number;
+}
+/** A command behind the exec WebSocket (terminal.js). */
+export interface Terminal {
+  id: number | null;
+  exitCode: number | null;
+  outcome: unknown;
+  finished: boolean;
+  started: Promise<number>;
+  done: Promise<{ exitCode: number; outcome: unknown }>;
+  write(data: string | Uint8Array): void;
+  resize(cols: number, rows: number): void;
+  signal(signal: string | number): void;
+  closeStdin(): void;
+  takeOutput(): Buffer;
+  waitOutput(ms: number): Promise<void>;
+  waitDone(ms: number): Promise<boolean>;
+  close(): void;
 }
 export interface Change { path: string; kind: string; type: string }
 
@@ -112,6 +138,13 @@ export class HutchClient {
   writeFile(name: string, path: string, data: string | Uint8Array, opts?: { mode?: number | string; parents?: boolean }): Promise<void>;
   mkdir(name: string, path: string, opts?: { mode?: number | string; parents?: boolean }): Promise<void>;
   move(name: string, from: string, to: string, opts?: { replace?: boolean; parents?: boolean }): Promise<void>;
+  /** The tree below a folder as a tar stream (symlinks kept as symlinks, modes, mtimes). */
+  terminal(name: string, argv: string[], opts?: TerminalOptions): Promise<Terminal>;
+  ports(name: string): Promise<PortInfo[]>;
+  previewUrl(name: string, port: number): string | null;
+  downloadTree(name: string, path?: string): Promise<Buffer>;
+  /** Extracts a tar stream into a folder inside the sandbox (parents: make it). */
+  uploadTree(name: string, path: string, tar: Uint8Array, opts?: { parents?: boolean }): Promise<void>;
   removeFile(name: string, path: string): Promise<void>;
   listFiles(name: string, path?: string, opts?: { recursive?: boolean; depth?: number }): Promise<FileInfo[]>;
   stat(name: string, path: string): Promise<FileInfo>;
@@ -154,6 +187,11 @@ export class Sandbox {
   writeFile(path: string, data: string | Uint8Array, opts?: { mode?: number | string; parents?: boolean }): Promise<void>;
   mkdir(path: string, opts?: { mode?: number | string; parents?: boolean }): Promise<void>;
   move(from: string, to: string, opts?: { replace?: boolean; parents?: boolean }): Promise<void>;
+  terminal(argv: string[], opts?: TerminalOptions): Promise<Terminal>;
+  ports(): Promise<PortInfo[]>;
+  previewUrl(port: number): string | null;
+  downloadTree(path?: string): Promise<Buffer>;
+  uploadTree(path: string, tar: Uint8Array, opts?: { parents?: boolean }): Promise<void>;
   removeFile(path: string): Promise<void>;
   listFiles(path?: string, opts?: { recursive?: boolean; depth?: number }): Promise<FileInfo[]>;
   stat(path: string): Promise<FileInfo>;

@@ -7,6 +7,7 @@ import { spawn } from "node:child_process";
 import http from "node:http";
 import path from "node:path";
 import readline from "node:readline";
+import { openTerminal } from "./terminal.js";
 
 export class HutchError extends Error {
   constructor(message) {
@@ -101,7 +102,8 @@ function fileInfoOf(o) {
 
 function sandboxInfoOf(o) {
   return { name: o.name, id: o.id, state: o.state, createdMs: o.created_ms,
-           lastUsedMs: o.last_used_ms, diskBytes: o.disk_bytes, parent: o.parent ?? null };
+           lastUsedMs: o.last_used_ms, diskBytes: o.disk_bytes, parent: o.parent ?? null,
+           backend: o.backend ?? null, image: o.image ?? null, ports: o.ports ?? [] };
 }
 
 function execBody(argv, opts = {}) {
@@ -250,6 +252,36 @@ export class HutchClient {
     return new Sandbox(this, name);
   }
   sandbox(name) { return new Sandbox(this, name); }
+
+  /** A command with its stdin open through the exec WebSocket (docs/api.md):
+   * opts {tty, cols, rows, env, cwd, timeoutMs}. Resolves to a Terminal
+   * (terminal.js) once the server took the upgrade. */
+  terminal(name, argv, opts = {}) {
+    const req = execBody(argv, { env: opts.env, cwd: opts.cwd, timeoutMs: opts.timeoutMs });
+    if (opts.tty) req.tty = true;
+    if (opts.cols != null) req.cols = opts.cols;
+    if (opts.rows != null) req.rows = opts.rows;
+    const where = this.url ? { host: this.host, port: this.port, token: this.token }
+                           : { socket: this.socket, token: this.token };
+    return openTerminal(where, HutchClient.#sb(name, "/exec/ws"), req,
+                        { ConnectionFailed, ApiError, errorFromBody });
+  }
+
+  /** The published ports, [{port, protocol, hostIp, hostPort}] (hostPort 0
+   * while stopped: a free one is chosen when it starts). */
+  async ports(name) {
+    const a = await this.#request("GET", HutchClient.#sb(name, "/ports"));
+    return a.ports.map((p) => ({ port: p.port, protocol: p.protocol, hostIp: p.host_ip,
+                                 hostPort: p.host_port }));
+  }
+
+  /** The preview URL of sandbox port @port through this TCP server
+   * (.../ports/PORT/, authenticated as the API is); null over the unix
+   * socket, which has no URL. */
+  previewUrl(name, port) {
+    if (!this.url) return null;
+    return `${this.url.replace(/\/+$/, "")}${HutchClient.#sb(name, `/ports/${Number(port)}/`)}`;
+  }
   async get(name) { return sandboxInfoOf(await this.#request("GET", HutchClient.#sb(name))); }
   async delete(name) { await this.#request("DELETE", HutchClient.#sb(name)); }
   async stop(name) { await this.#request("POST", HutchClient.#sb(name, "/stop")); }
@@ -303,6 +335,18 @@ export class HutchClient {
   async move(name, from, to, { replace = false, parents = false } = {}) {
     await this.#request("POST", HutchClient.#sb(name, "/files/move"),
                         { body: { from, to, replace, parents } });
+  }
+  /* The tree below folder p as a tar stream (symlinks kept, modes and
+   * mtimes; at most 64 MiB). */
+  downloadTree(name, p = ".") {
+    return this.#request("GET", HutchClient.#sb(name, "/files/archive"),
+                         { query: { path: p }, raw: true });
+  }
+  /* Extracts the tar stream into folder p inside the sandbox; a '..' path,
+   * a link pointing out or a device node is a HutchError naming the entry. */
+  async uploadTree(name, p, tar, { parents } = {}) {
+    await this.#request("PUT", HutchClient.#sb(name, "/files/archive"),
+                        { query: { path: p, parents: flag(parents) }, body: Buffer.from(tar) });
   }
   async removeFile(name, p) {
     await this.#request("DELETE", HutchClient.#sb(name, "/files"), { query: { path: p } });
@@ -405,6 +449,11 @@ export class Sandbox {
   writeFile(p, data, opts) { return this.client.writeFile(this.name, p, data, opts); }
   mkdir(p, opts) { return this.client.mkdir(this.name, p, opts); }
   move(from, to, opts) { return this.client.move(this.name, from, to, opts); }
+  downloadTree(p) { return this.client.downloadTree(this.name, p); }
+  terminal(argv, opts) { return this.client.terminal(this.name, argv, opts); }
+  ports() { return this.client.ports(this.name); }
+  previewUrl(port) { return this.client.previewUrl(this.name, port); }
+  uploadTree(p, tar, opts) { return this.client.uploadTree(this.name, p, tar, opts); }
   removeFile(p) { return this.client.removeFile(this.name, p); }
   listFiles(p, opts) { return this.client.listFiles(this.name, p, opts); }
   stat(p) { return this.client.stat(this.name, p); }

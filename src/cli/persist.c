@@ -407,10 +407,29 @@ void persist_format_time(uint64_t ms, char *buf, size_t size) {
                 (void)snprintf(buf, size, "-");
 }
 
-/* What @rec was created from and what it uses on disk: a snapshot of the
- * sandbox itself becomes its parent (the sandbox continues from it), so
- * those snapshots are walked past to the one it was created from (or none),
- * and their size counts as its usage. */
+/* Its published ports, in the shape of GET .../ports (docs/api.md): as
+ * bound while it runs, else as its policy asks; {"port"} alone for each if
+ * that cannot be read. */
+static json_t *ls_ports_json(Store *s, const char *name, const PersistInfo *info) {
+        _cleanup_free_ char *text = NULL;
+        HutchError ignored = {};
+        bool running;
+        json_t *arr;
+
+        if (info->n_ports == 0)
+                return json_array();
+        if (persist_ports_list(s, name, &text, &running, &ignored) >= 0) {
+                arr = json_loads(text, 0, NULL);
+                if (json_is_array(arr))
+                        return arr;
+                json_decref(arr);
+        }
+        arr = json_array();
+        for (size_t k = 0; arr && k < MIN((size_t)info->n_ports, ELEMENTSOF(info->ports)); k++)
+                (void)json_array_append_new(arr, json_pack("{s:i}", "port", (int)info->ports[k]));
+        return arr;
+}
+
 static int ls_origin(Store *s, const SandboxRecord *rec, uint64_t own_bytes, char **ret_from,
                      uint64_t *ret_usage) {
         _cleanup_free_ char *p = rec->parent ? strdup(rec->parent) : NULL;
@@ -510,6 +529,11 @@ int verb_ls(int argc, char **argv) {
                                                   "from", from ? json_string(from) : json_null());
                         (void)json_object_set_new(json_array_get(arr, json_array_size(arr) - 1),
                                                   "usage_bytes", json_integer((json_int_t)usage));
+                        (void)json_object_set_new(
+                                json_array_get(arr, json_array_size(arr) - 1), "image",
+                                info.image[0] ? json_string(info.image) : json_null());
+                        (void)json_object_set_new(json_array_get(arr, json_array_size(arr) - 1),
+                                                  "ports", ls_ports_json(s, rec->name, &info));
                         continue;
                 }
                 persist_format_time(rec->created_ms, created, sizeof(created));

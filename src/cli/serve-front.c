@@ -380,6 +380,7 @@ static int conn_head(FrontConn *c, struct evbuffer *in) {
         size_t n = MIN(avail, room), from = c->len >= 2 ? c->len - 2 : 0, end;
         const uint8_t *token_sha;
         uint64_t body_max;
+        bool by_session;
         ServeHead h;
 
         if (c->len == 0)
@@ -407,6 +408,7 @@ static int conn_head(FrontConn *c, struct evbuffer *in) {
         }
         token_sha = c->front->token_sha;
         body_max = SERVE_BODY_MAX;
+        by_session = false;
         if (c->front->ui && token_sha) {
                 /* The dashboard's login gate (serve-ui.h). */
                 switch (serve_ui_gate(c->front->ui, c->head, end, (uint64_t)time(NULL))) {
@@ -416,6 +418,7 @@ static int conn_head(FrontConn *c, struct evbuffer *in) {
                         break;
                 case SERVE_UI_GATE_SESSION:
                         token_sha = NULL;
+                        by_session = true;
                         break;
                 case SERVE_UI_GATE_LOGIN:
                         conn_refuse_with(c, redirect_answer("/ui/login"));
@@ -441,8 +444,24 @@ static int conn_head(FrontConn *c, struct evbuffer *in) {
                 unsigned port;
                 size_t rest;
 
-                if (serve_preview_target(c->head + h.target, h.target_len, name, &port, &rest))
+                if (serve_preview_target(c->head + h.target, h.target_len, name, &port, &rest)) {
+                        /* SECURITY: a preview answered on the dashboard's
+                         * origin would run the sandbox's pages with the
+                         * operator's session (its cookie, /ui/session's
+                         * CSRF token): the whole API. Through the
+                         * dashboard's session, never (docs/ui.md). */
+                        if (by_session) {
+                                conn_refuse_with(
+                                        c, json_answer(403, "permission_denied",
+                                                       "a preview is not served to the "
+                                                       "dashboard's session (it would run the "
+                                                       "sandbox's pages on the dashboard's "
+                                                       "origin): use the token, or the "
+                                                       "published port"));
+                                return 2;
+                        }
                         return conn_preview(c, end, &h, name, port, rest);
+                }
         }
         if (c->front->upgrade && !c->inner) {
                 int u = c->front->upgrade(c->front->upgrade_data, c->client, c->head, end);

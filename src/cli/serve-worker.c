@@ -28,7 +28,7 @@ int serve_worker_fd = -1;
  * body up to EOF. */
 #define WORKER_HEAD_MAX 128
 /* A worker's answer is bounded like any answer: a file read is the largest. */
-#define WORKER_ANSWER_MAX (SERVE_FILE_READ_MAX + (1U << 20))
+#define WORKER_ANSWER_MAX (MAX(SERVE_FILE_READ_MAX, SERVE_ARCHIVE_MAX) + (1U << 20))
 
 void serve_worker_answer(int status, const char *ctype, const void *data, size_t len) {
         char head[WORKER_HEAD_MAX];

@@ -57,6 +57,7 @@ static void serve_routes(ServeCtx *c);
 
 static const char *const query_path[] = {"path", NULL};
 static const char *const query_path_mode[] = {"path", "mode", "parents", NULL};
+static const char *const query_path_parents[] = {"path", "parents", NULL};
 static const char *const query_path_list[] = {"path", "recursive", "depth", NULL};
 static const char *const query_limit[] = {"limit", NULL};
 static const char *const query_wait[] = {"wait", NULL};
@@ -96,6 +97,13 @@ static const Route routes[] = {
          SERVE_JSON_BODY_MAX, NULL, true},
         {EVHTTP_REQ_GET, "/v1/sandboxes/{name}/files/stat", serve_file_stat, BODY_NONE, 0,
          query_path, true},
+        /* serve-archive.c */
+        {EVHTTP_REQ_GET, "/v1/sandboxes/{name}/files/archive", serve_file_archive_get, BODY_NONE, 0,
+         query_path, true},
+        {EVHTTP_REQ_PUT, "/v1/sandboxes/{name}/files/archive", serve_file_archive_put, BODY_RAW,
+         SERVE_BODY_MAX, query_path_parents, true},
+        {EVHTTP_REQ_POST, "/v1/sandboxes/{name}/files/archive", serve_file_archive_put, BODY_RAW,
+         SERVE_BODY_MAX, query_path_parents, true},
         {EVHTTP_REQ_POST, "/v1/sandboxes/{name}/snapshots", serve_snapshot_create, BODY_JSON,
          SERVE_JSON_BODY_MAX, NULL, true},
         {EVHTTP_REQ_POST, "/v1/sandboxes/{name}/restore", serve_snapshot_restore, BODY_JSON,

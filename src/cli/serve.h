@@ -33,6 +33,7 @@
 #define SERVE_BODY_MAX (16U << 20)         /* exec stdin, file writes */
 #define SERVE_JSON_BODY_MAX (1U << 20)     /* every other JSON body */
 #define SERVE_FILE_READ_MAX (16U << 20)    /* GET .../files */
+#define SERVE_ARCHIVE_MAX (64U << 20)      /* GET .../files/archive */
 #define SERVE_OUTPUT_DEFAULT (1U << 20)    /* captured stdout, stderr each */
 #define SERVE_OUTPUT_MAX (16U << 20)       /* the most output_limit may ask */
 #define SERVE_STREAM_HIGH_WATER (1U << 20) /* unsent stream output before reads pause */
@@ -194,6 +195,9 @@ void serve_file_list(ServeCtx *c);
 void serve_file_stat(ServeCtx *c);
 void serve_file_mkdir(ServeCtx *c);
 void serve_file_move(ServeCtx *c);
+/* serve-archive.c */
+void serve_file_archive_get(ServeCtx *c);
+void serve_file_archive_put(ServeCtx *c);
 void serve_snapshot_create(ServeCtx *c);
 void serve_snapshot_restore(ServeCtx *c);
 void serve_snapshot_list(ServeCtx *c);

@@ -16,12 +16,14 @@
 #include "fd-util.h"
 #include "file-op.h"
 #include "parse-util.h"
+#include "file-tar.h"
 #include "strv.h"
 
 static const char *const action_table[_FILE_OP_ACTION_MAX] = {
-        [FILE_OP_READ] = "read", [FILE_OP_WRITE] = "write",   [FILE_OP_LIST] = "list",
-        [FILE_OP_STAT] = "stat", [FILE_OP_REMOVE] = "remove", [FILE_OP_MKDIR] = "mkdir",
-        [FILE_OP_MOVE] = "move", [FILE_OP_WALK] = "walk",
+        [FILE_OP_READ] = "read",     [FILE_OP_WRITE] = "write",   [FILE_OP_LIST] = "list",
+        [FILE_OP_STAT] = "stat",     [FILE_OP_REMOVE] = "remove", [FILE_OP_MKDIR] = "mkdir",
+        [FILE_OP_MOVE] = "move",     [FILE_OP_WALK] = "walk",     [FILE_OP_PACK] = "pack",
+        [FILE_OP_UNPACK] = "unpack",
 };
 
 const char *file_op_action_to_string(FileOpAction a) {
@@ -484,7 +486,8 @@ int file_op_run(int root_fd, const char *cwd, FileOpAction action, const char *p
         _cleanup_free_ char *name = NULL;
         _cleanup_close_ int dirfd = -EBADF;
         bool parents =
-                (mode & FILE_OP_PARENTS) && (action == FILE_OP_WRITE || action == FILE_OP_MKDIR);
+                (mode & FILE_OP_PARENTS) &&
+                (action == FILE_OP_WRITE || action == FILE_OP_MKDIR || action == FILE_OP_UNPACK);
         int r;
 
         if (mode & ~(FILE_OP_FLAGS | 0777))
@@ -509,6 +512,10 @@ int file_op_run(int root_fd, const char *cwd, FileOpAction action, const char *p
                 return op_move(root_fd, cwd, dirfd, name, mode, in_fd);
         case FILE_OP_WALK:
                 return op_walk(dirfd, name, max, out_fd);
+        case FILE_OP_PACK:
+                return file_tar_pack(dirfd, name, max, out_fd);
+        case FILE_OP_UNPACK:
+                return file_tar_unpack(dirfd, name, mode & FILE_OP_PARENTS, max, in_fd, out_fd);
         case _FILE_OP_ACTION_MAX:
         case _FILE_OP_ACTION_INVALID:
         default:

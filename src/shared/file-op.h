@@ -65,11 +65,14 @@ typedef enum FileOpAction {
         FILE_OP_MKDIR,
         FILE_OP_MOVE,
         FILE_OP_WALK,
+        FILE_OP_PACK,
+        FILE_OP_UNPACK,
         _FILE_OP_ACTION_MAX,
         _FILE_OP_ACTION_INVALID = -EINVAL,
 } FileOpAction;
 
-/* "read", "write", "list", "stat", "remove", "mkdir", "move", "walk";
+/* "read", "write", "list", "stat", "remove", "mkdir", "move", "walk",
+ * "pack", "unpack";
  * NULL when out of range. */
 const char *file_op_action_to_string(FileOpAction a);
 FileOpAction file_op_action_from_string(const char *s);
@@ -95,6 +98,12 @@ FileOpAction file_op_action_from_string(const char *s);
  *           levels (0 or beyond FILE_OP_WALK_DEPTH_MAX: that), symlinks
  *           listed and never followed, to @out_fd (-E2BIG past
  *           FILE_OP_LIST_MAX entries)
+ *   pack    the tree below directory @path as a tar stream of at most @max
+ *           bytes to @out_fd (sandbox/file-tar.h)
+ *   unpack  the tar stream of @in_fd into directory @path, at most @max
+ *           bytes of file data; FILE_OP_PARENTS makes @path and its
+ *           missing parents; a refusal's message follows the archive on
+ *           @out_fd (sandbox/file-tar.h)
  * FILE_OP_PARENTS in @mode makes write and mkdir create missing
  * directories on the way, each opened without following a symlink as
  * the path's own are. Returns 0 or -errno: -EINVAL for an empty path or a relative @cwd,

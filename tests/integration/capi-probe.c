@@ -373,6 +373,34 @@ int main(int argc, char **argv) {
                 printf("{}\n");
                 return 0;
         }
+        if (strcmp(verb, "archive-get") == 0 && argc == 5) {
+                /* archive-get NAME DIR MAX: the tar on stdout */
+                char *data = NULL;
+                size_t len = 0;
+
+                r = hutch_file_archive_get(argv[2], argv[3], (size_t)num(argv[4], 10), &data, &len,
+                                           &err);
+                if (r < 0)
+                        return failed(r, &err);
+                fwrite(data, 1, len, stdout);
+                free(data);
+                return 0;
+        }
+        if (strcmp(verb, "archive-put") == 0 && argc == 5) {
+                /* archive-put NAME DIR PARENTS(0|1) < TAR */
+                size_t len = 0;
+                char *data = read_stdin(&len);
+
+                if (!data)
+                        return 2;
+                r = hutch_file_archive_put(argv[2], argv[3], data, len,
+                                           num(argv[4], 10) ? HUTCH_FILE_PARENTS : 0, &err);
+                free(data);
+                if (r < 0)
+                        return failed(r, &err);
+                printf("{}\n");
+                return 0;
+        }
         if (strcmp(verb, "list") == 0 && argc == 4) {
                 hutch_file_info *l = NULL;
                 size_t n = 0;

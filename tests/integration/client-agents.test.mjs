@@ -27,10 +27,7 @@ test("the session interface, driven directly", async () => {
     environment: { GREETING: "hi" },
   });
   const s = await client.create({ manifest });
-  assert.equal(s.supportsPty(), false);  // no stdin stream in hutch yet (issue 18)
-  await assert.rejects(s.exec({ cmd: "true", tty: true }), /issue 18/);
-  await assert.rejects(s.writeStdin({ sessionId: 1, chars: "x" }), /issue 18/);
-  await assert.rejects(s.resolveExposedPort(8080), /issue 18/);
+  assert.equal(s.supportsPty(), true);  // tty and writeStdin: client-terminal.test.mjs
 
   let r = await s.exec({ cmd: 'printf "%s " "$GREETING"; pwd; cat README.md src/a.txt; exit 3' });
   assert.equal(r.exitCode, 3);

@@ -6,8 +6,8 @@ SDK). Runs client-agents.test.mjs with `node --test`:
 
 1. the SDK's session interface driven directly: create with manifest
    entries, exec/execCommand, files, the editor, persist/hydrate, resume
-   from serialised state, delete; supportsPty() is false (hutch has no
-   stdin stream yet, issue 18), and tty/writeStdin/ports say so;
+   from serialised state, delete; supportsPty() is true (tty sessions,
+   writeStdin and ports: test_client_terminal.py);
 2. a whole SandboxAgent run through the SDK's Runner with its
    ScriptedModel (no network, no LLM, tracing off): apply_patch creates and
    fixes a file, exec_command runs its test, the final output is checked,

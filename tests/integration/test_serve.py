@@ -408,6 +408,9 @@ def test_every_route(server):
     api.ok("POST", f"/v1/sandboxes/{a}/files/mkdir?path=/tmp/d&parents=true")
     api.ok("PUT", f"/v1/sandboxes/{a}/files?path=/tmp/d/m.txt", b"x")
     api.ok("POST", f"/v1/sandboxes/{a}/files/move", {"from": "/tmp/d/m.txt", "to": "scratch.txt"})
+    tree = api.ok("GET", f"/v1/sandboxes/{a}/files/archive?path=/tmp/d").data  # test_file_archive.py
+    api.ok("PUT", f"/v1/sandboxes/{a}/files/archive?path=/tmp/e/f&parents=true", tree)
+    api.ok("POST", f"/v1/sandboxes/{a}/files/archive?path=/tmp/e/f", tree)
     api.ok("DELETE", f"/v1/sandboxes/{a}/files?path=scratch.txt", status=204)
     r = api.call("GET", f"/v1/sandboxes/{a}/files/stat?path=scratch.txt")
     assert r.status == 404 and r.error["code"] == "not_found"

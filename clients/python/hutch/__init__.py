@@ -3,6 +3,7 @@
 
 from .client import (Client, ExecResult, FileInfo, Outcome, OutputChunk, Sandbox, SandboxInfo,
                      default_socket, run)
+from .terminal import Terminal
 from .errors import (ApiError, Conflict, ConnectionFailed, HutchError, InvalidArgument,
                      NotFound, NotSupported, PermissionDenied, Timeout, TooLarge,
                      Unauthorized, Unavailable)
@@ -11,5 +12,5 @@ __all__ = [
     "Client", "ExecResult", "FileInfo", "Outcome", "OutputChunk", "Sandbox", "SandboxInfo",
     "default_socket", "run", "ApiError", "Conflict", "ConnectionFailed", "HutchError",
     "InvalidArgument", "NotFound", "NotSupported", "PermissionDenied", "Timeout", "TooLarge",
-    "Unauthorized", "Unavailable",
+    "Unauthorized", "Unavailable", "Terminal",
 ]

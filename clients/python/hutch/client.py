@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, Iterator, List, Optional, Sequence, Union
 
 from .errors import ApiError, ConnectionFailed, HutchError, error_from_body
+from .terminal import Terminal, open_terminal
 
 API_MAJOR = 1
 DEFAULT_TIMEOUT = 600.0
@@ -140,11 +141,17 @@ class SandboxInfo:
     last_used_ms: int
     disk_bytes: int
     parent: Optional[str]
+    # Since API 1.4: the backend ("ns", "vm"), the policy's image (None:
+    # the host's base), the published ports as GET .../ports lists them.
+    backend: Optional[str] = None
+    image: Optional[str] = None
+    ports: List[Dict[str, Any]] = field(default_factory=list)
 
     @classmethod
     def from_json(cls, o: Dict[str, Any]) -> "SandboxInfo":
         return cls(o["name"], o["id"], o["state"], o.get("created_ms", 0),
-                   o.get("last_used_ms", 0), o.get("disk_bytes", 0), o.get("parent"))
+                   o.get("last_used_ms", 0), o.get("disk_bytes", 0), o.get("parent"),
+                   o.get("backend"), o.get("image"), list(o.get("ports") or []))
 
 
 def _decode(data: Optional[str], encoding: Optional[str]) -> bytes:
@@ -439,6 +446,66 @@ class Client:
         self._call("POST", self._sb(name, "/files/move"),
                    body={"from": src, "to": dst, "replace": replace, "parents": parents})
 
+    def terminal(self, name: str, argv: Sequence[str], tty: bool = False,
+                 cols: Optional[int] = None, rows: Optional[int] = None,
+                 env: Optional[Dict[str, str]] = None, cwd: Optional[str] = None,
+                 timeout_ms: Optional[int] = None) -> Terminal:
+        """A command with its stdin open (@tty: a terminal made inside the
+        sandbox, @cols x @rows) through the exec WebSocket; returns once it
+        started (Terminal.id). Closing the Terminal kills it if it runs."""
+        body = self._exec_body(argv, env, cwd, timeout_ms, None, None)
+        if tty:
+            body["tty"] = True
+        if cols is not None:
+            body["cols"] = int(cols)
+        if rows is not None:
+            body["rows"] = int(rows)
+        try:
+            if self.url:
+                sock = socket.create_connection((self._host, self._port), timeout=self.timeout)
+            else:
+                sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+                sock.settimeout(self.timeout)
+                sock.connect(self.socket)
+        except FileNotFoundError:
+            raise ConnectionFailed(f"no hutch serve at {self._where()}: the socket does not "
+                                   "exist (start `hutch serve`)") from None
+        except ConnectionRefusedError:
+            raise ConnectionFailed(f"no hutch serve at {self._where()}: connection refused "
+                                   "(a stale socket, or no server on that port)") from None
+        except OSError as e:
+            raise ConnectionFailed(f"hutch serve at {self._where()}: {e}") from None
+        try:
+            return open_terminal(sock, self._sb(name, "/exec/ws"), body, self.token, self.timeout)
+        except BaseException:
+            sock.close()
+            raise
+
+    def ports(self, name: str) -> List[Dict[str, Any]]:
+        """The published ports, [{port, protocol, host_ip, host_port}]
+        (host_port 0 while stopped: a free one is chosen at the start)."""
+        return self._call("GET", self._sb(name, "/ports"))["ports"]
+
+    def preview_url(self, name: str, port: int) -> Optional[str]:
+        """Serve's preview URL of sandbox port @port over this TCP server;
+        None over the unix socket, which has no URL."""
+        if not self.url:
+            return None
+        return self.url.rstrip("/") + self._sb(name, f"/ports/{int(port)}/")
+
+    def download_tree(self, name: str, path: str = ".") -> bytes:
+        """The tree below folder @path as a tar stream (symlinks kept as
+        symlinks, modes and mtimes; at most 64 MiB): tarfile reads it."""
+        return self._call("GET", self._sb(name, "/files/archive"), {"path": path}, raw=True)
+
+    def upload_tree(self, name: str, path: str, tar: bytes, parents: bool = False) -> None:
+        """Extracts the tar stream @tar into folder @path inside the
+        sandbox (@parents: made with its missing parents). A path with
+        '..', a link pointing out or a device node is refused (an
+        ApiError naming the entry)."""
+        self._call("PUT", self._sb(name, "/files/archive"),
+                   {"path": path, "parents": _flag(parents)}, body=tar)
+
     def remove_file(self, name: str, path: str) -> None:
         self._call("DELETE", self._sb(name, "/files"), {"path": path})
 
@@ -574,6 +641,21 @@ class Sandbox:
 
     def move(self, src: str, dst: str, replace: bool = False, parents: bool = False) -> None:
         self.client.move(self.name, src, dst, replace, parents)
+
+    def terminal(self, argv: Sequence[str], **kw) -> Terminal:
+        return self.client.terminal(self.name, argv, **kw)
+
+    def ports(self) -> List[Dict[str, Any]]:
+        return self.client.ports(self.name)
+
+    def preview_url(self, port: int) -> Optional[str]:
+        return self.client.preview_url(self.name, port)
+
+    def download_tree(self, path: str = ".") -> bytes:
+        return self.client.download_tree(self.name, path)
+
+    def upload_tree(self, path: str, tar: bytes, parents: bool = False) -> None:
+        self.client.upload_tree(self.name, path, tar, parents)
 
     def remove_file(self, path: str) -> None:
         self.client.remove_file(self.name, path)

@@ -18,6 +18,7 @@
 #include "fd-util.h"
 #include "file-op.h"
 #include "hutch.h"
+#include "file-tar.h"
 #include "parse-util.h"
 #include "sandbox/sandbox.h"
 #include "strv.h"
@@ -510,6 +511,11 @@ static void info_fill(const Store *s, const SandboxRecord *rec, hutch_sandbox_in
         copy_str(ret->name, sizeof(ret->name), rec->name);
         copy_str(ret->id, sizeof(ret->id), rec->id);
         copy_str(ret->parent, sizeof(ret->parent), rec->parent ? rec->parent : "");
+        copy_str(ret->backend, sizeof(ret->backend), sandbox_backend_to_string(pi.backend));
+        copy_str(ret->image, sizeof(ret->image), pi.image);
+        ret->n_ports = pi.n_ports;
+        for (size_t i = 0; i < MIN((size_t)pi.n_ports, ELEMENTSOF(ret->ports)); i++)
+                ret->ports[i] = pi.ports[i];
 }
 
 _public_ void hutch_sandbox_info_done(hutch_sandbox_info *i) {
@@ -967,6 +973,84 @@ _public_ int hutch_file_remove(const char *name, const char *path, hutch_error *
         KeeperFile req = {.action = FILE_OP_REMOVE, .path = path};
 
         return file_request(name, &req, NULL, 0, NULL, err);
+}
+
+/* ---- trees as tar (sandbox/file-tar.h) ---- */
+
+_public_ int hutch_file_archive_get(const char *name, const char *path, size_t max, char **ret_data,
+                                    size_t *ret_len, hutch_error *err) {
+        _cleanup_close_ int fd = -EBADF;
+        KeeperFile req = {.action = FILE_OP_PACK, .path = path, .max = MIN(max, (size_t)INT64_MAX)};
+        char *data = NULL;
+        size_t len = 0;
+        int r;
+
+        if (!ret_data || max == 0)
+                return fail_msg(err, EINVAL, "no output or no limit given");
+        r = file_request(name, &req, NULL, 0, &fd, err);
+        if (r == -EFBIG || r == -E2BIG)
+                return fail_msg(err, -r,
+                                r == -EFBIG ? "the tree's archive is larger than the limit given"
+                                            : "the tree has more than 100000 entries");
+        if (r < 0)
+                return r;
+        /* Bounded again here: the bytes come from inside the sandbox. */
+        r = read_full_fd(fd, req.max, &data, &len);
+        if (r < 0)
+                return r == -EFBIG ? fail_msg(err, EFBIG,
+                                              "the tree's archive is larger than the limit given")
+                                   : fail(err, NULL, r);
+        *ret_data = data;
+        if (ret_len)
+                *ret_len = len;
+        return 0;
+}
+
+_public_ int hutch_file_archive_put(const char *name, const char *path, const void *data,
+                                    size_t len, unsigned flags, hutch_error *err) {
+        _cleanup_(store_freep) Store *s = NULL;
+        _cleanup_close_ int fd = -EBADF;
+        /* The file data in it cannot exceed the archive's own size. */
+        KeeperFile req = {
+                .action = FILE_OP_UNPACK, .path = path, .mode = flags, .max = MAX(len, (size_t)1)};
+        char msg[FILE_TAR_MSG_MAX + 1] = "";
+        HutchError e = {};
+        ssize_t n;
+        int r;
+
+        if (!name || !path || !path[0])
+                return fail_msg(err, EINVAL, "no sandbox name or path given");
+        if (!data && len > 0)
+                return fail_msg(err, EINVAL, "no data given");
+        if (flags & ~HUTCH_FILE_PARENTS)
+                return fail_msg(err, EINVAL, "unknown flags");
+        if (strlen(path) >= PATH_MAX)
+                return fail_msg(err, ENAMETOOLONG, "the path is too long");
+        fd = memfd_create("hutch-archive", MFD_CLOEXEC);
+        if (fd < 0)
+                return fail(err, NULL, negative_errno());
+        if (len > 0) {
+                r = loop_write(fd, data, len);
+                if (r < 0 || lseek(fd, 0, SEEK_SET) < 0)
+                        return fail(err, NULL, r < 0 ? r : negative_errno());
+        }
+        req.data_fd = fd;
+        r = store_open(&s, &e);
+        if (r >= 0)
+                r = persist_file(s, name, &req, &e);
+        if (r >= 0)
+                return 0;
+        /* The builtin's message follows the archive (sandbox/file-tar.h);
+         * it comes from inside the sandbox: one line of printable ASCII. */
+        n = pread(fd, msg, FILE_TAR_MSG_MAX, (off_t)len);
+        if (n > 0 && e.errnum == -r) {
+                msg[n] = '\0';
+                for (char *c = msg; *c; c++)
+                        if ((unsigned char)*c < 0x20 || (unsigned char)*c >= 0x7f)
+                                *c = '?';
+                (void)hutch_error_set(&e, -r, "cannot unpack the archive into '%s': %s", path, msg);
+        }
+        return fail(err, &e, r);
 }
 
 /* ---- the workspace ---- */

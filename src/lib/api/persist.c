@@ -934,8 +934,20 @@ void persist_info(const Store *s, const SandboxRecord *rec, PersistInfo *ret) {
                 .last_used_ms = rec->created_ms,
                 .backend = SANDBOX_BACKEND_NS,
         };
-        if (p && policy_load_json(p, rec->policy_json, strlen(rec->policy_json), &ignored) >= 0)
+        if (p && policy_load_json(p, rec->policy_json, strlen(rec->policy_json), &ignored) >= 0) {
                 ret->backend = p->backend;
+                if (p->image)
+                        (void)snprintf(ret->image, sizeof(ret->image), "%s", p->image);
+                STRV_FOREACH(spec, p->ports) {
+                        PortSpec ps;
+
+                        if (port_spec_parse(*spec, &ps, NULL) < 0)
+                                continue;
+                        if (ret->n_ports < PERSIST_INFO_PORTS_MAX)
+                                ret->ports[ret->n_ports] = ps.port;
+                        ret->n_ports++;
+                }
+        }
         if (store_sandbox_path(s, rec->name, "history.jsonl", &history) >= 0 &&
             stat(history, &st) == 0)
                 ret->last_used_ms = (uint64_t)st.st_mtim.tv_sec * 1000U +

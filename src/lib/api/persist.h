@@ -104,6 +104,8 @@ int persist_update(Store *s, const char *name, const Policy *policy, char ***ret
  * @force, which stops it first. */
 int persist_destroy(Store *s, const char *name, bool force, HutchError *reterr);
 
+#define PERSIST_INFO_PORTS_MAX 16
+
 typedef struct PersistInfo {
         bool running;
         uint64_t last_used_ms;  /* the last exec's end, or the creation */
@@ -111,6 +113,11 @@ typedef struct PersistInfo {
         uint64_t disk_limit;    /* its disk image's size; 0: none */
         unsigned degraded;      /* 1 << PolicyLimit of limits not enforced (disk) */
         SandboxBackend backend; /* its policy's ("ns" when it cannot be read) */
+        /* Its policy's image ("" for the host's base) and published ports
+         * (the sandbox side, the first PERSIST_INFO_PORTS_MAX of @n_ports). */
+        char image[256];
+        unsigned n_ports;
+        uint16_t ports[PERSIST_INFO_PORTS_MAX];
 } PersistInfo;
 
 /* What `hutch ls` shows of a loaded sandbox besides its record. */
