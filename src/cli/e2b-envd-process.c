@@ -190,8 +190,7 @@ static json_t *end_event(int exit_code, const char *outcome_json) {
                         (void)snprintf(status, sizeof(status), "signal: %s", t);
                 else
                         (void)snprintf(status, sizeof(status), "signal: %d", sig);
-                end = json_pack("{s:i,s:s,s:s}", "exitCode", -1, "status", status, "error",
-                                status);
+                end = json_pack("{s:i,s:s,s:s}", "exitCode", -1, "status", status, "error", status);
                 if (end && reason && strcmp(reason, "signaled") != 0 &&
                     strcmp(reason, "killed") != 0) {
                         /* timeout, oom, pids: hutch's reason says why. */
@@ -253,8 +252,8 @@ static int pty_size(EnvdCall *call, json_t *pty, uint16_t *ret_cols, uint16_t *r
         json_int_t c = json_integer_value(json_object_get(size, "cols"));
         json_int_t rw = json_integer_value(json_object_get(size, "rows"));
 
-        if (!json_is_object(pty) || !json_is_object(size) || c <= 0 || rw <= 0 ||
-            c > UINT16_MAX || rw > UINT16_MAX)
+        if (!json_is_object(pty) || !json_is_object(size) || c <= 0 || rw <= 0 || c > UINT16_MAX ||
+            rw > UINT16_MAX)
                 return bad(call, "pty", "must have a size of 1-65535 cols and rows");
         *ret_cols = (uint16_t)c;
         *ret_rows = (uint16_t)rw;
@@ -265,14 +264,14 @@ static int pty_size(EnvdCall *call, json_t *pty, uint16_t *ret_cols, uint16_t *r
 
 typedef struct Broker {
         EnvdCall *call;
-        int sock;     /* the keeper connection of the exec */
-        int in_fd;    /* stdin's write end, or -EBADF */
-        int out[2];   /* stdout, stderr read ends (or out[0] the pty master) */
-        int master;   /* the pty master, or -EBADF */
-        int listen;   /* the broker socket */
-        int dirfd;    /* its folder */
+        int sock;   /* the keeper connection of the exec */
+        int in_fd;  /* stdin's write end, or -EBADF */
+        int out[2]; /* stdout, stderr read ends (or out[0] the pty master) */
+        int master; /* the pty master, or -EBADF */
+        int listen; /* the broker socket */
+        int dirfd;  /* its folder */
         char sock_name[128];
-        bool client;  /* the Start client still listens */
+        bool client; /* the Start client still listens */
         int subs[SUBSCRIBERS_MAX];
         int ctls[CONTROLS_MAX];
         uint64_t id;
@@ -399,8 +398,10 @@ static bool broker_output(Broker *b, size_t k) {
                 return true;
         if (n <= 0)
                 return false; /* EOF, or EIO from a pty master whose slave closed */
-        broker_send_all(b, data_event(b->master >= 0 ? "pty" : k == 0 ? "stdout" : "stderr", buf,
-                                      (size_t)n));
+        broker_send_all(b, data_event(b->master >= 0 ? "pty"
+                                      : k == 0       ? "stdout"
+                                                     : "stderr",
+                                      buf, (size_t)n));
         return true;
 }
 
@@ -529,8 +530,8 @@ static int broker_listen(Broker *b) {
         b->dirfd = broker_dir(b->call->req->srv);
         if (b->dirfd < 0)
                 return b->dirfd;
-        (void)snprintf(b->sock_name, sizeof(b->sock_name), "%s-%" PRIu64 ".sock",
-                       b->call->sbx.name, b->id);
+        (void)snprintf(b->sock_name, sizeof(b->sock_name), "%s-%" PRIu64 ".sock", b->call->sbx.name,
+                       b->id);
         r = broker_addr(b->dirfd, b->call->sbx.name, b->id, &sa, &len);
         if (r < 0)
                 return r;
@@ -782,12 +783,11 @@ static int proc_connect(EnvdCall *call) {
                         json_t *o = json_loads(buf + 1, 0, NULL);
                         json_t *e = json_object_get(o, "error");
 
-                        (void)envd_stream_end(
-                                call,
-                                e ? connect_code_from_string(json_string_value(
-                                            json_object_get(e, "code")))
-                                  : CONNECT_OK,
-                                json_string_value(json_object_get(e, "message")));
+                        (void)envd_stream_end(call,
+                                              e ? connect_code_from_string(json_string_value(
+                                                          json_object_get(e, "code")))
+                                                : CONNECT_OK,
+                                              json_string_value(json_object_get(e, "message")));
                         json_decref(o);
                         return 1;
                 }
@@ -824,8 +824,8 @@ static int proc_list(EnvdCall *call) {
 
                 for (size_t k = 1; args && l[i].argv && l[i].argv[0] && l[i].argv[k]; k++)
                         (void)json_array_append_new(args, json_string(l[i].argv[k]));
-                cfg = json_pack("{s:s,s:o}", "cmd",
-                                l[i].argv && l[i].argv[0] ? l[i].argv[0] : "", "args", args);
+                cfg = json_pack("{s:s,s:o}", "cmd", l[i].argv && l[i].argv[0] ? l[i].argv[0] : "",
+                                "args", args);
                 (void)json_array_append_new(
                         arr, json_pack("{s:o,s:I}", "config", cfg, "pid", (json_int_t)l[i].id));
         }
@@ -894,15 +894,14 @@ static int proc_broker_call(EnvdCall *call, const char *method) {
                                                          : json_object_get(in, "pty");
 
                 if (!json_is_object(in) || json_object_size(in) != 1 || !json_is_string(v) ||
-                    connect_bytes_decode(json_string_value(v), json_string_length(v), &data,
-                                         &len) < 0)
+                    connect_bytes_decode(json_string_value(v), json_string_length(v), &data, &len) <
+                            0)
                         return bad(call, "input", "must be {\"stdin\"|\"pty\": base64}"), 0;
         }
         fd = broker_connect(call, id);
         if (fd < 0)
                 return envd_reply_code(call, CONNECT_NOT_FOUND,
-                                       "process %" PRIu64 " is not running (or has no input)",
-                                       id);
+                                       "process %" PRIu64 " is not running (or has no input)", id);
         if (names == input_names) {
                 _cleanup_free_ uint8_t *chunk = malloc(INPUT_CHUNK + 1);
 
@@ -936,9 +935,9 @@ static int proc_broker_call(EnvdCall *call, const char *method) {
         }
         if (r == -EINVAL)
                 return envd_reply_code(call, CONNECT_FAILED_PRECONDITION,
-                                       names == update_names
-                                               ? "process %" PRIu64 " has no terminal"
-                                               : "process %" PRIu64 " has a terminal, not stdin",
+                                       names == update_names ? "process %" PRIu64 " has no terminal"
+                                                             : "process %" PRIu64
+                                                               " has a terminal, not stdin",
                                        id);
         if (r == -EPIPE)
                 return envd_reply_code(call, CONNECT_FAILED_PRECONDITION,

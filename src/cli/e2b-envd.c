@@ -2,8 +2,8 @@
 /* envd: routing, the REST routes, the filesystem service and the Connect
  * framing of answers (e2b-envd.h, docs/e2b-envd.md). */
 #include <errno.h>
-#include <inttypes.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <poll.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -482,8 +482,7 @@ static int fs_list_dir(EnvdCall *call) {
         if (bad_members(call, names) || msg_string(call, "path", true, &path) < 0)
                 return 0;
         if (d && !json_is_null(d)) {
-                if (!json_is_integer(d) || json_integer_value(d) < 0 ||
-                    json_integer_value(d) > 64)
+                if (!json_is_integer(d) || json_integer_value(d) < 0 || json_integer_value(d) > 64)
                         return envd_reply_code(call, CONNECT_INVALID_ARGUMENT,
                                                "'depth' must be 0 to 64");
                 depth = json_integer_value(d) ? json_integer_value(d) : 1;
@@ -783,7 +782,7 @@ static int connect_call(E2bRequest *req, const char *service, const char *method
         int shape, r;
 
         shape = strcmp(service, "process.Process") == 0 ? envd_process_method_shape(method)
-                                                          : filesystem_method_shape(method);
+                                                        : filesystem_method_shape(method);
         if (shape < 0)
                 return envd_unary_error(req, CONNECT_UNIMPLEMENTED, "unknown method") < 0 ? -EIO
                                                                                           : 1;
@@ -794,14 +793,13 @@ static int connect_call(E2bRequest *req, const char *service, const char *method
                 r = e2b_reply(req, 415, NULL, NULL, 0);
                 return r < 0 ? r : 1;
         }
-        if (connect_timeout_parse(e2b_request_header(req, "Connect-Timeout-Ms"),
-                                  &call.timeout_ms) < 0)
+        if (connect_timeout_parse(e2b_request_header(req, "Connect-Timeout-Ms"), &call.timeout_ms) <
+            0)
                 return envd_unary_error(req, CONNECT_INVALID_ARGUMENT,
                                         "malformed Connect-Timeout-Ms") < 0
                                ? -EIO
                                : 1;
-        r = read_body(req, CONNECT_MESSAGE_MAX + (stream ? CONNECT_ENVELOPE_HEAD : 0), &body,
-                      &len);
+        r = read_body(req, CONNECT_MESSAGE_MAX + (stream ? CONNECT_ENVELOPE_HEAD : 0), &body, &len);
         if (r == -E2BIG)
                 return envd_unary_error(req, CONNECT_RESOURCE_EXHAUSTED,
                                         "the message is larger than 4 MiB") < 0
@@ -864,8 +862,7 @@ static int files_resolve(E2bRequest *req, const char *op, const char *path, cons
         uint64_t expiration = 0;
         int r;
 
-        if (e2b_request_header(req, "E2b-Sandbox-Id") &&
-            e2b_request_header(req, "X-Access-Token"))
+        if (e2b_request_header(req, "E2b-Sandbox-Id") && e2b_request_header(req, "X-Access-Token"))
                 return envd_resolve(req, ret);
         r = query_get(req->query, "signature", &sig);
         if (r < 0)
@@ -885,8 +882,8 @@ static int files_resolve(E2bRequest *req, const char *op, const char *path, cons
                 if (!exp[0])
                         return -EACCES;
         }
-        return e2b_sandbox_lookup_signature(req->srv, path, op, user ? user : "", sig,
-                                            expiration, ret);
+        return e2b_sandbox_lookup_signature(req->srv, path, op, user ? user : "", sig, expiration,
+                                            ret);
 }
 
 static int files_status(int r) {
@@ -927,8 +924,9 @@ static int files_get(E2bRequest *req) {
         if (!path || !path[0])
                 return rest_error(req, 400, "'path' is required");
         if (envd_user_check(req, user) < 0)
-                return rest_error(req, 400, "unknown user (E2B's base template has 'user' and "
-                                            "'root')");
+                return rest_error(req, 400,
+                                  "unknown user (E2B's base template has 'user' and "
+                                  "'root')");
         r = files_resolve(req, "read", path, user, &sbx);
         if (r < 0)
                 return rest_error(req, r == -ENOENT ? 404 : files_status(r),
@@ -937,9 +935,10 @@ static int files_get(E2bRequest *req) {
                                                  : "sandbox not found");
         r = hutch_file_read(sbx.name, path, ENVD_FILE_MAX, &data, &len, &err);
         if (r < 0)
-                return rest_error(req, files_status(r), err.message[0] ? err.message : strerror(-r));
-        if (asprintf(&disp, "Content-Disposition: attachment; filename=\"%s\"",
-                     last_part(path)) < 0)
+                return rest_error(req, files_status(r),
+                                  err.message[0] ? err.message : strerror(-r));
+        if (asprintf(&disp, "Content-Disposition: attachment; filename=\"%s\"", last_part(path)) <
+            0)
                 disp = NULL;
         /* A name with a quote or a control character gets no header. */
         if (disp && strpbrk(last_part(path), "\"\\\r\n") == NULL)
@@ -1084,8 +1083,9 @@ static int files_post(E2bRequest *req) {
             query_get(req->query, "username", &user) < 0)
                 return rest_error(req, 400, "malformed query");
         if (envd_user_check(req, user) < 0)
-                return rest_error(req, 400, "unknown user (E2B's base template has 'user' and "
-                                            "'root')");
+                return rest_error(req, 400,
+                                  "unknown user (E2B's base template has 'user' and "
+                                  "'root')");
         if (enc && strcasecmp(enc, "identity") != 0)
                 return rest_error(req, 415, "Content-Encoding is not supported (only identity)");
         /* File metadata (X-Metadata-* headers, user.* xattrs in E2B) is not
@@ -1122,8 +1122,9 @@ static int files_post(E2bRequest *req) {
                         return rest_error(req, 400, "malformed multipart/form-data body");
                 }
         } else
-                return rest_error(req, 415,
-                                  "the body must be multipart/form-data or application/octet-stream");
+                return rest_error(
+                        req, 415,
+                        "the body must be multipart/form-data or application/octet-stream");
         arr = json_array();
         for (size_t i = 0; r >= 0 && i < n; i++) {
                 /* With ?path=, one file goes there; else each part's name. */
@@ -1148,7 +1149,8 @@ static int files_post(E2bRequest *req) {
                 free(parts[i].filename);
         if (r < 0) {
                 json_decref(arr);
-                return rest_error(req, files_status(r), err.message[0] ? err.message : strerror(-r));
+                return rest_error(req, files_status(r),
+                                  err.message[0] ? err.message : strerror(-r));
         }
         r = e2b_reply_json(req, 200, arr);
         return r < 0 ? r : 0;
@@ -1164,8 +1166,9 @@ static int health(E2bRequest *req) {
         if (r == -EACCES)
                 return rest_error(req, 401, "the access token (X-Access-Token) is wrong");
         if (r < 0)
-                return rest_error(req, 502, r == -EAGAIN ? "the sandbox is paused"
-                                                         : "the sandbox is not running");
+                return rest_error(req, 502,
+                                  r == -EAGAIN ? "the sandbox is paused"
+                                               : "the sandbox is not running");
         r = e2b_reply(req, 204, NULL, NULL, 0);
         return r < 0 ? r : 0;
 }
