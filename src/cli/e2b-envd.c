@@ -810,6 +810,11 @@ static int connect_call(E2bRequest *req, const char *service, const char *method
         if (stream) {
                 r = connect_stream_request((const uint8_t *)body, len, CONNECT_MESSAGE_MAX, &msg,
                                            &mlen);
+                if (r == -EMSGSIZE)
+                        return envd_unary_error(req, CONNECT_RESOURCE_EXHAUSTED,
+                                                "the message is larger than 4 MiB") < 0
+                                       ? -EIO
+                                       : 0;
                 if (r < 0)
                         return envd_unary_error(req, CONNECT_INVALID_ARGUMENT,
                                                 "malformed envelope") < 0
