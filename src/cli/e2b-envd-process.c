@@ -460,10 +460,14 @@ static int broker_run(Broker *b, uint64_t timeout_ms) {
                                 have_outcome = true;
                                 drain_until = now + EOF_GRACE_MS;
                         } else if (r < 0 && r != -EAGAIN) {
+                                /* The keeper went away: the sandbox was
+                                 * killed, paused or stopped. unavailable
+                                 * is what the SDK reads as "the sandbox
+                                 * is gone" (its TimeoutError). */
                                 free(json);
                                 have_outcome = true;
                                 drain_until = now + EOF_GRACE_MS;
-                                code = CONNECT_INTERNAL;
+                                code = CONNECT_UNAVAILABLE;
                         } else
                                 free(json);
                 }
@@ -485,7 +489,7 @@ static int broker_run(Broker *b, uint64_t timeout_ms) {
                 _cleanup_free_ char *end = connect_end_stream_json(
                         code, code == CONNECT_DEADLINE_EXCEEDED ? "the command's timeout passed"
                               : code == CONNECT_OK              ? NULL
-                                                                : "lost the sandbox's keeper");
+                                                   : "the sandbox was stopped or killed");
 
                 for (size_t i = 0; end && i < SUBSCRIBERS_MAX; i++) {
                         _cleanup_free_ char *wire = NULL;
@@ -501,7 +505,7 @@ static int broker_run(Broker *b, uint64_t timeout_ms) {
                                       code == CONNECT_DEADLINE_EXCEEDED
                                               ? "the command's timeout passed"
                                       : code == CONNECT_OK ? NULL
-                                                           : "lost the sandbox's keeper");
+                                                           : "the sandbox was stopped or killed");
         return 0;
 }
 

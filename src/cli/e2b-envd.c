@@ -844,6 +844,17 @@ static int connect_call(E2bRequest *req, const char *service, const char *method
                 }
                 return envd_unary_error(req, code, why) < 0 ? -EIO : 0;
         }
+        if (envd_user_check(req, NULL) < 0) {
+                json_decref(call.msg);
+                why = "unknown user (E2B's base template has 'user' and 'root')";
+                if (stream) {
+                        r = envd_stream_begin(&call);
+                        if (r >= 0)
+                                r = envd_stream_end(&call, CONNECT_INVALID_ARGUMENT, why);
+                        return r < 0 ? r : 0;
+                }
+                return envd_unary_error(req, CONNECT_INVALID_ARGUMENT, why) < 0 ? -EIO : 0;
+        }
         if (strcmp(service, "process.Process") == 0)
                 r = envd_process_call(&call, method);
         else

@@ -199,7 +199,19 @@ async function access(sbx) {
   out.unknownRunning = await none.isRunning();
 }
 
-const scenarios = { commands, pty, files, wall, access };
+// Killing the sandbox ends the streams open on it.
+async function killstream(sbx) {
+  const h = await sbx.commands.run('exec sleep 300', { background: true });
+  const ended = h.wait().then(() => 'no error', (e) => errName(e));
+  out.kill = await sbx.kill();
+  let timer;
+  const late = new Promise((r) => { timer = setTimeout(() => r('still open'), 60000); });
+  out.ended = await Promise.race([ended, late]);
+  clearTimeout(timer);
+  out.running = await sbx.isRunning();
+}
+
+const scenarios = { commands, pty, files, wall, access, killstream };
 const sbx = await create();
 out.sandboxId = sbx.sandboxId;
 out.envdAccessToken = sbx.envdAccessToken;

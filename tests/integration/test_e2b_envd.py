@@ -233,6 +233,16 @@ def test_access(server, e2b_modules, tmp_path):
     assert server.sandboxes() == []
 
 
+def test_kill_ends_streams(server, e2b_modules, tmp_path):
+    out = drive(server, e2b_modules, tmp_path, "killstream")
+    assert out["kill"] is True
+    # The command was killed with its sandbox: its stream ended (with the
+    # outcome "signal: killed", or unavailable when the keeper went first).
+    assert out["ended"] in ("TimeoutError", "CommandExitError"), out
+    assert out["running"] is False
+    assert server.sandboxes() == []
+
+
 # ---- raw HTTP: what the SDK never sends ----
 
 def envd_request(server, method, path, body=b"", headers=None):
