@@ -123,8 +123,10 @@ typedef struct E2bRequest {
 /* The value of header @name (case-insensitive; the first one), or NULL. */
 const char *e2b_request_header(const E2bRequest *req, const char *name);
 
-/* Reads the whole body (Content-Length bytes, at most @max: -E2BIG beyond,
- * nothing read then) as a new NUL-terminated buffer. */
+/* Reads the whole body (Content-Length bytes, or a chunked body) as a new
+ * NUL-terminated buffer: at most @max bytes (-E2BIG beyond; the connection
+ * must close then), -EBADMSG for bad chunk framing, -EPIPE at an early
+ * EOF. */
 int e2b_request_body(E2bRequest *req, uint64_t max, char **ret, size_t *ret_len);
 
 /* Answers @status with @len bytes of @ctype (NULL: none), Content-Length
