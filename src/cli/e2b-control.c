@@ -217,57 +217,6 @@ static int load_locked(E2bRequest *req, const char *id, int *ret_lock, json_t **
 
 /* ---- the policy of a new sandbox ---- */
 
-/* Whether the allow entry @entry is within an entry of the serve flags'
- * allowlist: the same or a narrower host, on ports that entry allows. */
-static bool within_ceiling(char **ceiling, const char *entry) {
-        HostPattern want;
-        HutchError err = {};
-
-        if (host_pattern_parse(entry, &want, &err) < 0)
-                return false;
-        STRV_FOREACH(c, ceiling) {
-                HostPattern have;
-                bool port_ok, host_ok = false;
-
-                if (host_pattern_parse(*c, &have, &err) < 0)
-                        continue;
-                port_ok = have.port == 0 ? (want.port == 0 || want.port == 80 || want.port == 443)
-                                         : want.port == have.port;
-                if (!port_ok)
-                        continue;
-                switch (want.kind) {
-                case HOST_PATTERN_EXACT: {
-                        Host h = {.kind = HOST_KIND_NAME};
-
-                        (void)snprintf(h.name, sizeof(h.name), "%s", want.name);
-                        host_ok = have.kind != HOST_PATTERN_ADDRESS &&
-                                  host_pattern_matches_host(&have, &h);
-                        break;
-                }
-                case HOST_PATTERN_WILDCARD: {
-                        size_t wl = strlen(want.name), hl = strlen(have.name);
-
-                        host_ok = have.kind == HOST_PATTERN_WILDCARD &&
-                                  (strcmp(want.name, have.name) == 0 ||
-                                   (wl > hl + 1 && want.name[wl - hl - 1] == '.' &&
-                                    strcmp(want.name + wl - hl, have.name) == 0));
-                        break;
-                }
-                case HOST_PATTERN_ADDRESS:
-                        host_ok = have.kind == HOST_PATTERN_ADDRESS &&
-                                  strcmp(want.text, have.text) == 0;
-                        break;
-                case _HOST_PATTERN_KIND_MAX:
-                case _HOST_PATTERN_KIND_INVALID:
-                default:
-                        break;
-                }
-                if (host_ok)
-                        return true;
-        }
-        return false;
-}
-
 static bool is_everything(const char *s) {
         return strcmp(s, "0.0.0.0/0") == 0 || strcmp(s, "::/0") == 0;
 }
@@ -341,7 +290,7 @@ static int narrow_network(E2bRequest *req, json_t *policy, bool internet, json_t
                 json_t *allow = json_array();
 
                 STRV_FOREACH(a, nb.allow_out) {
-                        if (!within_ceiling(req->srv->allow_ceiling, *a)) {
+                        if (!e2b_allow_within(req->srv->allow_ceiling, *a)) {
                                 json_decref(allow);
                                 (void)e2b_reply_error(
                                         req, 400,
