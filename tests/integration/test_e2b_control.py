@@ -205,6 +205,12 @@ def test_create_info_list_timeout_kill(e2b):
     assert i["endAt"] - i["startedAt"] == 120000
     assert i["envdVersion"] >= "0.6.4"
     assert name_of(sid) in srv.sandboxes()
+    # the base template's working directory and home (docs/e2b.md "Templates")
+    r = srv.hutch("exec", name_of(sid), "--", "sh", "-c",
+                  "pwd; echo $HOME; umask; command -v python3; command -v tput")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.splitlines()[:3] == ["/home/user", "/home/user", "0022"], r.stdout
+    assert len(r.stdout.splitlines()) == 5, r.stdout
 
     b = srv.sdk("create", {"metadata": {"suite": "other"}})
     listed = srv.sdk("list")
