@@ -66,17 +66,21 @@ def read_line(proc, timeout):
 class E2bServer:
     """hutch serve --e2b as @runner's caller, with its own store and key."""
 
-    def __init__(self, runner, sdk, flags=()):
+    def __init__(self, runner, sdk, flags=(), same_store_as=None):
         self.runner = runner
         self.sdk_path = sdk
-        self.home = runner.make_dir(mode=0o700, name="e2b-home")
-        self.state = runner.make_dir(mode=0o700, name="e2b-state")
+        if same_store_as:
+            self.home, self.state = same_store_as.home, same_store_as.state
+            self.key_file = same_store_as.key_file
+        else:
+            self.home = runner.make_dir(mode=0o700, name="e2b-home")
+            self.state = runner.make_dir(mode=0o700, name="e2b-state")
+            keydir = runner.make_dir(mode=0o700, name="e2b-key")
+            self.key_file = keydir / "key"
+            self.key_file.write_text(KEY + "\n")
+            os.chmod(self.key_file, 0o600)
+            runner.chown(keydir)
         self.env = {"HUTCH_HOME": str(self.home), "HUTCH_STATE_DIR": str(self.state)}
-        keydir = runner.make_dir(mode=0o700, name="e2b-key")
-        self.key_file = keydir / "key"
-        self.key_file.write_text(KEY + "\n")
-        os.chmod(self.key_file, 0o600)
-        runner.chown(keydir)
         self.proc = subprocess.Popen(
             runner.argv(["serve", "--e2b", "--api-key-file", str(self.key_file),
                          "--e2b-listen", "127.0.0.1:0", "--e2b-envd-listen", "127.0.0.1:0",
@@ -272,6 +276,17 @@ def test_wrong_api_key_and_unknown_ids(e2b):
         while chunk := s.recv(65536):
             ans += chunk
     assert ans.startswith(b"HTTP/1.1 413 "), ans
+    # framing a relay could be fooled by: refused (the SDK's own chunked
+    # bodies pass, above)
+    for te in (b"Transfer-Encoding: gzip\r\n",
+               b"Transfer-Encoding: chunked\r\nContent-Length: 5\r\n"):
+        with socket.create_connection((host, int(port)), timeout=60) as s:
+            s.sendall(b"POST /v2/sandboxes HTTP/1.1\r\nHost: x\r\nX-API-Key: " + KEY.encode() +
+                      b"\r\n" + te + b"\r\n0\r\n\r\n")
+            ans = b""
+            while chunk := s.recv(65536):
+                ans += chunk
+        assert ans.startswith(b"HTTP/1.1 400 "), (te, ans)
     # an unknown template: 404, nothing left
     e = srv.sdk("createError", {"template": "no-such-template"})
     assert e["error"] != None and "404" in e["message"], e
@@ -432,3 +447,46 @@ def test_port_by_host(e2b):
     assert st == 502, body
     srv.stop()
     assert srv.sandboxes() == {}
+
+
+# ---- the server's end ----
+
+
+def test_killed_server_leftovers_destroyed_by_the_next(e2b):
+    srv = e2b.start()
+    sid = srv.sdk("create")["sandboxId"]
+    assert name_of(sid) in srv.sandboxes()
+    # SIGKILL: no chance to clean up; the sandbox and its record stay
+    srv.proc.kill()
+    srv.proc.communicate()
+    assert name_of(sid) in srv.sandboxes()
+    # the next server on the same store destroys them before it listens
+    nxt = E2bServer(srv.runner, srv.sdk_path, (), same_store_as=srv)
+    try:
+        assert srv.sandboxes() == {}
+        assert nxt.sdk("list") == []
+        # negative twin: a second server on the same store is refused
+        r = srv.runner.run_raw(["serve", "--e2b", "--api-key-file", str(nxt.key_file),
+                                "--e2b-listen", "127.0.0.1:0", "--e2b-envd-listen",
+                                "127.0.0.1:0"], env=nxt.env, timeout=READY_TIMEOUT)
+        assert r.returncode != 0 and "another hutch serve --e2b" in r.stderr, r
+        nxt.stop()
+    finally:
+        nxt.cleanup()
+
+
+def test_refuses_to_start_without_a_usable_key(e2b):
+    runner = e2b.runner
+    d = runner.make_dir(mode=0o700, name="e2b-nokey")
+    r = runner.run_raw(["serve", "--e2b"], env={"HUTCH_HOME": str(d)}, timeout=READY_TIMEOUT)
+    assert r.returncode != 0 and "--api-key-file" in r.stderr, r
+    key = d / "key"
+    key.write_text(KEY + "\n")
+    os.chmod(key, 0o644)
+    runner.chown(d)
+    r = runner.run_raw(["serve", "--e2b", "--api-key-file", str(key)],
+                       env={"HUTCH_HOME": str(d)}, timeout=READY_TIMEOUT)
+    assert r.returncode != 0 and "other users" in r.stderr, r
+    r = runner.run_raw(["serve", "--e2b", "--api-key-file", str(key), "--from", "x"],
+                       env={"HUTCH_HOME": str(d)}, timeout=READY_TIMEOUT)
+    assert r.returncode != 0, r
