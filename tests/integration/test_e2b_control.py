@@ -490,3 +490,61 @@ def test_refuses_to_start_without_a_usable_key(e2b):
     r = runner.run_raw(["serve", "--e2b", "--api-key-file", str(key), "--from", "x"],
                        env={"HUTCH_HOME": str(d)}, timeout=READY_TIMEOUT)
     assert r.returncode != 0, r
+
+
+# A WebSocket echo server (python3-websockets 10's asyncio API), as in
+# test_ports_preview.py.
+WS_SERVER = r"""
+import asyncio, sys, websockets
+async def echo(ws, path=None):
+    async for m in ws:
+        await ws.send("echo:" + m)
+async def main():
+    async with websockets.serve(echo, "127.0.0.1", int(sys.argv[1])):
+        await asyncio.Future()
+asyncio.run(main())
+"""
+
+
+def ws_roundtrip(url, host, text):
+    """A WebSocket handshake with Host @host on @url's listener, one masked
+    text frame, the echo's payload (or the handshake's answer if not 101)."""
+    h, p = url.removeprefix("http://").rsplit(":", 1)
+    with socket.create_connection((h, int(p)), timeout=60) as s:
+        s.sendall((f"GET /ws HTTP/1.1\r\nHost: {host}\r\nUpgrade: websocket\r\n"
+                   "Connection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n"
+                   "Sec-WebSocket-Version: 13\r\n\r\n").encode())
+        head = b""
+        while b"\r\n\r\n" not in head:
+            chunk = s.recv(1)
+            if not chunk:
+                return head
+            head += chunk
+        if not head.startswith(b"HTTP/1.1 101"):
+            return head
+        payload = text.encode()
+        mask = os.urandom(4)
+        s.sendall(bytes([0x81, 0x80 | len(payload)]) + mask +
+                  bytes(b ^ mask[i % 4] for i, b in enumerate(payload)))
+        hdr = s.recv(2, socket.MSG_WAITALL)
+        n = hdr[1] & 0x7F
+        return s.recv(n, socket.MSG_WAITALL).decode()
+
+
+def test_websocket_by_host(e2b):
+    srv = e2b.start()
+    a = srv.sdk("create")
+    r = srv.hutch("exec", "-d", name_of(a["sandboxId"]), "--", "python3", "-c", WS_SERVER,
+                  "8765")
+    assert r.returncode == 0, r.stderr
+    host = f"8765-{a['sandboxId']}.{DOMAIN}"
+
+    def up():
+        ans = ws_roundtrip(srv.envd_url, host, "hi")
+        return ans if isinstance(ans, str) else None
+
+    assert wait_for(up, what="the WebSocket server in the sandbox") == "echo:hi"
+    # negative twin: no Host of a sandbox, no relay (envd's own answer)
+    ans = ws_roundtrip(srv.envd_url, "127.0.0.1", "hi")
+    assert isinstance(ans, bytes) and not ans.startswith(b"HTTP/1.1 101"), ans
+    srv.stop()
