@@ -86,7 +86,9 @@ typedef struct E2bConn {
 } E2bConn;
 
 /* Reads up to @n bytes (the read-ahead first): > 0 bytes, 0 at EOF,
- * -errno (-EAGAIN when a receive timeout passed). */
+ * -errno (-EAGAIN when a receive timeout passed: the fd has SO_RCVTIMEO
+ * of E2B_IDLE_TIMEOUT_S; a handler that waits longer for a client's
+ * bytes, as a stream of stdin may, changes it). */
 ssize_t e2b_conn_read(E2bConn *c, void *p, size_t n);
 /* Reads exactly @n bytes into @p: 0, -EPIPE at EOF before them, -errno. */
 int e2b_conn_read_exact(E2bConn *c, void *p, size_t n);
