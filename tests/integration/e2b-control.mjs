@@ -4,6 +4,7 @@
 // dist/index.mjs); E2B_API_URL, E2B_SANDBOX_URL, E2B_API_KEY and E2B_DOMAIN
 // come from the environment, as a user of the SDK sets them. Each step
 // prints one JSON line: what the SDK returned or the error it raised.
+import http from "node:http";
 import { pathToFileURL } from "node:url";
 
 const e2b = await import(pathToFileURL(process.env.E2B_SDK).href);
@@ -41,7 +42,53 @@ async function error(fn) {
   }
 }
 
+// GET @path of the sandbox host @host through the envd listener.
+function hostGet(host, path) {
+  const u = new URL(process.env.E2B_SANDBOX_URL);
+  return new Promise((resolve, reject) => {
+    const req = http.get(
+      { host: u.hostname, port: u.port, path, headers: { Host: host } },
+      (res) => {
+        let body = "";
+        res.on("data", (d) => (body += d));
+        res.on("end", () => resolve({ status: res.statusCode, body }));
+      },
+    );
+    req.on("error", reject);
+  });
+}
+
 const steps = {
+  // The whole round: create, commands, files, getHost, pause, connect, kill.
+  async endToEnd() {
+    const sbx = await Sandbox.create({ timeoutMs: 120000 });
+    const out = {};
+    const r = await sbx.commands.run('echo "$HOME"; pwd');
+    out.run = { exitCode: r.exitCode, stdout: r.stdout };
+    await sbx.files.write("/home/user/kept.txt", "kept across a pause\n");
+    await sbx.commands.run(`python3 -m http.server 8000 --bind 127.0.0.1 --directory /home/user`, {
+      background: true,
+    });
+    const host = sbx.getHost(8000);
+    for (let i = 0; i < 300; i++) {
+      try {
+        const a = await hostGet(host, "/kept.txt");
+        if (a.status === 200) {
+          out.port = a;
+          break;
+        }
+      } catch {}
+      await new Promise((res) => setTimeout(res, 100));
+    }
+    out.paused = await sbx.pause();
+    out.runningWhilePaused = await sbx.isRunning();
+    const again = await Sandbox.connect(sbx.sandboxId);
+    out.runningAfterConnect = await again.isRunning();
+    out.read = await again.files.read("/home/user/kept.txt");
+    out.killed = await again.kill();
+    out.runningAfterKill = await again.isRunning().catch((e) => e.constructor.name);
+    return out;
+  },
   // Sandbox.create with @arg's options; the sandbox stays.
   async create() {
     const { template, ...opts } = arg;

@@ -548,3 +548,19 @@ def test_websocket_by_host(e2b):
     ans = ws_roundtrip(srv.envd_url, "127.0.0.1", "hi")
     assert isinstance(ans, bytes) and not ans.startswith(b"HTTP/1.1 101"), ans
     srv.stop()
+
+
+# ---- with envd (e2b-envd.c): the SDK alone ----
+
+
+def test_end_to_end_with_the_sdk_alone(e2b):
+    srv = e2b.start()
+    out = srv.sdk("endToEnd")
+    assert out["run"] == {"exitCode": 0, "stdout": "/home/user\n/home/user\n"}, out
+    assert out["port"] == {"status": 200, "body": "kept across a pause\n"}, out
+    assert out["paused"] is True and out["runningWhilePaused"] is False, out
+    assert out["runningAfterConnect"] is True, out
+    assert out["read"] == "kept across a pause\n", out
+    assert out["killed"] is True and out["runningAfterKill"] is False, out
+    assert srv.sandboxes() == {}
+    srv.stop()
