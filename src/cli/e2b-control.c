@@ -607,6 +607,20 @@ static int route_get(E2bRequest *req, const char *id) {
         return 0;
 }
 
+/* NEEDSWORK: no metrics yet (the C API has no cgroup readings): an empty
+ * series for a sandbox that exists, as E2B answers before its first
+ * sample. */
+static int route_metrics(E2bRequest *req, const char *id) {
+        json_t *rec = NULL;
+
+        if (e2b_table_load(req->srv, id, &rec) < 0) {
+                (void)e2b_reply_error(req, 404, "sandbox '%s' not found", id);
+                return 0;
+        }
+        json_decref(rec);
+        return e2b_reply_json(req, 200, json_array());
+}
+
 static int route_delete(E2bRequest *req, const char *id) {
         hutch_error err = {};
         int r;
@@ -1026,6 +1040,7 @@ static const Route routes[] = {
         {"GET", "/sandboxes", route_list_v1},
         {"GET", "/v2/sandboxes", route_list_v2},
         {"GET", "/sandboxes/{id}", route_get},
+        {"GET", "/sandboxes/{id}/metrics", route_metrics},
         {"DELETE", "/sandboxes/{id}", route_delete},
         {"POST", "/sandboxes/{id}/timeout", route_timeout},
         {"POST", "/sandboxes/{id}/refreshes", route_refresh},
