@@ -217,57 +217,6 @@ static int load_locked(E2bRequest *req, const char *id, int *ret_lock, json_t **
 
 /* ---- the policy of a new sandbox ---- */
 
-/* Whether the allow entry @entry is within an entry of the serve flags'
- * allowlist: the same or a narrower host, on ports that entry allows. */
-static bool within_ceiling(char **ceiling, const char *entry) {
-        HostPattern want;
-        HutchError err = {};
-
-        if (host_pattern_parse(entry, &want, &err) < 0)
-                return false;
-        STRV_FOREACH(c, ceiling) {
-                HostPattern have;
-                bool port_ok, host_ok = false;
-
-                if (host_pattern_parse(*c, &have, &err) < 0)
-                        continue;
-                port_ok = have.port == 0 ? (want.port == 0 || want.port == 80 || want.port == 443)
-                                         : want.port == have.port;
-                if (!port_ok)
-                        continue;
-                switch (want.kind) {
-                case HOST_PATTERN_EXACT: {
-                        Host h = {.kind = HOST_KIND_NAME};
-
-                        (void)snprintf(h.name, sizeof(h.name), "%s", want.name);
-                        host_ok = have.kind != HOST_PATTERN_ADDRESS &&
-                                  host_pattern_matches_host(&have, &h);
-                        break;
-                }
-                case HOST_PATTERN_WILDCARD: {
-                        size_t wl = strlen(want.name), hl = strlen(have.name);
-
-                        host_ok = have.kind == HOST_PATTERN_WILDCARD &&
-                                  (strcmp(want.name, have.name) == 0 ||
-                                   (wl > hl + 1 && want.name[wl - hl - 1] == '.' &&
-                                    strcmp(want.name + wl - hl, have.name) == 0));
-                        break;
-                }
-                case HOST_PATTERN_ADDRESS:
-                        host_ok = have.kind == HOST_PATTERN_ADDRESS &&
-                                  strcmp(want.text, have.text) == 0;
-                        break;
-                case _HOST_PATTERN_KIND_MAX:
-                case _HOST_PATTERN_KIND_INVALID:
-                default:
-                        break;
-                }
-                if (host_ok)
-                        return true;
-        }
-        return false;
-}
-
 static bool is_everything(const char *s) {
         return strcmp(s, "0.0.0.0/0") == 0 || strcmp(s, "::/0") == 0;
 }
@@ -341,7 +290,7 @@ static int narrow_network(E2bRequest *req, json_t *policy, bool internet, json_t
                 json_t *allow = json_array();
 
                 STRV_FOREACH(a, nb.allow_out) {
-                        if (!within_ceiling(req->srv->allow_ceiling, *a)) {
+                        if (!e2b_allow_within(req->srv->allow_ceiling, *a)) {
                                 json_decref(allow);
                                 (void)e2b_reply_error(
                                         req, 400,
@@ -452,6 +401,48 @@ static int check_metadata(E2bRequest *req, json_t *metadata) {
         return 0;
 }
 
+/* E2B's base template works in /home/user (docs/e2b.md "Templates"): on
+ * the host base, with no workdir or workspace from the serve flags, the
+ * folder is made in the sandbox's own layer and becomes its working
+ * directory and $HOME. An image keeps its own WorkingDir and HOME. */
+static bool base_home_wanted(json_t *policy) {
+        return !json_object_get(policy, "image") && !json_object_get(policy, "workdir") &&
+               !json_object_get(policy, "workspace") &&
+               !json_object_get(json_object_get(policy, "env"), "HOME");
+}
+
+static int base_home(const char *name, json_t *policy, hutch_error *err) {
+        _cleanup_free_ char *text = NULL;
+        hutch_policy *p = NULL;
+        int r;
+
+        r = hutch_file_mkdir(name, "/home", 0755, err);
+        if (r < 0 && r != -EEXIST)
+                return r;
+        r = hutch_file_mkdir(name, "/home/user", 0755, err);
+        if (r < 0 && r != -EEXIST)
+                return r;
+        /* The working directory changes only while it is stopped. */
+        r = hutch_stop(name, err);
+        if (r < 0)
+                return r;
+        if (json_object_set_new(policy, "workdir", json_string("/home/user")) < 0 ||
+            json_object_set_new(json_object_get(policy, "env"), "HOME", json_string("/home/user")) <
+                    0)
+                return -ENOMEM;
+        text = json_dumps(policy, JSON_COMPACT);
+        p = hutch_policy_new();
+        if (!text || !p) {
+                hutch_policy_free(p);
+                return -ENOMEM;
+        }
+        r = hutch_policy_load_json(p, text, err);
+        if (r >= 0)
+                r = hutch_update(name, p, err);
+        hutch_policy_free(p);
+        return r;
+}
+
 /* Makes the hutch sandbox of record @rec from @policy and @template. */
 static int create_hutch(E2bRequest *req, json_t *rec, json_t *policy, const char *template_id) {
         _cleanup_free_ char *text = NULL;
@@ -481,6 +472,8 @@ static int create_hutch(E2bRequest *req, json_t *rec, json_t *policy, const char
         if (r >= 0)
                 r = hutch_create(rec_str(rec, "name"), p, from, NULL, &err);
         hutch_policy_free(p);
+        if (r >= 0 && !from && base_home_wanted(policy))
+                r = base_home(rec_str(rec, "name"), policy, &err);
         if (r < 0) {
                 if (-r == ENOENT || (err.code == ENOENT))
                         (void)e2b_reply_error(req, 404, "template '%s' not found: %s", template_id,
@@ -612,6 +605,20 @@ static int route_get(E2bRequest *req, const char *id) {
         (void)e2b_reply_json(req, 200, sandbox_json(req->srv, rec, true));
         json_decref(rec);
         return 0;
+}
+
+/* NEEDSWORK: no metrics yet (the C API has no cgroup readings): an empty
+ * series for a sandbox that exists, as E2B answers before its first
+ * sample. */
+static int route_metrics(E2bRequest *req, const char *id) {
+        json_t *rec = NULL;
+
+        if (e2b_table_load(req->srv, id, &rec) < 0) {
+                (void)e2b_reply_error(req, 404, "sandbox '%s' not found", id);
+                return 0;
+        }
+        json_decref(rec);
+        return e2b_reply_json(req, 200, json_array());
 }
 
 static int route_delete(E2bRequest *req, const char *id) {
@@ -1033,6 +1040,7 @@ static const Route routes[] = {
         {"GET", "/sandboxes", route_list_v1},
         {"GET", "/v2/sandboxes", route_list_v2},
         {"GET", "/sandboxes/{id}", route_get},
+        {"GET", "/sandboxes/{id}/metrics", route_metrics},
         {"DELETE", "/sandboxes/{id}", route_delete},
         {"POST", "/sandboxes/{id}/timeout", route_timeout},
         {"POST", "/sandboxes/{id}/refreshes", route_refresh},

@@ -21,15 +21,31 @@
 #include "e2b.h"
 #include "hutch.h"
 
-/* [a-z0-9]{E2B_ID_LEN} */
+/* [a-z0-9]{E2B_ID_LEN} (e2b-util.c) */
 bool e2b_id_is_valid(const char *id);
 /* A new random id / access token (getrandom()). 0 or -errno. */
 int e2b_id_new(char ret[E2B_ID_LEN + 1]);
 int e2b_token_new(char ret[E2B_TOKEN_LEN + 1]);
 
-/* Whether @host names a sandbox port under @domain (e2b.c). */
+/* ---- pure parts (e2b-util.c) ---- */
+
+/* Whether the Host header value @host ("<port>-<id>.<domain>[:N]", a
+ * trailing dot and any case allowed) names port 1-65535 of a sandbox id
+ * under @domain: then the port in @ret_port and the id (lowercased) in
+ * @ret_id. */
 bool e2b_host_parse(const char *host, const char *domain, unsigned *ret_port,
                     char ret_id[E2B_ID_LEN + 1]);
+
+/* A chunk-size line of a chunked body ("1a2b", "ff;ext=1"): hex digits,
+ * at most 16, then an optional extension. -EBADMSG otherwise. */
+int e2b_chunk_size_parse(const char *line, uint64_t *ret);
+
+/* Whether allowlist entry @entry ("PATTERN[:PORT]") is within an entry of
+ * @ceiling (the serve flags' allow_hosts): a name the ceiling's name or
+ * wildcard covers, a wildcard at or under the ceiling's wildcard, the same
+ * address; on a port the ceiling entry allows (no port: 80 and 443). A
+ * malformed entry is false. */
+bool e2b_allow_within(char **ceiling, const char *entry);
 
 /* Creates the table folder (0700) under the store and takes the server's
  * lock (-EBUSY: another server uses it). */

@@ -24,15 +24,6 @@
 
 #define RECORD_MAX (1U << 20)
 
-bool e2b_id_is_valid(const char *id) {
-        if (!id || strlen(id) != E2B_ID_LEN)
-                return false;
-        for (size_t i = 0; i < E2B_ID_LEN; i++)
-                if (!((id[i] >= 'a' && id[i] <= 'z') || (id[i] >= '0' && id[i] <= '9')))
-                        return false;
-        return true;
-}
-
 static int random_fill(void *p, size_t n) {
         ssize_t k = getrandom(p, n, 0);
 

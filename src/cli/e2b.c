@@ -104,10 +104,93 @@ const char *e2b_request_header(const E2bRequest *req, const char *name) {
         return NULL;
 }
 
+/* Reads one line (through LF, at most @size - 1 bytes, CR LF dropped) of
+ * a chunked body. */
+static int conn_read_line(E2bConn *c, char *line, size_t size) {
+        size_t n = 0;
+
+        for (;;) {
+                char ch;
+                ssize_t k = e2b_conn_read(c, &ch, 1);
+
+                if (k < 0)
+                        return (int)k;
+                if (k == 0)
+                        return -EPIPE;
+                if (ch == '\n')
+                        break;
+                if (n + 1 >= size)
+                        return -EBADMSG;
+                line[n++] = ch;
+        }
+        if (n > 0 && line[n - 1] == '\r')
+                n--;
+        line[n] = '\0';
+        return 0;
+}
+
+/* The chunked body of @req (RFC 9112 7.1): chunk sizes in hex (extensions
+ * ignored), at most @max bytes in all, trailers read and dropped. */
+static int read_chunked(E2bRequest *req, uint64_t max, char **ret, size_t *ret_len) {
+        _cleanup_free_ char *data = NULL;
+        size_t len = 0;
+        char line[256];
+        int r;
+
+        data = malloc(1);
+        if (!data)
+                return -ENOMEM;
+        for (;;) {
+                uint64_t size = 0;
+                char *grown;
+
+                r = conn_read_line(req->conn, line, sizeof(line));
+                if (r < 0)
+                        return r;
+                r = e2b_chunk_size_parse(line, &size);
+                if (r < 0)
+                        return r;
+                if (size == 0)
+                        break;
+                if (size > max || len + size > max)
+                        return -E2BIG;
+                grown = realloc(data, len + (size_t)size + 1);
+                if (!grown)
+                        return -ENOMEM;
+                data = grown;
+                r = e2b_conn_read_exact(req->conn, data + len, (size_t)size);
+                if (r < 0)
+                        return r;
+                len += (size_t)size;
+                r = conn_read_line(req->conn, line, sizeof(line));
+                if (r < 0)
+                        return r;
+                if (line[0])
+                        return -EBADMSG;
+        }
+        /* Trailers, up to the empty line. */
+        for (unsigned i = 0;; i++) {
+                if (i > E2B_HEADERS_MAX)
+                        return -EBADMSG;
+                r = conn_read_line(req->conn, line, sizeof(line));
+                if (r < 0)
+                        return r;
+                if (!line[0])
+                        break;
+        }
+        data[len] = '\0';
+        req->body_done = true;
+        *ret_len = len;
+        *ret = TAKE_PTR(data);
+        return 0;
+}
+
 int e2b_request_body(E2bRequest *req, uint64_t max, char **ret, size_t *ret_len) {
         _cleanup_free_ char *data = NULL;
         int r;
 
+        if (req->chunked)
+                return read_chunked(req, max, ret, ret_len);
         if (req->body_len > max)
                 return -E2BIG;
         data = malloc((size_t)req->body_len + 1);
@@ -327,12 +410,10 @@ static int read_head(E2bServer *srv, E2bConn *c, bool envd, E2bRequest *req) {
                 req->body_len = h.body_len;
                 break;
         case SERVE_HEAD_CHUNKED:
-                if (envd) {
-                        req->chunked = true;
-                        break;
-                }
-                refuse_head(c, 411, "a request body needs a Content-Length");
-                return -EINVAL;
+                /* Node's fetch sends JSON bodies chunked: read by
+                 * e2b_request_body(), within the same caps. */
+                req->chunked = true;
+                break;
         case SERVE_HEAD_BODY_TOO_LARGE:
                 refuse_head(c, 413, "the request body is too large");
                 return -E2BIG;
@@ -360,6 +441,19 @@ static int read_head(E2bServer *srv, E2bConn *c, bool envd, E2bRequest *req) {
                 refuse_head(c, r == -E2BIG ? 431 : 400, "malformed request head");
                 return r;
         }
+        /* SECURITY: only "chunked" alone, and never with a Content-Length
+         * (RFC 9112 6.3: a request that has both is how bodies are
+         * smuggled past a reader). */
+        if (req->chunked) {
+                const char *te = e2b_request_header(req, "transfer-encoding");
+
+                if (!te || strcasecmp(te, "chunked") != 0 ||
+                    e2b_request_header(req, "content-length")) {
+                        request_done(req);
+                        refuse_head(c, 400, "only Transfer-Encoding: chunked alone is understood");
+                        return -EINVAL;
+                }
+        }
         /* The raw head stays valid until the next read: keep a copy. */
         req->raw = req->storage_raw = strndup(c->buf + c->off, end);
         if (!req->storage_raw) {
@@ -376,45 +470,6 @@ static int read_head(E2bServer *srv, E2bConn *c, bool envd, E2bRequest *req) {
 }
 
 /* ---- a sandbox's port by Host ---- */
-
-/* Whether @host ("<port>-<id>.<domain>[:N]") names a sandbox port under
- * @domain: the port and id then. */
-bool e2b_host_parse(const char *host, const char *domain, unsigned *ret_port,
-                    char ret_id[E2B_ID_LEN + 1]) {
-        size_t dlen = strlen(domain), n;
-        const char *colon, *dot, *dash;
-        unsigned port = 0;
-
-        if (!host)
-                return false;
-        colon = strrchr(host, ':');
-        n = colon ? (size_t)(colon - host) : strlen(host);
-        if (n > 0 && host[n - 1] == '.')
-                n--;
-        if (n < dlen + 2 || host[n - dlen - 1] != '.' ||
-            strncasecmp(host + n - dlen, domain, dlen) != 0)
-                return false;
-        dot = host + n - dlen - 1;
-        dash = memchr(host, '-', (size_t)(dot - host));
-        if (!dash || dash == host || dash - host > 5)
-                return false;
-        for (const char *p = host; p < dash; p++) {
-                if (*p < '0' || *p > '9')
-                        return false;
-                port = port * 10 + (unsigned)(*p - '0');
-        }
-        if (port < 1 || port > 65535 || dot - dash - 1 != E2B_ID_LEN)
-                return false;
-        memcpy(ret_id, dash + 1, E2B_ID_LEN);
-        ret_id[E2B_ID_LEN] = '\0';
-        for (size_t i = 0; i < E2B_ID_LEN; i++)
-                ret_id[i] =
-                        (char)(ret_id[i] >= 'A' && ret_id[i] <= 'Z' ? ret_id[i] + 32 : ret_id[i]);
-        if (!e2b_id_is_valid(ret_id))
-                return false;
-        *ret_port = port;
-        return true;
-}
 
 /* Copies bytes both ways between @a and @b until both sides ended. */
 static void relay(int a, int b) {
@@ -612,8 +667,8 @@ static void e2b_usage(FILE *f) {
                       "sandboxes.\n"
                       "  --api-key-file FILE     the key clients send as X-API-Key "
                       "(E2B_API_KEY)\n"
-                      "  --e2b-listen ADDR       the control plane (default %s; "
-                      "E2B_API_URL)\n"
+                      "  --e2b-listen ADDR       the control plane (default %s;\n"
+                      "                          E2B_API_URL)\n"
                       "  --e2b-envd-listen ADDR  envd (default %s; E2B_SANDBOX_URL)\n"
                       "  --e2b-domain DOMAIN     the domain of sandbox hosts "
                       "<port>-<id>.DOMAIN\n"

@@ -86,7 +86,9 @@ typedef struct E2bConn {
 } E2bConn;
 
 /* Reads up to @n bytes (the read-ahead first): > 0 bytes, 0 at EOF,
- * -errno (-EAGAIN when a receive timeout passed). */
+ * -errno (-EAGAIN when a receive timeout passed: the fd has SO_RCVTIMEO
+ * of E2B_IDLE_TIMEOUT_S; a handler that waits longer for a client's
+ * bytes, as a stream of stdin may, changes it). */
 ssize_t e2b_conn_read(E2bConn *c, void *p, size_t n);
 /* Reads exactly @n bytes into @p: 0, -EPIPE at EOF before them, -errno. */
 int e2b_conn_read_exact(E2bConn *c, void *p, size_t n);
@@ -123,8 +125,10 @@ typedef struct E2bRequest {
 /* The value of header @name (case-insensitive; the first one), or NULL. */
 const char *e2b_request_header(const E2bRequest *req, const char *name);
 
-/* Reads the whole body (Content-Length bytes, at most @max: -E2BIG beyond,
- * nothing read then) as a new NUL-terminated buffer. */
+/* Reads the whole body (Content-Length bytes, or a chunked body) as a new
+ * NUL-terminated buffer: at most @max bytes (-E2BIG beyond; the connection
+ * must close then), -EBADMSG for bad chunk framing, -EPIPE at an early
+ * EOF. */
 int e2b_request_body(E2bRequest *req, uint64_t max, char **ret, size_t *ret_len);
 
 /* Answers @status with @len bytes of @ctype (NULL: none), Content-Length
