@@ -22,24 +22,8 @@ async function until(pred, ms = 10000) {
   return false;
 }
 
-// The sandbox is made by the control plane (POST /sandboxes, as the SDK's
-// Sandbox.create() does, with a Content-Length body) and then driven by
-// the SDK's own Sandbox object, as Sandbox.connect() builds it: envd is
-// what these scenarios test.
 async function create() {
-  const res = await fetch(`${process.env.E2B_API_URL}/sandboxes`, {
-    method: 'POST',
-    headers: { 'X-API-Key': process.env.E2B_API_KEY, 'Content-Type': 'application/json' },
-    body: JSON.stringify({ templateID: 'base', timeout: 300 }),
-  });
-  const info = await res.json();
-  if (res.status !== 201) throw new Error(`create: ${res.status} ${JSON.stringify(info)}`);
-  return new Sandbox({
-    sandboxId: info.sandboxID,
-    envdVersion: info.envdVersion,
-    envdAccessToken: info.envdAccessToken,
-    apiKey: process.env.E2B_API_KEY,
-  });
+  return await Sandbox.create('base', { timeoutMs: 300000 });
 }
 
 async function commands(sbx) {
