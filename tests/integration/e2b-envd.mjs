@@ -71,6 +71,13 @@ async function commands(sbx) {
   await sbx.commands.closeStdin(c.pid);
   const cr = await c.wait();
   out.closeStdin = cr.stdout;
+  // Connect re-attaches to a running command's output.
+  const ticks = await sbx.commands.run('while :; do echo tick; sleep 0.1; done', { background: true });
+  await ticks.disconnect();
+  const again = [];
+  const re = await sbx.commands.connect(ticks.pid, { onStdout: (d) => again.push(d) });
+  out.reattached = await until(() => again.join('').includes('tick'));
+  out.killTicks = await sbx.commands.kill(re.pid);
   // The marker of a process that must not outlive the sandbox.
   if (arg) await sbx.commands.run(`${arg} 300`, { background: true });
 }
@@ -135,6 +142,17 @@ async function files(sbx) {
   await f.remove('/tmp/e2b/new/w.txt');
   out.watchRemove = await until(() => events.includes('remove:w.txt'));
   await wh.stop();
+  // Signed URLs: no token header, the signature names the sandbox.
+  const down = await sbx.downloadUrl('/tmp/e2b/new/b.txt');
+  const dres = await fetch(down);
+  out.signedDown = { status: dres.status, text: await dres.text(), signed: down.includes('signature=') };
+  const up = await sbx.uploadUrl('/tmp/e2b/up.txt');
+  const form = new FormData();
+  form.append('file', new Blob(['uploaded']), 'up.txt');
+  const ures = await fetch(up, { method: 'POST', body: form });
+  out.signedUp = { status: ures.status, read: ures.ok ? await f.read('/tmp/e2b/up.txt') : await ures.text() };
+  const forged = await fetch(down.replace(/signature=[^&]+/, 'signature=v1_forged'));
+  out.forged = forged.status;
   // A command sees what the files API wrote (one sandbox, one view).
   out.catBack = (await sbx.commands.run('cat /tmp/e2b/new/b.txt')).stdout;
 }

@@ -166,6 +166,7 @@ def test_commands(server, e2b_modules, tmp_path):
     # Its negative twin: once killed it is no longer listed nor killable.
     assert out["listedAfterKill"] is False and out["killAgain"] is False
     assert out["closeStdin"] == "line\ndone\n"
+    assert out["reattached"] and out["killTicks"], out  # commands.connect()
     # The sandbox was killed at the end: nothing of it is left running.
     assert server.sandboxes() == []
     assert wait_pidfds(list(live_with_marker(marker)), 30) == set()
@@ -196,6 +197,11 @@ def test_files(server, e2b_modules, tmp_path):
     assert out["rename"] == {"path": "/tmp/e2b/new/b.txt", "old": False, "read": "alpha\n"}
     assert out["removed"] and out["readMissing"] == "FileNotFoundError"
     assert out["watchCreate"] and out["watchRemove"], out
+    # Signed URLs (no token header): the right signature works both ways,
+    # a forged one is refused.
+    assert out["signedDown"] == {"status": 200, "text": "alpha\n", "signed": True}
+    assert out["signedUp"] == {"status": 200, "read": "uploaded"}
+    assert out["forged"] == 401
     assert out["catBack"] == "alpha\n"
     assert server.sandboxes() == []
 
