@@ -603,8 +603,12 @@ static int start_decode(EnvdCall *call, char ***ret_argv, char ***ret_env, const
                 *ret_cwd = json_string_value(v);
         }
         v = json_object_get(call->msg, "tag");
-        if (v && !json_is_null(v) && !json_is_string(v))
-                return bad(call, "tag", "must be a string");
+        if (v && !json_is_null(v)) {
+                /* Tags are not kept (nor selectable): refused, not dropped. */
+                (void)envd_reply_code(call, CONNECT_UNIMPLEMENTED,
+                                      "process tags are not supported");
+                return -EOPNOTSUPP;
+        }
         v = json_object_get(call->msg, "stdin");
         if (v && !json_is_null(v) && !json_is_boolean(v))
                 return bad(call, "stdin", "must be a boolean");

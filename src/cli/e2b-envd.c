@@ -47,6 +47,13 @@ int envd_reply_code(EnvdCall *call, ConnectCode code, const char *fmt, ...) {
         va_start(ap, fmt);
         (void)vsnprintf(msg, sizeof(msg), fmt, ap);
         va_end(ap);
+        if (call->stream && !call->req->answered) {
+                int r = envd_stream_begin(call);
+
+                if (r >= 0)
+                        r = envd_stream_end(call, code, msg);
+                return r < 0 ? r : 0;
+        }
         return envd_unary_error(call->req, code, msg);
 }
 
@@ -803,6 +810,7 @@ static int connect_call(E2bRequest *req, const char *service, const char *method
                 return envd_unary_error(req, CONNECT_UNIMPLEMENTED, "unknown method") < 0 ? -EIO
                                                                                           : 1;
         stream = shape == 1;
+        call.stream = stream;
         if (!connect_content_type_ok(e2b_request_header(req, "Content-Type"),
                                      stream ? CONNECT_SHAPE_STREAM : CONNECT_SHAPE_UNARY)) {
                 /* The spec: 415, so a client can tell the codec is wrong. */

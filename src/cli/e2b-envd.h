@@ -33,10 +33,13 @@ typedef struct EnvdCall {
         E2bSandboxRef sbx;
         json_t *msg;         /* the request message (an object), borrowed */
         uint64_t timeout_ms; /* Connect-Timeout-Ms, 0: none */
+        bool stream;         /* a server stream: errors go in its end-of-stream frame */
 } EnvdCall;
 
 /* Unary answers: the message @obj (taken; NULL: out of memory), or the
- * Connect error @code with @message. Return e2b_envd_handle()'s codes. */
+ * Connect error @code with @message (for a stream not begun yet: the
+ * stream with only its end-of-stream frame). Return
+ * e2b_envd_handle()'s codes. */
 int envd_reply_message(EnvdCall *call, json_t *obj);
 int envd_reply_code(EnvdCall *call, ConnectCode code, const char *fmt, ...) _printf_(3, 4);
 /* The Connect error of a failed C API call (-errno @r, @err's message). */

@@ -337,7 +337,14 @@ def test_raw_protocol(server):
         st, _, body = envd_request(server, "POST", "/process.Process/List", b"{}",
                                    {"Content-Type": "application/json"})
         assert st == 404
-        # A stream's refusal travels in its end-of-stream frame.
+        # A stream's refusal travels in its end-of-stream frame: an unknown
+        # member, a tag (not kept, so refused), a wrong token.
+        for bad, code in (({"process": {"cmd": "/bin/true", "evil": 1}}, "invalid_argument"),
+                          ({"process": {"cmd": "/bin/true"}, "tag": "t"}, "unimplemented")):
+            st, _, body = envd_request(server, "POST", "/process.Process/Start",
+                                       envelope(json.dumps(bad).encode()), stream)
+            assert st == 200 and frames(body) == [(2, frames(body)[0][1])], body
+            assert frames(body)[0][1]["error"]["code"] == code, body
         st, _, body = envd_request(server, "POST", "/process.Process/Start", envelope(msg),
                                    dict(stream, **{"X-Access-Token": "x" * 43}))
         assert st == 200 and frames(body)[-1][1]["error"]["code"] == "unauthenticated"
