@@ -15,6 +15,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "e2b-envd-form.h"
 #include "e2b-envd.h"
 #include "hutch.h"
 #include "macro.h"
@@ -154,55 +155,6 @@ int envd_check_members(json_t *obj, const char *const *names, const char **ret_b
 
 /* ---- requests ---- */
 
-static int hexval(char c) {
-        if (c >= '0' && c <= '9')
-                return c - '0';
-        if (c >= 'a' && c <= 'f')
-                return c - 'a' + 10;
-        if (c >= 'A' && c <= 'F')
-                return c - 'A' + 10;
-        return -1;
-}
-
-/* The value of query parameter @name in @query, percent-decoded ('+' is
- * a space), as a new string; NULL when absent. -EINVAL for a bad escape
- * or a NUL byte, -ENOMEM. */
-static int query_get(const char *query, const char *name, char **ret) {
-        size_t nlen = strlen(name);
-
-        *ret = NULL;
-        for (const char *p = query; p && *p;) {
-                const char *end = strchr(p, '&');
-                size_t len = end ? (size_t)(end - p) : strlen(p);
-
-                if (len > nlen && strncmp(p, name, nlen) == 0 && p[nlen] == '=') {
-                        char *out = malloc(len - nlen), *o = out;
-
-                        if (!out)
-                                return -ENOMEM;
-                        for (const char *s = p + nlen + 1; s < p + len; s++) {
-                                if (*s == '%') {
-                                        int hi = s + 2 < p + len ? hexval(s[1]) : -1;
-                                        int lo = hi >= 0 ? hexval(s[2]) : -1;
-
-                                        if (lo < 0 || (hi == 0 && lo == 0)) {
-                                                free(out);
-                                                return -EINVAL;
-                                        }
-                                        *o++ = (char)(hi << 4 | lo);
-                                        s += 2;
-                                } else
-                                        *o++ = *s == '+' ? ' ' : *s;
-                        }
-                        *o = '\0';
-                        *ret = out;
-                        return 0;
-                }
-                p = end ? end + 1 : NULL;
-        }
-        return 0;
-}
-
 /* The user E2B names (the `username` parameter or "Authorization: Basic
  * base64(user:)"): "user" or "root", the two accounts of E2B's base
  * template, or none. The command runs as the sandbox's own user either
@@ -282,12 +234,12 @@ static int read_body(E2bRequest *req, uint64_t max, char **ret, size_t *ret_len)
                 }
                 line[i] = '\0';
                 i = 0;
-                if (hexval(line[0]) < 0)
+                if (envd_hexval(line[0]) < 0)
                         return -EBADMSG;
-                while (hexval(line[i]) >= 0) {
+                while (envd_hexval(line[i]) >= 0) {
                         if (n > max)
                                 return -E2BIG;
-                        n = n << 4 | (uint64_t)hexval(line[i++]);
+                        n = n << 4 | (uint64_t)envd_hexval(line[i++]);
                 }
                 if (n > max || len + n > max)
                         return -E2BIG;
@@ -904,12 +856,12 @@ static int files_resolve(E2bRequest *req, const char *op, const char *path, cons
 
         if (e2b_request_header(req, "E2b-Sandbox-Id") && e2b_request_header(req, "X-Access-Token"))
                 return envd_resolve(req, ret);
-        r = query_get(req->query, "signature", &sig);
+        r = envd_query_get(req->query, "signature", &sig);
         if (r < 0)
                 return r;
         if (!sig)
                 return envd_resolve(req, ret);
-        r = query_get(req->query, "signature_expiration", &exp);
+        r = envd_query_get(req->query, "signature_expiration", &exp);
         if (r < 0)
                 return r;
         if (exp) {
@@ -958,8 +910,8 @@ static int files_get(E2bRequest *req) {
         size_t len = 0;
         int r;
 
-        if (query_get(req->query, "path", &path) < 0 ||
-            query_get(req->query, "username", &user) < 0)
+        if (envd_query_get(req->query, "path", &path) < 0 ||
+            envd_query_get(req->query, "username", &user) < 0)
                 return rest_error(req, 400, "malformed query");
         if (!path || !path[0])
                 return rest_error(req, 400, "'path' is required");
@@ -988,129 +940,9 @@ static int files_get(E2bRequest *req) {
         return r < 0 ? r : 0;
 }
 
-/* One part of a multipart/form-data body: its file name and bytes. */
-typedef struct Part {
-        char *filename;
-        const char *data;
-        size_t len;
-} Part;
-
-static const char *memmem_str(const char *h, size_t hlen, const char *n, size_t nlen) {
-        return memmem(h, hlen, n, nlen);
-}
-
-/* The boundary parameter of a multipart/form-data Content-Type (new). */
-static int multipart_boundary(const char *ct, char **ret) {
-        const char *b;
-        size_t n;
-
-        if (strncasecmp(ct, "multipart/form-data", 19) != 0)
-                return -EINVAL;
-        b = strcasestr(ct, "boundary=");
-        if (!b)
-                return -EINVAL;
-        b += 9;
-        if (*b == '"') {
-                b++;
-                n = strcspn(b, "\"");
-        } else
-                n = strcspn(b, "; \t");
-        if (n == 0 || n > 70)
-                return -EINVAL;
-        *ret = strndup(b, n);
-        return *ret ? 0 : -ENOMEM;
-}
-
-/* The filename="..." of a part's headers (@h, @hlen bytes), new. */
-static int part_filename(const char *h, size_t hlen, char **ret) {
-        const char *f = NULL;
-
-        for (const char *p = h; p + 10 <= h + hlen; p++)
-                if (strncasecmp(p, "filename=\"", 10) == 0 && (p == h || p[-1] != '*')) {
-                        f = p + 10;
-                        break;
-                }
-        if (!f)
-                return -EINVAL;
-        {
-                const char *e = memchr(f, '"', (size_t)(h + hlen - f));
-                _cleanup_free_ char *raw = NULL, *out = NULL;
-                size_t n, o = 0;
-
-                if (!e)
-                        return -EINVAL;
-                n = (size_t)(e - f);
-                out = malloc(n + 1);
-                if (!out)
-                        return -ENOMEM;
-                /* Browsers and undici escape '"', CR and LF as %22, %0D, %0A. */
-                for (size_t i = 0; i < n; i++) {
-                        if (f[i] == '%' && i + 2 < n + 1 && hexval(f[i + 1]) >= 0 &&
-                            hexval(f[i + 2]) >= 0 &&
-                            (strncasecmp(f + i, "%22", 3) == 0 ||
-                             strncasecmp(f + i, "%0A", 3) == 0 ||
-                             strncasecmp(f + i, "%0D", 3) == 0)) {
-                                out[o++] = (char)(hexval(f[i + 1]) << 4 | hexval(f[i + 2]));
-                                i += 2;
-                        } else
-                                out[o++] = f[i];
-                }
-                out[o] = '\0';
-                (void)raw;
-                *ret = TAKE_PTR(out);
-        }
-        return 0;
-}
-
-#define FILES_PARTS_MAX 1024
-
-/* Splits @body by @boundary into @parts (at most FILES_PARTS_MAX).
- * -EINVAL for a malformed body. */
-static int multipart_parse(const char *body, size_t len, const char *boundary, Part *parts,
-                           size_t *ret_n) {
-        _cleanup_free_ char *delim = NULL;
-        const char *p, *end = body + len;
-        size_t dlen, n = 0;
-        int r;
-
-        if (asprintf(&delim, "\r\n--%s", boundary) < 0)
-                return -ENOMEM;
-        dlen = strlen(delim);
-        /* The first delimiter has no CRLF before it. */
-        if (len < dlen - 2 || memcmp(body, delim + 2, dlen - 2) != 0)
-                return -EINVAL;
-        p = body + dlen - 2;
-        for (;;) {
-                const char *hend, *next;
-
-                if (end - p >= 2 && p[0] == '-' && p[1] == '-')
-                        break; /* the closing delimiter */
-                if (end - p < 2 || p[0] != '\r' || p[1] != '\n')
-                        return -EINVAL;
-                p += 2;
-                hend = memmem_str(p, (size_t)(end - p), "\r\n\r\n", 4);
-                if (!hend)
-                        return -EINVAL;
-                next = memmem_str(hend + 4, (size_t)(end - hend - 4), delim, dlen);
-                if (!next)
-                        return -EINVAL;
-                if (n >= FILES_PARTS_MAX)
-                        return -E2BIG;
-                r = part_filename(p, (size_t)(hend - p), &parts[n].filename);
-                if (r < 0)
-                        return r;
-                parts[n].data = hend + 4;
-                parts[n].len = (size_t)(next - hend - 4);
-                n++;
-                p = next + dlen;
-        }
-        *ret_n = n;
-        return 0;
-}
-
 static int files_post(E2bRequest *req) {
         _cleanup_free_ char *path = NULL, *user = NULL, *body = NULL, *boundary = NULL;
-        _cleanup_free_ Part *parts = NULL;
+        _cleanup_free_ EnvdFormPart *parts = NULL;
         const char *ct = e2b_request_header(req, "Content-Type");
         const char *enc = e2b_request_header(req, "Content-Encoding");
         E2bSandboxRef sbx = {};
@@ -1119,8 +951,8 @@ static int files_post(E2bRequest *req) {
         size_t len = 0, n = 0;
         int r;
 
-        if (query_get(req->query, "path", &path) < 0 ||
-            query_get(req->query, "username", &user) < 0)
+        if (envd_query_get(req->query, "path", &path) < 0 ||
+            envd_query_get(req->query, "username", &user) < 0)
                 return rest_error(req, 400, "malformed query");
         if (envd_user_check(req, user) < 0)
                 return rest_error(req, 400,
@@ -1144,20 +976,20 @@ static int files_post(E2bRequest *req) {
                 return rest_error(req, 413, "the upload is larger than 256 MiB");
         if (r < 0)
                 return r;
-        parts = calloc(FILES_PARTS_MAX, sizeof(Part));
+        parts = calloc(ENVD_FORM_PARTS_MAX, sizeof(EnvdFormPart));
         if (!parts)
                 return -ENOMEM;
         if (ct && strncasecmp(ct, "application/octet-stream", 24) == 0) {
                 if (!path || !path[0])
                         return rest_error(req, 400, "'path' is required");
-                parts[0] = (Part){.filename = strdup(path), .data = body, .len = len};
+                parts[0] = (EnvdFormPart){.filename = strdup(path), .data = body, .len = len};
                 if (!parts[0].filename)
                         return -ENOMEM;
                 n = 1;
-        } else if (ct && multipart_boundary(ct, &boundary) == 0) {
-                r = multipart_parse(body, len, boundary, parts, &n);
+        } else if (ct && envd_form_boundary(ct, &boundary) == 0) {
+                r = envd_form_parse(body, len, boundary, parts, &n);
                 if (r < 0) {
-                        for (size_t i = 0; i < FILES_PARTS_MAX; i++)
+                        for (size_t i = 0; i < ENVD_FORM_PARTS_MAX; i++)
                                 free(parts[i].filename);
                         return rest_error(req, 400, "malformed multipart/form-data body");
                 }

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "e2b-connect.h"
+#include "e2b-envd-form.h"
 
 /* Fuzzes the Connect envelope reader of hutch serve's E2B envd
  * (src/cli/e2b-connect.c): the input is a client's request body.
@@ -16,7 +17,10 @@
  *   - a server-stream request accepted is one envelope of flags 0 that
  *     spans the whole body;
  *   - proto3 bytes that decode are no longer than 3/4 of the text;
- *   - a Content-Type or timeout value never crashes the checks. */
+ *   - a Content-Type or timeout value never crashes the checks;
+ *   - a query parameter decoded is no longer than its text and holds no
+ *     NUL; a multipart body split has its parts inside it, in order, each
+ *     with a filename (envd's POST /files, e2b-envd-form.c). */
 
 #define MAX_MSG 4096U
 
@@ -82,6 +86,32 @@ static void check_text(const uint8_t *data, size_t size) {
                 if (n > size / 4 * 3 + 2)
                         abort();
                 free(out);
+        }
+        {
+                char *v = NULL;
+
+                if (envd_query_get(s, "path", &v) == 0 && v && strlen(v) > size)
+                        abort();
+                free(v);
+        }
+        {
+                EnvdFormPart *parts = calloc(ENVD_FORM_PARTS_MAX, sizeof(*parts));
+                const char *end = s + size;
+                size_t np = 0;
+
+                if (parts && envd_form_parse(s, size, "XB", parts, &np) == 0) {
+                        const char *prev = s;
+
+                        for (size_t i = 0; i < np; i++) {
+                                if (!parts[i].filename || parts[i].data < prev ||
+                                    parts[i].data + parts[i].len > end)
+                                        abort();
+                                prev = parts[i].data + parts[i].len;
+                        }
+                }
+                for (size_t i = 0; parts && i < ENVD_FORM_PARTS_MAX; i++)
+                        free(parts[i].filename);
+                free(parts);
         }
         (void)connect_content_type_ok(s, CONNECT_SHAPE_UNARY);
         (void)connect_content_type_ok(s, CONNECT_SHAPE_STREAM);

@@ -2,6 +2,7 @@
 #include <stdlib.h>
 
 #include "e2b-connect.h"
+#include "e2b-envd-form.h"
 #include "macro.h"
 #include "test.h"
 
@@ -195,6 +196,90 @@ TEST(timestamp) {
         ASSERT_ERROR(connect_timestamp_format(1700000000, 1000000000, b, sizeof(b)), EINVAL);
         ASSERT_ERROR(connect_timestamp_format(253402300800LL, 0, b, sizeof(b)), EINVAL);
         ASSERT_ERROR(connect_timestamp_format(0, 0, b, 20), EINVAL);
+}
+
+TEST(query) {
+        char *v = NULL;
+
+        ASSERT_OK(envd_query_get("path=%2Ftmp%2Fa%20b&username=user", "path", &v));
+        ASSERT_STREQ(v, "/tmp/a b");
+        free(v);
+        ASSERT_OK(envd_query_get("path=a+b&pathx=1", "pathx", &v));
+        ASSERT_STREQ(v, "1");
+        free(v);
+        ASSERT_OK(envd_query_get("path=a+b", "path", &v));
+        ASSERT_STREQ(v, "a b");
+        free(v);
+        ASSERT_OK(envd_query_get("xpath=1&pat=2", "path", &v));
+        ASSERT_NULL(v);
+        ASSERT_OK(envd_query_get("", "path", &v));
+        ASSERT_NULL(v);
+        ASSERT_OK(envd_query_get("path=", "path", &v)); /* present, empty */
+        ASSERT_STREQ(v, "");
+        free(v);
+        ASSERT_ERROR(envd_query_get("path=%2", "path", &v), EINVAL);
+        ASSERT_ERROR(envd_query_get("path=%zz", "path", &v), EINVAL);
+        ASSERT_ERROR(envd_query_get("path=a%00b", "path", &v), EINVAL); /* no NUL inside */
+        ASSERT_NULL(v);
+}
+
+TEST(form_boundary) {
+        char *b = NULL;
+
+        ASSERT_OK(envd_form_boundary("multipart/form-data; boundary=----x1", &b));
+        ASSERT_STREQ(b, "----x1");
+        free(b);
+        ASSERT_OK(envd_form_boundary("multipart/form-data; boundary=\"a b\"", &b));
+        ASSERT_STREQ(b, "a b");
+        free(b);
+        ASSERT_ERROR(envd_form_boundary("multipart/mixed; boundary=x", &b), EINVAL);
+        ASSERT_ERROR(envd_form_boundary("multipart/form-data", &b), EINVAL);
+        ASSERT_ERROR(envd_form_boundary("multipart/form-data; boundary=", &b), EINVAL);
+}
+
+static void parts_free(EnvdFormPart *p) {
+        for (size_t i = 0; i < ENVD_FORM_PARTS_MAX; i++)
+                free(p[i].filename);
+        free(p);
+}
+
+TEST(form_parse) {
+        static const char body[] =
+                "--XB\r\n"
+                "Content-Disposition: form-data; name=\"file\"; "
+                "filename=\"/tmp/a%22b\"\r\n"
+                "Content-Type: application/octet-stream\r\n\r\n"
+                "one\r\n--XB\r\n"
+                "Content-Disposition: form-data; name=\"file\"; filename=\"b\"\r\n"
+                "\r\n"
+                "\r\n--X\r\n--XB--\r\n";
+        EnvdFormPart *p = calloc(ENVD_FORM_PARTS_MAX, sizeof(*p));
+        size_t n = 0;
+
+        ASSERT_NOT_NULL(p);
+        ASSERT_OK(envd_form_parse(body, sizeof(body) - 1, "XB", p, &n));
+        ASSERT_EQ(n, 2);
+        ASSERT_STREQ(p[0].filename, "/tmp/a\"b");
+        ASSERT_EQ(p[0].len, 3);
+        ASSERT_TRUE(memcmp(p[0].data, "one", 3) == 0);
+        ASSERT_STREQ(p[1].filename, "b");
+        ASSERT_EQ(p[1].len, 5); /* a delimiter-like line inside is data */
+        ASSERT_TRUE(memcmp(p[1].data, "\r\n--X", 5) == 0);
+        parts_free(p);
+
+        /* Negative twins: no closing delimiter, no filename, no first one. */
+        p = calloc(ENVD_FORM_PARTS_MAX, sizeof(*p));
+        ASSERT_NOT_NULL(p);
+        ASSERT_ERROR(envd_form_parse(body, sizeof(body) - 9, "XB", p, &n), EINVAL);
+        parts_free(p);
+        p = calloc(ENVD_FORM_PARTS_MAX, sizeof(*p));
+        ASSERT_NOT_NULL(p);
+        ASSERT_ERROR(envd_form_parse("--XB\r\nContent-Disposition: form-data; name=\"f\"\r\n\r\n"
+                                     "x\r\n--XB--",
+                                     62, "XB", p, &n),
+                     EINVAL);
+        ASSERT_ERROR(envd_form_parse("junk--XB--", 10, "XB", p, &n), EINVAL);
+        parts_free(p);
 }
 
 DEFINE_TEST_MAIN
