@@ -253,6 +253,8 @@ TEST(form_parse) {
                 "Content-Disposition: form-data; name=\"file\"; filename=\"b\"\r\n"
                 "\r\n"
                 "\r\n--X\r\n--XB--\r\n";
+        static const char nameless[] = "--XB\r\nContent-Disposition: form-data; name=\"f\"\r\n\r\n"
+                                       "x\r\n--XB--";
         EnvdFormPart *p = calloc(ENVD_FORM_PARTS_MAX, sizeof(*p));
         size_t n = 0;
 
@@ -274,10 +276,7 @@ TEST(form_parse) {
         parts_free(p);
         p = calloc(ENVD_FORM_PARTS_MAX, sizeof(*p));
         ASSERT_NOT_NULL(p);
-        ASSERT_ERROR(envd_form_parse("--XB\r\nContent-Disposition: form-data; name=\"f\"\r\n\r\n"
-                                     "x\r\n--XB--",
-                                     62, "XB", p, &n),
-                     EINVAL);
+        ASSERT_ERROR(envd_form_parse(nameless, sizeof(nameless) - 1, "XB", p, &n), EINVAL);
         ASSERT_ERROR(envd_form_parse("junk--XB--", 10, "XB", p, &n), EINVAL);
         parts_free(p);
 }
