@@ -802,16 +802,20 @@ static void children_remove(Children *c, pid_t pid) {
                 }
 }
 
-/* Forks a child that runs @fn(@srv, @fd, @envd) with the signals the
- * server blocks unblocked; -errno or its pid. */
+/* Forks: 0 in the child (the server's fds in @close_fds closed, the
+ * signals the server blocks unblocked), the child's pid in the server,
+ * or -errno. */
 static pid_t spawn(const sigset_t *old_mask, int close_fds[], size_t n_close) {
-        pid_t pid = fork();
+        pid_t parent = getpid(), pid = fork();
 
         if (pid < 0)
                 return negative_errno();
         if (pid == 0) {
-                /* SECURITY: nothing the server started outlives it. */
+                /* SECURITY: nothing the server started outlives it (and
+                 * a server that ended before the prctl() is seen). */
                 (void)prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
+                if (getppid() != parent)
+                        _exit(1);
                 for (size_t i = 0; i < n_close; i++)
                         if (close_fds[i] >= 0)
                                 (void)close(close_fds[i]);
