@@ -855,6 +855,13 @@ static int build_server(E2bServer *srv, const E2bArgs *a) {
         srv->domain = strdup(a->domain ? a->domain : E2B_DOMAIN_DEFAULT);
         if (!srv->domain)
                 return log_oom();
+        if (!srv->domain[0] || strlen(srv->domain) > 200 ||
+            strspn(srv->domain, "abcdefghijklmnopqrstuvwxyz0123456789.-") != strlen(srv->domain) ||
+            srv->domain[0] == '.' || srv->domain[strlen(srv->domain) - 1] == '.') {
+                log_error("invalid --e2b-domain '%s' (want a lowercase DNS name such as %s)",
+                          srv->domain, E2B_DOMAIN_DEFAULT);
+                return -EINVAL;
+        }
         return 0;
 }
 

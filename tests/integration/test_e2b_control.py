@@ -491,6 +491,11 @@ def test_refuses_to_start_without_a_usable_key(e2b):
     r = runner.run_raw(["serve", "--e2b", "--api-key-file", str(key), "--from", "x"],
                        env={"HUTCH_HOME": str(d)}, timeout=READY_TIMEOUT)
     assert r.returncode != 0, r
+    os.chmod(key, 0o600)
+    for domain in ("", ".", "Evil.test", "a b"):
+        r = runner.run_raw(["serve", "--e2b", "--api-key-file", str(key), "--e2b-domain", domain],
+                           env={"HUTCH_HOME": str(d)}, timeout=READY_TIMEOUT)
+        assert r.returncode != 0 and "--e2b-domain" in r.stderr, (domain, r)
 
 
 # A WebSocket echo server (python3-websockets 10's asyncio API), as in
