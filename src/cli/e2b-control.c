@@ -402,51 +402,37 @@ static int check_metadata(E2bRequest *req, json_t *metadata) {
 }
 
 /* E2B's base template works in /home/user (docs/e2b.md "Templates"): on
- * the host base, with no workdir or workspace from the serve flags, the
- * folder is made in the sandbox's own layer and becomes its working
- * directory and $HOME. An image keeps its own WorkingDir and HOME. */
+ * the host base, with no workdir or workspace from the serve flags, it is
+ * the policy's working directory and $HOME, and the folder is made in the
+ * sandbox's own layer right after the create. An image keeps its own
+ * WorkingDir and HOME. */
 static bool base_home_wanted(json_t *policy) {
         return !json_object_get(policy, "image") && !json_object_get(policy, "workdir") &&
                !json_object_get(policy, "workspace") &&
                !json_object_get(json_object_get(policy, "env"), "HOME");
 }
 
-static int base_home(const char *name, json_t *policy, hutch_error *err) {
-        _cleanup_free_ char *text = NULL;
-        hutch_policy *p = NULL;
-        int r;
-
-        r = hutch_file_mkdir(name, "/home", 0755, err);
-        if (r < 0 && r != -EEXIST)
-                return r;
-        r = hutch_file_mkdir(name, "/home/user", 0755, err);
-        if (r < 0 && r != -EEXIST)
-                return r;
-        /* The working directory changes only while it is stopped. */
-        r = hutch_stop(name, err);
-        if (r < 0)
-                return r;
+/* Sets the base template's working directory and $HOME in @policy, before
+ * the sandbox is made. */
+static int base_home_policy(json_t *policy) {
         if (json_object_set_new(policy, "workdir", json_string("/home/user")) < 0 ||
             json_object_set_new(json_object_get(policy, "env"), "HOME", json_string("/home/user")) <
                     0)
                 return -ENOMEM;
-        text = json_dumps(policy, JSON_COMPACT);
-        p = hutch_policy_new();
-        if (!text || !p) {
-                hutch_policy_free(p);
-                return -ENOMEM;
-        }
-        r = hutch_policy_load_json(p, text, err);
-        if (r >= 0)
-                r = hutch_update(name, p, err);
-        hutch_policy_free(p);
-        return r;
+        return 0;
+}
+
+/* Makes the folder in the new sandbox's own layer (a file operation: the
+ * sandbox starts, ready for its first command). */
+static int base_home(const char *name, hutch_error *err) {
+        return hutch_file_mkdir(name, "/home/user", 0755 | HUTCH_FILE_PARENTS, err);
 }
 
 /* Makes the hutch sandbox of record @rec from @policy and @template. */
 static int create_hutch(E2bRequest *req, json_t *rec, json_t *policy, const char *template_id) {
         _cleanup_free_ char *text = NULL;
         const char *from = NULL;
+        bool home;
         hutch_policy *p = NULL;
         hutch_error err = {};
         int r;
@@ -461,6 +447,11 @@ static int create_hutch(E2bRequest *req, json_t *rec, json_t *policy, const char
                 else if (json_object_set_new(policy, "image", json_string(template_id)) < 0)
                         return -ENOMEM;
         }
+        home = !from && base_home_wanted(policy);
+        if (home && base_home_policy(policy) < 0) {
+                (void)e2b_reply_error(req, 500, "out of memory");
+                return -ENOMEM;
+        }
         text = json_dumps(policy, JSON_COMPACT);
         p = hutch_policy_new();
         if (!text || !p) {
@@ -472,8 +463,8 @@ static int create_hutch(E2bRequest *req, json_t *rec, json_t *policy, const char
         if (r >= 0)
                 r = hutch_create(rec_str(rec, "name"), p, from, NULL, &err);
         hutch_policy_free(p);
-        if (r >= 0 && !from && base_home_wanted(policy))
-                r = base_home(rec_str(rec, "name"), policy, &err);
+        if (r >= 0 && home)
+                r = base_home(rec_str(rec, "name"), &err);
         if (r < 0) {
                 if (-r == ENOENT || (err.code == ENOENT))
                         (void)e2b_reply_error(req, 404, "template '%s' not found: %s", template_id,

@@ -376,15 +376,27 @@ static void refuse_head(E2bConn *c, int status, const char *msg) {
         (void)e2b_reply_error(&req, status, "%s", msg);
 }
 
+static void set_receive_timeout(int fd, uint64_t ms) {
+        struct timeval tv = {.tv_sec = (time_t)(ms / 1000),
+                             .tv_usec = (suseconds_t)(ms % 1000) * 1000};
+
+        if (ms == 0)
+                tv.tv_usec = 1000;
+        (void)setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+}
+
 /* Reads and checks the next request head on @c: 1 and @req filled, 0 at a
  * clean EOF (or idle timeout) before a head, < 0 after answering an error
  * (the connection closes). */
 static int read_head(E2bServer *srv, E2bConn *c, bool envd, E2bRequest *req) {
+        uint64_t deadline = 0;
         ServeHead h;
         size_t end;
         int r;
 
         for (;;) {
+                uint64_t now = time_monotonic_ms(), left;
+
                 end = serve_head_end(c->buf + c->off, c->len - c->off);
                 if (end > 0)
                         break;
@@ -392,12 +404,23 @@ static int read_head(E2bServer *srv, E2bConn *c, bool envd, E2bRequest *req) {
                         refuse_head(c, 431, "the request head is too large");
                         return -E2BIG;
                 }
+                /* SECURITY: a connection may wait idle for its next
+                 * request, but a head that started must end within
+                 * E2B_HEAD_DEADLINE_S however slowly it trickles, so
+                 * that slow heads cannot hold the forks (slowloris). */
+                if (c->len > c->off && deadline == 0)
+                        deadline = now + E2B_HEAD_DEADLINE_S * 1000;
+                if (deadline > 0 && now >= deadline)
+                        return 0;
+                left = deadline > 0 ? deadline - now : E2B_IDLE_TIMEOUT_S * 1000;
+                set_receive_timeout(c->fd, left);
                 r = (int)conn_fill(c);
                 if (r == 0 || r == -EAGAIN || r == -ECONNRESET)
                         return 0;
                 if (r < 0)
                         return r;
         }
+        set_receive_timeout(c->fd, E2B_IDLE_TIMEOUT_S * 1000);
         if (end > E2B_HEAD_MAX) {
                 refuse_head(c, 431, "the request head is too large");
                 return -E2BIG;
@@ -779,16 +802,20 @@ static void children_remove(Children *c, pid_t pid) {
                 }
 }
 
-/* Forks a child that runs @fn(@srv, @fd, @envd) with the signals the
- * server blocks unblocked; -errno or its pid. */
+/* Forks: 0 in the child (the server's fds in @close_fds closed, the
+ * signals the server blocks unblocked), the child's pid in the server,
+ * or -errno. */
 static pid_t spawn(const sigset_t *old_mask, int close_fds[], size_t n_close) {
-        pid_t pid = fork();
+        pid_t parent = getpid(), pid = fork();
 
         if (pid < 0)
                 return negative_errno();
         if (pid == 0) {
-                /* SECURITY: nothing the server started outlives it. */
+                /* SECURITY: nothing the server started outlives it (and
+                 * a server that ended before the prctl() is seen). */
                 (void)prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
+                if (getppid() != parent)
+                        _exit(1);
                 for (size_t i = 0; i < n_close; i++)
                         if (close_fds[i] >= 0)
                                 (void)close(close_fds[i]);
@@ -828,6 +855,13 @@ static int build_server(E2bServer *srv, const E2bArgs *a) {
         srv->domain = strdup(a->domain ? a->domain : E2B_DOMAIN_DEFAULT);
         if (!srv->domain)
                 return log_oom();
+        if (!srv->domain[0] || strlen(srv->domain) > 200 ||
+            strspn(srv->domain, "abcdefghijklmnopqrstuvwxyz0123456789.-") != strlen(srv->domain) ||
+            srv->domain[0] == '.' || srv->domain[strlen(srv->domain) - 1] == '.') {
+                log_error("invalid --e2b-domain '%s' (want a lowercase DNS name such as %s)",
+                          srv->domain, E2B_DOMAIN_DEFAULT);
+                return -EINVAL;
+        }
         return 0;
 }
 

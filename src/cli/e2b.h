@@ -59,6 +59,7 @@
 #define E2B_CONN_BUF (64U << 10)              /* read-ahead of one connection */
 #define E2B_CONNECTIONS_MAX 256               /* connections served at once */
 #define E2B_IDLE_TIMEOUT_S 60                 /* waiting for a request head */
+#define E2B_HEAD_DEADLINE_S 10                /* from a head's first byte to its end */
 #define E2B_TIMEOUT_DEFAULT_S 300             /* a sandbox's lifetime when none is asked */
 #define E2B_TIMEOUT_MAX_S 86400               /* the longest lifetime one may ask */
 #define E2B_METADATA_MAX 64                   /* metadata entries of one sandbox */

@@ -491,6 +491,11 @@ def test_refuses_to_start_without_a_usable_key(e2b):
     r = runner.run_raw(["serve", "--e2b", "--api-key-file", str(key), "--from", "x"],
                        env={"HUTCH_HOME": str(d)}, timeout=READY_TIMEOUT)
     assert r.returncode != 0, r
+    os.chmod(key, 0o600)
+    for domain in ("", ".", "Evil.test", "a b"):
+        r = runner.run_raw(["serve", "--e2b", "--api-key-file", str(key), "--e2b-domain", domain],
+                           env={"HUTCH_HOME": str(d)}, timeout=READY_TIMEOUT)
+        assert r.returncode != 0 and "--e2b-domain" in r.stderr, (domain, r)
 
 
 # A WebSocket echo server (python3-websockets 10's asyncio API), as in
@@ -564,4 +569,29 @@ def test_end_to_end_with_the_sdk_alone(e2b):
     assert out["read"] == "kept across a pause\n", out
     assert out["killed"] is True and out["runningAfterKill"] is False, out
     assert srv.sandboxes() == {}
+    srv.stop()
+
+
+def test_trickled_head_is_cut_and_others_served(e2b):
+    srv = e2b.start()
+    host, port = srv.api_url.removeprefix("http://").rsplit(":", 1)
+    with socket.create_connection((host, int(port)), timeout=60) as s:
+        s.sendall(b"GET /v2/sandboxes HTTP/1.1\r\nX-Pad: ")
+        closed = False
+        # a byte a second, never the head's end: the server must close it
+        # at its head deadline (10 s), long before 40 bytes went
+        for _ in range(40):
+            r, _, _ = select.select([s], [], [], 1.0)
+            if r:
+                closed = s.recv(65536) == b""
+                break
+            try:
+                s.sendall(b"a")
+            except (BrokenPipeError, ConnectionResetError):
+                closed = True
+                break
+        assert closed, "a head trickled for 40 s was not cut"
+        # meanwhile (and after) a client with a whole head is served
+        status, _, body = srv.request("GET", "/v2/sandboxes", headers={"X-API-Key": KEY})
+        assert status == 200, body
     srv.stop()
