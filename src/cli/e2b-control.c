@@ -598,6 +598,69 @@ static int route_get(E2bRequest *req, const char *id) {
         return 0;
 }
 
+typedef struct SnapshotBody {
+        const char *name;
+} SnapshotBody;
+
+static const ServeField snapshot_fields[] = {
+        {"name", SERVE_FIELD_STRING, offsetof(SnapshotBody, name), false},
+};
+
+/* The sandbox's files as a hutch snapshot (hutch_snapshot(), running or
+ * not; processes are not captured), named by the request or
+ * "e2b-<random id>": a later create's templateID starts from it. */
+static int route_snapshot(E2bRequest *req, const char *id) {
+        SnapshotBody b = {};
+        _cleanup_close_ int lock = -EBADF;
+        json_t *root = NULL, *rec = NULL;
+        char name[64], rnd[E2B_ID_LEN + 1];
+        hutch_error err = {};
+        int r;
+
+        r = body_decode(req, snapshot_fields, ELEMENTSOF(snapshot_fields), &b, &root);
+        if (r < 0)
+                return req->close ? 1 : 0;
+        if (b.name && (!store_name_is_valid(b.name) || strcmp(b.name, "base") == 0)) {
+                (void)e2b_reply_error(req, 400,
+                                      "invalid snapshot name '%.64s': it must match "
+                                      "[a-z0-9][a-z0-9_.-]{0,62} and not be 'base'",
+                                      b.name);
+                goto out;
+        }
+        if (!b.name) {
+                r = e2b_id_new(rnd);
+                if (r < 0) {
+                        (void)e2b_reply_error(req, 500, "cannot draw random bytes");
+                        goto out;
+                }
+        }
+        (void)snprintf(name, sizeof(name), "%s", b.name ? b.name : "");
+        if (!b.name)
+                (void)snprintf(name, sizeof(name), "e2b-%s", rnd);
+        if (load_locked(req, id, &lock, &rec) < 0)
+                goto out;
+        r = hutch_snapshot(rec_str(rec, "name"), name, &err);
+        if (r == -EPERM || r == -EOPNOTSUPP || r == -EACCES) {
+                /* A running sandbox that cannot be frozen here (no cgroup
+                 * of its own, as a user): E2B pauses a sandbox for its
+                 * snapshot; hutch stops it (its processes end, as at a
+                 * pause), and its next command starts it again. */
+                err = (hutch_error){};
+                r = hutch_stop(rec_str(rec, "name"), &err);
+                if (r >= 0)
+                        r = hutch_snapshot(rec_str(rec, "name"), name, &err);
+        }
+        if (r < 0)
+                (void)reply_hutch_error(req, r, &err, "cannot snapshot the sandbox");
+        else
+                (void)e2b_reply_json(req, 201,
+                                     json_pack("{s:s,s:[s]}", "snapshotID", name, "names", name));
+out:
+        json_decref(rec);
+        json_decref(root);
+        return 0;
+}
+
 /* NEEDSWORK: no metrics yet (the C API has no cgroup readings): an empty
  * series for a sandbox that exists, as E2B answers before its first
  * sample. */
@@ -1036,6 +1099,7 @@ static const Route routes[] = {
         {"POST", "/sandboxes/{id}/timeout", route_timeout},
         {"POST", "/sandboxes/{id}/refreshes", route_refresh},
         {"POST", "/sandboxes/{id}/pause", route_pause},
+        {"POST", "/sandboxes/{id}/snapshots", route_snapshot},
         {"POST", "/sandboxes/{id}/resume", route_resume},
         {"POST", "/sandboxes/{id}/connect", route_connect},
         {"POST", "/v2/sandboxes/{id}/connect", route_connect},

@@ -104,6 +104,9 @@ const steps = {
     const { template, ...opts } = arg;
     return error(() => (template ? Sandbox.create(template, opts) : Sandbox.create(opts)));
   },
+  async snapshot() {
+    return Sandbox.createSnapshot(arg.id, arg.opts ?? {});
+  },
   async metrics() {
     return Sandbox.getMetrics(arg.id);
   },

@@ -339,8 +339,19 @@ def test_pause_and_connect_keep_the_files(e2b):
     assert c["info"]["state"] == "running"
     r = srv.hutch("exec", name_of(sid), "--", "cat", "/root/kept.txt")
     assert r.returncode == 0 and r.stdout == "hello\n", r
+    # a snapshot is a template: a new sandbox starts from its files
+    snap = srv.sdk("snapshot", {"id": sid, "opts": {"name": "kept-snap"}})
+    assert snap == {"snapshotId": "kept-snap", "names": ["kept-snap"]}, snap
+    other = srv.sdk("create", {"template": "kept-snap"})
+    assert other["info"]["templateId"] == "kept-snap"
+    r = srv.hutch("exec", name_of(other["sandboxId"]), "--", "cat", "/root/kept.txt")
+    assert r.returncode == 0 and r.stdout == "hello\n", r
+    assert srv.sdk("kill", {"id": other["sandboxId"]}) == {"killed": True}
     assert srv.sdk("kill", {"id": sid}) == {"killed": True}
     assert srv.sandboxes() == {}
+    # snapshots outlive their sandboxes (and the server)
+    r = srv.hutch("snapshot", "rm", "kept-snap")
+    assert r.returncode == 0, r.stderr
     srv.stop()
 
 
