@@ -213,7 +213,25 @@ async function killstream(sbx) {
   out.running = await sbx.isRunning();
 }
 
-const scenarios = { commands, pty, files, wall, access, killstream };
+// Pausing the sandbox ends a watch (whose polling would otherwise start
+// the stopped sandbox again) and the commands' streams.
+async function pausewatch(sbx) {
+  await sbx.files.makeDir('/tmp/pw');
+  let exited;
+  const exit = new Promise((r) => { exited = r; });
+  await sbx.files.watchDir('/tmp/pw', () => {}, { onExit: (e) => exited(e ? errName(e) : 'clean') });
+  const h = await sbx.commands.run('exec sleep 300', { background: true });
+  const ended = h.wait().then(() => 'no error', (e) => errName(e));
+  out.paused = await sbx.pause();
+  let timer;
+  const late = new Promise((r) => { timer = setTimeout(() => r('still open'), 60000); });
+  out.watchEnded = await Promise.race([exit, late]);
+  out.commandEnded = await Promise.race([ended, late]);
+  clearTimeout(timer);
+  out.running = await sbx.isRunning();
+}
+
+const scenarios = { commands, pty, files, wall, access, killstream, pausewatch };
 const sbx = await create();
 out.sandboxId = sbx.sandboxId;
 out.envdAccessToken = sbx.envdAccessToken;

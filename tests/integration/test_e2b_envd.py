@@ -249,6 +249,15 @@ def test_kill_ends_streams(server, e2b_modules, tmp_path):
     assert server.sandboxes() == []
 
 
+def test_pause_ends_streams(server, e2b_modules, tmp_path):
+    out = drive(server, e2b_modules, tmp_path, "pausewatch")
+    assert out["paused"] is True, out
+    assert out["watchEnded"] != "still open" and out["commandEnded"] != "still open", out
+    assert out["watchEnded"] == "TimeoutError", out  # unavailable: the sandbox is gone
+    assert out["running"] is False  # and the watch did not start it again
+    assert server.sandboxes() == []
+
+
 # ---- raw HTTP: what the SDK never sends ----
 
 def envd_request(server, method, path, body=b"", headers=None):
