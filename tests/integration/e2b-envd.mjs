@@ -71,6 +71,13 @@ async function commands(sbx) {
   await sbx.commands.closeStdin(c.pid);
   const cr = await c.wait();
   out.closeStdin = cr.stdout;
+  // kill() ends what the command started too, not only the command.
+  const fam = await sbx.commands.run('(exec -a famchild300 sleep 300) & wait', { background: true });
+  const count = 'for f in /proc/[0-9]*/cmdline; do tr "\\0" " " < $f; echo; done | grep -c "^famchild300" || true';
+  out.familyBefore = await until(async () => (await sbx.commands.run(count)).stdout.trim() === '1');
+  out.killFamily = await sbx.commands.kill(fam.pid);
+  await fam.wait().catch(() => {});
+  out.familyAfter = await until(async () => (await sbx.commands.run(count)).stdout.trim() === '0');
   // Connect re-attaches to a running command's output.
   const ticks = await sbx.commands.run('while :; do echo tick; sleep 0.1; done', { background: true });
   await ticks.disconnect();

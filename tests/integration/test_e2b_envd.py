@@ -167,6 +167,8 @@ def test_commands(server, e2b_modules, tmp_path):
     assert out["listedAfterKill"] is False and out["killAgain"] is False
     assert out["closeStdin"] == "line\ndone\n"
     assert out["reattached"] and out["killTicks"], out  # commands.connect()
+    # kill() reaches the command's children too (its twin: alive before).
+    assert out["familyBefore"] and out["killFamily"] and out["familyAfter"], out
     # The sandbox was killed at the end: nothing of it is left running.
     assert server.sandboxes() == []
     assert wait_pidfds(list(live_with_marker(marker)), 30) == set()
