@@ -406,17 +406,22 @@ void e2b_table_sweep(const E2bServer *srv, uint64_t now_ms) {
                 }
                 if (json_is_true(json_object_get(cur, "autoPause"))) {
                         r = e2b_sandbox_pause_locked(srv, cur, &err);
-                        if (r < 0)
-                                log_error("cannot pause E2B sandbox '%s' at its end: %s", id,
-                                          err.message[0] ? err.message : strerror(-r));
-                } else {
-                        r = hutch_destroy(rec_str(cur, "name"), &err);
-                        if (r < 0 && r != -ENOENT)
-                                log_error("cannot end E2B sandbox '%s': %s", id,
-                                          err.message[0] ? err.message : strerror(-r));
-                        else
-                                e2b_table_remove(srv, id);
+                        if (r >= 0) {
+                                json_decref(cur);
+                                continue;
+                        }
+                        /* The lifetime is a limit: a sandbox that cannot
+                         * be paused at its end is killed instead. */
+                        log_error("cannot pause E2B sandbox '%s' at its end, killing it: %s", id,
+                                  err.message[0] ? err.message : strerror(-r));
                 }
+                err = (hutch_error){};
+                r = hutch_destroy(rec_str(cur, "name"), &err);
+                if (r < 0 && r != -ENOENT)
+                        log_error("cannot end E2B sandbox '%s': %s", id,
+                                  err.message[0] ? err.message : strerror(-r));
+                else
+                        e2b_table_remove(srv, id);
                 json_decref(cur);
         }
         json_decref(all);
