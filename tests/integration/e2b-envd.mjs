@@ -71,6 +71,16 @@ async function commands(sbx) {
   await sbx.commands.closeStdin(c.pid);
   const cr = await c.wait();
   out.closeStdin = cr.stdout;
+  // Input a command never reads is refused after a while, not buffered
+  // without end (and the broker does not hang on it).
+  const deaf = await sbx.commands.run('exec sleep 300', { background: true, stdin: true });
+  try {
+    await sbx.commands.sendStdin(deaf.pid, 'x'.repeat(300000));
+    out.deaf = 'no error';
+  } catch (e) {
+    out.deaf = errName(e);
+  }
+  out.deafKill = await sbx.commands.kill(deaf.pid);
   // kill() ends what the command started too, not only the command.
   const fam = await sbx.commands.run('(exec -a famchild300 sleep 300) & wait', { background: true });
   const count = 'for f in /proc/[0-9]*/cmdline; do tr "\\0" " " < $f; echo; done | grep -c "^famchild300" || true';

@@ -167,6 +167,9 @@ def test_commands(server, e2b_modules, tmp_path):
     assert out["listedAfterKill"] is False and out["killAgain"] is False
     assert out["closeStdin"] == "line\ndone\n"
     assert out["reattached"] and out["killTicks"], out  # commands.connect()
+    # Input a command never reads: resource_exhausted (the SDK's
+    # RateLimitError) after 5 s, and the broker still answers kill().
+    assert out["deaf"] == "RateLimitError" and out["deafKill"] is True, out
     # kill() reaches the command's children too (its twin: alive before).
     assert out["familyBefore"] and out["killFamily"] and out["familyAfter"], out
     # The sandbox was killed at the end: nothing of it is left running.
