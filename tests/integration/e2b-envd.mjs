@@ -129,6 +129,14 @@ async function files(sbx) {
   const bytes = new Uint8Array([0, 1, 2, 255, 10]);
   await f.write('/tmp/e2b/bin', bytes, { useOctetStream: true });
   out.readBytes = Array.from(await f.read('/tmp/e2b/bin', { format: 'bytes' }));
+  // A stream: octet-stream with a chunked body.
+  const enc = new TextEncoder();
+  const stream = new ReadableStream({
+    start(c) { c.enqueue(enc.encode('part1-')); c.enqueue(enc.encode('part2')); c.close(); },
+  });
+  await f.write('/tmp/e2b/streamed', stream);
+  out.streamed = await f.read('/tmp/e2b/streamed');
+  await f.remove('/tmp/e2b/streamed');
   const many = await f.write([
     { path: '/tmp/e2b/m1', data: 'one' },
     { path: '/tmp/e2b/m2', data: 'two' },

@@ -191,6 +191,7 @@ def test_files(server, e2b_modules, tmp_path):
     assert out["write"] == {"name": "a.txt", "path": "/tmp/e2b/a.txt", "type": "file"}
     assert out["read"] == "alpha\n"
     assert out["readBytes"] == [0, 1, 2, 255, 10]  # the octet-stream upload
+    assert out["streamed"] == "part1-part2"  # octet-stream, chunked
     assert out["many"] == ["/tmp/e2b/m1", "/tmp/e2b/m2"]  # multipart, two parts
     assert out["list"] == [["a.txt", "file", "/tmp/e2b/a.txt"], ["bin", "file", "/tmp/e2b/bin"],
                            ["m1", "file", "/tmp/e2b/m1"], ["m2", "file", "/tmp/e2b/m2"]]
