@@ -306,6 +306,44 @@ static void broker_send_all(Broker *b, json_t *msg) {
                 json_decref(msg);
 }
 
+/* How long input waits for a command that does not read it. */
+#define INPUT_WAIT_MS 5000
+
+/* Writes @len bytes of input to the non-blocking @fd, waiting for room
+ * at most INPUT_WAIT_MS in all: 0, -EAGAIN when the command did not read
+ * them in time, -EPIPE when its input is gone. */
+static int input_write(int fd, const uint8_t *p, size_t len) {
+        uint64_t end = 0;
+
+        while (len > 0) {
+                ssize_t n = write(fd, p, len);
+
+                if (n > 0) {
+                        p += n;
+                        len -= (size_t)n;
+                        continue;
+                }
+                if (n < 0 && errno == EINTR)
+                        continue;
+                if (n < 0 && errno == EAGAIN) {
+                        struct pollfd pf = {.fd = fd, .events = POLLOUT};
+                        struct timespec ts;
+                        uint64_t now;
+
+                        (void)clock_gettime(CLOCK_MONOTONIC, &ts);
+                        now = (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+                        if (!end)
+                                end = now + INPUT_WAIT_MS;
+                        if (now >= end)
+                                return -EAGAIN;
+                        (void)poll(&pf, 1, (int)(end - now));
+                        continue;
+                }
+                return -EPIPE;
+        }
+        return 0;
+}
+
 static void broker_ctl(Broker *b, size_t i) {
         uint8_t buf[INPUT_CHUNK + 8], ans = 0;
         ssize_t n = recv(b->ctls[i], buf, sizeof(buf), MSG_DONTWAIT);
@@ -323,8 +361,8 @@ static void broker_ctl(Broker *b, size_t i) {
 
                 if (fd < 0)
                         r = EPIPE;
-                else if (n > 1 && loop_write(fd, buf + 1, (size_t)n - 1) < 0)
-                        r = EPIPE;
+                else if (n > 1)
+                        r = -input_write(fd, buf + 1, (size_t)n - 1);
                 break;
         }
         case OP_CLOSE:
@@ -675,6 +713,10 @@ static int proc_start(EnvdCall *call) {
                                 goto fail_errno;
                         in_r = p[0];
                         b.in_fd = p[1];
+                        /* The broker must not block on a command that does
+                         * not read: its output would stop being drained. */
+                        if (fcntl(b.in_fd, F_SETFL, O_WRONLY | O_NONBLOCK) < 0)
+                                goto fail_errno;
                 } else {
                         in_r = open("/dev/null", O_RDONLY | O_CLOEXEC);
                         if (in_r < 0)
@@ -947,6 +989,9 @@ static int proc_broker_call(EnvdCall *call, const char *method) {
                                                              : "process %" PRIu64
                                                                " has a terminal, not stdin",
                                        id);
+        if (r == -EAGAIN)
+                return envd_reply_code(call, CONNECT_RESOURCE_EXHAUSTED,
+                                       "process %" PRIu64 " does not read its input", id);
         if (r == -EPIPE)
                 return envd_reply_code(call, CONNECT_FAILED_PRECONDITION,
                                        "process %" PRIu64 "'s stdin is closed (start it with "

@@ -673,6 +673,7 @@ static int fs_watch_dir(EnvdCall *call) {
                 r = envd_stream_message(call, json_pack("{s:{}}", "start"));
         while (r >= 0) {
                 hutch_file_entry *cur = NULL;
+                E2bSandboxRef now_sbx = {};
                 struct pollfd p = {.fd = call->req->conn->fd, .events = POLLIN | POLLRDHUP};
                 size_t ncur = 0;
 
@@ -684,6 +685,14 @@ static int fs_watch_dir(EnvdCall *call) {
                 if (call->timeout_ms && waited >= call->timeout_ms) {
                         r = envd_stream_end(call, CONNECT_DEADLINE_EXCEEDED,
                                             "the watch's timeout passed");
+                        break;
+                }
+                /* The file calls start a stopped sandbox on demand: one
+                 * paused or killed meanwhile ends the watch instead. */
+                if (envd_resolve(call->req, &now_sbx) < 0 ||
+                    strcmp(now_sbx.name, call->sbx.name) != 0) {
+                        (void)envd_stream_end(call, CONNECT_UNAVAILABLE,
+                                              "the sandbox was paused or killed");
                         break;
                 }
                 err = (hutch_error){};

@@ -71,6 +71,23 @@ async function commands(sbx) {
   await sbx.commands.closeStdin(c.pid);
   const cr = await c.wait();
   out.closeStdin = cr.stdout;
+  // Input a command never reads is refused after a while, not buffered
+  // without end (and the broker does not hang on it).
+  const deaf = await sbx.commands.run('exec sleep 300', { background: true, stdin: true });
+  try {
+    await sbx.commands.sendStdin(deaf.pid, 'x'.repeat(300000));
+    out.deaf = 'no error';
+  } catch (e) {
+    out.deaf = errName(e);
+  }
+  out.deafKill = await sbx.commands.kill(deaf.pid);
+  // kill() ends what the command started too, not only the command.
+  const fam = await sbx.commands.run('(exec -a famchild300 sleep 300) & wait', { background: true });
+  const count = 'for f in /proc/[0-9]*/cmdline; do tr "\\0" " " < $f; echo; done | grep -c "^famchild300" || true';
+  out.familyBefore = await until(async () => (await sbx.commands.run(count)).stdout.trim() === '1');
+  out.killFamily = await sbx.commands.kill(fam.pid);
+  await fam.wait().catch(() => {});
+  out.familyAfter = await until(async () => (await sbx.commands.run(count)).stdout.trim() === '0');
   // Connect re-attaches to a running command's output.
   const ticks = await sbx.commands.run('while :; do echo tick; sleep 0.1; done', { background: true });
   await ticks.disconnect();
@@ -112,6 +129,14 @@ async function files(sbx) {
   const bytes = new Uint8Array([0, 1, 2, 255, 10]);
   await f.write('/tmp/e2b/bin', bytes, { useOctetStream: true });
   out.readBytes = Array.from(await f.read('/tmp/e2b/bin', { format: 'bytes' }));
+  // A stream: octet-stream with a chunked body.
+  const enc = new TextEncoder();
+  const stream = new ReadableStream({
+    start(c) { c.enqueue(enc.encode('part1-')); c.enqueue(enc.encode('part2')); c.close(); },
+  });
+  await f.write('/tmp/e2b/streamed', stream);
+  out.streamed = await f.read('/tmp/e2b/streamed');
+  await f.remove('/tmp/e2b/streamed');
   const many = await f.write([
     { path: '/tmp/e2b/m1', data: 'one' },
     { path: '/tmp/e2b/m2', data: 'two' },
@@ -213,7 +238,25 @@ async function killstream(sbx) {
   out.running = await sbx.isRunning();
 }
 
-const scenarios = { commands, pty, files, wall, access, killstream };
+// Pausing the sandbox ends a watch (whose polling would otherwise start
+// the stopped sandbox again) and the commands' streams.
+async function pausewatch(sbx) {
+  await sbx.files.makeDir('/tmp/pw');
+  let exited;
+  const exit = new Promise((r) => { exited = r; });
+  await sbx.files.watchDir('/tmp/pw', () => {}, { onExit: (e) => exited(e ? errName(e) : 'clean') });
+  const h = await sbx.commands.run('exec sleep 300', { background: true });
+  const ended = h.wait().then(() => 'no error', (e) => errName(e));
+  out.paused = await sbx.pause();
+  let timer;
+  const late = new Promise((r) => { timer = setTimeout(() => r('still open'), 60000); });
+  out.watchEnded = await Promise.race([exit, late]);
+  out.commandEnded = await Promise.race([ended, late]);
+  clearTimeout(timer);
+  out.running = await sbx.isRunning();
+}
+
+const scenarios = { commands, pty, files, wall, access, killstream, pausewatch };
 const sbx = await create();
 out.sandboxId = sbx.sandboxId;
 out.envdAccessToken = sbx.envdAccessToken;

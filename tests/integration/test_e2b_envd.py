@@ -167,6 +167,11 @@ def test_commands(server, e2b_modules, tmp_path):
     assert out["listedAfterKill"] is False and out["killAgain"] is False
     assert out["closeStdin"] == "line\ndone\n"
     assert out["reattached"] and out["killTicks"], out  # commands.connect()
+    # Input a command never reads: resource_exhausted (the SDK's
+    # RateLimitError) after 5 s, and the broker still answers kill().
+    assert out["deaf"] == "RateLimitError" and out["deafKill"] is True, out
+    # kill() reaches the command's children too (its twin: alive before).
+    assert out["familyBefore"] and out["killFamily"] and out["familyAfter"], out
     # The sandbox was killed at the end: nothing of it is left running.
     assert server.sandboxes() == []
     assert wait_pidfds(list(live_with_marker(marker)), 30) == set()
@@ -186,6 +191,7 @@ def test_files(server, e2b_modules, tmp_path):
     assert out["write"] == {"name": "a.txt", "path": "/tmp/e2b/a.txt", "type": "file"}
     assert out["read"] == "alpha\n"
     assert out["readBytes"] == [0, 1, 2, 255, 10]  # the octet-stream upload
+    assert out["streamed"] == "part1-part2"  # octet-stream, chunked
     assert out["many"] == ["/tmp/e2b/m1", "/tmp/e2b/m2"]  # multipart, two parts
     assert out["list"] == [["a.txt", "file", "/tmp/e2b/a.txt"], ["bin", "file", "/tmp/e2b/bin"],
                            ["m1", "file", "/tmp/e2b/m1"], ["m2", "file", "/tmp/e2b/m2"]]
@@ -246,6 +252,15 @@ def test_kill_ends_streams(server, e2b_modules, tmp_path):
     # outcome "signal: killed", or unavailable when the keeper went first).
     assert out["ended"] in ("TimeoutError", "CommandExitError"), out
     assert out["running"] is False
+    assert server.sandboxes() == []
+
+
+def test_pause_ends_streams(server, e2b_modules, tmp_path):
+    out = drive(server, e2b_modules, tmp_path, "pausewatch")
+    assert out["paused"] is True, out
+    assert out["watchEnded"] != "still open" and out["commandEnded"] != "still open", out
+    assert out["watchEnded"] == "TimeoutError", out  # unavailable: the sandbox is gone
+    assert out["running"] is False  # and the watch did not start it again
     assert server.sandboxes() == []
 
 
