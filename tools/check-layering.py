@@ -56,6 +56,18 @@ KNOWN |= {
     ("src/cli/doctor.c", "src/lib/sandbox/container.h"),
     ("src/cli/doctor.c", "src/lib/doctor/features.h"),
     ("src/cli/image-pull.c", "src/lib/image/image-store.h"),
+    # The E2B server (issue 20): its sandbox table sits in the store's
+    # folder, its allowlist check is the proxy's matcher, and envd's
+    # process service drives the keeper's streaming exec and pty as
+    # serve-ws.c does; each moves behind hutch-ext.h.
+    ("src/cli/e2b-control.c", "src/lib/net/allowlist.h"),
+    ("src/cli/e2b-control.c", "src/lib/store/store.h"),
+    ("src/cli/e2b-envd-process.c", "src/lib/api/persist.h"),
+    ("src/cli/e2b-envd-process.c", "src/lib/sandbox/keeper.h"),
+    ("src/cli/e2b-envd-process.c", "src/lib/sandbox/pty.h"),
+    ("src/cli/e2b-envd-process.c", "src/lib/store/store.h"),
+    ("src/cli/e2b-sandboxes.c", "src/lib/store/store.h"),
+    ("src/cli/e2b-util.c", "src/lib/net/allowlist.h"),
     # hutch-pull's confined child (issue 17) belongs in src/lib/registry.
     ("src/cli/pull-confine.c", "src/lib/ns/landlock.h"),
     ("src/cli/pull-confine.c", "src/lib/seccomp/seccomp-filter.h"),

@@ -10,9 +10,9 @@
 #include <string.h>
 
 #include "cli.h"
+#include "doctor/features.h"
 #include "log.h"
 #include "sandbox/container.h"
-#include "doctor/features.h"
 
 static bool arg_json = false;
 

@@ -25,6 +25,7 @@
 #include <event2/listener.h>
 
 #include "cli.h"
+#include "e2b.h"
 #include "fd-util.h"
 #include "log.h"
 #include "parse-util.h"
@@ -722,7 +723,9 @@ static void serve_usage(FILE *f) {
                       "wait\n"
                       "                       in the kernel's listen queue\n"
                       "  --ui                 also serve the web dashboard at /ui/ "
-                      "(docs/ui.md)\n",
+                      "(docs/ui.md)\n"
+                      "  --e2b                serve E2B's API instead (docs/e2b.md; "
+                      "'hutch serve --e2b --help')\n",
                       SERVE_MAX_CONNECTIONS);
 }
 
@@ -818,6 +821,10 @@ int verb_serve(int argc, char **argv) {
         HutchError err = {};
         int fd, tcp_fd = -EBADF, r;
 
+        /* hutch serve --e2b: E2B's API instead (e2b.h, docs/e2b.md). */
+        for (int i = 1; i < argc; i++)
+                if (strcmp(argv[i], "--e2b") == 0)
+                        return e2b_serve_main(argc, argv);
         r = parse_args(argc, argv, &args);
         if (r != 0)
                 return r > 0 ? 0 : HUTCH_EXIT_FAILURE;

@@ -15,8 +15,8 @@
 #include "copy.h"
 #include "fd-util.h"
 #include "file-op.h"
-#include "parse-util.h"
 #include "file-tar.h"
+#include "parse-util.h"
 #include "strv.h"
 
 static const char *const action_table[_FILE_OP_ACTION_MAX] = {

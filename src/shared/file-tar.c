@@ -14,9 +14,9 @@
 #include <unistd.h>
 
 #include "fd-util.h"
-#include "macro.h"
 #include "file-op.h"
 #include "file-tar.h"
+#include "macro.h"
 #include "strv.h"
 
 #define BLOCK 512U

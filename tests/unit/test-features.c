@@ -8,9 +8,9 @@
 #include <unistd.h>
 
 #include "cgroup/cgroup.h"
+#include "doctor/features.h"
 #include "fd-util.h"
 #include "parse-util.h"
-#include "doctor/features.h"
 #include "test.h"
 
 /* ---- enums ---- */

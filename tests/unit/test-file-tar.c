@@ -10,8 +10,8 @@
 #include <unistd.h>
 
 #include "fd-util.h"
-#include "rm-rf.h"
 #include "file-tar.h"
+#include "rm-rf.h"
 #include "test.h"
 
 static char *tmp_dir(void) {

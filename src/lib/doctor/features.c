@@ -21,11 +21,11 @@
 #include <sys/wait.h>
 
 #include "cgroup/cgroup.h"
+#include "doctor/features.h"
 #include "fd-util.h"
 #include "ns/userns.h"
 #include "rm-rf.h"
 #include "sandbox/container.h"
-#include "doctor/features.h"
 #include "seccomp/seccomp-filter.h"
 #include "store/disk-image.h"
 #include "vm/vm.h"

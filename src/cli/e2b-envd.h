@@ -1,0 +1,67 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#pragma once
+
+/* envd of `hutch serve --e2b` (docs/e2b-envd.md): what E2B's SDK calls
+ * inside a sandbox, answered by hutch's C API on the hutch sandbox that
+ * the E2B sandbox names. e2b.c calls e2b_envd_handle() (e2b.h) for each
+ * request on the envd listener, in the fork that serves the connection;
+ * e2b-envd.c routes it:
+ *
+ * - GET /health, GET and POST /files (REST, E2B's envd.yaml);
+ * - POST /filesystem.Filesystem/<Method> and /process.Process/<Method>
+ *   (Connect, e2b-connect.h), the process service in e2b-envd-process.c.
+ *
+ * The contract between those two files follows. Every handler has the
+ * sandbox resolved and the request's message decoded (a JSON object)
+ * and writes the whole answer. */
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <jansson.h>
+
+#include "e2b-connect.h"
+#include "e2b.h"
+#include "hutch.h"
+
+/* The most bytes GET /files reads and POST /files takes for one file. */
+#define ENVD_FILE_MAX (UINT64_C(256) << 20)
+
+/* A Connect call being answered. */
+typedef struct EnvdCall {
+        E2bRequest *req;
+        E2bSandboxRef sbx;
+        json_t *msg;         /* the request message (an object), borrowed */
+        uint64_t timeout_ms; /* Connect-Timeout-Ms, 0: none */
+        bool stream;         /* a server stream: errors go in its end-of-stream frame */
+} EnvdCall;
+
+/* Unary answers: the message @obj (taken; NULL: out of memory), or the
+ * Connect error @code with @message (for a stream not begun yet: the
+ * stream with only its end-of-stream frame). Return
+ * e2b_envd_handle()'s codes. */
+int envd_reply_message(EnvdCall *call, json_t *obj);
+int envd_reply_code(EnvdCall *call, ConnectCode code, const char *fmt, ...) _printf_(3, 4);
+/* The Connect error of a failed C API call (-errno @r, @err's message). */
+int envd_reply_hutch_error(EnvdCall *call, int r, const hutch_error *err);
+
+/* Server streams: the HTTP head (200, application/connect+json, chunked),
+ * then messages, then the end-of-stream frame (which ends the chunked
+ * body). Each returns 0 or -errno (a write error: the client is gone). */
+int envd_stream_begin(EnvdCall *call);
+int envd_stream_message(EnvdCall *call, json_t *obj); /* @obj taken */
+int envd_stream_end(EnvdCall *call, ConnectCode code, const char *message);
+
+/* Checks that @obj has no member but those in the NULL-terminated @names
+ * (proto3 JSON: unknown fields are an error here, deny by default).
+ * Returns 0, or -EINVAL with the first unknown name in @ret_bad. */
+int envd_check_members(json_t *obj, const char *const *names, const char **ret_bad);
+
+/* The process service: Start, Connect, List, SendInput, SendSignal,
+ * CloseStdin, Update, StreamInput (e2b-envd-process.c). @method is the
+ * part after "/process.Process/". Returns e2b_envd_handle()'s codes, or
+ * -ENOENT (nothing answered) for an unknown method. */
+int envd_process_call(EnvdCall *call, const char *method);
+/* Whether @method of the process service is a server stream; -ENOENT
+ * for an unknown one. */
+int envd_process_method_shape(const char *method);

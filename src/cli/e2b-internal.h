@@ -1,0 +1,84 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#pragma once
+
+/* The parts of `hutch serve --e2b` that only e2b*.c of the control plane
+ * use (e2b.h is the contract with envd): the table of E2B sandboxes
+ * (e2b-sandboxes.c) and the control plane's routes (e2b-control.c).
+ *
+ * The table: one record per sandbox, "<table_dir>/<id>.json", a JSON object
+ * written atomically (write_file_atomic()); changes to one sandbox are
+ * serialised by flock() on "<id>.lock" (e2b_table_lock()). Records (keys):
+ * sandboxID, templateID, name (the hutch sandbox), metadata (object of
+ * strings), accessToken (string, or null when not secure), startedAt and
+ * endAt (ms since the epoch), state ("creating", "running", "paused"),
+ * autoPause, allowInternetAccess, network (as asked, or null). */
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <jansson.h>
+
+#include "e2b.h"
+#include "hutch.h"
+
+/* [a-z0-9]{E2B_ID_LEN} (e2b-util.c) */
+bool e2b_id_is_valid(const char *id);
+/* A new random id / access token (getrandom()). 0 or -errno. */
+int e2b_id_new(char ret[E2B_ID_LEN + 1]);
+int e2b_token_new(char ret[E2B_TOKEN_LEN + 1]);
+
+/* ---- pure parts (e2b-util.c) ---- */
+
+/* Whether the Host header value @host ("<port>-<id>.<domain>[:N]", a
+ * trailing dot and any case allowed) names port 1-65535 of a sandbox id
+ * under @domain: then the port in @ret_port and the id (lowercased) in
+ * @ret_id. */
+bool e2b_host_parse(const char *host, const char *domain, unsigned *ret_port,
+                    char ret_id[E2B_ID_LEN + 1]);
+
+/* A chunk-size line of a chunked body ("1a2b", "ff;ext=1"): hex digits,
+ * at most 16, then an optional extension. -EBADMSG otherwise. */
+int e2b_chunk_size_parse(const char *line, uint64_t *ret);
+
+/* Whether allowlist entry @entry ("PATTERN[:PORT]") is within an entry of
+ * @ceiling (the serve flags' allow_hosts): a name the ceiling's name or
+ * wildcard covers, a wildcard at or under the ceiling's wildcard, the same
+ * address; on a port the ceiling entry allows (no port: 80 and 443). A
+ * malformed entry is false. */
+bool e2b_allow_within(char **ceiling, const char *entry);
+
+/* Creates the table folder (0700) under the store and takes the server's
+ * lock (-EBUSY: another server uses it). */
+int e2b_table_open(E2bServer *srv);
+void e2b_table_close(E2bServer *srv);
+
+/* The lock of sandbox @id (blocking): an fd to close, or -errno. */
+int e2b_table_lock(const E2bServer *srv, const char *id);
+/* Record @id: -ENOENT when there is none (or @id is malformed). */
+int e2b_table_load(const E2bServer *srv, const char *id, json_t **ret);
+int e2b_table_save(const E2bServer *srv, json_t *rec);
+/* Removes record @id and its lock file. */
+void e2b_table_remove(const E2bServer *srv, const char *id);
+/* Every record, as a JSON array (unordered). */
+int e2b_table_list(const E2bServer *srv, json_t **ret);
+
+/* Finds @id without checking a token (the port relay). */
+int e2b_sandbox_find(const E2bServer *srv, const char *id, E2bSandboxRef *out);
+
+/* Ends sandbox @id (locks it): its hutch sandbox destroyed, its record
+ * removed. -ENOENT when unknown. */
+int e2b_sandbox_kill(const E2bServer *srv, const char *id, hutch_error *err);
+/* Pauses @rec (its lock held by the caller): the hutch sandbox stopped,
+ * files kept; the record saved as paused. */
+int e2b_sandbox_pause_locked(const E2bServer *srv, json_t *rec, hutch_error *err);
+
+/* Whether a running sandbox's end is at or before @now_ms. */
+bool e2b_table_expired(const E2bServer *srv, uint64_t now_ms);
+/* Kills (or pauses, with autoPause) every running sandbox past its end. */
+void e2b_table_sweep(const E2bServer *srv, uint64_t now_ms);
+/* Destroys every sandbox in the table (server start and end). */
+void e2b_table_destroy_all(const E2bServer *srv);
+
+/* The control plane: answers @req (e2b-control.c). 0: the connection goes
+ * on; 1: close it; -errno. */
+int e2b_control_handle(E2bRequest *req);

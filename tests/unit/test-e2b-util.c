@@ -1,0 +1,120 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* The pure parts of hutch serve --e2b (src/cli/e2b-util.c). */
+#include <stddef.h>
+#include <stdint.h>
+
+#include "e2b-internal.h"
+#include "test.h"
+
+#define ID "abcdefghij0123456789"
+
+TEST(id_valid) {
+        ASSERT_TRUE(e2b_id_is_valid(ID));
+        ASSERT_FALSE(e2b_id_is_valid(NULL));
+        ASSERT_FALSE(e2b_id_is_valid(""));
+        ASSERT_FALSE(e2b_id_is_valid("abcdefghij012345678"));   /* 19 */
+        ASSERT_FALSE(e2b_id_is_valid("abcdefghij0123456789a")); /* 21 */
+        ASSERT_FALSE(e2b_id_is_valid("Abcdefghij0123456789"));  /* upper case */
+        ASSERT_FALSE(e2b_id_is_valid("abcdefghij012345678."));
+        ASSERT_FALSE(e2b_id_is_valid("../../etc/passwd0000"));
+}
+
+TEST(id_new) {
+        char a[E2B_ID_LEN + 1], b[E2B_ID_LEN + 1], t[E2B_TOKEN_LEN + 1];
+
+        ASSERT_OK(e2b_id_new(a));
+        ASSERT_OK(e2b_id_new(b));
+        ASSERT_TRUE(e2b_id_is_valid(a));
+        ASSERT_TRUE(e2b_id_is_valid(b));
+        ASSERT_FALSE(strcmp(a, b) == 0);
+        ASSERT_OK(e2b_token_new(t));
+        ASSERT_EQ(strlen(t), E2B_TOKEN_LEN);
+}
+
+TEST(host_parse) {
+        char id[E2B_ID_LEN + 1];
+        unsigned port = 0;
+
+        ASSERT_TRUE(e2b_host_parse("8000-" ID ".e2b.localhost", "e2b.localhost", &port, id));
+        ASSERT_EQ(port, 8000);
+        ASSERT_STREQ(id, ID);
+        /* A port after the host, a trailing dot, any case. */
+        ASSERT_TRUE(e2b_host_parse("1-" ID ".E2B.localhost.:49983", "e2b.localhost", &port, id));
+        ASSERT_EQ(port, 1);
+        ASSERT_TRUE(e2b_host_parse("65535-ABCDEFGHIJ0123456789.e2b.localhost", "e2b.localhost",
+                                   &port, id));
+        ASSERT_STREQ(id, ID);
+        ASSERT_EQ(port, 65535);
+
+        /* Negative twins. */
+        port = 7;
+        ASSERT_FALSE(e2b_host_parse(NULL, "e2b.localhost", &port, id));
+        ASSERT_FALSE(e2b_host_parse("127.0.0.1:3000", "e2b.localhost", &port, id));
+        ASSERT_FALSE(e2b_host_parse("0-" ID ".e2b.localhost", "e2b.localhost", &port, id));
+        ASSERT_FALSE(e2b_host_parse("65536-" ID ".e2b.localhost", "e2b.localhost", &port, id));
+        ASSERT_FALSE(e2b_host_parse("123456-" ID ".e2b.localhost", "e2b.localhost", &port, id));
+        ASSERT_FALSE(e2b_host_parse("-" ID ".e2b.localhost", "e2b.localhost", &port, id));
+        ASSERT_FALSE(e2b_host_parse("80x-" ID ".e2b.localhost", "e2b.localhost", &port, id));
+        ASSERT_FALSE(e2b_host_parse("80-" ID "x.e2b.localhost", "e2b.localhost", &port, id));
+        ASSERT_FALSE(e2b_host_parse("80-abc.e2b.localhost", "e2b.localhost", &port, id));
+        ASSERT_FALSE(
+                e2b_host_parse("80-" ID ".e2b.localhost.evil.test", "e2b.localhost", &port, id));
+        ASSERT_FALSE(e2b_host_parse("80-" ID ".xe2b.localhost", "e2b.localhost", &port, id));
+        ASSERT_FALSE(e2b_host_parse("80-" ID "e2b.localhost", "e2b.localhost", &port, id));
+        ASSERT_FALSE(
+                e2b_host_parse("80-../../etc/passwd00.e2b.localhost", "e2b.localhost", &port, id));
+        ASSERT_EQ(port, 7);
+}
+
+TEST(chunk_size) {
+        uint64_t n = 0;
+
+        ASSERT_OK(e2b_chunk_size_parse("0", &n));
+        ASSERT_EQ(n, 0);
+        ASSERT_OK(e2b_chunk_size_parse("1a2B", &n));
+        ASSERT_EQ(n, 0x1a2b);
+        ASSERT_OK(e2b_chunk_size_parse("ff;name=value", &n));
+        ASSERT_EQ(n, 255);
+        ASSERT_OK(e2b_chunk_size_parse("ffffffffffffffff", &n));
+        ASSERT_EQ(n, UINT64_MAX);
+
+        n = 5;
+        ASSERT_ERROR(e2b_chunk_size_parse("", &n), EBADMSG);
+        ASSERT_ERROR(e2b_chunk_size_parse(";x", &n), EBADMSG);
+        ASSERT_ERROR(e2b_chunk_size_parse("-1", &n), EBADMSG);
+        ASSERT_ERROR(e2b_chunk_size_parse("0x10", &n), EBADMSG);
+        ASSERT_ERROR(e2b_chunk_size_parse("1g", &n), EBADMSG);
+        ASSERT_ERROR(e2b_chunk_size_parse("10000000000000000", &n), EBADMSG);
+        ASSERT_EQ(n, 5);
+}
+
+TEST(allow_within) {
+        char *ceiling[] = {(char *)"api.example.test", (char *)"*.example.org:8443",
+                           (char *)"127.0.0.1:9000", NULL};
+        char *empty[] = {NULL};
+
+        ASSERT_TRUE(e2b_allow_within(ceiling, "api.example.test"));
+        ASSERT_TRUE(e2b_allow_within(ceiling, "API.example.test:443"));
+        ASSERT_TRUE(e2b_allow_within(ceiling, "api.example.test:80"));
+        ASSERT_TRUE(e2b_allow_within(ceiling, "a.example.org:8443"));
+        ASSERT_TRUE(e2b_allow_within(ceiling, "*.example.org:8443"));
+        ASSERT_TRUE(e2b_allow_within(ceiling, "*.b.example.org:8443"));
+        ASSERT_TRUE(e2b_allow_within(ceiling, "127.0.0.1:9000"));
+
+        /* Wider than the ceiling, or beside it: refused. */
+        ASSERT_FALSE(e2b_allow_within(ceiling, "api.example.test:8080"));
+        ASSERT_FALSE(e2b_allow_within(ceiling, "other.example.test"));
+        ASSERT_FALSE(e2b_allow_within(ceiling, "*.example.test"));
+        ASSERT_FALSE(e2b_allow_within(ceiling, "example.org:8443"));
+        ASSERT_FALSE(e2b_allow_within(ceiling, "a.example.org"));
+        ASSERT_FALSE(e2b_allow_within(ceiling, "*.org:8443"));
+        ASSERT_FALSE(e2b_allow_within(ceiling, "evilexample.org:8443"));
+        ASSERT_FALSE(e2b_allow_within(ceiling, "127.0.0.1"));
+        ASSERT_FALSE(e2b_allow_within(ceiling, "127.0.0.2:9000"));
+        ASSERT_FALSE(e2b_allow_within(ceiling, "0.0.0.0/0"));
+        ASSERT_FALSE(e2b_allow_within(ceiling, ""));
+        ASSERT_FALSE(e2b_allow_within(empty, "api.example.test"));
+        ASSERT_FALSE(e2b_allow_within(NULL, "api.example.test"));
+}
+
+DEFINE_TEST_MAIN
