@@ -697,6 +697,12 @@ static int fs_watch_dir(EnvdCall *call) {
                 }
                 err = (hutch_error){};
                 r = hutch_file_walk(call->sbx.name, path, recursive ? 0 : 1, &cur, &ncur, &err);
+                if (r < 0 && envd_resolve(call->req, &now_sbx) < 0) {
+                        /* Paused or killed during the walk. */
+                        (void)envd_stream_end(call, CONNECT_UNAVAILABLE,
+                                              "the sandbox was paused or killed");
+                        break;
+                }
                 if (r < 0) {
                         (void)envd_stream_end(call, connect_code_from_errno(-r),
                                               err.message[0] ? err.message : strerror(-r));

@@ -259,7 +259,9 @@ def test_pause_ends_streams(server, e2b_modules, tmp_path):
     out = drive(server, e2b_modules, tmp_path, "pausewatch")
     assert out["paused"] is True, out
     assert out["watchEnded"] != "still open" and out["commandEnded"] != "still open", out
-    assert out["watchEnded"] == "TimeoutError", out  # unavailable: the sandbox is gone
+    # unavailable (the SDK's TimeoutError); not_found when the walk met the
+    # sandbox mid-stop before its record said paused.
+    assert out["watchEnded"] in ("TimeoutError", "NotFoundError"), out
     assert out["running"] is False  # and the watch did not start it again
     assert server.sandboxes() == []
 
