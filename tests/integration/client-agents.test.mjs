@@ -92,6 +92,12 @@ test("a SandboxAgent run with a scripted model", async () => {
                        diff: "@@\n def add(a, b):\n-    return a - b\n+    return a + b\n" })],
     [functionCall("exec_command", { cmd: "python3 -c 'import calc; assert calc.add(2, 3) == 5; print(\"tests pass\")'" },
                   { callId: "c3" })],
+    // A terminal session (supportsPty() is true): the command waits for a
+    // line, write_stdin gives it one (session 1, the first of this session).
+    [functionCall("exec_command", { cmd: "read line; echo got-$line", tty: true, yield_time_ms: 300 },
+                  { callId: "c5" })],
+    [functionCall("write_stdin", { session_id: 1, chars: "hello\n", yield_time_ms: 5000 },
+                  { callId: "c6" })],
     [functionCall("exec_command", { cmd: `cat ${CANARY}; echo rc=$?` }, { callId: "c4" })],
     [assistantMessage("done: calc.add fixed")],
   ]);
@@ -107,6 +113,7 @@ test("a SandboxAgent run with a scripted model", async () => {
   const outputs = result.newItems.filter((i) => i.type === "tool_call_output_item")
     .map((i) => JSON.stringify(i.output));
   assert.ok(outputs.some((o) => o.includes("tests pass")), outputs.join("\n"));
+  assert.ok(outputs.some((o) => o.includes("got-hello")), outputs.join("\n"));
   const canaryOut = outputs.find((o) => o.includes("rc="));
   assert.ok(canaryOut && !canaryOut.includes("secret") && !canaryOut.includes("rc=0"), canaryOut);
   assert.ok(calls.includes("create"), calls);
