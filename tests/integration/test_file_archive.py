@@ -2,7 +2,7 @@
 """A tree inside a sandbox as tar, both ways (issue 19):
 GET and PUT/POST /v1/sandboxes/{name}/files/archive?path=DIR (docs/api.md),
 hutch_file_archive_get/put of the C API. The tar is written and read by
-the sandbox's file builtin (src/lib/sandbox/file-tar.h), inside the
+the sandbox's file builtin (src/shared/file-tar.h), inside the
 sandbox, as root's and the unprivileged user's server.
 
 The claim: a normal tree round-trips byte-identical (regular files,
