@@ -2,7 +2,7 @@
 #pragma once
 
 /* A directory tree as a tar stream, both ways, for the file builtin's
- * "pack" and "unpack" actions (sandbox/file-op.h): GET and PUT
+ * "pack" and "unpack" actions (src/shared/file-op.h): GET and PUT
  * .../files/archive of `hutch serve` (docs/api.md), hutch_file_archive_get()
  * and hutch_file_archive_put() of include/hutch.h.
  *
@@ -73,7 +73,7 @@ int file_tar_pack(int dirfd, const char *name, uint64_t max, int out_fd);
  * most @max bytes of file data in all. On failure, returns -errno, reads
  * @in_fd to its end and then writes a one-line message of at most
  * FILE_TAR_MSG_MAX bytes to @out_fd ("entry '../x': a '..' component"):
- * the builtin's stdin and stdout are one file (sandbox/file-op.h), so the
+ * the builtin's stdin and stdout are one file (src/shared/file-op.h), so the
  * message lands right after the archive, where hutch_file_archive_put()
  * looks for it. */
 int file_tar_unpack(int dirfd, const char *name, bool create, uint64_t max, int in_fd, int out_fd);

@@ -420,7 +420,7 @@ static int exec_start(KeeperCore *core, KeeperConn *c, json_t *req, int fds[3], 
 }
 
 /* {"op":"file","action":A,"path":P,"mode":N,"max":N} with one fd: the
- * builtin of sandbox/file-op.h, run as an exec whose stdin and stdout are
+ * builtin of src/shared/file-op.h, run as an exec whose stdin and stdout are
  * that fd. A relative path is taken from the workspace, or $HOME. */
 static int file_start(KeeperCore *core, KeeperConn *c, json_t *req, int fds[3], size_t n_fds) {
         Keeper *k = keeper_of(core);

@@ -23,7 +23,7 @@
  *   client -> keeper {"op":"file","action":"read|write|list|stat|remove",
  *                     "path":S,"mode":N,"max":N}   + one fd for the data
  *                    -> {"op":"started","id":N}, {"op":"outcome",...}: the
- *                    file operation of sandbox/file-op.h, run by a process
+ *                    file operation of src/shared/file-op.h, run by a process
  *                    of the sandbox; its exit_code is 0 or the errno
  *   client -> keeper {"op":"list"} | {"op":"kill",...} | {"op":"wait",...} |
  *                    {"op":"output",...}: the running execs as processes
@@ -163,7 +163,7 @@ typedef struct KeeperFile {
                            * the result is written (borrowed) */
 } KeeperFile;
 
-/* Runs a file operation (sandbox/file-op.h) in the sandbox of the
+/* Runs a file operation (src/shared/file-op.h) in the sandbox of the
  * connected keeper and waits for it. Returns 0 or the operation's -errno
  * (-ETIMEDOUT when the policy's timeout ended it, -EIO when it did not
  * finish), or -errno with @reterr when the keeper refused or failed. */
