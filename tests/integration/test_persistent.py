@@ -876,7 +876,7 @@ def test_ls_json_fields(store):
         e = ls[name]
         assert set(e) == {"name", "id", "state", "backend", "created_ms", "last_used_ms",
                           "disk_bytes", "disk_limit_bytes", "degraded", "parent", "from",
-                          "usage_bytes"}
+                          "usage_bytes", "image", "ports"}
         assert e["name"] == name and e["id"] == sid and e["parent"] is None
         # Not made from a snapshot: nothing below its own layer.
         assert e["from"] is None and e["usage_bytes"] == e["disk_bytes"]

@@ -461,6 +461,8 @@ def test_every_route(server):
     api.ok("POST", f"/v1/sandboxes/{a}/restore", {"snapshot": snap}, status=204)
     assert api.ok("GET", f"/v1/sandboxes/{a}/files?path=/root/state.txt").data == b"kept\n"
 
+    # An empty merge patch changes nothing (test_update_api.py has the rest).
+    assert api.ok("PATCH", f"/v1/sandboxes/{b}", {"policy": {}}).json["changed"] == []
     api.ok("DELETE", f"/v1/sandboxes/{b}", status=204)
     # Still the parent of a.
     r = api.call("DELETE", f"/v1/snapshots/{snap}")

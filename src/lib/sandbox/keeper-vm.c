@@ -101,7 +101,7 @@ static size_t exec_find(VmKeeper *k, uint64_t id) {
         return SIZE_MAX;
 }
 
-/* The end of execs[@i]: the outcome to its client, the history. */
+/* The end of execs[@i]: the history, the outcome to its client. */
 static void exec_finished(VmKeeper *k, size_t i) {
         _cleanup_(outcome_done) Outcome o = {};
         _cleanup_free_ char *json = NULL;
@@ -123,9 +123,7 @@ static void exec_finished(VmKeeper *k, size_t i) {
         o.denied = keeper_denials(k->core.cfg->policy, e->audit_start);
         if (outcome_to_json(&o, &json) < 0)
                 json = NULL;
-        if (e->conn_fd >= 0)
-                (void)keeper_send_outcome(e->conn_fd, o.exit_code, json);
-        exec_table_finished(&k->core.conns, e->id, o.exit_code, json);
+        /* The history first: whoever has the outcome finds its line. */
         if (!e->builtin)
                 keeper_history_append(k->core.cfg->history_path,
                                       &(KeeperHistoryEntry){.id = e->id,
@@ -133,6 +131,9 @@ static void exec_finished(VmKeeper *k, size_t i) {
                                                             .detached = e->detached,
                                                             .start_wall_ms = e->start_wall_ms},
                                       json ? json : "null");
+        if (e->conn_fd >= 0)
+                (void)keeper_send_outcome(e->conn_fd, o.exit_code, json);
+        exec_table_finished(&k->core.conns, e->id, o.exit_code, json);
         exec_drop(k, i);
 }
 

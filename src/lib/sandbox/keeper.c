@@ -147,7 +147,16 @@ static void exec_finished(Keeper *k, Exec *e, int status) {
 
         if (outcome_to_json(&o, &json) < 0)
                 json = NULL;
-        /* The client first; the history and the exec's cgroup after. */
+        /* The history first, so that whoever has the outcome finds its
+         * line (a client that reads the history right after its exec);
+         * then the client; the exec's cgroup after. */
+        if (!e->builtin)
+                keeper_history_append(k->core.cfg->history_path,
+                                      &(KeeperHistoryEntry){.id = e->id,
+                                                            .argv_json = e->argv_json,
+                                                            .detached = e->detached,
+                                                            .start_wall_ms = e->start_wall_ms},
+                                      json ? json : "null");
         if (e->conn_fd >= 0) {
                 KeeperConn *c = keeper_conn_find(&k->core.conns, e->conn_fd);
 
@@ -161,16 +170,9 @@ static void exec_finished(Keeper *k, Exec *e, int status) {
         /* The next exec's process, while the client reads its answer (not
          * while this exec ran: moving a process into a cgroup holds up the
          * command's forks and exit). First: a client that calls again at
-         * once must find it ready; the history and removing this exec's
-         * cgroup can wait (while init forks the new process). */
+         * once must find it ready; removing this exec's cgroup can wait
+         * (while init forks the new process). */
         stem_prepare(k);
-        if (!e->builtin)
-                keeper_history_append(k->core.cfg->history_path,
-                                      &(KeeperHistoryEntry){.id = e->id,
-                                                            .argv_json = e->argv_json,
-                                                            .detached = e->detached,
-                                                            .start_wall_ms = e->start_wall_ms},
-                                      json ? json : "null");
         exec_free(k, e);
 }
 
