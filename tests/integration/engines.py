@@ -58,7 +58,7 @@ def docker_available():
     if os.geteuid() != 0:
         return "dockerd needs root"
     if not dockerd_path() or not os.access(DOCKER, os.X_OK):
-        return "Debian's docker.io (dockerd, /usr/bin/docker) is not installed"
+        return "Debian's Docker package (dockerd, /usr/bin/docker) is not installed (tools/deps.sh test)"
     if not os.access(BUSYBOX, os.X_OK):
         return "busybox-static (/bin/busybox) is not installed"
     return None
