@@ -241,11 +241,13 @@ static int pre_pivot_create(int sync_fd, json_t *cfg, const char *id, pid_t pid,
         if (net) {
                 /* The proxy's own lines are text: they go to a text log,
                  * never into the JSON lines an engine parses. */
+                HutchError e = {};
+
                 r = oci_net_proxy_start(net, id, pid, proxy_fds,
                                         arg_log && !arg_log_json ? fileno(arg_log) : -EBADF, config,
-                                        ca_w, reterr);
+                                        ca_w, &e);
                 if (r < 0)
-                        return r;
+                        return hutch_error_set(reterr, -r, "io.hutch.* annotations: %s", e.msg);
         }
         if (ca_r >= 0) {
                 ca_w = safe_close(ca_w);
@@ -253,9 +255,9 @@ static int pre_pivot_create(int sync_fd, json_t *cfg, const char *id, pid_t pid,
                 if (r < 0)
                         return r;
         }
-        hs = json_pack("{s:s, s:s, s:s, s:i, s:s, s:O}", "ociVersion", OCI_VERSION, "id", id,
+        hs = json_pack("{s:s, s:s, s:s, s:i, s:s, s:o}", "ociVersion", OCI_VERSION, "id", id,
                        "status", "creating", "pid", (int)pid, "bundle", bundle, "annotations",
-                       ann ? ann : json_object());
+                       ann ? json_incref(ann) : json_object());
         if (!hs)
                 return hutch_error_set(reterr, ENOMEM, "out of memory");
         r = hooks_run(hooks, "prestart", hs);
@@ -622,7 +624,7 @@ static int cmd_create(int argc, char **argv) {
                 r = pre_pivot_create(sv[0], cfg, id, pid, abs_bundle, net, &secrets, proxy_fds,
                                      &err);
                 if (r < 0) {
-                        r = fail(0, "%s%s", net ? "io.hutch.* annotations: " : "", err.msg);
+                        r = fail(0, "%s", err.msg);
                         goto undo_child;
                 }
                 n = read(sv[0], msg, sizeof(msg) - 1);
