@@ -262,66 +262,6 @@ int connect_timeout_parse(const char *s, uint64_t *ret) {
         return 0;
 }
 
-static int b64_value(char c) {
-        if (c >= 'A' && c <= 'Z')
-                return c - 'A';
-        if (c >= 'a' && c <= 'z')
-                return c - 'a' + 26;
-        if (c >= '0' && c <= '9')
-                return c - '0' + 52;
-        if (c == '+' || c == '-')
-                return 62;
-        if (c == '/' || c == '_')
-                return 63;
-        return -1;
-}
-
-int connect_bytes_decode(const char *s, size_t len, uint8_t **ret, size_t *ret_len) {
-        uint8_t *out;
-        size_t n = len, o = 0;
-        uint32_t acc = 0;
-        int bits = 0;
-
-        /* Padding: none, or exactly what completes the last quantum. */
-        if (n > 0 && s[n - 1] == '=') {
-                if (len % 4 != 0)
-                        return -EINVAL;
-                n--;
-                if (n > 0 && s[n - 1] == '=')
-                        n--;
-        }
-        if (n % 4 == 1)
-                return -EINVAL;
-        out = malloc(n / 4 * 3 + 3);
-        if (!out)
-                return -ENOMEM;
-        for (size_t i = 0; i < n; i++) {
-                int v = b64_value(s[i]);
-
-                if (v < 0) {
-                        free(out);
-                        return -EINVAL;
-                }
-                acc = acc << 6 | (uint32_t)v;
-                bits += 6;
-                if (bits >= 8) {
-                        bits -= 8;
-                        out[o++] = (uint8_t)(acc >> bits);
-                        acc &= (1U << bits) - 1;
-                }
-        }
-        /* The bits left over must be zero, or two encodings would decode
-         * to the same bytes. */
-        if (acc != 0) {
-                free(out);
-                return -EINVAL;
-        }
-        out[o] = 0;
-        *ret = out;
-        *ret_len = o;
-        return 0;
-}
-
 int connect_timestamp_format(int64_t sec, uint32_t nsec, char *buf, size_t size) {
         struct tm tm;
         time_t t = (time_t)sec;

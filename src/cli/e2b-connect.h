@@ -119,11 +119,8 @@ int connect_timeout_parse(const char *s, uint64_t *ret);
 
 /* ---- proto3 JSON ---- */
 
-/* Decodes proto3 JSON bytes: base64 of the standard or URL alphabet,
- * padded or not (both are valid proto3 JSON), into a new buffer
- * (NUL-terminated, not counted in @ret_len). -EINVAL for anything else,
- * -ENOMEM. */
-int connect_bytes_decode(const char *s, size_t len, uint8_t **ret, size_t *ret_len);
+/* proto3 JSON bytes are base64 of the standard or URL alphabet, padded or
+ * not: base64_decode() with BASE64_URL_TOO | BASE64_PAD_OPTIONAL. */
 
 /* A google.protobuf.Timestamp in proto3 JSON (RFC 3339, UTC, "Z", with
  * 0, 3, 6 or 9 fraction digits as protobuf writes them) into @buf.

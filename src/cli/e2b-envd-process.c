@@ -32,6 +32,7 @@
 #include <unistd.h>
 
 #include "api/persist.h"
+#include "base64.h"
 #include "e2b-envd.h"
 #include "fd-util.h"
 #include "hutch.h"
@@ -140,7 +141,7 @@ static json_t *event_message(const char *kind, json_t *value) {
 static json_t *data_event(const char *stream, const char *data, size_t len) {
         _cleanup_free_ char *b64 = NULL;
 
-        if (serve_base64_encode(data, len, &b64) < 0)
+        if (base64_encode(data, len, &b64) < 0)
                 return NULL;
         return event_message("data", json_pack("{s:s}", stream, b64));
 }
@@ -944,8 +945,8 @@ static int proc_broker_call(EnvdCall *call, const char *method) {
                                                          : json_object_get(in, "pty");
 
                 if (!json_is_object(in) || json_object_size(in) != 1 || !json_is_string(v) ||
-                    connect_bytes_decode(json_string_value(v), json_string_length(v), &data, &len) <
-                            0)
+                    base64_decode(json_string_value(v), json_string_length(v),
+                                  BASE64_URL_TOO | BASE64_PAD_OPTIONAL, &data, &len) < 0)
                         return bad(call, "input", "must be {\"stdin\"|\"pty\": base64}"), 0;
         }
         fd = broker_connect(call, id);

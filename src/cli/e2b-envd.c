@@ -15,6 +15,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base64.h"
 #include "e2b-envd-form.h"
 #include "e2b-envd.h"
 #include "hutch.h"
@@ -171,7 +172,7 @@ static int envd_user_check(const E2bRequest *req, const char *username) {
                 return 0;
         if (strncasecmp(auth, "Basic ", 6) != 0)
                 return -EINVAL;
-        if (connect_bytes_decode(auth + 6, strlen(auth + 6), &dec, &n) < 0)
+        if (base64_decode(auth + 6, strlen(auth + 6), BASE64_PAD_OPTIONAL, &dec, &n) < 0)
                 return -EINVAL;
         if (!((n == 5 && memcmp(dec, "user:", 5) == 0) || (n == 5 && memcmp(dec, "root:", 5) == 0)))
                 return -EINVAL;

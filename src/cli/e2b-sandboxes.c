@@ -15,6 +15,7 @@
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
 
+#include "base64.h"
 #include "e2b-internal.h"
 #include "fd-util.h"
 #include "log.h"
@@ -306,7 +307,7 @@ int e2b_sandbox_lookup_signature(const E2bServer *srv, const char *path, const c
                         break;
                 }
                 if (EVP_Digest(raw, (size_t)k, digest, &n, EVP_sha256(), NULL) != 1 ||
-                    serve_base64_encode(digest, sizeof(digest), &b64) < 0)
+                    base64_encode(digest, sizeof(digest), &b64) < 0)
                         continue;
                 len = strlen(b64);
                 while (len > 0 && b64[len - 1] == '=')

@@ -24,6 +24,7 @@
 #include <event2/http.h>
 
 #include "api/hutch-ext.h"
+#include "base64.h"
 #include "fd-util.h"
 #include "log.h"
 #include "serve-exec-args.h"
@@ -605,8 +606,8 @@ static void exec_start(ServeCtx *c, bool stream) {
                 return;
         r = exec_args_validate(&a, json_object_get(root, "env"), &err);
         if (r >= 0 && a.stdin_base64) {
-                r = serve_base64_decode(a.stdin_base64, strlen(a.stdin_base64), &decoded,
-                                        &stdin_len);
+                r = base64_decode(a.stdin_base64, strlen(a.stdin_base64), 0, (uint8_t **)&decoded,
+                                  &stdin_len);
                 if (r < 0)
                         r = hutch_error_set_pointer(&err, -r, "/stdin_base64",
                                                     "'stdin_base64' is not valid base64");

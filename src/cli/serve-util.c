@@ -11,6 +11,7 @@
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
 
+#include "base64.h"
 #include "macro.h"
 #include "parse-util.h"
 #include "serve-util.h"
@@ -109,52 +110,6 @@ void serve_errno_to_status(int errnum, int *ret_status, const char **ret_code) {
         *ret_code = "internal";
 }
 
-int serve_base64_encode(const void *data, size_t len, char **ret) {
-        char *out;
-
-        if (len > (size_t)INT_MAX / 4 * 3)
-                return -E2BIG;
-        out = malloc(4 * ((len + 2) / 3) + 1);
-        if (!out)
-                return -ENOMEM;
-        (void)EVP_EncodeBlock((unsigned char *)out, data, (int)len);
-        *ret = out;
-        return 0;
-}
-
-static bool base64_char(char c) {
-        return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
-               c == '+' || c == '/';
-}
-
-int serve_base64_decode(const char *s, size_t len, char **ret, size_t *ret_len) {
-        size_t pad = 0;
-        char *out;
-        int n;
-
-        if (len > INT_MAX)
-                return -E2BIG;
-        if (len % 4 != 0)
-                return -EINVAL;
-        if (len > 0 && s[len - 1] == '=')
-                pad = s[len - 2] == '=' ? 2 : 1;
-        for (size_t i = 0; i < len - pad; i++)
-                if (!base64_char(s[i]))
-                        return -EINVAL;
-        out = malloc(len / 4 * 3 + 1);
-        if (!out)
-                return -ENOMEM;
-        n = EVP_DecodeBlock((unsigned char *)out, (const unsigned char *)s, (int)len);
-        if (n < 0 || (size_t)n < pad) {
-                free(out);
-                return -EINVAL;
-        }
-        out[n - (int)pad] = '\0';
-        *ret_len = (size_t)n - pad;
-        *ret = out;
-        return 0;
-}
-
 size_t serve_utf8_incomplete_tail(const char *s, size_t len) {
         const unsigned char *p = (const unsigned char *)s;
 
@@ -188,7 +143,7 @@ json_t *serve_output_string(const char *data, size_t len, const char **ret_encod
                 *ret_encoding = "utf-8";
                 return s;
         }
-        if (serve_base64_encode(data, len, &b64) < 0)
+        if (base64_encode(data, len, &b64) < 0)
                 return NULL;
         *ret_encoding = "base64";
         return json_string(b64);

@@ -57,14 +57,6 @@ int serve_decode_object(json_t *obj, const ServeField *fields, size_t n_fields, 
  * positive errno. Unknown ones are 500 "internal". */
 void serve_errno_to_status(int errnum, int *ret_status, const char **ret_code);
 
-/* Base64 (RFC 4648, with padding). serve_base64_encode() returns a new
- * NUL-terminated string; serve_base64_decode() accepts only the canonical
- * alphabet with correct padding (no whitespace) and returns a new buffer
- * (NUL-terminated too, which @ret_len does not count). -EINVAL for bad
- * input, -E2BIG beyond INT_MAX, -ENOMEM. */
-int serve_base64_encode(const void *data, size_t len, char **ret);
-int serve_base64_decode(const char *s, size_t len, char **ret, size_t *ret_len);
-
 /* How many bytes at the end of @s (0 to 3) start a UTF-8 sequence that is
  * not complete yet: a streamed chunk holds them back for the next one, so
  * that text split across reads stays text. */

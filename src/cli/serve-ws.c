@@ -41,6 +41,7 @@
 #include <openssl/evp.h>
 
 #include "api/persist.h"
+#include "base64.h"
 #include "fd-util.h"
 #include "log.h"
 #include "sandbox/keeper.h"
@@ -804,7 +805,7 @@ int serve_ws_upgrade(void *userdata, struct bufferevent *bev, const char *head, 
                 return -ENOMEM;
         }
         if (EVP_Digest(to_hash, strlen(to_hash), digest, &dlen, EVP_sha1(), NULL) != 1 ||
-            dlen != sizeof(digest) || serve_base64_encode(digest, sizeof(digest), &accept) < 0)
+            dlen != sizeof(digest) || base64_encode(digest, sizeof(digest), &accept) < 0)
                 return -ENOMEM;
 
         ws = calloc(1, sizeof(WsConn));

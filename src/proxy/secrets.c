@@ -11,6 +11,7 @@
 #include <emmintrin.h>
 #endif
 
+#include "base64.h"
 #include "parse-util.h"
 #include "secrets.h"
 #include "strv.h"
@@ -58,25 +59,10 @@ static size_t b64_inner(const char *in, size_t len, size_t offset, const char *a
         return n;
 }
 
-/* The index of base64 character @c in either alphabet, or -1. */
-static int b64_index(char c) {
-        if (c >= 'A' && c <= 'Z')
-                return c - 'A';
-        if (c >= 'a' && c <= 'z')
-                return c - 'a' + 26;
-        if (c >= '0' && c <= '9')
-                return c - '0' + 52;
-        if (c == '+' || c == '-')
-                return 62;
-        if (c == '/' || c == '_')
-                return 63;
-        return -1;
-}
-
 /* Rewrites the base64 character at @c: the bits in @mask become @bits,
  * the others (a neighbour's) stay; the alphabet stays the one @c is in. */
 static void b64_patch(char *c, unsigned mask, unsigned bits) {
-        int i = b64_index(*c);
+        int i = base64_value(*c);
         bool url = *c == '-' || *c == '_';
 
         if (i < 0)
@@ -1077,7 +1063,7 @@ int secret_filter_feed(SecretFilter *f, const ProxySecret *secrets, size_t n, co
         /* A base64 form starting in the next feed may need to change the
          * last byte, if that is a base64 character (a line end, as at the
          * end of an event of a stream, is not, and goes at once). */
-        if (keep == total && total > 0 && b64_index(f->buf[total - 1]) >= 0)
+        if (keep == total && total > 0 && base64_value(f->buf[total - 1]) >= 0)
                 keep--;
         /* A partial form is never longer than six bytes a character (and
          * the byte before it). */

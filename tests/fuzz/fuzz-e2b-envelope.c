@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base64.h"
 #include "e2b-connect.h"
 #include "e2b-envd-form.h"
 
@@ -82,7 +83,7 @@ static void check_text(const uint8_t *data, size_t size) {
                 return;
         memcpy(s, data, size);
         s[size] = 0;
-        if (connect_bytes_decode(s, size, &out, &n) == 0) {
+        if (base64_decode(s, size, BASE64_URL_TOO | BASE64_PAD_OPTIONAL, &out, &n) == 0) {
                 if (n > size / 4 * 3 + 2)
                         abort();
                 free(out);

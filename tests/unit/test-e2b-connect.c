@@ -154,34 +154,6 @@ TEST(timeout) {
         ASSERT_ERROR(connect_timeout_parse("1s", &t), EINVAL);
 }
 
-static void check_bytes(const char *in, const char *want, size_t want_len) {
-        uint8_t *out = NULL;
-        size_t n = 0;
-
-        ASSERT_OK(connect_bytes_decode(in, strlen(in), &out, &n));
-        ASSERT_EQ(n, want_len);
-        ASSERT_TRUE(memcmp(out, want, n) == 0);
-        free(out);
-}
-
-TEST(bytes) {
-        uint8_t *out = NULL;
-        size_t n = 0;
-
-        check_bytes("", "", 0);
-        check_bytes("aGk=", "hi", 2);
-        check_bytes("aGk", "hi", 2);
-        check_bytes("aGVsbG8K", "hello\n", 6);
-        check_bytes("-_8=", "\xfb\xff", 2);
-        check_bytes("+/8", "\xfb\xff", 2);
-        ASSERT_ERROR(connect_bytes_decode("a", 1, &out, &n), EINVAL);
-        ASSERT_ERROR(connect_bytes_decode("aGk==", 5, &out, &n), EINVAL);
-        ASSERT_ERROR(connect_bytes_decode("aG k", 4, &out, &n), EINVAL);
-        ASSERT_ERROR(connect_bytes_decode("aGl=", 4, &out, &n), EINVAL); /* bits left over */
-        ASSERT_ERROR(connect_bytes_decode("====", 4, &out, &n), EINVAL);
-        ASSERT_NULL(out);
-}
-
 TEST(timestamp) {
         char b[40];
 

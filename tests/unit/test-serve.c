@@ -159,39 +159,6 @@ TEST(errno_to_status) {
         ASSERT_STREQ(code, "internal");
 }
 
-static void check_b64(const char *plain, size_t len, const char *encoded) {
-        char *e = NULL, *d = NULL;
-        size_t dlen = 0;
-
-        ASSERT_OK(serve_base64_encode(plain, len, &e));
-        ASSERT_STREQ(e, encoded);
-        ASSERT_OK(serve_base64_decode(e, strlen(e), &d, &dlen));
-        ASSERT_EQ(dlen, len);
-        ASSERT_TRUE(memcmp(d, plain, len) == 0);
-        free(e);
-        free(d);
-}
-
-TEST(base64) {
-        char *d = NULL;
-        size_t len;
-
-        check_b64("", 0, "");
-        check_b64("f", 1, "Zg==");
-        check_b64("fo", 2, "Zm8=");
-        check_b64("foo", 3, "Zm9v");
-        check_b64("foob", 4, "Zm9vYg==");
-        check_b64("\0\xff\x10", 3, "AP8Q");
-
-        ASSERT_ERROR(serve_base64_decode("Zg=", 3, &d, &len), EINVAL);
-        ASSERT_ERROR(serve_base64_decode("Zg", 2, &d, &len), EINVAL);
-        ASSERT_ERROR(serve_base64_decode("Z===", 4, &d, &len), EINVAL);
-        ASSERT_ERROR(serve_base64_decode("Zm 9", 4, &d, &len), EINVAL);
-        ASSERT_ERROR(serve_base64_decode("Zm9v\n", 5, &d, &len), EINVAL);
-        ASSERT_ERROR(serve_base64_decode("Zm=v", 4, &d, &len), EINVAL);
-        ASSERT_ERROR(serve_base64_decode("Zm-_", 4, &d, &len), EINVAL);
-}
-
 TEST(utf8_incomplete_tail) {
         ASSERT_EQ(serve_utf8_incomplete_tail("", 0), 0);
         ASSERT_EQ(serve_utf8_incomplete_tail("abc", 3), 0);

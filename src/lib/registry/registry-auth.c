@@ -3,13 +3,13 @@
  * (registry.h). */
 #include <errno.h>
 #include <jansson.h>
-#include <openssl/evp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 #include <unistd.h>
 
+#include "base64.h"
 #include "fd-util.h"
 #include "registry.h"
 
@@ -181,27 +181,14 @@ static bool auth_key_matches(const char *key, const char *host) {
 }
 
 static int base64_userpass(const char *b64, char **ret) {
-        _cleanup_free_ unsigned char *out = NULL;
-        size_t len = strlen(b64);
-        int n;
+        _cleanup_free_ uint8_t *out = NULL;
+        size_t len = strlen(b64), n;
 
-        if (len == 0 || len % 4 != 0 || len > 8192)
+        if (len == 0 || len > 8192 || base64_decode(b64, len, 0, &out, &n) < 0)
                 return -EINVAL;
-        out = malloc(len / 4 * 3 + 1);
-        if (!out)
-                return -ENOMEM;
-        n = EVP_DecodeBlock(out, (const unsigned char *)b64, (int)len);
-        if (n < 0)
+        if (strlen((char *)out) != n || !strchr((char *)out, ':'))
                 return -EINVAL;
-        /* EVP_DecodeBlock counts the padding as zero bytes. */
-        if (len >= 1 && b64[len - 1] == '=')
-                n--;
-        if (len >= 2 && b64[len - 2] == '=')
-                n--;
-        out[n] = '\0';
-        if (strlen((char *)out) != (size_t)n || !strchr((char *)out, ':'))
-                return -EINVAL;
-        for (int i = 0; i < n; i++)
+        for (size_t i = 0; i < n; i++)
                 if (out[i] < 0x20 || out[i] == 0x7f)
                         return -EINVAL;
         *ret = (char *)TAKE_PTR(out);

@@ -14,6 +14,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "base64.h"
 #include "fd-util.h"
 #include "parse-util.h"
 #include "registry-internal.h"
@@ -266,15 +267,6 @@ static int registry_load_credentials(Registry *reg) {
         return r < 0 ? r : 0;
 }
 
-static char *base64(const char *s) {
-        size_t n = strlen(s);
-        char *out = malloc(4 * ((n + 2) / 3) + 1);
-
-        if (out)
-                (void)EVP_EncodeBlock((unsigned char *)out, (const unsigned char *)s, (int)n);
-        return out;
-}
-
 static char *url_escape(const char *s) {
         char *out = malloc(3 * strlen(s) + 1), *o = out;
 
@@ -334,8 +326,8 @@ static int registry_bearer(Registry *reg, const AuthChallenge *c, HutchError *re
                 return hutch_error_set(reterr, -r, "cannot read the credentials in '%s': %s",
                                        reg->auth_file, strerror(-r));
         if (reg->userpass) {
-                basic = base64(reg->userpass);
-                if (!basic || asprintf(&headers, "Authorization: Basic %s\r\n", basic) < 0)
+                if (base64_encode(reg->userpass, strlen(reg->userpass), &basic) < 0 ||
+                    asprintf(&headers, "Authorization: Basic %s\r\n", basic) < 0)
                         return -ENOMEM;
                 explicit_bzero(basic, strlen(basic));
         }
@@ -413,10 +405,12 @@ static int registry_authenticate(Registry *reg, const char *www, HutchError *ret
                                             "refusing to send a password in plain "
                                             "HTTP");
                 else {
-                        _cleanup_free_ char *b = base64(reg->userpass);
+                        _cleanup_free_ char *b = NULL;
+
                         free(reg->authorization);
                         reg->authorization = NULL;
-                        if (!b || asprintf(&reg->authorization, "Basic %s", b) < 0) {
+                        if (base64_encode(reg->userpass, strlen(reg->userpass), &b) < 0 ||
+                            asprintf(&reg->authorization, "Basic %s", b) < 0) {
                                 reg->authorization = NULL;
                                 r = -ENOMEM;
                         }
