@@ -30,14 +30,19 @@ test("the client's terminal: stdin, a pty, resize, signal, errors", async () => 
     assert.match(out, /err/);
     t.close();
     // A terminal of the size asked, resized; Ctrl-C interrupts.
-    t = await sb.terminal(["sh", "-c", "stty size; read x; stty size; sleep 60"],
+    // Ctrl-C's target has SIGINT at its default before it says "ready", so
+    // the kernel ends it (a handler that only sets a flag, as dash's and
+    // Python's do, can miss a SIGINT that lands just before a blocking call).
+    t = await sb.terminal(["sh", "-c", "stty size; read x; stty size; exec python3 -c " +
+                           "'import signal, time; signal.signal(signal.SIGINT, signal.SIG_DFL); " +
+                           "print(\"ready\", flush=True); time.sleep(60)'"],
                           { tty: true, cols: 100, rows: 30 });
     await t.started;
     while (!/30 100/.test(t.takeOutput().toString())) await t.waitOutput(5000);
     t.resize(90, 20);
     t.write("\n");
     let seen = "";
-    while (!/20 90/.test(seen)) { await t.waitOutput(5000); seen += t.takeOutput().toString(); }
+    while (!/20 90/.test(seen) || !/ready/.test(seen)) { await t.waitOutput(5000); seen += t.takeOutput().toString(); }
     t.write("\u0003");
     const end = await t.done;
     assert.notEqual(end.exitCode, 0);

@@ -48,6 +48,13 @@ def check_tree():
             sb.delete()
 
 
+# Ctrl-C's target: SIGINT at its default before it says "ready", so the
+# kernel ends it (a handler that only sets a flag, as dash's and Python's
+# do, can miss a SIGINT that lands just before a blocking call).
+READY_SLEEP = ("exec python3 -c 'import signal, time; signal.signal(signal.SIGINT, signal.SIG_DFL); "
+               "print(\"ready\", flush=True); time.sleep(60)'")
+
+
 def check_terminal():
     """The exec WebSocket (terminal.py): stdin, a terminal of the size
     asked, resize, Ctrl-C, the typed errors; ports and the preview URL."""
@@ -60,14 +67,14 @@ def check_terminal():
                 out, err = t.wait(60)
                 assert t.finished and t.exit_code == 3, (t.exit_code, out, err)
                 assert out == b"got:line\n" and err == b"err\n", (out, err)
-            with sb.terminal(["sh", "-c", "stty size; read x; stty size; sleep 60"], tty=True,
-                             cols=100, rows=30) as t:
+            with sb.terminal(["sh", "-c", "stty size; read x; stty size; " + READY_SLEEP],
+                             tty=True, cols=100, rows=30) as t:
                 seen = b""
                 while b"30 100" not in seen:
                     seen += t.read(30)[0]
                 t.resize(90, 20)
                 t.write("\n")
-                while b"20 90" not in seen:
+                while b"20 90" not in seen or b"ready" not in seen:
                     seen += t.read(30)[0]
                 t.write("\x03")
                 t.wait(60)
