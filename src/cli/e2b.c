@@ -649,38 +649,6 @@ static int tcp_listen(const char *spec, const char *flag, char *ret_addr, size_t
         return TAKE_FD(fd);
 }
 
-static int load_api_key(const char *path, uint8_t sha[32]) {
-        _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
-        _cleanup_free_ char *text = NULL;
-        struct stat st;
-        int r;
-
-        if (fd < 0)
-                return log_error_errno(negative_errno(), "cannot open the API key file '%s': %m",
-                                       path);
-        if (fstat(fd, &st) < 0)
-                return log_error_errno(negative_errno(), "cannot stat '%s': %m", path);
-        if (!S_ISREG(st.st_mode))
-                return log_error_errno(-EINVAL, "the API key file '%s' is not a regular file",
-                                       path);
-        /* SECURITY: a key everyone can read protects nothing. */
-        if (st.st_mode & 0007)
-                return log_error_errno(-EPERM,
-                                       "the API key file '%s' is accessible to other users "
-                                       "(chmod o-rwx it)",
-                                       path);
-        r = read_full_fd(fd, SERVE_TOKEN_MAX + 2, &text, NULL);
-        if (r < 0)
-                return log_error_errno(r, "cannot read the API key file '%s': %m", path);
-        r = serve_token_load(text, sha);
-        if (r < 0)
-                return log_error_errno(r,
-                                       "the API key file '%s' must hold one key of %d to %d "
-                                       "visible ASCII characters",
-                                       path, SERVE_TOKEN_MIN, SERVE_TOKEN_MAX);
-        return 0;
-}
-
 static void e2b_usage(FILE *f) {
         (void)fprintf(f,
                       "usage: hutch serve --e2b --api-key-file FILE [--e2b-listen ADDR]\n"
@@ -882,7 +850,7 @@ int e2b_serve_main(int argc, char **argv) {
                 strv_free(a.policy_argv);
                 return r < 0 ? HUTCH_EXIT_FAILURE : 0;
         }
-        r = load_api_key(a.key_file, srv.api_key_sha);
+        r = serve_token_file_load(a.key_file, "API key", srv.api_key_sha);
         if (r >= 0)
                 r = build_server(&srv, &a);
         strv_free(a.policy_argv);

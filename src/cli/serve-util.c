@@ -1,17 +1,21 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/stat.h>
 
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
 
 #include "base64.h"
+#include "fd-util.h"
+#include "log.h"
 #include "macro.h"
 #include "parse-util.h"
 #include "serve-util.h"
@@ -222,6 +226,38 @@ int serve_token_load(const char *text, uint8_t ret_sha[SERVE_SHA256_LEN]) {
         if (len < SERVE_TOKEN_MIN || len > SERVE_TOKEN_MAX || !token_chars_valid(text, len))
                 return -EINVAL;
         return sha256(text, len, ret_sha);
+}
+
+int serve_token_file_load(const char *path, const char *what, uint8_t ret_sha[SERVE_SHA256_LEN]) {
+        _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+        _cleanup_free_ char *text = NULL;
+        struct stat st;
+        int r;
+
+        if (fd < 0)
+                return log_error_errno(negative_errno(), "cannot open the %s file '%s': %m", what,
+                                       path);
+        if (fstat(fd, &st) < 0)
+                return log_error_errno(negative_errno(), "cannot stat '%s': %m", path);
+        if (!S_ISREG(st.st_mode))
+                return log_error_errno(-EINVAL, "the %s file '%s' is not a regular file", what,
+                                       path);
+        /* SECURITY: a token everyone can read protects nothing. */
+        if (st.st_mode & 0007)
+                return log_error_errno(-EPERM,
+                                       "the %s file '%s' is accessible to other users "
+                                       "(chmod o-rwx it)",
+                                       what, path);
+        r = read_full_fd(fd, SERVE_TOKEN_MAX + 2, &text, NULL);
+        if (r < 0)
+                return log_error_errno(r, "cannot read the %s file '%s': %m", what, path);
+        r = serve_token_load(text, ret_sha);
+        if (r < 0)
+                return log_error_errno(r,
+                                       "the %s file '%s' must hold one %s of %d to %d "
+                                       "visible ASCII characters",
+                                       what, path, what, SERVE_TOKEN_MIN, SERVE_TOKEN_MAX);
+        return 0;
 }
 
 bool serve_token_check(const char *header, const uint8_t sha[SERVE_SHA256_LEN]) {

@@ -79,6 +79,12 @@ int serve_parse_listen(const char *s, struct sockaddr_storage *ret, socklen_t *r
  * -EINVAL otherwise. */
 int serve_token_load(const char *text, uint8_t ret_sha[SERVE_SHA256_LEN]);
 
+/* Loads the token file @path (serve_token_load() of its contents): a
+ * regular file, not accessible to other users. Each refusal is logged
+ * naming the file, @what is ("token" for --token-file, "API key" for
+ * --api-key-file). Returns 0 or the -errno it logged. */
+int serve_token_file_load(const char *path, const char *what, uint8_t ret_sha[SERVE_SHA256_LEN]);
+
 /* Whether the Authorization header value @header (may be NULL) is
  * "Bearer <token>" with the token whose SHA-256 is @sha. The comparison
  * takes the same time wherever the first difference is. */

@@ -673,37 +673,6 @@ static int tcp_listen(const char *spec, char *ret_addr, size_t size) {
         return TAKE_FD(fd);
 }
 
-static int load_token(const char *path, uint8_t sha[SERVE_SHA256_LEN]) {
-        _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
-        _cleanup_free_ char *text = NULL;
-        struct stat st;
-        int r;
-
-        if (fd < 0)
-                return log_error_errno(negative_errno(), "cannot open the token file '%s': %m",
-                                       path);
-        if (fstat(fd, &st) < 0)
-                return log_error_errno(negative_errno(), "cannot stat '%s': %m", path);
-        if (!S_ISREG(st.st_mode))
-                return log_error_errno(-EINVAL, "the token file '%s' is not a regular file", path);
-        /* SECURITY: a token everyone can read protects nothing. */
-        if (st.st_mode & 0007)
-                return log_error_errno(-EPERM,
-                                       "the token file '%s' is accessible to other users "
-                                       "(chmod o-rwx it)",
-                                       path);
-        r = read_full_fd(fd, SERVE_TOKEN_MAX + 2, &text, NULL);
-        if (r < 0)
-                return log_error_errno(r, "cannot read the token file '%s': %m", path);
-        r = serve_token_load(text, sha);
-        if (r < 0)
-                return log_error_errno(r,
-                                       "the token file '%s' must hold one token of %d to %d "
-                                       "visible ASCII characters",
-                                       path, SERVE_TOKEN_MIN, SERVE_TOKEN_MAX);
-        return 0;
-}
-
 static void stop_cb(evutil_socket_t fd, short what, void *arg) {
         (void)event_base_loopbreak(arg);
 }
@@ -828,7 +797,7 @@ int verb_serve(int argc, char **argv) {
         r = parse_args(argc, argv, &args);
         if (r != 0)
                 return r > 0 ? 0 : HUTCH_EXIT_FAILURE;
-        if (args.token_file && load_token(args.token_file, srv.token_sha) < 0)
+        if (args.token_file && serve_token_file_load(args.token_file, "token", srv.token_sha) < 0)
                 return HUTCH_EXIT_FAILURE;
         srv.has_token = args.token_file;
         if (args.ui) {
