@@ -94,6 +94,29 @@ TEST(gate_verdict_names) {
         ASSERT_EQ(serve_ui_gate_verdict_from_string(NULL), _SERVE_UI_GATE_VERDICT_INVALID);
 }
 
+/* @tmpl with each "%N$s" (N from 1 to 4) replaced by @v[N - 1]. Not
+ * asprintf(): a format that skips a position (a case using %4$s but not
+ * %3$s) aborts under _FORTIFY_SOURCE, as in the release build. */
+static char *expand(const char *tmpl, const char *const v[4]) {
+        char *out = NULL;
+        size_t len = 0;
+        FILE *f = open_memstream(&out, &len);
+
+        if (!f)
+                return NULL;
+        for (const char *p = tmpl; *p; p++)
+                if (p[0] == '%' && p[1] >= '1' && p[1] <= '4' && p[2] == '$' && p[3] == 's') {
+                        (void)fputs(v[p[1] - '1'], f);
+                        p += 3;
+                } else
+                        (void)fputc(*p, f);
+        if (fclose(f) != 0) {
+                free(out);
+                return NULL;
+        }
+        return out;
+}
+
 TEST(gate) {
         ServeUi ui, other;
         char c[SERVE_UI_COOKIE_MAX], oc[SERVE_UI_COOKIE_MAX], t[SERVE_UI_CSRF_LEN + 1];
@@ -193,10 +216,8 @@ TEST(gate) {
                 char *headers = NULL, *head = NULL;
                 ServeUiGateVerdict got;
 
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wformat-nonliteral"
-                ASSERT_TRUE(asprintf(&headers, cases[i].headers, c, t, oc, ot) >= 0);
-#pragma GCC diagnostic pop
+                headers = expand(cases[i].headers, (const char *const[]){c, t, oc, ot});
+                ASSERT_NOT_NULL(headers);
                 ASSERT_TRUE(asprintf(&head, "%s\r\nHost: x\r\n%s\r\n", cases[i].line, headers) >=
                             0);
                 got = serve_ui_gate(&ui, head, strlen(head), NOW);
