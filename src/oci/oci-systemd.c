@@ -82,10 +82,11 @@ int oci_systemd_path_parse(const char *cgroups_path, const char *id, char **ret_
                 cgroups_path = NULL;
         if (asprintf(&copy, "%s", cgroups_path ? cgroups_path : "system.slice:hutch-oci:") < 0)
                 return -ENOMEM;
+        /* The third part keeps any further colon (refused below). */
         for (p = copy; n < 3; p = c + 1) {
                 parts[n++] = p;
                 c = strchr(p, ':');
-                if (!c)
+                if (!c || n == 3)
                         break;
                 *c = '\0';
         }
@@ -184,21 +185,51 @@ static int on_job_removed(sd_bus_message *m, void *userdata, sd_bus_error *e) {
         return 0;
 }
 
-/* Connects to the system bus with a match for JobRemoved already in
- * place, so that the signal of a job started afterwards cannot be
- * missed. */
+/* The system bus, or, where no D-Bus daemon runs, systemd's own socket
+ * (root only, which hutch-oci's systemd cgroups are). */
+static int bus_connect(sd_bus **ret, HutchError *reterr) {
+        sd_bus *bus = NULL;
+        int r, r2;
+
+        r = sd_bus_open_system(&bus);
+        if (r >= 0) {
+                *ret = bus;
+                return 0;
+        }
+        r2 = sd_bus_new(&bus);
+        if (r2 >= 0)
+                r2 = sd_bus_set_address(bus, "unix:path=/run/systemd/private");
+        if (r2 >= 0)
+                r2 = sd_bus_start(bus);
+        if (r2 < 0) {
+                sd_bus_unref(bus);
+                return hutch_error_set(reterr, -r,
+                                       "systemd cgroups: cannot connect to the system bus (%s) "
+                                       "nor to systemd (%s)",
+                                       strerror(-r), strerror(-r2));
+        }
+        *ret = bus;
+        return 0;
+}
+
+/* Connects with a match for JobRemoved already in place, so that the
+ * signal of a job started afterwards cannot be missed, and subscribes:
+ * systemd sends its job signals on the system bus only while some client
+ * is subscribed. */
 static int bus_open(sd_bus **ret, JobWait *w, HutchError *reterr) {
         sd_bus *bus = NULL;
         int r;
 
-        r = sd_bus_open_system(&bus);
+        r = bus_connect(&bus, reterr);
         if (r < 0)
-                return hutch_error_set(reterr, -r,
-                                       "systemd cgroups: cannot connect to the system bus: %s",
-                                       strerror(-r));
+                return r;
         r = sd_bus_match_signal(bus, NULL, "org.freedesktop.systemd1", "/org/freedesktop/systemd1",
                                 "org.freedesktop.systemd1.Manager", "JobRemoved", on_job_removed,
                                 w);
+        if (r >= 0)
+                r = sd_bus_call_method(bus, "org.freedesktop.systemd1", "/org/freedesktop/systemd1",
+                                       "org.freedesktop.systemd1.Manager", "Subscribe", NULL, NULL,
+                                       NULL);
         if (r < 0) {
                 sd_bus_flush_close_unref(bus);
                 return hutch_error_set(reterr, -r, "systemd cgroups: cannot watch systemd's jobs");
@@ -408,11 +439,9 @@ int oci_systemd_scope_set(const char *unit, json_t *res, HutchError *reterr) {
         sd_bus_error e = SD_BUS_ERROR_NULL;
         int r;
 
-        r = sd_bus_open_system(&bus);
+        r = bus_connect(&bus, reterr);
         if (r < 0)
-                return hutch_error_set(reterr, -r,
-                                       "systemd cgroups: cannot connect to the system bus: %s",
-                                       strerror(-r));
+                return r;
         r = sd_bus_message_new_method_call(bus, &m, "org.freedesktop.systemd1",
                                            "/org/freedesktop/systemd1",
                                            "org.freedesktop.systemd1.Manager", "SetUnitProperties");

@@ -246,6 +246,14 @@ SCRIPT = textwrap.dedent(
     check c3_props $(systemctl show -p ActiveState -p Slice hutch-oci-c3.scope)
     $O --root $ST delete --force c3; check c3_delete $?
     check c3_units "$(systemctl list-units --all --no-legend 'hutch-oci-c3*' | wc -l)"
+
+    # c4: no D-Bus daemon: systemd's own socket (root).
+    systemctl stop dbus.socket dbus.service
+    check c4_dbus "$(systemctl is-active dbus.service)"
+    create c4 --systemd-cgroup
+    check c4_props $(systemctl show -p ActiveState -p Slice hutch-oci-c4.scope)
+    $O --root $ST delete --force c4; check c4_delete $?
+    check c4_units "$(systemctl list-units --all --no-legend 'hutch-oci-c4*' | wc -l)"
     """
 )
 
@@ -286,6 +294,7 @@ def guest():
         make_bundle(t / "c2", ["sh", "-c", "tail /dev/zero; echo victim=$? > /tmp/done; sleep 300"],
                     "hutch-test.slice::c2", {"memory": {"limit": 32 << 20, "swap": 32 << 20}})
         make_bundle(t / "c3", ["sleep", "300"], None)
+        make_bundle(t / "c4", ["sleep", "300"], None)
         r = subprocess.run(
             [UML, "mem=768M", "root=/dev/root", "rootfstype=hostfs", f"rootflags={root}", "rw",
              "init=/lib/systemd/systemd", "systemd.unified_cgroup_hierarchy=1",
@@ -376,3 +385,14 @@ def test_default_systemd_path_is_a_scope_in_system_slice(guest):
     assert p == {"ActiveState": "active", "Slice": "system.slice"}, p
     assert check(guest, "c3_delete") == "0"
     assert check(guest, "c3_units") == "0"
+
+
+def test_without_a_dbus_daemon_systemds_own_socket_serves(guest):
+    """Nodes without dbus-daemon: hutch-oci (root) talks to systemd on
+    its private socket; the scope is made and removed the same way."""
+    assert check(guest, "c4_dbus") == "inactive"
+    assert check(guest, "c4_create").startswith("0"), check(guest, "c4_create")
+    p = props(check(guest, "c4_props"))
+    assert p == {"ActiveState": "active", "Slice": "system.slice"}, p
+    assert check(guest, "c4_delete") == "0"
+    assert check(guest, "c4_units") == "0"
