@@ -206,9 +206,9 @@ SCRIPT = textwrap.dedent(
     PID=$(state c1 pid)
     CG=$(systemctl show -p ControlGroup --value $U)
     check c1_cgroup "$CG"
-    check c1_props $(systemctl show -p ActiveState -p Delegate -p MemoryMax -p TasksMax -p CPUQuotaPerSecUSec -p Slice $U)
+    check c1_props $(systemctl show -p ActiveState -p Delegate -p MemoryMax -p TasksMax -p CPUQuotaPerSecUSec -p CPUWeight -p Slice $U)
     check c1_in_scope "$(grep -cx "$PID" /sys/fs/cgroup$CG/cgroup.procs)"
-    check c1_files "$(cat /sys/fs/cgroup$CG/memory.max)" "$(cat /sys/fs/cgroup$CG/pids.max)" "$(cat /sys/fs/cgroup$CG/cpu.max)"
+    check c1_files "$(cat /sys/fs/cgroup$CG/memory.max)" "$(cat /sys/fs/cgroup$CG/pids.max)" "$(cat /sys/fs/cgroup$CG/cpu.max)" "$(cat /sys/fs/cgroup$CG/cpu.weight)"
     # The same unit again: refused, c1 untouched.
     create c1dup --systemd-cgroup
     check c1_after_dup "$(systemctl show -p ActiveState --value $U)" "$(grep -cx "$PID" /sys/fs/cgroup$CG/cgroup.procs)"
@@ -231,7 +231,7 @@ SCRIPT = textwrap.dedent(
     create c2
     U=c2.scope
     CG=$(systemctl show -p ControlGroup --value $U)
-    check c2_props $(systemctl show -p ActiveState -p MemoryMax -p Slice $U)
+    check c2_props $(systemctl show -p ActiveState -p MemoryMax -p MemorySwapMax -p Slice $U)
     $O --root $ST start c2
     for i in $(seq 600); do [ -e $T/c2/rootfs/tmp/done ] && break; sleep 0.1; done
     check c2_out "$(cat $T/c2/rootfs/tmp/done)"
@@ -246,6 +246,13 @@ SCRIPT = textwrap.dedent(
     check c3_props $(systemctl show -p ActiveState -p Slice hutch-oci-c3.scope)
     $O --root $ST delete --force c3; check c3_delete $?
     check c3_units "$(systemctl list-units --all --no-legend 'hutch-oci-c3*' | wc -l)"
+
+    # c5: a host that is not pure v2, as hutch-oci sees it: /sys/fs/cgroup
+    # a tmpfs (the hybrid layout's top) in a mount namespace of its own.
+    unshare -m sh -c "mount -t tmpfs none /sys/fs/cgroup && \
+        $O --root $ST --systemd-cgroup create --bundle $T/c5 c5" </dev/null >/dev/null 2>$T/c5.err
+    check c5_create $? "$(tr '\n' ' ' < $T/c5.err)"
+    check c5_units "$(systemctl list-units --all --no-legend 'hutch-oci-c5*' | wc -l)" "$(ls $ST | grep -c c5)"
 
     # c4: no D-Bus daemon: systemd's own socket (root).
     systemctl stop dbus.socket dbus.service
@@ -289,12 +296,13 @@ def guest():
                 os.symlink("/dev/null", link)
         make_bundle(t / "c1", ["sleep", "300"], "hutch-test.slice:hutch:c1",
                     {"memory": {"limit": 64 << 20}, "pids": {"limit": 50},
-                     "cpu": {"quota": 50000, "period": 100000}})
+                     "cpu": {"quota": 50000, "period": 100000, "shares": 1024}})
         make_bundle(t / "c1dup", ["sleep", "300"], "hutch-test.slice:hutch:c1")
         make_bundle(t / "c2", ["sh", "-c", "tail /dev/zero; echo victim=$? > /tmp/done; sleep 300"],
                     "hutch-test.slice::c2", {"memory": {"limit": 32 << 20, "swap": 32 << 20}})
         make_bundle(t / "c3", ["sleep", "300"], None)
         make_bundle(t / "c4", ["sleep", "300"], None)
+        make_bundle(t / "c5", ["sleep", "300"], None)
         r = subprocess.run(
             [UML, "mem=768M", "root=/dev/root", "rootfstype=hostfs", f"rootflags={root}", "rw",
              "init=/lib/systemd/systemd", "systemd.unified_cgroup_hierarchy=1",
@@ -338,8 +346,10 @@ def test_scope_holds_the_container_with_its_limits(guest):
     assert p["ActiveState"] == "active" and p["Delegate"] == "yes", p
     assert p["MemoryMax"] == str(64 << 20) and p["TasksMax"] == "50", p
     assert p["CPUQuotaPerSecUSec"] == "500ms" and p["Slice"] == "hutch-test.slice", p
+    # shares 1024 is weight 39 (the runtime-spec's conversion, as runc).
+    assert p["CPUWeight"] == "39", p
     assert check(guest, "c1_in_scope") == "1"
-    assert check(guest, "c1_files").split() == [str(64 << 20), "50", "50000", "100000"]
+    assert check(guest, "c1_files").split() == [str(64 << 20), "50", "50000", "100000", "39"]
 
 
 def test_existing_scope_is_refused(guest):
@@ -372,6 +382,7 @@ def test_oom_inside_the_scope_is_reported(guest):
     assert check(guest, "c2_create").startswith("0"), check(guest, "c2_create")
     p = props(check(guest, "c2_props"))
     assert p["MemoryMax"] == str(32 << 20) and p["Slice"] == "hutch-test.slice", p
+    assert p["MemorySwapMax"] == "0", p
     assert check(guest, "c2_out") == "victim=137"
     assert int(check(guest, "c2_events").split()[1]) >= 1, check(guest, "c2_events")
     assert check(guest, "c2_delete") == "0"
@@ -396,3 +407,11 @@ def test_without_a_dbus_daemon_systemds_own_socket_serves(guest):
     assert p == {"ActiveState": "active", "Slice": "system.slice"}, p
     assert check(guest, "c4_delete") == "0"
     assert check(guest, "c4_units") == "0"
+
+
+def test_not_pure_v2_is_refused_naming_it(guest):
+    """systemd runs, but /sys/fs/cgroup is not cgroup2 (the top of a
+    hybrid layout): refused naming why, no unit, no state."""
+    c = check(guest, "c5_create")
+    assert not c.startswith("0") and "cgroup v2" in c and "hybrid" in c, c
+    assert check(guest, "c5_units").split() == ["0", "0"]
