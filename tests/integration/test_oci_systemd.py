@@ -215,6 +215,7 @@ SCRIPT = textwrap.dedent(
     $O --root $ST start c1; check c1_start $?
     check c1_status "$(state c1 status)"
     check c1_ps "$($O --root $ST ps --format json c1)" "$PID"
+    check c1_exec "$($O --root $ST exec c1 sh -c 'read l < /proc/self/cgroup; echo $l')"
     echo '{"pids":{"limit":7}}' > $T/res.json
     $O --root $ST update --resources $T/res.json c1; rc=$?
     check c1_update $rc "$(systemctl show -p TasksMax --value $U)" "$(cat /sys/fs/cgroup$CG/pids.max)"
@@ -363,6 +364,8 @@ def test_lifecycle_commands_find_the_scope(guest):
     assert check(guest, "c1_status") == "running"
     ps, pid = check(guest, "c1_ps").rsplit(" ", 1)
     assert json.loads(ps) == [int(pid)]
+    # exec joins the scope (no cgroup namespace in this bundle).
+    assert check(guest, "c1_exec") == "0::/hutch.slice/hutch-test.slice/hutch-c1.scope"
     assert check(guest, "c1_update").split() == ["0", "7", "7"]
     assert check(guest, "c1_pause").split() == ["0", "paused", "frozen", "1"]
     assert check(guest, "c1_resume").split() == ["0", "running"]
