@@ -19,6 +19,9 @@ set -euo pipefail
 # zlib1g-dev: hutch-proxy decodes gzip/deflate answers before it masks a
 # secret in them (docs/secrets.md).
 build_pkgs=(meson ninja-build gcc libc6-dev pkg-config libseccomp-dev libjansson-dev libcmocka-dev libevent-dev libhttp-parser-dev libssl-dev libarchive-dev zlib1g-dev pandoc)
+# libsystemd-dev: sd-bus, hutch-oci's D-Bus client for the systemd form of
+# cgroupsPath (docs/oci.md; optional to meson, -Dsystemd=disabled).
+build_pkgs+=(libsystemd-dev)
 # npm installs the tests' node packages (undici, the MCP SDK) into their own
 # cache; NodeSource's nodejs bundles it (and conflicts with Debian's npm).
 test_pkgs=(python3 python3-pytest e2fsprogs clang-format shellcheck strace bubblewrap uidmap util-linux passwd user-mode-linux curl git nodejs npm python3-trustme python3-cryptography python3-requests zstd python3-yaml python3-pip python3-setuptools)

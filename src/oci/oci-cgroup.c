@@ -46,6 +46,8 @@ int oci_mkdir_p(const char *path) {
 void cgroups_done(Cgroups *c) {
         for (size_t i = 0; i < c->n; i++)
                 free(c->paths[i]);
+        free(c->systemd_slice);
+        free(c->systemd_unit);
 }
 
 static char *cgroups_add(Cgroups *c, const char *mount, const char *rel) {
@@ -76,23 +78,37 @@ static bool test_no_v1_devices(void) {
 
 /* Where the container's cgroups go: cgroupsPath (default
  * "/hutch-oci/<id>") below every hierarchy hutch uses. */
-int cgroups_plan(const char *id, json_t *linux_obj, Cgroups *ret, HutchError *reterr) {
+int cgroups_plan(const char *id, json_t *linux_obj, bool systemd, Cgroups *ret,
+                 HutchError *reterr) {
         const char *cp = json_string_value(json_object_get(linux_obj, "cgroupsPath"));
         _cleanup_free_ char *rel = NULL;
-        CgroupTopology t = {};
-        struct stat st;
         int r;
 
-        if (cp && strchr(cp, ':'))
-                return hutch_error_set_pointer(
-                        reterr, EOPNOTSUPP, "/linux/cgroupsPath",
-                        "the systemd form of /linux/cgroupsPath ('%s') is not supported", cp);
+        if (systemd && cp && *cp && !strchr(cp, ':'))
+                return hutch_error_set_pointer(reterr, EINVAL, "/linux/cgroupsPath",
+                                               "--systemd-cgroup needs /linux/cgroupsPath in the "
+                                               "form 'slice:prefix:name', not '%s'",
+                                               cp);
+        if (systemd || (cp && strchr(cp, ':'))) {
+                r = oci_systemd_path_parse(cp, id, &ret->systemd_slice, &ret->systemd_unit, reterr);
+                if (r < 0)
+                        return r;
+                return oci_systemd_check_host(reterr);
+        }
         if (cp && (strstr(cp, "..") || !*cp))
                 return hutch_error_set_pointer(reterr, EINVAL, "/linux/cgroupsPath",
                                                "bad /linux/cgroupsPath '%s'", cp);
         if (asprintf(&rel, "%s%s", cp ? (cp[0] == '/' ? "" : "/") : "/hutch-oci/", cp ? cp : id) <
             0)
                 return -ENOMEM;
+        return cgroups_plan_at(ret, rel, reterr);
+}
+
+int cgroups_plan_at(Cgroups *ret, const char *rel, HutchError *reterr) {
+        CgroupTopology t = {};
+        struct stat st;
+        int r;
+
         t.privileged = true;
         r = cgroup_topology_detect(&t, reterr);
         if (r < 0)

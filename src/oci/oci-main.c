@@ -41,6 +41,7 @@ static const char *arg_root = NULL;
 static FILE *arg_log = NULL;
 static bool arg_log_json = false;
 static bool arg_debug = false;
+static bool arg_systemd_cgroup = false;
 
 static void oci_log(const char *level, const char *fmt, ...) _printf_(2, 3);
 static void oci_log(const char *level, const char *fmt, ...) {
@@ -167,11 +168,16 @@ static int state_load(const char *id, State *ret) {
                 ret->status = "created";
         else {
                 const char *fz = json_string_value(json_object_get(j, "freezer"));
+                const char *v2 = json_string_value(json_object_get(j, "freezer_v2"));
                 _cleanup_free_ char *fs = NULL;
 
                 ret->status = "running";
                 if (fz && asprintf(&freezer, "%s/freezer.state", fz) >= 0 &&
                     read_full_file(freezer, 64, &fs) >= 0 && strncmp(fs, "FROZEN", 6) == 0)
+                        ret->status = "paused";
+                /* cgroup v2: cgroup.freeze says what was asked ("1"). */
+                if (!fz && v2 && asprintf(&freezer, "%s/cgroup.freeze", v2) >= 0 &&
+                    read_full_file(freezer, 64, &fs) >= 0 && fs[0] == '1')
                         ret->status = "paused";
         }
         return 0;
@@ -454,6 +460,8 @@ static int cmd_create(int argc, char **argv) {
         OciInit init = {.sync_fd = -EBADF};
         int flags = 0, sv[2], np, r, proxy_fds[2] = {-EBADF, -EBADF};
         size_t n_proxy_fds = 0;
+        bool scope_started = false;
+        _cleanup_free_ char *scope_cgroup = NULL;
         uint32_t npreserve = 0;
         uint64_t timeout_ms = 0;
         const char *id;
@@ -542,12 +550,16 @@ static int cmd_create(int argc, char **argv) {
                 r = fail(0, "config.json: a new mount namespace is required");
                 goto undo_dir;
         }
-        r = cgroups_plan(id, linux_obj, &cg, &err);
+        r = cgroups_plan(id, linux_obj, arg_systemd_cgroup, &cg, &err);
         if (r < 0) {
                 r = fail(0, "cgroups: %s", err.msg);
                 goto undo_dir;
         }
-        r = cgroups_apply(&cg, json_object_get(linux_obj, "resources"), false, &err);
+        /* The systemd form: systemd makes the scope with the init in it,
+         * after the clone below. */
+        r = cg.systemd_unit
+                    ? 0
+                    : cgroups_apply(&cg, json_object_get(linux_obj, "resources"), false, &err);
         if (r < 0) {
                 r = fail(0, "cgroups: %s", err.msg);
                 goto undo_cgroups;
@@ -598,6 +610,23 @@ static int cmd_create(int argc, char **argv) {
         if ((flags & CLONE_NEWUSER) && (r = write_maps(pid, linux_obj)) < 0) {
                 r = fail(r, "cannot write the uid/gid mappings");
                 goto undo_child;
+        }
+        if (cg.systemd_unit) {
+                json_t *res = json_object_get(linux_obj, "resources");
+
+                r = oci_systemd_scope_start(cg.systemd_slice, cg.systemd_unit, id, pid, res,
+                                            &scope_cgroup, &err);
+                scope_started = r >= 0;
+                if (r >= 0)
+                        r = cgroups_plan_at(&cg, scope_cgroup, &err);
+                if (r >= 0)
+                        r = cgroups_apply(&cg, res, false, &err);
+                if (r >= 0 && !cg.v2)
+                        r = hutch_error_set(&err, EOPNOTSUPP, "systemd cgroups: no cgroup v2");
+                if (r < 0) {
+                        r = fail(0, "cgroups: %s", err.msg);
+                        goto undo_child;
+                }
         }
         r = cgroups_attach(&cg, pid);
         if (r < 0) {
@@ -655,6 +684,12 @@ static int cmd_create(int argc, char **argv) {
                 (void)json_object_set(state, "hooks", json_object_get(cfg, "hooks"));
         if (state && cg.freezer)
                 (void)json_object_set_new(state, "freezer", json_string(cg.freezer));
+        else if (state && cg.v2)
+                (void)json_object_set_new(state, "freezer_v2", json_string(cg.v2));
+        if (state && cg.systemd_unit)
+                (void)json_object_set_new(state, "systemd_unit", json_string(cg.systemd_unit));
+        if (state && scope_cgroup)
+                (void)json_object_set_new(state, "systemd_cgroup", json_string(scope_cgroup));
         if (state && env_plan)
                 (void)json_object_set(state, "hutch_env", env_plan);
         if (state && timeout_ms > 0)
@@ -683,6 +718,8 @@ undo_child:
         (void)kill(pid, SIGKILL);
         (void)waitpid(pid, NULL, 0);
 undo_cgroups:
+        if (scope_started)
+                (void)oci_systemd_scope_stop(cg.systemd_unit);
         for (i = 0; i < cg.n; i++)
                 (void)cgroup_remove_tree(cg.paths[i]);
         cgroups_done(&cg);
@@ -894,6 +931,7 @@ static int cmd_delete(int argc, char **argv) {
         const Opt opts[] = {{"--force", 'f', false, &force}};
         _cleanup_(state_done) State s = {};
         _cleanup_free_ char **pos = NULL, *dir = NULL;
+        const char *unit;
         int np, r;
 
         if (parse_opts(argc, argv, opts, ELEMENTSOF(opts), &pos, &np) < 0)
@@ -916,8 +954,11 @@ static int cmd_delete(int argc, char **argv) {
                         break;
                 (void)usleep(10000);
         }
+        unit = json_string_value(json_object_get(s.json, "systemd_unit"));
+        if (unit && oci_systemd_scope_stop(unit) < 0)
+                oci_log("warning", "cannot stop the systemd unit '%s' of \"%s\"", unit, pos[0]);
         r = cgroups_remove(s.json);
-        if (r < 0)
+        if (r < 0 && !(unit && r == -ENOENT))
                 oci_log("warning", "cannot remove the cgroups of \"%s\": %s", pos[0], strerror(-r));
         if (json_object_get(s.json, "hooks")) {
                 json_t *pub;
@@ -1192,6 +1233,7 @@ static int cmd_update(int argc, char **argv) {
         json_error_t jerr;
         HutchError err = {};
         Cgroups cg = {};
+        const char *unit;
         int np, r;
 
         if (parse_opts(argc, argv, opts, ELEMENTSOF(opts), &pos, &np) < 0)
@@ -1216,9 +1258,18 @@ static int cmd_update(int argc, char **argv) {
                 return fail(-ENOMEM, "update");
         }
         cfg = json_load_file(cfg_path, 0, &jerr);
-        r = cfg ? cgroups_plan(pos[0], json_object_get(cfg, "linux"), &cg, &err) : -EBADMSG;
+        unit = json_string_value(json_object_get(s.json, "systemd_unit"));
+        if (unit) {
+                /* The scope's cgroup as systemd made it (the v2 path). */
+                const char *rel = json_string_value(json_object_get(s.json, "systemd_cgroup"));
+                r = rel ? cgroups_plan_at(&cg, rel, &err) : -EBADMSG;
+        } else
+                r = cfg ? cgroups_plan(pos[0], json_object_get(cfg, "linux"), false, &cg, &err)
+                        : -EBADMSG;
         if (r >= 0)
                 r = cgroups_apply(&cg, res, true, &err);
+        if (r >= 0 && unit)
+                r = oci_systemd_scope_set(unit, res, &err);
         cgroups_done(&cg);
         json_decref(cfg);
         json_decref(wrapper);
@@ -1271,7 +1322,7 @@ static int cmd_list(int argc, char **argv) {
 static int cmd_freeze(int argc, char **argv, bool frozen) {
         _cleanup_(state_done) State s = {};
         _cleanup_free_ char *file = NULL;
-        const char *fz;
+        const char *fz, *v2;
         int r;
 
         if (argc != 1)
@@ -1281,11 +1332,12 @@ static int cmd_freeze(int argc, char **argv, bool frozen) {
         if (strcmp(s.status, frozen ? "running" : "paused") != 0)
                 return fail(0, "container \"%s\" is %s", argv[0], s.status);
         fz = json_string_value(json_object_get(s.json, "freezer"));
-        if (!fz)
+        v2 = json_string_value(json_object_get(s.json, "freezer_v2"));
+        if (!fz && !v2)
                 return fail(0, "no freezer cgroup for \"%s\"", argv[0]);
-        if (asprintf(&file, "%s/freezer.state", fz) < 0)
+        if (asprintf(&file, "%s/%s", fz ? fz : v2, fz ? "freezer.state" : "cgroup.freeze") < 0)
                 return fail(-ENOMEM, "freeze");
-        r = write_string_file(file, frozen ? "FROZEN" : "THAWED");
+        r = write_string_file(file, fz ? (frozen ? "FROZEN" : "THAWED") : (frozen ? "1" : "0"));
         if (r < 0)
                 return fail(r, "cannot write '%s'", file);
         return EXIT_SUCCESS;
@@ -1310,11 +1362,12 @@ static int cmd_features(void) {
                       "diratime", "relatime", "norelatime", "strictatime", "nostrictatime", "bind",
                       "rbind", "private", "rprivate", "shared", "rshared", "slave", "rslave",
                       "unbindable", "linux", "namespaces", nss, "capabilities", caps, "cgroup",
-                      "v1", 1, "v2", 1, "systemd", 0, "seccomp", "enabled", 1, "actions",
-                      "SCMP_ACT_ALLOW", "SCMP_ACT_ERRNO", "SCMP_ACT_KILL", "SCMP_ACT_KILL_THREAD",
-                      "SCMP_ACT_KILL_PROCESS", "SCMP_ACT_TRAP", "SCMP_ACT_LOG", "operators",
-                      "SCMP_CMP_EQ", "SCMP_CMP_NE", "SCMP_CMP_MASKED_EQ", "SCMP_CMP_GT", "apparmor",
-                      "enabled", 0, "annotations", "io.hutch.seccomp",
+                      "v1", 1, "v2", 1, "systemd", oci_systemd_built(), "seccomp", "enabled", 1,
+                      "actions", "SCMP_ACT_ALLOW", "SCMP_ACT_ERRNO", "SCMP_ACT_KILL",
+                      "SCMP_ACT_KILL_THREAD", "SCMP_ACT_KILL_PROCESS", "SCMP_ACT_TRAP",
+                      "SCMP_ACT_LOG", "operators", "SCMP_CMP_EQ", "SCMP_CMP_NE",
+                      "SCMP_CMP_MASKED_EQ", "SCMP_CMP_GT", "apparmor", "enabled", 0, "annotations",
+                      "io.hutch.seccomp",
                       "hutch's deny list is always loaded before the config's filter",
                       "io.hutch.no-new-privileges", "always on", "io.hutch.allow-host",
                       "hutch-proxy for a loopback-only network namespace (docs/oci.md)",
@@ -1361,7 +1414,11 @@ int main(int argc, char **argv) {
                         arg_debug = true;
                         continue;
                 }
-                if (IS("--systemd-cgroup") || IS("--rootless"))
+                if (IS("--systemd-cgroup")) {
+                        arg_systemd_cgroup = true; /* oci-systemd.c */
+                        continue;
+                }
+                if (IS("--rootless"))
                         continue; /* cgroupsPath's form decides; see docs/oci.md */
                 if (!IS("--root") && !IS("--log") && !IS("--log-format") && !IS("--criu")) {
                         fprintf(stderr, "hutch-oci: unknown global option '%s'\n", a);

@@ -100,6 +100,9 @@ typedef struct Cgroups {
         size_t n;
         char *memory, *pids, *cpu, *freezer, *devices, *v2;
         CgroupVersion memory_v, pids_v, cpu_v;
+        /* The systemd form: the scope unit and its slice (no paths until
+         * systemd made the scope: cgroups_plan_at()). */
+        char *systemd_slice, *systemd_unit;
 } Cgroups;
 
 /* mkdir -p @path, each directory 0755. 0 or -errno. */
@@ -109,13 +112,58 @@ void cgroups_done(Cgroups *c);
 
 /* Where the container's cgroups go: cgroupsPath (default
  * "/hutch-oci/<id>") below every hierarchy hutch uses. Creates nothing.
- * Returns 0, or -errno with @reterr naming the field. */
-int cgroups_plan(const char *id, json_t *linux_obj, Cgroups *ret, HutchError *reterr);
+ * The systemd form ("slice:prefix:name", or any path with @systemd, the
+ * --systemd-cgroup flag) fills only @ret's systemd_slice and systemd_unit,
+ * after oci_systemd_check_host(). Returns 0, or -errno with @reterr naming
+ * the field. */
+int cgroups_plan(const char *id, json_t *linux_obj, bool systemd, Cgroups *ret, HutchError *reterr);
+
+/* The paths of @c for the cgroup @rel ("/system.slice/x.scope") below
+ * every hierarchy hutch uses. 0 or -errno with @reterr filled. */
+int cgroups_plan_at(Cgroups *c, const char *rel, HutchError *reterr);
 
 /* Creates the directories and writes linux.resources @res (may be NULL);
  * @update: for `update` of a created container. Returns 0, or -errno with
  * @reterr naming the field. */
 int cgroups_apply(Cgroups *c, json_t *res, bool update, HutchError *reterr);
+
+/* ---- the systemd form of cgroupsPath (oci-systemd.c) ---- */
+
+/* Whether hutch-oci was built with sd-bus (libsystemd). */
+bool oci_systemd_built(void);
+
+/* Splits the systemd form "slice:prefix:name" (@cgroups_path NULL or "":
+ * "system.slice:hutch-oci:<@id>") into the slice ("system.slice" when
+ * empty) and the scope unit "prefix-name.scope" ("name.scope" without a
+ * prefix), both newly allocated. A path of another shape, a part with
+ * ".." or "/" or a character no unit name has, a slice name without
+ * ".slice", or a name that is a slice: -EINVAL / -EOPNOTSUPP with @reterr
+ * naming /linux/cgroupsPath. */
+int oci_systemd_path_parse(const char *cgroups_path, const char *id, char **ret_slice,
+                           char **ret_unit, HutchError *reterr);
+
+/* Whether this host can serve the systemd form: built with sd-bus, run
+ * as root, systemd running as init, pure cgroup v2. 0, or -EOPNOTSUPP
+ * with @reterr saying what is missing (fail closed: never a cgroupfs
+ * fallback). */
+int oci_systemd_check_host(HutchError *reterr);
+
+/* Starts the transient scope @unit in @slice over D-Bus
+ * (StartTransientUnit) with @pid in it, Delegate=yes and the limits of
+ * linux.resources @res (may be NULL) as unit properties, waits for its
+ * job, and returns its control group ("/system.slice/x.scope", newly
+ * allocated) in @ret_cgroup. An existing unit is -EEXIST. On any error
+ * after systemd started it, the scope is stopped again. -errno with
+ * @reterr filled. */
+int oci_systemd_scope_start(const char *slice, const char *unit, const char *id, pid_t pid,
+                            json_t *res, char **ret_cgroup, HutchError *reterr);
+
+/* `update`: linux.resources @res as @unit's properties (runtime). */
+int oci_systemd_scope_set(const char *unit, json_t *res, HutchError *reterr);
+
+/* Stops @unit (waiting for the job) and resets it if it failed (an OOM
+ * kill), so that no unit is left. A unit already gone is success. */
+int oci_systemd_scope_stop(const char *unit);
 
 /* ---- devices on cgroup v2 (oci-devices.c) ---- */
 
