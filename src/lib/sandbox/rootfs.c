@@ -14,6 +14,7 @@
 #include "copy.h"
 #include "fd-util.h"
 #include "macro.h"
+#include "net/dns-table.h"
 #include "ns/landlock.h"
 #include "ns/mount-util.h"
 #include "sandbox/container.h"
@@ -1169,6 +1170,65 @@ static int setup_ca_bundle(bool wanted, bool image, HutchError *reterr) {
         return 0;
 }
 
+#define SANDBOX_DNS_DIR "/run/hutch-dns"
+
+/* Transparent DNS: /etc/resolv.conf names the resolver that init made
+ * for hutch-proxy (docs/network.md, "Transparent DNS"). A small read-only
+ * tmpfs holds the file, bound over the sandbox's /etc/resolv.conf (over
+ * its target when that is a symlink inside the sandbox). No search list:
+ * the name asked is the name the allowlist is checked against. */
+static int setup_resolv_conf(const Policy *p, HutchError *reterr) {
+        static const char text[] = "# hutch: transparent DNS (docs/network.md)\n"
+                                   "nameserver " DNS_RESOLVER_ADDR_STRING "\n"
+                                   "options timeout:2 attempts:2\n";
+        _cleanup_close_ int out = -EBADF;
+        struct stat st;
+        int r;
+
+        if (!p->dns_transparent)
+                return 0;
+        r = make_dir("/run", 0755, reterr);
+        if (r < 0)
+                return r;
+        r = make_dir(SANDBOX_DNS_DIR, 0755, reterr);
+        if (r < 0)
+                return r;
+        r = mount_tmpfs(SANDBOX_DNS_DIR, 64ULL << 10, 0755, MS_NOSUID | MS_NODEV | MS_NOEXEC);
+        if (r < 0)
+                return fail(reterr, r, "mount", SANDBOX_DNS_DIR);
+        out = open(SANDBOX_DNS_DIR "/resolv.conf", O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0444);
+        if (out < 0)
+                return fail(reterr, negative_errno(), "create", SANDBOX_DNS_DIR "/resolv.conf");
+        r = loop_write(out, text, sizeof(text) - 1);
+        if (r < 0)
+                return fail(reterr, r, "write", SANDBOX_DNS_DIR "/resolv.conf");
+        /* A file open for writing would keep the remount below busy. */
+        out = safe_close(out);
+        r = mount_set_attr(SANDBOX_DNS_DIR,
+                           MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, false);
+        if (r < 0)
+                return fail(reterr, r, "make read-only", SANDBOX_DNS_DIR);
+        /* An image without the file: make one to bind over (its root is
+         * the sandbox's own). */
+        if (stat("/etc/resolv.conf", &st) < 0 && errno == ENOENT) {
+                _cleanup_close_ int fd =
+                        open("/etc/resolv.conf", O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
+
+                if (fd < 0)
+                        return fail(reterr, negative_errno(), "create", "/etc/resolv.conf");
+        } else if (stat("/etc/resolv.conf", &st) < 0 || !S_ISREG(st.st_mode))
+                return fail(reterr, -EINVAL, "use as a regular file", "/etc/resolv.conf");
+        r = mount_bind(SANDBOX_DNS_DIR "/resolv.conf", "/etc/resolv.conf");
+        if (r < 0)
+                return fail(reterr, r, "bind the transparent resolver's file over",
+                            "/etc/resolv.conf");
+        r = mount_set_attr("/etc/resolv.conf",
+                           MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, false);
+        if (r < 0)
+                return fail(reterr, r, "make read-only", "/etc/resolv.conf");
+        return 0;
+}
+
 int rootfs_ca_bundle_setup(HutchError *reterr) {
         return setup_ca_bundle(true, true, reterr);
 }
@@ -1258,6 +1318,9 @@ int rootfs_setup(const RootfsConfig *c, unsigned *ret_fallbacks, HutchError *ret
         if (r < 0)
                 return r;
         r = setup_ca_bundle(c->ca_bundle, c->image != NULL, reterr);
+        if (r < 0)
+                return r;
+        r = setup_resolv_conf(p, reterr);
         if (r < 0)
                 return r;
         r = setup_proc(c, reterr);
