@@ -323,3 +323,51 @@ def test_git_clone_over_https_without_proxy_variables(sbx, ca, tmp_path):
         assert tcp and all(a["host"] == OTHER and a["decision"] == "allow" for a in tcp)
     finally:
         up.close()
+
+
+# ------------------------------------------------- persistent sandboxes
+
+
+@pytest.fixture(params=["root", "user"])
+def store(request):
+    from test_persistent import Store
+
+    s = Store(request.getfixturevalue(f"{request.param}_runner"))
+    yield s
+    s.finalize()
+
+
+def lookup(s, name, host):
+    """`getent hosts HOST` in sandbox NAME: (exit status, address or None)."""
+    r = s.exec(name, "getent", "hosts", host)
+    return r.returncode, (r.stdout.split()[0] if r.stdout.strip() else None)
+
+
+def test_persistent_sandbox_and_live_updates(store, upstream):
+    """`hutch create --dns transparent` keeps the mode; a live `hutch
+    update` narrows the resolver at once, while a name it adds gets an
+    address only from the next start (its listener is made then)."""
+    s = store
+    s.create("dns", *flags(upstream.port))
+    assert lookup(s, "dns", NAME)[1].startswith("127.77.")
+    r = s.exec("dns", *NOPROXY, "python3", "-c", RAW_GET, NAME, str(upstream.port))
+    assert r.returncode == 0 and "X-Upstream: yes" in r.stdout, r.stdout + r.stderr
+    assert lookup(s, "dns", "new.dns.test") == (2, None)
+
+    r = s.hutch("update", "dns", "--allow-host", f"new.dns.test:{upstream.port}", "--resolve",
+                "new.dns.test:127.0.0.1")
+    assert r.returncode == 0, r.stderr
+    # Running: no listener for the new name yet, so no address either.
+    assert lookup(s, "dns", "new.dns.test") == (2, None)
+    # Narrowing applies at once: the name is refused, so is its port.
+    r = s.hutch("update", "dns", "--deny-host", NAME)
+    assert r.returncode == 0, r.stderr
+    assert lookup(s, "dns", NAME) == (2, None)
+    n = len(upstream.requests)
+    r = s.exec("dns", *NOPROXY, "python3", "-c", RAW_GET, "127.77.0.1", str(upstream.port))
+    assert "X-Upstream" not in r.stdout
+    assert len(upstream.requests) == n
+    # After a restart the table is the stored policy's.
+    s.hutch("stop", "dns")
+    assert lookup(s, "dns", "new.dns.test")[1].startswith("127.77.")
+    assert lookup(s, "dns", NAME) == (2, None)
