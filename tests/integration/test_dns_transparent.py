@@ -14,6 +14,7 @@ proxy, by names mapped with --resolve and the loopback range allowed with
 variables removed. Nothing is sent to any other address."""
 
 import json
+import os
 import shutil
 import subprocess
 
@@ -371,3 +372,44 @@ def test_persistent_sandbox_and_live_updates(store, upstream):
     s.hutch("stop", "dns")
     assert lookup(s, "dns", "new.dns.test")[1].startswith("127.77.")
     assert lookup(s, "dns", NAME) == (2, None)
+
+
+# A host whose resolv.conf is systemd-resolved's symlink into /run: an
+# overlay of /run with the stub file and one of /etc with the symlink, in a
+# private mount namespace of this test only (the host's /etc and /run are
+# untouched).
+SYMLINKED_ETC = """
+set -e
+d=$1; shift
+mkdir -p "$d/ru" "$d/rw" "$d/u" "$d/w" "$d/m"
+mount -t overlay overlay -o "lowerdir=/run,upperdir=$d/ru,workdir=$d/rw" /run
+mkdir -p /run/systemd/resolve
+cp /etc/resolv.conf /run/systemd/resolve/stub-resolv.conf
+mount -t overlay overlay -o "lowerdir=/etc,upperdir=$d/u,workdir=$d/w" "$d/m"
+rm -f "$d/m/resolv.conf"
+ln -s ../run/systemd/resolve/stub-resolv.conf "$d/m/resolv.conf"
+mount --bind "$d/m" /etc
+exec "$@"
+"""
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root for a private mount namespace")
+def test_host_resolv_conf_symlink_into_run(sbx, upstream, tmp_path):
+    """The sandbox's /run is hutch's own: the symlink's target is made
+    there and covered, so the resolver is found as on any host."""
+    script = f"readlink /etc/resolv.conf; cat /etc/resolv.conf; getent hosts {NAME}"
+    argv = sbx.argv([*flags(upstream.port), "--", *NOPROXY, "sh", "-c", script])
+    r = subprocess.run(
+        ["unshare", "-m", "--propagation", "private", "sh", "-c", SYMLINKED_ETC, "sh", str(tmp_path), *argv],
+        env=sbx.env(),
+        cwd=str(sbx.base_dir),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        stdin=subprocess.DEVNULL,
+    )
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert lines[0] == "../run/systemd/resolve/stub-resolv.conf"
+    assert "nameserver 127.0.0.53" in lines
+    assert lines[-1].split()[0].startswith("127.77.") and lines[-1].split()[1] == NAME
