@@ -413,3 +413,11 @@ def test_host_resolv_conf_symlink_into_run(sbx, upstream, tmp_path):
     assert lines[0] == "../run/systemd/resolve/stub-resolv.conf"
     assert "nameserver 127.0.0.53" in lines
     assert lines[-1].split()[0].startswith("127.77.") and lines[-1].split()[1] == NAME
+
+
+def test_bash_completion_offers_the_flag_and_its_modes():
+    from test_cli_help import bash_complete, hutch_bin
+
+    env = {"PATH": "/usr/bin:/bin", "HOME": "/nonexistent"}
+    assert "--dns" in bash_complete([hutch_bin(), "run", "--dn"], 2, env)
+    assert bash_complete([hutch_bin(), "run", "--dns", ""], 3, env) == ["proxy", "transparent"]
