@@ -1,9 +1,11 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 #include <arpa/inet.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "net/dns-packet.h"
 #include "net/dns-table.h"
+#include "policy/policy.h"
 #include "test.h"
 
 /* Builds a query for @name (dotted, as given: case kept) into @buf;
@@ -253,6 +255,48 @@ TEST(table_caps) {
                 ASSERT_OK(dns_table_add_strv(&t, (char *[]){entry, NULL}, NULL));
         }
         ASSERT_ERROR(dns_table_add_strv(&t, (char *[]){"p.test:999", NULL}, NULL), E2BIG);
+}
+
+TEST(policy_field) {
+        _cleanup_(policy_freep) Policy *p = policy_new();
+        _cleanup_(policy_freep) Policy *q = policy_new();
+        _cleanup_free_ char *json = NULL;
+        HutchError e = {};
+
+        ASSERT_NOT_NULL(p);
+        ASSERT_NOT_NULL(q);
+        ASSERT_ERROR(policy_set_dns(p, "magic", &e), EINVAL);
+        ASSERT_TRUE(strstr(e.msg, "invalid DNS mode 'magic'") != NULL);
+        ASSERT_ERROR(policy_set_dns(p, NULL, NULL), EINVAL);
+
+        /* The default is not written; "transparent" is, and reads back. */
+        ASSERT_OK(policy_to_json(p, &json));
+        ASSERT_NULL(strstr(json, "\"dns\""));
+        json = mfree(json);
+        ASSERT_OK(policy_set_dns(p, "transparent", NULL));
+        ASSERT_OK(policy_to_json(p, &json));
+        ASSERT_NOT_NULL(strstr(json, "\"dns\":\"transparent\""));
+        ASSERT_OK(policy_load_json(q, json, strlen(json), NULL));
+        ASSERT_TRUE(q->dns_transparent);
+
+        /* Needs network mode allow; then at most 48 listeners. */
+        e = (HutchError){};
+        ASSERT_ERROR(policy_validate(p, &e), EINVAL);
+        ASSERT_TRUE(strstr(e.msg, "needs network mode 'allow'") != NULL);
+        ASSERT_OK(policy_add_allow_host(p, "a.test", "--allow-host", NULL));
+        ASSERT_OK(policy_validate(p, NULL));
+        p->backend = SANDBOX_BACKEND_VM;
+        ASSERT_ERROR(policy_validate(p, NULL), EOPNOTSUPP);
+        p->backend = SANDBOX_BACKEND_NS;
+        for (int i = 0; i < DNS_TABLE_LISTENERS_MAX / 2; i++) {
+                char entry[32];
+
+                (void)snprintf(entry, sizeof(entry), "n%d.test", i);
+                ASSERT_OK(policy_add_allow_host(p, entry, "--allow-host", NULL));
+        }
+        ASSERT_ERROR(policy_validate(p, NULL), E2BIG);
+        ASSERT_OK(policy_set_dns(p, "proxy", NULL));
+        ASSERT_OK(policy_validate(p, NULL));
 }
 
 DEFINE_TEST_MAIN
