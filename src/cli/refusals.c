@@ -36,6 +36,9 @@ void refusal_format(const char *host, long long port, const char *reason, long l
 
         (void)snprintf(where, sizeof(where), "%s%s%s:%lld", v6 ? "[" : "", host, v6 ? "]" : "",
                        port);
+        /* A refused DNS query (transparent DNS) names no port. */
+        if (port == 0)
+                (void)snprintf(where, sizeof(where), "%s", host);
         if (count > 1)
                 (void)snprintf(times, sizeof(times), " %lld times", count);
 

@@ -21,6 +21,7 @@ enum {
         ARG_READ_ONLY,
         ARG_HOSTNAME,
         ARG_NETWORK,
+        ARG_DNS,
         ARG_POLICY,
         ARG_JSON,
         ARG_JSON_FD,
@@ -77,6 +78,7 @@ static const struct option run_options[] = {
         {"read-only", no_argument, NULL, ARG_READ_ONLY},
         {"hostname", required_argument, NULL, ARG_HOSTNAME},
         {"network", required_argument, NULL, ARG_NETWORK},
+        {"dns", required_argument, NULL, ARG_DNS},
         {"policy", required_argument, NULL, ARG_POLICY},
         {"json", required_argument, NULL, ARG_JSON},
         {"json-fd", required_argument, NULL, ARG_JSON_FD},
@@ -142,6 +144,8 @@ static const struct {
         {"--deny-host PATTERN[:PORT]", "deny a host even when an allow entry matches"},
         {"--allow-private CIDR", "let allowed names resolve into this non-public range"},
         {"--resolve NAME:ADDR[,ADDR]", "use these addresses for NAME instead of DNS"},
+        {"--dns MODE", "proxy (default: names only through the proxy variables) or transparent (a "
+                       "resolver for the allowed names, for tools that ignore the proxy)"},
         {"--audit-log FILE", "append the proxy's decisions to FILE as JSON lines"},
         {"--secret NAME[=file:PATH]@HOST[,HOST][;OPT=V]",
          "broker the caller's $NAME: the sandbox gets a placeholder, hutch-proxy sends the real "
@@ -480,6 +484,8 @@ static int run_args_apply(RunArgs *a, int c, const char *value, HutchError *rete
                 return policy_set_hostname(a->policy, value, reterr);
         case ARG_NETWORK:
                 return policy_set_network(a->policy, value, reterr);
+        case ARG_DNS:
+                return policy_set_dns(a->policy, value, reterr);
         case ARG_JSON: {
                 char *copy;
 

@@ -33,14 +33,22 @@ static void stop_cb(evutil_socket_t fd, short what, void *arg) {
         (void)event_base_loopbreak(base);
 }
 
-static int check_listen_fd(int fd) {
-        int listening = 0, flags;
-        socklen_t len = sizeof(listening);
+/* A listening socket, or with --dns-transparent also a datagram socket
+ * (the sandbox's resolver). */
+static int check_listen_fd(int fd, bool dgram_ok) {
+        int listening = 0, type = 0, flags;
+        socklen_t len = sizeof(listening), tlen = sizeof(type);
 
-        if (getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &listening, &len) < 0)
+        if (getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &tlen) < 0)
                 return negative_errno();
-        if (!listening)
+        if (type == SOCK_DGRAM && !dgram_ok)
                 return -EINVAL;
+        if (type != SOCK_DGRAM) {
+                if (getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &listening, &len) < 0)
+                        return negative_errno();
+                if (!listening)
+                        return -EINVAL;
+        }
         flags = fcntl(fd, F_GETFL);
         if (flags < 0 || fcntl(fd, F_SETFL, flags | O_NONBLOCK) < 0)
                 return negative_errno();
@@ -53,7 +61,7 @@ static void set_cloexec(int fd);
  * CLOEXEC. Logs and returns -errno otherwise. */
 static int check_listen_fds(const ProxyConfig *cfg) {
         for (size_t i = 0; i < cfg->n_listen_fds; i++) {
-                int r = check_listen_fd(cfg->listen_fds[i]);
+                int r = check_listen_fd(cfg->listen_fds[i], cfg->dns_transparent);
 
                 if (r < 0)
                         return log_error_errno(r, "--listen-fd %d is not a listening socket: %m",

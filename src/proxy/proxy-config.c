@@ -284,6 +284,12 @@ static int set_upstream_ca(ProxyConfig *c, const char *value, HutchError *reterr
         return 0;
 }
 
+static int set_dns_transparent(ProxyConfig *c, const char *value, HutchError *reterr) {
+        return parse_boolean(value, &c->dns_transparent) < 0
+                       ? hutch_error_set(reterr, EINVAL, "invalid dns_transparent '%s'", value)
+                       : 0;
+}
+
 static int set_config_fd(ProxyConfig *c, const char *value, HutchError *reterr);
 
 static int set_listen_socket(ProxyConfig *c, const char *value, HutchError *reterr) {
@@ -327,6 +333,9 @@ static const ConfigOption options[] = {
         {"max-connections", "max_connections", OPT_INT, set_max_connections, "N",
          "serve at most N client connections at once (default 512)"},
         {"verbose", "verbose", OPT_BOOL, set_verbose, NULL, "log debug messages to stderr"},
+        {"dns-transparent", "dns_transparent", OPT_BOOL, set_dns_transparent, NULL,
+         "answer DNS on a datagram listening fd for the exact allowed names, and serve "
+         "connections to their synthetic addresses (docs/network.md)"},
         {"ca-out-fd", "ca_out_fd", OPT_INT, set_ca_out_fd, "FD",
          "write the sandbox CA certificate (PEM) to FD and close it (empty without secrets)"},
         {"upstream-ca", "upstream_ca", OPT_STRING_LIST, set_upstream_ca, "FILE",

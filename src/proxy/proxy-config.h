@@ -19,7 +19,7 @@
 #include "net/allowlist.h"
 #include "secrets.h"
 
-#define PROXY_LISTEN_FDS_MAX 16
+#define PROXY_LISTEN_FDS_MAX 64
 #define PROXY_RESOLVE_MAX 1024
 #define PROXY_RESOLVE_ADDRS_MAX 16
 #define PROXY_NAMESERVERS_MAX 8
@@ -65,6 +65,10 @@ typedef struct ProxyConfig {
         uint64_t dns_timeout_ms;
         unsigned max_connections;
         bool verbose;
+        /* --dns-transparent: a datagram socket among the listening fds is
+         * the sandbox's resolver, and connections to a synthetic address
+         * are for its name (src/lib/net/dns-table.h). */
+        bool dns_transparent;
 } ProxyConfig;
 
 /* Returns a configuration with the defaults, or NULL on OOM. */

@@ -18,6 +18,7 @@
 #include <event2/listener.h>
 #include <event2/util.h>
 
+#include "dns-server.h"
 #include "exchange.h"
 #include "http-message.h"
 #include "intercept.h"
@@ -144,6 +145,11 @@ struct Conn {
 
         Pump pumps[2]; /* 0: client to upstream, 1: upstream to client */
 
+        /* Transparent DNS: a connection to a name's synthetic address,
+         * served as a CONNECT to that name and port that was never written:
+         * no HTTP from us either way (a refusal closes it). */
+        bool transparent;
+
         /* Credential brokering: the CONNECT is for a secret's host. */
         bool intercept;
         Intercept *icpt;
@@ -165,6 +171,11 @@ struct Proxy {
         Conn *dead;
         unsigned n_conns;
         bool audit_warned;
+        /* --dns-transparent: the names as the proxy started (listeners
+         * exist for these only), and the resolver. */
+        DnsTable dns_table;
+        DnsServer *dns_servers[PROXY_LISTEN_FDS_MAX];
+        size_t n_dns_servers;
 };
 
 static void conn_process_input(Conn *c);
@@ -407,6 +418,14 @@ static void conn_next_request(Conn *c) {
  * connection goes on (@keep) or closes after the answer is written. */
 static void conn_answer(Conn *c, AuditDecision decision, unsigned status, const char *text,
                         const char *reason, bool keep) {
+        if (c->transparent) {
+                /* The client speaks its own protocol: no HTTP answer, the
+                 * connection just closes (the audit line says why). */
+                c->status = status;
+                conn_audit(c, decision, reason);
+                conn_close(c);
+                return;
+        }
         conn_send_text(c, status, text, keep);
         conn_audit(c, decision, reason);
         if (keep)
@@ -754,6 +773,14 @@ static void conn_upstream_ready(Conn *c) {
         int r;
 
         c->up_idle = false;
+        if (c->transparent) {
+                c->status = 200;
+                if (c->intercept)
+                        conn_start_intercept(c);
+                else
+                        conn_start_tunnel(c);
+                return;
+        }
         if (c->target.kind == PROXY_REQUEST_CONNECT) {
                 c->status = 200;
                 c->state = CONN_TUNNEL_FLUSH;
@@ -1010,13 +1037,11 @@ static void conn_start_dns(Conn *c) {
         conn_arm_timer(c, TIMER_DNS, c->proxy->config->dns_timeout_ms);
 }
 
+static void conn_decide(Conn *c);
+
 static void conn_handle_head(Conn *c) {
-        const ProxyConfig *cfg = c->proxy->config;
-        const HostPattern *rule = NULL;
-        const ResolveEntry *e;
         const char *reason = NULL;
-        char text[REASON_MAX];
-        int status = 400, v;
+        int status = 400;
 
         (void)bufferevent_disable(c->bev, EV_READ);
         conn_stop_timer(c);
@@ -1030,13 +1055,28 @@ static void conn_handle_head(Conn *c) {
         }
         c->keep_alive = c->target.kind == PROXY_REQUEST_FORWARD &&
                         http_message_keep_alive(&c->ex.req) && c->ex.req.parser.http_minor == 1;
+        conn_decide(c);
+}
+
+/* The same rules for every target, whether a request named it or a
+ * transparent connection's address did: tripwire, allowlist, then the
+ * addresses. */
+static void conn_decide(Conn *c) {
+        const ProxyConfig *cfg = c->proxy->config;
+        const HostPattern *rule = NULL;
+        const ResolveEntry *e;
+        char text[REASON_MAX];
+        int v;
 
         if (cfg->n_secrets > 0) {
                 /* SECURITY: a placeholder in the URL or a header of a
                  * request to a host its secret is not for is a leak
                  * attempt (or a bug): refused and named, never valued. */
-                const ProxySecret *trip = secrets_find_tripwire(
-                        cfg->secrets, cfg->n_secrets, &c->target.host, c->target.port, &c->ex.req);
+                const ProxySecret *trip =
+                        c->transparent ? NULL
+                                       : secrets_find_tripwire(cfg->secrets, cfg->n_secrets,
+                                                               &c->target.host, c->target.port,
+                                                               &c->ex.req);
 
                 if (trip) {
                         (void)snprintf(text, sizeof(text), "tripwire: placeholder of %s sent to %s",
@@ -1223,7 +1263,7 @@ static void conn_timer_cb(evutil_socket_t fd, short what, void *arg) {
         }
 }
 
-static int conn_new(Proxy *p, int fd) {
+static int conn_new(Proxy *p, int fd, bool transparent) {
         Conn *c;
         int one = 1, r;
 
@@ -1256,6 +1296,11 @@ static int conn_new(Proxy *p, int fd) {
         (void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
         bufferevent_setcb(c->bev, client_read_cb, client_write_cb, client_event_cb, c);
         (void)bufferevent_set_max_single_read(c->bev, BEV_MAX_SINGLE_READ);
+        /* A transparent connection's bytes (a TLS ClientHello) stay in the
+         * socket for the tunnel or the TLS interception to read. */
+        c->transparent = transparent;
+        if (transparent)
+                return 0;
         (void)bufferevent_enable(c->bev, EV_READ);
         /* Silence until the first byte is not slowloris, just idle: it
          * ends without a 408; the head then has header_timeout again. */
@@ -1263,14 +1308,54 @@ static int conn_new(Proxy *p, int fd) {
         return 0;
 }
 
+/* Transparent DNS: which name and port a connection was for, from the
+ * local address it reached (a synthetic address of the table); NULL for
+ * the proxy port's own connections. */
+static const DnsTableEntry *transparent_target(const Proxy *p, int fd, uint16_t *ret_port) {
+        struct sockaddr_in sin = {};
+        socklen_t len = sizeof(sin);
+        const DnsTableEntry *e;
+
+        if (p->dns_table.n_entries == 0)
+                return NULL;
+        if (getsockname(fd, (struct sockaddr *)&sin, &len) < 0 || sin.sin_family != AF_INET)
+                return NULL;
+        e = dns_table_find_addr(&p->dns_table, sin.sin_addr);
+        if (!e || !dns_table_entry_has_port(e, ntohs(sin.sin_port)))
+                return NULL;
+        *ret_port = ntohs(sin.sin_port);
+        return e;
+}
+
+/* A transparent connection: decided as a CONNECT to its name and port
+ * would be, with the same rules and audit line (method "TCP"). */
+static void conn_start_transparent(Conn *c, const DnsTableEntry *e, uint16_t port) {
+        conn_stop_timer(c);
+        conn_begin_exchange(c);
+        (void)snprintf(c->method, sizeof(c->method), "TCP");
+        c->target.kind = PROXY_REQUEST_CONNECT;
+        c->target.port = port;
+        if (host_parse(e->name, strlen(e->name), &c->target.host) < 0) {
+                conn_answer(c, AUDIT_ERROR, 400, "invalid host", "invalid host", false);
+                return;
+        }
+        c->keep_alive = false;
+        conn_decide(c);
+}
+
 static void accept_cb(struct evconnlistener *l, evutil_socket_t fd, struct sockaddr *sa, int len,
                       void *arg) {
         Proxy *p = arg;
+        const DnsTableEntry *e;
+        uint16_t port = 0;
 
-        if (conn_new(p, fd) < 0) {
+        e = transparent_target(p, fd, &port);
+        if (conn_new(p, fd, e != NULL) < 0) {
                 log_warning("out of memory for a new connection, closing it");
                 return;
         }
+        if (e)
+                conn_start_transparent(p->conns, e, port);
         if (p->n_conns >= p->config->max_connections)
                 listeners_set(p, false);
 }
@@ -1341,13 +1426,34 @@ int proxy_new(const ProxyConfig *config, struct event_base *base, Audit *audit, 
         if (r < 0)
                 return r;
 
+        if (config->dns_transparent) {
+                r = dns_table_add(&p->dns_table, config->allowlist->allow,
+                                  config->allowlist->n_allow, NULL);
+                if (r < 0)
+                        return r;
+        }
+
         for (size_t i = 0; i < config->n_listen_fds; i++) {
+                int type = 0;
+                socklen_t tlen = sizeof(type);
+
+                /* A datagram socket (only with --dns-transparent, main.c
+                 * checked) is the sandbox's resolver. */
+                if (getsockopt(config->listen_fds[i], SOL_SOCKET, SO_TYPE, &type, &tlen) == 0 &&
+                    type == SOCK_DGRAM) {
+                        r = dns_server_new(base, config->listen_fds[i], config, &p->dns_table,
+                                           audit, &p->dns_servers[p->n_dns_servers]);
+                        if (r < 0)
+                                return r;
+                        p->n_dns_servers++;
+                        continue;
+                }
                 /* -1: the socket is already listening; the caller owns it. */
-                p->listeners[i] = evconnlistener_new(base, accept_cb, p, LEV_OPT_CLOSE_ON_EXEC, -1,
-                                                     config->listen_fds[i]);
-                if (!p->listeners[i])
+                p->listeners[p->n_listeners] = evconnlistener_new(
+                        base, accept_cb, p, LEV_OPT_CLOSE_ON_EXEC, -1, config->listen_fds[i]);
+                if (!p->listeners[p->n_listeners])
                         return -ENOMEM;
-                evconnlistener_set_error_cb(p->listeners[i], accept_error_cb);
+                evconnlistener_set_error_cb(p->listeners[p->n_listeners], accept_error_cb);
                 p->n_listeners++;
         }
 
@@ -1369,6 +1475,9 @@ Proxy *proxy_free(Proxy *p) {
         reaper_cb(-1, 0, p);
         for (size_t i = 0; i < p->n_listeners; i++)
                 evconnlistener_free(p->listeners[i]);
+        for (size_t i = 0; i < p->n_dns_servers; i++)
+                dns_server_free(p->dns_servers[i]);
+        dns_table_done(&p->dns_table);
         if (p->dns)
                 evdns_base_free(p->dns, 1);
         if (p->reaper)

@@ -60,6 +60,17 @@ TEST(no_flag_allows_these) {
                      "x.example.org)");
 }
 
+/* Transparent DNS: a refused query names no port. */
+TEST(dns_refusals) {
+        ASSERT_STREQ(fmt("other.example.test", 0,
+                         "dns refused 'other.example.test': no exact --allow-host entry names it "
+                         "(transparent DNS serves exact names only)",
+                         2),
+                     "refused other.example.test 2 times (dns refused 'other.example.test': no "
+                     "exact --allow-host entry names it (transparent DNS serves exact names "
+                     "only))");
+}
+
 TEST(cut_to_the_buffer) {
         char buf[16];
 

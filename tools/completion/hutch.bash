@@ -39,6 +39,10 @@ _hutch() {
                 mapfile -t COMPREPLY < <(compgen -W "none allow" -- "$cur")
                 return
                 ;;
+        --dns)
+                mapfile -t COMPREPLY < <(compgen -W "proxy transparent" -- "$cur")
+                return
+                ;;
         --backend)
                 mapfile -t COMPREPLY < <(compgen -W "ns vm" -- "$cur")
                 return

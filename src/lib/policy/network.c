@@ -5,6 +5,7 @@
 
 #include "net/addr.h"
 #include "net/allowlist.h"
+#include "net/dns-table.h"
 #include "policy/policy-internal.h"
 #include "policy/policy.h"
 #include "strv.h"
@@ -144,8 +145,46 @@ int policy_set_audit_log(Policy *p, const char *path, HutchError *reterr) {
         return 0;
 }
 
+int policy_set_dns(Policy *p, const char *mode, HutchError *reterr) {
+        if (mode && strcmp(mode, "proxy") == 0)
+                p->dns_transparent = false;
+        else if (mode && strcmp(mode, "transparent") == 0)
+                p->dns_transparent = true;
+        else
+                return hutch_error_set(reterr, EINVAL,
+                                       "invalid DNS mode '%s' (expected 'proxy' or 'transparent')",
+                                       mode ? mode : "");
+        return 0;
+}
+
+/* Transparent DNS: a sandbox with a network wall, on the namespace
+ * backend, with few enough listeners (src/lib/net/dns-table.h). */
+static int validate_dns(const Policy *p, HutchError *reterr) {
+        _cleanup_(dns_table_done) DnsTable t = {};
+        int r;
+
+        if (!p->dns_transparent)
+                return 0;
+        if (policy_network_mode(p) != NETWORK_MODE_ALLOW)
+                return hutch_error_set(reterr, EINVAL,
+                                       "--dns transparent needs network mode 'allow' (give "
+                                       "--allow-host)");
+        if (p->backend == SANDBOX_BACKEND_VM)
+                return hutch_error_set(
+                        reterr, EOPNOTSUPP,
+                        "--dns transparent is not supported with the vm backend yet");
+        r = dns_table_add_strv(&t, p->allow_hosts, reterr);
+        for (size_t i = 0; r >= 0 && i < p->n_secrets; i++)
+                r = dns_table_add_strv(&t, p->secrets[i].hosts, reterr);
+        return r;
+}
+
 int policy_validate_network(const Policy *p, HutchError *reterr) {
         int r;
+
+        r = validate_dns(p, reterr);
+        if (r < 0)
+                return r;
 
         if (p->network_set && p->network == NETWORK_MODE_NONE && strv_length(p->allow_hosts) > 0)
                 return hutch_error_set(reterr, EINVAL,

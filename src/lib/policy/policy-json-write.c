@@ -301,6 +301,14 @@ static int encode_network(const Policy *p, const JsonOutField *f, json_t **ret) 
         return json_new_string(mode, ret);
 }
 
+/* "dns" only when it is not the default. */
+static int encode_dns(const Policy *p, const JsonOutField *f, json_t **ret) {
+        *ret = NULL;
+        if (!p->dns_transparent)
+                return 0;
+        return json_new_string("transparent", ret);
+}
+
 /* Thousandths of a CPU as the shortest exact decimal: "2", "1.5", "0.125". */
 static int json_new_cpus(uint32_t millis, json_t **ret) {
         char buf[32];
@@ -453,6 +461,7 @@ static const JsonOutField policy_out_table[] = {
         {"hostname", encode_string, offsetof(Policy, hostname)},
         {"read_only", encode_bool, offsetof(Policy, read_only)},
         {"network", encode_network, 0},
+        {"dns", encode_dns, 0},
         {"limits", encode_limits, 0},
         {"allow_hosts", encode_strv, offsetof(Policy, allow_hosts)},
         {"deny_hosts", encode_strv, offsetof(Policy, deny_hosts)},

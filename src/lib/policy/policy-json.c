@@ -731,6 +731,7 @@ static const JsonField policy_table[] = {
         {"hostname", JT_STRING, json_dispatch_setter, 0, policy_set_hostname, 0},
         {"read_only", JT_BOOLEAN, json_dispatch_bool, offsetof(Policy, read_only), NULL, 0},
         {"network", JT_STRING, json_dispatch_setter, 0, policy_set_network, 0},
+        {"dns", JT_STRING, json_dispatch_setter, 0, policy_set_dns, 0},
         {"limits", JT_OBJECT, json_dispatch_limits, 0, NULL, 0},
         {"allow_hosts", JT_ARRAY, json_dispatch_allow_hosts, 0, NULL, 0},
         {"deny_hosts", JT_ARRAY, json_dispatch_deny_hosts, 0, NULL, 0},

@@ -155,6 +155,9 @@ typedef struct Policy {
         size_t n_secrets;
         char **upstream_ca; /* --upstream-ca FILE: extra CAs for the proxy's upstream TLS */
 
+        /* --dns transparent: a resolver for the allowlisted names. */
+        bool dns_transparent;
+
         /* Resource limits; 0 means none. */
         uint64_t memory_max;      /* bytes; default POLICY_DEFAULT_MEMORY */
         uint64_t memory_swap_max; /* memory + swap; 0 = same as memory_max (no swap) */
@@ -207,6 +210,10 @@ int policy_add_env_spec(Policy *p, const char *spec, HutchError *reterr);
 int policy_set_hostname(Policy *p, const char *hostname, HutchError *reterr);
 int policy_set_workdir(Policy *p, const char *workdir, HutchError *reterr);
 int policy_set_network(Policy *p, const char *mode, HutchError *reterr);
+/* --dns MODE, policy field "dns": "proxy" (the default: only the proxy
+ * variables) or "transparent" (docs/network.md, "Transparent DNS").
+ * -EINVAL naming the value otherwise. */
+int policy_set_dns(Policy *p, const char *mode, HutchError *reterr);
 
 /* "ns" or "vm"; "kvm" or "tcg"; -EINVAL naming the value otherwise. */
 int policy_set_backend(Policy *p, const char *backend, HutchError *reterr);

@@ -21,6 +21,7 @@
 #include "fd-util.h"
 #include "file-op.h"
 #include "macro.h"
+#include "net/dns-table.h"
 #include "ns/caps.h"
 #include "ns/landlock.h"
 #include "parse-util.h"
@@ -88,12 +89,56 @@ static int loopback_up(void) {
         return 0;
 }
 
+/* Transparent DNS (docs/network.md, "Transparent DNS"): the resolver's
+ * UDP socket at DNS_RESOLVER_ADDR and one listener per allowlisted name
+ * and port at the name's synthetic address, appended to @fds. */
+static int make_dns_sockets(const Policy *p, int *fds, size_t max, size_t *n) {
+        _cleanup_(dns_table_done) DnsTable t = {};
+        struct sockaddr_in sin = {.sin_family = AF_INET};
+        int fd, r;
+
+        r = dns_table_add_strv(&t, p->allow_hosts, NULL);
+        for (size_t i = 0; r >= 0 && i < p->n_secrets; i++)
+                r = dns_table_add_strv(&t, p->secrets[i].hosts, NULL);
+        if (r < 0)
+                return r;
+        if (*n + 1 + t.n_listeners > max)
+                return -E2BIG;
+
+        fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+        if (fd < 0)
+                return negative_errno();
+        fds[(*n)++] = fd;
+        sin.sin_addr.s_addr = htonl(DNS_RESOLVER_ADDR);
+        sin.sin_port = htons(DNS_RESOLVER_PORT);
+        if (bind(fd, (struct sockaddr *)&sin, sizeof(sin)) < 0)
+                return negative_errno();
+
+        for (size_t i = 0; i < t.n_entries; i++)
+                for (size_t j = 0; j < t.entries[i].n_ports; j++) {
+                        int one = 1;
+
+                        fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+                        if (fd < 0)
+                                return negative_errno();
+                        fds[(*n)++] = fd;
+                        (void)setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+                        sin.sin_addr = t.entries[i].addr;
+                        sin.sin_port = htons(t.entries[i].ports[j]);
+                        if (bind(fd, (struct sockaddr *)&sin, sizeof(sin)) < 0)
+                                return negative_errno();
+                        if (listen(fd, SOMAXCONN) < 0)
+                                return negative_errno();
+                }
+        return 0;
+}
+
 /* Network mode allow: the proxy's listening sockets are made here, inside
  * the sandbox's network namespace, and handed to the supervisor, which
  * gives them to hutch-proxy outside. Init keeps no copy, so when the proxy
  * dies the sockets close and the sandbox's network fails closed. */
-static int send_proxy_sockets(int sync_fd) {
-        int fds[2] = {-EBADF, -EBADF};
+static int send_proxy_sockets(int sync_fd, const Policy *p) {
+        int fds[SANDBOX_PROXY_SOCKETS_MAX];
         size_t n = 0;
         int r;
 
@@ -104,7 +149,9 @@ static int send_proxy_sockets(int sync_fd) {
         /* COMPAT(IPv6 disabled): ::1 is optional. */
         if (proxy_listen_loopback(AF_INET6, &fds[n]) >= 0)
                 n++;
-        r = sync_send(sync_fd, SYNC_OP_SOCKETS, 0, 0, NULL, NULL, fds, n);
+        r = p->dns_transparent ? make_dns_sockets(p, fds, ELEMENTSOF(fds), &n) : 0;
+        if (r >= 0)
+                r = sync_send(sync_fd, SYNC_OP_SOCKETS, 0, 0, NULL, NULL, fds, n);
         for (size_t i = 0; i < n; i++)
                 fds[i] = safe_close(fds[i]);
         return r;
@@ -957,7 +1004,7 @@ void sandbox_init_main(const InitArgs *a) {
         if (r < 0)
                 init_fail(a->sync_fd, -r, "bring up the loopback interface", NULL);
         if (policy_network_mode(a->policy) == NETWORK_MODE_ALLOW) {
-                r = send_proxy_sockets(a->sync_fd);
+                r = send_proxy_sockets(a->sync_fd, a->policy);
                 if (r < 0)
                         init_fail(a->sync_fd, -r, "create the proxy's listening sockets", NULL);
         }

@@ -515,7 +515,7 @@ static void table_kill(void *userdata, uint64_t id, int sig, uint64_t grace_ms) 
 }
 
 static void handle_sync(Keeper *k) {
-        int fds[2] = {-EBADF, -EBADF};
+        int fds[SANDBOX_PROXY_SOCKETS_MAX];
         SyncMsg m;
         Exec *e;
         int r;
@@ -577,7 +577,7 @@ static int wait_ready(Keeper *k, HutchError *reterr) {
         for (;;) {
                 struct pollfd pfd[2] = {{.fd = k->st.sync_parent, .events = POLLIN},
                                         {.fd = k->st.pidfd, .events = POLLIN}};
-                int fds[2] = {-EBADF, -EBADF};
+                int fds[SANDBOX_PROXY_SOCKETS_MAX];
                 SyncMsg m;
                 int r;
 

@@ -127,6 +127,8 @@ int proxy_argv_policy(char ***argv, const Policy *p) {
                 r = argv_add_list(argv, "--allow", p->secrets[i].hosts);
         if (r >= 0)
                 r = argv_add_list(argv, "--upstream-ca", p->upstream_ca);
+        if (r >= 0 && p->dns_transparent)
+                r = argv_add(argv, "--dns-transparent", NULL);
         return r;
 }
 

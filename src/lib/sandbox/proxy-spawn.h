@@ -46,7 +46,8 @@ int proxy_binary_find(char **ret, HutchError *reterr);
 
 /* Appends to @argv the flags of hutch-proxy that carry @p's network
  * policy: --allow (with the secrets' hosts), --deny, --allow-private,
- * --resolve, --audit-log, --upstream-ca. 0 or -ENOMEM. */
+ * --resolve, --audit-log, --upstream-ca, and --dns-transparent with
+ * transparent DNS. 0 or -ENOMEM. */
 int proxy_argv_policy(char ***argv, const Policy *p);
 
 /* Starts @binary for @p before the sandbox exists, so that its start-up

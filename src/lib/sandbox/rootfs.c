@@ -14,6 +14,7 @@
 #include "copy.h"
 #include "fd-util.h"
 #include "macro.h"
+#include "net/dns-table.h"
 #include "ns/landlock.h"
 #include "ns/mount-util.h"
 #include "sandbox/container.h"
@@ -1169,6 +1170,121 @@ static int setup_ca_bundle(bool wanted, bool image, HutchError *reterr) {
         return 0;
 }
 
+#define SANDBOX_DNS_DIR "/run/hutch-dns"
+
+/* Creates the empty file @path (absolute, no "." or ".." components) and
+ * its missing parent directories, in the sandbox's own root. */
+static int make_file_path(const char *path, HutchError *reterr) {
+        _cleanup_close_ int fd = -EBADF;
+        char dir[PATH_MAX];
+        int r;
+
+        for (const char *p = strchr(path + 1, '/'); p; p = strchr(p + 1, '/')) {
+                (void)snprintf(dir, sizeof(dir), "%.*s", (int)(p - path), path);
+                r = make_dir(dir, 0755, reterr);
+                if (r < 0)
+                        return r;
+        }
+        fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
+        if (fd < 0)
+                return fail(reterr, negative_errno(), "create", path);
+        return 0;
+}
+
+/* Where the resolver's file is bound: /etc/resolv.conf when it is a
+ * regular file; made when it is missing (an image without one); for the
+ * host base, the target of a symlink into /run (systemd-resolved's
+ * "../run/systemd/resolve/stub-resolv.conf"), which the sandbox lacks:
+ * its /run is hutch's own, made here. SECURITY: an image's symlink is
+ * never followed (as the CA bundle's), nor one that leaves /run. */
+static int resolv_conf_target(bool image, char *buf, size_t size, HutchError *reterr) {
+        static const char path[] = "/etc/resolv.conf";
+        char link[PATH_MAX - 8];
+        struct stat st;
+        ssize_t n;
+
+        (void)snprintf(buf, size, "%s", path);
+        if (lstat(path, &st) < 0) {
+                if (errno != ENOENT)
+                        return fail(reterr, negative_errno(), "inspect", path);
+                return make_file_path(path, reterr);
+        }
+        if (S_ISREG(st.st_mode))
+                return 0;
+        if (!S_ISLNK(st.st_mode) || image)
+                return hutch_error_set(reterr, EINVAL,
+                                       "transparent DNS needs %s to be a regular file%s", path,
+                                       image ? " in the image" : "");
+        n = readlink(path, link, sizeof(link) - 1);
+        if (n < 0)
+                return fail(reterr, negative_errno(), "read the symlink", path);
+        link[n] = '\0';
+        (void)snprintf(buf, size, "%s%s", link[0] == '/' ? "" : "/etc/", link);
+        /* "/etc/../run/x" is "/run/x". */
+        if (strncmp(buf, "/etc/../", 8) == 0)
+                memmove(buf, buf + 7, strlen(buf + 7) + 1);
+        if (strncmp(buf, "/run/", 5) != 0 || strstr(buf, "/../") || strstr(buf, "/./"))
+                return hutch_error_set(reterr, EINVAL,
+                                       "transparent DNS cannot cover %s: it is a symlink to '%s', "
+                                       "outside /run",
+                                       path, link);
+        if (lstat(buf, &st) == 0)
+                return S_ISREG(st.st_mode) ? 0
+                                           : hutch_error_set(reterr, EINVAL,
+                                                             "transparent DNS needs %s to be a "
+                                                             "regular file",
+                                                             buf);
+        return make_file_path(buf, reterr);
+}
+
+/* Transparent DNS: /etc/resolv.conf names the resolver that init made
+ * for hutch-proxy (docs/network.md, "Transparent DNS"). A small read-only
+ * tmpfs holds the file, bound over the sandbox's /etc/resolv.conf (over
+ * its target when that is a symlink inside the sandbox). No search list:
+ * the name asked is the name the allowlist is checked against. */
+static int setup_resolv_conf(const Policy *p, bool image, HutchError *reterr) {
+        static const char text[] = "# hutch: transparent DNS (docs/network.md)\n"
+                                   "nameserver " DNS_RESOLVER_ADDR_STRING "\n"
+                                   "options timeout:2 attempts:2\n";
+        _cleanup_close_ int out = -EBADF;
+        char target[PATH_MAX];
+        int r;
+
+        if (!p->dns_transparent)
+                return 0;
+        r = make_dir("/run", 0755, reterr);
+        if (r < 0)
+                return r;
+        r = make_dir(SANDBOX_DNS_DIR, 0755, reterr);
+        if (r < 0)
+                return r;
+        r = mount_tmpfs(SANDBOX_DNS_DIR, 64ULL << 10, 0755, MS_NOSUID | MS_NODEV | MS_NOEXEC);
+        if (r < 0)
+                return fail(reterr, r, "mount", SANDBOX_DNS_DIR);
+        out = open(SANDBOX_DNS_DIR "/resolv.conf", O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0444);
+        if (out < 0)
+                return fail(reterr, negative_errno(), "create", SANDBOX_DNS_DIR "/resolv.conf");
+        r = loop_write(out, text, sizeof(text) - 1);
+        if (r < 0)
+                return fail(reterr, r, "write", SANDBOX_DNS_DIR "/resolv.conf");
+        /* A file open for writing would keep the remount below busy. */
+        out = safe_close(out);
+        r = mount_set_attr(SANDBOX_DNS_DIR,
+                           MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, false);
+        if (r < 0)
+                return fail(reterr, r, "make read-only", SANDBOX_DNS_DIR);
+        r = resolv_conf_target(image, target, sizeof(target), reterr);
+        if (r < 0)
+                return r;
+        r = mount_bind(SANDBOX_DNS_DIR "/resolv.conf", target);
+        if (r < 0)
+                return fail(reterr, r, "bind the transparent resolver's file over", target);
+        r = mount_set_attr(target, MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, false);
+        if (r < 0)
+                return fail(reterr, r, "make read-only", target);
+        return 0;
+}
+
 int rootfs_ca_bundle_setup(HutchError *reterr) {
         return setup_ca_bundle(true, true, reterr);
 }
@@ -1258,6 +1374,9 @@ int rootfs_setup(const RootfsConfig *c, unsigned *ret_fallbacks, HutchError *ret
         if (r < 0)
                 return r;
         r = setup_ca_bundle(c->ca_bundle, c->image != NULL, reterr);
+        if (r < 0)
+                return r;
+        r = setup_resolv_conf(p, c->image != NULL, reterr);
         if (r < 0)
                 return r;
         r = setup_proc(c, reterr);

@@ -18,6 +18,11 @@
 /* Where hutch-proxy listens inside a sandbox in network mode allow:
  * 127.0.0.1 and [::1], this port. */
 #define SANDBOX_PROXY_PORT 3128
+/* The listening sockets init hands to hutch-proxy at most: its two at
+ * SANDBOX_PROXY_PORT, and with transparent DNS the resolver's and one per
+ * allowlisted name and port (DNS_TABLE_LISTENERS_MAX); one SCM_RIGHTS
+ * message (64 descriptors) carries them. */
+#define SANDBOX_PROXY_SOCKETS_MAX 56
 
 /* Snapshot layers below a persistent sandbox's own (a snapshot chain's
  * depth): each is one descriptor in SYNC_OP_LAYERS, with the data dir. */

@@ -13,6 +13,7 @@
 #include "fd-util.h"
 #include "macro.h"
 #include "sandbox/outcome.h"
+#include "sandbox/sandbox.h"
 #include "sandbox/supervise.h"
 #include "sandbox/sync.h"
 #include "time-util.h"
@@ -23,7 +24,7 @@ void supervision_done(Supervision *s) {
 }
 
 static void handle_sync_message(Supervision *s) {
-        int fds[2] = {-EBADF, -EBADF};
+        int fds[SANDBOX_PROXY_SOCKETS_MAX];
         SyncMsg m;
         int r;
 
