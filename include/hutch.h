@@ -228,6 +228,19 @@ int hutch_ports(const char *name, char **ret_json, bool *ret_running, hutch_erro
  * listens on @port there. */
 int hutch_port_connect(const char *name, unsigned port, int *ret_fd, hutch_error *err);
 
+/* Publishes one more port of sandbox @name, as `hutch port NAME add
+ * SPEC`: @spec is docker's "[IP:][HOSTPORT:]PORT" (IP default 127.0.0.1,
+ * HOSTPORT 0 or none: a free one). Saved in its policy; a running sandbox
+ * gets its listener now (a host port in use is refused, EADDRINUSE, with
+ * nothing saved). The entry as hutch_ports() lists it in @ret_json (a JSON
+ * array of one; free() it; may be NULL). */
+int hutch_port_publish(const char *name, const char *spec, char **ret_json, hutch_error *err);
+
+/* Stops publishing port @port (1-65535, inside the sandbox) of sandbox
+ * @name, as `hutch port NAME rm PORT`: dropped from its policy, its
+ * listener closed when it runs. ENOENT when it was not published. */
+int hutch_port_unpublish(const char *name, unsigned port, hutch_error *err);
+
 /* ---- snapshots ---- */
 
 /* Freezes sandbox @name's files into snapshot @snap (running or not;

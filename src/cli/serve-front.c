@@ -444,7 +444,10 @@ static int conn_head(FrontConn *c, struct evbuffer *in) {
                 unsigned port;
                 size_t rest;
 
-                if (serve_preview_target(c->head + h.target, h.target_len, name, &port, &rest)) {
+                /* DELETE .../ports/{port} itself (no path, no query after
+                 * the port) unpublishes the port (serve-ports.c). */
+                if (serve_preview_target(c->head + h.target, h.target_len, name, &port, &rest) &&
+                    !(rest == h.target_len && end > 7 && memcmp(c->head, "DELETE ", 7) == 0)) {
                         /* SECURITY: a preview answered on the dashboard's
                          * origin would run the sandbox's pages with the
                          * operator's session (its cookie, /ui/session's

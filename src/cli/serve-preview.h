@@ -7,7 +7,9 @@
  * with the request target rewritten to /PATH[?QUERY]. The front
  * (serve-front.c) authenticates the head as any other, then the
  * connection becomes a tunnel: a WebSocket upgrade passes through as it
- * is. These are the pure parts, unit-tested (tests/unit/test-serve.c). */
+ * is. One target is not a preview: DELETE .../ports/{port} with nothing
+ * after the port unpublishes the port (serve-ports.c); the front passes it
+ * to the API. These are the pure parts, unit-tested (tests/unit/test-serve.c). */
 
 #include <stdbool.h>
 #include <stddef.h>

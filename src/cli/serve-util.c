@@ -80,6 +80,8 @@ void serve_errno_to_status(int errnum, int *ret_status, const char **ret_code) {
                 {ENOENT, 404, "not_found"},
                 {ESRCH, 404, "not_found"},
                 {EEXIST, 409, "conflict"},
+                {EADDRINUSE, 409, "conflict"},
+                {EADDRNOTAVAIL, 400, "invalid_argument"},
                 {EBUSY, 409, "busy"},
                 {ENOTEMPTY, 409, "not_empty"},
                 {EISDIR, 409, "is_a_directory"},

@@ -430,6 +430,10 @@ def test_every_route(server):
 
     exercise_process_routes(api, a)
     assert api.ok("GET", f"/v1/sandboxes/{a}/ports").json == {"running": True, "ports": []}
+    # Publish and unpublish on the running sandbox (test_ports_api.py).
+    pub = api.ok("POST", f"/v1/sandboxes/{a}/ports", {"port": 8000}, status=201).json
+    assert pub["port"] == 8000 and pub["host_port"] > 0, pub
+    api.ok("DELETE", f"/v1/sandboxes/{a}/ports/8000", status=204)
     # The dashboard's routes (docs/ui.md): the history, the stats, their stream.
     hist = api.ok("GET", f"/v1/sandboxes/{a}/history?limit=50").json["entries"]
     assert hist[0]["argv"] == ["cat", "/workspace/hello.txt"], hist

@@ -1219,3 +1219,24 @@ _public_ int hutch_port_connect(const char *name, unsigned port, int *ret_fd, hu
                 return fail_msg(err, EINVAL, "a sandbox name and a port (1-65535) are needed");
         return STORE_CALL(err, persist_port_connect(s, name, (uint16_t)port, ret_fd, &e));
 }
+
+_public_ int hutch_port_publish(const char *name, const char *spec, char **ret_json,
+                                hutch_error *err) {
+        _cleanup_free_ char *json = NULL;
+        int r;
+
+        if (!name || !spec)
+                return fail_msg(err, EINVAL, "a sandbox name and a port are needed");
+        r = STORE_CALL(err, persist_port_add(s, name, spec, &json, &e));
+        if (r < 0)
+                return r;
+        if (ret_json)
+                *ret_json = TAKE_PTR(json);
+        return 0;
+}
+
+_public_ int hutch_port_unpublish(const char *name, unsigned port, hutch_error *err) {
+        if (!name || port < 1 || port > 65535)
+                return fail_msg(err, EINVAL, "a sandbox name and a port (1-65535) are needed");
+        return STORE_CALL(err, persist_port_remove(s, name, (uint16_t)port, &e));
+}
