@@ -142,6 +142,11 @@ export class HutchClient {
   terminal(name: string, argv: string[], opts?: TerminalOptions): Promise<Terminal>;
   ports(name: string): Promise<PortInfo[]>;
   previewUrl(name: string, port: number): string | null;
+  /** Publishes a port of a running or stopped sandbox (`hutch port NAME add`). */
+  publishPort(name: string, port: number,
+              opts?: { hostPort?: number; hostIp?: string }): Promise<PortInfo>;
+  /** Stops publishing a port (`hutch port NAME rm`). */
+  unpublishPort(name: string, port: number): Promise<void>;
   downloadTree(name: string, path?: string): Promise<Buffer>;
   /** Extracts a tar stream into a folder inside the sandbox (parents: make it). */
   uploadTree(name: string, path: string, tar: Uint8Array, opts?: { parents?: boolean }): Promise<void>;
@@ -190,6 +195,8 @@ export class Sandbox {
   terminal(argv: string[], opts?: TerminalOptions): Promise<Terminal>;
   ports(): Promise<PortInfo[]>;
   previewUrl(port: number): string | null;
+  publishPort(port: number, opts?: { hostPort?: number; hostIp?: string }): Promise<PortInfo>;
+  unpublishPort(port: number): Promise<void>;
   downloadTree(path?: string): Promise<Buffer>;
   uploadTree(path: string, tar: Uint8Array, opts?: { parents?: boolean }): Promise<void>;
   removeFile(path: string): Promise<void>;
