@@ -411,10 +411,22 @@ void keeper_conn_remove(KeeperConns *t, KeeperConn *c) {
         *c = t->conns[--t->n];
 }
 
+size_t keeper_conns_waiting(const KeeperConns *t) {
+        size_t n = 0;
+
+        for (size_t i = 0; i < t->n; i++)
+                n += t->conns[i].kind == KEEPER_CONN_WAIT;
+        return n;
+}
+
+bool keeper_conns_have_room(const KeeperConns *t) {
+        return t->n < ELEMENTSOF(t->conns) && t->n - keeper_conns_waiting(t) < KEEPER_MAX_CONNS;
+}
+
 void keeper_conn_accept(KeeperConns *t, int listen_fd) {
         int fd;
 
-        if (t->n >= KEEPER_MAX_CONNS)
+        if (!keeper_conns_have_room(t))
                 return;
         fd = accept4(listen_fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
         if (fd >= 0)

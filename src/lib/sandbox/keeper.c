@@ -37,7 +37,8 @@
 
 typedef struct Exec {
         uint64_t id;
-        int conn_fd; /* the client waiting for the outcome, or -EBADF */
+        int conn_fd;  /* the client waiting for the outcome, or -EBADF */
+        int start_fd; /* the client waiting for "started" (exec_answer_started()), or -EBADF */
         Cgroup *cgroup;
         uint64_t start_ms, start_wall_ms;
         bool detached, builtin;
@@ -96,6 +97,24 @@ static void exec_free(Keeper *k, Exec *e) {
 }
 
 static void stem_prepare(Keeper *k);
+
+/* "started" goes to the client that asked for @e once init said it
+ * started it, with its pid known (SYNC_OP_STARTED), or that it could not
+ * (SYNC_OP_EXITED, before the outcome): so that `ps` never shows a pid 0
+ * (issue 18). A detached exec's connection is done then. */
+static void exec_answer_started(Keeper *k, Exec *e) {
+        KeeperConn *c;
+
+        if (e->start_fd < 0)
+                return;
+        (void)keeper_send_json(e->start_fd,
+                               json_pack("{s:s,s:I}", "op", "started", "id", (json_int_t)e->id),
+                               NULL, 0);
+        c = e->detached ? keeper_conn_find(&k->core.conns, e->start_fd) : NULL;
+        e->start_fd = -EBADF;
+        if (c)
+                keeper_conn_remove(&k->core.conns, c);
+}
 
 static void exec_finished(Keeper *k, Exec *e, int status) {
         _cleanup_(outcome_done) Outcome o = {};
@@ -157,6 +176,7 @@ static void exec_finished(Keeper *k, Exec *e, int status) {
                                                             .detached = e->detached,
                                                             .start_wall_ms = e->start_wall_ms},
                                       json ? json : "null");
+        exec_answer_started(k, e);
         if (e->conn_fd >= 0) {
                 KeeperConn *c = keeper_conn_find(&k->core.conns, e->conn_fd);
 
@@ -305,6 +325,7 @@ static int exec_launch(Keeper *k, KeeperConn *c, const ExecSpec *x) {
         *e = (Exec){
                 .id = k->stem_cgroup ? k->stem_id : ++k->core.next_id,
                 .conn_fd = x->detach ? -EBADF : c->fd,
+                .start_fd = -EBADF,
                 .detached = x->detach,
                 .builtin = x->builtin,
                 .start_ms = time_monotonic_ms(),
@@ -381,10 +402,11 @@ static int exec_launch(Keeper *k, KeeperConn *c, const ExecSpec *x) {
                 goto fail;
         }
         command_deadline_start(&e->dl, e->start_ms, x->timeout_ms);
-        r = keeper_send_json(
-                c->fd, json_pack("{s:s,s:I}", "op", "started", "id", (json_int_t)e->id), NULL, 0);
-        if (x->detach)
-                return -ECONNRESET; /* done with this connection */
+        /* "started" is answered when init says it started it, its pid
+         * known (exec_answer_started()). A detached exec's connection is
+         * tied to it until then; closing it does not end the exec
+         * (ns_abandon()). */
+        e->start_fd = c->fd;
         c->kind = KEEPER_CONN_EXEC;
         c->exec_id = e->id;
         return 0;
@@ -548,6 +570,8 @@ static void handle_sync(Keeper *k) {
                 e = exec_find(k, m.values[0]);
                 if (e && m.values[1] <= INT32_MAX)
                         e->pid = m.values[1];
+                if (e)
+                        exec_answer_started(k, e);
                 break;
         case SYNC_OP_EXITED:
                 e = exec_find(k, m.values[0]);
@@ -766,6 +790,7 @@ static void ns_abandon(KeeperCore *core, uint64_t id) {
         if (!e)
                 return;
         e->conn_fd = -EBADF;
+        e->start_fd = -EBADF;
         if (!e->detached) {
                 e->dl.killed = true;
                 exec_kill(k, e);
