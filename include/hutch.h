@@ -146,6 +146,20 @@ int hutch_exec(const char *name, const hutch_exec_options *o, hutch_outcome *ret
 int hutch_exec_detached(const char *name, const hutch_exec_options *o, uint64_t *ret_id,
                         hutch_error *err);
 
+/* As o->stdin_fd of hutch_exec_detached(): the command's stdin is a pipe
+ * that the sandbox's keeper keeps open, fed later by hutch_exec_stdin(). */
+#define HUTCH_EXEC_STDIN_KEEP (-2)
+
+/* Writes @len bytes of @data to the stdin of running exec @id (started
+ * detached with HUTCH_EXEC_STDIN_KEEP), blocking until the command took
+ * them into its pipe (ETIMEDOUT after 30 s of it not reading); with
+ * @close, then closes its stdin (the command reads EOF). ENOTCONN for an
+ * exec started without its stdin kept (or closed already), ESRCH for one
+ * that ended, ENOENT for one that never was, EPIPE when the command
+ * closed its end. */
+int hutch_exec_stdin(const char *name, uint64_t id, const void *data, size_t len, bool close,
+                     hutch_error *err);
+
 typedef struct hutch_exec_info {
         uint64_t id;
         char **argv; /* NULL-terminated */

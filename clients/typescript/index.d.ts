@@ -132,7 +132,11 @@ export class HutchClient {
   delete(name: string): Promise<void>;
   stop(name: string): Promise<void>;
   exec(name: string, argv: string[], opts?: ExecOptions): Promise<ExecResult>;
-  execDetached(name: string, argv: string[], opts?: ExecOptions): Promise<number>;
+  execDetached(name: string, argv: string[],
+               opts?: ExecOptions & { stdinOpen?: boolean }): Promise<number>;
+  /** Writes to a detached exec's stdin (started with stdinOpen); close: then EOF. */
+  writeStdin(name: string, id: number, data?: string | Uint8Array,
+             opts?: { close?: boolean }): Promise<void>;
   execStream(name: string, argv: string[], opts?: ExecOptions): AsyncGenerator<StreamEvent>;
   readFile(name: string, path: string): Promise<Buffer>;
   writeFile(name: string, path: string, data: string | Uint8Array, opts?: { mode?: number | string; parents?: boolean }): Promise<void>;
@@ -186,7 +190,8 @@ export class Sandbox {
   constructor(client: HutchClient, name: string);
   info(): Promise<SandboxInfo>;
   exec(argv: string[], opts?: ExecOptions): Promise<ExecResult>;
-  execDetached(argv: string[], opts?: ExecOptions): Promise<number>;
+  execDetached(argv: string[], opts?: ExecOptions & { stdinOpen?: boolean }): Promise<number>;
+  writeStdin(id: number, data?: string | Uint8Array, opts?: { close?: boolean }): Promise<void>;
   execStream(argv: string[], opts?: ExecOptions): AsyncGenerator<StreamEvent>;
   readFile(path: string): Promise<Buffer>;
   writeFile(path: string, data: string | Uint8Array, opts?: { mode?: number | string; parents?: boolean }): Promise<void>;

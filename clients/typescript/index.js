@@ -333,8 +333,10 @@ export class HutchClient {
              get stdoutText() { return stdout.toString("utf8"); },
              get stderrText() { return stderr.toString("utf8"); } };
   }
+  /** opts.stdinOpen: its stdin stays open for writeStdin(). */
   async execDetached(name, argv, opts = {}) {
     const body = { ...execBody(argv, opts), detach: true };
+    if (opts.stdinOpen) body.stdin_open = true;
     return (await this.#request("POST", HutchClient.#sb(name, "/exec"), { body })).id;
   }
   /** Yields {stream, data: Buffer} as the output comes, then {outcome}.
@@ -439,6 +441,12 @@ export class HutchClient {
   process(name, id) {
     return this.#request("GET", HutchClient.#sb(name, `/execs/${Number(id)}`));
   }
+  /** Writes data to the stdin of exec @id (started with execDetached(...,
+   * {stdinOpen: true})); opts.close: then its EOF. */
+  async writeStdin(name, id, data = "", { close = false } = {}) {
+    await this.#request("POST", HutchClient.#sb(name, `/execs/${Number(id)}/stdin`),
+                        { query: { close: close ? 1 : undefined }, body: Buffer.from(data) });
+  }
   /** Resolves to the exec's outcome once it ended. */
   async wait(name, id) {
     const a = await this.#request("GET", HutchClient.#sb(name, `/execs/${Number(id)}`),
@@ -506,6 +514,7 @@ export class Sandbox {
   processes() { return this.client.processes(this.name); }
   process(id) { return this.client.process(this.name, id); }
   wait(id) { return this.client.wait(this.name, id); }
+  writeStdin(id, data, opts) { return this.client.writeStdin(this.name, id, data, opts); }
   kill(id, opts) { return this.client.kill(this.name, id, opts); }
   output(id, opts) { return this.client.output(this.name, id, opts); }
   stop() { return this.client.stop(this.name); }

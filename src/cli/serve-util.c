@@ -81,6 +81,7 @@ void serve_errno_to_status(int errnum, int *ret_status, const char **ret_code) {
                 {ESRCH, 404, "not_found"},
                 {EEXIST, 409, "conflict"},
                 {EADDRINUSE, 409, "conflict"},
+                {ENOTCONN, 409, "conflict"},
                 {EADDRNOTAVAIL, 400, "invalid_argument"},
                 {EBUSY, 409, "busy"},
                 {ENOTEMPTY, 409, "not_empty"},

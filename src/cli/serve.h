@@ -211,6 +211,7 @@ void serve_execs_list(ServeCtx *c);
 void serve_exec_get(ServeCtx *c);
 void serve_exec_signal(ServeCtx *c);
 void serve_exec_output(ServeCtx *c);
+void serve_exec_stdin(ServeCtx *c);
 /* GET /v1/sandboxes/{name}/ports (hutch_ports()) */
 void serve_sandbox_ports(ServeCtx *c);
 /* serve-ports.c: POST .../ports, DELETE .../ports/{port} */

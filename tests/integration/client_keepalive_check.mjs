@@ -5,7 +5,8 @@
 // (as an idle timeout would): every call still succeeds, once retried.
 // MODE "fake-cut": the second answer is cut: ConnectionFailed, not retried.
 // MODE "real": against hutch serve: three calls on one connection, and
-// publishPort/unpublishPort on SANDBOX. Prints one JSON line.
+// publishPort/unpublishPort on SANDBOX. MODE "stdin": writeStdin to a
+// detached `cat` in SANDBOX. Prints one JSON line.
 const [lib, sock, mode, name] = process.argv.slice(2);
 const { HutchClient, ConnectionFailed } = await import(lib);
 const c = new HutchClient({ socket: sock });
@@ -29,6 +30,19 @@ try {
       out.second = e instanceof ConnectionFailed ? "ConnectionFailed" : String(e);
     }
     out.third = (await c.version()).api_major;
+  } else if (mode === "stdin") {
+    const id = await c.execDetached(name, ["cat"], { stdinOpen: true });
+    await c.writeStdin(name, id, "from ");
+    await c.writeStdin(name, id, Buffer.from("node\n"), { close: true });
+    out.exit = (await c.wait(name, id)).exitCode;
+    const chunks = [];
+    for await (const ev of c.output(name, id)) if (ev.stream === "stdout") chunks.push(ev.data);
+    out.stdout = Buffer.concat(chunks).toString();
+    try {
+      await c.writeStdin(name, id, "late");
+    } catch (e) {
+      out.late = `${e.constructor.name} ${e.status}`;
+    }
   } else {
     for (let i = 0; i < 3; i++) await c.version();
     out.reused = made === 1;

@@ -464,10 +464,13 @@ class Client:
                           _decode(a.get("stderr"), a.get("stderr_encoding")))
 
     def exec_detached(self, name: str, argv: Sequence[str], env=None, cwd=None,
-                      timeout_ms=None) -> int:
-        """Starts @argv and returns its id without waiting."""
+                      timeout_ms=None, stdin_open: bool = False) -> int:
+        """Starts @argv and returns its id without waiting; @stdin_open:
+        its stdin stays open for write_stdin()."""
         body = self._exec_body(argv, env, cwd, timeout_ms, None, None)
         body["detach"] = True
+        if stdin_open:
+            body["stdin_open"] = True
         return self._call("POST", self._sb(name, "/exec"), body=body)["id"]
 
     def exec_stream(self, name: str, argv: Sequence[str], env=None, cwd=None,
@@ -660,6 +663,15 @@ class Client:
         outcome} for one that ended."""
         return self._call("GET", self._sb(name, f"/execs/{int(exec_id)}"))
 
+    def write_stdin(self, name: str, exec_id: int, data: Union[str, bytes] = b"",
+                    close: bool = False) -> None:
+        """Writes @data to the stdin of exec @exec_id (started with
+        exec_detached(..., stdin_open=True)); @close: then its EOF."""
+        if isinstance(data, str):
+            data = data.encode("utf-8")
+        self._call("POST", self._sb(name, f"/execs/{int(exec_id)}/stdin"),
+                   {"close": "1" if close else None}, body=bytes(data))
+
     def wait(self, name: str, exec_id: int) -> Outcome:
         """Waits for exec @exec_id to end and returns its Outcome."""
         a = self._call("GET", self._sb(name, f"/execs/{int(exec_id)}"), {"wait": 1})
@@ -790,6 +802,10 @@ class Sandbox:
 
     def wait(self, exec_id: int) -> Outcome:
         return self.client.wait(self.name, exec_id)
+
+    def write_stdin(self, exec_id: int, data: Union[str, bytes] = b"",
+                    close: bool = False) -> None:
+        self.client.write_stdin(self.name, exec_id, data, close)
 
     def kill(self, exec_id: int, signal: Optional[str] = None,
              grace_ms: Optional[int] = None) -> None:

@@ -320,6 +320,11 @@ int keeper_exec_request_parse(json_t *req, const Policy *p, const ImageRoot *ima
                 *ret_msg = "a detached command has no terminal";
                 return -EINVAL;
         }
+        if (json_is_true(json_object_get(req, "stdin_pipe")) &&
+            !json_is_true(json_object_get(req, "detach"))) {
+                *ret_msg = "only a detached command takes its stdin later";
+                return -EINVAL;
+        }
         cwd = json_is_string(cwd_j) ? json_string_value(cwd_j) : sandbox_workdir(p, image);
         if (cwd[0] != '/') {
                 *ret_msg = "the working directory must be an absolute path";
@@ -334,6 +339,7 @@ int keeper_exec_request_parse(json_t *req, const Policy *p, const ImageRoot *ima
                                       : p->timeout_ms,
                 .detach = json_is_true(json_object_get(req, "detach")),
                 .tty = json_is_true(tty_j),
+                .stdin_pipe = json_is_true(json_object_get(req, "stdin_pipe")),
         };
         return 0;
 }

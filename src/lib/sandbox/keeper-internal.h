@@ -114,7 +114,8 @@ typedef struct KeeperExecRequest {
         const char *cwd; /* borrowed from the request or the policy */
         uint64_t timeout_ms;
         bool detach;
-        bool tty; /* the fds are one pty channel (sandbox/pty.h) */
+        bool tty;        /* the fds are one pty channel (sandbox/pty.h) */
+        bool stdin_pipe; /* detached, stdin a pipe the keeper holds (exec-table.h "stdin") */
 } KeeperExecRequest;
 
 /* -EINVAL with @ret_msg (the answer for the client) for a malformed one.

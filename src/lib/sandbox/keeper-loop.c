@@ -61,7 +61,7 @@ static int conn_handle(KeeperCore *k, KeeperConn *c) {
                 r = ops->exec(k, c, req, fds, n_fds);
         } else if (op_is(op, "file")) {
                 r = ops->file(k, c, req, fds, n_fds);
-        } else if (exec_table_op(op) && !op_is(op, "list") &&
+        } else if (exec_table_op(op) && !op_is(op, "list") && !op_is(op, "stdin") &&
                    keeper_conns_waiting(&k->conns) >= KEEPER_MAX_WAITERS) {
                 /* The waiters' places are bounded (keeper-internal.h). */
                 (void)keeper_send_json(c->fd,

@@ -51,6 +51,7 @@ typedef struct Exec {
         int kill_signal;     /* the signal "kill" sent, or 0 */
         uint64_t rekill_ms;  /* killed: when to kill again (ns_deadlines()) */
         ExecLogPipe logs[2]; /* a detached exec's stdout, stderr (exec-table.h) */
+        int stdin_w;         /* stdin_pipe: the write end of its stdin, or -EBADF */
 } Exec;
 
 typedef struct Keeper {
@@ -86,6 +87,7 @@ static void exec_kill(Keeper *k, Exec *e) {
 }
 
 static void exec_free(Keeper *k, Exec *e) {
+        (void)safe_close(e->stdin_w);
         exec_log_pipe_done(&e->logs[0]);
         exec_log_pipe_done(&e->logs[1]);
         if (e->cgroup)
@@ -229,9 +231,10 @@ typedef struct ExecSpec {
         const char *cwd;
         uint64_t timeout_ms;
         bool detach;
-        bool builtin;   /* a file operation: not in the history */
-        bool tty;       /* fds[0] is a pty channel (sandbox/pty.h) */
-        const int *fds; /* stdin, stdout, stderr (borrowed; unused when detached) */
+        bool builtin;    /* a file operation: not in the history */
+        bool tty;        /* fds[0] is a pty channel (sandbox/pty.h) */
+        bool stdin_pipe; /* detached: stdin a pipe kept open (Exec.stdin_w) */
+        const int *fds;  /* stdin, stdout, stderr (borrowed; unused when detached) */
 } ExecSpec;
 
 /* Starts @x: its cgroup, then SYNC_OP_EXEC to init. Answers "started" on
@@ -326,6 +329,7 @@ static int exec_launch(Keeper *k, KeeperConn *c, const ExecSpec *x) {
                 .id = k->stem_cgroup ? k->stem_id : ++k->core.next_id,
                 .conn_fd = x->detach ? -EBADF : c->fd,
                 .start_fd = -EBADF,
+                .stdin_w = -EBADF,
                 .detached = x->detach,
                 .builtin = x->builtin,
                 .start_ms = time_monotonic_ms(),
@@ -374,7 +378,17 @@ static int exec_launch(Keeper *k, KeeperConn *c, const ExecSpec *x) {
                 r = exec_log_create(k->core.cfg->logs_dir, e->id, e->logs, w);
                 out_w = w[0];
                 err_w = w[1];
-                null_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+                if (x->stdin_pipe) {
+                        int p[2];
+
+                        /* Its stdin: a pipe whose write end the keeper
+                         * keeps, for the "stdin" request (exec-table.h). */
+                        if (r >= 0 && pipe2(p, O_CLOEXEC) >= 0) {
+                                null_fd = p[0];
+                                e->stdin_w = p[1];
+                        }
+                } else
+                        null_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
                 if (r < 0 || null_fd < 0) {
                         if (r >= 0)
                                 r = negative_errno();
@@ -439,6 +453,7 @@ static int exec_start(KeeperCore *core, KeeperConn *c, json_t *req, int fds[3], 
                                    .timeout_ms = q.timeout_ms,
                                    .detach = q.detach,
                                    .tty = q.tty,
+                                   .stdin_pipe = q.stdin_pipe,
                                    .fds = fds,
                            });
 }
@@ -809,6 +824,27 @@ static Cgroup *ns_freeze_cgroup(KeeperCore *core) {
         return keeper_of(core)->st.rc.cgroup;
 }
 
+/* The "stdin" request: a copy of exec @id's stdin pipe, or (@close) the
+ * keeper's end closed so that the command reads its end once every copy
+ * is closed. */
+static int table_stdin(void *userdata, uint64_t id, bool close_it, int *ret_fd) {
+        Keeper *k = userdata;
+        Exec *e = exec_find(k, id);
+        int fd;
+
+        if (!e || e->stdin_w < 0)
+                return -ENOTCONN;
+        if (close_it) {
+                e->stdin_w = safe_close(e->stdin_w);
+                return 0;
+        }
+        fd = fcntl(e->stdin_w, F_DUPFD_CLOEXEC, 3);
+        if (fd < 0)
+                return negative_errno();
+        *ret_fd = fd;
+        return 0;
+}
+
 static const SandboxBackendOps ns_ops = {
         .start = ns_start,
         .abort = ns_abort,
@@ -828,7 +864,7 @@ static const SandboxBackendOps ns_ops = {
         .ports = ns_ports,
         .proxy = ns_proxy,
         .freeze_cgroup = ns_freeze_cgroup,
-        .table = {.row = table_row, .kill = table_kill},
+        .table = {.row = table_row, .kill = table_kill, .stdin = table_stdin},
 };
 
 int sandbox_keep_ns(const KeeperConfig *cfg, char *const *caller_env, HutchError *reterr) {
