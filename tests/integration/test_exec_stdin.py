@@ -11,9 +11,12 @@ import json
 import os
 import sys
 
+import pytest
+
 from cgroupctl import poll_until
 from conftest import REPO
 from test_client_keepalive import run_mjs
+from test_mcp import McpEnv, RawServer
 from test_serve import as_euid, create, output_bytes, server  # noqa: F401 (a fixture)
 
 sys.path.insert(0, str(REPO / "clients" / "python"))
@@ -122,3 +125,39 @@ def test_clients_write_stdin(server):  # noqa: F811
     out = run_mjs([api.sock_path, "stdin", name], runner=server.runner)
     assert out["exit"] == 0 and out["stdout"] == "from node\n", out
     assert out["late"] == "NotFound 404", out
+
+
+@pytest.fixture
+def menv(caller):
+    e = McpEnv(caller)
+    yield e
+    e.cleanup()
+
+
+def test_mcp_write_stdin(menv):
+    s = RawServer(menv)
+    try:
+        s.initialize()
+        r = s.tool("exec", {"command": "cat", "detach": True, "stdin_open": True})
+        xid = r["structuredContent"]["id"]
+        r = s.tool("write_stdin", {"id": xid, "input": "from "})
+        assert r["isError"] is False and r["structuredContent"] == {
+            "id": xid, "written": 5, "closed": False}, r
+        r = s.tool("write_stdin", {"id": xid, "input": "mcp\n", "close": True})
+        assert r["isError"] is False and r["structuredContent"]["closed"] is True, r
+        got = poll_until(lambda: (lambda o: o if o["exit_code"] is not None else None)(
+            s.tool("read_output", {"id": xid})["structuredContent"]), 30)
+        assert (got["stdout"], got["exit_code"]) == ("from mcp\n", 0), got
+        # The twins: ended; started without stdin_open; stdin_open alone.
+        r = s.tool("write_stdin", {"id": xid, "input": "late"})
+        assert r["isError"] is True and "already ended" in r["content"][0]["text"], r
+        r = s.tool("exec", {"command": "sleep 600", "detach": True})
+        other = r["structuredContent"]["id"]
+        r = s.tool("write_stdin", {"id": other, "input": "x"})
+        assert r["isError"] is True and "takes no input" in r["content"][0]["text"], r
+        s.tool("kill_process", {"id": other, "grace": 0})
+        r = s.tool("exec", {"command": "cat", "stdin_open": True})
+        assert r["isError"] is True and "'stdin_open' needs 'detach'" in r["content"][0]["text"], r
+    finally:
+        rc, err = s.close()
+    assert rc == 0, err
