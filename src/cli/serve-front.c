@@ -352,13 +352,16 @@ static int conn_preview(FrontConn *c, size_t end, const ServeHead *h, const char
         c->preview_port = port;
         (void)snprintf(c->preview_name, sizeof(c->preview_name), "%s", name);
         front_update_listener(c->front);
-passed:
-        if (serve_head_has_upgrade(c->head, end)) {
-                /* An open WebSocket may be quiet for long: only writes
-                 * time out. */
+        /* An open WebSocket, a long poll or a stream of events may be
+         * quiet for long: only writes time out (the server inside ends
+         * an idle connection). */
+        {
                 struct timeval tv = {.tv_sec = SERVE_TIMEOUT_S};
 
                 bufferevent_set_timeouts(c->client, NULL, &tv);
+        }
+passed:
+        if (serve_head_has_upgrade(c->head, end)) {
                 c->state = FRONT_TUNNEL;
                 return 1;
         }
@@ -619,7 +622,7 @@ static void client_event_cb(struct bufferevent *bev, short what, void *arg) {
         /* Idle while evhttp works on a request or keeps the connection
          * (its own timeouts close it): only a client that never sent a
          * good head is timed out here. */
-        if ((what & BEV_EVENT_TIMEOUT) && (what & BEV_EVENT_READING) && c->inner && !c->preview &&
+        if ((what & BEV_EVENT_TIMEOUT) && (what & BEV_EVENT_READING) && c->inner &&
             c->state == FRONT_HEAD && c->len == 0 && !c->closing) {
                 bufferevent_enable(c->client, EV_READ);
                 return;
