@@ -146,6 +146,20 @@ int hutch_exec(const char *name, const hutch_exec_options *o, hutch_outcome *ret
 int hutch_exec_detached(const char *name, const hutch_exec_options *o, uint64_t *ret_id,
                         hutch_error *err);
 
+/* As o->stdin_fd of hutch_exec_detached(): the command's stdin is a pipe
+ * that the sandbox's keeper keeps open, fed later by hutch_exec_stdin(). */
+#define HUTCH_EXEC_STDIN_KEEP (-2)
+
+/* Writes @len bytes of @data to the stdin of running exec @id (started
+ * detached with HUTCH_EXEC_STDIN_KEEP), blocking until the command took
+ * them into its pipe (ETIMEDOUT after 30 s of it not reading); with
+ * @close, then closes its stdin (the command reads EOF). ENOTCONN for an
+ * exec started without its stdin kept (or closed already), ESRCH for one
+ * that ended, ENOENT for one that never was, EPIPE when the command
+ * closed its end. */
+int hutch_exec_stdin(const char *name, uint64_t id, const void *data, size_t len, bool close,
+                     hutch_error *err);
+
 typedef struct hutch_exec_info {
         uint64_t id;
         char **argv; /* NULL-terminated */
@@ -227,6 +241,19 @@ int hutch_ports(const char *name, char **ret_json, bool *ret_running, hutch_erro
  * ENOTCONN when the sandbox is not running, ECONNREFUSED when nothing
  * listens on @port there. */
 int hutch_port_connect(const char *name, unsigned port, int *ret_fd, hutch_error *err);
+
+/* Publishes one more port of sandbox @name, as `hutch port NAME add
+ * SPEC`: @spec is docker's "[IP:][HOSTPORT:]PORT" (IP default 127.0.0.1,
+ * HOSTPORT 0 or none: a free one). Saved in its policy; a running sandbox
+ * gets its listener now (a host port in use is refused, EADDRINUSE, with
+ * nothing saved). The entry as hutch_ports() lists it in @ret_json (a JSON
+ * array of one; free() it; may be NULL). */
+int hutch_port_publish(const char *name, const char *spec, char **ret_json, hutch_error *err);
+
+/* Stops publishing port @port (1-65535, inside the sandbox) of sandbox
+ * @name, as `hutch port NAME rm PORT`: dropped from its policy, its
+ * listener closed when it runs. ENOENT when it was not published. */
+int hutch_port_unpublish(const char *name, unsigned port, hutch_error *err);
 
 /* ---- snapshots ---- */
 

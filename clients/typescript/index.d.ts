@@ -132,7 +132,11 @@ export class HutchClient {
   delete(name: string): Promise<void>;
   stop(name: string): Promise<void>;
   exec(name: string, argv: string[], opts?: ExecOptions): Promise<ExecResult>;
-  execDetached(name: string, argv: string[], opts?: ExecOptions): Promise<number>;
+  execDetached(name: string, argv: string[],
+               opts?: ExecOptions & { stdinOpen?: boolean }): Promise<number>;
+  /** Writes to a detached exec's stdin (started with stdinOpen); close: then EOF. */
+  writeStdin(name: string, id: number, data?: string | Uint8Array,
+             opts?: { close?: boolean }): Promise<void>;
   execStream(name: string, argv: string[], opts?: ExecOptions): AsyncGenerator<StreamEvent>;
   readFile(name: string, path: string): Promise<Buffer>;
   writeFile(name: string, path: string, data: string | Uint8Array, opts?: { mode?: number | string; parents?: boolean }): Promise<void>;
@@ -142,6 +146,11 @@ export class HutchClient {
   terminal(name: string, argv: string[], opts?: TerminalOptions): Promise<Terminal>;
   ports(name: string): Promise<PortInfo[]>;
   previewUrl(name: string, port: number): string | null;
+  /** Publishes a port of a running or stopped sandbox (`hutch port NAME add`). */
+  publishPort(name: string, port: number,
+              opts?: { hostPort?: number; hostIp?: string }): Promise<PortInfo>;
+  /** Stops publishing a port (`hutch port NAME rm`). */
+  unpublishPort(name: string, port: number): Promise<void>;
   downloadTree(name: string, path?: string): Promise<Buffer>;
   /** Extracts a tar stream into a folder inside the sandbox (parents: make it). */
   uploadTree(name: string, path: string, tar: Uint8Array, opts?: { parents?: boolean }): Promise<void>;
@@ -181,7 +190,8 @@ export class Sandbox {
   constructor(client: HutchClient, name: string);
   info(): Promise<SandboxInfo>;
   exec(argv: string[], opts?: ExecOptions): Promise<ExecResult>;
-  execDetached(argv: string[], opts?: ExecOptions): Promise<number>;
+  execDetached(argv: string[], opts?: ExecOptions & { stdinOpen?: boolean }): Promise<number>;
+  writeStdin(id: number, data?: string | Uint8Array, opts?: { close?: boolean }): Promise<void>;
   execStream(argv: string[], opts?: ExecOptions): AsyncGenerator<StreamEvent>;
   readFile(path: string): Promise<Buffer>;
   writeFile(path: string, data: string | Uint8Array, opts?: { mode?: number | string; parents?: boolean }): Promise<void>;
@@ -190,6 +200,8 @@ export class Sandbox {
   terminal(argv: string[], opts?: TerminalOptions): Promise<Terminal>;
   ports(): Promise<PortInfo[]>;
   previewUrl(port: number): string | null;
+  publishPort(port: number, opts?: { hostPort?: number; hostIp?: string }): Promise<PortInfo>;
+  unpublishPort(port: number): Promise<void>;
   downloadTree(path?: string): Promise<Buffer>;
   uploadTree(path: string, tar: Uint8Array, opts?: { parents?: boolean }): Promise<void>;
   removeFile(path: string): Promise<void>;

@@ -136,6 +136,9 @@ export class HutchClient {
       this.socket = opts.socket ?? defaultSocket();
     }
     this.server = null;
+    // One kept connection (HTTP/1.1 keep-alive) reused across calls;
+    // streams get connections of their own.
+    this.agent = new http.Agent({ keepAlive: true, maxFreeSockets: 1 });
   }
 
   /** A client of the server on opts.socket; when none answers and
@@ -174,6 +177,7 @@ export class HutchClient {
 
   /** Stops the server this client started, if any. */
   async close() {
+    this.agent.destroy();
     const p = this.server;
     this.server = null;
     if (!p || p.exitCode !== null || p.signalCode !== null) return;
@@ -204,15 +208,30 @@ export class HutchClient {
     if (data) headers["Content-Length"] = String(data.length);
     else if (method !== "GET" && method !== "DELETE") headers["Content-Length"] = "0";
     if (this.token) headers["Authorization"] = `Bearer ${this.token}`;
+    const agent = stream ? false : this.agent;
     const opts = this.url
-      ? { host: this.host, port: this.port, method, path: p, headers }
-      : { socketPath: this.socket, method, path: p, headers };
+      ? { host: this.host, port: this.port, method, path: p, headers, agent }
+      : { socketPath: this.socket, method, path: p, headers, agent };
+    return this.#send(opts, data, raw, stream, true);
+  }
+
+  /* Sends one request. A kept connection that the server closed while
+   * idle fails before any byte of the answer (req.reusedSocket): the
+   * request goes once more (@retry) on a new connection. A connection that
+   * failed in the middle of an answer is destroyed, never reused, and its
+   * request is not sent again. */
+  #send(opts, data, raw, stream, retry) {
     return new Promise((resolve, reject) => {
+      let answered = false;
       const req = http.request(opts, (res) => {
+        answered = true;
         if (res.statusCode >= 400 || !stream) {
           const chunks = [];
           res.on("data", (c) => chunks.push(c));
-          res.on("error", reject);
+          // Cut in the middle of the answer: the connection is gone (never
+          // reused) and the request is not sent again.
+          res.on("error", (e) => reject(new ConnectionFailed(
+            `hutch serve at ${this.#where()}: the answer was cut: ${e.message}`)));
           res.on("end", () => {
             const buf = Buffer.concat(chunks);
             if (res.statusCode >= 400) return reject(errorFromBody(res.statusCode, buf));
@@ -226,6 +245,10 @@ export class HutchClient {
       req.setTimeout(this.timeoutMs, () => req.destroy(new Error("timed out")));
       req.on("error", (e) => {
         if (e instanceof HutchError) return reject(e);
+        if (retry && !answered && req.reusedSocket &&
+            (e.code === "ECONNRESET" || e.code === "EPIPE")) {
+          return resolve(this.#send(opts, data, raw, stream, false));
+        }
         const what = e.code === "ENOENT" ? "the socket does not exist (start `hutch serve`)"
           : e.code === "ECONNREFUSED" ? "connection refused (a stale socket, or no server on that port)"
           : e.message;
@@ -275,6 +298,21 @@ export class HutchClient {
                                  hostPort: p.host_port }));
   }
 
+  /** Publishes sandbox port @port on the host (opts.hostIp, default
+   * 127.0.0.1; opts.hostPort, default a free one), running or stopped, as
+   * `hutch port NAME add`: resolves to the entry as ports() lists it. */
+  async publishPort(name, port, { hostPort, hostIp } = {}) {
+    const body = { port: Number(port) };
+    if (hostPort != null) body.host_port = Number(hostPort);
+    if (hostIp != null) body.host_ip = String(hostIp);
+    const p = await this.#request("POST", HutchClient.#sb(name, "/ports"), { body });
+    return { port: p.port, protocol: p.protocol, hostIp: p.host_ip, hostPort: p.host_port };
+  }
+  /** Stops publishing sandbox port @port (`hutch port NAME rm`). */
+  async unpublishPort(name, port) {
+    await this.#request("DELETE", HutchClient.#sb(name, `/ports/${Number(port)}`));
+  }
+
   /** The preview URL of sandbox port @port through this TCP server
    * (.../ports/PORT/, authenticated as the API is); null over the unix
    * socket, which has no URL. */
@@ -295,8 +333,10 @@ export class HutchClient {
              get stdoutText() { return stdout.toString("utf8"); },
              get stderrText() { return stderr.toString("utf8"); } };
   }
+  /** opts.stdinOpen: its stdin stays open for writeStdin(). */
   async execDetached(name, argv, opts = {}) {
     const body = { ...execBody(argv, opts), detach: true };
+    if (opts.stdinOpen) body.stdin_open = true;
     return (await this.#request("POST", HutchClient.#sb(name, "/exec"), { body })).id;
   }
   /** Yields {stream, data: Buffer} as the output comes, then {outcome}.
@@ -401,6 +441,12 @@ export class HutchClient {
   process(name, id) {
     return this.#request("GET", HutchClient.#sb(name, `/execs/${Number(id)}`));
   }
+  /** Writes data to the stdin of exec @id (started with execDetached(...,
+   * {stdinOpen: true})); opts.close: then its EOF. */
+  async writeStdin(name, id, data = "", { close = false } = {}) {
+    await this.#request("POST", HutchClient.#sb(name, `/execs/${Number(id)}/stdin`),
+                        { query: { close: close ? 1 : undefined }, body: Buffer.from(data) });
+  }
   /** Resolves to the exec's outcome once it ended. */
   async wait(name, id) {
     const a = await this.#request("GET", HutchClient.#sb(name, `/execs/${Number(id)}`),
@@ -453,6 +499,8 @@ export class Sandbox {
   terminal(argv, opts) { return this.client.terminal(this.name, argv, opts); }
   ports() { return this.client.ports(this.name); }
   previewUrl(port) { return this.client.previewUrl(this.name, port); }
+  publishPort(port, opts) { return this.client.publishPort(this.name, port, opts); }
+  unpublishPort(port) { return this.client.unpublishPort(this.name, port); }
   uploadTree(p, tar, opts) { return this.client.uploadTree(this.name, p, tar, opts); }
   removeFile(p) { return this.client.removeFile(this.name, p); }
   listFiles(p, opts) { return this.client.listFiles(this.name, p, opts); }
@@ -466,6 +514,7 @@ export class Sandbox {
   processes() { return this.client.processes(this.name); }
   process(id) { return this.client.process(this.name, id); }
   wait(id) { return this.client.wait(this.name, id); }
+  writeStdin(id, data, opts) { return this.client.writeStdin(this.name, id, data, opts); }
   kill(id, opts) { return this.client.kill(this.name, id, opts); }
   output(id, opts) { return this.client.output(this.name, id, opts); }
   stop() { return this.client.stop(this.name); }

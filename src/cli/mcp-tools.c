@@ -42,6 +42,7 @@ typedef struct McpArgs {
         json_t *parents, *recursive, *to, *replace;
         json_t *detach, *id, *signal, *grace; /* the processes' tools */
         json_t *port;                         /* expose_port */
+        json_t *stdin_open, *input, *close;   /* exec's stdin_open, write_stdin */
 } McpArgs;
 
 typedef struct McpArgSpec {
@@ -88,6 +89,9 @@ static const McpArgSpec exec_args[] = {
             "{\"type\":\"boolean\",\"description\":\"Run it in the background (a server): "
             "return at once with its id, for list_processes, read_output and kill_process "
             "(no timeout unless one is given)\"}"),
+        ARG("stdin_open", MCP_ARG_BOOL, false, stdin_open,
+            "{\"type\":\"boolean\",\"description\":\"With detach: its stdin stays open, "
+            "for write_stdin (default: /dev/null)\"}"),
 };
 
 #define PROCESS_ID_SCHEMA                                                                          \
@@ -96,6 +100,15 @@ static const McpArgSpec exec_args[] = {
 
 static const McpArgSpec read_output_args[] = {
         ARG("id", MCP_ARG_NUMBER, true, id, PROCESS_ID_SCHEMA),
+};
+
+static const McpArgSpec write_stdin_args[] = {
+        ARG("id", MCP_ARG_NUMBER, true, id, PROCESS_ID_SCHEMA),
+        ARG("input", MCP_ARG_STRING, false, input,
+            "{\"type\":\"string\",\"description\":\"Text written to its stdin (UTF-8)\"}"),
+        ARG("close", MCP_ARG_BOOL, false, close,
+            "{\"type\":\"boolean\",\"description\":\"Then close its stdin: it reads the "
+            "end of its input\"}"),
 };
 
 static const McpArgSpec kill_process_args[] = {
@@ -415,13 +428,13 @@ static json_t *exec_result(const McpServer *s, const hutch_outcome *o, const Cap
 
 /* exec with detach: its id, at once. */
 static json_t *exec_detached(McpServer *s, char **argv, char **env, const char *cwd,
-                             uint64_t timeout_ms) {
+                             uint64_t timeout_ms, bool stdin_open) {
         hutch_exec_options opts = {
                 .argv = argv,
                 .env = env,
                 .cwd = cwd,
                 .timeout_ms = timeout_ms,
-                .stdin_fd = -1,
+                .stdin_fd = stdin_open ? HUTCH_EXEC_STDIN_KEEP : -1,
                 .stdout_fd = -1,
                 .stderr_fd = -1,
         };
@@ -487,8 +500,11 @@ static json_t *tool_exec(McpServer *s, const McpArgs *a) {
         }
         if (!timeout_ms && !s->has_timeout && !json_is_true(a->detach))
                 timeout_ms = MCP_TIMEOUT_DEFAULT_S * 1000U;
+        if (json_is_true(a->stdin_open) && !json_is_true(a->detach))
+                return tool_error("exec: 'stdin_open' needs 'detach'");
         if (json_is_true(a->detach))
-                return exec_detached(s, argv, env, abs_cwd ? abs_cwd : cwd, timeout_ms);
+                return exec_detached(s, argv, env, abs_cwd ? abs_cwd : cwd, timeout_ms,
+                                     json_is_true(a->stdin_open));
 
         r = output_capture_start(MCP_OUTPUT_MAX, &cap);
         if (r < 0)
@@ -913,6 +929,27 @@ static json_t *tool_read_output(McpServer *s, const McpArgs *a) {
         return tool_result(s, res, NULL);
 }
 
+static json_t *tool_write_stdin(McpServer *s, const McpArgs *a) {
+        const char *input = a->input ? json_string_value(a->input) : "";
+        size_t len = a->input ? json_string_length(a->input) : 0;
+        bool close_it = json_is_true(a->close);
+        hutch_error herr = {};
+        uint64_t id = 0;
+        json_t *res;
+        int r;
+
+        res = id_arg("write_stdin", a->id, &id);
+        if (res)
+                return res;
+        r = hutch_exec_stdin(s->name, id, input, len, close_it, &herr);
+        if (r < 0)
+                return tool_error("write_stdin: %s", err_text(&herr, r));
+        return tool_result(s,
+                           json_pack("{s:I,s:I,s:b}", "id", (json_int_t)id, "written",
+                                     (json_int_t)len, "closed", close_it),
+                           NULL);
+}
+
 static json_t *tool_kill_process(McpServer *s, const McpArgs *a) {
         const char *sig_name = a->signal ? json_string_value(a->signal) : "TERM";
         double grace = a->grace ? json_number_value(a->grace) : 10.0;
@@ -1077,6 +1114,11 @@ static const char read_output_output[] =
         "\"required\":[\"id\",\"running\",\"stdout\",\"stderr\",\"stdout_cut\",\"stderr_cut\","
         "\"exit_code\"]}";
 
+static const char write_stdin_output[] =
+        "{\"type\":\"object\",\"properties\":{\"id\":{\"type\":\"integer\"},"
+        "\"written\":{\"type\":\"integer\"},\"closed\":{\"type\":\"boolean\"}},"
+        "\"required\":[\"id\",\"written\",\"closed\"]}";
+
 static const char kill_process_output[] =
         "{\"type\":\"object\",\"properties\":{\"id\":{\"type\":\"integer\"},"
         "\"exit_code\":{\"type\":\"integer\"},\"signal\":{\"type\":[\"integer\",\"null\"]},"
@@ -1235,6 +1277,14 @@ static const McpTool tools[] = {
          .output_schema = read_output_output,
          .read_only = true,
          .run = tool_read_output},
+        {.name = "write_stdin",
+         .title = "Give a background process input",
+         .description = "Writes text to the stdin of a process started with exec's detach and "
+                        "stdin_open (a REPL, a program that asks questions); with close, then "
+                        "closes it. Read what it answers with read_output.",
+         ARGS(write_stdin_args),
+         .output_schema = write_stdin_output,
+         .run = tool_write_stdin},
         {.name = "kill_process",
          .title = "End a process in the sandbox",
          .description = "Sends the process a signal (TERM by default) and, if it still runs "

@@ -11,6 +11,7 @@ const ServeField serve_exec_fields[] = {
         {"stdin_base64", SERVE_FIELD_STRING, offsetof(ExecArgs, stdin_base64), false},
         {"output_limit", SERVE_FIELD_U64, offsetof(ExecArgs, output_limit), false},
         {"detach", SERVE_FIELD_BOOL, offsetof(ExecArgs, detach), false},
+        {"stdin_open", SERVE_FIELD_BOOL, offsetof(ExecArgs, stdin_open), false},
 };
 
 const size_t serve_exec_n_fields = ELEMENTSOF(serve_exec_fields);

@@ -21,10 +21,11 @@ typedef struct ExecArgs {
         uint64_t timeout_ms;
         uint64_t output_limit;
         bool detach;
+        bool stdin_open; /* with detach: POST .../execs/{exec}/stdin feeds it */
 } ExecArgs;
 
 /* The exec route's fields; the stream route takes all but the last
- * SERVE_EXEC_FIELDS_NOT_STREAMED (output_limit, detach). */
+ * SERVE_EXEC_FIELDS_NOT_STREAMED (output_limit, detach, stdin_open). */
 extern const ServeField serve_exec_fields[];
 extern const size_t serve_exec_n_fields;
-#define SERVE_EXEC_FIELDS_NOT_STREAMED 2
+#define SERVE_EXEC_FIELDS_NOT_STREAMED 3

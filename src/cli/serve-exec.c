@@ -75,7 +75,11 @@ static int exec_args_validate_rest(const ExecArgs *a, HutchError *reterr) {
                                                "give 'stdin' or 'stdin_base64', not both");
         if (a->detach && (a->stdin_text || a->stdin_base64))
                 return hutch_error_set_pointer(reterr, EINVAL, "/detach",
-                                               "a detached command has no stdin");
+                                               "a detached command has no stdin (start it with "
+                                               "'stdin_open' and POST .../execs/{exec}/stdin)");
+        if (a->stdin_open && !a->detach)
+                return hutch_error_set_pointer(reterr, EINVAL, "/stdin_open",
+                                               "'stdin_open' needs 'detach'");
         if (a->output_limit > SERVE_OUTPUT_MAX)
                 return hutch_error_set_pointer(reterr, EINVAL, "/output_limit",
                                                "'output_limit' is at most %u bytes",
@@ -576,6 +580,7 @@ static int job_start(ExecJob *job, const ExecArgs *a, const char *stdin_data, si
                 .timeout_ms = a->timeout_ms,
                 .detach = a->detach,
                 .fds = {in, out_w, err_w},
+                .stdin_pipe = a->stdin_open,
         };
         r = hutch_ext_exec_send(job->sock, &req, reterr);
         if (r < 0)

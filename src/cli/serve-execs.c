@@ -497,3 +497,43 @@ fail:
         }
         serve_reply_errno(c->req, errno ? errno : EIO, NULL, "cannot read the exec's output: %m");
 }
+
+/* ---- POST .../execs/{exec}/stdin[?close=1] ---- */
+
+/* The body's bytes to the stdin of a detached exec started with
+ * "stdin_open" (hutch_exec_stdin()); with close=1 (or true), then its EOF.
+ * 204; 409 for an exec that takes no input, 404 for one that ended or
+ * never was. In a worker: it waits until the command took the bytes. */
+void serve_exec_stdin(ServeCtx *c) {
+        _cleanup_free_ char *body = NULL;
+        const char *close_q = serve_query(c, "close");
+        char name[STORE_NAME_MAX + 1];
+        hutch_error err = {};
+        bool close_it = false;
+        size_t len = 0;
+        uint64_t id;
+        int r;
+
+        if (exec_params(c, name, &id) < 0)
+                return;
+        if (close_q) {
+                if (strcmp(close_q, "1") == 0 || strcmp(close_q, "true") == 0)
+                        close_it = true;
+                else if (strcmp(close_q, "0") != 0 && strcmp(close_q, "false") != 0) {
+                        serve_reply_status(c->req, 400, "invalid_argument", NULL,
+                                           "invalid close '%.16s' (want 1, true, 0 or false)",
+                                           close_q);
+                        return;
+                }
+        }
+        r = serve_body(c, &body, &len);
+        if (r < 0) {
+                serve_reply_errno(c->req, -r, NULL, "cannot read the request body");
+                return;
+        }
+        r = hutch_exec_stdin(name, id, body, len, close_it, &err);
+        if (r < 0)
+                serve_reply_api_error(c->req, r, &err, NULL);
+        else
+                serve_reply_no_content(c->req);
+}

@@ -40,7 +40,7 @@ typedef enum FrontState {
         FRONT_HEAD,    /* reading a request head */
         FRONT_BODY,    /* passing the body announced by the last head */
         FRONT_REFUSED, /* answering an error; nothing more is read */
-        FRONT_TUNNEL,  /* a preview (serve-preview.h): bytes pass both ways as they are */
+        FRONT_TUNNEL,  /* a preview's upgrade (serve-preview.h): bytes pass both ways as they are */
 } FrontState;
 
 typedef struct FrontConn {
@@ -56,6 +56,10 @@ typedef struct FrontConn {
         char *error;        /* FRONT_REFUSED: the answer, after the inner's */
         size_t len;         /* FRONT_HEAD: bytes of head[] so far */
         char head[SERVE_HEADERS_MAX];
+        /* inner is this sandbox's port (conn_preview()) */
+        bool preview;
+        unsigned preview_port;
+        char preview_name[SERVE_PREVIEW_NAME_MAX];
 } FrontConn;
 
 /* A connection that passed no head yet (it may hold no token): the one
@@ -275,10 +279,15 @@ static int conn_connect_inner(FrontConn *c) {
 }
 
 /* A preview head (serve-preview.h) that passed the checks: the
- * connection goes to the sandbox's port, with the rewritten head, and
- * stays a tunnel. Only as the first request of a connection (the answers
- * of evhttp and of the sandbox would otherwise interleave). Returns 1 when
- * it tunnels, 2 when it refused (@c may be freed), -errno.
+ * connection goes to the sandbox's port, with the rewritten head. The
+ * connection stays the sandbox port's (keep-alive): each later request on
+ * it is a head checked as any other (the token, the limits), for the same
+ * sandbox and port, rewritten and passed on, its body counted; the
+ * answers pass back as bytes, in order. A head with an upgrade makes it a
+ * tunnel of bytes both ways. A preview is the first request of its
+ * connection (the answers of evhttp and of the sandbox would otherwise
+ * interleave). Returns 1 when it passed the head on, 2 when it refused
+ * (@c may be freed), -errno.
  * NEEDSWORK: hutch_port_connect() asks the keeper, which forks a child
  * into the sandbox's namespaces: a few milliseconds during which this loop
  * waits. */
@@ -290,11 +299,27 @@ static int conn_preview(FrontConn *c, size_t end, const ServeHead *h, const char
         size_t head_len;
         int r;
 
-        if (c->inner) {
+        if (c->inner && !c->preview) {
                 conn_refuse_with(c, json_answer(400, "invalid_argument",
                                                 "a preview request must be the first of its "
                                                 "connection"));
                 return 2;
+        }
+        if (c->preview) {
+                if (strcmp(name, c->preview_name) != 0 || port != c->preview_port) {
+                        conn_refuse_with(c, json_answer(400, "invalid_argument",
+                                                        "a preview connection carries the "
+                                                        "requests of one sandbox port only"));
+                        return 2;
+                }
+                r = serve_preview_head(c->head, end, h->target, h->target_len, rest, &head,
+                                       &head_len);
+                if (r < 0)
+                        return r;
+                if (bufferevent_write(c->inner, head, head_len) < 0)
+                        return -ENOMEM;
+                (void)evtimer_del(c->deadline);
+                goto passed;
         }
         r = hutch_port_connect(name, port, &fd, &err);
         if (r < 0) {
@@ -323,14 +348,25 @@ static int conn_preview(FrontConn *c, size_t end, const ServeHead *h, const char
             bufferevent_write(c->inner, head, head_len) < 0)
                 return -EIO;
         (void)evtimer_del(c->deadline);
-        /* An open WebSocket may be quiet for long: only writes time out. */
+        c->preview = true;
+        c->preview_port = port;
+        (void)snprintf(c->preview_name, sizeof(c->preview_name), "%s", name);
+        front_update_listener(c->front);
+        /* An open WebSocket, a long poll or a stream of events may be
+         * quiet for long: only writes time out (the server inside ends
+         * an idle connection). */
         {
                 struct timeval tv = {.tv_sec = SERVE_TIMEOUT_S};
 
                 bufferevent_set_timeouts(c->client, NULL, &tv);
         }
-        c->state = FRONT_TUNNEL;
-        front_update_listener(c->front);
+passed:
+        if (serve_head_has_upgrade(c->head, end)) {
+                c->state = FRONT_TUNNEL;
+                return 1;
+        }
+        c->body_left = h->body_len;
+        c->state = h->body_len > 0 ? FRONT_BODY : FRONT_HEAD;
         return 1;
 }
 
@@ -444,7 +480,10 @@ static int conn_head(FrontConn *c, struct evbuffer *in) {
                 unsigned port;
                 size_t rest;
 
-                if (serve_preview_target(c->head + h.target, h.target_len, name, &port, &rest)) {
+                /* DELETE .../ports/{port} itself (no path, no query after
+                 * the port) unpublishes the port (serve-ports.c). */
+                if (serve_preview_target(c->head + h.target, h.target_len, name, &port, &rest) &&
+                    !(rest == h.target_len && end > 7 && memcmp(c->head, "DELETE ", 7) == 0)) {
                         /* SECURITY: a preview answered on the dashboard's
                          * origin would run the sandbox's pages with the
                          * operator's session (its cookie, /ui/session's
@@ -462,6 +501,12 @@ static int conn_head(FrontConn *c, struct evbuffer *in) {
                         }
                         return conn_preview(c, end, &h, name, port, rest);
                 }
+        }
+        if (c->preview) {
+                conn_refuse_with(c, json_answer(400, "invalid_argument",
+                                                "this connection carries a preview: an API "
+                                                "request needs a connection of its own"));
+                return 2;
         }
         if (c->front->upgrade && !c->inner) {
                 int u = c->front->upgrade(c->front->upgrade_data, c->client, c->head, end);

@@ -56,30 +56,34 @@ static bool header_is(const char *line, size_t n, const char *name) {
         return n > k && line[k] == ':' && strncasecmp(line, name, k) == 0;
 }
 
-int serve_preview_head(const char *head, size_t len, size_t target, size_t target_len, size_t rest,
-                       char **ret, size_t *ret_len) {
+bool serve_head_has_upgrade(const char *head, size_t len) {
         const char *line_end = memchr(head, '\n', len);
-        bool upgrade = false;
-        size_t pos, out_len = 0, rest_len = target_len - rest;
-        char *out;
 
-        if (!line_end)
-                return -EINVAL;
-        /* The rewritten head is never longer than the head plus "/" and
-         * "Connection: close\r\n". */
-        out = malloc(len + 32);
-        if (!out)
-                return -ENOMEM;
-        for (pos = (size_t)(line_end - head) + 1; pos < len;) {
+        for (size_t pos = line_end ? (size_t)(line_end - head) + 1 : len; pos < len;) {
                 const char *l = head + pos, *e = memchr(l, '\n', len - pos);
                 size_t n = e ? (size_t)(e - l) : len - pos;
 
                 if (n > 0 && l[n - 1] == '\r')
                         n--;
                 if (header_is(l, n, "upgrade"))
-                        upgrade = true;
+                        return true;
                 pos += e ? (size_t)(e - l) + 1 : len - pos;
         }
+        return false;
+}
+
+int serve_preview_head(const char *head, size_t len, size_t target, size_t target_len, size_t rest,
+                       char **ret, size_t *ret_len) {
+        const char *line_end = memchr(head, '\n', len);
+        size_t pos, out_len = 0, rest_len = target_len - rest;
+        char *out;
+
+        if (!line_end)
+                return -EINVAL;
+        /* The rewritten head is never longer than the head plus "/". */
+        out = malloc(len + 32);
+        if (!out)
+                return -ENOMEM;
         /* The request line: METHOD SP /REST SP VERSION. */
         memcpy(out, head, target);
         out_len = target;
@@ -99,16 +103,11 @@ int serve_preview_head(const char *head, size_t len, size_t target, size_t targe
                 pos += full;
                 if (n == 0) {
                         /* The empty line that ends the head. */
-                        if (!upgrade) {
-                                memcpy(out + out_len, "Connection: close\r\n", 19);
-                                out_len += 19;
-                        }
                         memcpy(out + out_len, l, full);
                         out_len += full;
                         break;
                 }
-                if (header_is(l, n, "authorization") ||
-                    (!upgrade && (header_is(l, n, "connection") || header_is(l, n, "keep-alive"))))
+                if (header_is(l, n, "authorization"))
                         continue;
                 memcpy(out + out_len, l, full);
                 out_len += full;

@@ -7,7 +7,9 @@
  * with the request target rewritten to /PATH[?QUERY]. The front
  * (serve-front.c) authenticates the head as any other, then the
  * connection becomes a tunnel: a WebSocket upgrade passes through as it
- * is. These are the pure parts, unit-tested (tests/unit/test-serve.c). */
+ * is. One target is not a preview: DELETE .../ports/{port} with nothing
+ * after the port unpublishes the port (serve-ports.c); the front passes it
+ * to the API. These are the pure parts, unit-tested (tests/unit/test-serve.c). */
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -30,9 +32,13 @@ bool serve_preview_target(const char *target, size_t len, char ret_name[SERVE_PR
  * replaced by the rest (@rest: offset in the target; "/" when empty, a
  * query alone gets "/" before it). SECURITY: every Authorization header
  * is dropped (it carries the API's bearer token, which the sandbox must
- * never see). Unless the request asks for an upgrade (an Upgrade header:
- * WebSocket), its Connection headers are replaced by "Connection: close",
- * so that the next request of a client goes through the API again. A new
- * string in @ret (its length in @ret_len), or -ENOMEM. */
+ * never see). The other headers pass as they are (Connection and
+ * Keep-Alive too: the front checks and rewrites each request of a kept
+ * preview connection, serve-front.c). A new string in @ret (its length in
+ * @ret_len), or -ENOMEM. */
 int serve_preview_head(const char *head, size_t len, size_t target, size_t target_len, size_t rest,
                        char **ret, size_t *ret_len);
+
+/* Whether the head @head (@len bytes) has an Upgrade header (WebSocket):
+ * then the preview connection becomes a tunnel of bytes. */
+bool serve_head_has_upgrade(const char *head, size_t len);

@@ -63,6 +63,7 @@ static const char *const query_path_list[] = {"path", "recursive", "depth", NULL
 static const char *const query_limit[] = {"limit", NULL};
 static const char *const query_wait[] = {"wait", NULL};
 static const char *const query_follow[] = {"follow", NULL};
+static const char *const query_close[] = {"close", NULL};
 
 /* The dispatch table. GET /v1/routes lists it, and tests/integration/
  * test_serve.py checks it against docs/api.yaml both ways. */
@@ -121,7 +122,13 @@ static const Route routes[] = {
          SERVE_JSON_BODY_MAX, NULL},
         {EVHTTP_REQ_GET, "/v1/sandboxes/{name}/execs/{exec}/output", serve_exec_output, BODY_NONE,
          0, query_follow},
+        {EVHTTP_REQ_POST, "/v1/sandboxes/{name}/execs/{exec}/stdin", serve_exec_stdin, BODY_RAW,
+         SERVE_BODY_MAX, query_close, true},
         {EVHTTP_REQ_GET, "/v1/sandboxes/{name}/ports", serve_sandbox_ports, BODY_NONE, 0, NULL},
+        {EVHTTP_REQ_POST, "/v1/sandboxes/{name}/ports", serve_port_publish, BODY_JSON,
+         SERVE_JSON_BODY_MAX, NULL, true},
+        {EVHTTP_REQ_DELETE, "/v1/sandboxes/{name}/ports/{port}", serve_port_unpublish, BODY_NONE, 0,
+         NULL, true},
         {EVHTTP_REQ_GET, "/v1/snapshots", serve_snapshot_list, BODY_NONE, 0, NULL},
         {EVHTTP_REQ_DELETE, "/v1/snapshots/{snapshot}", serve_snapshot_delete, BODY_NONE, 0, NULL,
          true},

@@ -26,7 +26,7 @@
 /* The HTTP API's version (GET /v1/version; docs/api.md "Versions"):
  * the minor grows with each compatible change of shapes or routes. */
 #define SERVE_API_VERSION_MAJOR 1
-#define SERVE_API_VERSION_MINOR 4
+#define SERVE_API_VERSION_MINOR 5
 
 /* Caps on what a client can make the server hold (docs/api.md). */
 #define SERVE_HEADERS_MAX (16U << 10)      /* request line + headers */
@@ -211,8 +211,12 @@ void serve_execs_list(ServeCtx *c);
 void serve_exec_get(ServeCtx *c);
 void serve_exec_signal(ServeCtx *c);
 void serve_exec_output(ServeCtx *c);
+void serve_exec_stdin(ServeCtx *c);
 /* GET /v1/sandboxes/{name}/ports (hutch_ports()) */
 void serve_sandbox_ports(ServeCtx *c);
+/* serve-ports.c: POST .../ports, DELETE .../ports/{port} */
+void serve_port_publish(ServeCtx *c);
+void serve_port_unpublish(ServeCtx *c);
 /* The last @max JSON-object lines of the JSONL file @fd into @arr. */
 int serve_jsonl_tail(int fd, unsigned max, json_t *arr);
 

@@ -13,7 +13,7 @@
  *   - a request head that the front accepts and whose target is a preview
  *     one gets a rewritten head that starts with the same method, holds no
  *     Authorization header, and is never longer than the head plus the
- *     "/" and "Connection: close" it may add. */
+ *     "/" it may add. */
 
 #define FUZZ_INPUT_MAX (64U << 10)
 

@@ -430,6 +430,15 @@ def test_every_route(server):
 
     exercise_process_routes(api, a)
     assert api.ok("GET", f"/v1/sandboxes/{a}/ports").json == {"running": True, "ports": []}
+    # Publish and unpublish on the running sandbox (test_ports_api.py).
+    pub = api.ok("POST", f"/v1/sandboxes/{a}/ports", {"port": 8000}, status=201).json
+    assert pub["port"] == 8000 and pub["host_port"] > 0, pub
+    api.ok("DELETE", f"/v1/sandboxes/{a}/ports/8000", status=204)
+    # Input for a running detached exec (test_exec_stdin.py).
+    xid = api.ok("POST", f"/v1/sandboxes/{a}/exec",
+                 {"argv": ["cat"], "detach": True, "stdin_open": True}, status=202).json["id"]
+    api.ok("POST", f"/v1/sandboxes/{a}/execs/{xid}/stdin?close=1", b"in\n", status=204)
+    assert api.ok("GET", f"/v1/sandboxes/{a}/execs/{xid}?wait=1").json["outcome"]["exit_code"] == 0
     # The dashboard's routes (docs/ui.md): the history, the stats, their stream.
     hist = api.ok("GET", f"/v1/sandboxes/{a}/history?limit=50").json["entries"]
     assert hist[0]["argv"] == ["cat", "/workspace/hello.txt"], hist

@@ -403,13 +403,14 @@ TEST(preview_heads) {
         h = preview_head("GET /v1/sandboxes/w/ports/80/a?b HTTP/1.1\r\nHost: x\r\n"
                          "Authorization: Bearer secret\r\nconnection: keep-alive\r\n"
                          "Keep-Alive: timeout=5\r\nX-A: 1\r\n\r\n");
-        ASSERT_STREQ(h, "GET /a?b HTTP/1.1\r\nHost: x\r\nX-A: 1\r\nConnection: close\r\n\r\n");
+        ASSERT_STREQ(h, "GET /a?b HTTP/1.1\r\nHost: x\r\nconnection: keep-alive\r\n"
+                        "Keep-Alive: timeout=5\r\nX-A: 1\r\n\r\n");
         free(h);
         h = preview_head("GET /v1/sandboxes/w/ports/80 HTTP/1.0\r\nAUTHORIZATION: x\r\n\r\n");
-        ASSERT_STREQ(h, "GET / HTTP/1.0\r\nConnection: close\r\n\r\n");
+        ASSERT_STREQ(h, "GET / HTTP/1.0\r\n\r\n");
         free(h);
         h = preview_head("GET /v1/sandboxes/w/ports/80?q=1 HTTP/1.1\r\n\r\n");
-        ASSERT_STREQ(h, "GET /?q=1 HTTP/1.1\r\nConnection: close\r\n\r\n");
+        ASSERT_STREQ(h, "GET /?q=1 HTTP/1.1\r\n\r\n");
         free(h);
         /* An upgrade keeps its Connection header; the token still goes. */
         h = preview_head("GET /v1/sandboxes/w/ports/8765/echo HTTP/1.1\r\nHost: x\r\n"

@@ -14,6 +14,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import threading
 import urllib.parse
 from dataclasses import dataclass, field
 from typing import Any, Dict, Iterator, List, Optional, Sequence, Union
@@ -201,6 +202,9 @@ class Client:
                 raise ValueError(f"url must be http://HOST:PORT, not {url!r}")
             self._host, self._port = u.hostname, u.port or 80
         self._server: Optional[subprocess.Popen] = None
+        # The kept connection (keep-alive) between calls, and who uses it.
+        self._idle: Optional[http.client.HTTPConnection] = None
+        self._lock = threading.Lock()
 
     # -- lifetime --
 
@@ -238,7 +242,9 @@ class Client:
         self._server = p
 
     def close(self):
-        """Stops the server this client started, if any (SIGTERM, then wait)."""
+        """Closes the kept connection, and stops the server this client
+        started, if any (SIGTERM, then wait)."""
+        self._drop_idle()
         p, self._server = self._server, None
         if p is None:
             return
@@ -269,10 +275,7 @@ class Client:
             return http.client.HTTPConnection(self._host, self._port, timeout=timeout)
         return _UnixConnection(self.socket, timeout)
 
-    def _open(self, method: str, path: str, query: Optional[Dict[str, Any]] = None,
-              body: Union[None, bytes, Dict[str, Any]] = None,
-              timeout: Optional[float] = None):
-        """Sends a request; the connection and its response, status checked."""
+    def _prepare(self, path: str, query, body):
         headers = {}
         if query:
             path += "?" + urllib.parse.urlencode(
@@ -282,6 +285,29 @@ class Client:
             headers["Content-Type"] = "application/json"
         if self.token:
             headers["Authorization"] = f"Bearer {self.token}"
+        return path, body, headers
+
+    def _failed(self, e: BaseException) -> ConnectionFailed:
+        if isinstance(e, FileNotFoundError):
+            return ConnectionFailed(f"no hutch serve at {self._where()}: the socket does not "
+                                    "exist (start `hutch serve`)")
+        if isinstance(e, ConnectionRefusedError):
+            return ConnectionFailed(f"no hutch serve at {self._where()}: connection refused "
+                                    "(a stale socket, or no server on that port)")
+        return ConnectionFailed(f"hutch serve at {self._where()}: {e}")
+
+    def _drop_idle(self):
+        c, self._idle = self._idle, None
+        if c is not None:
+            c.close()
+
+    def _open(self, method: str, path: str, query: Optional[Dict[str, Any]] = None,
+              body: Union[None, bytes, Dict[str, Any]] = None,
+              timeout: Optional[float] = None):
+        """Sends a request on a connection of its own (streams: the
+        response is read as it comes); the connection and its response,
+        status checked."""
+        path, body, headers = self._prepare(path, query, body)
         c = self._connection(self.timeout if timeout is None else timeout)
         try:
             c.request(method, path, body=body, headers=headers)
@@ -303,15 +329,63 @@ class Client:
             raise error_from_body(r.status, data)
         return c, r
 
-    def _call(self, method: str, path: str, query=None, body=None, raw: bool = False):
-        c, r = self._open(method, path, query, body)
+    def _roundtrip(self, method: str, path: str, query, body):
+        """One request and its whole response on the kept connection
+        (HTTP/1.1 keep-alive): (status, body). A kept connection the
+        server closed while idle (its 60 s timeout) fails before any byte
+        of the answer: then the request goes once more on a new one. A
+        connection that failed in the middle of an answer is never used
+        again, and that request is not sent again."""
+        path, data, headers = self._prepare(path, query, body)
+        if not self._lock.acquire(blocking=False):
+            # Another thread is using the kept connection: one of its own.
+            c = self._connection(self.timeout)
+            try:
+                c.request(method, path, body=data, headers=headers)
+                r = c.getresponse()
+                return r.status, r.read()
+            except (OSError, http.client.HTTPException) as e:
+                raise self._failed(e) from None
+            finally:
+                c.close()
         try:
-            data = r.read()
+            for attempt in (0, 1):
+                reused = self._idle is not None
+                c = self._idle if reused else self._connection(self.timeout)
+                self._idle = None
+                try:
+                    c.request(method, path, body=data, headers=headers)
+                    r = c.getresponse()
+                except (http.client.RemoteDisconnected, BrokenPipeError,
+                        ConnectionResetError) as e:
+                    c.close()
+                    if reused and attempt == 0:
+                        continue
+                    raise self._failed(e) from None
+                except (OSError, http.client.HTTPException) as e:
+                    c.close()
+                    raise self._failed(e) from None
+                try:
+                    payload = r.read()
+                except (OSError, http.client.HTTPException) as e:
+                    c.close()
+                    raise self._failed(e) from None
+                if r.will_close:
+                    c.close()
+                else:
+                    self._idle = c
+                return r.status, payload
+            raise AssertionError("unreachable")
         finally:
-            c.close()
+            self._lock.release()
+
+    def _call(self, method: str, path: str, query=None, body=None, raw: bool = False):
+        status, data = self._roundtrip(method, path, query, body)
+        if status >= 400:
+            raise error_from_body(status, data)
         if raw:
             return data
-        if r.status == 204 or not data:
+        if status == 204 or not data:
             return None
         return json.loads(data)
 
@@ -390,10 +464,13 @@ class Client:
                           _decode(a.get("stderr"), a.get("stderr_encoding")))
 
     def exec_detached(self, name: str, argv: Sequence[str], env=None, cwd=None,
-                      timeout_ms=None) -> int:
-        """Starts @argv and returns its id without waiting."""
+                      timeout_ms=None, stdin_open: bool = False) -> int:
+        """Starts @argv and returns its id without waiting; @stdin_open:
+        its stdin stays open for write_stdin()."""
         body = self._exec_body(argv, env, cwd, timeout_ms, None, None)
         body["detach"] = True
+        if stdin_open:
+            body["stdin_open"] = True
         return self._call("POST", self._sb(name, "/exec"), body=body)["id"]
 
     def exec_stream(self, name: str, argv: Sequence[str], env=None, cwd=None,
@@ -486,6 +563,22 @@ class Client:
         (host_port 0 while stopped: a free one is chosen at the start)."""
         return self._call("GET", self._sb(name, "/ports"))["ports"]
 
+    def publish_port(self, name: str, port: int, host_port: Optional[int] = None,
+                     host_ip: Optional[str] = None) -> Dict[str, Any]:
+        """Publishes sandbox port @port on the host (@host_ip, default
+        127.0.0.1; @host_port, default a free one), running or stopped,
+        as `hutch port NAME add`: the entry as ports() lists it."""
+        body: Dict[str, Any] = {"port": int(port)}
+        if host_port is not None:
+            body["host_port"] = int(host_port)
+        if host_ip is not None:
+            body["host_ip"] = str(host_ip)
+        return self._call("POST", self._sb(name, "/ports"), body=body)
+
+    def unpublish_port(self, name: str, port: int) -> None:
+        """Stops publishing sandbox port @port (`hutch port NAME rm`)."""
+        self._call("DELETE", self._sb(name, f"/ports/{int(port)}"))
+
     def preview_url(self, name: str, port: int) -> Optional[str]:
         """Serve's preview URL of sandbox port @port over this TCP server;
         None over the unix socket, which has no URL."""
@@ -570,6 +663,15 @@ class Client:
         outcome} for one that ended."""
         return self._call("GET", self._sb(name, f"/execs/{int(exec_id)}"))
 
+    def write_stdin(self, name: str, exec_id: int, data: Union[str, bytes] = b"",
+                    close: bool = False) -> None:
+        """Writes @data to the stdin of exec @exec_id (started with
+        exec_detached(..., stdin_open=True)); @close: then its EOF."""
+        if isinstance(data, str):
+            data = data.encode("utf-8")
+        self._call("POST", self._sb(name, f"/execs/{int(exec_id)}/stdin"),
+                   {"close": "1" if close else None}, body=bytes(data))
+
     def wait(self, name: str, exec_id: int) -> Outcome:
         """Waits for exec @exec_id to end and returns its Outcome."""
         a = self._call("GET", self._sb(name, f"/execs/{int(exec_id)}"), {"wait": 1})
@@ -651,6 +753,13 @@ class Sandbox:
     def preview_url(self, port: int) -> Optional[str]:
         return self.client.preview_url(self.name, port)
 
+    def publish_port(self, port: int, host_port: Optional[int] = None,
+                     host_ip: Optional[str] = None) -> Dict[str, Any]:
+        return self.client.publish_port(self.name, port, host_port, host_ip)
+
+    def unpublish_port(self, port: int) -> None:
+        self.client.unpublish_port(self.name, port)
+
     def download_tree(self, path: str = ".") -> bytes:
         return self.client.download_tree(self.name, path)
 
@@ -693,6 +802,10 @@ class Sandbox:
 
     def wait(self, exec_id: int) -> Outcome:
         return self.client.wait(self.name, exec_id)
+
+    def write_stdin(self, exec_id: int, data: Union[str, bytes] = b"",
+                    close: bool = False) -> None:
+        self.client.write_stdin(self.name, exec_id, data, close)
 
     def kill(self, exec_id: int, signal: Optional[str] = None,
              grace_ms: Optional[int] = None) -> None:

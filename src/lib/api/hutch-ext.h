@@ -36,7 +36,8 @@ typedef struct HutchExtExec {
         const char *cwd;     /* or NULL: the policy's working directory */
         uint64_t timeout_ms; /* 0: the policy's timeout */
         bool detach;
-        int fds[3]; /* the command's stdin, stdout, stderr (borrowed) */
+        int fds[3];      /* the command's stdin, stdout, stderr (borrowed) */
+        bool stdin_pipe; /* with detach: its stdin a pipe the keeper keeps (hutch_exec_stdin()) */
 } HutchExtExec;
 
 /* Sends @e (its fds included) on @sock from hutch_ext_connect(). Returns 0

@@ -330,6 +330,8 @@ static int exec_common(const char *name, const hutch_exec_options *o, bool detac
                 return fail_msg(err, EINVAL, "no sandbox name, command or outcome given");
         if (o->cwd && o->cwd[0] != '/')
                 return fail_msg(err, EINVAL, "the working directory must be absolute");
+        if (o->stdin_fd == HUTCH_EXEC_STDIN_KEEP && !detach)
+                return fail_msg(err, EINVAL, "only a detached command takes its stdin later");
         null_in = open("/dev/null", O_RDONLY | O_CLOEXEC);
         null_out = open("/dev/null", O_WRONLY | O_CLOEXEC);
         if (null_in < 0 || null_out < 0)
@@ -340,6 +342,7 @@ static int exec_common(const char *name, const hutch_exec_options *o, bool detac
                 .cwd = o->cwd,
                 .timeout_ms = o->timeout_ms,
                 .detach = detach,
+                .stdin_pipe = detach && o->stdin_fd == HUTCH_EXEC_STDIN_KEEP,
                 .fds = {o->stdin_fd >= 0 ? o->stdin_fd : null_in,
                         o->stdout_fd >= 0 ? o->stdout_fd : null_out,
                         o->stderr_fd >= 0 ? o->stderr_fd : null_out},
@@ -456,6 +459,13 @@ _public_ int hutch_exec_signal(const char *name, uint64_t id, int sig, uint64_t 
                 return fail_msg(err, EINVAL, "no sandbox name given");
         return STORE_CALL(err,
                           persist_exec_kill(s, name, id, sig, grace_ms, false, NULL, NULL, &e));
+}
+
+_public_ int hutch_exec_stdin(const char *name, uint64_t id, const void *data, size_t len,
+                              bool close, hutch_error *err) {
+        if (!name || (!data && len > 0))
+                return fail_msg(err, EINVAL, "no sandbox name or data given");
+        return STORE_CALL(err, persist_exec_stdin(s, name, id, data, len, close, &e));
 }
 
 _public_ int hutch_exec_wait(const char *name, uint64_t id, hutch_outcome *ret, hutch_error *err) {
@@ -1218,4 +1228,25 @@ _public_ int hutch_port_connect(const char *name, unsigned port, int *ret_fd, hu
         if (!name || !ret_fd || port < 1 || port > 65535)
                 return fail_msg(err, EINVAL, "a sandbox name and a port (1-65535) are needed");
         return STORE_CALL(err, persist_port_connect(s, name, (uint16_t)port, ret_fd, &e));
+}
+
+_public_ int hutch_port_publish(const char *name, const char *spec, char **ret_json,
+                                hutch_error *err) {
+        _cleanup_free_ char *json = NULL;
+        int r;
+
+        if (!name || !spec)
+                return fail_msg(err, EINVAL, "a sandbox name and a port are needed");
+        r = STORE_CALL(err, persist_port_add(s, name, spec, &json, &e));
+        if (r < 0)
+                return r;
+        if (ret_json)
+                *ret_json = TAKE_PTR(json);
+        return 0;
+}
+
+_public_ int hutch_port_unpublish(const char *name, unsigned port, hutch_error *err) {
+        if (!name || port < 1 || port > 65535)
+                return fail_msg(err, EINVAL, "a sandbox name and a port (1-65535) are needed");
+        return STORE_CALL(err, persist_port_remove(s, name, (uint16_t)port, &e));
 }

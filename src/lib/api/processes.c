@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <jansson.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
@@ -203,6 +204,114 @@ int persist_exec_kill(Store *s, const char *name, uint64_t id, int sig, uint64_t
         if (!wait)
                 return 0;
         return read_outcome(sock, rec->name, ret_exit_code, ret_json, reterr);
+}
+
+/* Writes all of @data to the pipe @fd (non-blocking), waiting for room up
+ * to PERSIST_STDIN_TIMEOUT_MS in all. SIGPIPE is blocked meanwhile (and
+ * one it raised is taken): a command that closed its end is -EPIPE, not
+ * the end of the caller. */
+static int write_stdin(int fd, const char *data, size_t len) {
+        uint64_t waited = 0;
+        sigset_t pipe_set, old;
+        int r = 0;
+
+        sigemptyset(&pipe_set);
+        sigaddset(&pipe_set, SIGPIPE);
+        (void)pthread_sigmask(SIG_BLOCK, &pipe_set, &old);
+        while (len > 0) {
+                ssize_t n = write(fd, data, len);
+
+                if (n > 0) {
+                        data += n;
+                        len -= (size_t)n;
+                        continue;
+                }
+                if (n < 0 && errno == EINTR)
+                        continue;
+                if (n < 0 && errno == EAGAIN && waited < PERSIST_STDIN_TIMEOUT_MS) {
+                        struct pollfd p = {.fd = fd, .events = POLLOUT};
+
+                        if (poll(&p, 1, 100) < 0 && errno != EINTR) {
+                                r = -errno;
+                                break;
+                        }
+                        waited += 100;
+                        continue;
+                }
+                r = n < 0 && errno != EAGAIN ? -errno : -ETIMEDOUT;
+                break;
+        }
+        if (r == -EPIPE && !sigismember(&old, SIGPIPE)) {
+                struct timespec zero = {};
+
+                (void)sigtimedwait(&pipe_set, NULL, &zero);
+        }
+        (void)pthread_sigmask(SIG_SETMASK, &old, NULL);
+        return r;
+}
+
+int persist_exec_stdin(Store *s, const char *name, uint64_t id, const void *data, size_t len,
+                       bool close_it, HutchError *reterr) {
+        _cleanup_(sandbox_record_freep) SandboxRecord *rec = NULL;
+        _cleanup_close_ int sock = -EBADF, pipe_fd = -EBADF;
+        int fds[2] = {-EBADF, -EBADF}, code = 0, r;
+        json_t *ans = NULL;
+
+        if (id == 0 || id > INT64_MAX)
+                return hutch_error_set(reterr, EINVAL, "invalid exec id");
+        r = open_sandbox(s, name, &rec, &sock, reterr);
+        if (r < 0)
+                return r;
+        if (sock < 0) {
+                /* Stopped: nothing runs. */
+                r = history_outcome(s, rec, id, &code, NULL, reterr);
+                if (r < 0)
+                        return r;
+                return hutch_error_set(reterr, ESRCH,
+                                       "sandbox '%s': exec %llu has already ended (exit %d)",
+                                       rec->name, (unsigned long long)id, code);
+        }
+        if (len > 0 || !close_it) {
+                r = ask(sock, rec->name,
+                        json_pack("{s:s,s:I}", "op", "stdin", "id", (json_int_t)id), &ans, fds,
+                        reterr);
+                if (r < 0)
+                        return r;
+                json_decref(ans);
+                pipe_fd = fds[0];
+                (void)safe_close(fds[1]);
+                if (pipe_fd < 0)
+                        return hutch_error_set(reterr, EPROTO,
+                                               "sandbox '%s''s keeper sent no stdin pipe",
+                                               rec->name);
+                if (fcntl(pipe_fd, F_SETFL, O_NONBLOCK) < 0)
+                        return hutch_error_set(reterr, errno, "fcntl: %m");
+                r = write_stdin(pipe_fd, data, len);
+                if (r == -EPIPE)
+                        return hutch_error_set(reterr, EPIPE,
+                                               "sandbox '%s': exec %llu closed its input",
+                                               rec->name, (unsigned long long)id);
+                if (r < 0)
+                        return hutch_error_set(reterr, -r,
+                                               "sandbox '%s': exec %llu did not take its input: %s",
+                                               rec->name, (unsigned long long)id, strerror(-r));
+                pipe_fd = safe_close(pipe_fd);
+        }
+        if (!close_it)
+                return 0;
+        /* One request per connection: a new one for the close. */
+        sock = safe_close(sock);
+        r = persist_connect(s, rec->name, false, &sock, NULL);
+        if (r < 0)
+                return hutch_error_set(reterr, ESRCH, "sandbox '%s': exec %llu has already ended",
+                                       rec->name, (unsigned long long)id);
+        r = ask(sock, rec->name,
+                json_pack("{s:s,s:I,s:b}", "op", "stdin", "id", (json_int_t)id, "close", true),
+                &ans, NULL, reterr);
+        if (r < 0)
+                return r;
+        json_decref(ans);
+        return 0;
 }
 
 int persist_exec_wait(Store *s, const char *name, uint64_t id, int *ret_exit_code, char **ret_json,

@@ -24,6 +24,16 @@
  * {id, argv, start_ms, pid, detached}, "[]" for a stopped sandbox; free(). */
 int persist_exec_list(Store *s, const char *name, char **ret_json, HutchError *reterr);
 
+/* Writes @len bytes of @data into the stdin pipe of running exec @id
+ * (started with its stdin kept; the keeper passes a copy of the pipe's
+ * write end), waiting up to PERSIST_STDIN_TIMEOUT_MS for the command to
+ * take them; with @close, then has the keeper close its end. -ENOTCONN
+ * when it has no stdin to feed, -ESRCH when it ended, -ENOENT when it
+ * never was, -EPIPE when the command closed its stdin, -ETIMEDOUT. */
+#define PERSIST_STDIN_TIMEOUT_MS 30000
+int persist_exec_stdin(Store *s, const char *name, uint64_t id, const void *data, size_t len,
+                       bool close, HutchError *reterr);
+
 /* Sends @sig to exec @id; unless @sig is SIGKILL, everything the exec
  * started is killed @grace_ms later if it still runs (0: never). With
  * @wait, returns once it ended (its outcome then in @ret_exit_code and

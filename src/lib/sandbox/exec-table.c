@@ -21,7 +21,7 @@
 
 bool exec_table_op(const char *op) {
         return strcmp(op, "list") == 0 || strcmp(op, "kill") == 0 || strcmp(op, "wait") == 0 ||
-               strcmp(op, "output") == 0;
+               strcmp(op, "output") == 0 || strcmp(op, "stdin") == 0;
 }
 
 static void send_refusal(int fd, int err, const char *fmt, ...) _printf_(3, 4);
@@ -122,7 +122,7 @@ static int answer_not_running(const KeeperConfig *cfg, KeeperConn *c, uint64_t i
                 send_refusal(c->fd, ENOENT, "there is no exec %llu", (unsigned long long)id);
                 return -ECONNRESET;
         }
-        if (strcmp(op, "kill") == 0) {
+        if (strcmp(op, "kill") == 0 || strcmp(op, "stdin") == 0) {
                 send_refusal(c->fd, ESRCH, "exec %llu has already ended (exit %d)",
                              (unsigned long long)id, exit_code);
                 return -ECONNRESET;
@@ -172,6 +172,25 @@ int exec_table_handle(const ExecTableOps *ops, void *keeper, const KeeperConfig 
         if (!find_row(ops, keeper, id, &row))
                 return answer_not_running(cfg, c, id, op);
 
+        if (strcmp(op, "stdin") == 0) {
+                bool close_it = json_is_true(json_object_get(req, "close"));
+                int fd = -EBADF, r;
+
+                r = ops->stdin ? ops->stdin(keeper, id, close_it, &fd) : -EOPNOTSUPP;
+                if (r == -ENOTCONN)
+                        send_refusal(c->fd, ENOTCONN,
+                                     "exec %llu takes no input (it was not started with its "
+                                     "stdin open, or its stdin was closed)",
+                                     (unsigned long long)id);
+                else if (r < 0)
+                        send_refusal(c->fd, -r, "cannot give exec %llu its input: %s",
+                                     (unsigned long long)id, strerror(-r));
+                else
+                        (void)keeper_send_json(c->fd, json_pack("{s:s}", "op", "ok"),
+                                               fd >= 0 ? &fd : NULL, fd >= 0 ? 1 : 0);
+                (void)safe_close(fd);
+                return -ECONNRESET;
+        }
         if (strcmp(op, "kill") == 0) {
                 json_t *sig_j = json_object_get(req, "signal");
                 json_t *grace_j = json_object_get(req, "grace_ms");

@@ -42,12 +42,17 @@ typedef struct ExecTableOps {
         /* Sends @sig to running exec @id now; with @grace_ms > 0, SIGKILL
          * to everything it started if it still runs that long after. */
         void (*kill)(void *keeper, uint64_t id, int sig, uint64_t grace_ms);
+        /* Running exec @id's stdin pipe (started with "stdin_pipe"): a
+         * copy of its write end in @ret_fd, or with @close the keeper's
+         * end closed. -ENOTCONN when it has none (not asked for, or
+         * closed). NULL: the backend has none (refused). */
+        int (*stdin)(void *keeper, uint64_t id, bool close, int *ret_fd);
 } ExecTableOps;
 
 /* Whether @op is one of the requests exec_table_handle() answers. */
 bool exec_table_op(const char *op);
 
-/* Answers "list", "kill", "wait" or "output" on @c:
+/* Answers "list", "kill", "wait", "output" or "stdin" on @c:
  *   {"op":"list"} -> {"op":"ok","execs":[{id,argv,start_ms,pid,detached}]}
  *   {"op":"kill","id":N,"signal":S,"grace_ms":G} -> {"op":"ok"}, then the
  *       outcome when it ends (the client may close before)
@@ -58,7 +63,13 @@ bool exec_table_op(const char *op);
  *       running one, the outcome comes when it ends
  * Refusals are {"op":"error","message":S,"errno":E}: ENOENT for an exec
  * that never was, ESRCH for kill of one that ended ("exec 7 has already
- * ended (exit 0)"), EINVAL for a malformed request. A connection left
+ * ended (exit 0)"), EINVAL for a malformed request.
+ *   {"op":"stdin","id":N,"close":B} -> {"op":"ok"} with a copy of the
+ *       write end of its stdin pipe (the client writes, then closes it),
+ *       or with "close", the keeper's end closed (EOF once the client's
+ *       copies are closed too); ENOTCONN for an exec without one (it was
+ *       not started with "stdin_pipe", or it was closed), ESRCH for one
+ *       that ended A connection left
  * waiting becomes KEEPER_CONN_WAIT with exec_id set; exec_table_finished()
  * answers it. Returns < 0 to close @c, 0 to keep it. */
 int exec_table_handle(const ExecTableOps *ops, void *keeper, const KeeperConfig *cfg, KeeperConn *c,

@@ -109,6 +109,10 @@ static json_t *exec_request_json(const KeeperExec *req) {
 
         /* Only when asked: a request without a terminal stays what it
          * was. */
+        if (o && req->stdin_pipe && json_object_set_new(o, "stdin_pipe", json_true()) < 0) {
+                json_decref(o);
+                return NULL;
+        }
         if (o && req->tty && json_object_set_new(o, "tty", json_true()) < 0) {
                 json_decref(o);
                 return NULL;

@@ -320,6 +320,11 @@ int keeper_exec_request_parse(json_t *req, const Policy *p, const ImageRoot *ima
                 *ret_msg = "a detached command has no terminal";
                 return -EINVAL;
         }
+        if (json_is_true(json_object_get(req, "stdin_pipe")) &&
+            !json_is_true(json_object_get(req, "detach"))) {
+                *ret_msg = "only a detached command takes its stdin later";
+                return -EINVAL;
+        }
         cwd = json_is_string(cwd_j) ? json_string_value(cwd_j) : sandbox_workdir(p, image);
         if (cwd[0] != '/') {
                 *ret_msg = "the working directory must be an absolute path";
@@ -334,6 +339,7 @@ int keeper_exec_request_parse(json_t *req, const Policy *p, const ImageRoot *ima
                                       : p->timeout_ms,
                 .detach = json_is_true(json_object_get(req, "detach")),
                 .tty = json_is_true(tty_j),
+                .stdin_pipe = json_is_true(json_object_get(req, "stdin_pipe")),
         };
         return 0;
 }
@@ -411,10 +417,22 @@ void keeper_conn_remove(KeeperConns *t, KeeperConn *c) {
         *c = t->conns[--t->n];
 }
 
+size_t keeper_conns_waiting(const KeeperConns *t) {
+        size_t n = 0;
+
+        for (size_t i = 0; i < t->n; i++)
+                n += t->conns[i].kind == KEEPER_CONN_WAIT;
+        return n;
+}
+
+bool keeper_conns_have_room(const KeeperConns *t) {
+        return t->n < ELEMENTSOF(t->conns) && t->n - keeper_conns_waiting(t) < KEEPER_MAX_CONNS;
+}
+
 void keeper_conn_accept(KeeperConns *t, int listen_fd) {
         int fd;
 
-        if (t->n >= KEEPER_MAX_CONNS)
+        if (!keeper_conns_have_room(t))
                 return;
         fd = accept4(listen_fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
         if (fd >= 0)

@@ -21,6 +21,11 @@
 #include "sandbox/proxy-spawn.h"
 
 #define KEEPER_MAX_CONNS 64
+/* Connections that only wait for an exec's end (KEEPER_CONN_WAIT: `logs
+ * --follow`, wait, kill) have places of their own beyond
+ * KEEPER_MAX_CONNS, so that followers never lock out control (issue 18):
+ * at most this many; one more is refused (EAGAIN). */
+#define KEEPER_MAX_WAITERS 256
 #define KEEPER_MAX_EXECS 128
 
 typedef enum KeeperConnKind {
@@ -38,9 +43,15 @@ typedef struct KeeperConn {
 } KeeperConn;
 
 typedef struct KeeperConns {
-        KeeperConn conns[KEEPER_MAX_CONNS];
+        KeeperConn conns[KEEPER_MAX_CONNS + KEEPER_MAX_WAITERS];
         size_t n;
 } KeeperConns;
+
+/* How many of @t's connections wait for an exec's end. */
+size_t keeper_conns_waiting(const KeeperConns *t);
+/* Whether @t has a place for a new connection: fewer than
+ * KEEPER_MAX_CONNS that are not waiters. */
+bool keeper_conns_have_room(const KeeperConns *t);
 
 KeeperConn *keeper_conn_find(KeeperConns *t, int fd);
 /* Closes @c's fd and drops it from @t (the last entry takes its place). */
@@ -103,7 +114,8 @@ typedef struct KeeperExecRequest {
         const char *cwd; /* borrowed from the request or the policy */
         uint64_t timeout_ms;
         bool detach;
-        bool tty; /* the fds are one pty channel (sandbox/pty.h) */
+        bool tty;        /* the fds are one pty channel (sandbox/pty.h) */
+        bool stdin_pipe; /* detached, stdin a pipe the keeper holds (exec-table.h "stdin") */
 } KeeperExecRequest;
 
 /* -EINVAL with @ret_msg (the answer for the client) for a malformed one.

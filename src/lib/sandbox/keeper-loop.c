@@ -61,6 +61,16 @@ static int conn_handle(KeeperCore *k, KeeperConn *c) {
                 r = ops->exec(k, c, req, fds, n_fds);
         } else if (op_is(op, "file")) {
                 r = ops->file(k, c, req, fds, n_fds);
+        } else if (exec_table_op(op) && !op_is(op, "list") && !op_is(op, "stdin") &&
+                   keeper_conns_waiting(&k->conns) >= KEEPER_MAX_WAITERS) {
+                /* The waiters' places are bounded (keeper-internal.h). */
+                (void)keeper_send_json(c->fd,
+                                       json_pack("{s:s,s:s,s:i}", "op", "error", "message",
+                                                 "too many connections wait for execs in this "
+                                                 "sandbox",
+                                                 "errno", EAGAIN),
+                                       NULL, 0);
+                r = -ECONNRESET;
         } else if (exec_table_op(op)) {
                 r = exec_table_handle(&ops->table, k, k->cfg, c, req, op);
         } else if (op_is(op, "ping")) {
@@ -103,7 +113,7 @@ static void keeper_loop(KeeperCore *k) {
 
         k->idle_since_ms = time_monotonic_ms();
         while (!k->stop) {
-                struct pollfd pfd[2 + KEEPER_BACKEND_NPOLL_MAX + KEEPER_MAX_CONNS];
+                struct pollfd pfd[2 + KEEPER_BACKEND_NPOLL_MAX + ELEMENTSOF(k->conns.conns)];
                 size_t n = 0, n_fixed;
                 uint64_t now;
 
@@ -117,7 +127,7 @@ static void keeper_loop(KeeperCore *k) {
                 n_fixed = n;
                 for (size_t i = 0; i < k->conns.n; i++)
                         pfd[n++] = (struct pollfd){.fd = k->conns.conns[i].fd, .events = POLLIN};
-                if (k->conns.n >= KEEPER_MAX_CONNS)
+                if (!keeper_conns_have_room(&k->conns))
                         pfd[0].fd = -1; /* full: new clients wait in the backlog */
 
                 if (poll(pfd, n, poll_timeout(k, idle_ms)) < 0 && errno != EINTR)

@@ -82,7 +82,13 @@ int keeper_ports_handle(int fd, json_t *req, const char *op, PortForwards *t) {
                 if (r >= 0)
                         r = port_forwards_start(t, &e);
                 if (r < 0) {
-                        keeper_send_error(fd, e.msg);
+                        /* With its errno: a host port in use is EADDRINUSE
+                         * (the API's 409). */
+                        (void)keeper_send_json(fd,
+                                               json_pack("{s:s,s:s,s:i}", "op", "error", "message",
+                                                         e.msg, "errno",
+                                                         e.errnum > 0 ? e.errnum : -r),
+                                               NULL, 0);
                         return -ECONNRESET;
                 }
                 return answer_ports(fd, port_forwards_json(t, spec.port));
@@ -157,10 +163,13 @@ int keeper_ports(int sock, const char *action, const char *spec, uint16_t port, 
                 return hutch_error_set(reterr, r < 0 ? -r : EPIPE,
                                        "the keeper did not answer the port request");
         op = json_string_value(json_object_get(ans, "op"));
-        if (op && strcmp(op, "error") == 0)
-                return hutch_error_set(reterr, EINVAL, "%s",
+        if (op && strcmp(op, "error") == 0) {
+                json_int_t e = json_integer_value(json_object_get(ans, "errno"));
+
+                return hutch_error_set(reterr, e > 0 && e < 4096 ? (int)e : EINVAL, "%s",
                                        json_string_value(json_object_get(ans, "message"))
                                                ?: "refused");
+        }
         if (!op || strcmp(op, "ok") != 0)
                 return hutch_error_set(reterr, EBADMSG, "unexpected answer from the keeper");
         ports = json_object_get(ans, "ports");

@@ -37,7 +37,8 @@
 
 typedef struct Exec {
         uint64_t id;
-        int conn_fd; /* the client waiting for the outcome, or -EBADF */
+        int conn_fd;  /* the client waiting for the outcome, or -EBADF */
+        int start_fd; /* the client waiting for "started" (exec_answer_started()), or -EBADF */
         Cgroup *cgroup;
         uint64_t start_ms, start_wall_ms;
         bool detached, builtin;
@@ -50,6 +51,7 @@ typedef struct Exec {
         int kill_signal;     /* the signal "kill" sent, or 0 */
         uint64_t rekill_ms;  /* killed: when to kill again (ns_deadlines()) */
         ExecLogPipe logs[2]; /* a detached exec's stdout, stderr (exec-table.h) */
+        int stdin_w;         /* stdin_pipe: the write end of its stdin, or -EBADF */
 } Exec;
 
 typedef struct Keeper {
@@ -85,6 +87,7 @@ static void exec_kill(Keeper *k, Exec *e) {
 }
 
 static void exec_free(Keeper *k, Exec *e) {
+        (void)safe_close(e->stdin_w);
         exec_log_pipe_done(&e->logs[0]);
         exec_log_pipe_done(&e->logs[1]);
         if (e->cgroup)
@@ -96,6 +99,24 @@ static void exec_free(Keeper *k, Exec *e) {
 }
 
 static void stem_prepare(Keeper *k);
+
+/* "started" goes to the client that asked for @e once init said it
+ * started it, with its pid known (SYNC_OP_STARTED), or that it could not
+ * (SYNC_OP_EXITED, before the outcome): so that `ps` never shows a pid 0
+ * (issue 18). A detached exec's connection is done then. */
+static void exec_answer_started(Keeper *k, Exec *e) {
+        KeeperConn *c;
+
+        if (e->start_fd < 0)
+                return;
+        (void)keeper_send_json(e->start_fd,
+                               json_pack("{s:s,s:I}", "op", "started", "id", (json_int_t)e->id),
+                               NULL, 0);
+        c = e->detached ? keeper_conn_find(&k->core.conns, e->start_fd) : NULL;
+        e->start_fd = -EBADF;
+        if (c)
+                keeper_conn_remove(&k->core.conns, c);
+}
 
 static void exec_finished(Keeper *k, Exec *e, int status) {
         _cleanup_(outcome_done) Outcome o = {};
@@ -157,6 +178,7 @@ static void exec_finished(Keeper *k, Exec *e, int status) {
                                                             .detached = e->detached,
                                                             .start_wall_ms = e->start_wall_ms},
                                       json ? json : "null");
+        exec_answer_started(k, e);
         if (e->conn_fd >= 0) {
                 KeeperConn *c = keeper_conn_find(&k->core.conns, e->conn_fd);
 
@@ -209,9 +231,10 @@ typedef struct ExecSpec {
         const char *cwd;
         uint64_t timeout_ms;
         bool detach;
-        bool builtin;   /* a file operation: not in the history */
-        bool tty;       /* fds[0] is a pty channel (sandbox/pty.h) */
-        const int *fds; /* stdin, stdout, stderr (borrowed; unused when detached) */
+        bool builtin;    /* a file operation: not in the history */
+        bool tty;        /* fds[0] is a pty channel (sandbox/pty.h) */
+        bool stdin_pipe; /* detached: stdin a pipe kept open (Exec.stdin_w) */
+        const int *fds;  /* stdin, stdout, stderr (borrowed; unused when detached) */
 } ExecSpec;
 
 /* Starts @x: its cgroup, then SYNC_OP_EXEC to init. Answers "started" on
@@ -305,6 +328,8 @@ static int exec_launch(Keeper *k, KeeperConn *c, const ExecSpec *x) {
         *e = (Exec){
                 .id = k->stem_cgroup ? k->stem_id : ++k->core.next_id,
                 .conn_fd = x->detach ? -EBADF : c->fd,
+                .start_fd = -EBADF,
+                .stdin_w = -EBADF,
                 .detached = x->detach,
                 .builtin = x->builtin,
                 .start_ms = time_monotonic_ms(),
@@ -353,7 +378,17 @@ static int exec_launch(Keeper *k, KeeperConn *c, const ExecSpec *x) {
                 r = exec_log_create(k->core.cfg->logs_dir, e->id, e->logs, w);
                 out_w = w[0];
                 err_w = w[1];
-                null_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+                if (x->stdin_pipe) {
+                        int p[2];
+
+                        /* Its stdin: a pipe whose write end the keeper
+                         * keeps, for the "stdin" request (exec-table.h). */
+                        if (r >= 0 && pipe2(p, O_CLOEXEC) >= 0) {
+                                null_fd = p[0];
+                                e->stdin_w = p[1];
+                        }
+                } else
+                        null_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
                 if (r < 0 || null_fd < 0) {
                         if (r >= 0)
                                 r = negative_errno();
@@ -381,10 +416,11 @@ static int exec_launch(Keeper *k, KeeperConn *c, const ExecSpec *x) {
                 goto fail;
         }
         command_deadline_start(&e->dl, e->start_ms, x->timeout_ms);
-        r = keeper_send_json(
-                c->fd, json_pack("{s:s,s:I}", "op", "started", "id", (json_int_t)e->id), NULL, 0);
-        if (x->detach)
-                return -ECONNRESET; /* done with this connection */
+        /* "started" is answered when init says it started it, its pid
+         * known (exec_answer_started()). A detached exec's connection is
+         * tied to it until then; closing it does not end the exec
+         * (ns_abandon()). */
+        e->start_fd = c->fd;
         c->kind = KEEPER_CONN_EXEC;
         c->exec_id = e->id;
         return 0;
@@ -417,6 +453,7 @@ static int exec_start(KeeperCore *core, KeeperConn *c, json_t *req, int fds[3], 
                                    .timeout_ms = q.timeout_ms,
                                    .detach = q.detach,
                                    .tty = q.tty,
+                                   .stdin_pipe = q.stdin_pipe,
                                    .fds = fds,
                            });
 }
@@ -548,6 +585,8 @@ static void handle_sync(Keeper *k) {
                 e = exec_find(k, m.values[0]);
                 if (e && m.values[1] <= INT32_MAX)
                         e->pid = m.values[1];
+                if (e)
+                        exec_answer_started(k, e);
                 break;
         case SYNC_OP_EXITED:
                 e = exec_find(k, m.values[0]);
@@ -766,6 +805,7 @@ static void ns_abandon(KeeperCore *core, uint64_t id) {
         if (!e)
                 return;
         e->conn_fd = -EBADF;
+        e->start_fd = -EBADF;
         if (!e->detached) {
                 e->dl.killed = true;
                 exec_kill(k, e);
@@ -782,6 +822,27 @@ static ProxyProcess *ns_proxy(KeeperCore *core) {
 
 static Cgroup *ns_freeze_cgroup(KeeperCore *core) {
         return keeper_of(core)->st.rc.cgroup;
+}
+
+/* The "stdin" request: a copy of exec @id's stdin pipe, or (@close) the
+ * keeper's end closed so that the command reads its end once every copy
+ * is closed. */
+static int table_stdin(void *userdata, uint64_t id, bool close_it, int *ret_fd) {
+        Keeper *k = userdata;
+        Exec *e = exec_find(k, id);
+        int fd;
+
+        if (!e || e->stdin_w < 0)
+                return -ENOTCONN;
+        if (close_it) {
+                e->stdin_w = safe_close(e->stdin_w);
+                return 0;
+        }
+        fd = fcntl(e->stdin_w, F_DUPFD_CLOEXEC, 3);
+        if (fd < 0)
+                return negative_errno();
+        *ret_fd = fd;
+        return 0;
 }
 
 static const SandboxBackendOps ns_ops = {
@@ -803,7 +864,7 @@ static const SandboxBackendOps ns_ops = {
         .ports = ns_ports,
         .proxy = ns_proxy,
         .freeze_cgroup = ns_freeze_cgroup,
-        .table = {.row = table_row, .kill = table_kill},
+        .table = {.row = table_row, .kill = table_kill, .stdin = table_stdin},
 };
 
 int sandbox_keep_ns(const KeeperConfig *cfg, char *const *caller_env, HutchError *reterr) {

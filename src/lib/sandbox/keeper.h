@@ -90,9 +90,10 @@ typedef struct KeeperExec {
         const char *cwd;     /* or NULL: the policy's working directory */
         uint64_t timeout_ms; /* 0: the policy's timeout (0 = none) */
         bool detach;
-        bool tty;   /* a pty made inside: fds[0..2] are its channel (sandbox/pty.h); not with
-                     * detach, and not in a microVM (-EPERM) */
-        int fds[3]; /* the command's stdin, stdout, stderr (borrowed) */
+        bool tty;        /* a pty made inside: fds[0..2] are its channel (sandbox/pty.h); not with
+                          * detach, and not in a microVM (-EPERM) */
+        int fds[3];      /* the command's stdin, stdout, stderr (borrowed) */
+        bool stdin_pipe; /* with detach: stdin is a pipe the keeper holds open ("stdin" op) */
 } KeeperExec;
 
 /* Connects to the keeper's socket: a new fd, -ECONNREFUSED/-ENOENT when no
