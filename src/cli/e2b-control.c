@@ -202,7 +202,7 @@ static int load_locked(E2bRequest *req, const char *id, int *ret_lock, json_t **
         }
         r = e2b_table_load(req->srv, id, &rec);
         state = r >= 0 ? rec_str(rec, "state") : NULL;
-        if (r >= 0 && (!state || strcmp(state, "creating") == 0)) {
+        if (r >= 0 && (!state || strcmp(state, "creating") == 0 || strcmp(state, "killing") == 0)) {
                 json_decref(rec);
                 r = -ENOENT;
         }
@@ -585,7 +585,8 @@ static int route_get(E2bRequest *req, const char *id) {
         int r;
 
         r = e2b_table_load(req->srv, id, &rec);
-        if (r >= 0 && strcmp(rec_str(rec, "state") ?: "", "creating") == 0) {
+        if (r >= 0 && (strcmp(rec_str(rec, "state") ?: "", "creating") == 0 ||
+                       strcmp(rec_str(rec, "state") ?: "", "killing") == 0)) {
                 json_decref(rec);
                 r = -ENOENT;
         }
@@ -677,18 +678,30 @@ static int route_metrics(E2bRequest *req, const char *id) {
 
 static int route_delete(E2bRequest *req, const char *id) {
         hutch_error err = {};
-        int r;
+        int lock = -EBADF, r;
 
-        r = e2b_sandbox_kill(req->srv, id, &err);
-        if (r == -ENOENT)
+        r = e2b_sandbox_kill_begin(req->srv, id, &lock, &err);
+        if (r == -ENOENT) {
                 (void)e2b_reply_error(req, 404, "sandbox '%s' not found", id);
-        else if (r < 0)
-                (void)reply_hutch_error(req, r, &err, "cannot kill the sandbox");
-        else {
-                log_info("E2B sandbox %s killed", id);
-                (void)e2b_reply(req, 204, NULL, NULL, 0);
+                return 0;
         }
-        return 0;
+        if (r < 0) {
+                (void)reply_hutch_error(req, r, &err, "cannot kill the sandbox");
+                return 0;
+        }
+        /* Its processes are gone: the client is answered now, and its
+         * files are removed after the answer (this connection then ends,
+         * so that the client's next request does not wait on it). */
+        req->close = true;
+        (void)e2b_reply(req, 204, NULL, NULL, 0);
+        (void)shutdown(req->conn->fd, SHUT_WR);
+        r = e2b_sandbox_kill_end(req->srv, id, lock, &err);
+        if (r < 0 && r != -ENOENT)
+                log_error("cannot remove the files of E2B sandbox '%s': %s", id,
+                          err.message[0] ? err.message : strerror(-r));
+        else
+                log_info("E2B sandbox %s killed", id);
+        return 1;
 }
 
 typedef struct TimeoutBody {
@@ -887,7 +900,7 @@ static bool query_match(const ListQuery *q, json_t *rec) {
         json_t *md = json_object_get(rec, "metadata");
         struct evkeyval *kv;
 
-        if (!state || strcmp(state, "creating") == 0)
+        if (!state || strcmp(state, "creating") == 0 || strcmp(state, "killing") == 0)
                 return false;
         if (strcmp(state, "running") == 0 ? !q->want_running : !q->want_paused)
                 return false;
