@@ -267,11 +267,11 @@ static int narrow_network(E2bRequest *req, json_t *policy, bool internet, json_t
                         return r;
                 }
         }
-        if ((nb.rules && json_object_size(nb.rules) > 0) || nb.egress_proxy ||
-            nb.mask_request_host || !nb.allow_public_traffic) {
+        /* network.rules: e2b_rules_to_secrets(), once the id is drawn. */
+        if (nb.egress_proxy || nb.mask_request_host || !nb.allow_public_traffic) {
                 network_body_done(&nb);
                 (void)e2b_reply_error(req, 400,
-                                      "network: rules, egressProxy, maskRequestHost and "
+                                      "network: egressProxy, maskRequestHost and "
                                       "allowPublicTraffic=false are not supported by hutch "
                                       "(docs/e2b.md)");
                 return -EOPNOTSUPP;
@@ -478,7 +478,7 @@ static int create_hutch(E2bRequest *req, json_t *rec, json_t *policy, const char
 
 static int route_create(E2bRequest *req, const char *unused) {
         CreateBody b = {.timeout = E2B_TIMEOUT_DEFAULT_S, .secure = true, .internet = true};
-        json_t *root = NULL, *policy = NULL, *rec = NULL, *env;
+        json_t *root = NULL, *policy = NULL, *rec = NULL, *env, *rules, *net_rec;
         _cleanup_close_ int lock = -EBADF;
         char id[E2B_ID_LEN + 1], token[E2B_TOKEN_LEN + 1], name[64];
         uint64_t now;
@@ -532,14 +532,29 @@ static int route_create(E2bRequest *req, const char *unused) {
                 goto out;
         }
         (void)snprintf(name, sizeof(name), "e2b-%s", id);
+        rules = json_object_get(b.network, "rules");
+        if (rules && !json_is_null(rules)) {
+                char msg[512];
+
+                r = e2b_rules_to_secrets(req->srv, id, rules, policy, msg, sizeof(msg));
+                if (r < 0) {
+                        e2b_rules_remove(req->srv, id);
+                        (void)e2b_reply_error(req, r == -ENOMEM ? 500 : 400, "%s", msg);
+                        goto out;
+                }
+        }
+        /* The record keeps the network as asked but the rules, whose
+         * values are secrets (they live in the secrets folder only). */
+        net_rec = b.network ? json_deep_copy(b.network) : json_null();
+        if (net_rec && json_is_object(net_rec))
+                (void)json_object_del(net_rec, "rules");
         now = time_realtime_ms();
-        rec = json_pack("{s:s,s:s,s:s,s:O,s:s?,s:I,s:I,s:s,s:b,s:b,s:O}", "sandboxID", id,
+        rec = json_pack("{s:s,s:s,s:s,s:O,s:s?,s:I,s:I,s:s,s:b,s:b,s:o}", "sandboxID", id,
                         "templateID", b.template_id, "name", name, "metadata",
                         b.metadata ? b.metadata : json_object(), "accessToken",
                         b.secure ? token : NULL, "startedAt", (json_int_t)now, "endAt",
                         (json_int_t)(now + b.timeout * 1000), "state", "creating", "autoPause",
-                        b.auto_pause, "allowInternetAccess", b.internet, "network",
-                        b.network ? b.network : json_null());
+                        b.auto_pause, "allowInternetAccess", b.internet, "network", net_rec);
         if (!rec) {
                 (void)e2b_reply_error(req, 500, "out of memory");
                 goto out;

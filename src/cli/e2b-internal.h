@@ -79,6 +79,17 @@ int e2b_sandbox_kill(const E2bServer *srv, const char *id, hutch_error *err);
  * start. */
 int e2b_sandbox_kill_begin(const E2bServer *srv, const char *id, int *ret_lock, hutch_error *err);
 int e2b_sandbox_kill_end(const E2bServer *srv, const char *id, int lock, hutch_error *err);
+/* E2B's network.rules (@rules, the create request's) as hutch secrets
+ * added to @policy (docs/e2b.md "network.rules"): each header a rule sets
+ * for a host becomes secret E2B_RULE_<HOST>_<HEADER> bound to that host
+ * and header, its value in a 0600 file of sandbox @id's secrets folder
+ * (<table>/<id>.secrets/). Each host must be within @policy's allow_hosts;
+ * anything but header transforms is refused. Returns 0, or -errno with
+ * the message (naming the member) in @msg. */
+int e2b_rules_to_secrets(const E2bServer *srv, const char *id, json_t *rules, json_t *policy,
+                         char *msg, size_t size);
+/* Removes sandbox @id's secrets folder. */
+void e2b_rules_remove(const E2bServer *srv, const char *id);
 /* Pauses @rec (its lock held by the caller): the hutch sandbox stopped,
  * files kept; the record saved as paused. */
 int e2b_sandbox_pause_locked(const E2bServer *srv, json_t *rec, hutch_error *err);

@@ -164,6 +164,7 @@ void e2b_table_remove(const E2bServer *srv, const char *id) {
                 (void)unlink(json);
         else
                 json = NULL;
+        e2b_rules_remove(srv, id);
         if (asprintf(&lock, "%s/%s.lock", srv->table_dir, id) >= 0)
                 (void)unlink(lock);
         else
