@@ -681,14 +681,36 @@ out:
  * series for a sandbox that exists, as E2B answers before its first
  * sample. */
 static int route_metrics(E2bRequest *req, const char *id) {
-        json_t *rec = NULL;
+        json_t *rec = NULL, *arr = NULL, *m;
+        hutch_error err = {};
+        const char *state;
+        int r;
 
-        if (e2b_table_load(req->srv, id, &rec) < 0) {
+        r = e2b_table_load(req->srv, id, &rec);
+        state = r >= 0 ? rec_str(rec, "state") : NULL;
+        if (r < 0 || !state || strcmp(state, "creating") == 0 || strcmp(state, "killing") == 0) {
+                json_decref(rec);
                 (void)e2b_reply_error(req, 404, "sandbox '%s' not found", id);
                 return 0;
         }
+        /* One sample, now (E2B's start and end select from its series:
+         * hutch keeps none); none for a paused sandbox. */
+        r = strcmp(state, "running") == 0 ? e2b_metrics_sample(rec_str(rec, "name"), &arr, &err)
+                                          : ((arr = json_array()) ? 0 : -ENOMEM);
         json_decref(rec);
-        return e2b_reply_json(req, 200, json_array());
+        if (r < 0) {
+                (void)reply_hutch_error(req, r, &err, "cannot sample the sandbox");
+                return 0;
+        }
+        m = json_array_get(arr, 0);
+        if (m) {
+                uint64_t now = time_realtime_ms();
+
+                (void)json_object_set_new(m, "timestamp", iso_time(now));
+                (void)json_object_set_new(m, "timestampUnix",
+                                          json_integer((json_int_t)(now / 1000)));
+        }
+        return e2b_reply_json(req, 200, arr);
 }
 
 static int route_delete(E2bRequest *req, const char *id) {

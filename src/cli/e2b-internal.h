@@ -88,6 +88,11 @@ int e2b_sandbox_kill_end(const E2bServer *srv, const char *id, int lock, hutch_e
  * the message (naming the member) in @msg. */
 int e2b_rules_to_secrets(const E2bServer *srv, const char *id, json_t *rules, json_t *policy,
                          char *msg, size_t size);
+/* The metrics of hutch sandbox @name as E2B's SandboxMetric list
+ * (e2b-metrics.c): one sample (cpuCount, cpuUsedPct over 100 ms, memUsed,
+ * memTotal, diskUsed, diskTotal; the caller adds the timestamp) when it
+ * runs, [] when stopped. memUsed is null where no cgroup serves it. */
+int e2b_metrics_sample(const char *name, json_t **ret, hutch_error *err);
 /* Removes sandbox @id's secrets folder. */
 void e2b_rules_remove(const E2bServer *srv, const char *id);
 /* Pauses @rec (its lock held by the caller): the hutch sandbox stopped,
