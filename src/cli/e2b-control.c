@@ -202,7 +202,7 @@ static int load_locked(E2bRequest *req, const char *id, int *ret_lock, json_t **
         }
         r = e2b_table_load(req->srv, id, &rec);
         state = r >= 0 ? rec_str(rec, "state") : NULL;
-        if (r >= 0 && (!state || strcmp(state, "creating") == 0)) {
+        if (r >= 0 && (!state || strcmp(state, "creating") == 0 || strcmp(state, "killing") == 0)) {
                 json_decref(rec);
                 r = -ENOENT;
         }
@@ -267,11 +267,11 @@ static int narrow_network(E2bRequest *req, json_t *policy, bool internet, json_t
                         return r;
                 }
         }
-        if ((nb.rules && json_object_size(nb.rules) > 0) || nb.egress_proxy ||
-            nb.mask_request_host || !nb.allow_public_traffic) {
+        /* network.rules: e2b_rules_to_secrets(), once the id is drawn. */
+        if (nb.egress_proxy || nb.mask_request_host || !nb.allow_public_traffic) {
                 network_body_done(&nb);
                 (void)e2b_reply_error(req, 400,
-                                      "network: rules, egressProxy, maskRequestHost and "
+                                      "network: egressProxy, maskRequestHost and "
                                       "allowPublicTraffic=false are not supported by hutch "
                                       "(docs/e2b.md)");
                 return -EOPNOTSUPP;
@@ -478,7 +478,7 @@ static int create_hutch(E2bRequest *req, json_t *rec, json_t *policy, const char
 
 static int route_create(E2bRequest *req, const char *unused) {
         CreateBody b = {.timeout = E2B_TIMEOUT_DEFAULT_S, .secure = true, .internet = true};
-        json_t *root = NULL, *policy = NULL, *rec = NULL, *env;
+        json_t *root = NULL, *policy = NULL, *rec = NULL, *env, *rules, *net_rec;
         _cleanup_close_ int lock = -EBADF;
         char id[E2B_ID_LEN + 1], token[E2B_TOKEN_LEN + 1], name[64];
         uint64_t now;
@@ -532,14 +532,29 @@ static int route_create(E2bRequest *req, const char *unused) {
                 goto out;
         }
         (void)snprintf(name, sizeof(name), "e2b-%s", id);
+        rules = json_object_get(b.network, "rules");
+        if (rules && !json_is_null(rules)) {
+                char msg[512];
+
+                r = e2b_rules_to_secrets(req->srv, id, rules, policy, msg, sizeof(msg));
+                if (r < 0) {
+                        e2b_rules_remove(req->srv, id);
+                        (void)e2b_reply_error(req, r == -ENOMEM ? 500 : 400, "%s", msg);
+                        goto out;
+                }
+        }
+        /* The record keeps the network as asked but the rules, whose
+         * values are secrets (they live in the secrets folder only). */
+        net_rec = b.network ? json_deep_copy(b.network) : json_null();
+        if (net_rec && json_is_object(net_rec))
+                (void)json_object_del(net_rec, "rules");
         now = time_realtime_ms();
-        rec = json_pack("{s:s,s:s,s:s,s:O,s:s?,s:I,s:I,s:s,s:b,s:b,s:O}", "sandboxID", id,
+        rec = json_pack("{s:s,s:s,s:s,s:O,s:s?,s:I,s:I,s:s,s:b,s:b,s:o}", "sandboxID", id,
                         "templateID", b.template_id, "name", name, "metadata",
                         b.metadata ? b.metadata : json_object(), "accessToken",
                         b.secure ? token : NULL, "startedAt", (json_int_t)now, "endAt",
                         (json_int_t)(now + b.timeout * 1000), "state", "creating", "autoPause",
-                        b.auto_pause, "allowInternetAccess", b.internet, "network",
-                        b.network ? b.network : json_null());
+                        b.auto_pause, "allowInternetAccess", b.internet, "network", net_rec);
         if (!rec) {
                 (void)e2b_reply_error(req, 500, "out of memory");
                 goto out;
@@ -585,7 +600,8 @@ static int route_get(E2bRequest *req, const char *id) {
         int r;
 
         r = e2b_table_load(req->srv, id, &rec);
-        if (r >= 0 && strcmp(rec_str(rec, "state") ?: "", "creating") == 0) {
+        if (r >= 0 && (strcmp(rec_str(rec, "state") ?: "", "creating") == 0 ||
+                       strcmp(rec_str(rec, "state") ?: "", "killing") == 0)) {
                 json_decref(rec);
                 r = -ENOENT;
         }
@@ -665,30 +681,64 @@ out:
  * series for a sandbox that exists, as E2B answers before its first
  * sample. */
 static int route_metrics(E2bRequest *req, const char *id) {
-        json_t *rec = NULL;
+        json_t *rec = NULL, *arr = NULL, *m;
+        hutch_error err = {};
+        const char *state;
+        int r;
 
-        if (e2b_table_load(req->srv, id, &rec) < 0) {
+        r = e2b_table_load(req->srv, id, &rec);
+        state = r >= 0 ? rec_str(rec, "state") : NULL;
+        if (r < 0 || !state || strcmp(state, "creating") == 0 || strcmp(state, "killing") == 0) {
+                json_decref(rec);
                 (void)e2b_reply_error(req, 404, "sandbox '%s' not found", id);
                 return 0;
         }
+        /* One sample, now (E2B's start and end select from its series:
+         * hutch keeps none); none for a paused sandbox. */
+        r = strcmp(state, "running") == 0 ? e2b_metrics_sample(rec_str(rec, "name"), &arr, &err)
+                                          : ((arr = json_array()) ? 0 : -ENOMEM);
         json_decref(rec);
-        return e2b_reply_json(req, 200, json_array());
+        if (r < 0) {
+                (void)reply_hutch_error(req, r, &err, "cannot sample the sandbox");
+                return 0;
+        }
+        m = json_array_get(arr, 0);
+        if (m) {
+                uint64_t now = time_realtime_ms();
+
+                (void)json_object_set_new(m, "timestamp", iso_time(now));
+                (void)json_object_set_new(m, "timestampUnix",
+                                          json_integer((json_int_t)(now / 1000)));
+        }
+        return e2b_reply_json(req, 200, arr);
 }
 
 static int route_delete(E2bRequest *req, const char *id) {
         hutch_error err = {};
-        int r;
+        int lock = -EBADF, r;
 
-        r = e2b_sandbox_kill(req->srv, id, &err);
-        if (r == -ENOENT)
+        r = e2b_sandbox_kill_begin(req->srv, id, &lock, &err);
+        if (r == -ENOENT) {
                 (void)e2b_reply_error(req, 404, "sandbox '%s' not found", id);
-        else if (r < 0)
-                (void)reply_hutch_error(req, r, &err, "cannot kill the sandbox");
-        else {
-                log_info("E2B sandbox %s killed", id);
-                (void)e2b_reply(req, 204, NULL, NULL, 0);
+                return 0;
         }
-        return 0;
+        if (r < 0) {
+                (void)reply_hutch_error(req, r, &err, "cannot kill the sandbox");
+                return 0;
+        }
+        /* Its processes are gone: the client is answered now, and its
+         * files are removed after the answer (this connection then ends,
+         * so that the client's next request does not wait on it). */
+        req->close = true;
+        (void)e2b_reply(req, 204, NULL, NULL, 0);
+        (void)shutdown(req->conn->fd, SHUT_WR);
+        r = e2b_sandbox_kill_end(req->srv, id, lock, &err);
+        if (r < 0 && r != -ENOENT)
+                log_error("cannot remove the files of E2B sandbox '%s': %s", id,
+                          err.message[0] ? err.message : strerror(-r));
+        else
+                log_info("E2B sandbox %s killed", id);
+        return 1;
 }
 
 typedef struct TimeoutBody {
@@ -887,7 +937,7 @@ static bool query_match(const ListQuery *q, json_t *rec) {
         json_t *md = json_object_get(rec, "metadata");
         struct evkeyval *kv;
 
-        if (!state || strcmp(state, "creating") == 0)
+        if (!state || strcmp(state, "creating") == 0 || strcmp(state, "killing") == 0)
                 return false;
         if (strcmp(state, "running") == 0 ? !q->want_running : !q->want_paused)
                 return false;

@@ -658,10 +658,10 @@ static int start_decode(EnvdCall *call, char ***ret_argv, char ***ret_env, const
 
 /* An error of Start before its stream began: the stream is its carrier. */
 static int start_fail(EnvdCall *call, ConnectCode code, const char *msg) {
-        int r = envd_stream_begin(call);
+        int r;
 
-        if (r >= 0)
-                r = envd_stream_end(call, code, msg);
+        envd_stream_begin_with_next(call);
+        r = envd_stream_end(call, code, msg);
         return r < 0 ? r : 1;
 }
 
@@ -770,10 +770,9 @@ static int proc_start(EnvdCall *call) {
         r = broker_listen(&b);
         if (r < 0)
                 goto fail;
-        r = envd_stream_begin(call);
-        if (r >= 0)
-                r = envd_stream_message(
-                        call, event_message("start", json_pack("{s:I}", "pid", (json_int_t)b.id)));
+        envd_stream_begin_with_next(call);
+        r = envd_stream_message(
+                call, event_message("start", json_pack("{s:I}", "pid", (json_int_t)b.id)));
         if (r < 0)
                 b.client = false;
         (void)broker_run(&b, call->timeout_ms);
@@ -807,10 +806,9 @@ static int proc_connect(EnvdCall *call) {
                 return start_fail(call, CONNECT_NOT_FOUND, "no such running process");
         if (send(fd, &op, 1, MSG_NOSIGNAL) < 0)
                 return start_fail(call, CONNECT_NOT_FOUND, "no such running process");
-        r = envd_stream_begin(call);
-        if (r >= 0)
-                r = envd_stream_message(
-                        call, event_message("start", json_pack("{s:I}", "pid", (json_int_t)id)));
+        envd_stream_begin_with_next(call);
+        r = envd_stream_message(call,
+                                event_message("start", json_pack("{s:I}", "pid", (json_int_t)id)));
         buf = malloc(OUTPUT_CHUNK * 2 + 1024);
         while (r >= 0 && buf) {
                 struct pollfd pf[2] = {{.fd = fd, .events = POLLIN},

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* envd: routing, the REST routes, the filesystem service and the Connect
  * framing of answers (e2b-envd.h, docs/e2b-envd.md). */
+#include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -64,21 +65,34 @@ int envd_reply_hutch_error(EnvdCall *call, int r, const hutch_error *err) {
                                err && err->message[0] ? err->message : strerror(-r));
 }
 
-/* One chunk of the chunked body holding @a then @b, in one write (small
- * writes in a row would wait on Nagle's algorithm and the peer's delayed
- * ACK: tens of ms per message). */
-static int write_chunk(E2bRequest *req, const void *a, size_t alen, const void *b, size_t blen) {
-        _cleanup_free_ char *buf = NULL;
-        size_t total;
-        int n;
+static const char stream_head[] = "HTTP/1.1 200 OK\r\n"
+                                  "Content-Type: application/connect+json\r\n"
+                                  "Transfer-Encoding: chunked\r\n"
+                                  "Cache-Control: no-store\r\n"
+                                  "\r\n";
 
-        if (alen > SIZE_MAX - 40 - blen)
+/* One chunk of the chunked body holding @a then @b, then @tail (the
+ * body's last chunk, or ""), in one write (small writes in a row would
+ * wait on Nagle's algorithm and the peer's delayed ACK: tens of ms per
+ * message; and each segment wakes the client once more), after the
+ * stream's head when it is pending. */
+static int write_chunk(EnvdCall *call, const void *a, size_t alen, const void *b, size_t blen,
+                       const char *tail) {
+        _cleanup_free_ char *buf = NULL;
+        size_t total = 0, extra = sizeof(stream_head) + 48;
+        int n, r;
+
+        if (alen > SIZE_MAX - extra - blen)
                 return -EMSGSIZE;
-        buf = malloc(alen + blen + 40);
+        buf = malloc(alen + blen + extra);
         if (!buf)
                 return -ENOMEM;
-        n = snprintf(buf, 32, "%zx\r\n", alen + blen);
-        total = (size_t)n;
+        if (call->head_pending) {
+                memcpy(buf, stream_head, sizeof(stream_head) - 1);
+                total = sizeof(stream_head) - 1;
+        }
+        n = snprintf(buf + total, 32, "%zx\r\n", alen + blen);
+        total += (size_t)n;
         if (alen > 0)
                 memcpy(buf + total, a, alen);
         total += alen;
@@ -86,25 +100,35 @@ static int write_chunk(E2bRequest *req, const void *a, size_t alen, const void *
                 memcpy(buf + total, b, blen);
         total += blen;
         memcpy(buf + total, "\r\n", 2);
-        return e2b_conn_write(req->conn, buf, total + 2);
+        total += 2;
+        assert(strlen(tail) <= 8);
+        memcpy(buf + total, tail, strlen(tail));
+        total += strlen(tail);
+        r = e2b_conn_write(call->req->conn, buf, total);
+        if (r >= 0)
+                call->head_pending = false;
+        return r;
 }
 
-int envd_stream_begin(EnvdCall *call) {
-        static const char head[] = "HTTP/1.1 200 OK\r\n"
-                                   "Content-Type: application/connect+json\r\n"
-                                   "Transfer-Encoding: chunked\r\n"
-                                   "Cache-Control: no-store\r\n"
-                                   "\r\n";
-
+static void stream_nodelay(EnvdCall *call) {
         int one = 1;
 
         /* Stream messages go out as they come. */
         (void)setsockopt(call->req->conn->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
         call->req->answered = true;
-        return e2b_conn_write(call->req->conn, head, sizeof(head) - 1);
 }
 
-static int stream_frame(EnvdCall *call, uint8_t flags, const char *text) {
+int envd_stream_begin(EnvdCall *call) {
+        stream_nodelay(call);
+        return e2b_conn_write(call->req->conn, stream_head, sizeof(stream_head) - 1);
+}
+
+void envd_stream_begin_with_next(EnvdCall *call) {
+        stream_nodelay(call);
+        call->head_pending = true;
+}
+
+static int stream_frame(EnvdCall *call, uint8_t flags, const char *text, const char *tail) {
         uint8_t h[CONNECT_ENVELOPE_HEAD];
         size_t len = strlen(text);
         int r;
@@ -112,7 +136,7 @@ static int stream_frame(EnvdCall *call, uint8_t flags, const char *text) {
         r = connect_envelope_head(flags, len, h);
         if (r < 0)
                 return r;
-        return write_chunk(call->req, h, sizeof(h), text, len);
+        return write_chunk(call, h, sizeof(h), text, len, tail);
 }
 
 int envd_stream_message(EnvdCall *call, json_t *obj) {
@@ -121,19 +145,16 @@ int envd_stream_message(EnvdCall *call, json_t *obj) {
         json_decref(obj);
         if (!text)
                 return -ENOMEM;
-        return stream_frame(call, 0, text);
+        return stream_frame(call, 0, text, "");
 }
 
 int envd_stream_end(EnvdCall *call, ConnectCode code, const char *message) {
         _cleanup_free_ char *text = connect_end_stream_json(code, message);
-        int r;
 
         if (!text)
                 return -ENOMEM;
-        r = stream_frame(call, CONNECT_FLAG_END_STREAM, text);
-        if (r >= 0)
-                r = e2b_conn_write(call->req->conn, "0\r\n\r\n", 5);
-        return r;
+        /* The end-of-stream frame and the body's last chunk, together. */
+        return stream_frame(call, CONNECT_FLAG_END_STREAM, text, "0\r\n\r\n");
 }
 
 int envd_check_members(json_t *obj, const char *const *names, const char **ret_bad) {

@@ -34,6 +34,7 @@ typedef struct EnvdCall {
         json_t *msg;         /* the request message (an object), borrowed */
         uint64_t timeout_ms; /* Connect-Timeout-Ms, 0: none */
         bool stream;         /* a server stream: errors go in its end-of-stream frame */
+        bool head_pending;   /* envd_stream_begin_with_next(): the head goes with the next frame */
 } EnvdCall;
 
 /* Unary answers: the message @obj (taken; NULL: out of memory), or the
@@ -49,6 +50,9 @@ int envd_reply_hutch_error(EnvdCall *call, int r, const hutch_error *err);
  * then messages, then the end-of-stream frame (which ends the chunked
  * body). Each returns 0 or -errno (a write error: the client is gone). */
 int envd_stream_begin(EnvdCall *call);
+/* As envd_stream_begin(), but the head is written with the next message
+ * or end frame, in one segment (for a caller that sends one at once). */
+void envd_stream_begin_with_next(EnvdCall *call);
 int envd_stream_message(EnvdCall *call, json_t *obj); /* @obj taken */
 int envd_stream_end(EnvdCall *call, ConnectCode code, const char *message);
 

@@ -10,7 +10,7 @@
  * serialised by flock() on "<id>.lock" (e2b_table_lock()). Records (keys):
  * sandboxID, templateID, name (the hutch sandbox), metadata (object of
  * strings), accessToken (string, or null when not secure), startedAt and
- * endAt (ms since the epoch), state ("creating", "running", "paused"),
+ * endAt (ms since the epoch), state ("creating", "running", "paused", "killing"),
  * autoPause, allowInternetAccess, network (as asked, or null). */
 
 #include <stdbool.h>
@@ -68,6 +68,33 @@ int e2b_sandbox_find(const E2bServer *srv, const char *id, E2bSandboxRef *out);
 /* Ends sandbox @id (locks it): its hutch sandbox destroyed, its record
  * removed. -ENOENT when unknown. */
 int e2b_sandbox_kill(const E2bServer *srv, const char *id, hutch_error *err);
+/* The two halves of e2b_sandbox_kill(), so that a client's kill is
+ * answered once the sandbox's processes are gone, before its files are
+ * removed (tens to hundreds of ms). _begin locks @id, stops the hutch
+ * sandbox and saves the record as "killing" (which, like "creating", no
+ * route shows: gone for the client); on success *ret_lock is the held
+ * lock. _end (with that lock, which it closes) destroys the hutch
+ * sandbox and removes the record. A server that ends between the two
+ * leaves a "killing" record, destroyed as every record is at its next
+ * start. */
+int e2b_sandbox_kill_begin(const E2bServer *srv, const char *id, int *ret_lock, hutch_error *err);
+int e2b_sandbox_kill_end(const E2bServer *srv, const char *id, int lock, hutch_error *err);
+/* E2B's network.rules (@rules, the create request's) as hutch secrets
+ * added to @policy (docs/e2b.md "network.rules"): each header a rule sets
+ * for a host becomes secret E2B_RULE_<HOST>_<HEADER> bound to that host
+ * and header, its value in a 0600 file of sandbox @id's secrets folder
+ * (<table>/<id>.secrets/). Each host must be within @policy's allow_hosts;
+ * anything but header transforms is refused. Returns 0, or -errno with
+ * the message (naming the member) in @msg. */
+int e2b_rules_to_secrets(const E2bServer *srv, const char *id, json_t *rules, json_t *policy,
+                         char *msg, size_t size);
+/* The metrics of hutch sandbox @name as E2B's SandboxMetric list
+ * (e2b-metrics.c): one sample (cpuCount, cpuUsedPct over 100 ms, memUsed,
+ * memTotal, diskUsed, diskTotal; the caller adds the timestamp) when it
+ * runs, [] when stopped. memUsed is null where no cgroup serves it. */
+int e2b_metrics_sample(const char *name, json_t **ret, hutch_error *err);
+/* Removes sandbox @id's secrets folder. */
+void e2b_rules_remove(const E2bServer *srv, const char *id);
 /* Pauses @rec (its lock held by the caller): the hutch sandbox stopped,
  * files kept; the record saved as paused. */
 int e2b_sandbox_pause_locked(const E2bServer *srv, json_t *rec, hutch_error *err);

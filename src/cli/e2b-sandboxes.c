@@ -165,6 +165,7 @@ void e2b_table_remove(const E2bServer *srv, const char *id) {
                 (void)unlink(json);
         else
                 json = NULL;
+        e2b_rules_remove(srv, id);
         if (asprintf(&lock, "%s/%s.lock", srv->table_dir, id) >= 0)
                 (void)unlink(lock);
         else
@@ -212,8 +213,9 @@ static int ref_from(json_t *rec, E2bSandboxRef *out) {
 
         if (!id || !name || !state || strlen(id) != E2B_ID_LEN || strlen(name) >= sizeof(out->name))
                 return -EBADMSG;
-        /* A sandbox being created is not there yet. */
-        if (strcmp(state, "creating") == 0)
+        /* A sandbox being created is not there yet; one being killed
+         * is gone. */
+        if (strcmp(state, "creating") == 0 || strcmp(state, "killing") == 0)
                 return -ENOENT;
         memcpy(out->id, id, E2B_ID_LEN + 1);
         strcpy(out->name, name);
@@ -328,7 +330,7 @@ int e2b_sandbox_lookup_signature(const E2bServer *srv, const char *path, const c
         return found;
 }
 
-int e2b_sandbox_kill(const E2bServer *srv, const char *id, hutch_error *err) {
+int e2b_sandbox_kill_begin(const E2bServer *srv, const char *id, int *ret_lock, hutch_error *err) {
         _cleanup_close_ int lock = -EBADF;
         json_t *rec = NULL;
         int r;
@@ -342,12 +344,45 @@ int e2b_sandbox_kill(const E2bServer *srv, const char *id, hutch_error *err) {
                 e2b_table_remove(srv, id);
                 return r == -EBADMSG ? -ENOENT : r;
         }
+        r = hutch_stop(rec_str(rec, "name"), err);
+        if (r == -ENOENT)
+                r = 0;
+        if (r >= 0 && json_object_set_new(rec, "state", json_string("killing")) < 0)
+                r = -ENOMEM;
+        if (r >= 0)
+                r = e2b_table_save(srv, rec);
+        json_decref(rec);
+        if (r < 0)
+                return r;
+        *ret_lock = TAKE_FD(lock);
+        return 0;
+}
+
+int e2b_sandbox_kill_end(const E2bServer *srv, const char *id, int lock, hutch_error *err) {
+        _cleanup_close_ int held = lock;
+        json_t *rec = NULL;
+        int r;
+
+        r = e2b_table_load(srv, id, &rec);
+        if (r < 0) {
+                e2b_table_remove(srv, id);
+                return r == -EBADMSG ? -ENOENT : r;
+        }
         r = hutch_destroy(rec_str(rec, "name"), err);
         json_decref(rec);
         if (r < 0 && r != -ENOENT)
                 return r;
         e2b_table_remove(srv, id);
         return 0;
+}
+
+int e2b_sandbox_kill(const E2bServer *srv, const char *id, hutch_error *err) {
+        int lock = -EBADF, r;
+
+        r = e2b_sandbox_kill_begin(srv, id, &lock, err);
+        if (r < 0)
+                return r;
+        return e2b_sandbox_kill_end(srv, id, lock, err);
 }
 
 int e2b_sandbox_pause_locked(const E2bServer *srv, json_t *rec, hutch_error *err) {

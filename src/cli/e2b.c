@@ -388,6 +388,19 @@ static void set_receive_timeout(int fd, uint64_t ms) {
 /* Reads and checks the next request head on @c: 1 and @req filled, 0 at a
  * clean EOF (or idle timeout) before a head, < 0 after answering an error
  * (the connection closes). */
+/* Eviction (docs/e2b.md "Limits"): with every connection slot taken, the
+ * server sends SIGUSR1 to the connections' forks; one that waits idle
+ * between two requests of a keep-alive connection ends (its client opens
+ * a new one, as after the idle timeout), the others ignore it. Set only
+ * around that wait; one connection per process, so a plain global. */
+static volatile sig_atomic_t conn_idle;
+
+static void on_evict(int sig) {
+        (void)sig;
+        if (conn_idle)
+                _exit(0);
+}
+
 static int read_head(E2bServer *srv, E2bConn *c, bool envd, E2bRequest *req) {
         uint64_t deadline = 0;
         ServeHead h;
@@ -414,7 +427,10 @@ static int read_head(E2bServer *srv, E2bConn *c, bool envd, E2bRequest *req) {
                         return 0;
                 left = deadline > 0 ? deadline - now : E2B_IDLE_TIMEOUT_S * 1000;
                 set_receive_timeout(c->fd, left);
+                /* Idle: answered at least once, nothing of the next head. */
+                conn_idle = c->served && c->len == c->off;
                 r = (int)conn_fill(c);
+                conn_idle = 0;
                 if (r == 0 || r == -EAGAIN || r == -ECONNRESET)
                         return 0;
                 if (r < 0)
@@ -600,6 +616,7 @@ static _noreturn_ void serve_connection(E2bServer *srv, int fd, bool envd) {
                         break;
                 }
                 request_done(&req);
+                conn.served = true;
         }
         (void)shutdown(fd, SHUT_WR);
         _exit(0);
@@ -787,6 +804,8 @@ static pid_t spawn(const sigset_t *old_mask, int close_fds[], size_t n_close) {
                 for (size_t i = 0; i < n_close; i++)
                         if (close_fds[i] >= 0)
                                 (void)close(close_fds[i]);
+                /* SIGUSR1 (blocked in the server) is eviction here. */
+                (void)sigaction(SIGUSR1, &(struct sigaction){.sa_handler = on_evict}, NULL);
                 (void)sigprocmask(SIG_SETMASK, old_mask, NULL);
         }
         return pid;
@@ -840,6 +859,7 @@ int e2b_serve_main(int argc, char **argv) {
         sigset_t mask, old_mask;
         _cleanup_close_ int sfd = -EBADF, cfd = -EBADF, efd = -EBADF;
         pid_t sweeper = 0;
+        bool evicting = false; /* SIGUSR1 sent; listeners wait for a fork to end */
         uint64_t next_sweep = 0;
         int r;
 
@@ -876,6 +896,15 @@ int e2b_serve_main(int argc, char **argv) {
                 r = log_error_errno(negative_errno(), "signalfd: %m");
                 goto finish;
         }
+        /* Not for the server: its forks take it (on_evict()), and must
+         * not die of it before they set their handler (spawn()). */
+        {
+                sigset_t usr1;
+
+                sigemptyset(&usr1);
+                sigaddset(&usr1, SIGUSR1);
+                (void)sigprocmask(SIG_BLOCK, &usr1, NULL);
+        }
         cfd = tcp_listen(a.listen ? a.listen : E2B_CONTROL_LISTEN_DEFAULT, "--e2b-listen",
                          srv.control_addr, sizeof(srv.control_addr));
         if (cfd < 0) {
@@ -896,8 +925,8 @@ int e2b_serve_main(int argc, char **argv) {
         for (;;) {
                 struct pollfd p[3] = {
                         {.fd = sfd, .events = POLLIN},
-                        {.fd = kids.n < E2B_CONNECTIONS_MAX ? cfd : -1, .events = POLLIN},
-                        {.fd = kids.n < E2B_CONNECTIONS_MAX ? efd : -1, .events = POLLIN},
+                        {.fd = !evicting ? cfd : -1, .events = POLLIN},
+                        {.fd = !evicting ? efd : -1, .events = POLLIN},
                 };
                 struct signalfd_siginfo si;
                 bool stop = false;
@@ -917,12 +946,23 @@ int e2b_serve_main(int argc, char **argv) {
                                 break;
                         if (pid == sweeper)
                                 sweeper = 0;
-                        else
+                        else {
                                 children_remove(&kids, pid);
+                                evicting = false;
+                        }
                 }
                 if (stop)
                         break;
-                for (int i = 1; i < 3; i++) {
+                /* Every slot taken and a client waiting: the idle
+                 * keep-alive connections make room (on_evict()); until
+                 * one of the forks ends, the listeners are not polled. */
+                if (kids.n >= E2B_CONNECTIONS_MAX && !evicting &&
+                    ((p[1].revents | p[2].revents) & POLLIN)) {
+                        for (size_t k = 0; k < kids.n; k++)
+                                (void)kill(kids.pids[k], SIGUSR1);
+                        evicting = true;
+                }
+                for (int i = 1; i < 3 && kids.n < E2B_CONNECTIONS_MAX; i++) {
                         int closing[3] = {sfd, cfd, efd}, fd;
                         pid_t pid;
 

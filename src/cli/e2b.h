@@ -83,6 +83,7 @@ typedef struct E2bServer {
 typedef struct E2bConn {
         int fd;
         size_t off, len; /* unread bytes: buf[off..len) */
+        bool served;     /* a request was answered: idle between two may be evicted */
         char buf[E2B_CONN_BUF];
 } E2bConn;
 

@@ -54,12 +54,12 @@ static CgroupTopology topology;
 static int topology_state; /* 0: not yet, 1: detected, < 0: failed */
 
 /* The pid of the sandbox @name's keeper: > 0, 0 when it is not running. */
-static pid_t keeper_pid(Server *srv, const char *name) {
+static pid_t keeper_pid(Store *store, const char *name) {
         _cleanup_close_ int sock = -EBADF;
         struct ucred cred;
         socklen_t len = sizeof(cred);
 
-        if (persist_connect(srv->store, name, false, &sock, NULL) < 0)
+        if (persist_connect(store, name, false, &sock, NULL) < 0)
                 return 0;
         if (getsockopt(sock, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0 || cred.pid <= 0)
                 return 0;
@@ -163,16 +163,14 @@ static int read_counter(const char *mount, const char *dir, const char *file, co
         return safe_atou64(p, ret);
 }
 
-/* {running, memory_bytes, cpu_usec, sampled_ms} of the sandbox @name: the
- * counters are null when stopped or when no cgroup serves them. */
-static json_t *stats_sample(Server *srv, const char *name) {
+json_t *serve_stats_sample(Store *store, const char *name) {
         _cleanup_free_ char *text = NULL, *v2 = NULL, *mem = NULL, *acct = NULL;
         const CgroupPlace *mp = &topology.controllers[CGROUP_MEMORY];
         json_t *memory = json_null(), *cpu = json_null();
         pid_t kpid;
         uint64_t n;
 
-        kpid = keeper_pid(srv, name);
+        kpid = keeper_pid(store, name);
         text = kpid > 0 ? sandbox_child_cgroup(kpid) : NULL;
         if (text && topology_state == 0)
                 topology_state = cgroup_topology_detect(&topology, NULL) < 0 ? -1 : 1;
@@ -212,7 +210,7 @@ void serve_stats(ServeCtx *c) {
 
         if (load_sandbox(c, &rec) < 0)
                 return;
-        serve_reply_json(c->req, 200, stats_sample(c->srv, rec->name));
+        serve_reply_json(c->req, 200, serve_stats_sample(c->srv->store, rec->name));
 }
 
 /* ---- the stream ---- */
@@ -236,7 +234,7 @@ static void stream_free(StatsStream *s) {
 
 static void stream_send(StatsStream *s) {
         _cleanup_free_ char *text = NULL;
-        json_t *j = stats_sample(s->srv, s->name);
+        json_t *j = serve_stats_sample(s->srv->store, s->name);
         struct evbuffer *buf;
 
         text = j ? json_dumps(j, JSON_COMPACT) : NULL;

@@ -223,6 +223,11 @@ int serve_jsonl_tail(int fd, unsigned max, json_t *arr);
 /* serve-stats.c */
 void serve_history(ServeCtx *c);
 void serve_stats(ServeCtx *c);
+/* {running, memory_bytes, cpu_usec, sampled_ms} of sandbox @name of
+ * @store, from its cgroup (docs/ui.md): the counters are null when it is
+ * stopped or no cgroup serves them; NULL when out of memory. Also used by
+ * hutch serve --e2b's metrics (e2b-metrics.c). */
+json_t *serve_stats_sample(Store *store, const char *name);
 void serve_stats_stream(ServeCtx *c);
 void serve_diff_patch(ServeCtx *c);
 /* Ends every open stats stream and frees what the stats kept: at

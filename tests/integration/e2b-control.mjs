@@ -110,6 +110,9 @@ const steps = {
   async metrics() {
     return Sandbox.getMetrics(arg.id);
   },
+  async metricsError() {
+    return error(() => Sandbox.getMetrics(arg.id));
+  },
   async info() {
     return info(await Sandbox.getInfo(arg.id));
   },

@@ -226,7 +226,7 @@ def test_create_info_list_timeout_kill(e2b):
     pages = srv.sdk("pages", {"limit": 1})
     assert pages == [[b["sandboxId"]], [sid]], pages
 
-    assert srv.sdk("metrics", {"id": sid}) == []
+    assert len(srv.sdk("metrics", {"id": sid})) == 1  # test_e2b_metrics.py
     before = srv.sdk("info", {"id": sid})
     after = srv.sdk("setTimeout", {"id": sid, "ms": 600000})
     assert after["endAt"] > before["endAt"], (before, after)
