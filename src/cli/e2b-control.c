@@ -677,12 +677,13 @@ out:
         return 0;
 }
 
-/* NEEDSWORK: no metrics yet (the C API has no cgroup readings): an empty
- * series for a sandbox that exists, as E2B answers before its first
- * sample. */
+/* One sample of a running sandbox's cgroup (e2b-metrics.c); none for a
+ * paused one. */
 static int route_metrics(E2bRequest *req, const char *id) {
+        _cleanup_(store_freep) Store *store = NULL;
         json_t *rec = NULL, *arr = NULL, *m;
         hutch_error err = {};
+        HutchError herr = {};
         const char *state;
         int r;
 
@@ -695,8 +696,13 @@ static int route_metrics(E2bRequest *req, const char *id) {
         }
         /* One sample, now (E2B's start and end select from its series:
          * hutch keeps none); none for a paused sandbox. */
-        r = strcmp(state, "running") == 0 ? e2b_metrics_sample(rec_str(rec, "name"), &arr, &err)
-                                          : ((arr = json_array()) ? 0 : -ENOMEM);
+        if (strcmp(state, "running") != 0)
+                r = (arr = json_array()) ? 0 : -ENOMEM;
+        else {
+                r = store_open(&store, &herr);
+                if (r >= 0)
+                        r = e2b_metrics_sample(store, rec_str(rec, "name"), &arr, &err);
+        }
         json_decref(rec);
         if (r < 0) {
                 (void)reply_hutch_error(req, r, &err, "cannot sample the sandbox");

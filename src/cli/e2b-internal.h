@@ -21,6 +21,9 @@
 #include "e2b.h"
 #include "hutch.h"
 
+/* The store (src/lib/store/store.h), opened by the routes that need it. */
+typedef struct Store Store;
+
 /* [a-z0-9]{E2B_ID_LEN} (e2b-util.c) */
 bool e2b_id_is_valid(const char *id);
 /* A new random id / access token (getrandom()). 0 or -errno. */
@@ -92,7 +95,7 @@ int e2b_rules_to_secrets(const E2bServer *srv, const char *id, json_t *rules, js
  * (e2b-metrics.c): one sample (cpuCount, cpuUsedPct over 100 ms, memUsed,
  * memTotal, diskUsed, diskTotal; the caller adds the timestamp) when it
  * runs, [] when stopped. memUsed is null where no cgroup serves it. */
-int e2b_metrics_sample(const char *name, json_t **ret, hutch_error *err);
+int e2b_metrics_sample(Store *store, const char *name, json_t **ret, hutch_error *err);
 /* Removes sandbox @id's secrets folder. */
 void e2b_rules_remove(const E2bServer *srv, const char *id);
 /* Pauses @rec (its lock held by the caller): the hutch sandbox stopped,

@@ -10,7 +10,6 @@
 #include "macro.h"
 #include "parse-util.h"
 #include "serve.h"
-#include "store/store.h"
 #include "time-util.h"
 
 /* The window over which cpuUsedPct is measured: two samples of the cpu
@@ -48,19 +47,14 @@ static double limit_cpus(json_t *limits) {
         return 0;
 }
 
-int e2b_metrics_sample(const char *name, json_t **ret, hutch_error *err) {
-        _cleanup_(store_freep) Store *store = NULL;
+int e2b_metrics_sample(Store *store, const char *name, json_t **ret, hutch_error *err) {
         hutch_sandbox_info info = {};
         json_t *policy = NULL, *limits, *a = NULL, *b = NULL, *o;
         uint64_t t0, t1, mem_total;
         long online = sysconf(_SC_NPROCESSORS_ONLN);
         double cpus, pct = 0;
         int cpu_count, r;
-        HutchError herr = {};
 
-        r = store_open(&store, &herr);
-        if (r < 0)
-                return r;
         r = hutch_get(name, &info, err);
         if (r < 0)
                 return r;
