@@ -28,6 +28,7 @@ import pytest
 
 from conftest import kill_quietly, node_package
 from proxyutil import Upstream
+from test_serve import read_line
 
 HERE = Path(__file__).resolve().parent
 DRIVER = HERE / "e2b-control.mjs"
@@ -43,24 +44,6 @@ def e2b_sdk():
     if pkg is None:
         pytest.fail(f"cannot install {E2B_SPEC} with npm (needs the npm registry once)")
     return pkg / "dist" / "index.mjs"
-
-
-def read_line(proc, timeout):
-    buf = b""
-    deadline = time.monotonic() + timeout
-    fd = proc.stdout.fileno()
-    while not buf.endswith(b"\n"):
-        left = deadline - time.monotonic()
-        if left <= 0:
-            return None
-        ready, _, _ = select.select([fd], [], [], left)
-        if not ready:
-            return None
-        b = os.read(fd, 1)
-        if not b:
-            return None
-        buf += b
-    return buf.decode().rstrip("\n")
 
 
 class E2bServer:

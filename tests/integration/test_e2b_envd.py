@@ -25,26 +25,13 @@ from pathlib import Path
 import pytest
 
 from conftest import live_with_marker, node_package, wait_pidfds
+from test_serve import read_line
 
 HERE = Path(__file__).resolve().parent
 DRIVER = HERE / "e2b-envd.mjs"
 E2B_SPEC = "e2b@2.51.0"
 API_KEY = "e2b_" + "0123456789abcdef" * 2
 READY_TIMEOUT = 30
-
-
-def read_line(proc, timeout):
-    """One line of @proc's stdout within @timeout seconds, or None."""
-    buf, deadline, fd = b"", time.monotonic() + timeout, proc.stdout.fileno()
-    while not buf.endswith(b"\n"):
-        left = deadline - time.monotonic()
-        if left <= 0 or not select.select([fd], [], [], left)[0]:
-            return None
-        b = os.read(fd, 1)
-        if not b:
-            return None
-        buf += b
-    return buf.decode().rstrip("\n")
 
 
 @pytest.fixture(scope="session")
