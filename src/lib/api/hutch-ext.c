@@ -45,6 +45,7 @@ int hutch_ext_exec_send(int sock, const HutchExtExec *e, HutchError *reterr) {
                 .timeout_ms = e->timeout_ms,
                 .detach = e->detach,
                 .fds = {e->fds[0], e->fds[1], e->fds[2]},
+                .user = e->user,
         };
 
         return keeper_exec_send(sock, &req, reterr);

@@ -36,7 +36,8 @@ typedef struct HutchExtExec {
         const char *cwd;     /* or NULL: the policy's working directory */
         uint64_t timeout_ms; /* 0: the policy's timeout */
         bool detach;
-        int fds[3]; /* the command's stdin, stdout, stderr (borrowed) */
+        int fds[3];       /* the command's stdin, stdout, stderr (borrowed) */
+        const char *user; /* --user, or NULL: the sandbox's (hutch.h) */
 } HutchExtExec;
 
 /* Sends @e (its fds included) on @sock from hutch_ext_connect(). Returns 0

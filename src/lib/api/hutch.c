@@ -330,6 +330,9 @@ static int exec_common(const char *name, const hutch_exec_options *o, bool detac
                 return fail_msg(err, EINVAL, "no sandbox name, command or outcome given");
         if (o->cwd && o->cwd[0] != '/')
                 return fail_msg(err, EINVAL, "the working directory must be absolute");
+        if (o->user && !user_spec_is_valid(o->user))
+                return fail_msg(err, EINVAL,
+                                "invalid user (want NAME, UID, NAME:GROUP or UID:GID)");
         null_in = open("/dev/null", O_RDONLY | O_CLOEXEC);
         null_out = open("/dev/null", O_WRONLY | O_CLOEXEC);
         if (null_in < 0 || null_out < 0)
@@ -340,6 +343,7 @@ static int exec_common(const char *name, const hutch_exec_options *o, bool detac
                 .cwd = o->cwd,
                 .timeout_ms = o->timeout_ms,
                 .detach = detach,
+                .user = o->user,
                 .fds = {o->stdin_fd >= 0 ? o->stdin_fd : null_in,
                         o->stdout_fd >= 0 ? o->stdout_fd : null_out,
                         o->stderr_fd >= 0 ? o->stderr_fd : null_out},

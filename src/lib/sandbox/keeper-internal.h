@@ -96,7 +96,8 @@ int keeper_strings_from_json(json_t *arr, bool allow_missing, char ***ret);
 int keeper_exec_env(char *const *base, char *const *extra, char ***ret);
 
 /* An exec request, checked: {"op":"exec","argv":[...],"env":[...],
- * "cwd":S|null,"timeout_ms":N,"detach":B} with @n_fds descriptors. */
+ * "cwd":S|null,"timeout_ms":N,"detach":B[,"user":S]} with @n_fds
+ * descriptors. */
 typedef struct KeeperExecRequest {
         char **argv;
         char **extra;    /* "K=V" over the sandbox's environment, or NULL */
@@ -104,6 +105,9 @@ typedef struct KeeperExecRequest {
         uint64_t timeout_ms;
         bool detach;
         bool tty; /* the fds are one pty channel (sandbox/pty.h) */
+        /* --user (user_spec_is_valid(), borrowed from the request), or NULL:
+         * the sandbox's default user. */
+        const char *user;
 } KeeperExecRequest;
 
 /* -EINVAL with @ret_msg (the answer for the client) for a malformed one.

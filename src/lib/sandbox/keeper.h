@@ -93,6 +93,8 @@ typedef struct KeeperExec {
         bool tty;   /* a pty made inside: fds[0..2] are its channel (sandbox/pty.h); not with
                      * detach, and not in a microVM (-EPERM) */
         int fds[3]; /* the command's stdin, stdout, stderr (borrowed) */
+        /* --user (NAME, UID, NAME:GROUP, UID:GID), or NULL: the sandbox's. */
+        const char *user;
 } KeeperExec;
 
 /* Connects to the keeper's socket: a new fd, -ECONNREFUSED/-ENOENT when no
