@@ -42,6 +42,7 @@ typedef struct McpArgs {
         json_t *parents, *recursive, *to, *replace;
         json_t *detach, *id, *signal, *grace; /* the processes' tools */
         json_t *port;                         /* expose_port */
+        json_t *user;                         /* exec's --user */
 } McpArgs;
 
 typedef struct McpArgSpec {
@@ -88,6 +89,10 @@ static const McpArgSpec exec_args[] = {
             "{\"type\":\"boolean\",\"description\":\"Run it in the background (a server): "
             "return at once with its id, for list_processes, read_output and kill_process "
             "(no timeout unless one is given)\"}"),
+        ARG("user", MCP_ARG_STRING, false, user,
+            "{\"type\":\"string\",\"minLength\":1,\"description\":\"Run as this user of the "
+            "sandbox's /etc/passwd: NAME, UID, NAME:GROUP or UID:GID (default: the sandbox's "
+            "user; root for apt-get in an image whose user is not root)\"}"),
 };
 
 #define PROCESS_ID_SCHEMA                                                                          \
@@ -415,8 +420,9 @@ static json_t *exec_result(const McpServer *s, const hutch_outcome *o, const Cap
 
 /* exec with detach: its id, at once. */
 static json_t *exec_detached(McpServer *s, char **argv, char **env, const char *cwd,
-                             uint64_t timeout_ms) {
+                             uint64_t timeout_ms, const char *user) {
         hutch_exec_options opts = {
+                .user = user,
                 .argv = argv,
                 .env = env,
                 .cwd = cwd,
@@ -452,6 +458,7 @@ static json_t *tool_exec(McpServer *s, const McpArgs *a) {
         hutch_error herr = {};
         uint64_t timeout_ms = 0;
         const char *command = json_string_value(a->command);
+        const char *user = a->user ? json_string_value(a->user) : NULL;
         char *argv[] = {(char *)"/bin/sh", (char *)"-c", (char *)command, NULL};
         hutch_exec_options opts;
         json_t *res;
@@ -488,7 +495,7 @@ static json_t *tool_exec(McpServer *s, const McpArgs *a) {
         if (!timeout_ms && !s->has_timeout && !json_is_true(a->detach))
                 timeout_ms = MCP_TIMEOUT_DEFAULT_S * 1000U;
         if (json_is_true(a->detach))
-                return exec_detached(s, argv, env, abs_cwd ? abs_cwd : cwd, timeout_ms);
+                return exec_detached(s, argv, env, abs_cwd ? abs_cwd : cwd, timeout_ms, user);
 
         r = output_capture_start(MCP_OUTPUT_MAX, &cap);
         if (r < 0)
@@ -501,6 +508,7 @@ static json_t *tool_exec(McpServer *s, const McpArgs *a) {
                 .stdin_fd = -1,
                 .stdout_fd = cap.out_fd,
                 .stderr_fd = cap.err_fd,
+                .user = user,
         };
         r = hutch_exec(s->name, &opts, &o, &herr);
         rc = output_capture_finish(&cap, &out, &err);

@@ -224,3 +224,124 @@ def test_single_id_sandbox_names_the_user_and_the_way_out(nobody_images):
     # And a sandbox created so runs every exec as it.
     st.create("rootbox", "--image", "app", "--user", "root")
     assert out(st.exec("rootbox", "id", "-u")) == "0\n"
+
+
+# ---- the API, the exec WebSocket, MCP and both clients (once each, as root) ----
+
+
+@pytest.fixture
+def served(root_runner):
+    """`hutch serve` (test_serve's Server) with "app" in its store and a
+    sandbox "box" of it."""
+    from test_serve import Api, Server
+
+    srv = Server(root_runner)
+    try:
+        layout = root_runner.make_dir(name="layout") / "oci"
+        imageutil.write_oci_layout(layout, imageutil.make_image(layers=layers(), config=APP),
+                                   ref=None)
+        r = srv.hutch("image", "import", layout, "app")
+        assert r.returncode == 0, r.stderr
+        proc, path, _ = srv.start()
+        srv.proc = proc
+        srv.api = Api(path, srv.uid)
+        srv.sock = path
+        srv.api.ok("POST", "/v1/sandboxes", {"name": "box", "policy": {"image": "app"}},
+                   status=201)
+        yield srv
+    finally:
+        srv.cleanup()
+
+
+def test_api_exec_user(served):
+    api = served.api
+    a = api.exec("box", ["id", "-u"])
+    assert a["stdout"] == "1000\n", a
+    a = api.exec("box", ["sh", "-c", "id -u; echo x > /usr/bin/t"], user="root")
+    assert a["outcome"]["exit_code"] == 0 and a["stdout"] == "0\n", a
+    # The stream route takes it too.
+    from test_serve import read_lines
+    c, r = api.stream("box", {"argv": ["id", "-u"], "user": "4321"})
+    try:
+        assert r.status == 200
+        lines = read_lines(r)
+    finally:
+        c.close()
+    assert {"stream": "stdout", "data": "4321\n", "encoding": "utf-8"} in lines, lines
+    # Negative twins: malformed is a 400 naming the field; unknown is 125.
+    r = api.call("POST", "/v1/sandboxes/box/exec", {"argv": ["true"], "user": "a b"})
+    assert r.status == 400 and r.error["field"] == "/user", r
+    r = api.call("POST", "/v1/sandboxes/box/exec", {"argv": ["true"], "user": 7})
+    assert r.status == 400, r
+    a = api.exec("box", ["true"], user="ghost")
+    assert a["outcome"]["exit_code"] == 125 and "'ghost'" in a["stderr"], a
+
+
+def test_python_client_and_websocket_user(served):
+    import sys
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "clients" / "python"))
+    try:
+        import hutch
+    finally:
+        sys.path.pop(0)
+    c = hutch.Client(socket=served.sock)
+    sb = c.sandbox("box")
+    assert sb.exec(["id", "-u"], user="root").stdout == b"0\n"
+    assert sb.exec(["id", "-u"]).stdout == b"1000\n"
+    r = sb.exec(["true"], user="ghost")
+    assert r.outcome.exit_code == 125
+    # The exec WebSocket (the client's terminal()).
+    with sb.terminal(["id", "-u"], user="root") as t:
+        out, _ = t.wait(timeout=60)
+    assert out == b"0\n", out
+
+
+def test_typescript_client_user(served):
+    node = shutil.which("node")
+    if not node:
+        pytest.fail("needs node (Node 18+): tools/deps.sh installs nodejs")
+    index = Path(__file__).resolve().parents[2] / "clients" / "typescript" / "index.js"
+    script = f"""
+import {{ HutchClient }} from {json.dumps(str(index))};
+const c = new HutchClient({{ socket: {json.dumps(served.sock)} }});
+const sb = c.sandbox("box");
+const a = await sb.exec(["id", "-u"], {{ user: "root" }});
+const b = await sb.exec(["id", "-u"]);
+console.log(JSON.stringify([a.stdoutText, b.stdoutText]));
+"""
+    r = subprocess.run([node, "--input-type=module", "-e", script], capture_output=True,
+                       text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout) == ["0\n", "1000\n"]
+
+
+def test_mcp_exec_user(root_runner):
+    im = Images(root_runner)
+    try:
+        add_images(im)
+        ws = root_runner.make_dir(name="mcpws")
+
+        def call(args):
+            msgs = [
+                {"jsonrpc": "2.0", "id": 1, "method": "initialize",
+                 "params": {"protocolVersion": "2025-03-26", "capabilities": {},
+                            "clientInfo": {"name": "test", "version": "1"}}},
+                {"jsonrpc": "2.0", "method": "notifications/initialized"},
+                {"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+                 "params": {"name": "exec", "arguments": args}},
+            ]
+            r = im.hutch("mcp", "--name", "mcpbox", "--workspace", ws, "--image", "app",
+                         input="".join(json.dumps(m) + "\n" for m in msgs))
+            ans = [json.loads(x) for x in r.stdout.splitlines() if '"id":2' in x][0]
+            return ans["result"]
+
+        im.store.names.append("mcpbox")
+        res = call({"command": "id -u", "user": "root"})
+        assert json.loads(res["content"][0]["text"])["stdout"] == "0\n", res
+        res = call({"command": "id -u"})
+        assert json.loads(res["content"][0]["text"])["stdout"] == "1000\n", res
+        # Twin: a malformed one is the tool's error.
+        res = call({"command": "id -u", "user": "a b"})
+        assert res.get("isError") and "user" in res["content"][0]["text"], res
+    finally:
+        im.finalize()
