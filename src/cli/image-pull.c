@@ -257,7 +257,16 @@ static int pull_one(const ImageRef *ref, PullOptions *o, PullProgressOps *ops, c
                 return log_error("out of memory"), HUTCH_EXIT_FAILURE;
         if (ref->alias_where)
                 log_info("'%s' is %s (the alias in %s)", refstr, canonical, ref->alias_where);
-        else if (several && !arg_quiet)
+        if (ref->mirror) {
+                char *at;
+
+                /* Named with its mirror in every message of this try. */
+                if (asprintf(&at, "%s at the mirror %s", canonical, image_ref_endpoint(ref)) < 0)
+                        return log_error("out of memory"), HUTCH_EXIT_FAILURE;
+                free(canonical);
+                canonical = at;
+        }
+        if (several && !arg_quiet)
                 log_info("trying %s", canonical);
         /* [[registry]] insecure = true: plain HTTP for that registry only,
          * as --tls-verify=false is for one pull. */
@@ -318,7 +327,7 @@ static int main_pull(int argc, char **argv) {
                         return 0;
         }
         if (refs[1])
-                log_error("cannot pull '%s' from any of its search registries", refstr);
+                log_error("cannot pull '%s' from any of its registries and mirrors", refstr);
         return HUTCH_EXIT_FAILURE;
 }
 

@@ -89,7 +89,7 @@ def test_permissive_tries_each_search_registry_in_order(sbx, registry):
     assert r.returncode == EXIT_FAILURE, r
     assert f"cannot pull '{first}/library/absent:1'" in r.stderr
     assert f"cannot pull '{registry.host}/library/absent:1'" in r.stderr
-    assert "from any of its search registries" in r.stderr
+    assert "from any of its registries and mirrors" in r.stderr
     assert "absent" not in c.names()
 
 
@@ -135,3 +135,49 @@ def test_bad_registries_conf_is_named_in_image_and_run(sbx, registry):
     assert r.returncode == EXIT_FAILURE and "no image" in r.stderr and where not in r.stderr
     r = c("import", layout, "mine:1")
     assert r.returncode == 0, r.stderr
+
+
+# ---- [[registry.mirror]] ----
+
+
+def mirror_conf(location, mirror, extra="", mirror_extra=""):
+    return ('[[registry]]\n'
+            'prefix = "registry.example.test"\n'
+            f'location = "{location}"\n{extra}'
+            '[[registry.mirror]]\n'
+            f'location = "{mirror}"\n{mirror_extra}')
+
+
+def test_mirror_is_tried_before_the_location(sbx, registry):
+    c = Caller(sbx, mirror_conf(closed(), registry.host))
+    r = c("pull", "--tls-verify=false", "registry.example.test/team/app:2")
+    pulled(r, registry)
+    assert f"trying registry.example.test/team/app:2 at the mirror {registry.host}" in r.stderr
+    # The image keeps its name, not the mirror's.
+    assert "registry.example.test/team/app:2" in c.names()
+    # A mirror that fails falls through to the location, said.
+    bad = closed()
+    c = Caller(sbx, mirror_conf(registry.host, bad))
+    r = c("pull", "--tls-verify=false", "registry.example.test/team/app:2")
+    pulled(r, registry)
+    assert f"cannot pull 'registry.example.test/team/app:2 at the mirror {bad}'" in r.stderr
+    # Twin: neither has it: refused, each failure said, nothing stored.
+    c = Caller(sbx, mirror_conf(closed(), closed()))
+    r = c("pull", "--tls-verify=false", "registry.example.test/team/app:2")
+    assert r.returncode == EXIT_FAILURE, r
+    assert "at the mirror" in r.stderr and "any of its registries and mirrors" in r.stderr
+    assert "team/app" not in c.names()
+
+
+def test_mirror_by_digest_only_and_a_mirrors_insecure(sbx, registry):
+    conf = mirror_conf(closed(), registry.host, extra="mirror-by-digest-only = true\n",
+                       mirror_extra="insecure = true\n")
+    c = Caller(sbx, conf)
+    # By tag: the mirror is not used, the location is closed.
+    r = c("pull", "registry.example.test/team/app:2")
+    assert r.returncode == EXIT_FAILURE, r
+    assert "at the mirror" not in r.stderr
+    # By digest: the mirror, in plain HTTP by its own insecure = true.
+    r = c("pull", f"registry.example.test/team/app@{registry.amd['digest']}")
+    pulled(r, registry)
+    assert "insecure in registries.conf" in r.stderr

@@ -453,6 +453,30 @@ TEST(registries_conf_parse_the_subset) {
         ASSERT_NULL(e);
 }
 
+TEST(registries_conf_mirrors) {
+        _cleanup_(registries_conf_freep) RegistriesConf *c = NULL;
+        const RegistryEntry *e;
+        HutchError err = {};
+
+        ASSERT_OK(conf_parse("[[registry]]\n"
+                             "prefix = \"a.example.test\"\n"
+                             "mirror-by-digest-only = true\n"
+                             "[[registry.mirror]]\n"
+                             "location = \"m1.example.test\"\n"
+                             "insecure = true\n"
+                             "[[registry.mirror]]\n"
+                             "location = \"m2.example.test:5000\"\n",
+                             &c, &err));
+        ASSERT_EQ(registries_conf_lookup(c, "a.example.test", &e, &err), 1);
+        ASSERT_EQ(strv_length(e->mirrors), 2);
+        ASSERT_STREQ(e->mirrors[0], "m1.example.test");
+        ASSERT_STREQ(e->mirrors[1], "m2.example.test:5000");
+        ASSERT_TRUE(e->mirror_insecure[0]);
+        ASSERT_FALSE(e->mirror_insecure[1]);
+        ASSERT_TRUE(e->mirror_by_digest_only);
+        ASSERT_FALSE(e->insecure);
+}
+
 TEST(registries_conf_parse_errors_name_file_and_line) {
         static const struct {
                 const char *text, *where;
@@ -478,6 +502,10 @@ TEST(registries_conf_parse_errors_name_file_and_line) {
                 {"[aliases]\n\"a.test/x\" = \"a.test/x\"\n", "t.conf:2:"},
                 {"[aliases]\n\"x:1\" = \"a.test/x\"\n", "t.conf:2:"},
                 {"[[registry]]\nprefix = \"a.test\"\ninsecure = \"yes\"\n", "t.conf:3:"},
+                {"[[registry.mirror]]\nlocation = \"m.test\"\n", "t.conf:1:"},
+                {"[[registry]]\nprefix = \"a.test\"\n[[registry.mirror]]\n", "t.conf:1"},
+                {"[[registry]]\nprefix = \"a.test\"\n[[registry.mirror]]\nlocation = \"m/x\"\n",
+                 "t.conf:4:"},
         };
 
         for (size_t i = 0; i < ELEMENTSOF(bad); i++) {

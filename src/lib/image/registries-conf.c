@@ -20,6 +20,8 @@ static void entry_done(RegistryEntry *e) {
         free(e->prefix);
         free(e->location);
         free(e->where);
+        strv_free(e->mirrors);
+        free(e->mirror_insecure);
 }
 
 RegistriesConf *registries_conf_free(RegistriesConf *c) {
@@ -294,7 +296,55 @@ static int conf_set_entry(RegistriesConf *c, ConfParser *ps, const char *key, Co
                         return conf_error(ps, "insecure is true or false");
                 e->insecure = v->b;
         }
+        if (strcmp(key, "mirror-by-digest-only") == 0) {
+                if (v->type != VALUE_BOOL)
+                        return conf_error(ps, "mirror-by-digest-only is true or false");
+                e->mirror_by_digest_only = v->b;
+        }
         /* mirror-by-digest-only, ...: not acted on. */
+        return 0;
+}
+
+/* [[registry.mirror]]: one more mirror of this file's last [[registry]]. */
+static int conf_add_mirror(RegistriesConf *c, size_t first, ConfParser *ps) {
+        RegistryEntry *e;
+        bool *b;
+        size_t n;
+        int r;
+
+        if (c->n_entries <= first)
+                return conf_error(ps, "a [[registry.mirror]] belongs to a [[registry]] above it");
+        e = &c->entries[c->n_entries - 1];
+        n = strv_length(e->mirrors);
+        if (n >= 64)
+                return conf_error(ps, "more than 64 mirrors of one registry");
+        r = strv_extend(&e->mirrors, "");
+        if (r < 0)
+                return r;
+        b = reallocarray(e->mirror_insecure, n + 1, sizeof(bool));
+        if (!b)
+                return -ENOMEM;
+        b[n] = false;
+        e->mirror_insecure = b;
+        return 0;
+}
+
+static int conf_set_mirror(RegistriesConf *c, ConfParser *ps, const char *key, ConfValue *v) {
+        RegistryEntry *e = &c->entries[c->n_entries - 1];
+        size_t n = strv_length(e->mirrors) - 1;
+
+        if (strcmp(key, "location") == 0) {
+                if (v->type != VALUE_STRING || !conf_name_is_valid(v->s) || strchr(v->s, '/'))
+                        return conf_error(ps, "a mirror's location is a registry HOST[:PORT]");
+                free(e->mirrors[n]);
+                e->mirrors[n] = TAKE_PTR(v->s);
+                return 0;
+        }
+        if (strcmp(key, "insecure") == 0) {
+                if (v->type != VALUE_BOOL)
+                        return conf_error(ps, "insecure is true or false");
+                e->mirror_insecure[n] = v->b;
+        }
         return 0;
 }
 
@@ -400,6 +450,14 @@ static int conf_finish_entries(RegistriesConf *c, size_t first, ConfParser *ps) 
                         if (!e->prefix)
                                 return -ENOMEM;
                 }
+                for (char **m = e->mirrors; m && *m; m++)
+                        if (!**m) {
+                                ps->line = 0;
+                                return hutch_error_set(ps->reterr, EINVAL,
+                                                       "%s: a [[registry.mirror]] without a "
+                                                       "location",
+                                                       e->where);
+                        }
         }
         for (size_t i = 0; i < c->n_entries; i++)
                 for (size_t j = i + 1; j < c->n_entries; j++)
@@ -444,6 +502,10 @@ int registries_conf_parse(RegistriesConf *c, const char *text, const char *path,
                                 r = conf_add_entry(c, &ps);
                                 if (r < 0)
                                         return r;
+                        } else if (array && strcmp(table, "registry.mirror") == 0) {
+                                r = conf_add_mirror(c, first, &ps);
+                                if (r < 0)
+                                        return r;
                         } else if (!array && strcmp(table, "registry") == 0)
                                 return conf_error(&ps, "registry is an array of tables "
                                                        "([[registry]])");
@@ -481,6 +543,8 @@ int registries_conf_parse(RegistriesConf *c, const char *text, const char *path,
                         r = conf_set_alias(c, &ps, key, &v);
                 else if (r >= 0 && table && strcmp(table, "registry") == 0)
                         r = conf_set_entry(c, &ps, key, &v);
+                else if (r >= 0 && table && strcmp(table, "registry.mirror") == 0)
+                        r = conf_set_mirror(c, &ps, key, &v);
                 if (r >= 0)
                         r = end_of_line(&ps);
                 value_done(&v);

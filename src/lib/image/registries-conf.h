@@ -18,12 +18,14 @@
  *   [[registry]] prefix = "HOST" location = "HOST2" the API of HOST is at HOST2
  *   [[registry]] prefix = "HOST" blocked = true     refuse pulls from HOST
  *   [[registry]] prefix = "HOST" insecure = true    plain HTTP allowed for HOST
+ *   [[registry.mirror]] location = "HOST" [insecure = B]
+ *                                  tried before the [[registry]]'s location
  *   [aliases] "NAME" = "HOST/REPO"                  a short name's image
  *   short-name-mode = "enforcing"|"permissive"|"disabled"
  *                                  several search registries: refused, or
  *                                  each tried in order (registry.h)
  * and reads (to check their syntax) but does not act on the rest
- * (mirrors, credential-helpers). $HUTCH_REGISTRY_DEFAULT overrides the
+ * (credential-helpers, pull-from-mirror). $HUTCH_REGISTRY_DEFAULT overrides the
  * default registry.
  *
  * The TOML read is the subset those files use: comments, [table] and
@@ -43,6 +45,11 @@ typedef struct RegistryEntry {
         bool blocked;
         char *where; /* "FILE:LINE" of its [[registry]], for messages */
         bool insecure;
+        /* [[registry.mirror]]: tried in order before the location (only for
+         * a pull by digest with mirror-by-digest-only = true). */
+        char **mirrors;
+        bool *mirror_insecure;
+        bool mirror_by_digest_only;
 } RegistryEntry;
 
 typedef struct RegistriesConf {

@@ -333,6 +333,71 @@ ImageRef **image_refs_free(ImageRef **refs) {
         return NULL;
 }
 
+/* A copy of @ref pulled from @mirror instead. */
+static ImageRef *ref_at_mirror(const ImageRef *ref, const char *mirror, bool insecure) {
+        _cleanup_(image_ref_freep) ImageRef *m = calloc(1, sizeof(*m));
+
+        if (!m)
+                return NULL;
+        m->domain = strdup(ref->domain);
+        m->endpoint = strdup(mirror);
+        m->repository = strdup(ref->repository);
+        m->tag = ref->tag ? strdup(ref->tag) : NULL;
+        m->digest = ref->digest ? strdup(ref->digest) : NULL;
+        if (!m->domain || !m->endpoint || !m->repository || (ref->tag && !m->tag) ||
+            (ref->digest && !m->digest))
+                return NULL;
+        m->insecure = insecure;
+        m->alias_where = ref->alias_where;
+        m->mirror = true;
+        return TAKE_PTR(m);
+}
+
+/* @refs (NULL-terminated, taken) with each one's mirrors before it. */
+static int refs_with_mirrors(const RegistriesConf *c, ImageRef **refs, ImageRef ***ret,
+                             HutchError *reterr) {
+        ImageRef **out = NULL;
+        size_t n = 0;
+        int r = 0;
+
+        for (size_t i = 0; refs[i] && r >= 0; i++) {
+                const RegistryEntry *e = NULL;
+                size_t k = 0;
+                ImageRef **grown;
+
+                r = registries_conf_lookup(c, refs[i]->domain, &e, reterr);
+                if (r < 0)
+                        break;
+                if (e && (!e->mirror_by_digest_only || refs[i]->digest))
+                        k = strv_length(e->mirrors);
+                grown = reallocarray(out, n + k + 2, sizeof(ImageRef *));
+                if (!grown) {
+                        r = -ENOMEM;
+                        break;
+                }
+                out = grown;
+                for (size_t j = 0; j < k && r >= 0; j++) {
+                        out[n] = ref_at_mirror(refs[i], e->mirrors[j], e->mirror_insecure[j]);
+                        if (out[n])
+                                n++;
+                        else
+                                r = -ENOMEM;
+                }
+                out[n++] = TAKE_PTR(refs[i]);
+                out[n] = NULL;
+        }
+        if (r < 0) {
+                if (out)
+                        out[n] = NULL;
+                image_refs_free(out);
+                image_refs_free(refs);
+                return r;
+        }
+        free(refs);
+        *ret = out;
+        return (int)n;
+}
+
 int image_ref_candidates(const char *s, ImageRef ***ret, HutchError *reterr) {
         _cleanup_free_ char *name = NULL, *list = NULL;
         const char *env = getenv("HUTCH_REGISTRY_DEFAULT"), *suffix, *value, *where, *mode;
@@ -359,8 +424,7 @@ int image_ref_candidates(const char *s, ImageRef ***ret, HutchError *reterr) {
                         image_refs_free(refs);
                         return r;
                 }
-                *ret = refs;
-                return 1;
+                return refs_with_mirrors(c, refs, ret, reterr);
         }
         for (size_t i = 0; i < n; i++) {
                 r = ref_parse_default(s, c->search[i], &refs[i], reterr);
@@ -370,10 +434,8 @@ int image_ref_candidates(const char *s, ImageRef ***ret, HutchError *reterr) {
                 }
         }
         mode = c->short_name_mode ?: "enforcing";
-        if (strcmp(mode, "enforcing") != 0) {
-                *ret = refs;
-                return (int)n;
-        }
+        if (strcmp(mode, "enforcing") != 0)
+                return refs_with_mirrors(c, refs, ret, reterr);
         /* SECURITY: which registry an ambiguous short name comes from is
          * the user's choice, never the first that answers (a squatted name
          * on another registry): hutch cannot prompt as podman does. */

@@ -42,6 +42,7 @@ typedef struct ImageRef {
         /* The [aliases] line ("FILE:LINE", borrowed, valid until exit) the
          * short name was resolved by, or NULL. */
         const char *alias_where;
+        bool mirror; /* the endpoint is a [[registry.mirror]] of the domain's */
 } ImageRef;
 
 ImageRef *image_ref_free(ImageRef *ref);
@@ -66,7 +67,11 @@ int image_ref_parse(const char *s, ImageRef **ret, HutchError *reterr);
  * A short name with several search registries: with short-name-mode
  * "permissive" or "disabled", one candidate per registry in the file's
  * order; "enforcing" (podman's default, and hutch's when unset) refuses it
- * with -EINVAL naming the candidates, since hutch never prompts. Returns
+ * with -EINVAL naming the candidates, since hutch never prompts. Each
+ * candidate whose [[registry]] has mirrors comes after a copy of it per
+ * [[registry.mirror]], in order (ImageRef.mirror, the mirror as the
+ * endpoint, its insecure), unless mirror-by-digest-only and no digest was
+ * given. Returns
  * the number of candidates (>= 1) and a new NULL-terminated array in @ret
  * (free with image_refs_free()), or -errno with @reterr. */
 int image_ref_candidates(const char *s, ImageRef ***ret, HutchError *reterr);
