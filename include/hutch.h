@@ -127,6 +127,12 @@ typedef struct hutch_exec_options {
         int stdout_fd;       /* -1: discarded */
         int stderr_fd;       /* -1: discarded */
         bool detach;         /* run in the background; @ret gets no outcome */
+        /* The user the command runs as, found in the sandbox's /etc/passwd
+         * and /etc/group: "NAME", "UID", "NAME:GROUP" or "UID:GID" (docker's
+         * --user), or NULL for the sandbox's (its policy's "user", else its
+         * image's User, else root). -EINVAL for a malformed one; an unknown
+         * one ends the exec with status 125. */
+        const char *user;
 } hutch_exec_options;
 
 /* Runs a command in sandbox @name (started on demand) and waits for its

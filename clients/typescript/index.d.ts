@@ -55,6 +55,8 @@ export interface ExecOptions {
   timeoutMs?: number;
   stdin?: string | Uint8Array;
   outputLimit?: number;
+  /** NAME, UID, NAME:GROUP or UID:GID of the sandbox's /etc/passwd (default: the sandbox's user). */
+  user?: string;
 }
 export type StreamEvent = { stream: "stdout" | "stderr"; data: Buffer } | { outcome: Outcome };
 export interface FileInfo {
@@ -82,6 +84,7 @@ export interface PortInfo { port: number; protocol: string; hostIp: string; host
 export interface TerminalOptions {
   tty?: boolean; cols?: number; rows?: number;
   env?: Record<string, string>; cwd?: string; timeoutMs?: number;
+  user?: string;
 }
 /** A command behind the exec WebSocket (terminal.js). */
 export interface Terminal {

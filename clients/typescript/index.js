@@ -115,6 +115,7 @@ function execBody(argv, opts = {}) {
   if (typeof opts.stdin === "string") b.stdin = opts.stdin;
   else if (opts.stdin != null) b.stdin_base64 = Buffer.from(opts.stdin).toString("base64");
   if (opts.outputLimit != null) b.output_limit = opts.outputLimit;
+  if (opts.user != null) b.user = String(opts.user);
   return b;
 }
 
@@ -277,10 +278,11 @@ export class HutchClient {
   sandbox(name) { return new Sandbox(this, name); }
 
   /** A command with its stdin open through the exec WebSocket (docs/api.md):
-   * opts {tty, cols, rows, env, cwd, timeoutMs}. Resolves to a Terminal
+   * opts {tty, cols, rows, env, cwd, timeoutMs, user}. Resolves to a Terminal
    * (terminal.js) once the server took the upgrade. */
   terminal(name, argv, opts = {}) {
-    const req = execBody(argv, { env: opts.env, cwd: opts.cwd, timeoutMs: opts.timeoutMs });
+    const req = execBody(argv, { env: opts.env, cwd: opts.cwd, timeoutMs: opts.timeoutMs,
+                                 user: opts.user });
     if (opts.tty) req.tty = true;
     if (opts.cols != null) req.cols = opts.cols;
     if (opts.rows != null) req.rows = opts.rows;

@@ -239,9 +239,58 @@ static int pull_into_store(const ImageRef *ref, const PullOptions *o, const char
         return 0;
 }
 
-static int main_pull(int argc, char **argv) {
-        _cleanup_(image_ref_freep) ImageRef *ref = NULL;
+/* Pulls @ref (a candidate of @refstr; @several: one of many, named in
+ * messages) into the store as @name, or into --layout. Returns 0 or
+ * HUTCH_EXIT_FAILURE, the error said. */
+static int pull_one(const ImageRef *ref, PullOptions *o, PullProgressOps *ops, const char *refstr,
+                    const char *name, bool several) {
         _cleanup_free_ char *digest = NULL, *canonical = NULL;
+        HutchError err = {};
+        int r;
+
+        o->tls_verify = arg_tls_verify;
+        o->cert_dir = arg_cert_dir;
+        o->auth_file = arg_authfile;
+        o->progress = ops;
+        canonical = image_ref_to_string(ref);
+        if (!canonical)
+                return log_error("out of memory"), HUTCH_EXIT_FAILURE;
+        if (ref->alias_where)
+                log_info("'%s' is %s (the alias in %s)", refstr, canonical, ref->alias_where);
+        if (ref->mirror) {
+                char *at;
+
+                /* Named with its mirror in every message of this try. */
+                if (asprintf(&at, "%s at the mirror %s", canonical, image_ref_endpoint(ref)) < 0)
+                        return log_error("out of memory"), HUTCH_EXIT_FAILURE;
+                free(canonical);
+                canonical = at;
+        }
+        if (several && !arg_quiet)
+                log_info("trying %s", canonical);
+        /* [[registry]] insecure = true: plain HTTP for that registry only,
+         * as --tls-verify=false is for one pull. */
+        if (ref->insecure)
+                o->tls_verify = false;
+        if (!o->tls_verify)
+                log_warning("pulling %s without verifying TLS (or in plain HTTP)%s", canonical,
+                            ref->insecure && arg_tls_verify ? ": insecure in registries.conf" : "");
+        if (!arg_layout)
+                return pull_into_store(ref, o, several ? canonical : refstr, name);
+        r = registry_pull_confined(ref, o, arg_layout, &digest, NULL, &err);
+        if (r < 0) {
+                log_error("cannot pull '%s': %s", several ? canonical : refstr,
+                          err.msg[0] ? err.msg : strerror(-r));
+                return HUTCH_EXIT_FAILURE;
+        }
+        if (!arg_quiet)
+                log_info("pulled %s into %s", canonical, arg_layout);
+        (void)printf("%s\n", digest);
+        return 0;
+}
+
+static int main_pull(int argc, char **argv) {
+        _cleanup_(image_refs_freep) ImageRef **refs = NULL;
         PullProgress pp = {.quiet = false};
         PullProgressOps ops = {pull_progress_begin, pull_progress_end, &pp};
         PullOptions o = {.os = "linux", .arch = "amd64"};
@@ -259,36 +308,27 @@ static int main_pull(int argc, char **argv) {
                           arg_platform);
                 return HUTCH_EXIT_FAILURE;
         }
-        r = image_ref_parse(refstr, &ref, &err);
+        r = image_ref_candidates(refstr, &refs, &err);
         if (r < 0) {
                 log_error("cannot pull '%s': %s", refstr, err.msg[0] ? err.msg : strerror(-r));
                 return HUTCH_EXIT_FAILURE;
         }
-        o.tls_verify = arg_tls_verify;
-        o.cert_dir = arg_cert_dir;
-        o.auth_file = arg_authfile;
-        o.progress = &ops;
-        canonical = image_ref_to_string(ref);
-        if (!canonical)
-                return log_error("out of memory"), HUTCH_EXIT_FAILURE;
-        if (!arg_tls_verify)
-                log_warning("pulling %s without verifying TLS (or in plain HTTP)", canonical);
-        if (!arg_layout)
-                return pull_into_store(ref, &o, refstr,
-                                       argc - optind > 1 ? argv[optind + 1] : NULL);
-        if (argc - optind > 1) {
+        if (arg_layout && argc - optind > 1) {
                 log_error("NAME names an image in the store: not with --layout");
                 return HUTCH_EXIT_FAILURE;
         }
-        r = registry_pull_confined(ref, &o, arg_layout, &digest, NULL, &err);
-        if (r < 0) {
-                log_error("cannot pull '%s': %s", refstr, err.msg[0] ? err.msg : strerror(-r));
-                return HUTCH_EXIT_FAILURE;
+        /* Each candidate in turn (several: a short name and the search
+         * registries, short-name-mode permissive): the first that has the
+         * image wins, and each failure is said. */
+        for (size_t i = 0; refs[i]; i++) {
+                r = pull_one(refs[i], &o, &ops, refstr, argc - optind > 1 ? argv[optind + 1] : NULL,
+                             !!refs[1]);
+                if (r == 0)
+                        return 0;
         }
-        if (!arg_quiet)
-                log_info("pulled %s into %s", canonical, arg_layout);
-        (void)printf("%s\n", digest);
-        return 0;
+        if (refs[1])
+                log_error("cannot pull '%s' from any of its registries and mirrors", refstr);
+        return HUTCH_EXIT_FAILURE;
 }
 
 int main(int argc, char **argv) {

@@ -43,6 +43,7 @@ typedef struct McpArgs {
         json_t *detach, *id, *signal, *grace; /* the processes' tools */
         json_t *port;                         /* expose_port */
         json_t *stdin_open, *input, *close;   /* exec's stdin_open, write_stdin */
+        json_t *user;                         /* exec's --user */
 } McpArgs;
 
 typedef struct McpArgSpec {
@@ -92,6 +93,10 @@ static const McpArgSpec exec_args[] = {
         ARG("stdin_open", MCP_ARG_BOOL, false, stdin_open,
             "{\"type\":\"boolean\",\"description\":\"With detach: its stdin stays open, "
             "for write_stdin (default: /dev/null)\"}"),
+        ARG("user", MCP_ARG_STRING, false, user,
+            "{\"type\":\"string\",\"minLength\":1,\"description\":\"Run as this user of the "
+            "sandbox's /etc/passwd: NAME, UID, NAME:GROUP or UID:GID (default: the sandbox's "
+            "user; root for apt-get in an image whose user is not root)\"}"),
 };
 
 #define PROCESS_ID_SCHEMA                                                                          \
@@ -428,8 +433,9 @@ static json_t *exec_result(const McpServer *s, const hutch_outcome *o, const Cap
 
 /* exec with detach: its id, at once. */
 static json_t *exec_detached(McpServer *s, char **argv, char **env, const char *cwd,
-                             uint64_t timeout_ms, bool stdin_open) {
+                             uint64_t timeout_ms, bool stdin_open, const char *user) {
         hutch_exec_options opts = {
+                .user = user,
                 .argv = argv,
                 .env = env,
                 .cwd = cwd,
@@ -465,6 +471,7 @@ static json_t *tool_exec(McpServer *s, const McpArgs *a) {
         hutch_error herr = {};
         uint64_t timeout_ms = 0;
         const char *command = json_string_value(a->command);
+        const char *user = a->user ? json_string_value(a->user) : NULL;
         char *argv[] = {(char *)"/bin/sh", (char *)"-c", (char *)command, NULL};
         hutch_exec_options opts;
         json_t *res;
@@ -504,7 +511,7 @@ static json_t *tool_exec(McpServer *s, const McpArgs *a) {
                 return tool_error("exec: 'stdin_open' needs 'detach'");
         if (json_is_true(a->detach))
                 return exec_detached(s, argv, env, abs_cwd ? abs_cwd : cwd, timeout_ms,
-                                     json_is_true(a->stdin_open));
+                                     json_is_true(a->stdin_open), user);
 
         r = output_capture_start(MCP_OUTPUT_MAX, &cap);
         if (r < 0)
@@ -517,6 +524,7 @@ static json_t *tool_exec(McpServer *s, const McpArgs *a) {
                 .stdin_fd = -1,
                 .stdout_fd = cap.out_fd,
                 .stderr_fd = cap.err_fd,
+                .user = user,
         };
         r = hutch_exec(s->name, &opts, &o, &herr);
         rc = output_capture_finish(&cap, &out, &err);

@@ -191,7 +191,7 @@ int verb_keeper(int argc, char **argv) {
 
 static void exec_usage(FILE *f) {
         (void)fprintf(f, "usage: hutch exec NAME [-d] [-e K=V] [-w DIR] [--timeout DURATION] "
-                         "[--json FILE] [-q] -- CMD [ARGS...]\n\n"
+                         "[-u USER] [--json FILE] [-q] -- CMD [ARGS...]\n\n"
                          "Runs CMD in the persistent sandbox NAME (started on demand).\n"
                          "  -d, --detach        run in the background; output goes to 'hutch logs "
                          "NAME --exec ID'\n"
@@ -200,6 +200,8 @@ static void exec_usage(FILE *f) {
                          "  -i, --interactive   with -t: stdin relayed to it, in raw mode\n"
                          "  -e, --env K=V       set a variable for this command (repeatable)\n"
                          "  -w, --workdir DIR   working directory (absolute)\n"
+                         "  -u, --user USER     run as NAME, UID, NAME:GROUP or UID:GID of the "
+                         "sandbox's /etc/passwd (default: the sandbox's user)\n"
                          "  --timeout DURATION  kill the command and everything it started after "
                          "this long\n"
                          "  --json FILE         write the outcome as JSON to FILE\n"
@@ -246,6 +248,7 @@ int verb_exec(int argc, char **argv) {
         static const struct option options[] = {{"detach", no_argument, NULL, 'd'},
                                                 {"env", required_argument, NULL, 'e'},
                                                 {"workdir", required_argument, NULL, 'w'},
+                                                {"user", required_argument, NULL, 'u'},
                                                 {"timeout", required_argument, NULL, 'T'},
                                                 {"tty", no_argument, NULL, 't'},
                                                 {"interactive", no_argument, NULL, 'i'},
@@ -275,7 +278,7 @@ int verb_exec(int argc, char **argv) {
         }
         optind = 0;
         opterr = 0;
-        while ((c = getopt_long(argc, argv, "+:de:w:hitq", options, NULL)) >= 0)
+        while ((c = getopt_long(argc, argv, "+:de:w:u:hitq", options, NULL)) >= 0)
                 switch (c) {
                 case 'd':
                         req.detach = true;
@@ -295,6 +298,15 @@ int verb_exec(int argc, char **argv) {
                                 return HUTCH_EXIT_FAILURE;
                         }
                         req.cwd = optarg;
+                        break;
+                case 'u':
+                        if (!user_spec_is_valid(optarg)) {
+                                log_error("invalid --user '%s' (want NAME, UID, NAME:GROUP or "
+                                          "UID:GID)",
+                                          optarg);
+                                return HUTCH_EXIT_FAILURE;
+                        }
+                        req.user = optarg;
                         break;
                 case 't':
                         req.tty = true;

@@ -109,6 +109,7 @@ static const struct option run_options[] = {
         {"publish", required_argument, NULL, 'p'},
         {"tty", no_argument, NULL, 't'},
         {"interactive", no_argument, NULL, 'i'},
+        {"user", required_argument, NULL, 'u'},
         {"quiet", no_argument, NULL, 'q'},
         {"help", no_argument, NULL, 'h'},
         {}};
@@ -116,7 +117,7 @@ static const struct option run_options[] = {
 /* '+': stop at the first non-option, so the command's own flags are never
  * parsed ("hutch run ls -l"). ':': report a missing value as ':' rather
  * than '?', so the two errors get their own messages. */
-static const char run_optstring[] = "+:v:w:e:p:hitq";
+static const char run_optstring[] = "+:v:w:e:p:u:hitq";
 
 /* The reference printed by run_args_usage(); docs/cli-run.md has the same
  * table. */
@@ -172,6 +173,8 @@ static const struct {
         {"--vm-kernel FILE", "the microVM's kernel (default: the newest /boot/vmlinuz-*)"},
         {"--image NAME", "the root filesystem is the image NAME of 'hutch image ls' (its "
                          "Env, WorkingDir, User, Entrypoint and Cmd honoured; docs/images-run.md)"},
+        {"-u, --user NAME|UID[:GROUP|:GID]",
+         "run as this user of the sandbox's /etc/passwd (default: the image's User, else root)"},
         {"--rm", "accepted for docker's sake: a run's sandbox is always removed"},
         {"--cap-drop ALL", "accepted: the sandbox holds no capability over the host"},
         {"--cap-add CAP", "refused: hutch grants no capability"},
@@ -464,6 +467,8 @@ static int run_args_apply(RunArgs *a, int c, const char *value, HutchError *rete
                 return policy_add_bind_spec(a->policy, value, reterr);
         case 'w':
                 return policy_set_workdir(a->policy, value, reterr);
+        case 'u':
+                return policy_set_user(a->policy, value, reterr);
         case 'e':
                 return policy_add_env_spec(a->policy, value, reterr);
         case ARG_ENV_PASS:

@@ -9,6 +9,7 @@ const ServeField serve_exec_fields[] = {
         {"timeout_ms", SERVE_FIELD_U64, offsetof(ExecArgs, timeout_ms), false},
         {"stdin", SERVE_FIELD_STRING, offsetof(ExecArgs, stdin_text), false},
         {"stdin_base64", SERVE_FIELD_STRING, offsetof(ExecArgs, stdin_base64), false},
+        {"user", SERVE_FIELD_STRING, offsetof(ExecArgs, user), false},
         {"output_limit", SERVE_FIELD_U64, offsetof(ExecArgs, output_limit), false},
         {"detach", SERVE_FIELD_BOOL, offsetof(ExecArgs, detach), false},
         {"stdin_open", SERVE_FIELD_BOOL, offsetof(ExecArgs, stdin_open), false},

@@ -18,6 +18,7 @@ typedef struct ExecArgs {
         const char *cwd;
         const char *stdin_text;
         const char *stdin_base64;
+        const char *user; /* --user, or NULL: the sandbox's */
         uint64_t timeout_ms;
         uint64_t output_limit;
         bool detach;

@@ -70,6 +70,11 @@ static int exec_args_validate_rest(const ExecArgs *a, HutchError *reterr) {
         if (a->cwd && a->cwd[0] != '/')
                 return hutch_error_set_pointer(reterr, EINVAL, "/cwd",
                                                "the working directory must be absolute");
+        if (a->user && !hutch_ext_user_spec_is_valid(a->user))
+                return hutch_error_set_pointer(reterr, EINVAL, "/user",
+                                               "invalid user '%s' (want NAME, UID, NAME:GROUP or "
+                                               "UID:GID)",
+                                               a->user);
         if (a->stdin_text && a->stdin_base64)
                 return hutch_error_set_pointer(reterr, EINVAL, "/stdin_base64",
                                                "give 'stdin' or 'stdin_base64', not both");
@@ -581,6 +586,7 @@ static int job_start(ExecJob *job, const ExecArgs *a, const char *stdin_data, si
                 .detach = a->detach,
                 .fds = {in, out_w, err_w},
                 .stdin_pipe = a->stdin_open,
+                .user = a->user,
         };
         r = hutch_ext_exec_send(job->sock, &req, reterr);
         if (r < 0)

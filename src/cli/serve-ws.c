@@ -8,7 +8,7 @@
  *
  *   client -> server  the first message: a text frame, the exec request
  *                     {"argv":[...],"env":{...},"cwd":S,"timeout_ms":N,
- *                      "tty":B,"cols":N,"rows":N}
+ *                      "tty":B,"cols":N,"rows":N,"user":S}
  *                     then binary frames: stdin bytes; text frames:
  *                     {"type":"resize","cols":N,"rows":N} (tty),
  *                     {"type":"signal","signal":"INT"|N},
@@ -40,6 +40,7 @@
 #include <event2/event.h>
 #include <openssl/evp.h>
 
+#include "api/hutch-ext.h"
 #include "api/persist.h"
 #include "base64.h"
 #include "fd-util.h"
@@ -401,6 +402,7 @@ typedef struct WsExecArgs {
         const char *cwd;
         uint64_t timeout_ms, cols, rows;
         bool tty;
+        const char *user;
 } WsExecArgs;
 
 static const ServeField ws_exec_fields[] = {
@@ -411,6 +413,7 @@ static const ServeField ws_exec_fields[] = {
         {"tty", SERVE_FIELD_BOOL, offsetof(WsExecArgs, tty), false},
         {"cols", SERVE_FIELD_U64, offsetof(WsExecArgs, cols), false},
         {"rows", SERVE_FIELD_U64, offsetof(WsExecArgs, rows), false},
+        {"user", SERVE_FIELD_STRING, offsetof(WsExecArgs, user), false},
 };
 
 static int ws_exec_args_validate(const WsExecArgs *a, HutchError *reterr) {
@@ -420,6 +423,11 @@ static int ws_exec_args_validate(const WsExecArgs *a, HutchError *reterr) {
         if (a->cwd && a->cwd[0] != '/')
                 return hutch_error_set_pointer(reterr, EINVAL, "/cwd",
                                                "the working directory must be absolute");
+        if (a->user && !hutch_ext_user_spec_is_valid(a->user))
+                return hutch_error_set_pointer(reterr, EINVAL, "/user",
+                                               "invalid user '%s' (want NAME, UID, NAME:GROUP or "
+                                               "UID:GID)",
+                                               a->user);
         if (a->cols > UINT16_MAX || a->rows > UINT16_MAX)
                 return hutch_error_set_pointer(reterr, EINVAL,
                                                a->cols > UINT16_MAX ? "/cols" : "/rows",
@@ -476,6 +484,7 @@ static int ws_start(WsConn *ws, const WsExecArgs *a, HutchError *reterr) {
                 .timeout_ms = a->timeout_ms,
                 .tty = a->tty,
                 .fds = {a->tty ? remote : in_r, a->tty ? remote : out_w, a->tty ? remote : err_w},
+                .user = a->user,
         };
         r = keeper_exec_send(ws->sock, &req, reterr);
         if (r < 0)

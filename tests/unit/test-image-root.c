@@ -72,6 +72,13 @@ TEST(numeric_user_need_not_be_in_passwd) {
         /* A relative home in the image's passwd is not used. */
         ASSERT_OK(image_user_resolve("nohome", passwd, group, &u, &e));
         ASSERT_STREQ(u.home, "/");
+        /* root is always there (--user root in an image without passwd). */
+        ASSERT_OK(image_user_resolve("root", NULL, NULL, &u, &e));
+        ASSERT_EQ(u.uid, 0);
+        ASSERT_EQ(u.gid, 0);
+        ASSERT_STREQ(u.home, "/root");
+        ASSERT_OK(image_user_resolve("0", NULL, NULL, &u, &e));
+        ASSERT_EQ(u.uid, 0);
 }
 
 TEST(user_errors) {

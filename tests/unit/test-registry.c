@@ -418,9 +418,11 @@ TEST(registries_conf_parse_the_subset) {
                              "[[registry]]\n"
                              "prefix = \"a.example.test\"\n"
                              "location = \"d.example.test\"\n"
+                             "insecure = true\n"
                              "[aliases]\n"
                              "  \"x\" = \"a.example.test/library/x\"\n"
-                             "n = 5\n",
+                             "\"team/y\" = \"localhost:5000/y\"\n"
+                             "\"x\" = \"a.example.test/x2\"\n",
                              &c, &err));
         ASSERT_EQ(strv_length(c->search), 2);
         ASSERT_STREQ(c->search[0], "registry.example.test");
@@ -430,10 +432,49 @@ TEST(registries_conf_parse_the_subset) {
         ASSERT_EQ(registries_conf_lookup(c, "a.example.test", &e, &err), 1);
         ASSERT_STREQ(e->location, "d.example.test");
         ASSERT_STREQ(e->where, "t.conf:16");
+        ASSERT_TRUE(e->insecure);
         ASSERT_EQ(registries_conf_lookup(c, "c.example.test", &e, &err), 1);
         ASSERT_TRUE(e->blocked);
+        ASSERT_FALSE(e->insecure);
+        ASSERT_STREQ(c->short_name_mode, "enforcing");
+        ASSERT_STREQ(c->short_name_mode_where, "t.conf:5");
+        {
+                const char *value, *where;
+
+                /* A later alias of the same name replaces the earlier. */
+                ASSERT_EQ(registries_conf_alias(c, "x", &value, &where), 1);
+                ASSERT_STREQ(value, "a.example.test/x2");
+                ASSERT_STREQ(where, "t.conf:23");
+                ASSERT_EQ(registries_conf_alias(c, "team/y", &value, &where), 1);
+                ASSERT_STREQ(value, "localhost:5000/y");
+                ASSERT_EQ(registries_conf_alias(c, "y", &value, &where), 0);
+        }
         ASSERT_EQ(registries_conf_lookup(c, "e.example.test", &e, &err), 0);
         ASSERT_NULL(e);
+}
+
+TEST(registries_conf_mirrors) {
+        _cleanup_(registries_conf_freep) RegistriesConf *c = NULL;
+        const RegistryEntry *e;
+        HutchError err = {};
+
+        ASSERT_OK(conf_parse("[[registry]]\n"
+                             "prefix = \"a.example.test\"\n"
+                             "mirror-by-digest-only = true\n"
+                             "[[registry.mirror]]\n"
+                             "location = \"m1.example.test\"\n"
+                             "insecure = true\n"
+                             "[[registry.mirror]]\n"
+                             "location = \"m2.example.test:5000\"\n",
+                             &c, &err));
+        ASSERT_EQ(registries_conf_lookup(c, "a.example.test", &e, &err), 1);
+        ASSERT_EQ(strv_length(e->mirrors), 2);
+        ASSERT_STREQ(e->mirrors[0], "m1.example.test");
+        ASSERT_STREQ(e->mirrors[1], "m2.example.test:5000");
+        ASSERT_TRUE(e->mirror_insecure[0]);
+        ASSERT_FALSE(e->mirror_insecure[1]);
+        ASSERT_TRUE(e->mirror_by_digest_only);
+        ASSERT_FALSE(e->insecure);
 }
 
 TEST(registries_conf_parse_errors_name_file_and_line) {
@@ -452,6 +493,19 @@ TEST(registries_conf_parse_errors_name_file_and_line) {
                 {"a = \"\"\"x\"\"\"\n", "t.conf:1:"},
                 {"= 1\n", "t.conf:1:"},
                 {"a = [1]\n", "t.conf:1:"},
+                {"short-name-mode = \"prompt\"\n", "t.conf:1:"},
+                {"\nshort-name-mode = true\n", "t.conf:2:"},
+                {"[aliases]\n\"x\" = 5\n", "t.conf:2:"},
+                {"[aliases]\n\"x\" = \"x\"\n", "t.conf:2:"},
+                {"[aliases]\n\"x\" = \"a.test/x:1\"\n", "t.conf:2:"},
+                {"[aliases]\n\"x\" = \"a.test/x@sha256:00\"\n", "t.conf:2:"},
+                {"[aliases]\n\"a.test/x\" = \"a.test/x\"\n", "t.conf:2:"},
+                {"[aliases]\n\"x:1\" = \"a.test/x\"\n", "t.conf:2:"},
+                {"[[registry]]\nprefix = \"a.test\"\ninsecure = \"yes\"\n", "t.conf:3:"},
+                {"[[registry.mirror]]\nlocation = \"m.test\"\n", "t.conf:1:"},
+                {"[[registry]]\nprefix = \"a.test\"\n[[registry.mirror]]\n", "t.conf:1"},
+                {"[[registry]]\nprefix = \"a.test\"\n[[registry.mirror]]\nlocation = \"m/x\"\n",
+                 "t.conf:4:"},
         };
 
         for (size_t i = 0; i < ELEMENTSOF(bad); i++) {

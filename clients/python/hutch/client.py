@@ -434,7 +434,7 @@ class Client:
     # -- exec --
 
     @staticmethod
-    def _exec_body(argv: Sequence[str], env, cwd, timeout_ms, stdin, output_limit):
+    def _exec_body(argv: Sequence[str], env, cwd, timeout_ms, stdin, output_limit, user=None):
         if isinstance(argv, str):
             raise TypeError("argv is a list of strings, not a string")
         body: Dict[str, Any] = {"argv": list(argv)}
@@ -450,34 +450,39 @@ class Client:
             body["stdin_base64"] = base64.b64encode(bytes(stdin)).decode()
         if output_limit is not None:
             body["output_limit"] = int(output_limit)
+        if user is not None:
+            body["user"] = str(user)
         return body
 
     def exec(self, name: str, argv: Sequence[str], env: Optional[Dict[str, str]] = None,
              cwd: Optional[str] = None, timeout_ms: Optional[int] = None,
              stdin: Union[None, str, bytes] = None,
-             output_limit: Optional[int] = None) -> ExecResult:
-        """Runs @argv in the sandbox and waits: the outcome and the output."""
-        body = self._exec_body(argv, env, cwd, timeout_ms, stdin, output_limit)
+             output_limit: Optional[int] = None, user: Optional[str] = None) -> ExecResult:
+        """Runs @argv in the sandbox and waits: the outcome and the output.
+        @user: NAME, UID, NAME:GROUP or UID:GID of the sandbox's /etc/passwd
+        (default: the sandbox's user)."""
+        body = self._exec_body(argv, env, cwd, timeout_ms, stdin, output_limit, user)
         a = self._call("POST", self._sb(name, "/exec"), body=body)
         return ExecResult(Outcome.from_json(a["outcome"]),
                           _decode(a.get("stdout"), a.get("stdout_encoding")),
                           _decode(a.get("stderr"), a.get("stderr_encoding")))
 
     def exec_detached(self, name: str, argv: Sequence[str], env=None, cwd=None,
-                      timeout_ms=None, stdin_open: bool = False) -> int:
+                      timeout_ms=None, stdin_open: bool = False, user=None) -> int:
         """Starts @argv and returns its id without waiting; @stdin_open:
         its stdin stays open for write_stdin()."""
-        body = self._exec_body(argv, env, cwd, timeout_ms, None, None)
+        body = self._exec_body(argv, env, cwd, timeout_ms, None, None, user)
         body["detach"] = True
         if stdin_open:
             body["stdin_open"] = True
         return self._call("POST", self._sb(name, "/exec"), body=body)["id"]
 
     def exec_stream(self, name: str, argv: Sequence[str], env=None, cwd=None,
-                    timeout_ms=None, stdin=None) -> Iterator[Union[OutputChunk, Outcome]]:
+                    timeout_ms=None, stdin=None,
+                    user=None) -> Iterator[Union[OutputChunk, Outcome]]:
         """Runs @argv and yields its output as it comes (OutputChunk), then
         its Outcome. Leaving the loop early kills the command."""
-        body = self._exec_body(argv, env, cwd, timeout_ms, stdin, None)
+        body = self._exec_body(argv, env, cwd, timeout_ms, stdin, None, user)
         c, r = self._open("POST", self._sb(name, "/exec/stream"), body=body, timeout=None)
         try:
             while True:
@@ -526,11 +531,11 @@ class Client:
     def terminal(self, name: str, argv: Sequence[str], tty: bool = False,
                  cols: Optional[int] = None, rows: Optional[int] = None,
                  env: Optional[Dict[str, str]] = None, cwd: Optional[str] = None,
-                 timeout_ms: Optional[int] = None) -> Terminal:
+                 timeout_ms: Optional[int] = None, user: Optional[str] = None) -> Terminal:
         """A command with its stdin open (@tty: a terminal made inside the
         sandbox, @cols x @rows) through the exec WebSocket; returns once it
         started (Terminal.id). Closing the Terminal kills it if it runs."""
-        body = self._exec_body(argv, env, cwd, timeout_ms, None, None)
+        body = self._exec_body(argv, env, cwd, timeout_ms, None, None, user)
         if tty:
             body["tty"] = True
         if cols is not None:

@@ -8,6 +8,7 @@
 #include "api/persist.h"
 #include "api/processes.h"
 #include "fd-util.h"
+#include "policy/policy.h"
 #include "sandbox/keeper.h"
 #include "store/store.h"
 
@@ -46,6 +47,7 @@ int hutch_ext_exec_send(int sock, const HutchExtExec *e, HutchError *reterr) {
                 .detach = e->detach,
                 .fds = {e->fds[0], e->fds[1], e->fds[2]},
                 .stdin_pipe = e->stdin_pipe,
+                .user = e->user,
         };
 
         return keeper_exec_send(sock, &req, reterr);
@@ -80,6 +82,10 @@ int hutch_ext_ports(const char *name, const char *action, const char *spec, char
 
 bool hutch_ext_name_is_valid(const char *name) {
         return store_name_is_valid(name);
+}
+
+bool hutch_ext_user_spec_is_valid(const char *spec) {
+        return user_spec_is_valid(spec);
 }
 
 int hutch_ext_signal_parse(const char *s) {

@@ -36,8 +36,9 @@ typedef struct HutchExtExec {
         const char *cwd;     /* or NULL: the policy's working directory */
         uint64_t timeout_ms; /* 0: the policy's timeout */
         bool detach;
-        int fds[3];      /* the command's stdin, stdout, stderr (borrowed) */
-        bool stdin_pipe; /* with detach: its stdin a pipe the keeper keeps (hutch_exec_stdin()) */
+        int fds[3];       /* the command's stdin, stdout, stderr (borrowed) */
+        bool stdin_pipe;  /* with detach: its stdin a pipe the keeper keeps (hutch_exec_stdin()) */
+        const char *user; /* --user, or NULL: the sandbox's (hutch.h) */
 } HutchExtExec;
 
 /* Sends @e (its fds included) on @sock from hutch_ext_connect(). Returns 0
@@ -80,6 +81,10 @@ int hutch_ext_ports(const char *name, const char *action, const char *spec, char
 /* Whether @name is a valid sandbox or snapshot name:
  * [a-z0-9][a-z0-9_.-]{0,62}. */
 bool hutch_ext_name_is_valid(const char *name);
+
+/* Whether @spec is a --user of docker's forms: NAME, UID, NAME:GROUP or
+ * UID:GID (policy.h's user_spec_is_valid()). */
+bool hutch_ext_user_spec_is_valid(const char *spec);
 
 /* A signal by name ("TERM", "SIGTERM", "term") or number ("15"): 1 to
  * NSIG-1, or -EINVAL. */

@@ -332,6 +332,9 @@ static int exec_common(const char *name, const hutch_exec_options *o, bool detac
                 return fail_msg(err, EINVAL, "the working directory must be absolute");
         if (o->stdin_fd == HUTCH_EXEC_STDIN_KEEP && !detach)
                 return fail_msg(err, EINVAL, "only a detached command takes its stdin later");
+        if (o->user && !user_spec_is_valid(o->user))
+                return fail_msg(err, EINVAL,
+                                "invalid user (want NAME, UID, NAME:GROUP or UID:GID)");
         null_in = open("/dev/null", O_RDONLY | O_CLOEXEC);
         null_out = open("/dev/null", O_WRONLY | O_CLOEXEC);
         if (null_in < 0 || null_out < 0)
@@ -343,6 +346,7 @@ static int exec_common(const char *name, const hutch_exec_options *o, bool detac
                 .timeout_ms = o->timeout_ms,
                 .detach = detach,
                 .stdin_pipe = detach && o->stdin_fd == HUTCH_EXEC_STDIN_KEEP,
+                .user = o->user,
                 .fds = {o->stdin_fd >= 0 ? o->stdin_fd : null_in,
                         o->stdout_fd >= 0 ? o->stdout_fd : null_out,
                         o->stderr_fd >= 0 ? o->stderr_fd : null_out},

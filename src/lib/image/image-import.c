@@ -19,6 +19,7 @@
 #include "image/image-internal.h"
 #include "image/image-layer.h"
 #include "image/image-oci.h"
+#include "image/registries-conf.h"
 #include "rm-rf.h"
 #include "sha256.h"
 #include "store/archive.h"
@@ -906,6 +907,12 @@ int image_store_import(ImageStore *s, const char *path, const char *name, int st
         if (!s || !path)
                 return hutch_error_set(reterr, EINVAL, "bad arguments to image import");
         if (name) {
+                const char *ignored;
+
+                /* A registries.conf that does not parse: named. */
+                r = registry_default_domain(&ignored, reterr);
+                if (r < 0)
+                        return r;
                 r = image_ref_normalize(name, &norm);
                 if (r < 0)
                         return hutch_error_set(reterr, EINVAL,

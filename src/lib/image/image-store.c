@@ -285,6 +285,36 @@ int image_ref_normalize(const char *ref, char **ret) {
         return 0;
 }
 
+/* The canonical name of @ref's [aliases] value (a short name that has one:
+ * what a pull of it stored), or -ENOENT. Not with $HUTCH_REGISTRY_DEFAULT,
+ * which says alone what a short name means. */
+static int image_ref_normalize_alias(const char *ref, char **ret) {
+        _cleanup_free_ char *shortname = NULL, *aliased = NULL;
+        const char *tag, *value, *where, *env = getenv("HUTCH_REGISTRY_DEFAULT");
+        const RegistriesConf *c;
+        size_t n;
+        int r;
+
+        if (!ref || ref_digest(ref) || strlen(ref) > IMAGE_REF_MAX || (env && *env))
+                return -ENOENT;
+        ref_split(ref, &n, &tag);
+        if (name_has_domain(ref, n))
+                return -ENOENT;
+        shortname = strndup(ref, n);
+        if (!shortname)
+                return -ENOMEM;
+        r = registries_conf_get(&c, NULL);
+        if (r < 0)
+                return r;
+        if (!registries_conf_alias(c, shortname, &value, &where))
+                return -ENOENT;
+        if (asprintf(&aliased, "%s:%s", value, tag ?: "latest") < 0) {
+                aliased = NULL;
+                return -ENOMEM;
+        }
+        return image_ref_normalize(aliased, ret);
+}
+
 const char *image_ref_familiar(const char *name) {
         const char *domain = NULL;
         size_t dn;
@@ -583,7 +613,7 @@ static int manifests_list(ImageStore *s, char ***ret) {
 static int ref_find(ImageStore *s, const char *ref, json_t *tags, char **ret_hex, char **ret_tag,
                     HutchError *reterr) {
         _cleanup_free_ char *norm = NULL, *found = NULL;
-        const char *digest = NULL;
+        const char *digest = NULL, *default_domain;
         int r;
 
         if (!image_ref_is_valid(ref))
@@ -602,9 +632,21 @@ static int ref_find(ImageStore *s, const char *ref, json_t *tags, char **ret_hex
                         *ret_tag = NULL;
                 return 0;
         }
-        if (image_ref_normalize(ref, &norm) >= 0) {
-                json_t *v = json_object_get(tags, norm);
+        /* A registries.conf that does not parse: its file and line, not
+         * "no image" (the name's meaning depends on it). */
+        r = registry_default_domain(&default_domain, reterr);
+        if (r < 0)
+                return r;
+        /* The name, then (a short name with an [aliases] entry) the
+         * name a pull of it stored. */
+        for (int pass = 0; pass < 2; pass++) {
+                json_t *v;
 
+                norm = mfree(norm);
+                if ((pass == 0 ? image_ref_normalize(ref, &norm)
+                               : image_ref_normalize_alias(ref, &norm)) < 0)
+                        continue;
+                v = json_object_get(tags, norm);
                 if (json_is_string(v) && oci_digest_is_valid(json_string_value(v)) &&
                     manifest_exists(s, json_string_value(v) + 7)) {
                         found = strdup(json_string_value(v) + 7);

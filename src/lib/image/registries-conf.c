@@ -20,6 +20,8 @@ static void entry_done(RegistryEntry *e) {
         free(e->prefix);
         free(e->location);
         free(e->where);
+        strv_free(e->mirrors);
+        free(e->mirror_insecure);
 }
 
 RegistriesConf *registries_conf_free(RegistriesConf *c) {
@@ -30,6 +32,11 @@ RegistriesConf *registries_conf_free(RegistriesConf *c) {
         for (size_t i = 0; i < c->n_entries; i++)
                 entry_done(&c->entries[i]);
         free(c->entries);
+        strv_free(c->alias_names);
+        strv_free(c->alias_values);
+        strv_free(c->alias_where);
+        free(c->short_name_mode);
+        free(c->short_name_mode_where);
         free(c);
         return NULL;
 }
@@ -284,7 +291,125 @@ static int conf_set_entry(RegistriesConf *c, ConfParser *ps, const char *key, Co
                         return conf_error(ps, "blocked is true or false");
                 e->blocked = v->b;
         }
-        /* insecure, mirror-by-digest-only, ...: not acted on. */
+        if (strcmp(key, "insecure") == 0) {
+                if (v->type != VALUE_BOOL)
+                        return conf_error(ps, "insecure is true or false");
+                e->insecure = v->b;
+        }
+        if (strcmp(key, "mirror-by-digest-only") == 0) {
+                if (v->type != VALUE_BOOL)
+                        return conf_error(ps, "mirror-by-digest-only is true or false");
+                e->mirror_by_digest_only = v->b;
+        }
+        /* mirror-by-digest-only, ...: not acted on. */
+        return 0;
+}
+
+/* [[registry.mirror]]: one more mirror of this file's last [[registry]]. */
+static int conf_add_mirror(RegistriesConf *c, size_t first, ConfParser *ps) {
+        RegistryEntry *e;
+        bool *b;
+        size_t n;
+        int r;
+
+        if (c->n_entries <= first)
+                return conf_error(ps, "a [[registry.mirror]] belongs to a [[registry]] above it");
+        e = &c->entries[c->n_entries - 1];
+        n = strv_length(e->mirrors);
+        if (n >= 64)
+                return conf_error(ps, "more than 64 mirrors of one registry");
+        r = strv_extend(&e->mirrors, "");
+        if (r < 0)
+                return r;
+        b = reallocarray(e->mirror_insecure, n + 1, sizeof(bool));
+        if (!b)
+                return -ENOMEM;
+        b[n] = false;
+        e->mirror_insecure = b;
+        return 0;
+}
+
+static int conf_set_mirror(RegistriesConf *c, ConfParser *ps, const char *key, ConfValue *v) {
+        RegistryEntry *e = &c->entries[c->n_entries - 1];
+        size_t n = strv_length(e->mirrors) - 1;
+
+        if (strcmp(key, "location") == 0) {
+                if (v->type != VALUE_STRING || !conf_name_is_valid(v->s) || strchr(v->s, '/'))
+                        return conf_error(ps, "a mirror's location is a registry HOST[:PORT]");
+                free(e->mirrors[n]);
+                e->mirrors[n] = TAKE_PTR(v->s);
+                return 0;
+        }
+        if (strcmp(key, "insecure") == 0) {
+                if (v->type != VALUE_BOOL)
+                        return conf_error(ps, "insecure is true or false");
+                e->mirror_insecure[n] = v->b;
+        }
+        return 0;
+}
+
+/* Whether the first component of @s is a registry host (Docker's rule: a
+ * '.' or a ':' in it, or "localhost", and a '/' after it). */
+static bool name_is_qualified(const char *s) {
+        size_t n = strcspn(s, "/");
+
+        return s[n] == '/' && (memchr(s, '.', n) || memchr(s, ':', n) ||
+                               (n == 9 && strncmp(s, "localhost", 9) == 0));
+}
+
+/* One [aliases] line: "SHORT" = "HOST/REPO". A later one for the same name
+ * (of this file or a later one) replaces it. */
+static int conf_set_alias(RegistriesConf *c, ConfParser *ps, const char *key, ConfValue *v) {
+        _cleanup_free_ char *where = NULL;
+        size_t i, n = strv_length(c->alias_names);
+        int r;
+
+        if (v->type != VALUE_STRING)
+                return conf_error(ps, "an alias is a string");
+        if (!conf_name_is_valid(key) || name_is_qualified(key) || strpbrk(key, ":@"))
+                return conf_error(ps, "an alias's name is a short name (NAME or NS/NAME, no "
+                                      "registry, tag or digest)");
+        if (!conf_name_is_valid(v->s) || !name_is_qualified(v->s) ||
+            strchr(strchr(v->s, '/'), ':') || strchr(v->s, '@'))
+                return conf_error(ps, "an alias's value is HOST/REPO (a registry, no tag or "
+                                      "digest)");
+        if (asprintf(&where, "%s:%u", ps->path, ps->line) < 0) {
+                where = NULL;
+                return -ENOMEM;
+        }
+        for (i = 0; i < n; i++)
+                if (strcmp(c->alias_names[i], key) == 0)
+                        break;
+        if (i < n) {
+                free(c->alias_values[i]);
+                c->alias_values[i] = TAKE_PTR(v->s);
+                free(c->alias_where[i]);
+                c->alias_where[i] = TAKE_PTR(where);
+                return 0;
+        }
+        if (n >= CONF_ENTRIES_MAX)
+                return conf_error(ps, "too many aliases");
+        r = strv_extend(&c->alias_names, key);
+        if (r >= 0)
+                r = strv_extend(&c->alias_values, v->s);
+        if (r >= 0)
+                r = strv_extend(&c->alias_where, where);
+        return r;
+}
+
+static int conf_set_short_name_mode(RegistriesConf *c, ConfParser *ps, ConfValue *v) {
+        if (v->type != VALUE_STRING ||
+            (strcmp(v->s, "enforcing") != 0 && strcmp(v->s, "permissive") != 0 &&
+             strcmp(v->s, "disabled") != 0))
+                return conf_error(ps, "short-name-mode is \"enforcing\", \"permissive\" or "
+                                      "\"disabled\"");
+        free(c->short_name_mode);
+        c->short_name_mode = TAKE_PTR(v->s);
+        free(c->short_name_mode_where);
+        if (asprintf(&c->short_name_mode_where, "%s:%u", ps->path, ps->line) < 0) {
+                c->short_name_mode_where = NULL;
+                return -ENOMEM;
+        }
         return 0;
 }
 
@@ -325,6 +450,14 @@ static int conf_finish_entries(RegistriesConf *c, size_t first, ConfParser *ps) 
                         if (!e->prefix)
                                 return -ENOMEM;
                 }
+                for (char **m = e->mirrors; m && *m; m++)
+                        if (!**m) {
+                                ps->line = 0;
+                                return hutch_error_set(ps->reterr, EINVAL,
+                                                       "%s: a [[registry.mirror]] without a "
+                                                       "location",
+                                                       e->where);
+                        }
         }
         for (size_t i = 0; i < c->n_entries; i++)
                 for (size_t j = i + 1; j < c->n_entries; j++)
@@ -369,6 +502,10 @@ int registries_conf_parse(RegistriesConf *c, const char *text, const char *path,
                                 r = conf_add_entry(c, &ps);
                                 if (r < 0)
                                         return r;
+                        } else if (array && strcmp(table, "registry.mirror") == 0) {
+                                r = conf_add_mirror(c, first, &ps);
+                                if (r < 0)
+                                        return r;
                         } else if (!array && strcmp(table, "registry") == 0)
                                 return conf_error(&ps, "registry is an array of tables "
                                                        "([[registry]])");
@@ -400,8 +537,14 @@ int registries_conf_parse(RegistriesConf *c, const char *text, const char *path,
                                 if (asprintf(&c->search_where, "%s", path) < 0)
                                         c->search_where = NULL, r = -ENOMEM;
                         }
-                } else if (r >= 0 && table && strcmp(table, "registry") == 0)
+                } else if (r >= 0 && !table && strcmp(key, "short-name-mode") == 0)
+                        r = conf_set_short_name_mode(c, &ps, &v);
+                else if (r >= 0 && table && strcmp(table, "aliases") == 0)
+                        r = conf_set_alias(c, &ps, key, &v);
+                else if (r >= 0 && table && strcmp(table, "registry") == 0)
                         r = conf_set_entry(c, &ps, key, &v);
+                else if (r >= 0 && table && strcmp(table, "registry.mirror") == 0)
+                        r = conf_set_mirror(c, &ps, key, &v);
                 if (r >= 0)
                         r = end_of_line(&ps);
                 value_done(&v);
@@ -570,6 +713,17 @@ int registry_default_domain(const char **ret, HutchError *reterr) {
         }
         *ret = c->search[0];
         return 1;
+}
+
+int registries_conf_alias(const RegistriesConf *c, const char *name, const char **ret_value,
+                          const char **ret_where) {
+        for (size_t i = 0; c && c->alias_names && c->alias_names[i]; i++)
+                if (strcmp(c->alias_names[i], name) == 0) {
+                        *ret_value = c->alias_values[i];
+                        *ret_where = c->alias_where[i];
+                        return 1;
+                }
+        return 0;
 }
 
 int registries_conf_lookup(const RegistriesConf *c, const char *domain, const RegistryEntry **ret,

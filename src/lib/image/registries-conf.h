@@ -17,10 +17,16 @@
  *   unqualified-search-registries = ["HOST", ...]   the first is the default
  *   [[registry]] prefix = "HOST" location = "HOST2" the API of HOST is at HOST2
  *   [[registry]] prefix = "HOST" blocked = true     refuse pulls from HOST
+ *   [[registry]] prefix = "HOST" insecure = true    plain HTTP allowed for HOST
+ *   [[registry.mirror]] location = "HOST" [insecure = B]
+ *                                  tried before the [[registry]]'s location
+ *   [aliases] "NAME" = "HOST/REPO"                  a short name's image
+ *   short-name-mode = "enforcing"|"permissive"|"disabled"
+ *                                  several search registries: refused, or
+ *                                  each tried in order (registry.h)
  * and reads (to check their syntax) but does not act on the rest
- * ([aliases], mirrors, short-name-mode, insecure: hutch wants
- * --tls-verify=false on the command line for that). $HUTCH_REGISTRY_DEFAULT
- * overrides the default registry.
+ * (credential-helpers, pull-from-mirror). $HUTCH_REGISTRY_DEFAULT overrides the
+ * default registry.
  *
  * The TOML read is the subset those files use: comments, [table] and
  * [[array.of.tables]] headers, bare and quoted keys, and string (basic and
@@ -38,6 +44,12 @@ typedef struct RegistryEntry {
         char *location; /* or NULL: the prefix itself */
         bool blocked;
         char *where; /* "FILE:LINE" of its [[registry]], for messages */
+        bool insecure;
+        /* [[registry.mirror]]: tried in order before the location (only for
+         * a pull by digest with mirror-by-digest-only = true). */
+        char **mirrors;
+        bool *mirror_insecure;
+        bool mirror_by_digest_only;
 } RegistryEntry;
 
 typedef struct RegistriesConf {
@@ -45,6 +57,11 @@ typedef struct RegistriesConf {
         char *search_where;
         RegistryEntry *entries;
         size_t n_entries;
+        /* [aliases]: alias_names[i] (a short name, "NAME" or "NS/NAME") is
+         * alias_values[i] ("HOST/REPO"), set at alias_where[i] ("FILE:LINE"). */
+        char **alias_names, **alias_values, **alias_where;
+        char *short_name_mode; /* "enforcing", "permissive", "disabled", or NULL */
+        char *short_name_mode_where;
 } RegistriesConf;
 
 RegistriesConf *registries_conf_free(RegistriesConf *c);
@@ -72,6 +89,11 @@ int registries_conf_get(const RegistriesConf **ret, HutchError *reterr);
  * entry. Returns 1 and the host (borrowed, valid until exit), 0 and NULL
  * when none is configured, or -errno with @reterr. */
 int registry_default_domain(const char **ret, HutchError *reterr);
+
+/* The [aliases] entry of the short name @name (without tag or digest):
+ * returns 1 with its value and "FILE:LINE" (borrowed from @c), else 0. */
+int registries_conf_alias(const RegistriesConf *c, const char *name, const char **ret_value,
+                          const char **ret_where);
 
 /* The [[registry]] entry whose prefix is @domain: returns 1 and it in @ret
  * (borrowed from @c), 0 and NULL when there is none, -EOPNOTSUPP with

@@ -476,6 +476,7 @@ static const JsonOutField policy_out_table[] = {
         {"vm_kernel", encode_string, offsetof(Policy, vm_kernel)},
         {"image", encode_string, offsetof(Policy, image)},
         {"ports", encode_strv, offsetof(Policy, ports)},
+        {"user", encode_string, offsetof(Policy, user)},
 };
 
 int policy_to_json(const Policy *p, char **ret) {

@@ -747,6 +747,7 @@ static const JsonField policy_table[] = {
         {"vm_kernel", JT_STRING, json_dispatch_setter, 0, policy_set_vm_kernel, 0},
         {"image", JT_STRING, json_dispatch_setter, 0, policy_set_image, 0},
         {"ports", JT_ARRAY, json_dispatch_ports, 0, NULL, 0},
+        {"user", JT_STRING, json_dispatch_setter, 0, policy_set_user, 0},
 };
 
 /* The locator: a minimal scanner over JSON text that a parser already

@@ -94,6 +94,7 @@ Policy *policy_free(Policy *p) {
         free(p->vm_kernel);
         free(p->image);
         strv_free(p->ports);
+        free(p->user);
         free(p);
         return NULL;
 }
@@ -662,6 +663,45 @@ int policy_set_image(Policy *p, const char *image, HutchError *reterr) {
         return 0;
 }
 
+static bool user_part_is_valid(const char *s, size_t n) {
+        if (n == 0 || n > 63 || s[0] == '-')
+                return false;
+        for (size_t i = 0; i < n; i++)
+                if (!strchr("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-$",
+                            s[i]))
+                        return false;
+        return true;
+}
+
+bool user_spec_is_valid(const char *spec) {
+        const char *colon;
+
+        if (!spec)
+                return false;
+        colon = strchr(spec, ':');
+        if (!colon)
+                return user_part_is_valid(spec, strlen(spec));
+        return user_part_is_valid(spec, (size_t)(colon - spec)) &&
+               user_part_is_valid(colon + 1, strlen(colon + 1));
+}
+
+int policy_set_user(Policy *p, const char *user, HutchError *reterr) {
+        char *copy;
+
+        if (!p)
+                return -EINVAL;
+        if (!user_spec_is_valid(user))
+                return hutch_error_set(reterr, EINVAL,
+                                       "invalid user '%s' (want NAME, UID, NAME:GROUP or UID:GID)",
+                                       user ? user : "");
+        copy = strdup(user);
+        if (!copy)
+                return -ENOMEM;
+        free(p->user);
+        p->user = copy;
+        return 0;
+}
+
 static int validate_vm(const Policy *p, HutchError *reterr) {
         struct stat st;
 
@@ -680,6 +720,14 @@ static int validate_vm(const Policy *p, HutchError *reterr) {
                                        "--image '%s' is not supported with --backend vm yet "
                                        "(images run on the namespace backend)",
                                        p->image);
+        if (p->user && !user_spec_is_valid(p->user))
+                return hutch_error_set(reterr, EINVAL, "invalid user '%s'", p->user);
+        /* The guest's agent runs every command as the guest's root: a user
+         * asked for and not taken is refused, never ignored. */
+        if (p->backend == SANDBOX_BACKEND_VM && p->user)
+                return hutch_error_set(reterr, EOPNOTSUPP,
+                                       "--user '%s' is not supported with --backend vm yet",
+                                       p->user);
         if (p->backend != SANDBOX_BACKEND_VM || !p->vm_kernel)
                 return 0;
         if (stat(p->vm_kernel, &st) < 0)

@@ -178,6 +178,10 @@ typedef struct Policy {
          * base (docs/images-run.md). */
         char *image;
         char **ports; /* -p: published ports, each as port_spec_to_string() writes it */
+        /* --user: the sandbox's default user ("NAME", "UID", "NAME:GROUP",
+         * "UID:GID"), found in the sandbox's /etc/passwd and /etc/group when
+         * a command starts; NULL: the image's User, else root. */
+        char *user;
 } Policy;
 
 /* Returns a policy with the defaults, or NULL on OOM. */
@@ -229,6 +233,15 @@ int policy_set_vm_kernel(Policy *p, const char *path, HutchError *reterr);
  * store has it is checked when the sandbox starts. -EINVAL naming the
  * value otherwise. */
 int policy_set_image(Policy *p, const char *image, HutchError *reterr);
+
+/* Whether @spec is a user as --user takes it: "USER" or "USER:GROUP",
+ * each 1-63 characters of A-Z, a-z, 0-9 and "._-$", not starting with '-'
+ * (a name or a number; found or not only inside the sandbox). */
+bool user_spec_is_valid(const char *spec);
+
+/* Sets the sandbox's default user (--user, policy field "user"); -EINVAL
+ * naming the value when !user_spec_is_valid(). */
+int policy_set_user(Policy *p, const char *user, HutchError *reterr);
 
 /* The network mode in force: NETWORK_MODE_ALLOW when set so or when any
  * --allow-host or --secret was given, else NETWORK_MODE_NONE. */

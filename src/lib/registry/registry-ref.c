@@ -9,6 +9,7 @@
 #include "image/registries-conf.h"
 #include "parse-util.h"
 #include "registry.h"
+#include "strv.h"
 
 #define REF_NAME_MAX 255
 #define REF_TAG_MAX 128
@@ -139,6 +140,7 @@ static int image_ref_route(ImageRef *ref, HutchError *reterr) {
         if (e->blocked)
                 return hutch_error_set(reterr, EACCES, "registry '%s' is blocked (%s)", ref->domain,
                                        e->where);
+        ref->insecure = e->insecure;
         if (!e->location || strcmp(e->location, ref->domain) == 0)
                 return 0;
         if (!domain_is_valid(e->location))
@@ -150,10 +152,13 @@ static int image_ref_route(ImageRef *ref, HutchError *reterr) {
         return ref->endpoint ? 0 : -ENOMEM;
 }
 
-int image_ref_parse(const char *s, ImageRef **ret, HutchError *reterr) {
+/* image_ref_parse() with @default_domain (may be NULL) as the registry of
+ * a short name. */
+static int ref_parse_default(const char *s, const char *default_domain, ImageRef **ret,
+                             HutchError *reterr) {
         _cleanup_(image_ref_freep) ImageRef *ref = NULL;
         _cleanup_free_ char *name = NULL;
-        const char *slash, *rest, *last, *default_domain;
+        const char *slash, *rest, *last;
         char *at, *colon;
         int r;
 
@@ -190,9 +195,6 @@ int image_ref_parse(const char *s, ImageRef **ret, HutchError *reterr) {
                         return -ENOMEM;
         }
 
-        r = registry_default_domain(&default_domain, reterr);
-        if (r < 0)
-                return r;
         slash = strchr(name, '/');
         if (slash) {
                 size_t n = (size_t)(slash - name);
@@ -259,6 +261,203 @@ int image_ref_parse(const char *s, ImageRef **ret, HutchError *reterr) {
         }
         *ret = TAKE_PTR(ref);
         return 0;
+}
+
+/* Whether the name part of @s (before its tag or digest) has no registry
+ * host: Docker's rule as ref_parse_default() applies it. Returns it in
+ * @ret_name (new) and where the tag or digest starts in @ret_suffix. */
+static int ref_short_name(const char *s, char **ret_name, const char **ret_suffix) {
+        size_t n = strcspn(s, "@"), first;
+        const char *last, *colon;
+
+        last = memrchr(s, '/', n);
+        colon = memchr(last ? last : s, ':', n - (size_t)((last ? last : s) - s));
+        if (colon)
+                n = (size_t)(colon - s);
+        first = strcspn(s, "/");
+        if (first < n) {
+                if (memchr(s, '.', first) || memchr(s, ':', first) ||
+                    (first == 9 && strncmp(s, "localhost", 9) == 0))
+                        return 0;
+                for (size_t i = 0; i < first; i++)
+                        if (isupper((unsigned char)s[i]))
+                                return 0;
+        }
+        *ret_name = strndup(s, n);
+        if (!*ret_name)
+                return -ENOMEM;
+        *ret_suffix = s + n;
+        return 1;
+}
+
+int image_ref_parse(const char *s, ImageRef **ret, HutchError *reterr) {
+        _cleanup_free_ char *name = NULL, *aliased = NULL;
+        const char *default_domain, *suffix, *value, *where;
+        const RegistriesConf *c;
+        ImageRef *ref;
+        int r;
+
+        r = registry_default_domain(&default_domain, reterr);
+        if (r < 0)
+                return r;
+        if (!s || strlen(s) > 4096)
+                return ref_parse_default(s, default_domain, ret, reterr);
+        r = registries_conf_get(&c, reterr);
+        if (r < 0)
+                return r;
+        r = ref_short_name(s, &name, &suffix);
+        if (r < 0)
+                return r;
+        /* $HUTCH_REGISTRY_DEFAULT says alone what a short name means. */
+        if (r == 0 || (getenv("HUTCH_REGISTRY_DEFAULT") && *getenv("HUTCH_REGISTRY_DEFAULT")) ||
+            !registries_conf_alias(c, name, &value, &where))
+                return ref_parse_default(s, default_domain, ret, reterr);
+        /* An alias names the image of a short name: its value, with the
+         * name's tag or digest. */
+        if (asprintf(&aliased, "%s%s", value, suffix) < 0) {
+                aliased = NULL;
+                return -ENOMEM;
+        }
+        r = ref_parse_default(aliased, default_domain, &ref, reterr);
+        if (r < 0)
+                return r;
+        ref->alias_where = where;
+        *ret = ref;
+        return 0;
+}
+
+ImageRef **image_refs_free(ImageRef **refs) {
+        for (ImageRef **p = refs; p && *p; p++)
+                image_ref_free(*p);
+        free(refs);
+        return NULL;
+}
+
+/* A copy of @ref pulled from @mirror instead. */
+static ImageRef *ref_at_mirror(const ImageRef *ref, const char *mirror, bool insecure) {
+        _cleanup_(image_ref_freep) ImageRef *m = calloc(1, sizeof(*m));
+
+        if (!m)
+                return NULL;
+        m->domain = strdup(ref->domain);
+        m->endpoint = strdup(mirror);
+        m->repository = strdup(ref->repository);
+        m->tag = ref->tag ? strdup(ref->tag) : NULL;
+        m->digest = ref->digest ? strdup(ref->digest) : NULL;
+        if (!m->domain || !m->endpoint || !m->repository || (ref->tag && !m->tag) ||
+            (ref->digest && !m->digest))
+                return NULL;
+        m->insecure = insecure;
+        m->alias_where = ref->alias_where;
+        m->mirror = true;
+        return TAKE_PTR(m);
+}
+
+/* @refs (NULL-terminated, taken) with each one's mirrors before it. */
+static int refs_with_mirrors(const RegistriesConf *c, ImageRef **refs, ImageRef ***ret,
+                             HutchError *reterr) {
+        ImageRef **out = NULL;
+        size_t n = 0;
+        int r = 0;
+
+        for (size_t i = 0; refs[i] && r >= 0; i++) {
+                const RegistryEntry *e = NULL;
+                size_t k = 0;
+                ImageRef **grown;
+
+                r = registries_conf_lookup(c, refs[i]->domain, &e, reterr);
+                if (r < 0)
+                        break;
+                if (e && (!e->mirror_by_digest_only || refs[i]->digest))
+                        k = strv_length(e->mirrors);
+                grown = reallocarray(out, n + k + 2, sizeof(ImageRef *));
+                if (!grown) {
+                        r = -ENOMEM;
+                        break;
+                }
+                out = grown;
+                for (size_t j = 0; j < k && r >= 0; j++) {
+                        out[n] = ref_at_mirror(refs[i], e->mirrors[j], e->mirror_insecure[j]);
+                        if (out[n])
+                                n++;
+                        else
+                                r = -ENOMEM;
+                }
+                out[n++] = TAKE_PTR(refs[i]);
+                out[n] = NULL;
+        }
+        if (r < 0) {
+                if (out)
+                        out[n] = NULL;
+                image_refs_free(out);
+                image_refs_free(refs);
+                return r;
+        }
+        free(refs);
+        *ret = out;
+        return (int)n;
+}
+
+int image_ref_candidates(const char *s, ImageRef ***ret, HutchError *reterr) {
+        _cleanup_free_ char *name = NULL, *list = NULL;
+        const char *env = getenv("HUTCH_REGISTRY_DEFAULT"), *suffix, *value, *where, *mode;
+        const RegistriesConf *c;
+        ImageRef **refs;
+        size_t n;
+        int r;
+
+        r = registries_conf_get(&c, reterr);
+        if (r < 0)
+                return r;
+        n = strv_length(c->search);
+        r = s && strlen(s) <= 4096 ? ref_short_name(s, &name, &suffix) : 0;
+        if (r < 0)
+                return r;
+        if (r == 0 || (env && *env) || n <= 1 || registries_conf_alias(c, name, &value, &where))
+                n = 1;
+        refs = calloc(n + 1, sizeof(ImageRef *));
+        if (!refs)
+                return -ENOMEM;
+        if (n == 1) {
+                r = image_ref_parse(s, &refs[0], reterr);
+                if (r < 0) {
+                        image_refs_free(refs);
+                        return r;
+                }
+                return refs_with_mirrors(c, refs, ret, reterr);
+        }
+        for (size_t i = 0; i < n; i++) {
+                r = ref_parse_default(s, c->search[i], &refs[i], reterr);
+                if (r < 0) {
+                        image_refs_free(refs);
+                        return r;
+                }
+        }
+        mode = c->short_name_mode ?: "enforcing";
+        if (strcmp(mode, "enforcing") != 0)
+                return refs_with_mirrors(c, refs, ret, reterr);
+        /* SECURITY: which registry an ambiguous short name comes from is
+         * the user's choice, never the first that answers (a squatted name
+         * on another registry): hutch cannot prompt as podman does. */
+        for (size_t i = 0; i < n; i++) {
+                _cleanup_free_ char *one = image_ref_to_string(refs[i]);
+                char *next;
+
+                if (!one || asprintf(&next, "%s%s%s", list ?: "", list ? ", " : "", one) < 0) {
+                        image_refs_free(refs);
+                        return -ENOMEM;
+                }
+                free(list);
+                list = next;
+        }
+        image_refs_free(refs);
+        return hutch_error_set(reterr, EINVAL,
+                               "'%s' is a short name that %zu registries could serve (%s), and "
+                               "short-name-mode is enforcing (%s): hutch cannot ask which, so "
+                               "name the registry (HOST/NAME:TAG), add an [aliases] entry, or set "
+                               "short-name-mode = \"permissive\" to try them in order",
+                               s, n, list,
+                               c->short_name_mode_where ?: "the default when it is unset");
 }
 
 char *image_ref_to_string(const ImageRef *ref) {

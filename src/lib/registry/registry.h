@@ -38,6 +38,11 @@ typedef struct ImageRef {
         char *repository; /* "library/python" */
         char *tag;        /* "3.12"; "latest" when neither a tag nor a digest was given */
         char *digest;     /* "sha256:<64 hex>", or NULL */
+        bool insecure;    /* its [[registry]] says insecure = true: plain HTTP allowed */
+        /* The [aliases] line ("FILE:LINE", borrowed, valid until exit) the
+         * short name was resolved by, or NULL. */
+        const char *alias_where;
+        bool mirror; /* the endpoint is a [[registry.mirror]] of the domain's */
 } ImageRef;
 
 ImageRef *image_ref_free(ImageRef *ref);
@@ -54,6 +59,26 @@ DEFINE_POINTER_CLEANUP(ImageRef, image_ref_free);
  * (-EOPNOTSUPP for another algorithm), the name at most 255 characters.
  * Returns 0 and a new ImageRef, or -EINVAL (-EOPNOTSUPP) with @reterr. */
 int image_ref_parse(const char *s, ImageRef **ret, HutchError *reterr);
+
+/* What a pull of @s tries, in order: @s qualified (a registry host first),
+ * a short name with an [aliases] entry (its value, the tag or digest kept;
+ * ImageRef.alias_where says so), $HUTCH_REGISTRY_DEFAULT, or at most one
+ * unqualified-search-registries entry: that one image_ref_parse() gives.
+ * A short name with several search registries: with short-name-mode
+ * "permissive" or "disabled", one candidate per registry in the file's
+ * order; "enforcing" (podman's default, and hutch's when unset) refuses it
+ * with -EINVAL naming the candidates, since hutch never prompts. Each
+ * candidate whose [[registry]] has mirrors comes after a copy of it per
+ * [[registry.mirror]], in order (ImageRef.mirror, the mirror as the
+ * endpoint, its insecure), unless mirror-by-digest-only and no digest was
+ * given. Returns
+ * the number of candidates (>= 1) and a new NULL-terminated array in @ret
+ * (free with image_refs_free()), or -errno with @reterr. */
+int image_ref_candidates(const char *s, ImageRef ***ret, HutchError *reterr);
+ImageRef **image_refs_free(ImageRef **refs);
+static inline void image_refs_freep(ImageRef ***p) {
+        *p = image_refs_free(*p);
+}
 
 /* "registry.example.test/library/python:3.12", "...@sha256:..." (with the tag too when
  * both were given). Returns a new string or NULL (OOM). */

@@ -218,7 +218,7 @@ int image_user_resolve(const char *spec, const char *passwd, const char *group, 
         int r;
 
         if (!spec || !spec[0] || strlen(spec) > 255)
-                return hutch_error_set(reterr, EINVAL, "invalid image User '%s'", spec ?: "");
+                return hutch_error_set(reterr, EINVAL, "invalid user '%s'", spec ?: "");
         user = strdup(spec);
         if (!user)
                 return -ENOMEM;
@@ -227,17 +227,17 @@ int image_user_resolve(const char *spec, const char *passwd, const char *group, 
                 *colon = '\0';
                 grp = colon + 1;
                 if (!grp[0])
-                        return hutch_error_set(reterr, EINVAL, "invalid image User '%s'", spec);
+                        return hutch_error_set(reterr, EINVAL, "invalid user '%s'", spec);
         }
         if (!user[0])
-                return hutch_error_set(reterr, EINVAL, "invalid image User '%s'", spec);
+                return hutch_error_set(reterr, EINVAL, "invalid user '%s'", spec);
 
         if (is_number(user)) {
                 uint32_t uid;
                 PasswdQuery q = {.out = &u};
 
                 if (safe_atou32(user, &uid) < 0 || uid == UINT32_MAX)
-                        return hutch_error_set(reterr, EINVAL, "invalid uid in the image User '%s'",
+                        return hutch_error_set(reterr, EINVAL, "invalid uid in the user '%s'",
                                                spec);
                 q.uid = uid;
                 r = for_each_entry(passwd, 7, passwd_match, &q);
@@ -251,9 +251,12 @@ int image_user_resolve(const char *spec, const char *passwd, const char *group, 
                 r = for_each_entry(passwd, 7, passwd_match, &q);
                 if (r < 0)
                         return r;
-                if (r == 0)
-                        return hutch_error_set(reterr, ENOENT,
-                                               "the image's User '%s' is not in its /etc/passwd",
+                /* root is always there, as docker has it: an image
+                 * without /etc/passwd can still be entered as root. */
+                if (r == 0 && strcmp(user, "root") == 0)
+                        u = (ImageUser){.uid = 0, .gid = 0, .name = "root", .home = "/root"};
+                else if (r == 0)
+                        return hutch_error_set(reterr, ENOENT, "user '%s' is not in /etc/passwd",
                                                user);
         }
 
@@ -263,7 +266,7 @@ int image_user_resolve(const char *spec, const char *passwd, const char *group, 
 
                         if (safe_atou32(grp, &gid) < 0 || gid == UINT32_MAX)
                                 return hutch_error_set(reterr, EINVAL,
-                                                       "invalid gid in the image User '%s'", spec);
+                                                       "invalid gid in the user '%s'", spec);
                         u.gid = gid;
                 } else {
                         GroupQuery q = {.name = grp};
@@ -273,8 +276,8 @@ int image_user_resolve(const char *spec, const char *passwd, const char *group, 
                                 return r;
                         if (r == 0)
                                 return hutch_error_set(reterr, ENOENT,
-                                                       "the image's group '%s' (User '%s') is not "
-                                                       "in its /etc/group",
+                                                       "group '%s' (of the user '%s') is not in "
+                                                       "/etc/group",
                                                        grp, spec);
                         u.gid = q.gid;
                 }

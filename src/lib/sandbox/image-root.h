@@ -75,9 +75,10 @@ typedef struct ImageUser {
         char home[256];
 } ImageUser;
 
-/* Resolves @spec (Config.User: "user", "uid", "user:group", "uid:gid",
+/* Resolves @spec (Config.User or --user: "user", "uid", "user:group", "uid:gid",
  * "user:gid", "uid:group") against @passwd and @group (the image's files'
- * text, NUL-terminated, either may be NULL). A name must be found; a
+ * text, NUL-terminated, either may be NULL). A name must be found, but
+ * "root" (uid 0, gid 0, home /root when @passwd lacks it); a
  * number need not be (docker's rule), in which case its gid is the
  * uid's passwd gid, else 0 for an unknown uid, and its home "/". The
  * supplementary groups are the gid and every group of @group listing the

@@ -260,17 +260,28 @@ static char *read_image_file(const InitArgs *a, const char *path) {
 static void become_image_user(InitArgs *a) {
         _cleanup_free_ char *passwd = NULL, *group = NULL;
         struct pollfd pfd = {.fd = a->sync_fd, .events = POLLRDHUP};
+        const char *spec = a->image ? a->image->user : NULL;
+        const char *what = "the image's User";
         HutchError err = {};
         ImageUser u;
         int r;
 
-        if (!a->image || !a->image->user || !a->image->user[0] || a->persistent)
+        /* --user (the policy's "user") over the image's User. */
+        if (a->policy->user) {
+                spec = a->policy->user;
+                what = "the --user";
+        }
+        if (!spec || !spec[0] || a->persistent)
                 return;
         passwd = read_image_file(a, "/etc/passwd");
         group = read_image_file(a, "/etc/group");
-        r = image_user_resolve(a->image->user, passwd, group, &u, &err);
-        if (r < 0)
-                init_fail(a->sync_fd, -r, "resolve the image's User", err.msg);
+        r = image_user_resolve(spec, passwd, group, &u, &err);
+        if (r < 0) {
+                char msg[sizeof(err.msg) + 600];
+
+                (void)snprintf(msg, sizeof(msg), "%s '%s': %s", what, spec, err.msg);
+                init_fail(a->sync_fd, -r, "resolve the user", msg);
+        }
         if (!strv_env_get(a->policy->env, "HOME")) {
                 r = strv_env_set(&a->envp, "HOME", u.home);
                 if (r < 0)
@@ -290,13 +301,13 @@ static void become_image_user(InitArgs *a) {
                 char msg[256];
 
                 (void)snprintf(msg, sizeof(msg),
-                               "the image's User '%s' (uid %u, gid %u) is not mapped in this "
-                               "sandbox (as an unprivileged caller its only id is root)",
-                               a->image->user, (unsigned)u.uid, (unsigned)u.gid);
-                init_fail(a->sync_fd, -r, "become the image's User", msg);
+                               "%s '%s' (uid %u, gid %u) is not mapped in this sandbox (as an "
+                               "unprivileged caller its only id is root: --user root runs as it)",
+                               what, spec, (unsigned)u.uid, (unsigned)u.gid);
+                init_fail(a->sync_fd, -r, "become the user", msg);
         }
         if (r < 0)
-                init_fail(a->sync_fd, -r, "become the image's User", a->image->user);
+                init_fail(a->sync_fd, -r, "become the user", spec);
         /* A change of credentials clears these; set them again, and make
          * sure the supervisor did not die in between. */
         if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0 || poll(&pfd, 1, 0) != 0)
@@ -348,14 +359,15 @@ _noreturn_ static void exec_command(const InitArgs *a) {
 typedef struct ExecRequest {
         uint64_t id;
         char *cwd;
+        char *user;          /* --user's spec, or "" for the sandbox's default */
         char **argv, **envp; /* point into the payload */
         int fds[SYNC_EXEC_FDS_MAX];
         size_t n_fds;
         bool tty; /* fds[0] is the channel of a pty (sandbox/pty.h) */
 } ExecRequest;
 
-/* Splits "cwd\0argv...\0\0env...\0" (from the keeper, which built it)
- * into @req; the vectors point into @buf. */
+/* Splits "cwd\0user\0argv...\0\0env...\0" (from the keeper, which built
+ * it) into @req; the vectors point into @buf. */
 static int payload_parse(char *buf, size_t len, ExecRequest *req) {
         size_t n = 0, i, k = 0;
         char **v;
@@ -369,6 +381,12 @@ static int payload_parse(char *buf, size_t len, ExecRequest *req) {
                 return -ENOMEM;
         req->cwd = buf;
         i = strlen(buf) + 1;
+        if (i >= len) {
+                free(v);
+                return -EBADMSG;
+        }
+        req->user = buf + i;
+        i += strlen(buf + i) + 1;
         while (i < len && buf[i]) {
                 v[k++] = buf + i;
                 i += strlen(buf + i) + 1;
@@ -514,34 +532,40 @@ _noreturn_ static void exec_child(const ExecRequest *req) {
         exec_run(req);
 }
 
-/* A persistent sandbox's image User, which every exec's command runs as
- * (docs/images-run.md), or NULL; and whether the policy's environment sets
- * HOME and USER itself. Set by serve() before it forks anything; init is
+/* A persistent sandbox's default user, which an exec without --user
+ * runs as (docs/images-run.md): the policy's user, else its image's User,
+ * else NULL (root); and whether the policy's environment sets HOME and
+ * USER itself. Set by serve() before it forks anything; init is
  * single-threaded, so the globals are safe. */
-static const char *exec_image_user;
+static const char *exec_default_user;
 static bool exec_policy_home, exec_policy_user;
 
-/* In an exec's process, before its command: becomes the image's User
- * (found in the sandbox's /etc/passwd and /etc/group as they are now),
- * with HOME and USER following unless the policy's environment sets them;
- * @env is the command's environment (a new vector in *@env when changed).
- * SECURITY: only ids of the sandbox's own user namespace can be taken, and
- * a change from uid 0 to another uid clears every capability init kept
- * (its securebits keep NO_SETUID_FIXUP off). Exits 125 naming the
- * problem. */
-static void exec_become_image_user(char ***env) {
+/* In an exec's process, before its command: becomes @spec (--user, or
+ * the sandbox's default user when empty), found in the sandbox's
+ * /etc/passwd and /etc/group as they are now, with HOME and USER following
+ * unless the policy's environment sets them; @env is the command's
+ * environment (a new vector in *@env when changed). SECURITY: only ids of
+ * the sandbox's own user namespace can be taken, and a change from uid 0
+ * to another uid clears every capability init kept (its securebits keep
+ * NO_SETUID_FIXUP off). Exits 125 naming the problem. */
+static void exec_become_user(const char *spec, char ***env) {
         _cleanup_free_ char *passwd = NULL, *group = NULL;
+        const char *what = "the --user";
         HutchError err = {};
         ImageUser u;
         int pdeath = 0, r;
 
-        if (!exec_image_user || !exec_image_user[0])
+        if (!spec || !spec[0]) {
+                spec = exec_default_user;
+                what = "the sandbox's user";
+        }
+        if (!spec || !spec[0])
                 return;
         (void)read_full_file("/etc/passwd", IMAGE_USER_FILE_MAX, &passwd);
         (void)read_full_file("/etc/group", IMAGE_USER_FILE_MAX, &group);
-        r = image_user_resolve(exec_image_user, passwd, group, &u, &err);
+        r = image_user_resolve(spec, passwd, group, &u, &err);
         if (r < 0) {
-                (void)dprintf(STDERR_FILENO, "hutch: cannot resolve the image's User: %s\n",
+                (void)dprintf(STDERR_FILENO, "hutch: cannot resolve %s '%s': %s\n", what, spec,
                               err.msg);
                 _exit(125);
         }
@@ -555,10 +579,10 @@ static void exec_become_image_user(char ***env) {
         if (setgroups(u.n_groups, u.groups) < 0 || setresgid(u.gid, u.gid, u.gid) < 0 ||
             setresuid(u.uid, u.uid, u.uid) < 0) {
                 (void)dprintf(STDERR_FILENO,
-                              "hutch: cannot become the image's User '%s' (uid %u, gid %u): %s "
-                              "(without a range of ids, as an unprivileged caller has, the "
-                              "sandbox's only id is root)\n",
-                              exec_image_user, (unsigned)u.uid, (unsigned)u.gid, strerror(errno));
+                              "hutch: cannot become %s '%s' (uid %u, gid %u): %s (without a "
+                              "range of ids, as an unprivileged caller without sub-ids has, the "
+                              "sandbox's only id is root: 'hutch exec --user root' runs as it)\n",
+                              what, spec, (unsigned)u.uid, (unsigned)u.gid, strerror(errno));
                 _exit(125);
         }
         /* A change of credentials clears it. */
@@ -592,7 +616,7 @@ _noreturn_ static void exec_run(const ExecRequest *req) {
          * sandbox, confined as any command. */
         if (req->argv[0][0] == FILE_OP_ARGV0_PREFIX)
                 _exit(file_op_main(req->cwd, req->argv));
-        exec_become_image_user(&env);
+        exec_become_user(req->user, &env);
         if (chdir(req->cwd) < 0) {
                 (void)dprintf(STDERR_FILENO, "hutch: working directory '%s': %s\n", req->cwd,
                               strerror(errno));
@@ -796,11 +820,12 @@ _noreturn_ static void serve(const InitArgs *a, const sigset_t *mask, unsigned f
         buf = malloc(SYNC_EXEC_PAYLOAD_MAX);
         if (!buf)
                 init_fail(a->sync_fd, ENOMEM, "serve commands", NULL);
-        if (a->image) {
-                exec_image_user = a->image->user;
-                exec_policy_home = strv_env_get(a->policy->env, "HOME") != NULL;
-                exec_policy_user = strv_env_get(a->policy->env, "USER") != NULL;
-        }
+        if (a->image)
+                exec_default_user = a->image->user;
+        if (a->policy->user)
+                exec_default_user = a->policy->user;
+        exec_policy_home = strv_env_get(a->policy->env, "HOME") != NULL;
+        exec_policy_user = strv_env_get(a->policy->env, "USER") != NULL;
         /* Each exec brings its own stdio; init keeps none of the keeper's
          * (its log file). */
         for (int i = 0; i < 3; i++) {

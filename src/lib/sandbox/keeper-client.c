@@ -117,6 +117,10 @@ static json_t *exec_request_json(const KeeperExec *req) {
                 json_decref(o);
                 return NULL;
         }
+        if (o && req->user && json_object_set_new(o, "user", json_string(req->user)) < 0) {
+                json_decref(o);
+                return NULL;
+        }
         return o;
 }
 

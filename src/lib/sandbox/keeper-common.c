@@ -303,6 +303,7 @@ int keeper_exec_request_parse(json_t *req, const Policy *p, const ImageRoot *ima
         json_t *cwd_j = json_object_get(req, "cwd");
         json_t *timeout_j = json_object_get(req, "timeout_ms");
         json_t *tty_j = json_object_get(req, "tty");
+        json_t *user_j = json_object_get(req, "user");
         const char *cwd;
 
         /* SECURITY: argv[0] 0x01... is a builtin's (sync.h), never a
@@ -314,6 +315,13 @@ int keeper_exec_request_parse(json_t *req, const Policy *p, const ImageRoot *ima
             (timeout_j && !json_is_integer(timeout_j)) || (tty_j && !json_is_boolean(tty_j)) ||
             n_fds != 3) {
                 *ret_msg = "malformed exec request";
+                return -EINVAL;
+        }
+        /* SECURITY: the spec reaches init's resolver only in the shape
+         * --user takes (policy.h). */
+        if (user_j && !json_is_null(user_j) &&
+            (!json_is_string(user_j) || !user_spec_is_valid(json_string_value(user_j)))) {
+                *ret_msg = "invalid user (want NAME, UID, NAME:GROUP or UID:GID)";
                 return -EINVAL;
         }
         if (json_is_true(tty_j) && json_is_true(json_object_get(req, "detach"))) {
@@ -340,6 +348,7 @@ int keeper_exec_request_parse(json_t *req, const Policy *p, const ImageRoot *ima
                 .detach = json_is_true(json_object_get(req, "detach")),
                 .tty = json_is_true(tty_j),
                 .stdin_pipe = json_is_true(json_object_get(req, "stdin_pipe")),
+                .user = json_is_string(user_j) ? json_string_value(user_j) : NULL,
         };
         return 0;
 }

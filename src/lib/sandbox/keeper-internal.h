@@ -107,7 +107,8 @@ int keeper_strings_from_json(json_t *arr, bool allow_missing, char ***ret);
 int keeper_exec_env(char *const *base, char *const *extra, char ***ret);
 
 /* An exec request, checked: {"op":"exec","argv":[...],"env":[...],
- * "cwd":S|null,"timeout_ms":N,"detach":B} with @n_fds descriptors. */
+ * "cwd":S|null,"timeout_ms":N,"detach":B[,"user":S]} with @n_fds
+ * descriptors. */
 typedef struct KeeperExecRequest {
         char **argv;
         char **extra;    /* "K=V" over the sandbox's environment, or NULL */
@@ -116,6 +117,9 @@ typedef struct KeeperExecRequest {
         bool detach;
         bool tty;        /* the fds are one pty channel (sandbox/pty.h) */
         bool stdin_pipe; /* detached, stdin a pipe the keeper holds (exec-table.h "stdin") */
+        /* --user (user_spec_is_valid(), borrowed from the request), or NULL:
+         * the sandbox's default user. */
+        const char *user;
 } KeeperExecRequest;
 
 /* -EINVAL with @ret_msg (the answer for the client) for a malformed one.

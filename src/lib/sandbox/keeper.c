@@ -198,10 +198,11 @@ static void exec_finished(Keeper *k, Exec *e, int status) {
         exec_free(k, e);
 }
 
-/* "cwd\0argv...\0\0env...\0" for init. */
-static int build_payload(const char *cwd, char *const *argv, char *const *env, char **ret,
-                         size_t *ret_len) {
-        size_t len = strlen(cwd) + 2;
+/* "cwd\0user\0argv...\0\0env...\0" for init (user "": the sandbox's
+ * default). */
+static int build_payload(const char *cwd, const char *user, char *const *argv, char *const *env,
+                         char **ret, size_t *ret_len) {
+        size_t len = strlen(cwd) + strlen(user ?: "") + 3;
         char *buf, *p;
 
         STRV_FOREACH(a, (char **)argv)
@@ -214,6 +215,7 @@ static int build_payload(const char *cwd, char *const *argv, char *const *env, c
         if (!buf)
                 return -ENOMEM;
         p = stpcpy(p, cwd) + 1;
+        p = stpcpy(p, user ?: "") + 1;
         STRV_FOREACH(a, (char **)argv)
                 p = stpcpy(p, *a) + 1;
         *p++ = '\0';
@@ -229,6 +231,7 @@ typedef struct ExecSpec {
         char **argv;  /* borrowed */
         char **extra; /* "K=V" over the sandbox's environment (borrowed), or NULL */
         const char *cwd;
+        const char *user; /* --user, or NULL: the sandbox's default */
         uint64_t timeout_ms;
         bool detach;
         bool builtin;    /* a file operation: not in the history */
@@ -318,7 +321,7 @@ static int exec_launch(Keeper *k, KeeperConn *c, const ExecSpec *x) {
                 keeper_send_error(c->fd, "invalid environment entry (want KEY=VALUE)");
                 return r;
         }
-        r = build_payload(x->cwd, x->argv, env, &payload, &payload_len);
+        r = build_payload(x->cwd, x->user, x->argv, env, &payload, &payload_len);
         if (r < 0) {
                 keeper_send_error(c->fd, "the command line and environment are too long");
                 return r;
@@ -450,6 +453,7 @@ static int exec_start(KeeperCore *core, KeeperConn *c, json_t *req, int fds[3], 
                                    .argv = q.argv,
                                    .extra = q.extra,
                                    .cwd = q.cwd,
+                                   .user = q.user,
                                    .timeout_ms = q.timeout_ms,
                                    .detach = q.detach,
                                    .tty = q.tty,

@@ -94,6 +94,8 @@ typedef struct KeeperExec {
                           * detach, and not in a microVM (-EPERM) */
         int fds[3];      /* the command's stdin, stdout, stderr (borrowed) */
         bool stdin_pipe; /* with detach: stdin is a pipe the keeper holds open ("stdin" op) */
+        /* --user (NAME, UID, NAME:GROUP, UID:GID), or NULL: the sandbox's. */
+        const char *user;
 } KeeperExec;
 
 /* Connects to the keeper's socket: a new fd, -ECONNREFUSED/-ENOENT when no
