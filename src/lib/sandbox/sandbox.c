@@ -25,6 +25,7 @@
 #include "macro.h"
 #include "ns/caps.h"
 #include "ns/userns.h"
+#include "sandbox/backend.h"
 #include "sandbox/cgroup-setup.h"
 #include "sandbox/container.h"
 #include "sandbox/init.h"
@@ -34,7 +35,6 @@
 #include "sandbox/secrets.h"
 #include "sandbox/supervise.h"
 #include "sandbox/sync.h"
-#include "sandbox/vm-run.h"
 #include "strv.h"
 #include "time-util.h"
 

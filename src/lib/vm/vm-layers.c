@@ -19,8 +19,8 @@
 #include "ns/userns.h"
 #include "sandbox/rootfs.h"
 #include "sandbox/sandbox-internal.h"
-#include "sandbox/vm-layers.h"
 #include "strv.h"
+#include "vm/vm-layers.h"
 
 /* How long the helper may take to build the tree. */
 #define VM_LAYERS_TIMEOUT_MS 30000

@@ -29,10 +29,10 @@
 #include "sandbox/exec-table.h"
 #include "sandbox/keeper-internal.h"
 #include "sandbox/keeper.h"
-#include "sandbox/vm-layers.h"
-#include "sandbox/vm-run.h"
 #include "strv.h"
 #include "time-util.h"
+#include "vm/vm-layers.h"
+#include "vm/vm-run.h"
 
 typedef struct VmExec {
         uint64_t id;

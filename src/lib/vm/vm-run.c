@@ -34,12 +34,12 @@
 #include "sandbox/sandbox.h"
 #include "sandbox/secrets.h"
 #include "sandbox/supervise.h"
-#include "sandbox/vm-layers.h"
-#include "sandbox/vm-run.h"
 #include "signal-util.h"
 #include "store/store.h"
 #include "strv.h"
 #include "time-util.h"
+#include "vm/vm-layers.h"
+#include "vm/vm-run.h"
 #include "vm/vm.h"
 
 /* The guest kernel's own share of the guest RAM: the command's cgroup in
