@@ -38,12 +38,6 @@ KNOWN = {
     # the generator is the core's (libseccomp at build time), so the guest
     # reads the generated header from src/lib/seccomp's build folder.
     ("src/guest/agent.c", "src/lib/seccomp/seccomp-bpf.h"),
-    # The microVM driver moved from src/lib/sandbox (issue 16) and still
-    # uses the namespace runtime's host setup and the keeper's toolkit
-    # through their private headers, until those are split.
-    ("src/lib/vm/keeper-vm.c", "src/lib/sandbox/keeper-internal.h"),
-    ("src/lib/vm/vm-layers.c", "src/lib/sandbox/sandbox-internal.h"),
-    ("src/lib/vm/vm-run.c", "src/lib/sandbox/sandbox-internal.h"),
 }
 
 # src/cli's includes of the core beyond include/hutch.h and

@@ -9,8 +9,8 @@
  * own signals, and stops. What touches the sandbox goes through a
  * SandboxBackendOps table: the namespace backend's (keeper.c: init in
  * new namespaces, one child cgroup per exec) and the microVM's
- * (keeper-vm.c: one QEMU guest, the agent's channels). Private to
- * src/lib/sandbox. */
+ * (src/lib/vm/keeper-vm.c: one QEMU guest, the agent's channels). For the
+ * keeper and the backends only, not the front ends. */
 
 #include <jansson.h>
 #include <poll.h>
@@ -21,7 +21,7 @@
 #include "hutch-error.h"
 #include "policy/policy.h"
 #include "sandbox/exec-table.h"
-#include "sandbox/keeper-internal.h"
+#include "sandbox/keeper-toolkit.h"
 #include "sandbox/keeper.h"
 #include "sandbox/outcome.h"
 #include "sandbox/port-forward.h"

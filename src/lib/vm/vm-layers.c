@@ -17,8 +17,8 @@
 #include "fd-util.h"
 #include "macro.h"
 #include "ns/userns.h"
+#include "sandbox/host-setup.h"
 #include "sandbox/rootfs.h"
-#include "sandbox/sandbox-internal.h"
 #include "strv.h"
 #include "vm/vm-layers.h"
 
