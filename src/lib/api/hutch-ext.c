@@ -10,6 +10,7 @@
 #include "fd-util.h"
 #include "sandbox/keeper.h"
 #include "store/store.h"
+#include "vm/vm.h"
 
 static_assert(HUTCH_EXT_NAME_MAX == STORE_NAME_MAX, "hutch-ext.h's name bound is the store's");
 
@@ -83,4 +84,12 @@ bool hutch_ext_name_is_valid(const char *name) {
 
 int hutch_ext_signal_parse(const char *s) {
         return persist_signal_parse(s);
+}
+
+int hutch_ext_vm_forward(const char *path) {
+        return vm_forward_run(path);
+}
+
+void hutch_ext_vm_template_hook(void (*hook)(bool done, bool ok)) {
+        vm_set_template_build_hook(hook);
 }
