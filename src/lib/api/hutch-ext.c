@@ -8,6 +8,7 @@
 #include "api/persist.h"
 #include "api/processes.h"
 #include "fd-util.h"
+#include "sandbox/container.h"
 #include "sandbox/keeper.h"
 #include "store/store.h"
 #include "vm/vm.h"
@@ -92,4 +93,8 @@ int hutch_ext_vm_forward(const char *path) {
 
 void hutch_ext_vm_template_hook(void (*hook)(bool done, bool ok)) {
         vm_set_template_build_hook(hook);
+}
+
+const char *hutch_ext_container_engine(void) {
+        return container_engine_to_string(container_detect());
 }

@@ -96,3 +96,10 @@ int hutch_ext_vm_forward(const char *path);
  * it worked), for a notice on the terminal (vm.h's
  * vm_set_template_build_hook()). NULL: none. */
 void hutch_ext_vm_template_hook(void (*hook)(bool done, bool ok));
+
+/* ---- hutch doctor ---- */
+
+/* The container engine hutch runs under, as `hutch doctor` names it
+ * ("none", "docker", "podman", "kubernetes", "lxc", "nspawn", "other";
+ * sandbox/container.h's container_detect()). */
+const char *hutch_ext_container_engine(void);
