@@ -34,6 +34,11 @@ typedef struct Prepared {
  * lock can be held in the child. The child's 0, the pid, or -errno. */
 pid_t sandbox_clone(uint64_t flags, int *ret_pidfd);
 
+/* Does hutch hold CAP_SYS_ADMIN (root, outside a container that took it
+ * away)? Without it no tree can be idmapped: a persistent sandbox then
+ * keeps the store's fixed range (docs/containers.md). */
+bool sandbox_has_cap_sys_admin(void);
+
 /* A detached copy (open_tree) of the host tree at @path (opened without
  * following symlinks), private, nosuid, nodev, read-only with
  * @read_only, and idmapped through @userns_fd when it is >= 0 (files of

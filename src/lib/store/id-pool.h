@@ -28,8 +28,8 @@
  * (ns/userns.h) and are idmapped into the sandbox's own range when it
  * starts, so snapshots and `create --from` do not depend on the range.
  *
- * NEEDSWORK: the VM backend keeps the store's fixed range for QEMU's
- * user namespace (the range is held for a VM sandbox, unused).
+ * A persistent microVM sandbox's QEMU runs in a user namespace of its
+ * range as a namespace sandbox's init does (docs/vm.md "Id ranges").
  *
  * A pool file that is lost (its folder wiped) is rebuilt: each claim is
  * given the ranges its store's sandbox records name (IdPoolHold) and puts

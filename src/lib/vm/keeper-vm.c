@@ -678,6 +678,7 @@ int sandbox_keep_vm(const KeeperConfig *cfg, char *const *caller_env, HutchError
                 .cfg = cfg, .ops = &vm_ops, .next_id = keeper_history_last_id(cfg->history_path)};
         k->v = (VmRun){.policy = cfg->policy,
                        .persistent = true,
+                       .id_base = cfg->layers.id_base,
                        .sigfd = -EBADF,
                        .proxy = PROXY_PROCESS_NULL};
         k->layers = VM_LAYERS_NULL;

@@ -322,10 +322,9 @@ int vm_layers_open(const VmRun *v, const SandboxLayerPaths *layers, VmLayers *re
 
         for (size_t i = 0; i < ELEMENTSOF(l.share_fds); i++)
                 l.share_fds[i] = -EBADF;
-        r = idmapping_for_caller(NULL, NULL, &idmap);
-        if (r < 0)
-                return hutch_error_set(reterr, -r, "failed to pick the sandbox's id range: %s",
-                                       strerror(-r));
+        /* vm_run_prepare()'s: as root, the sandbox's range of the pool,
+         * with the store's range as the layers' owner. */
+        idmap = v->idmap;
         if (asprintf(&stage, "%s/stage", v->run_dir) < 0) {
                 stage = NULL;
                 return -ENOMEM;

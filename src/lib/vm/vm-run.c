@@ -675,6 +675,14 @@ int vm_run_prepare(VmRun *v, VmConfig *c, char *const *caller_env, char **setup,
         if (r < 0)
                 return hutch_error_set(reterr, -r, "failed to pick the sandbox's id range: %s",
                                        strerror(-r));
+        /* SECURITY: as root, a persistent sandbox's QEMU runs as its own
+         * range of the id pool, never as another sandbox's; its layers
+         * are idmapped from the store's fixed range onto it
+         * (vm_layers_open(), docs/vm.md "Id ranges"). COMPAT(containers):
+         * without CAP_SYS_ADMIN nothing can be idmapped: the fixed range,
+         * as for the namespace backend. */
+        if (v->persistent && sandbox_has_cap_sys_admin())
+                idmapping_use_pool_range(&v->idmap, v->id_base);
         /* SECURITY: as root hutch, QEMU is never host root. */
         v->in_userns = v->persistent || v->idmap.privileged;
         r = store_open(&v->store, reterr);

@@ -33,6 +33,10 @@ typedef struct VmRun {
          * run (vm_oneshot_open()). */
         bool in_userns;
         IdMapping idmap; /* the sandbox's (idmapping_for_caller()) */
+        /* A persistent sandbox as root: the first host id of its range of
+         * the id pool (SandboxLayerPaths.id_base; 0: none), which
+         * vm_run_prepare() moves @idmap onto (store/id-pool.h). */
+        uint32_t id_base;
         char name[64];
         Store *store;
         char *run_dir, *template_dir, *cache_dir, *proxy_sock, *helper;
