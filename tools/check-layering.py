@@ -43,7 +43,7 @@ KNOWN = {
 # src/cli's includes of the core beyond include/hutch.h and
 # src/lib/api/hutch-ext.h that remain (issue 16): the persistent-sandbox
 # verbs (persist.c, procs.c, port.c, snapshot*.c, diff.c: the store and
-# api/persist.h), hutch run (sandbox.h, vm.h, run-flags.h's policy.h),
+# api/persist.h), hutch run (sandbox.h, run-flags.h's policy.h),
 # hutch doctor (features.h), the image verbs (image store, registry),
 # hutch serve's stats, terminal and shared state (serve.h's Store). Each
 # moves behind hutch.h or hutch-ext.h; a new file of src/cli adds nothing
@@ -53,7 +53,6 @@ KNOWN |= {
     ("src/cli/diff.c", "src/lib/api/persist.h"),
     ("src/cli/diff.c", "src/lib/store/diff.h"),
     ("src/cli/diff.c", "src/lib/store/store.h"),
-    ("src/cli/doctor.c", "src/lib/sandbox/container.h"),
     ("src/cli/doctor.c", "src/lib/doctor/features.h"),
     ("src/cli/image-pull.c", "src/lib/image/image-store.h"),
     # The E2B server (issue 20): its sandbox table sits in the store's
@@ -76,7 +75,6 @@ KNOWN |= {
     ("src/cli/image-pull.c", "src/lib/store/store.h"),
     ("src/cli/image.c", "src/lib/image/image-store.h"),
     ("src/cli/image.c", "src/lib/store/store.h"),
-    ("src/cli/main.c", "src/lib/vm/vm.h"),
     ("src/cli/persist.c", "src/lib/api/persist.h"),
     ("src/cli/persist.c", "src/lib/store/store.h"),
     ("src/cli/port.c", "src/lib/api/persist.h"),
@@ -85,7 +83,6 @@ KNOWN |= {
     ("src/cli/procs.c", "src/lib/store/store.h"),
     ("src/cli/run-flags.h", "src/lib/policy/policy.h"),
     ("src/cli/run.c", "src/lib/sandbox/sandbox.h"),
-    ("src/cli/run.c", "src/lib/vm/vm.h"),
     ("src/cli/serve-stats.c", "src/lib/api/persist.h"),
     ("src/cli/serve-stats.c", "src/lib/cgroup/cgroup.h"),
     ("src/cli/serve-stats.c", "src/lib/store/diff.h"),

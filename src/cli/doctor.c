@@ -9,10 +9,10 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "api/hutch-ext.h"
 #include "cli.h"
 #include "doctor/features.h"
 #include "log.h"
-#include "sandbox/container.h"
 
 static bool arg_json = false;
 
@@ -50,13 +50,13 @@ static void checks_done(FeatureCheck *checks, size_t n) {
                 feature_check_done(checks + i);
 }
 
-static int print_json(const FeatureCheck *checks, ContainerEngine engine) {
+static int print_json(const FeatureCheck *checks, const char *engine) {
         json_t *o = json_object(), *c;
         int r = 0;
 
         if (!o)
                 return -ENOMEM;
-        c = json_pack("{s:s}", "engine", container_engine_to_string(engine));
+        c = json_pack("{s:s}", "engine", engine);
         if (!c || json_object_set_new(o, "container", c) < 0) {
                 json_decref(o);
                 return -ENOMEM;
@@ -77,15 +77,15 @@ static int print_json(const FeatureCheck *checks, ContainerEngine engine) {
         return r;
 }
 
-static void print_text(const FeatureCheck *checks, bool usable, ContainerEngine engine) {
+static void print_text(const FeatureCheck *checks, bool usable, const char *engine) {
         size_t w = 0;
 
         for (FeatureId id = 0; id < _FEATURE_ID_MAX; id++)
                 w = MAX(w, strlen(feature_id_to_string(id)));
-        if (engine != CONTAINER_NONE)
+        if (strcmp(engine, "none") != 0)
                 (void)printf("%-*s  %-8s  %s (the fixes below are its settings; "
                              "docs/containers.md)\n",
-                             (int)w, "container", "", container_engine_to_string(engine));
+                             (int)w, "container", "", engine);
 
         for (FeatureId id = 0; id < _FEATURE_ID_MAX; id++) {
                 (void)printf("%-*s  %-8s  %s\n", (int)w, feature_id_to_string(id),
@@ -98,7 +98,7 @@ static void print_text(const FeatureCheck *checks, bool usable, ContainerEngine 
 
 int verb_doctor(int argc, char **argv) {
         FeatureCheck checks[_FEATURE_ID_MAX] = {};
-        ContainerEngine engine = container_detect();
+        const char *engine = hutch_ext_container_engine();
         bool usable = true;
         int r;
 

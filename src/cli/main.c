@@ -6,12 +6,12 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "api/hutch-ext.h"
 #include "cli.h"
 #include "fd-util.h"
 #include "log.h"
 #include "macro.h"
 #include "run-flags.h"
-#include "vm/vm.h"
 
 /* `hutch serve` runs hutch-serve (serve-main.c), which alone links
  * libevent and libcrypto; it starts keepers with this very binary. */
@@ -215,7 +215,7 @@ int main(int argc, char **argv) {
         /* The microVM's guestfwd helper (started by QEMU; not for users):
          * connects the guest's connection on stdin/stdout to the proxy. */
         if (strcmp(argv[1], "__vm-fwd") == 0)
-                return argc == 3 && vm_forward_run(argv[2]) >= 0 ? 0 : 1;
+                return argc == 3 && hutch_ext_vm_forward(argv[2]) >= 0 ? 0 : 1;
         if (find_verb(argv[1], &verb) >= 0)
                 return run_verb(verb, argc - 1, argv + 1);
 

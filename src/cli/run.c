@@ -5,6 +5,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "api/hutch-ext.h"
 #include "cli.h"
 #include "fd-util.h"
 #include "log.h"
@@ -14,7 +15,6 @@
 #include "sandbox/sandbox.h"
 #include "terminal.h"
 #include "time-util.h"
-#include "vm/vm.h"
 
 static int write_outcome(int fd, const Outcome *o) {
         _cleanup_free_ char *json = NULL;
@@ -173,7 +173,7 @@ int verb_run(int argc, char **argv) {
                             args.policy->workspace);
 
         if (args.policy->backend == SANDBOX_BACKEND_VM && isatty(STDERR_FILENO))
-                vm_set_template_build_hook(template_build_notice);
+                hutch_ext_vm_template_hook(template_build_notice);
         if (args.tty)
                 r = run_with_terminal(&args, environ, &o, &err);
         else

@@ -143,6 +143,13 @@ def uid_of(pid):
     raise AssertionError(f"no Uid line for {pid}")
 
 
+def root_uid(store, name):
+    """The host uid of sandbox @name's root: as root, the first id of its
+    range of the id pool (its record's id_base), else the runner's."""
+    rec = json.loads((store.sandbox_dir(name) / "sandbox.json").read_text())
+    return rec.get("id_base") or int(store.runner.expected_uid_map().split()[1])
+
+
 def started_vm(store, name, script, ws=None):
     """A vm sandbox with a workspace (@ws, else a new one), running after
     @script: its keeper and its one QEMU."""
@@ -354,8 +361,7 @@ def test_refusals(store):
 def test_rm_force_of_a_running_vm_leaves_nothing(store):
     keeper, qemu = started_vm(store, "box", "echo x > /root/f")
     # QEMU runs as the sandbox's root (the namespace backend's id mapping).
-    expected = store.runner.expected_uid_map().split()[1]
-    assert uid_of(qemu[0]) == int(expected)
+    assert uid_of(qemu[0]) == root_uid(store, "box")
     assert vm_cgroups(keeper)
     data = store.sandbox_dir("box") / "data"
     p = store.popen("exec", "box", "--", "sleep", "60", stdout=DEVNULL, stderr=DEVNULL)
@@ -448,8 +454,7 @@ def test_network_allow_across_execs_and_a_restart(any_store, upstream):
     socks = list(store.state.glob("vm-run-*/proxy.sock"))
     assert len(socks) == 1, socks
     st = socks[0].stat()
-    assert (st.st_mode & 0o777, st.st_uid) == (
-        0o600, int(store.runner.expected_uid_map().split()[1]))
+    assert (st.st_mode & 0o777, st.st_uid) == (0o600, root_uid(store, "net"))
     r = store.hutch("stop", "net")
     assert r.returncode == 0, r.stderr
     assert poll_until(lambda: not Path(f"/proc/{keeper}").exists(), 10)

@@ -49,7 +49,7 @@ static void put_file(const char *path, const char *text) {
 static uint32_t claim(const char *home, const char *id, uint32_t hint) {
         uint32_t base = 0;
 
-        ASSERT_OK(id_pool_claim(home, id, hint, &base, NULL));
+        ASSERT_OK(id_pool_claim(home, id, hint, NULL, 0, &base, NULL));
         return base;
 }
 
@@ -115,12 +115,45 @@ TEST(a_full_pool_is_enospc_and_ranges_of_a_gone_store_are_free) {
         ASSERT_OK(mkdir(gone, 0700));
         (void)claim(dir, "00000000000000aa", 0);
         ASSERT_EQ(claim(gone, "00000000000000bb", 0), ID_POOL_BASE + R);
-        ASSERT_ERROR(id_pool_claim(dir, "00000000000000cc", 0, &base, &e), ENOSPC);
+        ASSERT_ERROR(id_pool_claim(dir, "00000000000000cc", 0, NULL, 0, &base, &e), ENOSPC);
         ASSERT_NOT_NULL(strstr(e.msg, "all 2 ranges"));
         ASSERT_EQ(base, 7U); /* untouched */
         ASSERT_OK(rmdir(gone));
         ASSERT_EQ(claim(dir, "00000000000000cc", 0), ID_POOL_BASE + R);
         free(gone);
+        pool_teardown(dir);
+}
+
+TEST(a_lost_pool_is_rebuilt_from_the_store_s_records) {
+        char *dir = pool_setup(NULL), *file = NULL;
+        const IdPoolHold held[] = {
+                {"00000000000000aa", ID_POOL_BASE + R},
+                {"00000000000000bb", ID_POOL_BASE + 3 * R},
+                {"00000000000000cc", ID_POOL_BASE + 2 * R}, /* another store holds it now */
+                {"00000000000000dd", ID_POOL_BASE + 1},     /* not a range of the pool */
+        };
+        uint32_t base = 0;
+
+        ASSERT_TRUE(asprintf(&file, "%s/id-pool", dir) > 0);
+        /* The pool file lost: another store took the third range since. */
+        ASSERT_EQ(claim("/", "00000000000000ee", ID_POOL_BASE + 2 * R), ID_POOL_BASE + 2 * R);
+        /* A new sandbox of the store gets none of the ranges its records
+         * hold: aa's and bb's are put back first, cc's stays the other
+         * store's. */
+        ASSERT_OK(id_pool_claim(dir, "00000000000000ff", 0, held, ELEMENTSOF(held), &base, NULL));
+        ASSERT_EQ(base, ID_POOL_BASE);
+        ASSERT_OK(id_pool_claim(dir, "0000000000000011", 0, held, ELEMENTSOF(held), &base, NULL));
+        ASSERT_EQ(base, ID_POOL_BASE + 4 * R);
+        ASSERT_EQ(claim(dir, "00000000000000aa", 0), ID_POOL_BASE + R);
+        ASSERT_EQ(claim(dir, "00000000000000bb", 0), ID_POOL_BASE + 3 * R);
+        /* cc gets a new range when it next starts. */
+        ASSERT_EQ(claim(dir, "00000000000000cc", ID_POOL_BASE + 2 * R), ID_POOL_BASE + 5 * R);
+        /* Negative twin: without the records, the lost ranges are handed
+         * out again. */
+        ASSERT_OK(unlink(file));
+        ASSERT_EQ(claim(dir, "0000000000000022", 0), ID_POOL_BASE);
+        ASSERT_EQ(claim(dir, "0000000000000033", 0), ID_POOL_BASE + R);
+        free(file);
         pool_teardown(dir);
 }
 
@@ -137,14 +170,16 @@ TEST(bad_input_and_a_damaged_pool_are_refused) {
         };
         uint32_t base = 7;
 
-        ASSERT_ERROR(id_pool_claim("relative", "00000000000000aa", 0, &base, NULL), EINVAL);
-        ASSERT_ERROR(id_pool_claim("/a\nb", "00000000000000aa", 0, &base, NULL), EINVAL);
-        ASSERT_ERROR(id_pool_claim(dir, "short", 0, &base, NULL), EINVAL);
-        ASSERT_ERROR(id_pool_claim(dir, "00000000000000AA-", 0, &base, NULL), EINVAL);
+        ASSERT_ERROR(id_pool_claim("relative", "00000000000000aa", 0, NULL, 0, &base, NULL),
+                     EINVAL);
+        ASSERT_ERROR(id_pool_claim("/a\nb", "00000000000000aa", 0, NULL, 0, &base, NULL), EINVAL);
+        ASSERT_ERROR(id_pool_claim(dir, "short", 0, NULL, 0, &base, NULL), EINVAL);
+        ASSERT_ERROR(id_pool_claim(dir, "00000000000000AA-", 0, NULL, 0, &base, NULL), EINVAL);
         ASSERT_TRUE(asprintf(&file, "%s/id-pool", dir) > 0);
         for (size_t i = 0; i < ELEMENTSOF(damaged); i++) {
                 put_file(file, damaged[i]);
-                ASSERT_ERROR(id_pool_claim(dir, "00000000000000aa", 0, &base, NULL), EBADMSG);
+                ASSERT_ERROR(id_pool_claim(dir, "00000000000000aa", 0, NULL, 0, &base, NULL),
+                             EBADMSG);
                 ASSERT_ERROR(id_pool_release(dir, "00000000000000aa"), EBADMSG);
         }
         ASSERT_EQ(base, 7U);

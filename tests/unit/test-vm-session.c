@@ -11,8 +11,8 @@
 
 #include "agent-protocol.h"
 #include "fd-util.h"
-#include "sandbox/vm-session.h"
 #include "test.h"
+#include "vm/vm-session.h"
 
 typedef struct Guest {
         Vm vm;

@@ -9,8 +9,10 @@
 #include "api/processes.h"
 #include "fd-util.h"
 #include "policy/policy.h"
+#include "sandbox/container.h"
 #include "sandbox/keeper.h"
 #include "store/store.h"
+#include "vm/vm.h"
 
 static_assert(HUTCH_EXT_NAME_MAX == STORE_NAME_MAX, "hutch-ext.h's name bound is the store's");
 
@@ -90,4 +92,16 @@ bool hutch_ext_user_spec_is_valid(const char *spec) {
 
 int hutch_ext_signal_parse(const char *s) {
         return persist_signal_parse(s);
+}
+
+int hutch_ext_vm_forward(const char *path) {
+        return vm_forward_run(path);
+}
+
+void hutch_ext_vm_template_hook(void (*hook)(bool done, bool ok)) {
+        vm_set_template_build_hook(hook);
+}
+
+const char *hutch_ext_container_engine(void) {
+        return container_engine_to_string(container_detect());
 }

@@ -89,3 +89,23 @@ bool hutch_ext_user_spec_is_valid(const char *spec);
 /* A signal by name ("TERM", "SIGTERM", "term") or number ("15"): 1 to
  * NSIG-1, or -EINVAL. */
 int hutch_ext_signal_parse(const char *s);
+
+/* ---- the microVM backend's hooks for the hutch binary ---- */
+
+/* `hutch __vm-fwd SOCKET`, the microVM's guestfwd helper (vm.h's
+ * vm_forward_run()): copies stdin to the unix socket @path and it to
+ * stdout until both sides ended. Returns 0 or -errno. */
+int hutch_ext_vm_forward(const char *path);
+
+/* Sets a function the microVM backend calls before it builds a template
+ * (@done false: a cold boot of seconds) and after (@done true, @ok whether
+ * it worked), for a notice on the terminal (vm.h's
+ * vm_set_template_build_hook()). NULL: none. */
+void hutch_ext_vm_template_hook(void (*hook)(bool done, bool ok));
+
+/* ---- hutch doctor ---- */
+
+/* The container engine hutch runs under, as `hutch doctor` names it
+ * ("none", "docker", "podman", "kubernetes", "lxc", "nspawn", "other";
+ * sandbox/container.h's container_detect()). */
+const char *hutch_ext_container_engine(void);

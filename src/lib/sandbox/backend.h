@@ -9,8 +9,8 @@
  * own signals, and stops. What touches the sandbox goes through a
  * SandboxBackendOps table: the namespace backend's (keeper.c: init in
  * new namespaces, one child cgroup per exec) and the microVM's
- * (keeper-vm.c: one QEMU guest, the agent's channels). Private to
- * src/lib/sandbox. */
+ * (src/lib/vm/keeper-vm.c: one QEMU guest, the agent's channels). For the
+ * keeper and the backends only, not the front ends. */
 
 #include <jansson.h>
 #include <poll.h>
@@ -19,9 +19,11 @@
 
 #include "cgroup/cgroup.h"
 #include "hutch-error.h"
+#include "policy/policy.h"
 #include "sandbox/exec-table.h"
-#include "sandbox/keeper-internal.h"
+#include "sandbox/keeper-toolkit.h"
 #include "sandbox/keeper.h"
+#include "sandbox/outcome.h"
 #include "sandbox/port-forward.h"
 
 /* The most descriptors a backend adds to the keeper's poll. */
@@ -116,3 +118,16 @@ void keeper_core_conn_close(KeeperCore *k, KeeperConn *c);
  * with backend vm (keeper-vm.c): their ops over keeper_core_run(). */
 int sandbox_keep_ns(const KeeperConfig *cfg, char *const *caller_env, HutchError *reterr);
 int sandbox_keep_vm(const KeeperConfig *cfg, char *const *caller_env, HutchError *reterr);
+
+/* `hutch run --backend vm` (docs/vm.md), implemented in src/lib/vm
+ * (vm-run.c): sandbox_run() hands a policy with backend vm to
+ * sandbox_run_vm(), which has the same contract: @argv runs in a fresh
+ * microVM under @policy (validated), the caller's SIGINT, SIGTERM,
+ * SIGHUP, SIGQUIT, SIGUSR1 and SIGUSR2 are passed to it, its stdin is the
+ * caller's, and its end is an Outcome. -errno with @reterr for hutch's
+ * own failures: QEMU or the kernel missing (-ENOENT, with the apt-get
+ * line), an accelerator that cannot work here (-EOPNOTSUPP), a guest that
+ * did not come up in time (-ETIMEDOUT, with the last console lines);
+ * nothing is left running then. */
+int sandbox_run_vm(const Policy *policy, char *const *argv, char *const *caller_env,
+                   Outcome *ret_outcome, HutchError *reterr);

@@ -14,7 +14,7 @@
 #include "fd-util.h"
 #include "macro.h"
 #include "sandbox/exec-table.h"
-#include "sandbox/keeper-internal.h"
+#include "sandbox/keeper-toolkit.h"
 
 /* The history is read whole; it grows by a line per exec. */
 #define EXEC_HISTORY_READ_MAX (256U << 20)

@@ -19,7 +19,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "sandbox/keeper-internal.h"
+#include "sandbox/keeper-toolkit.h"
 
 #define EXEC_LOG_STREAM_MAX (8U << 20)
 /* How long "kill" waits after its signal before SIGKILL, when not said. */

@@ -16,7 +16,7 @@
 #include "fd-util.h"
 #include "file-op.h"
 #include "macro.h"
-#include "sandbox/keeper-internal.h"
+#include "sandbox/keeper-toolkit.h"
 #include "sandbox/keeper.h"
 
 int keeper_connect(const char *socket_path) {

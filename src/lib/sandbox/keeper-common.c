@@ -20,7 +20,7 @@
 #include "file-op.h"
 #include "macro.h"
 #include "parse-util.h"
-#include "sandbox/keeper-internal.h"
+#include "sandbox/keeper-toolkit.h"
 #include "sandbox/keeper.h"
 #include "sandbox/sandbox-internal.h"
 #include "strv.h"

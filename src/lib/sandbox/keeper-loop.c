@@ -63,7 +63,7 @@ static int conn_handle(KeeperCore *k, KeeperConn *c) {
                 r = ops->file(k, c, req, fds, n_fds);
         } else if (exec_table_op(op) && !op_is(op, "list") && !op_is(op, "stdin") &&
                    keeper_conns_waiting(&k->conns) >= KEEPER_MAX_WAITERS) {
-                /* The waiters' places are bounded (keeper-internal.h). */
+                /* The waiters' places are bounded (keeper-toolkit.h). */
                 (void)keeper_send_json(c->fd,
                                        json_pack("{s:s,s:s,s:i}", "op", "error", "message",
                                                  "too many connections wait for execs in this "

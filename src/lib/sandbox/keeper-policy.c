@@ -2,7 +2,7 @@
 #include <errno.h>
 #include <string.h>
 
-#include "sandbox/keeper-internal.h"
+#include "sandbox/keeper-toolkit.h"
 #include "sandbox/keeper.h"
 #include "sandbox/proxy-spawn.h"
 

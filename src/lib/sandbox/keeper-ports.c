@@ -7,7 +7,7 @@
 
 #include "fd-util.h"
 #include "macro.h"
-#include "sandbox/keeper-internal.h"
+#include "sandbox/keeper-toolkit.h"
 #include "sandbox/keeper.h"
 #include "sandbox/port-forward.h"
 

@@ -25,7 +25,7 @@
 #include "sandbox/backend.h"
 #include "sandbox/deadline.h"
 #include "sandbox/exec-table.h"
-#include "sandbox/keeper-internal.h"
+#include "sandbox/keeper-toolkit.h"
 #include "sandbox/keeper.h"
 #include "sandbox/sandbox-internal.h"
 #include "sandbox/sync.h"

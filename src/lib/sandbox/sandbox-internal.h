@@ -3,7 +3,7 @@
 
 /* The supervisor's state for one sandbox, shared by the one-shot run
  * (sandbox.c) and the keeper of a persistent sandbox (keeper.c). Private
- * to src/lib/sandbox. */
+ * to src/lib/sandbox; what the microVM driver shares is host-setup.h. */
 
 #include <signal.h>
 #include <stdbool.h>
@@ -11,19 +11,13 @@
 #include "ns/userns.h"
 #include "policy/policy.h"
 #include "sandbox/cgroup-setup.h"
+#include "sandbox/host-setup.h"
 #include "sandbox/image-root.h"
 #include "sandbox/port-forward.h"
 #include "sandbox/proxy-spawn.h"
 #include "sandbox/sandbox.h"
 #include "sandbox/secrets.h"
 #include "sandbox/supervise.h"
-
-typedef struct Prepared {
-        int fds[1 + POLICY_MAX_BINDS]; /* [0] workspace, then one per bind */
-        size_t n_fds;
-        int layer_fds[1 + SANDBOX_MAX_LAYERS]; /* persistent: data dir, then layers */
-        size_t n_layer_fds;
-} Prepared;
 
 typedef struct RunState {
         const Policy *policy;
@@ -51,40 +45,6 @@ typedef struct RunState {
 
 void run_state_init(RunState *st);
 
-/* clone3() with fork semantics (no new stack), the namespaces of @flags
- * (CLONE_NEW*, all below bit 32) and a pidfd in @ret_pidfd; clone() with
- * the same flags and CLONE_PIDFD where clone3 fails with ENOSYS or EPERM
- * (a container's seccomp filter). The caller is single-threaded, so no
- * lock can be held in the child. The child's 0, the pid, or -errno. */
-pid_t sandbox_clone(uint64_t flags, int *ret_pidfd);
-
-/* A detached copy (open_tree) of the host tree at @path (opened without
- * following symlinks), private, nosuid, nodev, read-only with
- * @read_only, and idmapped through @userns_fd when it is >= 0 (files of
- * the caller appear as the sandbox's root). 0 or -errno with @reterr. */
-int sandbox_open_detached_tree(const char *path, int userns_fd, bool read_only, int *ret_fd,
-                               HutchError *reterr);
-
-/* As root (@m privileged): the host trees the sandbox of process @pid
- * gets, as detached mounts in @ret: the workspace and the -v binds
- * idmapped through @pid's user namespace (with @root_only, through a
- * namespace that maps the caller's id to the sandbox's root and nothing
- * else), and with @layers the data dir and the snapshot layers
- * (read-only) as they are. Unprivileged: nothing (every fd -EBADF; they
- * are bound by path). */
-int sandbox_prepare_mounts(const Policy *p, const SandboxLayerPaths *layers, const IdMapping *m,
-                           pid_t pid, bool root_only, Prepared *ret, HutchError *reterr);
-
-/* A new user namespace with the maps @m, in @ret_fd (no process stays in
- * it). 0 or -errno with @reterr. */
-int sandbox_userns_make(const IdMapping *m, int *ret_fd, HutchError *reterr);
-/* The workspace and the binds of sandbox_prepare_mounts() into @ret
- * (initialized), idmapped through @ro_userns_fd when read-only (a copied
- * or overlaid workspace always), else through @rw_userns_fd. */
-int sandbox_prepare_trees(const Policy *p, int ro_userns_fd, int rw_userns_fd, Prepared *ret,
-                          HutchError *reterr);
-void prepared_done(Prepared *p);
-
 /* Releases everything the state holds (the proxy, the cgroup, fds) and
  * restores the signal mask. Idempotent. */
 void run_state_done(RunState *st);
@@ -104,19 +64,6 @@ const char *sandbox_workdir(const Policy *policy, const ImageRoot *image);
 /* Kills a started init (st->pid) and waits for it; an error init reported
  * replaces @reterr. */
 void sandbox_abort(RunState *st, HutchError *reterr);
-
-/* Sets each secret's placeholder in @env (over -e and --env-pass of the
- * same name), and refuses (-EPERM, naming the variable) an environment
- * in which a real value would still reach the sandbox by another name.
- * @secrets may be NULL. */
-int sandbox_env_add_placeholders(char ***env, const SecretSet *secrets, HutchError *reterr);
-
-/* Starts hutch-proxy @binary for @p (proxy_spawn()). With secrets, hands
- * it the configuration memfd made from *@secrets, which is freed then
- * (SECURITY: the values leave this process's memory), and returns the
- * read end of its CA pipe in @ret_ca_fd. */
-int sandbox_proxy_start(const char *binary, const Policy *p, const char *name, SecretSet **secrets,
-                        int *ret_ca_fd, ProxyProcess *ret, HutchError *reterr);
 
 /* SupervisionSocketsFn: hands init's listening sockets to the proxy. */
 int sandbox_on_proxy_sockets(Supervision *s, int *fds, size_t n_fds, HutchError *reterr);

@@ -25,6 +25,7 @@
 #include "macro.h"
 #include "ns/caps.h"
 #include "ns/userns.h"
+#include "sandbox/backend.h"
 #include "sandbox/cgroup-setup.h"
 #include "sandbox/container.h"
 #include "sandbox/init.h"
@@ -34,7 +35,6 @@
 #include "sandbox/secrets.h"
 #include "sandbox/supervise.h"
 #include "sandbox/sync.h"
-#include "sandbox/vm-run.h"
 #include "strv.h"
 #include "time-util.h"
 
@@ -173,7 +173,7 @@ void prepared_done(Prepared *p) {
                 p->layer_fds[i] = safe_close(p->layer_fds[i]);
 }
 
-static bool has_cap_sys_admin(void) {
+bool sandbox_has_cap_sys_admin(void) {
         struct __user_cap_header_struct h = {.version = _LINUX_CAPABILITY_VERSION_3};
         struct __user_cap_data_struct d[2] = {};
 
@@ -201,7 +201,7 @@ int sandbox_prepare_mounts(const Policy *p, const SandboxLayerPaths *layers, con
          * (Docker's default capabilities) cannot clone mount trees; init
          * then binds the host paths itself, as for an unprivileged caller,
          * and the caller's files show as nobody inside (docs/containers.md). */
-        if (!m->privileged || !has_cap_sys_admin())
+        if (!m->privileged || !sandbox_has_cap_sys_admin())
                 return 0;
 
         /* A persistent sandbox's own directories belong to the store's
@@ -698,7 +698,7 @@ static int prepare_image_layers(RunState *st, const IdMapping *m, pid_t pid, Hut
 
         /* COMPAT(containers): without CAP_SYS_ADMIN, as for the binds
          * (sandbox_prepare_mounts()). */
-        if (!st->image || !m->privileged || !has_cap_sys_admin())
+        if (!st->image || !m->privileged || !sandbox_has_cap_sys_admin())
                 return 0;
         n = strv_length(st->image->layers);
         st->image_fds = calloc(n ? n : 1, sizeof(int));
@@ -751,7 +751,7 @@ int sandbox_start(const Policy *policy, const SandboxLayerPaths *layers, char *c
         /* COMPAT(containers): without CAP_SYS_ADMIN no tree is idmapped
          * (sandbox_prepare_mounts()), so the layers could not follow: the
          * store's range, as the binds fall back (docs/containers.md). */
-        if (layers && has_cap_sys_admin())
+        if (layers && sandbox_has_cap_sys_admin())
                 idmapping_use_pool_range(&idmap, layers->id_base);
         /* SECURITY: a persistent sandbox whose user namespace holds a range
          * keeps what apt and dpkg need over that range's ids

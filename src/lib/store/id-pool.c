@@ -244,14 +244,61 @@ static bool pool_range_usable(uint32_t base, uint32_t size, const Tables *t) {
                mapped_here(t->gid_map, base, USERNS_RANGE_SIZE);
 }
 
-int id_pool_claim(const char *home, const char *id, uint32_t hint, uint32_t *ret_base,
-                  HutchError *reterr) {
+static int pool_add(Pool *p, uint32_t base, const char *home, const char *id) {
+        PoolEntry *grown;
+
+        grown = reallocarray(p->e, p->n + 1, sizeof(PoolEntry));
+        if (!grown)
+                return -ENOMEM;
+        p->e = grown;
+        p->e[p->n] = (PoolEntry){.base = base, .home = strdup(home)};
+        if (!p->e[p->n].home)
+                return -ENOMEM;
+        memcpy(p->e[p->n].id, id, ID_POOL_ID_LEN + 1);
+        p->n++;
+        return 0;
+}
+
+static bool pool_holds_id(const Pool *p, const char *home, const char *id) {
+        for (size_t i = 0; i < p->n; i++)
+                if (strcmp(p->e[i].home, home) == 0 && strcmp(p->e[i].id, id) == 0)
+                        return true;
+        return false;
+}
+
+/* SECURITY: the ranges @home's records name that the pool lost (its file
+ * wiped while they ran) are held again before anything is handed out, so
+ * a new sandbox never gets a range a sandbox of this store holds. A range
+ * someone else holds meanwhile stays theirs (its sandbox gets a new one
+ * when it next starts). Returns whether the pool changed, or -errno. */
+static int pool_restore(Pool *p, const char *home, const IdPoolHold *held, size_t n_held,
+                        uint32_t size) {
+        bool changed = false;
+        int r;
+
+        for (size_t i = 0; i < n_held; i++) {
+                const IdPoolHold *h = held + i;
+
+                if (!id_is_valid(h->id) || h->base < ID_POOL_BASE ||
+                    (h->base - ID_POOL_BASE) % USERNS_RANGE_SIZE != 0 ||
+                    (h->base - ID_POOL_BASE) / USERNS_RANGE_SIZE >= size ||
+                    pool_holds_id(p, home, h->id) || pool_holds(p, h->base))
+                        continue;
+                r = pool_add(p, h->base, home, h->id);
+                if (r < 0)
+                        return r;
+                changed = true;
+        }
+        return changed;
+}
+
+int id_pool_claim(const char *home, const char *id, uint32_t hint, const IdPoolHold *held,
+                  size_t n_held, uint32_t *ret_base, HutchError *reterr) {
         _cleanup_(tables_done) Tables t = {};
         _cleanup_close_ int lock = -EBADF;
         _cleanup_(pool_done) Pool p = {};
         uint32_t size = pool_size(), base = 0;
-        bool dropped = false, found = false;
-        PoolEntry *grown;
+        bool changed = false, found = false;
         int r;
 
         if (home[0] != '/' || strchr(home, '\n') || !id_is_valid(id))
@@ -260,9 +307,18 @@ int id_pool_claim(const char *home, const char *id, uint32_t hint, uint32_t *ret
         if (r < 0)
                 return hutch_error_set(reterr, -r, "cannot use the id pool in %s: %s", pool_dir(),
                                        strerror(-r));
+        r = pool_restore(&p, home, held, n_held, size);
+        if (r < 0)
+                return r;
+        changed = r > 0;
         for (size_t i = 0; i < p.n; i++)
                 if (strcmp(p.e[i].home, home) == 0 && strcmp(p.e[i].id, id) == 0) {
                         *ret_base = p.e[i].base;
+                        r = changed ? pool_write(&p) : 0;
+                        if (r < 0)
+                                return hutch_error_set(reterr, -r,
+                                                       "cannot write the id pool in %s: %s",
+                                                       pool_dir(), strerror(-r));
                         return 0;
                 }
         /* A store whose folder is gone runs no sandbox: its ranges are free. */
@@ -271,7 +327,7 @@ int id_pool_claim(const char *home, const char *id, uint32_t hint, uint32_t *ret
 
                 if (stat(p.e[i - 1].home, &st) < 0 && errno == ENOENT) {
                         pool_drop(&p, i - 1);
-                        dropped = true;
+                        changed = true;
                 }
         }
         r = read_full_file("/etc/subuid", 1U << 20, &t.subuid);
@@ -293,7 +349,7 @@ int id_pool_claim(const char *home, const char *id, uint32_t hint, uint32_t *ret
                 found = !pool_holds(&p, base) && pool_range_usable(base, size, &t);
         }
         if (!found) {
-                if (dropped)
+                if (changed)
                         (void)pool_write(&p);
                 return hutch_error_set(reterr, ENOSPC,
                                        "no free id range for a new sandbox: all %u ranges of the "
@@ -302,15 +358,9 @@ int id_pool_claim(const char *home, const char *id, uint32_t hint, uint32_t *ret
                                        "overlap /etc/subuid, or are not mapped where hutch runs",
                                        size, pool_dir());
         }
-        grown = reallocarray(p.e, p.n + 1, sizeof(PoolEntry));
-        if (!grown)
-                return -ENOMEM;
-        p.e = grown;
-        p.e[p.n] = (PoolEntry){.base = base, .home = strdup(home)};
-        if (!p.e[p.n].home)
-                return -ENOMEM;
-        memcpy(p.e[p.n].id, id, ID_POOL_ID_LEN + 1);
-        p.n++;
+        r = pool_add(&p, base, home, id);
+        if (r < 0)
+                return r;
         r = pool_write(&p);
         if (r < 0)
                 return hutch_error_set(reterr, -r, "cannot write the id pool in %s: %s", pool_dir(),

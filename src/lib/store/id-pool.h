@@ -28,15 +28,21 @@
  * (ns/userns.h) and are idmapped into the sandbox's own range when it
  * starts, so snapshots and `create --from` do not depend on the range.
  *
- * NEEDSWORK: the VM backend keeps the store's fixed range for QEMU's
- * user namespace (the range is held for a VM sandbox, unused); and a pool
- * file that is lost (its folder wiped) while sandboxes run can hand a
- * running sandbox's range to a new one until that one restarts.
+ * A persistent microVM sandbox's QEMU runs in a user namespace of its
+ * range as a namespace sandbox's init does (docs/vm.md "Id ranges").
+ *
+ * A pool file that is lost (its folder wiped) is rebuilt: each claim is
+ * given the ranges its store's sandbox records name (IdPoolHold) and puts
+ * back those the pool lacks, before it hands out anything; so a range a
+ * sandbox of that store holds (running or not) is never handed out
+ * again. NEEDSWORK: the ranges of other stores come back only when each
+ * store next claims; the pool base is fixed at ID_POOL_BASE.
  *
  * In builds with test hooks, $HUTCH_TEST_ID_POOL names another folder for
  * the pool and $HUTCH_TEST_ID_POOL_SIZE a smaller number of ranges. */
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "hutch-error.h"
@@ -46,13 +52,23 @@
 /* 2^31 / 65536 ranges, less the last (its top id would be (uid_t)-1). */
 #define ID_POOL_SIZE UINT32_C(32767)
 
+/* A range that a sandbox record of the store names ("id", "id_base" of
+ * its sandbox.json). */
+typedef struct IdPoolHold {
+        char id[17];
+        uint32_t base;
+} IdPoolHold;
+
 /* Returns the range held by the sandbox @id of the store @home, taking
  * the lowest free one (@hint first, when it is free) if it holds none.
- * @home must be a canonical path without newlines. Returns 0 and
- * @ret_base, -ENOSPC when every range is held (@reterr says so, naming the
- * pool), -EBADMSG on a pool file that does not parse, -errno. */
-int id_pool_claim(const char *home, const char *id, uint32_t hint, uint32_t *ret_base,
-                  HutchError *reterr);
+ * @held (@n_held entries, may be NULL) are the ranges the store's records
+ * name: one the pool does not list for its sandbox, and that no one else
+ * holds, is put back first (a lost pool file). @home must be a canonical
+ * path without newlines. Returns 0 and @ret_base, -ENOSPC when every
+ * range is held (@reterr says so, naming the pool), -EBADMSG on a pool
+ * file that does not parse, -errno. */
+int id_pool_claim(const char *home, const char *id, uint32_t hint, const IdPoolHold *held,
+                  size_t n_held, uint32_t *ret_base, HutchError *reterr);
 
 /* Releases the range of the sandbox @id of the store @home (nothing if it
  * holds none). Returns 0 or -errno. */

@@ -783,9 +783,47 @@ static int pool_home(const Store *s, char **ret) {
         return 0;
 }
 
+/* The ranges of the id pool that the store's sandbox records name, for
+ * id_pool_claim() to put back what a lost pool file forgot. A record that
+ * cannot be read is skipped. */
+static int pool_held(const Store *s, IdPoolHold **ret, size_t *ret_n) {
+        _cleanup_strv_free_ char **names = NULL;
+        _cleanup_free_ IdPoolHold *held = NULL;
+        size_t n = 0;
+        int r;
+
+        r = store_list(s, "sandboxes", &names);
+        if (r < 0)
+                return r;
+        held = calloc(strv_length(names) + 1, sizeof(IdPoolHold));
+        if (!held)
+                return -ENOMEM;
+        STRV_FOREACH(name, names) {
+                _cleanup_free_ char *path = NULL;
+                const char *id;
+                json_t *j = NULL;
+
+                if (store_sandbox_path(s, *name, "sandbox.json", &path) < 0 ||
+                    record_load_file(path, &j) < 0)
+                        continue;
+                id = json_string_value(json_object_get(j, "id"));
+                if (id && strlen(id) < sizeof(held[n].id) && jnum(j, "id_base") != 0 &&
+                    jnum(j, "id_base") <= UINT32_MAX) {
+                        memcpy(held[n].id, id, strlen(id) + 1);
+                        held[n++].base = (uint32_t)jnum(j, "id_base");
+                }
+                json_decref(j);
+        }
+        *ret = TAKE_PTR(held);
+        *ret_n = n;
+        return 0;
+}
+
 int store_sandbox_id_range(Store *s, SandboxRecord *r, uint32_t *ret_base, HutchError *reterr) {
+        _cleanup_free_ IdPoolHold *held = NULL;
         _cleanup_free_ char *home = NULL;
         uint32_t base = 0;
+        size_t n_held = 0;
         int q;
 
         if (!s->idmap.privileged) {
@@ -796,7 +834,11 @@ int store_sandbox_id_range(Store *s, SandboxRecord *r, uint32_t *ret_base, Hutch
         if (q < 0)
                 return hutch_error_set(reterr, -q, "cannot resolve the store %s: %s", s->home,
                                        strerror(-q));
-        q = id_pool_claim(home, r->id, r->id_base, &base, reterr);
+        q = pool_held(s, &held, &n_held);
+        if (q < 0)
+                return hutch_error_set(reterr, -q, "cannot list the store %s: %s", s->home,
+                                       strerror(-q));
+        q = id_pool_claim(home, r->id, r->id_base, held, n_held, &base, reterr);
         if (q < 0)
                 return q;
         if (base != r->id_base) {
@@ -843,12 +885,21 @@ int store_sandbox_create(Store *s, SandboxRecord *r, HutchError *reterr) {
          * (store/id-pool.h): a full pool is refused before anything is
          * made. */
         if (s->idmap.privileged) {
+                _cleanup_free_ IdPoolHold *held = NULL;
+                size_t n_held = 0;
+
                 q = pool_home(s, &home);
                 if (q < 0)
                         return hutch_error_set(reterr, -q, "cannot resolve the store %s: %s",
                                                s->home, strerror(-q));
+                /* SECURITY: what the records hold, put back into a pool
+                 * that lost it (store/id-pool.h). */
+                q = pool_held(s, &held, &n_held);
+                if (q < 0)
+                        return hutch_error_set(reterr, -q, "cannot list the store %s: %s", s->home,
+                                               strerror(-q));
                 r->id_base = 0;
-                q = id_pool_claim(home, r->id, 0, &r->id_base, reterr);
+                q = id_pool_claim(home, r->id, 0, held, n_held, &r->id_base, reterr);
                 if (q < 0)
                         return q;
         }

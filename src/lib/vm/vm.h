@@ -5,7 +5,7 @@
  * booted (or restored from a template) by a VMM, with hutch-agent as its
  * PID 1. This layer knows machines, images and the agent's frames; the
  * policy, the proxy, the host cgroup and the outcome are the sandbox's
- * (src/lib/sandbox/vm-run.c).
+ * (src/lib/vm/vm-run.c).
  *
  * The VMM is QEMU's `microvm` machine, behind vm_start()/vm_free(): hutch
  * builds its argv, talks QMP over a socketpair, and passes the agent's

@@ -1,11 +1,13 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 #pragma once
 
-/* What the keeper's loop (keeper-loop.c, backend.h) and the backends'
- * ops (keeper.c: namespaces, keeper-vm.c: a microVM) share: the control
- * socket's messages and connections,
- * the exec requests, the history and the denials. Private to
- * src/lib/sandbox; the protocol is keeper.h's. */
+/* The keeper's toolkit for a backend (docs/architecture.md "The backend
+ * seam"): what the keeper's loop (keeper-loop.c, backend.h) and the
+ * backends' ops (src/lib/sandbox/keeper.c: namespaces,
+ * src/lib/vm/keeper-vm.c: a microVM) share: the control socket's messages
+ * and connections, the exec requests, the history and the denials. For
+ * the keeper and the backends only, not the front ends; the protocol is
+ * keeper.h's. */
 
 #include <jansson.h>
 #include <stdbool.h>

@@ -17,10 +17,10 @@
 #include "fd-util.h"
 #include "macro.h"
 #include "ns/userns.h"
+#include "sandbox/host-setup.h"
 #include "sandbox/rootfs.h"
-#include "sandbox/sandbox-internal.h"
-#include "sandbox/vm-layers.h"
 #include "strv.h"
+#include "vm/vm-layers.h"
 
 /* How long the helper may take to build the tree. */
 #define VM_LAYERS_TIMEOUT_MS 30000
@@ -250,25 +250,6 @@ static int open_dirs(const VmRun *v, bool privileged, int rw_userns_fd, VmLayers
         return 0;
 }
 
-/* Writes the id maps @m of @pid, a process in a new user namespace, and
- * opens that namespace. */
-static int userns_adopt(pid_t pid, const IdMapping *m, int *ret_fd, HutchError *reterr) {
-        char path[64];
-        int fd, r;
-
-        r = userns_write_maps(pid, m);
-        if (r < 0)
-                return hutch_error_set(reterr, -r, "failed to write the sandbox's id maps: %s",
-                                       strerror(-r));
-        (void)snprintf(path, sizeof(path), "/proc/%d/ns/user", (int)pid);
-        fd = open(path, O_RDONLY | O_CLOEXEC);
-        if (fd < 0)
-                return hutch_error_set(reterr, errno,
-                                       "failed to open the sandbox's user namespace: %m");
-        *ret_fd = fd;
-        return 0;
-}
-
 /* Sends the helper its trees and waits for its answer. */
 static int helper_talk(int sock, const Prepared *prep, VmLayers *l, HutchError *reterr) {
         int fds[2 + POLICY_MAX_BINDS + SANDBOX_MAX_LAYERS];
@@ -322,10 +303,9 @@ int vm_layers_open(const VmRun *v, const SandboxLayerPaths *layers, VmLayers *re
 
         for (size_t i = 0; i < ELEMENTSOF(l.share_fds); i++)
                 l.share_fds[i] = -EBADF;
-        r = idmapping_for_caller(NULL, NULL, &idmap);
-        if (r < 0)
-                return hutch_error_set(reterr, -r, "failed to pick the sandbox's id range: %s",
-                                       strerror(-r));
+        /* vm_run_prepare()'s: as root, the sandbox's range of the pool,
+         * with the store's range as the layers' owner. */
+        idmap = v->idmap;
         if (asprintf(&stage, "%s/stage", v->run_dir) < 0) {
                 stage = NULL;
                 return -ENOMEM;
@@ -355,7 +335,7 @@ int vm_layers_open(const VmRun *v, const SandboxLayerPaths *layers, VmLayers *re
                                        "doctor')",
                                        strerror(-pid));
         }
-        r = userns_adopt(pid, &idmap, &l.userns_fd, reterr);
+        r = sandbox_userns_adopt(pid, &idmap, &l.userns_fd, reterr);
         if (r >= 0)
                 r = sandbox_prepare_mounts(v->policy, layers, &idmap, pid, false, &prep, reterr);
         if (r >= 0)
@@ -399,37 +379,6 @@ void vm_layers_configure(const VmLayers *l, const VmRun *v, VmConfig *c) {
         c->dirs[c->n_dirs++] = (VmDir){.path = v->cache_dir, .fd = l->cache_fd};
         c->dirs[c->n_dirs++] = (VmDir){.path = v->template_dir, .fd = l->template_fd};
         c->dirs[c->n_dirs++] = (VmDir){.path = v->run_dir, .fd = l->run_fd};
-}
-
-int sandbox_userns_make(const IdMapping *m, int *ret_fd, HutchError *reterr) {
-        _cleanup_close_ int pidfd = -EBADF;
-        int hold[2], status = 0, r;
-        pid_t pid;
-
-        if (pipe2(hold, O_CLOEXEC) < 0)
-                return hutch_error_set(reterr, errno, "pipe: %m");
-        pid = sandbox_clone(CLONE_NEWUSER, &pidfd);
-        if (pid == 0) {
-                char c;
-
-                /* Keeps the namespace until the pipe's end. */
-                (void)close(hold[1]);
-                (void)prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
-                (void)loop_read(hold[0], &c, 1);
-                _exit(0);
-        }
-        (void)close(hold[0]);
-        if (pid < 0) {
-                (void)close(hold[1]);
-                return hutch_error_set(reterr, -pid,
-                                       "failed to create the sandbox's user namespace: %s (see "
-                                       "'hutch doctor')",
-                                       strerror(-pid));
-        }
-        r = userns_adopt(pid, m, ret_fd, reterr);
-        (void)close(hold[1]);
-        (void)waitpid(pid, &status, 0);
-        return r;
 }
 
 int vm_oneshot_open(VmRun *v, VmLayers *ret, HutchError *reterr) {

@@ -1,18 +1,9 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 #pragma once
 
-/* `hutch run --backend vm` (docs/vm.md): sandbox_run() hands a policy with
- * backend vm to sandbox_run_vm(), which has the same contract: @argv runs
- * in a fresh microVM under @policy (validated), the caller's SIGINT,
- * SIGTERM, SIGHUP, SIGQUIT, SIGUSR1 and SIGUSR2 are passed to it, its
- * stdin is the caller's, and its end is an Outcome. -errno with @reterr
- * for hutch's own failures: QEMU or the kernel missing (-ENOENT, with the
- * apt-get line), an accelerator that cannot work here (-EOPNOTSUPP), a
- * guest that did not come up in time (-ETIMEDOUT, with the last console
- * lines); nothing is left running then.
- *
- * The pieces below are shared with the keeper of a persistent microVM
- * sandbox (keeper-vm.c); private to src/lib/sandbox. */
+/* The microVM driver's pieces that `hutch run --backend vm`
+ * (sandbox_run_vm(), declared in sandbox/backend.h) shares with the keeper
+ * of a persistent microVM sandbox (keeper-vm.c); private to src/lib/vm. */
 
 #include <poll.h>
 #include <signal.h>
@@ -21,17 +12,15 @@
 #include "hutch-error.h"
 #include "ns/userns.h"
 #include "policy/policy.h"
+#include "sandbox/backend.h"
 #include "sandbox/cgroup-setup.h"
 #include "sandbox/outcome.h"
 #include "sandbox/proxy-spawn.h"
 #include "sandbox/secrets.h"
 #include "sandbox/supervise.h"
-#include "sandbox/vm-session.h"
 #include "store/store.h"
+#include "vm/vm-session.h"
 #include "vm/vm.h"
-
-int sandbox_run_vm(const Policy *policy, char *const *argv, char *const *caller_env,
-                   Outcome *ret_outcome, HutchError *reterr);
 
 /* The persistent directories, the workspace and the binds. */
 #define VM_RUN_MAX_SHARE_NAMES (8 + POLICY_MAX_BINDS)
@@ -44,6 +33,10 @@ typedef struct VmRun {
          * run (vm_oneshot_open()). */
         bool in_userns;
         IdMapping idmap; /* the sandbox's (idmapping_for_caller()) */
+        /* A persistent sandbox as root: the first host id of its range of
+         * the id pool (SandboxLayerPaths.id_base; 0: none), which
+         * vm_run_prepare() moves @idmap onto (store/id-pool.h). */
+        uint32_t id_base;
         char name[64];
         Store *store;
         char *run_dir, *template_dir, *cache_dir, *proxy_sock, *helper;

@@ -21,7 +21,7 @@
 #include "hutch-error.h"
 #include "policy/policy.h"
 #include "sandbox/sandbox.h"
-#include "sandbox/vm-run.h"
+#include "vm/vm-run.h"
 
 typedef struct VmLayers {
         int userns_fd; /* the sandbox's user namespace */

@@ -27,12 +27,12 @@
 #include "sandbox/backend.h"
 #include "sandbox/deadline.h"
 #include "sandbox/exec-table.h"
-#include "sandbox/keeper-internal.h"
+#include "sandbox/keeper-toolkit.h"
 #include "sandbox/keeper.h"
-#include "sandbox/vm-layers.h"
-#include "sandbox/vm-run.h"
 #include "strv.h"
 #include "time-util.h"
+#include "vm/vm-layers.h"
+#include "vm/vm-run.h"
 
 typedef struct VmExec {
         uint64_t id;
@@ -685,6 +685,7 @@ int sandbox_keep_vm(const KeeperConfig *cfg, char *const *caller_env, HutchError
                 .cfg = cfg, .ops = &vm_ops, .next_id = keeper_history_last_id(cfg->history_path)};
         k->v = (VmRun){.policy = cfg->policy,
                        .persistent = true,
+                       .id_base = cfg->layers.id_base,
                        .sigfd = -EBADF,
                        .proxy = PROXY_PROCESS_NULL};
         k->layers = VM_LAYERS_NULL;

@@ -28,18 +28,18 @@
 #include "rm-rf.h"
 #include "sandbox/cgroup-setup.h"
 #include "sandbox/deadline.h"
+#include "sandbox/host-setup.h"
 #include "sandbox/proxy-spawn.h"
 #include "sandbox/rootfs.h"
-#include "sandbox/sandbox-internal.h"
 #include "sandbox/sandbox.h"
 #include "sandbox/secrets.h"
 #include "sandbox/supervise.h"
-#include "sandbox/vm-layers.h"
-#include "sandbox/vm-run.h"
 #include "signal-util.h"
 #include "store/store.h"
 #include "strv.h"
 #include "time-util.h"
+#include "vm/vm-layers.h"
+#include "vm/vm-run.h"
 #include "vm/vm.h"
 
 /* The guest kernel's own share of the guest RAM: the command's cgroup in
@@ -675,6 +675,14 @@ int vm_run_prepare(VmRun *v, VmConfig *c, char *const *caller_env, char **setup,
         if (r < 0)
                 return hutch_error_set(reterr, -r, "failed to pick the sandbox's id range: %s",
                                        strerror(-r));
+        /* SECURITY: as root, a persistent sandbox's QEMU runs as its own
+         * range of the id pool, never as another sandbox's; its layers
+         * are idmapped from the store's fixed range onto it
+         * (vm_layers_open(), docs/vm.md "Id ranges"). COMPAT(containers):
+         * without CAP_SYS_ADMIN nothing can be idmapped: the fixed range,
+         * as for the namespace backend. */
+        if (v->persistent && sandbox_has_cap_sys_admin())
+                idmapping_use_pool_range(&v->idmap, v->id_base);
         /* SECURITY: as root hutch, QEMU is never host root. */
         v->in_userns = v->persistent || v->idmap.privileged;
         r = store_open(&v->store, reterr);

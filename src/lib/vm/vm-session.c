@@ -11,8 +11,8 @@
 #include <unistd.h>
 
 #include "macro.h"
-#include "sandbox/vm-session.h"
 #include "time-util.h"
+#include "vm/vm-session.h"
 
 void vm_mux_init(VmMux *m, Vm *vm) {
         *m = (VmMux){.vm = vm};
