@@ -19,6 +19,7 @@
 #include "base64.h"
 #include "e2b-envd-form.h"
 #include "e2b-envd.h"
+#include "e2b-internal.h"
 #include "hutch.h"
 #include "macro.h"
 #include "strv.h"
@@ -657,6 +658,19 @@ static int watch_diff(EnvdCall *call, const char *dir, bool include_entry,
         return r;
 }
 
+/* Whether the watched sandbox was paused or killed. Asked under its table
+ * lock, which a pause or kill holds from before the stop until its record
+ * says so: a walk that failed because the sandbox was stopping then sees
+ * the end state, not the half-stopped one (whose errors would reach the
+ * client as some other code). */
+static bool sandbox_went(EnvdCall *call) {
+        const char *id = e2b_request_header(call->req, "E2b-Sandbox-Id");
+        _cleanup_close_ int lock = id ? e2b_table_lock(call->req->srv, id) : -EBADF;
+        E2bSandboxRef now = {};
+
+        return envd_resolve(call->req, &now) < 0 || strcmp(now.name, call->sbx.name) != 0;
+}
+
 static int fs_watch_dir(EnvdCall *call) {
         static const char *const names[] = {"path", "recursive", "includeEntry",
                                             "allowNetworkMounts", NULL};
@@ -719,7 +733,7 @@ static int fs_watch_dir(EnvdCall *call) {
                 }
                 err = (hutch_error){};
                 r = hutch_file_walk(call->sbx.name, path, recursive ? 0 : 1, &cur, &ncur, &err);
-                if (r < 0 && envd_resolve(call->req, &now_sbx) < 0) {
+                if (r < 0 && sandbox_went(call)) {
                         /* Paused or killed during the walk. */
                         (void)envd_stream_end(call, CONNECT_UNAVAILABLE,
                                               "the sandbox was paused or killed");
