@@ -352,10 +352,13 @@ int persist_stop(const Store *s, const char *name, HutchError *reterr) {
                 return 0; /* not running */
         r = keeper_simple(sock, "stop", reterr);
         /* No answer: it was stopping already (idle) as we came; it is
-         * waited for below all the same. */
-        if (r == -EPIPE && reterr)
-                *reterr = (HutchError){};
-        else if (r < 0)
+         * waited for below all the same. A keeper that exits with our
+         * request still unread resets the connection (ECONNRESET) rather
+         * than closing it (EPIPE). */
+        if (r == -EPIPE || r == -ECONNRESET) {
+                if (reterr)
+                        *reterr = (HutchError){};
+        } else if (r < 0)
                 return r;
         /* The keeper answers once the sandbox is down, then removes its
          * cgroups and proxy and exits: stopped means that is done too. */
