@@ -252,6 +252,7 @@ typedef struct Exec {
         uint8_t chan;
         bool builtin;        /* the file operation builtin (file-op.h), not a program */
         bool conn;           /* a CONNECT's TCP connection, not a command: in and out[0] */
+        bool connecting;     /* its STARTED or ERROR waits for the connect's end */
         int pty;             /* the master of its terminal (in and out[0]), or -EBADF */
         unsigned rows, cols; /* the terminal's size asked for ("t:" entry) */
         pid_t pid;
@@ -940,6 +941,7 @@ static void handle_connect(uint8_t chan, const void *payload, size_t len) {
         }
         *x = (Exec){.chan = chan,
                     .conn = true,
+                    .connecting = true,
                     .in = fd,
                     .out = {fcntl(fd, F_DUPFD_CLOEXEC, 3), -EBADF},
                     .pty = -EBADF,
@@ -952,7 +954,28 @@ static void handle_connect(uint8_t chan, const void *payload, size_t len) {
                 return;
         }
         execs[chan] = x;
-        send_le32(AGENT_MSG_STARTED, chan, 0);
+}
+
+/* The end of @x's connect (its socket polled writable): STARTED, or the
+ * ERROR that frees its channel (ECONNREFUSED: nothing listens). */
+static void connect_done(Exec *x) {
+        socklen_t len = sizeof(int);
+        int err = 0;
+        Fail f = {};
+
+        x->connecting = false;
+        if (getsockopt(x->in, SOL_SOCKET, SO_ERROR, &err, &len) < 0)
+                err = errno;
+        if (err == 0) {
+                send_le32(AGENT_MSG_STARTED, x->chan, 0);
+                return;
+        }
+        (void)fail(&f, err, "connect to a port in the guest", NULL);
+        send_error(x->chan, &f);
+        x->in = safe_close(x->in);
+        x->out[0] = safe_close(x->out[0]);
+        execs[x->chan] = NULL;
+        free(x);
 }
 
 static void handle_host_frame(const AgentFrame *fr) {
@@ -993,7 +1016,7 @@ static void handle_host_frame(const AgentFrame *fr) {
                 return;
         case AGENT_MSG_SIGNAL:
                 /* A connection's end: both directions. */
-                if (x && x->conn && fr->len == 4) {
+                if (x && x->conn && !x->connecting && fr->len == 4) {
                         (void)shutdown(x->out[0], SHUT_RDWR);
                         x->out[0] = safe_close(x->out[0]);
                         stdin_drop_queue(x);
@@ -1029,7 +1052,7 @@ static bool exec_over(Exec *x, int64_t now) {
         /* A connection: once the guest side's stream ended and what the
          * host sent is written (or cannot be). */
         if (x->conn)
-                return x->out[0] < 0 && (x->in < 0 || !x->queue);
+                return !x->connecting && x->out[0] < 0 && (x->in < 0 || !x->queue);
         if (!x->exited)
                 return false;
         if (x->out[0] < 0 && x->out[1] < 0)
@@ -1068,6 +1091,12 @@ _noreturn_ static void serve(AgentReader *rd, int sigfd) {
 
                         if (!x)
                                 continue;
+                        if (x->connecting) {
+                                chan[n] = (uint8_t)c;
+                                what[n] = 3;
+                                p[n++] = (struct pollfd){.fd = x->in, .events = POLLOUT};
+                                continue;
+                        }
                         for (uint8_t i = 0; i < 2; i++)
                                 if (x->out[i] >= 0 && x->out_unacked < AGENT_WINDOW) {
                                         chan[n] = (uint8_t)c;
@@ -1101,7 +1130,9 @@ _noreturn_ static void serve(AgentReader *rd, int sigfd) {
 
                         if (!p[i].revents || !x)
                                 continue;
-                        if (what[i] < 2)
+                        if (what[i] == 3)
+                                connect_done(x);
+                        else if (what[i] < 2)
                                 relay_output(x, what[i]);
                         else
                                 stdin_flush(x);
