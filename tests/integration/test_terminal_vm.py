@@ -42,6 +42,10 @@ def check_terminal(terminals, store):
     assert t.wait(120) == 9
     # The caller's terminal is as it was.
     assert t.modes() == t.before
+    # A command that is not there: 127, and why, on the terminal.
+    t = on_terminal(terminals, store, "exec", "-it", "box", "--", "/no/such/command")
+    t.expect(rb"hutch: /no/such/command: command not found")
+    assert t.wait(120) == 127
 
 
 def check_websocket(server):

@@ -191,17 +191,19 @@ static void exec_started(VmKeeper *k, VmExec *e) {
  * the namespace backend does. */
 static void exec_start_failed(VmKeeper *k, VmExec *e) {
         char line[sizeof(e->ss.error.msg) + 16];
+        int efd = e->tty ? e->fds[0] : e->fds[2];
 
         exec_started(k, e);
         (void)snprintf(line, sizeof(line), "hutch: %s\n", e->ss.error.msg);
         /* Never blocking the keeper on the client's stderr: a full pipe
          * loses the line (the exit status still tells); one that polls
-         * writable has room for it (a page). */
-        if (e->fds[2] >= 0) {
-                struct pollfd p = {.fd = e->fds[2], .events = POLLOUT};
+         * writable has room for it (a page). A terminal's is its slave
+         * (fds[0]). */
+        if (efd >= 0) {
+                struct pollfd p = {.fd = efd, .events = POLLOUT};
 
                 if (poll(&p, 1, 0) == 1 && (p.revents & POLLOUT))
-                        (void)loop_write(e->fds[2], line, strlen(line));
+                        (void)loop_write(efd, line, strlen(line));
         }
         e->ss.exited = true;
         e->ss.exit.status = (e->ss.error.errnum == ENOENT ? 127 : 126) << 8;
