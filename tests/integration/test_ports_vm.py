@@ -137,6 +137,15 @@ def test_vm_published_port_and_preview(any_store):
     # QEMU has no listener (no hostfwd), and the guest's 8001 has no way in.
     assert tcp_listeners([keeper]) == {("127.0.0.1", hp), ("127.0.0.1", hp_echo)}
     assert tcp_listeners(qemu) == set()
+    # `hutch port add` on the running sandbox: a listener at once, to the
+    # guest's 8001; `rm` closes it.
+    hp_added = free_port()
+    r = store.hutch("port", "box", "add", f"127.0.0.1:{hp_added}:8001")
+    assert r.returncode == 0, r.stderr
+    assert get(hp_added) == (200, b"port 8001\n")
+    r = store.hutch("port", "box", "rm", "8001")
+    assert r.returncode == 0, r.stderr
+    assert not listening(hp_added)
 
     # A host port in use fails the start of another sandbox: exit 125
     # naming it, no VM left.
