@@ -11,6 +11,7 @@ slow to start: one VM per runner, doing much."""
 import http.client
 import os
 import socket
+from subprocess import DEVNULL
 
 from cgroupctl import poll_until
 from test_capi import workspace
@@ -182,3 +183,51 @@ def test_vm_published_port_and_preview(any_store):
         pass
     assert store.hutch("rm", "--force", "box").returncode == 0
     assert_vm_gone(store, "box", keeper, qemu)
+
+
+# Answers one request on 8000 (the request line echoed), then exits.
+ONE_REQUEST = r"""
+import socket
+s = socket.socket()
+s.bind(("127.0.0.1", 8000))
+s.listen(1)
+c, _ = s.accept()
+req = b""
+while b"\r\n\r\n" not in req:
+    req += c.recv(4096)
+body = req.split(b"\r\n")[0] + b"\n"
+c.sendall(b"HTTP/1.0 200 OK\r\nContent-Length: %d\r\n\r\n" % len(body) + body)
+c.close()
+"""
+
+
+def test_vm_one_shot_run_publishes_a_port(caller):
+    """`hutch run --backend vm -p`: the listener is there before the VM
+    starts, reaches the command's server, and goes with the run; a host
+    port in use is exit 125 before any VM."""
+    hp = free_port()
+    p = caller.popen(["--backend", "vm", "--vm-accel", "tcg", "-p", f"127.0.0.1:{hp}:8000",
+                      "--", "python3", "-c", ONE_REQUEST], stdout=DEVNULL, stderr=DEVNULL)
+    try:
+        assert poll_until(lambda: listening(hp) or p.poll() is not None, VM_TIMEOUT)
+
+        def answered():
+            try:
+                return get(hp, "/once")
+            except (ConnectionError, http.client.HTTPException, OSError):
+                return None
+
+        assert poll_until(answered, VM_TIMEOUT) == (200, b"GET /once HTTP/1.1\n")
+        assert p.wait(VM_TIMEOUT) == 0
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    assert not listening(hp)
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen(1)
+        port = taken.getsockname()[1]
+        r = caller.run(["--backend", "vm", "--vm-accel", "tcg", "-p", f"127.0.0.1:{port}:80",
+                        "--", "true"])
+        assert r.returncode == 125 and f"127.0.0.1:{port} is already in use" in r.stderr, r.stderr

@@ -987,13 +987,6 @@ int sandbox_run(const Policy *policy, char *const *argv, char *const *caller_env
         if (command_tty && policy->backend == SANDBOX_BACKEND_VM)
                 return hutch_error_set(reterr, EOPNOTSUPP,
                                        "a terminal (-t) is not supported with the vm backend");
-        /* NEEDSWORK: a one-shot VM's ports (a persistent one's work:
-         * vm-forward.h). */
-        if (policy->backend == SANDBOX_BACKEND_VM && policy->ports && policy->ports[0])
-                return hutch_error_set(reterr, EOPNOTSUPP,
-                                       "publishing ports (-p) is not supported with the vm "
-                                       "backend on a one-shot run yet: use 'hutch create "
-                                       "-p' (docs/vm.md)");
         if (policy->backend == SANDBOX_BACKEND_VM)
                 return sandbox_run_vm(policy, argv, caller_env, ret_outcome, reterr);
         return sandbox_run_ns(policy, argv, caller_env, ret_outcome, reterr);
