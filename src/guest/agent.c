@@ -38,6 +38,7 @@
 #include <sys/reboot.h>
 #include <sys/resource.h>
 #include <sys/signalfd.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/utsname.h>
@@ -249,7 +250,11 @@ typedef struct Buf {
 /* One command, on its channel (agent-protocol.h). */
 typedef struct Exec {
         uint8_t chan;
-        bool builtin; /* the file operation builtin (file-op.h), not a program */
+        bool builtin;        /* the file operation builtin (file-op.h), not a program */
+        bool conn;           /* a CONNECT's TCP connection, not a command: in and out[0] */
+        bool connecting;     /* its STARTED or ERROR waits for the connect's end */
+        int pty;             /* the master of its terminal (in and out[0]), or -EBADF */
+        unsigned rows, cols; /* the terminal's size asked for ("t:" entry) */
         pid_t pid;
         int out[2]; /* read ends of stdout, stderr */
         int in;     /* write end of stdin, -EBADF once closed */
@@ -370,7 +375,7 @@ static void scrub_commands_data(void) {
 }
 
 _noreturn_ static void child_main(Exec *x, char **argv, char **envp, const char *cwd,
-                                  int pipes[3][2], int errfd) {
+                                  int pipes[3][2], int errfd, int ptyfd) {
         char pid[32];
         int r;
 
@@ -387,6 +392,11 @@ _noreturn_ static void child_main(Exec *x, char **argv, char **envp, const char 
         enter_sandbox(errfd);
         if (chdir(cwd) < 0)
                 child_fail(errfd, errno, "enter the working directory");
+        if (x->rows > 0) {
+                r = agent_pty_attach(ptyfd, x->rows, x->cols);
+                if (r < 0)
+                        child_fail(errfd, -r, "open the command's terminal");
+        }
         r = seccomp_load();
         if (r < 0)
                 child_fail(errfd, -r, "load the seccomp filter");
@@ -410,11 +420,11 @@ _noreturn_ static void child_main(Exec *x, char **argv, char **envp, const char 
  * user namespace is the sandbox's (enter_sandbox()). The child lands in the
  * sandbox's pid namespace (the agent's children's). */
 static pid_t spawn_command(Exec *x, char **argv, char **envp, const char *cwd, int pipes[3][2],
-                           int errfd) {
+                           int errfd, int ptyfd) {
         pid_t pid = fork();
 
         if (pid == 0)
-                child_main(x, argv, envp, cwd, pipes, errfd);
+                child_main(x, argv, envp, cwd, pipes, errfd, ptyfd);
         return pid;
 }
 
@@ -556,7 +566,16 @@ static void exec_finish(Exec *x) {
         for (int i = 0; i < 2; i++)
                 x->out[i] = safe_close(x->out[i]);
         x->in = safe_close(x->in);
+        x->pty = safe_close(x->pty);
         stdin_drop_queue(x);
+        if (x->conn) {
+                /* No process, no cgroup. */
+                agent_exit_encode(&e, buf);
+                send_frame(AGENT_MSG_EXIT, x->chan, buf, sizeof(buf));
+                execs[x->chan] = NULL;
+                free(x);
+                return;
+        }
         exec_cgroup_dir(x, dir, sizeof(dir));
         (void)snprintf(path, sizeof(path), "%s/memory.events", dir);
         if (cgroup_key(path, "oom_kill") > 0)
@@ -606,13 +625,24 @@ static void stdin_ack(Exec *x) {
         x->in_unacked = 0;
 }
 
+/* The end of @x's input: a connection's half-close goes on to its peer
+ * (its other direction is out[0], a descriptor of its own). */
+static void stdin_close(Exec *x) {
+        if (x->conn && x->in >= 0)
+                (void)shutdown(x->in, SHUT_WR);
+        x->in = safe_close(x->in);
+}
+
 static void stdin_push(Exec *x, const void *data, size_t len) {
         Buf *b, **tail;
 
         if (len == 0) {
+                /* A terminal has no end of input. */
+                if (x->pty >= 0)
+                        return;
                 x->in_eof = true;
                 if (!x->queue)
-                        x->in = safe_close(x->in);
+                        stdin_close(x);
                 return;
         }
         /* The host keeps to the window: this is bounded. */
@@ -643,14 +673,15 @@ static void stdin_push(Exec *x, const void *data, size_t len) {
 static void stdin_flush(Exec *x) {
         while (x->queue) {
                 Buf *b = x->queue;
-                ssize_t n = write(x->in, b->data + b->off, b->len - b->off);
+                ssize_t n = x->conn ? send(x->in, b->data + b->off, b->len - b->off, MSG_NOSIGNAL)
+                                    : write(x->in, b->data + b->off, b->len - b->off);
 
                 if (n < 0) {
                         if (errno == EAGAIN || errno == EINTR)
                                 break;
                         /* EPIPE: the command closed its stdin. */
                         stdin_drop_queue(x);
-                        x->in = safe_close(x->in);
+                        stdin_close(x);
                         break;
                 }
                 b->off += (size_t)n;
@@ -662,7 +693,7 @@ static void stdin_flush(Exec *x) {
                 free(b);
         }
         if (!x->queue && x->in_eof)
-                x->in = safe_close(x->in);
+                stdin_close(x);
         stdin_ack(x);
 }
 
@@ -718,7 +749,7 @@ static void strv_free_simple(char **l) {
 static int start_exec(Exec *x, const void *payload, size_t len, Fail *f) {
         char **argv = NULL, **envp = NULL, *cwd = NULL;
         size_t na = 0, ne = 0, pos = 0;
-        int pipes[3][2] = {{-1, -1}, {-1, -1}, {-1, -1}}, err[2] = {-1, -1};
+        int pipes[3][2] = {{-1, -1}, {-1, -1}, {-1, -1}}, err[2] = {-1, -1}, pty[2] = {-1, -1};
         const char *s;
         unsigned char ebuf[4 + 256];
         ssize_t n;
@@ -733,6 +764,14 @@ static int start_exec(Exec *x, const void *payload, size_t len, Fail *f) {
                 if (strncmp(s, "c:", 2) == 0) {
                         free(cwd);
                         cwd = strdup(s + 2);
+                        continue;
+                }
+                if (strncmp(s, "t:", 2) == 0) {
+                        if (sscanf(s + 2, "%u:%u", &x->rows, &x->cols) != 2 || x->rows == 0 ||
+                            x->rows > 65535 || x->cols == 0 || x->cols > 65535) {
+                                r = fail(f, EINVAL, "parse the command", s);
+                                goto out;
+                        }
                         continue;
                 }
                 if (!v || s[1] != ':') {
@@ -771,18 +810,47 @@ static int start_exec(Exec *x, const void *payload, size_t len, Fail *f) {
                 r = fail(f, errno, "create the command's pipes", NULL);
                 goto out;
         }
-        x->pid = spawn_command(x, argv, envp, cwd, pipes, err[1]);
+        if (x->rows > 0 && socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, pty) < 0) {
+                r = fail(f, errno, "create the command's terminal channel", NULL);
+                goto out;
+        }
+        x->pid = spawn_command(x, argv, envp, cwd, pipes, err[1], pty[1]);
         if (x->pid < 0) {
                 r = fail(f, errno, "fork the command", NULL);
                 goto out;
         }
         err[1] = safe_close(err[1]);
+        pty[1] = safe_close(pty[1]);
+        /* Before the command execs (its child sends the master first);
+         * one that failed before that closed the channel. */
+        if (x->rows > 0 && agent_pty_recv(pty[0], &x->pty) < 0)
+                x->pty = -EBADF;
         n = loop_read(err[0], ebuf, sizeof(ebuf) - 1);
         if (n >= 4) {
                 ebuf[n] = '\0';
                 (void)waitpid(x->pid, NULL, 0);
                 x->pid = 0;
                 r = fail(f, (int)agent_get_le32(ebuf), (const char *)ebuf + 4, cwd);
+                goto out;
+        }
+        if (x->rows > 0) {
+                /* The master is the terminal's both directions. */
+                if (x->pty < 0) {
+                        r = fail(f, EPROTO, "open the command's terminal", NULL);
+                        (void)kill(x->pid, SIGKILL);
+                        (void)waitpid(x->pid, NULL, 0);
+                        x->pid = 0;
+                        goto out;
+                }
+                x->in = fcntl(x->pty, F_DUPFD_CLOEXEC, 3);
+                x->out[0] = fcntl(x->pty, F_DUPFD_CLOEXEC, 3);
+                if (x->in < 0 || x->out[0] < 0) {
+                        r = fail(f, errno, "open the command's terminal", NULL);
+                        (void)kill(x->pid, SIGKILL);
+                        (void)waitpid(x->pid, NULL, 0);
+                        x->pid = 0;
+                        goto out;
+                }
                 goto out;
         }
         x->in = pipes[0][1];
@@ -806,6 +874,8 @@ out:
                         (void)safe_close(pipes[i][j]);
         (void)safe_close(err[0]);
         (void)safe_close(err[1]);
+        (void)safe_close(pty[0]);
+        (void)safe_close(pty[1]);
         strv_free_simple(argv);
         strv_free_simple(envp);
         free(cwd);
@@ -828,14 +898,84 @@ static void handle_exec(uint8_t chan, const void *payload, size_t len) {
                 send_error(chan, &f);
                 return;
         }
-        *x = (Exec){.chan = chan, .out = {-EBADF, -EBADF}, .in = -EBADF};
+        *x = (Exec){.chan = chan, .out = {-EBADF, -EBADF}, .in = -EBADF, .pty = -EBADF};
         if (start_exec(x, payload, len, &f) < 0) {
+                (void)safe_close(x->pty);
+                (void)safe_close(x->in);
+                (void)safe_close(x->out[0]);
                 free(x);
                 send_error(chan, &f);
                 return;
         }
         execs[chan] = x;
         send_le32(AGENT_MSG_STARTED, chan, (uint32_t)x->pid);
+}
+
+/* CONNECT on @chan (agent-protocol.h): a connection to 127.0.0.1:PORT in
+ * the guest, relayed as a command's stdin and stdout are. The agent makes
+ * it in its own network namespace, which is the commands' (the VM is the
+ * sandbox's network boundary). */
+static void handle_connect(uint8_t chan, const void *payload, size_t len) {
+        uint32_t port = len == 4 ? agent_get_le32(payload) : 0;
+        char what[64];
+        Fail f = {};
+        Exec *x;
+        int fd = -EBADF, r;
+
+        if (!setup.done || execs[chan] || port < 1 || port > 65535) {
+                (void)fail(&f, execs[chan] ? EBUSY : EINVAL, "connect",
+                           !setup.done   ? "CONNECT before SETUP"
+                           : execs[chan] ? "its channel is in use"
+                                         : "invalid port");
+                send_error(chan, &f);
+                return;
+        }
+        (void)snprintf(what, sizeof(what), "connect to port %u in the guest", (unsigned)port);
+        r = agent_forward_connect((uint16_t)port, &fd);
+        x = r < 0 ? NULL : malloc(sizeof(Exec));
+        if (!x) {
+                (void)safe_close(fd);
+                (void)fail(&f, r < 0 ? -r : ENOMEM, what, NULL);
+                send_error(chan, &f);
+                return;
+        }
+        *x = (Exec){.chan = chan,
+                    .conn = true,
+                    .connecting = true,
+                    .in = fd,
+                    .out = {fcntl(fd, F_DUPFD_CLOEXEC, 3), -EBADF},
+                    .pty = -EBADF,
+                    .exited = true};
+        if (x->out[0] < 0) {
+                (void)fail(&f, errno, what, NULL);
+                (void)safe_close(fd);
+                free(x);
+                send_error(chan, &f);
+                return;
+        }
+        execs[chan] = x;
+}
+
+/* The end of @x's connect (its socket polled writable): STARTED, or the
+ * ERROR that frees its channel (ECONNREFUSED: nothing listens). */
+static void connect_done(Exec *x) {
+        socklen_t len = sizeof(int);
+        int err = 0;
+        Fail f = {};
+
+        x->connecting = false;
+        if (getsockopt(x->in, SOL_SOCKET, SO_ERROR, &err, &len) < 0)
+                err = errno;
+        if (err == 0) {
+                send_le32(AGENT_MSG_STARTED, x->chan, 0);
+                return;
+        }
+        (void)fail(&f, err, "connect to a port in the guest", NULL);
+        send_error(x->chan, &f);
+        x->in = safe_close(x->in);
+        x->out[0] = safe_close(x->out[0]);
+        execs[x->chan] = NULL;
+        free(x);
 }
 
 static void handle_host_frame(const AgentFrame *fr) {
@@ -852,6 +992,15 @@ static void handle_host_frame(const AgentFrame *fr) {
         case AGENT_MSG_EXEC:
                 handle_exec(fr->chan, fr->payload, fr->len);
                 return;
+        case AGENT_MSG_CONNECT:
+                handle_connect(fr->chan, fr->payload, fr->len);
+                return;
+        case AGENT_MSG_RESIZE:
+                if (x && x->pty >= 0 && fr->len == 8)
+                        (void)agent_pty_resize(
+                                x->pty, agent_get_le32(fr->payload),
+                                agent_get_le32((const unsigned char *)fr->payload + 4));
+                return;
         case AGENT_MSG_STDIN:
                 /* Frames for a channel whose EXIT is on its way: dropped. */
                 if (x)
@@ -866,6 +1015,14 @@ static void handle_host_frame(const AgentFrame *fr) {
                 send_frame(AGENT_MSG_PONG, fr->chan, fr->payload, fr->len);
                 return;
         case AGENT_MSG_SIGNAL:
+                /* A connection's end: both directions. */
+                if (x && x->conn && !x->connecting && fr->len == 4) {
+                        (void)shutdown(x->out[0], SHUT_RDWR);
+                        x->out[0] = safe_close(x->out[0]);
+                        stdin_drop_queue(x);
+                        stdin_close(x);
+                        return;
+                }
                 if (x && x->pid > 0 && !x->exited && fr->len == 4) {
                         int sig = (int)agent_get_le32(fr->payload);
 
@@ -892,6 +1049,10 @@ static void handle_host_frame(const AgentFrame *fr) {
  * on: held open by something that escaped the kill). Its output waiting
  * for the host's acknowledgement does not count against it. */
 static bool exec_over(Exec *x, int64_t now) {
+        /* A connection: once the guest side's stream ended and what the
+         * host sent is written (or cannot be). */
+        if (x->conn)
+                return !x->connecting && x->out[0] < 0 && (x->in < 0 || !x->queue);
         if (!x->exited)
                 return false;
         if (x->out[0] < 0 && x->out[1] < 0)
@@ -930,6 +1091,12 @@ _noreturn_ static void serve(AgentReader *rd, int sigfd) {
 
                         if (!x)
                                 continue;
+                        if (x->connecting) {
+                                chan[n] = (uint8_t)c;
+                                what[n] = 3;
+                                p[n++] = (struct pollfd){.fd = x->in, .events = POLLOUT};
+                                continue;
+                        }
                         for (uint8_t i = 0; i < 2; i++)
                                 if (x->out[i] >= 0 && x->out_unacked < AGENT_WINDOW) {
                                         chan[n] = (uint8_t)c;
@@ -941,7 +1108,7 @@ _noreturn_ static void serve(AgentReader *rd, int sigfd) {
                                 what[n] = 2;
                                 p[n++] = (struct pollfd){.fd = x->in, .events = POLLOUT};
                         }
-                        if (x->exited && (wait < 0 || x->drain_deadline - now < wait))
+                        if (x->exited && !x->conn && (wait < 0 || x->drain_deadline - now < wait))
                                 wait = MAX(x->drain_deadline - now, 0);
                 }
                 if (n_doomed > 0 && (wait < 0 || wait > 10))
@@ -963,7 +1130,9 @@ _noreturn_ static void serve(AgentReader *rd, int sigfd) {
 
                         if (!p[i].revents || !x)
                                 continue;
-                        if (what[i] < 2)
+                        if (what[i] == 3)
+                                connect_done(x);
+                        else if (what[i] < 2)
                                 relay_output(x, what[i]);
                         else
                                 stdin_flush(x);

@@ -59,3 +59,18 @@ void sleep_ms(long ms);
 /* SETUP's payload: builds the command's root under SBX. 0, or -errno with
  * @f. */
 int do_setup(const void *payload, size_t len, Fail *f);
+
+/* agent-pty.c. In the command's child (a session leader, in its root):
+ * opens a pty of the sandbox's devpts with the window size @rows x @cols,
+ * makes the slave the controlling terminal and fds 0-2, and sends the
+ * master to the agent over @chan ("pty" with SCM_RIGHTS). 0 or -errno. */
+int agent_pty_attach(int chan, unsigned rows, unsigned cols);
+/* The agent's side: the master from @chan, non-blocking. -EPIPE when the
+ * child ended without sending one, -EBADMSG for anything but a pty
+ * master. */
+int agent_pty_recv(int chan, int *ret_master);
+int agent_pty_resize(int master, unsigned rows, unsigned cols);
+/* A non-blocking TCP socket connecting (or connected) to 127.0.0.1:@port
+ * in the guest: a published port's connection. 0 or -errno
+ * (-ECONNREFUSED: nothing listens there). */
+int agent_forward_connect(uint16_t port, int *ret_fd);

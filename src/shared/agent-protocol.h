@@ -54,6 +54,25 @@
  *   host:  PING (any payload) at any time; guest: PONG with the same
  *          payload (a liveness check, and the transport's round trip).
  *
+ * Protocol 1.3 (docs/vm.md "Published ports and terminals"):
+ *   host:  CONNECT (le32 port) on a free channel, as an EXEC: the agent
+ *          opens a TCP connection to 127.0.0.1:port in the guest (a
+ *          published port's, or the preview route's, connection)
+ *   guest: STARTED (pid 0), or ERROR (ECONNREFUSED: nothing listens)
+ *   both:  STDIN carries the host side's bytes (empty = its half-close,
+ *          passed on with shutdown(SHUT_WR)), STDOUT the guest side's,
+ *          with the same windows and ACKs; the host's SIGNAL (any) closes
+ *          the connection
+ *   guest: EXIT (status 0, no usage) once the guest side's stream ended
+ *          and what the host sent was written (or could not be)
+ *   An EXEC with a "t:ROWS:COLS" entry runs its command on a new pty of
+ *   the sandbox's devpts (its session leader, the slave its controlling
+ *   terminal and stdin, stdout and stderr, of that window size): STDIN
+ *   goes to the master, the master's output comes as STDOUT (no STDERR),
+ *   and an empty STDIN is ignored (a terminal has no end of input).
+ *   host:  RESIZE (le32 rows, le32 cols) sets that pty's window size (the
+ *          command gets SIGWINCH).
+ *
  * ERROR's payload: le32 errno, then "step" NUL "message" NUL.
  *
  * SETUP keys (each at most once unless said otherwise):
@@ -96,7 +115,7 @@
 
 #define AGENT_MAGIC 0x56545548U /* "HUTV" */
 #define AGENT_VERSION_MAJOR 1
-#define AGENT_VERSION_MINOR 2
+#define AGENT_VERSION_MINOR 3
 #define AGENT_HEADER_SIZE 16
 #define AGENT_FRAME_MAX (64U << 10)
 #define AGENT_PORT_NAME "org.hutch.agent.0"
@@ -126,6 +145,8 @@ typedef enum AgentMsg {
         AGENT_MSG_PING,
         AGENT_MSG_PONG,
         AGENT_MSG_ACK,
+        AGENT_MSG_CONNECT,
+        AGENT_MSG_RESIZE,
         _AGENT_MSG_MAX,
         _AGENT_MSG_INVALID = -22, /* -EINVAL */
 } AgentMsg;

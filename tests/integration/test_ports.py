@@ -438,12 +438,6 @@ def test_publishing_beyond_loopback_warns(sbx):
     assert r.returncode == 0 and "exposes" not in r.stderr, r.stderr
 
 
-def test_ports_are_refused_with_the_vm_backend(sbx):
-    r = sbx.run(["--backend", "vm", "-p", "8000", "--", "true"])
-    assert r.returncode == 125
-    assert "publishing ports (-p) is not supported with the vm backend" in r.stderr, r.stderr
-
-
 def test_published_port_works_with_allow_host(store):
     """With --network allow the proxy's wall is unchanged and the published
     port still reaches the server (inbound needs no allowlist entry)."""

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
-/* The host's end of the agent's port (src/lib/sandbox/vm-session.c),
+/* The host's end of the agent's port (src/lib/vm/vm-session.c),
  * against a guest played by the test on the other end of a socketpair:
  * channels, the flow-control windows both ways, and a guest that breaks
  * the rules. */

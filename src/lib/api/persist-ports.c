@@ -102,12 +102,7 @@ int persist_ports_list(Store *s, const char *name, char **ret_json, bool *ret_ru
                 return r;
         r = persist_connect(s, rec->name, false, &sock, NULL);
         if (r >= 0) {
-                /* A VM's keeper publishes nothing (policy_validate() refuses
-                 * ports with backend vm) and does not know the request. */
-                if (p->backend == SANDBOX_BACKEND_VM)
-                        r = policy_ports_json(p, ret_json);
-                else
-                        r = keeper_ports(sock, NULL, NULL, 0, ret_json, reterr);
+                r = keeper_ports(sock, NULL, NULL, 0, ret_json, reterr);
                 if (r < 0)
                         return r == -ENOMEM ? hutch_error_set(reterr, ENOMEM, "out of memory") : r;
                 *ret_running = true;
@@ -183,8 +178,7 @@ int persist_port_remove(Store *s, const char *name, uint16_t port, HutchError *r
         if (r < 0)
                 return r;
         removed = policy_remove_port(p, port);
-        if (p->backend != SANDBOX_BACKEND_VM &&
-            persist_connect(s, rec->name, false, &sock, NULL) >= 0) {
+        if (persist_connect(s, rec->name, false, &sock, NULL) >= 0) {
                 r = keeper_ports(sock, "rm", NULL, port, NULL, reterr);
                 if (r < 0)
                         return r;

@@ -228,9 +228,5 @@ int policy_validate_ports(const Policy *p, HutchError *reterr) {
                 if (r < 0)
                         return r;
         }
-        if (n > 0 && p->backend == SANDBOX_BACKEND_VM)
-                return hutch_error_set(reterr, EOPNOTSUPP,
-                                       "publishing ports (-p) is not supported with the vm "
-                                       "backend yet (docs/vm.md)");
         return 0;
 }

@@ -26,8 +26,10 @@
 #include "sandbox/outcome.h"
 #include "sandbox/port-forward.h"
 
-/* The most descriptors a backend adds to the keeper's poll. */
-#define KEEPER_BACKEND_NPOLL_MAX (4 + 3 * KEEPER_MAX_EXECS)
+/* The most descriptors a backend adds to the keeper's poll (with a VM
+ * keeper's published ports' listeners and connections, vm-forward.h). */
+#define KEEPER_PORTS_NPOLL (POLICY_MAX_PORTS + 3 * 32)
+#define KEEPER_BACKEND_NPOLL_MAX (4 + 3 * KEEPER_MAX_EXECS + KEEPER_PORTS_NPOLL)
 
 typedef struct SandboxBackendOps SandboxBackendOps;
 

@@ -45,6 +45,11 @@ typedef struct PortForwards {
         PortForward items[POLICY_MAX_PORTS];
         size_t n;
         int userns_fd, netns_fd; /* the sandbox's, or -EBADF */
+        /* Set by an owner that relays the connections itself (a VM's
+         * keeper, vm-forward.h): port_forwards_start() forks nothing, and
+         * port_forwards_connect() is this. */
+        int (*connect)(void *userdata, uint16_t port, int *ret_fd);
+        void *userdata;
 } PortForwards;
 
 void port_forwards_init(PortForwards *t);

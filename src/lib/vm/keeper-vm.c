@@ -31,6 +31,8 @@
 #include "sandbox/keeper.h"
 #include "strv.h"
 #include "time-util.h"
+#include "vm/keeper-vm-tty.h"
+#include "vm/vm-forward.h"
 #include "vm/vm-layers.h"
 #include "vm/vm-run.h"
 
@@ -46,7 +48,14 @@ typedef struct VmExec {
         CommandDeadline dl; /* its --timeout, a kill's grace (deadline.h) */
         off_t audit_start;
         bool detached, builtin;
-        bool announced; /* "started" was sent */
+        /* A terminal (keeper-vm-tty.h): fds[0] is the host pty's slave (its
+         * stdin and stdout), chan_fd the client's pty channel; its EXEC
+         * waits for the client's go. */
+        bool tty, go;
+        int chan_fd;
+        unsigned rows, cols;    /* the window size the guest has */
+        uint64_t size_check_ms; /* when to look at the window size again */
+        bool announced;         /* "started" was sent */
         bool discarded;
         Supervision sup; /* relays, forwarded signal, times */
         VmSession ss;
@@ -57,13 +66,19 @@ typedef struct VmKeeper {
         VmRun v;
         VmLayers layers;
         VmMux mux;
+        VmForwards fwd;                  /* published ports, preview connections */
         VmExec *execs[KEEPER_MAX_EXECS]; /* in arrival order */
         size_t n_execs;
         size_t n_polled; /* execs whose sessions poll_fill() filled */
 } VmKeeper;
 
-_Static_assert(2 + VM_SESSION_NPOLL * KEEPER_MAX_EXECS <= KEEPER_BACKEND_NPOLL_MAX,
+_Static_assert(2 + VM_SESSION_NPOLL * KEEPER_MAX_EXECS + VM_FORWARD_NPOLL <=
+                       KEEPER_BACKEND_NPOLL_MAX,
                "the keeper's poll holds the VM's descriptors");
+
+/* How often a terminal's window size is looked at (besides before each
+ * input): the host pty tells the keeper of no change. */
+#define VM_TTY_SIZE_CHECK_MS 200
 
 static VmKeeper *keeper_of(KeeperCore *core) {
         return (VmKeeper *)core;
@@ -74,6 +89,7 @@ static VmExec *vm_exec_free(VmExec *e) {
                 return NULL;
         for (size_t i = 0; i < 3; i++)
                 e->fds[i] = safe_close(e->fds[i]);
+        e->chan_fd = safe_close(e->chan_fd);
         free(e->payload);
         free(e->argv_json);
         free(e);
@@ -151,6 +167,7 @@ static void exec_kill(VmKeeper *k, VmExec *e) {
 static void exec_started(VmKeeper *k, VmExec *e) {
         e->announced = true;
         e->start_ms = e->sup.start_ms = time_monotonic_ms();
+        e->size_check_ms = e->start_ms + VM_TTY_SIZE_CHECK_MS;
         e->start_wall_ms = time_realtime_ms();
         command_deadline_start(&e->dl, e->start_ms, e->timeout_ms);
         if (e->conn_fd >= 0)
@@ -174,17 +191,19 @@ static void exec_started(VmKeeper *k, VmExec *e) {
  * the namespace backend does. */
 static void exec_start_failed(VmKeeper *k, VmExec *e) {
         char line[sizeof(e->ss.error.msg) + 16];
+        int efd = e->tty ? e->fds[0] : e->fds[2];
 
         exec_started(k, e);
         (void)snprintf(line, sizeof(line), "hutch: %s\n", e->ss.error.msg);
         /* Never blocking the keeper on the client's stderr: a full pipe
          * loses the line (the exit status still tells); one that polls
-         * writable has room for it (a page). */
-        if (e->fds[2] >= 0) {
-                struct pollfd p = {.fd = e->fds[2], .events = POLLOUT};
+         * writable has room for it (a page). A terminal's is its slave
+         * (fds[0]). */
+        if (efd >= 0) {
+                struct pollfd p = {.fd = efd, .events = POLLOUT};
 
                 if (poll(&p, 1, 0) == 1 && (p.revents & POLLOUT))
-                        (void)loop_write(e->fds[2], line, strlen(line));
+                        (void)loop_write(efd, line, strlen(line));
         }
         e->ss.exited = true;
         e->ss.exit.status = (e->ss.error.errnum == ENOENT ? 127 : 126) << 8;
@@ -196,7 +215,7 @@ typedef struct VmExecSpec {
         char **env;  /* the whole environment (borrowed) */
         const char *cwd;
         uint64_t timeout_ms;
-        bool detach, builtin;
+        bool detach, builtin, tty;
 } VmExecSpec;
 
 /* Queues @x for a channel; takes @fds (stdin, stdout, stderr; a detached
@@ -220,13 +239,27 @@ static int exec_add(VmKeeper *k, KeeperConn *c, const VmExecSpec *x, int fds[3])
                 .timeout_ms = x->timeout_ms,
                 .detached = x->detach,
                 .builtin = x->builtin,
+                .tty = x->tty,
+                .chan_fd = -EBADF,
         };
         fds[0] = fds[1] = fds[2] = -EBADF;
+        if (x->tty) {
+                /* One channel for stdin, stdout and stderr (pty.h). */
+                e->chan_fd = TAKE_FD(e->fds[0]);
+                e->fds[1] = safe_close(e->fds[1]);
+                e->fds[2] = safe_close(e->fds[2]);
+                r = vm_tty_open(e->chan_fd, &e->fds[0]);
+                if (r < 0) {
+                        vm_exec_free(e);
+                        keeper_send_error(c->fd, "failed to open the command's terminal");
+                        return r;
+                }
+        }
         /* SECURITY: the keeper's loop serves every client: a client's
          * blocking pipe or terminal (its stdio, shared with others) must
          * not stop it; it gets descriptions of its own that never block
          * (sockets use MSG_DONTWAIT; files do not block). */
-        for (size_t i = 0; i < 3 && !x->detach; i++) {
+        for (size_t i = 0; i < 3 && !x->detach && !x->tty; i++) {
                 int fd = fd_reopen_nonblocking(e->fds[i], i == 0 ? O_RDONLY : O_WRONLY);
 
                 if (fd >= 0) {
@@ -255,6 +288,8 @@ static int exec_add(VmKeeper *k, KeeperConn *c, const VmExecSpec *x, int fds[3])
                                 .limit = x->builtin  ? 0
                                          : x->detach ? EXEC_LOG_STREAM_MAX
                                                      : k->core.cfg->policy->output_limit};
+        if (x->tty)
+                e->sup.relays[0].out_fd = e->fds[0];
         e->ss = (VmSession){.s = &e->sup, .in_fd = e->fds[0], .chan = -1};
         if (!x->builtin) {
                 json_t *a = keeper_strv_to_json(x->argv);
@@ -263,7 +298,8 @@ static int exec_add(VmKeeper *k, KeeperConn *c, const VmExecSpec *x, int fds[3])
                 json_decref(a);
         }
         r = vm_run_build_exec(x->argv, x->env, x->cwd, &e->payload, &e->payload_len);
-        if (r < 0 || e->payload_len > AGENT_FRAME_MAX) {
+        /* A terminal's "t:ROWS:COLS" comes with the go (tty_go()). */
+        if (r < 0 || e->payload_len + (x->tty ? 16 : 0) > AGENT_FRAME_MAX) {
                 vm_exec_free(e);
                 keeper_send_error(c->fd, "the command line and environment are too long");
                 return r < 0 ? r : -E2BIG;
@@ -287,11 +323,6 @@ static int exec_request(KeeperCore *core, KeeperConn *c, json_t *req, int fds[3]
                 keeper_send_error(c->fd, msg);
                 return r;
         }
-        /* NEEDSWORK: a pty in the guest, through the agent (docs/terminal.md). */
-        if (q.tty) {
-                keeper_send_error(c->fd, "a terminal (-t) is not supported with the vm backend");
-                return -EOPNOTSUPP;
-        }
         r = keeper_exec_env(k->v.env, q.extra, &env);
         if (r < 0) {
                 keeper_send_error(c->fd, "invalid environment entry (want KEY=VALUE)");
@@ -309,7 +340,8 @@ static int exec_request(KeeperCore *core, KeeperConn *c, json_t *req, int fds[3]
                                       .env = env,
                                       .cwd = q.cwd,
                                       .timeout_ms = q.timeout_ms,
-                                      .detach = q.detach},
+                                      .detach = q.detach,
+                                      .tty = q.tty},
                         fds);
 }
 
@@ -425,7 +457,7 @@ static bool execs_step(VmKeeper *k) {
         for (size_t i = 0; i < k->n_execs; i++) {
                 VmExec *e = k->execs[i];
 
-                if (!e->sent_ms && !blocked) {
+                if (!e->sent_ms && !blocked && (!e->tty || e->go)) {
                         int r = vm_session_start(&k->mux, &e->ss, e->payload, e->payload_len);
 
                         if (r == -EBUSY)
@@ -451,6 +483,47 @@ static bool execs_step(VmKeeper *k) {
         return false;
 }
 
+/* The window size of @e's host pty, passed on when it changed. */
+static void tty_sync_size(VmKeeper *k, VmExec *e) {
+        unsigned rows, cols;
+
+        if (!e->ss.started || e->ss.exited)
+                return;
+        vm_tty_size(e->fds[0], &rows, &cols);
+        if (rows == e->rows && cols == e->cols)
+                return;
+        e->rows = rows;
+        e->cols = cols;
+        vm_session_resize(&k->mux, &e->ss, rows, cols);
+}
+
+/* The client's go on @e's pty channel (pty.h): the window size is set,
+ * the EXEC may go, with it. A channel closed first is the client going
+ * away (its connection follows: exec_abandon()). */
+static void tty_go(VmExec *e) {
+        char go, size[32];
+        ssize_t n = recv(e->chan_fd, &go, 1, MSG_DONTWAIT);
+
+        if (n < 0 && (errno == EAGAIN || errno == EINTR))
+                return;
+        if (n <= 0) {
+                e->chan_fd = safe_close(e->chan_fd);
+                return;
+        }
+        vm_tty_size(e->fds[0], &e->rows, &e->cols);
+        (void)snprintf(size, sizeof(size), "%u:%u", e->rows, e->cols);
+        if (agent_payload_add(&e->payload, &e->payload_len, "t:", size) < 0) {
+                e->chan_fd = safe_close(e->chan_fd);
+                return;
+        }
+        e->go = true;
+}
+
+/* Waiting for its client's go. */
+static bool tty_waits(const VmExec *e) {
+        return e->tty && !e->go && !e->sent_ms && e->chan_fd >= 0;
+}
+
 /* Timeouts, kill graces and start bounds, as of now. */
 static void vm_deadlines(KeeperCore *core, uint64_t now) {
         VmKeeper *k = keeper_of(core);
@@ -458,6 +531,10 @@ static void vm_deadlines(KeeperCore *core, uint64_t now) {
         for (size_t i = 0; i < k->n_execs; i++) {
                 VmExec *e = k->execs[i];
 
+                if (e->tty && e->ss.started && !e->ss.exited && now >= e->size_check_ms) {
+                        tty_sync_size(k, e);
+                        e->size_check_ms = now + VM_TTY_SIZE_CHECK_MS;
+                }
                 /* Its --timeout, or "kill"'s grace, is over: the command's
                  * end, not the VM's: the agent kills its cgroup, and the
                  * EXIT follows. One that exited before (its output waits
@@ -498,6 +575,10 @@ static int vm_up(VmKeeper *k, char *const *caller_env, HutchError *reterr) {
         r = vm_layers_open(&k->v, &k->core.cfg->layers, &k->layers, reterr);
         if (r < 0)
                 return r;
+        /* The listeners before the VM: a port in use fails the start. */
+        r = port_forwards_bind(&k->fwd.ports, k->core.cfg->policy->ports, reterr);
+        if (r < 0)
+                return r;
         vm_layers_configure(&k->layers, &k->v, &c);
         r = vm_start(&c, &k->v.vm, reterr);
         if (r < 0)
@@ -507,6 +588,7 @@ static int vm_up(VmKeeper *k, char *const *caller_env, HutchError *reterr) {
         if (r < 0)
                 return r;
         vm_mux_init(&k->mux, k->v.vm);
+        vm_forwards_attach(&k->fwd, &k->mux);
         return 0;
 }
 
@@ -527,6 +609,7 @@ static void vm_keeper_abort(KeeperCore *core, HutchError *err) {
         VmKeeper *k = keeper_of(core);
 
         (void)err;
+        vm_forwards_done(&k->fwd);
         vm_layers_done(&k->layers);
         vm_run_done(&k->v);
 }
@@ -545,6 +628,9 @@ static void vm_keeper_halt(KeeperCore *core) {
         }
         k->mux.gone = true; /* nothing more is sent to the VM */
         k->v.vm = vm_free(k->v.vm);
+        /* The published ports close with the VM. */
+        vm_forwards_attach(&k->fwd, NULL);
+        vm_forwards_done(&k->fwd);
         while (k->n_execs > 0) {
                 VmExec *e = k->execs[0];
 
@@ -570,6 +656,7 @@ static void vm_keeper_release(KeeperCore *core) {
         VmKeeper *k = keeper_of(core);
 
         k->v.vm = vm_free(k->v.vm);
+        vm_forwards_done(&k->fwd);
         vm_layers_done(&k->layers);
         vm_run_done(&k->v);
 }
@@ -579,6 +666,7 @@ static bool vm_keeper_step(KeeperCore *core) {
 
         if (execs_step(k))
                 return true;
+        vm_forwards_step(&k->fwd);
         if (k->mux.gone || k->mux.error.errnum)
                 vm_lost(k, k->mux.error.errnum ? k->mux.error.errnum : EPIPE,
                         k->mux.error.errnum ? k->mux.error.msg : "QEMU is gone");
@@ -593,8 +681,13 @@ static size_t vm_keeper_poll_fill(KeeperCore *core, struct pollfd *pfd) {
         pfd[n++] = (struct pollfd){.fd = k->v.vm->pidfd, .events = POLLIN};
         vm_mux_poll_fill(&k->mux, &pfd[n++]);
         k->n_polled = k->n_execs;
-        for (size_t i = 0; i < k->n_polled; i++, n += VM_SESSION_NPOLL)
+        for (size_t i = 0; i < k->n_polled; i++, n += VM_SESSION_NPOLL) {
                 vm_session_poll_fill(&k->mux, &k->execs[i]->ss, pfd + n);
+                /* Its session polls nothing before its EXEC. */
+                if (tty_waits(k->execs[i]))
+                        pfd[n] = (struct pollfd){.fd = k->execs[i]->chan_fd, .events = POLLIN};
+        }
+        n += vm_forwards_poll_fill(&k->fwd, pfd + n);
         return n;
 }
 
@@ -607,8 +700,21 @@ static void vm_keeper_poll_handle(KeeperCore *core, const struct pollfd *pfd) {
         }
         vm_mux_poll_handle(&k->mux, &pfd[1]);
         /* The list is as it was filled: only connections change it. */
-        for (size_t i = 0; i < k->n_polled; i++)
-                vm_session_poll_handle(&k->mux, &k->execs[i]->ss, pfd + 2 + i * VM_SESSION_NPOLL);
+        for (size_t i = 0; i < k->n_polled; i++) {
+                VmExec *e = k->execs[i];
+                const struct pollfd *p = pfd + 2 + i * VM_SESSION_NPOLL;
+
+                if (tty_waits(e)) {
+                        if (p[0].revents)
+                                tty_go(e);
+                        continue;
+                }
+                /* A resize comes before the keys typed after it. */
+                if (e->tty && p[0].revents)
+                        tty_sync_size(k, e);
+                vm_session_poll_handle(&k->mux, &e->ss, p);
+        }
+        vm_forwards_poll_handle(&k->fwd, pfd + 2 + k->n_polled * VM_SESSION_NPOLL);
 }
 
 static uint64_t vm_next_deadline(KeeperCore *core) {
@@ -619,6 +725,8 @@ static uint64_t vm_next_deadline(KeeperCore *core) {
                 const VmExec *e = k->execs[i];
 
                 next = MIN(next, command_deadline_next(&e->dl, e->ss.exited));
+                if (e->tty && e->ss.started && !e->ss.exited)
+                        next = MIN(next, e->size_check_ms);
                 if (e->ss.kill_sent_ms)
                         next = MIN(next, e->ss.kill_sent_ms + VM_KILL_GRACE_MS);
                 if (e->sent_ms && !e->ss.started)
@@ -645,6 +753,10 @@ static ProxyProcess *vm_proxy(KeeperCore *core) {
         return &keeper_of(core)->v.proxy;
 }
 
+static PortForwards *vm_ports(KeeperCore *core) {
+        return &keeper_of(core)->fwd.ports;
+}
+
 static Cgroup *vm_freeze_cgroup(KeeperCore *core) {
         return keeper_of(core)->v.rc.cgroup;
 }
@@ -665,6 +777,7 @@ static const SandboxBackendOps vm_ops = {
         .signal = vm_signal,
         .abandon = exec_abandon,
         .proxy = vm_proxy,
+        .ports = vm_ports,
         .freeze_cgroup = vm_freeze_cgroup,
         .table = {.row = table_row, .kill = table_kill},
 };
@@ -689,5 +802,6 @@ int sandbox_keep_vm(const KeeperConfig *cfg, char *const *caller_env, HutchError
                        .sigfd = -EBADF,
                        .proxy = PROXY_PROCESS_NULL};
         k->layers = VM_LAYERS_NULL;
+        vm_forwards_init(&k->fwd);
         return keeper_core_run(&k->core, caller_env, reterr);
 }

@@ -38,6 +38,7 @@
 #include "store/store.h"
 #include "strv.h"
 #include "time-util.h"
+#include "vm/vm-forward.h"
 #include "vm/vm-layers.h"
 #include "vm/vm-run.h"
 #include "vm/vm.h"
@@ -552,21 +553,26 @@ static int cgroup_setup(VmRun *v, uint64_t ram, HutchError *reterr) {
         return run_cgroup_create(&hp, &v->rc, v->name, reterr);
 }
 
-static void session_loop(VmRun *v, VmMux *m, VmSession *ss, CommandDeadline *deadline) {
+static void session_loop(VmRun *v, VmMux *m, VmSession *ss, CommandDeadline *deadline,
+                         VmForwards *fwd) {
         for (;;) {
-                struct pollfd p[1 + VM_SESSION_NPOLL + 2];
+                struct pollfd p[1 + VM_SESSION_NPOLL + 2 + VM_FORWARD_NPOLL];
                 struct pollfd *extra = p + 1 + VM_SESSION_NPOLL;
+                size_t n = 1 + VM_SESSION_NPOLL + 2;
                 int timeout;
 
                 if (vm_session_ended(m, ss))
                         return;
+                /* The published ports' connections (vm-forward.h). */
+                vm_forwards_step(fwd);
+                n += vm_forwards_poll_fill(fwd, p + n);
                 vm_mux_poll_fill(m, p);
                 vm_session_poll_fill(m, ss, p + 1);
                 extra[0] = (struct pollfd){.fd = v->vm->pidfd, .events = POLLIN};
                 extra[1] = (struct pollfd){.fd = v->sigfd, .events = POLLIN};
                 timeout = command_deadline_poll_timeout(command_deadline_next(deadline, ss->exited),
                                                         time_monotonic_ms());
-                if (poll(p, ELEMENTSOF(p), timeout) < 0) {
+                if (poll(p, n, timeout) < 0) {
                         if (errno == EINTR)
                                 continue;
                         (void)hutch_error_set(&ss->error, errno, "poll failed: %m");
@@ -574,6 +580,7 @@ static void session_loop(VmRun *v, VmMux *m, VmSession *ss, CommandDeadline *dea
                 }
                 vm_mux_poll_handle(m, p);
                 vm_session_poll_handle(m, ss, p + 1);
+                vm_forwards_poll_handle(fwd, extra + 2);
                 if (extra[0].revents && !ss->exited)
                         m->gone = true;
                 if (extra[1].revents & POLLIN) {
@@ -778,6 +785,7 @@ int sandbox_run_vm(const Policy *policy, char *const *argv, char *const *caller_
                 .proxy = PROXY_PROCESS_NULL,
         };
         _cleanup_(vm_layers_done) VmLayers layers = VM_LAYERS_NULL;
+        _cleanup_(vm_forwards_done) VmForwards fwd;
         _cleanup_free_ char *setup = NULL, *denied = NULL;
         Supervision sup = {};
         CommandDeadline deadline = {};
@@ -787,6 +795,7 @@ int sandbox_run_vm(const Policy *policy, char *const *argv, char *const *caller_
         size_t setup_len = 0;
         int r;
 
+        vm_forwards_init(&fwd);
         if (!argv || !argv[0])
                 return hutch_error_set(reterr, EINVAL, "missing command");
         r = vm_run_prepare(&v, &c, caller_env, &setup, &setup_len, reterr);
@@ -798,6 +807,10 @@ int sandbox_run_vm(const Policy *policy, char *const *argv, char *const *caller_
                         return r;
                 vm_layers_configure(&layers, &v, &c);
         }
+        /* The published ports' listeners before the VM (vm-forward.h). */
+        r = port_forwards_bind(&fwd.ports, policy->ports, reterr);
+        if (r < 0)
+                return r;
         r = vm_start(&c, &v.vm, reterr);
         if (r < 0)
                 return r;
@@ -817,7 +830,10 @@ int sandbox_run_vm(const Policy *policy, char *const *argv, char *const *caller_
         sup.start_ms = time_monotonic_ms();
         vm_mux_init(&m, v.vm);
         vm_session_attach(&m, &ss, 0);
-        session_loop(&v, &m, &ss, &deadline);
+        vm_forwards_attach(&fwd, &m);
+        session_loop(&v, &m, &ss, &deadline, &fwd);
+        vm_forwards_attach(&fwd, NULL);
+        vm_forwards_done(&fwd);
         vm_session_release(&m, &ss);
         vm_mux_done(&m);
         if (m.error.errnum && !ss.error.errnum)

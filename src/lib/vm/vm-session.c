@@ -209,6 +209,8 @@ static void mux_frame(VmMux *m, const AgentFrame *fr) {
         case AGENT_MSG_SIGNAL:
         case AGENT_MSG_PING:
         case AGENT_MSG_PONG:
+        case AGENT_MSG_CONNECT:
+        case AGENT_MSG_RESIZE:
         case _AGENT_MSG_MAX:
         case _AGENT_MSG_INVALID:
         default:
@@ -258,14 +260,15 @@ static void session_kinds(VmSession *ss) {
         }
 }
 
-int vm_session_start(VmMux *m, VmSession *ss, const void *exec, size_t len) {
+/* EXEC or CONNECT on a free channel. */
+static int session_open(VmMux *m, VmSession *ss, AgentMsg type, const void *payload, size_t len) {
         int r;
 
         session_kinds(ss);
         for (size_t c = 0; c < AGENT_MAX_EXECS; c++) {
                 if (m->chans[c])
                         continue;
-                r = mux_send(m, AGENT_MSG_EXEC, (uint8_t)c, exec, len);
+                r = mux_send(m, type, (uint8_t)c, payload, len);
                 if (r < 0)
                         return r;
                 m->chans[c] = ss;
@@ -273,6 +276,27 @@ int vm_session_start(VmMux *m, VmSession *ss, const void *exec, size_t len) {
                 return 0;
         }
         return -EBUSY;
+}
+
+int vm_session_start(VmMux *m, VmSession *ss, const void *exec, size_t len) {
+        return session_open(m, ss, AGENT_MSG_EXEC, exec, len);
+}
+
+int vm_session_connect(VmMux *m, VmSession *ss, uint16_t port) {
+        unsigned char b[4];
+
+        agent_put_le32(b, port);
+        return session_open(m, ss, AGENT_MSG_CONNECT, b, sizeof(b));
+}
+
+void vm_session_resize(VmMux *m, VmSession *ss, unsigned rows, unsigned cols) {
+        unsigned char b[8];
+
+        if (!ss->started || ss->exited || ss->chan < 0)
+                return;
+        agent_put_le32(b, rows);
+        agent_put_le32(b + 4, cols);
+        (void)mux_send(m, AGENT_MSG_RESIZE, (uint8_t)ss->chan, b, sizeof(b));
 }
 
 void vm_session_attach(VmMux *m, VmSession *ss, uint8_t chan) {

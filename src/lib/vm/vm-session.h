@@ -94,6 +94,14 @@ void vm_mux_poll_handle(VmMux *m, const struct pollfd *p);
  * every channel is in use, -ENOMEM. STARTED (or ERROR) comes later
  * through vm_mux_poll_handle(). */
 int vm_session_start(VmMux *m, VmSession *ss, const void *exec, size_t len);
+/* vm_session_start() for a connection (protocol 1.3): the agent connects
+ * to 127.0.0.1:@port in the guest; the session's stdin is what goes
+ * there, its stdout what comes back. STARTED, or ERROR (ECONNREFUSED:
+ * nothing listens), comes later. */
+int vm_session_connect(VmMux *m, VmSession *ss, uint16_t port);
+/* The window size of a command started with a terminal ("t:" in its
+ * EXEC), unless it did not start or exited. */
+void vm_session_resize(VmMux *m, VmSession *ss, unsigned rows, unsigned cols);
 /* @ss is the command of channel @chan, whose EXEC was answered already
  * (STARTED, through vm_agent_request()). */
 void vm_session_attach(VmMux *m, VmSession *ss, uint8_t chan);
