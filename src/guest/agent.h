@@ -25,6 +25,9 @@ typedef struct Setup {
         uint64_t memory, pids;
         uint64_t size_tmp, size_home, size_shm, size_workspace;
         bool net, read_only, done;
+        /* An image's root (docs/vm.md, "Images"): the 9p tag of the share
+         * that is the command's root, or "": the host base. */
+        char root_tag[32];
 } Setup;
 
 extern Setup setup;

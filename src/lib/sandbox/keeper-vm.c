@@ -29,6 +29,7 @@
 #include "sandbox/exec-table.h"
 #include "sandbox/keeper-internal.h"
 #include "sandbox/keeper.h"
+#include "sandbox/vm-image.h"
 #include "sandbox/vm-layers.h"
 #include "sandbox/vm-run.h"
 #include "strv.h"
@@ -282,7 +283,7 @@ static int exec_request(KeeperCore *core, KeeperConn *c, json_t *req, int fds[3]
         const char *msg = NULL;
         int r;
 
-        r = keeper_exec_request_parse(req, k->core.cfg->policy, NULL, n_fds, &q, &msg);
+        r = keeper_exec_request_parse(req, k->core.cfg->policy, k->v.image, n_fds, &q, &msg);
         if (r < 0) {
                 keeper_send_error(c->fd, msg);
                 return r;
@@ -485,6 +486,13 @@ static int vm_up(VmKeeper *k, char *const *caller_env, HutchError *reterr) {
         VmConfig c;
         int r;
 
+        /* An image's root (vm-image.h): the sandbox's record holds its
+         * mark. */
+        if (k->core.cfg->policy->image && !k->v.image) {
+                r = vm_image_resolve(k->core.cfg->policy, false, &k->v.image, reterr);
+                if (r < 0)
+                        return r;
+        }
         r = vm_run_prepare(&k->v, &c, caller_env, &setup, &setup_len, reterr);
         if (r < 0)
                 return r;
