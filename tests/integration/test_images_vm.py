@@ -32,13 +32,15 @@ CONFIG = {"Env": ["PATH=/bin", "GREETING=hello"], "WorkingDir": "/home/app",
           "Cmd": ["/bin/sh", "-c", "echo hello from the image"]}
 
 
-def userland_layer():
+def userland_layer(marker):
     """/usr/lib/os-release, and /etc/os-release a relative link to it (as
-    Debian has them)."""
+    Debian has them); /etc/marker makes each image one of its own (a name
+    of an image that has other names is only untagged by `image rm`)."""
     return imageutil.layer_with([
         ("dir", "usr", None), ("dir", "usr/lib", None),
         ("file", "usr/lib/os-release", OS_RELEASE),
         ("dir", "etc", None), ("symlink", "etc/os-release", "../usr/lib/os-release"),
+        ("file", "etc/marker", marker.encode()),
     ])
 
 
@@ -65,7 +67,7 @@ class VmImages:
         image = imageutil.make_image(
             config=config,
             layers=layers if layers is not None else [imageutil.layer0(), imageutil.layer1(),
-                                                      userland_layer()])
+                                                      userland_layer(full)])
         imageutil.write_oci_layout(layout, image, ref=None)
         self.runner.chown(layout)
         r = self.hutch("image", "import", layout, full)
