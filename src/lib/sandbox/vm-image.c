@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 #include <errno.h>
+#include <fcntl.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "fd-util.h"
 #include "macro.h"
@@ -97,4 +99,56 @@ int vm_image_root_mount(const Policy *p, const RootfsLayers *l, const ImageRoot 
                         return hutch_error_set(reterr, EBADF,
                                                "a layer of the image '%s' is not open", img->name);
         return rootfs_image_root_mount(&c, reterr);
+}
+
+/* Makes the directory @path (absolute) below @root, component by
+ * component, never following a symlink. */
+static int mount_point_make(int root, const char *path, HutchError *reterr) {
+        _cleanup_close_ int dir = -EBADF;
+        char buf[4096];
+        char *save = NULL;
+
+        if (strlen(path) >= sizeof(buf))
+                return hutch_error_set(reterr, ENAMETOOLONG, "the path '%s' is too long", path);
+        memcpy(buf, path, strlen(path) + 1);
+        dir = fcntl(root, F_DUPFD_CLOEXEC, 3);
+        if (dir < 0)
+                return hutch_error_set(reterr, errno, "failed to open the image's root: %m");
+        for (char *c = strtok_r(buf, "/", &save); c; c = strtok_r(NULL, "/", &save)) {
+                int next;
+
+                if (strcmp(c, ".") == 0 || strcmp(c, "..") == 0)
+                        return hutch_error_set(reterr, EINVAL, "invalid mount point '%s'", path);
+                if (mkdirat(dir, c, 0755) < 0 && errno != EEXIST)
+                        return hutch_error_set(reterr, errno,
+                                               "failed to create the mount point '%s': %m", path);
+                next = openat(dir, c, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+                if (next < 0 && (errno == ENOTDIR || errno == ELOOP))
+                        return hutch_error_set(reterr, ENOTDIR,
+                                               "the image's '%s' is not a directory (hutch mounts "
+                                               "'%s' there)",
+                                               c, path);
+                if (next < 0)
+                        return hutch_error_set(reterr, errno, "failed to open '%s': %m", path);
+                (void)close(dir);
+                dir = next;
+        }
+        return 0;
+}
+
+int vm_image_mount_points(const Policy *p, HutchError *reterr) {
+        _cleanup_close_ int root = -EBADF;
+        int r = 0;
+
+        root = open(ROOTFS_IMAGE_ROOT, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (root < 0)
+                return hutch_error_set(reterr, errno, "failed to open the image's root: %m");
+        if (p->workspace)
+                r = mount_point_make(root, POLICY_SANDBOX_WORKSPACE, reterr);
+        for (size_t i = 0; r >= 0 && i < p->n_binds; i++)
+                r = mount_point_make(root, p->binds[i].target, reterr);
+        for (size_t i = 0; r >= 0 && i < p->n_tmpfs; i++)
+                if (strncmp(p->tmpfs[i].path, "/dev/", 5) != 0)
+                        r = mount_point_make(root, p->tmpfs[i].path, reterr);
+        return r;
 }

@@ -41,3 +41,11 @@ int vm_image_layers_recv(int sock, const ImageRoot *img, int *fds, HutchError *r
  * sandbox's snapshot layers, with its upper. 0 or -errno with @reterr. */
 int vm_image_root_mount(const Policy *p, const RootfsLayers *l, const ImageRoot *img,
                         const int *fds, HutchError *reterr);
+
+/* With --read-only, in the helper after vm_image_root_mount(): the mount
+ * points of @p's workspace, -v binds and --tmpfs mounts made in the
+ * image's root, which the guest gets read-only (as rootfs_setup() makes
+ * them before it makes the root read-only). SECURITY: each path is walked
+ * one component at a time without following a symlink; a component that
+ * is there as anything but a directory is -ENOTDIR with @reterr. */
+int vm_image_mount_points(const Policy *p, HutchError *reterr);

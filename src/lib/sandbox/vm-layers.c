@@ -174,6 +174,8 @@ static int helper_build(const Helper *h, int *shares, size_t *n_shares, HutchErr
                 r = h->image ? vm_image_root_mount(p, h->layers ? &l : NULL, h->image, image_layers,
                                                    reterr)
                              : rootfs_layers_mount(&l, reterr);
+                if (r >= 0 && h->image && p->read_only)
+                        r = vm_image_mount_points(p, reterr);
                 /* A one-shot run's workspace is the guest's to copy or
                  * overlay, as without an image. */
                 if (r >= 0 && p->workspace && p->workspace_mode == WORKSPACE_MODE_OVERLAY &&
