@@ -439,6 +439,12 @@ static int setup_scalar(const char *kv, Fail *f) {
                 (void)snprintf(setup.root_tag, sizeof(setup.root_tag), "%s", v);
                 return 0;
         }
+        if (strncmp(kv, "caps=", 5) == 0) {
+                if (strcmp(v, "package") != 0)
+                        return fail(f, EINVAL, "parse the setup", kv);
+                setup.package_caps = true;
+                return 0;
+        }
         if (strncmp(kv, "readonly=", 9) == 0) {
                 setup.read_only = strcmp(v, "1") == 0;
                 return 0;

@@ -13,6 +13,10 @@ per shape). TCG is slow, so the claims are few, each with its twin:
   - a persistent VM sandbox's write under /usr stays after stop, in its own
     layer only: a second sandbox of the image does not see it, nor does
     the store's layer change; the image's files keep the image's owners;
+  - as root, apt-get installs a package (a local .deb: no mirror) in a
+    persistent sandbox of a Debian image, which keeps it after stop: its
+    root keeps the package capabilities over its own ids only (not an id
+    outside them, not the sandbox's init), a one-shot run none;
   - `hutch image rm` is refused while a VM sandbox uses the image;
   - bad input answers as on the namespace backend (an unknown image), and
     what the vm backend cannot do yet is refused, never run otherwise (an
@@ -20,11 +24,13 @@ per shape). TCG is slow, so the claims are few, each with its twin:
     followed by the guest's agent."""
 
 import os
+import subprocess
 import uuid
 
 import pytest
 
 import imageutil
+from debimage import debian_rootfs_tar
 from test_vm_persist import TCG, VmStore, vm_store_dir  # noqa: F401 (a fixture)
 
 OS_RELEASE = b'PRETTY_NAME="hutch test image"\nID=hutchtest\n'
@@ -193,3 +199,61 @@ def test_a_mount_point_the_image_has_as_a_symlink_is_refused(images):
     # Twin: the image without the symlink runs.
     bb = images.add("bb", CONFIG)
     assert out(images.run("--image", bb, "--", "sh", "-c", "test -d /tmp && echo dir")) == "dir\n"
+
+
+DEB_CONTROL = """Package: hutch-vm-hello
+Version: 1.0
+Architecture: all
+Maintainer: hutch tests <tests@example.test>
+Description: a package of one file, for test_images_vm.py
+"""
+
+
+def build_deb(ws):
+    """A .deb of one file (/usr/share/hutch-vm-hello/hi) in @ws."""
+    root = ws / "pkg"
+    (root / "DEBIAN").mkdir(parents=True)
+    (root / "DEBIAN" / "control").write_text(DEB_CONTROL)
+    (root / "usr/share/hutch-vm-hello").mkdir(parents=True)
+    (root / "usr/share/hutch-vm-hello/hi").write_text("hi\n")
+    subprocess.run(["dpkg-deb", "--root-owner-group", "--build", str(root),
+                    str(ws / "hello.deb")], check=True, capture_output=True)
+
+
+@pytest.fixture
+def deb_images(root_runner, vm_store_dir):  # noqa: F811 (the fixture)
+    """As root: the module's store with the Debian image (debimage's,
+    cached between runs) as debian-<tag>."""
+    im = VmImages(root_runner, vm_store_dir)
+    im.deb = f"debian-{im.tag}"
+    r = im.hutch("image", "import", debian_rootfs_tar(), im.deb, "-q", timeout=900)
+    assert r.returncode == 0, r.stderr
+    yield im
+    im.finalize()
+
+
+def test_apt_installs_a_package_in_a_persistent_vm_sandbox(deb_images):
+    im, s = deb_images, deb_images.store
+    ws = im.runner.make_dir(name="debws")
+    build_deb(ws)
+    im.runner.chown(ws)
+    name = f"deb-{im.tag}"
+    s.create(name, *TCG, "--image", im.deb, "--workspace", ws)
+    r = s.exec(name, "env", "DEBIAN_FRONTEND=noninteractive", "apt-get", "install", "-y",
+               "/workspace/hello.deb")
+    assert r.returncode == 0, r.stderr
+    # apt dropped to _apt for its download step (no seteuid/setgroups error).
+    assert "E:" not in r.stderr and "unsandboxed" not in r.stderr, r.stderr
+    assert s.hutch("stop", name).returncode == 0
+    assert s.sh(name, "cat /usr/share/hutch-vm-hello/hi; "
+                      "dpkg-query -W -f='${Status}' hutch-vm-hello") == "hi\ninstall ok installed"
+    # The wall: the package capabilities act on the sandbox's own ids only.
+    r = s.exec(name, "sh", "-c", "touch /tmp/f && chown 70000 /tmp/f")
+    assert r.returncode != 0, "an id outside the sandbox's namespace"
+    r = s.exec(name, "sh", "-c", "kill -0 1")
+    assert r.returncode != 0, "the sandbox's init is not the command's"
+    # Twin: the same commands on the sandbox's own ids work.
+    assert s.sh(name, "touch /tmp/f && chown 42:42 /tmp/f && stat -c %u /tmp/f") == "42\n"
+    # A one-shot run of the image keeps no capability.
+    eff = out(im.run("--image", im.deb, "--", "grep", "CapEff", "/proc/self/status"))
+    assert eff.split() == ["CapEff:", "0000000000000000"], eff

@@ -541,6 +541,12 @@ static int build_setup(VmRun *v, VmConfig *c, char **ret, size_t *ret_len) {
                 r = agent_payload_add(&buf, &len, "net=", "1");
         if (r >= 0 && p->read_only)
                 r = agent_payload_add(&buf, &len, "readonly=", "1");
+        /* SECURITY: what apt and dpkg need (docs/vm.md, "Images"), as the
+         * namespace backend's persistent sandboxes with a range keep it:
+         * a persistent image sandbox whose guest namespace maps a range;
+         * over those ids only. */
+        if (r >= 0 && v->image && v->persistent && v->in_userns && v->idmap.count > 1)
+                r = agent_payload_add(&buf, &len, "caps=", "package");
         for (size_t i = 0; r >= 0 && i < p->n_tmpfs; i++) {
                 const char *path = p->tmpfs[i].path;
 
