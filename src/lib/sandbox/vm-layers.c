@@ -43,7 +43,8 @@ typedef struct Helper {
 /* The host trees, as detached mounts: sent by the supervisor when it is
  * root (sandbox_prepare_mounts(): idmapped workspace and binds, the data
  * dir and the layers), else opened here (as the user, whose user and
- * mount namespace these are). Order: workspace, binds, data, layers. */
+ * mount namespace these are). Order: workspace, binds, data, layers; an
+ * image's layers in a message of their own (vm_image_layers_recv()). */
 static int helper_trees(const Helper *h, int *ws, int *binds, int *data, int *layers,
                         int *image_layers, HutchError *reterr) {
         const Policy *p = h->policy;
@@ -77,9 +78,13 @@ static int helper_trees(const Helper *h, int *ws, int *binds, int *data, int *la
                 return h->image ? vm_image_layers_recv(h->sock, h->image, image_layers, reterr) : 0;
         }
         if (p->workspace) {
+                /* SECURITY: a one-shot run's copied workspace is only
+                 * read, as sandbox_prepare_trees() opens it as root. */
                 r = sandbox_open_detached_tree(
                         p->workspace, -EBADF,
-                        p->read_only || p->workspace_mode == WORKSPACE_MODE_OVERLAY, ws, reterr);
+                        p->read_only || p->workspace_mode == WORKSPACE_MODE_OVERLAY ||
+                                (!h->layers && p->workspace_mode == WORKSPACE_MODE_COPY),
+                        ws, reterr);
                 if (r < 0)
                         return r;
         }
