@@ -120,6 +120,15 @@ def test_a_run_sees_the_images_userland_and_config(images):
                           "echo x > /usr/lib/new && cat /usr/lib/new")) == "x\n"
     assert out(images.run("--image", bb, "--", "sh", "-c",
                           "test -e /usr/lib/new || echo gone")) == "gone\n"
+    # --read-only: so is the root; the workspace's mount point, which the
+    # image lacks, was made on the host before (docs/vm.md "Images").
+    ws = images.runner.make_dir(name="rows")
+    (ws / "a").write_text("in the workspace\n")
+    images.runner.chown(ws)
+    r = images.run("--image", bb, "--read-only", "--workspace", ws, "--", "sh", "-c",
+                   "cat /workspace/a; touch /etc/x")
+    assert r.returncode == 1 and r.stdout == "in the workspace\n", (r.returncode, r.stderr)
+    assert "Read-only file system" in r.stderr
     # Twin: without --image the vm backend's root is the host base.
     host = out(images.run("--", "sh", "-c", "cat /etc/os-release; test -e /opq || echo no-opq"))
     assert "hutch test image" not in host and "no-opq" in host
