@@ -55,9 +55,28 @@ int fail(Fail *f, int err, const char *step, const char *detail) {
         return -f->err;
 }
 
+/* One directory of mkdir_p(). SECURITY: an image's root (root=) is the
+ * image's tree, not trusted: what is there below SBX must be a directory,
+ * never a symlink, which the agent (not chrooted) would follow into its
+ * own tree with the mount made there (-ENOTDIR). */
+static int mkdir_one(const char *path) {
+        struct stat st;
+
+        if (mkdir(path, 0755) == 0)
+                return 0;
+        if (errno != EEXIST)
+                return negative_errno();
+        if (!setup.root_tag[0] || strncmp(path, SBX "/", sizeof(SBX)) != 0)
+                return 0;
+        if (lstat(path, &st) < 0)
+                return negative_errno();
+        return S_ISDIR(st.st_mode) ? 0 : -ENOTDIR;
+}
+
 /* mkdir -p of @path (absolute), each new directory 0755. */
 static int mkdir_p(const char *path) {
         char buf[4096];
+        int r;
 
         if (strlen(path) >= sizeof(buf))
                 return -ENAMETOOLONG;
@@ -66,13 +85,12 @@ static int mkdir_p(const char *path) {
                 if (*p != '/')
                         continue;
                 *p = '\0';
-                if (mkdir(buf, 0755) < 0 && errno != EEXIST)
-                        return negative_errno();
+                r = mkdir_one(buf);
+                if (r < 0)
+                        return r;
                 *p = '/';
         }
-        if (mkdir(buf, 0755) < 0 && errno != EEXIST)
-                return negative_errno();
-        return 0;
+        return mkdir_one(buf);
 }
 
 static int mount_tmpfs(const char *target, uint64_t size, const char *mode, bool owned, Fail *f) {
@@ -415,6 +433,18 @@ static int setup_scalar(const char *kv, Fail *f) {
                 setup.net = strcmp(v, "1") == 0;
                 return 0;
         }
+        if (strncmp(kv, "root=", 5) == 0) {
+                if (!v[0] || strlen(v) >= sizeof(setup.root_tag) || strchr(v, ','))
+                        return fail(f, EINVAL, "parse the setup", kv);
+                (void)snprintf(setup.root_tag, sizeof(setup.root_tag), "%s", v);
+                return 0;
+        }
+        if (strncmp(kv, "caps=", 5) == 0) {
+                if (strcmp(v, "package") != 0)
+                        return fail(f, EINVAL, "parse the setup", kv);
+                setup.package_caps = true;
+                return 0;
+        }
         if (strncmp(kv, "readonly=", 9) == 0) {
                 setup.read_only = strcmp(v, "1") == 0;
                 return 0;
@@ -723,8 +753,14 @@ int do_setup(const void *payload, size_t len, Fail *f) {
         r = setup_cgroup_root(f);
         if (r < 0)
                 return r;
-        if (mkdir_p(SBX) < 0 ||
-            mount("tmpfs", SBX, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=1m") < 0)
+        /* An image's root is its share (writable unless --read-only);
+         * the host base's a tmpfs of the agent's. */
+        if (setup.root_tag[0]) {
+                r = mount_9p(setup.root_tag, SBX, !setup.read_only, f);
+                if (r < 0)
+                        return r;
+        } else if (mkdir_p(SBX) < 0 ||
+                   mount("tmpfs", SBX, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=1m") < 0)
                 return fail(f, errno, "mount the sandbox root", NULL);
         r = setup_dev(f);
         if (r < 0)
@@ -733,9 +769,10 @@ int do_setup(const void *payload, size_t len, Fail *f) {
         if (mkdir_p(SBX "/proc") < 0)
                 return fail(f, errno, "create a mount point", SBX "/proc");
         r = mount_tmpfs(SBX "/tmp", setup.size_tmp, "1777", true, f);
-        if (r >= 0)
+        /* An image's /root is the image's (the sandbox's upper). */
+        if (r >= 0 && !setup.root_tag[0])
                 r = mount_tmpfs(SBX "/root", setup.size_home, "0700", true, f);
-        if (r >= 0 && setup.read_only)
+        if (r >= 0 && setup.read_only && !setup.root_tag[0])
                 r = remount_read_only(SBX "/root", f);
         if (r < 0)
                 return r;
@@ -745,8 +782,10 @@ int do_setup(const void *payload, size_t len, Fail *f) {
                 if (r < 0)
                         return r;
         }
-        /* The root's own directories are fixed now. */
-        if (mount("none", SBX, NULL, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV,
+        /* The root's own directories are fixed now (an image's root is
+         * the sandbox's: read-only with --read-only only). */
+        if (!setup.root_tag[0] &&
+            mount("none", SBX, NULL, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV,
                   NULL) < 0)
                 return fail(f, errno, "make the sandbox root read-only", NULL);
         r = setup_net(f);

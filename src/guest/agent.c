@@ -28,6 +28,7 @@
 #include <linux/capability.h>
 #include <linux/filter.h>
 #include <linux/seccomp.h>
+#include <linux/securebits.h>
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
@@ -320,12 +321,14 @@ _noreturn_ static void child_fail(int errfd, int err, const char *what) {
  * of the sandbox's user namespace: guest ids setup.uid and setup.gid,
  * never 0, so that nothing the guest kernel checks against uid 0 (the
  * writable files of /proc/sys among them) is the command's. Then no
- * capability (bounding and ambient sets empty), no_new_privs, no core
- * dump. The seccomp filter comes last, in child_main(). */
+ * capability (bounding and ambient sets empty; a persistent image
+ * sandbox's root keeps AGENT_PACKAGE_CAPS over its own namespace's ids),
+ * no_new_privs, no core dump. The seccomp filter comes last, in child_main(). */
 static void enter_sandbox(int errfd) {
         struct __user_cap_header_struct hdr = {.version = _LINUX_CAPABILITY_VERSION_3};
         struct __user_cap_data_struct data[2] = {};
         const struct rlimit no_core = {};
+        uint64_t keep = setup.package_caps ? AGENT_PACKAGE_CAPS : 0;
 
         if (setns(sandbox_ns.ipc, CLONE_NEWIPC) < 0 || setns(sandbox_ns.uts, CLONE_NEWUTS) < 0 ||
             setns(sandbox_ns.mnt, CLONE_NEWNS) < 0)
@@ -340,10 +343,22 @@ static void enter_sandbox(int errfd) {
                 child_fail(errfd, errno, "enter the sandbox's user namespace");
         if (setresgid(0, 0, 0) < 0 || setresuid(0, 0, 0) < 0)
                 child_fail(errfd, errno, "change to the command's uid");
+        /* With the package set kept (caps_drop_all_but()'s securebits):
+         * uid 0 keeps it across exec, a setuid() away from 0 (apt's drop
+         * to _apt) loses it, no ambient raise; locked. */
+        if (keep && prctl(PR_SET_SECUREBITS,
+                          SECBIT_NOROOT_LOCKED | SECBIT_NO_SETUID_FIXUP_LOCKED |
+                                  SECBIT_NO_CAP_AMBIENT_RAISE | SECBIT_NO_CAP_AMBIENT_RAISE_LOCKED |
+                                  SECBIT_KEEP_CAPS_LOCKED,
+                          0, 0, 0) < 0)
+                child_fail(errfd, errno, "lock the securebits");
         for (int c = 0; c <= CAP_LAST_CAP; c++)
-                if (prctl(PR_CAPBSET_DROP, c, 0, 0, 0) < 0 && errno != EINVAL)
+                if (!(keep & (UINT64_C(1) << c)) && prctl(PR_CAPBSET_DROP, c, 0, 0, 0) < 0 &&
+                    errno != EINVAL)
                         child_fail(errfd, errno, "drop the bounding set");
         (void)prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0);
+        data[0].effective = data[0].permitted = (uint32_t)keep;
+        data[1].effective = data[1].permitted = (uint32_t)(keep >> 32);
         if (syscall(SYS_capset, &hdr, data) < 0)
                 child_fail(errfd, errno, "drop the capabilities");
         if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)

@@ -25,7 +25,22 @@ typedef struct Setup {
         uint64_t memory, pids;
         uint64_t size_tmp, size_home, size_shm, size_workspace;
         bool net, read_only, done;
+        /* An image's root (docs/vm.md, "Images"): the 9p tag of the share
+         * that is the command's root, or "": the host base. */
+        char root_tag[32];
+        /* SETUP's "caps=package": the command keeps AGENT_PACKAGE_CAPS
+         * over its user namespace's ids (docs/vm.md, "Images"). */
+        bool package_caps;
 } Setup;
+
+/* What dpkg and apt need as the root of a persistent image sandbox with a
+ * range of ids: the namespace backend's CAPS_PACKAGE_SET (src/lib/ns/caps.h;
+ * the guest links src/basic only), chown, dac_override, fowner, fsetid,
+ * kill, setgid, setuid, only ever over the command's own user namespace. */
+#define AGENT_PACKAGE_CAPS                                                                         \
+        ((UINT64_C(1) << CAP_CHOWN) | (UINT64_C(1) << CAP_DAC_OVERRIDE) |                          \
+         (UINT64_C(1) << CAP_FOWNER) | (UINT64_C(1) << CAP_FSETID) | (UINT64_C(1) << CAP_KILL) |   \
+         (UINT64_C(1) << CAP_SETGID) | (UINT64_C(1) << CAP_SETUID))
 
 extern Setup setup;
 

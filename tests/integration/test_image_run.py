@@ -122,9 +122,7 @@ def test_a_missing_image_is_named(images):
     assert images.run("--image", "bb", "--", "true").returncode == 0
 
 
-def test_image_with_backend_vm_is_refused(images):
-    refused(images.run("--image", "bb", "--backend", "vm", "--", "true"),
-            "--image", "--backend vm")
+# --backend vm with --image: test_images_vm.py.
 
 
 # ---- the image's config ----

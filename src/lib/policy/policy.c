@@ -712,14 +712,6 @@ static int validate_vm(const Policy *p, HutchError *reterr) {
                                        (int)p->vm_accel);
         if (p->image && !image_name_is_valid(p->image))
                 return hutch_error_set(reterr, EINVAL, "invalid image name '%s'", p->image);
-        /* NEEDSWORK: the microVM backend would share the image's layers
-         * into the guest; until it does, an image sandbox is refused
-         * rather than run on the host base (docs/images-run.md). */
-        if (p->backend == SANDBOX_BACKEND_VM && p->image)
-                return hutch_error_set(reterr, EOPNOTSUPP,
-                                       "--image '%s' is not supported with --backend vm yet "
-                                       "(images run on the namespace backend)",
-                                       p->image);
         if (p->user && !user_spec_is_valid(p->user))
                 return hutch_error_set(reterr, EINVAL, "invalid user '%s'", p->user);
         /* The guest's agent runs every command as the guest's root: a user

@@ -16,6 +16,7 @@
 #include "hutch-error.h"
 #include "ns/userns.h"
 #include "policy/policy.h"
+#include "sandbox/image-root.h"
 #include "sandbox/proxy-spawn.h"
 #include "sandbox/sandbox.h"
 #include "sandbox/secrets.h"
@@ -81,3 +82,8 @@ int sandbox_env_add_placeholders(char ***env, const SecretSet *secrets, HutchErr
  * read end of its CA pipe in @ret_ca_fd. */
 int sandbox_proxy_start(const char *binary, const Policy *p, const char *name, SecretSet **secrets,
                         int *ret_ca_fd, ProxyProcess *ret, HutchError *reterr);
+
+/* The command's working directory: -w, else /workspace with a workspace,
+ * else the image's WorkingDir ("/" without one), else $HOME (both
+ * backends: the namespace runtime's init and the VM's EXEC). */
+const char *sandbox_workdir(const Policy *policy, const ImageRoot *image);

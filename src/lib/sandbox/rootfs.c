@@ -626,7 +626,7 @@ static const struct {
         {"proc", 0555}, {"dev", 0755}, {"tmp", 01777}, {"run", 0755}, {"root", 0700},
 };
 
-#define NEWROOT "/newroot"
+#define NEWROOT ROOTFS_IMAGE_ROOT
 
 /* Builds an image sandbox's root overlay at NEWROOT, with its layers
  * attached below STAGE (a tmpfs here, so that it can move into the new
@@ -709,6 +709,12 @@ static int image_root_mount(const RootfsConfig *c, HutchError *reterr) {
         if (mkdir(NEWROOT, 0755) < 0)
                 return fail(reterr, negative_errno(), "create", NEWROOT);
         return mount_overlay(c->layers, "root", bottom, upper, work, NEWROOT, reterr);
+}
+
+int rootfs_image_root_mount(const RootfsConfig *c, HutchError *reterr) {
+        if (!c->image)
+                return -EINVAL;
+        return image_root_mount(c, reterr);
 }
 
 /* Makes the overlay at NEWROOT the root, taking the host's root (OLDROOT)

@@ -128,6 +128,16 @@ int rootfs_layers_mount(const RootfsLayers *l, HutchError *reterr);
 int rootfs_workspace_overlay_mount(const Policy *p, const RootfsLayers *l, int workspace_fd,
                                    const char *src, const char *target, HutchError *reterr);
 
+/* An image sandbox's root for the microVM backend's helper (vm-layers.c,
+ * docs/vm.md "Images"), as rootfs_setup() builds it: the overlay of
+ * @c->image's layers (and with @c->layers, a persistent sandbox's
+ * snapshot layers and its upper; else a tmpfs upper) mounted on
+ * ROOTFS_IMAGE_ROOT, the layers attached under ROOTFS_STAGE (a tmpfs
+ * mounted there). Every layer needs its descriptor. Same conditions as
+ * rootfs_layers_mount(). */
+#define ROOTFS_IMAGE_ROOT "/newroot"
+int rootfs_image_root_mount(const RootfsConfig *c, HutchError *reterr);
+
 /* Where an image's distribution keeps its CA bundle, in the order
  * looked for; the first regular file is the sandbox's system bundle
  * (with secrets). */

@@ -57,10 +57,6 @@ void run_state_done(RunState *st);
 int sandbox_start(const Policy *policy, const SandboxLayerPaths *layers, char *const *argv,
                   char *const *caller_env, RunState *st, HutchError *reterr);
 
-/* The command's working directory: -w, else /workspace with a workspace,
- * else the image's WorkingDir ("/" without one), else $HOME. */
-const char *sandbox_workdir(const Policy *policy, const ImageRoot *image);
-
 /* Kills a started init (st->pid) and waits for it; an error init reported
  * replaces @reterr. */
 void sandbox_abort(RunState *st, HutchError *reterr);

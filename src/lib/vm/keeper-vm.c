@@ -33,6 +33,7 @@
 #include "time-util.h"
 #include "vm/keeper-vm-tty.h"
 #include "vm/vm-forward.h"
+#include "vm/vm-image-root.h"
 #include "vm/vm-layers.h"
 #include "vm/vm-run.h"
 
@@ -318,7 +319,7 @@ static int exec_request(KeeperCore *core, KeeperConn *c, json_t *req, int fds[3]
         const char *msg = NULL;
         int r;
 
-        r = keeper_exec_request_parse(req, k->core.cfg->policy, NULL, n_fds, &q, &msg);
+        r = keeper_exec_request_parse(req, k->core.cfg->policy, k->v.image, n_fds, &q, &msg);
         if (r < 0) {
                 keeper_send_error(c->fd, msg);
                 return r;
@@ -569,6 +570,13 @@ static int vm_up(VmKeeper *k, char *const *caller_env, HutchError *reterr) {
         VmConfig c;
         int r;
 
+        /* An image's root (vm-image.h): the sandbox's record holds its
+         * mark. */
+        if (k->core.cfg->policy->image && !k->v.image) {
+                r = vm_image_resolve(k->core.cfg->policy, false, &k->v.image, reterr);
+                if (r < 0)
+                        return r;
+        }
         r = vm_run_prepare(&k->v, &c, caller_env, &setup, &setup_len, reterr);
         if (r < 0)
                 return r;

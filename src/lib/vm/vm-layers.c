@@ -20,6 +20,7 @@
 #include "sandbox/host-setup.h"
 #include "sandbox/rootfs.h"
 #include "strv.h"
+#include "vm/vm-image-root.h"
 #include "vm/vm-layers.h"
 
 /* How long the helper may take to build the tree. */
@@ -32,7 +33,8 @@
  * root. */
 typedef struct Helper {
         const Policy *policy;
-        const SandboxLayerPaths *layers;
+        const SandboxLayerPaths *layers; /* NULL: a one-shot image run */
+        const ImageRoot *image;          /* the root is an image, or NULL */
         const char *stage;
         int sock;
         bool privileged;
@@ -41,11 +43,12 @@ typedef struct Helper {
 /* The host trees, as detached mounts: sent by the supervisor when it is
  * root (sandbox_prepare_mounts(): idmapped workspace and binds, the data
  * dir and the layers), else opened here (as the user, whose user and
- * mount namespace these are). Order: workspace, binds, data, layers. */
+ * mount namespace these are). Order: workspace, binds, data, layers; an
+ * image's layers in a message of their own (vm_image_layers_recv()). */
 static int helper_trees(const Helper *h, int *ws, int *binds, int *data, int *layers,
-                        HutchError *reterr) {
+                        int *image_layers, HutchError *reterr) {
         const Policy *p = h->policy;
-        size_t n_layers = strv_length(h->layers->layers), n = 0, want;
+        size_t n_layers = h->layers ? strv_length(h->layers->layers) : 0, n = 0, want;
         int fds[2 + POLICY_MAX_BINDS + SANDBOX_MAX_LAYERS];
         char go[4];
         ssize_t k;
@@ -53,7 +56,8 @@ static int helper_trees(const Helper *h, int *ws, int *binds, int *data, int *la
 
         if (n_layers > SANDBOX_MAX_LAYERS)
                 return hutch_error_set(reterr, E2BIG, "too many layers");
-        want = h->privileged ? (p->workspace ? 1 : 0) + p->n_binds + 1 + n_layers : 0;
+        want = h->privileged ? (p->workspace ? 1 : 0) + p->n_binds + (h->layers ? 1 : 0) + n_layers
+                             : 0;
         k = recv_with_fds(h->sock, go, sizeof(go), fds, want);
         if (k != 2 || memcmp(go, "go", 2) != 0)
                 return hutch_error_set(reterr, EPROTO, "no start message from the keeper");
@@ -62,7 +66,8 @@ static int helper_trees(const Helper *h, int *ws, int *binds, int *data, int *la
                         *ws = fds[n++];
                 for (size_t i = 0; i < p->n_binds; i++)
                         binds[i] = fds[n++];
-                *data = fds[n++];
+                if (h->layers)
+                        *data = fds[n++];
                 for (size_t i = 0; i < n_layers; i++)
                         layers[i] = fds[n++];
                 for (size_t i = 0; i < n; i++)
@@ -70,12 +75,16 @@ static int helper_trees(const Helper *h, int *ws, int *binds, int *data, int *la
                                 return hutch_error_set(reterr, EPROTO,
                                                        "a layer is missing from the keeper's "
                                                        "message");
-                return 0;
+                return h->image ? vm_image_layers_recv(h->sock, h->image, image_layers, reterr) : 0;
         }
         if (p->workspace) {
+                /* SECURITY: a one-shot run's copied workspace is only
+                 * read, as sandbox_prepare_trees() opens it as root. */
                 r = sandbox_open_detached_tree(
                         p->workspace, -EBADF,
-                        p->read_only || p->workspace_mode == WORKSPACE_MODE_OVERLAY, ws, reterr);
+                        p->read_only || p->workspace_mode == WORKSPACE_MODE_OVERLAY ||
+                                (!h->layers && p->workspace_mode == WORKSPACE_MODE_COPY),
+                        ws, reterr);
                 if (r < 0)
                         return r;
         }
@@ -85,10 +94,13 @@ static int helper_trees(const Helper *h, int *ws, int *binds, int *data, int *la
                 if (r < 0)
                         return r;
         }
-        r = sandbox_open_detached_tree(h->layers->data_dir, -EBADF, false, data, reterr);
+        r = h->layers ? sandbox_open_detached_tree(h->layers->data_dir, -EBADF, false, data, reterr)
+                      : 0;
         for (size_t i = 0; r >= 0 && i < n_layers; i++)
                 r = sandbox_open_detached_tree(h->layers->layers[i], -EBADF, true, &layers[i],
                                                reterr);
+        if (r >= 0 && h->image)
+                r = vm_image_layers_open(h->image, -EBADF, image_layers, reterr);
         return r;
 }
 
@@ -121,7 +133,8 @@ static int open_share(const char *path, const char *name, int *ret, HutchError *
 static int helper_build(const Helper *h, int *shares, size_t *n_shares, HutchError *reterr) {
         const Policy *p = h->policy;
         int ws = -EBADF, data = -EBADF, binds[POLICY_MAX_BINDS], layers[SANDBOX_MAX_LAYERS];
-        size_t n_layers = strv_length(h->layers->layers), n = 0;
+        int image_layers[IMAGE_ROOT_MAX_LAYERS];
+        size_t n_layers = h->layers ? strv_length(h->layers->layers) : 0, n = 0;
         char opts[64], path[64];
         int r;
 
@@ -129,7 +142,9 @@ static int helper_build(const Helper *h, int *shares, size_t *n_shares, HutchErr
                 binds[i] = -EBADF;
         for (size_t i = 0; i < ELEMENTSOF(layers); i++)
                 layers[i] = -EBADF;
-        r = helper_trees(h, &ws, binds, &data, layers, reterr);
+        for (size_t i = 0; i < ELEMENTSOF(image_layers); i++)
+                image_layers[i] = -EBADF;
+        r = helper_trees(h, &ws, binds, &data, layers, image_layers, reterr);
         if (r < 0)
                 return r;
         /* SECURITY: nothing mounted here may propagate back to the host. */
@@ -152,15 +167,24 @@ static int helper_build(const Helper *h, int *shares, size_t *n_shares, HutchErr
         {
                 RootfsLayers l = {
                         .data_fd = data,
-                        .data_path = h->layers->data_dir,
-                        .upper = h->layers->upper,
+                        .data_path = h->layers ? h->layers->data_dir : NULL,
+                        .upper = h->layers ? h->layers->upper : NULL,
                         .layer_fds = layers,
-                        .layer_paths = h->layers->layers,
+                        .layer_paths = h->layers ? h->layers->layers : NULL,
                         .n_layers = n_layers,
                 };
 
-                r = rootfs_layers_mount(&l, reterr);
-                if (r >= 0 && p->workspace && p->workspace_mode == WORKSPACE_MODE_OVERLAY) {
+                /* An image's root: one overlay of the whole tree
+                 * (vm-image.h); else the persistent directories'. */
+                r = h->image ? vm_image_root_mount(p, h->layers ? &l : NULL, h->image, image_layers,
+                                                   reterr)
+                             : rootfs_layers_mount(&l, reterr);
+                if (r >= 0 && h->image && p->read_only)
+                        r = vm_image_mount_points(p, reterr);
+                /* A one-shot run's workspace is the guest's to copy or
+                 * overlay, as without an image. */
+                if (r >= 0 && p->workspace && p->workspace_mode == WORKSPACE_MODE_OVERLAY &&
+                    h->layers) {
                         if (mkdir("/ws", 0755) < 0)
                                 return hutch_error_set(reterr, errno, "failed to create /ws: %m");
                         r = rootfs_workspace_overlay_mount(p, &l, ws, p->workspace, "/ws", reterr);
@@ -175,7 +199,12 @@ static int helper_build(const Helper *h, int *shares, size_t *n_shares, HutchErr
                 if (r < 0)
                         return r;
         }
-        for (size_t i = 0; rootfs_persistent_dirs[i]; i++) {
+        if (h->image) {
+                r = open_share(ROOTFS_IMAGE_ROOT, "/", &shares[n++], reterr);
+                if (r < 0)
+                        return r;
+        }
+        for (size_t i = 0; !h->image && rootfs_persistent_dirs[i]; i++) {
                 char merged[128];
 
                 (void)snprintf(merged, sizeof(merged), ROOTFS_STAGE "/p%s",
@@ -251,7 +280,8 @@ static int open_dirs(const VmRun *v, bool privileged, int rw_userns_fd, VmLayers
 }
 
 /* Sends the helper its trees and waits for its answer. */
-static int helper_talk(int sock, const Prepared *prep, VmLayers *l, HutchError *reterr) {
+static int helper_talk(int sock, const Prepared *prep, const int *image_fds, size_t n_image_fds,
+                       VmLayers *l, HutchError *reterr) {
         int fds[2 + POLICY_MAX_BINDS + SANDBOX_MAX_LAYERS];
         char msg[VM_LAYERS_MSG_MAX + 1];
         struct pollfd pfd = {.fd = sock, .events = POLLIN};
@@ -265,6 +295,9 @@ static int helper_talk(int sock, const Prepared *prep, VmLayers *l, HutchError *
         for (size_t i = 0; i < prep->n_layer_fds; i++)
                 fds[n++] = prep->layer_fds[i];
         r = send_with_fds(sock, "go", 2, fds, n);
+        /* An image's layers: a message of their own (at most 64 each). */
+        if (r >= 0 && n_image_fds > 0)
+                r = send_with_fds(sock, "im", 2, image_fds, n_image_fds);
         if (r < 0)
                 return hutch_error_set(reterr, -r, "failed to start the layers' helper: %s",
                                        strerror(-r));
@@ -299,7 +332,12 @@ int vm_layers_open(const VmRun *v, const SandboxLayerPaths *layers, VmLayers *re
         Prepared prep = {};
         IdMapping idmap;
         int socks[2], status = 0, r;
+        int image_fds[IMAGE_ROOT_MAX_LAYERS];
+        size_t n_image_fds = 0;
         pid_t pid;
+
+        for (size_t i = 0; i < ELEMENTSOF(image_fds); i++)
+                image_fds[i] = -EBADF;
 
         for (size_t i = 0; i < ELEMENTSOF(l.share_fds); i++)
                 l.share_fds[i] = -EBADF;
@@ -319,6 +357,7 @@ int vm_layers_open(const VmRun *v, const SandboxLayerPaths *layers, VmLayers *re
                 Helper h = {
                         .policy = v->policy,
                         .layers = layers,
+                        .image = v->image,
                         .stage = stage,
                         .sock = socks[1],
                         .privileged = idmap.privileged,
@@ -336,13 +375,23 @@ int vm_layers_open(const VmRun *v, const SandboxLayerPaths *layers, VmLayers *re
                                        strerror(-pid));
         }
         r = sandbox_userns_adopt(pid, &idmap, &l.userns_fd, reterr);
+        /* A one-shot run's writable trees through the sandbox's root
+         * alone, as vm_oneshot_open() maps them. */
         if (r >= 0)
-                r = sandbox_prepare_mounts(v->policy, layers, &idmap, pid, false, &prep, reterr);
+                r = sandbox_prepare_mounts(v->policy, layers, &idmap, pid, !layers, &prep, reterr);
+        /* As root, an image's layers idmapped through the sandbox's
+         * namespace, as the namespace backend mounts them. */
+        if (r >= 0 && v->image && idmap.privileged) {
+                r = vm_image_layers_open(v->image, l.userns_fd, image_fds, reterr);
+                n_image_fds = strv_length(v->image->layers);
+        }
         if (r >= 0)
                 r = open_dirs(v, idmap.privileged, l.userns_fd, &l, reterr);
         if (r >= 0)
-                r = helper_talk(socks[0], &prep, &l, reterr);
+                r = helper_talk(socks[0], &prep, image_fds, n_image_fds, &l, reterr);
         prepared_done(&prep);
+        for (size_t i = 0; i < ELEMENTSOF(image_fds); i++)
+                image_fds[i] = safe_close(image_fds[i]);
         (void)close(socks[0]);
         if (r < 0)
                 (void)syscall(SYS_pidfd_send_signal, pidfd, SIGKILL, NULL, 0);

@@ -40,7 +40,10 @@ typedef struct VmLayers {
                 .userns_fd = -EBADF, .cache_fd = -EBADF, .template_fd = -EBADF, .run_fd = -EBADF})
 
 /* Builds @p's and @layers' tree for the VM of @v (its run, cache and
- * template directories; the template directory is created). Returns 0,
+ * template directories; the template directory is created). With
+ * @v->image the tree is the image's root (vm-image.h; the first share),
+ * and @layers may be NULL: a one-shot run, whose upper is a tmpfs and
+ * whose workspace the guest copies or overlays. Returns 0,
  * or -errno with @reterr (a persistent directory the sandbox replaced
  * by something else than a directory: -ENOTDIR, naming it). */
 int vm_layers_open(const VmRun *v, const SandboxLayerPaths *layers, VmLayers *ret,

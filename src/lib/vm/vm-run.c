@@ -39,6 +39,7 @@
 #include "strv.h"
 #include "time-util.h"
 #include "vm/vm-forward.h"
+#include "vm/vm-image-root.h"
 #include "vm/vm-layers.h"
 #include "vm/vm-run.h"
 #include "vm/vm.h"
@@ -76,6 +77,7 @@ void vm_run_done(VmRun *v) {
         for (size_t i = 0; i < ELEMENTSOF(v->share_names); i++)
                 free(v->share_names[i]);
         v->secrets = secret_set_free(v->secrets);
+        v->image = image_root_free(v->image);
         strv_free(v->env);
         v->store = store_free(v->store);
         v->sigfd = safe_close(v->sigfd);
@@ -357,11 +359,64 @@ static int plan_ca(VmRun *v, VmConfig *c, char **buf, size_t *len) {
         if (r >= 0)
                 r = add_share(c, v->ca_dir, true);
         /* Clients that read the system bundle trust the proxy's CA too,
-         * as in the namespace backend. */
-        if (r >= 0 && stat(SANDBOX_SYSTEM_CA_BUNDLE, &st) == 0 && S_ISREG(st.st_mode))
+         * as in the namespace backend. NEEDSWORK: an image's own bundle
+         * (rootfs_image_ca_bundles); its clients get the variables. */
+        if (r >= 0 && !v->image && stat(SANDBOX_SYSTEM_CA_BUNDLE, &st) == 0 && S_ISREG(st.st_mode))
                 r = kv(buf, len, "bind=", "%s:%s", SANDBOX_CA_BUNDLE_PATH,
                        SANDBOX_SYSTEM_CA_BUNDLE);
         return r;
+}
+
+/* An image's root (docs/vm.md, "Images"): one share of the tree the
+ * helper built (vm-layers.c), the command's root ("root="); then the
+ * workspace and the binds as the helper attached them: a persistent
+ * sandbox's as plan_persistent() has them, a one-shot run's as without an
+ * image (copied or overlaid in the guest). */
+static int plan_image(VmRun *v, VmConfig *c, char **buf, size_t *len) {
+        const Policy *p = v->policy;
+        bool mounted = v->persistent || p->workspace_mode == WORKSPACE_MODE_MOUNT;
+        size_t k = 0;
+        int r;
+
+        if (asprintf(&v->share_names[k], "%s/root", v->run_dir) < 0) {
+                v->share_names[k] = NULL;
+                return -ENOMEM;
+        }
+        r = kv(buf, len, "root=", "h%zu", c->n_shares);
+        if (r >= 0)
+                r = add_share(c, v->share_names[k++], p->read_only);
+        if (r >= 0 && p->workspace) {
+                const char *mode = mounted ? (p->read_only ? "ro" : "rw")
+                                   : p->workspace_mode == WORKSPACE_MODE_COPY ? "copy"
+                                                                              : "overlay";
+
+                if (asprintf(&v->share_names[k], "%s/ws", v->run_dir) < 0) {
+                        v->share_names[k] = NULL;
+                        return -ENOMEM;
+                }
+                r = kv(buf, len, "mount=", "h%zu:%s:%s", c->n_shares, mode,
+                       POLICY_SANDBOX_WORKSPACE);
+                /* SECURITY: a copy's source and an overlay's lower layer are
+                 * read-only at the host end too. */
+                if (r >= 0)
+                        r = add_share(c, v->share_names[k], p->read_only || !mounted);
+                k++;
+        }
+        for (size_t i = 0; r >= 0 && i < p->n_binds; i++, k++) {
+                int ro = bind_read_only(p, i);
+
+                if (ro < 0)
+                        return ro;
+                if (asprintf(&v->share_names[k], "%s/b%zu", v->run_dir, i) < 0) {
+                        v->share_names[k] = NULL;
+                        return -ENOMEM;
+                }
+                r = kv(buf, len, "mount=", "h%zu:%s:%s", c->n_shares, ro ? "ro" : "rw",
+                       p->binds[i].target);
+                if (r >= 0)
+                        r = add_share(c, v->share_names[k], ro);
+        }
+        return r >= 0 ? plan_ca(v, c, buf, len) : r;
 }
 
 static int plan_filesystem(VmRun *v, VmConfig *c, char **buf, size_t *len) {
@@ -369,6 +424,9 @@ static int plan_filesystem(VmRun *v, VmConfig *c, char **buf, size_t *len) {
         static const char *const base[] = {"/usr", "/etc",   "/bin",   "/sbin",
                                            "/lib", "/lib32", "/lib64", "/libx32"};
         int r = 0;
+
+        if (v->image)
+                return plan_image(v, c, buf, len);
 
         for (size_t i = 0; r >= 0 && i < ELEMENTSOF(base); i++) {
                 struct stat st;
@@ -484,6 +542,12 @@ static int build_setup(VmRun *v, VmConfig *c, char **ret, size_t *ret_len) {
                 r = agent_payload_add(&buf, &len, "net=", "1");
         if (r >= 0 && p->read_only)
                 r = agent_payload_add(&buf, &len, "readonly=", "1");
+        /* SECURITY: what apt and dpkg need (docs/vm.md, "Images"), as the
+         * namespace backend's persistent sandboxes with a range keep it:
+         * a persistent image sandbox whose guest namespace maps a range;
+         * over those ids only. */
+        if (r >= 0 && v->image && v->persistent && v->in_userns && v->idmap.count > 1)
+                r = agent_payload_add(&buf, &len, "caps=", "package");
         for (size_t i = 0; r >= 0 && i < p->n_tmpfs; i++) {
                 const char *path = p->tmpfs[i].path;
 
@@ -496,8 +560,8 @@ static int build_setup(VmRun *v, VmConfig *c, char **ret, size_t *ret_len) {
                 r = plan_filesystem(v, c, &buf, &len);
         /* SECURITY: last, over the shares: what no sandbox may read of the
          * host's /etc (QEMU as a user may read what that user may), hidden
-         * as the namespace backend hides it. */
-        if (r >= 0) {
+         * as the namespace backend hides it. An image's /etc is its own. */
+        if (r >= 0 && !v->image) {
                 _cleanup_strv_free_ char **masks = NULL;
 
                 r = rootfs_masked_paths(&masks);
@@ -670,7 +734,7 @@ int vm_run_prepare(VmRun *v, VmConfig *c, char *const *caller_env, char **setup,
         r = secret_set_load(v->policy, caller_env, &v->secrets, reterr);
         if (r < 0)
                 return r;
-        r = sandbox_build_env(v->policy, NULL, caller_env, &v->env);
+        r = sandbox_build_env(v->policy, v->image ? v->image->env : NULL, caller_env, &v->env);
         if (r < 0)
                 return hutch_error_set(reterr, -r, "failed to build the environment");
         /* SECURITY: the guest gets the placeholders only; the real values
@@ -691,7 +755,9 @@ int vm_run_prepare(VmRun *v, VmConfig *c, char *const *caller_env, char **setup,
         if (v->persistent && sandbox_has_cap_sys_admin())
                 idmapping_use_pool_range(&v->idmap, v->id_base);
         /* SECURITY: as root hutch, QEMU is never host root. */
-        v->in_userns = v->persistent || v->idmap.privileged;
+        /* An image's root is built by vm-layers.c's helper, whose user
+         * namespace QEMU joins. */
+        v->in_userns = v->persistent || v->idmap.privileged || v->image;
         r = store_open(&v->store, reterr);
         if (r < 0)
                 return r;
@@ -764,11 +830,7 @@ static int start_command(VmRun *v, char *const *argv, HutchError *reterr) {
         size_t elen = 0;
         int r;
 
-        r = vm_run_build_exec(argv, v->env,
-                              v->policy->workdir     ? v->policy->workdir
-                              : v->policy->workspace ? POLICY_SANDBOX_WORKSPACE
-                                                     : POLICY_SANDBOX_HOME,
-                              &exec, &elen);
+        r = vm_run_build_exec(argv, v->env, sandbox_workdir(v->policy, v->image), &exec, &elen);
         if (r < 0)
                 return hutch_error_set(reterr, -r,
                                        "the command and environment are too large for the guest "
@@ -787,6 +849,7 @@ int sandbox_run_vm(const Policy *policy, char *const *argv, char *const *caller_
         _cleanup_(vm_layers_done) VmLayers layers = VM_LAYERS_NULL;
         _cleanup_(vm_forwards_done) VmForwards fwd;
         _cleanup_free_ char *setup = NULL, *denied = NULL;
+        _cleanup_strv_free_ char **image_argv = NULL;
         Supervision sup = {};
         CommandDeadline deadline = {};
         VmSession ss = {.s = &sup, .in_fd = STDIN_FILENO, .chan = -1};
@@ -796,12 +859,26 @@ int sandbox_run_vm(const Policy *policy, char *const *argv, char *const *caller_
         int r;
 
         vm_forwards_init(&fwd);
+        if (policy->image) {
+                /* Docker's rules: Entrypoint, then the command or Cmd. */
+                r = vm_image_resolve(policy, true, &v.image, reterr);
+                if (r >= 0)
+                        r = image_root_command(v.image, argv, &image_argv, reterr);
+                if (r < 0)
+                        return r;
+                argv = image_argv;
+        }
         if (!argv || !argv[0])
                 return hutch_error_set(reterr, EINVAL, "missing command");
         r = vm_run_prepare(&v, &c, caller_env, &setup, &setup_len, reterr);
         if (r < 0)
                 return r;
-        if (v.in_userns) {
+        if (v.image) {
+                r = vm_layers_open(&v, NULL, &layers, reterr);
+                if (r < 0)
+                        return r;
+                vm_layers_configure(&layers, &v, &c);
+        } else if (v.in_userns) {
                 r = vm_oneshot_open(&v, &layers, reterr);
                 if (r < 0)
                         return r;

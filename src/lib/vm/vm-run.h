@@ -14,6 +14,7 @@
 #include "policy/policy.h"
 #include "sandbox/backend.h"
 #include "sandbox/cgroup-setup.h"
+#include "sandbox/image-root.h"
 #include "sandbox/outcome.h"
 #include "sandbox/proxy-spawn.h"
 #include "sandbox/secrets.h"
@@ -22,12 +23,16 @@
 #include "vm/vm-session.h"
 #include "vm/vm.h"
 
-/* The persistent directories, the workspace and the binds. */
+/* The persistent directories (or an image's root), the workspace and the
+ * binds. */
 #define VM_RUN_MAX_SHARE_NAMES (8 + POLICY_MAX_BINDS)
 
 typedef struct VmRun {
         const Policy *policy;
         bool persistent; /* a persistent sandbox: its shares are share_names */
+        /* The policy's image, resolved (vm-image.h), or NULL: the root is
+         * then one share, share_names[0] (docs/vm.md, "Images"). */
+        ImageRoot *image;
         /* QEMU runs as the root of a user namespace (VmConfig.in_userns):
          * always for a persistent sandbox, as root hutch for a one-shot
          * run (vm_oneshot_open()). */
