@@ -123,6 +123,8 @@ export interface ConnectOptions extends ClientOptions {
 
 export class HutchClient {
   constructor(opts?: ClientOptions);
+  /** How many connections the calls opened (one while the kept one lasts). */
+  readonly connections: number;
   static connect(opts?: ConnectOptions): Promise<HutchClient>;
   /** Stops the server this client started, if any. */
   close(): Promise<void>;

@@ -7,6 +7,7 @@ import { spawn } from "node:child_process";
 import http from "node:http";
 import path from "node:path";
 import readline from "node:readline";
+import { KeptConnection } from "./kept.js";
 import { openTerminal } from "./terminal.js";
 
 export class HutchError extends Error {
@@ -137,9 +138,11 @@ export class HutchClient {
       this.socket = opts.socket ?? defaultSocket();
     }
     this.server = null;
-    // One kept connection (HTTP/1.1 keep-alive) reused across calls;
-    // streams get connections of their own.
-    this.agent = new http.Agent({ keepAlive: true, maxFreeSockets: 1 });
+    // One kept connection (HTTP/1.1 keep-alive, kept.js) reused across
+    // calls; a call made while it is busy, and each stream, get connections
+    // of their own. How many the calls opened: this.connections.
+    this.kept = null;
+    this.connections = 0;
   }
 
   /** A client of the server on opts.socket; when none answers and
@@ -178,7 +181,8 @@ export class HutchClient {
 
   /** Stops the server this client started, if any. */
   async close() {
-    this.agent.destroy();
+    if (this.kept) this.kept.destroy();
+    this.kept = null;
     const p = this.server;
     this.server = null;
     if (!p || p.exitCode !== null || p.signalCode !== null) return;
@@ -209,18 +213,65 @@ export class HutchClient {
     if (data) headers["Content-Length"] = String(data.length);
     else if (method !== "GET" && method !== "DELETE") headers["Content-Length"] = "0";
     if (this.token) headers["Authorization"] = `Bearer ${this.token}`;
-    const agent = stream ? false : this.agent;
+    if (!stream) return this.#call(method, p, headers, data, raw);
     const opts = this.url
-      ? { host: this.host, port: this.port, method, path: p, headers, agent }
-      : { socketPath: this.socket, method, path: p, headers, agent };
-    return this.#send(opts, data, raw, stream, true);
+      ? { host: this.host, port: this.port, method, path: p, headers, agent: false }
+      : { socketPath: this.socket, method, path: p, headers, agent: false };
+    return this.#send(opts, data, raw, stream, false);
   }
 
-  /* Sends one request. A kept connection that the server closed while
-   * idle fails before any byte of the answer (req.reusedSocket): the
-   * request goes once more (@retry) on a new connection. A connection that
-   * failed in the middle of an answer is destroyed, never reused, and its
-   * request is not sent again. */
+  #open() {
+    this.connections++;
+    return new KeptConnection(this.url ? { host: this.host, port: this.port }
+                                       : { socketPath: this.socket });
+  }
+
+  /* One call with a whole answer, on the kept connection. One the server
+   * closed while idle fails before any byte of the answer: the request
+   * goes once more on a new connection. One that failed in the middle of
+   * an answer is destroyed, never reused, and its request is not sent
+   * again. */
+  async #call(method, p, headers, data, raw) {
+    const host = !this.url ? "localhost"
+      : this.host.includes(":") ? `[${this.host}]:${this.port}` : `${this.host}:${this.port}`;
+    let head = `${method} ${p} HTTP/1.1\r\nHost: ${host}\r\n`;
+    for (const [k, v] of Object.entries(headers)) head += `${k}: ${v}\r\n`;
+    head += "\r\n";
+    for (let retry = true; ; retry = false) {
+      let c = this.kept;
+      let own = false;
+      if (c && c.closed) c = this.kept = null;
+      if (c && c.busy) {
+        c = this.#open();
+        own = true;
+      } else if (!c) {
+        c = this.kept = this.#open();
+      }
+      const reused = c.used;
+      let a;
+      try {
+        a = await c.request(head, data, this.timeoutMs);
+      } catch (e) {
+        if (this.kept === c) this.kept = null;
+        if (retry && reused && !e.answered && (e.code === "ECONNRESET" || e.code === "EPIPE")) {
+          continue;
+        }
+        if (e.answered) {
+          throw new ConnectionFailed(`hutch serve at ${this.#where()}: the answer was cut: ${e.message}`);
+        }
+        const what = e.code === "ENOENT" ? "the socket does not exist (start `hutch serve`)"
+          : e.code === "ECONNREFUSED" ? "connection refused (a stale socket, or no server on that port)"
+          : e.message;
+        throw new ConnectionFailed(`no hutch serve at ${this.#where()}: ${what}`);
+      } finally {
+        if (own) c.destroy();
+      }
+      if (a.status >= 400) throw errorFromBody(a.status, a.body);
+      return raw ? a.body : a.status === 204 || a.body.length === 0 ? null : JSON.parse(a.body);
+    }
+  }
+
+  /* Sends one request on a connection of its own (a stream). */
   #send(opts, data, raw, stream, retry) {
     return new Promise((resolve, reject) => {
       let answered = false;
