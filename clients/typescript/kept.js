@@ -26,13 +26,19 @@ export class KeptConnection {
     this.sock = where.socketPath ? net.createConnection(where.socketPath)
                                  : net.createConnection({ host: where.host, port: where.port });
     this.sock.setNoDelay(true);
-    this.buf = Buffer.alloc(0);
+    // What came and is not yet an answer: the pieces as read (a large body
+    // is joined once, when all of it is there), their length, and the
+    // length the answer being read needs (0: not known yet).
+    this.parts = [];
+    this.len = 0;
+    this.need = 0;
     this.busy = false;
     this.closed = false;
     this.used = false; // it answered a request already
     this.pending = null; // the call in flight: {check, fail}
     this.sock.on("data", (d) => {
-      this.buf = this.buf.length ? Buffer.concat([this.buf, d]) : d;
+      this.parts.push(d);
+      this.len += d.length;
       if (this.pending) this.pending.check();
     });
     this.sock.on("error", (e) => {
@@ -43,6 +49,20 @@ export class KeptConnection {
       this.closed = true;
       if (this.pending) this.pending.fail(null);
     });
+  }
+
+  /* What came, as one buffer. */
+  #take() {
+    if (this.parts.length > 1) this.parts = [Buffer.concat(this.parts, this.len)];
+    return this.parts[0] ?? Buffer.alloc(0);
+  }
+
+  /* Drops the first @n bytes of what came. */
+  #consume(buf, n) {
+    const rest = buf.subarray(n);
+    this.parts = rest.length ? [rest] : [];
+    this.len = rest.length;
+    this.need = 0;
   }
 
   destroy() {
@@ -71,39 +91,52 @@ export class KeptConnection {
       };
       this.pending = {
         check: () => {
+          if (this.need && this.len < this.need) return;
+          const buf = this.#take();
           let a;
           try {
-            a = parseAnswer(this.buf, false);
+            a = parseAnswer(buf, false);
           } catch (e) {
             return done(new TransportError(e.message, { answered: true }));
           }
           if (!a) return;
-          this.buf = this.buf.subarray(a.used);
+          if (a.more) {
+            this.need = a.more;
+            return;
+          }
+          this.#consume(buf, a.used);
           done(null, a);
         },
         fail: (e) => {
           // An answer that ends with the connection is complete there.
-          if (!e && this.buf.length) {
+          if (!e && this.len) {
+            const buf = this.#take();
             let a = null;
             try {
-              a = parseAnswer(this.buf, true);
+              a = parseAnswer(buf, true);
             } catch {
               a = null;
             }
-            if (a) {
-              this.buf = Buffer.alloc(0);
+            if (a && !a.more) {
+              this.#consume(buf, buf.length);
               return done(null, { ...a, close: true });
             }
           }
-          const answered = this.buf.length > 0;
+          const answered = this.len > 0;
           done(new TransportError(e ? e.message : "the connection closed",
                                   { code: e?.code ?? "ECONNRESET", answered }));
         },
       };
+      // Bytes nobody asked for (the server gave up on the idle connection
+      // with an answer of its own): the connection is not used.
+      if (this.len) {
+        this.#consume(this.#take(), this.len);
+        this.destroy();
+      }
       if (this.closed) return this.pending.fail(null);
       if (timeoutMs) {
         timer = setTimeout(() => done(new TransportError("timed out",
-                                                         { answered: this.buf.length > 0 })),
+                                                         { answered: this.len > 0 })),
                            timeoutMs);
       }
       this.sock.write(body && body.length ? Buffer.concat([Buffer.from(head), body]) : head);
@@ -111,9 +144,10 @@ export class KeptConnection {
   }
 }
 
-/* The answer at the start of @buf, or null when more must come; @atEnd:
- * the connection closed after @buf (a body without a length ends there).
- * Throws on what is not HTTP/1.1. */
+/* The answer at the start of @buf, or null when more must come ({more: N}
+ * when it is known that N bytes are needed); @atEnd: the connection closed
+ * after @buf (a body without a length ends there). Throws on what is not
+ * HTTP/1.1. */
 function parseAnswer(buf, atEnd) {
   const end = buf.indexOf("\r\n\r\n");
   if (end < 0) {
@@ -159,7 +193,7 @@ function parseAnswer(buf, atEnd) {
   if (headers["content-length"] !== undefined) {
     const n = Number(headers["content-length"]);
     if (!Number.isInteger(n) || n < 0) throw new Error("a bad Content-Length");
-    if (buf.length < at + n) return null;
+    if (buf.length < at + n) return { more: at + n };
     return { status, headers, body: buf.subarray(at, at + n), used: at + n, close };
   }
   // No length: the body ends with the connection.
