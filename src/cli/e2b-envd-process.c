@@ -756,7 +756,7 @@ static int proc_start(EnvdCall *call) {
                 struct winsize ws = {.ws_col = cols, .ws_row = rows};
 
                 b.out[0] = -EBADF;
-                r = pty_recv_master(chan, &b.master);
+                r = pty_fd_recv(chan, &b.master);
                 if (r >= 0 && ioctl(b.master, TIOCSWINSZ, &ws) < 0)
                         r = -errno;
                 if (r >= 0)

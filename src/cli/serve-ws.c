@@ -318,7 +318,7 @@ static void on_chan(evutil_socket_t fd, short what, void *arg) {
         WsConn *ws = arg;
         int master = -EBADF, r;
 
-        r = pty_recv_master(ws->chan, &master);
+        r = pty_fd_recv(ws->chan, &master);
         event_free(ws->chan_ev);
         ws->chan_ev = NULL;
         if (r < 0) {

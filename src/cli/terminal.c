@@ -90,7 +90,7 @@ _noreturn_ static void relay_main(const TerminalRelay *t, int chan, bool interac
                 if (pfd[0].revents)
                         break;
         }
-        r = pty_recv_master(chan, &master);
+        r = pty_fd_recv(chan, &master);
         if (r < 0)
                 _exit(r == -EPIPE ? 0 : 1);
         /* Ours alone now (the inside closed its copy): never block on it. */

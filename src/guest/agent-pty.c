@@ -18,21 +18,12 @@
 #include "agent.h"
 #include "fd-util.h"
 #include "macro.h"
-
-/* /dev/pts/ptmx: char 5:2. */
-#define PTMX_MAJOR 5
-#define PTMX_MINOR 2
+#include "pty-fd.h"
 
 int agent_pty_attach(int chan, unsigned rows, unsigned cols) {
         _cleanup_close_ int master = -EBADF, slave = -EBADF;
-        char cbuf[CMSG_SPACE(sizeof(int))] = {};
-        struct iovec iov = {.iov_base = (void *)"pty", .iov_len = 3};
-        struct msghdr mh = {.msg_iov = &iov,
-                            .msg_iovlen = 1,
-                            .msg_control = cbuf,
-                            .msg_controllen = sizeof(cbuf)};
-        struct cmsghdr *cm = CMSG_FIRSTHDR(&mh);
         struct winsize ws = {.ws_row = (unsigned short)rows, .ws_col = (unsigned short)cols};
+        int r;
 
         /* The sandbox's devpts (agent-setup.c): /dev/ptmx is pts/ptmx. */
         master = open("/dev/ptmx", O_RDWR | O_NOCTTY | O_CLOEXEC);
@@ -48,12 +39,9 @@ int agent_pty_attach(int chan, unsigned rows, unsigned cols) {
         /* The caller is a session leader already (child_main()). */
         if (ioctl(slave, TIOCSCTTY, 0) < 0)
                 return negative_errno();
-        cm->cmsg_level = SOL_SOCKET;
-        cm->cmsg_type = SCM_RIGHTS;
-        cm->cmsg_len = CMSG_LEN(sizeof(int));
-        memcpy(CMSG_DATA(cm), &master, sizeof(int));
-        if (sendmsg(chan, &mh, MSG_NOSIGNAL) < 0)
-                return negative_errno();
+        r = pty_fd_send(chan, master);
+        if (r < 0)
+                return r;
         for (int fd = 0; fd < 3; fd++)
                 if (dup2(slave, fd) < 0)
                         return negative_errno();
@@ -61,37 +49,12 @@ int agent_pty_attach(int chan, unsigned rows, unsigned cols) {
 }
 
 int agent_pty_recv(int chan, int *ret_master) {
-        char cbuf[CMSG_SPACE(sizeof(int))] = {}, tag[8];
-        struct iovec iov = {.iov_base = tag, .iov_len = sizeof(tag)};
-        struct msghdr mh = {.msg_iov = &iov,
-                            .msg_iovlen = 1,
-                            .msg_control = cbuf,
-                            .msg_controllen = sizeof(cbuf)};
-        struct cmsghdr *cm;
         _cleanup_close_ int fd = -EBADF;
-        struct stat st;
-        ssize_t n;
+        int r;
 
-        do
-                n = recvmsg(chan, &mh, MSG_CMSG_CLOEXEC);
-        while (n < 0 && errno == EINTR);
-        if (n < 0)
-                return negative_errno();
-        cm = CMSG_FIRSTHDR(&mh);
-        if (cm && cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SCM_RIGHTS &&
-            cm->cmsg_len == CMSG_LEN(sizeof(int)))
-                memcpy(&fd, CMSG_DATA(cm), sizeof(int));
-        if (n == 0 && fd < 0)
-                return -EPIPE;
-        /* SECURITY: the command's process sent this: a pty master, nothing
-         * else. */
-        if (fd < 0 || n != 3 || memcmp(tag, "pty", 3) != 0 || (mh.msg_flags & MSG_CTRUNC))
-                return -EBADMSG;
-        if (fstat(fd, &st) < 0)
-                return negative_errno();
-        if (!S_ISCHR(st.st_mode) || major(st.st_rdev) != PTMX_MAJOR ||
-            minor(st.st_rdev) != PTMX_MINOR)
-                return -EBADMSG;
+        r = pty_fd_recv(chan, &fd);
+        if (r < 0)
+                return r;
         if (fcntl(fd, F_SETFL, O_NONBLOCK) < 0)
                 return negative_errno();
         *ret_master = TAKE_FD(fd);

@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 #pragma once
 
+#include "pty-fd.h"
+
 /* A command's terminal (`hutch exec -t`, `hutch run -t`; docs/terminal.md).
  *
  * SECURITY: the caller's terminal never enters the sandbox (bubblewrap's
@@ -27,11 +29,8 @@
  * it). Returns 0, or -errno: -EPIPE when the relay went away. */
 int pty_attach_inside(int chan);
 
-/* The relay's side: receives the master from @chan (blocking). Returns 0
- * with a new CLOEXEC fd in @ret_master, -EPIPE when the channel closed
- * without one (the command did not start), -EBADMSG for anything but one
- * pty master, or -errno. */
-int pty_recv_master(int chan, int *ret_master);
+/* The relay's side receives the master with pty_fd_recv() (pty-fd.h,
+ * shared with the microVM guest's agent). */
 
 /* The relay's go: the window size is set, the command may exec. */
 int pty_send_go(int chan);

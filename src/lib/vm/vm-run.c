@@ -297,6 +297,29 @@ static int bind_read_only(const Policy *p, size_t i) {
         return p->binds[i].read_only;
 }
 
+/* The binds' shares (VmRun.share_names from @k on), each a name the
+ * keeper or the helper binds to the bind's source. */
+static int plan_binds(VmRun *v, VmConfig *c, char **buf, size_t *len, size_t k) {
+        const Policy *p = v->policy;
+        int r = 0;
+
+        for (size_t i = 0; r >= 0 && i < p->n_binds; i++, k++) {
+                int ro = bind_read_only(p, i);
+
+                if (ro < 0)
+                        return ro;
+                if (asprintf(&v->share_names[k], "%s/b%zu", v->run_dir, i) < 0) {
+                        v->share_names[k] = NULL;
+                        return -ENOMEM;
+                }
+                r = kv(buf, len, "mount=", "h%zu:%s:%s", c->n_shares, ro ? "ro" : "rw",
+                       p->binds[i].target);
+                if (r >= 0)
+                        r = add_share(c, v->share_names[k], ro);
+        }
+        return r;
+}
+
 /* A persistent sandbox's shares (VmRun.share_names): the merged
  * persistent directories, the workspace, the binds; each is a name that
  * the keeper binds to a directory (VmConfig.dirs) and QEMU opens through
@@ -329,21 +352,7 @@ static int plan_persistent(VmRun *v, VmConfig *c, char **buf, size_t *len) {
                         r = add_share(c, v->share_names[k], p->read_only);
                 k++;
         }
-        for (size_t i = 0; r >= 0 && i < p->n_binds; i++, k++) {
-                int ro = bind_read_only(p, i);
-
-                if (ro < 0)
-                        return ro;
-                if (asprintf(&v->share_names[k], "%s/b%zu", v->run_dir, i) < 0) {
-                        v->share_names[k] = NULL;
-                        return -ENOMEM;
-                }
-                r = kv(buf, len, "mount=", "h%zu:%s:%s", c->n_shares, ro ? "ro" : "rw",
-                       p->binds[i].target);
-                if (r >= 0)
-                        r = add_share(c, v->share_names[k], ro);
-        }
-        return r;
+        return r >= 0 ? plan_binds(v, c, buf, len, k) : r;
 }
 
 /* With secrets: the proxy's CA (ca_files_write()), shared read-only; in
@@ -402,20 +411,8 @@ static int plan_image(VmRun *v, VmConfig *c, char **buf, size_t *len) {
                         r = add_share(c, v->share_names[k], p->read_only || !mounted);
                 k++;
         }
-        for (size_t i = 0; r >= 0 && i < p->n_binds; i++, k++) {
-                int ro = bind_read_only(p, i);
-
-                if (ro < 0)
-                        return ro;
-                if (asprintf(&v->share_names[k], "%s/b%zu", v->run_dir, i) < 0) {
-                        v->share_names[k] = NULL;
-                        return -ENOMEM;
-                }
-                r = kv(buf, len, "mount=", "h%zu:%s:%s", c->n_shares, ro ? "ro" : "rw",
-                       p->binds[i].target);
-                if (r >= 0)
-                        r = add_share(c, v->share_names[k], ro);
-        }
+        if (r >= 0)
+                r = plan_binds(v, c, buf, len, k);
         return r >= 0 ? plan_ca(v, c, buf, len) : r;
 }
 
