@@ -41,6 +41,7 @@ int pty_fd_recv(int chan, int *ret_master) {
                             .msg_controllen = sizeof(cbuf)};
         _cleanup_close_ int fd = -EBADF;
         struct stat st;
+        size_t n_fds = 0;
         ssize_t n;
 
         do
@@ -58,6 +59,7 @@ int pty_fd_recv(int chan, int *ret_master) {
                         int x;
 
                         memcpy(&x, CMSG_DATA(cm) + i * sizeof(int), sizeof(int));
+                        n_fds++;
                         if (fd < 0)
                                 fd = x;
                         else
@@ -68,7 +70,8 @@ int pty_fd_recv(int chan, int *ret_master) {
                 return -EPIPE;
         /* SECURITY: the sandbox sent this; it must be a pty master (the
          * receiver only reads, writes and resizes it), nothing else. */
-        if (fd < 0 || n != 3 || memcmp(tag, "pty", 3) != 0 || (mh.msg_flags & MSG_CTRUNC))
+        if (fd < 0 || n_fds != 1 || n != 3 || memcmp(tag, "pty", 3) != 0 ||
+            (mh.msg_flags & MSG_CTRUNC))
                 return -EBADMSG;
         if (fstat(fd, &st) < 0)
                 return negative_errno();

@@ -12,6 +12,6 @@ int pty_fd_send(int chan, int master);
 
 /* Receives the master from @chan (blocking). Returns 0 with a new CLOEXEC
  * fd in @ret_master, -EPIPE when the channel closed without one (the
- * command did not start), -EBADMSG for anything but one pty master (any
- * other fd that came is closed), or -errno. */
+ * command did not start), -EBADMSG for anything but exactly one pty master
+ * (every fd that came is closed then), or -errno. */
 int pty_fd_recv(int chan, int *ret_master);
