@@ -172,12 +172,24 @@ int persist_exec_list(Store *s, const char *name, char **ret_json, HutchError *r
         return 0;
 }
 
+/* A stopped sandbox runs nothing: exec @id ended (ESRCH naming its exit
+ * status), or is unknown (history_outcome()'s error). */
+static int exec_ended(Store *s, const SandboxRecord *rec, uint64_t id, HutchError *reterr) {
+        int code = 0, r;
+
+        r = history_outcome(s, rec, id, &code, NULL, reterr);
+        if (r < 0)
+                return r;
+        return hutch_error_set(reterr, ESRCH, "sandbox '%s': exec %llu has already ended (exit %d)",
+                               rec->name, (unsigned long long)id, code);
+}
+
 int persist_exec_kill(Store *s, const char *name, uint64_t id, int sig, uint64_t grace_ms,
                       bool wait, int *ret_exit_code, char **ret_json, HutchError *reterr) {
         _cleanup_(sandbox_record_freep) SandboxRecord *rec = NULL;
         _cleanup_close_ int sock = -EBADF;
         json_t *ans = NULL;
-        int code = 0, r;
+        int r;
 
         if (sig <= 0 || sig >= NSIG || grace_ms > EXEC_KILL_GRACE_MAX_MS || id == 0 ||
             id > INT64_MAX)
@@ -186,13 +198,7 @@ int persist_exec_kill(Store *s, const char *name, uint64_t id, int sig, uint64_t
         if (r < 0)
                 return r;
         if (sock < 0) {
-                /* Stopped: nothing runs. */
-                r = history_outcome(s, rec, id, &code, NULL, reterr);
-                if (r < 0)
-                        return r;
-                return hutch_error_set(reterr, ESRCH,
-                                       "sandbox '%s': exec %llu has already ended (exit %d)",
-                                       rec->name, (unsigned long long)id, code);
+                return exec_ended(s, rec, id, reterr);
         }
         r = ask(sock, rec->name,
                 json_pack("{s:s,s:I,s:i,s:I}", "op", "kill", "id", (json_int_t)id, "signal", sig,
@@ -254,7 +260,7 @@ int persist_exec_stdin(Store *s, const char *name, uint64_t id, const void *data
                        bool close_it, HutchError *reterr) {
         _cleanup_(sandbox_record_freep) SandboxRecord *rec = NULL;
         _cleanup_close_ int sock = -EBADF, pipe_fd = -EBADF;
-        int fds[2] = {-EBADF, -EBADF}, code = 0, r;
+        int fds[2] = {-EBADF, -EBADF}, r;
         json_t *ans = NULL;
 
         if (id == 0 || id > INT64_MAX)
@@ -263,13 +269,7 @@ int persist_exec_stdin(Store *s, const char *name, uint64_t id, const void *data
         if (r < 0)
                 return r;
         if (sock < 0) {
-                /* Stopped: nothing runs. */
-                r = history_outcome(s, rec, id, &code, NULL, reterr);
-                if (r < 0)
-                        return r;
-                return hutch_error_set(reterr, ESRCH,
-                                       "sandbox '%s': exec %llu has already ended (exit %d)",
-                                       rec->name, (unsigned long long)id, code);
+                return exec_ended(s, rec, id, reterr);
         }
         if (len > 0 || !close_it) {
                 r = ask(sock, rec->name,
