@@ -35,6 +35,7 @@
 #include "sandbox/secrets.h"
 #include "sandbox/supervise.h"
 #include "sandbox/sync.h"
+#include "store/id-pool.h"
 #include "strv.h"
 #include "time-util.h"
 
@@ -375,6 +376,8 @@ void run_state_done(RunState *st) {
         if (st->mask_saved)
                 (void)sigprocmask(SIG_SETMASK, &st->orig_mask, NULL);
         st->mask_saved = false;
+        /* Last: the sandbox (init, reaped) and its cgroup are gone. */
+        st->id_lease = safe_close(st->id_lease);
 }
 
 static int start_proxy(RunState *st, HutchError *reterr);
@@ -654,6 +657,7 @@ void run_state_init(RunState *st) {
                 .proxy = PROXY_PROCESS_NULL,
                 .ca_fd = -EBADF,
                 .sup.relays = {{.in_fd = -EBADF}, {.in_fd = -EBADF}},
+                .id_lease = -EBADF,
         };
         for (size_t i = 0; i < ELEMENTSOF(st->prep.fds); i++)
                 st->prep.fds[i] = -EBADF;
@@ -753,6 +757,19 @@ int sandbox_start(const Policy *policy, const SandboxLayerPaths *layers, char *c
          * store's range, as the binds fall back (docs/containers.md). */
         if (layers && sandbox_has_cap_sys_admin())
                 idmapping_use_pool_range(&idmap, layers->id_base);
+        /* SECURITY: as root, a one-shot run's ids are a range of the pool
+         * leased for its lifetime, never another sandbox's (issue 15;
+         * docs/persistent.md "Id range"): the lease goes when this process
+         * ends, however it ends. Its host trees are idmapped through its
+         * user namespace, so what it writes there is owned as before. */
+        if (!layers && idmap.privileged && sandbox_has_cap_sys_admin()) {
+                uint32_t base = 0;
+
+                r = id_pool_lease(&base, &st->id_lease, reterr);
+                if (r < 0)
+                        return r;
+                idmapping_use_pool_range(&idmap, base);
+        }
         /* SECURITY: a persistent sandbox whose user namespace holds a range
          * keeps what apt and dpkg need over that range's ids
          * (docs/persistent.md "Id range"); every other sandbox keeps
