@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -181,6 +182,22 @@ TEST(a_lease_holds_a_range_until_its_fd_closes) {
         fa = safe_close(fa);
         ASSERT_OK(id_pool_lease(&a, &fa, NULL));
         ASSERT_EQ(a, ID_POOL_BASE);
+        /* A run never waits for the pool's flock (a claim's fsync). */
+        {
+                char *lockp = NULL;
+                uint32_t d = 0;
+                int held = -EBADF, fd = -EBADF;
+
+                ASSERT_TRUE(asprintf(&lockp, "%s/id-pool.lock", dir) > 0);
+                held = open(lockp, O_RDWR | O_CLOEXEC);
+                ASSERT_TRUE(held >= 0);
+                ASSERT_OK(flock(held, LOCK_EX));
+                ASSERT_OK(id_pool_lease(&d, &fd, NULL));
+                ASSERT_EQ(d, ID_POOL_BASE + 5 * R);
+                safe_close(fd);
+                safe_close(held);
+                free(lockp);
+        }
         safe_close(fa);
         safe_close(fb);
         safe_close(fc);

@@ -939,6 +939,8 @@ int sandbox_start(const Policy *policy, const SandboxLayerPaths *layers, char *c
         r = port_forwards_start(&st->ports, reterr);
         if (r < 0)
                 goto kill_child;
+        /* Off the start's path (issue 16): the command runs meanwhile. */
+        run_cgroup_gc(&st->rc);
         return 0;
 
 kill_child:

@@ -137,8 +137,9 @@ nomem:
         return -ENOMEM;
 }
 
-/* Takes the pool's lock (the fd holds it) and reads the pool. */
-static int pool_open(int *ret_lock, Pool *ret) {
+/* Opens the pool's lock file, takes its flock when @exclusive (the fd
+ * holds it) and reads the pool. */
+static int pool_open(bool exclusive, int *ret_lock, Pool *ret) {
         _cleanup_free_ char *lockp = NULL, *path = NULL, *text = NULL;
         _cleanup_close_ int fd = -EBADF;
         const char *dir = pool_dir();
@@ -155,7 +156,7 @@ static int pool_open(int *ret_lock, Pool *ret) {
         fd = open(lockp, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
         if (fd < 0)
                 return negative_errno();
-        while (flock(fd, LOCK_EX) < 0)
+        while (exclusive && flock(fd, LOCK_EX) < 0)
                 if (errno != EINTR)
                         return negative_errno();
         r = read_full_file(path, ID_POOL_FILE_MAX, &text);
@@ -422,7 +423,7 @@ int id_pool_claim(const char *home, const char *id, uint32_t hint, const IdPoolH
 
         if (home[0] != '/' || strchr(home, '\n') || !id_is_valid(id))
                 return hutch_error_set(reterr, EINVAL, "cannot hold an id range for '%s'", home);
-        r = pool_open(&lock, &p);
+        r = pool_open(true, &lock, &p);
         if (r < 0)
                 return hutch_error_set(reterr, -r, "cannot use the id pool in %s: %s", pool_dir(),
                                        strerror(-r));
@@ -485,6 +486,13 @@ int id_pool_claim(const char *home, const char *id, uint32_t hint, const IdPoolH
         return ret_lease ? lease_hand_out(&lock, ret_lease) : 0;
 }
 
+/* SECURITY: without the pool's flock, so that a run never waits for a
+ * claim's fsync: the lease alone decides who runs on a range (a keeper
+ * takes its range's lease before it uses it, and moves when a run holds
+ * it), and the pool file, replaced atomically, is read whole, old or
+ * new. A run that read the pool just before a claim wrote it may lease
+ * the range that claim hands a new sandbox, which then moves when it
+ * starts; two sandboxes never run on one range. */
 int id_pool_lease(uint32_t *ret_base, int *ret_lease, HutchError *reterr) {
         _cleanup_(tables_done) Tables t = {};
         _cleanup_close_ int lock = -EBADF;
@@ -492,7 +500,7 @@ int id_pool_lease(uint32_t *ret_base, int *ret_lease, HutchError *reterr) {
         uint32_t size = pool_size(), base = 0;
         int r;
 
-        r = pool_open(&lock, &p);
+        r = pool_open(false, &lock, &p);
         if (r < 0)
                 return hutch_error_set(reterr, -r, "cannot use the id pool in %s: %s", pool_dir(),
                                        strerror(-r));
@@ -519,7 +527,7 @@ int id_pool_release(const char *home, const char *id) {
         bool changed = false;
         int r;
 
-        r = pool_open(&lock, &p);
+        r = pool_open(true, &lock, &p);
         if (r < 0)
                 return r;
         for (size_t i = p.n; i > 0; i--)
@@ -535,7 +543,7 @@ int id_pool_sweep(const char *home, char *const *live) {
         _cleanup_(pool_done) Pool p = {};
         int r, n = 0;
 
-        r = pool_open(&lock, &p);
+        r = pool_open(true, &lock, &p);
         if (r < 0)
                 return r;
         for (size_t i = p.n; i > 0; i--)

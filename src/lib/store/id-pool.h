@@ -39,14 +39,17 @@
  * ends (SIGKILL too): no lease outlives its holder and nothing needs
  * cleaning. A one-shot run as root takes the lowest range that no pool
  * line holds and no one leases, for its lifetime only: nothing is
- * written (no fsync), the cost is one flock and reading the pool,
- * /etc/subuid, /etc/subgid and hutch's own id maps. Every claim skips
- * leased ranges. When the holder is killed, its sandbox's init dies with
- * it (PR_SET_PDEATHSIG), a moment later than the lease.
+ * written and no flock is taken (it never waits for a claim's fsync), the
+ * cost is reading the pool, /etc/subuid, /etc/subgid and hutch's own id
+ * maps (about 30-50 us). Every claim skips leased ranges. The lease alone
+ * decides who runs on a range: a keeper takes its range's lease before it
+ * uses it and moves to a new range when someone else holds it. When the
+ * holder is killed, its sandbox's init dies with it (PR_SET_PDEATHSIG), a
+ * moment later than the lease.
  *
  * A pool file that is lost (unlinked) is rebuilt: each claim is given the
  * ranges its store's sandbox records name (IdPoolHold) and puts back
- * those the pool lacks and no one leases, before it hands out anything;
+ * those the pool lacks and no other line holds, before it hands out anything;
  * so a range a sandbox of that store holds is never handed out again.
  * The running sandboxes of every other store keep their ranges by their
  * leases; a stopped sandbox of another store whose range was handed out

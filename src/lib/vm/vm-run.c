@@ -612,6 +612,7 @@ static int cgroup_setup(VmRun *v, uint64_t ram, HutchError *reterr) {
         r = run_cgroup_plan(&hp, &v->rc, reterr);
         if (r < 0)
                 return r;
+        run_cgroup_gc(&v->rc);
         return run_cgroup_create(&hp, &v->rc, v->name, reterr);
 }
 
