@@ -910,7 +910,16 @@ int sandbox_start(const Policy *policy, const SandboxLayerPaths *layers, char *c
 
         /* While init builds its filesystem, make its cgroup and move it
          * there; init waits for CONTINUE before it runs anything of the
-         * user's, so no process of the command starts outside. */
+         * user's, so no process of the command starts outside.
+         * NEEDSWORK(issue 16): writing another process's pid to
+         * cgroup.procs takes the kernel's cgroup_threadgroup_rwsem for
+         * writing, which waits for an RCU grace period (the first write
+         * of a burst: 6-20 ms measured on a loaded 2-core host, where a
+         * v1 "tasks" write of "0" by the moving thread itself, which takes
+         * no such lock, took 42 us). Candidates: init joins its v1 leaves
+         * itself through "tasks" fds the supervisor opened (the write's
+         * permission is the opener's), and clone3(CLONE_INTO_CGROUP) for
+         * the v2 leaf, made before the clone. */
         r = run_cgroup_create(policy, &st->rc, st->name, reterr);
         if (r < 0)
                 goto kill_child;
