@@ -87,29 +87,34 @@ order = ["hutch", "hutch-limits", "bwrap", "unshare"]
 rows = []
 for name in order:
     t = samples[name]
+    s = sorted(t)
     rows.append(
         {
             "name": name,
             "samples": len(t),
             "median_ms": statistics.median(t) * 1000,
+            "p90_ms": s[int(0.9 * (len(s) - 1))] * 1000,
             "mean_ms": statistics.fmean(t) * 1000,
             "stddev_ms": statistics.stdev(t) * 1000,
             "min_ms": min(t) * 1000,
             "times": t,
         }
     )
-base = next(r for r in rows if r["name"] == "bwrap")["median_ms"]
+bw = next(r for r in rows if r["name"] == "bwrap")
 for r in rows:
-    r["ratio_vs_bwrap"] = r["median_ms"] / base
+    r["ratio_vs_bwrap"] = r["median_ms"] / bw["median_ms"]
+    r["p90_ratio_vs_bwrap"] = r["p90_ms"] / bw["p90_ms"]
 pathlib.Path(result).write_text(json.dumps({"rounds": int(rounds), "runs_per_round": int(runs), "results": rows}, indent=2) + "\n")
 
 uname = os.uname()
 print(f"kernel {uname.release}, {os.cpu_count()} cpus, {rounds} rounds x {runs} runs per command (interleaved)")
-print(f"{'command':<13} {'median ms':>10} {'mean ms':>10} {'stddev':>8} {'min ms':>8} {'vs bwrap':>9}")
+print(f"{'command':<13} {'median ms':>10} {'p90 ms':>8} {'mean ms':>10} {'stddev':>8} {'min ms':>8}"
+      f" {'vs bwrap':>9} {'p90 vs bwrap':>13}")
 for r in rows:
     print(
-        f"{r['name']:<13} {r['median_ms']:>10.2f} {r['mean_ms']:>10.2f} {r['stddev_ms']:>8.2f}"
-        f" {r['min_ms']:>8.2f} {r['ratio_vs_bwrap']:>8.2f}x"
+        f"{r['name']:<13} {r['median_ms']:>10.2f} {r['p90_ms']:>8.2f} {r['mean_ms']:>10.2f}"
+        f" {r['stddev_ms']:>8.2f} {r['min_ms']:>8.2f} {r['ratio_vs_bwrap']:>8.2f}x"
+        f" {r['p90_ratio_vs_bwrap']:>12.2f}x"
     )
 print(f"samples: {result}")
 PYEOF

@@ -31,6 +31,17 @@ DEFAULT_TIMEOUT = 30
 # The documented default sub-id base when /etc/subuid has no range for root.
 DEFAULT_SUBID_BASE = 0x70000000
 SUBID_COUNT = 65536
+# As root, a one-shot run maps onto a range of the machine's id pool
+# (issue 15; src/lib/store/id-pool.h): 2^31 up, SUBID_COUNT ids a range.
+ID_POOL_BASE = 1 << 31
+
+
+def is_pool_map(line):
+    """Is @line ("0 OUTSIDE COUNT") a map onto one range of the id pool?"""
+    parts = line.split()
+    return (len(parts) == 3 and parts[0] == "0" and parts[2] == str(SUBID_COUNT)
+            and int(parts[1]) >= ID_POOL_BASE
+            and (int(parts[1]) - ID_POOL_BASE) % SUBID_COUNT == 0)
 IS_ROOT = os.geteuid() == 0
 
 
@@ -194,6 +205,13 @@ class Runner:
         if self.mode == "root":
             return f"0 {subid_base('/etc/subgid')} {SUBID_COUNT}"
         return f"0 {self.gid} 1"
+
+    def run_map_ok(self, line, gid=False):
+        """Is @line the uid (@gid: gid) map of this mode's one-shot run: as
+        root a range of the id pool of its own, else expected_*_map()?"""
+        if self.mode == "root":
+            return is_pool_map(line)
+        return line == (self.expected_gid_map() if gid else self.expected_uid_map())
 
 
 def ensure_test_user():

@@ -153,14 +153,14 @@ def test_two_root_sandboxes_get_different_host_ranges(pstore):
     ]
 
 
-def test_one_shot_run_keeps_the_store_range(root_runner, pool):
-    """Documented: `hutch run` as root keeps the fixed range (it keeps no
-    capability and nothing it makes outlives it) and takes nothing of the
-    pool."""
+def test_one_shot_run_leases_a_range_and_writes_nothing_to_the_pool(root_runner, pool):
+    """`hutch run` as root maps onto the lowest free range of the pool,
+    held by a lease for its lifetime only: no line of the pool file
+    (test_run_id_pool.py has the rest)."""
     r = root_runner.run(["--", "cat", "/proc/self/uid_map"],
                         env={"HUTCH_TEST_ID_POOL": str(pool)})
     assert r.returncode == 0, r.stderr
-    assert r.stdout.split() == ["0", str(subid_base("/etc/subuid")), str(RANGE)]
+    assert r.stdout.split() == ["0", str(POOL_BASE), str(RANGE)]
     assert pool_entries(pool) == []
 
 

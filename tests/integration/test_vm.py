@@ -27,7 +27,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import subid_base
+from conftest import SUBID_COUNT, is_pool_map
 from proxyutil import Upstream
 from test_filesystem import secret_paths
 
@@ -253,10 +253,14 @@ def test_qemu_is_the_sandboxs_root_not_host_root(caller, vm_env):
     root hutch it runs as the root of the sandbox's user namespace (the
     base of its id range on the host), as in a persistent sandbox, never
     as host root. As a user it is that user."""
-    base = subid_base("/etc/subuid") if caller.uid == 0 else caller.uid
-    gbase = subid_base("/etc/subgid") if caller.uid == 0 else caller.gid
     p, qemu = sleeping_vm(caller, vm_env, [], "true")
     try:
+        if caller.uid == 0:
+            # As root, a range of the id pool leased for the run (issue 15).
+            base = gbase = int(Path(f"/proc/{qemu}/uid_map").read_text().split()[1])
+            assert is_pool_map(f"0 {base} {SUBID_COUNT}"), base
+        else:
+            base, gbase = caller.uid, caller.gid
         assert ids_of(qemu) == {"Uid": [base] * 4, "Gid": [gbase] * 4}
     finally:
         p.kill()

@@ -97,13 +97,25 @@ def test_two_vm_sandboxes_have_disjoint_host_ranges(store):
     assert qemu_maps(running_qemu(store, "a"))[0] == [str(POOL_BASE), str(RANGE)]
 
 
-def test_twin_a_one_shot_vm_run_keeps_the_fixed_range(root_runner, vm_env, pool):
+def test_a_one_shot_vm_run_leases_a_range_of_its_own(root_runner, vm_env, pool):
+    """As root, a one-shot `hutch run --backend vm`'s QEMU runs as a range
+    of the pool leased for the run (test_run_id_pool.py has the namespace
+    backend's): not the store's fixed range, no line of the pool file, and
+    free again after the run."""
     env = {**vm_env, "HUTCH_TEST_ID_POOL": str(pool)}
     p, qemu = sleeping_vm(root_runner, env, [], "true")
     try:
-        assert qemu_maps(qemu) == ([str(subid_base("/etc/subuid")), str(RANGE)],
-                                   [str(subid_base("/etc/subgid")), str(RANGE)])
+        assert qemu_maps(qemu) == ([str(POOL_BASE), str(RANGE)], [str(POOL_BASE), str(RANGE)])
+        assert str(subid_base("/etc/subuid")) != str(POOL_BASE)
+        # While it runs, a namespace run gets the next range.
+        r = root_runner.run(["--", "cat", "/proc/self/uid_map"], env={"HUTCH_TEST_ID_POOL": str(pool)})
+        assert r.returncode == 0, r.stderr
+        assert r.stdout.split() == ["0", str(POOL_BASE + RANGE), str(RANGE)]
     finally:
         p.kill()
         p.wait()
     assert pool_entries(pool) == []
+    # Twin: killed, its range is free again.
+    r = root_runner.run(["--", "cat", "/proc/self/uid_map"], env={"HUTCH_TEST_ID_POOL": str(pool)})
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == ["0", str(POOL_BASE), str(RANGE)]

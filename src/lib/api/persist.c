@@ -154,7 +154,7 @@ int persist_keeper_main(const char *name, int ready_fd, char *const *env, HutchE
         _cleanup_strv_free_ char **chain = NULL;
         _cleanup_free_ char *state = NULL, *sock = NULL, *lockp = NULL, *data = NULL, *logs = NULL,
                             *history = NULL, *audit = NULL;
-        _cleanup_close_ int lock = -EBADF;
+        _cleanup_close_ int lock = -EBADF, id_lease = -EBADF;
         char upper[64];
         KeeperConfig cfg;
         HutchError early = {};
@@ -206,9 +206,12 @@ int persist_keeper_main(const char *name, int ready_fd, char *const *env, HutchE
         /* SECURITY: as root, its own range of the machine's id pool (held
          * since create; claimed now by a sandbox made before the pool):
          * never the range of another sandbox (docs/persistent.md "Id
-         * range"). Our spawner holds the sandbox's lock. */
+         * range"). Our spawner holds the sandbox's lock. The keeper holds
+         * the range's running lease (id_lease) until it ends, so that no
+         * claim hands it out while the sandbox runs, even after a lost
+         * pool file (store/id-pool.h). */
         if (r >= 0)
-                r = store_sandbox_id_range(s, rec, &id_base, &early);
+                r = store_sandbox_id_range(s, rec, &id_base, &id_lease, &early);
         /* The network audit log of a persistent sandbox is kept with it. */
         if (r >= 0 && policy_network_mode(policy) == NETWORK_MODE_ALLOW && !policy->audit_log)
                 r = policy_set_audit_log(policy, audit, &early);

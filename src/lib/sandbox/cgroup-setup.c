@@ -113,6 +113,10 @@ static void gc_stale(const CgroupTopology *t) {
         gc_stale_runs(t->cpuacct.base);
 }
 
+void run_cgroup_gc(const RunCgroup *rc) {
+        gc_stale(&rc->topology);
+}
+
 int run_cgroup_plan(const Policy *p, RunCgroup *ret, HutchError *reterr) {
         RunCgroup rc = {.want = policy_cgroup_limits(p)};
         HutchError e = {};
@@ -129,8 +133,6 @@ int run_cgroup_plan(const Policy *p, RunCgroup *ret, HutchError *reterr) {
                                        "failed to detect the cgroup layout: %s (a bad "
                                        "$HUTCH_CGROUP_BASE_V2? see 'hutch doctor')",
                                        strerror(-r));
-        gc_stale(&rc.topology);
-
         rc.limits = rc.want;
         drop_unusable(&rc.topology, &rc.limits, &rc.degraded);
         if ((rc.degraded & p->limits_explicit) && !p->allow_degraded) {

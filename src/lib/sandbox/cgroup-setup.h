@@ -26,10 +26,17 @@ typedef struct RunCgroup {
         unsigned degraded;       /* 1 << PolicyLimit of limits not enforced by a cgroup */
 } RunCgroup;
 
-/* Before anything is created: detects the hierarchies, removes stale runs,
- * and decides which limits a cgroup can hold. Returns 0, or -EOPNOTSUPP
- * with @reterr naming a limit that was asked for and cannot be enforced. */
+/* Before anything is created: detects the hierarchies and decides which
+ * limits a cgroup can hold. Returns 0, or -EOPNOTSUPP with @reterr naming
+ * a limit that was asked for and cannot be enforced. */
 int run_cgroup_plan(const Policy *p, RunCgroup *ret, HutchError *reterr);
+
+/* Removes the cgroups that runs whose supervisor was SIGKILLed left
+ * (empty, of a pid that is gone) in the hierarchies @rc planned. Nothing
+ * depends on it but the tidiness of the hierarchies, so a run calls it
+ * where it costs the start nothing (issue 16: after its sandbox was
+ * released, while the command runs). */
+void run_cgroup_gc(const RunCgroup *rc);
 
 /* Creates the cgroup "@name" as planned (while the sandbox init builds its
  * filesystem, so the two overlap) and settles the rlimits of a degraded

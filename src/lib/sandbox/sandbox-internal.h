@@ -41,6 +41,7 @@ typedef struct RunState {
         bool mask_saved;
         pid_t pid;          /* the sandbox init, until reaped */
         PortForwards ports; /* the policy's published ports (port-forward.h) */
+        int id_lease;       /* as root, one-shot: the lease of its range (store/id-pool.h) */
 } RunState;
 
 void run_state_init(RunState *st);

@@ -35,6 +35,7 @@
 #include "sandbox/secrets.h"
 #include "sandbox/supervise.h"
 #include "sandbox/sync.h"
+#include "store/id-pool.h"
 #include "strv.h"
 #include "time-util.h"
 
@@ -375,6 +376,8 @@ void run_state_done(RunState *st) {
         if (st->mask_saved)
                 (void)sigprocmask(SIG_SETMASK, &st->orig_mask, NULL);
         st->mask_saved = false;
+        /* Last: the sandbox (init, reaped) and its cgroup are gone. */
+        st->id_lease = safe_close(st->id_lease);
 }
 
 static int start_proxy(RunState *st, HutchError *reterr);
@@ -654,6 +657,7 @@ void run_state_init(RunState *st) {
                 .proxy = PROXY_PROCESS_NULL,
                 .ca_fd = -EBADF,
                 .sup.relays = {{.in_fd = -EBADF}, {.in_fd = -EBADF}},
+                .id_lease = -EBADF,
         };
         for (size_t i = 0; i < ELEMENTSOF(st->prep.fds); i++)
                 st->prep.fds[i] = -EBADF;
@@ -753,6 +757,19 @@ int sandbox_start(const Policy *policy, const SandboxLayerPaths *layers, char *c
          * store's range, as the binds fall back (docs/containers.md). */
         if (layers && sandbox_has_cap_sys_admin())
                 idmapping_use_pool_range(&idmap, layers->id_base);
+        /* SECURITY: as root, a one-shot run's ids are a range of the pool
+         * leased for its lifetime, never another sandbox's (issue 15;
+         * docs/persistent.md "Id range"): the lease goes when this process
+         * ends, however it ends. Its host trees are idmapped through its
+         * user namespace, so what it writes there is owned as before. */
+        if (!layers && idmap.privileged && sandbox_has_cap_sys_admin()) {
+                uint32_t base = 0;
+
+                r = id_pool_lease(&base, &st->id_lease, reterr);
+                if (r < 0)
+                        return r;
+                idmapping_use_pool_range(&idmap, base);
+        }
         /* SECURITY: a persistent sandbox whose user namespace holds a range
          * keeps what apt and dpkg need over that range's ids
          * (docs/persistent.md "Id range"); every other sandbox keeps
@@ -893,7 +910,16 @@ int sandbox_start(const Policy *policy, const SandboxLayerPaths *layers, char *c
 
         /* While init builds its filesystem, make its cgroup and move it
          * there; init waits for CONTINUE before it runs anything of the
-         * user's, so no process of the command starts outside. */
+         * user's, so no process of the command starts outside.
+         * NEEDSWORK(issue 16): writing another process's pid to
+         * cgroup.procs takes the kernel's cgroup_threadgroup_rwsem for
+         * writing, which waits for an RCU grace period (the first write
+         * of a burst: 6-20 ms measured on a loaded 2-core host, where a
+         * v1 "tasks" write of "0" by the moving thread itself, which takes
+         * no such lock, took 42 us). Candidates: init joins its v1 leaves
+         * itself through "tasks" fds the supervisor opened (the write's
+         * permission is the opener's), and clone3(CLONE_INTO_CGROUP) for
+         * the v2 leaf, made before the clone. */
         r = run_cgroup_create(policy, &st->rc, st->name, reterr);
         if (r < 0)
                 goto kill_child;
@@ -922,6 +948,8 @@ int sandbox_start(const Policy *policy, const SandboxLayerPaths *layers, char *c
         r = port_forwards_start(&st->ports, reterr);
         if (r < 0)
                 goto kill_child;
+        /* Off the start's path (issue 16): the command runs meanwhile. */
+        run_cgroup_gc(&st->rc);
         return 0;
 
 kill_child:

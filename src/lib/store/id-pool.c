@@ -137,8 +137,9 @@ nomem:
         return -ENOMEM;
 }
 
-/* Takes the pool's lock (the fd holds it) and reads the pool. */
-static int pool_open(int *ret_lock, Pool *ret) {
+/* Opens the pool's lock file, takes its flock when @exclusive (the fd
+ * holds it) and reads the pool. */
+static int pool_open(bool exclusive, int *ret_lock, Pool *ret) {
         _cleanup_free_ char *lockp = NULL, *path = NULL, *text = NULL;
         _cleanup_close_ int fd = -EBADF;
         const char *dir = pool_dir();
@@ -155,7 +156,7 @@ static int pool_open(int *ret_lock, Pool *ret) {
         fd = open(lockp, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
         if (fd < 0)
                 return negative_errno();
-        while (flock(fd, LOCK_EX) < 0)
+        while (exclusive && flock(fd, LOCK_EX) < 0)
                 if (errno != EINTR)
                         return negative_errno();
         r = read_full_file(path, ID_POOL_FILE_MAX, &text);
@@ -202,6 +203,47 @@ static bool pool_holds(const Pool *p, uint32_t base) {
         return false;
 }
 
+/* The running leases (store/id-pool.h): byte i of id-pool.lock, locked
+ * with an open file description lock (F_OFD_SETLK) by the process that
+ * runs a sandbox on range i. The kernel drops it when the last fd of that
+ * description closes, however the holder ends (SIGKILL too), so a lease is
+ * never left behind; and locks of two descriptions conflict even within
+ * one process (hutch serve's several runs). */
+static uint32_t range_index(uint32_t base) {
+        return (base - ID_POOL_BASE) / USERNS_RANGE_SIZE;
+}
+
+static struct flock lease_lock(short type, uint32_t base) {
+        return (struct flock){
+                .l_type = type,
+                .l_whence = SEEK_SET,
+                .l_start = (off_t)range_index(base),
+                .l_len = 1,
+        };
+}
+
+/* Does another open file description hold the lease of @base? Returns 1,
+ * 0, or -errno. */
+static int lease_held(int fd, uint32_t base) {
+        struct flock l = lease_lock(F_WRLCK, base);
+
+        if (fcntl(fd, F_OFD_GETLK, &l) < 0)
+                return negative_errno();
+        return l.l_type != F_UNLCK;
+}
+
+/* Takes the lease of @base on @fd's description. Returns 1, 0 when
+ * another description holds it, or -errno. */
+static int lease_take(int fd, uint32_t base) {
+        struct flock l = lease_lock(F_WRLCK, base);
+
+        if (fcntl(fd, F_OFD_SETLK, &l) >= 0)
+                return 1;
+        if (errno == EAGAIN || errno == EACCES)
+                return 0;
+        return negative_errno();
+}
+
 /* Is [@base, @base + @count) inside one extent of the kernel map @text
  * ("INSIDE OUTSIDE COUNT" lines of /proc/self/uid_map)? Where hutch runs
  * in a user namespace (a container), only the ids mapped there can be
@@ -236,7 +278,7 @@ static void tables_done(Tables *t) {
  * overlap and that is mapped where hutch runs? */
 static bool pool_range_usable(uint32_t base, uint32_t size, const Tables *t) {
         if (base < ID_POOL_BASE || (base - ID_POOL_BASE) % USERNS_RANGE_SIZE != 0 ||
-            (base - ID_POOL_BASE) / USERNS_RANGE_SIZE >= size)
+            range_index(base) >= size)
                 return false;
         return !(t->subuid && id_pool_overlaps_subids(t->subuid, base, USERNS_RANGE_SIZE)) &&
                !(t->subgid && id_pool_overlaps_subids(t->subgid, base, USERNS_RANGE_SIZE)) &&
@@ -269,8 +311,13 @@ static bool pool_holds_id(const Pool *p, const char *home, const char *id) {
 /* SECURITY: the ranges @home's records name that the pool lost (its file
  * wiped while they ran) are held again before anything is handed out, so
  * a new sandbox never gets a range a sandbox of this store holds. A range
- * someone else holds meanwhile stays theirs (its sandbox gets a new one
- * when it next starts). Returns whether the pool changed, or -errno. */
+ * another pool line holds meanwhile stays theirs (its sandbox gets a new
+ * one when it next starts). A leased range is put back too: the lease may
+ * be the sandbox's own keeper's; if it is a run's (that took the range
+ * while the pool was lost), the line only keeps the range from new
+ * claims, and the sandbox, starting, gives it up for a new one
+ * (id_pool_claim() takes the lease or moves). Returns whether the pool
+ * changed, or -errno. */
 static int pool_restore(Pool *p, const char *home, const IdPoolHold *held, size_t n_held,
                         uint32_t size) {
         bool changed = false;
@@ -281,8 +328,8 @@ static int pool_restore(Pool *p, const char *home, const IdPoolHold *held, size_
 
                 if (!id_is_valid(h->id) || h->base < ID_POOL_BASE ||
                     (h->base - ID_POOL_BASE) % USERNS_RANGE_SIZE != 0 ||
-                    (h->base - ID_POOL_BASE) / USERNS_RANGE_SIZE >= size ||
-                    pool_holds_id(p, home, h->id) || pool_holds(p, h->base))
+                    range_index(h->base) >= size || pool_holds_id(p, home, h->id) ||
+                    pool_holds(p, h->base))
                         continue;
                 r = pool_add(p, h->base, home, h->id);
                 if (r < 0)
@@ -292,35 +339,121 @@ static int pool_restore(Pool *p, const char *home, const IdPoolHold *held, size_
         return changed;
 }
 
+static int tables_read(Tables *t, HutchError *reterr) {
+        int r;
+
+        r = read_full_file("/etc/subuid", 1U << 20, &t->subuid);
+        if (r < 0 && r != -ENOENT)
+                return hutch_error_set(reterr, -r, "cannot read /etc/subuid: %s", strerror(-r));
+        r = read_full_file("/etc/subgid", 1U << 20, &t->subgid);
+        if (r < 0 && r != -ENOENT)
+                return hutch_error_set(reterr, -r, "cannot read /etc/subgid: %s", strerror(-r));
+        /* COMPAT(containers): in a user namespace of its own, hutch can
+         * map only what is mapped there. */
+        (void)read_full_file("/proc/self/uid_map", 1U << 16, &t->uid_map);
+        (void)read_full_file("/proc/self/gid_map", 1U << 16, &t->gid_map);
+        return 0;
+}
+
+/* Is @base free for a new holder: in no pool entry, usable, and leased
+ * by no one? With @take, its lease is taken on @lock's description (the
+ * check and the taking are one step). Returns 1, 0, or -errno. */
+static int range_free(const Pool *p, const Tables *t, uint32_t size, int lock, bool take,
+                      uint32_t base) {
+        if (pool_holds(p, base) || !pool_range_usable(base, size, t))
+                return 0;
+        if (take)
+                return lease_take(lock, base);
+        return lease_held(lock, base) == 0;
+}
+
+/* Picks the lowest free range (@hint first, when it is free). Returns 1
+ * and @ret_base, 0 when there is none, or -errno. */
+static int pool_pick(const Pool *p, const Tables *t, uint32_t size, int lock, bool take,
+                     uint32_t hint, uint32_t *ret_base) {
+        int r;
+
+        if (hint != 0) {
+                r = range_free(p, t, size, lock, take, hint);
+                if (r != 0) {
+                        if (r > 0)
+                                *ret_base = hint;
+                        return r;
+                }
+        }
+        for (uint32_t i = 0; i < size; i++) {
+                uint32_t base = ID_POOL_BASE + i * USERNS_RANGE_SIZE;
+
+                r = range_free(p, t, size, lock, take, base);
+                if (r != 0) {
+                        if (r > 0)
+                                *ret_base = base;
+                        return r;
+                }
+        }
+        return 0;
+}
+
+static int pool_full(uint32_t size, HutchError *reterr) {
+        return hutch_error_set(reterr, ENOSPC,
+                               "no free id range for a new sandbox: all %u ranges of the "
+                               "pool %s/id-pool are held by root's sandboxes (remove some "
+                               "with 'hutch rm', or run 'hutch gc' in each store), or "
+                               "overlap /etc/subuid, or are not mapped where hutch runs",
+                               size, pool_dir());
+}
+
+/* Hands the pool's lock fd, which holds a lease, to the caller: the
+ * pool's flock goes, the lease stays with the description. */
+static int lease_hand_out(int *lock, int *ret_lease) {
+        if (flock(*lock, LOCK_UN) < 0)
+                return negative_errno();
+        *ret_lease = TAKE_FD(*lock);
+        return 0;
+}
+
 int id_pool_claim(const char *home, const char *id, uint32_t hint, const IdPoolHold *held,
-                  size_t n_held, uint32_t *ret_base, HutchError *reterr) {
+                  size_t n_held, uint32_t *ret_base, int *ret_lease, HutchError *reterr) {
         _cleanup_(tables_done) Tables t = {};
         _cleanup_close_ int lock = -EBADF;
         _cleanup_(pool_done) Pool p = {};
         uint32_t size = pool_size(), base = 0;
-        bool changed = false, found = false;
+        bool changed = false;
         int r;
 
         if (home[0] != '/' || strchr(home, '\n') || !id_is_valid(id))
                 return hutch_error_set(reterr, EINVAL, "cannot hold an id range for '%s'", home);
-        r = pool_open(&lock, &p);
+        r = pool_open(true, &lock, &p);
         if (r < 0)
                 return hutch_error_set(reterr, -r, "cannot use the id pool in %s: %s", pool_dir(),
                                        strerror(-r));
         r = pool_restore(&p, home, held, n_held, size);
         if (r < 0)
-                return r;
+                return hutch_error_set(reterr, -r, "cannot use the id pool in %s: %s", pool_dir(),
+                                       strerror(-r));
         changed = r > 0;
-        for (size_t i = 0; i < p.n; i++)
-                if (strcmp(p.e[i].home, home) == 0 && strcmp(p.e[i].id, id) == 0) {
-                        *ret_base = p.e[i].base;
-                        r = changed ? pool_write(&p) : 0;
-                        if (r < 0)
-                                return hutch_error_set(reterr, -r,
-                                                       "cannot write the id pool in %s: %s",
-                                                       pool_dir(), strerror(-r));
-                        return 0;
+        for (size_t i = 0; i < p.n; i++) {
+                if (strcmp(p.e[i].home, home) != 0 || strcmp(p.e[i].id, id) != 0)
+                        continue;
+                /* SECURITY: its range, unless someone runs on it (a run
+                 * that took it while the pool file was lost): then a new
+                 * one. */
+                r = ret_lease ? lease_take(lock, p.e[i].base) : 1;
+                if (r < 0)
+                        return hutch_error_set(reterr, -r, "cannot use the id pool in %s: %s",
+                                               pool_dir(), strerror(-r));
+                if (r == 0) {
+                        pool_drop(&p, i);
+                        changed = true;
+                        break;
                 }
+                r = changed ? pool_write(&p) : 0;
+                if (r < 0)
+                        return hutch_error_set(reterr, -r, "cannot write the id pool in %s: %s",
+                                               pool_dir(), strerror(-r));
+                *ret_base = p.e[i].base;
+                return ret_lease ? lease_hand_out(&lock, ret_lease) : 0;
+        }
         /* A store whose folder is gone runs no sandbox: its ranges are free. */
         for (size_t i = p.n; i > 0; i--) {
                 struct stat st;
@@ -330,33 +463,17 @@ int id_pool_claim(const char *home, const char *id, uint32_t hint, const IdPoolH
                         changed = true;
                 }
         }
-        r = read_full_file("/etc/subuid", 1U << 20, &t.subuid);
-        if (r < 0 && r != -ENOENT)
-                return hutch_error_set(reterr, -r, "cannot read /etc/subuid: %s", strerror(-r));
-        r = read_full_file("/etc/subgid", 1U << 20, &t.subgid);
-        if (r < 0 && r != -ENOENT)
-                return hutch_error_set(reterr, -r, "cannot read /etc/subgid: %s", strerror(-r));
-        /* COMPAT(containers): in a user namespace of its own, hutch can
-         * map only what is mapped there. */
-        (void)read_full_file("/proc/self/uid_map", 1U << 16, &t.uid_map);
-        (void)read_full_file("/proc/self/gid_map", 1U << 16, &t.gid_map);
-        if (hint != 0 && !pool_holds(&p, hint) && pool_range_usable(hint, size, &t)) {
-                base = hint;
-                found = true;
-        }
-        for (uint32_t i = 0; !found && i < size; i++) {
-                base = ID_POOL_BASE + i * USERNS_RANGE_SIZE;
-                found = !pool_holds(&p, base) && pool_range_usable(base, size, &t);
-        }
-        if (!found) {
+        r = tables_read(&t, reterr);
+        if (r < 0)
+                return r;
+        r = pool_pick(&p, &t, size, lock, ret_lease != NULL, hint, &base);
+        if (r <= 0) {
                 if (changed)
                         (void)pool_write(&p);
-                return hutch_error_set(reterr, ENOSPC,
-                                       "no free id range for a new sandbox: all %u ranges of the "
-                                       "pool %s/id-pool are held by root's sandboxes (remove some "
-                                       "with 'hutch rm', or run 'hutch gc' in each store), or "
-                                       "overlap /etc/subuid, or are not mapped where hutch runs",
-                                       size, pool_dir());
+                if (r < 0)
+                        return hutch_error_set(reterr, -r, "cannot use the id pool in %s: %s",
+                                               pool_dir(), strerror(-r));
+                return pool_full(size, reterr);
         }
         r = pool_add(&p, base, home, id);
         if (r < 0)
@@ -364,6 +481,41 @@ int id_pool_claim(const char *home, const char *id, uint32_t hint, const IdPoolH
         r = pool_write(&p);
         if (r < 0)
                 return hutch_error_set(reterr, -r, "cannot write the id pool in %s: %s", pool_dir(),
+                                       strerror(-r));
+        *ret_base = base;
+        return ret_lease ? lease_hand_out(&lock, ret_lease) : 0;
+}
+
+/* SECURITY: without the pool's flock, so that a run never waits for a
+ * claim's fsync: the lease alone decides who runs on a range (a keeper
+ * takes its range's lease before it uses it, and moves when a run holds
+ * it), and the pool file, replaced atomically, is read whole, old or
+ * new. A run that read the pool just before a claim wrote it may lease
+ * the range that claim hands a new sandbox, which then moves when it
+ * starts; two sandboxes never run on one range. */
+int id_pool_lease(uint32_t *ret_base, int *ret_lease, HutchError *reterr) {
+        _cleanup_(tables_done) Tables t = {};
+        _cleanup_close_ int lock = -EBADF;
+        _cleanup_(pool_done) Pool p = {};
+        uint32_t size = pool_size(), base = 0;
+        int r;
+
+        r = pool_open(false, &lock, &p);
+        if (r < 0)
+                return hutch_error_set(reterr, -r, "cannot use the id pool in %s: %s", pool_dir(),
+                                       strerror(-r));
+        r = tables_read(&t, reterr);
+        if (r < 0)
+                return r;
+        r = pool_pick(&p, &t, size, lock, true, 0, &base);
+        if (r < 0)
+                return hutch_error_set(reterr, -r, "cannot use the id pool in %s: %s", pool_dir(),
+                                       strerror(-r));
+        if (r == 0)
+                return pool_full(size, reterr);
+        r = lease_hand_out(&lock, ret_lease);
+        if (r < 0)
+                return hutch_error_set(reterr, -r, "cannot use the id pool in %s: %s", pool_dir(),
                                        strerror(-r));
         *ret_base = base;
         return 0;
@@ -375,7 +527,7 @@ int id_pool_release(const char *home, const char *id) {
         bool changed = false;
         int r;
 
-        r = pool_open(&lock, &p);
+        r = pool_open(true, &lock, &p);
         if (r < 0)
                 return r;
         for (size_t i = p.n; i > 0; i--)
@@ -391,7 +543,7 @@ int id_pool_sweep(const char *home, char *const *live) {
         _cleanup_(pool_done) Pool p = {};
         int r, n = 0;
 
-        r = pool_open(&lock, &p);
+        r = pool_open(true, &lock, &p);
         if (r < 0)
                 return r;
         for (size_t i = p.n; i > 0; i--)

@@ -819,15 +819,19 @@ static int pool_held(const Store *s, IdPoolHold **ret, size_t *ret_n) {
         return 0;
 }
 
-int store_sandbox_id_range(Store *s, SandboxRecord *r, uint32_t *ret_base, HutchError *reterr) {
+int store_sandbox_id_range(Store *s, SandboxRecord *r, uint32_t *ret_base, int *ret_lease,
+                           HutchError *reterr) {
         _cleanup_free_ IdPoolHold *held = NULL;
         _cleanup_free_ char *home = NULL;
+        _cleanup_close_ int lease = -EBADF;
         uint32_t base = 0;
         size_t n_held = 0;
         int q;
 
         if (!s->idmap.privileged) {
                 *ret_base = 0;
+                if (ret_lease)
+                        *ret_lease = -EBADF;
                 return 0;
         }
         q = pool_home(s, &home);
@@ -838,7 +842,8 @@ int store_sandbox_id_range(Store *s, SandboxRecord *r, uint32_t *ret_base, Hutch
         if (q < 0)
                 return hutch_error_set(reterr, -q, "cannot list the store %s: %s", s->home,
                                        strerror(-q));
-        q = id_pool_claim(home, r->id, r->id_base, held, n_held, &base, reterr);
+        q = id_pool_claim(home, r->id, r->id_base, held, n_held, &base, ret_lease ? &lease : NULL,
+                          reterr);
         if (q < 0)
                 return q;
         if (base != r->id_base) {
@@ -848,6 +853,8 @@ int store_sandbox_id_range(Store *s, SandboxRecord *r, uint32_t *ret_base, Hutch
                         return q;
         }
         *ret_base = base;
+        if (ret_lease)
+                *ret_lease = TAKE_FD(lease);
         return 0;
 }
 
@@ -899,7 +906,7 @@ int store_sandbox_create(Store *s, SandboxRecord *r, HutchError *reterr) {
                         return hutch_error_set(reterr, -q, "cannot list the store %s: %s", s->home,
                                                strerror(-q));
                 r->id_base = 0;
-                q = id_pool_claim(home, r->id, 0, held, n_held, &r->id_base, reterr);
+                q = id_pool_claim(home, r->id, 0, held, n_held, &r->id_base, NULL, reterr);
                 if (q < 0)
                         return q;
         }

@@ -144,9 +144,12 @@ int store_sandbox_create(Store *s, SandboxRecord *r, HutchError *reterr);
 
 /* As root, the range of the id pool that the sandbox @r holds (claimed
  * now if it holds none, @r->id_base preferred), written to its record
- * when it changed: for its start, under its lock. 0 and @ret_base 0 for a
+ * when it changed: for its start, under its lock. With @ret_lease (may be
+ * NULL), its running lease too (store/id-pool.h): the fd to hold while
+ * the sandbox runs, -EBADF for a user's store. 0 and @ret_base 0 for a
  * user's store. Returns 0 or -errno (-ENOSPC: the pool is exhausted). */
-int store_sandbox_id_range(Store *s, SandboxRecord *r, uint32_t *ret_base, HutchError *reterr);
+int store_sandbox_id_range(Store *s, SandboxRecord *r, uint32_t *ret_base, int *ret_lease,
+                           HutchError *reterr);
 
 /* Removes the sandbox's folder (renamed away first, so it disappears at
  * once). The caller has stopped it. */

@@ -35,6 +35,7 @@
 #include "sandbox/secrets.h"
 #include "sandbox/supervise.h"
 #include "signal-util.h"
+#include "store/id-pool.h"
 #include "store/store.h"
 #include "strv.h"
 #include "time-util.h"
@@ -611,6 +612,7 @@ static int cgroup_setup(VmRun *v, uint64_t ram, HutchError *reterr) {
         r = run_cgroup_plan(&hp, &v->rc, reterr);
         if (r < 0)
                 return r;
+        run_cgroup_gc(&v->rc);
         return run_cgroup_create(&hp, &v->rc, v->name, reterr);
 }
 
@@ -751,6 +753,18 @@ int vm_run_prepare(VmRun *v, VmConfig *c, char *const *caller_env, char **setup,
          * as for the namespace backend. */
         if (v->persistent && sandbox_has_cap_sys_admin())
                 idmapping_use_pool_range(&v->idmap, v->id_base);
+        /* SECURITY: as root, a one-shot run's QEMU runs as a range of the
+         * pool leased for the run's lifetime, never as another sandbox's
+         * (issue 15); its trees are idmapped through its namespace
+         * (vm_oneshot_open()), so they do not depend on the range. */
+        if (!v->persistent && v->id_lease && v->idmap.privileged && sandbox_has_cap_sys_admin()) {
+                uint32_t base = 0;
+
+                r = id_pool_lease(&base, v->id_lease, reterr);
+                if (r < 0)
+                        return r;
+                idmapping_use_pool_range(&v->idmap, base);
+        }
         /* SECURITY: as root hutch, QEMU is never host root. */
         /* An image's root is built by vm-layers.c's helper, whose user
          * namespace QEMU joins. */
@@ -838,10 +852,13 @@ static int start_command(VmRun *v, char *const *argv, HutchError *reterr) {
 
 int sandbox_run_vm(const Policy *policy, char *const *argv, char *const *caller_env,
                    Outcome *ret_outcome, HutchError *reterr) {
+        /* Released after the VM (declared before it): the run's range. */
+        _cleanup_close_ int id_lease = -EBADF;
         _cleanup_(vm_run_done) VmRun v = {
                 .policy = policy,
                 .sigfd = -EBADF,
                 .proxy = PROXY_PROCESS_NULL,
+                .id_lease = &id_lease,
         };
         _cleanup_(vm_layers_done) VmLayers layers = VM_LAYERS_NULL;
         _cleanup_(vm_forwards_done) VmForwards fwd;

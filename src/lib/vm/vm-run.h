@@ -42,6 +42,10 @@ typedef struct VmRun {
          * the id pool (SandboxLayerPaths.id_base; 0: none), which
          * vm_run_prepare() moves @idmap onto (store/id-pool.h). */
         uint32_t id_base;
+        /* A one-shot run as root: where vm_run_prepare() puts the fd that
+         * holds its range's lease (store/id-pool.h), which the caller
+         * closes after the VM is gone; NULL: no lease (the fixed range). */
+        int *id_lease;
         char name[64];
         Store *store;
         char *run_dir, *template_dir, *cache_dir, *proxy_sock, *helper;
