@@ -200,6 +200,8 @@ typedef struct hutch_sandbox_info {
         char name[64];
         char id[17];
         bool running;
+        /* disk_bytes: its layers' files; with a disk image, the blocks the
+         * image file has allocated on the host (docs/persistent.md). */
         uint64_t created_ms, last_used_ms, disk_bytes;
         char parent[64]; /* snapshot it continues from, or "" */
         /* hutch_get() only (NULL from hutch_list()): the sandbox's policy as
