@@ -124,6 +124,10 @@ typedef struct PersistInfo {
 /* What `hutch ls` shows of a loaded sandbox besides its record. */
 void persist_info(const Store *s, const SandboxRecord *rec, PersistInfo *ret);
 
+/* Only @ret's backend, image and ports, from @rec's policy (the rest of
+ * @ret is left as it is). */
+void persist_describe(const SandboxRecord *rec, PersistInfo *ret);
+
 /* ---- images (docs/images-run.md) ---- */
 
 /* Pins the image of a persistent sandbox's policy: @p->image, a name, is
