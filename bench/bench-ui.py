@@ -13,7 +13,7 @@ Measured:
   rendered); median of ROUNDS loads;
 - server CPU: the server process's user + system time over WINDOW
   seconds, as a share of one CPU, and its workers' (the forks that run the
-  slow routes: listing the sandboxes mounts each one's disk image), with
+  slow routes: stop, diff, ...; listing no longer mounts disk images), with
   the streams and the open list page; then the same with the streams
   stopped and the page idle on a sandbox's view (its stats stream only).
 

@@ -200,6 +200,8 @@ typedef struct hutch_sandbox_info {
         char name[64];
         char id[17];
         bool running;
+        /* disk_bytes: its layers' files; with a disk image, the blocks the
+         * image file has allocated on the host (docs/persistent.md). */
         uint64_t created_ms, last_used_ms, disk_bytes;
         char parent[64]; /* snapshot it continues from, or "" */
         /* hutch_get() only (NULL from hutch_list()): the sandbox's policy as
@@ -208,16 +210,9 @@ typedef struct hutch_sandbox_info {
          * hutch_sandbox_info_done(). */
         char *policy_json;
         uint64_t disk_limit_bytes;
-        /* Since HTTP API 1.4 (issue 23): what `hutch ls` and the dashboard
-         * show. The backend ("ns" or "vm"), the policy's image (NAME[:TAG]
-         * or sha256:HEX; "" for the host's base), and the ports its policy
-         * publishes (-p): @n_ports of them, the first 16 listed in @ports
-         * by their port inside the sandbox (hutch_ports() gives the host
-         * side as bound). */
-        char backend[8];
-        char image[256];
-        unsigned n_ports;
-        uint16_t ports[16];
+        /* ABI: the caller allocates this struct (hutch_get()) and walks
+         * hutch_list()'s array of it: it never grows. What came later is
+         * hutch_sandbox_describe()'s. */
 } hutch_sandbox_info;
 
 /* Every sandbox (sorted by name); free() the array. */
@@ -226,6 +221,27 @@ int hutch_list(hutch_sandbox_info **ret, size_t *ret_n, hutch_error *err);
 int hutch_get(const char *name, hutch_sandbox_info *ret, hutch_error *err);
 /* Frees @i's policy_json and sets it to NULL (@i itself is the caller's). */
 void hutch_sandbox_info_done(hutch_sandbox_info *i);
+
+/* ---- a sandbox's description (issue 23, HTTP API 1.4) ---- */
+
+/* What `hutch ls` and the dashboard show besides hutch_sandbox_info: the
+ * backend ("ns" or "vm"), the policy's image (NAME[:TAG] or sha256:HEX;
+ * "" for the host's base), and the ports its policy publishes (-p):
+ * @n_ports of them, the first 16 listed in @ports by their port inside the
+ * sandbox (hutch_ports() gives the host side as bound).
+ * ABI: only the library allocates it (hutch_sandbox_describe()); a later
+ * version may append fields, never move or resize these. */
+typedef struct hutch_sandbox_desc {
+        char backend[8];
+        char image[256];
+        unsigned n_ports;
+        uint16_t ports[16];
+} hutch_sandbox_desc;
+
+/* Sandbox @name's description into *@ret, allocated by the library
+ * (free() it). Reads its record and policy only: mounts nothing, asks no
+ * keeper. -ENOENT for no such sandbox. */
+int hutch_sandbox_describe(const char *name, hutch_sandbox_desc **ret, hutch_error *err);
 
 /* Stops a running sandbox (its processes end; its files stay). 0 also when
  * it was not running. */

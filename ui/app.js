@@ -416,13 +416,34 @@ function processesSection(name) {
     }
   };
 
+  /* As `hutch kill` (POST .../signal with no signal: TERM, then KILL
+   * 10 s later if anything of it still runs), after asking. */
+  const killButton = (x) => {
+    const b = el("button", {
+      type: "button", class: "danger", "data-kill": String(x.id), text: "Kill",
+      "aria-label": `Kill command ${x.id}`,
+    });
+    b.addEventListener("click", () => act("kill", async () => {
+      if (!(await confirmAction(`Kill command ${x.id} (${x.argv.join(" ")}) in ${name}? ` +
+        "It gets SIGTERM, and SIGKILL 10 s later if it still runs."))) return;
+      b.disabled = true;
+      try {
+        await api("POST", `/v1/sandboxes/${enc(name)}/execs/${x.id}/signal`, {});
+      } catch (e) {
+        b.disabled = false;
+        throw e;
+      }
+    }));
+    return b;
+  };
+
   const reload = async () => {
     try {
       const { execs } = await api("GET", `/v1/sandboxes/${enc(name)}/execs`);
       const key = JSON.stringify(execs.map((x) => x.id));
       if (key !== shown) {
         shown = key;
-        body.replaceChildren(execs.length ? table("Running commands", ["#", "Command", "Started", "Output"],
+        body.replaceChildren(execs.length ? table("Running commands", ["#", "Command", "Started", "Output", "Kill"],
           execs.map((x) => {
             const button = x.detached ? el("button", {
               type: "button", class: "secondary", "data-follow": String(x.id),
@@ -434,7 +455,8 @@ function processesSection(name) {
               el("td", { class: "num", text: String(x.id) }),
               el("td", {}, el("code", { text: x.argv.join(" ") })),
               el("td", { text: when(x.start_ms) }),
-              el("td", {}, button || el("span", { class: "muted", text: "to its own client" })));
+              el("td", {}, button || el("span", { class: "muted", text: "to its own client" })),
+              el("td", {}, killButton(x)));
           })) : el("p", { id: "procs-none", text: "No command is running." }));
       }
     } catch (e) {

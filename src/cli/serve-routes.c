@@ -50,38 +50,47 @@ static json_t *array_append(json_t *arr, json_t *item) {
 /* ---- sandboxes ---- */
 
 /* The published ports as bound while it runs, else as its policy asks
- * (GET .../ports); from the info alone ({"port"} each) if that fails. */
-static json_t *ports_json(const hutch_sandbox_info *i) {
+ * (GET .../ports); from the description alone ({"port"} each) if that
+ * fails. */
+static json_t *ports_json(const char *name, const hutch_sandbox_desc *d) {
         _cleanup_free_ char *text = NULL;
         hutch_error ignored = {};
         json_t *arr;
 
-        if (i->n_ports == 0)
+        if (d->n_ports == 0)
                 return json_array();
-        if (hutch_ports(i->name, &text, NULL, &ignored) >= 0) {
+        if (hutch_ports(name, &text, NULL, &ignored) >= 0) {
                 arr = json_loads(text, 0, NULL);
                 if (json_is_array(arr))
                         return arr;
                 json_decref(arr);
         }
         arr = json_array();
-        for (size_t k = 0; arr && k < MIN((size_t)i->n_ports, ELEMENTSOF(i->ports)); k++)
-                (void)json_array_append_new(arr, json_pack("{s:i}", "port", (int)i->ports[k]));
+        for (size_t k = 0; arr && k < MIN((size_t)d->n_ports, ELEMENTSOF(d->ports)); k++)
+                (void)json_array_append_new(arr, json_pack("{s:i}", "port", (int)d->ports[k]));
         return arr;
 }
 
 static json_t *sandbox_json(const hutch_sandbox_info *i) {
+        _cleanup_free_ hutch_sandbox_desc *d = NULL;
+        hutch_error ignored = {};
         json_t *o = json_pack("{s:s,s:s,s:s,s:I,s:I,s:I,s:o}", "name", i->name, "id", i->id,
                               "state", i->running ? "running" : "stopped", "created_ms",
                               (json_int_t)i->created_ms, "last_used_ms",
                               (json_int_t)i->last_used_ms, "disk_bytes", (json_int_t)i->disk_bytes,
                               "parent", i->parent[0] ? json_string(i->parent) : json_null());
 
-        /* API 1.4 (issue 23): backend, image, published ports. */
-        if (o && (json_object_set_new(o, "backend", json_string(i->backend)) < 0 ||
+        /* API 1.4 (issue 23): backend, image, published ports; a sandbox
+         * removed meanwhile is "ns" with none. */
+        if (o && hutch_sandbox_describe(i->name, &d, &ignored) < 0) {
+                d = calloc(1, sizeof(*d));
+                if (d)
+                        (void)snprintf(d->backend, sizeof(d->backend), "ns");
+        }
+        if (o && (!d || json_object_set_new(o, "backend", json_string(d->backend)) < 0 ||
                   json_object_set_new(o, "image",
-                                      i->image[0] ? json_string(i->image) : json_null()) < 0 ||
-                  json_object_set_new(o, "ports", ports_json(i)) < 0)) {
+                                      d->image[0] ? json_string(d->image) : json_null()) < 0 ||
+                  json_object_set_new(o, "ports", ports_json(i->name, d)) < 0)) {
                 json_decref(o);
                 return NULL;
         }

@@ -17,6 +17,8 @@
 int serve_ui_init(ServeUi *ui) {
         size_t got = 0;
 
+        *ui = (ServeUi){.session_s = SERVE_UI_SESSION_S};
+
         while (got < sizeof(ui->key)) {
                 ssize_t n = getrandom(ui->key + got, sizeof(ui->key) - got, 0);
 
@@ -59,46 +61,101 @@ static int mac(const ServeUi *ui, const char *label, const char *data, size_t le
         return 0;
 }
 
-int serve_ui_session_mint(const ServeUi *ui, uint64_t now_s, char buf[SERVE_UI_COOKIE_MAX]) {
-        char exp[17];
+/* Parses @n lowercase hex digits of @s into *@ret; false on another char. */
+static bool parse_hex(const char *s, size_t n, uint64_t *ret) {
+        uint64_t v = 0;
+
+        for (size_t i = 0; i < n; i++) {
+                char c = s[i];
+
+                if (c >= '0' && c <= '9')
+                        v = v << 4 | (uint64_t)(c - '0');
+                else if (c >= 'a' && c <= 'f')
+                        v = v << 4 | (uint64_t)(c - 'a' + 10);
+                else
+                        return false;
+        }
+        *ret = v;
+        return true;
+}
+
+/* The live session slot that @value (@len bytes) names, when its MAC is
+ * @ui's and it has not expired at @now_s; else NULL. */
+static ServeUiSession *session_find(const ServeUi *ui, const char *value, size_t len,
+                                    uint64_t now_s) {
+        char want[65];
+        uint8_t m[32];
+        uint64_t exp = 0, id = 0;
+
+        if (!value || len != SERVE_UI_COOKIE_LEN || value[16] != '.' || value[33] != '.')
+                return NULL;
+        if (!parse_hex(value, 16, &exp) || !parse_hex(value + 17, 16, &id))
+                return NULL;
+        if (mac(ui, "session:", value, 33, m) < 0)
+                return NULL;
+        hex(m, sizeof(m), want);
+        /* SECURITY: constant time in where the MACs differ. */
+        if (CRYPTO_memcmp(want, value + 34, 64) != 0 || exp <= now_s || id == 0)
+                return NULL;
+        /* SECURITY: a signed cookie is a session only while the server
+         * keeps it: sign-out (serve_ui_session_revoke()) ends a stolen
+         * copy too. */
+        for (size_t i = 0; i < SERVE_UI_SESSIONS_MAX; i++)
+                if (ui->sessions[i].id == id && ui->sessions[i].expiry_s == exp)
+                        return (ServeUiSession *)&ui->sessions[i];
+        return NULL;
+}
+
+int serve_ui_session_mint(ServeUi *ui, uint64_t now_s, char buf[SERVE_UI_COOKIE_MAX]) {
+        ServeUiSession *slot = NULL;
+        uint64_t id = 0;
         uint8_t m[32];
         int r;
 
-        (void)snprintf(exp, sizeof(exp), "%016llx",
-                       (unsigned long long)(now_s + SERVE_UI_SESSION_S));
-        r = mac(ui, "session:", exp, 16, m);
-        if (r < 0)
+        while (id == 0) {
+                ssize_t n = getrandom(&id, sizeof(id), 0);
+
+                if (n < 0 && errno != EINTR)
+                        return -errno;
+                if (n >= 0 && n != (ssize_t)sizeof(id))
+                        id = 0;
+        }
+        /* A free or expired slot; at the cap, the session that ends first
+         * ends now (only a holder of the token signs in). */
+        for (size_t i = 0; i < SERVE_UI_SESSIONS_MAX; i++) {
+                ServeUiSession *c = &ui->sessions[i];
+
+                if (c->id == 0 || c->expiry_s <= now_s) {
+                        slot = c;
+                        break;
+                }
+                if (!slot || c->expiry_s < slot->expiry_s)
+                        slot = c;
+        }
+        *slot = (ServeUiSession){.id = id, .expiry_s = now_s + ui->session_s};
+        (void)snprintf(buf, SERVE_UI_COOKIE_MAX, "%016llx.%016llx",
+                       (unsigned long long)slot->expiry_s, (unsigned long long)id);
+        r = mac(ui, "session:", buf, 33, m);
+        if (r < 0) {
+                *slot = (ServeUiSession){};
                 return r;
-        memcpy(buf, exp, 16);
-        buf[16] = '.';
-        hex(m, sizeof(m), buf + 17);
+        }
+        buf[33] = '.';
+        hex(m, sizeof(m), buf + 34);
         return 0;
 }
 
 bool serve_ui_session_check(const ServeUi *ui, const char *value, size_t len, uint64_t now_s) {
-        char want[65];
-        uint8_t m[32];
-        uint64_t exp = 0;
+        return session_find(ui, value, len, now_s) != NULL;
+}
 
-        if (!value || len != 16 + 1 + 64 || value[16] != '.')
-                return false;
-        for (size_t i = 0; i < 16; i++) {
-                char c = value[i];
+bool serve_ui_session_revoke(ServeUi *ui, const char *value, size_t len, uint64_t now_s) {
+        ServeUiSession *slot = session_find(ui, value, len, now_s);
 
-                if (c >= '0' && c <= '9')
-                        exp = exp << 4 | (uint64_t)(c - '0');
-                else if (c >= 'a' && c <= 'f')
-                        exp = exp << 4 | (uint64_t)(c - 'a' + 10);
-                else
-                        return false;
-        }
-        if (mac(ui, "session:", value, 16, m) < 0)
+        if (!slot)
                 return false;
-        hex(m, sizeof(m), want);
-        /* SECURITY: constant time in where the MACs differ. */
-        if (CRYPTO_memcmp(want, value + 17, 64) != 0)
-                return false;
-        return exp > now_s;
+        *slot = (ServeUiSession){};
+        return true;
 }
 
 int serve_ui_csrf(const ServeUi *ui, const char *value, size_t len,

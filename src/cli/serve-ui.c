@@ -103,13 +103,31 @@ static void ui_login(Server *srv, struct evhttp_request *req) {
                 return;
         }
         if (serve_ui_session_mint(srv->ui, (uint64_t)time(NULL), value) < 0 ||
-            asprintf(&cookie, "%s=%s; Path=/; HttpOnly; SameSite=Strict; Max-Age=%u",
-                     SERVE_UI_COOKIE, value, SERVE_UI_SESSION_S) < 0) {
+            asprintf(&cookie, "%s=%s; Path=/; HttpOnly; SameSite=Strict; Max-Age=%llu",
+                     SERVE_UI_COOKIE, value, (unsigned long long)srv->ui->session_s) < 0) {
                 cookie = NULL;
                 serve_reply_errno(req, ENOMEM, NULL, "out of memory");
                 return;
         }
         redirect(req, "/ui/", cookie);
+}
+
+/* POST /ui/logout: ends the request's sessions on the server, so that a
+ * copy of the cookie is refused from now on (serve-ui.h). */
+static void ui_logout(Server *srv, struct evhttp_request *req) {
+        struct evkeyvalq *in = evhttp_request_get_input_headers(req);
+        struct evkeyval *kv;
+
+        TAILQ_FOREACH(kv, in, next) {
+                const char *v;
+                size_t len = 0;
+
+                if (strcasecmp(kv->key, "Cookie") != 0)
+                        continue;
+                v = serve_ui_cookie_in_value(kv->value, strlen(kv->value), SERVE_UI_COOKIE, &len);
+                if (v)
+                        (void)serve_ui_session_revoke(srv->ui, v, len, (uint64_t)time(NULL));
+        }
 }
 
 /* GET /ui/session: {csrf, login}: the session's CSRF token and whether
@@ -147,6 +165,7 @@ bool serve_ui_dispatch(Server *srv, struct evhttp_request *req, const char *path
                 return true;
         }
         if (strcmp(path, "/ui/logout") == 0 && method == EVHTTP_REQ_POST) {
+                ui_logout(srv, req);
                 redirect(req, "/ui/login",
                          SERVE_UI_COOKIE "=; Path=/; HttpOnly; SameSite=Strict; Max-Age=0");
                 return true;

@@ -16,10 +16,16 @@
  * - or it carries a valid session cookie and, unless it is a GET or a
  *   HEAD, the session's CSRF token in the X-Hutch-CSRF header.
  *
- * The session cookie is "<expiry, hex seconds>.<HMAC-SHA256>" under a key
- * drawn at random when the server starts (a restart ends every session);
- * nothing is stored per session. The CSRF token is another HMAC of the
- * cookie, which the page fetches from GET /ui/session: another site can
+ * The session cookie is "<expiry, hex seconds>.<id, 64 random bits in
+ * hex>.<HMAC-SHA256 of the two>" under a key drawn at random when the
+ * server starts (a restart ends every session). The server keeps each live
+ * session's id and expiry, at most SERVE_UI_SESSIONS_MAX of them (a sign-in
+ * beyond that ends the session that would expire first): a cookie is a
+ * session only while its id is kept, so sign-out (POST /ui/logout) ends it
+ * on the server, for a copy of the cookie too, and every session ends
+ * its lifetime after its sign-in (12 h, or `hutch serve --ui-session`; the
+ * expiry is inside the signed value). The CSRF token is another HMAC of
+ * the cookie, which the page fetches from GET /ui/session: another site can
  * neither read it nor (SameSite=Strict) make the browser send the cookie.
  *
  * The pure parts here (minting and checking, the gate) are covered by
@@ -33,25 +39,44 @@
 #define SERVE_UI_KEY_LEN 32
 #define SERVE_UI_COOKIE "hutch_ui"
 #define SERVE_UI_CSRF_HEADER "X-Hutch-CSRF"
-#define SERVE_UI_SESSION_S (12U * 3600U) /* a session's lifetime */
-#define SERVE_UI_LOGIN_BODY_MAX 8192U    /* POST /ui/login, before any token */
-#define SERVE_UI_COOKIE_MAX 96           /* "<16 hex>.<64 hex>" and a NUL */
-#define SERVE_UI_CSRF_LEN 64             /* hex */
+#define SERVE_UI_SESSION_MAX_S (7U * 24U * 3600U)  /* --ui-session's maximum */
+#define SERVE_UI_SESSION_S (12U * 3600U)           /* a session's lifetime */
+#define SERVE_UI_LOGIN_BODY_MAX 8192U              /* POST /ui/login, before any token */
+#define SERVE_UI_COOKIE_LEN (16 + 1 + 16 + 1 + 64) /* "<16 hex>.<16 hex>.<64 hex>" */
+#define SERVE_UI_COOKIE_MAX (SERVE_UI_COOKIE_LEN + 1)
+#define SERVE_UI_CSRF_LEN 64      /* hex */
+#define SERVE_UI_SESSIONS_MAX 64U /* live sessions kept at once */
+
+typedef struct ServeUiSession {
+        uint64_t id; /* 0: a free slot */
+        uint64_t expiry_s;
+} ServeUiSession;
 
 typedef struct ServeUi {
-        uint8_t key[SERVE_UI_KEY_LEN]; /* the sessions' HMAC key */
+        uint8_t key[SERVE_UI_KEY_LEN];                  /* the sessions' HMAC key */
+        ServeUiSession sessions[SERVE_UI_SESSIONS_MAX]; /* the live ones (signed in, not out) */
+        uint64_t session_s; /* a session's lifetime: SERVE_UI_SESSION_S, or --ui-session */
 } ServeUi;
 
-/* Draws a new random key into @ui. Returns 0 or -errno (getrandom). */
+/* Draws a new random key into @ui, with no session kept and the default
+ * lifetime (SERVE_UI_SESSION_S). Returns 0 or -errno (getrandom). */
 int serve_ui_init(ServeUi *ui);
 
-/* A new session cookie value valid until @now_s + SERVE_UI_SESSION_S into
- * @buf (SERVE_UI_COOKIE_MAX bytes). Returns 0 or -EIO. */
-int serve_ui_session_mint(const ServeUi *ui, uint64_t now_s, char buf[SERVE_UI_COOKIE_MAX]);
+/* A new session, kept in @ui, and its cookie value, valid until @now_s +
+ * @ui->session_s, into @buf (SERVE_UI_COOKIE_MAX bytes, NUL-terminated).
+ * When SERVE_UI_SESSIONS_MAX live sessions are kept, the one that expires
+ * first is ended. Returns 0, -EIO or -errno (getrandom). */
+int serve_ui_session_mint(ServeUi *ui, uint64_t now_s, char buf[SERVE_UI_COOKIE_MAX]);
 
-/* Whether @value (@len bytes, not NUL-terminated) is a session cookie of
- * @ui that has not expired at @now_s. Constant time in the MAC. */
+/* Whether @value (@len bytes, not NUL-terminated) is the cookie of a
+ * session @ui keeps that has not expired at @now_s. Constant time in the
+ * MAC. */
 bool serve_ui_session_check(const ServeUi *ui, const char *value, size_t len, uint64_t now_s);
+
+/* Ends the session of cookie @value (@len bytes) when it is one
+ * (serve_ui_session_check()): that cookie, and any copy of it, is none
+ * from now on. Returns whether it ended one. */
+bool serve_ui_session_revoke(ServeUi *ui, const char *value, size_t len, uint64_t now_s);
 
 /* The CSRF token of the session cookie @value (@len bytes) into @buf
  * (SERVE_UI_CSRF_LEN hex digits and a NUL). Returns 0 or -EIO. */

@@ -687,7 +687,7 @@ static void stop_cb(evutil_socket_t fd, short what, void *arg) {
 static void serve_usage(FILE *f) {
         (void)fprintf(f,
                       "usage: hutch serve [--socket PATH] [--listen HOST:PORT --token-file FILE\n"
-                      "                   [--max-connections N]] [--ui]\n\n"
+                      "                   [--max-connections N]] [--ui [--ui-session TIME]]\n\n"
                       "Serves the HTTP API (docs/api.md) on a unix socket, by default\n"
                       "$XDG_RUNTIME_DIR/hutch/api.sock (mode 0600).\n"
                       "  --socket PATH        the unix socket to listen on\n"
@@ -700,6 +700,8 @@ static void serve_usage(FILE *f) {
                       "                       in the kernel's listen queue\n"
                       "  --ui                 also serve the web dashboard at /ui/ "
                       "(docs/ui.md)\n"
+                      "  --ui-session TIME    a dashboard session's lifetime (default 12h, "
+                      "at most 168h)\n"
                       "  --e2b                serve E2B's API instead (docs/e2b.md; "
                       "'hutch serve --e2b --help')\n",
                       SERVE_MAX_CONNECTIONS);
@@ -712,6 +714,7 @@ typedef struct ServeArgs {
         unsigned max_connections;
         bool max_connections_given;
         bool ui;
+        uint64_t ui_session_s; /* --ui-session; 0: SERVE_UI_SESSION_S */
 } ServeArgs;
 
 static int parse_args(int argc, char **argv, ServeArgs *a) {
@@ -720,6 +723,7 @@ static int parse_args(int argc, char **argv, ServeArgs *a) {
                                                 {"token-file", required_argument, NULL, 't'},
                                                 {"max-connections", required_argument, NULL, 'm'},
                                                 {"ui", no_argument, NULL, 'u'},
+                                                {"ui-session", required_argument, NULL, 'S'},
                                                 {"help", no_argument, NULL, 'h'},
                                                 {}};
         int c;
@@ -752,6 +756,18 @@ static int parse_args(int argc, char **argv, ServeArgs *a) {
                 case 'u':
                         a->ui = true;
                         break;
+                case 'S': {
+                        uint64_t ms;
+
+                        if (parse_duration_ms(optarg, &ms) < 0 || ms < 1000 ||
+                            ms > SERVE_UI_SESSION_MAX_S * 1000U) {
+                                log_error("invalid --ui-session '%s' (want 1s to 168h, as 12h)",
+                                          optarg);
+                                return -EINVAL;
+                        }
+                        a->ui_session_s = ms / 1000U;
+                        break;
+                }
                 case 'h':
                         serve_usage(stdout);
                         return 1;
@@ -772,6 +788,10 @@ static int parse_args(int argc, char **argv, ServeArgs *a) {
         }
         if (a->token_file && !a->listen) {
                 log_error("--token-file is only used with --listen");
+                return -EINVAL;
+        }
+        if (a->ui_session_s != 0 && !a->ui) {
+                log_error("--ui-session is only used with --ui");
                 return -EINVAL;
         }
         if (a->max_connections_given && !a->listen) {
@@ -813,6 +833,8 @@ int verb_serve(int argc, char **argv) {
                         log_error_errno(r, "cannot draw the dashboard's session key: %m");
                         return HUTCH_EXIT_FAILURE;
                 }
+                if (args.ui_session_s != 0)
+                        ui.session_s = args.ui_session_s;
                 srv.ui = &ui;
         }
         r = store_open(&store, &err);

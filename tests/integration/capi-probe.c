@@ -446,6 +446,24 @@ int main(int argc, char **argv) {
                 hutch_sandbox_info_done(&info);
                 return 0;
         }
+        if (strcmp(verb, "describe") == 0 && argc == 3) {
+                hutch_sandbox_desc *d = NULL;
+
+                r = hutch_sandbox_describe(argv[2], &d, &err);
+                if (r < 0)
+                        return failed(r, &err);
+                printf("{\"backend\":");
+                json_str(d->backend);
+                printf(",\"image\":");
+                json_str(d->image);
+                printf(",\"n_ports\":%u,\"ports\":[", d->n_ports);
+                for (unsigned k = 0; k < d->n_ports && k < 16; k++)
+                        printf("%s%u", k ? "," : "", (unsigned)d->ports[k]);
+                /* The ABI claim: the caller-allocated struct kept its size. */
+                printf("],\"info_size\":%zu}\n", sizeof(hutch_sandbox_info));
+                free(d);
+                return 0;
+        }
         if (strcmp(verb, "list-sandboxes") == 0 && argc == 2) {
                 hutch_sandbox_info *l = NULL;
                 size_t n = 0;

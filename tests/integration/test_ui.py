@@ -60,7 +60,7 @@ def axe():
 class Dash:
     """hutch serve --ui on a unix socket and 127.0.0.1, with a token."""
 
-    def __init__(self, runner):
+    def __init__(self, runner, extra=()):
         self.srv = Server(runner)
         tdir = runner.make_dir(mode=0o700, name="token")
         self.token = secrets.token_urlsafe(32)
@@ -71,7 +71,7 @@ class Dash:
         sock = str(self.srv.state / "ui.sock")
         self.proc, unix, self.addr = self.srv.start(
             "--socket", sock, "--listen", "127.0.0.1:0", "--token-file", str(tfile), "--ui",
-            expect_tcp=True,
+            *extra, expect_tcp=True,
         )
         line = read_line(self.proc, READY_TIMEOUT)
         assert line == f"dashboard at http://{self.addr}/ui/", line

@@ -18,7 +18,7 @@ TEST(session_round_trip) {
         ASSERT_OK(serve_ui_init(&ui));
         ASSERT_OK(serve_ui_init(&other));
         ASSERT_OK(serve_ui_session_mint(&ui, NOW, c));
-        ASSERT_EQ(strlen(c), 81);
+        ASSERT_EQ(strlen(c), SERVE_UI_COOKIE_LEN);
         ASSERT_TRUE(serve_ui_session_check(&ui, c, strlen(c), NOW));
         ASSERT_TRUE(serve_ui_session_check(&ui, c, strlen(c), NOW + SERVE_UI_SESSION_S - 1));
         /* Expired, another server's key, changed, cut, empty. */
@@ -42,6 +42,54 @@ TEST(session_round_trip) {
                 bad[0] = '1';
                 ASSERT_FALSE(serve_ui_session_check(&ui, bad, strlen(bad), NOW));
         }
+}
+
+TEST(session_revoke) {
+        ServeUi ui;
+        char c1[SERVE_UI_COOKIE_MAX], c2[SERVE_UI_COOKIE_MAX], copy[SERVE_UI_COOKIE_MAX];
+
+        ASSERT_OK(serve_ui_init(&ui));
+        ASSERT_OK(serve_ui_session_mint(&ui, NOW, c1));
+        ASSERT_OK(serve_ui_session_mint(&ui, NOW, c2));
+        ASSERT_TRUE(strcmp(c1, c2) != 0);
+        memcpy(copy, c1, sizeof(copy));
+        ASSERT_TRUE(serve_ui_session_revoke(&ui, c1, strlen(c1), NOW));
+        /* The cookie and its copy are no session; the other one still is. */
+        ASSERT_FALSE(serve_ui_session_check(&ui, c1, strlen(c1), NOW));
+        ASSERT_FALSE(serve_ui_session_check(&ui, copy, strlen(copy), NOW));
+        ASSERT_TRUE(serve_ui_session_check(&ui, c2, strlen(c2), NOW));
+        ASSERT_FALSE(serve_ui_session_revoke(&ui, copy, strlen(copy), NOW));
+        /* Only a valid cookie ends a session. */
+        {
+                char bad[SERVE_UI_COOKIE_MAX];
+
+                memcpy(bad, c2, sizeof(bad));
+                bad[SERVE_UI_COOKIE_LEN - 1] = bad[SERVE_UI_COOKIE_LEN - 1] == '0' ? '1' : '0';
+                ASSERT_FALSE(serve_ui_session_revoke(&ui, bad, strlen(bad), NOW));
+                ASSERT_TRUE(serve_ui_session_check(&ui, c2, strlen(c2), NOW));
+        }
+        /* A restart (a new key, no sessions) ends them all. */
+        ASSERT_OK(serve_ui_init(&ui));
+        ASSERT_FALSE(serve_ui_session_check(&ui, c2, strlen(c2), NOW));
+}
+
+TEST(session_cap_ends_the_first_to_expire) {
+        ServeUi ui;
+        char first[SERVE_UI_COOKIE_MAX], c[SERVE_UI_COOKIE_MAX];
+
+        ASSERT_OK(serve_ui_init(&ui));
+        ASSERT_OK(serve_ui_session_mint(&ui, NOW, first));
+        for (unsigned i = 1; i < SERVE_UI_SESSIONS_MAX; i++)
+                ASSERT_OK(serve_ui_session_mint(&ui, NOW + i, c));
+        ASSERT_TRUE(serve_ui_session_check(&ui, first, strlen(first), NOW + 100));
+        ASSERT_OK(serve_ui_session_mint(&ui, NOW + 100, c));
+        ASSERT_FALSE(serve_ui_session_check(&ui, first, strlen(first), NOW + 100));
+        ASSERT_TRUE(serve_ui_session_check(&ui, c, strlen(c), NOW + 100));
+        /* An expired one's slot is taken first. */
+        ASSERT_OK(serve_ui_session_mint(&ui, NOW + SERVE_UI_SESSION_S + 1, first));
+        ASSERT_TRUE(serve_ui_session_check(&ui, c, strlen(c), NOW + SERVE_UI_SESSION_S + 1));
+        ASSERT_TRUE(
+                serve_ui_session_check(&ui, first, strlen(first), NOW + SERVE_UI_SESSION_S + 1));
 }
 
 TEST(csrf_depends_on_session_and_key) {

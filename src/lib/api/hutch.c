@@ -525,11 +525,34 @@ static void info_fill(const Store *s, const SandboxRecord *rec, hutch_sandbox_in
         copy_str(ret->name, sizeof(ret->name), rec->name);
         copy_str(ret->id, sizeof(ret->id), rec->id);
         copy_str(ret->parent, sizeof(ret->parent), rec->parent ? rec->parent : "");
-        copy_str(ret->backend, sizeof(ret->backend), sandbox_backend_to_string(pi.backend));
-        copy_str(ret->image, sizeof(ret->image), pi.image);
-        ret->n_ports = pi.n_ports;
-        for (size_t i = 0; i < MIN((size_t)pi.n_ports, ELEMENTSOF(ret->ports)); i++)
-                ret->ports[i] = pi.ports[i];
+}
+
+_public_ int hutch_sandbox_describe(const char *name, hutch_sandbox_desc **ret, hutch_error *err) {
+        _cleanup_(store_freep) Store *s = NULL;
+        _cleanup_(sandbox_record_freep) SandboxRecord *rec = NULL;
+        _cleanup_free_ hutch_sandbox_desc *d = NULL;
+        PersistInfo pd = {};
+        HutchError e = {};
+        int r;
+
+        if (!name || !ret)
+                return fail_msg(err, EINVAL, "no sandbox name or output given");
+        r = store_open(&s, &e);
+        if (r >= 0)
+                r = store_sandbox_load(s, name, &rec, &e);
+        if (r < 0)
+                return fail(err, &e, r);
+        d = calloc(1, sizeof(*d));
+        if (!d)
+                return fail(err, NULL, -ENOMEM);
+        persist_describe(rec, &pd);
+        copy_str(d->backend, sizeof(d->backend), sandbox_backend_to_string(pd.backend));
+        copy_str(d->image, sizeof(d->image), pd.image);
+        d->n_ports = pd.n_ports;
+        for (size_t i = 0; i < MIN((size_t)pd.n_ports, ELEMENTSOF(d->ports)); i++)
+                d->ports[i] = pd.ports[i];
+        *ret = TAKE_PTR(d);
+        return 0;
 }
 
 _public_ void hutch_sandbox_info_done(hutch_sandbox_info *i) {

@@ -109,7 +109,8 @@ int persist_destroy(Store *s, const char *name, bool force, HutchError *reterr);
 typedef struct PersistInfo {
         bool running;
         uint64_t last_used_ms;  /* the last exec's end, or the creation */
-        uint64_t disk_bytes;    /* the sandbox's layers (with a disk image: what it takes) */
+        uint64_t disk_bytes;    /* the sandbox's layers; with a disk image, the blocks the
+                                 * image file has allocated on the host (never mounted) */
         uint64_t disk_limit;    /* its disk image's size; 0: none */
         unsigned degraded;      /* 1 << PolicyLimit of limits not enforced (disk) */
         SandboxBackend backend; /* its policy's ("ns" when it cannot be read) */
@@ -122,6 +123,10 @@ typedef struct PersistInfo {
 
 /* What `hutch ls` shows of a loaded sandbox besides its record. */
 void persist_info(const Store *s, const SandboxRecord *rec, PersistInfo *ret);
+
+/* Only @ret's backend, image and ports, from @rec's policy (the rest of
+ * @ret is left as it is). */
+void persist_describe(const SandboxRecord *rec, PersistInfo *ret);
 
 /* ---- images (docs/images-run.md) ---- */
 

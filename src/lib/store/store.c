@@ -1467,9 +1467,13 @@ int store_snapshot_stopped(Store *s, SandboxRecord *r, const char *snap, HutchEr
         q = store_sandbox_save(s, r, reterr);
         if (q < 0)
                 return q;
-        /* 6. a copied layer is left behind in the image: it goes. */
+        /* 6. a copied layer is left behind in the image: it goes. The
+         *    commit made now, while the image is mounted (with discard),
+         *    gives its blocks back to the host; left to the unmount, it
+         *    does not always (`hutch ls` would count them). */
         if (r->disk_limit != 0) {
                 (void)store_rm_rf(s, dfd, upper);
+                (void)syncfs(dfd);
                 (void)unlink(pending);
         }
         return 0;
@@ -1628,8 +1632,12 @@ int store_sandbox_reset(Store *s, SandboxRecord *r, const char *snap, size_t max
         free(r->parent);
         r->parent = TAKE_PTR(parent);
         r->gen++;
-        /* 3. its old layer goes (what is left, `hutch gc` removes). */
+        /* 3. its old layer goes (what is left, `hutch gc` removes); in a
+         *    disk image, committed while it is mounted (step 6 of
+         *    store_snapshot_stopped() says why). */
         (void)store_rm_rf(s, dfd, upper);
+        if (r->disk_limit != 0)
+                (void)syncfs(dfd);
         return 0;
 }
 
