@@ -239,7 +239,7 @@ async function viewSandbox(main, name) {
   ];
   const history = historySection(name);
   const audit = auditSection(name);
-  const diff = diffSection(name);
+  const diff = diffSection(name, sb);
   const snaps = snapshotSection(name, renderHead);
   main.replaceChildren(
     el("h1", {}, "Sandbox ", el("code", { text: name })),
@@ -542,8 +542,10 @@ function auditSection(name) {
   return { section, reload };
 }
 
-/* The workspace's changes; a file's unified diff on demand. */
-function diffSection(name) {
+/* The workspace's changes; a file's unified diff on demand. Only an
+ * overlay workspace has a diff (docs/api.md): for any other sandbox the
+ * section says so without asking the API, whose 400 the browser would log. */
+function diffSection(name, sb) {
   const body = el("div", {});
   const patch = el("pre", { class: "diff", id: "diff-patch", hidden: true, tabindex: 0, role: "region",
     "aria-label": "Unified diff" });
@@ -585,6 +587,11 @@ function diffSection(name) {
             "aria-label": `Show the diff of ${c.path}`, text: "Diff", onclick: () => showPatch(c.path) })
           : "")))), el("div", { class: "row" }, apply));
   }).catch((e) => body.replaceChildren(el("p", { text: `No workspace diff: ${e.message}` })));
+  const ws = sb.policy && sb.policy.workspace;
+  if (!ws || ws.mode !== "overlay") {
+    body.replaceChildren(el("p", { text: "No overlay workspace: diff and apply work on --workspace DIR:overlay." }));
+    return { section, reload: () => {} };
+  }
   reload();
   return { section, reload };
 }

@@ -194,13 +194,23 @@ out:
 void serve_sandbox_get(ServeCtx *c) {
         _cleanup_(hutch_sandbox_info_done) hutch_sandbox_info info = {};
         hutch_error err = {};
+        json_t *o, *policy;
         int r;
 
         r = hutch_get(c->param, &info, &err);
-        if (r < 0)
+        if (r < 0) {
                 serve_reply_api_error(c->req, r, &err, NULL);
-        else
-                serve_reply_json(c->req, 200, sandbox_json(&info));
+                return;
+        }
+        o = sandbox_json(&info);
+        /* API 1.6: one sandbox also carries its policy as recorded (the
+         * list does not: hutch_list() reads no policy). */
+        policy = info.policy_json ? json_loads(info.policy_json, 0, NULL) : json_object();
+        if (o && (!policy || json_object_set_new(o, "policy", policy) < 0)) {
+                json_decref(o);
+                o = NULL;
+        }
+        serve_reply_json(c->req, 200, o);
 }
 
 /* Stops the sandbox when it runs (its commands end) and removes it. */
