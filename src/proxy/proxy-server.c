@@ -1,6 +1,5 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 #include <errno.h>
-#include <fcntl.h>
 #include <inttypes.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -27,16 +26,11 @@
 #include "proxy-server.h"
 #include "secrets.h"
 #include "time-util.h"
+#include "tunnel.h"
 
 /* Addresses tried per request, in resolver order. */
 #define CANDIDATES_MAX 16
 #define BEV_MAX_SINGLE_READ (64 * 1024)
-/* Tunnels move bytes socket -> pipe -> socket with splice(2); a larger
- * pipe means fewer system calls. Falls back to the default pipe size if
- * the kernel refuses (fs.pipe-max-size, per-user pipe limits). */
-#define TUNNEL_PIPE_SIZE (1024 * 1024)
-/* splice() rounds per callback before yielding to other connections. */
-#define TUNNEL_ROUNDS 16
 #define REASON_MAX 1024
 #define ACCEPT_RETRY_MS 500
 /* After the last response: how long unread client bytes are discarded
@@ -78,18 +72,6 @@ typedef enum TimerKind {
         TIMER_DNS,     /* resolution deadline */
         TIMER_CLOSING, /* the client must read our last response by then */
 } TimerKind;
-
-/* One direction of a tunnel: src -> pipe -> dst. */
-typedef struct Pump {
-        Conn *conn;
-        int src, dst;
-        int pipe_r, pipe_w;
-        size_t pipe_size;
-        size_t pending; /* bytes in the pipe */
-        bool src_eof, done;
-        struct event *src_ev, *dst_ev;
-        uint64_t *bytes;
-} Pump;
 
 typedef struct DnsQuery {
         Conn *conn; /* NULL once the connection gave up on it */
@@ -143,7 +125,7 @@ struct Conn {
         bool up_idle;
         bool resp_head_sent;
 
-        Pump pumps[2]; /* 0: client to upstream, 1: upstream to client */
+        Tunnel tunnel; /* a CONNECT's opaque tunnel (tunnel.h) */
 
         /* Transparent DNS: a connection to a name's synthetic address,
          * served as a CONNECT to that name and port that was never written:
@@ -278,16 +260,6 @@ static void conn_drop_upstream(Conn *c) {
         c->ex.up_eof = false;
 }
 
-static void pump_release(Pump *pm) {
-        if (pm->src_ev)
-                event_free(pm->src_ev);
-        if (pm->dst_ev)
-                event_free(pm->dst_ev);
-        pm->src_ev = pm->dst_ev = NULL;
-        pm->pipe_r = safe_close(pm->pipe_r);
-        pm->pipe_w = safe_close(pm->pipe_w);
-}
-
 static void reaper_cb(evutil_socket_t fd, short what, void *arg) {
         Proxy *p = arg;
 
@@ -313,8 +285,7 @@ static void conn_close(Conn *c) {
         conn_cancel_dns(c);
         /* The tunnel's events go before the fds they watch: freeing an event
          * on an already closed fd makes epoll complain (EBADF). */
-        for (size_t i = 0; i < ELEMENTSOF(c->pumps); i++)
-                pump_release(&c->pumps[i]);
+        tunnel_release(&c->tunnel);
         conn_drop_upstream(c);
         if (c->bev) {
                 bufferevent_free(c->bev);
@@ -567,17 +538,8 @@ static const ExchangeOps conn_exchange_ops = {
         .request_failed = ex_request_failed,
 };
 
-/* Tunnel events are edge-triggered and stay registered for the tunnel's
- * life: pump_run() always goes on until a side would block (EAGAIN), so
- * the next edge wakes it, and no epoll_ctl() is spent per wait. */
-static void pump_stop(Pump *pm) {
-        if (pm->src_ev)
-                (void)event_del(pm->src_ev);
-        if (pm->dst_ev)
-                (void)event_del(pm->dst_ev);
-}
-
-static void tunnel_end(Conn *c, int error) {
+static void conn_tunnel_end(void *userdata, int error) {
+        Conn *c = userdata;
         char reason[REASON_MAX];
 
         if (error != 0) {
@@ -587,90 +549,6 @@ static void tunnel_end(Conn *c, int error) {
         } else
                 conn_audit(c, AUDIT_ALLOW, NULL);
         conn_close(c);
-}
-
-/* Moves bytes src -> pipe -> dst until one side would block. */
-static void pump_run(Pump *pm) {
-        Conn *c = pm->conn;
-
-        for (unsigned round = 0; round < TUNNEL_ROUNDS; round++) {
-                ssize_t n;
-
-                if (pm->pending > 0) {
-                        n = splice(pm->pipe_r, NULL, pm->dst, NULL, pm->pending,
-                                   SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
-                        if (n < 0 && errno == EINTR)
-                                continue;
-                        if (n < 0 && errno == EAGAIN)
-                                return; /* the next writable edge resumes */
-                        if (n <= 0) {
-                                tunnel_end(c, n < 0 ? errno : EPIPE);
-                                return;
-                        }
-                        pm->pending -= (size_t)n;
-                        continue;
-                }
-                if (pm->src_eof) {
-                        /* Pass the half-close on; the other direction goes on. */
-                        (void)shutdown(pm->dst, SHUT_WR);
-                        pm->done = true;
-                        pump_stop(pm);
-                        if (c->pumps[0].done && c->pumps[1].done)
-                                tunnel_end(c, 0);
-                        return;
-                }
-                /* The pipe is empty here, so EAGAIN means the socket is. */
-                n = splice(pm->src, NULL, pm->pipe_w, NULL, pm->pipe_size,
-                           SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
-                if (n == 0) {
-                        pm->src_eof = true;
-                        continue;
-                }
-                if (n < 0 && errno == EINTR)
-                        continue;
-                if (n < 0 && errno == EAGAIN)
-                        return; /* the next readable edge resumes */
-                if (n < 0) {
-                        tunnel_end(c, errno);
-                        return;
-                }
-                pm->pending += (size_t)n;
-                *pm->bytes += (uint64_t)n;
-        }
-        /* Out of rounds with neither side blocked, so no edge will come:
-         * yield to other connections and resume from the loop. */
-        event_active(pm->src_ev, EV_READ, 0);
-}
-
-static void pump_cb(evutil_socket_t fd, short what, void *arg) {
-        pump_run(arg);
-}
-
-static int pump_setup(Conn *c, Pump *pm, int src, int dst, uint64_t *bytes) {
-        int fds[2], size;
-
-        *pm = (Pump){.conn = c,
-                     .src = src,
-                     .dst = dst,
-                     .pipe_r = -EBADF,
-                     .pipe_w = -EBADF,
-                     .bytes = bytes};
-        if (pipe2(fds, O_NONBLOCK | O_CLOEXEC) < 0)
-                return negative_errno();
-        pm->pipe_r = fds[0];
-        pm->pipe_w = fds[1];
-        (void)fcntl(pm->pipe_w, F_SETPIPE_SZ, TUNNEL_PIPE_SIZE);
-        size = fcntl(pm->pipe_w, F_GETPIPE_SZ);
-        if (size <= 0)
-                return negative_errno();
-        pm->pipe_size = (size_t)size;
-        pm->src_ev = event_new(c->proxy->base, src, EV_READ | EV_PERSIST | EV_ET, pump_cb, pm);
-        pm->dst_ev = event_new(c->proxy->base, dst, EV_WRITE | EV_PERSIST | EV_ET, pump_cb, pm);
-        if (!pm->src_ev || !pm->dst_ev)
-                return -ENOMEM;
-        if (event_add(pm->src_ev, NULL) < 0 || event_add(pm->dst_ev, NULL) < 0)
-                return -ENOMEM;
-        return 0;
 }
 
 /* The 200 is out: leave the bufferevents and splice from now on. Bytes the
@@ -684,7 +562,7 @@ static void conn_start_tunnel(Conn *c) {
         if (n_early > 0) {
                 buf = malloc(n_early);
                 if (!buf || evbuffer_remove(early, buf, n_early) != (int)n_early) {
-                        tunnel_end(c, ENOMEM);
+                        conn_tunnel_end(c, ENOMEM);
                         return;
                 }
         }
@@ -694,27 +572,11 @@ static void conn_start_tunnel(Conn *c) {
         c->up_bev = NULL;
         conn_stop_timer(c);
 
-        r = pump_setup(c, &c->pumps[0], c->fd, c->up_fd, &c->ex.bytes_up);
-        if (r >= 0)
-                r = pump_setup(c, &c->pumps[1], c->up_fd, c->fd, &c->ex.bytes_down);
-        if (r < 0) {
-                tunnel_end(c, -r);
-                return;
-        }
-        if (n_early > 0) {
-                ssize_t w = write(c->pumps[0].pipe_w, buf, n_early);
-
-                if (w != (ssize_t)n_early) {
-                        tunnel_end(c, w < 0 ? errno : ENOBUFS);
-                        return;
-                }
-                c->pumps[0].pending = n_early;
-                c->ex.bytes_up += n_early;
-        }
         c->state = CONN_TUNNEL;
-        pump_run(&c->pumps[0]);
-        if (c->state == CONN_TUNNEL)
-                pump_run(&c->pumps[1]);
+        r = tunnel_start(&c->tunnel, c->proxy->base, c->fd, c->up_fd, buf, n_early, &c->ex.bytes_up,
+                         &c->ex.bytes_down, conn_tunnel_end, c);
+        if (r < 0)
+                conn_tunnel_end(c, -r);
 }
 
 static void intercept_done(void *userdata) {
@@ -1273,8 +1135,7 @@ static int conn_new(Proxy *p, int fd, bool transparent) {
         c->proxy = p;
         c->fd = fd;
         c->up_fd = -EBADF;
-        for (size_t i = 0; i < ELEMENTSOF(c->pumps); i++)
-                c->pumps[i].pipe_r = c->pumps[i].pipe_w = -EBADF;
+        tunnel_init(&c->tunnel);
         c->state = CONN_HEAD;
 
         /* Linked first, so conn_close() can undo everything below. */
