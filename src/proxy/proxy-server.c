@@ -38,18 +38,6 @@
  * could destroy the response in flight. */
 #define LINGER_MS 2000
 
-static const HttpLimits request_limits = {
-        .line_max = HTTP_REQUEST_LINE_MAX,
-        .head_max = HTTP_REQUEST_HEAD_MAX,
-        .fields_max = HTTP_REQUEST_FIELDS_MAX,
-};
-
-static const HttpLimits response_limits = {
-        .line_max = HTTP_RESPONSE_LINE_MAX,
-        .head_max = HTTP_RESPONSE_HEAD_MAX,
-        .fields_max = HTTP_RESPONSE_FIELDS_MAX,
-};
-
 typedef struct Conn Conn;
 
 typedef enum ConnState {
@@ -67,8 +55,6 @@ typedef enum ConnState {
 
 typedef enum TimerKind {
         TIMER_NONE,
-        TIMER_IDLE,    /* keep-alive, no byte of the next request yet */
-        TIMER_HEAD,    /* the request head must be complete by then */
         TIMER_DNS,     /* resolution deadline */
         TIMER_CLOSING, /* the client must read our last response by then */
 } TimerKind;
@@ -89,25 +75,21 @@ struct Conn {
         TimerKind timer_kind;
         int fd;
         struct bufferevent *bev;
-        struct event *timer;
-        struct event *kick; /* processes buffered pipelined input */
+        struct event *timer; /* the states' deadlines; exchange.c has the head's */
 
         /* The HTTP exchange machine (exchange.h): the request and response
-         * messages, the byte counts, the upstream's EOF. */
+         * messages, the head deadline, the audit line's shared part (method,
+         * status, byte counts), the upstream's EOF. */
         Exchange ex;
         ProxyRequest target;
         bool keep_alive;  /* the client keeps the connection after this exchange */
         bool close_after; /* close once the current response is written */
 
         /* The exchange being decided or served; an audit line is owed
-         * while in_exchange is set. */
-        bool in_exchange;
+         * while ex.in_exchange is set. */
         bool decided; /* the allowlist allowed it */
-        uint64_t started_us;
-        char method[24];
         char rule[HOST_PATTERN_STRING_MAX];
         char address[NET_ADDR_STRING_MAX];
-        unsigned status;
 
         DnsQuery *dns;
         NetAddr candidates[CANDIDATES_MAX];
@@ -123,7 +105,6 @@ struct Conn {
         uint16_t up_port;
         char up_address[NET_ADDR_STRING_MAX];
         bool up_idle;
-        bool resp_head_sent;
 
         Tunnel tunnel; /* a CONNECT's opaque tunnel (tunnel.h) */
 
@@ -160,7 +141,6 @@ struct Proxy {
         size_t n_dns_servers;
 };
 
-static void conn_process_input(Conn *c);
 static void conn_connect_next(Conn *c);
 static void conn_start_intercept(Conn *c);
 
@@ -198,25 +178,17 @@ static void conn_audit(Conn *c, AuditDecision decision, const char *reason) {
         AuditRecord r;
         int k;
 
-        if (!c->in_exchange)
-                return;
-        c->in_exchange = false;
         r = (AuditRecord){
-                .method = c->method[0] ? c->method : NULL,
                 .host = c->target.host.name[0] ? c->target.host.name : NULL,
                 .port = c->target.port,
                 .address = c->address[0] ? c->address : NULL,
                 .decision = decision,
                 .rule = c->rule[0] ? c->rule : NULL,
                 .reason = reason,
-                .status = c->status,
-                .bytes_up = c->ex.bytes_up,
-                .bytes_down = c->ex.bytes_down,
-                .duration_ms = (time_monotonic_us() - c->started_us) / 1000,
                 .intercepted = c->intercept,
                 .secret = c->secret,
         };
-        k = audit_log(p->audit, &r);
+        k = exchange_audit(&c->ex, p->audit, &r);
         if (k < 0 && !p->audit_warned) {
                 p->audit_warned = true;
                 log_warning_errno(k, "failed to write the audit log: %m");
@@ -224,13 +196,10 @@ static void conn_audit(Conn *c, AuditDecision decision, const char *reason) {
 }
 
 static void conn_begin_exchange(Conn *c) {
-        c->in_exchange = true;
+        exchange_begin(&c->ex);
         c->decided = false;
-        c->started_us = time_monotonic_us();
-        c->method[0] = c->rule[0] = c->address[0] = '\0';
+        c->rule[0] = c->address[0] = '\0';
         c->target = (ProxyRequest){};
-        c->status = 0;
-        c->ex.bytes_up = c->ex.bytes_down = 0;
         c->close_after = false;
         c->connect_error[0] = '\0';
         c->connect_timed_out = false;
@@ -279,7 +248,7 @@ static void conn_close(Conn *c) {
 
         if (c->state == CONN_DEAD)
                 return;
-        if (c->in_exchange)
+        if (c->ex.in_exchange)
                 conn_audit(c, c->decided ? AUDIT_ALLOW : AUDIT_ERROR,
                            "the connection closed before the exchange completed");
         conn_cancel_dns(c);
@@ -296,10 +265,6 @@ static void conn_close(Conn *c) {
         if (c->timer) {
                 event_free(c->timer);
                 c->timer = NULL;
-        }
-        if (c->kick) {
-                event_free(c->kick);
-                c->kick = NULL;
         }
         exchange_done(&c->ex);
 
@@ -353,36 +318,11 @@ static void conn_close_after_flush(Conn *c) {
         conn_arm_timer(c, TIMER_CLOSING, c->proxy->config->header_timeout_ms);
 }
 
-/* Answers the current request with a short text body of @status. */
-static void conn_send_text(Conn *c, unsigned status, const char *text, bool keep) {
-        struct evbuffer *out = bufferevent_get_output(c->bev);
-        size_t before = evbuffer_get_length(out);
-        size_t body_len = strlen("hutch-proxy: ") + strlen(text) + 1;
-
-        (void)evbuffer_add_printf(out,
-                                  "HTTP/1.1 %u %s\r\n"
-                                  "Content-Type: text/plain; charset=utf-8\r\n"
-                                  "Content-Length: %zu\r\n"
-                                  "Connection: %s\r\n"
-                                  "\r\n"
-                                  "hutch-proxy: %s\n",
-                                  status, http_status_str((enum http_status)status), body_len,
-                                  keep ? "keep-alive" : "close", text);
-        c->status = status;
-        c->ex.bytes_down += evbuffer_get_length(out) - before;
-}
-
-/* Back to reading the next request on a kept-alive connection. A request
- * already buffered (pipelined) is processed from the loop, not from here,
- * so a burst of them cannot recurse. */
+/* Back to reading the next request on a kept-alive connection. */
 static void conn_next_request(Conn *c) {
-        http_message_reset(&c->ex.req);
         c->state = CONN_HEAD;
         conn_stop_timer(c);
-        conn_arm_timer(c, TIMER_IDLE, c->proxy->config->idle_timeout_ms);
-        (void)bufferevent_enable(c->bev, EV_READ);
-        if (evbuffer_get_length(bufferevent_get_input(c->bev)) > 0)
-                event_active(c->kick, 0, 0);
+        exchange_await_request(&c->ex, c->proxy->config->idle_timeout_ms);
 }
 
 /* Ends the exchange with an answer of our own: audited, then either the
@@ -392,12 +332,12 @@ static void conn_answer(Conn *c, AuditDecision decision, unsigned status, const 
         if (c->transparent) {
                 /* The client speaks its own protocol: no HTTP answer, the
                  * connection just closes (the audit line says why). */
-                c->status = status;
+                c->ex.status = status;
                 conn_audit(c, decision, reason);
                 conn_close(c);
                 return;
         }
-        conn_send_text(c, status, text, keep);
+        (void)exchange_answer_text(&c->ex, status, text, keep);
         conn_audit(c, decision, reason);
         if (keep)
                 conn_next_request(c);
@@ -431,7 +371,7 @@ static void conn_fail(Conn *c, unsigned status, const char *reason) {
 
 /* The upstream side of a forwarded exchange failed. */
 static void conn_upstream_failed(Conn *c, const char *reason) {
-        if (!c->resp_head_sent) {
+        if (!c->ex.resp_head_sent) {
                 conn_fail(c, 502, reason);
                 return;
         }
@@ -495,8 +435,8 @@ static int conn_response_head(Conn *c) {
         }
         if (interim)
                 return 0;
-        c->status = code;
-        c->resp_head_sent = true;
+        c->ex.status = code;
+        c->ex.resp_head_sent = true;
         return 0;
 }
 
@@ -521,16 +461,37 @@ static void ex_upstream_failed(Exchange *e, const char *reason) {
 static void ex_request_failed(Exchange *e, const char *reason) {
         Conn *c = e->userdata;
 
-        if (c->resp_head_sent) {
+        if (c->ex.resp_head_sent) {
                 conn_audit(c, AUDIT_ALLOW, reason);
                 conn_close(c);
         } else
                 conn_fail(c, 400, reason);
 }
 
+static void conn_handle_head(Conn *c);
+
+static void ex_request_head(Exchange *e) {
+        conn_handle_head(e->userdata);
+}
+
+static void ex_request_refused(Exchange *e, unsigned status, const char *reason) {
+        Conn *c = e->userdata;
+
+        conn_stop_timer(c);
+        conn_begin_exchange(c);
+        conn_answer(c, AUDIT_ERROR, status, reason, reason, false);
+}
+
+static void ex_idle(Exchange *e) {
+        conn_close(e->userdata);
+}
+
 /* The plain path: bodies pass verbatim; the checks were all made on the
  * head (conn_handle_head()). */
 static const ExchangeOps conn_exchange_ops = {
+        .request_head = ex_request_head,
+        .request_refused = ex_request_refused,
+        .idle = ex_idle,
         .forwarding = ex_forwarding,
         .response_head = ex_response_head,
         .done = ex_done,
@@ -636,7 +597,7 @@ static void conn_upstream_ready(Conn *c) {
 
         c->up_idle = false;
         if (c->transparent) {
-                c->status = 200;
+                c->ex.status = 200;
                 if (c->intercept)
                         conn_start_intercept(c);
                 else
@@ -644,7 +605,7 @@ static void conn_upstream_ready(Conn *c) {
                 return;
         }
         if (c->target.kind == PROXY_REQUEST_CONNECT) {
-                c->status = 200;
+                c->ex.status = 200;
                 c->state = CONN_TUNNEL_FLUSH;
                 if (evbuffer_add(bufferevent_get_output(c->bev), established,
                                  sizeof(established) - 1) < 0) {
@@ -661,7 +622,6 @@ static void conn_upstream_ready(Conn *c) {
                 conn_fail(c, 400, "the request head cannot be forwarded");
                 return;
         }
-        c->resp_head_sent = false;
         c->state = CONN_FORWARDING;
         c->ex.cl = c->bev;
         c->ex.up = c->up_bev;
@@ -905,12 +865,8 @@ static void conn_handle_head(Conn *c) {
         const char *reason = NULL;
         int status = 400;
 
-        (void)bufferevent_disable(c->bev, EV_READ);
         conn_stop_timer(c);
         conn_begin_exchange(c);
-        (void)snprintf(c->method, sizeof(c->method), "%s",
-                       http_method_str(http_message_method(&c->ex.req)));
-
         if (proxy_request_analyze(&c->ex.req, &c->target, &status, &reason) < 0) {
                 conn_answer(c, AUDIT_ERROR, (unsigned)status, reason, reason, false);
                 return;
@@ -1003,48 +959,11 @@ static void conn_decide(Conn *c) {
         conn_start_dns(c);
 }
 
-static void conn_process_input(Conn *c) {
-        while (c->state == CONN_HEAD) {
-                struct evbuffer *in = bufferevent_get_input(c->bev);
-                struct evbuffer_iovec vec;
-                ssize_t n;
-
-                if (evbuffer_get_length(in) == 0)
-                        return;
-                /* The first byte of a request: from now on the head has
-                 * header_timeout to arrive (slowloris). */
-                if (c->timer_kind == TIMER_IDLE) {
-                        conn_stop_timer(c);
-                        conn_arm_timer(c, TIMER_HEAD, c->proxy->config->header_timeout_ms);
-                }
-                if (evbuffer_peek(in, -1, NULL, &vec, 1) < 1)
-                        return;
-                n = http_message_feed(&c->ex.req, vec.iov_base, vec.iov_len);
-                if (n < 0) {
-                        conn_stop_timer(c);
-                        conn_begin_exchange(c);
-                        conn_answer(c, AUDIT_ERROR, (unsigned)c->ex.req.status, c->ex.req.error,
-                                    c->ex.req.error, false);
-                        return;
-                }
-                (void)evbuffer_drain(in, (size_t)n);
-                if (c->ex.req.state != HTTP_MESSAGE_HEAD)
-                        conn_handle_head(c);
-        }
-}
-
-static void kick_cb(evutil_socket_t fd, short what, void *arg) {
-        Conn *c = arg;
-
-        if (c->state == CONN_HEAD)
-                conn_process_input(c);
-}
-
 static void client_read_cb(struct bufferevent *bev, void *arg) {
         Conn *c = arg;
 
         if (c->state == CONN_HEAD)
-                conn_process_input(c);
+                exchange_read_request(&c->ex);
         else if (c->state == CONN_FORWARDING && c->ex.req.state == HTTP_MESSAGE_BODY)
                 exchange_forward_request_body(&c->ex);
         else if (c->state == CONN_LINGER)
@@ -1087,7 +1006,7 @@ static void client_event_cb(struct bufferevent *bev, short what, void *arg) {
 
         /* EOF or an error: the client is gone (or half-gone, which HTTP/1.1
          * clients do not do while they still want an answer). */
-        if (c->in_exchange)
+        if (c->ex.in_exchange)
                 conn_audit(c, c->decided ? AUDIT_ALLOW : AUDIT_ERROR,
                            "the client closed the connection");
         conn_close(c);
@@ -1100,16 +1019,6 @@ static void conn_timer_cb(evutil_socket_t fd, short what, void *arg) {
 
         c->timer_kind = TIMER_NONE;
         switch (kind) {
-        case TIMER_IDLE:
-                conn_close(c);
-                return;
-        case TIMER_HEAD:
-                (void)snprintf(reason, sizeof(reason),
-                               "the request head did not arrive within %" PRIu64 " ms",
-                               c->proxy->config->header_timeout_ms);
-                conn_begin_exchange(c);
-                conn_answer(c, AUDIT_ERROR, 408, reason, reason, false);
-                return;
         case TIMER_DNS:
                 conn_cancel_dns(c);
                 (void)snprintf(reason, sizeof(reason),
@@ -1145,12 +1054,12 @@ static int conn_new(Proxy *p, int fd, bool transparent) {
         p->conns = c;
         p->n_conns++;
 
-        r = exchange_init(&c->ex, &conn_exchange_ops, c, &request_limits, &response_limits);
+        r = exchange_init(&c->ex, &conn_exchange_ops, c, p->base, p->config->header_timeout_ms);
         c->ex.verbatim = true;
         c->bev = r >= 0 ? bufferevent_socket_new(p->base, fd, 0) : NULL;
+        c->ex.cl = c->bev;
         c->timer = c->bev ? evtimer_new(p->base, conn_timer_cb, c) : NULL;
-        c->kick = c->timer ? event_new(p->base, -1, 0, kick_cb, c) : NULL;
-        if (!c->kick) {
+        if (!c->timer) {
                 conn_close(c);
                 return -ENOMEM;
         }
@@ -1162,10 +1071,9 @@ static int conn_new(Proxy *p, int fd, bool transparent) {
         c->transparent = transparent;
         if (transparent)
                 return 0;
-        (void)bufferevent_enable(c->bev, EV_READ);
         /* Silence until the first byte is not slowloris, just idle: it
          * ends without a 408; the head then has header_timeout again. */
-        conn_arm_timer(c, TIMER_IDLE, p->config->header_timeout_ms);
+        exchange_await_request(&c->ex, p->config->header_timeout_ms);
         return 0;
 }
 
@@ -1193,7 +1101,7 @@ static const DnsTableEntry *transparent_target(const Proxy *p, int fd, uint16_t 
 static void conn_start_transparent(Conn *c, const DnsTableEntry *e, uint16_t port) {
         conn_stop_timer(c);
         conn_begin_exchange(c);
-        (void)snprintf(c->method, sizeof(c->method), "TCP");
+        (void)snprintf(c->ex.method, sizeof(c->ex.method), "TCP");
         c->target.kind = PROXY_REQUEST_CONNECT;
         c->target.port = port;
         if (host_parse(e->name, strlen(e->name), &c->target.host) < 0) {
@@ -1328,7 +1236,7 @@ Proxy *proxy_free(Proxy *p) {
         while (p->conns) {
                 Conn *c = p->conns;
 
-                if (c->in_exchange)
+                if (c->ex.in_exchange)
                         conn_audit(c, c->decided ? AUDIT_ALLOW : AUDIT_ERROR,
                                    "the proxy shut down");
                 conn_close(c);
@@ -1410,7 +1318,7 @@ void proxy_policy_changed(Proxy *p) {
                                 break;
                         /* SECURITY: what the new policy refuses ends now,
                          * open tunnels included, with an audit line. */
-                        c->in_exchange = true;
+                        c->ex.in_exchange = true;
                         conn_audit(c, AUDIT_DENY, why);
                         c->icpt = intercept_end(c->icpt, why);
                         conn_close(c);
