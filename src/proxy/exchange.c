@@ -30,6 +30,18 @@ static bool ex_forwarding(Exchange *e) {
         return e->ops->forwarding(e);
 }
 
+void exchange_fail(Exchange *e, AuditDecision d, unsigned status, const char *reason,
+                   const char *secret) {
+        if (e->resp_head_sent)
+                e->ops->cut(e, d, reason, secret);
+        else
+                e->ops->answer(e, d, status, reason, secret);
+}
+
+static void upstream_failed(Exchange *e, const char *reason) {
+        exchange_fail(e, AUDIT_ALLOW, 502, reason, NULL);
+}
+
 static void timer_cb(evutil_socket_t fd, short what, void *arg);
 static void kick_cb(evutil_socket_t fd, short what, void *arg);
 
@@ -254,12 +266,13 @@ void exchange_forward_request_body(Exchange *e) {
 
                         (void)snprintf(reason, sizeof(reason), "malformed request body: %s",
                                        e->req.error ? e->req.error : "?");
-                        e->ops->request_failed(e, reason);
+                        if (!e->ops->request_failed || !e->ops->request_failed(e, reason))
+                                exchange_fail(e, AUDIT_ALLOW, 400, reason, NULL);
                         return;
                 }
                 if (e->verbatim) {
                         if (move_now(e->up, in, (size_t)n) < 0) {
-                                e->ops->upstream_failed(e, "out of memory");
+                                upstream_failed(e, "out of memory");
                                 return;
                         }
                         e->bytes_up += (uint64_t)n;
@@ -283,9 +296,8 @@ static int ex_response_head(Exchange *e) {
         int r;
 
         if (code < 100 || code == 101) {
-                e->ops->upstream_failed(
-                        e, code == 101 ? "the upstream server switched protocols unasked"
-                                       : "bad status from the upstream server");
+                upstream_failed(e, code == 101 ? "the upstream server switched protocols unasked"
+                                               : "bad status from the upstream server");
                 return -EBADMSG;
         }
         r = e->ops->response_head(e);
@@ -296,7 +308,11 @@ static int ex_response_head(Exchange *e) {
 
                 http_message_reset(&e->resp);
                 e->resp.skip_body = skip;
+                return 0;
         }
+        /* From here a failure can only cut the response short. */
+        e->status = code;
+        e->resp_head_sent = true;
         return 0;
 }
 
@@ -317,8 +333,8 @@ void exchange_forward_response(Exchange *e) {
                         if (!e->up_eof)
                                 return;
                         if (http_message_finish(&e->resp) < 0) {
-                                e->ops->upstream_failed(e, "the upstream server closed the "
-                                                           "connection before the response ended");
+                                upstream_failed(e, "the upstream server closed the "
+                                                   "connection before the response ended");
                                 return;
                         }
                         continue;
@@ -345,13 +361,13 @@ void exchange_forward_response(Exchange *e) {
                                        e->body_error   ? e->body_error
                                        : e->resp.error ? e->resp.error
                                                        : "malformed");
-                        e->ops->upstream_failed(e, reason);
+                        upstream_failed(e, reason);
                         return;
                 }
                 if (before == HTTP_MESSAGE_BODY && e->verbatim) {
                         /* Body bytes travel verbatim, chunked framing included. */
                         if (move_now(e->cl, in, (size_t)n) < 0) {
-                                e->ops->upstream_failed(e, "out of memory");
+                                upstream_failed(e, "out of memory");
                                 return;
                         }
                         e->bytes_down += (uint64_t)n;
@@ -385,7 +401,6 @@ void exchange_upstream_event(Exchange *e, short what) {
                 exchange_forward_response(e);
                 return;
         }
-        e->ops->upstream_failed(e, what & BEV_EVENT_TIMEOUT
-                                           ? "the upstream server did not answer in time"
-                                           : "the upstream connection failed");
+        upstream_failed(e, what & BEV_EVENT_TIMEOUT ? "the upstream server did not answer in time"
+                                                    : "the upstream connection failed");
 }

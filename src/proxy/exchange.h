@@ -72,11 +72,20 @@ typedef struct ExchangeOps {
         int (*response_head)(Exchange *e);
         /* The response is complete. */
         void (*done)(Exchange *e);
-        /* The upstream failed, closed early or sent something malformed. */
-        void (*upstream_failed)(Exchange *e, const char *reason);
-        /* The request body could not be parsed or its on_body hook refused
-         * it (req.error, or what the owner recorded itself). */
-        void (*request_failed)(Exchange *e, const char *reason);
+        /* The exchange ends with the proxy's own answer: @status and
+         * @reason (exchange_answer_text(), "Connection: close"), audited as
+         * @d with @secret (a tripwire's secret name, or NULL); the
+         * connection closes once it is written. */
+        void (*answer)(Exchange *e, AuditDecision d, unsigned status, const char *reason,
+                       const char *secret);
+        /* The exchange ends without an answer (part of a response is out
+         * already): audited as @d, the connection closes at once. */
+        void (*cut)(Exchange *e, AuditDecision d, const char *reason, const char *secret);
+        /* Optional: the request body could not be parsed or its on_body
+         * hook refused it. Returns true if the owner ended the exchange
+         * itself (a reason of its own); else the machine fails it with 400
+         * (exchange_fail()). */
+        bool (*request_failed)(Exchange *e, const char *reason);
         /* Optional: the whole request body went through req.on_body (not
          * called in verbatim mode). */
         void (*request_done)(Exchange *e);
@@ -158,6 +167,13 @@ void exchange_forward_response(Exchange *e);     /* upstream readable */
 void exchange_client_writable(Exchange *e);
 void exchange_upstream_writable(Exchange *e);
 void exchange_upstream_event(Exchange *e, short what);
+
+/* Ends the exchange: with ops->answer() (@status) while no response head
+ * went to the client, else with ops->cut(). An upstream that fails, closes
+ * early or sends something malformed ends it this way with 502 (allow: the
+ * policy allowed it), a bad request body with 400. */
+void exchange_fail(Exchange *e, AuditDecision d, unsigned status, const char *reason,
+                   const char *secret);
 
 /* Writes @len bytes of @data to @bev's plain socket at once while nothing
  * is queued on it, and queues the rest: a bufferevent writes only on the

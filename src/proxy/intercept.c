@@ -146,15 +146,6 @@ static void i_answer(Intercept *i, AuditDecision d, unsigned status, const char 
         i_close_after_flush(i);
 }
 
-static void i_upstream_failed(Intercept *i, const char *reason) {
-        if (!i->ex.resp_head_sent) {
-                i_answer(i, AUDIT_ALLOW, 502, reason, NULL);
-                return;
-        }
-        i_audit(i, AUDIT_ALLOW, reason, NULL);
-        i_finish(i);
-}
-
 static void i_emit(Intercept *i, const char *data, size_t len) {
         struct evbuffer *out = bufferevent_get_output(i->cl);
 
@@ -403,7 +394,7 @@ static int i_response_head(Intercept *i) {
         if (secrets_build_response_head(i->p.config->secrets, i->p.config->n_secrets, &i->ex.resp,
                                         decoded, decoded && i->ex.req.parser.http_minor >= 1, &head,
                                         &len) < 0) {
-                i_upstream_failed(i, "out of memory");
+                exchange_fail(&i->ex, AUDIT_ALLOW, 502, "out of memory", NULL);
                 return -ENOMEM;
         }
         (void)evbuffer_add(bufferevent_get_output(i->cl), head, len);
@@ -411,8 +402,6 @@ static int i_response_head(Intercept *i) {
         i->ex.bytes_down += len;
         if (interim)
                 return 0;
-        i->ex.status = code;
-        i->ex.resp_head_sent = true;
         i->chunked = (i->ex.resp.parser.flags & F_CHUNKED) && http_message_has_body(&i->ex.resp);
         if (decoded) {
                 /* The decoded length is unknown: chunked for HTTP/1.1,
@@ -447,33 +436,32 @@ static void ex_done(Exchange *e) {
         i_exchange_done(i);
 }
 
-static void ex_upstream_failed(Exchange *e, const char *reason) {
-        i_upstream_failed(ex_intercept(e), reason);
+static void ex_answer(Exchange *e, AuditDecision d, unsigned status, const char *reason,
+                      const char *secret) {
+        i_answer(ex_intercept(e), d, status, reason, secret);
 }
 
-static void ex_request_failed(Exchange *e, const char *reason) {
+static void ex_cut(Exchange *e, AuditDecision d, const char *reason, const char *secret) {
         Intercept *i = ex_intercept(e);
 
-        if (i->trip) {
-                char why[REASON_MAX];
+        i_audit(i, d, reason, secret);
+        i_finish(i);
+}
 
-                (void)snprintf(why, sizeof(why),
-                               "tripwire: placeholder of %s in a request body to %s", i->trip->name,
-                               i->p.host.name);
-                /* The upstream gets no more of it, and no end. */
-                i_drop_upstream(i);
-                if (i->ex.resp_head_sent) {
-                        i_audit(i, AUDIT_DENY, why, i->trip->name);
-                        i_finish(i);
-                } else
-                        i_answer(i, AUDIT_DENY, 403, why, i->trip->name);
-                return;
-        }
-        if (i->ex.resp_head_sent) {
-                i_audit(i, AUDIT_ALLOW, reason, NULL);
-                i_finish(i);
-        } else
-                i_answer(i, AUDIT_ERROR, 400, reason, NULL);
+/* A request body the scan stopped: a tripwire of its own; else the
+ * machine's 400. */
+static bool ex_request_failed(Exchange *e, const char *reason) {
+        Intercept *i = ex_intercept(e);
+        char why[REASON_MAX];
+
+        if (!i->trip)
+                return false;
+        (void)snprintf(why, sizeof(why), "tripwire: placeholder of %s in a request body to %s",
+                       i->trip->name, i->p.host.name);
+        /* The upstream gets no more of it, and no end. */
+        i_drop_upstream(i);
+        exchange_fail(e, AUDIT_DENY, 403, why, i->trip->name);
+        return true;
 }
 
 static void ex_request_done(Exchange *e) {
@@ -612,7 +600,8 @@ static const ExchangeOps intercept_exchange_ops = {
         .forwarding = ex_forwarding,
         .response_head = ex_response_head,
         .done = ex_done,
-        .upstream_failed = ex_upstream_failed,
+        .answer = ex_answer,
+        .cut = ex_cut,
         .request_failed = ex_request_failed,
         .request_done = ex_request_done,
 };

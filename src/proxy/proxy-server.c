@@ -369,17 +369,6 @@ static void conn_fail(Conn *c, unsigned status, const char *reason) {
         conn_answer(c, c->decided ? AUDIT_ALLOW : AUDIT_ERROR, status, reason, reason, false);
 }
 
-/* The upstream side of a forwarded exchange failed. */
-static void conn_upstream_failed(Conn *c, const char *reason) {
-        if (!c->ex.resp_head_sent) {
-                conn_fail(c, 502, reason);
-                return;
-        }
-        /* Part of the response is out: all we can do is cut it short. */
-        conn_audit(c, AUDIT_ALLOW, reason);
-        conn_close(c);
-}
-
 static void conn_exchange_done(Conn *c) {
         bool reusable = c->up_bev && !c->ex.up_eof && http_message_keep_alive(&c->ex.resp) &&
                         c->ex.req.state == HTTP_MESSAGE_DONE &&
@@ -430,13 +419,10 @@ static int conn_response_head(Conn *c) {
         r = proxy_response_build_head(&c->ex.resp, !interim && c->close_after, &head, &len);
         r = conn_add_head(c->bev, r, head, len, &c->ex.bytes_down);
         if (r < 0) {
-                conn_upstream_failed(c, "bad response head from the upstream server");
+                exchange_fail(&c->ex, AUDIT_ALLOW, 502,
+                              "bad response head from the upstream server", NULL);
                 return -EBADMSG;
         }
-        if (interim)
-                return 0;
-        c->ex.status = code;
-        c->ex.resp_head_sent = true;
         return 0;
 }
 
@@ -454,18 +440,21 @@ static void ex_done(Exchange *e) {
         conn_exchange_done(e->userdata);
 }
 
-static void ex_upstream_failed(Exchange *e, const char *reason) {
-        conn_upstream_failed(e->userdata, reason);
-}
-
-static void ex_request_failed(Exchange *e, const char *reason) {
+static void ex_answer(Exchange *e, AuditDecision d, unsigned status, const char *reason,
+                      const char *secret) {
         Conn *c = e->userdata;
 
-        if (c->ex.resp_head_sent) {
-                conn_audit(c, AUDIT_ALLOW, reason);
-                conn_close(c);
-        } else
-                conn_fail(c, 400, reason);
+        c->secret = secret;
+        conn_answer(c, d, status, reason, reason, false);
+}
+
+static void ex_cut(Exchange *e, AuditDecision d, const char *reason, const char *secret) {
+        Conn *c = e->userdata;
+
+        /* Part of the response is out: all we can do is cut it short. */
+        c->secret = secret;
+        conn_audit(c, d, reason);
+        conn_close(c);
 }
 
 static void conn_handle_head(Conn *c);
@@ -495,8 +484,8 @@ static const ExchangeOps conn_exchange_ops = {
         .forwarding = ex_forwarding,
         .response_head = ex_response_head,
         .done = ex_done,
-        .upstream_failed = ex_upstream_failed,
-        .request_failed = ex_request_failed,
+        .answer = ex_answer,
+        .cut = ex_cut,
 };
 
 static void conn_tunnel_end(void *userdata, int error) {
