@@ -231,7 +231,13 @@ static int move_now(struct bufferevent *bev, struct evbuffer *from, size_t len) 
         return 0;
 }
 
+bool exchange_request_keeps_alive(const Exchange *e) {
+        return http_message_keep_alive(&e->req) && e->req.parser.http_major == 1 &&
+               e->req.parser.http_minor == 1;
+}
+
 void exchange_run(Exchange *e) {
+        e->close_after = !exchange_request_keeps_alive(e);
         http_message_reset(&e->resp);
         e->resp.skip_body = http_message_method(&e->req) == HTTP_HEAD;
         e->resp_feed_max = 0;
@@ -300,6 +306,9 @@ static int ex_response_head(Exchange *e) {
                                                : "bad status from the upstream server");
                 return -EBADMSG;
         }
+        if (code >= 200)
+                e->close_after = e->close_after || !http_message_keep_alive(&e->resp) ||
+                                 e->req.state != HTTP_MESSAGE_DONE;
         r = e->ops->response_head(e);
         if (r < 0)
                 return r;
@@ -326,6 +335,10 @@ void exchange_forward_response(Exchange *e) {
                 ssize_t n;
 
                 if (e->resp.state == HTTP_MESSAGE_DONE) {
+                        /* The rest of the request would be taken for the
+                         * next one. */
+                        if (e->req.state != HTTP_MESSAGE_DONE)
+                                e->close_after = true;
                         e->ops->done(e);
                         return;
                 }

@@ -120,6 +120,12 @@ struct Exchange {
          * messages' on_body hooks, which write them out themselves. */
         bool verbatim;
         bool up_eof;
+        /* The client connection closes once this response is out: the
+         * request or the response did not keep alive (HTTP/1.1 only), or
+         * the response came before the whole request. The owner may add
+         * reasons of its own before the response head goes out; the head
+         * then says "Connection: close". */
+        bool close_after;
         /* 0, or the most response bytes parsed at once (a decoding
          * on_body hook keeps its output small this way). */
         size_t resp_feed_max;
@@ -155,6 +161,10 @@ int exchange_audit(Exchange *e, Audit *audit, AuditRecord *r);
  * "hutch-proxy: @text", "Connection: keep-alive" if @keep, else "close".
  * Sets e->status and counts the bytes. Returns 0 or -ENOMEM. */
 int exchange_answer_text(Exchange *e, unsigned status, const char *text, bool keep);
+
+/* True if the request in e->req lets the client connection go on after
+ * this exchange: HTTP/1.1 and no "Connection: close". */
+bool exchange_request_keeps_alive(const Exchange *e);
 
 /* The request head is sent: forward the body, and the response if some of
  * it is already buffered (a reused connection). */

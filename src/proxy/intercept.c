@@ -52,9 +52,8 @@ struct Intercept {
         const ProxySecret *trip; /* a placeholder found in the request body */
         z_stream z;              /* the response body's content decoding */
         bool decoding, z_ready, z_raw, z_end;
-        bool chunked;     /* the response body is re-chunked */
-        bool close_after; /* close once this response is out */
-        uint64_t used;    /* secrets substituted in this request */
+        bool chunked;  /* the response body is re-chunked */
+        uint64_t used; /* secrets substituted in this request */
 };
 
 static struct timeval ms_tv(uint64_t ms) {
@@ -299,7 +298,7 @@ static void i_exchange_done(Intercept *i) {
         if (i->chunked)
                 (void)evbuffer_add(bufferevent_get_output(i->cl), "0\r\n\r\n", 5);
         i_audit(i, AUDIT_ALLOW, NULL, NULL);
-        if (i->close_after || i->ex.up_eof || !http_message_keep_alive(&i->ex.resp)) {
+        if (i->ex.close_after || i->ex.up_eof) {
                 i_close_after_flush(i);
                 return;
         }
@@ -369,8 +368,10 @@ static Coding response_coding(const HttpMessage *m) {
 static int i_response_head(Intercept *i) {
         unsigned code = http_message_status_code(&i->ex.resp);
         bool interim = code < 200, decoded = false;
+        unsigned flags = 0;
         char *head = NULL;
         size_t len = 0;
+        int r;
 
         /* SECURITY: a response to a request that carried a value is masked
          * in the form the client will read: decoded. A coding the proxy
@@ -391,28 +392,36 @@ static int i_response_head(Intercept *i) {
                         i->z_raw = c == CODING_DEFLATE;
                 }
         }
-        if (secrets_build_response_head(i->p.config->secrets, i->p.config->n_secrets, &i->ex.resp,
-                                        decoded, decoded && i->ex.req.parser.http_minor >= 1, &head,
-                                        &len) < 0) {
-                exchange_fail(&i->ex, AUDIT_ALLOW, 502, "out of memory", NULL);
-                return -ENOMEM;
+        if (!interim) {
+                i->chunked =
+                        (i->ex.resp.parser.flags & F_CHUNKED) && http_message_has_body(&i->ex.resp);
+                if (decoded) {
+                        /* The decoded length is unknown: chunked for
+                         * HTTP/1.1, until the close for 1.0. */
+                        i->chunked = i->ex.req.parser.http_minor >= 1;
+                        i->ex.close_after = i->ex.close_after || !i->chunked;
+                        flags |= RESPONSE_HEAD_DECODED | (i->chunked ? RESPONSE_HEAD_CHUNKED : 0);
+                        /* SECURITY: decoding, a little input at a time, so
+                         * a small compressed body cannot flood the client's
+                         * buffer at once (deflate expands at most about
+                         * 1,000 times). */
+                        i->ex.resp_feed_max = 4096;
+                }
+                if (i->ex.close_after)
+                        flags |= RESPONSE_HEAD_CLOSE;
+        }
+        r = secrets_build_response_head(i->p.config->secrets, i->p.config->n_secrets, &i->ex.resp,
+                                        flags, &head, &len);
+        if (r < 0) {
+                exchange_fail(&i->ex, AUDIT_ALLOW, 502,
+                              r == -ENOMEM ? "out of memory"
+                                           : "bad response head from the upstream server",
+                              NULL);
+                return r;
         }
         (void)evbuffer_add(bufferevent_get_output(i->cl), head, len);
         free(head);
         i->ex.bytes_down += len;
-        if (interim)
-                return 0;
-        i->chunked = (i->ex.resp.parser.flags & F_CHUNKED) && http_message_has_body(&i->ex.resp);
-        if (decoded) {
-                /* The decoded length is unknown: chunked for HTTP/1.1,
-                 * until the close for 1.0. */
-                i->chunked = i->ex.req.parser.http_minor >= 1;
-                i->close_after = i->close_after || !i->chunked;
-                /* SECURITY: decoding, a little input at a time, so a small
-                 * compressed body cannot flood the client's buffer at once
-                 * (deflate expands at most about 1,000 times). */
-                i->ex.resp_feed_max = 4096;
-        }
         return 0;
 }
 
@@ -429,11 +438,7 @@ static int ex_response_head(Exchange *e) {
 }
 
 static void ex_done(Exchange *e) {
-        Intercept *i = ex_intercept(e);
-
-        if (i->ex.req.state != HTTP_MESSAGE_DONE)
-                i->close_after = true;
-        i_exchange_done(i);
+        i_exchange_done(ex_intercept(e));
 }
 
 static void ex_answer(Exchange *e, AuditDecision d, unsigned status, const char *reason,
@@ -548,7 +553,6 @@ static void i_handle_request(Intercept *i) {
                 return;
         }
         i->ex.bytes_up += len;
-        i->close_after = !http_message_keep_alive(&i->ex.req);
         i->chunked = false;
         i_decode_end(i);
         i->req_chunked = (i->ex.req.parser.flags & F_CHUNKED) != 0;

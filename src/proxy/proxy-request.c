@@ -396,10 +396,16 @@ int proxy_request_build_head(const HttpMessage *m, const ProxyRequest *req, bool
         return buf_finish(&b, ret, ret_len);
 }
 
-int proxy_response_build_head(const HttpMessage *m, bool close, char **ret, size_t *ret_len) {
+int proxy_response_build_head(const HttpMessage *m, unsigned flags, char **ret, size_t *ret_len) {
         static const char *const drop[] = {
                 "connection", "proxy-connection",   "keep-alive",
                 "upgrade",    "proxy-authenticate", NULL,
+        };
+        /* SECURITY: a decoded body's old framing would misframe it. */
+        static const char *const drop_decoded[] = {
+                "connection",     "proxy-connection",   "keep-alive",
+                "upgrade",        "proxy-authenticate", "content-encoding",
+                "content-length", "transfer-encoding",  NULL,
         };
         const char *reason;
         size_t reason_len;
@@ -417,12 +423,14 @@ int proxy_response_build_head(const HttpMessage *m, bool close, char **ret, size
         buf_adds(&b, line);
         buf_add(&b, reason, reason_len);
         buf_adds(&b, "\r\n");
-        r = add_fields(&b, m, drop);
+        r = add_fields(&b, m, flags & RESPONSE_HEAD_DECODED ? drop_decoded : drop);
         if (r < 0) {
                 free(b.data);
                 return r;
         }
-        if (close)
+        if ((flags & RESPONSE_HEAD_DECODED) && (flags & RESPONSE_HEAD_CHUNKED))
+                buf_adds(&b, "Transfer-Encoding: chunked\r\n");
+        if (flags & RESPONSE_HEAD_CLOSE)
                 buf_adds(&b, "Connection: close\r\n");
         buf_adds(&b, "\r\n");
         return buf_finish(&b, ret, ret_len);

@@ -70,10 +70,21 @@ int proxy_authority_parse(const char *s, size_t n, Host *ret_host, uint16_t *ret
 int proxy_request_build_head(const HttpMessage *m, const ProxyRequest *req, bool close, char **ret,
                              size_t *ret_len);
 
-/* Builds the head to send to the client for the upstream response in @m:
- * "HTTP/1.1 CODE REASON", the fields minus the hop-by-hop ones (Connection
- * and the fields it names, Proxy-Connection, Keep-Alive, Upgrade,
- * Proxy-Authenticate; Transfer-Encoding and Trailer stay because the body
- * is forwarded verbatim), plus "Connection: close" when @close. Same
- * returns as proxy_request_build_head(). */
-int proxy_response_build_head(const HttpMessage *m, bool close, char **ret, size_t *ret_len);
+typedef enum ResponseHeadFlags {
+        RESPONSE_HEAD_CLOSE = 1 << 0,   /* add "Connection: close" */
+        RESPONSE_HEAD_DECODED = 1 << 1, /* the body goes on decoded and re-framed */
+        RESPONSE_HEAD_CHUNKED = 1 << 2, /* with DECODED: re-framed chunked */
+} ResponseHeadFlags;
+
+/* Builds the head to send to the client for the upstream response in @m,
+ * on both of the proxy's paths (the intercepted one masks it afterwards,
+ * secrets_build_response_head()): "HTTP/1.1 CODE REASON", the fields minus
+ * the hop-by-hop ones (Connection and the fields it names,
+ * Proxy-Connection, Keep-Alive, Upgrade, Proxy-Authenticate;
+ * Transfer-Encoding and Trailer stay because the body is forwarded
+ * verbatim), plus "Connection: close" with RESPONSE_HEAD_CLOSE. With
+ * RESPONSE_HEAD_DECODED, Content-Encoding, Content-Length and
+ * Transfer-Encoding go too, and with RESPONSE_HEAD_CHUNKED
+ * "Transfer-Encoding: chunked" is added. @flags is a ResponseHeadFlags
+ * mask. Same returns as proxy_request_build_head(). */
+int proxy_response_build_head(const HttpMessage *m, unsigned flags, char **ret, size_t *ret_len);

@@ -82,8 +82,7 @@ struct Conn {
          * status, byte counts), the upstream's EOF. */
         Exchange ex;
         ProxyRequest target;
-        bool keep_alive;  /* the client keeps the connection after this exchange */
-        bool close_after; /* close once the current response is written */
+        bool keep_alive; /* the client keeps the connection after this exchange */
 
         /* The exchange being decided or served; an audit line is owed
          * while ex.in_exchange is set. */
@@ -200,7 +199,6 @@ static void conn_begin_exchange(Conn *c) {
         c->decided = false;
         c->rule[0] = c->address[0] = '\0';
         c->target = (ProxyRequest){};
-        c->close_after = false;
         c->connect_error[0] = '\0';
         c->connect_timed_out = false;
         c->intercept = false;
@@ -383,7 +381,7 @@ static void conn_exchange_done(Conn *c) {
         } else
                 conn_drop_upstream(c);
 
-        if (c->close_after) {
+        if (c->ex.close_after) {
                 conn_close_after_flush(c);
                 return;
         }
@@ -413,10 +411,8 @@ static int conn_response_head(Conn *c) {
         size_t len = 0;
         int r;
 
-        if (!interim)
-                c->close_after = !c->keep_alive || !http_message_keep_alive(&c->ex.resp) ||
-                                 c->ex.req.state != HTTP_MESSAGE_DONE;
-        r = proxy_response_build_head(&c->ex.resp, !interim && c->close_after, &head, &len);
+        r = proxy_response_build_head(
+                &c->ex.resp, !interim && c->ex.close_after ? RESPONSE_HEAD_CLOSE : 0, &head, &len);
         r = conn_add_head(c->bev, r, head, len, &c->ex.bytes_down);
         if (r < 0) {
                 exchange_fail(&c->ex, AUDIT_ALLOW, 502,
@@ -860,8 +856,8 @@ static void conn_handle_head(Conn *c) {
                 conn_answer(c, AUDIT_ERROR, (unsigned)status, reason, reason, false);
                 return;
         }
-        c->keep_alive = c->target.kind == PROXY_REQUEST_FORWARD &&
-                        http_message_keep_alive(&c->ex.req) && c->ex.req.parser.http_minor == 1;
+        c->keep_alive =
+                c->target.kind == PROXY_REQUEST_FORWARD && exchange_request_keeps_alive(&c->ex);
         conn_decide(c);
 }
 

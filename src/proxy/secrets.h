@@ -103,14 +103,14 @@ int secrets_build_request_head(const ProxySecret *secrets, size_t n, const Host 
                                const HttpMessage *m, char **ret, size_t *ret_len,
                                uint64_t *ret_used);
 
-/* Builds the head of an upstream response to send to the client, with
- * every value (any secret, any derived form) replaced by its placeholder
- * in the reason phrase and the header values. With @decoded the body is
- * sent decoded and re-framed: Content-Encoding, Content-Length and
- * Transfer-Encoding are dropped and "Transfer-Encoding: chunked" is added
- * when @chunked. Same returns as above (no mask). */
+/* Builds the head of an upstream response to send to the client as the
+ * plain path does (proxy_response_build_head() with @flags: hop-by-hop
+ * fields dropped, re-framing when decoded, "Connection: close"), with
+ * every value (any secret, any derived form) then replaced by its
+ * placeholder in the reason phrase and the header values. Returns 0,
+ * -ENOMEM, or -EBADMSG (a head that cannot be passed on). */
 int secrets_build_response_head(const ProxySecret *secrets, size_t n, const HttpMessage *m,
-                                bool decoded, bool chunked, char **ret, size_t *ret_len);
+                                unsigned flags, char **ret, size_t *ret_len);
 
 /* Replaces every occurrence of any secret's value in @buf of @len bytes, in
  * any of its derived forms (percent-encoded, JSON-escaped, base64 and

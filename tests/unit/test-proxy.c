@@ -325,7 +325,7 @@ TEST(response_head_rebuilt) {
         ASSERT_OK(feed_str(&m, "HTTP/1.1 404 Not Here\r\nConnection: keep-alive, X-Hop\r\n"
                                "X-Hop: 1\r\nKeep-Alive: timeout=5\r\nProxy-Authenticate: Basic\r\n"
                                "Transfer-Encoding: chunked\r\nTrailer: X-T\r\nX-Keep: y\r\n\r\n"));
-        ASSERT_OK(proxy_response_build_head(&m, true, &out, &len));
+        ASSERT_OK(proxy_response_build_head(&m, RESPONSE_HEAD_CLOSE, &out, &len));
         out = realloc(out, len + 1);
         out[len] = '\0';
         ASSERT_STREQ(out, "HTTP/1.1 404 Not Here\r\nTransfer-Encoding: chunked\r\nTrailer: X-T\r\n"
