@@ -540,6 +540,10 @@ static void i_handle_request(Intercept *i) {
                          NULL);
                 return;
         }
+        if (r == -E2BIG) {
+                i_answer(i, AUDIT_ERROR, 400, "the request head cannot be forwarded", NULL);
+                return;
+        }
         if (r < 0) {
                 i_answer(i, AUDIT_ERROR, 500, "out of memory", NULL);
                 return;

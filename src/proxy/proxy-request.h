@@ -60,6 +60,31 @@ int proxy_request_check_bound(const HttpMessage *m, const Host *h, uint16_t port
  * empty, non-numeric, 0 or > 65535 port, trailing text). */
 int proxy_authority_parse(const char *s, size_t n, Host *ret_host, uint16_t *ret_port);
 
+/* The hop-by-hop fields of the request in @m, which neither of the
+ * proxy's paths sends upstream (the plain one through
+ * proxy_request_build_head(), the intercepted one through
+ * secrets_build_request_head()): Connection and the fields it names
+ * (never Content-Length or Transfer-Encoding: the body's framing),
+ * Proxy-Connection, Keep-Alive, Proxy-Authorization, TE, Trailer,
+ * Upgrade. */
+#define PROXY_CONNECTION_TOKENS_MAX 32
+
+typedef struct ProxyToken {
+        const char *s; /* borrowed from the HttpMessage */
+        size_t n;
+} ProxyToken;
+
+typedef struct ProxyHopFields {
+        ProxyToken tokens[PROXY_CONNECTION_TOKENS_MAX];
+        size_t n_tokens;
+} ProxyHopFields;
+
+/* Collects the options of every Connection field of @m into @ret.
+ * Returns 0, or -EBADMSG for more than PROXY_CONNECTION_TOKENS_MAX. */
+int proxy_hop_fields_init(ProxyHopFields *ret, const HttpMessage *m);
+/* True if the request field @name (@nl bytes) is hop-by-hop. */
+bool proxy_hop_fields_has(const ProxyHopFields *h, const char *name, size_t nl);
+
 /* Builds the head to send upstream for a FORWARD request: the request line
  * in origin form with the client's HTTP version, "Host" from @req, then
  * the client's fields except Host and the hop-by-hop ones (Connection and

@@ -385,11 +385,6 @@ static bool method_in_scope(const ProxySecret *s, const char *method) {
         return false;
 }
 
-static bool is_hop_field(const char *name, size_t len) {
-        return http_token_equal(name, len, "Proxy-Connection") ||
-               http_token_equal(name, len, "Proxy-Authorization");
-}
-
 /* SECURITY: what could bring a value back in a form the masking cannot
  * read whole: a content coding, or a slice of it. */
 static bool is_encoding_field(const char *name, size_t len) {
@@ -461,6 +456,7 @@ int secrets_build_request_head(const ProxySecret *secrets, size_t n, const Host 
         const char *method = http_method_str(http_message_method(m)), *target;
         size_t target_len, target_start;
         uint64_t covers = 0, used = 0;
+        ProxyHopFields hop;
         char version[32];
         Out o = {};
         int r;
@@ -468,6 +464,10 @@ int secrets_build_request_head(const ProxySecret *secrets, size_t n, const Host 
         target = http_message_target(m, &target_len);
         if (target_len == 0 || target[0] != '/' || http_message_method(m) == HTTP_CONNECT)
                 return -EBADMSG;
+        /* The hop-by-hop fields go as on the plain path: the proxy keeps
+         * its own connections. */
+        if (proxy_hop_fields_init(&hop, m) < 0)
+                return -E2BIG;
         covers = request_covers(secrets, n, h, port, m);
         used = request_header_lanes_used(secrets, n, covers, m);
 
@@ -493,7 +493,8 @@ int secrets_build_request_head(const ProxySecret *secrets, size_t n, const Host 
                 size_t nl, vl, start;
 
                 http_message_field(m, f, &name, &nl, &value, &vl);
-                if (is_hop_field(name, nl) || (used != 0 && is_encoding_field(name, nl)))
+                if (proxy_hop_fields_has(&hop, name, nl) ||
+                    (used != 0 && is_encoding_field(name, nl)))
                         continue;
                 out_add(&o, name, nl);
                 out_add(&o, ": ", 2);

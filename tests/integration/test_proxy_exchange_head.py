@@ -13,6 +13,7 @@ the plain one:
 Driven directly on loopback with the helpers of test_proxy_secrets.py and
 an HTTPS upstream of its own."""
 
+import json
 import select
 import ssl
 import threading
@@ -191,3 +192,21 @@ def test_intercepted_keep_alive_is_not_closed(proxy):
         assert VAL.encode() not in r.read()
     assert socks[0] is socks[1]
     conn.close()
+
+
+def test_intercepted_request_drops_hop_by_hop_fields(proxy):
+    """Request heads, the same way: the upstream gets the end-to-end
+    fields (the twin: X-Keep, and the value in Authorization) but none of
+    the client's hop-by-hop ones."""
+    conn = https(proxy)
+    conn.request("GET", "/v1/echo", headers={
+        "Authorization": f"Bearer {PH}", "Connection": "keep-alive, X-Hop", "X-Hop": "1",
+        "Keep-Alive": "300", "Trailer": "X-T", "X-Keep": "y"})
+    r = conn.getresponse()
+    assert r.status == 200
+    body = r.read()
+    assert VAL.encode() not in body
+    conn.close()
+    got = {k.lower(): v for k, v in json.loads(body)["headers"]}
+    assert got.get("x-keep") == "y" and got.get("authorization") == f"Bearer {PH}"
+    assert not set(got) & {"connection", "x-hop", "keep-alive", "trailer"}, got
