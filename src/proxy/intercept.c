@@ -21,7 +21,6 @@
 #include "log.h"
 #include "proxy-request.h"
 #include "secrets.h"
-#include "time-util.h"
 
 #define REASON_MAX 1024
 

@@ -25,7 +25,6 @@
 #include "proxy-request.h"
 #include "proxy-server.h"
 #include "secrets.h"
-#include "time-util.h"
 #include "tunnel.h"
 
 /* Addresses tried per request, in resolver order. */
