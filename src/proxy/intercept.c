@@ -21,21 +21,8 @@
 #include "log.h"
 #include "proxy-request.h"
 #include "secrets.h"
-#include "time-util.h"
 
 #define REASON_MAX 1024
-
-static const HttpLimits request_limits = {
-        .line_max = HTTP_REQUEST_LINE_MAX,
-        .head_max = HTTP_REQUEST_HEAD_MAX,
-        .fields_max = HTTP_REQUEST_FIELDS_MAX,
-};
-
-static const HttpLimits response_limits = {
-        .line_max = HTTP_RESPONSE_LINE_MAX,
-        .head_max = HTTP_RESPONSE_HEAD_MAX,
-        .fields_max = HTTP_RESPONSE_FIELDS_MAX,
-};
 
 typedef enum IState {
         I_HANDSHAKE, /* TLS handshake with the client */
@@ -64,19 +51,9 @@ struct Intercept {
         const ProxySecret *trip; /* a placeholder found in the request body */
         z_stream z;              /* the response body's content decoding */
         bool decoding, z_ready, z_raw, z_end;
-        bool chunked;     /* the response body is re-chunked */
-        bool close_after; /* close once this response is out */
-        bool resp_head_sent;
-        struct event *kick;
-
-        bool in_exchange;
-        uint64_t started_us;
-        char method[24];
-        unsigned status;
+        bool chunked;  /* the response body is re-chunked */
         uint64_t used; /* secrets substituted in this request */
 };
-
-static void i_process_input(Intercept *i);
 
 static struct timeval ms_tv(uint64_t ms) {
         return (struct timeval){.tv_sec = (time_t)(ms / 1000),
@@ -84,13 +61,8 @@ static struct timeval ms_tv(uint64_t ms) {
 }
 
 static void i_begin(Intercept *i) {
-        i->in_exchange = true;
-        i->started_us = time_monotonic_us();
-        i->method[0] = '\0';
-        i->status = 0;
-        i->ex.bytes_up = i->ex.bytes_down = 0;
+        exchange_begin(&i->ex);
         i->used = 0;
-        i->resp_head_sent = false;
 }
 
 static void i_audit(Intercept *i, AuditDecision d, const char *reason, const char *secret) {
@@ -99,33 +71,29 @@ static void i_audit(Intercept *i, AuditDecision d, const char *reason, const cha
         size_t n = 0;
         AuditRecord r;
 
-        if (!i->in_exchange)
+        if (!i->ex.in_exchange)
                 return;
-        i->in_exchange = false;
         for (size_t k = 0; k < cfg->n_secrets && k < PROXY_SECRETS_MAX; k++)
                 if (i->used & (UINT64_C(1) << k))
                         names[n++] = cfg->secrets[k].name;
         r = (AuditRecord){
-                .method = i->method[0] ? i->method : NULL,
                 .host = i->p.host.name,
                 .port = i->p.port,
                 .address = i->address[0] ? i->address : NULL,
                 .decision = d,
                 .rule = i->rule[0] ? i->rule : NULL,
                 .reason = reason,
-                .status = i->status,
-                .bytes_up = i->ex.bytes_up,
-                .bytes_down = i->ex.bytes_down,
-                .duration_ms = (time_monotonic_us() - i->started_us) / 1000,
                 .intercepted = true,
                 .secrets = names,
                 .n_secrets = n,
                 .secret = secret,
         };
-        (void)audit_log(i->p.audit, &r);
+        (void)exchange_audit(&i->ex, i->p.audit, &r);
 }
 
 static void i_release(Intercept *i) {
+        exchange_stop_timer(&i->ex);
+        i->ex.awaiting = false;
         if (i->cl) {
                 bufferevent_free(i->cl);
                 i->cl = i->ex.cl = NULL;
@@ -141,7 +109,7 @@ static void i_release(Intercept *i) {
 static void i_finish(Intercept *i) {
         if (i->state == I_DEAD)
                 return;
-        if (i->in_exchange)
+        if (i->ex.in_exchange)
                 i_audit(i, AUDIT_ALLOW, "the connection closed before the exchange completed",
                         NULL);
         i_release(i);
@@ -156,9 +124,14 @@ static void i_drop_upstream(Intercept *i) {
 }
 
 static void i_close_after_flush(Intercept *i) {
+        /* The client must read the last response within the header
+         * timeout, as on the plain path (which closes then too). */
+        struct timeval tv = ms_tv(i->p.config->header_timeout_ms);
+
         i_drop_upstream(i);
         i->state = I_CLOSING;
         (void)bufferevent_disable(i->cl, EV_READ);
+        (void)bufferevent_set_timeouts(i->cl, NULL, &tv);
         if (evbuffer_get_length(bufferevent_get_output(i->cl)) == 0)
                 i_finish(i);
 }
@@ -166,31 +139,9 @@ static void i_close_after_flush(Intercept *i) {
 /* Answers the current request with a short text and closes. */
 static void i_answer(Intercept *i, AuditDecision d, unsigned status, const char *text,
                      const char *secret) {
-        struct evbuffer *out = bufferevent_get_output(i->cl);
-        size_t before = evbuffer_get_length(out);
-
-        (void)evbuffer_add_printf(out,
-                                  "HTTP/1.1 %u %s\r\n"
-                                  "Content-Type: text/plain; charset=utf-8\r\n"
-                                  "Content-Length: %zu\r\n"
-                                  "Connection: close\r\n"
-                                  "\r\n"
-                                  "hutch-proxy: %s\n",
-                                  status, http_status_str((enum http_status)status),
-                                  strlen("hutch-proxy: ") + strlen(text) + 1, text);
-        i->status = status;
-        i->ex.bytes_down += evbuffer_get_length(out) - before;
+        (void)exchange_answer_text(&i->ex, status, text, false);
         i_audit(i, d, text, secret);
         i_close_after_flush(i);
-}
-
-static void i_upstream_failed(Intercept *i, const char *reason) {
-        if (!i->resp_head_sent) {
-                i_answer(i, AUDIT_ALLOW, 502, reason, NULL);
-                return;
-        }
-        i_audit(i, AUDIT_ALLOW, reason, NULL);
-        i_finish(i);
 }
 
 static void i_emit(Intercept *i, const char *data, size_t len) {
@@ -346,16 +297,13 @@ static void i_exchange_done(Intercept *i) {
         if (i->chunked)
                 (void)evbuffer_add(bufferevent_get_output(i->cl), "0\r\n\r\n", 5);
         i_audit(i, AUDIT_ALLOW, NULL, NULL);
-        if (i->close_after || i->ex.up_eof || !http_message_keep_alive(&i->ex.resp)) {
+        if (i->ex.close_after || i->ex.up_eof) {
                 i_close_after_flush(i);
                 return;
         }
-        http_message_reset(&i->ex.req);
         i->state = I_HEAD;
         (void)bufferevent_disable(i->up, EV_WRITE);
-        (void)bufferevent_enable(i->cl, EV_READ);
-        if (evbuffer_get_length(bufferevent_get_input(i->cl)) > 0)
-                event_active(i->kick, 0, 0);
+        exchange_await_request(&i->ex, i->p.config->idle_timeout_ms);
 }
 
 typedef enum Coding {
@@ -419,8 +367,10 @@ static Coding response_coding(const HttpMessage *m) {
 static int i_response_head(Intercept *i) {
         unsigned code = http_message_status_code(&i->ex.resp);
         bool interim = code < 200, decoded = false;
+        unsigned flags = 0;
         char *head = NULL;
         size_t len = 0;
+        int r;
 
         /* SECURITY: a response to a request that carried a value is masked
          * in the form the client will read: decoded. A coding the proxy
@@ -441,30 +391,36 @@ static int i_response_head(Intercept *i) {
                         i->z_raw = c == CODING_DEFLATE;
                 }
         }
-        if (secrets_build_response_head(i->p.config->secrets, i->p.config->n_secrets, &i->ex.resp,
-                                        decoded, decoded && i->ex.req.parser.http_minor >= 1, &head,
-                                        &len) < 0) {
-                i_upstream_failed(i, "out of memory");
-                return -ENOMEM;
+        if (!interim) {
+                i->chunked =
+                        (i->ex.resp.parser.flags & F_CHUNKED) && http_message_has_body(&i->ex.resp);
+                if (decoded) {
+                        /* The decoded length is unknown: chunked for
+                         * HTTP/1.1, until the close for 1.0. */
+                        i->chunked = i->ex.req.parser.http_minor >= 1;
+                        i->ex.close_after = i->ex.close_after || !i->chunked;
+                        flags |= RESPONSE_HEAD_DECODED | (i->chunked ? RESPONSE_HEAD_CHUNKED : 0);
+                        /* SECURITY: decoding, a little input at a time, so
+                         * a small compressed body cannot flood the client's
+                         * buffer at once (deflate expands at most about
+                         * 1,000 times). */
+                        i->ex.resp_feed_max = 4096;
+                }
+                if (i->ex.close_after)
+                        flags |= RESPONSE_HEAD_CLOSE;
+        }
+        r = secrets_build_response_head(i->p.config->secrets, i->p.config->n_secrets, &i->ex.resp,
+                                        flags, &head, &len);
+        if (r < 0) {
+                exchange_fail(&i->ex, AUDIT_ALLOW, 502,
+                              r == -ENOMEM ? "out of memory"
+                                           : "bad response head from the upstream server",
+                              NULL);
+                return r;
         }
         (void)evbuffer_add(bufferevent_get_output(i->cl), head, len);
         free(head);
         i->ex.bytes_down += len;
-        if (interim)
-                return 0;
-        i->status = code;
-        i->resp_head_sent = true;
-        i->chunked = (i->ex.resp.parser.flags & F_CHUNKED) && http_message_has_body(&i->ex.resp);
-        if (decoded) {
-                /* The decoded length is unknown: chunked for HTTP/1.1,
-                 * until the close for 1.0. */
-                i->chunked = i->ex.req.parser.http_minor >= 1;
-                i->close_after = i->close_after || !i->chunked;
-                /* SECURITY: decoding, a little input at a time, so a small
-                 * compressed body cannot flood the client's buffer at once
-                 * (deflate expands at most about 1,000 times). */
-                i->ex.resp_feed_max = 4096;
-        }
         return 0;
 }
 
@@ -481,56 +437,40 @@ static int ex_response_head(Exchange *e) {
 }
 
 static void ex_done(Exchange *e) {
-        Intercept *i = ex_intercept(e);
-
-        if (i->ex.req.state != HTTP_MESSAGE_DONE)
-                i->close_after = true;
-        i_exchange_done(i);
+        i_exchange_done(ex_intercept(e));
 }
 
-static void ex_upstream_failed(Exchange *e, const char *reason) {
-        i_upstream_failed(ex_intercept(e), reason);
+static void ex_answer(Exchange *e, AuditDecision d, unsigned status, const char *reason,
+                      const char *secret) {
+        i_answer(ex_intercept(e), d, status, reason, secret);
 }
 
-static void ex_request_failed(Exchange *e, const char *reason) {
+static void ex_cut(Exchange *e, AuditDecision d, const char *reason, const char *secret) {
         Intercept *i = ex_intercept(e);
 
-        if (i->trip) {
-                char why[REASON_MAX];
+        i_audit(i, d, reason, secret);
+        i_finish(i);
+}
 
-                (void)snprintf(why, sizeof(why),
-                               "tripwire: placeholder of %s in a request body to %s", i->trip->name,
-                               i->p.host.name);
-                /* The upstream gets no more of it, and no end. */
-                i_drop_upstream(i);
-                if (i->resp_head_sent) {
-                        i_audit(i, AUDIT_DENY, why, i->trip->name);
-                        i_finish(i);
-                } else
-                        i_answer(i, AUDIT_DENY, 403, why, i->trip->name);
-                return;
-        }
-        if (i->resp_head_sent) {
-                i_audit(i, AUDIT_ALLOW, reason, NULL);
-                i_finish(i);
-        } else
-                i_answer(i, AUDIT_ERROR, 400, reason, NULL);
+/* A request body the scan stopped: a tripwire of its own; else the
+ * machine's 400. */
+static bool ex_request_failed(Exchange *e, const char *reason) {
+        Intercept *i = ex_intercept(e);
+        char why[REASON_MAX];
+
+        if (!i->trip)
+                return false;
+        (void)snprintf(why, sizeof(why), "tripwire: placeholder of %s in a request body to %s",
+                       i->trip->name, i->p.host.name);
+        /* The upstream gets no more of it, and no end. */
+        i_drop_upstream(i);
+        exchange_fail(e, AUDIT_DENY, 403, why, i->trip->name);
+        return true;
 }
 
 static void ex_request_done(Exchange *e) {
         i_request_body_done(ex_intercept(e));
 }
-
-/* The intercepted path: bodies re-framed through the secret scan (request)
- * and the masking (response), see i_on_req_body() and i_on_body(). */
-static const ExchangeOps intercept_exchange_ops = {
-        .forwarding = ex_forwarding,
-        .response_head = ex_response_head,
-        .done = ex_done,
-        .upstream_failed = ex_upstream_failed,
-        .request_failed = ex_request_failed,
-        .request_done = ex_request_done,
-};
 
 /* The checks before anything of a request goes upstream. Returns true if
  * the request was answered (and the connection is closing). */
@@ -599,6 +539,10 @@ static void i_handle_request(Intercept *i) {
                          NULL);
                 return;
         }
+        if (r == -E2BIG) {
+                i_answer(i, AUDIT_ERROR, 400, "the request head cannot be forwarded", NULL);
+                return;
+        }
         if (r < 0) {
                 i_answer(i, AUDIT_ERROR, 500, "out of memory", NULL);
                 return;
@@ -612,7 +556,6 @@ static void i_handle_request(Intercept *i) {
                 return;
         }
         i->ex.bytes_up += len;
-        i->close_after = !http_message_keep_alive(&i->ex.req);
         i->chunked = false;
         i_decode_end(i);
         i->req_chunked = (i->ex.req.parser.flags & F_CHUNKED) != 0;
@@ -626,10 +569,13 @@ static void i_handle_request(Intercept *i) {
 }
 
 static void i_handle_head(Intercept *i) {
-        (void)bufferevent_disable(i->cl, EV_READ);
+        if (!i->up && !i->up_failed) {
+                /* The upstream closed while idle: the client must come
+                 * again on a new connection. */
+                i_finish(i);
+                return;
+        }
         i_begin(i);
-        (void)snprintf(i->method, sizeof(i->method), "%s",
-                       http_method_str(http_message_method(&i->ex.req)));
         if (!i->up_ready && !i->up_failed) {
                 i->state = I_WAIT_UP;
                 return;
@@ -637,40 +583,35 @@ static void i_handle_head(Intercept *i) {
         i_handle_request(i);
 }
 
-static void i_process_input(Intercept *i) {
-        while (i->state == I_HEAD) {
-                struct evbuffer *in = bufferevent_get_input(i->cl);
-                struct evbuffer_iovec vec;
-                ssize_t n;
-
-                if (evbuffer_get_length(in) == 0)
-                        return;
-                if (!i->up && !i->up_failed) {
-                        /* The upstream closed while idle: the client must
-                         * come again on a new connection. */
-                        i_finish(i);
-                        return;
-                }
-                if (evbuffer_peek(in, -1, NULL, &vec, 1) < 1)
-                        return;
-                n = http_message_feed(&i->ex.req, vec.iov_base, vec.iov_len);
-                if (n < 0) {
-                        i_begin(i);
-                        i_answer(i, AUDIT_ERROR, (unsigned)i->ex.req.status, i->ex.req.error, NULL);
-                        return;
-                }
-                (void)evbuffer_drain(in, (size_t)n);
-                if (i->ex.req.state != HTTP_MESSAGE_HEAD)
-                        i_handle_head(i);
-        }
+static void ex_request_head(Exchange *e) {
+        i_handle_head(ex_intercept(e));
 }
 
-static void kick_cb(evutil_socket_t fd, short what, void *arg) {
-        Intercept *i = arg;
+static void ex_request_refused(Exchange *e, unsigned status, const char *reason) {
+        Intercept *i = ex_intercept(e);
 
-        if (i->state == I_HEAD)
-                i_process_input(i);
+        i_begin(i);
+        i_answer(i, AUDIT_ERROR, status, reason, NULL);
 }
+
+static void ex_idle(Exchange *e) {
+        i_finish(ex_intercept(e));
+}
+
+/* The intercepted path: bodies re-framed through the secret scan (request)
+ * and the masking (response), see i_on_req_body() and i_on_body(). */
+static const ExchangeOps intercept_exchange_ops = {
+        .request_head = ex_request_head,
+        .request_refused = ex_request_refused,
+        .idle = ex_idle,
+        .forwarding = ex_forwarding,
+        .response_head = ex_response_head,
+        .done = ex_done,
+        .answer = ex_answer,
+        .cut = ex_cut,
+        .request_failed = ex_request_failed,
+        .request_done = ex_request_done,
+};
 
 static void openssl_error(struct bufferevent *bev, char *buf, size_t size) {
         unsigned long e = bufferevent_get_openssl_error(bev);
@@ -688,12 +629,13 @@ static void openssl_error(struct bufferevent *bev, char *buf, size_t size) {
 
 static void cl_event_cb(struct bufferevent *bev, short what, void *arg) {
         Intercept *i = arg;
-        struct timeval idle = ms_tv(i->p.config->idle_timeout_ms);
 
         if (what & BEV_EVENT_CONNECTED) {
+                /* From now on the exchange's idle timer and head deadline
+                 * watch the client, as on the plain path. */
                 i->state = I_HEAD;
-                (void)bufferevent_set_timeouts(bev, &idle, NULL);
-                i_process_input(i);
+                (void)bufferevent_set_timeouts(bev, NULL, NULL);
+                exchange_await_request(&i->ex, i->p.config->idle_timeout_ms);
                 return;
         }
         if (i->state == I_HANDSHAKE) {
@@ -707,7 +649,7 @@ static void cl_event_cb(struct bufferevent *bev, short what, void *arg) {
                                "the TLS handshake with the client failed: %s", detail);
                 i_begin(i);
                 i_audit(i, AUDIT_ERROR, reason, NULL);
-        } else if (i->in_exchange)
+        } else if (i->ex.in_exchange)
                 i_audit(i, AUDIT_ALLOW, "the client closed the connection", NULL);
         i_finish(i);
 }
@@ -716,7 +658,7 @@ static void cl_read_cb(struct bufferevent *bev, void *arg) {
         Intercept *i = arg;
 
         if (i->state == I_HEAD)
-                i_process_input(i);
+                exchange_read_request(&i->ex);
         else if (i->state == I_FORWARD && i->ex.req.state == HTTP_MESSAGE_BODY)
                 exchange_forward_request_body(&i->ex);
 }
@@ -809,16 +751,13 @@ int intercept_start(const InterceptParams *p, int client_fd, int up_fd, Intercep
         (void)snprintf(i->rule, sizeof(i->rule), "%s", p->rule ? p->rule : "");
         i->p.address = i->p.rule = NULL;
         i->state = I_HANDSHAKE;
-        if (exchange_init(&i->ex, &intercept_exchange_ops, i, &request_limits, &response_limits) <
-            0)
+        if (exchange_init(&i->ex, &intercept_exchange_ops, i, p->base,
+                          p->config->header_timeout_ms) < 0)
                 goto fail;
         i->ex.resp.on_body = i_on_body;
         i->ex.resp.body_userdata = i;
         i->ex.req.on_body = i_on_req_body;
         i->ex.req.body_userdata = i;
-        i->kick = event_new(p->base, -1, 0, kick_cb, i);
-        if (!i->kick)
-                goto fail;
         if (tls_mint_server_ssl(p->mint, &p->host, &cl_ssl) < 0 ||
             tls_mint_client_ssl(p->mint, &p->host, &up_ssl) < 0)
                 goto fail;
@@ -873,8 +812,6 @@ Intercept *intercept_free(Intercept *i) {
                 i_audit(i, AUDIT_ALLOW, "the proxy shut down", NULL);
                 i_release(i);
         }
-        if (i->kick)
-                event_free(i->kick);
         exchange_done(&i->ex);
         secret_filter_done(&i->filter);
         secret_filter_done(&i->scan);

@@ -8,12 +8,15 @@
 
 /* Connection options a message may name; more is refused rather than
  * half-honoured. */
-#define CONNECTION_TOKENS_MAX 32
+#define CONNECTION_TOKENS_MAX PROXY_CONNECTION_TOKENS_MAX
 
-typedef struct Token {
-        const char *s;
-        size_t n;
-} Token;
+typedef ProxyToken Token;
+
+/* A request's hop-by-hop fields (proxy_hop_fields_has()). */
+static const char *const request_hop[] = {
+        "connection", "proxy-connection", "keep-alive", "proxy-authorization",
+        "te",         "trailer",          "upgrade",    NULL,
+};
 
 typedef struct Buf {
         char *data;
@@ -326,7 +329,16 @@ static bool line_safe(const char *s, size_t n) {
         return !memchr(s, '\r', n) && !memchr(s, '\n', n) && !memchr(s, '\0', n);
 }
 
-static int add_fields(Buf *b, const HttpMessage *m, const char *const *drop) {
+int proxy_hop_fields_init(ProxyHopFields *ret, const HttpMessage *m) {
+        ret->n_tokens = 0;
+        return connection_tokens(m, ret->tokens, &ret->n_tokens);
+}
+
+bool proxy_hop_fields_has(const ProxyHopFields *h, const char *name, size_t nl) {
+        return field_dropped(name, nl, request_hop, h->tokens, h->n_tokens);
+}
+
+static int add_fields(Buf *b, const HttpMessage *m, const char *const *drop, bool drop_host) {
         Token tokens[CONNECTION_TOKENS_MAX];
         size_t n_tokens = 0;
         int r;
@@ -339,7 +351,8 @@ static int add_fields(Buf *b, const HttpMessage *m, const char *const *drop) {
                 size_t nl, vl;
 
                 http_message_field(m, i, &name, &nl, &v, &vl);
-                if (field_dropped(name, nl, drop, tokens, n_tokens))
+                if ((drop_host && http_token_equal(name, nl, "host")) ||
+                    field_dropped(name, nl, drop, tokens, n_tokens))
                         continue;
                 if (nl == 0 || !line_safe(name, nl) || memchr(name, ':', nl) || !line_safe(v, vl))
                         return -EBADMSG;
@@ -353,10 +366,6 @@ static int add_fields(Buf *b, const HttpMessage *m, const char *const *drop) {
 
 int proxy_request_build_head(const HttpMessage *m, const ProxyRequest *req, bool close, char **ret,
                              size_t *ret_len) {
-        static const char *const drop[] = {
-                "host", "connection", "proxy-connection", "keep-alive", "proxy-authorization",
-                "te",   "trailer",    "upgrade",          NULL,
-        };
         Buf b = {};
         char line[64];
         int r;
@@ -385,7 +394,8 @@ int proxy_request_build_head(const HttpMessage *m, const ProxyRequest *req, bool
         }
         buf_adds(&b, "\r\n");
 
-        r = add_fields(&b, m, drop);
+        /* Host is written above, from the checked target. */
+        r = add_fields(&b, m, request_hop, true);
         if (r < 0) {
                 free(b.data);
                 return r;
@@ -396,10 +406,16 @@ int proxy_request_build_head(const HttpMessage *m, const ProxyRequest *req, bool
         return buf_finish(&b, ret, ret_len);
 }
 
-int proxy_response_build_head(const HttpMessage *m, bool close, char **ret, size_t *ret_len) {
+int proxy_response_build_head(const HttpMessage *m, unsigned flags, char **ret, size_t *ret_len) {
         static const char *const drop[] = {
                 "connection", "proxy-connection",   "keep-alive",
                 "upgrade",    "proxy-authenticate", NULL,
+        };
+        /* SECURITY: a decoded body's old framing would misframe it. */
+        static const char *const drop_decoded[] = {
+                "connection",     "proxy-connection",   "keep-alive",
+                "upgrade",        "proxy-authenticate", "content-encoding",
+                "content-length", "transfer-encoding",  NULL,
         };
         const char *reason;
         size_t reason_len;
@@ -417,12 +433,14 @@ int proxy_response_build_head(const HttpMessage *m, bool close, char **ret, size
         buf_adds(&b, line);
         buf_add(&b, reason, reason_len);
         buf_adds(&b, "\r\n");
-        r = add_fields(&b, m, drop);
+        r = add_fields(&b, m, flags & RESPONSE_HEAD_DECODED ? drop_decoded : drop, false);
         if (r < 0) {
                 free(b.data);
                 return r;
         }
-        if (close)
+        if ((flags & RESPONSE_HEAD_DECODED) && (flags & RESPONSE_HEAD_CHUNKED))
+                buf_adds(&b, "Transfer-Encoding: chunked\r\n");
+        if (flags & RESPONSE_HEAD_CLOSE)
                 buf_adds(&b, "Connection: close\r\n");
         buf_adds(&b, "\r\n");
         return buf_finish(&b, ret, ret_len);

@@ -60,6 +60,31 @@ int proxy_request_check_bound(const HttpMessage *m, const Host *h, uint16_t port
  * empty, non-numeric, 0 or > 65535 port, trailing text). */
 int proxy_authority_parse(const char *s, size_t n, Host *ret_host, uint16_t *ret_port);
 
+/* The hop-by-hop fields of the request in @m, which neither of the
+ * proxy's paths sends upstream (the plain one through
+ * proxy_request_build_head(), the intercepted one through
+ * secrets_build_request_head()): Connection and the fields it names
+ * (never Content-Length or Transfer-Encoding: the body's framing),
+ * Proxy-Connection, Keep-Alive, Proxy-Authorization, TE, Trailer,
+ * Upgrade. */
+#define PROXY_CONNECTION_TOKENS_MAX 32
+
+typedef struct ProxyToken {
+        const char *s; /* borrowed from the HttpMessage */
+        size_t n;
+} ProxyToken;
+
+typedef struct ProxyHopFields {
+        ProxyToken tokens[PROXY_CONNECTION_TOKENS_MAX];
+        size_t n_tokens;
+} ProxyHopFields;
+
+/* Collects the options of every Connection field of @m into @ret.
+ * Returns 0, or -EBADMSG for more than PROXY_CONNECTION_TOKENS_MAX. */
+int proxy_hop_fields_init(ProxyHopFields *ret, const HttpMessage *m);
+/* True if the request field @name (@nl bytes) is hop-by-hop. */
+bool proxy_hop_fields_has(const ProxyHopFields *h, const char *name, size_t nl);
+
 /* Builds the head to send upstream for a FORWARD request: the request line
  * in origin form with the client's HTTP version, "Host" from @req, then
  * the client's fields except Host and the hop-by-hop ones (Connection and
@@ -70,10 +95,21 @@ int proxy_authority_parse(const char *s, size_t n, Host *ret_host, uint16_t *ret
 int proxy_request_build_head(const HttpMessage *m, const ProxyRequest *req, bool close, char **ret,
                              size_t *ret_len);
 
-/* Builds the head to send to the client for the upstream response in @m:
- * "HTTP/1.1 CODE REASON", the fields minus the hop-by-hop ones (Connection
- * and the fields it names, Proxy-Connection, Keep-Alive, Upgrade,
- * Proxy-Authenticate; Transfer-Encoding and Trailer stay because the body
- * is forwarded verbatim), plus "Connection: close" when @close. Same
- * returns as proxy_request_build_head(). */
-int proxy_response_build_head(const HttpMessage *m, bool close, char **ret, size_t *ret_len);
+typedef enum ResponseHeadFlags {
+        RESPONSE_HEAD_CLOSE = 1 << 0,   /* add "Connection: close" */
+        RESPONSE_HEAD_DECODED = 1 << 1, /* the body goes on decoded and re-framed */
+        RESPONSE_HEAD_CHUNKED = 1 << 2, /* with DECODED: re-framed chunked */
+} ResponseHeadFlags;
+
+/* Builds the head to send to the client for the upstream response in @m,
+ * on both of the proxy's paths (the intercepted one masks it afterwards,
+ * secrets_build_response_head()): "HTTP/1.1 CODE REASON", the fields minus
+ * the hop-by-hop ones (Connection and the fields it names,
+ * Proxy-Connection, Keep-Alive, Upgrade, Proxy-Authenticate;
+ * Transfer-Encoding and Trailer stay because the body is forwarded
+ * verbatim), plus "Connection: close" with RESPONSE_HEAD_CLOSE. With
+ * RESPONSE_HEAD_DECODED, Content-Encoding, Content-Length and
+ * Transfer-Encoding go too, and with RESPONSE_HEAD_CHUNKED
+ * "Transfer-Encoding: chunked" is added. @flags is a ResponseHeadFlags
+ * mask. Same returns as proxy_request_build_head(). */
+int proxy_response_build_head(const HttpMessage *m, unsigned flags, char **ret, size_t *ret_len);

@@ -1,6 +1,5 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 #include <errno.h>
-#include <fcntl.h>
 #include <inttypes.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -26,35 +25,17 @@
 #include "proxy-request.h"
 #include "proxy-server.h"
 #include "secrets.h"
-#include "time-util.h"
+#include "tunnel.h"
 
 /* Addresses tried per request, in resolver order. */
 #define CANDIDATES_MAX 16
 #define BEV_MAX_SINGLE_READ (64 * 1024)
-/* Tunnels move bytes socket -> pipe -> socket with splice(2); a larger
- * pipe means fewer system calls. Falls back to the default pipe size if
- * the kernel refuses (fs.pipe-max-size, per-user pipe limits). */
-#define TUNNEL_PIPE_SIZE (1024 * 1024)
-/* splice() rounds per callback before yielding to other connections. */
-#define TUNNEL_ROUNDS 16
 #define REASON_MAX 1024
 #define ACCEPT_RETRY_MS 500
 /* After the last response: how long unread client bytes are discarded
  * before close(), so the kernel does not answer them with a reset that
  * could destroy the response in flight. */
 #define LINGER_MS 2000
-
-static const HttpLimits request_limits = {
-        .line_max = HTTP_REQUEST_LINE_MAX,
-        .head_max = HTTP_REQUEST_HEAD_MAX,
-        .fields_max = HTTP_REQUEST_FIELDS_MAX,
-};
-
-static const HttpLimits response_limits = {
-        .line_max = HTTP_RESPONSE_LINE_MAX,
-        .head_max = HTTP_RESPONSE_HEAD_MAX,
-        .fields_max = HTTP_RESPONSE_FIELDS_MAX,
-};
 
 typedef struct Conn Conn;
 
@@ -73,23 +54,9 @@ typedef enum ConnState {
 
 typedef enum TimerKind {
         TIMER_NONE,
-        TIMER_IDLE,    /* keep-alive, no byte of the next request yet */
-        TIMER_HEAD,    /* the request head must be complete by then */
         TIMER_DNS,     /* resolution deadline */
         TIMER_CLOSING, /* the client must read our last response by then */
 } TimerKind;
-
-/* One direction of a tunnel: src -> pipe -> dst. */
-typedef struct Pump {
-        Conn *conn;
-        int src, dst;
-        int pipe_r, pipe_w;
-        size_t pipe_size;
-        size_t pending; /* bytes in the pipe */
-        bool src_eof, done;
-        struct event *src_ev, *dst_ev;
-        uint64_t *bytes;
-} Pump;
 
 typedef struct DnsQuery {
         Conn *conn; /* NULL once the connection gave up on it */
@@ -107,25 +74,20 @@ struct Conn {
         TimerKind timer_kind;
         int fd;
         struct bufferevent *bev;
-        struct event *timer;
-        struct event *kick; /* processes buffered pipelined input */
+        struct event *timer; /* the states' deadlines; exchange.c has the head's */
 
         /* The HTTP exchange machine (exchange.h): the request and response
-         * messages, the byte counts, the upstream's EOF. */
+         * messages, the head deadline, the audit line's shared part (method,
+         * status, byte counts), the upstream's EOF. */
         Exchange ex;
         ProxyRequest target;
-        bool keep_alive;  /* the client keeps the connection after this exchange */
-        bool close_after; /* close once the current response is written */
+        bool keep_alive; /* the client keeps the connection after this exchange */
 
         /* The exchange being decided or served; an audit line is owed
-         * while in_exchange is set. */
-        bool in_exchange;
+         * while ex.in_exchange is set. */
         bool decided; /* the allowlist allowed it */
-        uint64_t started_us;
-        char method[24];
         char rule[HOST_PATTERN_STRING_MAX];
         char address[NET_ADDR_STRING_MAX];
-        unsigned status;
 
         DnsQuery *dns;
         NetAddr candidates[CANDIDATES_MAX];
@@ -141,9 +103,8 @@ struct Conn {
         uint16_t up_port;
         char up_address[NET_ADDR_STRING_MAX];
         bool up_idle;
-        bool resp_head_sent;
 
-        Pump pumps[2]; /* 0: client to upstream, 1: upstream to client */
+        Tunnel tunnel; /* a CONNECT's opaque tunnel (tunnel.h) */
 
         /* Transparent DNS: a connection to a name's synthetic address,
          * served as a CONNECT to that name and port that was never written:
@@ -178,7 +139,6 @@ struct Proxy {
         size_t n_dns_servers;
 };
 
-static void conn_process_input(Conn *c);
 static void conn_connect_next(Conn *c);
 static void conn_start_intercept(Conn *c);
 
@@ -216,25 +176,17 @@ static void conn_audit(Conn *c, AuditDecision decision, const char *reason) {
         AuditRecord r;
         int k;
 
-        if (!c->in_exchange)
-                return;
-        c->in_exchange = false;
         r = (AuditRecord){
-                .method = c->method[0] ? c->method : NULL,
                 .host = c->target.host.name[0] ? c->target.host.name : NULL,
                 .port = c->target.port,
                 .address = c->address[0] ? c->address : NULL,
                 .decision = decision,
                 .rule = c->rule[0] ? c->rule : NULL,
                 .reason = reason,
-                .status = c->status,
-                .bytes_up = c->ex.bytes_up,
-                .bytes_down = c->ex.bytes_down,
-                .duration_ms = (time_monotonic_us() - c->started_us) / 1000,
                 .intercepted = c->intercept,
                 .secret = c->secret,
         };
-        k = audit_log(p->audit, &r);
+        k = exchange_audit(&c->ex, p->audit, &r);
         if (k < 0 && !p->audit_warned) {
                 p->audit_warned = true;
                 log_warning_errno(k, "failed to write the audit log: %m");
@@ -242,14 +194,10 @@ static void conn_audit(Conn *c, AuditDecision decision, const char *reason) {
 }
 
 static void conn_begin_exchange(Conn *c) {
-        c->in_exchange = true;
+        exchange_begin(&c->ex);
         c->decided = false;
-        c->started_us = time_monotonic_us();
-        c->method[0] = c->rule[0] = c->address[0] = '\0';
+        c->rule[0] = c->address[0] = '\0';
         c->target = (ProxyRequest){};
-        c->status = 0;
-        c->ex.bytes_up = c->ex.bytes_down = 0;
-        c->close_after = false;
         c->connect_error[0] = '\0';
         c->connect_timed_out = false;
         c->intercept = false;
@@ -278,16 +226,6 @@ static void conn_drop_upstream(Conn *c) {
         c->ex.up_eof = false;
 }
 
-static void pump_release(Pump *pm) {
-        if (pm->src_ev)
-                event_free(pm->src_ev);
-        if (pm->dst_ev)
-                event_free(pm->dst_ev);
-        pm->src_ev = pm->dst_ev = NULL;
-        pm->pipe_r = safe_close(pm->pipe_r);
-        pm->pipe_w = safe_close(pm->pipe_w);
-}
-
 static void reaper_cb(evutil_socket_t fd, short what, void *arg) {
         Proxy *p = arg;
 
@@ -307,14 +245,13 @@ static void conn_close(Conn *c) {
 
         if (c->state == CONN_DEAD)
                 return;
-        if (c->in_exchange)
+        if (c->ex.in_exchange)
                 conn_audit(c, c->decided ? AUDIT_ALLOW : AUDIT_ERROR,
                            "the connection closed before the exchange completed");
         conn_cancel_dns(c);
         /* The tunnel's events go before the fds they watch: freeing an event
          * on an already closed fd makes epoll complain (EBADF). */
-        for (size_t i = 0; i < ELEMENTSOF(c->pumps); i++)
-                pump_release(&c->pumps[i]);
+        tunnel_release(&c->tunnel);
         conn_drop_upstream(c);
         if (c->bev) {
                 bufferevent_free(c->bev);
@@ -325,10 +262,6 @@ static void conn_close(Conn *c) {
         if (c->timer) {
                 event_free(c->timer);
                 c->timer = NULL;
-        }
-        if (c->kick) {
-                event_free(c->kick);
-                c->kick = NULL;
         }
         exchange_done(&c->ex);
 
@@ -382,36 +315,11 @@ static void conn_close_after_flush(Conn *c) {
         conn_arm_timer(c, TIMER_CLOSING, c->proxy->config->header_timeout_ms);
 }
 
-/* Answers the current request with a short text body of @status. */
-static void conn_send_text(Conn *c, unsigned status, const char *text, bool keep) {
-        struct evbuffer *out = bufferevent_get_output(c->bev);
-        size_t before = evbuffer_get_length(out);
-        size_t body_len = strlen("hutch-proxy: ") + strlen(text) + 1;
-
-        (void)evbuffer_add_printf(out,
-                                  "HTTP/1.1 %u %s\r\n"
-                                  "Content-Type: text/plain; charset=utf-8\r\n"
-                                  "Content-Length: %zu\r\n"
-                                  "Connection: %s\r\n"
-                                  "\r\n"
-                                  "hutch-proxy: %s\n",
-                                  status, http_status_str((enum http_status)status), body_len,
-                                  keep ? "keep-alive" : "close", text);
-        c->status = status;
-        c->ex.bytes_down += evbuffer_get_length(out) - before;
-}
-
-/* Back to reading the next request on a kept-alive connection. A request
- * already buffered (pipelined) is processed from the loop, not from here,
- * so a burst of them cannot recurse. */
+/* Back to reading the next request on a kept-alive connection. */
 static void conn_next_request(Conn *c) {
-        http_message_reset(&c->ex.req);
         c->state = CONN_HEAD;
         conn_stop_timer(c);
-        conn_arm_timer(c, TIMER_IDLE, c->proxy->config->idle_timeout_ms);
-        (void)bufferevent_enable(c->bev, EV_READ);
-        if (evbuffer_get_length(bufferevent_get_input(c->bev)) > 0)
-                event_active(c->kick, 0, 0);
+        exchange_await_request(&c->ex, c->proxy->config->idle_timeout_ms);
 }
 
 /* Ends the exchange with an answer of our own: audited, then either the
@@ -421,12 +329,12 @@ static void conn_answer(Conn *c, AuditDecision decision, unsigned status, const 
         if (c->transparent) {
                 /* The client speaks its own protocol: no HTTP answer, the
                  * connection just closes (the audit line says why). */
-                c->status = status;
+                c->ex.status = status;
                 conn_audit(c, decision, reason);
                 conn_close(c);
                 return;
         }
-        conn_send_text(c, status, text, keep);
+        (void)exchange_answer_text(&c->ex, status, text, keep);
         conn_audit(c, decision, reason);
         if (keep)
                 conn_next_request(c);
@@ -458,17 +366,6 @@ static void conn_fail(Conn *c, unsigned status, const char *reason) {
         conn_answer(c, c->decided ? AUDIT_ALLOW : AUDIT_ERROR, status, reason, reason, false);
 }
 
-/* The upstream side of a forwarded exchange failed. */
-static void conn_upstream_failed(Conn *c, const char *reason) {
-        if (!c->resp_head_sent) {
-                conn_fail(c, 502, reason);
-                return;
-        }
-        /* Part of the response is out: all we can do is cut it short. */
-        conn_audit(c, AUDIT_ALLOW, reason);
-        conn_close(c);
-}
-
 static void conn_exchange_done(Conn *c) {
         bool reusable = c->up_bev && !c->ex.up_eof && http_message_keep_alive(&c->ex.resp) &&
                         c->ex.req.state == HTTP_MESSAGE_DONE &&
@@ -483,7 +380,7 @@ static void conn_exchange_done(Conn *c) {
         } else
                 conn_drop_upstream(c);
 
-        if (c->close_after) {
+        if (c->ex.close_after) {
                 conn_close_after_flush(c);
                 return;
         }
@@ -513,19 +410,14 @@ static int conn_response_head(Conn *c) {
         size_t len = 0;
         int r;
 
-        if (!interim)
-                c->close_after = !c->keep_alive || !http_message_keep_alive(&c->ex.resp) ||
-                                 c->ex.req.state != HTTP_MESSAGE_DONE;
-        r = proxy_response_build_head(&c->ex.resp, !interim && c->close_after, &head, &len);
+        r = proxy_response_build_head(
+                &c->ex.resp, !interim && c->ex.close_after ? RESPONSE_HEAD_CLOSE : 0, &head, &len);
         r = conn_add_head(c->bev, r, head, len, &c->ex.bytes_down);
         if (r < 0) {
-                conn_upstream_failed(c, "bad response head from the upstream server");
+                exchange_fail(&c->ex, AUDIT_ALLOW, 502,
+                              "bad response head from the upstream server", NULL);
                 return -EBADMSG;
         }
-        if (interim)
-                return 0;
-        c->status = code;
-        c->resp_head_sent = true;
         return 0;
 }
 
@@ -543,41 +435,56 @@ static void ex_done(Exchange *e) {
         conn_exchange_done(e->userdata);
 }
 
-static void ex_upstream_failed(Exchange *e, const char *reason) {
-        conn_upstream_failed(e->userdata, reason);
-}
-
-static void ex_request_failed(Exchange *e, const char *reason) {
+static void ex_answer(Exchange *e, AuditDecision d, unsigned status, const char *reason,
+                      const char *secret) {
         Conn *c = e->userdata;
 
-        if (c->resp_head_sent) {
-                conn_audit(c, AUDIT_ALLOW, reason);
-                conn_close(c);
-        } else
-                conn_fail(c, 400, reason);
+        c->secret = secret;
+        conn_answer(c, d, status, reason, reason, false);
+}
+
+static void ex_cut(Exchange *e, AuditDecision d, const char *reason, const char *secret) {
+        Conn *c = e->userdata;
+
+        /* Part of the response is out: all we can do is cut it short. */
+        c->secret = secret;
+        conn_audit(c, d, reason);
+        conn_close(c);
+}
+
+static void conn_handle_head(Conn *c);
+
+static void ex_request_head(Exchange *e) {
+        conn_handle_head(e->userdata);
+}
+
+static void ex_request_refused(Exchange *e, unsigned status, const char *reason) {
+        Conn *c = e->userdata;
+
+        conn_stop_timer(c);
+        conn_begin_exchange(c);
+        conn_answer(c, AUDIT_ERROR, status, reason, reason, false);
+}
+
+static void ex_idle(Exchange *e) {
+        conn_close(e->userdata);
 }
 
 /* The plain path: bodies pass verbatim; the checks were all made on the
  * head (conn_handle_head()). */
 static const ExchangeOps conn_exchange_ops = {
+        .request_head = ex_request_head,
+        .request_refused = ex_request_refused,
+        .idle = ex_idle,
         .forwarding = ex_forwarding,
         .response_head = ex_response_head,
         .done = ex_done,
-        .upstream_failed = ex_upstream_failed,
-        .request_failed = ex_request_failed,
+        .answer = ex_answer,
+        .cut = ex_cut,
 };
 
-/* Tunnel events are edge-triggered and stay registered for the tunnel's
- * life: pump_run() always goes on until a side would block (EAGAIN), so
- * the next edge wakes it, and no epoll_ctl() is spent per wait. */
-static void pump_stop(Pump *pm) {
-        if (pm->src_ev)
-                (void)event_del(pm->src_ev);
-        if (pm->dst_ev)
-                (void)event_del(pm->dst_ev);
-}
-
-static void tunnel_end(Conn *c, int error) {
+static void conn_tunnel_end(void *userdata, int error) {
+        Conn *c = userdata;
         char reason[REASON_MAX];
 
         if (error != 0) {
@@ -587,90 +494,6 @@ static void tunnel_end(Conn *c, int error) {
         } else
                 conn_audit(c, AUDIT_ALLOW, NULL);
         conn_close(c);
-}
-
-/* Moves bytes src -> pipe -> dst until one side would block. */
-static void pump_run(Pump *pm) {
-        Conn *c = pm->conn;
-
-        for (unsigned round = 0; round < TUNNEL_ROUNDS; round++) {
-                ssize_t n;
-
-                if (pm->pending > 0) {
-                        n = splice(pm->pipe_r, NULL, pm->dst, NULL, pm->pending,
-                                   SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
-                        if (n < 0 && errno == EINTR)
-                                continue;
-                        if (n < 0 && errno == EAGAIN)
-                                return; /* the next writable edge resumes */
-                        if (n <= 0) {
-                                tunnel_end(c, n < 0 ? errno : EPIPE);
-                                return;
-                        }
-                        pm->pending -= (size_t)n;
-                        continue;
-                }
-                if (pm->src_eof) {
-                        /* Pass the half-close on; the other direction goes on. */
-                        (void)shutdown(pm->dst, SHUT_WR);
-                        pm->done = true;
-                        pump_stop(pm);
-                        if (c->pumps[0].done && c->pumps[1].done)
-                                tunnel_end(c, 0);
-                        return;
-                }
-                /* The pipe is empty here, so EAGAIN means the socket is. */
-                n = splice(pm->src, NULL, pm->pipe_w, NULL, pm->pipe_size,
-                           SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
-                if (n == 0) {
-                        pm->src_eof = true;
-                        continue;
-                }
-                if (n < 0 && errno == EINTR)
-                        continue;
-                if (n < 0 && errno == EAGAIN)
-                        return; /* the next readable edge resumes */
-                if (n < 0) {
-                        tunnel_end(c, errno);
-                        return;
-                }
-                pm->pending += (size_t)n;
-                *pm->bytes += (uint64_t)n;
-        }
-        /* Out of rounds with neither side blocked, so no edge will come:
-         * yield to other connections and resume from the loop. */
-        event_active(pm->src_ev, EV_READ, 0);
-}
-
-static void pump_cb(evutil_socket_t fd, short what, void *arg) {
-        pump_run(arg);
-}
-
-static int pump_setup(Conn *c, Pump *pm, int src, int dst, uint64_t *bytes) {
-        int fds[2], size;
-
-        *pm = (Pump){.conn = c,
-                     .src = src,
-                     .dst = dst,
-                     .pipe_r = -EBADF,
-                     .pipe_w = -EBADF,
-                     .bytes = bytes};
-        if (pipe2(fds, O_NONBLOCK | O_CLOEXEC) < 0)
-                return negative_errno();
-        pm->pipe_r = fds[0];
-        pm->pipe_w = fds[1];
-        (void)fcntl(pm->pipe_w, F_SETPIPE_SZ, TUNNEL_PIPE_SIZE);
-        size = fcntl(pm->pipe_w, F_GETPIPE_SZ);
-        if (size <= 0)
-                return negative_errno();
-        pm->pipe_size = (size_t)size;
-        pm->src_ev = event_new(c->proxy->base, src, EV_READ | EV_PERSIST | EV_ET, pump_cb, pm);
-        pm->dst_ev = event_new(c->proxy->base, dst, EV_WRITE | EV_PERSIST | EV_ET, pump_cb, pm);
-        if (!pm->src_ev || !pm->dst_ev)
-                return -ENOMEM;
-        if (event_add(pm->src_ev, NULL) < 0 || event_add(pm->dst_ev, NULL) < 0)
-                return -ENOMEM;
-        return 0;
 }
 
 /* The 200 is out: leave the bufferevents and splice from now on. Bytes the
@@ -684,7 +507,7 @@ static void conn_start_tunnel(Conn *c) {
         if (n_early > 0) {
                 buf = malloc(n_early);
                 if (!buf || evbuffer_remove(early, buf, n_early) != (int)n_early) {
-                        tunnel_end(c, ENOMEM);
+                        conn_tunnel_end(c, ENOMEM);
                         return;
                 }
         }
@@ -694,27 +517,11 @@ static void conn_start_tunnel(Conn *c) {
         c->up_bev = NULL;
         conn_stop_timer(c);
 
-        r = pump_setup(c, &c->pumps[0], c->fd, c->up_fd, &c->ex.bytes_up);
-        if (r >= 0)
-                r = pump_setup(c, &c->pumps[1], c->up_fd, c->fd, &c->ex.bytes_down);
-        if (r < 0) {
-                tunnel_end(c, -r);
-                return;
-        }
-        if (n_early > 0) {
-                ssize_t w = write(c->pumps[0].pipe_w, buf, n_early);
-
-                if (w != (ssize_t)n_early) {
-                        tunnel_end(c, w < 0 ? errno : ENOBUFS);
-                        return;
-                }
-                c->pumps[0].pending = n_early;
-                c->ex.bytes_up += n_early;
-        }
         c->state = CONN_TUNNEL;
-        pump_run(&c->pumps[0]);
-        if (c->state == CONN_TUNNEL)
-                pump_run(&c->pumps[1]);
+        r = tunnel_start(&c->tunnel, c->proxy->base, c->fd, c->up_fd, buf, n_early, &c->ex.bytes_up,
+                         &c->ex.bytes_down, conn_tunnel_end, c);
+        if (r < 0)
+                conn_tunnel_end(c, -r);
 }
 
 static void intercept_done(void *userdata) {
@@ -774,7 +581,7 @@ static void conn_upstream_ready(Conn *c) {
 
         c->up_idle = false;
         if (c->transparent) {
-                c->status = 200;
+                c->ex.status = 200;
                 if (c->intercept)
                         conn_start_intercept(c);
                 else
@@ -782,7 +589,7 @@ static void conn_upstream_ready(Conn *c) {
                 return;
         }
         if (c->target.kind == PROXY_REQUEST_CONNECT) {
-                c->status = 200;
+                c->ex.status = 200;
                 c->state = CONN_TUNNEL_FLUSH;
                 if (evbuffer_add(bufferevent_get_output(c->bev), established,
                                  sizeof(established) - 1) < 0) {
@@ -799,7 +606,6 @@ static void conn_upstream_ready(Conn *c) {
                 conn_fail(c, 400, "the request head cannot be forwarded");
                 return;
         }
-        c->resp_head_sent = false;
         c->state = CONN_FORWARDING;
         c->ex.cl = c->bev;
         c->ex.up = c->up_bev;
@@ -1043,18 +849,14 @@ static void conn_handle_head(Conn *c) {
         const char *reason = NULL;
         int status = 400;
 
-        (void)bufferevent_disable(c->bev, EV_READ);
         conn_stop_timer(c);
         conn_begin_exchange(c);
-        (void)snprintf(c->method, sizeof(c->method), "%s",
-                       http_method_str(http_message_method(&c->ex.req)));
-
         if (proxy_request_analyze(&c->ex.req, &c->target, &status, &reason) < 0) {
                 conn_answer(c, AUDIT_ERROR, (unsigned)status, reason, reason, false);
                 return;
         }
-        c->keep_alive = c->target.kind == PROXY_REQUEST_FORWARD &&
-                        http_message_keep_alive(&c->ex.req) && c->ex.req.parser.http_minor == 1;
+        c->keep_alive =
+                c->target.kind == PROXY_REQUEST_FORWARD && exchange_request_keeps_alive(&c->ex);
         conn_decide(c);
 }
 
@@ -1141,48 +943,11 @@ static void conn_decide(Conn *c) {
         conn_start_dns(c);
 }
 
-static void conn_process_input(Conn *c) {
-        while (c->state == CONN_HEAD) {
-                struct evbuffer *in = bufferevent_get_input(c->bev);
-                struct evbuffer_iovec vec;
-                ssize_t n;
-
-                if (evbuffer_get_length(in) == 0)
-                        return;
-                /* The first byte of a request: from now on the head has
-                 * header_timeout to arrive (slowloris). */
-                if (c->timer_kind == TIMER_IDLE) {
-                        conn_stop_timer(c);
-                        conn_arm_timer(c, TIMER_HEAD, c->proxy->config->header_timeout_ms);
-                }
-                if (evbuffer_peek(in, -1, NULL, &vec, 1) < 1)
-                        return;
-                n = http_message_feed(&c->ex.req, vec.iov_base, vec.iov_len);
-                if (n < 0) {
-                        conn_stop_timer(c);
-                        conn_begin_exchange(c);
-                        conn_answer(c, AUDIT_ERROR, (unsigned)c->ex.req.status, c->ex.req.error,
-                                    c->ex.req.error, false);
-                        return;
-                }
-                (void)evbuffer_drain(in, (size_t)n);
-                if (c->ex.req.state != HTTP_MESSAGE_HEAD)
-                        conn_handle_head(c);
-        }
-}
-
-static void kick_cb(evutil_socket_t fd, short what, void *arg) {
-        Conn *c = arg;
-
-        if (c->state == CONN_HEAD)
-                conn_process_input(c);
-}
-
 static void client_read_cb(struct bufferevent *bev, void *arg) {
         Conn *c = arg;
 
         if (c->state == CONN_HEAD)
-                conn_process_input(c);
+                exchange_read_request(&c->ex);
         else if (c->state == CONN_FORWARDING && c->ex.req.state == HTTP_MESSAGE_BODY)
                 exchange_forward_request_body(&c->ex);
         else if (c->state == CONN_LINGER)
@@ -1225,7 +990,7 @@ static void client_event_cb(struct bufferevent *bev, short what, void *arg) {
 
         /* EOF or an error: the client is gone (or half-gone, which HTTP/1.1
          * clients do not do while they still want an answer). */
-        if (c->in_exchange)
+        if (c->ex.in_exchange)
                 conn_audit(c, c->decided ? AUDIT_ALLOW : AUDIT_ERROR,
                            "the client closed the connection");
         conn_close(c);
@@ -1238,16 +1003,6 @@ static void conn_timer_cb(evutil_socket_t fd, short what, void *arg) {
 
         c->timer_kind = TIMER_NONE;
         switch (kind) {
-        case TIMER_IDLE:
-                conn_close(c);
-                return;
-        case TIMER_HEAD:
-                (void)snprintf(reason, sizeof(reason),
-                               "the request head did not arrive within %" PRIu64 " ms",
-                               c->proxy->config->header_timeout_ms);
-                conn_begin_exchange(c);
-                conn_answer(c, AUDIT_ERROR, 408, reason, reason, false);
-                return;
         case TIMER_DNS:
                 conn_cancel_dns(c);
                 (void)snprintf(reason, sizeof(reason),
@@ -1273,8 +1028,7 @@ static int conn_new(Proxy *p, int fd, bool transparent) {
         c->proxy = p;
         c->fd = fd;
         c->up_fd = -EBADF;
-        for (size_t i = 0; i < ELEMENTSOF(c->pumps); i++)
-                c->pumps[i].pipe_r = c->pumps[i].pipe_w = -EBADF;
+        tunnel_init(&c->tunnel);
         c->state = CONN_HEAD;
 
         /* Linked first, so conn_close() can undo everything below. */
@@ -1284,12 +1038,12 @@ static int conn_new(Proxy *p, int fd, bool transparent) {
         p->conns = c;
         p->n_conns++;
 
-        r = exchange_init(&c->ex, &conn_exchange_ops, c, &request_limits, &response_limits);
+        r = exchange_init(&c->ex, &conn_exchange_ops, c, p->base, p->config->header_timeout_ms);
         c->ex.verbatim = true;
         c->bev = r >= 0 ? bufferevent_socket_new(p->base, fd, 0) : NULL;
+        c->ex.cl = c->bev;
         c->timer = c->bev ? evtimer_new(p->base, conn_timer_cb, c) : NULL;
-        c->kick = c->timer ? event_new(p->base, -1, 0, kick_cb, c) : NULL;
-        if (!c->kick) {
+        if (!c->timer) {
                 conn_close(c);
                 return -ENOMEM;
         }
@@ -1301,10 +1055,9 @@ static int conn_new(Proxy *p, int fd, bool transparent) {
         c->transparent = transparent;
         if (transparent)
                 return 0;
-        (void)bufferevent_enable(c->bev, EV_READ);
         /* Silence until the first byte is not slowloris, just idle: it
          * ends without a 408; the head then has header_timeout again. */
-        conn_arm_timer(c, TIMER_IDLE, p->config->header_timeout_ms);
+        exchange_await_request(&c->ex, p->config->header_timeout_ms);
         return 0;
 }
 
@@ -1332,7 +1085,7 @@ static const DnsTableEntry *transparent_target(const Proxy *p, int fd, uint16_t 
 static void conn_start_transparent(Conn *c, const DnsTableEntry *e, uint16_t port) {
         conn_stop_timer(c);
         conn_begin_exchange(c);
-        (void)snprintf(c->method, sizeof(c->method), "TCP");
+        (void)snprintf(c->ex.method, sizeof(c->ex.method), "TCP");
         c->target.kind = PROXY_REQUEST_CONNECT;
         c->target.port = port;
         if (host_parse(e->name, strlen(e->name), &c->target.host) < 0) {
@@ -1467,7 +1220,7 @@ Proxy *proxy_free(Proxy *p) {
         while (p->conns) {
                 Conn *c = p->conns;
 
-                if (c->in_exchange)
+                if (c->ex.in_exchange)
                         conn_audit(c, c->decided ? AUDIT_ALLOW : AUDIT_ERROR,
                                    "the proxy shut down");
                 conn_close(c);
@@ -1549,7 +1302,7 @@ void proxy_policy_changed(Proxy *p) {
                                 break;
                         /* SECURITY: what the new policy refuses ends now,
                          * open tunnels included, with an audit line. */
-                        c->in_exchange = true;
+                        c->ex.in_exchange = true;
                         conn_audit(c, AUDIT_DENY, why);
                         c->icpt = intercept_end(c->icpt, why);
                         conn_close(c);

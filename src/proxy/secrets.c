@@ -13,6 +13,7 @@
 
 #include "base64.h"
 #include "parse-util.h"
+#include "proxy-request.h"
 #include "secrets.h"
 #include "strv.h"
 
@@ -384,11 +385,6 @@ static bool method_in_scope(const ProxySecret *s, const char *method) {
         return false;
 }
 
-static bool is_hop_field(const char *name, size_t len) {
-        return http_token_equal(name, len, "Proxy-Connection") ||
-               http_token_equal(name, len, "Proxy-Authorization");
-}
-
 /* SECURITY: what could bring a value back in a form the masking cannot
  * read whole: a content coding, or a slice of it. */
 static bool is_encoding_field(const char *name, size_t len) {
@@ -460,6 +456,7 @@ int secrets_build_request_head(const ProxySecret *secrets, size_t n, const Host 
         const char *method = http_method_str(http_message_method(m)), *target;
         size_t target_len, target_start;
         uint64_t covers = 0, used = 0;
+        ProxyHopFields hop;
         char version[32];
         Out o = {};
         int r;
@@ -467,6 +464,10 @@ int secrets_build_request_head(const ProxySecret *secrets, size_t n, const Host 
         target = http_message_target(m, &target_len);
         if (target_len == 0 || target[0] != '/' || http_message_method(m) == HTTP_CONNECT)
                 return -EBADMSG;
+        /* The hop-by-hop fields go as on the plain path: the proxy keeps
+         * its own connections. */
+        if (proxy_hop_fields_init(&hop, m) < 0)
+                return -E2BIG;
         covers = request_covers(secrets, n, h, port, m);
         used = request_header_lanes_used(secrets, n, covers, m);
 
@@ -492,7 +493,8 @@ int secrets_build_request_head(const ProxySecret *secrets, size_t n, const Host 
                 size_t nl, vl, start;
 
                 http_message_field(m, f, &name, &nl, &value, &vl);
-                if (is_hop_field(name, nl) || (used != 0 && is_encoding_field(name, nl)))
+                if (proxy_hop_fields_has(&hop, name, nl) ||
+                    (used != 0 && is_encoding_field(name, nl)))
                         continue;
                 out_add(&o, name, nl);
                 out_add(&o, ": ", 2);
@@ -521,45 +523,21 @@ int secrets_build_request_head(const ProxySecret *secrets, size_t n, const Host 
         return 0;
 }
 
-static bool is_framing_field(const char *name, size_t len) {
-        return http_token_equal(name, len, "Content-Encoding") ||
-               http_token_equal(name, len, "Content-Length") ||
-               http_token_equal(name, len, "Transfer-Encoding");
-}
-
 int secrets_build_response_head(const ProxySecret *secrets, size_t n, const HttpMessage *m,
-                                bool decoded, bool chunked, char **ret, size_t *ret_len) {
-        const char *reason;
-        size_t reason_len;
-        char line[48];
-        Out o = {};
+                                unsigned flags, char **ret, size_t *ret_len) {
+        char *head = NULL;
+        size_t len = 0;
+        int r;
 
-        reason = http_message_target(m, &reason_len);
-        (void)snprintf(line, sizeof(line), "HTTP/%u.%u %u ", (unsigned)m->parser.http_major,
-                       (unsigned)m->parser.http_minor, http_message_status_code(m));
-        out_str(&o, line);
-        out_add(&o, reason, reason_len);
-        out_add(&o, "\r\n", 2);
-        for (size_t f = 0; f < m->n_fields; f++) {
-                const char *name, *value;
-                size_t nl, vl;
-
-                http_message_field(m, f, &name, &nl, &value, &vl);
-                if (decoded && is_framing_field(name, nl))
-                        continue;
-                out_add(&o, name, nl);
-                out_add(&o, ": ", 2);
-                out_add(&o, value, vl);
-                out_add(&o, "\r\n", 2);
-        }
-        if (decoded && chunked)
-                out_str(&o, "Transfer-Encoding: chunked\r\n");
-        out_add(&o, "\r\n", 2);
+        r = proxy_response_build_head(m, flags, &head, &len);
+        if (r < 0)
+                return r;
         /* Field names are tokens and cannot hold a value; masking the whole
          * head covers the reason phrase and every value at once. */
-        if (!o.oom)
-                (void)secrets_mask_values(secrets, n, o.buf, o.len);
-        return out_finish(&o, ret, ret_len);
+        (void)secrets_mask_values(secrets, n, head, len);
+        *ret = head;
+        *ret_len = len;
+        return 0;
 }
 
 /* ---- masking: the value and its derived forms ---- */

@@ -92,25 +92,27 @@ const ProxySecret *secrets_find_misplaced(const ProxySecret *secrets, size_t n,
  * send to @h port @port: every occurrence of the placeholder of a secret
  * that covers the host is replaced by its value in its lanes only (the
  * values of its header lanes, its query parameter), when method and path
- * are in its scope. Proxy-Connection and Proxy-Authorization are dropped.
+ * are in its scope. The hop-by-hop fields are dropped as on the plain path
+ * (proxy_hop_fields_has()).
  * SECURITY: when a value was substituted, Accept-Encoding, TE, Range and
  * If-Range are dropped too and "Accept-Encoding: identity" is sent, so the
  * answer comes back in a form the masking can read whole.
  * Returns 0 with a malloc'd head in @ret / @ret_len and the bit mask of the
  * secrets substituted in @ret_used, -EBADMSG if the target is not origin
- * form ("/...") or the method is CONNECT, or -ENOMEM. */
+ * form ("/...") or the method is CONNECT, -E2BIG for more Connection
+ * options than PROXY_CONNECTION_TOKENS_MAX, or -ENOMEM. */
 int secrets_build_request_head(const ProxySecret *secrets, size_t n, const Host *h, uint16_t port,
                                const HttpMessage *m, char **ret, size_t *ret_len,
                                uint64_t *ret_used);
 
-/* Builds the head of an upstream response to send to the client, with
- * every value (any secret, any derived form) replaced by its placeholder
- * in the reason phrase and the header values. With @decoded the body is
- * sent decoded and re-framed: Content-Encoding, Content-Length and
- * Transfer-Encoding are dropped and "Transfer-Encoding: chunked" is added
- * when @chunked. Same returns as above (no mask). */
+/* Builds the head of an upstream response to send to the client as the
+ * plain path does (proxy_response_build_head() with @flags: hop-by-hop
+ * fields dropped, re-framing when decoded, "Connection: close"), with
+ * every value (any secret, any derived form) then replaced by its
+ * placeholder in the reason phrase and the header values. Returns 0,
+ * -ENOMEM, or -EBADMSG (a head that cannot be passed on). */
 int secrets_build_response_head(const ProxySecret *secrets, size_t n, const HttpMessage *m,
-                                bool decoded, bool chunked, char **ret, size_t *ret_len);
+                                unsigned flags, char **ret, size_t *ret_len);
 
 /* Replaces every occurrence of any secret's value in @buf of @len bytes, in
  * any of its derived forms (percent-encoded, JSON-escaped, base64 and

@@ -155,7 +155,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                         } else if (req.port == 0)
                                 abort();
                 } else if (http_message_status_code(&m) >= 100 &&
-                           proxy_response_build_head(&m, data[0] & 1, &head, &len) >= 0) {
+                           proxy_response_build_head(&m, data[0] & 7, &head, &len) >= 0) {
                         check_reparse(head, len, HTTP_RESPONSE, &m, NULL);
                         free(head);
                 }

@@ -325,12 +325,68 @@ TEST(response_head_rebuilt) {
         ASSERT_OK(feed_str(&m, "HTTP/1.1 404 Not Here\r\nConnection: keep-alive, X-Hop\r\n"
                                "X-Hop: 1\r\nKeep-Alive: timeout=5\r\nProxy-Authenticate: Basic\r\n"
                                "Transfer-Encoding: chunked\r\nTrailer: X-T\r\nX-Keep: y\r\n\r\n"));
-        ASSERT_OK(proxy_response_build_head(&m, true, &out, &len));
+        ASSERT_OK(proxy_response_build_head(&m, RESPONSE_HEAD_CLOSE, &out, &len));
         out = realloc(out, len + 1);
         out[len] = '\0';
         ASSERT_STREQ(out, "HTTP/1.1 404 Not Here\r\nTransfer-Encoding: chunked\r\nTrailer: X-T\r\n"
                           "X-Keep: y\r\nConnection: close\r\n\r\n");
         free(out);
+        http_message_done(&m);
+}
+
+/* The intercepted path's decoded body: the old framing goes, chunked is
+ * said when asked; the negative twin (not decoded) keeps the framing. */
+TEST(response_head_decoded) {
+        static const char text[] =
+                "HTTP/1.1 200 OK\r\nContent-Encoding: gzip\r\n"
+                "Content-Length: 20\r\nKeep-Alive: timeout=5\r\nX-Keep: y\r\n\r\n";
+        HttpMessage m;
+        char *out = NULL;
+        size_t len = 0;
+
+        ASSERT_OK(http_message_init(&m, HTTP_RESPONSE, &resp_limits));
+        ASSERT_OK(feed_str(&m, text));
+        ASSERT_OK(proxy_response_build_head(&m, RESPONSE_HEAD_DECODED | RESPONSE_HEAD_CHUNKED, &out,
+                                            &len));
+        out = realloc(out, len + 1);
+        out[len] = '\0';
+        ASSERT_STREQ(out, "HTTP/1.1 200 OK\r\nX-Keep: y\r\nTransfer-Encoding: chunked\r\n\r\n");
+        free(out);
+        /* HTTP/1.0 client: until the close, and said so. */
+        ASSERT_OK(proxy_response_build_head(&m, RESPONSE_HEAD_DECODED | RESPONSE_HEAD_CLOSE, &out,
+                                            &len));
+        out = realloc(out, len + 1);
+        out[len] = '\0';
+        ASSERT_STREQ(out, "HTTP/1.1 200 OK\r\nX-Keep: y\r\nConnection: close\r\n\r\n");
+        free(out);
+        ASSERT_OK(proxy_response_build_head(&m, 0, &out, &len));
+        out = realloc(out, len + 1);
+        out[len] = '\0';
+        ASSERT_STREQ(out, "HTTP/1.1 200 OK\r\nContent-Encoding: gzip\r\nContent-Length: 20\r\n"
+                          "X-Keep: y\r\n\r\n");
+        free(out);
+        http_message_done(&m);
+}
+
+/* One list of a request's hop-by-hop fields for both paths: Connection
+ * and what it names, the fixed ones; never the framing; end-to-end fields
+ * (the twin) are not hop-by-hop. */
+TEST(request_hop_fields) {
+        ProxyHopFields hop;
+        HttpMessage m;
+
+        ASSERT_OK(http_message_init(&m, HTTP_REQUEST, &req_limits));
+        ASSERT_OK(feed_str(&m, "GET / HTTP/1.1\r\nHost: a.test\r\nConnection: X-Hop, "
+                               "content-length\r\nContent-Length: 0\r\n\r\n"));
+        ASSERT_OK(proxy_hop_fields_init(&hop, &m));
+        ASSERT_TRUE(proxy_hop_fields_has(&hop, "x-hop", 5));
+        ASSERT_TRUE(proxy_hop_fields_has(&hop, "Connection", 10));
+        ASSERT_TRUE(proxy_hop_fields_has(&hop, "TE", 2));
+        ASSERT_TRUE(proxy_hop_fields_has(&hop, "Upgrade", 7));
+        ASSERT_TRUE(proxy_hop_fields_has(&hop, "Proxy-Authorization", 19));
+        ASSERT_FALSE(proxy_hop_fields_has(&hop, "Content-Length", 14));
+        ASSERT_FALSE(proxy_hop_fields_has(&hop, "Authorization", 13));
+        ASSERT_FALSE(proxy_hop_fields_has(&hop, "Host", 4));
         http_message_done(&m);
 }
 
