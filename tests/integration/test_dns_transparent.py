@@ -329,15 +329,6 @@ def test_git_clone_over_https_without_proxy_variables(sbx, ca, tmp_path):
 # ------------------------------------------------- persistent sandboxes
 
 
-@pytest.fixture(params=["root", "user"])
-def store(request):
-    from test_persistent import Store
-
-    s = Store(request.getfixturevalue(f"{request.param}_runner"))
-    yield s
-    s.finalize()
-
-
 def lookup(s, name, host):
     """`getent hosts HOST` in sandbox NAME: (exit status, address or None)."""
     r = s.exec(name, "getent", "hosts", host)

@@ -33,7 +33,7 @@ import pytest
 import websockets
 
 from conftest import kill_quietly, live_with_marker, wait_pidfds
-from test_persistent import marker, store  # noqa: F401 (fixture)
+from test_persistent import marker
 from test_serve import as_euid, create, server  # noqa: F401 (fixture)
 
 PROMPT = b"hutch-pty$ "

@@ -16,7 +16,6 @@ import subprocess
 import pytest
 
 from proxyutil import StreamServer, Upstream
-from test_persistent import Store
 
 API = "api.example.test"
 OTHER = "other.example.test"
@@ -34,13 +33,6 @@ def echo():
     e = StreamServer("127.0.0.1")
     yield e
     e.close()
-
-
-@pytest.fixture(params=["root", "user"])
-def store(request):
-    s = Store(request.getfixturevalue(f"{request.param}_runner"))
-    yield s
-    s.finalize()
 
 
 def stored_policy(s, name):
