@@ -280,6 +280,17 @@ def sbx(request):
     return request.getfixturevalue(f"{request.param}_runner")
 
 
+@pytest.fixture(scope="module")
+def upstream():
+    """A plain HTTP server on the host's 127.0.0.1 (proxyutil.Upstream: it
+    answers what it was asked), one per test module."""
+    from proxyutil import Upstream
+
+    u = Upstream("127.0.0.1")
+    yield u
+    u.close()
+
+
 @pytest.fixture(params=["root", "user"])
 def store(request):
     """A persistent-sandbox store of its own (test_persistent.Store), as

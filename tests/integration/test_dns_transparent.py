@@ -50,13 +50,6 @@ print(data.decode("latin-1"))
 
 
 @pytest.fixture(scope="module")
-def upstream():
-    u = Upstream("127.0.0.1")
-    yield u
-    u.close()
-
-
-@pytest.fixture(scope="module")
 def second():
     """Another server on the host's loopback that no entry allows."""
     u = Upstream("127.0.0.1")

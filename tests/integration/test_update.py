@@ -15,17 +15,9 @@ import pytest
 
 import cgroupctl
 from conftest import live_with_marker
-from proxyutil import Upstream
 
 API = "api.example.test"
 OTHER = "other.example.test"
-
-
-@pytest.fixture(scope="module")
-def upstream():
-    u = Upstream("127.0.0.1")
-    yield u
-    u.close()
 
 
 def stored_policy(s, name):
