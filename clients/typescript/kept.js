@@ -36,6 +36,11 @@ export class KeptConnection {
     this.closed = false;
     this.used = false; // it answered a request already
     this.pending = null; // the call in flight: {check, fail}
+    // The calls' timeout: one timer for the connection, re-armed
+    // (refresh()) for each call and unref()'d between them, not a
+    // setTimeout() and clearTimeout() a call (bench/bench-api.sh).
+    this.timer = null;
+    this.timerMs = 0;
     this.sock.on("data", (d) => {
       this.parts.push(d);
       this.len += d.length;
@@ -67,7 +72,26 @@ export class KeptConnection {
 
   destroy() {
     this.closed = true;
+    if (this.timer) clearTimeout(this.timer);
+    this.timer = null;
     this.sock.destroy();
+  }
+
+  /* Arms the timeout for the call starting now (none: 0). */
+  #arm(timeoutMs) {
+    if (!timeoutMs) {
+      if (this.timer) clearTimeout(this.timer);
+      this.timer = null;
+      return;
+    }
+    if (this.timer && this.timerMs === timeoutMs) {
+      this.timer.refresh();
+      this.timer.ref();
+      return;
+    }
+    if (this.timer) clearTimeout(this.timer);
+    this.timerMs = timeoutMs;
+    this.timer = setTimeout(() => this.pending?.expire(), timeoutMs);
   }
 
   /** Sends @head (a string ending in the blank line) and @body, resolves
@@ -75,9 +99,8 @@ export class KeptConnection {
   request(head, body, timeoutMs) {
     this.busy = true;
     return new Promise((resolve, reject) => {
-      let timer = null;
       const done = (err, answer) => {
-        if (timer) clearTimeout(timer);
+        if (this.timer) this.timer.unref();
         this.pending = null;
         this.busy = false;
         if (err) {
@@ -107,6 +130,7 @@ export class KeptConnection {
           this.#consume(buf, a.used);
           done(null, a);
         },
+        expire: () => done(new TransportError("timed out", { answered: this.len > 0 })),
         fail: (e) => {
           // An answer that ends with the connection is complete there.
           if (!e && this.len) {
@@ -134,11 +158,7 @@ export class KeptConnection {
         this.destroy();
       }
       if (this.closed) return this.pending.fail(null);
-      if (timeoutMs) {
-        timer = setTimeout(() => done(new TransportError("timed out",
-                                                         { answered: this.len > 0 })),
-                           timeoutMs);
-      }
+      this.#arm(timeoutMs);
       this.sock.write(body && body.length ? Buffer.concat([Buffer.from(head), body]) : head);
     });
   }

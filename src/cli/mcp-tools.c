@@ -7,6 +7,7 @@
  * argument is a result with isError, as MCP asks for input validation
  * errors (the model can read it and correct itself), and is found before
  * anything touches the store. */
+#include <arpa/inet.h>
 #include <errno.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -41,7 +42,8 @@ typedef struct McpArgs {
         json_t *command, *cwd, *timeout, *env, *path, *content, *name;
         json_t *parents, *recursive, *to, *replace;
         json_t *detach, *id, *signal, *grace; /* the processes' tools */
-        json_t *port;                         /* expose_port */
+        json_t *port;                         /* expose_port, the ports' tools */
+        json_t *host_port, *host_ip;          /* publish_port */
         json_t *stdin_open, *input, *close;   /* exec's stdin_open, write_stdin */
         json_t *user;                         /* exec's --user */
 } McpArgs;
@@ -193,6 +195,26 @@ static const McpArgSpec expose_port_args[] = {
             "TCP port a server listens on at 127.0.0.1 inside the sandbox\"}"),
 };
 
+#define PORT_INSIDE_SCHEMA(what)                                                                   \
+        "{\"type\":\"integer\",\"minimum\":1,\"maximum\":65535,\"description\":\"" what "\"}"
+
+static const McpArgSpec publish_port_args[] = {
+        ARG("port", MCP_ARG_NUMBER, true, port,
+            PORT_INSIDE_SCHEMA("The TCP port a server listens on (or will) at 127.0.0.1 "
+                               "inside the sandbox")),
+        ARG("host_port", MCP_ARG_NUMBER, false, host_port,
+            "{\"type\":\"integer\",\"minimum\":0,\"maximum\":65535,\"description\":\"The "
+            "port on the host (default 0: a free one, chosen each time the sandbox starts)\"}"),
+        ARG("host_ip", MCP_ARG_STRING, false, host_ip,
+            "{\"type\":\"string\",\"minLength\":1,\"description\":\"The host address it "
+            "listens on: a loopback address, 127.0.0.0/8 or ::1 (default 127.0.0.1)\"}"),
+};
+
+static const McpArgSpec unpublish_port_args[] = {
+        ARG("port", MCP_ARG_NUMBER, true, port,
+            PORT_INSIDE_SCHEMA("The published port, inside the sandbox")),
+};
+
 static const char *arg_type_to_string(McpArgType t) {
         switch (t) {
         case MCP_ARG_STRING:
@@ -290,6 +312,35 @@ static int policy_facts(McpServer *s, const char *policy_json, hutch_error *err)
         return 0;
 }
 
+/* Whether policy @have's published ports are @want's plus ports the agent
+ * published with publish_port (saved in the policy, so a later session's
+ * flags do not name them), less those it unpublished; then drops "ports"
+ * from both for the comparison of the rest. SECURITY: the agent publishes
+ * on loopback only, so an entry on another address ("0.0.0.0:80:80") must
+ * be one the flags asked for: a sandbox opened to the network by someone
+ * else is still another policy. The entries are policy_add_port()'s
+ * normal form, "IP:HOSTPORT:PORT" with an IPv6 address in brackets. */
+static bool ports_match(json_t *have, json_t *want) {
+        json_t *h, *w;
+        size_t i, j;
+
+        json_array_foreach(json_object_get(have, "ports"), i, h) {
+                const char *spec = json_string_value(h);
+                bool asked = false;
+
+                json_array_foreach(json_object_get(want, "ports"), j, w) {
+                        if (json_equal(h, w))
+                                asked = true;
+                }
+                if (!asked &&
+                    !(spec && (strncmp(spec, "127.", 4) == 0 || strncmp(spec, "[::1]:", 6) == 0)))
+                        return false;
+        }
+        (void)json_object_del(have, "ports");
+        (void)json_object_del(want, "ports");
+        return true;
+}
+
 /* Checks an existing sandbox against the policy wanted and learns its
  * facts. SECURITY: a sandbox made earlier with another policy (more
  * network, fewer limits) is refused, not used under the flags given now. */
@@ -312,7 +363,7 @@ static int sandbox_check(McpServer *s, bool created, hutch_error *err) {
                 if (json_is_string(image) &&
                     hutch_ext_image_digest(json_string_value(image), &digest, &herr) >= 0)
                         (void)json_object_set_new(want, "image", json_string(digest));
-                if (!have || !want || !json_equal(have, want))
+                if (!have || !want || !ports_match(have, want) || !json_equal(have, want))
                         return set_error(err, EEXIST,
                                          "sandbox '%s' exists with another policy than the one "
                                          "'hutch mcp' was given: remove it ('hutch rm --force "
@@ -992,6 +1043,20 @@ static json_t *tool_kill_process(McpServer *s, const McpArgs *a) {
         return tool_result(s, res, NULL);
 }
 
+/* The URL of a ports entry ({port, host_ip, host_port}) on a loopback
+ * host address and a bound host port, or NULL. */
+static char *entry_url(json_t *e) {
+        const char *ip = json_string_value(json_object_get(e, "host_ip"));
+        json_int_t hp = json_integer_value(json_object_get(e, "host_port"));
+        char *url = NULL;
+
+        if (!ip || hp <= 0 || (strcmp(ip, "::1") != 0 && strncmp(ip, "127.", 4) != 0))
+                return NULL;
+        if (asprintf(&url, strchr(ip, ':') ? "http://[%s]:%d/" : "http://%s:%d/", ip, (int)hp) < 0)
+                return NULL;
+        return url;
+}
+
 /* The URL of @port_json's entry for @port with a loopback host address,
  * or NULL. */
 static char *published_url(const char *ports_json, unsigned port) {
@@ -1000,17 +1065,13 @@ static char *published_url(const char *ports_json, unsigned port) {
         size_t i;
 
         json_array_foreach(arr, i, e) {
-                const char *ip = json_string_value(json_object_get(e, "host_ip"));
-                json_int_t hp = json_integer_value(json_object_get(e, "host_port"));
-                char *url = NULL;
+                char *url;
 
-                if (json_integer_value(json_object_get(e, "port")) != (json_int_t)port || !ip ||
-                    hp <= 0 || (strcmp(ip, "::1") != 0 && strncmp(ip, "127.", 4) != 0))
+                if (json_integer_value(json_object_get(e, "port")) != (json_int_t)port)
                         continue;
-                if (asprintf(&url, strchr(ip, ':') ? "http://[%s]:%d/" : "http://%s:%d/", ip,
-                             (int)hp) < 0)
-                        return NULL;
-                return url;
+                url = entry_url(e);
+                if (url)
+                        return url;
         }
         return NULL;
 }
@@ -1044,18 +1105,29 @@ static int expose_published(McpServer *s, unsigned port, char **ret_url, hutch_e
         return set_error(err, -r, "%s", e.msg[0] ? e.msg : strerror(-r));
 }
 
+/* @tool's port argument @what, an integer from @min to 65535, in @ret; an
+ * error result otherwise. */
+static json_t *port_arg(const char *tool, const char *what, json_t *v, unsigned min,
+                        unsigned *ret) {
+        double d = json_number_value(v);
+
+        if (!(d >= min && d <= 65535) || d != (double)(unsigned)d)
+                return tool_error("%s: invalid %s %g (expected an integer from %u to 65535)", tool,
+                                  what, d, min);
+        *ret = (unsigned)d;
+        return NULL;
+}
+
 static json_t *tool_expose_port(McpServer *s, const McpArgs *a) {
         _cleanup_free_ char *url = NULL;
-        double v = json_number_value(a->port);
         hutch_error herr = {};
-        unsigned port;
+        unsigned port = 0;
+        json_t *bad;
         int r;
 
-        if (!(v >= 1 && v <= 65535) || v != (double)(unsigned)v)
-                return tool_error("expose_port: invalid port %g (expected an integer from 1 to "
-                                  "65535)",
-                                  v);
-        port = (unsigned)v;
+        bad = port_arg("expose_port", "port", a->port, 1, &port);
+        if (bad)
+                return bad;
         r = sandbox_ensure(s, &herr);
         if (r >= 0 && s->preview_url) {
                 size_t n = strlen(s->preview_url);
@@ -1079,6 +1151,133 @@ static json_t *tool_expose_port(McpServer *s, const McpArgs *a) {
         return tool_result(
                 s, json_pack("{s:i,s:s,s:s}", "port", (int)port, "url", url, "via", "published"),
                 NULL);
+}
+
+/* publish_port's host_ip as docker's spec writes it ("[::1]" for IPv6) in
+ * @buf, or an error result. SECURITY: the agent may open its sandbox to
+ * the host's own processes only: an address other than loopback (0.0.0.0,
+ * a LAN address) would open it to the network, which only the user's
+ * flags (-p, `hutch port NAME add`) may do. */
+static json_t *host_ip_arg(const char *ip, char *buf, size_t size) {
+        struct in6_addr a6;
+        struct in_addr a4;
+
+        if (inet_pton(AF_INET, ip, &a4) == 1) {
+                if ((ntohl(a4.s_addr) >> 24) != 127)
+                        return tool_error("publish_port: host_ip '%s' is not a loopback address "
+                                          "(127.0.0.0/8 or ::1): an agent publishes ports to "
+                                          "the host only",
+                                          ip);
+                (void)snprintf(buf, size, "%s", ip);
+                return NULL;
+        }
+        if (inet_pton(AF_INET6, ip, &a6) == 1) {
+                if (!IN6_IS_ADDR_LOOPBACK(&a6))
+                        return tool_error("publish_port: host_ip '%s' is not a loopback address "
+                                          "(127.0.0.0/8 or ::1): an agent publishes ports to "
+                                          "the host only",
+                                          ip);
+                (void)snprintf(buf, size, "[%s]", ip);
+                return NULL;
+        }
+        return tool_error("publish_port: invalid host_ip '%.64s' (expected an IPv4 or IPv6 "
+                          "address)",
+                          ip);
+}
+
+/* The tool's result for a ports entry: the entry (taken) with its url,
+ * null while no host port is bound. */
+static json_t *port_entry_result(const McpServer *s, json_t *entry) {
+        _cleanup_free_ char *url = entry_url(entry);
+
+        if (!entry || json_object_set_new(entry, "url", url ? json_string(url) : json_null()) < 0) {
+                json_decref(entry);
+                return tool_error("publish_port: out of memory");
+        }
+        return tool_result(s, entry, NULL);
+}
+
+/* As POST .../ports (docs/api.md): saved in the sandbox's policy, bound
+ * now when it runs, else at its next start. */
+static json_t *tool_publish_port(McpServer *s, const McpArgs *a) {
+        _cleanup_free_ char *json = NULL;
+        char host[INET6_ADDRSTRLEN + 2] = "127.0.0.1", spec[INET6_ADDRSTRLEN + 16];
+        unsigned port = 0, host_port = 0;
+        hutch_error herr = {};
+        json_auto_t *ports = NULL;
+        json_t *bad;
+        int r;
+
+        bad = port_arg("publish_port", "port", a->port, 1, &port);
+        if (!bad && a->host_port)
+                bad = port_arg("publish_port", "host_port", a->host_port, 0, &host_port);
+        if (!bad && a->host_ip)
+                bad = host_ip_arg(json_string_value(a->host_ip), host, sizeof(host));
+        if (bad)
+                return bad;
+        (void)snprintf(spec, sizeof(spec), "%s:%u:%u", host, host_port, port);
+        r = sandbox_ensure(s, &herr);
+        if (r >= 0)
+                r = hutch_port_publish(s->name, spec, &json, &herr);
+        if (r < 0) {
+                sandbox_recheck(s, r);
+                return tool_error("publish_port: %s%s", r == -EADDRINUSE ? "host_port: " : "",
+                                  err_text(&herr, r));
+        }
+        ports = json ? json_loads(json, 0, NULL) : NULL;
+        if (json_array_size(ports) == 0)
+                return tool_error("publish_port: the keeper gave no entry for port %u", port);
+        return port_entry_result(s, json_incref(json_array_get(ports, json_array_size(ports) - 1)));
+}
+
+/* As DELETE .../ports/{port}. */
+static json_t *tool_unpublish_port(McpServer *s, const McpArgs *a) {
+        hutch_error herr = {};
+        unsigned port = 0;
+        json_t *bad;
+        int r;
+
+        bad = port_arg("unpublish_port", "port", a->port, 1, &port);
+        if (bad)
+                return bad;
+        r = sandbox_ensure(s, &herr);
+        if (r >= 0)
+                r = hutch_port_unpublish(s->name, port, &herr);
+        if (r < 0) {
+                sandbox_recheck(s, r);
+                return tool_error("unpublish_port: %s", err_text(&herr, r));
+        }
+        return tool_result(s, json_pack("{s:i}", "port", (int)port), NULL);
+}
+
+/* As GET .../ports, each entry with its url. */
+static json_t *tool_list_ports(McpServer *s, const McpArgs *a) {
+        _cleanup_free_ char *json = NULL;
+        hutch_error herr = {};
+        bool running = false;
+        json_t *ports, *e;
+        size_t i;
+        int r;
+
+        r = sandbox_ensure(s, &herr);
+        if (r >= 0)
+                r = hutch_ports(s->name, &json, &running, &herr);
+        if (r < 0) {
+                sandbox_recheck(s, r);
+                return tool_error("list_ports: %s", err_text(&herr, r));
+        }
+        ports = json_loads(json, 0, NULL);
+        if (!json_is_array(ports)) {
+                json_decref(ports);
+                return tool_error("list_ports: the ports of sandbox '%s' are not a JSON array",
+                                  s->name);
+        }
+        json_array_foreach(ports, i, e) {
+                _cleanup_free_ char *url = entry_url(e);
+
+                (void)json_object_set_new(e, "url", url ? json_string(url) : json_null());
+        }
+        return tool_result(s, json_pack("{s:b,s:o}", "running", running, "ports", ports), NULL);
 }
 
 /* ---- the table ---- */
@@ -1186,6 +1385,26 @@ static const char expose_port_output[] =
         "\"description\":\"preview: hutch serve's preview route (--preview-url); published: "
         "a port on the host's loopback for as long as the sandbox runs\"}},"
         "\"required\":[\"port\",\"url\",\"via\"]}";
+
+#define PORT_ENTRY_SCHEMA                                                                          \
+        "{\"type\":\"object\",\"properties\":{\"port\":{\"type\":\"integer\"},"                    \
+        "\"protocol\":{\"type\":\"string\"},\"host_ip\":{\"type\":\"string\"},"                    \
+        "\"host_port\":{\"type\":\"integer\",\"description\":\"0 while the sandbox is "            \
+        "stopped and the port is a free one chosen at each start\"},"                              \
+        "\"url\":{\"type\":[\"string\",\"null\"],\"description\":\"where the port is reached "     \
+        "from the host; null while no host port is bound\"}},"                                     \
+        "\"required\":[\"port\",\"protocol\",\"host_ip\",\"host_port\",\"url\"]}"
+
+static const char publish_port_output[] = PORT_ENTRY_SCHEMA;
+
+static const char unpublish_port_output[] =
+        "{\"type\":\"object\",\"properties\":{\"port\":{\"type\":\"integer\"}},"
+        "\"required\":[\"port\"]}";
+
+static const char list_ports_output[] =
+        "{\"type\":\"object\",\"properties\":{\"running\":{\"type\":\"boolean\"},"
+        "\"ports\":{\"type\":\"array\",\"items\":" PORT_ENTRY_SCHEMA "}},"
+        "\"required\":[\"running\",\"ports\"]}";
 
 static const char restore_output[] =
         "{\"type\":\"object\",\"properties\":{\"name\":{\"type\":\"string\"},"
@@ -1311,6 +1530,33 @@ static const McpTool tools[] = {
          ARGS(expose_port_args),
          .output_schema = expose_port_output,
          .run = tool_expose_port},
+        {.name = "publish_port",
+         .title = "Publish a port of the sandbox on the host",
+         .description = "Publishes a TCP port a server listens on at 127.0.0.1 inside the "
+                        "sandbox on the host's loopback (host_ip 127.0.0.0/8 or ::1; host_port "
+                        "0, the default, a free one), as 'hutch port NAME add': saved in the "
+                        "sandbox's policy, bound now when it runs, else at its next start. "
+                        "Returns the entry with its url. A host port in use is refused.",
+         ARGS(publish_port_args),
+         .output_schema = publish_port_output,
+         .run = tool_publish_port},
+        {.name = "unpublish_port",
+         .title = "Stop publishing a port of the sandbox",
+         .description = "Stops publishing a port published with publish_port (or the "
+                        "sandbox's policy), as 'hutch port NAME rm PORT': dropped from the "
+                        "policy and its host listener closed.",
+         ARGS(unpublish_port_args),
+         .output_schema = unpublish_port_output,
+         .destructive = true,
+         .run = tool_unpublish_port},
+        {.name = "list_ports",
+         .title = "List the sandbox's published ports",
+         .description = "Lists the sandbox's published ports (port inside, host_ip, host_port, "
+                        "url) and whether it runs: while it runs, the host ports bound; else "
+                        "its policy's entries.",
+         .output_schema = list_ports_output,
+         .read_only = true,
+         .run = tool_list_ports},
 };
 
 const McpTool *mcp_tool_find(const char *name) {

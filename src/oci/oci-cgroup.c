@@ -135,17 +135,21 @@ static int write_u64(const char *dir, const char *file, long long v) {
         return write_at(dir, file, s);
 }
 
-/* The default devices every container gets (oci-init.c bind-mounts them)
- * stay usable after the config's device rules, as the runtime-spec's
- * "default devices" require. */
+/* The default devices every container gets (oci.h's oci_default_devices,
+ * which oci-init.c bind-mounts) stay usable after the config's device
+ * rules, as the runtime-spec's "default devices" require. */
 static int cgroups_allow_default_devices(Cgroups *c, json_t *devices) {
-        static const char *const rules[] = {"c 1:3 rwm", "c 1:5 rwm", "c 1:7 rwm", "c 1:8 rwm",
-                                            "c 1:9 rwm", "c 5:0 rwm", "c 5:2 rwm", "c 136:* rwm"};
-
         if (!c->devices || json_array_size(devices) == 0)
                 return 0;
-        for (size_t i = 0; i < ELEMENTSOF(rules); i++) {
-                int r = write_at(c->devices, "devices.allow", rules[i]);
+        for (size_t i = 0; i < ELEMENTSOF(oci_default_devices); i++) {
+                const OciDefaultDevice *d = &oci_default_devices[i];
+                char rule[48], minor[16] = "*";
+                int r;
+
+                if (d->minor >= 0)
+                        (void)snprintf(minor, sizeof(minor), "%d", d->minor);
+                (void)snprintf(rule, sizeof(rule), "c %u:%s rwm", d->major, minor);
+                r = write_at(c->devices, "devices.allow", rule);
                 if (r < 0)
                         return r;
         }

@@ -29,14 +29,8 @@ typedef struct DevRule {
 
 #define ACC_ALL (BPF_DEVCG_ACC_MKNOD | BPF_DEVCG_ACC_READ | BPF_DEVCG_ACC_WRITE)
 
-/* The default devices every container gets (oci-init.c binds them) stay
- * usable after the config's rules, as with the v1 controller
- * (oci-cgroup.c): null, zero, full, random, urandom, tty, ptmx, pts. */
-static const DevRule default_rules[] = {
-        {BPF_DEVCG_DEV_CHAR, 1, 3, ACC_ALL, true}, {BPF_DEVCG_DEV_CHAR, 1, 5, ACC_ALL, true},
-        {BPF_DEVCG_DEV_CHAR, 1, 7, ACC_ALL, true}, {BPF_DEVCG_DEV_CHAR, 1, 8, ACC_ALL, true},
-        {BPF_DEVCG_DEV_CHAR, 1, 9, ACC_ALL, true}, {BPF_DEVCG_DEV_CHAR, 5, 0, ACC_ALL, true},
-        {BPF_DEVCG_DEV_CHAR, 5, 2, ACC_ALL, true}, {BPF_DEVCG_DEV_CHAR, 136, -1, ACC_ALL, true},
+const OciDefaultDevice oci_default_devices[OCI_N_DEFAULT_DEVICES] = {
+        {1, 3}, {1, 5}, {1, 7}, {1, 8}, {1, 9}, {5, 0}, {5, 2}, {136, -1},
 };
 
 static int rule_from_json(json_t *v, DevRule *ret) {
@@ -153,8 +147,14 @@ static int build(json_t *rules, Prog *p, HutchError *reterr) {
         k = k ?: emit(p, INSN(BPF_ALU | BPF_RSH | BPF_K, 2, 0, 0, 16));
         k = k ?: emit(p, INSN(BPF_LDX | BPF_MEM | BPF_W, 4, 1, 4, 0));
         k = k ?: emit(p, INSN(BPF_LDX | BPF_MEM | BPF_W, 5, 1, 8, 0));
-        for (size_t i = ELEMENTSOF(default_rules); k >= 0 && i > 0; i--)
-                k = emit_rule(p, &default_rules[i - 1]);
+        /* The default devices (oci.h) stay usable after the config's
+         * rules, as with the v1 controller (oci-cgroup.c). */
+        for (size_t i = ELEMENTSOF(oci_default_devices); k >= 0 && i > 0; i--)
+                k = emit_rule(p, &(DevRule){.type = BPF_DEVCG_DEV_CHAR,
+                                            .major = oci_default_devices[i - 1].major,
+                                            .minor = oci_default_devices[i - 1].minor,
+                                            .access = ACC_ALL,
+                                            .allow = true});
         for (size_t i = n; k >= 0 && i > 0; i--) {
                 DevRule r;
 

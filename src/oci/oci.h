@@ -167,6 +167,20 @@ int oci_systemd_scope_stop(const char *unit);
 
 /* ---- devices on cgroup v2 (oci-devices.c) ---- */
 
+/* The runtime-spec's default devices, which every container gets
+ * (oci-init.c binds them): null, zero, full, random, urandom, tty, ptmx
+ * and pts, each a character device with rwm access (@minor -1: any). They
+ * stay usable after the config's linux.resources.devices rules, on the v1
+ * devices controller (oci-cgroup.c) and in the eBPF program
+ * (oci-devices.c): this one table serves both. */
+typedef struct OciDefaultDevice {
+        unsigned major;
+        int minor;
+} OciDefaultDevice;
+
+#define OCI_N_DEFAULT_DEVICES 8
+extern const OciDefaultDevice oci_default_devices[OCI_N_DEFAULT_DEVICES];
+
 /* Loads an eBPF device program for linux.resources.devices @rules (in
  * order, the last matching rule deciding, the default devices allowed
  * after them, anything else denied) and attaches it to the cgroup v2

@@ -298,6 +298,30 @@ def sbx(request):
     return request.getfixturevalue(f"{request.param}_runner")
 
 
+@pytest.fixture(scope="module")
+def upstream():
+    """A plain HTTP server on the host's 127.0.0.1 (proxyutil.Upstream: it
+    answers what it was asked), one per test module."""
+    from proxyutil import Upstream
+
+    u = Upstream("127.0.0.1")
+    yield u
+    u.close()
+
+
+@pytest.fixture(params=["root", "user"])
+def store(request):
+    """A persistent-sandbox store of its own (test_persistent.Store), as
+    root and as the unprivileged user; finalize() removes its sandboxes and
+    checks nothing was left. A module may name a subclass as STORE_CLASS."""
+    from test_persistent import Store
+
+    s = getattr(request.module, "STORE_CLASS", Store)(
+        request.getfixturevalue(f"{request.param}_runner"))
+    yield s
+    s.finalize()
+
+
 @pytest.fixture
 def caller(request):
     """The Runner of the current caller: root in CI, else the user."""

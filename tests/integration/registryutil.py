@@ -15,13 +15,16 @@ import http.server
 import io
 import json
 import os
+import shutil
 import socket
 import ssl
 import subprocess
 import tarfile
+import tempfile
 import threading
 import time
 import urllib.parse
+from contextlib import contextmanager
 from pathlib import Path
 
 BUSYBOX = "/bin/busybox"
@@ -167,6 +170,29 @@ class Registry:
             self.proc.kill()
         self.proc.wait()
         self.log.close()
+
+
+@contextmanager
+def running_registry(prefix, fill=None):
+    """A Registry in a temporary folder named @prefix..., holding the amd64
+    busybox of an OCI layout there, tagged "amd" (reg.amd, reg.layout);
+    @fill(reg, layout) pushes what the tests need. Stopped and removed
+    after, also when the fill fails."""
+    d = Path(tempfile.mkdtemp(prefix=prefix))
+    reg = None
+    try:
+        reg = Registry(d)
+        layout = Layout(d / "layout")
+        _, reg.amd = layout.image("amd64")
+        layout.tag(reg.amd, "amd")
+        reg.layout = layout
+        if fill is not None:
+            fill(reg, layout)
+        yield reg
+    finally:
+        if reg is not None:
+            reg.close()
+        shutil.rmtree(d, ignore_errors=True)
 
 
 class _Server(http.server.ThreadingHTTPServer):

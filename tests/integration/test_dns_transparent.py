@@ -50,13 +50,6 @@ print(data.decode("latin-1"))
 
 
 @pytest.fixture(scope="module")
-def upstream():
-    u = Upstream("127.0.0.1")
-    yield u
-    u.close()
-
-
-@pytest.fixture(scope="module")
 def second():
     """Another server on the host's loopback that no entry allows."""
     u = Upstream("127.0.0.1")
@@ -327,15 +320,6 @@ def test_git_clone_over_https_without_proxy_variables(sbx, ca, tmp_path):
 
 
 # ------------------------------------------------- persistent sandboxes
-
-
-@pytest.fixture(params=["root", "user"])
-def store(request):
-    from test_persistent import Store
-
-    s = Store(request.getfixturevalue(f"{request.param}_runner"))
-    yield s
-    s.finalize()
 
 
 def lookup(s, name, host):

@@ -12,7 +12,6 @@ import json
 import os
 import shutil
 import subprocess
-import tempfile
 from pathlib import Path
 
 import pytest
@@ -30,26 +29,17 @@ pytestmark = pytest.mark.skipif(
 
 @pytest.fixture(scope="module")
 def registry():
-    d = Path(tempfile.mkdtemp(prefix="hutch-registry-"))
-    reg = registryutil.Registry(d)
-    try:
-        layout = registryutil.Layout(d / "layout")
-        _, amd = layout.image("amd64")
-        layout.tag(amd, "amd")
-        _, arm = layout.image("arm64")
-        layout.tag(arm, "arm")
-        layout.tag_index([amd, arm], "multi")
-        layout.tag_index([arm], "armonly")
+    def fill(reg, layout):
+        _, reg.arm = layout.image("arm64")
+        layout.tag(reg.arm, "arm")
+        layout.tag_index([reg.amd, reg.arm], "multi")
+        layout.tag_index([reg.arm], "armonly")
         reg.push(layout, "amd", "busybox:1")
         reg.push(layout, "multi", "multi:1", all_images=True)
         reg.push(layout, "armonly", "armonly:1", all_images=True)
-        reg.amd = amd
-        reg.arm = arm
-        reg.layout = layout
+
+    with registryutil.running_registry("hutch-registry-", fill) as reg:
         yield reg
-    finally:
-        reg.close()
-        shutil.rmtree(d, ignore_errors=True)
 
 
 @pytest.fixture

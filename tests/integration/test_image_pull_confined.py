@@ -8,8 +8,6 @@ create PATH.probe, as a parser taken over by a hostile answer would; the
 twins show the same probe succeeding where the download may write."""
 
 import shutil
-import tempfile
-from pathlib import Path
 
 import pytest
 
@@ -22,18 +20,9 @@ pytestmark = pytest.mark.skipif(
 
 @pytest.fixture(scope="module")
 def registry():
-    d = Path(tempfile.mkdtemp(prefix="hutch-confined-"))
-    reg = registryutil.Registry(d)
-    try:
-        layout = registryutil.Layout(d / "layout")
-        _, amd = layout.image("amd64")
-        layout.tag(amd, "amd")
-        reg.push(layout, "amd", "busybox:1")
-        reg.amd = amd
+    with registryutil.running_registry(
+            "hutch-confined-", lambda reg, layout: reg.push(layout, "amd", "busybox:1")) as reg:
         yield reg
-    finally:
-        reg.close()
-        shutil.rmtree(d, ignore_errors=True)
 
 
 def probe_line(stderr):

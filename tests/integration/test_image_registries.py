@@ -9,8 +9,6 @@ writes its own registries.conf and points $CONTAINERS_REGISTRIES_CONF at it,
 so the machine's configuration plays no part."""
 
 import shutil
-import tempfile
-from pathlib import Path
 
 import pytest
 
@@ -25,20 +23,13 @@ pytestmark = pytest.mark.skipif(
 
 @pytest.fixture(scope="module")
 def registry():
-    d = Path(tempfile.mkdtemp(prefix="hutch-registries-"))
-    reg = registryutil.Registry(d)
-    try:
-        layout = registryutil.Layout(d / "layout")
-        _, amd = layout.image("amd64")
-        layout.tag(amd, "amd")
+    def fill(reg, layout):
         # A one-component name of the default registry is in its library/.
         reg.push(layout, "amd", "library/short:1")
         reg.push(layout, "amd", "team/app:2")
-        reg.amd = amd
+
+    with registryutil.running_registry("hutch-registries-", fill) as reg:
         yield reg
-    finally:
-        reg.close()
-        shutil.rmtree(d, ignore_errors=True)
 
 
 class Caller:

@@ -28,7 +28,6 @@ import pytest
 
 import containerutil as cu
 from conftest import IS_ROOT
-from test_persistent import store  # noqa: F401 (the fixture)
 
 SYS_CLONE3 = 435
 SYS_PIVOT_ROOT = 155

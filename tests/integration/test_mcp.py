@@ -33,6 +33,7 @@ TOOLS = {"exec", "read_file", "write_file", "list_files", "make_directory", "mov
 TOOLS |= {"list_processes", "read_output", "kill_process"}  # test_processes_mcp.py
 TOOLS |= {"expose_port"}  # test_ports_mcp.py
 TOOLS |= {"write_stdin"}  # test_exec_stdin.py
+TOOLS |= {"publish_port", "unpublish_port", "list_ports"}  # test_mcp_ports.py
 SESSION_TIMEOUT = 300
 
 

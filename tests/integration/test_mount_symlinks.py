@@ -24,7 +24,6 @@ import pytest
 
 from cgroupctl import poll_until
 from diskutil import data_of
-from test_persistent import Store
 
 KINDS = ("dir-bind", "file-bind", "tmpfs")
 
@@ -150,13 +149,6 @@ def test_mount_points_outside_any_workspace_are_still_made(sbx):
 
 
 # ------------------------------------------------------ persistent sandboxes
-
-
-@pytest.fixture(params=["root", "user"])
-def store(request):
-    s = Store(request.getfixturevalue(f"{request.param}_runner"))
-    yield s
-    s.finalize()
 
 
 @contextmanager

@@ -18,17 +18,9 @@ from pathlib import Path
 
 import pytest
 
-from proxyutil import Upstream
 from test_proxy import NODE_FETCH, find_undici
 
 API = "api.example.test"
-
-
-@pytest.fixture(scope="module")
-def upstream():
-    u = Upstream("127.0.0.1")
-    yield u
-    u.close()
 
 
 def allow_flags(port, name=API, private=True):

@@ -206,14 +206,6 @@ class Store:
         assert not problems, "; ".join(problems)
 
 
-@pytest.fixture(params=["root", "user"])
-def store(request):
-    """A store of its own, as root and as the unprivileged user."""
-    s = Store(request.getfixturevalue(f"{request.param}_runner"))
-    yield s
-    s.finalize()
-
-
 @pytest.fixture
 def root_store(root_runner):
     s = Store(root_runner)

@@ -8,17 +8,6 @@ test_persistent's teardown under load)."""
 
 import time
 
-import pytest
-
-from test_persistent import Store
-
-
-@pytest.fixture(params=["root", "user"])
-def store(request):
-    s = Store(request.getfixturevalue(f"{request.param}_runner"))
-    yield s
-    s.finalize()
-
 
 def test_stop_as_the_keeper_stops_for_idleness(store):
     store.create("box", "--idle-timeout", "100ms")

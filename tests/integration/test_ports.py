@@ -68,13 +68,12 @@ class PortStore(Store):
             out[pid] = n
         return out
 
+    def finalize(self):
+        super().finalize()
+        assert not forwarders(), f"forwarders left: {forwarders()}"
 
-@pytest.fixture(params=["root", "user"])
-def store(request):
-    s = PortStore(request.getfixturevalue(f"{request.param}_runner"))
-    yield s
-    s.finalize()
-    assert not forwarders(), f"forwarders left: {forwarders()}"
+
+STORE_CLASS = PortStore  # conftest's store fixture
 
 
 def free_port():

@@ -16,16 +16,9 @@ import pytest
 from cgroupctl import poll_until
 from conftest import live_with_marker
 from diskutil import data_of
-from test_persistent import Store, marker
+from test_persistent import marker
 
 MIB = 1 << 20
-
-
-@pytest.fixture(params=["root", "user"])
-def store(request):
-    s = Store(request.getfixturevalue(f"{request.param}_runner"))
-    yield s
-    s.finalize()
 
 
 def detach(store, name, script, *args):

@@ -13,23 +13,14 @@ import select
 import sys
 import time
 
-import pytest
 
 from conftest import REPO, kill_quietly
-from test_persistent import Store
 from test_serve import as_euid, create, server  # noqa: F401 (a fixture)
 
 sys.path.insert(0, str(REPO / "clients" / "python"))
 import hutch  # noqa: E402
 
 FOLLOWERS = 70
-
-
-@pytest.fixture(params=["root", "user"])
-def store(request):
-    s = Store(request.getfixturevalue(f"{request.param}_runner"))
-    yield s
-    s.finalize()
 
 
 def test_ps_right_after_a_detached_start_has_the_pid(server):  # noqa: F811

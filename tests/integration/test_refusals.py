@@ -13,17 +13,9 @@ import json
 
 import pytest
 
-from proxyutil import Upstream
 from test_persistent import Store
 
 API = "api.example.test"
-
-
-@pytest.fixture(scope="module")
-def upstream():
-    u = Upstream("127.0.0.1")
-    yield u
-    u.close()
 
 
 def allow_flags(port, private=True):

@@ -1,23 +1,20 @@
 # SPDX-License-Identifier: LGPL-2.1-or-later
 """Terminals of a microVM sandbox (issue 18, docs/vm.md "Published ports
 and terminals"): `hutch exec -it` on a VM sandbox, driven through a real
-terminal (test_terminal's harness), and hutch serve's exec WebSocket
+terminal (ptyharness.py, as test_terminal), and hutch serve's exec WebSocket
 (stdin; a pty with resize and Ctrl-C) with Debian's python3-websockets. The
 command's pty is the guest's own (the agent opens it from the sandbox's
 devpts); the window size follows the caller's. One VM per runner (TCG is
 slow), as root and as the unprivileged user."""
 
-import json
 import re
 
+from ptyharness import (PROMPT, SHELL, on_terminal, terminals,  # noqa: F401 (fixture)
+                        ws_check_stdin, ws_check_tty)
 from test_serve import Api as ServeApi
 from test_serve import Server
-from test_terminal import (PROMPT, on_terminal, run_ws, terminals, ws_collect,  # noqa: F401
-                           ws_connect)
 from test_vm_persist import (any_store, assert_vm_gone, started_vm,  # noqa: F401
                              vm_store_dir)
-
-SHELL = f"PS1='{PROMPT.decode()}' exec bash --norc --noprofile -i"
 
 
 def check_terminal(terminals, store):
@@ -49,54 +46,8 @@ def check_terminal(terminals, store):
 
 
 def check_websocket(server):
-    async def with_stdin():
-        async with ws_connect(server, "box") as ws:
-            await ws.send(json.dumps({"argv": ["sh", "-c", "cat; echo done >&2; exit 4"]}))
-            started = json.loads(await ws.recv())
-            assert started["type"] == "started" and started["id"] > 0
-            await ws.send(b"line one\n")
-            await ws.send(b"\x00\xffbinary\n")
-            await ws.send(json.dumps({"type": "close_stdin"}))
-            return await ws_collect(ws)
-
-    streams, outcome, code = run_ws(with_stdin())
-    assert streams[1] == b"line one\n\x00\xffbinary\n"
-    assert streams[2] == b"done\n"
-    assert outcome["exit_code"] == 4 and outcome["outcome"]["reason"] == "exited"
-    assert code == 1000
-
-    async def expect(ws, pattern, seen):
-        while not re.search(pattern, seen[0]):
-            m = await ws.recv()
-            assert isinstance(m, bytes) and m[0] == 1, m
-            seen[0] += m[1:]
-        found = re.search(pattern, seen[0])
-        seen[0] = seen[0][found.end():]
-
-    async def with_tty():
-        seen = [b""]
-        async with ws_connect(server, "box") as ws:
-            await ws.send(json.dumps({"argv": ["sh", "-c", SHELL], "env": {"TERM": "xterm"},
-                                      "tty": True, "cols": 90, "rows": 33}))
-            assert json.loads(await ws.recv())["type"] == "started"
-            await expect(ws, re.escape(PROMPT), seen)
-            await ws.send(b"tty; stty size\r")
-            await expect(ws, rb"/dev/pts/\d+\r\n33 90\r\n", seen)
-            await ws.send(json.dumps({"type": "resize", "cols": 120, "rows": 40}))
-            await ws.send(b"stty size\r")
-            await expect(ws, rb"\r40 120\r\n", seen)
-            await ws.send(b"sh -c 'echo job-$((6*7)); exec sleep 100'\r")
-            await expect(ws, rb"job-42\r\n", seen)
-            await ws.send(b"\x03")
-            await expect(ws, re.escape(PROMPT), seen)
-            await ws.send(b"echo alive-$?\r")
-            await expect(ws, rb"alive-130\r\n", seen)
-            await ws.send(b"exit 9\r")
-            return await ws_collect(ws)
-
-    streams, outcome, code = run_ws(with_tty())
-    assert b"no job control" not in streams[1]
-    assert outcome["exit_code"] == 9 and code == 1000
+    ws_check_stdin(server, "box")
+    ws_check_tty(server, "box", b"sh -c 'echo job-$((6*7)); exec sleep 100'\r")
 
 
 def test_vm_terminal_and_websocket_exec(terminals, any_store):

@@ -15,25 +15,9 @@ import pytest
 
 import cgroupctl
 from conftest import live_with_marker
-from proxyutil import Upstream
-from test_persistent import Store
 
 API = "api.example.test"
 OTHER = "other.example.test"
-
-
-@pytest.fixture(scope="module")
-def upstream():
-    u = Upstream("127.0.0.1")
-    yield u
-    u.close()
-
-
-@pytest.fixture(params=["root", "user"])
-def store(request):
-    s = Store(request.getfixturevalue(f"{request.param}_runner"))
-    yield s
-    s.finalize()
 
 
 def stored_policy(s, name):

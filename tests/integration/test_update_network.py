@@ -15,18 +15,8 @@ import subprocess
 
 import pytest
 
-from proxyutil import StreamServer, Upstream
-from test_persistent import Store
-
-API = "api.example.test"
-OTHER = "other.example.test"
-
-
-@pytest.fixture(scope="module")
-def upstream():
-    u = Upstream("127.0.0.1")
-    yield u
-    u.close()
+from proxyutil import StreamServer
+from test_update import API, OTHER, fetch, stored_policy
 
 
 @pytest.fixture(scope="module")
@@ -34,23 +24,6 @@ def echo():
     e = StreamServer("127.0.0.1")
     yield e
     e.close()
-
-
-@pytest.fixture(params=["root", "user"])
-def store(request):
-    s = Store(request.getfixturevalue(f"{request.param}_runner"))
-    yield s
-    s.finalize()
-
-
-def stored_policy(s, name):
-    return json.loads((s.sandbox_dir(name) / "sandbox.json").read_text())["policy"]
-
-
-def fetch(s, name, host, port, path):
-    """The HTTP status curl got for http://HOST:PORT/PATH through the proxy."""
-    return s.exec(name, "curl", "-sS", "--max-time", "20", "-o", "/dev/null", "-w",
-                  "%{http_code}", f"http://{host}:{port}/{path}")
 
 
 def audit(s, name):

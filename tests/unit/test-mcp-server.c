@@ -93,8 +93,8 @@ TEST(tools_list_by_version) {
                 server_init(&s, versions[v]);
                 r = rpc(&s, "{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"tools/list\"}");
                 tools = json_object_get(json_object_get(r, "result"), "tools");
-                /* 9, the processes, expose_port, write_stdin */
-                ASSERT_EQ(json_array_size(tools), 14);
+                /* 9, the processes, expose_port, write_stdin, the ports' 3 */
+                ASSERT_EQ(json_array_size(tools), 17);
                 json_array_foreach(tools, i, t) {
                         json_t *in = json_object_get(t, "inputSchema");
                         const char *key;

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, Iterator, List, Optional, Sequence, Union
 
 from .errors import ApiError, ConnectionFailed, HutchError, error_from_body
+from .kept import KeptConnection, TransportError
 from .terminal import Terminal, open_terminal
 
 API_MAJOR = 1
@@ -203,7 +204,7 @@ class Client:
             self._host, self._port = u.hostname, u.port or 80
         self._server: Optional[subprocess.Popen] = None
         # The kept connection (keep-alive) between calls, and who uses it.
-        self._idle: Optional[http.client.HTTPConnection] = None
+        self._idle: Optional[KeptConnection] = None
         self._lock = threading.Lock()
 
     # -- lifetime --
@@ -329,52 +330,72 @@ class Client:
             raise error_from_body(r.status, data)
         return c, r
 
+    def _kept(self) -> KeptConnection:
+        """A new connection for whole answers (kept.py); the OSError of the
+        connect as ConnectionFailed."""
+        try:
+            if self.url:
+                return KeptConnection(host=self._host, port=self._port, timeout=self.timeout)
+            return KeptConnection(path=self.socket, timeout=self.timeout)
+        except OSError as e:
+            raise self._failed(e) from None
+
+    def _head(self, method: str, path: str, headers: Dict[str, str], data) -> bytes:
+        """The request's head, for KeptConnection.request()."""
+        if self.url:
+            host = f"[{self._host}]:{self._port}" if ":" in self._host \
+                else f"{self._host}:{self._port}"
+        else:
+            host = "localhost"
+        head = f"{method} {path} HTTP/1.1\r\nHost: {host}\r\n"
+        for k, v in headers.items():
+            head += f"{k}: {v}\r\n"
+        if data:
+            head += f"Content-Length: {len(data)}\r\n"
+        elif method not in ("GET", "HEAD", "DELETE"):
+            head += "Content-Length: 0\r\n"
+        return (head + "\r\n").encode("latin-1")
+
     def _roundtrip(self, method: str, path: str, query, body):
         """One request and its whole response on the kept connection
-        (HTTP/1.1 keep-alive): (status, body). A kept connection the
-        server closed while idle (its 60 s timeout) fails before any byte
-        of the answer: then the request goes once more on a new one. A
-        connection that failed in the middle of an answer is never used
+        (HTTP/1.1 keep-alive, kept.py): (status, body). A kept connection
+        the server closed while idle (its 60 s timeout) fails before any
+        byte of the answer: then the request goes once more on a new one.
+        A connection that failed in the middle of an answer is never used
         again, and that request is not sent again."""
         path, data, headers = self._prepare(path, query, body)
+        if isinstance(data, str):
+            data = data.encode()
+        head = self._head(method, path, headers, data)
         if not self._lock.acquire(blocking=False):
             # Another thread is using the kept connection: one of its own.
-            c = self._connection(self.timeout)
+            c = self._kept()
             try:
-                c.request(method, path, body=data, headers=headers)
-                r = c.getresponse()
-                return r.status, r.read()
-            except (OSError, http.client.HTTPException) as e:
-                raise self._failed(e) from None
+                status, _, payload, _ = c.request(head, data)
+                return status, payload
+            except TransportError as e:
+                raise self._failed(e.cause or e) from None
             finally:
                 c.close()
         try:
             for attempt in (0, 1):
                 reused = self._idle is not None
-                c = self._idle if reused else self._connection(self.timeout)
+                c = self._idle if reused else self._kept()
                 self._idle = None
                 try:
-                    c.request(method, path, body=data, headers=headers)
-                    r = c.getresponse()
-                except (http.client.RemoteDisconnected, BrokenPipeError,
-                        ConnectionResetError) as e:
-                    c.close()
-                    if reused and attempt == 0:
+                    status, _, payload, close = c.request(head, data)
+                except TransportError as e:
+                    # Closed while idle, not a timeout: an answer may yet
+                    # have been on its way.
+                    if reused and attempt == 0 and not e.answered and \
+                            isinstance(e.cause, (BrokenPipeError, ConnectionResetError)):
                         continue
-                    raise self._failed(e) from None
-                except (OSError, http.client.HTTPException) as e:
-                    c.close()
-                    raise self._failed(e) from None
-                try:
-                    payload = r.read()
-                except (OSError, http.client.HTTPException) as e:
-                    c.close()
-                    raise self._failed(e) from None
-                if r.will_close:
+                    raise self._failed(e.cause or e) from None
+                if close:
                     c.close()
                 else:
                     self._idle = c
-                return r.status, payload
+                return status, payload
             raise AssertionError("unreachable")
         finally:
             self._lock.release()
@@ -387,7 +408,7 @@ class Client:
             return data
         if status == 204 or not data:
             return None
-        return json.loads(data)
+        return json.loads(data.decode())
 
     @staticmethod
     def _sb(name: str, tail: str = "") -> str:
