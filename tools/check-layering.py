@@ -53,7 +53,6 @@ KNOWN |= {
     ("src/cli/diff.c", "src/lib/api/persist.h"),
     ("src/cli/diff.c", "src/lib/store/diff.h"),
     ("src/cli/diff.c", "src/lib/store/store.h"),
-    ("src/cli/doctor.c", "src/lib/doctor/features.h"),
     ("src/cli/image-pull.c", "src/lib/image/image-store.h"),
     # The E2B server (issue 20): its sandbox table sits in the store's
     # folder, its allowlist check is the proxy's matcher, and envd's
@@ -95,7 +94,6 @@ KNOWN |= {
     ("src/cli/snapshot-io.c", "src/lib/store/store.h"),
     ("src/cli/snapshot.c", "src/lib/api/persist.h"),
     ("src/cli/snapshot.c", "src/lib/store/store.h"),
-    ("src/cli/terminal.c", "src/lib/sandbox/pty.h"),
 }
 
 # Subsystem edges (A uses B) that close a cycle between src/lib folders.

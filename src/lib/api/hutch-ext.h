@@ -109,3 +109,37 @@ void hutch_ext_vm_template_hook(void (*hook)(bool done, bool ok));
  * ("none", "docker", "podman", "kubernetes", "lxc", "nspawn", "other";
  * sandbox/container.h's container_detect()). */
 const char *hutch_ext_container_engine(void);
+
+/* ==== issue 16 (h16s): the CLI verbs' door into the core ==== */
+
+/* ---- hutch doctor's probes (doctor/features.h) ---- */
+
+typedef struct HutchExtCheck {
+        const char *name;   /* the check's JSON key ("user_namespaces", ...), static */
+        const char *status; /* "ok", "missing" or "degraded", static */
+        const char *impact; /* one sentence on what @status means here, static */
+        char *detail;       /* owned: one line on what was found */
+        bool required;      /* `hutch run` cannot work when this one is "missing" */
+        bool missing;       /* @status is "missing" */
+} HutchExtCheck;
+
+/* Runs every probe of `hutch doctor` (they fork: call it from a
+ * single-threaded process) and returns them, in the order the doctor
+ * prints them, in @ret (free with hutch_ext_checks_free()) and their count
+ * in @ret_n. -errno when a probe could not run (not when it found a
+ * feature missing), with that check's name in @ret_failed. */
+int hutch_ext_doctor_probe(HutchExtCheck **ret, size_t *ret_n, const char **ret_failed);
+
+/* Frees the @n checks of @c; accepts NULL. Returns NULL. */
+HutchExtCheck *hutch_ext_checks_free(HutchExtCheck *c, size_t n);
+
+/* ---- the terminal relay's side of a pty (sandbox/pty.h) ---- */
+
+/* Receives the master of the pty the command made inside the sandbox from
+ * @chan (blocking). Returns 0 with a new close-on-exec fd in @ret_master,
+ * -EPIPE when the channel closed without one (the command did not start),
+ * -EBADMSG for anything but exactly one pty master, or -errno. */
+int hutch_ext_pty_recv(int chan, int *ret_master);
+
+/* Tells the command on @chan that the window size is set: it may exec. */
+int hutch_ext_pty_go(int chan);
