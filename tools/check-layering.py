@@ -66,10 +66,6 @@ KNOWN |= {
     ("src/cli/e2b-envd-process.c", "src/lib/store/store.h"),
     ("src/cli/e2b-sandboxes.c", "src/lib/store/store.h"),
     ("src/cli/e2b-util.c", "src/lib/net/allowlist.h"),
-    # hutch-pull's confined child (issue 17) belongs in src/lib/registry.
-    ("src/cli/pull-confine.c", "src/lib/ns/landlock.h"),
-    ("src/cli/pull-confine.c", "src/lib/seccomp/seccomp-filter.h"),
-    ("src/cli/pull-confine.h", "src/lib/registry/registry.h"),
     ("src/cli/image-pull.c", "src/lib/registry/registry.h"),
     ("src/cli/image-pull.c", "src/lib/store/store.h"),
     ("src/cli/image.c", "src/lib/image/image-store.h"),

@@ -3,7 +3,7 @@
  * program links OpenSSL's libssl and http_parser for the registry client
  * (src/lib/registry); `hutch image pull` runs it. The image is pulled into
  * an OCI image layout (a held .tmp-pull-* folder of the image store, or
- * --layout DIR) by a confined child (pull-confine.h) and then imported by
+ * --layout DIR) by a confined child (registry_pull_confined()) and then imported by
  * the image store (image-store.h).
  *
  *   hutch-pull [pull] [--tls-verify=BOOL] [--platform OS/ARCH[/VARIANT]]
@@ -20,7 +20,6 @@
 #include "log.h"
 #include "parse-util.h"
 #include "progress.h"
-#include "pull-confine.h"
 #include "registry/registry.h"
 #include "rm-rf.h"
 #include "sha256.h"
