@@ -143,3 +143,52 @@ int hutch_ext_pty_recv(int chan, int *ret_master);
 
 /* Tells the command on @chan that the window size is set: it may exec. */
 int hutch_ext_pty_go(int chan);
+
+/* ---- the persistent-sandbox verbs (api/persist.h, api/processes.h) ----
+ *
+ * As hutch.h's, each opens the store itself (its failure in @reterr as the
+ * store said it), takes a sandbox's name or id, and fails with -errno and
+ * a one-line message in @reterr: the CLI prints those as they are. */
+
+/* The name of the sandbox that @name_or_id names, in @ret_name (a new
+ * string): -ENOENT with @reterr when there is none. */
+int hutch_ext_sandbox_name(const char *name_or_id, char **ret_name, HutchError *reterr);
+
+/* `hutch kill`'s grace before SIGKILL: the default and the most
+ * (sandbox/exec-table.h's EXEC_KILL_GRACE_*, checked equal). */
+#define HUTCH_EXT_KILL_GRACE_DEFAULT_MS 10000U
+#define HUTCH_EXT_KILL_GRACE_MAX_MS (24ULL * 3600 * 1000)
+
+/* The running execs as a JSON array of {id, argv, start_ms, pid,
+ * detached} (persist_exec_list()); free(). */
+int hutch_ext_exec_list_json(const char *name, char **ret_json, HutchError *reterr);
+
+/* persist_exec_kill(): @sig to exec @id, everything it started killed
+ * @grace_ms later (0: never) unless @sig is SIGKILL; with @wait, returns
+ * once it ended. */
+int hutch_ext_exec_kill(const char *name, uint64_t id, int sig, uint64_t grace_ms, bool wait,
+                        HutchError *reterr);
+
+/* persist_exec_wait(): the exit code in @ret_exit_code and, when @ret_json
+ * is non-NULL, the outcome's JSON (free()). */
+int hutch_ext_exec_wait(const char *name, uint64_t id, int *ret_exit_code, char **ret_json,
+                        HutchError *reterr);
+
+/* persist_exec_output(): detached exec @id's output to @out_fd and
+ * @err_fd, with @follow until it ends. -EPIPE when a reader went away. */
+int hutch_ext_exec_output(const char *name, uint64_t id, bool follow, int out_fd, int err_fd,
+                          HutchError *reterr);
+
+/* The published ports (persist_ports_list(), persist_port_add(),
+ * persist_port_remove()): the list as JSON with whether it runs; one
+ * more (@ret_json: the entry as bound or saved); one fewer. */
+int hutch_ext_ports_list(const char *name, char **ret_json, bool *ret_running, HutchError *reterr);
+int hutch_ext_port_add(const char *name, const char *spec, char **ret_json, HutchError *reterr);
+int hutch_ext_port_remove(const char *name, uint16_t port, HutchError *reterr);
+
+/* Whether the port spec @spec ("[IP:][HOSTPORT:]PORT") publishes on a
+ * host address that is not loopback: 1 with that address ("0.0.0.0",
+ * "::") in @host (@size bytes, HUTCH_EXT_PORT_HOST_MAX is enough) and the
+ * sandbox's port in @ret_port; 0 for loopback or an invalid spec. */
+#define HUTCH_EXT_PORT_HOST_MAX 72
+int hutch_ext_port_exposed(const char *spec, char *host, size_t size, unsigned *ret_port);
