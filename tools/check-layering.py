@@ -73,7 +73,6 @@ KNOWN |= {
     ("src/cli/persist.c", "src/lib/api/persist.h"),
     ("src/cli/persist.c", "src/lib/store/store.h"),
     ("src/cli/run-flags.h", "src/lib/policy/policy.h"),
-    ("src/cli/run.c", "src/lib/sandbox/sandbox.h"),
     ("src/cli/serve-stats.c", "src/lib/api/persist.h"),
     ("src/cli/serve-stats.c", "src/lib/cgroup/cgroup.h"),
     ("src/cli/serve-stats.c", "src/lib/store/diff.h"),

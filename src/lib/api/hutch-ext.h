@@ -192,3 +192,26 @@ int hutch_ext_port_remove(const char *name, uint16_t port, HutchError *reterr);
  * sandbox's port in @ret_port; 0 for loopback or an invalid spec. */
 #define HUTCH_EXT_PORT_HOST_MAX 72
 int hutch_ext_port_exposed(const char *spec, char *host, size_t size, unsigned *ret_port);
+
+/* ---- hutch run: one command in a one-shot sandbox (sandbox/sandbox.h) ---- */
+
+struct Policy; /* policy/policy.h: what the CLI's flags (run-flags.h) fill */
+
+typedef struct HutchExtOutcome {
+        int exit_code;     /* shell convention: status, or 128+signal */
+        unsigned degraded; /* 1 << PolicyLimit of the limits no cgroup enforced */
+        char *denied;      /* JSON array of the proxy's denials, or NULL for []; owned */
+        char *json;        /* the whole outcome as `--json` writes it, or NULL (no memory); owned */
+} HutchExtOutcome;
+
+#define HUTCH_EXT_OUTCOME_NULL ((HutchExtOutcome){})
+void hutch_ext_outcome_done(HutchExtOutcome *o);
+
+/* Runs @argv under @policy (validated) as `hutch run` does
+ * (sandbox_run()): @env is the environment -e K and --env-pass copy from.
+ * With @tty, the command gets a pty made inside the sandbox and this
+ * process's fds 0-2 must be the terminal relay's channel meanwhile
+ * (terminal.h; namespace backend). Returns 0 with @ret filled (release
+ * with hutch_ext_outcome_done()), or -errno with @reterr. */
+int hutch_ext_run(const struct Policy *policy, char *const *argv, char *const *env, bool tty,
+                  HutchExtOutcome *ret, HutchError *reterr);
