@@ -83,8 +83,6 @@ KNOWN |= {
     ("src/cli/snapshot-io.c", "src/lib/api/persist.h"),
     ("src/cli/snapshot-io.c", "src/lib/store/archive.h"),
     ("src/cli/snapshot-io.c", "src/lib/store/store.h"),
-    ("src/cli/snapshot.c", "src/lib/api/persist.h"),
-    ("src/cli/snapshot.c", "src/lib/store/store.h"),
 }
 
 # Subsystem edges (A uses B) that close a cycle between src/lib folders.

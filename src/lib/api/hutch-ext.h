@@ -215,3 +215,43 @@ void hutch_ext_outcome_done(HutchExtOutcome *o);
  * with hutch_ext_outcome_done()), or -errno with @reterr. */
 int hutch_ext_run(const struct Policy *policy, char *const *argv, char *const *env, bool tty,
                   HutchExtOutcome *ret, HutchError *reterr);
+
+/* ---- snapshots (api/persist.h, store/store.h) ---- */
+
+typedef struct HutchExtSnapshot {
+        char *name, *id;
+        uint64_t created_ms;
+        uint64_t disk_bytes;         /* its folder's use (hutch_ext_snapshot_list() only) */
+        char *parent;                /* the snapshot below, or NULL */
+        char *origin;                /* the sandbox it was taken from, or NULL; an imported one's
+                                      * is the archive's text */
+        bool imported;               /* made from an archive: data, never authority */
+        char *policy_json;           /* its sandbox's policy ("{}" when imported) */
+        char *suggested_policy_json; /* what an imported archive asked for, or NULL */
+} HutchExtSnapshot;
+
+void hutch_ext_snapshot_done(HutchExtSnapshot *s);
+/* Frees the @n snapshots of @l; accepts NULL. Returns NULL. */
+HutchExtSnapshot *hutch_ext_snapshots_free(HutchExtSnapshot *l, size_t n);
+
+/* persist_snapshot(): snapshot @snap (NULL: the first free NAME.N) of
+ * sandbox @name, its name in @ret_snap; @ret_running (may be NULL) whether
+ * the sandbox ran, and then @ret_sandbox (may be NULL) its name (also
+ * when given by id; NULL when it could not be read again). */
+int hutch_ext_snapshot(const char *name, const char *snap, char **ret_snap, bool *ret_running,
+                       char **ret_sandbox, HutchError *reterr);
+
+/* The snapshots' names, sorted (a strv: free it). A failure to list them
+ * says "cannot list the snapshots: ERROR" in @reterr. */
+int hutch_ext_snapshot_names(char ***ret, HutchError *reterr);
+
+/* Every snapshot that can be read, in name order, with its disk use
+ * (hutch_ext_snapshots_free()); errors as hutch_ext_snapshot_names(). */
+int hutch_ext_snapshot_list(HutchExtSnapshot **ret, size_t *ret_n, HutchError *reterr);
+
+/* Snapshot @snap (name or id) into @ret (hutch_ext_snapshot_done(); no
+ * disk use). -ENOENT with @reterr when there is none. */
+int hutch_ext_snapshot_get(const char *snap, HutchExtSnapshot *ret, HutchError *reterr);
+
+/* persist_snapshot_remove(): -EBUSY while something uses it. */
+int hutch_ext_snapshot_remove(const char *snap, HutchError *reterr);
