@@ -50,9 +50,6 @@ KNOWN = {
 # here (it asks hutch-ext.h for what it needs).
 KNOWN |= {
     ("src/cli/cli-util.h", "src/lib/store/store.h"),
-    ("src/cli/diff.c", "src/lib/api/persist.h"),
-    ("src/cli/diff.c", "src/lib/store/diff.h"),
-    ("src/cli/diff.c", "src/lib/store/store.h"),
     ("src/cli/image-pull.c", "src/lib/image/image-store.h"),
     # The E2B server (issue 20): its sandbox table sits in the store's
     # folder, its allowlist check is the proxy's matcher, and envd's

@@ -13,10 +13,13 @@
  * hutch.h's functions do. */
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "hutch-error.h"
 #include "hutch.h"
+#include "macro.h"
 
 /* The digest that image @ref names in the image store now, in @ret_digest
  * (a new string). -ENOENT with @reterr naming it when there is none. */
@@ -255,3 +258,50 @@ int hutch_ext_snapshot_get(const char *snap, HutchExtSnapshot *ret, HutchError *
 
 /* persist_snapshot_remove(): -EBUSY while something uses it. */
 int hutch_ext_snapshot_remove(const char *snap, HutchError *reterr);
+
+/* ---- hutch diff and apply: the overlay workspace (api/persist.h, store/diff.h) ---- */
+
+/* Turns each of @paths ("/workspace/x", "./x/", "x") into a workspace
+ * path ("x"), in place (persist_paths_normalize()): -EINVAL naming one
+ * that is absolute elsewhere or holds "..". */
+int hutch_ext_paths_normalize(char **paths, HutchError *reterr);
+
+/* Sandbox @name's workspace changes, opened (persist_diff()): those under
+ * @paths (normalised; NULL: all). Holds the store (in the caller's sub-id
+ * range: store_enter_range()) and the workspace's layers until freed. */
+typedef struct HutchExtDiff HutchExtDiff;
+int hutch_ext_diff_open(const char *name, char **paths, HutchExtDiff **ret, HutchError *reterr);
+HutchExtDiff *hutch_ext_diff_free(HutchExtDiff *d);
+DEFINE_POINTER_CLEANUP(HutchExtDiff, hutch_ext_diff_free)
+
+/* The number of changes selected. */
+size_t hutch_ext_diff_count(const HutchExtDiff *d);
+/* Change @i's path as a message shows it (ws_path_escape(): a new
+ * string) in @ret_path; returns 1 for a regular file, 0 for another
+ * type, or -ENOMEM. */
+int hutch_ext_diff_entry(const HutchExtDiff *d, size_t i, char **ret_path);
+/* The changes as `--json` prints them (ws_diff_to_json(), compact; free();
+ * NULL when there was no memory for the text alone). */
+int hutch_ext_diff_json(const HutchExtDiff *d, char **ret_text);
+/* `--name-status` (ws_diff_print_stat()) to @f. */
+int hutch_ext_diff_name_status(const HutchExtDiff *d, FILE *f);
+/* The unified diff of change @i (all of them with HUTCH_EXT_DIFF_ALL) to
+ * @fd (ws_diff_write_patch()). */
+#define HUTCH_EXT_DIFF_ALL SIZE_MAX
+int hutch_ext_diff_patch(const HutchExtDiff *d, size_t i, int fd, HutchError *reterr);
+
+typedef struct HutchExtApply {
+        char **conflicts;  /* the selected paths the host changed since (a strv) */
+        char **modes_kept; /* entries written with a safer mode than asked (a strv) */
+        size_t n_applied;
+        bool applied;    /* the changes were written */
+        char *workspace; /* the host folder */
+} HutchExtApply;
+void hutch_ext_apply_done(HutchExtApply *a);
+
+/* persist_apply(): writes sandbox @name's changes under @paths into its
+ * host folder; @force overwrites conflicts (WS_APPLY_FORCE), @modes
+ * applies the sandbox's modes (WS_APPLY_MODES). @ret is filled on failure
+ * too (-EEXIST: the conflicts, nothing written). */
+int hutch_ext_apply(const char *name, char **paths, bool force, bool modes, HutchExtApply *ret,
+                    HutchError *reterr);
