@@ -67,8 +67,6 @@ KNOWN |= {
     ("src/cli/image-pull.c", "src/lib/store/store.h"),
     ("src/cli/image.c", "src/lib/image/image-store.h"),
     ("src/cli/image.c", "src/lib/store/store.h"),
-    ("src/cli/persist.c", "src/lib/api/persist.h"),
-    ("src/cli/persist.c", "src/lib/store/store.h"),
     ("src/cli/run-flags.h", "src/lib/policy/policy.h"),
     ("src/cli/serve-stats.c", "src/lib/api/persist.h"),
     ("src/cli/serve-stats.c", "src/lib/cgroup/cgroup.h"),

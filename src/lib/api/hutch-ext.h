@@ -305,3 +305,84 @@ void hutch_ext_apply_done(HutchExtApply *a);
  * too (-EEXIST: the conflicts, nothing written). */
 int hutch_ext_apply(const char *name, char **paths, bool force, bool modes, HutchExtApply *ret,
                     HutchError *reterr);
+
+/* ---- the persistent sandbox's own verbs: create, update, the keeper,
+ * exec, ls, stop, rm, logs, gc (api/persist.h, store/store.h) ---- */
+
+typedef struct HutchExtCreated {
+        char *name, *id;
+        /* Why it has no disk limit (persist_disk_supported()'s reason, or
+         * "it cannot be enforced here"), or NULL: it has one. */
+        char *no_disk_limit;
+        /* Why the store maps only the caller's own id (no sub-id range:
+         * docs/persistent.md "Id range"), or NULL. */
+        char *no_range;
+} HutchExtCreated;
+void hutch_ext_created_done(HutchExtCreated *c);
+
+/* persist_create(): sandbox @name under @policy (NULL with @from: the
+ * snapshot's), from snapshot @from or empty, stopping after
+ * @idle_timeout_ms idle (0: the default). */
+int hutch_ext_create(const char *name, const struct Policy *policy, const char *from,
+                     uint64_t idle_timeout_ms, HutchExtCreated *ret, HutchError *reterr);
+
+/* The name and the policy (JSON) of sandbox @name_or_id, each a new
+ * string (either pointer may be NULL). */
+int hutch_ext_sandbox_policy(const char *name_or_id, char **ret_name, char **ret_policy_json,
+                             HutchError *reterr);
+
+/* persist_update(): @policy for sandbox @name; the fields that changed in
+ * @ret_changed (a strv). */
+int hutch_ext_update(const char *name, const struct Policy *policy, char ***ret_changed,
+                     HutchError *reterr);
+
+/* `hutch __keeper NAME READY_FD` (persist_keeper_main()): -errno with
+ * @reterr untouched when the failure was written to @ready_fd only. */
+int hutch_ext_keeper_main(const char *name, int ready_fd, char *const *env, HutchError *reterr);
+
+/* persist_exec(): runs @e in sandbox @name (started when needed), with
+ * @tty its fds the terminal relay's channel; signals read from
+ * @forward_sigfd (or -EBADF) go to the command. Detached: @ret_id; else
+ * @ret_exit_code and the outcome's JSON in @ret_json (free()). */
+int hutch_ext_exec_run(const char *name, const HutchExtExec *e, bool tty, int forward_sigfd,
+                       uint64_t *ret_id, int *ret_exit_code, char **ret_json, HutchError *reterr);
+
+/* persist_stop(): 1 when it ran, 0 when it did not; @ret_name (may be
+ * NULL) its name. */
+int hutch_ext_stop(const char *name_or_id, char **ret_name, HutchError *reterr);
+
+/* persist_destroy(): -EBUSY for a running one unless @force. */
+int hutch_ext_destroy(const char *name, bool force, HutchError *reterr);
+
+/* The path of sandbox @name_or_id's file @sub ("history.jsonl",
+ * "audit.jsonl") in @ret_path and its name in @ret_name (new strings). */
+int hutch_ext_sandbox_file(const char *name_or_id, const char *sub, char **ret_name,
+                           char **ret_path, HutchError *reterr);
+
+/* store_gc(): the leftovers removed in @ret_removed. */
+int hutch_ext_gc(unsigned *ret_removed, HutchError *reterr);
+
+/* The sandboxes' names, sorted (a strv). A failure to list them says
+ * "cannot list the sandboxes: ERROR" in @reterr. */
+int hutch_ext_sandbox_names(char ***ret, HutchError *reterr);
+
+/* One sandbox as `hutch ls` shows it. */
+typedef struct HutchExtLsEntry {
+        char *name;   /* as listed */
+        bool damaged; /* its record cannot be read: nothing below is set */
+        char *id;
+        bool running;
+        const char *backend; /* "ns", "vm" (static) */
+        uint64_t created_ms, last_used_ms;
+        uint64_t disk_bytes, disk_limit;
+        char **degraded;  /* the limits it goes without ("disk"), a strv */
+        char *parent;     /* its snapshot, or NULL */
+        char *from;       /* the first snapshot below its own ones, or NULL */
+        uint64_t usage;   /* its layers and its own snapshots' */
+        char image[256];  /* "" for the host's base */
+        char *ports_json; /* with @with_ports: GET .../ports's array */
+} HutchExtLsEntry;
+HutchExtLsEntry *hutch_ext_ls_free(HutchExtLsEntry *l, size_t n);
+
+/* Every sandbox, in name order; errors as hutch_ext_sandbox_names(). */
+int hutch_ext_ls(bool with_ports, HutchExtLsEntry **ret, size_t *ret_n, HutchError *reterr);
