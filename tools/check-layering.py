@@ -41,13 +41,12 @@ KNOWN = {
 }
 
 # src/cli's includes of the core beyond include/hutch.h and
-# src/lib/api/hutch-ext.h that remain (issue 16): the persistent-sandbox
-# verbs (persist.c, procs.c, port.c, snapshot*.c, diff.c: the store and
-# api/persist.h), hutch run (sandbox.h, run-flags.h's policy.h),
-# hutch doctor (features.h), the image verbs (image store, registry),
-# hutch serve's stats, terminal and shared state (serve.h's Store). Each
-# moves behind hutch.h or hutch-ext.h; a new file of src/cli adds nothing
-# here (it asks hutch-ext.h for what it needs).
+# src/lib/api/hutch-ext.h that remain (issue 16): hutch-archive's
+# export and import (snapshot-io.c, and cli-util.h's store for it), the
+# policy the run flags fill (run-flags.h's policy.h), the image verbs
+# (image store, registry), hutch serve's stats, terminal and shared state
+# (serve.h's Store). Each moves behind hutch.h or hutch-ext.h; a new file
+# of src/cli adds nothing here (it asks hutch-ext.h for what it needs).
 KNOWN |= {
     ("src/cli/cli-util.h", "src/lib/store/store.h"),
     ("src/cli/image-pull.c", "src/lib/image/image-store.h"),
