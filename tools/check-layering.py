@@ -64,8 +64,6 @@ KNOWN |= {
     ("src/cli/e2b-util.c", "src/lib/net/allowlist.h"),
     ("src/cli/image-pull.c", "src/lib/registry/registry.h"),
     ("src/cli/image-pull.c", "src/lib/store/store.h"),
-    ("src/cli/image.c", "src/lib/image/image-store.h"),
-    ("src/cli/image.c", "src/lib/store/store.h"),
     ("src/cli/run-flags.h", "src/lib/policy/policy.h"),
     ("src/cli/serve-stats.c", "src/lib/api/persist.h"),
     ("src/cli/serve-stats.c", "src/lib/cgroup/cgroup.h"),

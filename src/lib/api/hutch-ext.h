@@ -386,3 +386,37 @@ HutchExtLsEntry *hutch_ext_ls_free(HutchExtLsEntry *l, size_t n);
 
 /* Every sandbox, in name order; errors as hutch_ext_sandbox_names(). */
 int hutch_ext_ls(bool with_ports, HutchExtLsEntry **ret, size_t *ret_n, HutchError *reterr);
+
+/* ---- the image store, for hutch-image and hutch-pull (image/image-store.h) ---- */
+
+/* The image store, open (store_open(), image_store_open()). */
+typedef struct HutchExtImages HutchExtImages;
+int hutch_ext_images_open(HutchExtImages **ret, HutchError *reterr);
+HutchExtImages *hutch_ext_images_free(HutchExtImages *h);
+DEFINE_POINTER_CLEANUP(HutchExtImages, hutch_ext_images_free)
+
+typedef struct HutchExtImage {
+        char *digest; /* "sha256:<hex>", its id */
+        char **names; /* as Docker shows them ("python:3.12"), sorted; a strv, maybe empty */
+        size_t n_layers;
+        uint64_t size; /* its layers' sizes summed */
+        uint64_t imported_ms;
+        bool skipped_devices; /* device nodes of its layers were left out */
+        char *json;           /* what `hutch image inspect` prints, or NULL (no memory) */
+} HutchExtImage;
+void hutch_ext_image_done(HutchExtImage *im);
+HutchExtImage *hutch_ext_images_list_free(HutchExtImage *l, size_t n);
+
+/* image_store_import(): the OCI layout, archive or "-" (@stdin_fd) at
+ * @path, named @name (NULL: its own name, if any). */
+int hutch_ext_image_import(HutchExtImages *h, const char *path, const char *name, int stdin_fd,
+                           HutchExtImage *ret, HutchError *reterr);
+/* Every complete image, sorted by digest (hutch_ext_images_list_free()). */
+int hutch_ext_image_list(HutchExtImages *h, HutchExtImage **ret, size_t *ret_n, HutchError *reterr);
+/* The image @ref (a name or a digest) names. */
+int hutch_ext_image_get(HutchExtImages *h, const char *ref, HutchExtImage *ret, HutchError *reterr);
+/* image_store_remove(): @ret_gone whether the image went (else a name of
+ * it did). */
+int hutch_ext_image_remove(HutchExtImages *h, const char *ref, bool *ret_gone, HutchError *reterr);
+/* image_store_gc(): 1 when an import runs (nothing removed). */
+int hutch_ext_image_gc(HutchExtImages *h, unsigned *ret_removed, HutchError *reterr);
