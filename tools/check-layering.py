@@ -43,13 +43,12 @@ KNOWN = {
 # src/cli's includes of the core beyond include/hutch.h and
 # src/lib/api/hutch-ext.h that remain (issue 16): hutch-archive's
 # export and import (snapshot-io.c, and cli-util.h's store for it), the
-# policy the run flags fill (run-flags.h's policy.h), the image verbs
-# (image store, registry), hutch serve's stats, terminal and shared state
+# policy the run flags fill (run-flags.h's policy.h), hutch-pull's
+# registry client (registry.h), hutch serve's stats, terminal and shared state
 # (serve.h's Store). Each moves behind hutch.h or hutch-ext.h; a new file
 # of src/cli adds nothing here (it asks hutch-ext.h for what it needs).
 KNOWN |= {
     ("src/cli/cli-util.h", "src/lib/store/store.h"),
-    ("src/cli/image-pull.c", "src/lib/image/image-store.h"),
     # The E2B server (issue 20): its sandbox table sits in the store's
     # folder, its allowlist check is the proxy's matcher, and envd's
     # process service drives the keeper's streaming exec and pty as
@@ -63,7 +62,6 @@ KNOWN |= {
     ("src/cli/e2b-sandboxes.c", "src/lib/store/store.h"),
     ("src/cli/e2b-util.c", "src/lib/net/allowlist.h"),
     ("src/cli/image-pull.c", "src/lib/registry/registry.h"),
-    ("src/cli/image-pull.c", "src/lib/store/store.h"),
     ("src/cli/run-flags.h", "src/lib/policy/policy.h"),
     ("src/cli/serve-stats.c", "src/lib/api/persist.h"),
     ("src/cli/serve-stats.c", "src/lib/cgroup/cgroup.h"),

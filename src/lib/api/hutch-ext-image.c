@@ -2,11 +2,14 @@
 /* hutch-ext.h's image store: what hutch-image shows of image-store.h.
  * Only hutch-image calls the import (it alone links libarchive). */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "api/hutch-ext.h"
 #include "image/image-store.h"
+#include "rm-rf.h"
+#include "sha256.h"
 #include "store/store.h"
 #include "strv.h"
 
@@ -135,4 +138,42 @@ int hutch_ext_image_remove(HutchExtImages *h, const char *ref, bool *ret_gone, H
 
 int hutch_ext_image_gc(HutchExtImages *h, unsigned *ret_removed, HutchError *reterr) {
         return image_store_gc(h->s, ret_removed, reterr);
+}
+
+bool hutch_ext_image_ref_is_valid(const char *ref) {
+        return image_ref_is_valid(ref);
+}
+
+const char *hutch_ext_image_ref_familiar(const char *name) {
+        return image_ref_familiar(name);
+}
+
+int hutch_ext_image_pull_dir(const HutchExtImages *h, const char *repository, char **ret_dir) {
+        unsigned char d[SHA256_DIGEST_SIZE];
+        char hex[33];
+        Sha256 sha;
+
+        sha256_init(&sha);
+        sha256_update(&sha, repository, strlen(repository));
+        sha256_finish(&sha, d);
+        for (size_t i = 0; i < 16; i++)
+                (void)snprintf(hex + 2 * i, 3, "%02x", d[i]);
+        if (asprintf(ret_dir, "%s/.tmp-pull-%s", h->s->dir, hex) < 0)
+                return -ENOMEM;
+        return 0;
+}
+
+int hutch_ext_image_import_pulled(HutchExtImages *h, const char *dir, const char *name,
+                                  HutchExtImage *ret, HutchError *reterr) {
+        _cleanup_(image_freep) Image *im = NULL;
+        const char *base = strrchr(dir, '/');
+        int r;
+
+        r = image_store_import(h->s, dir, name, -1, &im, reterr);
+        /* Imported or not (its blobs matched their digests, so a failed
+         * import is a bad image, not a bad download): the folder goes. */
+        (void)rm_rf_at(h->s->dirfd, base ? base + 1 : dir);
+        if (r < 0)
+                return r;
+        return image_take(im, ret);
 }

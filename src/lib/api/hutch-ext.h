@@ -420,3 +420,22 @@ int hutch_ext_image_get(HutchExtImages *h, const char *ref, HutchExtImage *ret, 
 int hutch_ext_image_remove(HutchExtImages *h, const char *ref, bool *ret_gone, HutchError *reterr);
 /* image_store_gc(): 1 when an import runs (nothing removed). */
 int hutch_ext_image_gc(HutchExtImages *h, unsigned *ret_removed, HutchError *reterr);
+
+/* For hutch-pull: whether @ref is an image name the store takes
+ * (image_ref_is_valid()), and the short form of canonical @name as
+ * Docker shows it (image_ref_familiar(); borrowed from @name). */
+bool hutch_ext_image_ref_is_valid(const char *ref);
+const char *hutch_ext_image_ref_familiar(const char *name);
+
+/* The folder a pull of @repository ("DOMAIN/PATH") downloads into:
+ * $HUTCH_HOME/images/.tmp-pull-<its hash>, the same for the same
+ * repository so that a pull that was cut off continues there (a new
+ * string in @ret_dir). */
+int hutch_ext_image_pull_dir(const HutchExtImages *h, const char *repository, char **ret_dir);
+
+/* Imports the layout a pull left in @dir (from hutch_ext_image_pull_dir())
+ * as @name (NULL: none; found by its digest), then removes the folder,
+ * imported or not (its blobs matched their digests: a failed import is a
+ * bad image). */
+int hutch_ext_image_import_pulled(HutchExtImages *h, const char *dir, const char *name,
+                                  HutchExtImage *ret, HutchError *reterr);
