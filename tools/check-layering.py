@@ -41,14 +41,12 @@ KNOWN = {
 }
 
 # src/cli's includes of the core beyond include/hutch.h and
-# src/lib/api/hutch-ext.h that remain (issue 16): hutch-archive's
-# export and import (snapshot-io.c, and cli-util.h's store for it), the
+# src/lib/api/hutch-ext.h that remain (issue 16): the
 # policy the run flags fill (run-flags.h's policy.h), hutch-pull's
 # registry client (registry.h), hutch serve's stats, terminal and shared state
 # (serve.h's Store). Each moves behind hutch.h or hutch-ext.h; a new file
 # of src/cli adds nothing here (it asks hutch-ext.h for what it needs).
 KNOWN |= {
-    ("src/cli/cli-util.h", "src/lib/store/store.h"),
     # The E2B server (issue 20): its sandbox table sits in the store's
     # folder, its allowlist check is the proxy's matcher, and envd's
     # process service drives the keeper's streaming exec and pty as
@@ -70,9 +68,6 @@ KNOWN |= {
     ("src/cli/serve-ws.c", "src/lib/sandbox/keeper.h"),
     ("src/cli/serve-ws.c", "src/lib/sandbox/pty.h"),
     ("src/cli/serve.h", "src/lib/store/store.h"),
-    ("src/cli/snapshot-io.c", "src/lib/api/persist.h"),
-    ("src/cli/snapshot-io.c", "src/lib/store/archive.h"),
-    ("src/cli/snapshot-io.c", "src/lib/store/store.h"),
 }
 
 # Subsystem edges (A uses B) that close a cycle between src/lib folders.

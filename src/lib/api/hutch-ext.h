@@ -439,3 +439,29 @@ int hutch_ext_image_pull_dir(const HutchExtImages *h, const char *repository, ch
  * bad image). */
 int hutch_ext_image_import_pulled(HutchExtImages *h, const char *dir, const char *name,
                                   HutchExtImage *ret, HutchError *reterr);
+
+/* ---- hutch-archive: a snapshot as an archive (store/archive.h) ---- */
+
+/* How a long copy shows its progress: @begin with what it does, the fd to
+ * watch and whether the bytes done are its size (written) or its offset
+ * (read), with the total when known (0: not); @end with what was done
+ * and whether it worked. Either may be NULL. */
+typedef struct HutchExtProgress {
+        void (*begin)(void *userdata, const char *what, int fd, bool by_offset, uint64_t total);
+        void (*end)(void *userdata, const char *done, bool ok);
+        void *userdata;
+} HutchExtProgress;
+
+/* Writes snapshot @snap (name or id) with its whole chain as one archive
+ * to @path (via @path.tmp-PID, renamed when complete; docs/persistent.md
+ * "Moving a sandbox"). An imported snapshot passes on its suggested
+ * policy as the policy, a suggestion again for the importer. */
+int hutch_ext_snapshot_export(const char *snap, const char *path, const HutchExtProgress *p,
+                              HutchError *reterr);
+
+/* Imports the archive at @path as a new snapshot (named @name, or as the
+ * archive says), its name in @ret_name. SECURITY: an imported snapshot is
+ * data, never authority (issue 26): the archive's policy is kept only as
+ * a suggestion, and its image must be in the image store. */
+int hutch_ext_snapshot_import(const char *path, const char *name, const HutchExtProgress *p,
+                              char **ret_name, HutchError *reterr);
