@@ -7,13 +7,7 @@
  * the failure is logged. */
 
 #include "hutch-error.h"
-#include "store/store.h"
 
 /* Logs @err's message (strerror(-@r) when it has none) and returns
  * HUTCH_EXIT_FAILURE. */
 int cli_fail(const HutchError *err, int r);
-
-/* Opens the store into @ret_store and, with @name, loads that sandbox's
- * record into @ret_rec (@ret_rec may be NULL without @name). Returns 0, or
- * HUTCH_EXIT_FAILURE after logging why. */
-int cli_store_open(const char *name, Store **ret_store, SandboxRecord **ret_rec);

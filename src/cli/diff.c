@@ -9,15 +9,13 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "api/persist.h"
+#include "api/hutch-ext.h"
 #include "cli-util.h"
 #include "cli.h"
 #include "fd-util.h"
 #include "log.h"
 #include "macro.h"
 #include "persist.h"
-#include "store/diff.h"
-#include "store/store.h"
 #include "strv.h"
 
 /* One file's line counts, from its unified diff. */
@@ -27,10 +25,10 @@ typedef struct StatLine {
         bool binary;
 } StatLine;
 
-/* Counts the '+' and '-' lines of the hunks of the patch of @c (its git
- * header lines, "--- a/P" and "+++ b/P" before the first "@@" excepted),
- * written by ws_diff_write_patch() into a memfd. */
-static int diff_count_lines(const WsView *v, const WsChange *c, StatLine *ret, HutchError *reterr) {
+/* Counts the '+' and '-' lines of the hunks of the patch of change @i (its
+ * git header lines, "--- a/P" and "+++ b/P" before the first "@@"
+ * excepted), written by hutch_ext_diff_patch() into a memfd. */
+static int diff_count_lines(const HutchExtDiff *d, size_t i, StatLine *ret, HutchError *reterr) {
         _cleanup_close_ int fd = -EBADF;
         FILE *f;
         _cleanup_free_ char *line = NULL;
@@ -41,7 +39,7 @@ static int diff_count_lines(const WsView *v, const WsChange *c, StatLine *ret, H
         fd = memfd_create("hutch-diff-stat", MFD_CLOEXEC);
         if (fd < 0)
                 return -errno;
-        r = ws_diff_write_patch(v->layer_fds, v->n_layers, v->host_fd, c, 1, fd, reterr);
+        r = hutch_ext_diff_patch(d, i, fd, reterr);
         if (r < 0)
                 return r;
         if (lseek(fd, 0, SEEK_SET) < 0)
@@ -70,9 +68,9 @@ static int diff_count_lines(const WsView *v, const WsChange *c, StatLine *ret, H
 /* git diff --stat's shape: " PATH | N +++--" per file (symlinks and
  * directories are left to --name-status, as git tracks no directories),
  * then " F files changed, I insertions(+), D deletions(-)". */
-static int diff_print_git_stat(const WsView *v, const WsChange *changes, size_t n,
-                               HutchError *reterr) {
+static int diff_print_git_stat(const HutchExtDiff *d, HutchError *reterr) {
         enum { BAR = 50 };
+        size_t n = hutch_ext_diff_count(d);
         _cleanup_free_ StatLine *lines = calloc(n ? n : 1, sizeof(StatLine));
         size_t k = 0, width = 0, most = 0, added = 0, removed = 0;
         int r = 0;
@@ -80,11 +78,15 @@ static int diff_print_git_stat(const WsView *v, const WsChange *changes, size_t 
         if (!lines)
                 return -ENOMEM;
         for (size_t i = 0; i < n && r >= 0; i++) {
-                if (changes[i].type != WS_ENTRY_FILE)
-                        continue;
-                r = ws_path_escape(changes[i].path, &lines[k].path);
-                if (r >= 0)
-                        r = diff_count_lines(v, &changes[i], &lines[k], reterr);
+                _cleanup_free_ char *path = NULL;
+
+                r = hutch_ext_diff_entry(d, i, &path);
+                if (r == 0)
+                        continue; /* not a regular file */
+                if (r > 0) {
+                        lines[k].path = TAKE_PTR(path);
+                        r = diff_count_lines(d, i, &lines[k], reterr);
+                }
                 if (r >= 0) {
                         width = MAX(width, strlen(lines[k].path));
                         most = MAX(most, lines[k].added + lines[k].removed);
@@ -131,11 +133,8 @@ static int diff_print_git_stat(const WsView *v, const WsChange *changes, size_t 
 }
 
 int verb_diff(int argc, char **argv) {
-        _cleanup_(store_freep) Store *s = NULL;
-        _cleanup_(ws_view_done) WsView v = WS_VIEW_NULL;
+        _cleanup_(hutch_ext_diff_freep) HutchExtDiff *d = NULL;
         _cleanup_strv_free_ char **paths = NULL;
-        WsChange *changes = NULL;
-        size_t n = 0, n_all = 0;
         const char *name = NULL;
         bool stat_only = false, as_json = false, name_status = false;
         HutchError err = {};
@@ -163,57 +162,44 @@ int verb_diff(int argc, char **argv) {
                 log_error("usage: hutch diff NAME [--stat | --name-status | --json] [PATH...]");
                 return HUTCH_EXIT_FAILURE;
         }
-        r = persist_paths_normalize(paths, &err);
+        r = hutch_ext_paths_normalize(paths, &err);
         if (r < 0)
                 return cli_fail(&err, r);
-        r = cli_store_open(NULL, &s, NULL);
-        if (r != 0)
-                return r;
-        r = store_enter_range(s, &err);
-        if (r < 0)
-                return cli_fail(&err, r);
-        r = persist_diff(s, name, paths, &v, &changes, &n, &n_all, &err);
+        r = hutch_ext_diff_open(name, paths, &d, &err);
         if (r < 0)
                 return cli_fail(&err, r);
         if (as_json) {
-                json_t *j = NULL;
                 _cleanup_free_ char *text = NULL;
 
-                r = ws_diff_to_json(changes, n, &j);
-                if (r >= 0) {
-                        text = json_dumps(j, JSON_COMPACT);
-                        json_decref(j);
+                r = hutch_ext_diff_json(d, &text);
+                if (r >= 0)
                         (void)printf("%s\n", text ? text : "[]");
-                }
         } else if (name_status)
-                r = ws_diff_print_stat(stdout, changes, n);
+                r = hutch_ext_diff_name_status(d, stdout);
         else if (stat_only)
-                r = diff_print_git_stat(&v, changes, n, &err);
+                r = diff_print_git_stat(d, &err);
         else {
                 (void)fflush(stdout);
-                r = ws_diff_write_patch(v.layer_fds, v.n_layers, v.host_fd, changes, n,
-                                        STDOUT_FILENO, &err);
+                r = hutch_ext_diff_patch(d, HUTCH_EXT_DIFF_ALL, STDOUT_FILENO, &err);
         }
-        (void)ws_changes_free(changes, n_all);
         if (r < 0)
                 return err.msg[0] ? cli_fail(&err, r) : HUTCH_EXIT_FAILURE;
         return 0;
 }
 
 int verb_apply(int argc, char **argv) {
-        _cleanup_(store_freep) Store *s = NULL;
-        _cleanup_(persist_apply_done) PersistApply a = {};
+        _cleanup_(hutch_ext_apply_done) HutchExtApply a = {};
         _cleanup_strv_free_ char **paths = NULL;
         const char *name = NULL;
-        WsApplyFlags flags = 0;
+        bool force = false, modes = false;
         HutchError err = {};
         int r;
 
         for (int i = 1; i < argc; i++) {
                 if (strcmp(argv[i], "--force") == 0 || strcmp(argv[i], "-f") == 0)
-                        flags |= WS_APPLY_FORCE;
+                        force = true;
                 else if (strcmp(argv[i], "--modes") == 0)
-                        flags |= WS_APPLY_MODES;
+                        modes = true;
                 else if (strcmp(argv[i], "--") == 0)
                         continue;
                 else if (argv[i][0] == '-') {
@@ -228,18 +214,12 @@ int verb_apply(int argc, char **argv) {
                 log_error("usage: hutch apply NAME [--force] [--modes] [PATH...]");
                 return HUTCH_EXIT_FAILURE;
         }
-        r = persist_paths_normalize(paths, &err);
+        r = hutch_ext_paths_normalize(paths, &err);
         if (r < 0)
                 return cli_fail(&err, r);
-        r = cli_store_open(NULL, &s, NULL);
-        if (r != 0)
-                return r;
-        r = store_enter_range(s, &err);
-        if (r < 0)
-                return cli_fail(&err, r);
-        r = persist_apply(s, name, paths, flags, &a, &err);
+        r = hutch_ext_apply(name, paths, force, modes, &a, &err);
         if (r == -EEXIST && !a.applied) {
-                STRV_FOREACH(c, a.res.conflicts)
+                STRV_FOREACH(c, a.conflicts)
                         log_error(
                                 "conflict: '%s' changed on the host since the sandbox was created",
                                 *c);
@@ -247,13 +227,13 @@ int verb_apply(int argc, char **argv) {
                 return HUTCH_EXIT_FAILURE;
         }
         /* SECURITY: what a sandbox asked for and did not get is said. */
-        STRV_FOREACH(m, a.res.modes_kept)
+        STRV_FOREACH(m, a.modes_kept)
                 log_warning("%s: no group/other write or sticky bit the host's entry did not "
                             "have (--modes applies them)",
                             *m);
         if (a.applied)
-                (void)printf("applied %zu change%s to %s\n", a.res.n_applied,
-                             a.res.n_applied == 1 ? "" : "s", a.workspace);
+                (void)printf("applied %zu change%s to %s\n", a.n_applied,
+                             a.n_applied == 1 ? "" : "s", a.workspace);
         if (r < 0)
                 return cli_fail(&err, r);
         return 0;

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* hutch doctor: which kernel features work here, and what is degraded.
  *
- * Exit status: 0 when `hutch run` can work here (every required check of
- * feature_is_required() is not "missing"), 1 when it cannot, 125 for
+ * Exit status: 0 when `hutch run` can work here (no check that
+ * hutch_ext_doctor_probe() marks required is "missing"), 1 when it cannot, 125 for
  * hutch's own failures (bad flags, a probe that could not run). */
 #include <jansson.h>
 #include <stdbool.h>
@@ -11,8 +11,8 @@
 
 #include "api/hutch-ext.h"
 #include "cli.h"
-#include "doctor/features.h"
 #include "log.h"
+#include "macro.h"
 
 static bool arg_json = false;
 
@@ -45,12 +45,7 @@ static int doctor_parse_argv(int argc, char **argv) {
         return 1;
 }
 
-static void checks_done(FeatureCheck *checks, size_t n) {
-        for (size_t i = 0; i < n; i++)
-                feature_check_done(checks + i);
-}
-
-static int print_json(const FeatureCheck *checks, const char *engine) {
+static int print_json(const HutchExtCheck *checks, size_t n, const char *engine) {
         json_t *o = json_object(), *c;
         int r = 0;
 
@@ -61,10 +56,9 @@ static int print_json(const FeatureCheck *checks, const char *engine) {
                 json_decref(o);
                 return -ENOMEM;
         }
-        for (FeatureId id = 0; id < _FEATURE_ID_MAX; id++) {
-                c = json_pack("{s:s, s:s}", "status", feature_status_to_string(checks[id].status),
-                              "detail", checks[id].detail);
-                if (!c || json_object_set_new(o, feature_id_to_string(id), c) < 0) {
+        for (size_t i = 0; i < n; i++) {
+                c = json_pack("{s:s, s:s}", "status", checks[i].status, "detail", checks[i].detail);
+                if (!c || json_object_set_new(o, checks[i].name, c) < 0) {
                         r = -ENOMEM;
                         break;
                 }
@@ -77,56 +71,54 @@ static int print_json(const FeatureCheck *checks, const char *engine) {
         return r;
 }
 
-static void print_text(const FeatureCheck *checks, bool usable, const char *engine) {
+static void print_text(const HutchExtCheck *checks, size_t n, bool usable, const char *engine) {
         size_t w = 0;
 
-        for (FeatureId id = 0; id < _FEATURE_ID_MAX; id++)
-                w = MAX(w, strlen(feature_id_to_string(id)));
+        for (size_t i = 0; i < n; i++)
+                w = MAX(w, strlen(checks[i].name));
         if (strcmp(engine, "none") != 0)
                 (void)printf("%-*s  %-8s  %s (the fixes below are its settings; "
                              "docs/containers.md)\n",
                              (int)w, "container", "", engine);
 
-        for (FeatureId id = 0; id < _FEATURE_ID_MAX; id++) {
-                (void)printf("%-*s  %-8s  %s\n", (int)w, feature_id_to_string(id),
-                             feature_status_to_string(checks[id].status), checks[id].detail);
-                (void)printf("%-*s  %-8s  -> %s\n", (int)w, "", "",
-                             feature_impact(id, checks[id].status));
+        for (size_t i = 0; i < n; i++) {
+                (void)printf("%-*s  %-8s  %s\n", (int)w, checks[i].name, checks[i].status,
+                             checks[i].detail);
+                (void)printf("%-*s  %-8s  -> %s\n", (int)w, "", "", checks[i].impact);
         }
         (void)printf("\nhutch run %s work here\n", usable ? "can" : "cannot");
 }
 
 int verb_doctor(int argc, char **argv) {
-        FeatureCheck checks[_FEATURE_ID_MAX] = {};
-        const char *engine = hutch_ext_container_engine();
+        HutchExtCheck *checks = NULL;
+        const char *engine = hutch_ext_container_engine(), *failed = NULL;
         bool usable = true;
+        size_t n = 0;
         int r;
 
         r = doctor_parse_argv(argc, argv);
         if (r <= 0)
                 return r < 0 ? HUTCH_EXIT_FAILURE : 0;
 
-        for (FeatureId id = 0; id < _FEATURE_ID_MAX; id++) {
-                r = feature_probe(id, checks + id);
-                if (r < 0) {
-                        checks_done(checks, _FEATURE_ID_MAX);
-                        log_error_errno(r, "failed to probe '%s': %m", feature_id_to_string(id));
-                        return HUTCH_EXIT_FAILURE;
-                }
-                if (feature_is_required(id) && checks[id].status == FEATURE_MISSING)
-                        usable = false;
+        r = hutch_ext_doctor_probe(&checks, &n, &failed);
+        if (r < 0) {
+                log_error_errno(r, "failed to probe '%s': %m", failed);
+                return HUTCH_EXIT_FAILURE;
         }
+        for (size_t i = 0; i < n; i++)
+                if (checks[i].required && checks[i].missing)
+                        usable = false;
 
         if (arg_json) {
-                r = print_json(checks, engine);
+                r = print_json(checks, n, engine);
                 if (r < 0) {
-                        checks_done(checks, _FEATURE_ID_MAX);
+                        (void)hutch_ext_checks_free(checks, n);
                         log_error_errno(r, "failed to print the report: %m");
                         return HUTCH_EXIT_FAILURE;
                 }
         } else
-                print_text(checks, usable, engine);
+                print_text(checks, n, usable, engine);
 
-        checks_done(checks, _FEATURE_ID_MAX);
+        (void)hutch_ext_checks_free(checks, n);
         return usable ? 0 : 1;
 }

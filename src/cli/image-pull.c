@@ -3,8 +3,8 @@
  * program links OpenSSL's libssl and http_parser for the registry client
  * (src/lib/registry); `hutch image pull` runs it. The image is pulled into
  * an OCI image layout (a held .tmp-pull-* folder of the image store, or
- * --layout DIR) by a confined child (pull-confine.h) and then imported by
- * the image store (image-store.h).
+ * --layout DIR) by a confined child (registry_pull_confined()) and then imported by
+ * the image store (hutch-ext.h's hutch_ext_image_import_pulled()).
  *
  *   hutch-pull [pull] [--tls-verify=BOOL] [--platform OS/ARCH[/VARIANT]]
  *              [--authfile FILE] [--cert-dir DIR] [--layout DIR] [-q] REF [NAME] */
@@ -15,16 +15,12 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "api/hutch-ext.h"
 #include "cli.h"
-#include "image/image-store.h"
 #include "log.h"
 #include "parse-util.h"
 #include "progress.h"
-#include "pull-confine.h"
 #include "registry/registry.h"
-#include "rm-rf.h"
-#include "sha256.h"
-#include "store/store.h"
 
 static const char usage_pull[] =
         "usage: hutch image pull [OPTIONS] REF [NAME]\n\n"
@@ -166,7 +162,7 @@ static int store_name(const ImageRef *ref, char **ret) {
                 return 0;
         if (asprintf(&full, "%s/%s:%s", ref->domain, ref->repository, ref->tag) < 0)
                 return -ENOMEM;
-        s = strdup(image_ref_familiar(full));
+        s = strdup(hutch_ext_image_ref_familiar(full));
         if (!s)
                 return -ENOMEM;
         *ret = s;
@@ -180,20 +176,14 @@ static int store_name(const ImageRef *ref, char **ret) {
  * the folder goes. */
 static int pull_into_store(const ImageRef *ref, const PullOptions *o, const char *refstr,
                            const char *name) {
-        _cleanup_(store_freep) Store *store = NULL;
-        _cleanup_(image_store_freep) ImageStore *s = NULL;
-        _cleanup_(image_freep) Image *im = NULL;
+        _cleanup_(hutch_ext_images_freep) HutchExtImages *s = NULL;
+        _cleanup_(hutch_ext_image_done) HutchExtImage im = {};
         _cleanup_free_ char *digest = NULL, *dir = NULL, *repo = NULL, *own_name = NULL;
         _cleanup_close_ int hold = -EBADF;
-        unsigned char h[SHA256_DIGEST_SIZE];
-        char hex[33];
         HutchError err = {};
-        Sha256 sha;
         int r;
 
-        r = store_open(&store, &err);
-        if (r >= 0)
-                r = image_store_open(store, &s, &err);
+        r = hutch_ext_images_open(&s, &err);
         if (r < 0) {
                 log_error("cannot pull '%s': %s", refstr, err.msg[0] ? err.msg : strerror(-r));
                 return HUTCH_EXIT_FAILURE;
@@ -204,18 +194,12 @@ static int pull_into_store(const ImageRef *ref, const PullOptions *o, const char
                         return log_error("out of memory"), HUTCH_EXIT_FAILURE;
                 name = own_name;
         }
-        if (name && !image_ref_is_valid(name)) {
+        if (name && !hutch_ext_image_ref_is_valid(name)) {
                 log_error("cannot pull '%s': invalid image name '%s'", refstr, name);
                 return HUTCH_EXIT_FAILURE;
         }
-        if (asprintf(&repo, "%s/%s", ref->domain, ref->repository) < 0)
-                return log_error("out of memory"), HUTCH_EXIT_FAILURE;
-        sha256_init(&sha);
-        sha256_update(&sha, repo, strlen(repo));
-        sha256_finish(&sha, h);
-        for (size_t i = 0; i < 16; i++)
-                (void)snprintf(hex + 2 * i, 3, "%02x", h[i]);
-        if (asprintf(&dir, "%s/.tmp-pull-%s", s->dir, hex) < 0)
+        if (asprintf(&repo, "%s/%s", ref->domain, ref->repository) < 0 ||
+            hutch_ext_image_pull_dir(s, repo, &dir) < 0)
                 return log_error("out of memory"), HUTCH_EXIT_FAILURE;
 
         r = registry_pull_confined(ref, o, dir, &digest, &hold, &err);
@@ -224,18 +208,15 @@ static int pull_into_store(const ImageRef *ref, const PullOptions *o, const char
                 return HUTCH_EXIT_FAILURE;
         }
         err = (HutchError){};
-        r = image_store_import(s, dir, name, -1, &im, &err);
-        /* Imported or not (its blobs matched their digests, so a failed
-         * import is a bad image, not a bad download): the folder goes. */
-        (void)rm_rf_at(s->dirfd, strrchr(dir, '/') + 1);
+        r = hutch_ext_image_import_pulled(s, dir, name, &im, &err);
         if (r < 0) {
                 log_error("cannot import '%s': %s", refstr, err.msg[0] ? err.msg : strerror(-r));
                 return HUTCH_EXIT_FAILURE;
         }
         if (!arg_quiet)
-                log_info("pulled %s as %s: %zu layer%s", refstr, name ? name : im->digest,
-                         im->n_layers, im->n_layers == 1 ? "" : "s");
-        (void)printf("%s\n", im->digest);
+                log_info("pulled %s as %s: %zu layer%s", refstr, name ? name : im.digest,
+                         im.n_layers, im.n_layers == 1 ? "" : "s");
+        (void)printf("%s\n", im.digest);
         return 0;
 }
 

@@ -10,24 +10,19 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "api/hutch-ext.h"
 #include "cli-util.h"
 #include "cli.h"
 #include "fd-util.h"
 #include "image-usage.h"
-#include "image/image-store.h"
 #include "log.h"
-#include "store/store.h"
 #include "strv.h"
 
-static int open_images(ImageStore **ret) {
-        _cleanup_(store_freep) Store *store = NULL;
+static int open_images(HutchExtImages **ret) {
         HutchError err = {};
         int r;
 
-        r = store_open(&store, &err);
-        if (r < 0)
-                return cli_fail(&err, r);
-        r = image_store_open(store, ret, &err);
+        r = hutch_ext_images_open(ret, &err);
         if (r < 0)
                 return cli_fail(&err, r);
         return 0;
@@ -35,14 +30,6 @@ static int open_images(ImageStore **ret) {
 
 static bool is_help(const char *a) {
         return strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0;
-}
-
-static uint64_t image_size(const Image *im) {
-        uint64_t n = 0;
-
-        for (size_t i = 0; i < im->n_layers; i++)
-                n += im->layers[i].size;
-        return n;
 }
 
 static void format_size(uint64_t n, char *buf, size_t size) {
@@ -61,8 +48,9 @@ static void format_size(uint64_t n, char *buf, size_t size) {
 }
 
 static int image_import(int argc, char **argv) {
-        _cleanup_(image_store_freep) ImageStore *s = NULL;
-        _cleanup_(image_freep) Image *im = NULL;
+        _cleanup_(hutch_ext_images_freep) HutchExtImages *s = NULL;
+        _cleanup_(hutch_ext_image_done) HutchExtImage image = {};
+        const HutchExtImage *im = &image;
         const char *path = NULL, *name = NULL;
         HutchError err = {};
         bool quiet = false;
@@ -94,7 +82,7 @@ static int image_import(int argc, char **argv) {
         r = open_images(&s);
         if (r != 0)
                 return r;
-        r = image_store_import(s, path, name, STDIN_FILENO, &im, &err);
+        r = hutch_ext_image_import(s, path, name, STDIN_FILENO, &image, &err);
         if (r < 0) {
                 log_error("cannot import '%s': %s", path, err.msg[0] ? err.msg : strerror(-r));
                 return HUTCH_EXIT_FAILURE;
@@ -102,10 +90,10 @@ static int image_import(int argc, char **argv) {
         if (!quiet) {
                 char size[32];
 
-                format_size(image_size(im), size, sizeof(size));
+                format_size(im->size, size, sizeof(size));
                 (void)fprintf(stderr, "imported %s: %zu layer%s, %s%s%s\n",
                               name                        ? name
-                              : im->names && im->names[0] ? image_ref_familiar(im->names[0])
+                              : im->names && im->names[0] ? im->names[0]
                                                           : "(no name)",
                               im->n_layers, im->n_layers == 1 ? "" : "s", size,
                               im->skipped_devices ? ", device nodes left out: " : "",
@@ -116,8 +104,8 @@ static int image_import(int argc, char **argv) {
 }
 
 static int image_ls(int argc, char **argv) {
-        _cleanup_(image_store_freep) ImageStore *s = NULL;
-        Image **l = NULL;
+        _cleanup_(hutch_ext_images_freep) HutchExtImages *s = NULL;
+        HutchExtImage *l = NULL;
         size_t n = 0;
         HutchError err = {};
         bool as_json = false, quiet = false;
@@ -140,58 +128,55 @@ static int image_ls(int argc, char **argv) {
         r = open_images(&s);
         if (r != 0)
                 return r;
-        r = image_store_list(s, &l, &n, &err);
+        r = hutch_ext_image_list(s, &l, &n, &err);
         if (r < 0)
                 return cli_fail(&err, r);
         if (as_json) {
                 (void)fputs("[", stdout);
                 for (size_t i = 0; i < n; i++) {
-                        _cleanup_free_ char *text = NULL;
-
-                        if (image_to_json(l[i], &text) < 0) {
-                                image_list_free(l, n);
+                        if (!l[i].json) {
+                                (void)hutch_ext_images_list_free(l, n);
                                 log_error("out of memory");
                                 return HUTCH_EXIT_FAILURE;
                         }
-                        (void)printf("%s%s", i ? ",\n" : "\n", text);
+                        (void)printf("%s%s", i ? ",\n" : "\n", l[i].json);
                 }
                 (void)fputs("\n]\n", stdout);
         } else if (quiet) {
                 /* Each name, or the digest of an image without one: what
                  * inspect and rm take (the shell completion's source). */
                 for (size_t i = 0; i < n; i++) {
-                        if (strv_length(l[i]->names) == 0)
-                                (void)printf("%s\n", l[i]->digest);
-                        STRV_FOREACH(name, l[i]->names)
-                                (void)printf("%s\n", image_ref_familiar(*name));
+                        if (strv_length(l[i].names) == 0)
+                                (void)printf("%s\n", l[i].digest);
+                        STRV_FOREACH(name, l[i].names)
+                                (void)printf("%s\n", *name);
                 }
         } else {
                 (void)printf("%-40s %-12s %6s %9s %s\n", "NAME", "ID", "LAYERS", "SIZE",
                              "IMPORTED");
                 for (size_t i = 0; i < n; i++) {
-                        time_t t = (time_t)(l[i]->imported_ms / 1000);
+                        time_t t = (time_t)(l[i].imported_ms / 1000);
                         char size[32], when[32] = "-";
                         struct tm tm;
 
-                        format_size(image_size(l[i]), size, sizeof(size));
+                        format_size(l[i].size, size, sizeof(size));
                         if (localtime_r(&t, &tm))
                                 (void)strftime(when, sizeof(when), "%Y-%m-%d %H:%M", &tm);
-                        if (strv_length(l[i]->names) == 0)
-                                (void)printf("%-40s %.12s %6zu %9s %s\n", "<none>",
-                                             l[i]->digest + 7, l[i]->n_layers, size, when);
-                        STRV_FOREACH(name, l[i]->names)
-                                (void)printf("%-40s %.12s %6zu %9s %s\n", image_ref_familiar(*name),
-                                             l[i]->digest + 7, l[i]->n_layers, size, when);
+                        if (strv_length(l[i].names) == 0)
+                                (void)printf("%-40s %.12s %6zu %9s %s\n", "<none>", l[i].digest + 7,
+                                             l[i].n_layers, size, when);
+                        STRV_FOREACH(name, l[i].names)
+                                (void)printf("%-40s %.12s %6zu %9s %s\n", *name, l[i].digest + 7,
+                                             l[i].n_layers, size, when);
                 }
         }
-        image_list_free(l, n);
+        (void)hutch_ext_images_list_free(l, n);
         return 0;
 }
 
 static int image_inspect(int argc, char **argv) {
-        _cleanup_(image_store_freep) ImageStore *s = NULL;
-        _cleanup_(image_freep) Image *im = NULL;
-        _cleanup_free_ char *text = NULL;
+        _cleanup_(hutch_ext_images_freep) HutchExtImages *s = NULL;
+        _cleanup_(hutch_ext_image_done) HutchExtImage im = {};
         HutchError err = {};
         int r;
 
@@ -206,18 +191,17 @@ static int image_inspect(int argc, char **argv) {
         r = open_images(&s);
         if (r != 0)
                 return r;
-        r = image_store_resolve(s, argv[1], &im, &err);
+        r = hutch_ext_image_get(s, argv[1], &im, &err);
         if (r < 0)
                 return cli_fail(&err, r);
-        r = image_to_json(im, &text);
-        if (r < 0)
+        if (!im.json)
                 return log_error("out of memory"), HUTCH_EXIT_FAILURE;
-        (void)printf("%s\n", text);
+        (void)printf("%s\n", im.json);
         return 0;
 }
 
 static int image_rm(int argc, char **argv) {
-        _cleanup_(image_store_freep) ImageStore *s = NULL;
+        _cleanup_(hutch_ext_images_freep) HutchExtImages *s = NULL;
         int r, ret = 0;
 
         if (argc == 2 && is_help(argv[1])) {
@@ -235,7 +219,7 @@ static int image_rm(int argc, char **argv) {
                 HutchError err = {};
                 bool gone = false;
 
-                r = image_store_remove(s, argv[i], &gone, &err);
+                r = hutch_ext_image_remove(s, argv[i], &gone, &err);
                 if (r < 0) {
                         log_error("cannot remove image '%s': %s", argv[i],
                                   err.msg[0] ? err.msg : strerror(-r));
@@ -248,7 +232,7 @@ static int image_rm(int argc, char **argv) {
 }
 
 static int image_gc(int argc, char **argv) {
-        _cleanup_(image_store_freep) ImageStore *s = NULL;
+        _cleanup_(hutch_ext_images_freep) HutchExtImages *s = NULL;
         HutchError err = {};
         unsigned n = 0;
         int r;
@@ -264,7 +248,7 @@ static int image_gc(int argc, char **argv) {
         r = open_images(&s);
         if (r != 0)
                 return r;
-        r = image_store_gc(s, &n, &err);
+        r = hutch_ext_image_gc(s, &n, &err);
         if (r < 0)
                 return cli_fail(&err, r);
         if (r > 0)

@@ -12,7 +12,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "api/persist.h"
+#include "api/hutch-ext.h"
 #include "cli-util.h"
 #include "cli.h"
 #include "fd-util.h"
@@ -22,7 +22,6 @@
 #include "port.h"
 #include "refusals.h"
 #include "run-flags.h"
-#include "store/store.h"
 #include "strv.h"
 #include "terminal.h"
 
@@ -44,19 +43,18 @@ static void create_usage(FILE *f) {
 }
 
 /* ["disk", ...]: the limits a sandbox goes without. */
-static json_t *degraded_json(unsigned degraded) {
+static json_t *degraded_json(char **degraded) {
         json_t *a = json_array();
 
-        for (int i = 0; a && i < _POLICY_LIMIT_MAX; i++)
-                if (degraded & (1U << i))
-                        (void)json_array_append_new(a, json_string(policy_limit_to_string(i)));
+        STRV_FOREACH(d, degraded)
+                if (a)
+                        (void)json_array_append_new(a, json_string(*d));
         return a;
 }
 
 int verb_create(int argc, char **argv) {
         _cleanup_(run_args_done) RunArgs args = {.json_fd = -EBADF};
-        _cleanup_(store_freep) Store *s = NULL;
-        _cleanup_(sandbox_record_freep) SandboxRecord *rec = NULL;
+        _cleanup_(hutch_ext_created_done) HutchExtCreated rec = {};
         HutchError err = {};
         const char *name;
         int r;
@@ -83,27 +81,19 @@ int verb_create(int argc, char **argv) {
         if (!name)
                 name = args.command[0];
         ports_warn_exposed(args.policy->ports);
-        r = cli_store_open(NULL, &s, NULL);
-        if (r != 0)
-                return r;
         /* With --from and no policy flag, the snapshot's policy. */
-        r = persist_create(s, name, args.from && !args.policy_given ? NULL : args.policy, args.from,
-                           args.idle_timeout_ms, &rec, &err);
+        r = hutch_ext_create(name, args.from && !args.policy_given ? NULL : args.policy, args.from,
+                             args.idle_timeout_ms, &rec, &err);
         if (r < 0)
                 return cli_fail(&err, r);
-        if (rec->disk_limit == 0) {
-                HutchError why = {};
-
-                (void)persist_disk_supported(&why);
-                log_warning("sandbox '%s' has no disk limit: %s (see 'hutch doctor')", rec->name,
-                            why.msg[0] ? why.msg : "it cannot be enforced here");
-        }
+        if (rec.no_disk_limit)
+                log_warning("sandbox '%s' has no disk limit: %s (see 'hutch doctor')", rec.name,
+                            rec.no_disk_limit);
         /* docs/persistent.md "Id range": said once, where it is decided. */
-        if (!s->idmap.privileged && !s->idmap.ranged && s->idmap.no_range[0] &&
-            !(args.policy && args.policy->backend == SANDBOX_BACKEND_VM))
-                log_warning("sandbox '%s' maps only your own id: %s (see 'hutch doctor')",
-                            rec->name, s->idmap.no_range);
-        (void)printf("%s\n", rec->id);
+        if (rec.no_range)
+                log_warning("sandbox '%s' maps only your own id: %s (see 'hutch doctor')", rec.name,
+                            rec.no_range);
+        (void)printf("%s\n", rec.id);
         return 0;
 }
 
@@ -121,8 +111,7 @@ static void update_usage(FILE *f) {
 
 int verb_update(int argc, char **argv) {
         _cleanup_(run_args_done) RunArgs args = {.json_fd = -EBADF};
-        _cleanup_(store_freep) Store *s = NULL;
-        _cleanup_(sandbox_record_freep) SandboxRecord *rec = NULL;
+        _cleanup_free_ char *rec_name = NULL, *policy_json = NULL;
         _cleanup_strv_free_ char **changed = NULL;
         HutchError err = {};
         const char *name;
@@ -139,13 +128,10 @@ int verb_update(int argc, char **argv) {
         argv[1] = argv[0];
         argc--;
         argv++;
-        r = cli_store_open(NULL, &s, NULL);
-        if (r != 0)
-                return r;
-        r = store_sandbox_load(s, name, &rec, &err);
+        r = hutch_ext_sandbox_policy(name, &rec_name, &policy_json, &err);
         if (r < 0)
                 return cli_fail(&err, r);
-        r = run_args_parse_update(argc, argv, rec->policy_json, &args, &err);
+        r = run_args_parse_update(argc, argv, policy_json, &args, &err);
         if (r < 0)
                 return cli_fail(&err, r);
         if (args.help) {
@@ -157,7 +143,7 @@ int verb_update(int argc, char **argv) {
                           args.command[0]);
                 return HUTCH_EXIT_FAILURE;
         }
-        r = persist_update(s, rec->name, args.policy, &changed, &err);
+        r = hutch_ext_update(rec_name, args.policy, &changed, &err);
         if (r < 0)
                 return cli_fail(&err, r);
         STRV_FOREACH(f, changed)
@@ -167,8 +153,8 @@ int verb_update(int argc, char **argv) {
 
 /* ---- the keeper ---- */
 
-/* hutch __keeper NAME READY_FD: the detached supervisor (started by
- * persist_connect()). */
+/* hutch __keeper NAME READY_FD: the detached supervisor (started by the
+ * library when a command finds the sandbox stopped). */
 int verb_keeper(int argc, char **argv) {
         extern char **environ;
         HutchError err = {};
@@ -177,7 +163,7 @@ int verb_keeper(int argc, char **argv) {
         if (argc != 3 || safe_atoi(argv[2], &ready_fd) < 0 || ready_fd < 3)
                 return HUTCH_EXIT_FAILURE;
         (void)fcntl(ready_fd, F_SETFD, FD_CLOEXEC);
-        r = persist_keeper_main(argv[1], ready_fd, environ, &err);
+        r = hutch_ext_keeper_main(argv[1], ready_fd, environ, &err);
         if (r < 0) {
                 /* Not yet reported (to the starter) when err is empty. */
                 if (err.errnum != 0)
@@ -256,17 +242,16 @@ int verb_exec(int argc, char **argv) {
                                                 {"quiet", no_argument, NULL, 'q'},
                                                 {"help", no_argument, NULL, 'h'},
                                                 {}};
-        _cleanup_(store_freep) Store *s = NULL;
         _cleanup_strv_free_ char **env = NULL;
         _cleanup_free_ char *json = NULL;
         _cleanup_close_ int sigfd = -EBADF, json_fd = -EBADF;
-        KeeperExec req = {.fds = {0, 1, 2}};
+        HutchExtExec req = {.fds = {0, 1, 2}};
         const char *json_path = NULL, *name = NULL;
         HutchError err = {};
         sigset_t mask;
         uint64_t id = 0;
         _cleanup_(terminal_relay_finish) TerminalRelay term = TERMINAL_RELAY_NULL;
-        bool quiet = false, interactive = false;
+        bool quiet = false, interactive = false, tty = false;
         int c, r, exit_code = 0;
 
         /* "exec NAME [FLAGS] [--] CMD..." or "exec [FLAGS] NAME [--] CMD...". */
@@ -300,7 +285,7 @@ int verb_exec(int argc, char **argv) {
                         req.cwd = optarg;
                         break;
                 case 'u':
-                        if (!user_spec_is_valid(optarg)) {
+                        if (!hutch_ext_user_spec_is_valid(optarg)) {
                                 log_error("invalid --user '%s' (want NAME, UID, NAME:GROUP or "
                                           "UID:GID)",
                                           optarg);
@@ -309,7 +294,7 @@ int verb_exec(int argc, char **argv) {
                         req.user = optarg;
                         break;
                 case 't':
-                        req.tty = true;
+                        tty = true;
                         break;
                 case 'i':
                         /* stdin is the command's anyway; with -t, it is
@@ -345,11 +330,11 @@ int verb_exec(int argc, char **argv) {
         }
         req.argv = argv + optind;
         req.env = env;
-        if (req.tty && req.detach) {
+        if (tty && req.detach) {
                 log_error("-t and -d do not go together: a detached command has no terminal");
                 return HUTCH_EXIT_FAILURE;
         }
-        if (req.tty && !isatty(STDIN_FILENO)) {
+        if (tty && !isatty(STDIN_FILENO)) {
                 log_error("%s (-t needs a terminal on stdin)", TERMINAL_NOT_A_TTY);
                 return HUTCH_EXIT_FAILURE;
         }
@@ -361,10 +346,6 @@ int verb_exec(int argc, char **argv) {
                         return HUTCH_EXIT_FAILURE;
                 }
         }
-        r = cli_store_open(NULL, &s, NULL);
-        if (r != 0)
-                return r;
-
         /* Ctrl-C and friends go to the command, not to us. */
         sigemptyset(&mask);
         sigaddset(&mask, SIGINT);
@@ -373,7 +354,7 @@ int verb_exec(int argc, char **argv) {
         sigaddset(&mask, SIGQUIT);
         if (!req.detach && sigprocmask(SIG_BLOCK, &mask, NULL) >= 0)
                 sigfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
-        if (req.tty) {
+        if (tty) {
                 /* The command's stdin, stdout and stderr: the channel its
                  * pty's master comes out on (docs/terminal.md). */
                 r = terminal_relay_start(&term, interactive);
@@ -383,7 +364,7 @@ int verb_exec(int argc, char **argv) {
                 }
                 req.fds[0] = req.fds[1] = req.fds[2] = term.chan;
         }
-        r = persist_exec(s, name, &req, sigfd, &id, &exit_code, &json, &err);
+        r = hutch_ext_exec_run(name, &req, tty, sigfd, &id, &exit_code, &json, &err);
         /* The last output, and the caller's terminal as it was, before
          * anything of ours is printed. */
         terminal_relay_finish(&term);
@@ -419,142 +400,79 @@ void persist_format_time(uint64_t ms, char *buf, size_t size) {
                 (void)snprintf(buf, size, "-");
 }
 
-/* Its published ports, in the shape of GET .../ports (docs/api.md): as
- * bound while it runs, else as its policy asks; {"port"} alone for each if
- * that cannot be read. */
-static json_t *ls_ports_json(Store *s, const char *name, const PersistInfo *info) {
-        _cleanup_free_ char *text = NULL;
-        HutchError ignored = {};
-        bool running;
-        json_t *arr;
-
-        if (info->n_ports == 0)
-                return json_array();
-        if (persist_ports_list(s, name, &text, &running, &ignored) >= 0) {
-                arr = json_loads(text, 0, NULL);
-                if (json_is_array(arr))
-                        return arr;
-                json_decref(arr);
-        }
-        arr = json_array();
-        for (size_t k = 0; arr && k < MIN((size_t)info->n_ports, ELEMENTSOF(info->ports)); k++)
-                (void)json_array_append_new(arr, json_pack("{s:i}", "port", (int)info->ports[k]));
-        return arr;
-}
-
-static int ls_origin(Store *s, const SandboxRecord *rec, uint64_t own_bytes, char **ret_from,
-                     uint64_t *ret_usage) {
-        _cleanup_free_ char *p = rec->parent ? strdup(rec->parent) : NULL;
-        uint64_t usage = own_bytes;
-
-        if (rec->parent && !p)
-                return -ENOMEM;
-        /* A chain is finite, but a damaged store must not loop. */
-        for (unsigned depth = 0; p && depth < 1024; depth++) {
-                _cleanup_(snapshot_record_freep) SnapshotRecord *snap = NULL;
-                _cleanup_free_ char *dir = NULL;
-
-                if (store_snapshot_load(s, p, &snap, NULL) < 0 || !snap->origin ||
-                    strcmp(snap->origin, rec->name) != 0 || snap->created_ms < rec->created_ms)
-                        break;
-                if (store_snapshot_path(s, snap->name, NULL, &dir) >= 0)
-                        usage += store_disk_usage(dir);
-                free(p);
-                p = NULL;
-                if (snap->parent) {
-                        p = strdup(snap->parent);
-                        if (!p)
-                                return -ENOMEM;
-                }
-        }
-        *ret_from = TAKE_PTR(p);
-        *ret_usage = usage;
-        return 0;
-}
-
 int verb_ls(int argc, char **argv) {
-        _cleanup_(store_freep) Store *s = NULL;
         _cleanup_strv_free_ char **names = NULL;
+        HutchExtLsEntry *l = NULL;
         bool as_json = argc == 2 && strcmp(argv[1], "--json") == 0;
         bool quiet = argc == 2 && (strcmp(argv[1], "-q") == 0 || strcmp(argv[1], "--quiet") == 0);
-        json_t *arr = json_array();
+        HutchError err = {};
+        size_t n = 0;
+        json_t *arr;
         int r;
 
         if (argc > 1 && !as_json && !quiet) {
                 log_error("usage: hutch ls [--json | -q]");
-                json_decref(arr);
-                return HUTCH_EXIT_FAILURE;
-        }
-        r = cli_store_open(NULL, &s, NULL);
-        if (r != 0) {
-                json_decref(arr);
-                return r;
-        }
-        r = store_list(s, "sandboxes", &names);
-        if (r < 0) {
-                json_decref(arr);
-                log_error_errno(r, "cannot list the sandboxes: %m");
                 return HUTCH_EXIT_FAILURE;
         }
         if (quiet) {
-                STRV_FOREACH(n, names)
-                        (void)printf("%s\n", *n);
-                json_decref(arr);
+                r = hutch_ext_sandbox_names(&names, &err);
+                if (r < 0)
+                        return cli_fail(&err, r);
+                STRV_FOREACH(name, names)
+                        (void)printf("%s\n", *name);
                 return 0;
         }
+        r = hutch_ext_ls(as_json, &l, &n, &err);
+        if (r == -ENOMEM && !err.msg[0])
+                return log_oom();
+        if (r < 0)
+                return cli_fail(&err, r);
+        arr = json_array();
         if (!as_json)
                 (void)printf("%-24s %-8s %-7s %-19s  %-19s  %10s  %s\n", "NAME", "STATE", "BACKEND",
                              "CREATED", "LAST USED", "DISK", "FROM");
-        STRV_FOREACH(n, names) {
-                _cleanup_(sandbox_record_freep) SandboxRecord *rec = NULL;
-                _cleanup_free_ char *from = NULL;
-                HutchError ignored = {};
+        for (size_t i = 0; i < n; i++) {
+                const HutchExtLsEntry *e = l + i;
                 char created[32], used[32];
-                uint64_t usage;
-                PersistInfo info;
 
-                if (store_sandbox_load(s, *n, &rec, &ignored) < 0) {
+                if (e->damaged) {
                         if (!as_json)
-                                (void)printf("%-24s %-8s\n", *n, "damaged");
+                                (void)printf("%-24s %-8s\n", e->name, "damaged");
                         continue;
-                }
-                persist_info(s, rec, &info);
-                r = ls_origin(s, rec, info.disk_bytes, &from, &usage);
-                if (r < 0) {
-                        json_decref(arr);
-                        return log_oom();
                 }
                 if (as_json) {
+                        json_t *ports = json_loads(e->ports_json, 0, NULL);
+
                         (void)json_array_append_new(
-                                arr,
-                                json_pack("{s:s,s:s,s:s,s:s,s:I,s:I,s:I,s:I,s:o,s:o}", "name",
-                                          rec->name, "id", rec->id, "state",
-                                          info.running ? "running" : "stopped", "backend",
-                                          sandbox_backend_to_string(info.backend), "created_ms",
-                                          (json_int_t)rec->created_ms, "last_used_ms",
-                                          (json_int_t)info.last_used_ms, "disk_bytes",
-                                          (json_int_t)info.disk_bytes, "disk_limit_bytes",
-                                          (json_int_t)info.disk_limit, "degraded",
-                                          degraded_json(info.degraded), "parent",
-                                          rec->parent ? json_string(rec->parent) : json_null()));
+                                arr, json_pack("{s:s,s:s,s:s,s:s,s:I,s:I,s:I,s:I,s:o,s:o}", "name",
+                                               e->name, "id", e->id, "state",
+                                               e->running ? "running" : "stopped", "backend",
+                                               e->backend, "created_ms", (json_int_t)e->created_ms,
+                                               "last_used_ms", (json_int_t)e->last_used_ms,
+                                               "disk_bytes", (json_int_t)e->disk_bytes,
+                                               "disk_limit_bytes", (json_int_t)e->disk_limit,
+                                               "degraded", degraded_json(e->degraded), "parent",
+                                               e->parent ? json_string(e->parent) : json_null()));
                         (void)json_object_set_new(json_array_get(arr, json_array_size(arr) - 1),
-                                                  "from", from ? json_string(from) : json_null());
+                                                  "from",
+                                                  e->from ? json_string(e->from) : json_null());
                         (void)json_object_set_new(json_array_get(arr, json_array_size(arr) - 1),
-                                                  "usage_bytes", json_integer((json_int_t)usage));
+                                                  "usage_bytes",
+                                                  json_integer((json_int_t)e->usage));
                         (void)json_object_set_new(
                                 json_array_get(arr, json_array_size(arr) - 1), "image",
-                                info.image[0] ? json_string(info.image) : json_null());
+                                e->image[0] ? json_string(e->image) : json_null());
                         (void)json_object_set_new(json_array_get(arr, json_array_size(arr) - 1),
-                                                  "ports", ls_ports_json(s, rec->name, &info));
+                                                  "ports", ports ? ports : json_array());
                         continue;
                 }
-                persist_format_time(rec->created_ms, created, sizeof(created));
-                persist_format_time(info.last_used_ms, used, sizeof(used));
-                (void)printf("%-24s %-8s %-7s %-19s  %-19s  %9.1fM  %s\n", rec->name,
-                             info.running ? "running" : "stopped",
-                             sandbox_backend_to_string(info.backend), created, used,
-                             (double)usage / (1024.0 * 1024.0), from ? from : "-");
+                persist_format_time(e->created_ms, created, sizeof(created));
+                persist_format_time(e->last_used_ms, used, sizeof(used));
+                (void)printf("%-24s %-8s %-7s %-19s  %-19s  %9.1fM  %s\n", e->name,
+                             e->running ? "running" : "stopped", e->backend, created, used,
+                             (double)e->usage / (1024.0 * 1024.0), e->from ? e->from : "-");
         }
+        (void)hutch_ext_ls_free(l, n);
         if (as_json) {
                 _cleanup_free_ char *text = json_dumps(arr, JSON_COMPACT);
 
@@ -565,8 +483,7 @@ int verb_ls(int argc, char **argv) {
 }
 
 int verb_stop(int argc, char **argv) {
-        _cleanup_(store_freep) Store *s = NULL;
-        _cleanup_(sandbox_record_freep) SandboxRecord *rec = NULL;
+        _cleanup_free_ char *name = NULL;
         HutchError err = {};
         int r;
 
@@ -574,19 +491,15 @@ int verb_stop(int argc, char **argv) {
                 log_error("usage: hutch stop NAME");
                 return HUTCH_EXIT_FAILURE;
         }
-        r = cli_store_open(argv[1], &s, &rec);
-        if (r != 0)
-                return r;
-        r = persist_stop(s, rec->name, &err);
+        r = hutch_ext_stop(argv[1], &name, &err);
         if (r < 0)
                 return cli_fail(&err, r);
         if (r == 0)
-                log_info("sandbox '%s' is not running", rec->name);
+                log_info("sandbox '%s' is not running", name);
         return 0;
 }
 
 int verb_rm(int argc, char **argv) {
-        _cleanup_(store_freep) Store *s = NULL;
         bool force = false;
         const char *name = NULL;
         HutchError err = {};
@@ -606,10 +519,7 @@ int verb_rm(int argc, char **argv) {
                 log_error("usage: hutch rm [--force] NAME");
                 return HUTCH_EXIT_FAILURE;
         }
-        r = cli_store_open(NULL, &s, NULL);
-        if (r != 0)
-                return r;
-        r = persist_destroy(s, name, force, &err);
+        r = hutch_ext_destroy(name, force, &err);
         if (r < 0)
                 return cli_fail(&err, r);
         return 0;
@@ -629,10 +539,9 @@ static int cat_file(const char *path) {
 }
 
 int verb_logs(int argc, char **argv) {
-        _cleanup_(store_freep) Store *s = NULL;
-        _cleanup_(sandbox_record_freep) SandboxRecord *rec = NULL;
-        _cleanup_free_ char *path = NULL, *text = NULL;
+        _cleanup_free_ char *path = NULL, *text = NULL, *rec_name = NULL;
         const char *name = NULL, *exec_id = NULL;
+        HutchError err = {};
         bool as_json = false, audit = false, follow = false;
         int r;
 
@@ -661,23 +570,20 @@ int verb_logs(int argc, char **argv) {
          * (docs/processes.md). */
         if (exec_id)
                 return procs_print_output(name, exec_id, follow);
-        r = cli_store_open(name, &s, &rec);
-        if (r != 0)
-                return r;
+        r = hutch_ext_sandbox_file(name, audit ? "audit.jsonl" : "history.jsonl", &rec_name, &path,
+                                   &err);
+        if (r < 0)
+                return cli_fail(&err, r);
         if (audit) {
-                if (store_sandbox_path(s, rec->name, "audit.jsonl", &path) < 0)
-                        return log_oom();
                 r = cat_file(path);
                 if (r == -ENOENT)
                         return 0; /* no network requests yet */
                 if (r < 0) {
-                        log_error("no audit log for sandbox '%s'", rec->name);
+                        log_error("no audit log for sandbox '%s'", rec_name);
                         return HUTCH_EXIT_FAILURE;
                 }
                 return 0;
         }
-        if (store_sandbox_path(s, rec->name, "history.jsonl", &path) < 0)
-                return log_oom();
         r = read_full_file(path, 256U << 20, &text);
         if (r == -ENOENT)
                 return 0;
@@ -722,7 +628,6 @@ int verb_logs(int argc, char **argv) {
 }
 
 int verb_gc(int argc, char **argv) {
-        _cleanup_(store_freep) Store *s = NULL;
         HutchError err = {};
         unsigned n = 0;
         int r;
@@ -731,10 +636,7 @@ int verb_gc(int argc, char **argv) {
                 log_error("usage: hutch gc");
                 return HUTCH_EXIT_FAILURE;
         }
-        r = cli_store_open(NULL, &s, NULL);
-        if (r != 0)
-                return r;
-        r = store_gc(s, &n, &err);
+        r = hutch_ext_gc(&n, &err);
         if (r < 0)
                 return cli_fail(&err, r);
         (void)printf("removed %u leftover%s\n", n, n == 1 ? "" : "s");

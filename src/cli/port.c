@@ -4,7 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "api/persist.h"
+#include "api/hutch-ext.h"
 #include "cli-util.h"
 #include "cli.h"
 #include "log.h"
@@ -24,14 +24,13 @@ static const char port_usage[] =
 
 void ports_warn_exposed(char *const *ports) {
         for (char *const *e = ports; e && *e; e++) {
-                char host[PORT_SPEC_STRING_MAX];
-                PortSpec s;
+                char host[HUTCH_EXT_PORT_HOST_MAX];
+                unsigned port;
 
-                if (port_spec_parse(*e, &s, NULL) < 0 || port_spec_is_loopback(&s))
+                if (hutch_ext_port_exposed(*e, host, sizeof(host), &port) <= 0)
                         continue;
-                port_spec_host_to_string(&s, host, sizeof(host));
                 log_warning("publishing on %s exposes port %u of the sandbox to the network", host,
-                            (unsigned)s.port);
+                            port);
         }
 }
 
@@ -77,9 +76,7 @@ static int parse_port_arg(const char *s, unsigned *ret) {
 }
 
 int verb_port(int argc, char **argv) {
-        _cleanup_(store_freep) Store *s = NULL;
-        _cleanup_(sandbox_record_freep) SandboxRecord *rec = NULL;
-        _cleanup_free_ char *json = NULL;
+        _cleanup_free_ char *json = NULL, *name = NULL;
         HutchError err = {};
         unsigned port = 0;
         bool running;
@@ -103,13 +100,13 @@ int verb_port(int argc, char **argv) {
                 log_error("invalid port '%s' (expected a number from 1 to 65535)", argv[argc - 1]);
                 return HUTCH_EXIT_FAILURE;
         }
-        r = cli_store_open(argv[1], &s, &rec);
-        if (r != 0)
-                return r;
+        r = hutch_ext_sandbox_name(argv[1], &name, &err);
+        if (r < 0)
+                return cli_fail(&err, r);
         if (argc == 4 && strcmp(argv[2], "add") == 0) {
                 _cleanup_strv_free_ char **one = NULL;
 
-                r = persist_port_add(s, rec->name, argv[3], &json, &err);
+                r = hutch_ext_port_add(name, argv[3], &json, &err);
                 if (r < 0) {
                         log_error("%s", err.msg[0] ? err.msg : strerror(-r));
                         return HUTCH_EXIT_FAILURE;
@@ -120,14 +117,14 @@ int verb_port(int argc, char **argv) {
                 return 0;
         }
         if (argc == 4) {
-                r = persist_port_remove(s, rec->name, (uint16_t)port, &err);
+                r = hutch_ext_port_remove(name, (uint16_t)port, &err);
                 if (r < 0) {
                         log_error("%s", err.msg[0] ? err.msg : strerror(-r));
                         return HUTCH_EXIT_FAILURE;
                 }
                 return 0;
         }
-        r = persist_ports_list(s, rec->name, &json, &running, &err);
+        r = hutch_ext_ports_list(name, &json, &running, &err);
         if (r < 0) {
                 log_error("%s", err.msg[0] ? err.msg : strerror(-r));
                 return HUTCH_EXIT_FAILURE;
@@ -138,13 +135,13 @@ int verb_port(int argc, char **argv) {
                 if (port) {
                         log_error("no public port '%u/tcp' published for '%s' (it is not "
                                   "running)",
-                                  port, rec->name);
+                                  port, name);
                         return 1;
                 }
                 return 0;
         }
         if (print_ports(json, port) == 0 && port) {
-                log_error("no public port '%u/tcp' published for '%s'", port, rec->name);
+                log_error("no public port '%u/tcp' published for '%s'", port, name);
                 return 1;
         }
         return 0;

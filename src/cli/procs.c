@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* A persistent sandbox's execs as processes: hutch ps, kill, wait and
  * `logs --exec ID --follow` (docs/processes.md); the work is the
- * library's (api/processes.h). */
+ * library's (hutch-ext.h's hutch_ext_exec_*()). */
 #include <errno.h>
 #include <getopt.h>
 #include <jansson.h>
@@ -10,14 +10,12 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "api/processes.h"
+#include "api/hutch-ext.h"
 #include "cli-util.h"
 #include "cli.h"
 #include "log.h"
 #include "parse-util.h"
 #include "persist.h"
-#include "sandbox/exec-table.h"
-#include "store/store.h"
 
 static int parse_id(const char *text, uint64_t *ret) {
         uint64_t id;
@@ -33,7 +31,6 @@ static int parse_id(const char *text, uint64_t *ret) {
 /* ---- ps ---- */
 
 int verb_ps(int argc, char **argv) {
-        _cleanup_(store_freep) Store *s = NULL;
         _cleanup_free_ char *text = NULL;
         const char *name = NULL;
         bool as_json = false;
@@ -56,10 +53,7 @@ int verb_ps(int argc, char **argv) {
                 log_error("usage: hutch ps NAME [--json]");
                 return HUTCH_EXIT_FAILURE;
         }
-        r = cli_store_open(NULL, &s, NULL);
-        if (r != 0)
-                return r;
-        r = persist_exec_list(s, name, &text, &err);
+        r = hutch_ext_exec_list_json(name, &text, &err);
         if (r < 0)
                 return cli_fail(&err, r);
         if (as_json) {
@@ -99,8 +93,7 @@ static void kill_usage(FILE *f) {
 int verb_kill(int argc, char **argv) {
         static const struct option options[] = {
                 {"time", required_argument, NULL, 't'}, {"help", no_argument, NULL, 'h'}, {}};
-        _cleanup_(store_freep) Store *s = NULL;
-        uint64_t id, grace_ms = EXEC_KILL_GRACE_DEFAULT_MS;
+        uint64_t id, grace_ms = HUTCH_EXT_KILL_GRACE_DEFAULT_MS;
         bool have_time = false, have_sig;
         HutchError err = {};
         int c, r, sig = SIGTERM;
@@ -113,7 +106,7 @@ int verb_kill(int argc, char **argv) {
                         uint32_t secs;
 
                         if (safe_atou32(optarg, &secs) < 0 ||
-                            (uint64_t)secs * 1000 > EXEC_KILL_GRACE_MAX_MS) {
+                            (uint64_t)secs * 1000 > HUTCH_EXT_KILL_GRACE_MAX_MS) {
                                 log_error("invalid --time '%s' (whole seconds, at most a day)",
                                           optarg);
                                 return HUTCH_EXIT_FAILURE;
@@ -138,7 +131,7 @@ int verb_kill(int argc, char **argv) {
                 return r;
         have_sig = argc - optind == 3;
         if (have_sig) {
-                sig = persist_signal_parse(argv[optind + 2]);
+                sig = hutch_ext_signal_parse(argv[optind + 2]);
                 if (sig < 0) {
                         log_error("invalid signal '%s' (TERM, KILL, HUP, INT, USR1, 15, ...)",
                                   argv[optind + 2]);
@@ -151,11 +144,7 @@ int verb_kill(int argc, char **argv) {
                 grace_ms = 0;
         if (have_time && grace_ms == 0)
                 sig = SIGKILL;
-        r = cli_store_open(NULL, &s, NULL);
-        if (r != 0)
-                return r;
-        r = persist_exec_kill(s, argv[optind], id, sig, grace_ms, !have_sig || have_time, NULL,
-                              NULL, &err);
+        r = hutch_ext_exec_kill(argv[optind], id, sig, grace_ms, !have_sig || have_time, &err);
         if (r < 0)
                 return cli_fail(&err, r);
         return 0;
@@ -164,7 +153,6 @@ int verb_kill(int argc, char **argv) {
 /* ---- wait ---- */
 
 int verb_wait(int argc, char **argv) {
-        _cleanup_(store_freep) Store *s = NULL;
         _cleanup_free_ char *json = NULL;
         const char *args[2] = {};
         size_t n = 0;
@@ -190,10 +178,7 @@ int verb_wait(int argc, char **argv) {
         r = parse_id(args[1], &id);
         if (r != 0)
                 return r;
-        r = cli_store_open(NULL, &s, NULL);
-        if (r != 0)
-                return r;
-        r = persist_exec_wait(s, args[0], id, &code, as_json ? &json : NULL, &err);
+        r = hutch_ext_exec_wait(args[0], id, &code, as_json ? &json : NULL, &err);
         if (r < 0)
                 return cli_fail(&err, r);
         if (as_json)
@@ -206,7 +191,6 @@ int verb_wait(int argc, char **argv) {
 /* ---- logs --exec ID [--follow] ---- */
 
 int procs_print_output(const char *name, const char *exec_id, bool follow) {
-        _cleanup_(store_freep) Store *s = NULL;
         HutchError err = {};
         uint64_t id;
         int r;
@@ -214,10 +198,7 @@ int procs_print_output(const char *name, const char *exec_id, bool follow) {
         r = parse_id(exec_id, &id);
         if (r != 0)
                 return r;
-        r = cli_store_open(NULL, &s, NULL);
-        if (r != 0)
-                return r;
-        r = persist_exec_output(s, name, id, follow, STDOUT_FILENO, STDERR_FILENO, &err);
+        r = hutch_ext_exec_output(name, id, follow, STDOUT_FILENO, STDERR_FILENO, &err);
         if (r == -EPIPE)
                 return 0; /* the reader is gone (| head) */
         if (r < 0)

@@ -1,4 +1,5 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
+#include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
@@ -12,17 +13,15 @@
 #include "port.h"
 #include "refusals.h"
 #include "run-flags.h"
-#include "sandbox/sandbox.h"
 #include "terminal.h"
 #include "time-util.h"
 
-static int write_outcome(int fd, const Outcome *o) {
-        _cleanup_free_ char *json = NULL;
+static int write_outcome(int fd, const HutchExtOutcome *o) {
+        const char *json = o->json;
         int r;
 
-        r = outcome_to_json(o, &json);
-        if (r < 0)
-                return r;
+        if (!json)
+                return -ENOMEM;
         r = loop_write(fd, json, strlen(json));
         if (r < 0)
                 return r;
@@ -46,7 +45,7 @@ static void warn_limits_beyond_machine(const Policy *p) {
 }
 
 /* Limits the user asked for that run as rlimits (--allow-degraded). */
-static void warn_degraded(const Policy *p, const Outcome *o) {
+static void warn_degraded(const Policy *p, const HutchExtOutcome *o) {
         unsigned asked = o->degraded & p->limits_explicit;
 
         for (int i = 0; i < _POLICY_LIMIT_MAX; i++)
@@ -87,10 +86,10 @@ static const char *run_tty_refusal(const RunArgs *args) {
         return NULL;
 }
 
-/* sandbox_run() with a pty made inside: the sandbox's init inherits this
+/* hutch_ext_run() with a pty made inside: the sandbox's init inherits this
  * process's fds 0-2, which are the relay's channel meanwhile (and the
  * caller's own again after). */
-static int run_with_terminal(const RunArgs *args, char *const *env, Outcome *o,
+static int run_with_terminal(const RunArgs *args, char *const *env, HutchExtOutcome *o,
                              HutchError *reterr) {
         _cleanup_(terminal_relay_finish) TerminalRelay term = TERMINAL_RELAY_NULL;
         int saved[3] = {-EBADF, -EBADF, -EBADF};
@@ -108,9 +107,7 @@ static int run_with_terminal(const RunArgs *args, char *const *env, Outcome *o,
                 }
         }
         terminal_relay_close_chan(&term);
-        sandbox_set_command_tty(true);
-        r = sandbox_run(args->policy, args->command, env, o, reterr);
-        sandbox_set_command_tty(false);
+        r = hutch_ext_run(args->policy, args->command, env, true, o, reterr);
 restore:
         for (int i = 0; i < 3; i++)
                 if (saved[i] >= 0) {
@@ -125,7 +122,7 @@ int verb_run(int argc, char **argv) {
         _cleanup_(run_args_done) RunArgs args = {.json_fd = -EBADF};
         _cleanup_close_ int json_fd = -EBADF;
         HutchError err = {};
-        _cleanup_(outcome_done) Outcome o = {};
+        _cleanup_(hutch_ext_outcome_done) HutchExtOutcome o = HUTCH_EXT_OUTCOME_NULL;
         int r;
 
         r = run_args_parse(argc, argv, &args, &err);
@@ -177,7 +174,7 @@ int verb_run(int argc, char **argv) {
         if (args.tty)
                 r = run_with_terminal(&args, environ, &o, &err);
         else
-                r = sandbox_run(args.policy, args.command, environ, &o, &err);
+                r = hutch_ext_run(args.policy, args.command, environ, false, &o, &err);
         if (r < 0) {
                 log_error("%s", err.msg[0] ? err.msg : strerror(-r));
                 return HUTCH_EXIT_FAILURE;

@@ -9,14 +9,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "api/persist.h"
+#include "api/hutch-ext.h"
 #include "cli-util.h"
 #include "cli.h"
 #include "fd-util.h"
 #include "log.h"
 #include "persist.h"
 #include "rm-rf.h"
-#include "store/store.h"
 #include "strv.h"
 
 static void snapshot_usage(FILE *f) {
@@ -33,8 +32,7 @@ static void snapshot_usage(FILE *f) {
 }
 
 static int snapshot_take(int argc, char **argv) {
-        _cleanup_(store_freep) Store *s = NULL;
-        _cleanup_free_ char *snap = NULL;
+        _cleanup_free_ char *snap = NULL, *sandbox = NULL;
         HutchError err = {};
         bool running = false;
         int r;
@@ -43,30 +41,26 @@ static int snapshot_take(int argc, char **argv) {
                 snapshot_usage(stderr);
                 return HUTCH_EXIT_FAILURE;
         }
-        r = cli_store_open(NULL, &s, NULL);
-        if (r != 0)
-                return r;
-        r = persist_snapshot(s, argv[1], argc == 3 ? argv[2] : NULL, &snap, &running, &err);
+        r = hutch_ext_snapshot(argv[1], argc == 3 ? argv[2] : NULL, &snap, &running, &sandbox,
+                               &err);
         if (r < 0)
                 return cli_fail(&err, r);
-        if (running) {
-                _cleanup_(sandbox_record_freep) SandboxRecord *rec = NULL;
-
+        if (running)
                 /* By name, also when given its id. */
                 log_info("snapshot '%s' of running sandbox '%s': its files, not its running "
                          "processes",
-                         snap,
-                         store_sandbox_load(s, argv[1], &rec, NULL) >= 0 ? rec->name : argv[1]);
-        }
+                         snap, sandbox ? sandbox : argv[1]);
         (void)printf("%s\n", snap);
         return 0;
 }
 
 static int snapshot_ls(int argc, char **argv) {
-        _cleanup_(store_freep) Store *s = NULL;
         _cleanup_strv_free_ char **names = NULL;
+        HutchExtSnapshot *l = NULL;
         bool as_json = argc == 2 && strcmp(argv[1], "--json") == 0;
         bool quiet = argc == 2 && (strcmp(argv[1], "-q") == 0 || strcmp(argv[1], "--quiet") == 0);
+        HutchError err = {};
+        size_t n = 0;
         json_t *arr;
         int r;
 
@@ -74,33 +68,26 @@ static int snapshot_ls(int argc, char **argv) {
                 log_error("usage: hutch snapshot ls [--json | -q]");
                 return HUTCH_EXIT_FAILURE;
         }
-        r = cli_store_open(NULL, &s, NULL);
-        if (r != 0)
-                return r;
-        r = store_list(s, "snapshots", &names);
-        if (r < 0) {
-                log_error_errno(r, "cannot list the snapshots: %m");
-                return HUTCH_EXIT_FAILURE;
-        }
         if (quiet) {
-                STRV_FOREACH(n, names)
-                        (void)printf("%s\n", *n);
+                r = hutch_ext_snapshot_names(&names, &err);
+                if (r < 0)
+                        return cli_fail(&err, r);
+                STRV_FOREACH(name, names)
+                        (void)printf("%s\n", *name);
                 return 0;
         }
+        r = hutch_ext_snapshot_list(&l, &n, &err);
+        if (r < 0)
+                return cli_fail(&err, r);
         arr = json_array();
         if (!as_json)
                 (void)printf("%-24s %-19s  %10s  %-20s %s\n", "NAME", "CREATED", "SIZE", "FROM",
                              "PARENT");
-        STRV_FOREACH(n, names) {
-                _cleanup_(snapshot_record_freep) SnapshotRecord *rec = NULL;
-                _cleanup_free_ char *dir = NULL;
+        for (size_t i = 0; i < n; i++) {
+                HutchExtSnapshot *rec = l + i;
+                uint64_t size = rec->disk_bytes;
                 char created[32];
-                uint64_t size;
 
-                if (store_snapshot_load(s, *n, &rec, NULL) < 0)
-                        continue;
-                size = store_snapshot_path(s, rec->name, NULL, &dir) >= 0 ? store_disk_usage(dir)
-                                                                          : 0;
                 if (as_json) {
                         (void)json_array_append_new(
                                 arr,
@@ -123,6 +110,7 @@ static int snapshot_ls(int argc, char **argv) {
                              (double)size / (1024.0 * 1024.0), rec->origin ? rec->origin : "-",
                              rec->parent ? rec->parent : "-");
         }
+        (void)hutch_ext_snapshots_free(l, n);
         if (as_json) {
                 _cleanup_free_ char *text = json_dumps(arr, JSON_COMPACT);
 
@@ -137,8 +125,8 @@ static int snapshot_ls(int argc, char **argv) {
  * the defaults), "suggested_policy" what an imported archive asked for,
  * shown and never applied. */
 static int snapshot_inspect(int argc, char **argv) {
-        _cleanup_(store_freep) Store *s = NULL;
-        _cleanup_(snapshot_record_freep) SnapshotRecord *rec = NULL;
+        _cleanup_(hutch_ext_snapshot_done) HutchExtSnapshot snap = {};
+        const HutchExtSnapshot *rec = &snap;
         _cleanup_free_ char *text = NULL;
         HutchError err = {};
         json_t *j, *policy = NULL, *suggested = NULL;
@@ -148,10 +136,7 @@ static int snapshot_inspect(int argc, char **argv) {
                 log_error("usage: hutch snapshot inspect SNAP");
                 return HUTCH_EXIT_FAILURE;
         }
-        r = cli_store_open(NULL, &s, NULL);
-        if (r != 0)
-                return r;
-        r = store_snapshot_load(s, argv[1], &rec, &err);
+        r = hutch_ext_snapshot_get(argv[1], &snap, &err);
         if (r < 0)
                 return cli_fail(&err, r);
         if (!rec->imported)
@@ -175,7 +160,6 @@ static int snapshot_inspect(int argc, char **argv) {
 }
 
 static int snapshot_rm(int argc, char **argv) {
-        _cleanup_(store_freep) Store *s = NULL;
         HutchError err = {};
         int r;
 
@@ -183,10 +167,7 @@ static int snapshot_rm(int argc, char **argv) {
                 log_error("usage: hutch snapshot rm SNAP");
                 return HUTCH_EXIT_FAILURE;
         }
-        r = cli_store_open(NULL, &s, NULL);
-        if (r != 0)
-                return r;
-        r = persist_snapshot_remove(s, argv[1], &err);
+        r = hutch_ext_snapshot_remove(argv[1], &err);
         if (r < 0)
                 return cli_fail(&err, r);
         return 0;

@@ -12,9 +12,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "api/hutch-ext.h"
 #include "fd-util.h"
 #include "macro.h"
-#include "sandbox/pty.h"
 #include "terminal.h"
 
 /* How long terminal_relay_finish() lets the relay copy what the command
@@ -90,14 +90,14 @@ _noreturn_ static void relay_main(const TerminalRelay *t, int chan, bool interac
                 if (pfd[0].revents)
                         break;
         }
-        r = pty_fd_recv(chan, &master);
+        r = hutch_ext_pty_recv(chan, &master);
         if (r < 0)
                 _exit(r == -EPIPE ? 0 : 1);
         /* Ours alone now (the inside closed its copy): never block on it. */
         if (fcntl(master, F_SETFL, O_RDWR | O_NONBLOCK) < 0)
                 _exit(1);
         relay_resize(t->tty_fd, master);
-        if (pty_send_go(chan) < 0)
+        if (hutch_ext_pty_go(chan) < 0)
                 _exit(0);
 
         for (;;) {

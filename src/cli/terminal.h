@@ -3,7 +3,7 @@
 
 /* The caller's side of `hutch exec -t` and `hutch run -t`
  * (docs/terminal.md): a relay process between the caller's terminal and
- * the master of the pty made inside the sandbox (sandbox/pty.h).
+ * the master of the pty made inside the sandbox (hutch_ext_pty_recv()).
  *
  * terminal_relay_start() checks that stdin is a terminal, forks the relay
  * and hands back the channel, the command's end: it is passed as the

@@ -13,10 +13,13 @@
  * hutch.h's functions do. */
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "hutch-error.h"
 #include "hutch.h"
+#include "macro.h"
 
 /* The digest that image @ref names in the image store now, in @ret_digest
  * (a new string). -ENOENT with @reterr naming it when there is none. */
@@ -109,3 +112,356 @@ void hutch_ext_vm_template_hook(void (*hook)(bool done, bool ok));
  * ("none", "docker", "podman", "kubernetes", "lxc", "nspawn", "other";
  * sandbox/container.h's container_detect()). */
 const char *hutch_ext_container_engine(void);
+
+/* ==== issue 16 (h16s): the CLI verbs' door into the core ==== */
+
+/* ---- hutch doctor's probes (doctor/features.h) ---- */
+
+typedef struct HutchExtCheck {
+        const char *name;   /* the check's JSON key ("user_namespaces", ...), static */
+        const char *status; /* "ok", "missing" or "degraded", static */
+        const char *impact; /* one sentence on what @status means here, static */
+        char *detail;       /* owned: one line on what was found */
+        bool required;      /* `hutch run` cannot work when this one is "missing" */
+        bool missing;       /* @status is "missing" */
+} HutchExtCheck;
+
+/* Runs every probe of `hutch doctor` (they fork: call it from a
+ * single-threaded process) and returns them, in the order the doctor
+ * prints them, in @ret (free with hutch_ext_checks_free()) and their count
+ * in @ret_n. -errno when a probe could not run (not when it found a
+ * feature missing), with that check's name in @ret_failed. */
+int hutch_ext_doctor_probe(HutchExtCheck **ret, size_t *ret_n, const char **ret_failed);
+
+/* Frees the @n checks of @c; accepts NULL. Returns NULL. */
+HutchExtCheck *hutch_ext_checks_free(HutchExtCheck *c, size_t n);
+
+/* ---- the terminal relay's side of a pty (sandbox/pty.h) ---- */
+
+/* Receives the master of the pty the command made inside the sandbox from
+ * @chan (blocking). Returns 0 with a new close-on-exec fd in @ret_master,
+ * -EPIPE when the channel closed without one (the command did not start),
+ * -EBADMSG for anything but exactly one pty master, or -errno. */
+int hutch_ext_pty_recv(int chan, int *ret_master);
+
+/* Tells the command on @chan that the window size is set: it may exec. */
+int hutch_ext_pty_go(int chan);
+
+/* ---- the persistent-sandbox verbs (api/persist.h, api/processes.h) ----
+ *
+ * As hutch.h's, each opens the store itself (its failure in @reterr as the
+ * store said it), takes a sandbox's name or id, and fails with -errno and
+ * a one-line message in @reterr: the CLI prints those as they are. */
+
+/* The name of the sandbox that @name_or_id names, in @ret_name (a new
+ * string): -ENOENT with @reterr when there is none. */
+int hutch_ext_sandbox_name(const char *name_or_id, char **ret_name, HutchError *reterr);
+
+/* `hutch kill`'s grace before SIGKILL: the default and the most
+ * (sandbox/exec-table.h's EXEC_KILL_GRACE_*, checked equal). */
+#define HUTCH_EXT_KILL_GRACE_DEFAULT_MS 10000U
+#define HUTCH_EXT_KILL_GRACE_MAX_MS (24ULL * 3600 * 1000)
+
+/* The running execs as a JSON array of {id, argv, start_ms, pid,
+ * detached} (persist_exec_list()); free(). */
+int hutch_ext_exec_list_json(const char *name, char **ret_json, HutchError *reterr);
+
+/* persist_exec_kill(): @sig to exec @id, everything it started killed
+ * @grace_ms later (0: never) unless @sig is SIGKILL; with @wait, returns
+ * once it ended. */
+int hutch_ext_exec_kill(const char *name, uint64_t id, int sig, uint64_t grace_ms, bool wait,
+                        HutchError *reterr);
+
+/* persist_exec_wait(): the exit code in @ret_exit_code and, when @ret_json
+ * is non-NULL, the outcome's JSON (free()). */
+int hutch_ext_exec_wait(const char *name, uint64_t id, int *ret_exit_code, char **ret_json,
+                        HutchError *reterr);
+
+/* persist_exec_output(): detached exec @id's output to @out_fd and
+ * @err_fd, with @follow until it ends. -EPIPE when a reader went away. */
+int hutch_ext_exec_output(const char *name, uint64_t id, bool follow, int out_fd, int err_fd,
+                          HutchError *reterr);
+
+/* The published ports (persist_ports_list(), persist_port_add(),
+ * persist_port_remove()): the list as JSON with whether it runs; one
+ * more (@ret_json: the entry as bound or saved); one fewer. */
+int hutch_ext_ports_list(const char *name, char **ret_json, bool *ret_running, HutchError *reterr);
+int hutch_ext_port_add(const char *name, const char *spec, char **ret_json, HutchError *reterr);
+int hutch_ext_port_remove(const char *name, uint16_t port, HutchError *reterr);
+
+/* Whether the port spec @spec ("[IP:][HOSTPORT:]PORT") publishes on a
+ * host address that is not loopback: 1 with that address ("0.0.0.0",
+ * "::") in @host (@size bytes, HUTCH_EXT_PORT_HOST_MAX is enough) and the
+ * sandbox's port in @ret_port; 0 for loopback or an invalid spec. */
+#define HUTCH_EXT_PORT_HOST_MAX 72
+int hutch_ext_port_exposed(const char *spec, char *host, size_t size, unsigned *ret_port);
+
+/* ---- hutch run: one command in a one-shot sandbox (sandbox/sandbox.h) ---- */
+
+struct Policy; /* policy/policy.h: what the CLI's flags (run-flags.h) fill */
+
+typedef struct HutchExtOutcome {
+        int exit_code;     /* shell convention: status, or 128+signal */
+        unsigned degraded; /* 1 << PolicyLimit of the limits no cgroup enforced */
+        char *denied;      /* JSON array of the proxy's denials, or NULL for []; owned */
+        char *json;        /* the whole outcome as `--json` writes it, or NULL (no memory); owned */
+} HutchExtOutcome;
+
+#define HUTCH_EXT_OUTCOME_NULL ((HutchExtOutcome){})
+void hutch_ext_outcome_done(HutchExtOutcome *o);
+
+/* Runs @argv under @policy (validated) as `hutch run` does
+ * (sandbox_run()): @env is the environment -e K and --env-pass copy from.
+ * With @tty, the command gets a pty made inside the sandbox and this
+ * process's fds 0-2 must be the terminal relay's channel meanwhile
+ * (terminal.h; namespace backend). Returns 0 with @ret filled (release
+ * with hutch_ext_outcome_done()), or -errno with @reterr. */
+int hutch_ext_run(const struct Policy *policy, char *const *argv, char *const *env, bool tty,
+                  HutchExtOutcome *ret, HutchError *reterr);
+
+/* ---- snapshots (api/persist.h, store/store.h) ---- */
+
+typedef struct HutchExtSnapshot {
+        char *name, *id;
+        uint64_t created_ms;
+        uint64_t disk_bytes;         /* its folder's use (hutch_ext_snapshot_list() only) */
+        char *parent;                /* the snapshot below, or NULL */
+        char *origin;                /* the sandbox it was taken from, or NULL; an imported one's
+                                      * is the archive's text */
+        bool imported;               /* made from an archive: data, never authority */
+        char *policy_json;           /* its sandbox's policy ("{}" when imported) */
+        char *suggested_policy_json; /* what an imported archive asked for, or NULL */
+} HutchExtSnapshot;
+
+void hutch_ext_snapshot_done(HutchExtSnapshot *s);
+/* Frees the @n snapshots of @l; accepts NULL. Returns NULL. */
+HutchExtSnapshot *hutch_ext_snapshots_free(HutchExtSnapshot *l, size_t n);
+
+/* persist_snapshot(): snapshot @snap (NULL: the first free NAME.N) of
+ * sandbox @name, its name in @ret_snap; @ret_running (may be NULL) whether
+ * the sandbox ran, and then @ret_sandbox (may be NULL) its name (also
+ * when given by id; NULL when it could not be read again). */
+int hutch_ext_snapshot(const char *name, const char *snap, char **ret_snap, bool *ret_running,
+                       char **ret_sandbox, HutchError *reterr);
+
+/* The snapshots' names, sorted (a strv: free it). A failure to list them
+ * says "cannot list the snapshots: ERROR" in @reterr. */
+int hutch_ext_snapshot_names(char ***ret, HutchError *reterr);
+
+/* Every snapshot that can be read, in name order, with its disk use
+ * (hutch_ext_snapshots_free()); errors as hutch_ext_snapshot_names(). */
+int hutch_ext_snapshot_list(HutchExtSnapshot **ret, size_t *ret_n, HutchError *reterr);
+
+/* Snapshot @snap (name or id) into @ret (hutch_ext_snapshot_done(); no
+ * disk use). -ENOENT with @reterr when there is none. */
+int hutch_ext_snapshot_get(const char *snap, HutchExtSnapshot *ret, HutchError *reterr);
+
+/* persist_snapshot_remove(): -EBUSY while something uses it. */
+int hutch_ext_snapshot_remove(const char *snap, HutchError *reterr);
+
+/* ---- hutch diff and apply: the overlay workspace (api/persist.h, store/diff.h) ---- */
+
+/* Turns each of @paths ("/workspace/x", "./x/", "x") into a workspace
+ * path ("x"), in place (persist_paths_normalize()): -EINVAL naming one
+ * that is absolute elsewhere or holds "..". */
+int hutch_ext_paths_normalize(char **paths, HutchError *reterr);
+
+/* Sandbox @name's workspace changes, opened (persist_diff()): those under
+ * @paths (normalised; NULL: all). Holds the store (in the caller's sub-id
+ * range: store_enter_range()) and the workspace's layers until freed. */
+typedef struct HutchExtDiff HutchExtDiff;
+int hutch_ext_diff_open(const char *name, char **paths, HutchExtDiff **ret, HutchError *reterr);
+HutchExtDiff *hutch_ext_diff_free(HutchExtDiff *d);
+DEFINE_POINTER_CLEANUP(HutchExtDiff, hutch_ext_diff_free)
+
+/* The number of changes selected. */
+size_t hutch_ext_diff_count(const HutchExtDiff *d);
+/* Change @i's path as a message shows it (ws_path_escape(): a new
+ * string) in @ret_path; returns 1 for a regular file, 0 for another
+ * type, or -ENOMEM. */
+int hutch_ext_diff_entry(const HutchExtDiff *d, size_t i, char **ret_path);
+/* The changes as `--json` prints them (ws_diff_to_json(), compact; free();
+ * NULL when there was no memory for the text alone). */
+int hutch_ext_diff_json(const HutchExtDiff *d, char **ret_text);
+/* `--name-status` (ws_diff_print_stat()) to @f. */
+int hutch_ext_diff_name_status(const HutchExtDiff *d, FILE *f);
+/* The unified diff of change @i (all of them with HUTCH_EXT_DIFF_ALL) to
+ * @fd (ws_diff_write_patch()). */
+#define HUTCH_EXT_DIFF_ALL SIZE_MAX
+int hutch_ext_diff_patch(const HutchExtDiff *d, size_t i, int fd, HutchError *reterr);
+
+typedef struct HutchExtApply {
+        char **conflicts;  /* the selected paths the host changed since (a strv) */
+        char **modes_kept; /* entries written with a safer mode than asked (a strv) */
+        size_t n_applied;
+        bool applied;    /* the changes were written */
+        char *workspace; /* the host folder */
+} HutchExtApply;
+void hutch_ext_apply_done(HutchExtApply *a);
+
+/* persist_apply(): writes sandbox @name's changes under @paths into its
+ * host folder; @force overwrites conflicts (WS_APPLY_FORCE), @modes
+ * applies the sandbox's modes (WS_APPLY_MODES). @ret is filled on failure
+ * too (-EEXIST: the conflicts, nothing written). */
+int hutch_ext_apply(const char *name, char **paths, bool force, bool modes, HutchExtApply *ret,
+                    HutchError *reterr);
+
+/* ---- the persistent sandbox's own verbs: create, update, the keeper,
+ * exec, ls, stop, rm, logs, gc (api/persist.h, store/store.h) ---- */
+
+typedef struct HutchExtCreated {
+        char *name, *id;
+        /* Why it has no disk limit (persist_disk_supported()'s reason, or
+         * "it cannot be enforced here"), or NULL: it has one. */
+        char *no_disk_limit;
+        /* Why the store maps only the caller's own id (no sub-id range:
+         * docs/persistent.md "Id range"), or NULL. */
+        char *no_range;
+} HutchExtCreated;
+void hutch_ext_created_done(HutchExtCreated *c);
+
+/* persist_create(): sandbox @name under @policy (NULL with @from: the
+ * snapshot's), from snapshot @from or empty, stopping after
+ * @idle_timeout_ms idle (0: the default). */
+int hutch_ext_create(const char *name, const struct Policy *policy, const char *from,
+                     uint64_t idle_timeout_ms, HutchExtCreated *ret, HutchError *reterr);
+
+/* The name and the policy (JSON) of sandbox @name_or_id, each a new
+ * string (either pointer may be NULL). */
+int hutch_ext_sandbox_policy(const char *name_or_id, char **ret_name, char **ret_policy_json,
+                             HutchError *reterr);
+
+/* persist_update(): @policy for sandbox @name; the fields that changed in
+ * @ret_changed (a strv). */
+int hutch_ext_update(const char *name, const struct Policy *policy, char ***ret_changed,
+                     HutchError *reterr);
+
+/* `hutch __keeper NAME READY_FD` (persist_keeper_main()): -errno with
+ * @reterr untouched when the failure was written to @ready_fd only. */
+int hutch_ext_keeper_main(const char *name, int ready_fd, char *const *env, HutchError *reterr);
+
+/* persist_exec(): runs @e in sandbox @name (started when needed), with
+ * @tty its fds the terminal relay's channel; signals read from
+ * @forward_sigfd (or -EBADF) go to the command. Detached: @ret_id; else
+ * @ret_exit_code and the outcome's JSON in @ret_json (free()). */
+int hutch_ext_exec_run(const char *name, const HutchExtExec *e, bool tty, int forward_sigfd,
+                       uint64_t *ret_id, int *ret_exit_code, char **ret_json, HutchError *reterr);
+
+/* persist_stop(): 1 when it ran, 0 when it did not; @ret_name (may be
+ * NULL) its name. */
+int hutch_ext_stop(const char *name_or_id, char **ret_name, HutchError *reterr);
+
+/* persist_destroy(): -EBUSY for a running one unless @force. */
+int hutch_ext_destroy(const char *name, bool force, HutchError *reterr);
+
+/* The path of sandbox @name_or_id's file @sub ("history.jsonl",
+ * "audit.jsonl") in @ret_path and its name in @ret_name (new strings). */
+int hutch_ext_sandbox_file(const char *name_or_id, const char *sub, char **ret_name,
+                           char **ret_path, HutchError *reterr);
+
+/* store_gc(): the leftovers removed in @ret_removed. */
+int hutch_ext_gc(unsigned *ret_removed, HutchError *reterr);
+
+/* The sandboxes' names, sorted (a strv). A failure to list them says
+ * "cannot list the sandboxes: ERROR" in @reterr. */
+int hutch_ext_sandbox_names(char ***ret, HutchError *reterr);
+
+/* One sandbox as `hutch ls` shows it. */
+typedef struct HutchExtLsEntry {
+        char *name;   /* as listed */
+        bool damaged; /* its record cannot be read: nothing below is set */
+        char *id;
+        bool running;
+        const char *backend; /* "ns", "vm" (static) */
+        uint64_t created_ms, last_used_ms;
+        uint64_t disk_bytes, disk_limit;
+        char **degraded;  /* the limits it goes without ("disk"), a strv */
+        char *parent;     /* its snapshot, or NULL */
+        char *from;       /* the first snapshot below its own ones, or NULL */
+        uint64_t usage;   /* its layers and its own snapshots' */
+        char image[256];  /* "" for the host's base */
+        char *ports_json; /* with @with_ports: GET .../ports's array */
+} HutchExtLsEntry;
+HutchExtLsEntry *hutch_ext_ls_free(HutchExtLsEntry *l, size_t n);
+
+/* Every sandbox, in name order; errors as hutch_ext_sandbox_names(). */
+int hutch_ext_ls(bool with_ports, HutchExtLsEntry **ret, size_t *ret_n, HutchError *reterr);
+
+/* ---- the image store, for hutch-image and hutch-pull (image/image-store.h) ---- */
+
+/* The image store, open (store_open(), image_store_open()). */
+typedef struct HutchExtImages HutchExtImages;
+int hutch_ext_images_open(HutchExtImages **ret, HutchError *reterr);
+HutchExtImages *hutch_ext_images_free(HutchExtImages *h);
+DEFINE_POINTER_CLEANUP(HutchExtImages, hutch_ext_images_free)
+
+typedef struct HutchExtImage {
+        char *digest; /* "sha256:<hex>", its id */
+        char **names; /* as Docker shows them ("python:3.12"), sorted; a strv, maybe empty */
+        size_t n_layers;
+        uint64_t size; /* its layers' sizes summed */
+        uint64_t imported_ms;
+        bool skipped_devices; /* device nodes of its layers were left out */
+        char *json;           /* what `hutch image inspect` prints, or NULL (no memory) */
+} HutchExtImage;
+void hutch_ext_image_done(HutchExtImage *im);
+HutchExtImage *hutch_ext_images_list_free(HutchExtImage *l, size_t n);
+
+/* image_store_import(): the OCI layout, archive or "-" (@stdin_fd) at
+ * @path, named @name (NULL: its own name, if any). */
+int hutch_ext_image_import(HutchExtImages *h, const char *path, const char *name, int stdin_fd,
+                           HutchExtImage *ret, HutchError *reterr);
+/* Every complete image, sorted by digest (hutch_ext_images_list_free()). */
+int hutch_ext_image_list(HutchExtImages *h, HutchExtImage **ret, size_t *ret_n, HutchError *reterr);
+/* The image @ref (a name or a digest) names. */
+int hutch_ext_image_get(HutchExtImages *h, const char *ref, HutchExtImage *ret, HutchError *reterr);
+/* image_store_remove(): @ret_gone whether the image went (else a name of
+ * it did). */
+int hutch_ext_image_remove(HutchExtImages *h, const char *ref, bool *ret_gone, HutchError *reterr);
+/* image_store_gc(): 1 when an import runs (nothing removed). */
+int hutch_ext_image_gc(HutchExtImages *h, unsigned *ret_removed, HutchError *reterr);
+
+/* For hutch-pull: whether @ref is an image name the store takes
+ * (image_ref_is_valid()), and the short form of canonical @name as
+ * Docker shows it (image_ref_familiar(); borrowed from @name). */
+bool hutch_ext_image_ref_is_valid(const char *ref);
+const char *hutch_ext_image_ref_familiar(const char *name);
+
+/* The folder a pull of @repository ("DOMAIN/PATH") downloads into:
+ * $HUTCH_HOME/images/.tmp-pull-<its hash>, the same for the same
+ * repository so that a pull that was cut off continues there (a new
+ * string in @ret_dir). */
+int hutch_ext_image_pull_dir(const HutchExtImages *h, const char *repository, char **ret_dir);
+
+/* Imports the layout a pull left in @dir (from hutch_ext_image_pull_dir())
+ * as @name (NULL: none; found by its digest), then removes the folder,
+ * imported or not (its blobs matched their digests: a failed import is a
+ * bad image). */
+int hutch_ext_image_import_pulled(HutchExtImages *h, const char *dir, const char *name,
+                                  HutchExtImage *ret, HutchError *reterr);
+
+/* ---- hutch-archive: a snapshot as an archive (store/archive.h) ---- */
+
+/* How a long copy shows its progress: @begin with what it does, the fd to
+ * watch and whether the bytes done are its size (written) or its offset
+ * (read), with the total when known (0: not); @end with what was done
+ * and whether it worked. Either may be NULL. */
+typedef struct HutchExtProgress {
+        void (*begin)(void *userdata, const char *what, int fd, bool by_offset, uint64_t total);
+        void (*end)(void *userdata, const char *done, bool ok);
+        void *userdata;
+} HutchExtProgress;
+
+/* Writes snapshot @snap (name or id) with its whole chain as one archive
+ * to @path (via @path.tmp-PID, renamed when complete; docs/persistent.md
+ * "Moving a sandbox"). An imported snapshot passes on its suggested
+ * policy as the policy, a suggestion again for the importer. */
+int hutch_ext_snapshot_export(const char *snap, const char *path, const HutchExtProgress *p,
+                              HutchError *reterr);
+
+/* Imports the archive at @path as a new snapshot (named @name, or as the
+ * archive says), its name in @ret_name. SECURITY: an imported snapshot is
+ * data, never authority (issue 26): the archive's policy is kept only as
+ * a suggestion, and its image must be in the image store. */
+int hutch_ext_snapshot_import(const char *path, const char *name, const HutchExtProgress *p,
+                              char **ret_name, HutchError *reterr);

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
-/* hutch-pull's confined download (pull-confine.h). */
+/* hutch-pull's confined download (registry.h, registry_pull_confined()). */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -13,7 +13,7 @@
 
 #include "fd-util.h"
 #include "ns/landlock.h"
-#include "pull-confine.h"
+#include "registry/registry.h"
 #include "seccomp/seccomp-filter.h"
 
 /* What the child reads: its libraries (and the NSS modules glibc loads
@@ -73,7 +73,7 @@ static int pull_confine(const PullOptions *o, const char *layout_dir) {
         if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
                 return -errno;
         r = landlock_restrict_paths(p, k);
-        /* COMPAT(kernel < 5.13 or Landlock disabled): see pull-confine.h. */
+        /* COMPAT(kernel < 5.13 or Landlock disabled): see registry.h. */
         if (r < 0 && r != -EOPNOTSUPP)
                 return r;
         return seccomp_filter_load_default();
