@@ -2,6 +2,7 @@
 /* The host side of a VM exec's terminal (keeper-vm-tty.h). */
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
@@ -54,4 +55,25 @@ void vm_tty_size(int slave, unsigned *ret_rows, unsigned *ret_cols) {
                 ws = (struct winsize){.ws_row = 24, .ws_col = 80};
         *ret_rows = ws.ws_row;
         *ret_cols = ws.ws_col;
+}
+
+int vm_tty_wait_go(int chan, int timeout_ms) {
+        struct pollfd p = {.fd = chan, .events = POLLIN};
+        char go;
+        ssize_t n;
+        int r;
+
+        for (;;) {
+                r = poll(&p, 1, timeout_ms);
+                if (r < 0 && errno == EINTR)
+                        continue;
+                if (r < 0)
+                        return negative_errno();
+                if (r == 0)
+                        return -ETIMEDOUT;
+                n = recv(chan, &go, 1, MSG_DONTWAIT);
+                if (n < 0 && (errno == EAGAIN || errno == EINTR))
+                        continue;
+                return n == 1 ? 0 : -EPIPE;
+        }
 }

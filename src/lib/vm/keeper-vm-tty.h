@@ -24,3 +24,8 @@ int vm_tty_open(int chan, int *ret_slave);
 
 /* The window size set on @slave's master (24x80 when none is). */
 void vm_tty_size(int slave, unsigned *ret_rows, unsigned *ret_cols);
+
+/* `hutch run -t --backend vm`'s wait for the client's go on @chan (pty.h),
+ * blocking for at most @timeout_ms (the relay is a local process that
+ * answers at once). 0, -EPIPE when the channel closed first, -ETIMEDOUT. */
+int vm_tty_wait_go(int chan, int timeout_ms);
