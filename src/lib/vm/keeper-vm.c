@@ -57,6 +57,10 @@ typedef struct VmExec {
         unsigned rows, cols;    /* the window size the guest has */
         uint64_t size_check_ms; /* when to look at the window size again */
         bool announced;         /* "started" was sent */
+        /* A detached exec started with "stdin_pipe": the write end of the
+         * pipe its session reads (fds[0]), for the "stdin" request
+         * (exec-table.h), or -EBADF. */
+        int stdin_w;
         bool discarded;
         Supervision sup; /* relays, forwarded signal, times */
         VmSession ss;
@@ -91,6 +95,7 @@ static VmExec *vm_exec_free(VmExec *e) {
         for (size_t i = 0; i < 3; i++)
                 e->fds[i] = safe_close(e->fds[i]);
         e->chan_fd = safe_close(e->chan_fd);
+        e->stdin_w = safe_close(e->stdin_w);
         free(e->payload);
         free(e->argv_json);
         free(e);
@@ -217,7 +222,32 @@ typedef struct VmExecSpec {
         const char *cwd;
         uint64_t timeout_ms;
         bool detach, builtin, tty;
+        bool stdin_pipe; /* with detach: stdin a pipe the keeper keeps ("stdin" request) */
 } VmExecSpec;
+
+/* A detached exec's stdin that takes input later (docs/processes.md): a
+ * pipe whose read end is its session's stdin (non-blocking: the keeper's
+ * loop never waits on it) and whose write end the keeper keeps, handing
+ * copies out on the "stdin" request (table_stdin()); the clients' copies
+ * block as a pipe's writer does, until the guest's command reads. The
+ * agent sees a command's stdin as for any exec: EOF once every write end
+ * is closed. 0 or -errno (fds[0] stays -EBADF then). */
+static int detached_stdin_pipe(VmExec *e) {
+        int p[2];
+
+        if (pipe2(p, O_CLOEXEC) < 0)
+                return negative_errno();
+        if (fcntl(p[0], F_SETFL, O_NONBLOCK) < 0) {
+                int r = negative_errno();
+
+                (void)close(p[0]);
+                (void)close(p[1]);
+                return r;
+        }
+        e->fds[0] = p[0];
+        e->stdin_w = p[1];
+        return 0;
+}
 
 /* Queues @x for a channel; takes @fds (stdin, stdout, stderr; a detached
  * exec's are made here). Returns < 0 (answered) to close @c. */
@@ -242,6 +272,7 @@ static int exec_add(VmKeeper *k, KeeperConn *c, const VmExecSpec *x, int fds[3])
                 .builtin = x->builtin,
                 .tty = x->tty,
                 .chan_fd = -EBADF,
+                .stdin_w = -EBADF,
         };
         fds[0] = fds[1] = fds[2] = -EBADF;
         if (x->tty) {
@@ -271,7 +302,10 @@ static int exec_add(VmKeeper *k, KeeperConn *c, const VmExecSpec *x, int fds[3])
         if (x->detach) {
                 for (size_t i = 0; i < 3; i++)
                         e->fds[i] = safe_close(e->fds[i]);
-                e->fds[0] = open("/dev/null", O_RDONLY | O_CLOEXEC);
+                if (x->stdin_pipe)
+                        (void)detached_stdin_pipe(e);
+                else
+                        e->fds[0] = open("/dev/null", O_RDONLY | O_CLOEXEC);
                 /* stdout and stderr apart, each capped (exec-table.h). */
                 r = exec_log_open_files(k->core.cfg->logs_dir, e->id, e->fds + 1);
                 if (e->fds[0] < 0 || r < 0) {
@@ -342,7 +376,8 @@ static int exec_request(KeeperCore *core, KeeperConn *c, json_t *req, int fds[3]
                                       .cwd = q.cwd,
                                       .timeout_ms = q.timeout_ms,
                                       .detach = q.detach,
-                                      .tty = q.tty},
+                                      .tty = q.tty,
+                                      .stdin_pipe = q.stdin_pipe},
                         fds);
 }
 
@@ -439,6 +474,27 @@ static void table_kill(void *userdata, uint64_t id, int sig, uint64_t grace_ms) 
         }
         vm_session_signal(&k->mux, &e->ss, sig);
         command_deadline_grace(&e->dl, time_monotonic_ms(), grace_ms);
+}
+
+/* The "stdin" request: a copy of exec @id's stdin pipe, or (@close) the
+ * keeper's end closed (exec-table.h), as the namespace backend's. */
+static int table_stdin(void *userdata, uint64_t id, bool close_it, int *ret_fd) {
+        VmKeeper *k = userdata;
+        size_t i = exec_find(k, id);
+        VmExec *e = i == SIZE_MAX ? NULL : k->execs[i];
+        int fd;
+
+        if (!e || e->stdin_w < 0)
+                return -ENOTCONN;
+        if (close_it) {
+                e->stdin_w = safe_close(e->stdin_w);
+                return 0;
+        }
+        fd = fcntl(e->stdin_w, F_DUPFD_CLOEXEC, 3);
+        if (fd < 0)
+                return negative_errno();
+        *ret_fd = fd;
+        return 0;
 }
 
 /* The VM is lost (gone, broken, or not answering): the keeper stops, and
@@ -787,7 +843,7 @@ static const SandboxBackendOps vm_ops = {
         .proxy = vm_proxy,
         .ports = vm_ports,
         .freeze_cgroup = vm_freeze_cgroup,
-        .table = {.row = table_row, .kill = table_kill},
+        .table = {.row = table_row, .kill = table_kill, .stdin = table_stdin},
 };
 
 int sandbox_keep_vm(const KeeperConfig *cfg, char *const *caller_env, HutchError *reterr) {
