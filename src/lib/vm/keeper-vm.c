@@ -54,9 +54,9 @@ typedef struct VmExec {
          * waits for the client's go. */
         bool tty, go;
         int chan_fd;
-        unsigned rows, cols;    /* the window size the guest has */
-        uint64_t size_check_ms; /* when to look at the window size again */
-        bool announced;         /* "started" was sent */
+        unsigned rows, cols; /* the window size the guest has */
+        VmTtyWatch watch;    /* its window-size changes (keeper-vm-tty.h) */
+        bool announced;      /* "started" was sent */
         /* A detached exec started with "stdin_pipe": the write end of the
          * pipe its session reads (fds[0]), for the "stdin" request
          * (exec-table.h), or -EBADF. */
@@ -81,10 +81,6 @@ _Static_assert(2 + VM_SESSION_NPOLL * KEEPER_MAX_EXECS + VM_FORWARD_NPOLL <=
                        KEEPER_BACKEND_NPOLL_MAX,
                "the keeper's poll holds the VM's descriptors");
 
-/* How often a terminal's window size is looked at (besides before each
- * input): the host pty tells the keeper of no change. */
-#define VM_TTY_SIZE_CHECK_MS 200
-
 static VmKeeper *keeper_of(KeeperCore *core) {
         return (VmKeeper *)core;
 }
@@ -96,6 +92,7 @@ static VmExec *vm_exec_free(VmExec *e) {
                 e->fds[i] = safe_close(e->fds[i]);
         e->chan_fd = safe_close(e->chan_fd);
         e->stdin_w = safe_close(e->stdin_w);
+        vm_tty_watch_stop(&e->watch);
         free(e->payload);
         free(e->argv_json);
         free(e);
@@ -173,7 +170,6 @@ static void exec_kill(VmKeeper *k, VmExec *e) {
 static void exec_started(VmKeeper *k, VmExec *e) {
         e->announced = true;
         e->start_ms = e->sup.start_ms = time_monotonic_ms();
-        e->size_check_ms = e->start_ms + VM_TTY_SIZE_CHECK_MS;
         e->start_wall_ms = time_realtime_ms();
         command_deadline_start(&e->dl, e->start_ms, e->timeout_ms);
         if (e->conn_fd >= 0)
@@ -273,6 +269,7 @@ static int exec_add(VmKeeper *k, KeeperConn *c, const VmExecSpec *x, int fds[3])
                 .tty = x->tty,
                 .chan_fd = -EBADF,
                 .stdin_w = -EBADF,
+                .watch = VM_TTY_WATCH_NULL,
         };
         fds[0] = fds[1] = fds[2] = -EBADF;
         if (x->tty) {
@@ -281,6 +278,8 @@ static int exec_add(VmKeeper *k, KeeperConn *c, const VmExecSpec *x, int fds[3])
                 e->fds[1] = safe_close(e->fds[1]);
                 e->fds[2] = safe_close(e->fds[2]);
                 r = vm_tty_open(e->chan_fd, &e->fds[0]);
+                if (r >= 0)
+                        r = vm_tty_watch_start(&e->watch, e->fds[0]);
                 if (r < 0) {
                         vm_exec_free(e);
                         keeper_send_error(c->fd, "failed to open the command's terminal");
@@ -588,10 +587,6 @@ static void vm_deadlines(KeeperCore *core, uint64_t now) {
         for (size_t i = 0; i < k->n_execs; i++) {
                 VmExec *e = k->execs[i];
 
-                if (e->tty && e->ss.started && !e->ss.exited && now >= e->size_check_ms) {
-                        tty_sync_size(k, e);
-                        e->size_check_ms = now + VM_TTY_SIZE_CHECK_MS;
-                }
                 /* Its --timeout, or "kill"'s grace, is over: the command's
                  * end, not the VM's: the agent kills its cgroup, and the
                  * EXIT follows. One that exited before (its output waits
@@ -750,6 +745,10 @@ static size_t vm_keeper_poll_fill(KeeperCore *core, struct pollfd *pfd) {
                 /* Its session polls nothing before its EXEC. */
                 if (tty_waits(k->execs[i]))
                         pfd[n] = (struct pollfd){.fd = k->execs[i]->chan_fd, .events = POLLIN};
+                /* A terminal has no stderr: that slot is its window-size
+                 * changes'. */
+                else if (k->execs[i]->tty)
+                        pfd[n + 2] = (struct pollfd){.fd = k->execs[i]->watch.fd, .events = POLLIN};
         }
         n += vm_forwards_poll_fill(&k->fwd, pfd + n);
         return n;
@@ -773,9 +772,17 @@ static void vm_keeper_poll_handle(KeeperCore *core, const struct pollfd *pfd) {
                                 tty_go(e);
                         continue;
                 }
-                /* A resize comes before the keys typed after it. */
-                if (e->tty && p[0].revents)
-                        tty_sync_size(k, e);
+                if (e->tty) {
+                        struct pollfd q[VM_SESSION_NPOLL];
+
+                        /* A resize comes before the keys typed after it. */
+                        if ((p[2].revents && vm_tty_watch_drain(&e->watch)) || p[0].revents)
+                                tty_sync_size(k, e);
+                        memcpy(q, p, sizeof(q));
+                        q[2].revents = 0;
+                        vm_session_poll_handle(&k->mux, &e->ss, q);
+                        continue;
+                }
                 vm_session_poll_handle(&k->mux, &e->ss, p);
         }
         vm_forwards_poll_handle(&k->fwd, pfd + 2 + k->n_polled * VM_SESSION_NPOLL);
@@ -789,8 +796,6 @@ static uint64_t vm_next_deadline(KeeperCore *core) {
                 const VmExec *e = k->execs[i];
 
                 next = MIN(next, command_deadline_next(&e->dl, e->ss.exited));
-                if (e->tty && e->ss.started && !e->ss.exited)
-                        next = MIN(next, e->size_check_ms);
                 if (e->ss.kill_sent_ms)
                         next = MIN(next, e->ss.kill_sent_ms + VM_KILL_GRACE_MS);
                 if (e->sent_ms && !e->ss.started)

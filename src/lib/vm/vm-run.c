@@ -622,16 +622,13 @@ static int cgroup_setup(VmRun *v, uint64_t ram, HutchError *reterr) {
 typedef struct RunTty {
         int slave;
         unsigned rows, cols; /* the window size the guest has */
-        uint64_t check_ms;   /* when to look at it again */
+        VmTtyWatch watch;    /* its changes */
 } RunTty;
 
 /* How long the relay has to say go once it has the master. */
 #define VM_RUN_TTY_GO_TIMEOUT_MS 10000
-/* How often the window size is looked at besides before each input (the
- * host pty tells its slave's holder of no change), as the keeper does. */
-#define RUN_TTY_SIZE_CHECK_MS 200
-
 static void run_tty_done(RunTty *t) {
+        vm_tty_watch_stop(&t->watch);
         t->slave = safe_close(t->slave);
 }
 
@@ -642,6 +639,8 @@ static int run_tty_open(RunTty *t, HutchError *reterr) {
         int r;
 
         r = vm_tty_open(STDIN_FILENO, &t->slave);
+        if (r >= 0)
+                r = vm_tty_watch_start(&t->watch, t->slave);
         if (r >= 0)
                 r = vm_tty_wait_go(STDIN_FILENO, VM_RUN_TTY_GO_TIMEOUT_MS);
         if (r < 0)
@@ -655,7 +654,6 @@ static int run_tty_open(RunTty *t, HutchError *reterr) {
 static void run_tty_sync(RunTty *t, VmMux *m, VmSession *ss) {
         unsigned rows, cols;
 
-        t->check_ms = time_monotonic_ms() + RUN_TTY_SIZE_CHECK_MS;
         vm_tty_size(t->slave, &rows, &cols);
         if (rows == t->rows && cols == t->cols)
                 return;
@@ -679,14 +677,14 @@ static void session_loop(VmRun *v, VmMux *m, VmSession *ss, CommandDeadline *dea
                 n += vm_forwards_poll_fill(fwd, p + n);
                 vm_mux_poll_fill(m, p);
                 vm_session_poll_fill(m, ss, p + 1);
+                /* A terminal has no stderr: that slot is its window-size
+                 * changes'. */
+                if (tty->slave >= 0)
+                        p[3] = (struct pollfd){.fd = tty->watch.fd, .events = POLLIN};
                 extra[0] = (struct pollfd){.fd = v->vm->pidfd, .events = POLLIN};
                 extra[1] = (struct pollfd){.fd = v->sigfd, .events = POLLIN};
                 timeout = command_deadline_poll_timeout(command_deadline_next(deadline, ss->exited),
                                                         time_monotonic_ms());
-                if (tty->slave >= 0)
-                        timeout = command_deadline_poll_timeout(
-                                MIN(command_deadline_next(deadline, ss->exited), tty->check_ms),
-                                time_monotonic_ms());
                 if (poll(p, n, timeout) < 0) {
                         if (errno == EINTR)
                                 continue;
@@ -695,8 +693,11 @@ static void session_loop(VmRun *v, VmMux *m, VmSession *ss, CommandDeadline *dea
                 }
                 vm_mux_poll_handle(m, p);
                 /* A resize comes before the keys typed after it. */
-                if (tty->slave >= 0 && (p[1].revents || time_monotonic_ms() >= tty->check_ms))
-                        run_tty_sync(tty, m, ss);
+                if (tty->slave >= 0) {
+                        if ((p[3].revents && vm_tty_watch_drain(&tty->watch)) || p[1].revents)
+                                run_tty_sync(tty, m, ss);
+                        p[3].revents = 0;
+                }
                 vm_session_poll_handle(m, ss, p + 1);
                 vm_forwards_poll_handle(fwd, extra + 2);
                 if (extra[0].revents && !ss->exited)
@@ -902,7 +903,7 @@ static int start_command(VmRun *v, char *const *argv, const RunTty *tty, HutchEr
 
 int sandbox_run_vm(const Policy *policy, char *const *argv, char *const *caller_env, bool tty,
                    Outcome *ret_outcome, HutchError *reterr) {
-        _cleanup_(run_tty_done) RunTty t = {.slave = -EBADF};
+        _cleanup_(run_tty_done) RunTty t = {.slave = -EBADF, .watch = VM_TTY_WATCH_NULL};
         _cleanup_(vm_run_done) VmRun v = {
                 .policy = policy,
                 .sigfd = -EBADF,
@@ -978,7 +979,6 @@ int sandbox_run_vm(const Policy *policy, char *const *argv, char *const *caller_
         vm_mux_init(&m, v.vm);
         vm_session_attach(&m, &ss, 0);
         vm_forwards_attach(&fwd, &m);
-        t.check_ms = sup.start_ms + RUN_TTY_SIZE_CHECK_MS;
         session_loop(&v, &m, &ss, &deadline, &fwd, &t);
         vm_forwards_attach(&fwd, NULL);
         vm_forwards_done(&fwd);
