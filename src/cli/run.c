@@ -58,29 +58,30 @@ static void warn_degraded(const Policy *p, const HutchExtOutcome *o) {
 /* The first start of a microVM of a given shape builds its template (a
  * cold boot of seconds): said on a terminal, with the time it took. */
 static uint64_t template_build_start_ms;
+/* Where the notice goes: the caller's stderr, also while a run -t has its
+ * fds 0-2 on the terminal relay's channel (a stray message there is not
+ * the pty the relay waits for). One thread, one run. */
+static int template_notice_fd = STDERR_FILENO;
 
 static void template_build_notice(bool done, bool ok) {
         uint64_t now = time_monotonic_ms();
 
         if (!done) {
                 template_build_start_ms = now;
-                (void)fputs("hutch: building the microVM template (once per VM shape; later "
-                            "starts restore it)...",
-                            stderr);
+                (void)dprintf(template_notice_fd,
+                              "hutch: building the microVM template (once per VM shape; later "
+                              "starts restore it)...");
         } else
-                (void)fprintf(stderr, "\r\033[Khutch: %s the microVM template in %.1f s\n",
+                (void)dprintf(template_notice_fd,
+                              "\r\033[Khutch: %s the microVM template in %.1f s\n",
                               ok ? "built" : "could not build (booting cold)",
                               (double)(now - template_build_start_ms) / 1000.0);
-        (void)fflush(stderr);
 }
 
 /* -t: why this run cannot have a terminal, or NULL. */
 static const char *run_tty_refusal(const RunArgs *args) {
         if (!isatty(STDIN_FILENO))
                 return TERMINAL_NOT_A_TTY " (-t needs a terminal on stdin)";
-        /* NEEDSWORK: a pty in the guest, through the agent (docs/terminal.md). */
-        if (args->policy->backend == SANDBOX_BACKEND_VM)
-                return "a terminal (-t) is not supported with the vm backend";
         if (args->policy->output_limit)
                 return "-t and --output-limit do not go together: a terminal's output is not cut";
         return NULL;
@@ -107,7 +108,9 @@ static int run_with_terminal(const RunArgs *args, char *const *env, HutchExtOutc
                 }
         }
         terminal_relay_close_chan(&term);
+        template_notice_fd = saved[2];
         r = hutch_ext_run(args->policy, args->command, env, true, o, reterr);
+        template_notice_fd = STDERR_FILENO;
 restore:
         for (int i = 0; i < 3; i++)
                 if (saved[i] >= 0) {

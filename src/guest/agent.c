@@ -728,6 +728,11 @@ static void relay_output(Exec *x, int i) {
                 return;
         if (n <= 0) {
                 x->out[i] = safe_close(x->out[i]);
+                /* A connection's guest side half-closed (or broke): an
+                 * empty STDOUT says so (protocol 1.4); the host's bytes
+                 * still go the other way until the host's own end. */
+                if (x->conn)
+                        send_frame(AGENT_MSG_STDOUT, x->chan, NULL, 0);
                 return;
         }
         x->out_unacked += (uint64_t)n;
@@ -1064,10 +1069,11 @@ static void handle_host_frame(const AgentFrame *fr) {
  * on: held open by something that escaped the kill). Its output waiting
  * for the host's acknowledgement does not count against it. */
 static bool exec_over(Exec *x, int64_t now) {
-        /* A connection: once the guest side's stream ended and what the
-         * host sent is written (or cannot be). */
+        /* A connection: once both directions ended, each on its own
+         * (protocol 1.4): the guest side's stream, and the host's (its
+         * half-close passed on, or the guest side no longer taking it). */
         if (x->conn)
-                return !x->connecting && x->out[0] < 0 && (x->in < 0 || !x->queue);
+                return !x->connecting && x->out[0] < 0 && x->in < 0;
         if (!x->exited)
                 return false;
         if (x->out[0] < 0 && x->out[1] < 0)

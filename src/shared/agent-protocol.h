@@ -73,6 +73,15 @@
  *   host:  RESIZE (le32 rows, le32 cols) sets that pty's window size (the
  *          command gets SIGWINCH).
  *
+ * Protocol 1.4 (issue 18: a connection's half-close is symmetric):
+ *   guest: on a CONNECT's channel, an empty STDOUT once the guest side's
+ *          stream ended (its shutdown(SHUT_WR), or its close): the host
+ *          passes it on with shutdown(SHUT_WR) once what came before is
+ *          written, and keeps sending its own side's bytes
+ *   guest: EXIT once both directions ended (the host's half-close passed
+ *          on, or the guest side no longer taking its bytes), not at the
+ *          end of the guest side's stream alone
+ *
  * ERROR's payload: le32 errno, then "step" NUL "message" NUL.
  *
  * SETUP keys (each at most once unless said otherwise):
@@ -115,7 +124,7 @@
 
 #define AGENT_MAGIC 0x56545548U /* "HUTV" */
 #define AGENT_VERSION_MAJOR 1
-#define AGENT_VERSION_MINOR 3
+#define AGENT_VERSION_MINOR 4
 #define AGENT_HEADER_SIZE 16
 #define AGENT_FRAME_MAX (64U << 10)
 #define AGENT_PORT_NAME "org.hutch.agent.0"

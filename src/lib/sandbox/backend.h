@@ -130,6 +130,9 @@ int sandbox_keep_vm(const KeeperConfig *cfg, char *const *caller_env, HutchError
  * own failures: QEMU or the kernel missing (-ENOENT, with the apt-get
  * line), an accelerator that cannot work here (-EOPNOTSUPP), a guest that
  * did not come up in time (-ETIMEDOUT, with the last console lines);
- * nothing is left running then. */
-int sandbox_run_vm(const Policy *policy, char *const *argv, char *const *caller_env,
+ * nothing is left running then. With @tty (`hutch run -t`,
+ * sandbox_set_command_tty()), stdin is the pty channel of sandbox/pty.h:
+ * the command gets a pty of the guest's, bridged through a host pty whose
+ * master goes to the relay (vm/keeper-vm-tty.h). */
+int sandbox_run_vm(const Policy *policy, char *const *argv, char *const *caller_env, bool tty,
                    Outcome *ret_outcome, HutchError *reterr);

@@ -27,10 +27,16 @@
 /* How long the owner waits for a new forwarder to be in the sandbox's
  * namespaces. */
 #define PORT_FORWARD_READY_TIMEOUT_MS 10000
-/* What one splice() moves at most, and the pipe size asked for: with two
- * pipes per connection, at most 128 MiB of pipe buffers per port when
- * every connection's both directions are stalled full. */
-#define PORT_FORWARD_CHUNK (256U << 10)
+/* The pipe size a direction starts with, and what it grows to the first
+ * time one splice() moves half of it (a bulk stream, issue 18's
+ * throughput: each splice() then moves up to 1 MiB, so the peers are
+ * woken less often).
+ * The kernel holds an unprivileged forwarder to its user's pipe quota
+ * (/proc/sys/fs/pipe-user-pages-soft): past it, a pipe stays the size it
+ * has. At most 512 MiB of pipe buffers per port when every connection's
+ * both directions are stalled full and the quota allows it. */
+#define PORT_FORWARD_PIPE (256U << 10)
+#define PORT_FORWARD_PIPE_BULK (1U << 20)
 
 void port_forwards_init(PortForwards *t) {
         *t = (PortForwards){.userns_fd = -EBADF, .netns_fd = -EBADF};
@@ -188,6 +194,7 @@ typedef struct Flow {
         int src, dst;
         int pipe[2];
         size_t pending; /* bytes in the pipe */
+        size_t size;    /* the pipe's size */
         bool eof;       /* src said EOF */
         bool shut;      /* passed on to dst */
 } Flow;
@@ -213,6 +220,15 @@ static void conn_close(Conn *c) {
         c->used = false;
 }
 
+/* A half-full pipe in one go: the stream is a bulk one, and gets the bigger pipe (when
+ * the quota lets it; otherwise it keeps the one it has). */
+static void flow_grow(Flow *f) {
+        int sz = fcntl(f->pipe[1], F_SETPIPE_SZ, (int)PORT_FORWARD_PIPE_BULK);
+
+        if (sz > 0)
+                f->size = (size_t)sz;
+}
+
 /* Moves what can move now from @f->src to @f->dst. 0, or -errno (the
  * connection is over). */
 static int flow_pump(Flow *f) {
@@ -220,12 +236,14 @@ static int flow_pump(Flow *f) {
                 bool progress = false;
                 ssize_t n;
 
-                if (!f->eof) {
-                        n = splice(f->src, NULL, f->pipe[1], NULL, PORT_FORWARD_CHUNK,
+                if (!f->eof && f->pending < f->size) {
+                        n = splice(f->src, NULL, f->pipe[1], NULL, f->size - f->pending,
                                    SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
                         if (n > 0) {
                                 f->pending += (size_t)n;
                                 progress = true;
+                                if ((size_t)n >= f->size / 2 && f->size < PORT_FORWARD_PIPE_BULK)
+                                        flow_grow(f);
                         } else if (n == 0) {
                                 f->eof = true;
                                 progress = true;
@@ -283,12 +301,19 @@ static void conn_event(Conn *c) {
                 conn_close(c);
 }
 
-static int make_pipe(int ret[2]) {
-        if (pipe2(ret, O_CLOEXEC | O_NONBLOCK) < 0)
+static int make_pipe(Flow *f) {
+        int sz;
+
+        if (pipe2(f->pipe, O_CLOEXEC | O_NONBLOCK) < 0)
                 return -errno;
         /* A bigger pipe moves more per splice(); the default is fine too
          * (an unprivileged caller may be held to /proc/sys/fs/pipe-max-size). */
-        (void)fcntl(ret[1], F_SETPIPE_SZ, (int)PORT_FORWARD_CHUNK);
+        sz = fcntl(f->pipe[1], F_SETPIPE_SZ, (int)PORT_FORWARD_PIPE);
+        if (sz <= 0)
+                sz = fcntl(f->pipe[1], F_GETPIPE_SZ);
+        if (sz <= 0)
+                return -EIO;
+        f->size = (size_t)sz;
         return 0;
 }
 
@@ -318,7 +343,7 @@ static bool accept_one(int epfd, int lfd, uint16_t port) {
                     .fds = {fd, -EBADF},
                     .flow = {{.pipe = {-EBADF, -EBADF}}, {.pipe = {-EBADF, -EBADF}}}};
         c->fds[1] = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-        if (c->fds[1] < 0 || make_pipe(c->flow[0].pipe) < 0 || make_pipe(c->flow[1].pipe) < 0) {
+        if (c->fds[1] < 0 || make_pipe(&c->flow[0]) < 0 || make_pipe(&c->flow[1]) < 0) {
                 conn_close(c);
                 return true;
         }

@@ -1011,11 +1011,7 @@ void sandbox_set_command_tty(bool on) {
 
 int sandbox_run(const Policy *policy, char *const *argv, char *const *caller_env,
                 Outcome *ret_outcome, HutchError *reterr) {
-        /* NEEDSWORK: a pty in the guest, through the agent (docs/terminal.md). */
-        if (command_tty && policy->backend == SANDBOX_BACKEND_VM)
-                return hutch_error_set(reterr, EOPNOTSUPP,
-                                       "a terminal (-t) is not supported with the vm backend");
         if (policy->backend == SANDBOX_BACKEND_VM)
-                return sandbox_run_vm(policy, argv, caller_env, ret_outcome, reterr);
+                return sandbox_run_vm(policy, argv, caller_env, command_tty, ret_outcome, reterr);
         return sandbox_run_ns(policy, argv, caller_env, ret_outcome, reterr);
 }

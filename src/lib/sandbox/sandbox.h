@@ -45,7 +45,8 @@ typedef struct SandboxLayerPaths {
 int sandbox_run(const Policy *policy, char *const *argv, char *const *caller_env,
                 Outcome *ret_outcome, HutchError *reterr);
 
-/* For the next sandbox_run() of this process (namespace backend): the
+/* For the next sandbox_run() of this process (either backend; the microVM
+ * backend's pty is the guest's, vm/keeper-vm-tty.h): the
  * command gets a pty made inside the sandbox, and the caller's stdin (fd
  * 0, inherited by the sandbox's init) must be the channel of
  * sandbox/pty.h, which its relay holds the other end of. Not with an

@@ -54,9 +54,13 @@ typedef struct VmExec {
          * waits for the client's go. */
         bool tty, go;
         int chan_fd;
-        unsigned rows, cols;    /* the window size the guest has */
-        uint64_t size_check_ms; /* when to look at the window size again */
-        bool announced;         /* "started" was sent */
+        unsigned rows, cols; /* the window size the guest has */
+        VmTtyWatch watch;    /* its window-size changes (keeper-vm-tty.h) */
+        bool announced;      /* "started" was sent */
+        /* A detached exec started with "stdin_pipe": the write end of the
+         * pipe its session reads (fds[0]), for the "stdin" request
+         * (exec-table.h), or -EBADF. */
+        int stdin_w;
         bool discarded;
         Supervision sup; /* relays, forwarded signal, times */
         VmSession ss;
@@ -77,10 +81,6 @@ _Static_assert(2 + VM_SESSION_NPOLL * KEEPER_MAX_EXECS + VM_FORWARD_NPOLL <=
                        KEEPER_BACKEND_NPOLL_MAX,
                "the keeper's poll holds the VM's descriptors");
 
-/* How often a terminal's window size is looked at (besides before each
- * input): the host pty tells the keeper of no change. */
-#define VM_TTY_SIZE_CHECK_MS 200
-
 static VmKeeper *keeper_of(KeeperCore *core) {
         return (VmKeeper *)core;
 }
@@ -91,6 +91,8 @@ static VmExec *vm_exec_free(VmExec *e) {
         for (size_t i = 0; i < 3; i++)
                 e->fds[i] = safe_close(e->fds[i]);
         e->chan_fd = safe_close(e->chan_fd);
+        e->stdin_w = safe_close(e->stdin_w);
+        vm_tty_watch_stop(&e->watch);
         free(e->payload);
         free(e->argv_json);
         free(e);
@@ -168,7 +170,6 @@ static void exec_kill(VmKeeper *k, VmExec *e) {
 static void exec_started(VmKeeper *k, VmExec *e) {
         e->announced = true;
         e->start_ms = e->sup.start_ms = time_monotonic_ms();
-        e->size_check_ms = e->start_ms + VM_TTY_SIZE_CHECK_MS;
         e->start_wall_ms = time_realtime_ms();
         command_deadline_start(&e->dl, e->start_ms, e->timeout_ms);
         if (e->conn_fd >= 0)
@@ -217,7 +218,32 @@ typedef struct VmExecSpec {
         const char *cwd;
         uint64_t timeout_ms;
         bool detach, builtin, tty;
+        bool stdin_pipe; /* with detach: stdin a pipe the keeper keeps ("stdin" request) */
 } VmExecSpec;
+
+/* A detached exec's stdin that takes input later (docs/processes.md): a
+ * pipe whose read end is its session's stdin (non-blocking: the keeper's
+ * loop never waits on it) and whose write end the keeper keeps, handing
+ * copies out on the "stdin" request (table_stdin()); the clients' copies
+ * block as a pipe's writer does, until the guest's command reads. The
+ * agent sees a command's stdin as for any exec: EOF once every write end
+ * is closed. 0 or -errno (fds[0] stays -EBADF then). */
+static int detached_stdin_pipe(VmExec *e) {
+        int p[2];
+
+        if (pipe2(p, O_CLOEXEC) < 0)
+                return negative_errno();
+        if (fcntl(p[0], F_SETFL, O_NONBLOCK) < 0) {
+                int r = negative_errno();
+
+                (void)close(p[0]);
+                (void)close(p[1]);
+                return r;
+        }
+        e->fds[0] = p[0];
+        e->stdin_w = p[1];
+        return 0;
+}
 
 /* Queues @x for a channel; takes @fds (stdin, stdout, stderr; a detached
  * exec's are made here). Returns < 0 (answered) to close @c. */
@@ -242,6 +268,8 @@ static int exec_add(VmKeeper *k, KeeperConn *c, const VmExecSpec *x, int fds[3])
                 .builtin = x->builtin,
                 .tty = x->tty,
                 .chan_fd = -EBADF,
+                .stdin_w = -EBADF,
+                .watch = VM_TTY_WATCH_NULL,
         };
         fds[0] = fds[1] = fds[2] = -EBADF;
         if (x->tty) {
@@ -250,6 +278,8 @@ static int exec_add(VmKeeper *k, KeeperConn *c, const VmExecSpec *x, int fds[3])
                 e->fds[1] = safe_close(e->fds[1]);
                 e->fds[2] = safe_close(e->fds[2]);
                 r = vm_tty_open(e->chan_fd, &e->fds[0]);
+                if (r >= 0)
+                        r = vm_tty_watch_start(&e->watch, e->fds[0]);
                 if (r < 0) {
                         vm_exec_free(e);
                         keeper_send_error(c->fd, "failed to open the command's terminal");
@@ -271,7 +301,10 @@ static int exec_add(VmKeeper *k, KeeperConn *c, const VmExecSpec *x, int fds[3])
         if (x->detach) {
                 for (size_t i = 0; i < 3; i++)
                         e->fds[i] = safe_close(e->fds[i]);
-                e->fds[0] = open("/dev/null", O_RDONLY | O_CLOEXEC);
+                if (x->stdin_pipe)
+                        (void)detached_stdin_pipe(e);
+                else
+                        e->fds[0] = open("/dev/null", O_RDONLY | O_CLOEXEC);
                 /* stdout and stderr apart, each capped (exec-table.h). */
                 r = exec_log_open_files(k->core.cfg->logs_dir, e->id, e->fds + 1);
                 if (e->fds[0] < 0 || r < 0) {
@@ -342,7 +375,8 @@ static int exec_request(KeeperCore *core, KeeperConn *c, json_t *req, int fds[3]
                                       .cwd = q.cwd,
                                       .timeout_ms = q.timeout_ms,
                                       .detach = q.detach,
-                                      .tty = q.tty},
+                                      .tty = q.tty,
+                                      .stdin_pipe = q.stdin_pipe},
                         fds);
 }
 
@@ -441,6 +475,27 @@ static void table_kill(void *userdata, uint64_t id, int sig, uint64_t grace_ms) 
         command_deadline_grace(&e->dl, time_monotonic_ms(), grace_ms);
 }
 
+/* The "stdin" request: a copy of exec @id's stdin pipe, or (@close) the
+ * keeper's end closed (exec-table.h), as the namespace backend's. */
+static int table_stdin(void *userdata, uint64_t id, bool close_it, int *ret_fd) {
+        VmKeeper *k = userdata;
+        size_t i = exec_find(k, id);
+        VmExec *e = i == SIZE_MAX ? NULL : k->execs[i];
+        int fd;
+
+        if (!e || e->stdin_w < 0)
+                return -ENOTCONN;
+        if (close_it) {
+                e->stdin_w = safe_close(e->stdin_w);
+                return 0;
+        }
+        fd = fcntl(e->stdin_w, F_DUPFD_CLOEXEC, 3);
+        if (fd < 0)
+                return negative_errno();
+        *ret_fd = fd;
+        return 0;
+}
+
 /* The VM is lost (gone, broken, or not answering): the keeper stops, and
  * says why. */
 static void vm_lost(VmKeeper *k, int err, const char *why) {
@@ -532,10 +587,6 @@ static void vm_deadlines(KeeperCore *core, uint64_t now) {
         for (size_t i = 0; i < k->n_execs; i++) {
                 VmExec *e = k->execs[i];
 
-                if (e->tty && e->ss.started && !e->ss.exited && now >= e->size_check_ms) {
-                        tty_sync_size(k, e);
-                        e->size_check_ms = now + VM_TTY_SIZE_CHECK_MS;
-                }
                 /* Its --timeout, or "kill"'s grace, is over: the command's
                  * end, not the VM's: the agent kills its cgroup, and the
                  * EXIT follows. One that exited before (its output waits
@@ -694,6 +745,10 @@ static size_t vm_keeper_poll_fill(KeeperCore *core, struct pollfd *pfd) {
                 /* Its session polls nothing before its EXEC. */
                 if (tty_waits(k->execs[i]))
                         pfd[n] = (struct pollfd){.fd = k->execs[i]->chan_fd, .events = POLLIN};
+                /* A terminal has no stderr: that slot is its window-size
+                 * changes'. */
+                else if (k->execs[i]->tty)
+                        pfd[n + 2] = (struct pollfd){.fd = k->execs[i]->watch.fd, .events = POLLIN};
         }
         n += vm_forwards_poll_fill(&k->fwd, pfd + n);
         return n;
@@ -717,9 +772,17 @@ static void vm_keeper_poll_handle(KeeperCore *core, const struct pollfd *pfd) {
                                 tty_go(e);
                         continue;
                 }
-                /* A resize comes before the keys typed after it. */
-                if (e->tty && p[0].revents)
-                        tty_sync_size(k, e);
+                if (e->tty) {
+                        struct pollfd q[VM_SESSION_NPOLL];
+
+                        /* A resize comes before the keys typed after it. */
+                        if ((p[2].revents && vm_tty_watch_drain(&e->watch)) || p[0].revents)
+                                tty_sync_size(k, e);
+                        memcpy(q, p, sizeof(q));
+                        q[2].revents = 0;
+                        vm_session_poll_handle(&k->mux, &e->ss, q);
+                        continue;
+                }
                 vm_session_poll_handle(&k->mux, &e->ss, p);
         }
         vm_forwards_poll_handle(&k->fwd, pfd + 2 + k->n_polled * VM_SESSION_NPOLL);
@@ -733,8 +796,6 @@ static uint64_t vm_next_deadline(KeeperCore *core) {
                 const VmExec *e = k->execs[i];
 
                 next = MIN(next, command_deadline_next(&e->dl, e->ss.exited));
-                if (e->tty && e->ss.started && !e->ss.exited)
-                        next = MIN(next, e->size_check_ms);
                 if (e->ss.kill_sent_ms)
                         next = MIN(next, e->ss.kill_sent_ms + VM_KILL_GRACE_MS);
                 if (e->sent_ms && !e->ss.started)
@@ -787,7 +848,7 @@ static const SandboxBackendOps vm_ops = {
         .proxy = vm_proxy,
         .ports = vm_ports,
         .freeze_cgroup = vm_freeze_cgroup,
-        .table = {.row = table_row, .kill = table_kill},
+        .table = {.row = table_row, .kill = table_kill, .stdin = table_stdin},
 };
 
 int sandbox_keep_vm(const KeeperConfig *cfg, char *const *caller_env, HutchError *reterr) {

@@ -39,6 +39,7 @@
 #include "store/store.h"
 #include "strv.h"
 #include "time-util.h"
+#include "vm/keeper-vm-tty.h"
 #include "vm/vm-forward.h"
 #include "vm/vm-image-root.h"
 #include "vm/vm-layers.h"
@@ -616,8 +617,55 @@ static int cgroup_setup(VmRun *v, uint64_t ram, HutchError *reterr) {
         return run_cgroup_create(&hp, &v->rc, v->name, reterr);
 }
 
+/* `hutch run -t` (docs/vm.md "Published ports and terminals"): the
+ * caller's relay holds a host pty's master (keeper-vm-tty.h), this
+ * process its slave, raw, as the command's stdin and stdout; the command's
+ * own pty is the guest's. */
+typedef struct RunTty {
+        int slave;
+        unsigned rows, cols; /* the window size the guest has */
+        VmTtyWatch watch;    /* its changes */
+} RunTty;
+
+/* How long the relay has to say go once it has the master. */
+#define VM_RUN_TTY_GO_TIMEOUT_MS 10000
+static void run_tty_done(RunTty *t) {
+        vm_tty_watch_stop(&t->watch);
+        t->slave = safe_close(t->slave);
+}
+
+/* The pty for the relay's channel, which is this process's stdin
+ * (sandbox_set_command_tty()): its master goes to the relay, which sets
+ * its window size and says go. */
+static int run_tty_open(RunTty *t, HutchError *reterr) {
+        int r;
+
+        r = vm_tty_open(STDIN_FILENO, &t->slave);
+        if (r >= 0)
+                r = vm_tty_watch_start(&t->watch, t->slave);
+        if (r >= 0)
+                r = vm_tty_wait_go(STDIN_FILENO, VM_RUN_TTY_GO_TIMEOUT_MS);
+        if (r < 0)
+                return hutch_error_set(reterr, -r, "failed to set up the terminal: %s",
+                                       strerror(-r));
+        vm_tty_size(t->slave, &t->rows, &t->cols);
+        return 0;
+}
+
+/* The window size of the slave, passed on when it changed. */
+static void run_tty_sync(RunTty *t, VmMux *m, VmSession *ss) {
+        unsigned rows, cols;
+
+        vm_tty_size(t->slave, &rows, &cols);
+        if (rows == t->rows && cols == t->cols)
+                return;
+        t->rows = rows;
+        t->cols = cols;
+        vm_session_resize(m, ss, rows, cols);
+}
+
 static void session_loop(VmRun *v, VmMux *m, VmSession *ss, CommandDeadline *deadline,
-                         VmForwards *fwd) {
+                         VmForwards *fwd, RunTty *tty) {
         for (;;) {
                 struct pollfd p[1 + VM_SESSION_NPOLL + 2 + VM_FORWARD_NPOLL];
                 struct pollfd *extra = p + 1 + VM_SESSION_NPOLL;
@@ -631,6 +679,10 @@ static void session_loop(VmRun *v, VmMux *m, VmSession *ss, CommandDeadline *dea
                 n += vm_forwards_poll_fill(fwd, p + n);
                 vm_mux_poll_fill(m, p);
                 vm_session_poll_fill(m, ss, p + 1);
+                /* A terminal has no stderr: that slot is its window-size
+                 * changes'. */
+                if (tty->slave >= 0)
+                        p[3] = (struct pollfd){.fd = tty->watch.fd, .events = POLLIN};
                 extra[0] = (struct pollfd){.fd = v->vm->pidfd, .events = POLLIN};
                 extra[1] = (struct pollfd){.fd = v->sigfd, .events = POLLIN};
                 timeout = command_deadline_poll_timeout(command_deadline_next(deadline, ss->exited),
@@ -642,6 +694,12 @@ static void session_loop(VmRun *v, VmMux *m, VmSession *ss, CommandDeadline *dea
                         return;
                 }
                 vm_mux_poll_handle(m, p);
+                /* A resize comes before the keys typed after it. */
+                if (tty->slave >= 0) {
+                        if ((p[3].revents && vm_tty_watch_drain(&tty->watch)) || p[1].revents)
+                                run_tty_sync(tty, m, ss);
+                        p[3].revents = 0;
+                }
                 vm_session_poll_handle(m, ss, p + 1);
                 vm_forwards_poll_handle(fwd, extra + 2);
                 if (extra[0].revents && !ss->exited)
@@ -835,13 +893,20 @@ int vm_run_prepare(VmRun *v, VmConfig *c, char *const *caller_env, char **setup,
         return signals_setup(v, reterr);
 }
 
-/* Sends EXEC and waits for STARTED. */
-static int start_command(VmRun *v, char *const *argv, HutchError *reterr) {
+/* Sends EXEC (with a terminal of @tty's size, when it has one) and waits
+ * for STARTED. */
+static int start_command(VmRun *v, char *const *argv, const RunTty *tty, HutchError *reterr) {
         _cleanup_free_ char *exec = NULL;
         size_t elen = 0;
         int r;
 
         r = vm_run_build_exec(argv, v->env, sandbox_workdir(v->policy, v->image), &exec, &elen);
+        if (r >= 0 && tty->slave >= 0) {
+                char size[32];
+
+                (void)snprintf(size, sizeof(size), "%u:%u", tty->rows, tty->cols);
+                r = agent_payload_add(&exec, &elen, "t:", size);
+        }
         if (r < 0)
                 return hutch_error_set(reterr, -r,
                                        "the command and environment are too large for the guest "
@@ -850,10 +915,11 @@ static int start_command(VmRun *v, char *const *argv, HutchError *reterr) {
         return vm_agent_request(v->vm, AGENT_MSG_EXEC, 0, exec, elen, AGENT_MSG_STARTED, reterr);
 }
 
-int sandbox_run_vm(const Policy *policy, char *const *argv, char *const *caller_env,
+int sandbox_run_vm(const Policy *policy, char *const *argv, char *const *caller_env, bool tty,
                    Outcome *ret_outcome, HutchError *reterr) {
         /* Released after the VM (declared before it): the run's range. */
         _cleanup_close_ int id_lease = -EBADF;
+        _cleanup_(run_tty_done) RunTty t = {.slave = -EBADF, .watch = VM_TTY_WATCH_NULL};
         _cleanup_(vm_run_done) VmRun v = {
                 .policy = policy,
                 .sigfd = -EBADF,
@@ -915,14 +981,22 @@ int sandbox_run_vm(const Policy *policy, char *const *argv, char *const *caller_
         for (size_t i = 0; i < 2; i++)
                 sup.relays[i] = (Relay){
                         .in_fd = -EBADF, .out_fd = (int)i + 1, .limit = policy->output_limit};
-        r = start_command(&v, argv, reterr);
+        if (tty) {
+                r = run_tty_open(&t, reterr);
+                if (r < 0)
+                        return r;
+                /* The terminal is stdin and stdout; it has no stderr. */
+                ss.in_fd = sup.relays[0].out_fd = t.slave;
+                sup.relays[1].out_fd = -EBADF;
+        }
+        r = start_command(&v, argv, &t, reterr);
         if (r < 0)
                 return r;
         sup.start_ms = time_monotonic_ms();
         vm_mux_init(&m, v.vm);
         vm_session_attach(&m, &ss, 0);
         vm_forwards_attach(&fwd, &m);
-        session_loop(&v, &m, &ss, &deadline, &fwd);
+        session_loop(&v, &m, &ss, &deadline, &fwd, &t);
         vm_forwards_attach(&fwd, NULL);
         vm_forwards_done(&fwd);
         vm_session_release(&m, &ss);

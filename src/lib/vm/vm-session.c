@@ -155,6 +155,19 @@ static int session_output(VmMux *m, VmSession *ss, size_t i, const void *data, s
         return 0;
 }
 
+/* A connection's guest side half-closed: passed on to the stdout socket
+ * once its pending output is written (a pipe or file has no half-close:
+ * its end comes with the session's). */
+static void session_out_eof(VmSession *ss) {
+        Relay *r = &ss->s->relays[0];
+
+        if (!ss->out_eof || ss->out_shut || ss->pending[0].len > ss->pending[0].off)
+                return;
+        ss->out_shut = true;
+        if (r->out_fd >= 0 && ss->sock[1])
+                (void)shutdown(r->out_fd, SHUT_WR);
+}
+
 /* One frame from the agent, to the session of its channel. */
 static void mux_frame(VmMux *m, const AgentFrame *fr) {
         VmSession *ss = m->chans[fr->chan];
@@ -187,6 +200,11 @@ static void mux_frame(VmMux *m, const AgentFrame *fr) {
         case AGENT_MSG_STDERR:
                 if (!ss->started || ss->exited)
                         break;
+                if (fr->type == AGENT_MSG_STDOUT && fr->len == 0) {
+                        ss->out_eof = true;
+                        session_out_eof(ss);
+                        return;
+                }
                 (void)session_output(m, ss, fr->type == AGENT_MSG_STDERR, fr->payload, fr->len);
                 return;
         case AGENT_MSG_ACK:
@@ -365,6 +383,8 @@ static void session_flush(VmMux *m, VmSession *ss, size_t i, short revents) {
                 if (p->off >= p->len)
                         p->len = p->off = 0;
         }
+        if (i == 0)
+                session_out_eof(ss);
         session_ack(m, ss);
 }
 

@@ -68,6 +68,10 @@ struct VmSession {
         bool failed;    /* ERROR came instead: @error says why */
         bool exited;    /* EXIT came: @exit */
         bool stdin_eof, timed_out;
+        /* A connection's guest side half-closed (an empty STDOUT, protocol
+         * 1.4); @out_shut once passed on to the stdout descriptor
+         * (shutdown(SHUT_WR) of a socket, after what came before). */
+        bool out_eof, out_shut;
         uint64_t kill_sent_ms; /* when vm_session_kill() told the agent, or 0 */
         bool sock[3];          /* stdin, stdout, stderr are sockets: I/O with MSG_DONTWAIT */
         AgentExit exit;
