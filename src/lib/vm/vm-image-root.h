@@ -20,9 +20,8 @@
 
 /* Resolves @p's image for a VM (image_root_resolve(): the same errors as
  * the namespace backend's) into @ret; with @mark_run, marks it in use by
- * this run (image_root_mark_run()). An image whose config names a User
- * other than root is refused, -EOPNOTSUPP with @reterr (NEEDSWORK: the
- * agent would become it). */
+ * this run (image_root_mark_run()). The image's User is the agent's to
+ * become (an EXEC's "u:"). */
 int vm_image_resolve(const Policy *p, bool mark_run, ImageRoot **ret, HutchError *reterr);
 
 /* Opens each of @img's layers as a detached read-only tree in @fds (one

@@ -575,8 +575,8 @@ static int build_setup(VmRun *v, VmConfig *c, char **ret, size_t *ret_len) {
         return 0;
 }
 
-int vm_run_build_exec(char *const *argv, char *const *env, const char *cwd, char **ret,
-                      size_t *ret_len) {
+int vm_run_build_exec(char *const *argv, char *const *env, const char *cwd, const char *user,
+                      char *const *policy_env, char **ret, size_t *ret_len) {
         _cleanup_free_ char *buf = NULL;
         size_t len = 0;
         int r = 0;
@@ -590,6 +590,13 @@ int vm_run_build_exec(char *const *argv, char *const *env, const char *cwd, char
         }
         if (r >= 0)
                 r = agent_payload_add(&buf, &len, "c:", cwd);
+        if (r >= 0 && user && user[0]) {
+                r = agent_payload_add(&buf, &len, "u:", user);
+                if (r >= 0 && strv_env_get(policy_env, "HOME"))
+                        r = agent_payload_add(&buf, &len, "k:", "HOME");
+                if (r >= 0 && strv_env_get(policy_env, "USER"))
+                        r = agent_payload_add(&buf, &len, "k:", "USER");
+        }
         if (r < 0)
                 return r;
         *ret = TAKE_PTR(buf);
@@ -827,7 +834,10 @@ static int start_command(VmRun *v, char *const *argv, HutchError *reterr) {
         size_t elen = 0;
         int r;
 
-        r = vm_run_build_exec(argv, v->env, sandbox_workdir(v->policy, v->image), &exec, &elen);
+        /* --user over the image's User (docs/vm.md, "Images"). */
+        r = vm_run_build_exec(argv, v->env, sandbox_workdir(v->policy, v->image),
+                              v->policy->user ?: (v->image ? v->image->user : NULL),
+                              v->policy->env, &exec, &elen);
         if (r < 0)
                 return hutch_error_set(reterr, -r,
                                        "the command and environment are too large for the guest "

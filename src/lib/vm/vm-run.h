@@ -76,6 +76,9 @@ int vm_run_prepare(VmRun *v, VmConfig *c, char *const *caller_env, char **setup,
                    HutchError *reterr);
 void vm_run_done(VmRun *v);
 
-/* The EXEC payload: @argv, @env ("K=V"), the working directory @cwd. */
-int vm_run_build_exec(char *const *argv, char *const *env, const char *cwd, char **ret,
-                      size_t *ret_len);
+/* The EXEC payload: @argv, @env ("K=V"), the working directory @cwd, and
+ * the user @user (--user or the image's User; NULL or "": the sandbox's
+ * root), whose HOME and USER the agent sets unless @policy_env (the
+ * policy's own -e) has them. */
+int vm_run_build_exec(char *const *argv, char *const *env, const char *cwd, const char *user,
+                      char *const *policy_env, char **ret, size_t *ret_len);
