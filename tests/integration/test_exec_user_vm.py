@@ -17,17 +17,23 @@ group `staff` (50); its config's User is `app`. Claims, each with its twin:
     too, and nothing is left running;
   - a one-shot `hutch run --backend vm --image` runs as the image's User,
     `--user` over it;
-  - as a user, whose VM sandbox has one id (the guest's 100000 alone): the
-    image's User is refused naming it and the way out (`--user root`),
-    which works;
+  - as a user with sub-ids, a persistent VM image sandbox has the ranged
+    map: the image's User runs, and a file it writes is its sub-id on the
+    host; a caller without sub-ids (nobody) has one id: the image's User
+    is refused naming it and the way out (`--user root`), which works;
   - the API's exec `user` field on a VM sandbox (400 for a malformed one)."""
 
 import json
+import os
+import shutil
+import tempfile
+from pathlib import Path
 
 import pytest
 
 import imageutil
-from test_exec_user import APP, NO_USER, layers
+from conftest import IS_ROOT, Runner, stage_binaries
+from test_exec_user import APP, NO_USER, layers, subids  # noqa: F401 (a fixture)
 from test_images_vm import VmImages
 from test_vm_persist import TCG, vm_store_dir  # noqa: F401 (a fixture)
 
@@ -128,10 +134,60 @@ def test_one_shot_vm_run_takes_the_images_user_and_user_flag(root_images):
     assert out(root_images.run("--image", plain, "--", "id", "-u")) == "0\n"
 
 
-def test_a_users_vm_sandbox_names_the_user_and_the_way_out(user_images):
+def test_a_users_vm_image_sandbox_has_its_sub_ids(user_images, subids):
+    """As a user with sub-ids, a persistent VM image sandbox has the ranged
+    map (65536 ids in the guest, the sub-ids on the host): the image's User
+    runs, and its files are its sub-id on the host."""
     app = user_images.add("app", APP, layers())
     st = user_images.store
-    name = f"uone-{user_images.tag}"
+    name = f"urange-{user_images.tag}"
+    st.create(name, *TCG, "--image", app)
+    assert who(st, name) == ["1000", "1000", "1000", "50", "/home/app", "app"]
+    assert out(st.exec(name, "cat", "/proc/self/uid_map")).split()[2] == "65536"
+    # The image's files are the sandbox root's (the user's files): root
+    # (the package set over the range) hands a folder to app.
+    out(st.exec(name, "sh", "-c", "mkdir -p /srv/d /srv/r && chown app:app /srv/d",
+                flags=["-u", "root"]))
+    script = "echo x > /srv/d/f && stat -c '%u %g' /srv/d/f"
+    assert out(st.exec(name, "sh", "-c", script)) == "1000 1000\n"
+
+    def on_host(path):
+        found = [p for p in (Path(st.home) / "sandboxes").rglob(path.rsplit("/", 1)[1])
+                 if str(p).endswith(path)]
+        assert found, f"the sandbox's layer has no {path}"
+        return found[0].lstat()
+
+    host = on_host("srv/d/f")
+    assert host.st_uid == subids.uid_base + 999, (host.st_uid, subids.uid_base)
+    assert host.st_gid == subids.gid_base + 999, (host.st_gid, subids.gid_base)
+    # Twin: root's file is the user's own.
+    out(st.exec(name, "sh", "-c", "echo y > /srv/r/g", flags=["-u", "root"]))
+    assert on_host("srv/r/g").st_uid == user_images.runner.uid
+
+
+@pytest.fixture
+def nobody_images(binaries):
+    """Images of `nobody`, who has no sub-ids: its VM sandbox has one id."""
+    if not IS_ROOT:
+        pytest.skip("needs root: runs hutch as nobody")
+    base = Path(tempfile.mkdtemp(prefix="hutch-nobody-"))
+    top = Path(tempfile.mkdtemp(prefix="hutch-vmn-test-", dir="/dev/shm"))
+    os.chmod(base, 0o755)
+    os.chmod(top, 0o755)
+    hutch, pdir = stage_binaries(base, *binaries)
+    im = VmImages(Runner("user", hutch, pdir, 65534, 65534, base), top)
+    try:
+        yield im
+    finally:
+        im.finalize()
+        shutil.rmtree(base, ignore_errors=True)
+        shutil.rmtree(top, ignore_errors=True)
+
+
+def test_a_vm_sandbox_without_sub_ids_names_the_user_and_the_way_out(nobody_images):
+    app = nobody_images.add("app", APP, layers())
+    st = nobody_images.store
+    name = f"uone-{nobody_images.tag}"
     st.create(name, *TCG, "--image", app)
     refused(st.exec(name, "true"), "'app'", "uid 1000", "--user root")
     assert running(st, name) == []
@@ -165,3 +221,46 @@ def test_api_exec_user_on_a_vm_sandbox(root_runner):
         srv.hutch("rm", "--force", "vbox")
     finally:
         srv.cleanup()
+
+
+def test_apt_installs_a_package_in_a_users_vm_image_sandbox(user_runner, vm_store_dir,  # noqa: F811
+                                                            subids):
+    """As a user with sub-ids, apt-get (which drops to _apt, an id of the
+    range) installs a local .deb in a persistent VM sandbox of a Debian
+    image, as test_images_vm's root case does; its files are the sub-ids'
+    on the host where the package's owner is not root."""
+    from debimage import debian_rootfs_tar
+    from test_images_vm import build_deb
+
+    im = VmImages(user_runner, vm_store_dir)
+    try:
+        deb = f"debian-{im.tag}"
+        tar = debian_rootfs_tar()
+        r = im.hutch("image", "import", "-", deb, "-q", stdin=open(tar, "rb"), timeout=900)
+        assert r.returncode == 0, r.stderr
+        s = im.store
+        ws = user_runner.make_dir(name="debws")
+        build_deb(ws)
+        user_runner.chown(ws)
+        name = f"udeb-{im.tag}"
+        s.create(name, *TCG, "--image", deb, "--workspace", ws)
+        r = s.exec(name, "env", "DEBIAN_FRONTEND=noninteractive", "apt-get", "install", "-y",
+                   "/workspace/hello.deb")
+        assert r.returncode == 0, r.stderr
+        # apt dropped to _apt for its download step (no seteuid/setgroups error).
+        assert "E:" not in r.stderr and "unsandboxed" not in r.stderr, r.stderr
+        assert s.hutch("stop", name).returncode == 0
+        assert s.sh(name, "cat /usr/share/hutch-vm-hello/hi; "
+                          "dpkg-query -W -f='${Status}' hutch-vm-hello") == \
+            "hi\ninstall ok installed"
+        # _apt is an id of the range: its folder is its sub-id on the host.
+        apt = int(s.sh(name, "stat -c %u /var/cache/apt/archives/partial"))
+        assert apt == int(s.sh(name, "id -u _apt")) and apt > 0
+        found = [p for p in (Path(s.home) / "sandboxes").rglob("partial")
+                 if str(p).endswith("var/cache/apt/archives/partial")]
+        assert found and found[0].lstat().st_uid == subids.uid_base + apt - 1, found
+        # Twin: an id outside the range is not the sandbox's.
+        r = s.exec(name, "sh", "-c", "touch /tmp/f && chown 70000 /tmp/f")
+        assert r.returncode != 0, "an id outside the sandbox's namespace"
+    finally:
+        im.finalize()

@@ -10,6 +10,8 @@
 #include "store/store.h"
 #include "strv.h"
 
+_Static_assert(IMAGE_ROOT_MAX_LAYERS == IMAGE_LAYERS_MAX, "an image of the store fits a sandbox");
+
 /* Removes the run's mark, in the process that took it only (a forked
  * child freeing its copy leaves it). */
 static void image_root_unmark_run(ImageRoot *img) {

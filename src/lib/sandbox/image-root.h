@@ -21,9 +21,10 @@
 #include "image-user.h"
 #include "macro.h"
 
-/* The most layers an image may have here: one descriptor each travels to
- * the sandbox's init in one message (fd-util's per-message cap). */
-#define IMAGE_ROOT_MAX_LAYERS 64
+/* The most layers an image may have here: the image store's own cap
+ * (IMAGE_LAYERS_MAX, Docker's 127). One descriptor each travels to the
+ * sandbox's init, FD_MESSAGE_MAX per message (send_fds_batched()). */
+#define IMAGE_ROOT_MAX_LAYERS 127
 
 typedef struct ImageRoot {
         char *name;        /* as the policy gave it */

@@ -45,15 +45,22 @@ int vm_image_layers_recv(int sock, const ImageRoot *img, int *fds, HutchError *r
         size_t n = strv_length(img->layers);
         char tag[4];
         ssize_t k;
+        int r;
 
-        k = recv_with_fds(sock, tag, sizeof(tag), fds, IMAGE_ROOT_MAX_LAYERS);
+        for (size_t i = 0; i < IMAGE_ROOT_MAX_LAYERS; i++)
+                fds[i] = -EBADF;
+        if (n == 0 || n > IMAGE_ROOT_MAX_LAYERS)
+                return hutch_error_set(reterr, E2BIG, "the image '%s' has %zu layers", img->name,
+                                       n);
+        k = recv_with_fds(sock, tag, sizeof(tag), NULL, 0);
         if (k != 2 || memcmp(tag, "im", 2) != 0)
                 return hutch_error_set(reterr, EPROTO, "no image layers from the keeper");
-        for (size_t i = 0; i < IMAGE_ROOT_MAX_LAYERS; i++)
-                if ((i < n) != (fds[i] >= 0))
-                        return hutch_error_set(reterr, EPROTO,
-                                               "the image's layers do not match the keeper's "
-                                               "message");
+        /* Exactly one per layer, in batches (send_fds_batched()). */
+        r = recv_fds_batched(sock, fds, n);
+        if (r < 0)
+                return hutch_error_set(reterr, -r,
+                                       "the image's layers do not match the keeper's message: %s",
+                                       strerror(-r));
         return 0;
 }
 

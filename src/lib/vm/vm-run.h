@@ -76,6 +76,13 @@ int vm_run_prepare(VmRun *v, VmConfig *c, char *const *caller_env, char **setup,
                    HutchError *reterr);
 void vm_run_done(VmRun *v);
 
+/* How many of the sandbox's ids the guest sees (0..n-1): the map's count,
+ * or with the ranged map of a user's persistent image sandbox the
+ * sub-ids' count (0 the user, 1.. the sub-ids; docs/vm.md "Images"). */
+static inline uint32_t vm_run_ids(const VmRun *v) {
+        return v->idmap.ranged ? v->idmap.sub_count : v->idmap.count;
+}
+
 /* The EXEC payload: @argv, @env ("K=V"), the working directory @cwd, and
  * the user @user (--user or the image's User; NULL or "": the sandbox's
  * root), whose HOME and USER the agent sets unless @policy_env (the

@@ -66,9 +66,9 @@ struct VmSession {
         bool started;   /* STARTED came */
         uint32_t pid;   /* STARTED's: the command's pid in the guest (0: not said) */
         bool failed;    /* ERROR came instead: @error says why */
-        bool user_failed; /* ... at AGENT_STEP_USER: the user was not found or taken */
         bool exited;    /* EXIT came: @exit */
         bool stdin_eof, timed_out;
+        bool user_failed;      /* ERROR at AGENT_STEP_USER: exit 125 */
         uint64_t kill_sent_ms; /* when vm_session_kill() told the agent, or 0 */
         bool sock[3];          /* stdin, stdout, stderr are sockets: I/O with MSG_DONTWAIT */
         AgentExit exit;

@@ -434,12 +434,20 @@ static int userns_nest(uint32_t id, uint32_t count) {
         (void)prctl(PR_SET_DUMPABLE, 1, 0, 0, 0);
         writer = fork();
         if (writer == 0) {
-                char path[64], map[64], c;
+                char path[64], map[96], c;
 
                 (void)close(go[1]);
                 if (read(go[0], &c, 1) != 1)
                         _exit(1);
-                (void)snprintf(map, sizeof(map), "%u 0 %u\n", id, count);
+                /* Two extents: the kernel wants each within one extent of
+                 * the parent's map, and the ranged map of a user with
+                 * sub-ids has its 0 (the user) apart from 1.. (the
+                 * sub-ids; docs/vm.md "Images"). */
+                if (count > 1)
+                        (void)snprintf(map, sizeof(map), "%u 0 1\n%u 1 %u\n", id, id + 1,
+                                       count - 1);
+                else
+                        (void)snprintf(map, sizeof(map), "%u 0 %u\n", id, count);
                 (void)snprintf(path, sizeof(path), "/proc/%d/uid_map", (int)self);
                 if (write_string_file(path, map) < 0)
                         _exit(2);
