@@ -120,6 +120,10 @@ int image_root_resolve(const char *name, ImageRoot **ret, HutchError *reterr) {
                                        "the image '%s' has %zu layers (1 to %d can be a sandbox's "
                                        "root)",
                                        name, im->n_layers, IMAGE_ROOT_MAX_LAYERS);
+        /* Both backends, one-shot and persistent (docs/images-run.md). */
+        r = image_check_platform(im, name, reterr);
+        if (r < 0)
+                return r;
 
         img = calloc(1, sizeof(*img));
         if (!img)
