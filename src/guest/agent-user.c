@@ -18,10 +18,11 @@
 #include "strv.h"
 
 /* Reads @path of the command's root (the caller is chrooted there). NULL
- * in *@ret when there is no such file; -errno otherwise.
+ * in *@ret when there is no such regular file; -errno otherwise.
  * SECURITY: the file is the sandbox's, so only a regular file is read
  * (O_NONBLOCK: a FIFO there would hold the agent, which waits for its
- * command's start), and at most IMAGE_USER_FILE_MAX of it. */
+ * command's start; anything else is as good as none: root still works),
+ * and at most IMAGE_USER_FILE_MAX of it. */
 static int read_user_db(const char *path, char **ret) {
         _cleanup_close_ int fd = -EBADF;
         struct stat st;
@@ -35,8 +36,10 @@ static int read_user_db(const char *path, char **ret) {
                 return negative_errno();
         if (fstat(fd, &st) < 0)
                 return negative_errno();
-        if (!S_ISREG(st.st_mode))
-                return -EINVAL;
+        if (!S_ISREG(st.st_mode)) {
+                *ret = NULL;
+                return 0;
+        }
         return read_full_fd(fd, IMAGE_USER_FILE_MAX, ret, NULL);
 }
 

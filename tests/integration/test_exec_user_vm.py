@@ -105,6 +105,15 @@ def test_exec_user_forms_in_a_vm_sandbox(root_images):
     assert out(st.exec(name, "cat", "/root/secret", flags=["-u", "root"])) == "root only\n"
     out(st.exec(name, "sh", "-c", "echo tool > /usr/bin/newtool", flags=["-u", "root"]))
     assert out(st.exec(name, "cat", "/usr/bin/newtool")) == "tool\n"
+    # SECURITY: a FIFO as /etc/passwd (a link to one on the sandbox's
+    # /tmp: 9p makes none) does not hold the agent, which waits for the
+    # command's start: it is as good as none, so app is unknown (125) and
+    # root still works.
+    out(st.exec(name, "sh", "-c", "mkfifo /tmp/p && rm /etc/passwd && ln -s /tmp/p /etc/passwd",
+                flags=["-u", "root"]))
+    refused(st.exec(name, "true", flags=["-u", "app"], timeout=120), "'app'", "/etc/passwd")
+    # (A command that reads the FIFO itself, as id does, would wait.)
+    assert out(st.exec(name, "echo", "ran", flags=["-u", "root"], timeout=120)) == "ran\n"
 
 
 def test_unknown_or_malformed_user_is_refused_in_a_vm_sandbox(root_images):
