@@ -447,6 +447,7 @@ void vm_layers_configure(const VmLayers *l, const VmRun *v, VmConfig *c) {
          * on, never 0 (issue 26). */
         c->guest_id = VM_GUEST_ID_BASE;
         c->userns_count = vm_run_ids(v);
+        c->userns_ranged = v->idmap.ranged;
         c->n_dirs = 0;
         /* The shares first: their names are below the run directory. */
         for (size_t i = 0; i < l->n_share_fds && v->share_names[i]; i++)
