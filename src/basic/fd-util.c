@@ -236,8 +236,6 @@ int openat_beneath(int dirfd, const char *path, int flags, mode_t mode) {
         return (int)fd;
 }
 
-#define MAX_FDS_PER_MESSAGE 64
-
 int fd_reopen_nonblocking(int fd, int access) {
         char path[64];
         struct stat st;
@@ -255,13 +253,13 @@ int fd_reopen_nonblocking(int fd, int access) {
 int send_with_fds(int sock, const void *data, size_t len, const int *fds, size_t n_fds) {
         union {
                 struct cmsghdr align;
-                char buf[CMSG_SPACE(sizeof(int) * MAX_FDS_PER_MESSAGE)];
+                char buf[CMSG_SPACE(sizeof(int) * FD_MESSAGE_MAX)];
         } control = {};
         struct iovec iov = {.iov_base = (void *)data, .iov_len = len};
         struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1};
         ssize_t n;
 
-        if (n_fds > MAX_FDS_PER_MESSAGE)
+        if (n_fds > FD_MESSAGE_MAX)
                 return -E2BIG;
         if (n_fds > 0) {
                 struct cmsghdr *cmsg;
@@ -287,7 +285,7 @@ int send_with_fds(int sock, const void *data, size_t len, const int *fds, size_t
 ssize_t recv_with_fds(int sock, void *data, size_t len, int *fds, size_t max_fds) {
         union {
                 struct cmsghdr align;
-                char buf[CMSG_SPACE(sizeof(int) * MAX_FDS_PER_MESSAGE)];
+                char buf[CMSG_SPACE(sizeof(int) * FD_MESSAGE_MAX)];
         } control = {};
         struct iovec iov = {.iov_base = data, .iov_len = len};
         struct msghdr mh = {
@@ -331,6 +329,48 @@ ssize_t recv_with_fds(int sock, void *data, size_t len, int *fds, size_t max_fds
                 return -EMSGSIZE;
         }
         return n;
+}
+
+int send_fds_batched(int sock, const int *fds, size_t n_fds) {
+        for (size_t i = 0; i < n_fds; i += FD_MESSAGE_MAX) {
+                int r = send_with_fds(sock, "F", 1, fds + i,
+                                      MIN(n_fds - i, (size_t)FD_MESSAGE_MAX));
+
+                if (r < 0)
+                        return r;
+        }
+        return 0;
+}
+
+int recv_fds_batched(int sock, int *fds, size_t n_fds) {
+        size_t got = 0;
+        int r = 0;
+
+        for (size_t i = 0; i < n_fds; i++)
+                fds[i] = -EBADF;
+        while (got < n_fds) {
+                size_t want = MIN(n_fds - got, (size_t)FD_MESSAGE_MAX), k = 0;
+                int batch[FD_MESSAGE_MAX];
+                char tag = 0;
+                ssize_t n;
+
+                n = recv_with_fds(sock, &tag, 1, batch, FD_MESSAGE_MAX);
+                while (n >= 0 && k < FD_MESSAGE_MAX && batch[k] >= 0)
+                        k++;
+                if (n != 1 || tag != 'F' || k != want) {
+                        for (size_t i = 0; i < k; i++)
+                                batch[i] = safe_close(batch[i]);
+                        /* A longer message than "F" is not a batch either. */
+                        r = n == -EMSGSIZE ? -EBADMSG : n < 0 ? (int)n : n == 0 ? -EPIPE : -EBADMSG;
+                        break;
+                }
+                memcpy(fds + got, batch, want * sizeof(int));
+                got += want;
+        }
+        if (r < 0)
+                for (size_t i = 0; i < got; i++)
+                        fds[i] = safe_close(fds[i]);
+        return r;
 }
 
 bool path_is_safe_absolute(const char *path) {

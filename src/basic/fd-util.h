@@ -79,10 +79,27 @@ int openat_beneath(int dirfd, const char *path, int flags, mode_t mode);
  * reads. */
 int fd_reopen_nonblocking(int fd, int access);
 
+/* The most descriptors one message of send_with_fds() carries: hutch's own
+ * cap (the kernel's, SCM_MAX_FD, is 253), which sizes the control buffers
+ * on the stack. More travel in batches (send_fds_batched()). */
+#define FD_MESSAGE_MAX 64
+
 /* Sends @data of @len bytes plus the @n_fds descriptors in @fds (may be 0,
- * at most 64, else -E2BIG) as one message over the SOCK_SEQPACKET socket
- * @sock. */
+ * at most FD_MESSAGE_MAX, else -E2BIG) as one message over the
+ * SOCK_SEQPACKET socket @sock. */
 int send_with_fds(int sock, const void *data, size_t len, const int *fds, size_t n_fds);
+
+/* Sends the @n_fds descriptors of @fds (any number) over @sock in messages
+ * of FD_MESSAGE_MAX each (the last one the rest), each with the one byte
+ * "F"; none when @n_fds is 0. The receiver knows @n_fds from a message of
+ * its own before (an image's layer count). 0 or -errno. */
+int send_fds_batched(int sock, const int *fds, size_t n_fds);
+
+/* Receives what send_fds_batched() sent: exactly @n_fds descriptors (born
+ * CLOEXEC) into @fds. Returns 0; -EBADMSG for a message that is not a
+ * batch or carries another count than it should, -EPIPE on EOF, or -errno;
+ * then every descriptor received is closed and @fds is all -EBADF. */
+int recv_fds_batched(int sock, int *fds, size_t n_fds);
 
 /* Receives one message of at most @len bytes into @data and up to @max_fds
  * descriptors (born CLOEXEC; unused slots set to -EBADF). Returns the byte

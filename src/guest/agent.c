@@ -256,6 +256,9 @@ typedef struct Exec {
         bool connecting;     /* its STARTED or ERROR waits for the connect's end */
         int pty;             /* the master of its terminal (in and out[0]), or -EBADF */
         unsigned rows, cols; /* the terminal's size asked for ("t:" entry) */
+        char user[256];      /* "u:" entry: the user to become (agent-user.c), or "" */
+        /* "k:HOME", "k:USER": the policy sets them, the user does not */
+        bool keep_home, keep_user;
         pid_t pid;
         int out[2]; /* read ends of stdout, stderr */
         int in;     /* write end of stdin, -EBADF once closed */
@@ -314,6 +317,17 @@ _noreturn_ static void child_fail(int errfd, int err, const char *what) {
         _exit(125);
 }
 
+/* child_fail() with the detail the ERROR says instead of the working
+ * directory: "what NUL detail". */
+_noreturn_ static void child_fail_detail(int errfd, int err, const char *what, const char *detail) {
+        unsigned char b[4];
+
+        agent_put_le32(b, (uint32_t)err);
+        if (loop_write(errfd, b, sizeof(b)) >= 0 && loop_write(errfd, what, strlen(what) + 1) >= 0)
+                (void)loop_write(errfd, detail, strlen(detail));
+        _exit(125);
+}
+
 /* SECURITY (issue 15, item 5; issue 26): the command's wall in the guest,
  * what the namespace backend's init applies. It joins the sandbox's
  * namespaces (agent-setup.c's setup_namespaces(): its pid namespace is
@@ -324,7 +338,7 @@ _noreturn_ static void child_fail(int errfd, int err, const char *what) {
  * capability (bounding and ambient sets empty; a persistent image
  * sandbox's root keeps AGENT_PACKAGE_CAPS over its own namespace's ids),
  * no_new_privs, no core dump. The seccomp filter comes last, in child_main(). */
-static void enter_sandbox(int errfd) {
+static void enter_sandbox(const Exec *x, int errfd, char ***envp) {
         struct __user_cap_header_struct hdr = {.version = _LINUX_CAPABILITY_VERSION_3};
         struct __user_cap_data_struct data[2] = {};
         const struct rlimit no_core = {};
@@ -357,6 +371,20 @@ static void enter_sandbox(int errfd) {
                     errno != EINVAL)
                         child_fail(errfd, errno, "drop the bounding set");
         (void)prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0);
+        /* --user or the image's User (docs/vm.md, "Images"): while the
+         * command is still its namespace's root with the bounding set
+         * dropped. A uid other than 0 has no capability left after it. */
+        if (x->user[0]) {
+                char msg[512];
+                uid_t uid = 0;
+                int r = agent_user_become(x->user, x->keep_home, x->keep_user, envp, &uid, msg,
+                                          sizeof(msg));
+
+                if (r < 0)
+                        child_fail_detail(errfd, -r, AGENT_STEP_USER, msg);
+                if (uid != 0)
+                        keep = 0;
+        }
         data[0].effective = data[0].permitted = (uint32_t)keep;
         data[1].effective = data[1].permitted = (uint32_t)(keep >> 32);
         if (syscall(SYS_capset, &hdr, data) < 0)
@@ -404,7 +432,7 @@ _noreturn_ static void child_main(Exec *x, char **argv, char **envp, const char 
         if (dup2(pipes[0][0], STDIN_FILENO) < 0 || dup2(pipes[1][1], STDOUT_FILENO) < 0 ||
             dup2(pipes[2][1], STDERR_FILENO) < 0)
                 child_fail(errfd, errno, "set up stdio");
-        enter_sandbox(errfd);
+        enter_sandbox(x, errfd, &envp);
         if (chdir(cwd) < 0)
                 child_fail(errfd, errno, "enter the working directory");
         if (x->rows > 0) {
@@ -771,7 +799,7 @@ static int start_exec(Exec *x, const void *payload, size_t len, Fail *f) {
         size_t na = 0, ne = 0, pos = 0;
         int pipes[3][2] = {{-1, -1}, {-1, -1}, {-1, -1}}, err[2] = {-1, -1}, pty[2] = {-1, -1};
         const char *s;
-        unsigned char ebuf[4 + 256];
+        unsigned char ebuf[4 + 1024];
         ssize_t n;
         int r = 0;
 
@@ -784,6 +812,18 @@ static int start_exec(Exec *x, const void *payload, size_t len, Fail *f) {
                 if (strncmp(s, "c:", 2) == 0) {
                         free(cwd);
                         cwd = strdup(s + 2);
+                        continue;
+                }
+                if (strncmp(s, "u:", 2) == 0) {
+                        if (!s[2] || strlen(s + 2) >= sizeof(x->user)) {
+                                r = fail(f, EINVAL, "parse the command", "the user");
+                                goto out;
+                        }
+                        (void)snprintf(x->user, sizeof(x->user), "%s", s + 2);
+                        continue;
+                }
+                if (strcmp(s, "k:HOME") == 0 || strcmp(s, "k:USER") == 0) {
+                        *(s[2] == 'H' ? &x->keep_home : &x->keep_user) = true;
                         continue;
                 }
                 if (strncmp(s, "t:", 2) == 0) {
@@ -847,10 +887,15 @@ static int start_exec(Exec *x, const void *payload, size_t len, Fail *f) {
                 x->pty = -EBADF;
         n = loop_read(err[0], ebuf, sizeof(ebuf) - 1);
         if (n >= 4) {
+                size_t what_len;
+
                 ebuf[n] = '\0';
                 (void)waitpid(x->pid, NULL, 0);
                 x->pid = 0;
-                r = fail(f, (int)agent_get_le32(ebuf), (const char *)ebuf + 4, cwd);
+                /* "what", or "what NUL detail" (child_fail_detail()). */
+                what_len = strlen((const char *)ebuf + 4);
+                r = fail(f, (int)agent_get_le32(ebuf), (const char *)ebuf + 4,
+                         4 + what_len < (size_t)n ? (const char *)ebuf + 5 + what_len : cwd);
                 goto out;
         }
         if (x->rows > 0) {

@@ -89,3 +89,12 @@ int agent_pty_resize(int master, unsigned rows, unsigned cols);
  * in the guest: a published port's connection. 0 or -errno
  * (-ECONNREFUSED: nothing listens there). */
 int agent_forward_connect(uint16_t port, int *ret_fd);
+
+/* agent-user.c. In the command's child, chrooted into its root and root of
+ * the sandbox's user namespace (enter_sandbox()): resolves @spec in that
+ * root's /etc/passwd and /etc/group (src/shared/image-user.h), sets HOME
+ * and USER in *@envp (unless @keep_home, @keep_user: the policy sets them),
+ * and becomes that user (groups, gid, uid). Returns 0 with the uid in
+ * @ret_uid, or -errno with what went wrong in @msg. */
+int agent_user_become(const char *spec, bool keep_home, bool keep_user, char ***envp,
+                      uid_t *ret_uid, char *msg, size_t msg_size);

@@ -31,7 +31,9 @@
  *          environment, one "c:DIR" for the working directory; an argv
  *          that starts with FILE_OP_ARGV0 runs the file operation builtin
  *          of src/shared/file-op.h instead of a program, confined the
- *          same way)
+ *          same way; "u:SPEC" runs it as that user of its root's
+ *          /etc/passwd and /etc/group, setting HOME and USER but for the
+ *          ones a "k:HOME" or "k:USER" keeps: docs/vm.md "Images")
  *   guest: STARTED (le32 pid), or ERROR when the command could not be set
  *          up (its exec failing is not an error: exit status 127 or 126)
  *   both:  STDIN from the host (empty payload = end of input); STDOUT and
@@ -81,6 +83,8 @@
  *   guest: EXIT once both directions ended (the host's half-close passed
  *          on, or the guest side no longer taking its bytes), not at the
  *          end of the guest side's stream alone
+ *   host:  EXEC's "u:SPEC", "k:HOME", "k:USER" (issue 17: the command's
+ *          user, above); an agent before 1.4 refuses the unknown entry
  *
  * ERROR's payload: le32 errno, then "step" NUL "message" NUL.
  *
@@ -130,6 +134,10 @@
 #define AGENT_PORT_NAME "org.hutch.agent.0"
 #define AGENT_GUEST_ADDR "10.0.2.15"
 #define AGENT_PROXY_ADDR "10.0.2.100"
+/* The step of an EXEC's ERROR when its "u:" user could not be found or
+ * taken: the host answers it with exit 125, not 126/127. */
+#define AGENT_STEP_USER "become the user"
+
 /* Commands at once (channels 0 to AGENT_MAX_EXECS - 1). */
 #define AGENT_MAX_EXECS 64
 /* Unacknowledged stream bytes per channel and direction. */

@@ -19,9 +19,9 @@ per shape). TCG is slow, so the claims are few, each with its twin:
     outside them, not the sandbox's init), a one-shot run none;
   - `hutch image rm` is refused while a VM sandbox uses the image;
   - bad input answers as on the namespace backend (an unknown image), and
-    what the vm backend cannot do yet is refused, never run otherwise (an
-    image User); a mount point the image made a symlink is refused, not
-    followed by the guest's agent."""
+    an image User the image lacks is refused, never run as root; a mount
+    point the image made a symlink is refused, not followed by the guest's
+    agent."""
 
 import os
 import subprocess
@@ -189,9 +189,10 @@ def test_bad_input_answers_as_the_namespace_backend(images):
     assert vm.stderr == ns.stderr
     r = images.hutch("create", f"nosuch-{images.tag}", *TCG, "--image", missing)
     refused(r, f"'{missing}'")
-    # An image User the guest cannot take yet: refused, never run as root.
-    app = images.add("app", {**CONFIG, "User": "app"})
-    refused(images.run("--image", app, "--", "id", "-u"), "User 'app'", "vm backend")
+    # An image User its /etc/passwd lacks: refused, naming it, never run
+    # as root (test_exec_user_vm.py has the users the image has).
+    ghost = images.add("ghost", {**CONFIG, "User": "ghost"})
+    refused(images.run("--image", ghost, "--", "id", "-u"), "'ghost'", "/etc/passwd")
     # Twin: the same image with User root runs.
     root = images.add("root", {**CONFIG, "User": "root"})
     assert out(images.run("--image", root, "--", "id", "-u")) == "0\n"

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -259,6 +260,45 @@ TEST(mkdir_private_refuses_a_folder_others_can_write) {
         *strrchr(deep, '/') = '\0';
         (void)rmdir(deep);
         (void)rmdir(t);
+}
+
+/* More descriptors than one message carries (an image of 127 layers)
+ * arrive whole and in order through the batches. */
+TEST(fds_batched_carry_more_than_one_message) {
+        enum { N = 2 * FD_MESSAGE_MAX + 2 };
+        int sk[2], in[N], out[N];
+        struct stat a, b;
+
+        ASSERT_OK(socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sk));
+        for (size_t i = 0; i < N; i++)
+                ASSERT_TRUE((in[i] = open("/dev/null", O_RDONLY | O_CLOEXEC)) >= 0);
+        /* One message alone cannot. */
+        ASSERT_ERROR(send_with_fds(sk[0], "x", 1, in, FD_MESSAGE_MAX + 1), E2BIG);
+        ASSERT_OK(send_fds_batched(sk[0], in, N));
+        ASSERT_OK(recv_fds_batched(sk[1], out, N));
+        for (size_t i = 0; i < N; i++) {
+                ASSERT_TRUE(out[i] >= 0 && out[i] != in[i]);
+                ASSERT_OK(fstat(in[i], &a));
+                ASSERT_OK(fstat(out[i], &b));
+                ASSERT_TRUE(a.st_ino == b.st_ino && a.st_dev == b.st_dev);
+                ASSERT_EQ(fcntl(out[i], F_GETFD) & FD_CLOEXEC, FD_CLOEXEC);
+                (void)close(out[i]);
+        }
+        /* Twin: a batch of another count, or an end too early, is refused
+         * with nothing left open. */
+        ASSERT_OK(send_fds_batched(sk[0], in, FD_MESSAGE_MAX + 3));
+        ASSERT_ERROR(recv_fds_batched(sk[1], out, FD_MESSAGE_MAX + 5), EBADMSG);
+        for (size_t i = 0; i < FD_MESSAGE_MAX + 5; i++)
+                ASSERT_EQ(out[i], -EBADF);
+        ASSERT_OK(send_with_fds(sk[0], "im", 2, in, 1));
+        ASSERT_ERROR(recv_fds_batched(sk[1], out, 1), EBADMSG);
+        ASSERT_OK(send_fds_batched(sk[0], in, FD_MESSAGE_MAX));
+        (void)close(sk[0]);
+        ASSERT_ERROR(recv_fds_batched(sk[1], out, FD_MESSAGE_MAX + 1), EPIPE);
+        ASSERT_EQ(out[0], -EBADF);
+        for (size_t i = 0; i < N; i++)
+                (void)close(in[i]);
+        (void)close(sk[1]);
 }
 
 DEFINE_TEST_MAIN

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 #include <fcntl.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
@@ -69,6 +70,32 @@ TEST(image_ref_is_valid) {
 __attribute__((constructor)) static void conf_setup(void) {
         (void)setenv("CONTAINERS_REGISTRIES_CONF", "/dev/null", 1);
         (void)unsetenv("HUTCH_REGISTRY_DEFAULT");
+}
+
+/* An image runs where its config's platform is the host's, or unsaid. */
+TEST(image_check_platform) {
+        char host[65], sparc[] = "sparc64", linux_os[] = "linux", win[] = "windows", empty[] = "";
+        Image im = {};
+        HutchError e = {};
+
+        ASSERT_OK(image_host_architecture(host, sizeof(host)));
+        ASSERT_TRUE(host[0] != '\0');
+        ASSERT_ERROR(image_host_architecture(host, 1), ENAMETOOLONG);
+        ASSERT_OK(image_host_architecture(host, sizeof(host)));
+        ASSERT_OK(image_check_platform(&im, "none", &e));
+        im.config.architecture = host;
+        im.config.os = linux_os;
+        ASSERT_OK(image_check_platform(&im, "native", &e));
+        im.config.architecture = empty;
+        ASSERT_OK(image_check_platform(&im, "unsaid", &e));
+        im.config.architecture = sparc;
+        ASSERT_ERROR(image_check_platform(&im, "sp", &e), ENOEXEC);
+        ASSERT_TRUE(strstr(e.msg, "'sp' is for linux/sparc64") != NULL);
+        ASSERT_TRUE(strstr(e.msg, host) != NULL);
+        im.config.architecture = host;
+        im.config.os = win;
+        ASSERT_ERROR(image_check_platform(&im, "w", &e), ENOEXEC);
+        ASSERT_TRUE(strstr(e.msg, "windows/") != NULL);
 }
 
 TEST(image_ref_normalize) {

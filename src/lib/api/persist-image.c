@@ -26,12 +26,23 @@ int persist_image_digest(Store *s, const char *ref, char **ret, HutchError *rete
 }
 
 int persist_image_pin(Store *s, Policy *p, HutchError *reterr) {
+        _cleanup_(image_store_freep) ImageStore *is = NULL;
+        _cleanup_(image_freep) Image *im = NULL;
         _cleanup_free_ char *digest = NULL;
         int r;
 
         if (!p->image)
                 return 0;
         r = persist_image_digest(s, p->image, &digest, reterr);
+        if (r < 0)
+                return r;
+        /* An image of another platform is refused before the sandbox is
+         * made (docs/images-run.md), as a run refuses it. */
+        r = image_store_open(s, &is, reterr);
+        if (r >= 0)
+                r = image_store_resolve(is, digest, &im, reterr);
+        if (r >= 0)
+                r = image_check_platform(im, p->image, reterr);
         if (r < 0)
                 return r;
         return policy_set_image(p, digest, reterr);

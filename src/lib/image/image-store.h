@@ -225,3 +225,17 @@ int image_to_json(const Image *im, char **ret);
  * returns it. */
 int image_store_import(ImageStore *s, const char *path, const char *name, int stdin_fd, Image **ret,
                        HutchError *reterr);
+
+/* Image platform (issue 17): an image imports whatever its architecture
+ * (as podman does), but runs only where it can (image-platform.c). */
+
+/* The host's architecture as image configs name it (GOARCH: "amd64",
+ * "arm64", ...; uname(2)'s machine when hutch knows no other name) into
+ * @buf. 0, -ENAMETOOLONG, or -errno. */
+int image_host_architecture(char *buf, size_t size);
+
+/* Whether the image @im (called @name in the error) can run on this host:
+ * its config's "os", when set, is linux and its "architecture", when set,
+ * the host's. 0, or -ENOEXEC with @reterr naming the image's platform and
+ * the host's. */
+int image_check_platform(const Image *im, const char *name, HutchError *reterr);

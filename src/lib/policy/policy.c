@@ -714,12 +714,6 @@ static int validate_vm(const Policy *p, HutchError *reterr) {
                 return hutch_error_set(reterr, EINVAL, "invalid image name '%s'", p->image);
         if (p->user && !user_spec_is_valid(p->user))
                 return hutch_error_set(reterr, EINVAL, "invalid user '%s'", p->user);
-        /* The guest's agent runs every command as the guest's root: a user
-         * asked for and not taken is refused, never ignored. */
-        if (p->backend == SANDBOX_BACKEND_VM && p->user)
-                return hutch_error_set(reterr, EOPNOTSUPP,
-                                       "--user '%s' is not supported with --backend vm yet",
-                                       p->user);
         if (p->backend != SANDBOX_BACKEND_VM || !p->vm_kernel)
                 return 0;
         if (stat(p->vm_kernel, &st) < 0)

@@ -11,25 +11,20 @@
  * read-only, as overlay lower layers, below a writable upper of the
  * sandbox's own.
  *
- * image_user_resolve() finds the image's User in the image's own
- * /etc/passwd and /etc/group, read inside the sandbox after its root is
- * built. Both files are the image's (untrusted) text: every line is
- * bounded, a malformed one is skipped, and only the fields used are
- * parsed. */
+ * The image's User is resolved by image_user_resolve() (src/shared's
+ * image-user.h, which the microVM guest's agent links too). */
 
 #include <stddef.h>
 #include <sys/types.h>
 
 #include "hutch-error.h"
+#include "image-user.h"
 #include "macro.h"
 
-/* The most layers an image may have here: one descriptor each travels to
- * the sandbox's init in one message (fd-util's per-message cap). */
-#define IMAGE_ROOT_MAX_LAYERS 64
-/* The most supplementary groups the image's User gets. */
-#define IMAGE_USER_MAX_GROUPS 64
-/* How much of /etc/passwd or /etc/group is read. */
-#define IMAGE_USER_FILE_MAX (1U << 20)
+/* The most layers an image may have here: the image store's own cap
+ * (IMAGE_LAYERS_MAX, Docker's 127). One descriptor each travels to the
+ * sandbox's init, FD_MESSAGE_MAX per message (send_fds_batched()). */
+#define IMAGE_ROOT_MAX_LAYERS 127
 
 typedef struct ImageRoot {
         char *name;        /* as the policy gave it */
@@ -65,24 +60,3 @@ int image_root_mark_run(ImageRoot *img, HutchError *reterr);
  * @ret; -EINVAL with @reterr when that is empty (no command given and the
  * image has neither), -ENOMEM. */
 int image_root_command(const ImageRoot *img, char *const *argv, char ***ret, HutchError *reterr);
-
-typedef struct ImageUser {
-        uid_t uid;
-        gid_t gid;
-        gid_t groups[IMAGE_USER_MAX_GROUPS]; /* supplementary, @gid first */
-        size_t n_groups;
-        char name[64]; /* the passwd name, or "" for a numeric uid it lacks */
-        char home[256];
-} ImageUser;
-
-/* Resolves @spec (Config.User or --user: "user", "uid", "user:group", "uid:gid",
- * "user:gid", "uid:group") against @passwd and @group (the image's files'
- * text, NUL-terminated, either may be NULL). A name must be found, but
- * "root" (uid 0, gid 0, home /root when @passwd lacks it); a
- * number need not be (docker's rule), in which case its gid is the
- * uid's passwd gid, else 0 for an unknown uid, and its home "/". The
- * supplementary groups are the gid and every group of @group listing the
- * user's name. Returns 0, or -ENOENT / -EINVAL with @reterr naming what
- * was not found or not valid. */
-int image_user_resolve(const char *spec, const char *passwd, const char *group, ImageUser *ret,
-                       HutchError *reterr);

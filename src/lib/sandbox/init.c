@@ -1009,12 +1009,20 @@ void sandbox_init_main(const InitArgs *a) {
         if (a->image) {
                 SyncMsg im;
 
-                r = sync_recv(a->sync_fd, &im, image_fds, ELEMENTSOF(image_fds));
-                /* Detached mounts (as root), or none: init binds the paths. */
+                r = sync_recv(a->sync_fd, &im, image_fds, FD_MESSAGE_MAX);
+                /* Detached mounts (as root), or none: init binds the paths.
+                 * Past FD_MESSAGE_MAX layers the rest come in batches. */
                 if (r <= 0 || im.op != SYNC_OP_IMAGE ||
                     im.values[0] != strv_length(a->image->layers) ||
-                    (im.n_fds != 0 && im.n_fds != im.values[0]))
+                    im.values[0] > ELEMENTSOF(image_fds) ||
+                    (im.n_fds != 0 && im.n_fds != MIN(im.values[0], (uint64_t)FD_MESSAGE_MAX)))
                         init_fail(a->sync_fd, EPROTO, "receive the image's layers", NULL);
+                if (im.n_fds == FD_MESSAGE_MAX && im.values[0] > FD_MESSAGE_MAX) {
+                        r = recv_fds_batched(a->sync_fd, image_fds + FD_MESSAGE_MAX,
+                                             im.values[0] - FD_MESSAGE_MAX);
+                        if (r < 0)
+                                init_fail(a->sync_fd, -r, "receive the image's layers", NULL);
+                }
                 image = (RootfsImage){
                         .layer_fds = image_fds,
                         .layer_paths = a->image->layers,

@@ -895,10 +895,15 @@ int sandbox_start(const Policy *policy, const SandboxLayerPaths *layers, char *c
                 r = sync_send_values(st->sync_parent, SYNC_OP_LAYERS,
                                      (uint64_t[3]){strv_length(layers->layers), 0, 0},
                                      st->prep.layer_fds, st->prep.n_layer_fds);
+        /* The image's layers: the first FD_MESSAGE_MAX with the message,
+         * the rest in batches (an image may have IMAGE_ROOT_MAX_LAYERS). */
         if (r >= 0 && st->image)
                 r = sync_send_values(st->sync_parent, SYNC_OP_IMAGE,
                                      (uint64_t[3]){strv_length(st->image->layers), 0, 0},
-                                     st->image_fds, st->n_image_fds);
+                                     st->image_fds, MIN(st->n_image_fds, (size_t)FD_MESSAGE_MAX));
+        if (r >= 0 && st->image && st->n_image_fds > FD_MESSAGE_MAX)
+                r = send_fds_batched(st->sync_parent, st->image_fds + FD_MESSAGE_MAX,
+                                     st->n_image_fds - FD_MESSAGE_MAX);
         prepared_done(&st->prep);
         for (size_t i = 0; i < st->n_image_fds; i++)
                 st->image_fds[i] = safe_close(st->image_fds[i]);

@@ -190,7 +190,8 @@ static void exec_started(VmKeeper *k, VmExec *e) {
 
 /* The agent could not start @e's command (not found, not executable, a
  * bad working directory): 127 or 126, with the reason on its stderr, as
- * the namespace backend does. */
+ * the namespace backend does; 125 for a user it could not find or take,
+ * as the namespace backend's exec_become_user(). */
 static void exec_start_failed(VmKeeper *k, VmExec *e) {
         char line[sizeof(e->ss.error.msg) + 16];
         int efd = e->tty ? e->fds[0] : e->fds[2];
@@ -208,7 +209,10 @@ static void exec_start_failed(VmKeeper *k, VmExec *e) {
                         (void)loop_write(efd, line, strlen(line));
         }
         e->ss.exited = true;
-        e->ss.exit.status = (e->ss.error.errnum == ENOENT ? 127 : 126) << 8;
+        e->ss.exit.status = (e->ss.user_failed              ? 125
+                             : e->ss.error.errnum == ENOENT ? 127
+                                                            : 126)
+                            << 8;
 }
 
 /* What one exec asks for (a client's command, or a file operation). */
@@ -216,6 +220,7 @@ typedef struct VmExecSpec {
         char **argv; /* borrowed */
         char **env;  /* the whole environment (borrowed) */
         const char *cwd;
+        const char *user; /* the user to run as, or NULL: the sandbox's root (borrowed) */
         uint64_t timeout_ms;
         bool detach, builtin, tty;
         bool stdin_pipe; /* with detach: stdin a pipe the keeper keeps ("stdin" request) */
@@ -331,7 +336,8 @@ static int exec_add(VmKeeper *k, KeeperConn *c, const VmExecSpec *x, int fds[3])
                 e->argv_json = a ? json_dumps(a, JSON_COMPACT) : NULL;
                 json_decref(a);
         }
-        r = vm_run_build_exec(x->argv, x->env, x->cwd, &e->payload, &e->payload_len);
+        r = vm_run_build_exec(x->argv, x->env, x->cwd, x->user, k->core.cfg->policy->env,
+                              &e->payload, &e->payload_len);
         /* A terminal's "t:ROWS:COLS" comes with the go (tty_go()). */
         if (r < 0 || e->payload_len + (x->tty ? 16 : 0) > AGENT_FRAME_MAX) {
                 vm_exec_free(e);
@@ -342,6 +348,16 @@ static int exec_add(VmKeeper *k, KeeperConn *c, const VmExecSpec *x, int fds[3])
         c->kind = KEEPER_CONN_EXEC;
         c->exec_id = e->id;
         return 0;
+}
+
+/* The user an exec without --user runs as: the policy's, else the
+ * image's User, else NULL (root). */
+static const char *exec_default_user(const VmKeeper *k) {
+        const Policy *p = k->core.cfg->policy;
+
+        if (p->user)
+                return p->user;
+        return k->v.image ? k->v.image->user : NULL;
 }
 
 /* {"op":"exec",...}: checked and queued; the fds are taken. */
@@ -362,17 +378,14 @@ static int exec_request(KeeperCore *core, KeeperConn *c, json_t *req, int fds[3]
                 keeper_send_error(c->fd, "invalid environment entry (want KEY=VALUE)");
                 return r;
         }
-        /* NEEDSWORK: the guest's agent runs every command as the guest's
-         * root; another user is refused, never ignored (docs/vm.md). */
-        if (q.user && strcmp(q.user, "root") != 0 && strcmp(q.user, "0") != 0) {
-                keeper_send_error(c->fd, "--user other than root is not supported with the vm "
-                                         "backend");
-                return -EOPNOTSUPP;
-        }
+        /* --user, else the sandbox's user (the policy's, else its
+         * image's User), as the namespace backend's exec_become_user();
+         * the agent finds it in the sandbox's /etc/passwd as it is now. */
         return exec_add(k, c,
                         &(VmExecSpec){.argv = q.argv,
                                       .env = env,
                                       .cwd = q.cwd,
+                                      .user = q.user ?: exec_default_user(k),
                                       .timeout_ms = q.timeout_ms,
                                       .detach = q.detach,
                                       .tty = q.tty,

@@ -10,21 +10,6 @@
 #include "strv.h"
 #include "vm/vm-image-root.h"
 
-/* Whether the image's User is its root: empty, "root" or "0", with an
- * optional group that is root's too. */
-static bool user_is_root(const char *user) {
-        const char *colon;
-        size_t n;
-
-        if (!user || !user[0])
-                return true;
-        colon = strchr(user, ':');
-        n = colon ? (size_t)(colon - user) : strlen(user);
-        if (!((n == 4 && strncmp(user, "root", 4) == 0) || (n == 1 && user[0] == '0')))
-                return false;
-        return !colon || strcmp(colon + 1, "root") == 0 || strcmp(colon + 1, "0") == 0;
-}
-
 int vm_image_resolve(const Policy *p, bool mark_run, ImageRoot **ret, HutchError *reterr) {
         _cleanup_(image_root_freep) ImageRoot *img = NULL;
         int r;
@@ -32,14 +17,6 @@ int vm_image_resolve(const Policy *p, bool mark_run, ImageRoot **ret, HutchError
         r = image_root_resolve(p->image, &img, reterr);
         if (r < 0)
                 return r;
-        /* SECURITY (fail closed): the image asks for another user; running
-         * its command as the sandbox's root instead would be a silent
-         * change of what the image said. */
-        if (!user_is_root(img->user))
-                return hutch_error_set(reterr, EOPNOTSUPP,
-                                       "the image '%s' names the User '%s', which the vm backend "
-                                       "cannot take yet (run it with --backend ns)",
-                                       p->image, img->user);
         if (mark_run) {
                 r = image_root_mark_run(img, reterr);
                 if (r < 0)
@@ -68,15 +45,22 @@ int vm_image_layers_recv(int sock, const ImageRoot *img, int *fds, HutchError *r
         size_t n = strv_length(img->layers);
         char tag[4];
         ssize_t k;
+        int r;
 
-        k = recv_with_fds(sock, tag, sizeof(tag), fds, IMAGE_ROOT_MAX_LAYERS);
+        for (size_t i = 0; i < IMAGE_ROOT_MAX_LAYERS; i++)
+                fds[i] = -EBADF;
+        if (n == 0 || n > IMAGE_ROOT_MAX_LAYERS)
+                return hutch_error_set(reterr, E2BIG, "the image '%s' has %zu layers", img->name,
+                                       n);
+        k = recv_with_fds(sock, tag, sizeof(tag), NULL, 0);
         if (k != 2 || memcmp(tag, "im", 2) != 0)
                 return hutch_error_set(reterr, EPROTO, "no image layers from the keeper");
-        for (size_t i = 0; i < IMAGE_ROOT_MAX_LAYERS; i++)
-                if ((i < n) != (fds[i] >= 0))
-                        return hutch_error_set(reterr, EPROTO,
-                                               "the image's layers do not match the keeper's "
-                                               "message");
+        /* Exactly one per layer, in batches (send_fds_batched()). */
+        r = recv_fds_batched(sock, fds, n);
+        if (r < 0)
+                return hutch_error_set(reterr, -r,
+                                       "the image's layers do not match the keeper's message: %s",
+                                       strerror(-r));
         return 0;
 }
 

@@ -20,9 +20,8 @@
 
 /* Resolves @p's image for a VM (image_root_resolve(): the same errors as
  * the namespace backend's) into @ret; with @mark_run, marks it in use by
- * this run (image_root_mark_run()). An image whose config names a User
- * other than root is refused, -EOPNOTSUPP with @reterr (NEEDSWORK: the
- * agent would become it). */
+ * this run (image_root_mark_run()). The image's User is the agent's to
+ * become (an EXEC's "u:"). */
 int vm_image_resolve(const Policy *p, bool mark_run, ImageRoot **ret, HutchError *reterr);
 
 /* Opens each of @img's layers as a detached read-only tree in @fds (one
@@ -31,8 +30,9 @@ int vm_image_resolve(const Policy *p, bool mark_run, ImageRoot **ret, HutchError
  * close. 0 or -errno with @reterr. */
 int vm_image_layers_open(const ImageRoot *img, int userns_fd, int *fds, HutchError *reterr);
 
-/* Receives the message of @img's layers' descriptors ("im") on @sock into
- * @fds. 0 or -EPROTO with @reterr. */
+/* Receives the message "im" on @sock, then @img's layers' descriptors, one
+ * per layer, in batches (send_fds_batched()), into @fds (room for
+ * IMAGE_ROOT_MAX_LAYERS). 0 or -errno with @reterr. */
 int vm_image_layers_recv(int sock, const ImageRoot *img, int *fds, HutchError *reterr);
 
 /* In the helper (the sandbox's user and mount namespace, as its root, in

@@ -296,8 +296,11 @@ static int helper_talk(int sock, const Prepared *prep, const int *image_fds, siz
                 fds[n++] = prep->layer_fds[i];
         r = send_with_fds(sock, "go", 2, fds, n);
         /* An image's layers: a message of their own (at most 64 each). */
+        /* "im", then the layers in batches (vm_image_layers_recv()). */
         if (r >= 0 && n_image_fds > 0)
-                r = send_with_fds(sock, "im", 2, image_fds, n_image_fds);
+                r = send_with_fds(sock, "im", 2, NULL, 0);
+        if (r >= 0 && n_image_fds > 0)
+                r = send_fds_batched(sock, image_fds, n_image_fds);
         if (r < 0)
                 return hutch_error_set(reterr, -r, "failed to start the layers' helper: %s",
                                        strerror(-r));
@@ -321,6 +324,28 @@ static int helper_talk(int sock, const Prepared *prep, const int *image_fds, siz
         if (k != 2 || memcmp(msg, "ok", 2) != 0)
                 return hutch_error_set(reterr, EPROTO,
                                        "the layers' helper ended without an answer");
+        return 0;
+}
+
+/* sandbox_userns_adopt() for the ranged map (a user's persistent image
+ * sandbox with sub-ids): written by newuidmap and newgidmap. */
+static int userns_adopt_ranged(pid_t pid, const IdMapping *m, int *ret_fd, HutchError *reterr) {
+        char path[64];
+        int fd, r;
+
+        r = userns_write_maps_full(pid, m, reterr);
+        if (r < 0)
+                return reterr && reterr->errnum
+                               ? r
+                               : hutch_error_set(reterr, -r,
+                                                 "failed to write the sandbox's id maps: %s",
+                                                 strerror(-r));
+        (void)snprintf(path, sizeof(path), "/proc/%d/ns/user", (int)pid);
+        fd = open(path, O_RDONLY | O_CLOEXEC);
+        if (fd < 0)
+                return hutch_error_set(reterr, errno,
+                                       "failed to open the sandbox's user namespace: %m");
+        *ret_fd = fd;
         return 0;
 }
 
@@ -374,7 +399,8 @@ int vm_layers_open(const VmRun *v, const SandboxLayerPaths *layers, VmLayers *re
                                        "doctor')",
                                        strerror(-pid));
         }
-        r = sandbox_userns_adopt(pid, &idmap, &l.userns_fd, reterr);
+        r = idmap.ranged ? userns_adopt_ranged(pid, &idmap, &l.userns_fd, reterr)
+                         : sandbox_userns_adopt(pid, &idmap, &l.userns_fd, reterr);
         /* A one-shot run's writable trees through the sandbox's root
          * alone, as vm_oneshot_open() maps them. */
         if (r >= 0)
@@ -420,7 +446,8 @@ void vm_layers_configure(const VmLayers *l, const VmRun *v, VmConfig *c) {
         /* SECURITY: the guest sees the sandbox's ids from VM_GUEST_ID_BASE
          * on, never 0 (issue 26). */
         c->guest_id = VM_GUEST_ID_BASE;
-        c->userns_count = v->idmap.count;
+        c->userns_count = vm_run_ids(v);
+        c->userns_ranged = v->idmap.ranged;
         c->n_dirs = 0;
         /* The shares first: their names are below the run directory. */
         for (size_t i = 0; i < l->n_share_fds && v->share_names[i]; i++)

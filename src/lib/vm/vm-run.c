@@ -524,7 +524,7 @@ static int build_setup(VmRun *v, VmConfig *c, char **ret, size_t *ret_len) {
                 r = kv(&buf, &len, "gid=", "%u",
                        v->in_userns ? VM_GUEST_ID_BASE : (unsigned)getgid());
         if (r >= 0)
-                r = kv(&buf, &len, "ids=", "%u", v->in_userns ? v->idmap.count : 1U);
+                r = kv(&buf, &len, "ids=", "%u", v->in_userns ? vm_run_ids(v) : 1U);
         if (r >= 0)
                 r = kv(&buf, &len, "memory=", "%" PRIu64, p->memory_max);
         if (r >= 0)
@@ -545,7 +545,7 @@ static int build_setup(VmRun *v, VmConfig *c, char **ret, size_t *ret_len) {
          * namespace backend's persistent sandboxes with a range keep it:
          * a persistent image sandbox whose guest namespace maps a range;
          * over those ids only. */
-        if (r >= 0 && v->image && v->persistent && v->in_userns && v->idmap.count > 1)
+        if (r >= 0 && v->image && v->persistent && v->in_userns && vm_run_ids(v) > 1)
                 r = agent_payload_add(&buf, &len, "caps=", "package");
         for (size_t i = 0; r >= 0 && i < p->n_tmpfs; i++) {
                 const char *path = p->tmpfs[i].path;
@@ -577,8 +577,8 @@ static int build_setup(VmRun *v, VmConfig *c, char **ret, size_t *ret_len) {
         return 0;
 }
 
-int vm_run_build_exec(char *const *argv, char *const *env, const char *cwd, char **ret,
-                      size_t *ret_len) {
+int vm_run_build_exec(char *const *argv, char *const *env, const char *cwd, const char *user,
+                      char *const *policy_env, char **ret, size_t *ret_len) {
         _cleanup_free_ char *buf = NULL;
         size_t len = 0;
         int r = 0;
@@ -592,6 +592,13 @@ int vm_run_build_exec(char *const *argv, char *const *env, const char *cwd, char
         }
         if (r >= 0)
                 r = agent_payload_add(&buf, &len, "c:", cwd);
+        if (r >= 0 && user && user[0]) {
+                r = agent_payload_add(&buf, &len, "u:", user);
+                if (r >= 0 && strv_env_get(policy_env, "HOME"))
+                        r = agent_payload_add(&buf, &len, "k:", "HOME");
+                if (r >= 0 && strv_env_get(policy_env, "USER"))
+                        r = agent_payload_add(&buf, &len, "k:", "USER");
+        }
         if (r < 0)
                 return r;
         *ret = TAKE_PTR(buf);
@@ -799,7 +806,13 @@ int vm_run_prepare(VmRun *v, VmConfig *c, char *const *caller_env, char **setup,
         r = sandbox_env_add_placeholders(&v->env, v->secrets, reterr);
         if (r < 0)
                 return r;
-        r = idmapping_for_caller(NULL, NULL, &v->idmap);
+        /* A user's persistent image sandbox with sub-ids gets the ranged
+         * map, as on the namespace backend (docs/persistent.md "Id
+         * range"): its QEMU and the guest see 65536 ids, so the image's
+         * other users (apt's _apt) exist (docs/vm.md "Images"). Every
+         * other run keeps the single-id map as a user. */
+        r = v->persistent && v->image ? idmapping_for_caller_ranged(NULL, NULL, NULL, &v->idmap)
+                                      : idmapping_for_caller(NULL, NULL, &v->idmap);
         if (r < 0)
                 return hutch_error_set(reterr, -r, "failed to pick the sandbox's id range: %s",
                                        strerror(-r));
@@ -900,7 +913,10 @@ static int start_command(VmRun *v, char *const *argv, const RunTty *tty, HutchEr
         size_t elen = 0;
         int r;
 
-        r = vm_run_build_exec(argv, v->env, sandbox_workdir(v->policy, v->image), &exec, &elen);
+        /* --user over the image's User (docs/vm.md, "Images"). */
+        r = vm_run_build_exec(argv, v->env, sandbox_workdir(v->policy, v->image),
+                              v->policy->user ?: (v->image ? v->image->user : NULL), v->policy->env,
+                              &exec, &elen);
         if (r >= 0 && tty->slave >= 0) {
                 char size[32];
 

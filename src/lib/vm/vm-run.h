@@ -80,6 +80,16 @@ int vm_run_prepare(VmRun *v, VmConfig *c, char *const *caller_env, char **setup,
                    HutchError *reterr);
 void vm_run_done(VmRun *v);
 
-/* The EXEC payload: @argv, @env ("K=V"), the working directory @cwd. */
-int vm_run_build_exec(char *const *argv, char *const *env, const char *cwd, char **ret,
-                      size_t *ret_len);
+/* How many of the sandbox's ids the guest sees (0..n-1): the map's count,
+ * or with the ranged map of a user's persistent image sandbox the
+ * sub-ids' count (0 the user, 1.. the sub-ids; docs/vm.md "Images"). */
+static inline uint32_t vm_run_ids(const VmRun *v) {
+        return v->idmap.ranged ? v->idmap.sub_count : v->idmap.count;
+}
+
+/* The EXEC payload: @argv, @env ("K=V"), the working directory @cwd, and
+ * the user @user (--user or the image's User; NULL or "": the sandbox's
+ * root), whose HOME and USER the agent sets unless @policy_env (the
+ * policy's own -e) has them. */
+int vm_run_build_exec(char *const *argv, char *const *env, const char *cwd, const char *user,
+                      char *const *policy_env, char **ret, size_t *ret_len);

@@ -168,6 +168,15 @@ static void session_out_eof(VmSession *ss) {
                 (void)shutdown(r->out_fd, SHUT_WR);
 }
 
+/* Whether an EXEC's ERROR (le32 errno, "step" NUL "message" NUL) is at
+ * AGENT_STEP_USER. */
+static bool error_step_is_user(const void *payload, size_t len) {
+        size_t pos = 4;
+        const char *step = len >= 6 ? agent_payload_next(payload, len, &pos) : NULL;
+
+        return step && strcmp(step, AGENT_STEP_USER) == 0;
+}
+
 /* One frame from the agent, to the session of its channel. */
 static void mux_frame(VmMux *m, const AgentFrame *fr) {
         VmSession *ss = m->chans[fr->chan];
@@ -190,6 +199,7 @@ static void mux_frame(VmMux *m, const AgentFrame *fr) {
                 if (ss->started || ss->failed)
                         break;
                 ss->failed = true;
+                ss->user_failed = error_step_is_user(fr->payload, fr->len);
                 (void)vm_agent_error_decode(fr->payload, fr->len,
                                             "the command could not start in the guest", &ss->error);
                 /* The agent freed the channel. */

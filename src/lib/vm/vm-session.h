@@ -72,6 +72,7 @@ struct VmSession {
          * 1.4); @out_shut once passed on to the stdout descriptor
          * (shutdown(SHUT_WR) of a socket, after what came before). */
         bool out_eof, out_shut;
+        bool user_failed;      /* ERROR at AGENT_STEP_USER: exit 125 */
         uint64_t kill_sent_ms; /* when vm_session_kill() told the agent, or 0 */
         bool sock[3];          /* stdin, stdout, stderr are sockets: I/O with MSG_DONTWAIT */
         AgentExit exit;

@@ -425,7 +425,7 @@ static int qemu_landlock(const VmConfig *c, size_t n) {
  * written by a forked child that stays in the outer namespace (a process
  * may not write a multi-id map of its own namespace), while this process
  * is dumpable: a non-dumpable process's /proc files are host root's. */
-static int userns_nest(uint32_t id, uint32_t count) {
+static int userns_nest(uint32_t id, uint32_t count, bool split) {
         pid_t self = getpid(), writer;
         int go[2], status = 0, r = 0;
 
@@ -434,12 +434,20 @@ static int userns_nest(uint32_t id, uint32_t count) {
         (void)prctl(PR_SET_DUMPABLE, 1, 0, 0, 0);
         writer = fork();
         if (writer == 0) {
-                char path[64], map[64], c;
+                char path[64], map[96], c;
 
                 (void)close(go[1]);
                 if (read(go[0], &c, 1) != 1)
                         _exit(1);
-                (void)snprintf(map, sizeof(map), "%u 0 %u\n", id, count);
+                /* Two extents under a ranged map: the kernel wants each
+                 * within one extent of the parent's map, and the ranged
+                 * map of a user with sub-ids has its 0 (the user) apart
+                 * from 1.. (the sub-ids; docs/vm.md "Images"). */
+                if (split && count > 1)
+                        (void)snprintf(map, sizeof(map), "%u 0 1\n%u 1 %u\n", id, id + 1,
+                                       count - 1);
+                else
+                        (void)snprintf(map, sizeof(map), "%u 0 %u\n", id, count);
                 (void)snprintf(path, sizeof(path), "/proc/%d/uid_map", (int)self);
                 if (write_string_file(path, map) < 0)
                         _exit(2);
@@ -525,7 +533,7 @@ _noreturn_ static void qemu_exec(const VmConfig *c, char **argv, int fds[3], int
                 if (c->guest_id > 0) {
                         uid_t id = (uid_t)c->guest_id;
 
-                        if (userns_nest(c->guest_id, c->userns_count) < 0 ||
+                        if (userns_nest(c->guest_id, c->userns_count, c->userns_ranged) < 0 ||
                             setresgid(id, id, id) < 0 || setresuid(id, id, id) < 0 ||
                             caps_keep_ambient() < 0)
                                 _exit(127);

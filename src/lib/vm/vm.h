@@ -113,6 +113,10 @@ typedef struct VmConfig {
          * own wall"). 0: QEMU stays the namespace's root. */
         uint32_t guest_id;
         uint32_t userns_count;
+        /* The namespace holds the ranged map of a user with sub-ids (its 0
+         * the user, 1.. the sub-ids: two extents), so the nested map is
+         * written in the same two (docs/vm.md, "Images"). */
+        bool userns_ranged;
         VmDir dirs[VM_MAX_DIRS];
         size_t n_dirs;
         /* With in_userns: files bound into a mount namespace of QEMU's
