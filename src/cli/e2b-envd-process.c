@@ -681,7 +681,7 @@ static int proc_start(EnvdCall *call) {
         uint16_t cols = 80, rows = 24;
         HutchError err = {};
         KeeperExec req;
-        const char *cwd = NULL;
+        const char *cwd = NULL, *user = NULL;
         bool want_stdin = json_is_true(json_object_get(call->msg, "stdin"));
         int p[2], code = 0, r;
 
@@ -697,6 +697,9 @@ static int proc_start(EnvdCall *call) {
                 return 1;
         if (pty && json_is_null(pty))
                 pty = NULL;
+        r = envd_user_spec(call->sbx.name, call->user, &user);
+        if (r < 0)
+                return start_fail(call, connect_code_from_errno(-r), strerror(-r));
         r = store_open(&store, &err);
         if (r >= 0)
                 r = persist_connect(store, call->sbx.name, true, &b.sock, &err);
@@ -736,6 +739,7 @@ static int proc_start(EnvdCall *call) {
                 .cwd = cwd,
                 .tty = pty != NULL,
                 .fds = {pty ? remote : in_r, pty ? remote : out_w, pty ? remote : err_w},
+                .user = user,
         };
         r = keeper_exec_send(b.sock, &req, &err);
         if (r < 0)

@@ -178,26 +178,73 @@ int envd_check_members(json_t *obj, const char *const *names, const char **ret_b
 
 /* ---- requests ---- */
 
-/* The user E2B names (the `username` parameter or "Authorization: Basic
- * base64(user:)"): "user" or "root", the two accounts of E2B's base
- * template, or none. The command runs as the sandbox's own user either
- * way (docs/e2b-envd.md "Users"); any other name is refused. */
-static int envd_user_check(const E2bRequest *req, const char *username) {
+/* The user E2B names (the `username` parameter, else "Authorization:
+ * Basic base64(user:)"): "user" or "root", the two accounts of E2B's base
+ * template, or none (ENVD_USER_DEFAULT). Any other name is -EINVAL. */
+static int envd_user_parse(const E2bRequest *req, const char *username, EnvdUser *ret) {
         const char *auth = e2b_request_header(req, "Authorization");
         _cleanup_free_ uint8_t *dec = NULL;
+        EnvdUser from_auth = ENVD_USER_DEFAULT;
         size_t n = 0;
 
-        if (username && username[0] && strcmp(username, "user") != 0 &&
-            strcmp(username, "root") != 0)
-                return -EINVAL;
-        if (!auth)
+        if (auth) {
+                if (strncasecmp(auth, "Basic ", 6) != 0)
+                        return -EINVAL;
+                if (base64_decode(auth + 6, strlen(auth + 6), BASE64_PAD_OPTIONAL, &dec, &n) < 0)
+                        return -EINVAL;
+                if (n == 5 && memcmp(dec, "user:", 5) == 0)
+                        from_auth = ENVD_USER_USER;
+                else if (n == 5 && memcmp(dec, "root:", 5) == 0)
+                        from_auth = ENVD_USER_ROOT;
+                else
+                        return -EINVAL;
+        }
+        if (username && username[0]) {
+                if (strcmp(username, "user") == 0)
+                        *ret = ENVD_USER_USER;
+                else if (strcmp(username, "root") == 0)
+                        *ret = ENVD_USER_ROOT;
+                else
+                        return -EINVAL;
                 return 0;
-        if (strncasecmp(auth, "Basic ", 6) != 0)
+        }
+        *ret = from_auth;
+        return 0;
+}
+
+int envd_user_spec(const char *sandbox, EnvdUser user, const char **ret_spec) {
+        _cleanup_free_ char *policy = NULL;
+        hutch_error err = {};
+        json_t *o, *image;
+        bool host_base;
+        int r;
+
+        switch (user) {
+        case ENVD_USER_DEFAULT:
+                *ret_spec = NULL;
+                return 0;
+        case ENVD_USER_ROOT:
+                *ret_spec = "root";
+                return 0;
+        case ENVD_USER_USER:
+                break;
+        default:
                 return -EINVAL;
-        if (base64_decode(auth + 6, strlen(auth + 6), BASE64_PAD_OPTIONAL, &dec, &n) < 0)
+        }
+        /* The host base has no account "user" (its /etc is the host's):
+         * there the sandbox's own user is E2B's "user" (docs/e2b.md
+         * "Templates"). Any image (or a snapshot of one) names it, and
+         * one without it refuses the command (exit 125, naming it). */
+        r = hutch_get_policy(sandbox, &policy, &err);
+        if (r < 0)
+                return r;
+        o = json_loads(policy, 0, NULL);
+        if (!o)
                 return -EINVAL;
-        if (!((n == 5 && memcmp(dec, "user:", 5) == 0) || (n == 5 && memcmp(dec, "root:", 5) == 0)))
-                return -EINVAL;
+        image = json_object_get(o, "image");
+        host_base = !json_is_string(image) || json_string_length(image) == 0;
+        json_decref(o);
+        *ret_spec = host_base ? NULL : "user";
         return 0;
 }
 
@@ -871,7 +918,7 @@ static int connect_call(E2bRequest *req, const char *service, const char *method
                 }
                 return envd_unary_error(req, code, why) < 0 ? -EIO : 0;
         }
-        if (envd_user_check(req, NULL) < 0) {
+        if (envd_user_parse(req, NULL, &call.user) < 0) {
                 json_decref(call.msg);
                 why = "unknown user (E2B's base template has 'user' and 'root')";
                 if (stream) {
@@ -957,6 +1004,7 @@ static int files_status(int r) {
 static int files_get(E2bRequest *req) {
         _cleanup_free_ char *path = NULL, *user = NULL, *data = NULL, *disp = NULL;
         E2bSandboxRef sbx = {};
+        EnvdUser euser = ENVD_USER_DEFAULT;
         hutch_error err = {};
         size_t len = 0;
         int r;
@@ -966,7 +1014,7 @@ static int files_get(E2bRequest *req) {
                 return rest_error(req, 400, "malformed query");
         if (!path || !path[0])
                 return rest_error(req, 400, "'path' is required");
-        if (envd_user_check(req, user) < 0)
+        if (envd_user_parse(req, user, &euser) < 0)
                 return rest_error(req, 400,
                                   "unknown user (E2B's base template has 'user' and "
                                   "'root')");
@@ -997,6 +1045,7 @@ static int files_post(E2bRequest *req) {
         const char *ct = e2b_request_header(req, "Content-Type");
         const char *enc = e2b_request_header(req, "Content-Encoding");
         E2bSandboxRef sbx = {};
+        EnvdUser euser = ENVD_USER_DEFAULT;
         hutch_error err = {};
         json_t *arr = NULL;
         size_t len = 0, n = 0;
@@ -1005,7 +1054,7 @@ static int files_post(E2bRequest *req) {
         if (envd_query_get(req->query, "path", &path) < 0 ||
             envd_query_get(req->query, "username", &user) < 0)
                 return rest_error(req, 400, "malformed query");
-        if (envd_user_check(req, user) < 0)
+        if (envd_user_parse(req, user, &euser) < 0)
                 return rest_error(req, 400,
                                   "unknown user (E2B's base template has 'user' and "
                                   "'root')");
