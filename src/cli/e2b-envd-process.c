@@ -272,7 +272,8 @@ typedef struct Broker {
         int listen; /* the broker socket */
         int dirfd;  /* its folder */
         char sock_name[128];
-        bool client; /* the Start client still listens */
+        bool client;   /* the Start client still listens */
+        bool released; /* its connection slot was given back (e2b_conn_release()) */
         int subs[SUBSCRIBERS_MAX];
         int ctls[CONTROLS_MAX];
         uint64_t id;
@@ -454,7 +455,7 @@ static int broker_run(Broker *b, uint64_t timeout_ms) {
         ConnectCode code = CONNECT_OK;
 
         for (;;) {
-                struct pollfd p[4 + CONTROLS_MAX];
+                struct pollfd p[5 + CONTROLS_MAX];
                 size_t np = 0, ictl;
                 int wait = PING_INTERVAL_MS;
                 uint64_t now;
@@ -466,6 +467,10 @@ static int broker_run(Broker *b, uint64_t timeout_ms) {
                 ictl = np;
                 for (size_t i = 0; i < CONTROLS_MAX; i++)
                         p[np++] = (struct pollfd){.fd = b->ctls[i], .events = POLLIN};
+                /* The Start client hanging up (nothing else comes on its
+                 * connection while the stream is open). */
+                p[np++] = (struct pollfd){.fd = b->client ? b->call->req->conn->fd : -1,
+                                          .events = POLLRDHUP};
                 now = now_ms();
                 if (deadline && !timed_out)
                         wait = deadline > now ? (int)MIN(deadline - now, (uint64_t)wait) : 0;
@@ -515,9 +520,19 @@ static int broker_run(Broker *b, uint64_t timeout_ms) {
                 for (size_t i = 0; i < CONTROLS_MAX; i++)
                         if (p[ictl + i].revents)
                                 broker_ctl(b, i);
+                if (p[ictl + CONTROLS_MAX].revents)
+                        b->client = false;
                 if (b->client && now - last_ping >= PING_INTERVAL_MS) {
                         last_ping = now;
                         broker_send_all(b, event_message("keepalive", json_object()));
+                }
+                if (!b->client && !b->released) {
+                        /* The command goes on (E2B's background commands
+                         * run until killed or the sandbox ends; Connect
+                         * finds it by pid), but holds no connection slot
+                         * of the server's any more. */
+                        b->released = true;
+                        e2b_conn_release(b->call->req->srv);
                 }
         }
         if (timed_out)
