@@ -159,24 +159,6 @@ int envd_stream_end(EnvdCall *call, ConnectCode code, const char *message) {
         return stream_frame(call, CONNECT_FLAG_END_STREAM, text, "0\r\n\r\n");
 }
 
-int envd_check_members(json_t *obj, const char *const *names, const char **ret_bad) {
-        const char *key;
-        json_t *v;
-
-        json_object_foreach(obj, key, v) {
-                bool known = false;
-
-                for (size_t i = 0; names[i]; i++)
-                        if (strcmp(names[i], key) == 0)
-                                known = true;
-                if (!known) {
-                        *ret_bad = key;
-                        return -EINVAL;
-                }
-        }
-        return 0;
-}
-
 /* ---- requests ---- */
 
 /* The user E2B names (the `username` parameter, else "Authorization:

@@ -71,11 +71,6 @@ void envd_stream_begin_with_next(EnvdCall *call);
 int envd_stream_message(EnvdCall *call, json_t *obj); /* @obj taken */
 int envd_stream_end(EnvdCall *call, ConnectCode code, const char *message);
 
-/* Checks that @obj has no member but those in the NULL-terminated @names
- * (proto3 JSON: unknown fields are an error here, deny by default).
- * Returns 0, or -EINVAL with the first unknown name in @ret_bad. */
-int envd_check_members(json_t *obj, const char *const *names, const char **ret_bad);
-
 /* The process service: Start, Connect, List, SendInput, SendSignal,
  * CloseStdin, Update, StreamInput (e2b-envd-process.c). @method is the
  * part after "/process.Process/". Returns e2b_envd_handle()'s codes, or

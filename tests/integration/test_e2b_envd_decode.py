@@ -75,3 +75,55 @@ def test_filesystem_messages(sbx):
         assert server.kill(sid) == 204
     finally:
         server.stop()
+
+
+def test_process_messages(sbx):
+    server = E2bServer(sbx)
+    try:
+        sid, token = server.create()
+        auth = {"E2b-Sandbox-Id": sid, "X-Access-Token": token}
+        unary = dict(auth, **{"Content-Type": "application/json"})
+        stream = dict(auth, **{"Content-Type": "application/connect+json"})
+
+        def call(method, msg):
+            st, _, body = envd_request(server, "POST", f"/process.Process/{method}",
+                                       json.dumps(msg).encode(), unary)
+            return st, json.loads(body)
+
+        def refused(method, msg, message):
+            st, body = call(method, msg)
+            assert (st, body) == (400, {"code": "invalid_argument", "message": message}), \
+                (method, msg, body)
+
+        def start(msg):
+            st, _, body = envd_request(server, "POST", "/process.Process/Start",
+                                       envelope(json.dumps(msg).encode()), stream)
+            assert st == 200, body
+            return frames(body)
+
+        # The twins that work.
+        assert call("List", {})[0] == 200
+        fr = start({"process": {"cmd": "/bin/true", "args": [], "envs": {}, "cwd": "/"},
+                    "stdin": False})
+        assert fr[-1] == (2, {}), fr
+        # Unknown members of each method, with the messages envd gave.
+        refused("List", {"evil": 1}, "'evil' is an unknown field")
+        for method in ("SendSignal", "SendInput", "CloseStdin", "Update"):
+            refused(method, {"process": {"pid": 1}, "evil": 1}, "'evil' is an unknown field")
+        refused("CloseStdin", {"process": {"pid": 1}, "input": {}}, "'input' is an unknown field")
+        refused("SendInput", {"process": {"pid": 1}, "pty": {}}, "'pty' is an unknown field")
+        refused("Update", {"process": {"pid": 1}, "input": {}}, "'input' is an unknown field")
+        refused("SendSignal", {"process": {"pid": 1}, "pty": {}}, "'pty' is an unknown field")
+        for msg, message in (({"process": {"cmd": "/bin/true"}, "evil": 1},
+                              "'evil' is an unknown field"),
+                             ({"process": {"cmd": "/bin/true", "evil": 1}},
+                              "'evil' is an unknown field of process")):
+            assert start(msg) == [(2, {"error": {"code": "invalid_argument",
+                                                 "message": message}})], msg
+        st, _, body = envd_request(server, "POST", "/process.Process/Connect",
+                                   envelope(b'{"process": {"pid": 1}, "evil": 1}'), stream)
+        assert frames(body) == [(2, {"error": {"code": "invalid_argument",
+                                               "message": "'evil' is an unknown field"}})], body
+        assert server.kill(sid) == 204
+    finally:
+        server.stop()
