@@ -8,8 +8,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/file.h>
-#include <sys/inotify.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -17,43 +15,6 @@
 
 #include "fd-util.h"
 #include "time-util.h"
-
-/* The check besides the close events (fd-util.h). */
-#define FLOCK_WAIT_CHECK_MS 10
-
-int flock_wait(int fd, int operation, uint64_t timeout_ms) {
-        _cleanup_close_ int ino = -EBADF;
-        uint64_t end = time_monotonic_ms() + timeout_ms;
-        char path[64];
-
-        if (fd < 0 || (operation != LOCK_SH && operation != LOCK_EX))
-                return -EINVAL;
-        /* The watch goes first, so that a close between it and the try
-         * below is an event. A caller without inotify (its instances
-         * used up) only has the periodic check. */
-        ino = inotify_init1(IN_CLOEXEC | IN_NONBLOCK);
-        if (ino >= 0) {
-                (void)snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
-                if (inotify_add_watch(ino, path, IN_CLOSE_WRITE | IN_CLOSE_NOWRITE) < 0)
-                        ino = safe_close(ino);
-        }
-        for (;;) {
-                struct pollfd p = {.fd = ino, .events = POLLIN};
-                uint64_t now;
-                char buf[4096];
-
-                if (flock(fd, operation | LOCK_NB) == 0)
-                        return 0;
-                if (errno != EWOULDBLOCK && errno != EINTR)
-                        return negative_errno();
-                now = time_monotonic_ms();
-                if (now >= end)
-                        return -EBUSY;
-                if (poll(&p, 1, (int)MIN(end - now, (uint64_t)FLOCK_WAIT_CHECK_MS)) > 0)
-                        while (read(ino, buf, sizeof(buf)) > 0)
-                                ;
-        }
-}
 
 int loop_write(int fd, const void *buf, size_t len) {
         const char *p = buf;

@@ -19,15 +19,6 @@ static inline void closedirp(DIR **d) {
         *d = NULL;
 }
 
-/* Takes flock(2) lock @operation (LOCK_SH or LOCK_EX) on @fd, waiting at
- * most @timeout_ms for whoever holds it: on the event of the file being
- * closed (inotify IN_CLOSE: the holder's last reference going, a process
- * exiting or a loop device detached), with a check every 10 ms besides
- * (the kernel notifies a close just before it releases the lock, and
- * without inotify that check is all there is). 0 with the lock held,
- * -EBUSY when the time ran out, or -errno. */
-int flock_wait(int fd, int operation, uint64_t timeout_ms);
-
 /* Writes all of @buf, retrying on EINTR and short writes. */
 int loop_write(int fd, const void *buf, size_t len);
 /* Reads up to @len bytes, retrying on EINTR, until @len or EOF; returns the

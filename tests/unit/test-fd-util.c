@@ -4,10 +4,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include "fd-util.h"
@@ -261,60 +259,6 @@ TEST(mkdir_private_refuses_a_folder_others_can_write) {
         *strrchr(deep, '/') = '\0';
         (void)rmdir(deep);
         (void)rmdir(t);
-}
-
-/* A child holding LOCK_EX on @path (an open of its own) until it reads a
- * byte on @go, then exiting; its pid. @held gets a byte once it holds it. */
-static pid_t lock_holder(const char *path, int go, int held) {
-        pid_t pid = fork();
-
-        if (pid == 0) {
-                int fd = open(path, O_RDWR | O_CLOEXEC);
-                char c;
-
-                if (fd < 0 || flock(fd, LOCK_EX) < 0 || write(held, "x", 1) != 1)
-                        _exit(1);
-                (void)read(go, &c, 1);
-                _exit(0);
-        }
-        return pid;
-}
-
-TEST(flock_wait_takes_the_lock_when_its_holder_exits) {
-        char path[] = "/tmp/hutch-test-flock-XXXXXX";
-        int fd = mkostemp(path, O_CLOEXEC), go[2], held[2], status = 0;
-        char c;
-        pid_t pid;
-
-        ASSERT_OK(fd);
-        ASSERT_OK(pipe2(go, O_CLOEXEC));
-        ASSERT_OK(pipe2(held, O_CLOEXEC));
-        pid = lock_holder(path, go[0], held[1]);
-        ASSERT_OK(pid);
-        ASSERT_EQ(read(held[0], &c, 1), 1);
-        /* Twin: held, so the wait runs out. */
-        ASSERT_ERROR(flock_wait(fd, LOCK_EX, 30), EBUSY);
-        ASSERT_ERROR(flock_wait(fd, LOCK_SH, 0), EBUSY);
-        /* The holder exits: the wait ends with the lock ours. */
-        ASSERT_EQ(write(go[1], "x", 1), 1);
-        ASSERT_OK(flock_wait(fd, LOCK_EX, 60000));
-        ASSERT_EQ(waitpid(pid, &status, 0), pid);
-        ASSERT_EQ(status, 0);
-        /* Ours: another open cannot take it. */
-        {
-                int other = open(path, O_RDONLY | O_CLOEXEC);
-
-                ASSERT_OK(other);
-                ASSERT_ERROR(flock_wait(other, LOCK_SH, 0), EBUSY);
-                (void)close(other);
-        }
-        ASSERT_ERROR(flock_wait(fd, 0, 0), EINVAL);
-        (void)close(go[0]);
-        (void)close(go[1]);
-        (void)close(held[0]);
-        (void)close(held[1]);
-        (void)close(fd);
-        (void)unlink(path);
 }
 
 DEFINE_TEST_MAIN

@@ -43,7 +43,15 @@
  * still holding it is one that is stopping (idle, or a `stop` that raced
  * with this start): it is given the time to finish. */
 static int keeper_lock_take(int fd) {
-        return flock_wait(fd, LOCK_EX, KEEPER_EXIT_TIMEOUT_MS);
+        for (unsigned waited = 0;; waited += KEEPER_EXIT_POLL_MS) {
+                if (flock(fd, LOCK_EX | LOCK_NB) == 0)
+                        return 0;
+                if (errno != EWOULDBLOCK && errno != EINTR)
+                        return negative_errno();
+                if (waited >= KEEPER_EXIT_TIMEOUT_MS)
+                        return -EBUSY;
+                (void)usleep(KEEPER_EXIT_POLL_MS * 1000);
+        }
 }
 
 /* ---- the keeper ---- */
@@ -354,10 +362,14 @@ int persist_stop(const Store *s, const char *name, HutchError *reterr) {
                 return r;
         /* The keeper answers once the sandbox is down, then removes its
          * cgroups and proxy and exits: stopped means that is done too. */
-        if (store_keeper_wait_gone(s, name, KEEPER_EXIT_TIMEOUT_MS) < 0)
-                return hutch_error_set(reterr, ETIMEDOUT,
-                                       "sandbox '%s' was stopped, but its keeper did not exit",
-                                       name);
+        for (unsigned waited = 0; store_keeper_running(s, name); waited += KEEPER_EXIT_POLL_MS) {
+                if (waited >= KEEPER_EXIT_TIMEOUT_MS)
+                        return hutch_error_set(reterr, ETIMEDOUT,
+                                               "sandbox '%s' was stopped, but its keeper did not "
+                                               "exit",
+                                               name);
+                (void)usleep(KEEPER_EXIT_POLL_MS * 1000);
+        }
         /* Its disk image goes with its mount namespace, a moment later:
          * stopped means the loop device is gone too. */
         if (store_sandbox_path(s, name, DISK_IMAGE_NAME, &image) >= 0 &&

@@ -20,6 +20,7 @@
  * LOOP_CTL_GET_FREE and LOOP_CONFIGURE is replaced by the next free one. */
 #define LOOP_ATTEMPTS 16
 #define MKFS_ERROR_MAX 512
+#define DISK_IMAGE_POLL_MS 5
 
 static const char *mkfs_find(void) {
         static const char *const paths[] = {"/usr/sbin/mkfs.ext4", "/sbin/mkfs.ext4"};
@@ -212,16 +213,19 @@ int disk_image_mount_at(const char *image, const char *target, HutchError *reter
 
 int disk_image_wait_free(const char *image, unsigned timeout_ms) {
         _cleanup_close_ int fd = -EBADF;
-        int r;
 
         fd = open(image, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NOCTTY);
         if (fd < 0)
                 return errno == ENOENT ? 0 : negative_errno();
-        /* Waits on the image's close (the loop device's reference going
-         * as the keeper's mount namespace ends), not a poll. */
-        r = flock_wait(fd, LOCK_EX, timeout_ms);
-        if (r < 0)
-                return r;
-        (void)flock(fd, LOCK_UN);
-        return 0;
+        for (unsigned waited = 0;; waited += DISK_IMAGE_POLL_MS) {
+                if (flock(fd, LOCK_EX | LOCK_NB) == 0) {
+                        (void)flock(fd, LOCK_UN);
+                        return 0;
+                }
+                if (errno != EWOULDBLOCK && errno != EINTR)
+                        return negative_errno();
+                if (waited >= timeout_ms)
+                        return -EBUSY;
+                (void)usleep(DISK_IMAGE_POLL_MS * 1000);
+        }
 }

@@ -397,23 +397,6 @@ bool store_keeper_running(const Store *s, const char *name) {
         return errno == EWOULDBLOCK;
 }
 
-int store_keeper_wait_gone(const Store *s, const char *name, uint64_t timeout_ms) {
-        _cleanup_free_ char *path = NULL;
-        _cleanup_close_ int fd = -EBADF;
-        int r;
-
-        if (store_state_path(s, name, "keeper.lock", &path) < 0)
-                return -ENOMEM;
-        fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-        if (fd < 0)
-                return errno == ENOENT ? 0 : negative_errno();
-        r = flock_wait(fd, LOCK_SH, timeout_ms);
-        if (r < 0)
-                return r;
-        (void)flock(fd, LOCK_UN);
-        return 0;
-}
-
 /* ---- records ---- */
 
 static int record_load_file(const char *path, json_t **ret) {

@@ -208,10 +208,6 @@ int store_gc(Store *s, unsigned *ret_removed, HutchError *reterr);
 
 /* Whether a keeper runs for @name (its keeper.lock is held). */
 bool store_keeper_running(const Store *s, const char *name);
-/* Waits at most @timeout_ms for @name's keeper to be gone (its
- * keeper.lock free), on the event of the lock file's close
- * (flock_wait()). 0, or -EBUSY when it still runs. */
-int store_keeper_wait_gone(const Store *s, const char *name, uint64_t timeout_ms);
 
 /* The JSON of a snapshot record (for export's manifest) and back. */
 int snapshot_record_to_json(const SnapshotRecord *r, char **ret);
