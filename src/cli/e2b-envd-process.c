@@ -36,6 +36,7 @@
 #include "e2b-envd.h"
 #include "fd-util.h"
 #include "hutch.h"
+#include "json-fields.h"
 #include "macro.h"
 #include "sandbox/keeper.h"
 #include "sandbox/pty.h"
@@ -207,6 +208,21 @@ static json_t *end_event(int exit_code, const char *outcome_json) {
 
 /* ---- decoding ---- */
 
+/* Each method's members (json-fields.h's tables, as the filesystem
+ * service's in e2b-envd.c): a member not named is refused, deny by
+ * default; each handler then checks the values it reads. */
+#define MEMBER(name)                                                                               \
+        { name, JSON_FIELD_ANY, 0, false }
+
+static const JsonFieldDef start_fields[] = {MEMBER("process"), MEMBER("pty"), MEMBER("tag"),
+                                            MEMBER("stdin")};
+static const JsonFieldDef start_process_fields[] = {MEMBER("cmd"), MEMBER("args"), MEMBER("envs"),
+                                                    MEMBER("cwd")};
+static const JsonFieldDef selector_fields[] = {MEMBER("process")};
+static const JsonFieldDef signal_fields[] = {MEMBER("process"), MEMBER("signal")};
+static const JsonFieldDef input_fields[] = {MEMBER("process"), MEMBER("input")};
+static const JsonFieldDef update_fields[] = {MEMBER("process"), MEMBER("pty")};
+
 static int bad(EnvdCall *call, const char *what, const char *why) {
         (void)envd_reply_code(call, CONNECT_INVALID_ARGUMENT, "'%s' %s", what, why);
         return -EINVAL;
@@ -272,7 +288,8 @@ typedef struct Broker {
         int listen; /* the broker socket */
         int dirfd;  /* its folder */
         char sock_name[128];
-        bool client; /* the Start client still listens */
+        bool client;   /* the Start client still listens */
+        bool released; /* its connection slot was given back (e2b_conn_release()) */
         int subs[SUBSCRIBERS_MAX];
         int ctls[CONTROLS_MAX];
         uint64_t id;
@@ -454,7 +471,7 @@ static int broker_run(Broker *b, uint64_t timeout_ms) {
         ConnectCode code = CONNECT_OK;
 
         for (;;) {
-                struct pollfd p[4 + CONTROLS_MAX];
+                struct pollfd p[5 + CONTROLS_MAX];
                 size_t np = 0, ictl;
                 int wait = PING_INTERVAL_MS;
                 uint64_t now;
@@ -466,6 +483,10 @@ static int broker_run(Broker *b, uint64_t timeout_ms) {
                 ictl = np;
                 for (size_t i = 0; i < CONTROLS_MAX; i++)
                         p[np++] = (struct pollfd){.fd = b->ctls[i], .events = POLLIN};
+                /* The Start client hanging up (nothing else comes on its
+                 * connection while the stream is open). */
+                p[np++] = (struct pollfd){.fd = b->client ? b->call->req->conn->fd : -1,
+                                          .events = POLLRDHUP};
                 now = now_ms();
                 if (deadline && !timed_out)
                         wait = deadline > now ? (int)MIN(deadline - now, (uint64_t)wait) : 0;
@@ -515,9 +536,19 @@ static int broker_run(Broker *b, uint64_t timeout_ms) {
                 for (size_t i = 0; i < CONTROLS_MAX; i++)
                         if (p[ictl + i].revents)
                                 broker_ctl(b, i);
+                if (p[ictl + CONTROLS_MAX].revents)
+                        b->client = false;
                 if (b->client && now - last_ping >= PING_INTERVAL_MS) {
                         last_ping = now;
                         broker_send_all(b, event_message("keepalive", json_object()));
+                }
+                if (!b->client && !b->released) {
+                        /* The command goes on (E2B's background commands
+                         * run until killed or the sandbox ends; Connect
+                         * finds it by pid), but holds no connection slot
+                         * of the server's any more. */
+                        b->released = true;
+                        e2b_conn_release(b->call->req->srv);
                 }
         }
         if (timed_out)
@@ -590,18 +621,18 @@ static int broker_listen(Broker *b) {
 
 /* The StartRequest's command: argv (cmd + args) and env ("K=V"). */
 static int start_decode(EnvdCall *call, char ***ret_argv, char ***ret_env, const char **ret_cwd) {
-        static const char *const top[] = {"process", "pty", "tag", "stdin", NULL};
-        static const char *const proc[] = {"cmd", "args", "envs", "cwd", NULL};
         _cleanup_strv_free_ char **argv = NULL, **env = NULL;
         json_t *p = json_object_get(call->msg, "process"), *v;
-        const char *bad_name = NULL, *key;
+        const char *bad_name, *key;
         size_t i;
 
-        if (envd_check_members(call->msg, top, &bad_name) < 0)
+        bad_name = json_fields_unknown(call->msg, start_fields, ELEMENTSOF(start_fields));
+        if (bad_name)
                 return bad(call, bad_name, "is an unknown field");
         if (!json_is_object(p))
                 return bad(call, "process", "is required");
-        if (envd_check_members(p, proc, &bad_name) < 0)
+        bad_name = json_fields_unknown(p, start_process_fields, ELEMENTSOF(start_process_fields));
+        if (bad_name)
                 return bad(call, bad_name, "is an unknown field of process");
         v = json_object_get(p, "cmd");
         if (!json_is_string(v) || json_string_length(v) == 0 ||
@@ -681,7 +712,7 @@ static int proc_start(EnvdCall *call) {
         uint16_t cols = 80, rows = 24;
         HutchError err = {};
         KeeperExec req;
-        const char *cwd = NULL;
+        const char *cwd = NULL, *user = NULL;
         bool want_stdin = json_is_true(json_object_get(call->msg, "stdin"));
         int p[2], code = 0, r;
 
@@ -697,6 +728,9 @@ static int proc_start(EnvdCall *call) {
                 return 1;
         if (pty && json_is_null(pty))
                 pty = NULL;
+        r = envd_user_spec(call->sbx.name, call->user, &user);
+        if (r < 0)
+                return start_fail(call, connect_code_from_errno(-r), strerror(-r));
         r = store_open(&store, &err);
         if (r >= 0)
                 r = persist_connect(store, call->sbx.name, true, &b.sock, &err);
@@ -736,6 +770,7 @@ static int proc_start(EnvdCall *call) {
                 .cwd = cwd,
                 .tty = pty != NULL,
                 .fds = {pty ? remote : in_r, pty ? remote : out_w, pty ? remote : err_w},
+                .user = user,
         };
         r = keeper_exec_send(b.sock, &req, &err);
         if (r < 0)
@@ -789,15 +824,15 @@ fail:
 /* ---- Connect: a subscriber of the broker ---- */
 
 static int proc_connect(EnvdCall *call) {
-        static const char *const names[] = {"process", NULL};
         _cleanup_close_ int fd = -EBADF;
         _cleanup_free_ char *buf = NULL;
-        const char *bad_name = NULL;
+        const char *bad_name =
+                json_fields_unknown(call->msg, selector_fields, ELEMENTSOF(selector_fields));
         uint8_t op = OP_SUBSCRIBE;
         uint64_t id = 0;
         int r;
 
-        if (envd_check_members(call->msg, names, &bad_name) < 0)
+        if (bad_name)
                 return bad(call, bad_name, "is an unknown field"), 1;
         if (selector(call, json_object_get(call->msg, "process"), &id) < 0)
                 return 1;
@@ -854,15 +889,15 @@ static int proc_connect(EnvdCall *call) {
 /* ---- unary calls ---- */
 
 static int proc_list(EnvdCall *call) {
-        static const char *const names[] = {NULL};
         hutch_exec_info *l = NULL;
-        const char *bad_name = NULL;
+        /* ListRequest has no member. */
+        const char *bad_name = json_fields_unknown(call->msg, NULL, 0);
         hutch_error err = {};
         json_t *arr;
         size_t n = 0;
         int r;
 
-        if (envd_check_members(call->msg, names, &bad_name) < 0)
+        if (bad_name)
                 return bad(call, bad_name, "is an unknown field"), 0;
         r = hutch_exec_list(call->sbx.name, &l, &n, &err);
         if (r < 0)
@@ -885,14 +920,14 @@ static int proc_list(EnvdCall *call) {
 }
 
 static int proc_send_signal(EnvdCall *call) {
-        static const char *const names[] = {"process", "signal", NULL};
         const char *s = json_string_value(json_object_get(call->msg, "signal"));
-        const char *bad_name = NULL;
+        const char *bad_name =
+                json_fields_unknown(call->msg, signal_fields, ELEMENTSOF(signal_fields));
         hutch_error err = {};
         uint64_t id = 0;
         int sig, r;
 
-        if (envd_check_members(call->msg, names, &bad_name) < 0)
+        if (bad_name)
                 return bad(call, bad_name, "is an unknown field"), 0;
         if (selector(call, json_object_get(call->msg, "process"), &id) < 0)
                 return 0;
@@ -919,25 +954,25 @@ static int proc_send_signal(EnvdCall *call) {
 
 /* SendInput, CloseStdin, Update: an op for the process's broker. */
 static int proc_broker_call(EnvdCall *call, const char *method) {
-        static const char *const input_names[] = {"process", "input", NULL};
-        static const char *const close_names[] = {"process", NULL};
-        static const char *const update_names[] = {"process", "pty", NULL};
-        const char *const *names = strcmp(method, "SendInput") == 0    ? input_names
-                                   : strcmp(method, "CloseStdin") == 0 ? close_names
-                                                                       : update_names;
+        const JsonFieldDef *names = strcmp(method, "SendInput") == 0    ? input_fields
+                                    : strcmp(method, "CloseStdin") == 0 ? selector_fields
+                                                                        : update_fields;
         _cleanup_free_ uint8_t *data = NULL;
         _cleanup_close_ int fd = -EBADF;
-        const char *bad_name = NULL;
+        size_t n_names = names == selector_fields ? ELEMENTSOF(selector_fields)
+                         : names == input_fields  ? ELEMENTSOF(input_fields)
+                                                  : ELEMENTSOF(update_fields);
+        const char *bad_name = json_fields_unknown(call->msg, names, n_names);
         uint8_t msg[5];
         size_t len = 0;
         uint64_t id = 0;
         int r;
 
-        if (envd_check_members(call->msg, names, &bad_name) < 0)
+        if (bad_name)
                 return bad(call, bad_name, "is an unknown field"), 0;
         if (selector(call, json_object_get(call->msg, "process"), &id) < 0)
                 return 0;
-        if (names == input_names) {
+        if (names == input_fields) {
                 json_t *in = json_object_get(call->msg, "input");
                 json_t *v = json_object_get(in, "stdin") ? json_object_get(in, "stdin")
                                                          : json_object_get(in, "pty");
@@ -951,7 +986,7 @@ static int proc_broker_call(EnvdCall *call, const char *method) {
         if (fd < 0)
                 return envd_reply_code(call, CONNECT_NOT_FOUND,
                                        "process %" PRIu64 " is not running (or has no input)", id);
-        if (names == input_names) {
+        if (names == input_fields) {
                 _cleanup_free_ uint8_t *chunk = malloc(INPUT_CHUNK + 1);
 
                 if (!chunk)
@@ -967,7 +1002,7 @@ static int proc_broker_call(EnvdCall *call, const char *method) {
                         if (len == 0)
                                 break;
                 }
-        } else if (names == close_names) {
+        } else if (names == selector_fields) {
                 msg[0] = OP_CLOSE;
                 r = broker_op(fd, msg, 1);
         } else {
@@ -984,9 +1019,9 @@ static int proc_broker_call(EnvdCall *call, const char *method) {
         }
         if (r == -EINVAL)
                 return envd_reply_code(call, CONNECT_FAILED_PRECONDITION,
-                                       names == update_names ? "process %" PRIu64 " has no terminal"
-                                                             : "process %" PRIu64
-                                                               " has a terminal, not stdin",
+                                       names == update_fields
+                                               ? "process %" PRIu64 " has no terminal"
+                                               : "process %" PRIu64 " has a terminal, not stdin",
                                        id);
         if (r == -EAGAIN)
                 return envd_reply_code(call, CONNECT_RESOURCE_EXHAUSTED,

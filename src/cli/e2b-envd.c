@@ -21,6 +21,7 @@
 #include "e2b-envd.h"
 #include "e2b-internal.h"
 #include "hutch.h"
+#include "json-fields.h"
 #include "macro.h"
 #include "strv.h"
 
@@ -158,46 +159,75 @@ int envd_stream_end(EnvdCall *call, ConnectCode code, const char *message) {
         return stream_frame(call, CONNECT_FLAG_END_STREAM, text, "0\r\n\r\n");
 }
 
-int envd_check_members(json_t *obj, const char *const *names, const char **ret_bad) {
-        const char *key;
-        json_t *v;
+/* ---- requests ---- */
 
-        json_object_foreach(obj, key, v) {
-                bool known = false;
+/* The user E2B names (the `username` parameter, else "Authorization:
+ * Basic base64(user:)"): "user" or "root", the two accounts of E2B's base
+ * template, or none (ENVD_USER_DEFAULT). Any other name is -EINVAL. */
+static int envd_user_parse(const E2bRequest *req, const char *username, EnvdUser *ret) {
+        const char *auth = e2b_request_header(req, "Authorization");
+        _cleanup_free_ uint8_t *dec = NULL;
+        EnvdUser from_auth = ENVD_USER_DEFAULT;
+        size_t n = 0;
 
-                for (size_t i = 0; names[i]; i++)
-                        if (strcmp(names[i], key) == 0)
-                                known = true;
-                if (!known) {
-                        *ret_bad = key;
+        if (auth) {
+                if (strncasecmp(auth, "Basic ", 6) != 0)
                         return -EINVAL;
-                }
+                if (base64_decode(auth + 6, strlen(auth + 6), BASE64_PAD_OPTIONAL, &dec, &n) < 0)
+                        return -EINVAL;
+                if (n == 5 && memcmp(dec, "user:", 5) == 0)
+                        from_auth = ENVD_USER_USER;
+                else if (n == 5 && memcmp(dec, "root:", 5) == 0)
+                        from_auth = ENVD_USER_ROOT;
+                else
+                        return -EINVAL;
         }
+        if (username && username[0]) {
+                if (strcmp(username, "user") == 0)
+                        *ret = ENVD_USER_USER;
+                else if (strcmp(username, "root") == 0)
+                        *ret = ENVD_USER_ROOT;
+                else
+                        return -EINVAL;
+                return 0;
+        }
+        *ret = from_auth;
         return 0;
 }
 
-/* ---- requests ---- */
+int envd_user_spec(const char *sandbox, EnvdUser user, const char **ret_spec) {
+        _cleanup_free_ char *policy = NULL;
+        hutch_error err = {};
+        json_t *o, *image;
+        bool host_base;
+        int r;
 
-/* The user E2B names (the `username` parameter or "Authorization: Basic
- * base64(user:)"): "user" or "root", the two accounts of E2B's base
- * template, or none. The command runs as the sandbox's own user either
- * way (docs/e2b-envd.md "Users"); any other name is refused. */
-static int envd_user_check(const E2bRequest *req, const char *username) {
-        const char *auth = e2b_request_header(req, "Authorization");
-        _cleanup_free_ uint8_t *dec = NULL;
-        size_t n = 0;
-
-        if (username && username[0] && strcmp(username, "user") != 0 &&
-            strcmp(username, "root") != 0)
-                return -EINVAL;
-        if (!auth)
+        switch (user) {
+        case ENVD_USER_DEFAULT:
+                *ret_spec = NULL;
                 return 0;
-        if (strncasecmp(auth, "Basic ", 6) != 0)
+        case ENVD_USER_ROOT:
+                *ret_spec = "root";
+                return 0;
+        case ENVD_USER_USER:
+                break;
+        default:
                 return -EINVAL;
-        if (base64_decode(auth + 6, strlen(auth + 6), BASE64_PAD_OPTIONAL, &dec, &n) < 0)
+        }
+        /* The host base has no account "user" (its /etc is the host's):
+         * there the sandbox's own user is E2B's "user" (docs/e2b.md
+         * "Templates"). Any image (or a snapshot of one) names it, and
+         * one without it refuses the command (exit 125, naming it). */
+        r = hutch_get_policy(sandbox, &policy, &err);
+        if (r < 0)
+                return r;
+        o = json_loads(policy, 0, NULL);
+        if (!o)
                 return -EINVAL;
-        if (!((n == 5 && memcmp(dec, "user:", 5) == 0) || (n == 5 && memcmp(dec, "root:", 5) == 0)))
-                return -EINVAL;
+        image = json_object_get(o, "image");
+        host_base = !json_is_string(image) || json_string_length(image) == 0;
+        json_decref(o);
+        *ret_spec = host_base ? NULL : "user";
         return 0;
 }
 
@@ -404,16 +434,20 @@ static int stat_entry(const char *name, const char *path, json_t **ret, hutch_er
 
 /* ---- filesystem.Filesystem ---- */
 
-static int bad_members(EnvdCall *call, const char *const *names) {
-        const char *bad = NULL;
+/* A filesystem request message, decoded by its method's table
+ * (FsMethod.fields): the members it may have, each with its type. */
+typedef struct FsMessage {
+        const char *path, *source, *destination;
+        json_t *depth; /* checked by ListDir */
+        bool recursive, include_entry, allow_network_mounts;
+} FsMessage;
 
-        if (envd_check_members(call->msg, names, &bad) < 0)
-                return envd_reply_code(call, CONNECT_INVALID_ARGUMENT, "unknown field '%s'", bad);
-        return 0;
-}
+#define FS_FIELD(name, type, member, mandatory)                                                    \
+        { name, type, offsetof(FsMessage, member), mandatory }
 
-/* The string member @key of the message, or NULL when absent; -EINVAL
- * (answered) for another type or an empty one when @mandatory. */
+/* The string member @key of the message into @ret, NULL when absent;
+ * -EINVAL (answered) for another type or, when @mandatory, an absent or
+ * empty one. */
 static int msg_string(EnvdCall *call, const char *key, bool mandatory, const char **ret) {
         json_t *v = json_object_get(call->msg, key);
 
@@ -451,34 +485,64 @@ static int msg_bool(EnvdCall *call, const char *key, bool *ret) {
         return 0;
 }
 
-static int fs_stat(EnvdCall *call) {
-        static const char *const names[] = {"path", NULL};
+/* Decodes the call's message by @fields into @ret: an unknown member
+ * first, then each member in the table's order. 0, or -EINVAL with the
+ * error answered (proto3 JSON, deny by default). */
+static int fs_decode(EnvdCall *call, const JsonFieldDef *fields, size_t n, FsMessage *ret) {
+        const char *bad = json_fields_unknown(call->msg, fields, n);
+        int r = 0;
+
+        *ret = (FsMessage){};
+        if (bad) {
+                (void)envd_reply_code(call, CONNECT_INVALID_ARGUMENT, "unknown field '%s'", bad);
+                return -EINVAL;
+        }
+        for (size_t i = 0; r >= 0 && i < n; i++) {
+                void *dst = (uint8_t *)ret + fields[i].offset;
+
+                switch (fields[i].type) {
+                case JSON_FIELD_STRING:
+                        r = msg_string(call, fields[i].name, fields[i].mandatory, dst);
+                        break;
+                case JSON_FIELD_BOOL:
+                        r = msg_bool(call, fields[i].name, dst);
+                        break;
+                case JSON_FIELD_ANY:
+                        *(json_t **)dst = json_object_get(call->msg, fields[i].name);
+                        break;
+                case JSON_FIELD_STRV:
+                case JSON_FIELD_U64:
+                case JSON_FIELD_OBJECT:
+                case JSON_FIELD_ENV:
+                        assert(!"an FsMessage field of another type");
+                        r = -EINVAL;
+                        break;
+                }
+        }
+        return r;
+}
+
+static int fs_stat(EnvdCall *call, const FsMessage *args) {
         hutch_error err = {};
-        const char *path;
         json_t *e = NULL;
         int r;
 
-        if (bad_members(call, names) || msg_string(call, "path", true, &path) < 0)
-                return 0;
-        r = stat_entry(call->sbx.name, path, &e, &err);
+        r = stat_entry(call->sbx.name, args->path, &e, &err);
         if (r < 0)
                 return envd_reply_hutch_error(call, r, &err);
         return envd_reply_message(call, json_pack("{s:o}", "entry", e));
 }
 
-static int fs_list_dir(EnvdCall *call) {
-        static const char *const names[] = {"path", "depth", NULL};
+static int fs_list_dir(EnvdCall *call, const FsMessage *args) {
         hutch_file_entry *l = NULL;
         hutch_file_info info = {};
         hutch_error err = {};
-        const char *path;
-        json_t *arr, *d = json_object_get(call->msg, "depth");
+        const char *path = args->path;
+        json_t *arr, *d = args->depth;
         json_int_t depth = 1;
         size_t n = 0;
         int r;
 
-        if (bad_members(call, names) || msg_string(call, "path", true, &path) < 0)
-                return 0;
         if (d && !json_is_null(d)) {
                 if (!json_is_integer(d) || json_integer_value(d) < 0 || json_integer_value(d) > 64)
                         return envd_reply_code(call, CONNECT_INVALID_ARGUMENT,
@@ -512,16 +576,13 @@ static int fs_list_dir(EnvdCall *call) {
         return envd_reply_message(call, json_pack("{s:o}", "entries", arr));
 }
 
-static int fs_make_dir(EnvdCall *call) {
-        static const char *const names[] = {"path", NULL};
+static int fs_make_dir(EnvdCall *call, const FsMessage *args) {
         hutch_file_info info = {};
         hutch_error err = {};
-        const char *path;
+        const char *path = args->path;
         json_t *e = NULL;
         int r;
 
-        if (bad_members(call, names) || msg_string(call, "path", true, &path) < 0)
-                return 0;
         /* E2B's MakeDir makes the parents and says already_exists for an
          * existing path (the SDK's makeDir() then returns false). */
         r = hutch_file_stat(call->sbx.name, path, &info, &err);
@@ -539,16 +600,12 @@ static int fs_make_dir(EnvdCall *call) {
         return envd_reply_message(call, json_pack("{s:o}", "entry", e));
 }
 
-static int fs_move(EnvdCall *call) {
-        static const char *const names[] = {"source", "destination", NULL};
+static int fs_move(EnvdCall *call, const FsMessage *args) {
         hutch_error err = {};
-        const char *from, *to;
+        const char *from = args->source, *to = args->destination;
         json_t *e = NULL;
         int r;
 
-        if (bad_members(call, names) || msg_string(call, "source", true, &from) < 0 ||
-            msg_string(call, "destination", true, &to) < 0)
-                return 0;
         r = hutch_file_move(call->sbx.name, from, to, HUTCH_FILE_PARENTS | HUTCH_FILE_REPLACE,
                             &err);
         if (r < 0)
@@ -559,17 +616,14 @@ static int fs_move(EnvdCall *call) {
         return envd_reply_message(call, json_pack("{s:o}", "entry", e));
 }
 
-static int fs_remove(EnvdCall *call) {
-        static const char *const names[] = {"path", NULL};
+static int fs_remove(EnvdCall *call, const FsMessage *args) {
         hutch_file_entry *l = NULL;
         hutch_file_info info = {};
         hutch_error err = {};
-        const char *path;
+        const char *path = args->path;
         size_t n = 0;
         int r;
 
-        if (bad_members(call, names) || msg_string(call, "path", true, &path) < 0)
-                return 0;
         r = hutch_file_stat(call->sbx.name, path, &info, &err);
         if (r < 0)
                 return envd_reply_hutch_error(call, r, &err);
@@ -671,24 +725,18 @@ static bool sandbox_went(EnvdCall *call) {
         return envd_resolve(call->req, &now) < 0 || strcmp(now.name, call->sbx.name) != 0;
 }
 
-static int fs_watch_dir(EnvdCall *call) {
-        static const char *const names[] = {"path", "recursive", "includeEntry",
-                                            "allowNetworkMounts", NULL};
+static int fs_watch_dir(EnvdCall *call, const FsMessage *args) {
         hutch_file_entry *prev = NULL;
         hutch_file_info info = {};
         hutch_error err = {};
-        bool recursive = false, include_entry = false, network = false;
-        const char *path;
+        /* allowNetworkMounts is accepted: polling works on any mount. */
+        bool recursive = args->recursive, include_entry = args->include_entry;
+        const char *path = args->path;
         struct timespec start;
         uint64_t waited = 0, since_ping = 0;
         size_t nprev = 0;
         int r;
 
-        if (bad_members(call, names) || msg_string(call, "path", true, &path) < 0 ||
-            msg_bool(call, "recursive", &recursive) < 0 ||
-            msg_bool(call, "includeEntry", &include_entry) < 0 ||
-            msg_bool(call, "allowNetworkMounts", &network) < 0)
-                return 1;
         (void)clock_gettime(CLOCK_MONOTONIC, &start);
         r = hutch_file_stat(call->sbx.name, path, &info, &err);
         if (r >= 0 && strcmp(info.type, "dir") != 0)
@@ -764,34 +812,67 @@ static int fs_watch_dir(EnvdCall *call) {
         return 1;
 }
 
-static int filesystem_call(EnvdCall *call, const char *method) {
-        if (strcmp(method, "Stat") == 0)
-                return fs_stat(call);
-        if (strcmp(method, "ListDir") == 0)
-                return fs_list_dir(call);
-        if (strcmp(method, "MakeDir") == 0)
-                return fs_make_dir(call);
-        if (strcmp(method, "Move") == 0)
-                return fs_move(call);
-        if (strcmp(method, "Remove") == 0)
-                return fs_remove(call);
-        if (strcmp(method, "WatchDir") == 0)
-                return fs_watch_dir(call);
-        return -ENOENT;
+/* The filesystem service's methods: each one's message and handler.
+ * The watcher trio (CreateWatcher, ...) is not served: the SDK does not
+ * call it (docs/e2b-envd.md). */
+static const JsonFieldDef fs_path_fields[] = {
+        FS_FIELD("path", JSON_FIELD_STRING, path, true),
+};
+static const JsonFieldDef fs_list_dir_fields[] = {
+        FS_FIELD("path", JSON_FIELD_STRING, path, true),
+        FS_FIELD("depth", JSON_FIELD_ANY, depth, false),
+};
+static const JsonFieldDef fs_move_fields[] = {
+        FS_FIELD("source", JSON_FIELD_STRING, source, true),
+        FS_FIELD("destination", JSON_FIELD_STRING, destination, true),
+};
+static const JsonFieldDef fs_watch_dir_fields[] = {
+        FS_FIELD("path", JSON_FIELD_STRING, path, true),
+        FS_FIELD("recursive", JSON_FIELD_BOOL, recursive, false),
+        FS_FIELD("includeEntry", JSON_FIELD_BOOL, include_entry, false),
+        FS_FIELD("allowNetworkMounts", JSON_FIELD_BOOL, allow_network_mounts, false),
+};
+
+typedef struct FsMethod {
+        const char *name;
+        bool stream;
+        const JsonFieldDef *fields;
+        size_t n_fields;
+        int (*handle)(EnvdCall *call, const FsMessage *args);
+} FsMethod;
+
+static const FsMethod fs_methods[] = {
+        {"Stat", false, fs_path_fields, ELEMENTSOF(fs_path_fields), fs_stat},
+        {"ListDir", false, fs_list_dir_fields, ELEMENTSOF(fs_list_dir_fields), fs_list_dir},
+        {"MakeDir", false, fs_path_fields, ELEMENTSOF(fs_path_fields), fs_make_dir},
+        {"Move", false, fs_move_fields, ELEMENTSOF(fs_move_fields), fs_move},
+        {"Remove", false, fs_path_fields, ELEMENTSOF(fs_path_fields), fs_remove},
+        {"WatchDir", true, fs_watch_dir_fields, ELEMENTSOF(fs_watch_dir_fields), fs_watch_dir},
+};
+
+static const FsMethod *fs_method_find(const char *method) {
+        for (size_t i = 0; i < ELEMENTSOF(fs_methods); i++)
+                if (strcmp(fs_methods[i].name, method) == 0)
+                        return &fs_methods[i];
+        return NULL;
 }
 
-/* 1 for a server stream, 0 for unary, -ENOENT for an unknown method. The
- * watcher trio (CreateWatcher, ...) is not served: the SDK does not call
- * it (docs/e2b-envd.md). */
-static int filesystem_method_shape(const char *method) {
-        static const char *const unary[] = {"Stat", "ListDir", "MakeDir", "Move", "Remove", NULL};
+static int filesystem_call(EnvdCall *call, const char *method) {
+        const FsMethod *fm = fs_method_find(method);
+        FsMessage m;
 
-        if (strcmp(method, "WatchDir") == 0)
-                return 1;
-        for (size_t i = 0; unary[i]; i++)
-                if (strcmp(unary[i], method) == 0)
-                        return 0;
-        return -ENOENT;
+        if (!fm)
+                return -ENOENT;
+        if (fs_decode(call, fm->fields, fm->n_fields, &m) < 0)
+                return fm->stream ? 1 : 0;
+        return fm->handle(call, &m);
+}
+
+/* 1 for a server stream, 0 for unary, -ENOENT for an unknown method. */
+static int filesystem_method_shape(const char *method) {
+        const FsMethod *fm = fs_method_find(method);
+
+        return fm ? fm->stream : -ENOENT;
 }
 
 /* ---- Connect calls ---- */
@@ -871,7 +952,7 @@ static int connect_call(E2bRequest *req, const char *service, const char *method
                 }
                 return envd_unary_error(req, code, why) < 0 ? -EIO : 0;
         }
-        if (envd_user_check(req, NULL) < 0) {
+        if (envd_user_parse(req, NULL, &call.user) < 0) {
                 json_decref(call.msg);
                 why = "unknown user (E2B's base template has 'user' and 'root')";
                 if (stream) {
@@ -957,6 +1038,7 @@ static int files_status(int r) {
 static int files_get(E2bRequest *req) {
         _cleanup_free_ char *path = NULL, *user = NULL, *data = NULL, *disp = NULL;
         E2bSandboxRef sbx = {};
+        EnvdUser euser = ENVD_USER_DEFAULT;
         hutch_error err = {};
         size_t len = 0;
         int r;
@@ -966,7 +1048,7 @@ static int files_get(E2bRequest *req) {
                 return rest_error(req, 400, "malformed query");
         if (!path || !path[0])
                 return rest_error(req, 400, "'path' is required");
-        if (envd_user_check(req, user) < 0)
+        if (envd_user_parse(req, user, &euser) < 0)
                 return rest_error(req, 400,
                                   "unknown user (E2B's base template has 'user' and "
                                   "'root')");
@@ -997,6 +1079,7 @@ static int files_post(E2bRequest *req) {
         const char *ct = e2b_request_header(req, "Content-Type");
         const char *enc = e2b_request_header(req, "Content-Encoding");
         E2bSandboxRef sbx = {};
+        EnvdUser euser = ENVD_USER_DEFAULT;
         hutch_error err = {};
         json_t *arr = NULL;
         size_t len = 0, n = 0;
@@ -1005,7 +1088,7 @@ static int files_post(E2bRequest *req) {
         if (envd_query_get(req->query, "path", &path) < 0 ||
             envd_query_get(req->query, "username", &user) < 0)
                 return rest_error(req, 400, "malformed query");
-        if (envd_user_check(req, user) < 0)
+        if (envd_user_parse(req, user, &euser) < 0)
                 return rest_error(req, 400,
                                   "unknown user (E2B's base template has 'user' and "
                                   "'root')");

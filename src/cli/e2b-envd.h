@@ -27,6 +27,20 @@
 /* The most bytes GET /files reads and POST /files takes for one file. */
 #define ENVD_FILE_MAX (UINT64_C(256) << 20)
 
+/* The user E2B names on a call (docs/e2b-envd.md "Users"). */
+typedef enum EnvdUser {
+        ENVD_USER_DEFAULT, /* none named: the sandbox's default user */
+        ENVD_USER_USER,    /* "user": the template's account "user" */
+        ENVD_USER_ROOT,    /* "root" */
+} EnvdUser;
+
+/* The `hutch exec --user` spec that @user of sandbox @sandbox maps to:
+ * NULL for ENVD_USER_DEFAULT, "root" for ENVD_USER_ROOT, and for
+ * ENVD_USER_USER "user", or NULL on the host base (no image), which has
+ * no such account and whose own user plays it. 0, or -errno (reading the
+ * sandbox's policy). */
+int envd_user_spec(const char *sandbox, EnvdUser user, const char **ret_spec);
+
 /* A Connect call being answered. */
 typedef struct EnvdCall {
         E2bRequest *req;
@@ -35,6 +49,7 @@ typedef struct EnvdCall {
         uint64_t timeout_ms; /* Connect-Timeout-Ms, 0: none */
         bool stream;         /* a server stream: errors go in its end-of-stream frame */
         bool head_pending;   /* envd_stream_begin_with_next(): the head goes with the next frame */
+        EnvdUser user;       /* the user the call names */
 } EnvdCall;
 
 /* Unary answers: the message @obj (taken; NULL: out of memory), or the
@@ -55,11 +70,6 @@ int envd_stream_begin(EnvdCall *call);
 void envd_stream_begin_with_next(EnvdCall *call);
 int envd_stream_message(EnvdCall *call, json_t *obj); /* @obj taken */
 int envd_stream_end(EnvdCall *call, ConnectCode code, const char *message);
-
-/* Checks that @obj has no member but those in the NULL-terminated @names
- * (proto3 JSON: unknown fields are an error here, deny by default).
- * Returns 0, or -EINVAL with the first unknown name in @ret_bad. */
-int envd_check_members(json_t *obj, const char *const *names, const char **ret_bad);
 
 /* The process service: Start, Connect, List, SendInput, SendSignal,
  * CloseStdin, Update, StreamInput (e2b-envd-process.c). @method is the

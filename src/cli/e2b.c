@@ -758,6 +758,15 @@ static int parse_args(int argc, char **argv, E2bArgs *a) {
         return 0;
 }
 
+void e2b_conn_release(const E2bServer *srv) {
+        pid_t self = getpid();
+
+        /* A datagram of our pid; the server checks it is one of its
+         * connections' forks. Lost (a full queue): the slot stays taken. */
+        if (srv->release_fd >= 0)
+                (void)send(srv->release_fd, &self, sizeof(self), MSG_DONTWAIT | MSG_NOSIGNAL);
+}
+
 /* ---- the server ---- */
 
 typedef struct Children {
@@ -854,10 +863,11 @@ static int build_server(E2bServer *srv, const E2bArgs *a) {
 
 int e2b_serve_main(int argc, char **argv) {
         E2bArgs a = {};
-        E2bServer srv = {};
+        E2bServer srv = {.release_fd = -EBADF};
         Children kids = {};
+        Children background = {}; /* forks that gave their slot back (e2b_conn_release()) */
         sigset_t mask, old_mask;
-        _cleanup_close_ int sfd = -EBADF, cfd = -EBADF, efd = -EBADF;
+        _cleanup_close_ int sfd = -EBADF, cfd = -EBADF, efd = -EBADF, rfd = -EBADF;
         pid_t sweeper = 0;
         bool evicting = false; /* SIGUSR1 sent; listeners wait for a fork to end */
         uint64_t next_sweep = 0;
@@ -905,6 +915,16 @@ int e2b_serve_main(int argc, char **argv) {
                 sigaddset(&usr1, SIGUSR1);
                 (void)sigprocmask(SIG_BLOCK, &usr1, NULL);
         }
+        {
+                int rel[2];
+
+                if (socketpair(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0, rel) < 0) {
+                        r = log_error_errno(negative_errno(), "socketpair: %m");
+                        goto finish;
+                }
+                rfd = rel[0];
+                srv.release_fd = rel[1];
+        }
         cfd = tcp_listen(a.listen ? a.listen : E2B_CONTROL_LISTEN_DEFAULT, "--e2b-listen",
                          srv.control_addr, sizeof(srv.control_addr));
         if (cfd < 0) {
@@ -923,22 +943,39 @@ int e2b_serve_main(int argc, char **argv) {
         (void)fflush(stdout);
 
         for (;;) {
-                struct pollfd p[3] = {
+                struct pollfd p[4] = {
                         {.fd = sfd, .events = POLLIN},
                         {.fd = !evicting ? cfd : -1, .events = POLLIN},
                         {.fd = !evicting ? efd : -1, .events = POLLIN},
+                        {.fd = rfd, .events = POLLIN},
                 };
                 struct signalfd_siginfo si;
                 bool stop = false;
+                pid_t released;
                 uint64_t now;
 
-                if (poll(p, 3, 500) < 0 && errno != EINTR) {
+                if (poll(p, 4, 500) < 0 && errno != EINTR) {
                         r = log_error_errno(negative_errno(), "poll: %m");
                         break;
                 }
                 while (read(sfd, &si, sizeof(si)) == sizeof(si))
                         if (si.ssi_signo != SIGCHLD)
                                 stop = true;
+                /* Forks whose client went while their command goes on:
+                 * off the connection slots (before the reaping below, so
+                 * that a fork's message is seen while it is still ours). */
+                while (recv(rfd, &released, sizeof(released), MSG_DONTWAIT) ==
+                       (ssize_t)sizeof(released)) {
+                        bool ours = false;
+
+                        for (size_t k = 0; k < kids.n; k++)
+                                ours = ours || kids.pids[k] == released;
+                        if (!ours || background.n >= E2B_BACKGROUND_MAX ||
+                            children_add(&background, released) < 0)
+                                continue;
+                        children_remove(&kids, released);
+                        evicting = false;
+                }
                 for (;;) {
                         pid_t pid = waitpid(-1, NULL, WNOHANG);
 
@@ -948,6 +985,7 @@ int e2b_serve_main(int argc, char **argv) {
                                 sweeper = 0;
                         else {
                                 children_remove(&kids, pid);
+                                children_remove(&background, pid);
                                 evicting = false;
                         }
                 }
@@ -963,7 +1001,7 @@ int e2b_serve_main(int argc, char **argv) {
                         evicting = true;
                 }
                 for (int i = 1; i < 3 && kids.n < E2B_CONNECTIONS_MAX; i++) {
-                        int closing[3] = {sfd, cfd, efd}, fd;
+                        int closing[4] = {sfd, cfd, efd, rfd}, fd;
                         pid_t pid;
 
                         if (!(p[i].revents & POLLIN))
@@ -990,7 +1028,7 @@ int e2b_serve_main(int argc, char **argv) {
                 if (sweeper == 0 && now >= next_sweep) {
                         next_sweep = now + 250;
                         if (e2b_table_expired(&srv, now)) {
-                                int closing[3] = {sfd, cfd, efd};
+                                int closing[4] = {sfd, cfd, efd, rfd};
                                 pid_t pid = spawn(&old_mask, closing, ELEMENTSOF(closing));
 
                                 if (pid == 0) {
@@ -1006,6 +1044,8 @@ int e2b_serve_main(int argc, char **argv) {
          * forks end, then every E2B sandbox is destroyed. */
         for (size_t i = 0; i < kids.n; i++)
                 (void)kill(kids.pids[i], SIGKILL);
+        for (size_t i = 0; i < background.n; i++)
+                (void)kill(background.pids[i], SIGKILL);
         if (sweeper > 0)
                 (void)kill(sweeper, SIGKILL);
         while (waitpid(-1, NULL, 0) > 0 || errno == EINTR)
@@ -1014,6 +1054,8 @@ int e2b_serve_main(int argc, char **argv) {
 finish:
         e2b_table_close(&srv);
         free(kids.pids);
+        free(background.pids);
+        srv.release_fd = safe_close(srv.release_fd);
         free(srv.domain);
         free(srv.policy_json);
         strv_free(srv.allow_ceiling);

@@ -58,6 +58,7 @@
 #define E2B_ENVD_BODY_MAX (UINT64_C(1) << 32) /* an envd body (file uploads) */
 #define E2B_CONN_BUF (64U << 10)              /* read-ahead of one connection */
 #define E2B_CONNECTIONS_MAX 256               /* connections served at once */
+#define E2B_BACKGROUND_MAX 1024               /* dropped background commands' forks */
 #define E2B_IDLE_TIMEOUT_S 60                 /* waiting for a request head */
 #define E2B_HEAD_DEADLINE_S 10                /* from a head's first byte to its end */
 #define E2B_TIMEOUT_DEFAULT_S 300             /* a sandbox's lifetime when none is asked */
@@ -75,6 +76,7 @@ typedef struct E2bServer {
         char control_addr[64];   /* as bound, "IP:PORT" */
         char envd_addr[64];
         int table_lock; /* held by the server process: one server per table */
+        int release_fd; /* the forks' end of the slot-release socket (e2b_conn_release()) */
 } E2bServer;
 
 /* ---- one connection (e2b.c) ---- */
@@ -96,6 +98,13 @@ ssize_t e2b_conn_read(E2bConn *c, void *p, size_t n);
 int e2b_conn_read_exact(E2bConn *c, void *p, size_t n);
 /* Writes all of @p: 0 or -errno. */
 int e2b_conn_write(E2bConn *c, const void *p, size_t n);
+
+/* In a connection's fork whose client went away while its work goes on
+ * (the broker of a background command, e2b-envd-process.c): gives the
+ * fork's connection slot back. The server then counts the fork apart (at
+ * most E2B_BACKGROUND_MAX; beyond, it keeps its slot) and still ends it
+ * with itself. Called once, after which the fork serves no request. */
+void e2b_conn_release(const E2bServer *srv);
 
 typedef struct E2bHeader {
         const char *name;  /* as sent; compare case-insensitively */
