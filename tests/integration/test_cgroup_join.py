@@ -7,11 +7,20 @@ since inside its cgroup namespace every path reads "/": while the command
 runs, init and the command sit in the run's "exec" leaf of every
 hierarchy the run made a cgroup in (v1 and unified), and the limits hold
 (memory OOM, pids), each with its twin. Modes: as test_limits.py's `lim`
-(root, and the user in delegated v1, hybrid or v2 cgroups)."""
+(root, and the user in delegated v1, hybrid or v2 cgroups). A failing
+join (strace injecting EACCES into init's first write, its "tasks" one;
+root on a host with a v1 hierarchy) is exit 125 naming the move, the
+command never runs and no cgroup of the run is left; its twin runs under
+the same strace without the injection."""
 
+import re
+import shutil
+import subprocess
 import time
 from pathlib import Path
 from subprocess import PIPE
+
+import pytest
 
 from conftest import kill_quietly
 from test_limits import (  # noqa: F401 (fixtures)
@@ -133,3 +142,51 @@ def test_pids_limit_fits_twin(lim):
     script = "for i in $(seq 8); do sleep 0.1 & done; wait; echo done"
     r, o = run_json(lim, ["--pids", "16", *NET], ["sh", "-c", script])
     assert r.returncode == 0 and r.stdout == "done\n", (o, r.stderr)
+
+
+# ---- a failing join ----
+
+
+def traced_run(runner, inject, cmd=("true",)):
+    """`hutch run -- CMD` as root under strace -f, failing the first
+    write(2) of each process with EACCES when @inject: init's first write
+    is its move into a v1 leaf's "tasks" (the supervisor's first one, a
+    limit, only degrades the default limits). Returns (CompletedProcess,
+    hutch's pid: the first one of the trace)."""
+    if not shutil.which("strace"):
+        pytest.skip("needs strace (tools/deps.sh test installs it)")
+    trace = runner.make_dir(name="trace") / "strace.out"
+    when = "1" if inject else "65535"
+    r = subprocess.run(
+        ["strace", "-f", "-qq", "-o", str(trace), "-e", "trace=write", "-e",
+         f"inject=write:error=EACCES:when={when}", *runner.argv(["--", *cmd])],
+        capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL,
+        cwd=str(runner.base_dir),
+    )
+    assert trace.exists(), r.stderr
+    first = trace.read_text().split(None, 1)
+    return r, trace.read_text(), int(first[0]) if first else None
+
+
+def leftovers(hutch_pid):
+    found = []
+    for mnt in set(cgroup_mounts().values()):
+        found += [str(p) for p in Path(mnt).rglob(f"run-{hutch_pid}-*")]
+    return found
+
+
+def test_failed_join_is_an_error_with_nothing_left(root_runner):
+    if not HIERARCHIES & set(cgroup_mounts()):
+        pytest.skip("needs a v1 hierarchy (a hybrid host): on pure v2 init joins at clone")
+    r, trace, pid = traced_run(root_runner, inject=True, cmd=("sh", "-c", "echo RAN"))
+    assert r.returncode == 125, (r.returncode, r.stderr)
+    assert "move the sandbox into its cgroup" in r.stderr, r.stderr
+    assert "RAN" not in r.stdout
+    assert re.search(r'write\(\d+, "0", 1\)\s+= -1 EACCES', trace), trace[-2000:]
+    assert not leftovers(pid)
+
+
+def test_join_under_strace_without_injection_twin(root_runner):
+    r, _, pid = traced_run(root_runner, inject=False, cmd=("sh", "-c", "echo RAN"))
+    assert r.returncode == 0 and r.stdout == "RAN\n", r.stderr
+    assert not leftovers(pid)
