@@ -936,7 +936,8 @@ void sandbox_init_main(const InitArgs *a) {
 
         /* SECURITY: before anything else runs, join the sandbox's v1
          * cgroups (the v2 one, clone3 gave at birth): what init and the
-         * command do from here on is counted and limited. Fail closed. */
+         * command do from here on is counted and limited. Fail closed.
+         * "tasks" moves the writing thread only: init has no other. */
         {
                 int join_err = 0;
 
