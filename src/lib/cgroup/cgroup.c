@@ -742,6 +742,54 @@ int cgroup_open_procs(Cgroup *c, int *fds, size_t max_fds, size_t *ret_n) {
 
 /* ---- attaching ---- */
 
+int cgroup_open_join(Cgroup *c, int *ret_v2_fd, int *tasks_fds, size_t max_fds, size_t *ret_n) {
+        _cleanup_close_ int v2 = -EBADF;
+        size_t n = 0;
+        int r;
+
+        if (!c || !ret_v2_fd || !tasks_fds || !ret_n)
+                return -EINVAL;
+        for (size_t i = 0; i < c->n; i++) {
+                const Hierarchy *h = c->h + i;
+                _cleanup_close_ int dfd = -EBADF;
+
+                if (!h->roles || !h->made_leaf)
+                        continue;
+                dfd = cg_open_dir(h->leaf);
+                if (dfd < 0) {
+                        r = dfd;
+                        goto fail;
+                }
+                if (h->version == CGROUP_VERSION_2) {
+                        /* There is one unified hierarchy. */
+                        if (v2 >= 0) {
+                                r = -EBADMSG;
+                                goto fail;
+                        }
+                        v2 = TAKE_FD(dfd);
+                        continue;
+                }
+                if (n >= max_fds) {
+                        r = -E2BIG;
+                        goto fail;
+                }
+                tasks_fds[n] = openat(dfd, "tasks", O_WRONLY | O_CLOEXEC | O_NOFOLLOW);
+                if (tasks_fds[n] < 0) {
+                        r = negative_errno();
+                        goto fail;
+                }
+                n++;
+        }
+        *ret_v2_fd = TAKE_FD(v2);
+        *ret_n = n;
+        return 0;
+
+fail:
+        for (size_t j = 0; j < n; j++)
+                tasks_fds[j] = safe_close(tasks_fds[j]);
+        return r;
+}
+
 int cgroup_attach(Cgroup *c, pid_t pid) {
         bool attached = false;
         char buf[32];

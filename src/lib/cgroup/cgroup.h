@@ -239,6 +239,21 @@ int cgroup_new_child(Cgroup *parent, const char *child, Cgroup **ret, HutchError
  * error (nothing left open). */
 int cgroup_open_procs(Cgroup *c, int *fds, size_t max_fds, size_t *ret_n);
 
+/* What a process about to be created needs to start in the leaves of
+ * @c without cgroup_attach() (issue 16: moving another process takes the
+ * kernel's cgroup_threadgroup_rwsem for writing, which waits for an RCU
+ * grace period): in @ret_v2_fd the v2 leaf opened as by
+ * cgroup_leaf_fd_v2() for clone3(CLONE_INTO_CGROUP), or -EBADF when @c
+ * uses no v2 hierarchy; in @tasks_fds (up to @max_fds, @ret_n of them)
+ * the "tasks" file of each v1 leaf, opened O_WRONLY|O_CLOEXEC, where the
+ * new process's thread moves itself by writing "0" (a v1 write of the
+ * writer's own thread takes no such lock; the kernel checks the
+ * permission against the opener's credentials, so it works from inside
+ * the sandbox's user namespace). The caller owns every fd; the same
+ * SECURITY note as cgroup_leaf_fd_v2()'s applies. Returns 0, -EINVAL,
+ * -E2BIG, or the open error (nothing left open). */
+int cgroup_open_join(Cgroup *c, int *ret_v2_fd, int *tasks_fds, size_t max_fds, size_t *ret_n);
+
 /* Moves @pid (a whole process) into the leaf of every hierarchy @c uses
  * (cgroup.procs). The v2 leaf is written too, which is harmless after
  * CLONE_INTO_CGROUP. Do it before the process runs anything: children it

@@ -35,6 +35,16 @@ typedef struct Prepared {
  * lock can be held in the child. The child's 0, the pid, or -errno. */
 pid_t sandbox_clone(uint64_t flags, int *ret_pidfd);
 
+/* sandbox_clone() with CLONE_INTO_CGROUP: the child starts in the v2
+ * cgroup open at @cgroup_fd, without the cgroup_threadgroup_rwsem write
+ * (and its RCU wait) that moving it afterwards costs (issue 16).
+ * @ret_joined tells whether it did; it is false after plain
+ * sandbox_clone(), which follows @cgroup_fd < 0 and any failure of that
+ * clone3 (ENOSYS, E2BIG or EPERM: an old kernel or a container's seccomp
+ * filter; or the cgroup's refusal), and the caller must then move the
+ * child itself, failing as it always did when the cgroup refuses. */
+pid_t sandbox_clone_into(uint64_t flags, int cgroup_fd, int *ret_pidfd, bool *ret_joined);
+
 /* Does hutch hold CAP_SYS_ADMIN (root, outside a container that took it
  * away)? Without it no tree can be idmapped: a persistent sandbox then
  * keeps the store's fixed range (docs/containers.md). */

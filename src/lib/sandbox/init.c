@@ -184,9 +184,10 @@ static void forward_handler(int sig) {
         (void)sig;
 }
 
-/* The supervisor made our cgroup while we built the filesystem; nothing of
- * the user's runs before we are in it. Then a cgroup namespace rooted
- * there, and the rlimits of a degraded run (SYNC_OP_CONTINUE's values). */
+/* We joined our cgroups first thing (sandbox_init_main()), and the
+ * supervisor's old-way move, where clone3 could not join the v2 one, is
+ * done by CONTINUE; nothing of the user's runs before. Then a cgroup
+ * namespace rooted there, and the rlimits of a degraded run (SYNC_OP_CONTINUE's values). */
 static void wait_for_cgroup(const InitArgs *a) {
         CgroupLimits rl;
         int fds[1];
@@ -932,6 +933,23 @@ void sandbox_init_main(const InitArgs *a) {
         RootfsLayers layers = {};
         RootfsImage image = {};
         InitArgs args = *a;
+
+        /* SECURITY: before anything else runs, join the sandbox's v1
+         * cgroups (the v2 one, clone3 gave at birth): what init and the
+         * command do from here on is counted and limited. Fail closed.
+         * "tasks" moves the writing thread only: init has no other. */
+        {
+                int join_err = 0;
+
+                for (size_t i = 0; i < a->n_cgroup_fds; i++) {
+                        if (i < a->n_cgroup_tasks && join_err == 0 &&
+                            write(a->cgroup_fds[i], "0", 1) != 1)
+                                join_err = errno ?: EIO;
+                        (void)close(a->cgroup_fds[i]);
+                }
+                if (join_err != 0)
+                        init_fail(a->sync_fd, join_err, "move the sandbox into its cgroup", NULL);
+        }
 
         /* Before the keeper can pin init to one CPU (it does so once init
          * said it is ready). */

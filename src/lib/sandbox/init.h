@@ -14,6 +14,10 @@
 #include "sandbox/container.h"
 #include "sandbox/image-root.h"
 
+/* The v1 hierarchies hutch uses (memory, pids, cpu, cpuacct, freezer) and
+ * the v2 one. */
+#define INIT_CGROUP_FDS_MAX 6
+
 typedef struct InitArgs {
         const Policy *policy;
         char **argv; /* heap copies: the caller's argv/env memory is wiped */
@@ -36,6 +40,14 @@ typedef struct InitArgs {
         const ImageRoot *image;
         ContainerEngine container; /* where hutch runs, to name fixes in errors */
         uint64_t keep_caps;        /* caps_drop_all_but(): 0, or CAPS_PACKAGE_SET */
+        /* Issue 16: descriptors of the sandbox's cgroup leaves that init
+         * inherited. The first n_cgroup_tasks are the v1 leaves' "tasks"
+         * files, where init's first action writes "0" (a failed write is
+         * fatal); any after them (the v2 leaf clone3 put init in) are only
+         * closed. */
+        int cgroup_fds[INIT_CGROUP_FDS_MAX];
+        size_t n_cgroup_fds;
+        size_t n_cgroup_tasks;
 } InitArgs;
 
 /* Never returns: _exit()s when the command has ended or setup failed. */

@@ -78,6 +78,32 @@ pid_t sandbox_clone(uint64_t flags, int *ret_pidfd) {
         return (pid_t)pid;
 }
 
+pid_t sandbox_clone_into(uint64_t flags, int cgroup_fd, int *ret_pidfd, bool *ret_joined) {
+        struct clone_args args = {
+                .flags = flags | CLONE_PIDFD | CLONE_INTO_CGROUP,
+                .pidfd = (uint64_t)(uintptr_t)ret_pidfd,
+                .exit_signal = SIGCHLD,
+                .cgroup = (uint64_t)cgroup_fd,
+        };
+        long pid;
+
+        *ret_joined = false;
+        if (cgroup_fd < 0)
+                return sandbox_clone(flags, ret_pidfd);
+        pid = syscall(SYS_clone3, &args, sizeof(args));
+        if (pid >= 0) {
+                *ret_joined = true;
+                return (pid_t)pid;
+        }
+        /* COMPAT(kernel < 5.7: E2BIG for the longer clone_args; container
+         * seccomp profiles: ENOSYS or EPERM): the clone without the
+         * cgroup, which the caller then attaches the old way. So does a
+         * refusal of the cgroup (EACCES, EBUSY, ...): the old attach then
+         * fails with the same error, in the words it always used, and a
+         * failure to make the namespaces is reported as such. */
+        return sandbox_clone(flags, ret_pidfd);
+}
+
 /* Makes a detached copy of the host tree at @path for the sandbox. When the
  * mapping is privileged (hutch runs as root), the copy is idmapped through the
  * sandbox's user namespace so that files of the caller appear as the
@@ -735,6 +761,9 @@ int sandbox_start(const Policy *policy, const SandboxLayerPaths *layers, char *c
         IdMapping idmap;
         uint64_t keep_caps;
         const char *workdir;
+        int cg_fds[INIT_CGROUP_FDS_MAX], cg_v2_fd = -EBADF;
+        size_t n_cg_fds = 0, n_cg_tasks = 0;
+        bool cg_joined = false;
         pid_t pid;
         int r;
 
@@ -812,7 +841,31 @@ int sandbox_start(const Policy *policy, const SandboxLayerPaths *layers, char *c
         if (st->sigfd < 0)
                 return hutch_error_set(reterr, errno, "failed to create a signalfd: %m");
 
-        pid = sandbox_clone(SANDBOX_NS_FLAGS, &st->pidfd);
+        /* Issue 16: the cgroups exist before init, which starts in the v2
+         * leaf (clone3 CLONE_INTO_CGROUP) and, as its first action, moves
+         * itself into the v1 ones through "tasks" files opened here (see
+         * cgroup_open_join()): moving another process's pid instead takes
+         * the kernel's cgroup_threadgroup_rwsem for writing, which waits
+         * for an RCU grace period (6-20 ms on a loaded host). The old move
+         * remains only where clone3 cannot do it (joined stays false). */
+        r = run_cgroup_create(policy, &st->rc, st->name, reterr);
+        if (r < 0)
+                return r;
+        if (st->rc.cgroup) {
+                r = cgroup_open_join(st->rc.cgroup, &cg_v2_fd, cg_fds, ELEMENTSOF(cg_fds) - 1,
+                                     &n_cg_tasks);
+                if (r < 0)
+                        return hutch_error_set(reterr, -r,
+                                               "failed to move the sandbox into its cgroup: %s",
+                                               strerror(-r));
+        }
+        n_cg_fds = n_cg_tasks;
+        if (cg_v2_fd >= 0)
+                cg_fds[n_cg_fds++] = cg_v2_fd;
+
+        pid = sandbox_clone_into(SANDBOX_NS_FLAGS, cg_v2_fd, &st->pidfd, &cg_joined);
+        for (size_t i = 0; pid != 0 && i < n_cg_fds; i++)
+                cg_fds[i] = safe_close(cg_fds[i]);
         if (pid < 0) {
                 const char *fix = container_fix(container, CONTAINER_NEED_NAMESPACES);
 
@@ -839,11 +892,26 @@ int sandbox_start(const Policy *policy, const SandboxLayerPaths *layers, char *c
                         .image = st->image,
                         .container = container,
                         .keep_caps = keep_caps,
+                        .n_cgroup_fds = n_cg_fds,
+                        .n_cgroup_tasks = n_cg_tasks,
                 };
 
+                memcpy(a.cgroup_fds, cg_fds, n_cg_fds * sizeof(int));
                 sandbox_init_main(&a);
         }
         st->pid = pid;
+        if (n_cg_fds > n_cg_tasks && !cg_joined) {
+                /* The old way, before init runs anything of the user's
+                 * (it waits for GO): also into the v1 leaves, where init
+                 * moves itself too, which does no harm. */
+                r = cgroup_attach(st->rc.cgroup, pid);
+                if (r < 0) {
+                        (void)hutch_error_set(reterr, -r,
+                                              "failed to move the sandbox into its cgroup: %s",
+                                              strerror(-r));
+                        goto kill_child;
+                }
+        }
         st->sync_child = safe_close(st->sync_child);
         for (size_t i = 0; i < 2; i++)
                 st->out_w[i] = safe_close(st->out_w[i]);
@@ -913,30 +981,8 @@ int sandbox_start(const Policy *policy, const SandboxLayerPaths *layers, char *c
                 goto kill_child;
         }
 
-        /* While init builds its filesystem, make its cgroup and move it
-         * there; init waits for CONTINUE before it runs anything of the
-         * user's, so no process of the command starts outside.
-         * NEEDSWORK(issue 16): writing another process's pid to
-         * cgroup.procs takes the kernel's cgroup_threadgroup_rwsem for
-         * writing, which waits for an RCU grace period (the first write
-         * of a burst: 6-20 ms measured on a loaded 2-core host, where a
-         * v1 "tasks" write of "0" by the moving thread itself, which takes
-         * no such lock, took 42 us). Candidates: init joins its v1 leaves
-         * itself through "tasks" fds the supervisor opened (the write's
-         * permission is the opener's), and clone3(CLONE_INTO_CGROUP) for
-         * the v2 leaf, made before the clone. */
-        r = run_cgroup_create(policy, &st->rc, st->name, reterr);
-        if (r < 0)
-                goto kill_child;
-        if (st->rc.cgroup) {
-                r = cgroup_attach(st->rc.cgroup, pid);
-                if (r < 0) {
-                        (void)hutch_error_set(reterr, -r,
-                                              "failed to move the sandbox into its cgroup: %s",
-                                              strerror(-r));
-                        goto kill_child;
-                }
-        }
+        /* Init is in its cgroups (it joined the v1 ones before reading
+         * GO); CONTINUE lets it run the user's command. */
         r = sync_send_values(st->sync_parent, SYNC_OP_CONTINUE,
                              (uint64_t[3]){st->rc.rlimits.memory_max,
                                            st->rc.rlimits.memory_swap_max, st->rc.rlimits.pids_max},

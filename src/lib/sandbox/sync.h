@@ -9,8 +9,9 @@
  *   supervisor -> init  SYNC_OP_GO      after the id maps are written; carries
  *                                       the detached (idmapped) mounts, in the
  *                                       order of SandboxMounts
- *   supervisor -> init  SYNC_OP_CONTINUE init is in its cgroup (created while
- *                                       init built its filesystem); values[]
+ *   supervisor -> init  SYNC_OP_CONTINUE init is in its cgroup (made before
+ *                                       init, which joined it at birth and
+ *                                       through "tasks" fds); values[]
  *                                       carry the rlimits of a degraded run:
  *                                       memory, swap, pids (0 = none)
  *   init -> supervisor  SYNC_OP_ERROR   a setup step failed: {err, step, msg};
