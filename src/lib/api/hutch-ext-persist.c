@@ -37,10 +37,7 @@ int hutch_ext_sandbox_name(const char *name_or_id, char **ret_name, HutchError *
         char *name;
         int r;
 
-        r = store_open(&s, reterr);
-        if (r < 0)
-                return r;
-        r = store_sandbox_load(s, name_or_id, &rec, reterr);
+        r = store_open_sandbox(&s, name_or_id, &rec, reterr);
         if (r < 0)
                 return r;
         name = strdup(rec->name);

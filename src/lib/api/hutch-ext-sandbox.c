@@ -66,10 +66,7 @@ int hutch_ext_sandbox_policy(const char *name_or_id, char **ret_name, char **ret
         _cleanup_(sandbox_record_freep) SandboxRecord *rec = NULL;
         int r;
 
-        r = store_open(&s, reterr);
-        if (r < 0)
-                return r;
-        r = store_sandbox_load(s, name_or_id, &rec, reterr);
+        r = store_open_sandbox(&s, name_or_id, &rec, reterr);
         if (r < 0)
                 return r;
         if (ret_name)
@@ -121,10 +118,7 @@ int hutch_ext_stop(const char *name_or_id, char **ret_name, HutchError *reterr) 
         _cleanup_(sandbox_record_freep) SandboxRecord *rec = NULL;
         int r;
 
-        r = store_open(&s, reterr);
-        if (r < 0)
-                return r;
-        r = store_sandbox_load(s, name_or_id, &rec, reterr);
+        r = store_open_sandbox(&s, name_or_id, &rec, reterr);
         if (r < 0)
                 return r;
         r = persist_stop(s, rec->name, reterr);
@@ -149,10 +143,7 @@ int hutch_ext_sandbox_file(const char *name_or_id, const char *sub, char **ret_n
         _cleanup_(sandbox_record_freep) SandboxRecord *rec = NULL;
         int r;
 
-        r = store_open(&s, reterr);
-        if (r < 0)
-                return r;
-        r = store_sandbox_load(s, name_or_id, &rec, reterr);
+        r = store_open_sandbox(&s, name_or_id, &rec, reterr);
         if (r < 0)
                 return r;
         r = store_sandbox_path(s, rec->name, sub, ret_path);

@@ -31,10 +31,7 @@ int hutch_ext_connect(const char *name, int *ret_sock, HutchError *reterr) {
         _cleanup_(sandbox_record_freep) SandboxRecord *rec = NULL;
         int r;
 
-        r = store_open(&s, reterr);
-        if (r < 0)
-                return r;
-        r = store_sandbox_load(s, name, &rec, reterr);
+        r = store_open_sandbox(&s, name, &rec, reterr);
         if (r < 0)
                 return r;
         return persist_connect(s, rec->name, true, ret_sock, reterr);

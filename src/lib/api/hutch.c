@@ -537,9 +537,7 @@ _public_ int hutch_sandbox_describe(const char *name, hutch_sandbox_desc **ret, 
 
         if (!name || !ret)
                 return fail_msg(err, EINVAL, "no sandbox name or output given");
-        r = store_open(&s, &e);
-        if (r >= 0)
-                r = store_sandbox_load(s, name, &rec, &e);
+        r = store_open_sandbox(&s, name, &rec, &e);
         if (r < 0)
                 return fail(err, &e, r);
         d = calloc(1, sizeof(*d));
@@ -601,9 +599,7 @@ _public_ int hutch_get(const char *name, hutch_sandbox_info *ret, hutch_error *e
 
         if (!name || !ret)
                 return fail_msg(err, EINVAL, "no sandbox name or output given");
-        r = store_open(&s, &e);
-        if (r >= 0)
-                r = store_sandbox_load(s, name, &rec, &e);
+        r = store_open_sandbox(&s, name, &rec, &e);
         if (r < 0)
                 return fail(err, &e, r);
         policy = strdup(rec->policy_json ? rec->policy_json : "{}");
@@ -623,9 +619,7 @@ _public_ int hutch_get_policy(const char *name, char **ret_json, hutch_error *er
 
         if (!name || !ret_json)
                 return fail_msg(err, EINVAL, "no sandbox name or output given");
-        r = store_open(&s, &e);
-        if (r >= 0)
-                r = store_sandbox_load(s, name, &rec, &e);
+        r = store_open_sandbox(&s, name, &rec, &e);
         if (r < 0)
                 return fail(err, &e, r);
         *ret_json = TAKE_PTR(rec->policy_json);
@@ -640,9 +634,7 @@ _public_ int hutch_stop(const char *name, hutch_error *err) {
 
         if (!name)
                 return fail_msg(err, EINVAL, "no sandbox name given");
-        r = store_open(&s, &e);
-        if (r >= 0)
-                r = store_sandbox_load(s, name, &rec, &e);
+        r = store_open_sandbox(&s, name, &rec, &e);
         if (r >= 0)
                 r = persist_stop(s, rec->name, &e);
         return r < 0 ? fail(err, &e, r) : 0;

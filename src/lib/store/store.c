@@ -1238,6 +1238,21 @@ int store_sandbox_load(Store *s, const char *name_or_id, SandboxRecord **ret, Hu
         return sandbox_load(s, name_or_id, false, ret, reterr);
 }
 
+int store_open_sandbox(Store **ret_store, const char *name_or_id, SandboxRecord **ret,
+                       HutchError *reterr) {
+        _cleanup_(store_freep) Store *s = NULL;
+        int r;
+
+        r = store_open(&s, reterr);
+        if (r < 0)
+                return r;
+        r = store_sandbox_load(s, name_or_id, ret, reterr);
+        if (r < 0)
+                return r;
+        *ret_store = TAKE_PTR(s);
+        return 0;
+}
+
 int store_sandbox_load_locked(Store *s, const char *name, SandboxRecord **ret, HutchError *reterr) {
         return sandbox_load(s, name, true, ret, reterr);
 }

@@ -128,6 +128,10 @@ int store_lock_all(const Store *s, int *ret_fd);
  * first (call with the sandbox's lock held when it may change). -ENOENT
  * (with @reterr) when there is none. */
 int store_sandbox_load(Store *s, const char *name_or_id, SandboxRecord **ret, HutchError *reterr);
+/* store_open() and store_sandbox_load() in one: the API's calls that take
+ * a sandbox by name or id begin so. On failure neither is returned. */
+int store_open_sandbox(Store **ret_store, const char *name_or_id, SandboxRecord **ret,
+                       HutchError *reterr);
 /* The same for a caller that holds the sandbox's lock. Without it, a
  * sandbox whose recovery is needed while another command holds the lock is
  * -EBUSY. */
