@@ -253,6 +253,22 @@ void exec_table_finished(KeeperConns *conns, uint64_t id, int exit_code, const c
 
 /* ---- log files ---- */
 
+int exec_table_stdin_pipe(int *stdin_w, bool close, int *ret_fd) {
+        int fd;
+
+        if (!stdin_w || *stdin_w < 0)
+                return -ENOTCONN;
+        if (close) {
+                *stdin_w = safe_close(*stdin_w);
+                return 0;
+        }
+        fd = fcntl(*stdin_w, F_DUPFD_CLOEXEC, 3);
+        if (fd < 0)
+                return negative_errno();
+        *ret_fd = fd;
+        return 0;
+}
+
 static int log_path(const char *logs_dir, uint64_t id, const char *ext, char *buf, size_t size) {
         int n = snprintf(buf, size, "%s/exec-%llu.%s", logs_dir, (unsigned long long)id, ext);
 

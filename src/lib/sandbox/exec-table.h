@@ -69,11 +69,17 @@ bool exec_table_op(const char *op);
  *       or with "close", the keeper's end closed (EOF once the client's
  *       copies are closed too); ENOTCONN for an exec without one (it was
  *       not started with "stdin_pipe", or it was closed), ESRCH for one
- *       that ended A connection left
+ *       that ended. A connection left
  * waiting becomes KEEPER_CONN_WAIT with exec_id set; exec_table_finished()
  * answers it. Returns < 0 to close @c, 0 to keep it. */
 int exec_table_handle(const ExecTableOps *ops, void *keeper, const KeeperConfig *cfg, KeeperConn *c,
                       json_t *req, const char *op);
+
+/* The "stdin" op (ExecTableOps.stdin) on an exec's @stdin_w, the pipe's
+ * write end its keeper holds (NULL or -EBADF: it has none, or it was
+ * closed): a copy in @ret_fd, or with @close it closed. -ENOTCONN when
+ * there is none. */
+int exec_table_stdin_pipe(int *stdin_w, bool close, int *ret_fd);
 
 /* Exec @id ended with @exit_code and @outcome_json: every connection
  * waiting for it gets the outcome and is closed. */

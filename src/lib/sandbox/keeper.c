@@ -834,19 +834,8 @@ static Cgroup *ns_freeze_cgroup(KeeperCore *core) {
 static int table_stdin(void *userdata, uint64_t id, bool close_it, int *ret_fd) {
         Keeper *k = userdata;
         Exec *e = exec_find(k, id);
-        int fd;
 
-        if (!e || e->stdin_w < 0)
-                return -ENOTCONN;
-        if (close_it) {
-                e->stdin_w = safe_close(e->stdin_w);
-                return 0;
-        }
-        fd = fcntl(e->stdin_w, F_DUPFD_CLOEXEC, 3);
-        if (fd < 0)
-                return negative_errno();
-        *ret_fd = fd;
-        return 0;
+        return exec_table_stdin_pipe(e ? &e->stdin_w : NULL, close_it, ret_fd);
 }
 
 static const SandboxBackendOps ns_ops = {

@@ -493,20 +493,9 @@ static void table_kill(void *userdata, uint64_t id, int sig, uint64_t grace_ms) 
 static int table_stdin(void *userdata, uint64_t id, bool close_it, int *ret_fd) {
         VmKeeper *k = userdata;
         size_t i = exec_find(k, id);
-        VmExec *e = i == SIZE_MAX ? NULL : k->execs[i];
-        int fd;
 
-        if (!e || e->stdin_w < 0)
-                return -ENOTCONN;
-        if (close_it) {
-                e->stdin_w = safe_close(e->stdin_w);
-                return 0;
-        }
-        fd = fcntl(e->stdin_w, F_DUPFD_CLOEXEC, 3);
-        if (fd < 0)
-                return negative_errno();
-        *ret_fd = fd;
-        return 0;
+        return exec_table_stdin_pipe(i == SIZE_MAX ? NULL : &k->execs[i]->stdin_w, close_it,
+                                     ret_fd);
 }
 
 /* The VM is lost (gone, broken, or not answering): the keeper stops, and
