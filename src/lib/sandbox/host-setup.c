@@ -20,10 +20,15 @@ int sandbox_userns_adopt(pid_t pid, const IdMapping *m, int *ret_fd, HutchError 
         char path[64];
         int fd, r;
 
-        r = userns_write_maps(pid, m);
+        /* A ranged map (a user's sub-ids) is written by newuidmap and
+         * newgidmap, which say themselves what failed. */
+        r = m->ranged ? userns_write_maps_full(pid, m, reterr) : userns_write_maps(pid, m);
         if (r < 0)
-                return hutch_error_set(reterr, -r, "failed to write the sandbox's id maps: %s",
-                                       strerror(-r));
+                return m->ranged && reterr && reterr->errnum
+                               ? r
+                               : hutch_error_set(reterr, -r,
+                                                 "failed to write the sandbox's id maps: %s",
+                                                 strerror(-r));
         (void)snprintf(path, sizeof(path), "/proc/%d/ns/user", (int)pid);
         fd = open(path, O_RDONLY | O_CLOEXEC);
         if (fd < 0)

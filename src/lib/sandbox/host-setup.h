@@ -70,8 +70,9 @@ int sandbox_prepare_mounts(const Policy *p, const SandboxLayerPaths *layers, con
 /* A new user namespace with the maps @m, in @ret_fd (no process stays in
  * it). 0 or -errno with @reterr. */
 int sandbox_userns_make(const IdMapping *m, int *ret_fd, HutchError *reterr);
-/* Writes the id maps @m of @pid, a process in a new user namespace, and
- * opens that namespace in @ret_fd. 0 or -errno with @reterr. */
+/* Writes the id maps @m of @pid, a process in a new user namespace (a
+ * ranged map through newuidmap/newgidmap), and opens that namespace in
+ * @ret_fd. 0 or -errno with @reterr. */
 int sandbox_userns_adopt(pid_t pid, const IdMapping *m, int *ret_fd, HutchError *reterr);
 /* The workspace and the binds of sandbox_prepare_mounts() into @ret
  * (initialized), idmapped through @ro_userns_fd when read-only (a copied

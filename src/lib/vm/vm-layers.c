@@ -327,28 +327,6 @@ static int helper_talk(int sock, const Prepared *prep, const int *image_fds, siz
         return 0;
 }
 
-/* sandbox_userns_adopt() for the ranged map (a user's persistent image
- * sandbox with sub-ids): written by newuidmap and newgidmap. */
-static int userns_adopt_ranged(pid_t pid, const IdMapping *m, int *ret_fd, HutchError *reterr) {
-        char path[64];
-        int fd, r;
-
-        r = userns_write_maps_full(pid, m, reterr);
-        if (r < 0)
-                return reterr && reterr->errnum
-                               ? r
-                               : hutch_error_set(reterr, -r,
-                                                 "failed to write the sandbox's id maps: %s",
-                                                 strerror(-r));
-        (void)snprintf(path, sizeof(path), "/proc/%d/ns/user", (int)pid);
-        fd = open(path, O_RDONLY | O_CLOEXEC);
-        if (fd < 0)
-                return hutch_error_set(reterr, errno,
-                                       "failed to open the sandbox's user namespace: %m");
-        *ret_fd = fd;
-        return 0;
-}
-
 int vm_layers_open(const VmRun *v, const SandboxLayerPaths *layers, VmLayers *ret,
                    HutchError *reterr) {
         _cleanup_free_ char *stage = NULL;
@@ -399,8 +377,7 @@ int vm_layers_open(const VmRun *v, const SandboxLayerPaths *layers, VmLayers *re
                                        "doctor')",
                                        strerror(-pid));
         }
-        r = idmap.ranged ? userns_adopt_ranged(pid, &idmap, &l.userns_fd, reterr)
-                         : sandbox_userns_adopt(pid, &idmap, &l.userns_fd, reterr);
+        r = sandbox_userns_adopt(pid, &idmap, &l.userns_fd, reterr);
         /* A one-shot run's writable trees through the sandbox's root
          * alone, as vm_oneshot_open() maps them. */
         if (r >= 0)
