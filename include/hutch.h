@@ -236,11 +236,15 @@ typedef struct hutch_sandbox_desc {
         char image[256];
         unsigned n_ports;
         uint16_t ports[16];
+        /* Since HTTP API 1.6: a name (NAME:TAG) of the image store that
+         * points at @image now, the first in order, or "" (none does, or
+         * no image). */
+        char image_name[256];
 } hutch_sandbox_desc;
 
 /* Sandbox @name's description into *@ret, allocated by the library
- * (free() it). Reads its record and policy only: mounts nothing, asks no
- * keeper. -ENOENT for no such sandbox. */
+ * (free() it). Reads its record and policy (and the image store's names)
+ * only: mounts nothing, asks no keeper. -ENOENT for no such sandbox. */
 int hutch_sandbox_describe(const char *name, hutch_sandbox_desc **ret, hutch_error *err);
 
 /* Stops a running sandbox (its processes end; its files stay). 0 also when

@@ -150,7 +150,8 @@ function listTable(sandboxes, stats) {
       el("td", {}, el("a", { href: `#/sb/${enc(s.name)}`, text: s.name })),
       el("td", { class: `state-${s.state}`, text: s.state }),
       el("td", { text: s.backend || "—" }),
-      el("td", { title: s.image || s.parent || null, text: shortImage(s.image) || s.parent || "—" }),
+      el("td", { title: s.image || s.parent || null,
+        text: s.image_name || shortImage(s.image) || s.parent || "—" }),
       el("td", { text: when(s.created_ms) }),
       el("td", { text: when(s.last_used_ms) }),
       el("td", { class: "num", text: bytes(s.disk_bytes) }),
@@ -168,7 +169,8 @@ function listTable(sandboxes, stats) {
 }
 
 /* An image pinned to its digest, shortened as docker does (the whole in
- * the cell's title). */
+ * the cell's title), where no name of the image store points at it
+ * (image_name, API 1.6). */
 function shortImage(image) {
   if (!image) return null;
   return /^sha256:[0-9a-f]{64}$/.test(image) ? image.slice(0, 19) : image;

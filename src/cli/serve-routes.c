@@ -71,6 +71,11 @@ static json_t *ports_json(const char *name, const hutch_sandbox_desc *d) {
         return arr;
 }
 
+/* A string field of a C struct: "" is JSON's null. */
+static json_t *string_or_null(const char *s) {
+        return s[0] ? json_string(s) : json_null();
+}
+
 static json_t *sandbox_json(const hutch_sandbox_info *i) {
         _cleanup_free_ hutch_sandbox_desc *d = NULL;
         hutch_error ignored = {};
@@ -78,18 +83,18 @@ static json_t *sandbox_json(const hutch_sandbox_info *i) {
                               "state", i->running ? "running" : "stopped", "created_ms",
                               (json_int_t)i->created_ms, "last_used_ms",
                               (json_int_t)i->last_used_ms, "disk_bytes", (json_int_t)i->disk_bytes,
-                              "parent", i->parent[0] ? json_string(i->parent) : json_null());
+                              "parent", string_or_null(i->parent));
 
-        /* API 1.4 (issue 23): backend, image, published ports; a sandbox
-         * removed meanwhile is "ns" with none. */
+        /* API 1.4 (issue 23): backend, image, published ports (1.6: the
+         * image's name); a sandbox removed meanwhile is "ns" with none. */
         if (o && hutch_sandbox_describe(i->name, &d, &ignored) < 0) {
                 d = calloc(1, sizeof(*d));
                 if (d)
                         (void)snprintf(d->backend, sizeof(d->backend), "ns");
         }
         if (o && (!d || json_object_set_new(o, "backend", json_string(d->backend)) < 0 ||
-                  json_object_set_new(o, "image",
-                                      d->image[0] ? json_string(d->image) : json_null()) < 0 ||
+                  json_object_set_new(o, "image", string_or_null(d->image)) < 0 ||
+                  json_object_set_new(o, "image_name", string_or_null(d->image_name)) < 0 ||
                   json_object_set_new(o, "ports", ports_json(i->name, d)) < 0)) {
                 json_decref(o);
                 return NULL;

@@ -43,9 +43,12 @@ def test_list_shows_backend_image_and_ports(dash, browser, axe):  # noqa: F811
     sb = api.ok("GET", "/v1/sandboxes/img").json
     digest = sb["image"]
     assert sb["backend"] == "ns" and re.fullmatch(r"sha256:[0-9a-f]{64}", digest), sb
+    # API 1.6: the name that points at it, for showing (null without one).
+    assert sb["image_name"].endswith("bb:latest"), sb
     assert [(p["port"], p["host_port"]) for p in sb["ports"]] == [(8080, 0)], sb
     plain = api.ok("GET", "/v1/sandboxes/plain").json
     assert (plain["backend"], plain["image"], plain["ports"]) == ("ns", None, []), plain
+    assert plain["image_name"] is None, plain
     # Started: the port as bound.
     assert api.exec("img", ["true"])["outcome"]["exit_code"] == 0
     sb = api.ok("GET", "/v1/sandboxes/img").json
@@ -61,7 +64,7 @@ def test_list_shows_backend_image_and_ports(dash, browser, axe):  # noqa: F811
         for r in by_css(d, "tr[data-sandbox]")
     } if len(by_css(d, "tr[data-sandbox]")) == 2 else None)
     # Name, State, Backend, Image or snapshot, ..., Ports (the last).
-    assert rows["img"][2] == "ns" and rows["img"][3] == digest[:19], rows
+    assert rows["img"][2] == "ns" and rows["img"][3] == sb["image_name"], rows
     assert rows["img"][-1] == f"8080 → {host_port}", rows
     assert rows["plain"][2] == "ns" and rows["plain"][3] == "—" and rows["plain"][-1] == "—", rows
     link = by_css(drv, "tr[data-sandbox='img'] a[data-port='8080']")[0]

@@ -546,6 +546,14 @@ _public_ int hutch_sandbox_describe(const char *name, hutch_sandbox_desc **ret, 
         persist_describe(rec, &pd);
         copy_str(d->backend, sizeof(d->backend), sandbox_backend_to_string(pd.backend));
         copy_str(d->image, sizeof(d->image), pd.image);
+        if (pd.image[0]) {
+                _cleanup_free_ char *image_name = NULL;
+
+                /* The name is for showing: an image store it cannot be read
+                 * from gives none, not an error. */
+                if (persist_image_name(s, pd.image, &image_name) >= 0 && image_name)
+                        copy_str(d->image_name, sizeof(d->image_name), image_name);
+        }
         d->n_ports = pd.n_ports;
         for (size_t i = 0; i < MIN((size_t)pd.n_ports, ELEMENTSOF(d->ports)); i++)
                 d->ports[i] = pd.ports[i];

@@ -25,6 +25,27 @@ int persist_image_digest(Store *s, const char *ref, char **ret, HutchError *rete
         return 0;
 }
 
+int persist_image_name(Store *s, const char *ref, char **ret) {
+        _cleanup_(image_store_freep) ImageStore *is = NULL;
+        _cleanup_(image_freep) Image *im = NULL;
+        int r;
+
+        *ret = NULL;
+        r = image_store_open(s, &is, NULL);
+        if (r >= 0)
+                r = image_store_resolve(is, ref, &im, NULL);
+        if (r == -ENOENT)
+                return 0;
+        if (r < 0)
+                return r;
+        if (im->names && im->names[0]) {
+                *ret = strdup(im->names[0]);
+                if (!*ret)
+                        return -ENOMEM;
+        }
+        return 0;
+}
+
 int persist_image_pin(Store *s, Policy *p, HutchError *reterr) {
         _cleanup_(image_store_freep) ImageStore *is = NULL;
         _cleanup_(image_freep) Image *im = NULL;

@@ -140,6 +140,9 @@ int persist_image_pin(Store *s, Policy *p, HutchError *reterr);
 /* The digest of the image @ref names now, in @ret (a new string); -ENOENT
  * with @reterr naming it when there is none. */
 int persist_image_digest(Store *s, const char *ref, char **ret, HutchError *reterr);
+/* The first name (NAME:TAG) that points at image @ref now, into *@ret
+ * (free()), or NULL when none does or there is no such image. */
+int persist_image_name(Store *s, const char *ref, char **ret);
 
 /* Marks the image of the policy in @policy_json (a digest, as pinned),
  * if it has one, as used by @kind ("sandbox" or "snapshot") @holder, so
