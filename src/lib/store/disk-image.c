@@ -15,6 +15,7 @@
 #include "fd-util.h"
 #include "macro.h"
 #include "store/disk-image.h"
+#include "time-util.h"
 
 /* How often a loop device that another process took between
  * LOOP_CTL_GET_FREE and LOOP_CONFIGURE is replaced by the next free one. */
@@ -221,15 +222,19 @@ int disk_image_wait_free(const char *image, unsigned timeout_ms) {
         fd = open(image, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NOCTTY);
         if (fd < 0)
                 return errno == ENOENT ? 0 : negative_errno();
-        for (unsigned waited = 0;; waited += DISK_IMAGE_POLL_MS) {
+        /* The release usually follows within a millisecond of the
+         * keeper's exit (a stop waits right after it): the first looks
+         * come soon, then every DISK_IMAGE_POLL_MS (issue 20). */
+        for (uint64_t start = time_monotonic_us(), pause_us = 200;;
+             pause_us = MIN(pause_us * 2, (uint64_t)DISK_IMAGE_POLL_MS * 1000)) {
                 if (flock(fd, LOCK_EX | LOCK_NB) == 0) {
                         (void)flock(fd, LOCK_UN);
                         return 0;
                 }
                 if (errno != EWOULDBLOCK && errno != EINTR)
                         return negative_errno();
-                if (waited >= timeout_ms)
+                if (time_monotonic_us() - start >= (uint64_t)timeout_ms * 1000)
                         return -EBUSY;
-                (void)usleep(DISK_IMAGE_POLL_MS * 1000);
+                (void)usleep((useconds_t)pause_us);
         }
 }
