@@ -71,7 +71,8 @@ int agent_user_become(const char *spec, bool keep_home, bool keep_user, char ***
          * user's now, so that it may open them again (/dev/stderr). A
          * terminal is opened later, by the user. */
         for (int i = 0; i < 3; i++)
-                (void)fchown(i, u.uid, u.gid);
+                if (fchown(i, u.uid, u.gid) < 0)
+                        continue; /* not the root's to give: it stays as it was */
         /* SECURITY: ids of the sandbox's user namespace only (the kernel
          * refuses one its map lacks: EINVAL); a change from uid 0 clears
          * every capability (the securebits keep NO_SETUID_FIXUP off). */
