@@ -281,11 +281,14 @@ def running_cpu_quota(hutch_pid, timeout=10):
             kids = []
         for k in kids:
             try:
+                # Init joins its v1 cgroups itself, born in the v2 one
+                # (docs/cgroups.md): once its command runs, it is in all.
+                started = Path(f"/proc/{k}/task/{k}/children").read_text().split()
                 lines = Path(f"/proc/{k}/cgroup").read_text().splitlines()
             except OSError:
                 continue
-            if not any("/run-" in line for line in lines):
-                continue  # not moved into its cgroup yet
+            if not started or not any("/run-" in line for line in lines):
+                continue  # not moved into its cgroups yet
             for line in lines:
                 _, ctrls, path = line.split(":", 2)
                 parent = path.rsplit("/", 1)[0]
