@@ -919,6 +919,29 @@ static int proc_list(EnvdCall *call) {
         return envd_reply_message(call, json_pack("{s:o}", "processes", arr));
 }
 
+/* Waits up to @ms for exec @id to leave the sandbox's list (its keeper
+ * reaps it on its own time after the kill): the SDK's kill() and the List
+ * that follows see one order. */
+static void exec_gone_wait(const char *name, uint64_t id, uint64_t ms) {
+        uint64_t end = now_ms() + ms;
+
+        for (;;) {
+                hutch_exec_info *l = NULL;
+                hutch_error err = {};
+                bool listed = false;
+                size_t n = 0;
+
+                if (hutch_exec_list(name, &l, &n, &err) < 0)
+                        return;
+                for (size_t i = 0; i < n; i++)
+                        listed = listed || l[i].id == id;
+                hutch_exec_list_free(l, n);
+                if (!listed || now_ms() >= end)
+                        return;
+                (void)poll(NULL, 0, 5);
+        }
+}
+
 static int proc_send_signal(EnvdCall *call) {
         const char *s = json_string_value(json_object_get(call->msg, "signal"));
         const char *bad_name =
@@ -949,6 +972,10 @@ static int proc_send_signal(EnvdCall *call) {
                                        id);
         if (r < 0)
                 return envd_reply_hutch_error(call, r, &err);
+        /* A SIGKILL ends it at once: answer once it is gone (bounded; a
+         * process stuck in the kernel is answered for after 2 s). */
+        if (sig == SIGKILL)
+                exec_gone_wait(call->sbx.name, id, 2000);
         return envd_reply_message(call, json_object());
 }
 

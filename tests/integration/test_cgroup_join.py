@@ -165,7 +165,24 @@ def traced_run(runner, inject, cmd=("true",)):
     )
     assert trace.exists(), r.stderr
     first = trace.read_text().split(None, 1)
-    return r, trace.read_text(), int(first[0]) if first else None
+    return r, joined(trace.read_text()), int(first[0]) if first else None
+
+
+def joined(trace):
+    """strace -f's lines with each call that another process interrupted
+    (`PID  write(9, "0", 1 <unfinished ...>`, later `PID  <... write
+    resumed>) = -1 EACCES`) put back on one line."""
+    pending, out = {}, []
+    for line in trace.splitlines():
+        m = re.match(r"(\d+)\s+(.*) <unfinished \.\.\.>$", line)
+        if m:
+            pending[m[1]] = m[2]
+            continue
+        m = re.match(r"(\d+)\s+<\.\.\. \w+ resumed>(.*)$", line)
+        if m and m[1] in pending:
+            line = f"{m[1]}  {pending.pop(m[1])}{m[2]}"
+        out.append(line)
+    return "\n".join(out) + "\n"
 
 
 def leftovers(hutch_pid):
