@@ -16,18 +16,15 @@ import json
 import os
 import re
 import select
-import shutil
 import signal
 import socket
 import subprocess
-import threading
 import time
 from pathlib import Path
 
 import pytest
 
 from conftest import kill_quietly, node_package
-from proxyutil import Upstream
 from test_serve import read_line
 
 HERE = Path(__file__).resolve().parent
@@ -339,13 +336,6 @@ def test_pause_and_connect_keep_the_files(e2b):
 
 
 # ---- the network wall ----
-
-
-@pytest.fixture(scope="module")
-def upstream():
-    u = Upstream("127.0.0.1")
-    yield u
-    u.close()
 
 
 def curl_code(srv, sid, url):

@@ -45,13 +45,6 @@ CLEAN_ENV = {
 }
 
 
-@pytest.fixture(scope="module")
-def upstream():
-    u = Upstream("127.0.0.1")
-    yield u
-    u.close()
-
-
 @pytest.fixture
 def make_proxy():
     started = []

@@ -14,18 +14,10 @@ import json
 
 import pytest
 
-from proxyutil import Upstream
 from test_serve import create, server  # noqa: F401 (fixture)
 
 API = "api.example.test"
 OTHER = "other.example.test"
-
-
-@pytest.fixture(scope="module")
-def upstream():
-    u = Upstream("127.0.0.1")
-    yield u
-    u.close()
 
 
 def curl(api, name, host, port, path):

@@ -28,7 +28,6 @@ from pathlib import Path
 import pytest
 
 from conftest import SUBID_COUNT, is_pool_map
-from proxyutil import Upstream
 from test_filesystem import secret_paths
 
 TCG = ["--backend", "vm", "--vm-accel", "tcg"]
@@ -385,13 +384,6 @@ def test_network_none_has_no_route(caller, vm_env):
     assert lines[0] == "0"  # no route at all
     assert lines[1] == "lo" and "eth0" not in lines  # no NIC
     assert "curl=7" in r.stdout  # "couldn't connect": nowhere to send it
-
-
-@pytest.fixture(scope="module")
-def upstream():
-    u = Upstream("127.0.0.1")
-    yield u
-    u.close()
 
 
 def test_allow_host_reaches_the_allowed_upstream_only(caller, vm_env, upstream):

@@ -36,7 +36,7 @@ from test_serve import Api as ServeApi
 from test_serve import Server
 from test_secrets import API as SECRET_API
 from test_secrets import PLACEHOLDER_RE, REAL, TlsUpstream, ca_file, trustme
-from test_vm import API, upstream  # noqa: F401 (a fixture)
+from test_vm import API
 
 TCG = ["--backend", "vm", "--vm-accel", "tcg"]
 VM_TIMEOUT = 240
