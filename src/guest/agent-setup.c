@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
+#include <linux/openat2.h>
 #include <linux/random.h>
 #include <net/if.h>
 #include <netinet/in.h>
@@ -471,7 +472,7 @@ static int setup_scalar(const char *kv, Fail *f) {
                         return parse_u64_key(v, u64_keys[i].value, f);
         if (strncmp(kv, "mount=", 6) == 0 || strncmp(kv, "link=", 5) == 0 ||
             strncmp(kv, "tmpfs=", 6) == 0 || strncmp(kv, "bind=", 5) == 0 ||
-            strncmp(kv, "mask=", 5) == 0)
+            strncmp(kv, "mask=", 5) == 0 || strncmp(kv, "cabind=", 7) == 0)
                 return 0;
         return fail(f, EINVAL, "parse the setup (unknown key)", kv);
 }
@@ -516,6 +517,58 @@ static int setup_mask(const char *v, Fail *f) {
         return 0;
 }
 
+/* cabind=SRC:DST (repeatable; an image's root only): the first DST that
+ * is a regular file in the command's root gets a read-only bind of SRC
+ * (the combined CA bundle on the CA share) over it; the others are not
+ * looked at. DST is an image's CA bundle, the host's table
+ * (rootfs_image_ca_bundles) in its order, and "a regular file" is the
+ * namespace backend's rule (an lstat() in the image's root).
+ * SECURITY: the image's tree is not trusted and the agent is not
+ * chrooted: DST is resolved inside SBX (RESOLVE_IN_ROOT: its symlinks
+ * and ".." never leave the root; no magic links), its last component is
+ * never followed (a symlink is no regular file: skipped), and the bind
+ * is made on the descriptor found, never on a path walked again. */
+static int setup_ca_bind(const char *v, const char *colon, Fail *f) {
+        static bool bound;
+        struct open_how how = {
+                .flags = O_PATH | O_NOFOLLOW | O_CLOEXEC,
+                .resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS,
+        };
+        struct mount_attr attr = {
+                .attr_set = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV,
+        };
+        _cleanup_close_ int root = -EBADF, target = -EBADF, tree = -EBADF;
+        char src[4096];
+        struct stat st;
+
+        if (!setup.root_tag[0] || v[0] != '/' || colon[1] != '/' ||
+            (size_t)(colon - v) >= sizeof(src) - sizeof(SBX))
+                return fail(f, EINVAL, "parse the setup", v);
+        if (bound)
+                return 0;
+        root = open(SBX, O_PATH | O_DIRECTORY | O_CLOEXEC);
+        if (root < 0)
+                return fail(f, errno, "open the sandbox root", NULL);
+        /* EAGAIN: a rename raced a ".." (nothing else runs in the root). */
+        for (unsigned tries = 0; tries < 8; tries++) {
+                target = (int)syscall(SYS_openat2, root, colon + 2, &how, sizeof(how));
+                if (target >= 0 || errno != EAGAIN)
+                        break;
+        }
+        /* As lstat() failing in the namespace backend: not this one. */
+        if (target < 0 || fstat(target, &st) < 0 || !S_ISREG(st.st_mode))
+                return 0;
+        (void)snprintf(src, sizeof(src), SBX "%.*s", (int)(colon - v), v);
+        tree = open_tree(AT_FDCWD, src, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_SYMLINK_NOFOLLOW);
+        if (tree < 0)
+                return fail(f, errno, "bind", src);
+        if (mount_setattr(tree, "", AT_EMPTY_PATH, &attr, sizeof(attr)) < 0 ||
+            move_mount(tree, "", target, "", MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH) < 0)
+                return fail(f, errno, "bind the CA bundle over", colon + 1);
+        bound = true;
+        return 0;
+}
+
 /* tmpfs=SIZE:PATH, link=PATH:TARGET and bind=SRC:DST (both in the
  * sandbox's root; the bind is read-only) */
 static int setup_entry(const char *kv, Fail *f) {
@@ -529,6 +582,8 @@ static int setup_entry(const char *kv, Fail *f) {
         if (!colon || (size_t)(colon - v) >= sizeof(a) - sizeof(SBX) ||
             strlen(colon + 1) >= sizeof(b) - sizeof(SBX))
                 return 0;
+        if (strncmp(kv, "cabind=", 7) == 0)
+                return setup_ca_bind(v, colon, f);
         if (strncmp(kv, "tmpfs=", 6) == 0) {
                 uint64_t size;
 

@@ -370,8 +370,13 @@ static int plan_ca(VmRun *v, VmConfig *c, char **buf, size_t *len) {
         if (r >= 0)
                 r = add_share(c, v->ca_dir, true);
         /* Clients that read the system bundle trust the proxy's CA too,
-         * as in the namespace backend. NEEDSWORK: an image's own bundle
-         * (rootfs_image_ca_bundles); its clients get the variables. */
+         * as in the namespace backend. An image's bundle is where its
+         * distribution keeps it: the agent looks for it in the image's
+         * root, the namespace backend's table and rule (the first regular
+         * file; agent-setup.c's setup_ca_bind()). */
+        for (size_t i = 0; r >= 0 && v->image && rootfs_image_ca_bundles[i]; i++)
+                r = kv(buf, len, "cabind=", "%s:%s", SANDBOX_CA_BUNDLE_PATH,
+                       rootfs_image_ca_bundles[i]);
         if (r >= 0 && !v->image && stat(SANDBOX_SYSTEM_CA_BUNDLE, &st) == 0 && S_ISREG(st.st_mode))
                 r = kv(buf, len, "bind=", "%s:%s", SANDBOX_CA_BUNDLE_PATH,
                        SANDBOX_SYSTEM_CA_BUNDLE);
