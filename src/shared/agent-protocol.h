@@ -109,10 +109,11 @@
  *   bind=SRC:DST         a read-only bind of SRC over DST, both in the
  *                        command's root (repeatable; after the mounts)
  *   cabind=SRC:DST       an image's root only (repeatable, after the
- *                        mounts): a read-only bind of SRC over the first
- *                        DST that is a regular file in the command's root,
- *                        resolved inside it, its last component never
- *                        followed (an image's CA bundle, rootfs.c's table)
+ *                        mounts): the first DST that is a regular file in
+ *                        the command's root (resolved inside it, its last
+ *                        component never followed; an image's CA bundle,
+ *                        rootfs.c's table) and SRC (the sandbox CA) make a
+ *                        bundle bound read-only over DST and over SRC
  *   mask=f:PATH, mask=d:PATH   a host file (directory) of the command's
  *                        root that it must not read (/etc/shadow, sudoers,
  *                        SSH host keys...; repeatable, after the mounts):
