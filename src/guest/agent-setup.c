@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
+#include <linux/openat2.h>
 #include <linux/random.h>
 #include <net/if.h>
 #include <netinet/in.h>
@@ -471,7 +472,7 @@ static int setup_scalar(const char *kv, Fail *f) {
                         return parse_u64_key(v, u64_keys[i].value, f);
         if (strncmp(kv, "mount=", 6) == 0 || strncmp(kv, "link=", 5) == 0 ||
             strncmp(kv, "tmpfs=", 6) == 0 || strncmp(kv, "bind=", 5) == 0 ||
-            strncmp(kv, "mask=", 5) == 0)
+            strncmp(kv, "mask=", 5) == 0 || strncmp(kv, "cabind=", 7) == 0)
                 return 0;
         return fail(f, EINVAL, "parse the setup (unknown key)", kv);
 }
@@ -516,6 +517,120 @@ static int setup_mask(const char *v, Fail *f) {
         return 0;
 }
 
+/* The most an image's CA bundle and the sandbox CA may be together: the
+ * namespace backend's tmpfs for them (rootfs.c's setup_ca_bundle()). */
+#define CA_BUNDLE_MAX (4U << 20)
+#define CA_BUNDLE_COMBINED "/run/hutch-ca-bundle.pem"
+
+/* Writes the image's bundle (@image, an O_PATH descriptor of a regular
+ * file), then @src (the sandbox CA), to CA_BUNDLE_COMBINED, 0444, in the
+ * agent's own /run: the namespace backend's combined bundle for an image
+ * (copy_system_ca_bundle(), then rootfs_install_ca_bundle()). */
+static int ca_bundle_combine(int image, const char *src, Fail *f) {
+        _cleanup_free_ char *own = NULL, *ca = NULL;
+        _cleanup_close_ int in = -EBADF, out = -EBADF;
+        size_t n_own = 0, n_ca = 0;
+        char path[64];
+        int r;
+
+        /* The same file, now for reading (O_NONBLOCK: nothing holds the
+         * agent, though it is a regular file). */
+        (void)snprintf(path, sizeof(path), "/proc/self/fd/%d", image);
+        in = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+        if (in < 0)
+                return fail(f, errno, "read the image's CA bundle", NULL);
+        r = read_full_fd(in, CA_BUNDLE_MAX, &own, &n_own);
+        if (r < 0)
+                return fail(f, -r, "read the image's CA bundle", NULL);
+        r = read_full_file_at(AT_FDCWD, src, O_NOFOLLOW, CA_BUNDLE_MAX, &ca);
+        if (r < 0)
+                return fail(f, -r, "read the sandbox CA", src);
+        n_ca = strlen(ca);
+        if (n_own + 1 + n_ca > CA_BUNDLE_MAX)
+                return fail(f, EFBIG, "combine the CA bundle", "the image's bundle is too big");
+        out = open(CA_BUNDLE_COMBINED, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0444);
+        if (out < 0)
+                return fail(f, errno, "create", CA_BUNDLE_COMBINED);
+        r = loop_write(out, own, n_own);
+        if (r >= 0 && n_own > 0 && own[n_own - 1] != '\n')
+                r = loop_write(out, "\n", 1);
+        if (r >= 0)
+                r = loop_write(out, ca, n_ca);
+        if (r < 0)
+                return fail(f, -r, "write", CA_BUNDLE_COMBINED);
+        return 0;
+}
+
+/* A read-only bind of CA_BUNDLE_COMBINED over @to_fd (with @to_path
+ * relative to it; "" for @to_fd itself). */
+static int ca_bundle_bind(int to_fd, const char *to_path, const char *what, Fail *f) {
+        struct mount_attr attr = {
+                .attr_set = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV,
+        };
+        _cleanup_close_ int tree = -EBADF;
+
+        tree = open_tree(AT_FDCWD, CA_BUNDLE_COMBINED,
+                         OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_SYMLINK_NOFOLLOW);
+        if (tree < 0 || mount_setattr(tree, "", AT_EMPTY_PATH, &attr, sizeof(attr)) < 0 ||
+            move_mount(tree, "", to_fd, to_path,
+                       MOVE_MOUNT_F_EMPTY_PATH | (to_path[0] ? 0 : MOVE_MOUNT_T_EMPTY_PATH)) < 0)
+                return fail(f, errno, "bind the CA bundle over", what);
+        return 0;
+}
+
+/* cabind=SRC:DST (repeatable; an image's root only): the first DST that
+ * is a regular file in the command's root is the image's CA bundle
+ * (the host's table, rootfs_image_ca_bundles, in its order; "a regular
+ * file" is the namespace backend's rule, an lstat() in the image's root);
+ * the others are not looked at. Its bytes and SRC's (the sandbox CA, on
+ * the CA share) make the combined bundle, bound read-only over DST and
+ * over SRC, as on the namespace backend; with no such DST, SRC stays the
+ * sandbox CA alone, as there.
+ * SECURITY: the image's tree is not trusted and the agent is not
+ * chrooted: DST is resolved inside SBX (RESOLVE_IN_ROOT: its symlinks
+ * and ".." never leave the root; no magic links), its last component is
+ * never followed (a symlink is no regular file: skipped), and it is read
+ * and bound through the descriptor found, never a path walked again. */
+static int setup_ca_bind(const char *v, const char *colon, Fail *f) {
+        static bool bound;
+        struct open_how how = {
+                .flags = O_PATH | O_NOFOLLOW | O_CLOEXEC,
+                .resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS,
+        };
+        _cleanup_close_ int root = -EBADF, target = -EBADF;
+        char src[4096];
+        struct stat st;
+        int r;
+
+        if (!setup.root_tag[0] || v[0] != '/' || colon[1] != '/' ||
+            (size_t)(colon - v) >= sizeof(src) - sizeof(SBX))
+                return fail(f, EINVAL, "parse the setup", v);
+        if (bound)
+                return 0;
+        root = open(SBX, O_PATH | O_DIRECTORY | O_CLOEXEC);
+        if (root < 0)
+                return fail(f, errno, "open the sandbox root", NULL);
+        /* EAGAIN: a rename raced a ".." (nothing else runs in the root). */
+        for (unsigned tries = 0; tries < 8; tries++) {
+                target = (int)syscall(SYS_openat2, root, colon + 2, &how, sizeof(how));
+                if (target >= 0 || errno != EAGAIN)
+                        break;
+        }
+        /* As lstat() failing in the namespace backend: not this one. */
+        if (target < 0 || fstat(target, &st) < 0 || !S_ISREG(st.st_mode))
+                return 0;
+        (void)snprintf(src, sizeof(src), SBX "%.*s", (int)(colon - v), v);
+        r = ca_bundle_combine(target, src, f);
+        if (r >= 0)
+                r = ca_bundle_bind(target, "", colon + 1, f);
+        if (r >= 0)
+                r = ca_bundle_bind(AT_FDCWD, src, src, f);
+        if (r < 0)
+                return r;
+        bound = true;
+        return 0;
+}
+
 /* tmpfs=SIZE:PATH, link=PATH:TARGET and bind=SRC:DST (both in the
  * sandbox's root; the bind is read-only) */
 static int setup_entry(const char *kv, Fail *f) {
@@ -529,6 +644,8 @@ static int setup_entry(const char *kv, Fail *f) {
         if (!colon || (size_t)(colon - v) >= sizeof(a) - sizeof(SBX) ||
             strlen(colon + 1) >= sizeof(b) - sizeof(SBX))
                 return 0;
+        if (strncmp(kv, "cabind=", 7) == 0)
+                return setup_ca_bind(v, colon, f);
         if (strncmp(kv, "tmpfs=", 6) == 0) {
                 uint64_t size;
 

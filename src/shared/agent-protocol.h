@@ -108,6 +108,12 @@
  *   link=PATH:TARGET     a symlink in the command's root (repeatable)
  *   bind=SRC:DST         a read-only bind of SRC over DST, both in the
  *                        command's root (repeatable; after the mounts)
+ *   cabind=SRC:DST       an image's root only (repeatable, after the
+ *                        mounts): the first DST that is a regular file in
+ *                        the command's root (resolved inside it, its last
+ *                        component never followed; an image's CA bundle,
+ *                        rootfs.c's table) and SRC (the sandbox CA) make a
+ *                        bundle bound read-only over DST and over SRC
  *   mask=f:PATH, mask=d:PATH   a host file (directory) of the command's
  *                        root that it must not read (/etc/shadow, sudoers,
  *                        SSH host keys...; repeatable, after the mounts):
@@ -119,8 +125,8 @@
  *                        AGENT_PROXY_ADDR)
  *
  * With --secret, the proxy's CA reaches the guest as a read-only share
- * mounted at /run/hutch and a bind over the system bundle; the secrets'
- * values never do. */
+ * mounted at /run/hutch and a bind over the system bundle (an image's:
+ * cabind=); the secrets' values never do. */
 
 #include <stdbool.h>
 #include <stddef.h>

@@ -157,8 +157,10 @@ static int ca_file_write(int ca, bool with_system, int dirfd, const char *name) 
 
 /* With secrets: the proxy's CA, as the guest will find it at /run/hutch
  * (SANDBOX_CA_BUNDLE_PATH and SANDBOX_CA_DIR, as in the namespace
- * backend): ca-bundle.pem (the host's CAs and the sandbox CA) and
- * certs/HASH.0. The directory is shared read-only. */
+ * backend): ca-bundle.pem (the host's CAs and the sandbox CA; with an
+ * image the sandbox CA alone, which the agent combines with the image's
+ * own CAs: plan_ca()) and certs/HASH.0. The directory is shared
+ * read-only. */
 static int ca_files_write(VmRun *v, int ca_fd, HutchError *reterr) {
         _cleanup_close_ int ca = -EBADF, dir = -EBADF, certs = -EBADF;
         uint64_t hash = 0;
@@ -175,7 +177,7 @@ static int ca_files_write(VmRun *v, int ca_fd, HutchError *reterr) {
         dir = open(v->ca_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
         if (dir < 0)
                 return hutch_error_set(reterr, errno, "cannot open '%s': %m", v->ca_dir);
-        r = ca_file_write(ca, true, dir, "ca-bundle.pem");
+        r = ca_file_write(ca, !v->image, dir, "ca-bundle.pem");
         if (r >= 0 && hash != 0) {
                 if (mkdirat(dir, "certs", 0755) < 0)
                         r = negative_errno();
@@ -370,8 +372,14 @@ static int plan_ca(VmRun *v, VmConfig *c, char **buf, size_t *len) {
         if (r >= 0)
                 r = add_share(c, v->ca_dir, true);
         /* Clients that read the system bundle trust the proxy's CA too,
-         * as in the namespace backend. NEEDSWORK: an image's own bundle
-         * (rootfs_image_ca_bundles); its clients get the variables. */
+         * as in the namespace backend. An image's bundle is where its
+         * distribution keeps it: the agent looks for it in the image's
+         * root, the namespace backend's table and rule (the first regular
+         * file), and binds its CAs and the sandbox CA over it and over
+         * the share's bundle (agent-setup.c's setup_ca_bind()). */
+        for (size_t i = 0; r >= 0 && v->image && rootfs_image_ca_bundles[i]; i++)
+                r = kv(buf, len, "cabind=", "%s:%s", SANDBOX_CA_BUNDLE_PATH,
+                       rootfs_image_ca_bundles[i]);
         if (r >= 0 && !v->image && stat(SANDBOX_SYSTEM_CA_BUNDLE, &st) == 0 && S_ISREG(st.st_mode))
                 r = kv(buf, len, "bind=", "%s:%s", SANDBOX_CA_BUNDLE_PATH,
                        SANDBOX_SYSTEM_CA_BUNDLE);
