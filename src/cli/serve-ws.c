@@ -186,10 +186,13 @@ static void ws_fail(WsConn *ws, uint16_t code, const char *msg) {
 
 /* ---- output ---- */
 
+/* The output is read once "started" went to the client (docs/api.md: the
+ * command's bytes come after it), and while the client takes it. */
 static void outputs_enable(WsConn *ws, bool on) {
         for (size_t i = 0; i < ELEMENTSOF(ws->out); i++)
                 if (ws->out[i].ev) {
-                        if (on && !ws->paused && ws->state == WS_RUNNING)
+                        if (on && !ws->paused && ws->state == WS_RUNNING &&
+                            (ws->started || ws->have_outcome))
                                 (void)event_add(ws->out[i].ev, NULL);
                         else
                                 (void)event_del(ws->out[i].ev);
@@ -369,6 +372,7 @@ static void on_keeper(evutil_socket_t fd, short what, void *arg) {
                         ws->started = true;
                         ws_send_json(ws, json_pack("{s:s,s:I}", "type", "started", "id",
                                                    (json_int_t)id));
+                        outputs_enable(ws, true);
                         continue;
                 }
                 if (r != HUTCH_EXT_ANSWER_OUTCOME) {
@@ -379,6 +383,7 @@ static void on_keeper(evutil_socket_t fd, short what, void *arg) {
                 ws->outcome_json = json;
                 ws->exit_code = code;
                 ws->have_outcome = true;
+                outputs_enable(ws, true);
                 (void)event_del(ws->sock_ev);
                 {
                         struct timeval tv = {.tv_sec = WS_EOF_GRACE_MS / 1000,
