@@ -48,15 +48,10 @@ KNOWN = {
 # of src/cli adds nothing here (it asks hutch-ext.h for what it needs).
 KNOWN |= {
     # The E2B server (issue 20): its sandbox table sits in the store's
-    # folder, its allowlist check is the proxy's matcher, and envd's
-    # process service drives the keeper's streaming exec and pty as
-    # serve-ws.c does; each moves behind hutch-ext.h.
+    # folder and its allowlist check is the proxy's matcher; each moves
+    # behind hutch-ext.h.
     ("src/cli/e2b-control.c", "src/lib/net/allowlist.h"),
     ("src/cli/e2b-control.c", "src/lib/store/store.h"),
-    ("src/cli/e2b-envd-process.c", "src/lib/api/persist.h"),
-    ("src/cli/e2b-envd-process.c", "src/lib/sandbox/keeper.h"),
-    ("src/cli/e2b-envd-process.c", "src/lib/sandbox/pty.h"),
-    ("src/cli/e2b-envd-process.c", "src/lib/store/store.h"),
     ("src/cli/e2b-sandboxes.c", "src/lib/store/store.h"),
     ("src/cli/e2b-util.c", "src/lib/net/allowlist.h"),
     ("src/cli/image-pull.c", "src/lib/registry/registry.h"),
@@ -64,9 +59,6 @@ KNOWN |= {
     ("src/cli/serve-stats.c", "src/lib/api/persist.h"),
     ("src/cli/serve-stats.c", "src/lib/cgroup/cgroup.h"),
     ("src/cli/serve-stats.c", "src/lib/store/diff.h"),
-    ("src/cli/serve-ws.c", "src/lib/api/persist.h"),
-    ("src/cli/serve-ws.c", "src/lib/sandbox/keeper.h"),
-    ("src/cli/serve-ws.c", "src/lib/sandbox/pty.h"),
     ("src/cli/serve.h", "src/lib/store/store.h"),
 }
 

@@ -31,17 +31,14 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "api/persist.h"
+#include "api/hutch-ext.h"
 #include "base64.h"
 #include "e2b-envd.h"
 #include "fd-util.h"
 #include "hutch.h"
 #include "json-fields.h"
 #include "macro.h"
-#include "sandbox/keeper.h"
-#include "sandbox/pty.h"
 #include "serve-util.h"
-#include "store/store.h"
 #include "strv.h"
 
 /* The broker's ops (the first byte of a message on its socket). */
@@ -281,7 +278,8 @@ static int pty_size(EnvdCall *call, json_t *pty, uint16_t *ret_cols, uint16_t *r
 
 typedef struct Broker {
         EnvdCall *call;
-        int sock;   /* the keeper connection of the exec */
+        /* The exec (hutch-ext.h): closing it kills the command. */
+        HutchExtStream *stream;
         int in_fd;  /* stdin's write end, or -EBADF */
         int out[2]; /* stdout, stderr read ends (or out[0] the pty master) */
         int master; /* the pty master, or -EBADF */
@@ -478,7 +476,9 @@ static int broker_run(Broker *b, uint64_t timeout_ms) {
 
                 for (size_t k = 0; k < 2; k++)
                         p[np++] = (struct pollfd){.fd = b->out[k], .events = POLLIN};
-                p[np++] = (struct pollfd){.fd = have_outcome ? -1 : b->sock, .events = POLLIN};
+                p[np++] = (struct pollfd){.fd = have_outcome ? -1
+                                                             : hutch_ext_exec_stream_fd(b->stream),
+                                          .events = POLLIN};
                 p[np++] = (struct pollfd){.fd = b->listen, .events = POLLIN};
                 ictl = np;
                 for (size_t i = 0; i < CONTROLS_MAX; i++)
@@ -502,7 +502,7 @@ static int broker_run(Broker *b, uint64_t timeout_ms) {
                         /* The call's deadline (timeoutMs): the command is
                          * killed, as its stream ends. */
                         timed_out = true;
-                        (void)keeper_exec_signal(b->sock, SIGKILL);
+                        (void)hutch_ext_exec_stream_signal(b->stream, SIGKILL);
                 }
                 if (have_outcome && now >= drain_until)
                         break;
@@ -514,8 +514,8 @@ static int broker_run(Broker *b, uint64_t timeout_ms) {
                         uint64_t id = 0;
                         char *json = NULL;
 
-                        r = keeper_exec_answer(b->sock, &id, &exit_code, &json, &err);
-                        if (r == KEEPER_ANSWER_OUTCOME) {
+                        r = hutch_ext_exec_stream_answer(b->stream, &id, &exit_code, &json, &err);
+                        if (r == HUTCH_EXT_ANSWER_OUTCOME) {
                                 outcome = json;
                                 have_outcome = true;
                                 drain_until = now + EOF_GRACE_MS;
@@ -584,7 +584,7 @@ static void broker_done(Broker *b) {
                 (void)unlinkat(b->dirfd, b->sock_name, 0);
         b->listen = safe_close(b->listen);
         b->dirfd = safe_close(b->dirfd);
-        b->sock = safe_close(b->sock);
+        b->stream = hutch_ext_exec_stream_close(b->stream);
         b->in_fd = safe_close(b->in_fd);
         if (b->master < 0)
                 b->out[0] = safe_close(b->out[0]);
@@ -698,10 +698,7 @@ static int start_fail(EnvdCall *call, ConnectCode code, const char *msg) {
 
 static int proc_start(EnvdCall *call) {
         _cleanup_strv_free_ char **argv = NULL, **env = NULL;
-        _cleanup_(store_freep) Store *store = NULL;
-        _cleanup_close_ int remote = -EBADF, in_r = -EBADF, out_w = -EBADF, err_w = -EBADF;
         Broker b = {.call = call,
-                    .sock = -EBADF,
                     .in_fd = -EBADF,
                     .out = {-EBADF, -EBADF},
                     .master = -EBADF,
@@ -711,10 +708,10 @@ static int proc_start(EnvdCall *call) {
         json_t *pty = json_object_get(call->msg, "pty");
         uint16_t cols = 80, rows = 24;
         HutchError err = {};
-        KeeperExec req;
+        HutchExtStreamOpts o;
         const char *cwd = NULL, *user = NULL;
         bool want_stdin = json_is_true(json_object_get(call->msg, "stdin"));
-        int p[2], code = 0, r;
+        int code = 0, r;
 
         for (size_t i = 0; i < SUBSCRIBERS_MAX; i++)
                 b.subs[i] = -EBADF;
@@ -731,75 +728,33 @@ static int proc_start(EnvdCall *call) {
         r = envd_user_spec(call->sbx.name, call->user, &user);
         if (r < 0)
                 return start_fail(call, connect_code_from_errno(-r), strerror(-r));
-        r = store_open(&store, &err);
-        if (r >= 0)
-                r = persist_connect(store, call->sbx.name, true, &b.sock, &err);
-        if (r < 0)
-                return start_fail(call, connect_code_from_errno(-r),
-                                  err.msg[0] ? err.msg : strerror(-r));
-        if (pty) {
-                if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, p) < 0)
-                        goto fail_errno;
-                b.out[0] = p[0]; /* the channel until the master comes */
-                remote = p[1];
-        } else {
-                if (want_stdin) {
-                        if (pipe2(p, O_CLOEXEC) < 0)
-                                goto fail_errno;
-                        in_r = p[0];
-                        b.in_fd = p[1];
-                        /* The broker must not block on a command that does
-                         * not read: its output would stop being drained. */
-                        if (fcntl(b.in_fd, F_SETFL, O_WRONLY | O_NONBLOCK) < 0)
-                                goto fail_errno;
-                } else {
-                        in_r = open("/dev/null", O_RDONLY | O_CLOEXEC);
-                        if (in_r < 0)
-                                goto fail_errno;
-                }
-                for (size_t k = 0; k < 2; k++) {
-                        if (pipe2(p, O_CLOEXEC | O_NONBLOCK) < 0)
-                                goto fail_errno;
-                        b.out[k] = p[0];
-                        *(k == 0 ? &out_w : &err_w) = p[1];
-                }
-        }
-        req = (KeeperExec){
+        o = (HutchExtStreamOpts){
                 .argv = argv,
                 .env = env,
                 .cwd = cwd,
-                .tty = pty != NULL,
-                .fds = {pty ? remote : in_r, pty ? remote : out_w, pty ? remote : err_w},
                 .user = user,
+                .tty = pty != NULL,
+                .stdin_pipe = want_stdin,
         };
-        r = keeper_exec_send(b.sock, &req, &err);
+        r = hutch_ext_exec_stream_open(call->sbx.name, &o, &b.stream, &err);
+        if (r < 0)
+                return start_fail(call, connect_code_from_errno(-r),
+                                  err.msg[0] ? err.msg : strerror(-r));
+        /* Without a pty: stdin's write end (the broker must not block on a
+         * command that does not read: its output would stop being
+         * drained), stdout's and stderr's read ends, all non-blocking. */
+        hutch_ext_exec_stream_take_stdio(b.stream, &b.in_fd, &b.out[0], &b.out[1]);
+        r = hutch_ext_exec_stream_answer(b.stream, &b.id, &code, NULL, &err);
         if (r < 0)
                 goto fail;
-        remote = safe_close(remote);
-        in_r = safe_close(in_r);
-        out_w = safe_close(out_w);
-        err_w = safe_close(err_w);
-        r = keeper_exec_answer(b.sock, &b.id, &code, NULL, &err);
-        if (r < 0)
-                goto fail;
-        if (r != KEEPER_ANSWER_STARTED) {
+        if (r != HUTCH_EXT_ANSWER_STARTED) {
                 r = -EPROTO;
                 goto fail;
         }
         if (pty) {
-                int chan = b.out[0];
-                struct winsize ws = {.ws_col = cols, .ws_row = rows};
-
-                b.out[0] = -EBADF;
-                r = pty_fd_recv(chan, &b.master);
-                if (r >= 0 && ioctl(b.master, TIOCSWINSZ, &ws) < 0)
-                        r = -errno;
-                if (r >= 0)
-                        r = pty_send_go(chan);
-                (void)close(chan);
+                r = hutch_ext_exec_stream_pty(b.stream, cols, rows, &b.master);
                 if (r < 0)
                         goto fail;
-                (void)fcntl(b.master, F_SETFL, O_RDWR | O_NONBLOCK);
                 b.out[0] = b.master;
         }
         r = broker_listen(&b);
@@ -814,8 +769,6 @@ static int proc_start(EnvdCall *call) {
         broker_done(&b);
         return 1;
 
-fail_errno:
-        r = -errno;
 fail:
         broker_done(&b);
         return start_fail(call, connect_code_from_errno(-r), err.msg[0] ? err.msg : strerror(-r));

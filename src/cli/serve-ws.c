@@ -3,8 +3,8 @@
  * persistent sandbox as a bidirectional stream (RFC 6455; docs/api.md "The
  * exec WebSocket"). The front (serve-front.c) hands over a connection whose
  * head it checked (syntax, token) and that asks for this upgrade; this file
- * answers the handshake and then runs the exec through the keeper's
- * protocol, as serve-exec.c does, from the event loop:
+ * answers the handshake and then runs the exec through hutch-ext.h's
+ * streaming exec door (the keeper's protocol), from the event loop:
  *
  *   client -> server  the first message: a text frame, the exec request
  *                     {"argv":[...],"env":{...},"cwd":S,"timeout_ms":N,
@@ -20,9 +20,9 @@
  *                     {"type":"error","message":S} and a close frame.
  *
  * With "tty", the command gets a pty made inside the sandbox
- * (sandbox/pty.h) whose master this server holds. A client that closes
- * (or sends a close frame) before the outcome kills the command, as with
- * the other exec routes. */
+ * (hutch_ext_exec_stream_pty()) whose master this server holds. A client
+ * that closes (or sends a close frame) before the outcome kills the
+ * command, as with the other exec routes. */
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -30,9 +30,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <sys/ioctl.h>
 #include <sys/socket.h>
-#include <termios.h>
 #include <unistd.h>
 
 #include <event2/buffer.h>
@@ -41,12 +39,9 @@
 #include <openssl/evp.h>
 
 #include "api/hutch-ext.h"
-#include "api/persist.h"
 #include "base64.h"
 #include "fd-util.h"
 #include "log.h"
-#include "sandbox/keeper.h"
-#include "sandbox/pty.h"
 #include "serve.h"
 #include "strv.h"
 #include "websocket.h"
@@ -83,11 +78,11 @@ typedef struct WsConn {
         char *name; /* the sandbox's */
         bool tty, started, have_outcome, paused, stdin_eof;
         uint16_t cols, rows;
-        int sock; /* the keeper connection; closing it kills the command */
+        /* The exec: closing it kills the command. */
+        HutchExtStream *stream;
         struct event *sock_ev, *grace_ev;
-        int chan; /* tty: the pty channel, until the master came */
-        struct event *chan_ev;
-        int in_fd; /* stdin: the pipe's write end, or the pty master */
+        struct event *chan_ev; /* tty: the pty channel, until the master came */
+        int in_fd;             /* stdin: the pipe's write end, or the pty master */
         struct event *in_ev;
         struct evbuffer *stdin_buf;
         WsOut out[2]; /* tty: out[0].fd is the master */
@@ -128,14 +123,13 @@ static void ws_free(WsConn *ws) {
                 evbuffer_free(ws->stdin_buf);
         if (ws->chan_ev)
                 event_free(ws->chan_ev);
-        safe_close(ws->chan);
         if (ws->sock_ev)
                 event_free(ws->sock_ev);
         if (ws->grace_ev)
                 event_free(ws->grace_ev);
-        /* SECURITY: closing the keeper connection before the outcome kills
-         * the command and everything it started. */
-        safe_close(ws->sock);
+        /* SECURITY: closing the stream (the keeper connection) before the
+         * outcome kills the command and everything it started. */
+        hutch_ext_exec_stream_close(ws->stream);
         free(ws->outcome_json);
         free(ws->name);
         free(ws);
@@ -192,20 +186,28 @@ static void ws_fail(WsConn *ws, uint16_t code, const char *msg) {
 
 /* ---- output ---- */
 
+/* The output is read once "started" went to the client (docs/api.md: the
+ * command's bytes come after it), and while the client takes it. */
 static void outputs_enable(WsConn *ws, bool on) {
         for (size_t i = 0; i < ELEMENTSOF(ws->out); i++)
                 if (ws->out[i].ev) {
-                        if (on && !ws->paused && ws->state == WS_RUNNING)
+                        if (on && !ws->paused && ws->state == WS_RUNNING &&
+                            (ws->started || ws->have_outcome))
                                 (void)event_add(ws->out[i].ev, NULL);
                         else
                                 (void)event_del(ws->out[i].ev);
                 }
 }
 
+/* Whether the pty's master is still to come. */
+static bool ws_pty_waiting(const WsConn *ws) {
+        return ws->tty && ws->stream && hutch_ext_exec_stream_pty_fd(ws->stream) >= 0;
+}
+
 static void ws_maybe_finish(WsConn *ws) {
         if (!ws->have_outcome || ws->state != WS_RUNNING)
                 return;
-        if (ws->out[0].fd >= 0 || ws->out[1].fd >= 0 || (ws->tty && ws->chan >= 0 && !ws->grace_ev))
+        if (ws->out[0].fd >= 0 || ws->out[1].fd >= 0 || (ws_pty_waiting(ws) && !ws->grace_ev))
                 return;
         ws_send_json(ws, json_pack("{s:s,s:i,s:o}", "type", "outcome", "exit_code", ws->exit_code,
                                    "outcome",
@@ -307,10 +309,8 @@ static void stdin_pump(WsConn *ws) {
 /* ---- the pty ---- */
 
 static void apply_size(WsConn *ws) {
-        struct winsize w = {.ws_row = ws->rows, .ws_col = ws->cols};
-
         if (ws->tty && ws->in_fd >= 0 && ws->rows && ws->cols)
-                (void)ioctl(ws->in_fd, TIOCSWINSZ, &w);
+                (void)hutch_ext_exec_stream_resize(ws->in_fd, ws->cols, ws->rows);
 }
 
 /* The master arrives on the channel when the command started inside. */
@@ -318,19 +318,16 @@ static void on_chan(evutil_socket_t fd, short what, void *arg) {
         WsConn *ws = arg;
         int master = -EBADF, r;
 
-        r = pty_fd_recv(ws->chan, &master);
+        /* The size as the client last set it, then the command's go. */
+        r = hutch_ext_exec_stream_pty(ws->stream, ws->cols, ws->rows, &master);
         event_free(ws->chan_ev);
         ws->chan_ev = NULL;
         if (r < 0) {
                 /* The command did not start (its outcome says why). */
-                ws->chan = safe_close(ws->chan);
                 ws_maybe_finish(ws);
                 return;
         }
         ws->in_fd = master;
-        apply_size(ws);
-        (void)pty_send_go(ws->chan);
-        ws->chan = safe_close(ws->chan);
         r = output_watch(ws, 0, master);
         if (r < 0) {
                 ws_fail(ws, WS_CLOSE_INTERNAL, "cannot watch the terminal");
@@ -347,7 +344,11 @@ static void on_grace(evutil_socket_t fd, short what, void *arg) {
         for (size_t i = 0; i < ELEMENTSOF(ws->out); i++)
                 if (ws->out[i].fd >= 0)
                         output_eof(&ws->out[i]);
-        ws->chan = safe_close(ws->chan);
+        if (ws->chan_ev) {
+                event_free(ws->chan_ev);
+                ws->chan_ev = NULL;
+        }
+        hutch_ext_exec_stream_pty_abandon(ws->stream);
         ws_maybe_finish(ws);
 }
 
@@ -360,20 +361,21 @@ static void on_keeper(evutil_socket_t fd, short what, void *arg) {
                 uint64_t id = 0;
                 int code = 0, r;
 
-                r = keeper_exec_answer(ws->sock, &id, &code, &json, &err);
+                r = hutch_ext_exec_stream_answer(ws->stream, &id, &code, &json, &err);
                 if (r == -EAGAIN)
                         return;
                 if (r < 0) {
                         ws_fail(ws, WS_CLOSE_INTERNAL, err.msg[0] ? err.msg : strerror(-r));
                         return;
                 }
-                if (r == KEEPER_ANSWER_STARTED && !ws->started) {
+                if (r == HUTCH_EXT_ANSWER_STARTED && !ws->started) {
                         ws->started = true;
                         ws_send_json(ws, json_pack("{s:s,s:I}", "type", "started", "id",
                                                    (json_int_t)id));
+                        outputs_enable(ws, true);
                         continue;
                 }
-                if (r != KEEPER_ANSWER_OUTCOME) {
+                if (r != HUTCH_EXT_ANSWER_OUTCOME) {
                         free(json);
                         ws_fail(ws, WS_CLOSE_INTERNAL, "unexpected answer from the keeper");
                         return;
@@ -381,6 +383,7 @@ static void on_keeper(evutil_socket_t fd, short what, void *arg) {
                 ws->outcome_json = json;
                 ws->exit_code = code;
                 ws->have_outcome = true;
+                outputs_enable(ws, true);
                 (void)event_del(ws->sock_ev);
                 {
                         struct timeval tv = {.tv_sec = WS_EOF_GRACE_MS / 1000,
@@ -441,57 +444,41 @@ static int ws_exec_args_validate(const WsExecArgs *a, HutchError *reterr) {
 /* Starts the exec of @a: stdio or the pty channel, the request, the
  * events. -errno with @reterr. */
 static int ws_start(WsConn *ws, const WsExecArgs *a, HutchError *reterr) {
-        _cleanup_close_ int in_r = -EBADF, out_w = -EBADF, err_w = -EBADF, remote = -EBADF;
-        KeeperExec req;
-        int p[2], r;
+        HutchExtStreamOpts o = {
+                .argv = a->argv,
+                .env = a->env,
+                .cwd = a->cwd,
+                .timeout_ms = a->timeout_ms,
+                .user = a->user,
+                .tty = a->tty,
+                .stdin_pipe = true,
+                .nonblock = true,
+        };
+        int r;
 
-        r = persist_connect(ws->srv->store, ws->name, true, &ws->sock, reterr);
+        r = hutch_ext_exec_stream_open(ws->name, &o, &ws->stream, reterr);
         if (r < 0)
                 return r;
         ws->tty = a->tty;
         ws->cols = (uint16_t)a->cols;
         ws->rows = (uint16_t)a->rows;
         if (a->tty) {
-                if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, p) < 0)
-                        return hutch_error_set(reterr, errno, "socketpair: %m");
-                ws->chan = p[0];
-                remote = p[1];
-                ws->chan_ev = event_new(ws->srv->base, ws->chan, EV_READ, on_chan, ws);
+                ws->chan_ev = event_new(ws->srv->base, hutch_ext_exec_stream_pty_fd(ws->stream),
+                                        EV_READ, on_chan, ws);
                 if (!ws->chan_ev || event_add(ws->chan_ev, NULL) < 0)
                         return hutch_error_set(reterr, ENOMEM, "out of memory");
         } else {
-                if (pipe2(p, O_CLOEXEC) < 0)
-                        return hutch_error_set(reterr, errno, "pipe: %m");
-                in_r = p[0];
-                ws->in_fd = p[1];
-                if (fcntl(ws->in_fd, F_SETFL, O_WRONLY | O_NONBLOCK) < 0)
-                        return hutch_error_set(reterr, errno, "fcntl: %m");
+                /* The ends are the connection's now (ws_free()). */
+                hutch_ext_exec_stream_take_stdio(ws->stream, &ws->in_fd, &ws->out[0].fd,
+                                                 &ws->out[1].fd);
                 for (size_t i = 0; i < 2; i++) {
-                        if (pipe2(p, O_CLOEXEC) < 0)
-                                return hutch_error_set(reterr, errno, "pipe: %m");
-                        *(i == 0 ? &out_w : &err_w) = p[1];
-                        r = output_watch(ws, i, p[0]);
-                        if (r < 0) {
-                                (void)close(p[0]);
+                        r = output_watch(ws, i, ws->out[i].fd);
+                        if (r < 0)
                                 return hutch_error_set(reterr, -r, "cannot watch the output");
-                        }
                 }
         }
-        req = (KeeperExec){
-                .argv = a->argv,
-                .env = a->env,
-                .cwd = a->cwd,
-                .timeout_ms = a->timeout_ms,
-                .tty = a->tty,
-                .fds = {a->tty ? remote : in_r, a->tty ? remote : out_w, a->tty ? remote : err_w},
-                .user = a->user,
-        };
-        r = keeper_exec_send(ws->sock, &req, reterr);
-        if (r < 0)
-                return r;
-        if (fcntl(ws->sock, F_SETFL, O_NONBLOCK) < 0)
-                return hutch_error_set(reterr, errno, "fcntl: %m");
-        ws->sock_ev = event_new(ws->srv->base, ws->sock, EV_READ | EV_PERSIST, on_keeper, ws);
+        ws->sock_ev = event_new(ws->srv->base, hutch_ext_exec_stream_fd(ws->stream),
+                                EV_READ | EV_PERSIST, on_keeper, ws);
         if (!ws->sock_ev || event_add(ws->sock_ev, NULL) < 0)
                 return hutch_error_set(reterr, ENOMEM, "out of memory");
         return 0;
@@ -576,7 +563,8 @@ static void ws_on_control(WsConn *ws, const WsMessage *m) {
                           : json_is_string(s) ? ws_signal_from_name(json_string_value(s))
                                               : -EINVAL;
 
-                if (sig <= 0 || sig >= NSIG || keeper_exec_signal(ws->sock, sig) < 0) {
+                if (sig <= 0 || sig >= NSIG || !ws->stream ||
+                    hutch_ext_exec_stream_signal(ws->stream, sig) < 0) {
                         json_decref(o);
                         ws_fail(ws, WS_CLOSE_POLICY, "invalid signal");
                         return;
@@ -761,8 +749,7 @@ int serve_ws_upgrade(void *userdata, struct bufferevent *bev, const char *head, 
         char path[512], upgrade[64], connection[256], version[16], key[64];
         uint8_t digest[20];
         unsigned dlen = 0;
-        _cleanup_free_ char *accept = NULL, *to_hash = NULL;
-        _cleanup_(sandbox_record_freep) SandboxRecord *rec = NULL;
+        _cleanup_free_ char *accept = NULL, *to_hash = NULL, *canonical = NULL;
         const char *sp, *sp2, *param = NULL;
         size_t param_len = 0;
         HutchError err = {};
@@ -803,7 +790,7 @@ int serve_ws_upgrade(void *userdata, struct bufferevent *bev, const char *head, 
         {
                 _cleanup_free_ char *name = strndup(param, param_len);
 
-                if (!name || store_sandbox_load(srv->store, name, &rec, &err) < 0) {
+                if (!name || hutch_ext_sandbox_name(name, &canonical, &err) < 0) {
                         reply_and_close(bev, 404, "not_found",
                                         err.msg[0] ? err.msg : "no such sandbox", NULL);
                         return 1;
@@ -823,10 +810,8 @@ int serve_ws_upgrade(void *userdata, struct bufferevent *bev, const char *head, 
         *ws = (WsConn){
                 .srv = srv,
                 .reader = WS_READER_INIT(WS_MESSAGE_MAX),
-                .sock = -EBADF,
-                .chan = -EBADF,
                 .in_fd = -EBADF,
-                .name = strdup(rec->name),
+                .name = TAKE_PTR(canonical),
                 .stdin_buf = evbuffer_new(),
                 .next = ws_conns,
         };

@@ -465,3 +465,85 @@ int hutch_ext_snapshot_export(const char *snap, const char *path, const HutchExt
  * a suggestion, and its image must be in the image store. */
 int hutch_ext_snapshot_import(const char *path, const char *name, const HutchExtProgress *p,
                               char **ret_name, HutchError *reterr);
+
+/* ==== issue 16 (h16w): the streaming exec door (hutch-ext-stream.c) ====
+ *
+ * One exec in a persistent sandbox, streamed by a front end with its own
+ * loop (hutch serve's exec WebSocket, serve-ws.c; E2B envd's Start,
+ * e2b-envd-process.c): the keeper connection, the request, the command's
+ * stdio pipes or its pty (sandbox/pty.h), its signals and its outcome,
+ * over the keeper protocol (sandbox/keeper.h), the same for the namespace
+ * and the microVM backend. SECURITY: closing the stream before the outcome
+ * kills the command and everything it started. */
+
+typedef struct HutchExtStreamOpts {
+        char **argv;
+        char **env;          /* "K=V" set over the sandbox's environment, or NULL */
+        const char *cwd;     /* or NULL: the policy's working directory */
+        uint64_t timeout_ms; /* 0: the policy's timeout */
+        const char *user;    /* --user, or NULL: the sandbox's */
+        bool tty;            /* a pty made inside (hutch_ext_exec_stream_pty()) */
+        bool stdin_pipe;     /* without @tty: stdin a pipe (else /dev/null) */
+        bool nonblock;       /* the keeper connection non-blocking */
+} HutchExtStreamOpts;
+
+typedef struct HutchExtStream HutchExtStream;
+
+/* Connects to the keeper of sandbox @name (started when it is not
+ * running) and sends the exec of @o. Returns 0 with the stream in @ret
+ * (hutch_ext_exec_stream_close()), or -errno with @reterr (-ENOENT when
+ * there is no such sandbox; -EINVAL without argv). */
+int hutch_ext_exec_stream_open(const char *name, const HutchExtStreamOpts *o, HutchExtStream **ret,
+                               HutchError *reterr);
+
+/* Closes the keeper connection (the command is killed unless its outcome
+ * came) and the ends not taken. Accepts NULL; returns NULL. */
+HutchExtStream *hutch_ext_exec_stream_close(HutchExtStream *s);
+DEFINE_POINTER_CLEANUP(HutchExtStream, hutch_ext_exec_stream_close)
+
+/* The keeper connection, to poll for its answers (borrowed). */
+int hutch_ext_exec_stream_fd(const HutchExtStream *s);
+
+/* Without a tty: hands the caller the command's ends (each close-on-exec,
+ * the caller closes them): @ret_in stdin's write end (non-blocking;
+ * -EBADF without stdin_pipe), @ret_out and @ret_err the read ends of
+ * stdout and stderr (non-blocking). -EBADF for each with a tty, or when
+ * taken before. Any pointer may be NULL (that end stays the stream's). */
+void hutch_ext_exec_stream_take_stdio(HutchExtStream *s, int *ret_in, int *ret_out, int *ret_err);
+
+/* With a tty: the channel the pty's master comes on when the command
+ * started inside (borrowed, to poll), or -EBADF (no tty, or the master
+ * came, or the channel was given up). */
+int hutch_ext_exec_stream_pty_fd(const HutchExtStream *s);
+
+/* With a tty: receives the master (blocking until the channel has it),
+ * sets the window size to @cols x @rows (when neither is 0) and lets the
+ * command exec; the channel is closed then, in every case. Returns 0 with
+ * @ret_master (close-on-exec, non-blocking; the caller closes it), -EPIPE
+ * when the channel closed without one (the command did not start: its
+ * outcome says why), -EBADMSG for anything but one pty master, -EBADF
+ * when there is no channel, or -errno. */
+int hutch_ext_exec_stream_pty(HutchExtStream *s, uint16_t cols, uint16_t rows, int *ret_master);
+
+/* Closes the pty channel without waiting for the master (the command, if
+ * it starts, gets -EPIPE from its side and does not exec). Accepts
+ * NULL. */
+void hutch_ext_exec_stream_pty_abandon(HutchExtStream *s);
+
+/* Sets the window size of the pty master @master (from
+ * hutch_ext_exec_stream_pty()): 0 or -errno. */
+int hutch_ext_exec_stream_resize(int master, uint16_t cols, uint16_t rows);
+
+/* Reads one answer of the keeper, as hutch_ext_exec_answer():
+ * HUTCH_EXT_ANSWER_STARTED with @ret_id, or HUTCH_EXT_ANSWER_OUTCOME with
+ * @ret_exit_code and (when @ret_json is non-NULL) the outcome's JSON
+ * (free()); -EAGAIN (nonblock) when nothing waits; -EPIPE when the keeper
+ * closed the connection; -ECONNRESET when it was stopping and started
+ * nothing; -EPERM with its refusal in @reterr; another -errno with
+ * @reterr. */
+int hutch_ext_exec_stream_answer(HutchExtStream *s, uint64_t *ret_id, int *ret_exit_code,
+                                 char **ret_json, HutchError *reterr);
+
+/* Passes signal @sig (1 to NSIG-1) on to the command: 0 or -errno
+ * (-EINVAL for another number). */
+int hutch_ext_exec_stream_signal(HutchExtStream *s, int sig);
