@@ -1921,6 +1921,45 @@ TEST(real_remove_kills_and_removes_with_zombies_around) {
         cgroup_topology_done(&t);
 }
 
+/* cgroup_remove() first tries a plain rmdir of each hierarchy (the usual
+ * end, where everything has exited). A process left in one hierarchy only
+ * (a half-failed attach) makes that rmdir fail: the empty hierarchies go at
+ * once, and the full path still kills the process and removes the rest. */
+static void check_remove_with_one_hierarchy_populated(const CgroupTopology *t, const char *name,
+                                                      CgroupController k) {
+        CgroupLimits lim = {.memory_max = 64 * MiB, .pids_max = 16};
+        _cleanup_free_ char *procs = NULL;
+        Cgroup *c = NULL;
+        char pid[16];
+        Paths ps;
+        Child ch;
+
+        ASSERT_OK(cgroup_new(t, name, &lim, &c, NULL));
+        paths_collect(c, &ps);
+        ch = child_start(child_pause, NULL);
+        ASSERT_TRUE(asprintf(&procs, "%s/exec/cgroup.procs", cgroup_controller_path(c, k)) > 0);
+        (void)snprintf(pid, sizeof(pid), "%d", (int)ch.pid);
+        ASSERT_OK(write_string_file(procs, pid));
+        child_go(&ch);
+        ASSERT_OK(cgroup_remove(c));
+        paths_assert_gone(&ps);
+        ASSERT_TRUE(killed_by(wait_pid(ch.pid, 2000), SIGKILL));
+        child_done(&ch);
+        ASSERT_OK(cgroup_destroy(c));
+}
+
+TEST(real_remove_kills_a_process_left_in_one_hierarchy) {
+        static CgroupTopology t;
+
+        real_topology(&t);
+        require_writable(&t, CGROUP_PIDS);
+        require_writable(&t, CGROUP_MEMORY);
+        /* Whichever hierarchy it is left in. */
+        check_remove_with_one_hierarchy_populated(&t, "t-half-pids", CGROUP_PIDS);
+        check_remove_with_one_hierarchy_populated(&t, "t-half-mem", CGROUP_MEMORY);
+        cgroup_topology_done(&t);
+}
+
 TEST(real_fails_closed_without_a_memory_cgroup) {
         CgroupLimits lim = {.memory_max = 32 * MiB, .pids_max = 16};
         HutchError e = {};

@@ -1251,6 +1251,27 @@ static int counter_read(const char *dir, const char *file, const char *key, uint
         return r;
 }
 
+/* Adds the counter @key of @file in @dir to @sum (saturating). */
+static int counter_add(const char *dir, const char *file, const char *key, uint64_t *sum) {
+        uint64_t v;
+        int r;
+
+        r = counter_read(dir, file, key, &v);
+        if (r < 0)
+                return r;
+        *sum = UINT64_MAX - *sum < v ? UINT64_MAX : *sum + v;
+        return 0;
+}
+
+/* True when the cgroup directory open at @fd has no child cgroup: kernfs
+ * gives a directory 2 + its subdirectories as link count. False (list it)
+ * when unsure. */
+static bool cg_dir_is_leaf(int fd) {
+        struct stat st;
+
+        return fstat(fd, &st) >= 0 && S_ISDIR(st.st_mode) && st.st_nlink == 2;
+}
+
 /* Sums the counter @key of @file over the leaf cgroups of the tree at
  * @dir (the cgroups without children, where processes live).
  *
@@ -1263,7 +1284,6 @@ static int counter_sum_leaves(const char *dir, const char *file, const char *key
                               uint64_t *sum) {
         _cleanup_(closedirp) DIR *d = NULL;
         bool has_children = false;
-        uint64_t v;
         int fd, r;
 
         if (depth > WALK_DEPTH_MAX)
@@ -1271,6 +1291,12 @@ static int counter_sum_leaves(const char *dir, const char *file, const char *key
         fd = cg_open_dir(dir);
         if (fd < 0)
                 return fd;
+        /* kernfs counts a directory's subdirectories in its link count
+         * (2 + children): a leaf needs no listing (issue 16). */
+        if (cg_dir_is_leaf(fd)) {
+                (void)close(fd);
+                return counter_add(dir, file, key, sum);
+        }
         r = dir_stream_take(fd, &d);
         if (r < 0)
                 return r;
@@ -1291,11 +1317,7 @@ static int counter_sum_leaves(const char *dir, const char *file, const char *key
         }
         if (has_children)
                 return 0;
-        r = counter_read(dir, file, key, &v);
-        if (r < 0)
-                return r;
-        *sum = UINT64_MAX - *sum < v ? UINT64_MAX : *sum + v;
-        return 0;
+        return counter_add(dir, file, key, sum);
 }
 
 int cgroup_stats(Cgroup *c, CgroupStats *ret) {
@@ -1433,8 +1455,27 @@ static int hierarchy_remove(Hierarchy *h) {
         return r;
 }
 
+/* Removes what cgroup_new() made of @h, the leaf then its parent, with
+ * one rmdir each and no walk. The kernel refuses to remove a cgroup that
+ * holds a process or has a child (EBUSY), so success proves that nothing
+ * was left there to kill. Returns false at the first refusal, with what
+ * is left still marked for the full path. */
+static bool hierarchy_remove_empty(Hierarchy *h) {
+        if (h->made_leaf) {
+                if (rmdir(h->leaf) < 0 && errno != ENOENT)
+                        return false;
+                h->made_leaf = false;
+        }
+        if (h->made_dir) {
+                if (rmdir(h->dir) < 0 && errno != ENOENT)
+                        return false;
+                h->made_dir = false;
+        }
+        return true;
+}
+
 int cgroup_remove(Cgroup *c) {
-        bool any = false;
+        bool any = false, all = true;
         int r = 0;
 
         if (!c)
@@ -1442,6 +1483,17 @@ int cgroup_remove(Cgroup *c) {
         for (size_t i = 0; i < c->n; i++)
                 any = any || c->h[i].made_dir || c->h[i].made_leaf;
         if (!any)
+                return 0;
+
+        /* The usual end (issue 16): everything already exited, so plain
+         * rmdirs do it without the kill's and the removal's walks. A
+         * hierarchy that refuses goes the full way below: the kill walks
+         * what is still there, and a process can only be in a cgroup that
+         * is still there. */
+        for (size_t i = 0; i < c->n; i++)
+                if (c->h[i].made_dir || c->h[i].made_leaf)
+                        all = hierarchy_remove_empty(c->h + i) && all;
+        if (all)
                 return 0;
 
         r = cgroup_kill(c);

@@ -312,6 +312,8 @@ int cgroup_stats(Cgroup *c, CgroupStats *ret);
 /* Kills what is left (cgroup_kill()), then removes every directory @c
  * created, deepest first (also directories someone created below the
  * leaf), retrying rmdir for about a second while the kernel says EBUSY.
+ * An empty hierarchy (the usual end) goes with one rmdir per directory, no
+ * walk: the kernel refuses to remove a cgroup holding a process or a child.
  * Never removes a base. Idempotent: a second call finds nothing to do and
  * returns 0. Returns 0, or the first error (typically -EBUSY or
  * -ETIMEDOUT) while still trying every directory. */
