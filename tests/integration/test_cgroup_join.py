@@ -4,8 +4,10 @@ makes them before the clone, clone3(CLONE_INTO_CGROUP) puts init in the
 v2 leaf at birth and init's first action moves it into each v1 leaf
 through a "tasks" file the supervisor opened. Checked from the host,
 since inside its cgroup namespace every path reads "/": while the command
-runs, init and the command sit in the run's "exec" leaf of every
-hierarchy the run made a cgroup in (v1 and unified), and the limits hold
+runs, init and the command sit in the run's leaf of every hierarchy the
+run made a cgroup in: "<run>/exec" on v2, "<run>" itself on v1, which
+allows processes next to child cgroups (one v1 cgroup less per run, issue
+16), and the limits hold
 (memory OOM, pids), each with its twin. Modes: as test_limits.py's `lim`
 (root, and the user in delegated v1, hybrid or v2 cgroups). A failing
 join (strace injecting EACCES into init's first write, its "tasks" one;
@@ -64,11 +66,18 @@ def sandbox_init(hutch_pid, timeout=20):
 
 
 def run_name(lines):
-    for path in lines.values():
+    for ctrls, path in lines.items():
         parts = path.split("/")
-        if len(parts) >= 2 and parts[-1] == "exec" and parts[-2].startswith("run-"):
+        if ctrls == "" and len(parts) >= 2 and parts[-1] == "exec" and parts[-2].startswith("run-"):
             return parts[-2]
+        if ctrls != "" and parts[-1].startswith("run-"):
+            return parts[-1]
     return None
+
+
+def leaf_of(ctrls, name):
+    """The run's leaf as /proc/PID/cgroup ends: v2 "/<name>/exec", v1 "/<name>"."""
+    return f"/{name}/exec" if ctrls == "" else f"/{name}"
 
 
 def hierarchy_has(mount, name):
@@ -106,12 +115,12 @@ def test_init_and_command_in_every_leaf(lim):
             if not mnt or not hierarchy_has(mnt, name):
                 # Negative twin: a hierarchy the run made nothing in holds
                 # init where hutch is.
-                assert not path.endswith(f"/{name}/exec"), (ctrls, path)
+                assert f"/{name}" not in path, (ctrls, path)
                 continue
             used.append(ctrls)
             for pid in [init, *cmds]:
                 got = cgroup_lines(pid)[ctrls]
-                assert got.endswith(f"/{name}/exec"), (pid, ctrls, got)
+                assert got.endswith(leaf_of(ctrls, name)), (pid, ctrls, got)
         # The limits' hierarchies, wherever they are served.
         served = set(",".join(used).split(",")) | ({"memory", "pids", "cpu"} if "" in used else set())
         assert {"memory", "pids", "cpu"} <= served, (used, init_lines)

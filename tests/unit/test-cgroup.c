@@ -1924,20 +1924,28 @@ TEST(real_remove_kills_and_removes_with_zombies_around) {
 /* cgroup_remove() first tries a plain rmdir of each hierarchy (the usual
  * end, where everything has exited). A process left in one hierarchy only
  * (a half-failed attach) makes that rmdir fail: the empty hierarchies go at
- * once, and the full path still kills the process and removes the rest. */
+ * once, and the full path still kills the process and removes the rest.
+ * With @run, the cgroup is cgroup_new_run()'s (no v1 leaf). */
 static void check_remove_with_one_hierarchy_populated(const CgroupTopology *t, const char *name,
-                                                      CgroupController k) {
+                                                      CgroupController k, bool run) {
         CgroupLimits lim = {.memory_max = 64 * MiB, .pids_max = 16};
         _cleanup_free_ char *procs = NULL;
         Cgroup *c = NULL;
         char pid[16];
+        bool flat;
         Paths ps;
         Child ch;
 
-        ASSERT_OK(cgroup_new(t, name, &lim, &c, NULL));
+        if (run)
+                ASSERT_OK(cgroup_new_run(t, name, &lim, &c, NULL));
+        else
+                ASSERT_OK(cgroup_new(t, name, &lim, &c, NULL));
         paths_collect(c, &ps);
         ch = child_start(child_pause, NULL);
-        ASSERT_TRUE(asprintf(&procs, "%s/exec/cgroup.procs", cgroup_controller_path(c, k)) > 0);
+        /* The leaf: "<name>/exec", but "<name>" itself in a run's v1. */
+        flat = run && cgroup_controller_version(c, k) == CGROUP_VERSION_1;
+        ASSERT_TRUE(asprintf(&procs, "%s%s/cgroup.procs", cgroup_controller_path(c, k),
+                             flat ? "" : "/exec") > 0);
         (void)snprintf(pid, sizeof(pid), "%d", (int)ch.pid);
         ASSERT_OK(write_string_file(procs, pid));
         child_go(&ch);
@@ -1954,9 +1962,55 @@ TEST(real_remove_kills_a_process_left_in_one_hierarchy) {
         real_topology(&t);
         require_writable(&t, CGROUP_PIDS);
         require_writable(&t, CGROUP_MEMORY);
-        /* Whichever hierarchy it is left in. */
-        check_remove_with_one_hierarchy_populated(&t, "t-half-pids", CGROUP_PIDS);
-        check_remove_with_one_hierarchy_populated(&t, "t-half-mem", CGROUP_MEMORY);
+        /* Whichever hierarchy it is left in, with either layout. */
+        check_remove_with_one_hierarchy_populated(&t, "t-half-pids", CGROUP_PIDS, false);
+        check_remove_with_one_hierarchy_populated(&t, "t-half-mem", CGROUP_MEMORY, false);
+        check_remove_with_one_hierarchy_populated(&t, "t-half-run-pids", CGROUP_PIDS, true);
+        check_remove_with_one_hierarchy_populated(&t, "t-half-run-mem", CGROUP_MEMORY, true);
+        cgroup_topology_done(&t);
+}
+
+/* cgroup_new_run(): no "exec" leaf in a v1 hierarchy, where an attached
+ * process sits in "<name>" itself, and "<name>/exec" on v2; cgroup_new()
+ * (the twin) keeps "exec" everywhere. */
+static void check_run_layout(const CgroupTopology *t, const char *name, bool run) {
+        CgroupLimits lim = {.memory_max = 64 * MiB, .pids_max = 16};
+        Cgroup *c = NULL;
+        Child ch;
+
+        if (run)
+                ASSERT_OK(cgroup_new_run(t, name, &lim, &c, NULL));
+        else
+                ASSERT_OK(cgroup_new(t, name, &lim, &c, NULL));
+        ch = child_start(child_pause, NULL);
+        ASSERT_OK(cgroup_attach(c, ch.pid));
+        for (CgroupController k = 0; k < _CGROUP_CONTROLLER_MAX; k++) {
+                _cleanup_free_ char *leaf = NULL, *procs = NULL, *in = NULL;
+                const char *dir = cgroup_controller_path(c, k);
+                bool flat = run && cgroup_controller_version(c, k) == CGROUP_VERSION_1;
+
+                if (!dir)
+                        continue;
+                ASSERT_TRUE(asprintf(&leaf, "%s/exec", dir) > 0);
+                ASSERT_EQ(path_exists(leaf), !flat);
+                ASSERT_TRUE(asprintf(&procs, "%s/cgroup.procs", flat ? dir : leaf) > 0);
+                ASSERT_OK(read_full_file(procs, 1 << 16, &in));
+                ASSERT_EQ(strtol(in, NULL, 10), (long)ch.pid);
+        }
+        child_go(&ch);
+        destroy_and_check(c);
+        ASSERT_TRUE(killed_by(wait_pid(ch.pid, 2000), SIGKILL));
+        child_done(&ch);
+}
+
+TEST(real_run_has_no_v1_leaf) {
+        static CgroupTopology t;
+
+        real_topology(&t);
+        require_writable(&t, CGROUP_PIDS);
+        require_writable(&t, CGROUP_MEMORY);
+        check_run_layout(&t, "t-layout-run", true);
+        check_run_layout(&t, "t-layout-new", false);
         cgroup_topology_done(&t);
 }
 

@@ -79,6 +79,7 @@ struct Cgroup {
         char *name;
         Hierarchy h[HIERARCHY_MAX];
         size_t n;
+        bool v1_flat; /* cgroup_new_run(): the v1 leaf is "<name>" itself */
 };
 
 static int hierarchy_remove(Hierarchy *h);
@@ -212,7 +213,10 @@ static int cgroup_add(Cgroup *c, const CgroupPlace *p, unsigned role, unsigned l
         h->mount = strdup(p->mount);
         h->base = strdup(p->base);
         h->dir = cg_path_join(p->base, c->name);
-        h->leaf = h->dir ? cg_path_join(h->dir, LEAF_NAME) : NULL;
+        if (c->v1_flat && p->version == CGROUP_VERSION_1)
+                h->leaf = h->dir ? strdup(h->dir) : NULL;
+        else
+                h->leaf = h->dir ? cg_path_join(h->dir, LEAF_NAME) : NULL;
         c->n++;
         if (!h->mount || !h->base || !h->dir || !h->leaf)
                 return -ENOMEM;
@@ -355,7 +359,7 @@ static int hierarchy_create(Hierarchy *h, HutchError *reterr) {
                 if (r < 0)
                         return r;
         }
-        if (mkdir(h->leaf, 0755) < 0) {
+        if (strcmp(h->leaf, h->dir) != 0 && mkdir(h->leaf, 0755) < 0) {
                 r = negative_errno();
                 return hutch_error_set(reterr, -r, "cannot create the cgroup %s: %s", h->leaf,
                                        strerror(-r));
@@ -584,8 +588,8 @@ static int cgroup_plan(Cgroup *c, const CgroupTopology *t, const CgroupLimits *l
         return 0;
 }
 
-int cgroup_new(const CgroupTopology *t, const char *name, const CgroupLimits *lim, Cgroup **ret,
-               HutchError *reterr) {
+static int cgroup_new_full(const CgroupTopology *t, const char *name, const CgroupLimits *lim,
+                           bool v1_flat, Cgroup **ret, HutchError *reterr) {
         _cleanup_(cgroup_freep) Cgroup *c = NULL;
         int r;
 
@@ -606,6 +610,7 @@ int cgroup_new(const CgroupTopology *t, const char *name, const CgroupLimits *li
         c->name = strdup(name);
         if (!c->name)
                 return -ENOMEM;
+        c->v1_flat = v1_flat;
         r = cgroup_plan(c, t, lim, reterr);
         if (r < 0)
                 return r;
@@ -636,6 +641,21 @@ int cgroup_new(const CgroupTopology *t, const char *name, const CgroupLimits *li
 fail:
         (void)cgroup_remove(c);
         return r;
+}
+
+int cgroup_new(const CgroupTopology *t, const char *name, const CgroupLimits *lim, Cgroup **ret,
+               HutchError *reterr) {
+        return cgroup_new_full(t, name, lim, false, ret, reterr);
+}
+
+int cgroup_new_run(const CgroupTopology *t, const char *name, const CgroupLimits *lim, Cgroup **ret,
+                   HutchError *reterr) {
+        /* v1 lets processes sit next to child cgroups and counts limits
+         * hierarchically, so a run needs no v1 leaf: a v1 memory and a
+         * pids cgroup less to create and remove (about 0.3 ms of every
+         * run, issue 16). v2 keeps its leaf ("no internal processes" below
+         * enabled controllers, memory.oom.group). */
+        return cgroup_new_full(t, name, lim, true, ret, reterr);
 }
 
 int cgroup_new_child(Cgroup *parent, const char *child, Cgroup **ret, HutchError *reterr) {
@@ -1461,7 +1481,7 @@ static int hierarchy_remove(Hierarchy *h) {
  * was left there to kill. Returns false at the first refusal, with what
  * is left still marked for the full path. */
 static bool hierarchy_remove_empty(Hierarchy *h) {
-        if (h->made_leaf) {
+        if (h->made_leaf && strcmp(h->leaf, h->dir) != 0) {
                 if (rmdir(h->leaf) < 0 && errno != ENOENT)
                         return false;
                 h->made_leaf = false;
@@ -1469,7 +1489,7 @@ static bool hierarchy_remove_empty(Hierarchy *h) {
         if (h->made_dir) {
                 if (rmdir(h->dir) < 0 && errno != ENOENT)
                         return false;
-                h->made_dir = false;
+                h->made_dir = h->made_leaf = false;
         }
         return true;
 }

@@ -199,6 +199,15 @@ typedef struct Cgroup Cgroup;
 int cgroup_new(const CgroupTopology *t, const char *name, const CgroupLimits *lim, Cgroup **ret,
                HutchError *reterr);
 
+/* cgroup_new() for a one-shot run (issue 16): in a v1 hierarchy the
+ * processes sit in "<name>" itself, with no "exec" leaf (one cgroup less
+ * to create and remove per hierarchy; v1 counts limits hierarchically and
+ * allows processes next to child cgroups). The v2 leaf stays. Not for a
+ * cgroup that gets cgroup_new_child() children or whose processes are
+ * found by their "exec" leaf (a persistent sandbox's). */
+int cgroup_new_run(const CgroupTopology *t, const char *name, const CgroupLimits *lim, Cgroup **ret,
+                   HutchError *reterr);
+
 /* Frees the object only: the cgroups stay. Accepts NULL; returns NULL. */
 Cgroup *cgroup_free(Cgroup *c);
 DEFINE_POINTER_CLEANUP(Cgroup, cgroup_free)

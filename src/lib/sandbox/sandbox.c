@@ -848,6 +848,7 @@ int sandbox_start(const Policy *policy, const SandboxLayerPaths *layers, char *c
          * the kernel's cgroup_threadgroup_rwsem for writing, which waits
          * for an RCU grace period (6-20 ms on a loaded host). The old move
          * remains only where clone3 cannot do it (joined stays false). */
+        st->rc.one_shot = !layers; /* a keeper's execs get child cgroups */
         r = run_cgroup_create(policy, &st->rc, st->name, reterr);
         if (r < 0)
                 return r;
