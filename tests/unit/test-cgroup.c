@@ -1921,11 +1921,19 @@ TEST(real_remove_kills_and_removes_with_zombies_around) {
         cgroup_topology_done(&t);
 }
 
+/* Whether cgroup_new_run()'s @c (with a memory limit) has no leaf of its
+ * own in the hierarchy of @k: v1, or v2 when the memory limit is not there
+ * (docs/cgroups.md). */
+static bool run_is_flat(const Cgroup *c, CgroupVersion v) {
+        return v == CGROUP_VERSION_1 ||
+               cgroup_controller_version(c, CGROUP_MEMORY) != CGROUP_VERSION_2;
+}
+
 /* cgroup_remove() first tries a plain rmdir of each hierarchy (the usual
  * end, where everything has exited). A process left in one hierarchy only
  * (a half-failed attach) makes that rmdir fail: the empty hierarchies go at
  * once, and the full path still kills the process and removes the rest.
- * With @run, the cgroup is cgroup_new_run()'s (no v1 leaf). */
+ * With @run, the cgroup is cgroup_new_run()'s. */
 static void check_remove_with_one_hierarchy_populated(const CgroupTopology *t, const char *name,
                                                       CgroupController k, bool run) {
         CgroupLimits lim = {.memory_max = 64 * MiB, .pids_max = 16};
@@ -1942,8 +1950,7 @@ static void check_remove_with_one_hierarchy_populated(const CgroupTopology *t, c
                 ASSERT_OK(cgroup_new(t, name, &lim, &c, NULL));
         paths_collect(c, &ps);
         ch = child_start(child_pause, NULL);
-        /* The leaf: "<name>/exec", but "<name>" itself in a run's v1. */
-        flat = run && cgroup_controller_version(c, k) == CGROUP_VERSION_1;
+        flat = run && run_is_flat(c, cgroup_controller_version(c, k));
         ASSERT_TRUE(asprintf(&procs, "%s%s/cgroup.procs", cgroup_controller_path(c, k),
                              flat ? "" : "/exec") > 0);
         (void)snprintf(pid, sizeof(pid), "%d", (int)ch.pid);
@@ -1970,11 +1977,22 @@ TEST(real_remove_kills_a_process_left_in_one_hierarchy) {
         cgroup_topology_done(&t);
 }
 
-/* cgroup_new_run(): no "exec" leaf in a v1 hierarchy, where an attached
- * process sits in "<name>" itself, and "<name>/exec" on v2; cgroup_new()
- * (the twin) keeps "exec" everywhere. */
+/* @pid is the only process in the cgroup @dir. */
+static void assert_in(const char *dir, pid_t pid) {
+        _cleanup_free_ char *procs = NULL, *in = NULL;
+
+        ASSERT_TRUE(asprintf(&procs, "%s/cgroup.procs", dir) > 0);
+        ASSERT_OK(read_full_file(procs, 1 << 16, &in));
+        ASSERT_EQ(strtol(in, NULL, 10), (long)pid);
+}
+
+/* cgroup_new_run(): no "exec" leaf where run_is_flat() says so, an
+ * attached process sits in "<name>" itself there; cgroup_new() (the twin)
+ * keeps "exec" everywhere. */
 static void check_run_layout(const CgroupTopology *t, const char *name, bool run) {
         CgroupLimits lim = {.memory_max = 64 * MiB, .pids_max = 16};
+        _cleanup_free_ char *v2_dir = NULL;
+        const char *v2_leaf;
         Cgroup *c = NULL;
         Child ch;
 
@@ -1985,17 +2003,24 @@ static void check_run_layout(const CgroupTopology *t, const char *name, bool run
         ch = child_start(child_pause, NULL);
         ASSERT_OK(cgroup_attach(c, ch.pid));
         for (CgroupController k = 0; k < _CGROUP_CONTROLLER_MAX; k++) {
-                _cleanup_free_ char *leaf = NULL, *procs = NULL, *in = NULL;
+                _cleanup_free_ char *leaf = NULL;
                 const char *dir = cgroup_controller_path(c, k);
-                bool flat = run && cgroup_controller_version(c, k) == CGROUP_VERSION_1;
+                bool flat = run && run_is_flat(c, cgroup_controller_version(c, k));
 
                 if (!dir)
                         continue;
                 ASSERT_TRUE(asprintf(&leaf, "%s/exec", dir) > 0);
                 ASSERT_EQ(path_exists(leaf), !flat);
-                ASSERT_TRUE(asprintf(&procs, "%s/cgroup.procs", flat ? dir : leaf) > 0);
-                ASSERT_OK(read_full_file(procs, 1 << 16, &in));
-                ASSERT_EQ(strtol(in, NULL, 10), (long)ch.pid);
+                assert_in(flat ? dir : leaf, ch.pid);
+        }
+        v2_leaf = cgroup_leaf_path_v2(c);
+        if (v2_leaf) {
+                bool flat = run && run_is_flat(c, CGROUP_VERSION_2);
+
+                ASSERT_TRUE(asprintf(&v2_dir, "/%s%s", name, flat ? "" : "/exec") > 0);
+                ASSERT_TRUE(strlen(v2_leaf) > strlen(v2_dir));
+                ASSERT_STREQ(v2_leaf + strlen(v2_leaf) - strlen(v2_dir), v2_dir);
+                assert_in(v2_leaf, ch.pid);
         }
         child_go(&ch);
         destroy_and_check(c);
@@ -2003,7 +2028,7 @@ static void check_run_layout(const CgroupTopology *t, const char *name, bool run
         child_done(&ch);
 }
 
-TEST(real_run_has_no_v1_leaf) {
+TEST(real_run_has_no_leaf_where_it_needs_none) {
         static CgroupTopology t;
 
         real_topology(&t);

@@ -79,7 +79,7 @@ struct Cgroup {
         char *name;
         Hierarchy h[HIERARCHY_MAX];
         size_t n;
-        bool v1_flat; /* cgroup_new_run(): the v1 leaf is "<name>" itself */
+        bool flat; /* cgroup_new_run(): leaves that are "<name>" itself */
 };
 
 static int hierarchy_remove(Hierarchy *h);
@@ -213,7 +213,7 @@ static int cgroup_add(Cgroup *c, const CgroupPlace *p, unsigned role, unsigned l
         h->mount = strdup(p->mount);
         h->base = strdup(p->base);
         h->dir = cg_path_join(p->base, c->name);
-        if (c->v1_flat && p->version == CGROUP_VERSION_1)
+        if (c->flat && p->version == CGROUP_VERSION_1)
                 h->leaf = h->dir ? strdup(h->dir) : NULL;
         else
                 h->leaf = h->dir ? cg_path_join(h->dir, LEAF_NAME) : NULL;
@@ -589,7 +589,7 @@ static int cgroup_plan(Cgroup *c, const CgroupTopology *t, const CgroupLimits *l
 }
 
 static int cgroup_new_full(const CgroupTopology *t, const char *name, const CgroupLimits *lim,
-                           bool v1_flat, Cgroup **ret, HutchError *reterr) {
+                           bool flat, Cgroup **ret, HutchError *reterr) {
         _cleanup_(cgroup_freep) Cgroup *c = NULL;
         int r;
 
@@ -610,10 +610,24 @@ static int cgroup_new_full(const CgroupTopology *t, const char *name, const Cgro
         c->name = strdup(name);
         if (!c->name)
                 return -ENOMEM;
-        c->v1_flat = v1_flat;
+        c->flat = flat;
         r = cgroup_plan(c, t, lim, reterr);
         if (r < 0)
                 return r;
+        /* A v2 leaf is needed below enabled controllers ("no internal
+         * processes") and for memory.oom.group, both only with a memory
+         * limit on "<name>" (the other limits are enabled on the base):
+         * without one, a run's v2 processes sit in "<name>" too. */
+        for (size_t i = 0; flat && i < c->n; i++) {
+                Hierarchy *h = c->h + i;
+
+                if (h->version != CGROUP_VERSION_2 || (h->limits & ROLE_MEMORY))
+                        continue;
+                free(h->leaf);
+                h->leaf = strdup(h->dir);
+                if (!h->leaf)
+                        return -ENOMEM;
+        }
 
         for (size_t i = 0; i < c->n; i++) {
                 Hierarchy *h = c->h + i;
@@ -653,8 +667,8 @@ int cgroup_new_run(const CgroupTopology *t, const char *name, const CgroupLimits
         /* v1 lets processes sit next to child cgroups and counts limits
          * hierarchically, so a run needs no v1 leaf: a v1 memory and a
          * pids cgroup less to create and remove (about 0.3 ms of every
-         * run, issue 16). v2 keeps its leaf ("no internal processes" below
-         * enabled controllers, memory.oom.group). */
+         * run, issue 16), and v2 needs its leaf only with a memory limit
+         * (cgroup_new_full()). */
         return cgroup_new_full(t, name, lim, true, ret, reterr);
 }
 

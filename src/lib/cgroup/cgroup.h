@@ -199,10 +199,12 @@ typedef struct Cgroup Cgroup;
 int cgroup_new(const CgroupTopology *t, const char *name, const CgroupLimits *lim, Cgroup **ret,
                HutchError *reterr);
 
-/* cgroup_new() for a one-shot run (issue 16): in a v1 hierarchy the
- * processes sit in "<name>" itself, with no "exec" leaf (one cgroup less
- * to create and remove per hierarchy; v1 counts limits hierarchically and
- * allows processes next to child cgroups). The v2 leaf stays. Not for a
+/* cgroup_new() for a one-shot run (issue 16): in a v1 hierarchy, and in
+ * a v2 one without a memory limit, the processes sit in "<name>" itself,
+ * with no "exec" leaf (one cgroup less to create and remove per
+ * hierarchy; v1 counts limits hierarchically and allows processes next to
+ * child cgroups, v2 does where "<name>" enables no controller below it).
+ * A v2 memory limit keeps the v2 leaf (memory.oom.group). Not for a
  * cgroup that gets cgroup_new_child() children or whose processes are
  * found by their "exec" leaf (a persistent sandbox's). */
 int cgroup_new_run(const CgroupTopology *t, const char *name, const CgroupLimits *lim, Cgroup **ret,
@@ -219,7 +221,8 @@ const char *cgroup_name(const Cgroup *c);
  * unused), and the path of "<base>/<name>" there (NULL when unused). */
 CgroupVersion cgroup_controller_version(const Cgroup *c, CgroupController controller);
 const char *cgroup_controller_path(const Cgroup *c, CgroupController controller);
-/* The leaf in the v2 hierarchy, or NULL when v2 is not used. */
+/* The leaf in the v2 hierarchy ("<name>/exec", or "<name>" for some of
+ * cgroup_new_run()'s), or NULL when v2 is not used. */
 const char *cgroup_leaf_path_v2(const Cgroup *c);
 
 /* Opens the v2 leaf (O_RDONLY|O_DIRECTORY|O_CLOEXEC) for
