@@ -363,6 +363,9 @@ static int relays_open(const Policy *p, Supervision *s, int write_ends[2]) {
                 write_ends[i] = -EBADF;
                 if (!p->output_limit)
                         continue;
+                s->relays[i].buf = malloc(RELAY_BUF_SIZE);
+                if (!s->relays[i].buf)
+                        return -ENOMEM;
                 if (pipe2(fds, O_CLOEXEC) < 0)
                         return negative_errno();
                 s->relays[i].in_fd = fds[0];
