@@ -269,9 +269,10 @@ def cgroup_mounts():
 
 def running_cpu_quota(hutch_pid, timeout=10):
     """The cpu quota on the running sandbox's cgroup, read from the host
-    (the sandbox init is hutch's child; its limits sit on the parent of its
-    exec leaf): "unlimited", a number of microseconds, or None when no cpu
-    cgroup serves the run."""
+    (the sandbox init is hutch's child; its limits sit on the run's cgroup:
+    the parent of its v2 "exec" leaf, or on v1 the cgroup init is in,
+    docs/cgroups.md): "unlimited", a number of microseconds, or None when
+    no cpu cgroup serves the run."""
     mounts = cgroup_mounts()
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -291,7 +292,8 @@ def running_cpu_quota(hutch_pid, timeout=10):
                 continue  # not moved into its cgroups yet
             for line in lines:
                 _, ctrls, path = line.split(":", 2)
-                parent = path.rsplit("/", 1)[0]
+                flat = ctrls != "" and path.rsplit("/", 1)[-1].startswith("run-")
+                parent = path if flat else path.rsplit("/", 1)[0]
                 if "cpu" in ctrls.split(",") and "cpu" in mounts:
                     q = Path(f"{mounts['cpu']}{parent}/cpu.cfs_quota_us").read_text().strip()
                     return "unlimited" if q == "-1" else int(q)

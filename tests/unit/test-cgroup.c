@@ -1921,6 +1921,124 @@ TEST(real_remove_kills_and_removes_with_zombies_around) {
         cgroup_topology_done(&t);
 }
 
+/* Whether cgroup_new_run()'s @c (with a memory limit) has no leaf of its
+ * own in the hierarchy of @k: v1, or v2 when the memory limit is not there
+ * (docs/cgroups.md). */
+static bool run_is_flat(const Cgroup *c, CgroupVersion v) {
+        return v == CGROUP_VERSION_1 ||
+               cgroup_controller_version(c, CGROUP_MEMORY) != CGROUP_VERSION_2;
+}
+
+/* cgroup_remove() first tries a plain rmdir of each hierarchy (the usual
+ * end, where everything has exited). A process left in one hierarchy only
+ * (a half-failed attach) makes that rmdir fail: the empty hierarchies go at
+ * once, and the full path still kills the process and removes the rest.
+ * With @run, the cgroup is cgroup_new_run()'s. */
+static void check_remove_with_one_hierarchy_populated(const CgroupTopology *t, const char *name,
+                                                      CgroupController k, bool run) {
+        CgroupLimits lim = {.memory_max = 64 * MiB, .pids_max = 16};
+        _cleanup_free_ char *procs = NULL;
+        Cgroup *c = NULL;
+        char pid[16];
+        bool flat;
+        Paths ps;
+        Child ch;
+
+        if (run)
+                ASSERT_OK(cgroup_new_run(t, name, &lim, &c, NULL));
+        else
+                ASSERT_OK(cgroup_new(t, name, &lim, &c, NULL));
+        paths_collect(c, &ps);
+        ch = child_start(child_pause, NULL);
+        flat = run && run_is_flat(c, cgroup_controller_version(c, k));
+        ASSERT_TRUE(asprintf(&procs, "%s%s/cgroup.procs", cgroup_controller_path(c, k),
+                             flat ? "" : "/exec") > 0);
+        (void)snprintf(pid, sizeof(pid), "%d", (int)ch.pid);
+        ASSERT_OK(write_string_file(procs, pid));
+        child_go(&ch);
+        ASSERT_OK(cgroup_remove(c));
+        paths_assert_gone(&ps);
+        ASSERT_TRUE(killed_by(wait_pid(ch.pid, 2000), SIGKILL));
+        child_done(&ch);
+        ASSERT_OK(cgroup_destroy(c));
+}
+
+TEST(real_remove_kills_a_process_left_in_one_hierarchy) {
+        static CgroupTopology t;
+
+        real_topology(&t);
+        require_writable(&t, CGROUP_PIDS);
+        require_writable(&t, CGROUP_MEMORY);
+        /* Whichever hierarchy it is left in, with either layout. */
+        check_remove_with_one_hierarchy_populated(&t, "t-half-pids", CGROUP_PIDS, false);
+        check_remove_with_one_hierarchy_populated(&t, "t-half-mem", CGROUP_MEMORY, false);
+        check_remove_with_one_hierarchy_populated(&t, "t-half-run-pids", CGROUP_PIDS, true);
+        check_remove_with_one_hierarchy_populated(&t, "t-half-run-mem", CGROUP_MEMORY, true);
+        cgroup_topology_done(&t);
+}
+
+/* @pid is the only process in the cgroup @dir. */
+static void assert_in(const char *dir, pid_t pid) {
+        _cleanup_free_ char *procs = NULL, *in = NULL;
+
+        ASSERT_TRUE(asprintf(&procs, "%s/cgroup.procs", dir) > 0);
+        ASSERT_OK(read_full_file(procs, 1 << 16, &in));
+        ASSERT_EQ(strtol(in, NULL, 10), (long)pid);
+}
+
+/* cgroup_new_run(): no "exec" leaf where run_is_flat() says so, an
+ * attached process sits in "<name>" itself there; cgroup_new() (the twin)
+ * keeps "exec" everywhere. */
+static void check_run_layout(const CgroupTopology *t, const char *name, bool run) {
+        CgroupLimits lim = {.memory_max = 64 * MiB, .pids_max = 16};
+        _cleanup_free_ char *v2_dir = NULL;
+        const char *v2_leaf;
+        Cgroup *c = NULL;
+        Child ch;
+
+        if (run)
+                ASSERT_OK(cgroup_new_run(t, name, &lim, &c, NULL));
+        else
+                ASSERT_OK(cgroup_new(t, name, &lim, &c, NULL));
+        ch = child_start(child_pause, NULL);
+        ASSERT_OK(cgroup_attach(c, ch.pid));
+        for (CgroupController k = 0; k < _CGROUP_CONTROLLER_MAX; k++) {
+                _cleanup_free_ char *leaf = NULL;
+                const char *dir = cgroup_controller_path(c, k);
+                bool flat = run && run_is_flat(c, cgroup_controller_version(c, k));
+
+                if (!dir)
+                        continue;
+                ASSERT_TRUE(asprintf(&leaf, "%s/exec", dir) > 0);
+                ASSERT_EQ(path_exists(leaf), !flat);
+                assert_in(flat ? dir : leaf, ch.pid);
+        }
+        v2_leaf = cgroup_leaf_path_v2(c);
+        if (v2_leaf) {
+                bool flat = run && run_is_flat(c, CGROUP_VERSION_2);
+
+                ASSERT_TRUE(asprintf(&v2_dir, "/%s%s", name, flat ? "" : "/exec") > 0);
+                ASSERT_TRUE(strlen(v2_leaf) > strlen(v2_dir));
+                ASSERT_STREQ(v2_leaf + strlen(v2_leaf) - strlen(v2_dir), v2_dir);
+                assert_in(v2_leaf, ch.pid);
+        }
+        child_go(&ch);
+        destroy_and_check(c);
+        ASSERT_TRUE(killed_by(wait_pid(ch.pid, 2000), SIGKILL));
+        child_done(&ch);
+}
+
+TEST(real_run_has_no_leaf_where_it_needs_none) {
+        static CgroupTopology t;
+
+        real_topology(&t);
+        require_writable(&t, CGROUP_PIDS);
+        require_writable(&t, CGROUP_MEMORY);
+        check_run_layout(&t, "t-layout-run", true);
+        check_run_layout(&t, "t-layout-new", false);
+        cgroup_topology_done(&t);
+}
+
 TEST(real_fails_closed_without_a_memory_cgroup) {
         CgroupLimits lim = {.memory_max = 32 * MiB, .pids_max = 16};
         HutchError e = {};

@@ -199,6 +199,17 @@ typedef struct Cgroup Cgroup;
 int cgroup_new(const CgroupTopology *t, const char *name, const CgroupLimits *lim, Cgroup **ret,
                HutchError *reterr);
 
+/* cgroup_new() for a one-shot run (issue 16): in a v1 hierarchy, and in
+ * a v2 one without a memory limit, the processes sit in "<name>" itself,
+ * with no "exec" leaf (one cgroup less to create and remove per
+ * hierarchy; v1 counts limits hierarchically and allows processes next to
+ * child cgroups, v2 does where "<name>" enables no controller below it).
+ * A v2 memory limit keeps the v2 leaf (memory.oom.group). Not for a
+ * cgroup that gets cgroup_new_child() children or whose processes are
+ * found by their "exec" leaf (a persistent sandbox's). */
+int cgroup_new_run(const CgroupTopology *t, const char *name, const CgroupLimits *lim, Cgroup **ret,
+                   HutchError *reterr);
+
 /* Frees the object only: the cgroups stay. Accepts NULL; returns NULL. */
 Cgroup *cgroup_free(Cgroup *c);
 DEFINE_POINTER_CLEANUP(Cgroup, cgroup_free)
@@ -210,7 +221,8 @@ const char *cgroup_name(const Cgroup *c);
  * unused), and the path of "<base>/<name>" there (NULL when unused). */
 CgroupVersion cgroup_controller_version(const Cgroup *c, CgroupController controller);
 const char *cgroup_controller_path(const Cgroup *c, CgroupController controller);
-/* The leaf in the v2 hierarchy, or NULL when v2 is not used. */
+/* The leaf in the v2 hierarchy ("<name>/exec", or "<name>" for some of
+ * cgroup_new_run()'s), or NULL when v2 is not used. */
 const char *cgroup_leaf_path_v2(const Cgroup *c);
 
 /* Opens the v2 leaf (O_RDONLY|O_DIRECTORY|O_CLOEXEC) for
@@ -312,6 +324,8 @@ int cgroup_stats(Cgroup *c, CgroupStats *ret);
 /* Kills what is left (cgroup_kill()), then removes every directory @c
  * created, deepest first (also directories someone created below the
  * leaf), retrying rmdir for about a second while the kernel says EBUSY.
+ * An empty hierarchy (the usual end) goes with one rmdir per directory, no
+ * walk: the kernel refuses to remove a cgroup holding a process or a child.
  * Never removes a base. Idempotent: a second call finds nothing to do and
  * returns 0. Returns 0, or the first error (typically -EBUSY or
  * -ETIMEDOUT) while still trying every directory. */

@@ -143,10 +143,17 @@ int run_cgroup_plan(const Policy *p, RunCgroup *ret, HutchError *reterr) {
         return 0;
 }
 
+static int cgroup_make(RunCgroup *rc, const char *name, const CgroupLimits *lim,
+                       HutchError *reterr) {
+        if (rc->one_shot)
+                return cgroup_new_run(&rc->topology, name, lim, &rc->cgroup, reterr);
+        return cgroup_new(&rc->topology, name, lim, &rc->cgroup, reterr);
+}
+
 int run_cgroup_create(const Policy *p, RunCgroup *rc, const char *name, HutchError *reterr) {
         int r;
 
-        r = cgroup_new(&rc->topology, name, &rc->limits, &rc->cgroup, reterr);
+        r = cgroup_make(rc, name, &rc->limits, reterr);
         if (r < 0) {
                 unsigned failed = limits_mask(&rc->limits);
 
@@ -156,7 +163,7 @@ int run_cgroup_create(const Policy *p, RunCgroup *rc, const char *name, HutchErr
                         return r;
                 rc->degraded |= failed;
                 /* A cgroup without limits still makes the timeout exact. */
-                if (cgroup_new(&rc->topology, name, &(CgroupLimits){}, &rc->cgroup, NULL) < 0)
+                if (cgroup_make(rc, name, &(CgroupLimits){}, NULL) < 0)
                         rc->cgroup = NULL;
         }
 

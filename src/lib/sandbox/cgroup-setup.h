@@ -24,6 +24,7 @@ typedef struct RunCgroup {
         Cgroup *cgroup;          /* NULL when no hierarchy at all can be used */
         CgroupLimits rlimits;    /* to apply in init (degraded, allowed); zero = none */
         unsigned degraded;       /* 1 << PolicyLimit of limits not enforced by a cgroup */
+        bool one_shot;           /* set before run_cgroup_create(): cgroup_new_run() */
 } RunCgroup;
 
 /* Before anything is created: detects the hierarchies and decides which

@@ -363,6 +363,9 @@ static int relays_open(const Policy *p, Supervision *s, int write_ends[2]) {
                 write_ends[i] = -EBADF;
                 if (!p->output_limit)
                         continue;
+                s->relays[i].buf = malloc(RELAY_BUF_SIZE);
+                if (!s->relays[i].buf)
+                        return -ENOMEM;
                 if (pipe2(fds, O_CLOEXEC) < 0)
                         return negative_errno();
                 s->relays[i].in_fd = fds[0];
@@ -848,6 +851,7 @@ int sandbox_start(const Policy *policy, const SandboxLayerPaths *layers, char *c
          * the kernel's cgroup_threadgroup_rwsem for writing, which waits
          * for an RCU grace period (6-20 ms on a loaded host). The old move
          * remains only where clone3 cannot do it (joined stays false). */
+        st->rc.one_shot = !layers; /* a keeper's execs get child cgroups */
         r = run_cgroup_create(policy, &st->rc, st->name, reterr);
         if (r < 0)
                 return r;

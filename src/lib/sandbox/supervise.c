@@ -19,8 +19,10 @@
 #include "time-util.h"
 
 void supervision_done(Supervision *s) {
-        for (size_t i = 0; i < ELEMENTSOF(s->relays); i++)
+        for (size_t i = 0; i < ELEMENTSOF(s->relays); i++) {
                 s->relays[i].in_fd = safe_close(s->relays[i].in_fd);
+                s->relays[i].buf = mfree(s->relays[i].buf);
+        }
 }
 
 static void handle_sync_message(Supervision *s) {
@@ -103,7 +105,7 @@ static void relay_fill(Relay *r) {
         ssize_t n;
         uint64_t k;
 
-        n = read(r->in_fd, r->buf, sizeof(r->buf));
+        n = read(r->in_fd, r->buf, RELAY_BUF_SIZE);
         if (n < 0) {
                 if (errno == EINTR || errno == EAGAIN)
                         return;

@@ -29,7 +29,11 @@ typedef struct Relay {
         uint64_t written; /* bytes kept for the caller so far */
         bool truncated;
         size_t len, off; /* pending bytes in buf[off..len) */
-        char buf[RELAY_BUF_SIZE];
+        /* RELAY_BUF_SIZE bytes, owned, NULL when @in_fd is unused: on the
+         * heap, so that a run without an output limit neither zeroes nor
+         * faults in 128 KiB of stack (issue 16). supervision_done() frees
+         * it. */
+        char *buf;
 } Relay;
 
 typedef struct Supervision Supervision;
