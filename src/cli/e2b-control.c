@@ -16,12 +16,11 @@
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
 
+#include "api/hutch-ext.h"
 #include "e2b-internal.h"
 #include "log.h"
-#include "net/allowlist.h"
 #include "parse-util.h"
 #include "serve-util.h"
-#include "store/store.h"
 #include "strv.h"
 #include "time-util.h"
 
@@ -290,7 +289,7 @@ static int narrow_network(E2bRequest *req, json_t *policy, bool internet, json_t
                 json_t *allow = json_array();
 
                 STRV_FOREACH(a, nb.allow_out) {
-                        if (!e2b_allow_within(req->srv->allow_ceiling, *a)) {
+                        if (!hutch_ext_host_within(req->srv->allow_ceiling, *a)) {
                                 json_decref(allow);
                                 (void)e2b_reply_error(
                                         req, 400,
@@ -316,11 +315,9 @@ static int narrow_network(E2bRequest *req, json_t *policy, bool internet, json_t
                 }
         }
         STRV_FOREACH(d, nb.deny_out) {
-                HostPattern hp;
-
                 if (is_everything(*d))
                         continue;
-                if (host_pattern_parse(*d, &hp, &err) < 0) {
+                if (hutch_ext_host_pattern_check(*d, &err) < 0) {
                         (void)e2b_reply_error(req, 400, "network.denyOut: %s", err.msg);
                         network_body_done(&nb);
                         return -EINVAL;
@@ -438,11 +435,11 @@ static int create_hutch(E2bRequest *req, json_t *rec, json_t *policy, const char
         int r;
 
         if (strcmp(template_id, "base") != 0) {
-                if (!store_name_is_valid(template_id) && strchr(template_id, ':') == NULL) {
+                if (!hutch_ext_name_is_valid(template_id) && strchr(template_id, ':') == NULL) {
                         (void)e2b_reply_error(req, 400, "invalid templateID '%.64s'", template_id);
                         return -EINVAL;
                 }
-                if (store_name_is_valid(template_id) && snapshot_exists(template_id))
+                if (hutch_ext_name_is_valid(template_id) && snapshot_exists(template_id))
                         from = template_id;
                 else if (json_object_set_new(policy, "image", json_string(template_id)) < 0)
                         return -ENOMEM;
@@ -636,7 +633,7 @@ static int route_snapshot(E2bRequest *req, const char *id) {
         r = body_decode(req, snapshot_fields, ELEMENTSOF(snapshot_fields), &b, &root);
         if (r < 0)
                 return req->close ? 1 : 0;
-        if (b.name && (!store_name_is_valid(b.name) || strcmp(b.name, "base") == 0)) {
+        if (b.name && (!hutch_ext_name_is_valid(b.name) || strcmp(b.name, "base") == 0)) {
                 (void)e2b_reply_error(req, 400,
                                       "invalid snapshot name '%.64s': it must match "
                                       "[a-z0-9][a-z0-9_.-]{0,62} and not be 'base'",
@@ -680,10 +677,8 @@ out:
 /* One sample of a running sandbox's cgroup (e2b-metrics.c); none for a
  * paused one. */
 static int route_metrics(E2bRequest *req, const char *id) {
-        _cleanup_(store_freep) Store *store = NULL;
         json_t *rec = NULL, *arr = NULL, *m;
         hutch_error err = {};
-        HutchError herr = {};
         const char *state;
         int r;
 
@@ -698,11 +693,8 @@ static int route_metrics(E2bRequest *req, const char *id) {
          * hutch keeps none); none for a paused sandbox. */
         if (strcmp(state, "running") != 0)
                 r = (arr = json_array()) ? 0 : -ENOMEM;
-        else {
-                r = store_open(&store, &herr);
-                if (r >= 0)
-                        r = e2b_metrics_sample(store, rec_str(rec, "name"), &arr, &err);
-        }
+        else
+                r = e2b_metrics_sample(rec_str(rec, "name"), &arr, &err);
         json_decref(rec);
         if (r < 0) {
                 (void)reply_hutch_error(req, r, &err, "cannot sample the sandbox");

@@ -21,9 +21,6 @@
 #include "e2b.h"
 #include "hutch.h"
 
-/* The store (src/lib/store/store.h), opened by the routes that need it. */
-typedef struct Store Store;
-
 /* [a-z0-9]{E2B_ID_LEN} (e2b-util.c) */
 bool e2b_id_is_valid(const char *id);
 /* A new random id / access token (getrandom()). 0 or -errno. */
@@ -42,13 +39,6 @@ bool e2b_host_parse(const char *host, const char *domain, unsigned *ret_port,
 /* A chunk-size line of a chunked body ("1a2b", "ff;ext=1"): hex digits,
  * at most 16, then an optional extension. -EBADMSG otherwise. */
 int e2b_chunk_size_parse(const char *line, uint64_t *ret);
-
-/* Whether allowlist entry @entry ("PATTERN[:PORT]") is within an entry of
- * @ceiling (the serve flags' allow_hosts): a name the ceiling's name or
- * wildcard covers, a wildcard at or under the ceiling's wildcard, the same
- * address; on a port the ceiling entry allows (no port: 80 and 443). A
- * malformed entry is false. */
-bool e2b_allow_within(char **ceiling, const char *entry);
 
 /* Creates the table folder (0700) under the store and takes the server's
  * lock (-EBUSY: another server uses it). */
@@ -95,7 +85,7 @@ int e2b_rules_to_secrets(const E2bServer *srv, const char *id, json_t *rules, js
  * (e2b-metrics.c): one sample (cpuCount, cpuUsedPct over 100 ms, memUsed,
  * memTotal, diskUsed, diskTotal; the caller adds the timestamp) when it
  * runs, [] when stopped. memUsed is null where no cgroup serves it. */
-int e2b_metrics_sample(Store *store, const char *name, json_t **ret, hutch_error *err);
+int e2b_metrics_sample(const char *name, json_t **ret, hutch_error *err);
 /* Removes sandbox @id's secrets folder. */
 void e2b_rules_remove(const E2bServer *srv, const char *id);
 /* Pauses @rec (its lock held by the caller): the hutch sandbox stopped,

@@ -47,7 +47,7 @@ static double limit_cpus(json_t *limits) {
         return 0;
 }
 
-int e2b_metrics_sample(Store *store, const char *name, json_t **ret, hutch_error *err) {
+int e2b_metrics_sample(const char *name, json_t **ret, hutch_error *err) {
         hutch_sandbox_info info = {};
         json_t *policy = NULL, *limits, *a = NULL, *b = NULL, *o;
         uint64_t t0, t1, mem_total;
@@ -73,9 +73,9 @@ int e2b_metrics_sample(Store *store, const char *name, json_t **ret, hutch_error
         /* cpu: the cgroup's usage over a short window, as a share of the
          * CPUs the sandbox may use (its --cpus, else the host's). */
         t0 = mono_usec();
-        a = serve_stats_sample(store, name);
+        a = serve_stats_sample(name);
         (void)usleep(CPU_WINDOW_MS * 1000);
-        b = serve_stats_sample(store, name);
+        b = serve_stats_sample(name);
         t1 = mono_usec();
         if (a && b && json_is_integer(json_object_get(a, "cpu_usec")) &&
             json_is_integer(json_object_get(b, "cpu_usec")) && t1 > t0) {

@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "api/hutch-ext.h"
 #include "e2b-internal.h"
 #include "fd-util.h"
 #include "macro.h"
@@ -187,7 +188,7 @@ int e2b_rules_to_secrets(const E2bServer *srv, const char *id, json_t *rules, js
                  * does not: the host must be one the sandbox may reach
                  * anyway (its allowlist: network.allowOut, else the serve
                  * flags'), so that a rule never widens the wall. */
-                within = allow && e2b_allow_within(allow, host);
+                within = allow && hutch_ext_host_within(allow, host);
                 if (!within)
                         return fail(msg, size, -EPERM,
                                     "network.rules: '%.200s' is not within the sandbox's "

@@ -15,12 +15,12 @@
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
 
+#include "api/hutch-ext.h"
 #include "base64.h"
 #include "e2b-internal.h"
 #include "fd-util.h"
 #include "log.h"
 #include "serve-util.h"
-#include "store/store.h"
 #include "time-util.h"
 
 #define RECORD_MAX (1U << 20)
@@ -71,18 +71,18 @@ int e2b_token_new(char ret[E2B_TOKEN_LEN + 1]) {
 }
 
 int e2b_table_open(E2bServer *srv) {
-        _cleanup_(store_freep) Store *store = NULL;
+        _cleanup_(hutch_ext_store_paths_done) HutchExtStorePaths store = {};
         _cleanup_free_ char *lock_path = NULL;
         HutchError err = {};
         int r;
 
         srv->table_lock = -EBADF;
-        r = store_open(&store, &err);
+        r = hutch_ext_store_paths(&store, &err);
         if (r < 0) {
                 log_error("%s", err.msg[0] ? err.msg : strerror(-r));
                 return r;
         }
-        if (asprintf(&srv->table_dir, "%s/e2b", store->home) < 0) {
+        if (asprintf(&srv->table_dir, "%s/e2b", store.home) < 0) {
                 srv->table_dir = NULL;
                 return log_error_errno(-ENOMEM, "out of memory");
         }

@@ -1,15 +1,13 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* The pure parts of hutch serve --e2b (e2b-internal.h), unit-tested in
- * tests/unit/test-e2b-util.c: ids, sandbox hosts, chunk sizes and the
- * allowlist ceiling. */
+ * tests/unit/test-e2b-util.c: ids, sandbox hosts and chunk sizes (the
+ * allowlist ceiling is the core's: hutch_ext_host_within()). */
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
 
 #include "e2b-internal.h"
-#include "net/allowlist.h"
-#include "strv.h"
 
 bool e2b_id_is_valid(const char *id) {
         if (!id || strlen(id) != E2B_ID_LEN)
@@ -77,55 +75,4 @@ int e2b_chunk_size_parse(const char *line, uint64_t *ret) {
                 return -EBADMSG;
         *ret = size;
         return 0;
-}
-
-/* Whether the allow entry @entry is within an entry of the serve flags'
- * allowlist: the same or a narrower host, on ports that entry allows. */
-bool e2b_allow_within(char **ceiling, const char *entry) {
-        HostPattern want;
-        HutchError err = {};
-
-        if (host_pattern_parse(entry, &want, &err) < 0)
-                return false;
-        STRV_FOREACH(c, ceiling) {
-                HostPattern have;
-                bool port_ok, host_ok = false;
-
-                if (host_pattern_parse(*c, &have, &err) < 0)
-                        continue;
-                port_ok = have.port == 0 ? (want.port == 0 || want.port == 80 || want.port == 443)
-                                         : want.port == have.port;
-                if (!port_ok)
-                        continue;
-                switch (want.kind) {
-                case HOST_PATTERN_EXACT: {
-                        Host h = {.kind = HOST_KIND_NAME};
-
-                        (void)snprintf(h.name, sizeof(h.name), "%s", want.name);
-                        host_ok = have.kind != HOST_PATTERN_ADDRESS &&
-                                  host_pattern_matches_host(&have, &h);
-                        break;
-                }
-                case HOST_PATTERN_WILDCARD: {
-                        size_t wl = strlen(want.name), hl = strlen(have.name);
-
-                        host_ok = have.kind == HOST_PATTERN_WILDCARD &&
-                                  (strcmp(want.name, have.name) == 0 ||
-                                   (wl > hl + 1 && want.name[wl - hl - 1] == '.' &&
-                                    strcmp(want.name + wl - hl, have.name) == 0));
-                        break;
-                }
-                case HOST_PATTERN_ADDRESS:
-                        host_ok = have.kind == HOST_PATTERN_ADDRESS &&
-                                  strcmp(want.text, have.text) == 0;
-                        break;
-                case _HOST_PATTERN_KIND_MAX:
-                case _HOST_PATTERN_KIND_INVALID:
-                default:
-                        break;
-                }
-                if (host_ok)
-                        return true;
-        }
-        return false;
 }

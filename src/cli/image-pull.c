@@ -3,7 +3,7 @@
  * program links OpenSSL's libssl and http_parser for the registry client
  * (src/lib/registry); `hutch image pull` runs it. The image is pulled into
  * an OCI image layout (a held .tmp-pull-* folder of the image store, or
- * --layout DIR) by a confined child (registry_pull_confined()) and then imported by
+ * --layout DIR) by a confined child (hutch_ext_pull()) and then imported by
  * the image store (hutch-ext.h's hutch_ext_image_import_pulled()).
  *
  *   hutch-pull [pull] [--tls-verify=BOOL] [--platform OS/ARCH[/VARIANT]]
@@ -20,7 +20,6 @@
 #include "log.h"
 #include "parse-util.h"
 #include "progress.h"
-#include "registry/registry.h"
 
 static const char usage_pull[] =
         "usage: hutch image pull [OPTIONS] REF [NAME]\n\n"
@@ -132,7 +131,7 @@ static int parse_args(int argc, char **argv) {
 }
 
 /* "os/arch[/variant]" into @o (pointers into @s). */
-static int platform_parse(char *s, PullOptions *o) {
+static int platform_parse(char *s, HutchExtPullOptions *o) {
         char *arch = strchr(s, '/'), *variant;
 
         if (!arch || arch == s || arch[1] == '\0')
@@ -153,7 +152,7 @@ static int platform_parse(char *s, PullOptions *o) {
 /* The name an image pulled as @ref gets in the store: as Docker shows it
  * ("python:3.12", "user/app:1", "localhost:5000/x:y"); NULL for a pull by
  * digest only (the image is then found by its digest). */
-static int store_name(const ImageRef *ref, char **ret) {
+static int store_name(const HutchExtPullRef *ref, char **ret) {
         _cleanup_free_ char *full = NULL;
         char *s;
 
@@ -174,8 +173,8 @@ static int store_name(const ImageRef *ref, char **ret) {
  * continues where it stopped (its partial blob stays there, and `hutch
  * image gc` removes it when no pull holds the folder). After the import
  * the folder goes. */
-static int pull_into_store(const ImageRef *ref, const PullOptions *o, const char *refstr,
-                           const char *name) {
+static int pull_into_store(const HutchExtPullRef *ref, const HutchExtPullOptions *o,
+                           const char *refstr, const char *name) {
         _cleanup_(hutch_ext_images_freep) HutchExtImages *s = NULL;
         _cleanup_(hutch_ext_image_done) HutchExtImage im = {};
         _cleanup_free_ char *digest = NULL, *dir = NULL, *repo = NULL, *own_name = NULL;
@@ -202,7 +201,7 @@ static int pull_into_store(const ImageRef *ref, const PullOptions *o, const char
             hutch_ext_image_pull_dir(s, repo, &dir) < 0)
                 return log_error("out of memory"), HUTCH_EXIT_FAILURE;
 
-        r = registry_pull_confined(ref, o, dir, &digest, &hold, &err);
+        r = hutch_ext_pull(ref, o, dir, &digest, &hold, &err);
         if (r < 0) {
                 log_error("cannot pull '%s': %s", refstr, err.msg[0] ? err.msg : strerror(-r));
                 return HUTCH_EXIT_FAILURE;
@@ -223,8 +222,9 @@ static int pull_into_store(const ImageRef *ref, const PullOptions *o, const char
 /* Pulls @ref (a candidate of @refstr; @several: one of many, named in
  * messages) into the store as @name, or into --layout. Returns 0 or
  * HUTCH_EXIT_FAILURE, the error said. */
-static int pull_one(const ImageRef *ref, PullOptions *o, PullProgressOps *ops, const char *refstr,
-                    const char *name, bool several) {
+static int pull_one(const HutchExtPullRef *ref, HutchExtPullOptions *o,
+                    const HutchExtPullProgress *ops, const char *refstr, const char *name,
+                    bool several) {
         _cleanup_free_ char *digest = NULL, *canonical = NULL;
         HutchError err = {};
         int r;
@@ -233,7 +233,7 @@ static int pull_one(const ImageRef *ref, PullOptions *o, PullProgressOps *ops, c
         o->cert_dir = arg_cert_dir;
         o->auth_file = arg_authfile;
         o->progress = ops;
-        canonical = image_ref_to_string(ref);
+        canonical = hutch_ext_pull_ref_string(ref);
         if (!canonical)
                 return log_error("out of memory"), HUTCH_EXIT_FAILURE;
         if (ref->alias_where)
@@ -242,7 +242,7 @@ static int pull_one(const ImageRef *ref, PullOptions *o, PullProgressOps *ops, c
                 char *at;
 
                 /* Named with its mirror in every message of this try. */
-                if (asprintf(&at, "%s at the mirror %s", canonical, image_ref_endpoint(ref)) < 0)
+                if (asprintf(&at, "%s at the mirror %s", canonical, ref->endpoint) < 0)
                         return log_error("out of memory"), HUTCH_EXIT_FAILURE;
                 free(canonical);
                 canonical = at;
@@ -258,7 +258,7 @@ static int pull_one(const ImageRef *ref, PullOptions *o, PullProgressOps *ops, c
                             ref->insecure && arg_tls_verify ? ": insecure in registries.conf" : "");
         if (!arg_layout)
                 return pull_into_store(ref, o, several ? canonical : refstr, name);
-        r = registry_pull_confined(ref, o, arg_layout, &digest, NULL, &err);
+        r = hutch_ext_pull(ref, o, arg_layout, &digest, NULL, &err);
         if (r < 0) {
                 log_error("cannot pull '%s': %s", several ? canonical : refstr,
                           err.msg[0] ? err.msg : strerror(-r));
@@ -270,13 +270,35 @@ static int pull_one(const ImageRef *ref, PullOptions *o, PullProgressOps *ops, c
         return 0;
 }
 
+/* Each candidate of @refstr in turn (several: a short name and the
+ * search registries, short-name-mode permissive): the first that has the
+ * image wins, and each failure is said. */
+static int pull_refs(const HutchExtPullRef *refs, size_t n_refs, HutchExtPullOptions *o,
+                     const HutchExtPullProgress *ops, const char *refstr, int argc, char **argv) {
+        if (arg_layout && argc - optind > 1) {
+                log_error("NAME names an image in the store: not with --layout");
+                return HUTCH_EXIT_FAILURE;
+        }
+        for (size_t i = 0; i < n_refs; i++) {
+                int r = pull_one(&refs[i], o, ops, refstr,
+                                 argc - optind > 1 ? argv[optind + 1] : NULL, n_refs > 1);
+
+                if (r == 0)
+                        return 0;
+        }
+        if (n_refs > 1)
+                log_error("cannot pull '%s' from any of its registries and mirrors", refstr);
+        return HUTCH_EXIT_FAILURE;
+}
+
 static int main_pull(int argc, char **argv) {
-        _cleanup_(image_refs_freep) ImageRef **refs = NULL;
+        HutchExtPullRef *refs = NULL;
         PullProgress pp = {.quiet = false};
-        PullProgressOps ops = {pull_progress_begin, pull_progress_end, &pp};
-        PullOptions o = {.os = "linux", .arch = "amd64"};
+        HutchExtPullProgress ops = {pull_progress_begin, pull_progress_end, &pp};
+        HutchExtPullOptions o = {.os = "linux", .arch = "amd64"};
         HutchError err = {};
         const char *refstr;
+        size_t n_refs = 0;
         int r;
 
         r = parse_args(argc, argv);
@@ -289,27 +311,14 @@ static int main_pull(int argc, char **argv) {
                           arg_platform);
                 return HUTCH_EXIT_FAILURE;
         }
-        r = image_ref_candidates(refstr, &refs, &err);
+        r = hutch_ext_pull_candidates(refstr, &refs, &n_refs, &err);
         if (r < 0) {
                 log_error("cannot pull '%s': %s", refstr, err.msg[0] ? err.msg : strerror(-r));
                 return HUTCH_EXIT_FAILURE;
         }
-        if (arg_layout && argc - optind > 1) {
-                log_error("NAME names an image in the store: not with --layout");
-                return HUTCH_EXIT_FAILURE;
-        }
-        /* Each candidate in turn (several: a short name and the search
-         * registries, short-name-mode permissive): the first that has the
-         * image wins, and each failure is said. */
-        for (size_t i = 0; refs[i]; i++) {
-                r = pull_one(refs[i], &o, &ops, refstr, argc - optind > 1 ? argv[optind + 1] : NULL,
-                             !!refs[1]);
-                if (r == 0)
-                        return 0;
-        }
-        if (refs[1])
-                log_error("cannot pull '%s' from any of its registries and mirrors", refstr);
-        return HUTCH_EXIT_FAILURE;
+        r = pull_refs(refs, n_refs, &o, &ops, refstr, argc, argv);
+        (void)hutch_ext_pull_refs_free(refs, n_refs);
+        return r;
 }
 
 int main(int argc, char **argv) {

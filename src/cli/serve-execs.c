@@ -38,7 +38,7 @@
 
 /* The sandbox's name and the exec's id of .../execs/{exec}[/...]: 0, or
  * -EINVAL after answering 400. */
-static int exec_params(const ServeCtx *c, char name[STORE_NAME_MAX + 1], uint64_t *ret_id) {
+static int exec_params(const ServeCtx *c, char name[HUTCH_EXT_NAME_MAX + 1], uint64_t *ret_id) {
         const struct evhttp_uri *uri = evhttp_request_get_evhttp_uri(c->req);
         const char *path = uri ? evhttp_uri_get_path(uri) : NULL;
         const char *p = path ? path + strlen("/v1/sandboxes/") : NULL;
@@ -46,7 +46,7 @@ static int exec_params(const ServeCtx *c, char name[STORE_NAME_MAX + 1], uint64_
         uint64_t id;
 
         /* dispatch() matched the pattern: the name is the third part. */
-        if (!p || n == 0 || n > STORE_NAME_MAX) {
+        if (!p || n == 0 || n > HUTCH_EXT_NAME_MAX) {
                 serve_reply_status(c->req, 400, "invalid_argument", NULL, "invalid sandbox name");
                 return -EINVAL;
         }
@@ -104,7 +104,7 @@ void serve_execs_list(ServeCtx *c) {
  * worker (waiting can take long). */
 void serve_exec_get(ServeCtx *c) {
         const char *wait_s = serve_query(c, "wait");
-        char name[STORE_NAME_MAX + 1];
+        char name[HUTCH_EXT_NAME_MAX + 1];
         hutch_exec_info *l = NULL;
         hutch_outcome o = {};
         hutch_error err = {};
@@ -163,7 +163,7 @@ static const ServeField signal_fields[] = {
  * alone unless "grace_ms" is given. Returns 204 at once. */
 void serve_exec_signal(ServeCtx *c) {
         SignalArgs a = {.grace_ms = UINT64_MAX};
-        char name[STORE_NAME_MAX + 1];
+        char name[HUTCH_EXT_NAME_MAX + 1];
         hutch_error err = {};
         json_t *root = NULL;
         uint64_t id, grace;
@@ -427,7 +427,7 @@ _noreturn_ static void output_child(const char *name, uint64_t id, bool follow) 
 void serve_exec_output(ServeCtx *c) {
         const char *follow_s = serve_query(c, "follow");
         int p[3][2] = {{-EBADF, -EBADF}, {-EBADF, -EBADF}, {-EBADF, -EBADF}};
-        char name[STORE_NAME_MAX + 1];
+        char name[HUTCH_EXT_NAME_MAX + 1];
         OutputJob *job = NULL;
         bool follow;
         uint64_t id;
@@ -507,7 +507,7 @@ fail:
 void serve_exec_stdin(ServeCtx *c) {
         _cleanup_free_ char *body = NULL;
         const char *close_q = serve_query(c, "close");
-        char name[STORE_NAME_MAX + 1];
+        char name[HUTCH_EXT_NAME_MAX + 1];
         hutch_error err = {};
         bool close_it = false;
         size_t len = 0;

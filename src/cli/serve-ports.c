@@ -91,13 +91,13 @@ void serve_port_unpublish(ServeCtx *c) {
         const char *path = uri ? evhttp_uri_get_path(uri) : NULL;
         const char *p = path ? path + strlen("/v1/sandboxes/") : NULL;
         size_t n = p ? strcspn(p, "/") : 0;
-        char name[STORE_NAME_MAX + 1];
+        char name[HUTCH_EXT_NAME_MAX + 1];
         hutch_error err = {};
         uint32_t port;
         int r;
 
         /* dispatch() matched the pattern: the name is the third part. */
-        if (!p || n == 0 || n > STORE_NAME_MAX) {
+        if (!p || n == 0 || n > HUTCH_EXT_NAME_MAX) {
                 serve_reply_status(c->req, 400, "invalid_argument", NULL, "invalid sandbox name");
                 return;
         }

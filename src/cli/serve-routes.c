@@ -152,14 +152,14 @@ void serve_sandbox_create(ServeCtx *c) {
         r = serve_body_object(c, create_fields, ELEMENTSOF(create_fields), &a, &root);
         if (r < 0)
                 return;
-        if (!store_name_is_valid(a.name)) {
+        if (!hutch_ext_name_is_valid(a.name)) {
                 serve_reply_status(c->req, 400, "invalid_argument", "/name",
                                    "invalid sandbox name '%.64s': it must match "
                                    "[a-z0-9][a-z0-9_.-]{0,62}",
                                    a.name);
                 goto out;
         }
-        if (a.from_snapshot && !store_name_is_valid(a.from_snapshot)) {
+        if (a.from_snapshot && !hutch_ext_name_is_valid(a.from_snapshot)) {
                 serve_reply_status(c->req, 400, "invalid_argument", "/from_snapshot",
                                    "invalid snapshot name '%.64s'", a.from_snapshot);
                 goto out;
@@ -507,7 +507,7 @@ static const char *snapshot_arg(const ServeCtx *c, json_t **ret_root) {
 
         if (serve_body_object(c, snapshot_fields, ELEMENTSOF(snapshot_fields), &a, ret_root) < 0)
                 return NULL;
-        if (!store_name_is_valid(a.snapshot)) {
+        if (!hutch_ext_name_is_valid(a.snapshot)) {
                 serve_reply_status(c->req, 400, "invalid_argument", "/snapshot",
                                    "invalid snapshot name '%.64s': it must match "
                                    "[a-z0-9][a-z0-9_.-]{0,62}",
@@ -685,8 +685,7 @@ int serve_jsonl_tail(int fd, unsigned max, json_t *arr) {
 /* The network audit log (network allow): the proxy's decisions, one JSON
  * object per entry, oldest first; ?limit (default 1000) of the newest. */
 void serve_audit(ServeCtx *c) {
-        _cleanup_(sandbox_record_freep) SandboxRecord *rec = NULL;
-        _cleanup_free_ char *path = NULL;
+        _cleanup_free_ char *name = NULL, *path = NULL;
         _cleanup_close_ int fd = -EBADF;
         const char *limit_s = serve_query(c, "limit");
         uint32_t limit = AUDIT_LIMIT_DEFAULT;
@@ -700,14 +699,10 @@ void serve_audit(ServeCtx *c) {
                                    "invalid limit '%.16s' (1 to %u)", limit_s, AUDIT_LIMIT_MAX);
                 return;
         }
-        /* Not in the C API: the log is read from the store directly. */
-        r = store_sandbox_load(c->srv->store, c->param, &rec, &err);
+        /* Not in the C API: the log's path comes from hutch-ext.h. */
+        r = hutch_ext_sandbox_file(c->param, "audit.jsonl", &name, &path, &err);
         if (r < 0) {
                 serve_reply_hutch_error(c->req, r, &err);
-                return;
-        }
-        if (store_sandbox_path(c->srv->store, rec->name, "audit.jsonl", &path) < 0) {
-                serve_reply_errno(c->req, ENOMEM, NULL, "out of memory");
                 return;
         }
         arr = json_array();

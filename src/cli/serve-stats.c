@@ -3,13 +3,8 @@
  * exec history, its memory and cpu now, and the same as server-sent events
  * every SERVE_STATS_INTERVAL_MS, and the workspace diff as a patch.
  *
- * The numbers come from the sandbox's cgroup, found from outside: the
- * keeper's pid (SO_PEERCRED of a connection to its socket, which is in the
- * store's own 0700 state folder), its child in a sandbox's "exec" leaf (the
- * sandbox's init, or QEMU), and that process's cgroup in the memory and v2
- * hierarchies. The
- * sandbox's cgroup is the parent of the process's "exec" leaf, so the
- * numbers count every exec of the sandbox. */
+ * The numbers come from the sandbox's cgroup, found from outside
+ * (hutch_ext_stats_sample(), src/lib/api/hutch-ext-serve.c). */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -25,12 +20,10 @@
 #include <event2/event.h>
 #include <event2/http.h>
 
-#include "api/persist.h"
-#include "cgroup/cgroup.h"
+#include "api/hutch-ext.h"
 #include "fd-util.h"
 #include "parse-util.h"
 #include "serve.h"
-#include "store/diff.h"
 #include "strv.h"
 #include "time-util.h"
 
@@ -44,173 +37,38 @@ struct StatsStream {
         struct evhttp_request *req;
         struct evhttp_connection *evcon;
         struct event *timer, *hangup;
-        char name[STORE_NAME_MAX + 1];
+        char name[HUTCH_EXT_NAME_MAX + 1];
         StatsStream *prev, *next;
 };
 
-/* The cgroup mounts, detected once: one server per process, and the
- * mounts of cgroup hierarchies do not move while it runs. */
-static CgroupTopology topology;
-static int topology_state; /* 0: not yet, 1: detected, < 0: failed */
+json_t *serve_stats_sample(const char *name) {
+        HutchExtStats st;
 
-/* The pid of the sandbox @name's keeper: > 0, 0 when it is not running. */
-static pid_t keeper_pid(Store *store, const char *name) {
-        _cleanup_close_ int sock = -EBADF;
-        struct ucred cred;
-        socklen_t len = sizeof(cred);
-
-        if (persist_connect(store, name, false, &sock, NULL) < 0)
-                return 0;
-        if (getsockopt(sock, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0 || cred.pid <= 0)
-                return 0;
-        return cred.pid;
+        hutch_ext_stats_sample(name, &st);
+        return json_pack("{s:b,s:o,s:o,s:I}", "running", st.running, "memory_bytes",
+                         st.has_memory ? json_integer((json_int_t)st.memory_bytes) : json_null(),
+                         "cpu_usec",
+                         st.has_cpu ? json_integer((json_int_t)st.cpu_usec) : json_null(),
+                         "sampled_ms", (json_int_t)time_realtime_ms());
 }
 
-/* The /proc/PID/cgroup text of the first child of @pid that sits in a
- * sandbox's leaf (a path ending in "/exec": cgroup_new()'s name for it),
- * which is the sandbox's init (or QEMU): not hutch-proxy, which the keeper
- * starts too and which stays in the keeper's cgroup. NULL if none. */
-static char *sandbox_child_cgroup(pid_t pid) {
-        _cleanup_free_ char *path = NULL, *children = NULL;
-        char *save = NULL;
-
-        if (asprintf(&path, "/proc/%d/task/%d/children", (int)pid, (int)pid) < 0)
-                return NULL;
-        if (read_full_file(path, 64 << 10, &children) < 0)
-                return NULL;
-        for (char *tok = strtok_r(children, " \n", &save); tok;
-             tok = strtok_r(NULL, " \n", &save)) {
-                _cleanup_free_ char *cpath = NULL, *text = NULL;
-                uint32_t child;
-
-                if (safe_atou32(tok, &child) < 0 || child == 0 || child > INT32_MAX)
-                        continue;
-                if (asprintf(&cpath, "/proc/%u/cgroup", child) < 0)
-                        return NULL;
-                if (read_full_file(cpath, 64 << 10, &text) < 0)
-                        continue;
-                if (strstr(text, "/exec\n"))
-                        return TAKE_PTR(text);
-        }
-        return NULL;
-}
-
-/* The path of @pid's cgroup in the hierarchy named by the /proc/PID/cgroup
- * @key ("" for v2, "memory", "cpuacct"), without its last component: new
- * string or NULL. Lines of other hierarchies are not judged. */
-static char *proc_cgroup_parent(const char *text, const char *key) {
-        for (const char *line = text; line && *line;) {
-                const char *eol = strchrnul(line, '\n'), *c1 = memchr(line, ':', eol - line);
-                const char *c2 = c1 ? memchr(c1 + 1, ':', eol - c1 - 1) : NULL;
-
-                if (c2) {
-                        bool match = false;
-
-                        /* "4:memory:/p", "2:cpu,cpuacct:/p" or "0::/p". */
-                        if (!key[0])
-                                match = c2 == c1 + 1 && line[0] == '0' && c1 == line + 1;
-                        else
-                                for (const char *k = c1 + 1; k < c2;) {
-                                        const char *comma = memchr(k, ',', c2 - k);
-                                        const char *kend = comma ? comma : c2;
-
-                                        if ((size_t)(kend - k) == strlen(key) &&
-                                            memcmp(k, key, kend - k) == 0)
-                                                match = true;
-                                        k = comma ? comma + 1 : c2;
-                                }
-                        if (match && c2[1] == '/') {
-                                const char *slash = c2 + 1, *p;
-
-                                for (p = c2 + 1; p < eol; p++)
-                                        if (*p == '/')
-                                                slash = p;
-                                if (slash == c2 + 1 || memmem(c2 + 1, eol - c2 - 1, "/..", 3))
-                                        return NULL;
-                                return strndup(c2 + 1, slash - c2 - 1);
-                        }
-                }
-                line = *eol ? eol + 1 : NULL;
-        }
-        return NULL;
-}
-
-/* A number (the first of the file, or of the line starting with @key). */
-static int read_counter(const char *mount, const char *dir, const char *file, const char *key,
-                        uint64_t *ret) {
-        _cleanup_free_ char *path = NULL, *text = NULL;
-        const char *p;
-        char *end;
-
-        if (!mount || asprintf(&path, "%s%s/%s", mount, dir, file) < 0)
-                return -ENOENT;
-        if (read_full_file(path, 64 << 10, &text) < 0)
-                return -ENOENT;
-        p = text;
-        if (key) {
-                size_t klen = strlen(key);
-
-                for (p = text; p; p = strchr(p, '\n'), p = p ? p + 1 : NULL)
-                        if (strncmp(p, key, klen) == 0 && p[klen] == ' ') {
-                                p += klen + 1;
-                                break;
-                        }
-                if (!p)
-                        return -ENOENT;
-        }
-        end = strchrnul(p, '\n');
-        *end = '\0';
-        return safe_atou64(p, ret);
-}
-
-json_t *serve_stats_sample(Store *store, const char *name) {
-        _cleanup_free_ char *text = NULL, *v2 = NULL, *mem = NULL, *acct = NULL;
-        const CgroupPlace *mp = &topology.controllers[CGROUP_MEMORY];
-        json_t *memory = json_null(), *cpu = json_null();
-        pid_t kpid;
-        uint64_t n;
-
-        kpid = keeper_pid(store, name);
-        text = kpid > 0 ? sandbox_child_cgroup(kpid) : NULL;
-        if (text && topology_state == 0)
-                topology_state = cgroup_topology_detect(&topology, NULL) < 0 ? -1 : 1;
-        if (text && topology_state > 0) {
-                v2 = proc_cgroup_parent(text, "");
-                mem = proc_cgroup_parent(text, "memory");
-                acct = proc_cgroup_parent(text, "cpuacct");
-                if (mp->version == CGROUP_VERSION_2 && v2 &&
-                    read_counter(topology.v2.mount, v2, "memory.current", NULL, &n) >= 0)
-                        memory = json_integer((json_int_t)n);
-                else if (mp->version == CGROUP_VERSION_1 && mem &&
-                         read_counter(mp->mount, mem, "memory.usage_in_bytes", NULL, &n) >= 0)
-                        memory = json_integer((json_int_t)n);
-                if (v2 && read_counter(topology.v2.mount, v2, "cpu.stat", "usage_usec", &n) >= 0)
-                        cpu = json_integer((json_int_t)n);
-                else if (acct &&
-                         read_counter(topology.cpuacct.mount, acct, "cpuacct.usage", NULL, &n) >= 0)
-                        cpu = json_integer((json_int_t)(n / 1000));
-        }
-        return json_pack("{s:b,s:o,s:o,s:I}", "running", kpid > 0, "memory_bytes", memory,
-                         "cpu_usec", cpu, "sampled_ms", (json_int_t)time_realtime_ms());
-}
-
-/* Loads the route's sandbox, answering 404 when there is none. */
-static int load_sandbox(ServeCtx *c, SandboxRecord **ret) {
+/* The name of the route's sandbox, answering 404 when there is none. */
+static int load_sandbox(ServeCtx *c, char **ret_name) {
         HutchError err = {};
         int r;
 
-        r = store_sandbox_load(c->srv->store, c->param, ret, &err);
+        r = hutch_ext_sandbox_name(c->param, ret_name, &err);
         if (r < 0)
                 serve_reply_hutch_error(c->req, r, &err);
         return r;
 }
 
 void serve_stats(ServeCtx *c) {
-        _cleanup_(sandbox_record_freep) SandboxRecord *rec = NULL;
+        _cleanup_free_ char *name = NULL;
 
-        if (load_sandbox(c, &rec) < 0)
+        if (load_sandbox(c, &name) < 0)
                 return;
-        serve_reply_json(c->req, 200, serve_stats_sample(c->srv->store, rec->name));
+        serve_reply_json(c->req, 200, serve_stats_sample(name));
 }
 
 /* ---- the stream ---- */
@@ -234,7 +92,7 @@ static void stream_free(StatsStream *s) {
 
 static void stream_send(StatsStream *s) {
         _cleanup_free_ char *text = NULL;
-        json_t *j = serve_stats_sample(s->srv->store, s->name);
+        json_t *j = serve_stats_sample(s->name);
         struct evbuffer *buf;
 
         text = j ? json_dumps(j, JSON_COMPACT) : NULL;
@@ -272,7 +130,7 @@ static void on_stream_hangup(evutil_socket_t fd, short what, void *arg) {
 }
 
 void serve_stats_stream(ServeCtx *c) {
-        _cleanup_(sandbox_record_freep) SandboxRecord *rec = NULL;
+        _cleanup_free_ char *name = NULL;
         struct timeval tv = {.tv_sec = SERVE_STATS_INTERVAL_MS / 1000,
                              .tv_usec = (SERVE_STATS_INTERVAL_MS % 1000) * 1000};
         const struct timeval timeout = {.tv_sec = SERVE_TIMEOUT_S};
@@ -280,7 +138,7 @@ void serve_stats_stream(ServeCtx *c) {
         struct bufferevent *bev;
         StatsStream *s;
 
-        if (load_sandbox(c, &rec) < 0)
+        if (load_sandbox(c, &name) < 0)
                 return;
         if (c->srv->n_stats_streams >= SERVE_STATS_STREAMS_MAX) {
                 serve_reply_status(c->req, 503, "unavailable", NULL,
@@ -295,7 +153,7 @@ void serve_stats_stream(ServeCtx *c) {
         }
         s->srv = c->srv;
         s->req = c->req;
-        (void)snprintf(s->name, sizeof(s->name), "%s", rec->name);
+        (void)snprintf(s->name, sizeof(s->name), "%s", name);
         s->timer = event_new(c->srv->base, -1, EV_PERSIST, on_stream_tick, s);
         if (!s->timer || event_add(s->timer, &tv) < 0) {
                 if (s->timer)
@@ -335,8 +193,7 @@ void serve_stats_abort_all(Server *srv) {
                 /* The requests go with evhttp's connections. */
                 stream_free(srv->stats_streams);
         }
-        cgroup_topology_done(&topology);
-        topology_state = 0;
+        hutch_ext_stats_reset();
 }
 
 /* ---- the exec history ---- */
@@ -344,11 +201,11 @@ void serve_stats_abort_all(Server *srv) {
 /* The sandbox's finished execs (history.jsonl), oldest first; ?limit
  * (default 100) of the newest. */
 void serve_history(ServeCtx *c) {
-        _cleanup_(sandbox_record_freep) SandboxRecord *rec = NULL;
-        _cleanup_free_ char *path = NULL;
+        _cleanup_free_ char *name = NULL, *path = NULL;
         _cleanup_close_ int fd = -EBADF;
         const char *limit_s = serve_query(c, "limit");
         uint32_t limit = HISTORY_LIMIT_DEFAULT;
+        HutchError err = {};
         json_t *arr;
         int r;
 
@@ -358,10 +215,9 @@ void serve_history(ServeCtx *c) {
                                    "invalid limit '%.16s' (1 to %u)", limit_s, HISTORY_LIMIT_MAX);
                 return;
         }
-        if (load_sandbox(c, &rec) < 0)
-                return;
-        if (store_sandbox_path(c->srv->store, rec->name, "history.jsonl", &path) < 0) {
-                serve_reply_errno(c->req, ENOMEM, NULL, "out of memory");
+        r = hutch_ext_sandbox_file(c->param, "history.jsonl", &name, &path, &err);
+        if (r < 0) {
+                serve_reply_hutch_error(c->req, r, &err);
                 return;
         }
         arr = json_array();
@@ -387,13 +243,12 @@ void serve_history(ServeCtx *c) {
 /* The unified diff of the sandbox's workspace changes (all, or under
  * ?path), as `hutch diff` prints it; in a worker (diff runs /usr/bin/diff). */
 void serve_diff_patch(ServeCtx *c) {
-        _cleanup_(ws_view_done) WsView v = WS_VIEW_NULL;
+        _cleanup_(hutch_ext_diff_freep) HutchExtDiff *d = NULL;
         _cleanup_strv_free_ char **paths = NULL;
         _cleanup_free_ char *text = NULL;
         _cleanup_close_ int fd = -EBADF;
         const char *path = serve_query(c, "path");
-        WsChange *changes = NULL;
-        size_t n = 0, n_all = 0, len = 0;
+        size_t len = 0;
         HutchError err = {};
         int r;
 
@@ -401,13 +256,11 @@ void serve_diff_patch(ServeCtx *c) {
                 serve_reply_errno(c->req, ENOMEM, NULL, "out of memory");
                 return;
         }
-        r = persist_paths_normalize(paths, &err);
+        r = hutch_ext_paths_normalize(paths, &err);
         /* In the worker (a fork of its own): the store's user namespace,
          * as `hutch diff` enters it, for files of a user's sub-ids. */
         if (r >= 0)
-                r = store_enter_range(c->srv->store, &err);
-        if (r >= 0)
-                r = persist_diff(c->srv->store, c->param, paths, &v, &changes, &n, &n_all, &err);
+                r = hutch_ext_diff_open(c->param, paths, &d, &err);
         if (r < 0) {
                 serve_reply_hutch_error(c->req, r, &err);
                 return;
@@ -415,8 +268,7 @@ void serve_diff_patch(ServeCtx *c) {
         fd = memfd_create("hutch-serve-patch", MFD_CLOEXEC);
         r = fd < 0 ? negative_errno() : 0;
         if (r >= 0)
-                r = ws_diff_write_patch(v.layer_fds, v.n_layers, v.host_fd, changes, n, fd, &err);
-        (void)ws_changes_free(changes, n_all);
+                r = hutch_ext_diff_patch(d, HUTCH_EXT_DIFF_ALL, fd, &err);
         if (r >= 0 && lseek(fd, 0, SEEK_SET) < 0)
                 r = negative_errno();
         if (r >= 0)

@@ -391,7 +391,7 @@ static void dispatch(struct evhttp_request *req, void *arg) {
         enum evhttp_cmd_type method = evhttp_request_get_command(req);
         struct evkeyvalq query = {};
         const Route *route = NULL;
-        char allow[128] = "", param[STORE_NAME_MAX + 1] = "";
+        char allow[128] = "", param[HUTCH_EXT_NAME_MAX + 1] = "";
         const char *path = uri ? evhttp_uri_get_path(uri) : NULL, *p = NULL;
         size_t body_len = evbuffer_get_length(evhttp_request_get_input_buffer(req)), plen = 0;
         ServeCtx c;
@@ -440,15 +440,15 @@ static void dispatch(struct evhttp_request *req, void *arg) {
                 return;
         }
         if (p) {
-                if (plen > STORE_NAME_MAX) {
+                if (plen > HUTCH_EXT_NAME_MAX) {
                         serve_reply_status(req, 400, "invalid_argument", NULL,
                                            "invalid name: longer than %d characters",
-                                           STORE_NAME_MAX);
+                                           HUTCH_EXT_NAME_MAX);
                         return;
                 }
                 memcpy(param, p, plen);
                 param[plen] = '\0';
-                if (!store_name_is_valid(param)) {
+                if (!hutch_ext_name_is_valid(param)) {
                         serve_reply_status(
                                 req, 400, "invalid_argument", NULL,
                                 "invalid name '%s': it must match [a-z0-9][a-z0-9_.-]{0,62}",
@@ -802,7 +802,7 @@ static int parse_args(int argc, char **argv, ServeArgs *a) {
 }
 
 int verb_serve(int argc, char **argv) {
-        _cleanup_(store_freep) Store *store = NULL;
+        _cleanup_(hutch_ext_store_paths_done) HutchExtStorePaths store = {};
         _cleanup_free_ char *default_path = NULL, *inner_dir = NULL, *inner_path = NULL;
         _cleanup_close_ int lock = -EBADF;
         ServeArgs args = {.max_connections = SERVE_MAX_CONNECTIONS};
@@ -837,18 +837,17 @@ int verb_serve(int argc, char **argv) {
                         ui.session_s = args.ui_session_s;
                 srv.ui = &ui;
         }
-        r = store_open(&store, &err);
+        r = hutch_ext_store_paths(&store, &err);
         if (r < 0) {
                 log_error("%s", err.msg[0] ? err.msg : strerror(-r));
                 return HUTCH_EXIT_FAILURE;
         }
-        srv.store = store;
         path = args.socket_path;
         if (!path) {
                 /* The caller's one default server (whichever store it
                  * serves: a second store's server is refused, by the
                  * socket's lock, unless given its own --socket). */
-                if (asprintf(&default_path, "%s/api.sock", store->runtime) < 0) {
+                if (asprintf(&default_path, "%s/api.sock", store.runtime) < 0) {
                         default_path = NULL;
                         log_error("out of memory");
                         return HUTCH_EXIT_FAILURE;
@@ -874,7 +873,7 @@ int verb_serve(int argc, char **argv) {
                 r = fd;
                 goto finish;
         }
-        r = inner_listen(store->state, &inner_dir, &inner_path);
+        r = inner_listen(store.state, &inner_dir, &inner_path);
         if (r >= 0)
                 r = listen_on(&ul, r);
         if (r >= 0) {

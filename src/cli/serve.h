@@ -18,10 +18,10 @@
 #include <event2/keyvalq_struct.h>
 #include <jansson.h>
 
+#include "api/hutch-ext.h"
 #include "hutch-error.h"
 #include "hutch.h"
 #include "serve-util.h"
-#include "store/store.h"
 
 /* The HTTP API's version (GET /v1/version; docs/api.md "Versions"):
  * the minor grows with each compatible change of shapes or routes. */
@@ -47,7 +47,6 @@ typedef struct ServeUi ServeUi;
 
 typedef struct Server {
         struct event_base *base;
-        Store *store;
         uint8_t token_sha[SERVE_SHA256_LEN]; /* of the TCP bearer token (--listen) */
         ExecJob *jobs;                       /* running execs, for shutdown */
         StatsStream *stats_streams;          /* open stats streams (serve-stats.c) */
@@ -224,10 +223,10 @@ int serve_jsonl_tail(int fd, unsigned max, json_t *arr);
 void serve_history(ServeCtx *c);
 void serve_stats(ServeCtx *c);
 /* {running, memory_bytes, cpu_usec, sampled_ms} of sandbox @name of
- * @store, from its cgroup (docs/ui.md): the counters are null when it is
+ * the store, from its cgroup (docs/ui.md): the counters are null when it is
  * stopped or no cgroup serves them; NULL when out of memory. Also used by
  * hutch serve --e2b's metrics (e2b-metrics.c). */
-json_t *serve_stats_sample(Store *store, const char *name);
+json_t *serve_stats_sample(const char *name);
 void serve_stats_stream(ServeCtx *c);
 void serve_diff_patch(ServeCtx *c);
 /* Ends every open stats stream and frees what the stats kept: at

@@ -3,6 +3,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "api/hutch-ext.h"
 #include "e2b-internal.h"
 #include "test.h"
 
@@ -93,28 +94,28 @@ TEST(allow_within) {
                            (char *)"127.0.0.1:9000", NULL};
         char *empty[] = {NULL};
 
-        ASSERT_TRUE(e2b_allow_within(ceiling, "api.example.test"));
-        ASSERT_TRUE(e2b_allow_within(ceiling, "API.example.test:443"));
-        ASSERT_TRUE(e2b_allow_within(ceiling, "api.example.test:80"));
-        ASSERT_TRUE(e2b_allow_within(ceiling, "a.example.org:8443"));
-        ASSERT_TRUE(e2b_allow_within(ceiling, "*.example.org:8443"));
-        ASSERT_TRUE(e2b_allow_within(ceiling, "*.b.example.org:8443"));
-        ASSERT_TRUE(e2b_allow_within(ceiling, "127.0.0.1:9000"));
+        ASSERT_TRUE(hutch_ext_host_within(ceiling, "api.example.test"));
+        ASSERT_TRUE(hutch_ext_host_within(ceiling, "API.example.test:443"));
+        ASSERT_TRUE(hutch_ext_host_within(ceiling, "api.example.test:80"));
+        ASSERT_TRUE(hutch_ext_host_within(ceiling, "a.example.org:8443"));
+        ASSERT_TRUE(hutch_ext_host_within(ceiling, "*.example.org:8443"));
+        ASSERT_TRUE(hutch_ext_host_within(ceiling, "*.b.example.org:8443"));
+        ASSERT_TRUE(hutch_ext_host_within(ceiling, "127.0.0.1:9000"));
 
         /* Wider than the ceiling, or beside it: refused. */
-        ASSERT_FALSE(e2b_allow_within(ceiling, "api.example.test:8080"));
-        ASSERT_FALSE(e2b_allow_within(ceiling, "other.example.test"));
-        ASSERT_FALSE(e2b_allow_within(ceiling, "*.example.test"));
-        ASSERT_FALSE(e2b_allow_within(ceiling, "example.org:8443"));
-        ASSERT_FALSE(e2b_allow_within(ceiling, "a.example.org"));
-        ASSERT_FALSE(e2b_allow_within(ceiling, "*.org:8443"));
-        ASSERT_FALSE(e2b_allow_within(ceiling, "evilexample.org:8443"));
-        ASSERT_FALSE(e2b_allow_within(ceiling, "127.0.0.1"));
-        ASSERT_FALSE(e2b_allow_within(ceiling, "127.0.0.2:9000"));
-        ASSERT_FALSE(e2b_allow_within(ceiling, "0.0.0.0/0"));
-        ASSERT_FALSE(e2b_allow_within(ceiling, ""));
-        ASSERT_FALSE(e2b_allow_within(empty, "api.example.test"));
-        ASSERT_FALSE(e2b_allow_within(NULL, "api.example.test"));
+        ASSERT_FALSE(hutch_ext_host_within(ceiling, "api.example.test:8080"));
+        ASSERT_FALSE(hutch_ext_host_within(ceiling, "other.example.test"));
+        ASSERT_FALSE(hutch_ext_host_within(ceiling, "*.example.test"));
+        ASSERT_FALSE(hutch_ext_host_within(ceiling, "example.org:8443"));
+        ASSERT_FALSE(hutch_ext_host_within(ceiling, "a.example.org"));
+        ASSERT_FALSE(hutch_ext_host_within(ceiling, "*.org:8443"));
+        ASSERT_FALSE(hutch_ext_host_within(ceiling, "evilexample.org:8443"));
+        ASSERT_FALSE(hutch_ext_host_within(ceiling, "127.0.0.1"));
+        ASSERT_FALSE(hutch_ext_host_within(ceiling, "127.0.0.2:9000"));
+        ASSERT_FALSE(hutch_ext_host_within(ceiling, "0.0.0.0/0"));
+        ASSERT_FALSE(hutch_ext_host_within(ceiling, ""));
+        ASSERT_FALSE(hutch_ext_host_within(empty, "api.example.test"));
+        ASSERT_FALSE(hutch_ext_host_within(NULL, "api.example.test"));
 }
 
 DEFINE_TEST_MAIN

@@ -547,3 +547,100 @@ int hutch_ext_exec_stream_answer(HutchExtStream *s, uint64_t *ret_id, int *ret_e
 /* Passes signal @sig (1 to NSIG-1) on to the command: 0 or -errno
  * (-EINVAL for another number). */
 int hutch_ext_exec_stream_signal(HutchExtStream *s, int sig);
+
+/* ==== issue 16 (h16x): hutch serve's and the E2B server's door ==== */
+
+/* ---- the store's folders (store/store.h) ---- */
+
+typedef struct HutchExtStorePaths {
+        char *home;    /* $HUTCH_HOME: the store (the E2B server's table lives in home/e2b) */
+        char *state;   /* this store's runtime folder: keepers' sockets and locks */
+        char *runtime; /* the caller's, shared by its stores (the default api.sock) */
+} HutchExtStorePaths;
+void hutch_ext_store_paths_done(HutchExtStorePaths *p);
+
+/* Opens the store (creating its folders, as every call here does) and
+ * returns its folders in @ret (hutch_ext_store_paths_done()), or -errno
+ * with the store's message in @reterr. */
+int hutch_ext_store_paths(HutchExtStorePaths *ret, HutchError *reterr);
+
+/* ---- a running sandbox's memory and cpu, for GET .../stats ---- */
+
+typedef struct HutchExtStats {
+        bool running; /* its keeper answers */
+        bool has_memory, has_cpu;
+        uint64_t memory_bytes; /* its cgroup's memory.current (v1: memory.usage_in_bytes) */
+        uint64_t cpu_usec;     /* its cgroup's cpu time (v2 cpu.stat, else v1 cpuacct) */
+} HutchExtStats;
+
+/* Samples sandbox @name's cgroup now, found from its keeper's pid (all
+ * false when it does not run, or what cannot be read). The cgroup mounts
+ * are detected once per process: call from one thread. */
+void hutch_ext_stats_sample(const char *name, HutchExtStats *ret);
+
+/* Forgets the cgroup mounts hutch_ext_stats_sample() detected. */
+void hutch_ext_stats_reset(void);
+
+/* ---- the allowlist's host patterns (net/allowlist.h) ---- */
+
+/* Whether @pattern is an allow or deny entry ("HOST[:PORT]", "*.DOMAIN",
+ * an address or CIDR): 0, or -EINVAL with why in @reterr. */
+int hutch_ext_host_pattern_check(const char *pattern, HutchError *reterr);
+
+/* Whether the allow entry @entry is within an entry of @ceiling (a strv;
+ * NULL: none): the same or a narrower host, on ports that entry allows. */
+bool hutch_ext_host_within(char **ceiling, const char *entry);
+
+/* ---- hutch-pull: the registry client (registry/registry.h) ----
+ *
+ * Not in libhutch-core: hutch-ext-pull.c is compiled into the registry
+ * library (it links libssl and http_parser), which only hutch-pull links. */
+
+struct ImageRef;
+
+/* One registry a pull tries (image_ref_candidates()), its fields borrowed
+ * from @ref, which the list owns. */
+typedef struct HutchExtPullRef {
+        const char *domain;      /* "registry.example.test", "localhost:5000" */
+        const char *repository;  /* "library/python" */
+        const char *tag;         /* "3.12", "latest"; NULL for a pull by digest only */
+        const char *endpoint;    /* the host[:port] connected to (image_ref_endpoint()) */
+        const char *alias_where; /* the registries.conf [aliases] line that resolved it, or NULL */
+        bool insecure;           /* its [[registry]] says insecure = true */
+        bool mirror;             /* @endpoint is a [[registry.mirror]] of @domain */
+        struct ImageRef *ref;    /* the registry client's */
+} HutchExtPullRef;
+
+/* What a pull of @s tries, in order (image_ref_candidates()): a new array
+ * in @ret (hutch_ext_pull_refs_free()) of @ret_n >= 1, or -errno with
+ * @reterr. */
+int hutch_ext_pull_candidates(const char *s, HutchExtPullRef **ret, size_t *ret_n,
+                              HutchError *reterr);
+HutchExtPullRef *hutch_ext_pull_refs_free(HutchExtPullRef *l, size_t n);
+
+/* @r written out ("registry.example.test/library/python:3.12"): a new
+ * string or NULL (OOM). */
+char *hutch_ext_pull_ref_string(const HutchExtPullRef *r);
+
+/* registry.h's PullOptions and PullProgressOps. */
+typedef struct HutchExtPullProgress {
+        void (*begin)(void *userdata, const char *what, int fd, uint64_t size);
+        void (*end)(void *userdata, bool ok);
+        void *userdata;
+} HutchExtPullProgress;
+
+typedef struct HutchExtPullOptions {
+        bool tls_verify;      /* false: any certificate, or plain HTTP */
+        const char *os;       /* "linux" */
+        const char *arch;     /* "amd64" */
+        const char *variant;  /* NULL: any */
+        const char *cert_dir; /* extra CA certificates (*.crt), or NULL */
+        const char *auth_file;
+        const HutchExtPullProgress *progress; /* or NULL */
+} HutchExtPullOptions;
+
+/* registry_pull_confined(): @r into the OCI image layout @layout_dir by a
+ * confined child; the manifest's digest in @ret_digest and the layout's
+ * fd with its flock in @ret_layout_fd (each may be NULL). */
+int hutch_ext_pull(const HutchExtPullRef *r, const HutchExtPullOptions *o, const char *layout_dir,
+                   char **ret_digest, int *ret_layout_fd, HutchError *reterr);

@@ -7,6 +7,7 @@
 #include "net/allowlist.h"
 #include "parse-util.h"
 #include "string-table.h"
+#include "strv.h"
 
 /* Longest entry text accepted; longer ones cannot be valid anyway and are
  * refused before any work. */
@@ -410,4 +411,54 @@ int allowlist_check_address(const Allowlist *al, const NetAddr *a, const NetCidr
                         return 1;
                 }
         return 0;
+}
+
+/* The E2B server's allowlist ceiling (issue 20), here since issue 16 (h16x). */
+bool host_pattern_within(char **ceiling, const char *entry) {
+        HostPattern want;
+        HutchError err = {};
+
+        if (host_pattern_parse(entry, &want, &err) < 0)
+                return false;
+        STRV_FOREACH(c, ceiling) {
+                HostPattern have;
+                bool port_ok, host_ok = false;
+
+                if (host_pattern_parse(*c, &have, &err) < 0)
+                        continue;
+                port_ok = have.port == 0 ? (want.port == 0 || want.port == 80 || want.port == 443)
+                                         : want.port == have.port;
+                if (!port_ok)
+                        continue;
+                switch (want.kind) {
+                case HOST_PATTERN_EXACT: {
+                        Host h = {.kind = HOST_KIND_NAME};
+
+                        (void)snprintf(h.name, sizeof(h.name), "%s", want.name);
+                        host_ok = have.kind != HOST_PATTERN_ADDRESS &&
+                                  host_pattern_matches_host(&have, &h);
+                        break;
+                }
+                case HOST_PATTERN_WILDCARD: {
+                        size_t wl = strlen(want.name), hl = strlen(have.name);
+
+                        host_ok = have.kind == HOST_PATTERN_WILDCARD &&
+                                  (strcmp(want.name, have.name) == 0 ||
+                                   (wl > hl + 1 && want.name[wl - hl - 1] == '.' &&
+                                    strcmp(want.name + wl - hl, have.name) == 0));
+                        break;
+                }
+                case HOST_PATTERN_ADDRESS:
+                        host_ok = have.kind == HOST_PATTERN_ADDRESS &&
+                                  strcmp(want.text, have.text) == 0;
+                        break;
+                case _HOST_PATTERN_KIND_MAX:
+                case _HOST_PATTERN_KIND_INVALID:
+                default:
+                        break;
+                }
+                if (host_ok)
+                        return true;
+        }
+        return false;
 }

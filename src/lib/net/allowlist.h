@@ -96,6 +96,13 @@ int host_pattern_parse(const char *text, HostPattern *ret, HutchError *reterr);
  * "evilexample.com". */
 bool host_pattern_matches_host(const HostPattern *p, const Host *h);
 
+/* Whether allow entry @entry ("PATTERN[:PORT]") is within an entry of
+ * @ceiling (a strv, e.g. hutch serve --e2b's --allow-host; NULL: none): a
+ * name the ceiling's name or wildcard covers, a wildcard at or under the
+ * ceiling's wildcard, the same address; on a port the ceiling entry allows
+ * (no port: 80 and 443). A malformed entry is false. */
+bool host_pattern_within(char **ceiling, const char *entry);
+
 typedef struct Allowlist {
         HostPattern *allow;
         size_t n_allow;
