@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 #include <errno.h>
 #include <limits.h>
+#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -171,31 +172,59 @@ const JsonFieldDef *json_fields_find(const JsonFieldDef *fields, size_t n, const
         return NULL;
 }
 
+/* Fills @reterr for a refusal of the decoder's own: by @o's hook when there
+ * is one, else from @fmt; then the pointer @ptr and @at_key. */
+static int refuse(const JsonFieldsOptions *o, JsonFieldsRefusal what, const char *key,
+                  const JsonFieldDef *f, json_t *v, const char *ptr, bool at_key,
+                  HutchError *reterr, const char *fmt, ...) _printf_(9, 10);
+static int refuse(const JsonFieldsOptions *o, JsonFieldsRefusal what, const char *key,
+                  const JsonFieldDef *f, json_t *v, const char *ptr, bool at_key,
+                  HutchError *reterr, const char *fmt, ...) {
+        HutchError e = {};
+        va_list ap;
+
+        if (o && o->message)
+                (void)o->message(what, key, f, v, o->userdata, &e);
+        if (e.errnum == 0) {
+                va_start(ap, fmt);
+                (void)vsnprintf(e.msg, sizeof(e.msg), fmt, ap);
+                va_end(ap);
+                e.errnum = EINVAL;
+        }
+        (void)snprintf(e.pointer, sizeof(e.pointer), "%s", ptr);
+        e.at_key = at_key;
+        if (reterr)
+                *reterr = e;
+        return -e.errnum;
+}
+
 /* Runs @f's parse on @v and, on failure, puts the member's name in front of
  * the pointer the parse left in @reterr. */
-static int field_parse(const JsonFieldDef *f, const char *key, json_t *v, void *dest,
-                       HutchError *reterr) {
+static int field_parse(const JsonFieldsOptions *o, const JsonFieldDef *f, const char *key,
+                       json_t *v, void *dest, HutchError *reterr) {
+        char ptr[HUTCH_ERROR_POINTER_MAX];
         HutchError e = {};
         int r;
 
         if (!(json_type_mask(v) & f->json_types)) {
-                r = json_type_error(&e, f->json_types, v);
-        } else {
-                r = f->parse(f, v, dest, &e);
-                if (r >= 0)
-                        return 0;
-                if (e.errnum == 0)
-                        (void)hutch_error_set(&e, -r, "%s",
-                                              r == -ENOMEM ? "out of memory" : strerror(-r));
+                (void)json_type_error(&e, f->json_types, v);
+                json_member_pointer(ptr, sizeof(ptr), key, -1);
+                return refuse(o, JSON_FIELDS_WRONG_TYPE, key, f, v, ptr, false, reterr, "%s",
+                              e.msg);
         }
+        r = f->parse(f, v, dest, &e);
+        if (r >= 0)
+                return 0;
+        if (e.errnum == 0)
+                (void)hutch_error_set(&e, -r, "%s", r == -ENOMEM ? "out of memory" : strerror(-r));
         json_error_prefix(&e, key);
         if (reterr)
                 *reterr = e;
         return -e.errnum;
 }
 
-int json_fields_decode_flags(json_t *obj, const JsonFieldDef *fields, size_t n_fields, void *dest,
-                             unsigned flags, HutchError *reterr) {
+int json_fields_decode_with(json_t *obj, const JsonFieldDef *fields, size_t n_fields, void *dest,
+                            const JsonFieldsOptions *o, HutchError *reterr) {
         char ptr[HUTCH_ERROR_POINTER_MAX];
         const char *key;
         json_t *v;
@@ -209,14 +238,11 @@ int json_fields_decode_flags(json_t *obj, const JsonFieldDef *fields, size_t n_f
 
                 if (!f) {
                         json_member_pointer(ptr, sizeof(ptr), key, -1);
-                        r = hutch_error_set_pointer(reterr, EINVAL, ptr, "unknown field '%.64s'",
-                                                    key);
-                        if (reterr)
-                                reterr->at_key = true;
-                        return r;
+                        return refuse(o, JSON_FIELDS_UNKNOWN, key, NULL, v, ptr, true, reterr,
+                                      "unknown field '%.64s'", key);
                 }
                 if (f->type == JSON_FIELD_CUSTOM) {
-                        r = field_parse(f, key, v, dest, reterr);
+                        r = field_parse(o, f, key, v, dest, reterr);
                         if (r < 0)
                                 return r;
                         continue;
@@ -227,23 +253,23 @@ int json_fields_decode_flags(json_t *obj, const JsonFieldDef *fields, size_t n_f
                 if (bad == -1)
                         continue;
                 json_member_pointer(ptr, sizeof(ptr), key, bad >= 0 ? bad : -1);
-                return hutch_error_set_pointer(
-                        reterr, EINVAL, ptr, "'%s' must be %s%s", f->name, field_type_name(f->type),
-                        f->type == JSON_FIELD_STRING || f->type == JSON_FIELD_STRV ||
-                                        f->type == JSON_FIELD_ENV
-                                ? " (without NUL characters)"
-                                : "");
+                return refuse(o, JSON_FIELDS_WRONG_TYPE, key, f, v, ptr, false, reterr,
+                              "'%s' must be %s%s", f->name, field_type_name(f->type),
+                              f->type == JSON_FIELD_STRING || f->type == JSON_FIELD_STRV ||
+                                              f->type == JSON_FIELD_ENV
+                                      ? " (without NUL characters)"
+                                      : "");
         }
         for (size_t i = 0; i < n_fields; i++) {
                 v = json_object_get(obj, fields[i].name);
                 if (fields[i].mandatory &&
                     (!v || (json_is_null(v) && fields[i].type != JSON_FIELD_CUSTOM))) {
-                        if (flags & JSON_FIELDS_MISSING_AT_OBJECT)
+                        if (o && (o->flags & JSON_FIELDS_MISSING_AT_OBJECT))
                                 ptr[0] = '\0';
                         else
                                 json_member_pointer(ptr, sizeof(ptr), fields[i].name, -1);
-                        return hutch_error_set_pointer(reterr, EINVAL, ptr, "missing field '%s'",
-                                                       fields[i].name);
+                        return refuse(o, JSON_FIELDS_MISSING, fields[i].name, &fields[i], NULL, ptr,
+                                      false, reterr, "missing field '%s'", fields[i].name);
                 }
         }
         for (size_t i = 0; i < n_fields && r >= 0; i++) {
@@ -264,7 +290,7 @@ int json_fields_decode_flags(json_t *obj, const JsonFieldDef *fields, size_t n_f
 
 int json_fields_decode(json_t *obj, const JsonFieldDef *fields, size_t n_fields, void *dest,
                        HutchError *reterr) {
-        return json_fields_decode_flags(obj, fields, n_fields, dest, 0, reterr);
+        return json_fields_decode_with(obj, fields, n_fields, dest, NULL, reterr);
 }
 
 unsigned json_type_mask(json_t *v) {

@@ -78,6 +78,26 @@ typedef enum JsonFieldsFlags {
         JSON_FIELDS_MISSING_AT_OBJECT = 1 << 0,
 } JsonFieldsFlags;
 
+/* What the decoder itself refuses (JsonFieldsOptions.message). */
+typedef enum JsonFieldsRefusal {
+        JSON_FIELDS_UNKNOWN,    /* a member the table does not name (@f NULL) */
+        JSON_FIELDS_WRONG_TYPE, /* a member of a type its field does not take */
+        JSON_FIELDS_MISSING,    /* a mandatory member is absent (@v NULL) */
+} JsonFieldsRefusal;
+
+typedef struct JsonFieldsOptions {
+        unsigned flags; /* JsonFieldsFlags */
+        /* Words a refusal in the caller's own terms (MCP says "unknown
+         * argument"): fills @reterr by hutch_error_set() and returns its
+         * -errno; the decoder then sets the pointer (and at_key) as for its
+         * own words. NULL: "unknown field 'x'", "'x' must be a string",
+         * "expected a string, got null" (JSON_FIELD_CUSTOM), "missing field
+         * 'x'". */
+        int (*message)(JsonFieldsRefusal what, const char *key, const JsonFieldDef *f, json_t *v,
+                       const void *userdata, HutchError *reterr);
+        const void *userdata;
+} JsonFieldsOptions;
+
 /* "/" + @key escaped as RFC 6901 says, plus "/@index" when @index >= 0,
  * into @buf (truncated to @size). */
 void json_member_pointer(char *buf, size_t size, const char *key, long index);
@@ -101,9 +121,9 @@ const char *json_fields_unknown(json_t *obj, const JsonFieldDef *fields, size_t 
  * On failure the STRV and ENV destinations already filled are freed and reset to NULL. */
 int json_fields_decode(json_t *obj, const JsonFieldDef *fields, size_t n_fields, void *dest,
                        HutchError *reterr);
-/* Same, with JsonFieldsFlags @flags. */
-int json_fields_decode_flags(json_t *obj, const JsonFieldDef *fields, size_t n_fields, void *dest,
-                             unsigned flags, HutchError *reterr);
+/* Same, with @options (NULL: the defaults). */
+int json_fields_decode_with(json_t *obj, const JsonFieldDef *fields, size_t n_fields, void *dest,
+                            const JsonFieldsOptions *options, HutchError *reterr);
 
 /* Refuses @v for not being one of the JsonTypeMask @expected: -EINVAL,
  * "expected a string or an integer, got an array", pointer "". */

@@ -165,7 +165,8 @@ static int decode_custom(const char *text, unsigned flags, Custom *c, HutchError
         int r;
 
         assert_non_null(root);
-        r = json_fields_decode_flags(root, custom_fields, ELEMENTSOF(custom_fields), c, flags, err);
+        r = json_fields_decode_with(root, custom_fields, ELEMENTSOF(custom_fields), c,
+                                    &(JsonFieldsOptions){.flags = flags}, err);
         json_decref(root);
         return r;
 }
@@ -303,6 +304,77 @@ TEST(type_names) {
         ASSERT_ERROR(json_type_error(&e, JSON_TYPE_STRING | JSON_TYPE_OBJECT, json_null()), EINVAL);
         ASSERT_STREQ(e.msg, "expected an object or a string, got null");
         ASSERT_STREQ(e.pointer, "");
+}
+
+/* A caller's own words for the decoder's refusals (MCP's "argument"s). */
+static int argument_words(JsonFieldsRefusal what, const char *key, const JsonFieldDef *f, json_t *v,
+                          const void *userdata, HutchError *reterr) {
+        const char *tool = userdata;
+
+        switch (what) {
+        case JSON_FIELDS_UNKNOWN:
+                assert_null(f);
+                return hutch_error_set(reterr, EINVAL, "%s: unknown argument '%s'", tool, key);
+        case JSON_FIELDS_WRONG_TYPE:
+                if (f->type != JSON_FIELD_CUSTOM)
+                        return 0; /* not filled: the default words */
+                return hutch_error_set(reterr, EPROTO, "%s: argument '%s' is %s", tool, key,
+                                       json_type_name(v));
+        case JSON_FIELDS_MISSING:
+                assert_null(v);
+                return hutch_error_set(reterr, EINVAL, "%s: missing argument '%s'", tool, key);
+        }
+        return 0;
+}
+
+TEST(message_hook_words_the_refusals) {
+        const JsonFieldsOptions words = {.message = argument_words, .userdata = "exec"};
+        HutchError err = {};
+        Custom c = {};
+        json_t *root;
+
+        root = json_loads("{\"b\":true,\"zz\":1}", 0, NULL);
+        ASSERT_ERROR(json_fields_decode_with(root, custom_fields, ELEMENTSOF(custom_fields), &c,
+                                             &words, &err),
+                     EINVAL);
+        ASSERT_STREQ(err.msg, "exec: unknown argument 'zz'");
+        ASSERT_STREQ(err.pointer, "/zz");
+        ASSERT_TRUE(err.at_key);
+        json_decref(root);
+
+        root = json_loads("{\"b\":\"yes\"}", 0, NULL);
+        ASSERT_ERROR(json_fields_decode_with(root, custom_fields, ELEMENTSOF(custom_fields), &c,
+                                             &words, &err),
+                     EPROTO);
+        ASSERT_STREQ(err.msg, "exec: argument 'b' is a string");
+        ASSERT_STREQ(err.pointer, "/b");
+        ASSERT_FALSE(err.at_key);
+        json_decref(root);
+
+        root = json_loads("{}", 0, NULL);
+        ASSERT_ERROR(json_fields_decode_with(root, custom_fields, ELEMENTSOF(custom_fields), &c,
+                                             &words, &err),
+                     EINVAL);
+        ASSERT_STREQ(err.msg, "exec: missing argument 'b'");
+        ASSERT_STREQ(err.pointer, "/b");
+        json_decref(root);
+
+        /* A hook that leaves it: the decoder's words. */
+        root = json_loads("{\"b\":true,\"argv\":\"x\"}", 0, NULL);
+        ASSERT_ERROR(json_fields_decode_with(root, custom_fields, ELEMENTSOF(custom_fields), &c,
+                                             &words, &err),
+                     EINVAL);
+        ASSERT_STREQ(err.msg, "'argv' must be an array of strings (without NUL characters)");
+        ASSERT_STREQ(err.pointer, "/argv");
+        json_decref(root);
+
+        /* A parse's own error is not the hook's. */
+        root = json_loads("{\"b\":true,\"a/size\":\"lots\"}", 0, NULL);
+        ASSERT_ERROR(json_fields_decode_with(root, custom_fields, ELEMENTSOF(custom_fields), &c,
+                                             &words, &err),
+                     EINVAL);
+        ASSERT_STREQ(err.msg, "invalid size 'lots'");
+        json_decref(root);
 }
 
 DEFINE_TEST_MAIN

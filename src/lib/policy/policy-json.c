@@ -59,6 +59,9 @@ typedef struct JsonTmpfs {
         uint64_t size;
 } JsonTmpfs;
 
+/* A missing member points at the object that lacks it. */
+static const JsonFieldsOptions policy_decode_options = {.flags = JSON_FIELDS_MISSING_AT_OBJECT};
+
 /* Passes on the error @r that a policy function described in @e, without
  * its pointer (the decoder knows where it is). */
 static int fail_from(HutchError *reterr, int r, const HutchError *e) {
@@ -73,8 +76,7 @@ static int decode_object(json_t *v, const JsonFieldDef *fields, size_t n_fields,
                          HutchError *reterr) {
         if (!json_is_object(v))
                 return json_type_error(reterr, JSON_TYPE_OBJECT, v);
-        return json_fields_decode_flags(v, fields, n_fields, dest, JSON_FIELDS_MISSING_AT_OBJECT,
-                                        reterr);
+        return json_fields_decode_with(v, fields, n_fields, dest, &policy_decode_options, reterr);
 }
 
 static int parse_bool(const JsonFieldDef *f, json_t *v, void *dest, HutchError *reterr) {
@@ -330,8 +332,8 @@ static const JsonFieldDef limits_fields[] = {
 };
 
 static int parse_limits(const JsonFieldDef *f, json_t *v, void *dest, HutchError *reterr) {
-        return json_fields_decode_flags(v, limits_fields, ELEMENTSOF(limits_fields), dest,
-                                        JSON_FIELDS_MISSING_AT_OBJECT, reterr);
+        return json_fields_decode_with(v, limits_fields, ELEMENTSOF(limits_fields), dest,
+                                       &policy_decode_options, reterr);
 }
 
 /* An array of strings, each applied by the field's adder. */
@@ -877,8 +879,8 @@ static int policy_load_json_origin(Policy *p, const char *text, size_t len, cons
                 return r;
         }
 
-        r = json_fields_decode_flags(root, policy_fields, ELEMENTSOF(policy_fields), p,
-                                     JSON_FIELDS_MISSING_AT_OBJECT, &e);
+        r = json_fields_decode_with(root, policy_fields, ELEMENTSOF(policy_fields), p,
+                                    &policy_decode_options, &e);
         if (r >= 0)
                 return 0;
 
