@@ -7,6 +7,7 @@
  * not want the detail. Internal code returns -errno only. */
 
 #include <stdarg.h>
+#include <stdbool.h>
 
 #include "macro.h"
 
@@ -19,6 +20,8 @@ typedef struct HutchError {
         unsigned column;                       /* 1-based column, 0 if unknown */
         char msg[HUTCH_ERROR_MSG_MAX];         /* lowercase, no trailing full stop */
         char pointer[HUTCH_ERROR_POINTER_MAX]; /* JSON pointer ("/workspace/mode"), or "" */
+        bool at_key; /* the pointer's last member is wrong by its name (unknown, an invalid
+                      * variable name), not its value: a locator shows the key */
 } HutchError;
 
 /* Fills @reterr (when non-NULL) and returns -@errnum, so a caller can write

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 #include <errno.h>
 #include <limits.h>
+#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -44,6 +45,8 @@ static const char *field_type_name(JsonFieldType t) {
                 return "an object of strings ({\"KEY\": \"VALUE\"})";
         case JSON_FIELD_ANY:
                 return "a JSON value";
+        case JSON_FIELD_CUSTOM:
+                return "a value its parse accepts";
         }
         return "?";
 }
@@ -88,6 +91,8 @@ static long field_check(const JsonFieldDef *f, json_t *v) {
         }
         case JSON_FIELD_ANY:
                 return -1;
+        case JSON_FIELD_CUSTOM:
+                return json_type_mask(v) & f->json_types ? -1 : -2;
         }
         return -2;
 }
@@ -154,6 +159,8 @@ static int field_store(const JsonFieldDef *f, json_t *v, void *dest) {
                 *(char ***)(void *)at = l;
                 return 0;
         }
+        case JSON_FIELD_CUSTOM:
+                return 0; /* parsed in the first pass */
         }
         return -EINVAL;
 }
@@ -165,22 +172,80 @@ const JsonFieldDef *json_fields_find(const JsonFieldDef *fields, size_t n, const
         return NULL;
 }
 
-int json_fields_decode(json_t *obj, const JsonFieldDef *fields, size_t n_fields, void *dest,
-                       HutchError *reterr) {
+/* Fills @reterr for a refusal of the decoder's own: by @o's hook when there
+ * is one, else from @fmt; then the pointer @ptr and @at_key. */
+static int refuse(const JsonFieldsOptions *o, JsonFieldsRefusal what, const char *key,
+                  const JsonFieldDef *f, json_t *v, const char *ptr, bool at_key,
+                  HutchError *reterr, const char *fmt, ...) _printf_(9, 10);
+static int refuse(const JsonFieldsOptions *o, JsonFieldsRefusal what, const char *key,
+                  const JsonFieldDef *f, json_t *v, const char *ptr, bool at_key,
+                  HutchError *reterr, const char *fmt, ...) {
+        HutchError e = {};
+        va_list ap;
+
+        if (o && o->message)
+                (void)o->message(what, key, f, v, o->userdata, &e);
+        if (e.errnum == 0) {
+                va_start(ap, fmt);
+                (void)vsnprintf(e.msg, sizeof(e.msg), fmt, ap);
+                va_end(ap);
+                e.errnum = EINVAL;
+        }
+        (void)snprintf(e.pointer, sizeof(e.pointer), "%s", ptr);
+        e.at_key = at_key;
+        if (reterr)
+                *reterr = e;
+        return -e.errnum;
+}
+
+/* Runs @f's parse on @v and, on failure, puts the member's name in front of
+ * the pointer the parse left in @reterr. */
+static int field_parse(const JsonFieldsOptions *o, const JsonFieldDef *f, const char *key,
+                       json_t *v, void *dest, HutchError *reterr) {
+        char ptr[HUTCH_ERROR_POINTER_MAX];
+        HutchError e = {};
+        int r;
+
+        if (!(json_type_mask(v) & f->json_types)) {
+                (void)json_type_error(&e, f->json_types, v);
+                json_member_pointer(ptr, sizeof(ptr), key, -1);
+                return refuse(o, JSON_FIELDS_WRONG_TYPE, key, f, v, ptr, false, reterr, "%s",
+                              e.msg);
+        }
+        r = f->parse(f, v, dest, &e);
+        if (r >= 0)
+                return 0;
+        if (e.errnum == 0)
+                (void)hutch_error_set(&e, -r, "%s", r == -ENOMEM ? "out of memory" : strerror(-r));
+        json_error_prefix(&e, key);
+        if (reterr)
+                *reterr = e;
+        return -e.errnum;
+}
+
+int json_fields_decode_with(json_t *obj, const JsonFieldDef *fields, size_t n_fields, void *dest,
+                            const JsonFieldsOptions *o, HutchError *reterr) {
         char ptr[HUTCH_ERROR_POINTER_MAX];
         const char *key;
         json_t *v;
         int r = 0;
 
-        /* Everything is checked before anything is stored. */
+        /* Everything is checked before anything is stored, but for the
+         * custom fields, parsed as they come. */
         json_object_foreach(obj, key, v) {
                 const JsonFieldDef *f = json_fields_find(fields, n_fields, key);
                 long bad;
 
                 if (!f) {
                         json_member_pointer(ptr, sizeof(ptr), key, -1);
-                        return hutch_error_set_pointer(reterr, EINVAL, ptr, "unknown field '%.64s'",
-                                                       key);
+                        return refuse(o, JSON_FIELDS_UNKNOWN, key, NULL, v, ptr, true, reterr,
+                                      "unknown field '%.64s'", key);
+                }
+                if (f->type == JSON_FIELD_CUSTOM) {
+                        r = field_parse(o, f, key, v, dest, reterr);
+                        if (r < 0)
+                                return r;
+                        continue;
                 }
                 if (json_is_null(v))
                         continue;
@@ -188,19 +253,23 @@ int json_fields_decode(json_t *obj, const JsonFieldDef *fields, size_t n_fields,
                 if (bad == -1)
                         continue;
                 json_member_pointer(ptr, sizeof(ptr), key, bad >= 0 ? bad : -1);
-                return hutch_error_set_pointer(
-                        reterr, EINVAL, ptr, "'%s' must be %s%s", f->name, field_type_name(f->type),
-                        f->type == JSON_FIELD_STRING || f->type == JSON_FIELD_STRV ||
-                                        f->type == JSON_FIELD_ENV
-                                ? " (without NUL characters)"
-                                : "");
+                return refuse(o, JSON_FIELDS_WRONG_TYPE, key, f, v, ptr, false, reterr,
+                              "'%s' must be %s%s", f->name, field_type_name(f->type),
+                              f->type == JSON_FIELD_STRING || f->type == JSON_FIELD_STRV ||
+                                              f->type == JSON_FIELD_ENV
+                                      ? " (without NUL characters)"
+                                      : "");
         }
         for (size_t i = 0; i < n_fields; i++) {
                 v = json_object_get(obj, fields[i].name);
-                if (fields[i].mandatory && (!v || json_is_null(v))) {
-                        json_member_pointer(ptr, sizeof(ptr), fields[i].name, -1);
-                        return hutch_error_set_pointer(reterr, EINVAL, ptr, "missing field '%s'",
-                                                       fields[i].name);
+                if (fields[i].mandatory &&
+                    (!v || (json_is_null(v) && fields[i].type != JSON_FIELD_CUSTOM))) {
+                        if (o && (o->flags & JSON_FIELDS_MISSING_AT_OBJECT))
+                                ptr[0] = '\0';
+                        else
+                                json_member_pointer(ptr, sizeof(ptr), fields[i].name, -1);
+                        return refuse(o, JSON_FIELDS_MISSING, fields[i].name, &fields[i], NULL, ptr,
+                                      false, reterr, "missing field '%s'", fields[i].name);
                 }
         }
         for (size_t i = 0; i < n_fields && r >= 0; i++) {
@@ -217,6 +286,81 @@ int json_fields_decode(json_t *obj, const JsonFieldDef *fields, size_t n_fields,
                         *l = strv_free(*l);
                 }
         return hutch_error_set(reterr, -r, "out of memory");
+}
+
+int json_fields_decode(json_t *obj, const JsonFieldDef *fields, size_t n_fields, void *dest,
+                       HutchError *reterr) {
+        return json_fields_decode_with(obj, fields, n_fields, dest, NULL, reterr);
+}
+
+unsigned json_type_mask(json_t *v) {
+        switch (json_typeof(v)) {
+        case JSON_OBJECT:
+                return JSON_TYPE_OBJECT;
+        case JSON_ARRAY:
+                return JSON_TYPE_ARRAY;
+        case JSON_STRING:
+                return JSON_TYPE_STRING;
+        case JSON_INTEGER:
+                return JSON_TYPE_INTEGER;
+        case JSON_REAL:
+                return JSON_TYPE_REAL;
+        case JSON_TRUE:
+        case JSON_FALSE:
+                return JSON_TYPE_BOOLEAN;
+        case JSON_NULL:
+                return JSON_TYPE_NULL;
+        }
+        return 0;
+}
+
+static const char *const json_type_names[] = {
+        "an object", "an array", "a string", "an integer", "a real number", "a boolean", "null",
+};
+
+const char *json_type_name(json_t *v) {
+        unsigned m = json_type_mask(v);
+
+        for (size_t i = 0; i < ELEMENTSOF(json_type_names); i++)
+                if (m == 1U << i)
+                        return json_type_names[i];
+        return "an unknown type";
+}
+
+int json_type_error(HutchError *reterr, unsigned expected, json_t *v) {
+        char buf[128] = "";
+        size_t n = 0;
+
+        for (size_t i = 0; i < ELEMENTSOF(json_type_names); i++)
+                if (expected & (1U << i)) {
+                        int k = snprintf(buf + n, sizeof(buf) - n, "%s%s", n > 0 ? " or " : "",
+                                         json_type_names[i]);
+                        if (k < 0 || (size_t)k >= sizeof(buf) - n)
+                                break;
+                        n += (size_t)k;
+                }
+        return hutch_error_set(reterr, EINVAL, "expected %s, got %s", buf, json_type_name(v));
+}
+
+static void error_prefix(HutchError *e, const char *token) {
+        char ptr[HUTCH_ERROR_POINTER_MAX];
+        size_t n;
+
+        json_member_pointer(ptr, sizeof(ptr), token, -1);
+        n = strlen(ptr);
+        (void)snprintf(ptr + n, sizeof(ptr) - n, "%s", e->pointer);
+        memcpy(e->pointer, ptr, sizeof(e->pointer));
+}
+
+void json_error_prefix(HutchError *e, const char *key) {
+        error_prefix(e, key);
+}
+
+void json_error_prefix_index(HutchError *e, size_t index) {
+        char buf[32];
+
+        (void)snprintf(buf, sizeof(buf), "%zu", index);
+        error_prefix(e, buf);
 }
 
 const char *json_fields_unknown(json_t *obj, const JsonFieldDef *fields, size_t n_fields) {

@@ -514,6 +514,7 @@ static int fs_decode(EnvdCall *call, const JsonFieldDef *fields, size_t n, FsMes
                 case JSON_FIELD_U64:
                 case JSON_FIELD_OBJECT:
                 case JSON_FIELD_ENV:
+                case JSON_FIELD_CUSTOM:
                         assert(!"an FsMessage field of another type");
                         r = -EINVAL;
                         break;

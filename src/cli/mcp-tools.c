@@ -2,7 +2,8 @@
 /* The tools of `hutch mcp` and the one sandbox they act on (mcp.h).
  *
  * Each tool's arguments are decoded by one table (name, JSON type,
- * required, the field it fills, its JSON Schema), which also makes the
+ * required, the field it fills, its JSON Schema) of the one field-table
+ * decoder (src/basic/json-fields.h), which also makes the
  * inputSchema that tools/list shows, so the two cannot disagree. A bad
  * argument is a result with isError, as MCP asks for input validation
  * errors (the model can read it and correct itself), and is found before
@@ -20,6 +21,7 @@
 #include "capture.h"
 #include "fd-util.h"
 #include "hutch-error.h"
+#include "json-fields.h"
 #include "log.h"
 #include "mcp-util.h"
 #include "mcp.h"
@@ -28,14 +30,11 @@
 
 /* ---- arguments ---- */
 
-typedef enum McpArgType {
-        MCP_ARG_STRING,
-        MCP_ARG_NUMBER,
-        MCP_ARG_STRING_MAP, /* an object whose values are strings */
-        MCP_ARG_BOOL,
-        _MCP_ARG_TYPE_MAX,
-        _MCP_ARG_TYPE_INVALID = -EINVAL,
-} McpArgType;
+/* An argument's JSON types, as ARG() below takes them. */
+#define MCP_ARG_STRING JSON_TYPE_STRING
+#define MCP_ARG_NUMBER (JSON_TYPE_INTEGER | JSON_TYPE_REAL)
+#define MCP_ARG_STRING_MAP JSON_TYPE_OBJECT /* an object whose values are strings */
+#define MCP_ARG_BOOL JSON_TYPE_BOOLEAN
 
 /* The decoded arguments: borrowed from the request, NULL when not given. */
 typedef struct McpArgs {
@@ -48,14 +47,10 @@ typedef struct McpArgs {
         json_t *user;                         /* exec's --user */
 } McpArgs;
 
-typedef struct McpArgSpec {
-        const char *name;
-        McpArgType type;
-        bool required;
-        bool nul_ok;        /* a string that may hold NUL bytes */
-        size_t offset;      /* of its json_t * in McpArgs */
-        const char *schema; /* the property's JSON Schema */
-} McpArgSpec;
+/* Each argument is a JSON_FIELD_CUSTOM field of the one field-table decoder
+ * (json-fields.h) that borrows its json_t * into McpArgs; its data is the
+ * property's JSON Schema. */
+typedef JsonFieldDef McpArgSpec;
 
 struct McpTool {
         const char *name;
@@ -69,8 +64,24 @@ struct McpTool {
         json_t *(*run)(McpServer *s, const McpArgs *a);
 };
 
+static int arg_borrow(const JsonFieldDef *f, json_t *v, void *dest, HutchError *reterr) {
+        *(json_t **)((char *)dest + f->offset) = v;
+        return 0;
+}
+
+/* Any argument but write_file's content: a string is without NUL bytes. */
+static int arg_plain(const JsonFieldDef *f, json_t *v, void *dest, HutchError *reterr) {
+        if (json_is_string(v) && !json_is_plain_string(v))
+                return hutch_error_set(reterr, EINVAL,
+                                       "argument '%s' must be a string without NUL bytes", f->name);
+        return arg_borrow(f, v, dest, reterr);
+}
+
 #define ARG(n, t, req, field, sch)                                                                 \
-        { .name = n, .type = t, .required = req, .offset = offsetof(McpArgs, field), .schema = sch }
+        {                                                                                          \
+                .name = n, .type = JSON_FIELD_CUSTOM, .offset = offsetof(McpArgs, field),          \
+                .mandatory = req, .parse = arg_plain, .json_types = t, .data = sch                 \
+        }
 
 static const McpArgSpec exec_args[] = {
         ARG("command", MCP_ARG_STRING, true, command,
@@ -146,11 +157,12 @@ static const McpArgSpec write_file_args[] = {
         ARG("path", MCP_ARG_STRING, true, path,
             PATH_SCHEMA("The file (created, or replaced atomically)")),
         {.name = "content",
-         .type = MCP_ARG_STRING,
-         .required = true,
-         .nul_ok = true,
+         .type = JSON_FIELD_CUSTOM,
          .offset = offsetof(McpArgs, content),
-         .schema = "{\"type\":\"string\",\"description\":\"The file's whole new content\"}"},
+         .mandatory = true,
+         .parse = arg_borrow, /* NUL bytes and all */
+         .json_types = MCP_ARG_STRING,
+         .data = "{\"type\":\"string\",\"description\":\"The file's whole new content\"}"},
         PARENTS_ARG("the path"),
 };
 
@@ -215,21 +227,14 @@ static const McpArgSpec unpublish_port_args[] = {
             PORT_INSIDE_SCHEMA("The published port, inside the sandbox")),
 };
 
-static const char *arg_type_to_string(McpArgType t) {
-        switch (t) {
-        case MCP_ARG_STRING:
-                return "a string";
-        case MCP_ARG_NUMBER:
+static const char *arg_type_to_string(unsigned types) {
+        if (types & JSON_TYPE_REAL)
                 return "a number";
-        case MCP_ARG_STRING_MAP:
+        if (types & JSON_TYPE_OBJECT)
                 return "an object of strings";
-        case MCP_ARG_BOOL:
+        if (types & JSON_TYPE_BOOLEAN)
                 return "a boolean";
-        case _MCP_ARG_TYPE_MAX:
-        case _MCP_ARG_TYPE_INVALID:
-                break;
-        }
-        return NULL;
+        return "a string";
 }
 
 /* ---- results ---- */
@@ -1570,10 +1575,10 @@ static json_t *input_schema(const McpTool *t) {
         json_t *props = json_object(), *req = json_array();
 
         for (size_t i = 0; props && req && i < t->n_args; i++) {
-                json_t *p = json_loads(t->args[i].schema, 0, NULL);
+                json_t *p = json_loads(t->args[i].data, 0, NULL);
 
                 if (!p || json_object_set_new(props, t->args[i].name, p) < 0 ||
-                    (t->args[i].required &&
+                    (t->args[i].mandatory &&
                      json_array_append_new(req, json_string(t->args[i].name)) < 0)) {
                         json_decref(props);
                         json_decref(req);
@@ -1610,59 +1615,36 @@ json_t *mcp_tools_list(const McpServer *s) {
         return arr;
 }
 
+/* The decoder's refusals in MCP's words ("argument", the names it takes). */
+static int args_refusal(JsonFieldsRefusal what, const char *key, const JsonFieldDef *f, json_t *v,
+                        const void *userdata, HutchError *reterr) {
+        const McpTool *t = userdata;
+        char names[256] = "";
+
+        switch (what) {
+        case JSON_FIELDS_UNKNOWN:
+                for (size_t i = 0; i < t->n_args; i++)
+                        (void)snprintf(names + strlen(names), sizeof(names) - strlen(names), "%s%s",
+                                       i ? ", " : "", t->args[i].name);
+                return hutch_error_set(reterr, EINVAL, "unknown argument '%s' (it takes %s)", key,
+                                       t->n_args ? names : "none");
+        case JSON_FIELDS_WRONG_TYPE:
+                return hutch_error_set(reterr, EINVAL, "argument '%s' must be %s", key,
+                                       arg_type_to_string(f->json_types));
+        case JSON_FIELDS_MISSING:
+                return hutch_error_set(reterr, EINVAL, "missing argument '%s'", key);
+        }
+        return 0;
+}
+
 /* Decodes @arguments by @t's table into @ret; an error result otherwise. */
 static json_t *args_decode(const McpTool *t, json_t *arguments, McpArgs *ret) {
+        const JsonFieldsOptions options = {.message = args_refusal, .userdata = t};
+        HutchError e = {};
         McpArgs a = {};
-        const char *key;
-        json_t *v;
 
-        json_object_foreach(arguments, key, v) {
-                const McpArgSpec *spec = NULL;
-                bool ok;
-
-                for (size_t i = 0; i < t->n_args && !spec; i++)
-                        if (strcmp(t->args[i].name, key) == 0)
-                                spec = &t->args[i];
-                if (!spec) {
-                        char names[256] = "";
-
-                        for (size_t i = 0; i < t->n_args; i++)
-                                (void)snprintf(names + strlen(names), sizeof(names) - strlen(names),
-                                               "%s%s", i ? ", " : "", t->args[i].name);
-                        return tool_error("%s: unknown argument '%s' (it takes %s)", t->name, key,
-                                          t->n_args ? names : "none");
-                }
-                switch (spec->type) {
-                case MCP_ARG_STRING:
-                        ok = spec->nul_ok ? json_is_string(v) : json_is_plain_string(v);
-                        break;
-                case MCP_ARG_NUMBER:
-                        ok = json_is_number(v);
-                        break;
-                case MCP_ARG_STRING_MAP:
-                        ok = json_is_object(v);
-                        break;
-                case MCP_ARG_BOOL:
-                        ok = json_is_boolean(v);
-                        break;
-                case _MCP_ARG_TYPE_MAX:
-                case _MCP_ARG_TYPE_INVALID:
-                default:
-                        ok = false;
-                        break;
-                }
-                if (!ok)
-                        return tool_error("%s: argument '%s' must be %s%s", t->name, key,
-                                          arg_type_to_string(spec->type),
-                                          spec->type == MCP_ARG_STRING && !spec->nul_ok &&
-                                                          json_is_string(v)
-                                                  ? " without NUL bytes"
-                                                  : "");
-                *(json_t **)((char *)&a + spec->offset) = v;
-        }
-        for (size_t i = 0; i < t->n_args; i++)
-                if (t->args[i].required && !*(json_t **)((char *)&a + t->args[i].offset))
-                        return tool_error("%s: missing argument '%s'", t->name, t->args[i].name);
+        if (json_fields_decode_with(arguments, t->args, t->n_args, &a, &options, &e) < 0)
+                return tool_error("%s: %s", t->name, e.msg);
         *ret = a;
         return NULL;
 }

@@ -109,4 +109,272 @@ TEST(unknown_by_name_only) {
         json_decref(o);
 }
 
+/* JSON_FIELD_CUSTOM: a parse per field, called in the document's order. */
+typedef struct Custom {
+        char order[8]; /* the fields parsed, by their first letter */
+        uint64_t size;
+        char **argv;
+        bool got_null;
+} Custom;
+
+static int parse_record(const JsonFieldDef *f, json_t *v, void *dest, HutchError *reterr) {
+        Custom *c = dest;
+        size_t n = strlen(c->order);
+
+        if (n + 1 < sizeof(c->order))
+                c->order[n] = f->name[0];
+        if (json_is_null(v))
+                c->got_null = true;
+        return 0;
+}
+
+/* "64k" or a number; anything else names the reason, and "deep" fails
+ * inside the value with an errno of its own. */
+static int parse_size_text(const JsonFieldDef *f, json_t *v, void *dest, HutchError *reterr) {
+        Custom *c = (Custom *)((char *)dest + f->offset);
+
+        if (json_is_integer(v)) {
+                c->size = (uint64_t)json_integer_value(v);
+                return 0;
+        }
+        if (strcmp(json_string_value(v), "64k") == 0) {
+                c->size = 65536;
+                return 0;
+        }
+        if (strcmp(json_string_value(v), "deep") == 0) {
+                (void)hutch_error_set_pointer(reterr, ERANGE, "/0/x", "too deep");
+                return -ERANGE;
+        }
+        if (strcmp(json_string_value(v), "quiet") == 0)
+                return -EPERM; /* no message: the decoder says strerror()'s */
+        if (strcmp(json_string_value(v), "oom") == 0)
+                return -ENOMEM;
+        return hutch_error_set(reterr, EINVAL, "invalid size '%s'", json_string_value(v));
+}
+
+static const JsonFieldDef custom_fields[] = {
+        {"argv", JSON_FIELD_STRV, offsetof(Custom, argv), false},
+        {"a/size", JSON_FIELD_CUSTOM, 0, false, parse_size_text,
+         JSON_TYPE_STRING | JSON_TYPE_INTEGER},
+        {"b", JSON_FIELD_CUSTOM, 0, true, parse_record, JSON_TYPE_BOOLEAN | JSON_TYPE_NULL},
+        {"c", JSON_FIELD_CUSTOM, 0, false, parse_record, JSON_TYPE_OBJECT},
+};
+
+static int decode_custom(const char *text, unsigned flags, Custom *c, HutchError *err) {
+        json_t *root = json_loads(text, 0, NULL);
+        int r;
+
+        assert_non_null(root);
+        r = json_fields_decode_with(root, custom_fields, ELEMENTSOF(custom_fields), c,
+                                    &(JsonFieldsOptions){.flags = flags}, err);
+        json_decref(root);
+        return r;
+}
+
+TEST(custom_parses_in_document_order) {
+        HutchError err = {};
+        Custom c = {};
+
+        ASSERT_OK(decode_custom("{\"c\":{},\"a/size\":\"64k\",\"b\":true,\"argv\":[\"x\"]}", 0, &c,
+                                &err));
+        ASSERT_STREQ(c.order, "cb");
+        ASSERT_EQ(c.size, 65536);
+        ASSERT_STREQ(c.argv[0], "x");
+        c.argv = strv_free(c.argv);
+        c = (Custom){};
+        ASSERT_OK(decode_custom("{\"b\":false,\"c\":{},\"a/size\":7}", 0, &c, &err));
+        ASSERT_STREQ(c.order, "bc");
+        ASSERT_EQ(c.size, 7);
+}
+
+TEST(custom_null_is_a_value) {
+        HutchError err = {};
+        Custom c = {};
+
+        /* "b" takes null: its parse sees it; "c" does not: a type error. */
+        ASSERT_OK(decode_custom("{\"b\":null}", 0, &c, &err));
+        ASSERT_TRUE(c.got_null);
+        ASSERT_ERROR(decode_custom("{\"b\":true,\"c\":null}", 0, &c, &err), EINVAL);
+        ASSERT_STREQ(err.msg, "expected an object, got null");
+        ASSERT_STREQ(err.pointer, "/c");
+}
+
+TEST(custom_wrong_type) {
+        HutchError err = {};
+        Custom c = {};
+
+        ASSERT_ERROR(decode_custom("{\"b\":true,\"a/size\":[1]}", 0, &c, &err), EINVAL);
+        ASSERT_STREQ(err.msg, "expected a string or an integer, got an array");
+        ASSERT_STREQ(err.pointer, "/a~1size");
+        ASSERT_FALSE(err.at_key);
+        ASSERT_ERROR(decode_custom("{\"b\":1.5}", 0, &c, &err), EINVAL);
+        ASSERT_STREQ(err.msg, "expected a boolean or null, got a real number");
+}
+
+TEST(custom_errors_keep_their_own_words) {
+        HutchError err = {};
+        Custom c = {};
+
+        ASSERT_ERROR(decode_custom("{\"b\":true,\"a/size\":\"lots\"}", 0, &c, &err), EINVAL);
+        ASSERT_STREQ(err.msg, "invalid size 'lots'");
+        ASSERT_STREQ(err.pointer, "/a~1size");
+        /* The parse's own errno, and its pointer behind the member's. */
+        ASSERT_ERROR(decode_custom("{\"b\":true,\"a/size\":\"deep\"}", 0, &c, &err), ERANGE);
+        ASSERT_STREQ(err.msg, "too deep");
+        ASSERT_STREQ(err.pointer, "/a~1size/0/x");
+        ASSERT_ERROR(decode_custom("{\"a/size\":\"quiet\"}", 0, &c, &err), EPERM);
+        ASSERT_STREQ(err.msg, strerror(EPERM));
+        ASSERT_ERROR(decode_custom("{\"a/size\":\"oom\"}", 0, &c, &err), ENOMEM);
+        ASSERT_STREQ(err.msg, "out of memory");
+        ASSERT_STREQ(err.pointer, "/a~1size");
+        /* NULL @reterr: the errno alone. */
+        ASSERT_ERROR(decode_custom("{\"a/size\":\"deep\"}", 0, &c, NULL), ERANGE);
+}
+
+TEST(custom_first_error_in_the_document_wins) {
+        HutchError err = {};
+        Custom c = {};
+
+        ASSERT_ERROR(decode_custom("{\"a/size\":\"lots\",\"zz\":1}", 0, &c, &err), EINVAL);
+        ASSERT_STREQ(err.msg, "invalid size 'lots'");
+        ASSERT_ERROR(decode_custom("{\"zz\":1,\"a/size\":\"lots\"}", 0, &c, &err), EINVAL);
+        ASSERT_STREQ(err.msg, "unknown field 'zz'");
+        ASSERT_STREQ(err.pointer, "/zz");
+        ASSERT_TRUE(err.at_key);
+        /* A member of a built-in type is not stored when a later custom one fails. */
+        ASSERT_ERROR(
+                decode_custom("{\"argv\":[\"x\"],\"b\":true,\"a/size\":\"lots\"}", 0, &c, &err),
+                EINVAL);
+        ASSERT_NULL(c.argv);
+}
+
+TEST(custom_missing_mandatory) {
+        HutchError err = {};
+        Custom c = {};
+
+        ASSERT_ERROR(decode_custom("{\"c\":{}}", 0, &c, &err), EINVAL);
+        ASSERT_STREQ(err.msg, "missing field 'b'");
+        ASSERT_STREQ(err.pointer, "/b");
+        ASSERT_ERROR(decode_custom("{\"c\":{}}", JSON_FIELDS_MISSING_AT_OBJECT, &c, &err), EINVAL);
+        ASSERT_STREQ(err.msg, "missing field 'b'");
+        ASSERT_STREQ(err.pointer, "");
+        /* Checked after every member: a bad member comes first. */
+        ASSERT_ERROR(decode_custom("{\"a/size\":\"lots\"}", 0, &c, &err), EINVAL);
+        ASSERT_STREQ(err.msg, "invalid size 'lots'");
+}
+
+TEST(error_prefix) {
+        HutchError e = {};
+        char key[400];
+
+        (void)hutch_error_set_pointer(&e, EINVAL, "/x", "bad");
+        json_error_prefix_index(&e, 12);
+        json_error_prefix(&e, "a~b");
+        ASSERT_STREQ(e.pointer, "/a~0b/12/x");
+        ASSERT_STREQ(e.msg, "bad");
+        /* Too long: cut, still terminated. */
+        memset(key, 'k', sizeof(key) - 1);
+        key[sizeof(key) - 1] = '\0';
+        json_error_prefix(&e, key);
+        ASSERT_EQ(strlen(e.pointer), HUTCH_ERROR_POINTER_MAX - 1);
+        ASSERT_TRUE(e.pointer[0] == '/' && e.pointer[1] == 'k');
+}
+
+TEST(type_names) {
+        static const struct {
+                const char *json;
+                unsigned mask;
+                const char *name;
+        } cases[] = {
+                {"{}", JSON_TYPE_OBJECT, "an object"},    {"[]", JSON_TYPE_ARRAY, "an array"},
+                {"\"s\"", JSON_TYPE_STRING, "a string"},  {"1", JSON_TYPE_INTEGER, "an integer"},
+                {"1.5", JSON_TYPE_REAL, "a real number"}, {"true", JSON_TYPE_BOOLEAN, "a boolean"},
+                {"null", JSON_TYPE_NULL, "null"},
+        };
+        HutchError e = {};
+
+        for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
+                json_t *v = json_loads(cases[i].json, JSON_DECODE_ANY, NULL);
+
+                ASSERT_NOT_NULL(v);
+                ASSERT_EQ(json_type_mask(v), cases[i].mask);
+                ASSERT_STREQ(json_type_name(v), cases[i].name);
+                json_decref(v);
+        }
+        ASSERT_ERROR(json_type_error(&e, JSON_TYPE_STRING | JSON_TYPE_OBJECT, json_null()), EINVAL);
+        ASSERT_STREQ(e.msg, "expected an object or a string, got null");
+        ASSERT_STREQ(e.pointer, "");
+}
+
+/* A caller's own words for the decoder's refusals (MCP's "argument"s). */
+static int argument_words(JsonFieldsRefusal what, const char *key, const JsonFieldDef *f, json_t *v,
+                          const void *userdata, HutchError *reterr) {
+        const char *tool = userdata;
+
+        switch (what) {
+        case JSON_FIELDS_UNKNOWN:
+                assert_null(f);
+                return hutch_error_set(reterr, EINVAL, "%s: unknown argument '%s'", tool, key);
+        case JSON_FIELDS_WRONG_TYPE:
+                if (f->type != JSON_FIELD_CUSTOM)
+                        return 0; /* not filled: the default words */
+                return hutch_error_set(reterr, EPROTO, "%s: argument '%s' is %s", tool, key,
+                                       json_type_name(v));
+        case JSON_FIELDS_MISSING:
+                assert_null(v);
+                return hutch_error_set(reterr, EINVAL, "%s: missing argument '%s'", tool, key);
+        }
+        return 0;
+}
+
+TEST(message_hook_words_the_refusals) {
+        const JsonFieldsOptions words = {.message = argument_words, .userdata = "exec"};
+        HutchError err = {};
+        Custom c = {};
+        json_t *root;
+
+        root = json_loads("{\"b\":true,\"zz\":1}", 0, NULL);
+        ASSERT_ERROR(json_fields_decode_with(root, custom_fields, ELEMENTSOF(custom_fields), &c,
+                                             &words, &err),
+                     EINVAL);
+        ASSERT_STREQ(err.msg, "exec: unknown argument 'zz'");
+        ASSERT_STREQ(err.pointer, "/zz");
+        ASSERT_TRUE(err.at_key);
+        json_decref(root);
+
+        root = json_loads("{\"b\":\"yes\"}", 0, NULL);
+        ASSERT_ERROR(json_fields_decode_with(root, custom_fields, ELEMENTSOF(custom_fields), &c,
+                                             &words, &err),
+                     EPROTO);
+        ASSERT_STREQ(err.msg, "exec: argument 'b' is a string");
+        ASSERT_STREQ(err.pointer, "/b");
+        ASSERT_FALSE(err.at_key);
+        json_decref(root);
+
+        root = json_loads("{}", 0, NULL);
+        ASSERT_ERROR(json_fields_decode_with(root, custom_fields, ELEMENTSOF(custom_fields), &c,
+                                             &words, &err),
+                     EINVAL);
+        ASSERT_STREQ(err.msg, "exec: missing argument 'b'");
+        ASSERT_STREQ(err.pointer, "/b");
+        json_decref(root);
+
+        /* A hook that leaves it: the decoder's words. */
+        root = json_loads("{\"b\":true,\"argv\":\"x\"}", 0, NULL);
+        ASSERT_ERROR(json_fields_decode_with(root, custom_fields, ELEMENTSOF(custom_fields), &c,
+                                             &words, &err),
+                     EINVAL);
+        ASSERT_STREQ(err.msg, "'argv' must be an array of strings (without NUL characters)");
+        ASSERT_STREQ(err.pointer, "/argv");
+        json_decref(root);
+
+        /* A parse's own error is not the hook's. */
+        root = json_loads("{\"b\":true,\"a/size\":\"lots\"}", 0, NULL);
+        ASSERT_ERROR(json_fields_decode_with(root, custom_fields, ELEMENTSOF(custom_fields), &c,
+                                             &words, &err),
+                     EINVAL);
+        ASSERT_STREQ(err.msg, "invalid size 'lots'");
+        json_decref(root);
+}
+
 DEFINE_TEST_MAIN

@@ -9,14 +9,16 @@
 #include <jansson.h>
 
 #include "fd-util.h"
+#include "json-fields.h"
 #include "parse-util.h"
 #include "policy/policy-internal.h"
 #include "policy/policy.h"
 #include "strv.h"
 
-/* The JSON policy document (docs/policy.md), decoded table by table: each
- * object has a static table of its fields, and json_dispatch_object() walks
- * the object's members in document order, refusing unknown ones. Errors
+/* The JSON policy document (docs/policy.md), decoded table by table with
+ * the one field-table decoder (src/basic/json-fields.h): each object has a
+ * static table of its fields, each field a parse function that applies it
+ * to the Policy in the document's order, refusing unknown members. Errors
  * carry the JSON pointer of the offending member; since jansson keeps no
  * positions, json_locate() finds its line in the text afterwards. */
 
@@ -24,44 +26,21 @@
  * ever sees text jansson accepted, this bounds its recursion regardless. */
 #define JSON_LOCATE_MAX_DEPTH 4096
 
-typedef enum JsonTypeMask {
-        JT_OBJECT = 1 << 0,
-        JT_ARRAY = 1 << 1,
-        JT_STRING = 1 << 2,
-        JT_INTEGER = 1 << 3,
-        JT_REAL = 1 << 4,
-        JT_BOOLEAN = 1 << 5,
-        JT_NULL = 1 << 6,
-} JsonTypeMask;
-
-typedef enum JsonFieldFlags {
-        JSON_MANDATORY = 1 << 0,
-} JsonFieldFlags;
-
-typedef struct JsonCtx {
-        char *pointer; /* the member being decoded, as a JSON pointer */
-        size_t pointer_len;
-        size_t pointer_alloc;
-        bool failed;       /* the first error is kept, later ones dropped */
-        bool err_at_key;   /* the error is about the key, not the value */
-        char *err_pointer; /* where the first error happened */
-        HutchError err;    /* its message, without the pointer */
-} JsonCtx;
-
-typedef struct JsonField JsonField;
-
-/* Decodes @v (already checked against @f->types) into @userdata. */
-typedef int (*JsonDispatch)(JsonCtx *c, const JsonField *f, json_t *v, void *userdata);
 typedef int (*PolicyStringSetter)(Policy *p, const char *s, HutchError *reterr);
+typedef int (*PolicyListAdder)(Policy *p, const char *value, const char *ctx, HutchError *reterr);
 
-struct JsonField {
-        const char *name;
-        unsigned types; /* JsonTypeMask of the accepted JSON types */
-        JsonDispatch dispatch;
-        size_t offset;             /* of the destination in @userdata (generic dispatchers) */
-        PolicyStringSetter setter; /* for json_dispatch_setter() */
-        unsigned flags;            /* JsonFieldFlags */
-};
+/* JsonFieldDef.data of a field applied by a setter or a list adder. */
+typedef struct PolicySetterRef {
+        PolicyStringSetter set;
+} PolicySetterRef;
+
+typedef struct PolicyAdderRef {
+        PolicyListAdder add;
+} PolicyAdderRef;
+
+/* A field of type JSON_FIELD_CUSTOM. */
+#define CUSTOM(name, types, parse, offset, mandatory, data)                                        \
+        { name, JSON_FIELD_CUSTOM, offset, mandatory, parse, types, data }
 
 /* The decoded members of the nested objects, borrowed from the json_t. */
 typedef struct JsonWorkspace {
@@ -80,275 +59,85 @@ typedef struct JsonTmpfs {
         uint64_t size;
 } JsonTmpfs;
 
-static void json_ctx_done(JsonCtx *c) {
-        free(c->pointer);
-        free(c->err_pointer);
-}
+/* A missing member points at the object that lacks it. */
+static const JsonFieldsOptions policy_decode_options = {.flags = JSON_FIELDS_MISSING_AT_OBJECT};
 
-/* Appends one reference token to the pointer, escaped as RFC 6901 says
- * ('~' as "~0", '/' as "~1"). Returns the previous length for
- * json_ctx_pop(), or -ENOMEM. */
-static int json_ctx_push(JsonCtx *c, const char *token) {
-        size_t need = c->pointer_len + 2 + 2 * strlen(token);
-        size_t saved = c->pointer_len;
-
-        if (need > c->pointer_alloc) {
-                size_t alloc = MAX(need, 2 * c->pointer_alloc);
-                char *n = realloc(c->pointer, alloc);
-
-                if (!n)
-                        return -ENOMEM;
-                c->pointer = n;
-                c->pointer_alloc = alloc;
-        }
-        c->pointer[c->pointer_len++] = '/';
-        for (const char *t = token; *t; t++) {
-                if (*t == '~' || *t == '/') {
-                        c->pointer[c->pointer_len++] = '~';
-                        c->pointer[c->pointer_len++] = *t == '~' ? '0' : '1';
-                } else
-                        c->pointer[c->pointer_len++] = *t;
-        }
-        c->pointer[c->pointer_len] = '\0';
-        return (int)MIN(saved, (size_t)INT32_MAX);
-}
-
-static int json_ctx_push_index(JsonCtx *c, size_t i) {
-        char buf[32];
-
-        (void)snprintf(buf, sizeof(buf), "%zu", i);
-        return json_ctx_push(c, buf);
-}
-
-static void json_ctx_pop(JsonCtx *c, int saved) {
-        c->pointer_len = (size_t)saved;
-        if (c->pointer)
-                c->pointer[c->pointer_len] = '\0';
-}
-
-static int json_ctx_vfail(JsonCtx *c, int errnum, bool at_key, const char *fmt, va_list ap)
-        _printf_(4, 0);
-static int json_ctx_vfail(JsonCtx *c, int errnum, bool at_key, const char *fmt, va_list ap) {
-        if (c->failed)
-                return -errnum;
-        c->failed = true;
-        c->err_at_key = at_key;
-        c->err = (HutchError){.errnum = errnum};
-        (void)vsnprintf(c->err.msg, sizeof(c->err.msg), fmt, ap);
-        c->err_pointer = strdup(c->pointer_len > 0 ? c->pointer : "");
-        return -errnum;
-}
-
-static int json_ctx_fail(JsonCtx *c, int errnum, const char *fmt, ...) _printf_(3, 4);
-static int json_ctx_fail(JsonCtx *c, int errnum, const char *fmt, ...) {
-        va_list ap;
-        int r;
-
-        va_start(ap, fmt);
-        r = json_ctx_vfail(c, errnum, false, fmt, ap);
-        va_end(ap);
-        return r;
-}
-
-static int json_ctx_fail_key(JsonCtx *c, int errnum, const char *fmt, ...) _printf_(3, 4);
-static int json_ctx_fail_key(JsonCtx *c, int errnum, const char *fmt, ...) {
-        va_list ap;
-        int r;
-
-        va_start(ap, fmt);
-        r = json_ctx_vfail(c, errnum, true, fmt, ap);
-        va_end(ap);
-        return r;
-}
-
-/* Records the error @r that a policy function described in @e, at the
- * current pointer. */
-static int json_ctx_fail_from(JsonCtx *c, int r, const HutchError *e) {
+/* Passes on the error @r that a policy function described in @e, without
+ * its pointer (the decoder knows where it is). */
+static int fail_from(HutchError *reterr, int r, const HutchError *e) {
         if (e->errnum != 0 && e->msg[0] != '\0')
-                return json_ctx_fail(c, e->errnum, "%s", e->msg);
-        return json_ctx_fail(c, -r, "%s", strerror(-r));
+                return hutch_error_set(reterr, e->errnum, "%s", e->msg);
+        return hutch_error_set(reterr, -r, "%s", strerror(-r));
 }
 
-static int json_ctx_fail_key_from(JsonCtx *c, int r, const HutchError *e) {
-        if (e->errnum != 0 && e->msg[0] != '\0')
-                return json_ctx_fail_key(c, e->errnum, "%s", e->msg);
-        return json_ctx_fail_key(c, -r, "%s", strerror(-r));
+/* Decodes the nested object @v (of any JSON type: anything else is refused)
+ * by @fields, a missing member pointing at the object. */
+static int decode_object(json_t *v, const JsonFieldDef *fields, size_t n_fields, void *dest,
+                         HutchError *reterr) {
+        if (!json_is_object(v))
+                return json_type_error(reterr, JSON_TYPE_OBJECT, v);
+        return json_fields_decode_with(v, fields, n_fields, dest, &policy_decode_options, reterr);
 }
 
-static const char *json_type_name(const json_t *v) {
-        switch (json_typeof(v)) {
-        case JSON_OBJECT:
-                return "an object";
-        case JSON_ARRAY:
-                return "an array";
-        case JSON_STRING:
-                return "a string";
-        case JSON_INTEGER:
-                return "an integer";
-        case JSON_REAL:
-                return "a real number";
-        case JSON_TRUE:
-        case JSON_FALSE:
-                return "a boolean";
-        case JSON_NULL:
-                return "null";
-        }
-        return "an unknown type";
-}
-
-static unsigned json_type_mask(const json_t *v) {
-        switch (json_typeof(v)) {
-        case JSON_OBJECT:
-                return JT_OBJECT;
-        case JSON_ARRAY:
-                return JT_ARRAY;
-        case JSON_STRING:
-                return JT_STRING;
-        case JSON_INTEGER:
-                return JT_INTEGER;
-        case JSON_REAL:
-                return JT_REAL;
-        case JSON_TRUE:
-        case JSON_FALSE:
-                return JT_BOOLEAN;
-        case JSON_NULL:
-                return JT_NULL;
-        }
+static int parse_bool(const JsonFieldDef *f, json_t *v, void *dest, HutchError *reterr) {
+        *(bool *)((char *)dest + f->offset) = json_is_true(v);
         return 0;
 }
 
-/* "expected a string or an object, got an array" */
-static int json_ctx_fail_type(JsonCtx *c, unsigned expected, const json_t *v) {
-        static const struct {
-                unsigned mask;
-                const char *name;
-        } names[] = {
-                {JT_OBJECT, "an object"},   {JT_ARRAY, "an array"},     {JT_STRING, "a string"},
-                {JT_INTEGER, "an integer"}, {JT_REAL, "a real number"}, {JT_BOOLEAN, "a boolean"},
-                {JT_NULL, "null"},
-        };
-        char buf[128] = "";
-        size_t n = 0;
-
-        for (size_t i = 0; i < ELEMENTSOF(names); i++)
-                if (expected & names[i].mask) {
-                        int k = snprintf(buf + n, sizeof(buf) - n, "%s%s", n > 0 ? " or " : "",
-                                         names[i].name);
-                        if (k < 0 || (size_t)k >= sizeof(buf) - n)
-                                break;
-                        n += (size_t)k;
-                }
-        return json_ctx_fail(c, EINVAL, "expected %s, got %s", buf, json_type_name(v));
-}
-
-/* Decodes the members of @obj with @table (at most 32 fields), in document
- * order: an unknown member, a member of a wrong type or a missing mandatory
- * member is -EINVAL. */
-static int json_dispatch_object(JsonCtx *c, json_t *obj, const JsonField *table, size_t n_table,
-                                void *userdata) {
-        uint32_t seen = 0;
-        const char *key;
-        json_t *v;
-        int r;
-
-        assert(n_table <= 32);
-        if (!json_is_object(obj))
-                return json_ctx_fail_type(c, JT_OBJECT, obj);
-
-        json_object_foreach(obj, key, v) {
-                const JsonField *f = NULL;
-                int saved;
-
-                for (size_t i = 0; i < n_table; i++)
-                        if (strcmp(table[i].name, key) == 0) {
-                                f = table + i;
-                                seen |= UINT32_C(1) << i;
-                                break;
-                        }
-                saved = json_ctx_push(c, key);
-                if (saved < 0)
-                        return saved;
-                if (!f)
-                        return json_ctx_fail_key(c, EINVAL, "unknown field '%s'", key);
-                if (!(json_type_mask(v) & f->types))
-                        return json_ctx_fail_type(c, f->types, v);
-                r = f->dispatch(c, f, v, userdata);
-                if (r < 0)
-                        return r;
-                json_ctx_pop(c, saved);
-        }
-
-        for (size_t i = 0; i < n_table; i++)
-                if ((table[i].flags & JSON_MANDATORY) && !(seen & (UINT32_C(1) << i)))
-                        return json_ctx_fail(c, EINVAL, "missing field '%s'", table[i].name);
+static int parse_borrow(const JsonFieldDef *f, json_t *v, void *dest, HutchError *reterr) {
+        *(json_t **)((char *)dest + f->offset) = v;
         return 0;
 }
 
-static int json_dispatch_bool(JsonCtx *c, const JsonField *f, json_t *v, void *userdata) {
-        *(bool *)((char *)userdata + f->offset) = json_is_true(v);
-        return 0;
-}
-
-static int json_dispatch_nonempty_string(JsonCtx *c, const JsonField *f, json_t *v,
-                                         void *userdata) {
+static int parse_nonempty_string(const JsonFieldDef *f, json_t *v, void *dest, HutchError *reterr) {
         const char *s = json_string_value(v);
 
         if (s[0] == '\0')
-                return json_ctx_fail(c, EINVAL, "%s must not be empty", f->name);
-        *(const char **)((char *)userdata + f->offset) = s;
+                return hutch_error_set(reterr, EINVAL, "%s must not be empty", f->name);
+        *(const char **)((char *)dest + f->offset) = s;
         return 0;
 }
 
-static int json_dispatch_setter(JsonCtx *c, const JsonField *f, json_t *v, void *userdata) {
+static int parse_setter(const JsonFieldDef *f, json_t *v, void *dest, HutchError *reterr) {
+        const PolicySetterRef *ref = f->data;
         HutchError e = {};
         int r;
 
-        r = f->setter(userdata, json_string_value(v), &e);
+        r = ref->set(dest, json_string_value(v), &e);
         if (r < 0)
-                return json_ctx_fail_from(c, r, &e);
+                return fail_from(reterr, r, &e);
         return 0;
 }
 
-static int json_dispatch_workspace_mode(JsonCtx *c, const JsonField *f, json_t *v, void *userdata) {
+static int parse_workspace_mode(const JsonFieldDef *f, json_t *v, void *dest, HutchError *reterr) {
         const char *s = json_string_value(v);
         WorkspaceMode m;
 
         m = workspace_mode_from_string(s);
         if (m < 0)
-                return json_ctx_fail(c, EINVAL,
-                                     "unknown workspace mode '%s' (expected 'mount', 'copy' or "
-                                     "'overlay')",
-                                     s);
-        *(WorkspaceMode *)((char *)userdata + f->offset) = m;
+                return hutch_error_set(reterr, EINVAL,
+                                       "unknown workspace mode '%s' (expected 'mount', 'copy' or "
+                                       "'overlay')",
+                                       s);
+        *(WorkspaceMode *)((char *)dest + f->offset) = m;
         return 0;
 }
 
-static int json_dispatch_bind_target(JsonCtx *c, const JsonField *f, json_t *v, void *userdata) {
+/* A bind target (data NULL) or a tmpfs path (data non-NULL). */
+static int parse_target(const JsonFieldDef *f, json_t *v, void *dest, HutchError *reterr) {
         const char *s = json_string_value(v);
         HutchError e = {};
         int r;
 
-        r = policy_check_target(s, false, NULL, &e);
+        r = policy_check_target(s, f->data != NULL, NULL, &e);
         if (r < 0)
-                return json_ctx_fail_from(c, r, &e);
-        *(const char **)((char *)userdata + f->offset) = s;
-        return 0;
-}
-
-static int json_dispatch_tmpfs_path(JsonCtx *c, const JsonField *f, json_t *v, void *userdata) {
-        const char *s = json_string_value(v);
-        HutchError e = {};
-        int r;
-
-        r = policy_check_target(s, true, NULL, &e);
-        if (r < 0)
-                return json_ctx_fail_from(c, r, &e);
-        *(const char **)((char *)userdata + f->offset) = s;
+                return fail_from(reterr, r, &e);
+        *(const char **)((char *)dest + f->offset) = s;
         return 0;
 }
 
 /* A size is a string as parse_size() takes it ("64m") or a byte count. */
-static int json_dispatch_size(JsonCtx *c, const JsonField *f, json_t *v, void *userdata) {
+static int parse_size_field(const JsonFieldDef *f, json_t *v, void *dest, HutchError *reterr) {
         HutchError e = {};
         char text[32];
         uint64_t size;
@@ -359,43 +148,47 @@ static int json_dispatch_size(JsonCtx *c, const JsonField *f, json_t *v, void *u
 
                 (void)snprintf(text, sizeof(text), "%" JSON_INTEGER_FORMAT, i);
                 if (i < 0)
-                        return json_ctx_fail(c, EINVAL, "invalid size %s", text);
+                        return hutch_error_set(reterr, EINVAL, "invalid size %s", text);
                 size = (uint64_t)i;
         } else {
                 r = parse_size(json_string_value(v), &size);
                 if (r < 0)
-                        return json_ctx_fail(c, EINVAL, "invalid size '%s'", json_string_value(v));
+                        return hutch_error_set(reterr, EINVAL, "invalid size '%s'",
+                                               json_string_value(v));
                 (void)snprintf(text, sizeof(text), "%s", json_string_value(v));
         }
         r = policy_check_tmpfs_size(size, text, NULL, &e);
         if (r < 0)
-                return json_ctx_fail_from(c, r, &e);
-        *(uint64_t *)((char *)userdata + f->offset) = size;
+                return fail_from(reterr, r, &e);
+        *(uint64_t *)((char *)dest + f->offset) = size;
         return 0;
 }
 
-static const JsonField workspace_table[] = {
-        {"path", JT_STRING, json_dispatch_nonempty_string, offsetof(JsonWorkspace, path), NULL,
-         JSON_MANDATORY},
-        {"mode", JT_STRING, json_dispatch_workspace_mode, offsetof(JsonWorkspace, mode), NULL, 0},
+static const JsonFieldDef workspace_fields[] = {
+        CUSTOM("path", JSON_TYPE_STRING, parse_nonempty_string, offsetof(JsonWorkspace, path), true,
+               NULL),
+        CUSTOM("mode", JSON_TYPE_STRING, parse_workspace_mode, offsetof(JsonWorkspace, mode), false,
+               NULL),
 };
 
-static const JsonField bind_table[] = {
-        {"source", JT_STRING, json_dispatch_nonempty_string, offsetof(JsonBind, source), NULL,
-         JSON_MANDATORY},
-        {"target", JT_STRING, json_dispatch_bind_target, offsetof(JsonBind, target), NULL,
-         JSON_MANDATORY},
-        {"read_only", JT_BOOLEAN, json_dispatch_bool, offsetof(JsonBind, read_only), NULL, 0},
+static const JsonFieldDef bind_fields[] = {
+        CUSTOM("source", JSON_TYPE_STRING, parse_nonempty_string, offsetof(JsonBind, source), true,
+               NULL),
+        CUSTOM("target", JSON_TYPE_STRING, parse_target, offsetof(JsonBind, target), true, NULL),
+        CUSTOM("read_only", JSON_TYPE_BOOLEAN, parse_bool, offsetof(JsonBind, read_only), false,
+               NULL),
 };
 
-static const JsonField tmpfs_table[] = {
-        {"path", JT_STRING, json_dispatch_tmpfs_path, offsetof(JsonTmpfs, path), NULL,
-         JSON_MANDATORY},
-        {"size", JT_STRING | JT_INTEGER, json_dispatch_size, offsetof(JsonTmpfs, size), NULL, 0},
+static const bool is_tmpfs = true;
+
+static const JsonFieldDef tmpfs_fields[] = {
+        CUSTOM("path", JSON_TYPE_STRING, parse_target, offsetof(JsonTmpfs, path), true, &is_tmpfs),
+        CUSTOM("size", JSON_TYPE_STRING | JSON_TYPE_INTEGER, parse_size_field,
+               offsetof(JsonTmpfs, size), false, NULL),
 };
 
-static int json_dispatch_workspace(JsonCtx *c, const JsonField *f, json_t *v, void *userdata) {
-        Policy *p = userdata;
+static int parse_workspace(const JsonFieldDef *f, json_t *v, void *dest, HutchError *reterr) {
+        Policy *p = dest;
         JsonWorkspace w = {.mode = p->workspace_mode};
         HutchError e = {};
         int r;
@@ -403,20 +196,19 @@ static int json_dispatch_workspace(JsonCtx *c, const JsonField *f, json_t *v, vo
         if (json_is_string(v)) {
                 r = policy_set_workspace_spec_ctx(p, json_string_value(v), NULL, &e);
                 if (r < 0)
-                        return json_ctx_fail_from(c, r, &e);
+                        return fail_from(reterr, r, &e);
                 return 0;
         }
-        r = json_dispatch_object(c, v, workspace_table, ELEMENTSOF(workspace_table), &w);
+        r = decode_object(v, workspace_fields, ELEMENTSOF(workspace_fields), &w, reterr);
         if (r < 0)
                 return r;
         r = policy_set_workspace_path(p, w.path, w.mode, NULL, &e);
         if (r < 0)
-                return json_ctx_fail_from(c, r, &e);
+                return fail_from(reterr, r, &e);
         return 0;
 }
 
-static int json_dispatch_binds(JsonCtx *c, const JsonField *f, json_t *v, void *userdata) {
-        Policy *p = userdata;
+static int parse_binds(const JsonFieldDef *f, json_t *v, void *dest, HutchError *reterr) {
         json_t *item;
         size_t i;
         int r;
@@ -424,24 +216,22 @@ static int json_dispatch_binds(JsonCtx *c, const JsonField *f, json_t *v, void *
         json_array_foreach(v, i, item) {
                 JsonBind b = {};
                 HutchError e = {};
-                int saved;
 
-                saved = json_ctx_push_index(c, i);
-                if (saved < 0)
-                        return saved;
-                r = json_dispatch_object(c, item, bind_table, ELEMENTSOF(bind_table), &b);
-                if (r < 0)
+                r = decode_object(item, bind_fields, ELEMENTSOF(bind_fields), &b, reterr);
+                if (r >= 0) {
+                        r = policy_add_bind(dest, b.source, b.target, b.read_only, NULL, &e);
+                        if (r < 0)
+                                r = fail_from(reterr, r, &e);
+                }
+                if (r < 0) {
+                        json_error_prefix_index(reterr, i);
                         return r;
-                r = policy_add_bind(p, b.source, b.target, b.read_only, NULL, &e);
-                if (r < 0)
-                        return json_ctx_fail_from(c, r, &e);
-                json_ctx_pop(c, saved);
+                }
         }
         return 0;
 }
 
-static int json_dispatch_tmpfs(JsonCtx *c, const JsonField *f, json_t *v, void *userdata) {
-        Policy *p = userdata;
+static int parse_tmpfs(const JsonFieldDef *f, json_t *v, void *dest, HutchError *reterr) {
         json_t *item;
         size_t i;
         int r;
@@ -449,43 +239,44 @@ static int json_dispatch_tmpfs(JsonCtx *c, const JsonField *f, json_t *v, void *
         json_array_foreach(v, i, item) {
                 JsonTmpfs t = {.size = POLICY_DEFAULT_TMP_SIZE};
                 HutchError e = {};
-                int saved;
 
-                saved = json_ctx_push_index(c, i);
-                if (saved < 0)
-                        return saved;
-                r = json_dispatch_object(c, item, tmpfs_table, ELEMENTSOF(tmpfs_table), &t);
-                if (r < 0)
+                r = decode_object(item, tmpfs_fields, ELEMENTSOF(tmpfs_fields), &t, reterr);
+                if (r >= 0) {
+                        r = policy_add_tmpfs(dest, t.path, t.size, NULL, &e);
+                        if (r < 0)
+                                r = fail_from(reterr, r, &e);
+                }
+                if (r < 0) {
+                        json_error_prefix_index(reterr, i);
                         return r;
-                r = policy_add_tmpfs(p, t.path, t.size, NULL, &e);
-                if (r < 0)
-                        return json_ctx_fail_from(c, r, &e);
-                json_ctx_pop(c, saved);
+                }
         }
         return 0;
 }
 
-static int json_dispatch_env(JsonCtx *c, const JsonField *f, json_t *v, void *userdata) {
-        Policy *p = userdata;
+static int parse_env(const JsonFieldDef *f, json_t *v, void *dest, HutchError *reterr) {
         const char *key;
         json_t *value;
         int r;
 
         json_object_foreach(v, key, value) {
                 HutchError e = {};
-                int saved;
 
-                saved = json_ctx_push(c, key);
-                if (saved < 0)
-                        return saved;
                 if (!json_is_string(value))
-                        return json_ctx_fail_type(c, JT_STRING, value);
-                r = policy_add_env(p, key, json_string_value(value), NULL, &e);
-                if (r == -EINVAL) /* the name is wrong: point at the key */
-                        return json_ctx_fail_key_from(c, r, &e);
-                if (r < 0)
-                        return json_ctx_fail_from(c, r, &e);
-                json_ctx_pop(c, saved);
+                        r = json_type_error(reterr, JSON_TYPE_STRING, value);
+                else {
+                        r = policy_add_env(dest, key, json_string_value(value), NULL, &e);
+                        if (r < 0) {
+                                bool at_key = r == -EINVAL; /* the name is wrong */
+
+                                r = fail_from(reterr, r, &e);
+                                reterr->at_key = at_key;
+                        }
+                }
+                if (r < 0) {
+                        json_error_prefix(reterr, key);
+                        return r;
+                }
         }
         return 0;
 }
@@ -493,109 +284,85 @@ static int json_dispatch_env(JsonCtx *c, const JsonField *f, json_t *v, void *us
 /* A limit is given as a string the way the flag takes it ("512m", "1.5",
  * "30s") or as a number: bytes for sizes, a count for pids, CPUs for cpus
  * (a timeout needs its unit, so only 0 is accepted as a number). */
-static int json_dispatch_limit(JsonCtx *c, const JsonField *f, json_t *v, void *userdata) {
+static int parse_limit(const JsonFieldDef *f, json_t *v, void *dest, HutchError *reterr) {
         PolicyLimit which = policy_limit_from_string(f->name);
         HutchError e = {};
         char text[64];
         int r;
 
         if (json_is_string(v)) {
-                r = policy_set_limit(userdata, which, json_string_value(v), NULL, &e);
+                r = policy_set_limit(dest, which, json_string_value(v), NULL, &e);
                 if (r < 0)
-                        return json_ctx_fail_from(c, r, &e);
+                        return fail_from(reterr, r, &e);
                 return 0;
         }
         if (json_is_integer(v)) {
                 json_int_t i = json_integer_value(v);
 
                 if (i < 0)
-                        return json_ctx_fail(c, EINVAL, "%s must not be negative", f->name);
+                        return hutch_error_set(reterr, EINVAL, "%s must not be negative", f->name);
                 if (which == POLICY_LIMIT_TIMEOUT && i != 0)
-                        return json_ctx_fail(c, EINVAL,
-                                             "timeout needs a unit: write it as a string like "
-                                             "\"30s\" (0 alone means none)");
+                        return hutch_error_set(reterr, EINVAL,
+                                               "timeout needs a unit: write it as a string like "
+                                               "\"30s\" (0 alone means none)");
                 (void)snprintf(text, sizeof(text), "%" JSON_INTEGER_FORMAT, i);
         } else {
                 double d = json_real_value(v);
 
                 if (!(d > 0 && d <= POLICY_MAX_CPU_MILLIS / 1000))
-                        return json_ctx_fail(c, EINVAL, "%s must be in (0, 1024]", f->name);
+                        return hutch_error_set(reterr, EINVAL, "%s must be in (0, 1024]", f->name);
                 (void)snprintf(text, sizeof(text), "%.3f", d);
         }
-        r = policy_set_limit(userdata, which, text, NULL, &e);
+        r = policy_set_limit(dest, which, text, NULL, &e);
         if (r < 0)
-                return json_ctx_fail_from(c, r, &e);
+                return fail_from(reterr, r, &e);
         return 0;
 }
 
-static const JsonField limits_table[] = {
-        {"memory", JT_STRING | JT_INTEGER, json_dispatch_limit, 0, NULL, 0},
-        {"memory_swap", JT_STRING | JT_INTEGER, json_dispatch_limit, 0, NULL, 0},
-        {"cpus", JT_STRING | JT_INTEGER | JT_REAL, json_dispatch_limit, 0, NULL, 0},
-        {"pids", JT_STRING | JT_INTEGER, json_dispatch_limit, 0, NULL, 0},
-        {"timeout", JT_STRING | JT_INTEGER, json_dispatch_limit, 0, NULL, 0},
-        {"disk", JT_STRING | JT_INTEGER, json_dispatch_limit, 0, NULL, 0},
-        {"output_limit", JT_STRING | JT_INTEGER, json_dispatch_limit, 0, NULL, 0},
+#define LIMIT(name, types) CUSTOM(name, types, parse_limit, 0, false, NULL)
+
+static const JsonFieldDef limits_fields[] = {
+        LIMIT("memory", JSON_TYPE_STRING | JSON_TYPE_INTEGER),
+        LIMIT("memory_swap", JSON_TYPE_STRING | JSON_TYPE_INTEGER),
+        LIMIT("cpus", JSON_TYPE_STRING | JSON_TYPE_INTEGER | JSON_TYPE_REAL),
+        LIMIT("pids", JSON_TYPE_STRING | JSON_TYPE_INTEGER),
+        LIMIT("timeout", JSON_TYPE_STRING | JSON_TYPE_INTEGER),
+        LIMIT("disk", JSON_TYPE_STRING | JSON_TYPE_INTEGER),
+        LIMIT("output_limit", JSON_TYPE_STRING | JSON_TYPE_INTEGER),
 };
 
-static int json_dispatch_limits(JsonCtx *c, const JsonField *f, json_t *v, void *userdata) {
-        return json_dispatch_object(c, v, limits_table, ELEMENTSOF(limits_table), userdata);
+static int parse_limits(const JsonFieldDef *f, json_t *v, void *dest, HutchError *reterr) {
+        return json_fields_decode_with(v, limits_fields, ELEMENTSOF(limits_fields), dest,
+                                       &policy_decode_options, reterr);
 }
 
-typedef int (*PolicyListAdder)(Policy *p, const char *value, const char *ctx, HutchError *reterr);
-
-static int json_dispatch_string_list(JsonCtx *c, json_t *v, Policy *p, PolicyListAdder add) {
+/* An array of strings, each applied by the field's adder. */
+static int parse_string_list(const JsonFieldDef *f, json_t *v, void *dest, HutchError *reterr) {
+        const PolicyAdderRef *ref = f->data;
         json_t *item;
         size_t i;
         int r;
 
         json_array_foreach(v, i, item) {
                 HutchError e = {};
-                int saved;
 
-                saved = json_ctx_push_index(c, i);
-                if (saved < 0)
-                        return saved;
                 if (!json_is_string(item))
-                        return json_ctx_fail_type(c, JT_STRING, item);
-                r = add(p, json_string_value(item), NULL, &e);
-                if (r < 0)
-                        return json_ctx_fail_from(c, r, &e);
-                json_ctx_pop(c, saved);
+                        r = json_type_error(reterr, JSON_TYPE_STRING, item);
+                else {
+                        r = ref->add(dest, json_string_value(item), NULL, &e);
+                        if (r < 0)
+                                r = fail_from(reterr, r, &e);
+                }
+                if (r < 0) {
+                        json_error_prefix_index(reterr, i);
+                        return r;
+                }
         }
         return 0;
 }
 
 static int add_env_pass(Policy *p, const char *name, const char *ctx, HutchError *reterr) {
         return policy_add_env(p, name, NULL, ctx, reterr);
-}
-
-static int json_dispatch_env_pass(JsonCtx *c, const JsonField *f, json_t *v, void *userdata) {
-        return json_dispatch_string_list(c, v, userdata, add_env_pass);
-}
-
-static int json_dispatch_allow_hosts(JsonCtx *c, const JsonField *f, json_t *v, void *userdata) {
-        return json_dispatch_string_list(c, v, userdata, policy_add_allow_host);
-}
-
-static int json_dispatch_deny_hosts(JsonCtx *c, const JsonField *f, json_t *v, void *userdata) {
-        return json_dispatch_string_list(c, v, userdata, policy_add_deny_host);
-}
-
-static int json_dispatch_allow_private(JsonCtx *c, const JsonField *f, json_t *v, void *userdata) {
-        return json_dispatch_string_list(c, v, userdata, policy_add_allow_private);
-}
-
-static int json_dispatch_resolve(JsonCtx *c, const JsonField *f, json_t *v, void *userdata) {
-        return json_dispatch_string_list(c, v, userdata, policy_add_resolve);
-}
-
-static int json_dispatch_upstream_ca(JsonCtx *c, const JsonField *f, json_t *v, void *userdata) {
-        return json_dispatch_string_list(c, v, userdata, policy_add_upstream_ca);
-}
-
-static int json_dispatch_ports(JsonCtx *c, const JsonField *f, json_t *v, void *userdata) {
-        return json_dispatch_string_list(c, v, userdata, policy_add_port);
 }
 
 /* A member of "secrets", borrowed from the json_t. */
@@ -609,48 +376,41 @@ typedef struct JsonSecret {
         json_t *methods;
 } JsonSecret;
 
-static int json_dispatch_borrow(JsonCtx *c, const JsonField *f, json_t *v, void *userdata) {
-        *(json_t **)((char *)userdata + f->offset) = v;
-        return 0;
-}
-
-static const JsonField secret_table[] = {
-        {"name", JT_STRING, json_dispatch_nonempty_string, offsetof(JsonSecret, name), NULL,
-         JSON_MANDATORY},
-        {"source", JT_STRING, json_dispatch_nonempty_string, offsetof(JsonSecret, source), NULL, 0},
-        {"hosts", JT_ARRAY, json_dispatch_borrow, offsetof(JsonSecret, hosts), NULL,
-         JSON_MANDATORY},
-        {"header", JT_STRING, json_dispatch_nonempty_string, offsetof(JsonSecret, header), NULL, 0},
-        {"query", JT_STRING, json_dispatch_nonempty_string, offsetof(JsonSecret, query), NULL, 0},
-        {"path_prefix", JT_STRING, json_dispatch_nonempty_string, offsetof(JsonSecret, path_prefix),
-         NULL, 0},
-        {"methods", JT_ARRAY, json_dispatch_borrow, offsetof(JsonSecret, methods), NULL, 0},
+static const JsonFieldDef secret_fields[] = {
+        CUSTOM("name", JSON_TYPE_STRING, parse_nonempty_string, offsetof(JsonSecret, name), true,
+               NULL),
+        CUSTOM("source", JSON_TYPE_STRING, parse_nonempty_string, offsetof(JsonSecret, source),
+               false, NULL),
+        CUSTOM("hosts", JSON_TYPE_ARRAY, parse_borrow, offsetof(JsonSecret, hosts), true, NULL),
+        CUSTOM("header", JSON_TYPE_STRING, parse_nonempty_string, offsetof(JsonSecret, header),
+               false, NULL),
+        CUSTOM("query", JSON_TYPE_STRING, parse_nonempty_string, offsetof(JsonSecret, query), false,
+               NULL),
+        CUSTOM("path_prefix", JSON_TYPE_STRING, parse_nonempty_string,
+               offsetof(JsonSecret, path_prefix), false, NULL),
+        CUSTOM("methods", JSON_TYPE_ARRAY, parse_borrow, offsetof(JsonSecret, methods), false,
+               NULL),
 };
 
-/* Copies the strings of the array member @key of the current object into
- * @ret; the pointer then names the item that is not a string. */
-static int json_secret_strings(JsonCtx *c, const char *key, json_t *arr, char ***ret) {
+/* Copies the strings of the array member @key of a secret into @ret; the
+ * pointer then names the item that is not a string. */
+static int secret_strings(const char *key, json_t *arr, char ***ret, HutchError *reterr) {
         _cleanup_strv_free_ char **l = NULL;
         json_t *item;
         size_t i;
-        int saved, r;
+        int r;
 
-        saved = json_ctx_push(c, key);
-        if (saved < 0)
-                return saved;
         json_array_foreach(arr, i, item) {
-                int s2 = json_ctx_push_index(c, i);
-
-                if (s2 < 0)
-                        return s2;
-                if (!json_is_string(item))
-                        return json_ctx_fail_type(c, JT_STRING, item);
+                if (!json_is_string(item)) {
+                        r = json_type_error(reterr, JSON_TYPE_STRING, item);
+                        json_error_prefix_index(reterr, i);
+                        json_error_prefix(reterr, key);
+                        return r;
+                }
                 r = strv_extend(&l, json_string_value(item));
                 if (r < 0)
                         return r;
-                json_ctx_pop(c, s2);
         }
-        json_ctx_pop(c, saved);
         if (!l) {
                 l = calloc(1, sizeof(char *));
                 if (!l)
@@ -660,94 +420,106 @@ static int json_secret_strings(JsonCtx *c, const char *key, json_t *arr, char **
         return 0;
 }
 
-static int json_dispatch_secrets(JsonCtx *c, const JsonField *f, json_t *v, void *userdata) {
-        Policy *p = userdata;
+/* Applies one member of "secrets"; errors point inside it. */
+static int parse_secret(json_t *item, Policy *p, HutchError *reterr) {
+        _cleanup_strv_free_ char **hosts = NULL, **methods = NULL;
+        _cleanup_free_ char *file = NULL;
+        JsonSecret js = {};
+        PolicySecret s = {};
+        HutchError e = {};
+        int r;
+
+        r = decode_object(item, secret_fields, ELEMENTSOF(secret_fields), &js, reterr);
+        if (r < 0)
+                return r;
+        r = secret_strings("hosts", js.hosts, &hosts, reterr);
+        if (r < 0)
+                return r;
+        if (js.methods) {
+                r = secret_strings("methods", js.methods, &methods, reterr);
+                if (r < 0)
+                        return r;
+        }
+        s = (PolicySecret){
+                .name = (char *)js.name,
+                .hosts = hosts,
+                .header = (char *)js.header,
+                .query = (char *)js.query,
+                .path_prefix = (char *)js.path_prefix,
+                .methods = methods,
+        };
+        if (js.source && strncmp(js.source, "file:", 5) == 0 && js.source[5]) {
+                r = policy_path_make_absolute(js.source + 5, &file);
+                if (r < 0)
+                        return hutch_error_set(reterr, -r, "cannot make '%s' absolute: %s",
+                                               js.source + 5, strerror(-r));
+                s.file = file;
+        } else if (js.source && strncmp(js.source, "env:", 4) == 0 && js.source[4])
+                s.env_var = (char *)js.source + 4;
+        else if (js.source) {
+                r = hutch_error_set(reterr, EINVAL,
+                                    "invalid source '%s' (expected \"env:VARIABLE\" or "
+                                    "\"file:PATH\")",
+                                    js.source);
+                json_error_prefix(reterr, "source");
+                return r;
+        }
+        r = policy_add_secret(p, &s, NULL, &e);
+        if (r < 0)
+                return fail_from(reterr, r, &e);
+        return 0;
+}
+
+static int parse_secrets(const JsonFieldDef *f, json_t *v, void *dest, HutchError *reterr) {
         json_t *item;
         size_t i;
         int r;
 
         json_array_foreach(v, i, item) {
-                _cleanup_strv_free_ char **hosts = NULL, **methods = NULL;
-                _cleanup_free_ char *file = NULL;
-                JsonSecret js = {};
-                PolicySecret s = {};
-                HutchError e = {};
-                int saved;
-
-                saved = json_ctx_push_index(c, i);
-                if (saved < 0)
-                        return saved;
-                r = json_dispatch_object(c, item, secret_table, ELEMENTSOF(secret_table), &js);
-                if (r < 0)
+                r = parse_secret(item, dest, reterr);
+                if (r < 0) {
+                        json_error_prefix_index(reterr, i);
                         return r;
-                r = json_secret_strings(c, "hosts", js.hosts, &hosts);
-                if (r < 0)
-                        return r;
-                if (js.methods) {
-                        r = json_secret_strings(c, "methods", js.methods, &methods);
-                        if (r < 0)
-                                return r;
                 }
-                s = (PolicySecret){
-                        .name = (char *)js.name,
-                        .hosts = hosts,
-                        .header = (char *)js.header,
-                        .query = (char *)js.query,
-                        .path_prefix = (char *)js.path_prefix,
-                        .methods = methods,
-                };
-                if (js.source && strncmp(js.source, "file:", 5) == 0 && js.source[5]) {
-                        r = policy_path_make_absolute(js.source + 5, &file);
-                        if (r < 0)
-                                return json_ctx_fail(c, -r, "cannot make '%s' absolute: %s",
-                                                     js.source + 5, strerror(-r));
-                        s.file = file;
-                } else if (js.source && strncmp(js.source, "env:", 4) == 0 && js.source[4])
-                        s.env_var = (char *)js.source + 4;
-                else if (js.source) {
-                        saved = json_ctx_push(c, "source");
-                        if (saved < 0)
-                                return saved;
-                        return json_ctx_fail(c, EINVAL,
-                                             "invalid source '%s' (expected \"env:VARIABLE\" or "
-                                             "\"file:PATH\")",
-                                             js.source);
-                }
-                r = policy_add_secret(p, &s, NULL, &e);
-                if (r < 0)
-                        return json_ctx_fail_from(c, r, &e);
-                json_ctx_pop(c, saved);
         }
         return 0;
 }
 
-static const JsonField policy_table[] = {
-        {"workspace", JT_STRING | JT_OBJECT, json_dispatch_workspace, 0, NULL, 0},
-        {"binds", JT_ARRAY, json_dispatch_binds, 0, NULL, 0},
-        {"tmpfs", JT_ARRAY, json_dispatch_tmpfs, 0, NULL, 0},
-        {"env", JT_OBJECT, json_dispatch_env, 0, NULL, 0},
-        {"env_pass", JT_ARRAY, json_dispatch_env_pass, 0, NULL, 0},
-        {"workdir", JT_STRING, json_dispatch_setter, 0, policy_set_workdir, 0},
-        {"hostname", JT_STRING, json_dispatch_setter, 0, policy_set_hostname, 0},
-        {"read_only", JT_BOOLEAN, json_dispatch_bool, offsetof(Policy, read_only), NULL, 0},
-        {"network", JT_STRING, json_dispatch_setter, 0, policy_set_network, 0},
-        {"dns", JT_STRING, json_dispatch_setter, 0, policy_set_dns, 0},
-        {"limits", JT_OBJECT, json_dispatch_limits, 0, NULL, 0},
-        {"allow_hosts", JT_ARRAY, json_dispatch_allow_hosts, 0, NULL, 0},
-        {"deny_hosts", JT_ARRAY, json_dispatch_deny_hosts, 0, NULL, 0},
-        {"allow_private", JT_ARRAY, json_dispatch_allow_private, 0, NULL, 0},
-        {"resolve", JT_ARRAY, json_dispatch_resolve, 0, NULL, 0},
-        {"audit_log", JT_STRING, json_dispatch_setter, 0, policy_set_audit_log, 0},
-        {"secrets", JT_ARRAY, json_dispatch_secrets, 0, NULL, 0},
-        {"upstream_ca", JT_ARRAY, json_dispatch_upstream_ca, 0, NULL, 0},
-        {"allow_degraded", JT_BOOLEAN, json_dispatch_bool, offsetof(Policy, allow_degraded), NULL,
-         0},
-        {"backend", JT_STRING, json_dispatch_setter, 0, policy_set_backend, 0},
-        {"vm_accel", JT_STRING, json_dispatch_setter, 0, policy_set_vm_accel, 0},
-        {"vm_kernel", JT_STRING, json_dispatch_setter, 0, policy_set_vm_kernel, 0},
-        {"image", JT_STRING, json_dispatch_setter, 0, policy_set_image, 0},
-        {"ports", JT_ARRAY, json_dispatch_ports, 0, NULL, 0},
-        {"user", JT_STRING, json_dispatch_setter, 0, policy_set_user, 0},
+/* A top-level string applied by a setter, and an array of strings each
+ * applied by an adder. */
+#define SETTER(name, fn)                                                                           \
+        CUSTOM(name, JSON_TYPE_STRING, parse_setter, 0, false, &(const PolicySetterRef){fn})
+#define LIST(name, fn)                                                                             \
+        CUSTOM(name, JSON_TYPE_ARRAY, parse_string_list, 0, false, &(const PolicyAdderRef){fn})
+
+static const JsonFieldDef policy_fields[] = {
+        CUSTOM("workspace", JSON_TYPE_STRING | JSON_TYPE_OBJECT, parse_workspace, 0, false, NULL),
+        CUSTOM("binds", JSON_TYPE_ARRAY, parse_binds, 0, false, NULL),
+        CUSTOM("tmpfs", JSON_TYPE_ARRAY, parse_tmpfs, 0, false, NULL),
+        CUSTOM("env", JSON_TYPE_OBJECT, parse_env, 0, false, NULL),
+        LIST("env_pass", add_env_pass),
+        SETTER("workdir", policy_set_workdir),
+        SETTER("hostname", policy_set_hostname),
+        CUSTOM("read_only", JSON_TYPE_BOOLEAN, parse_bool, offsetof(Policy, read_only), false,
+               NULL),
+        SETTER("network", policy_set_network),
+        SETTER("dns", policy_set_dns),
+        CUSTOM("limits", JSON_TYPE_OBJECT, parse_limits, 0, false, NULL),
+        LIST("allow_hosts", policy_add_allow_host),
+        LIST("deny_hosts", policy_add_deny_host),
+        LIST("allow_private", policy_add_allow_private),
+        LIST("resolve", policy_add_resolve),
+        SETTER("audit_log", policy_set_audit_log),
+        CUSTOM("secrets", JSON_TYPE_ARRAY, parse_secrets, 0, false, NULL),
+        LIST("upstream_ca", policy_add_upstream_ca),
+        CUSTOM("allow_degraded", JSON_TYPE_BOOLEAN, parse_bool, offsetof(Policy, allow_degraded),
+               false, NULL),
+        SETTER("backend", policy_set_backend),
+        SETTER("vm_accel", policy_set_vm_accel),
+        SETTER("vm_kernel", policy_set_vm_kernel),
+        SETTER("image", policy_set_image),
+        LIST("ports", policy_add_port),
+        SETTER("user", policy_set_user),
 };
 
 /* The locator: a minimal scanner over JSON text that a parser already
@@ -1071,7 +843,7 @@ int json_locate(const char *text, size_t len, const char *pointer, bool want_key
 static int policy_load_json_origin(Policy *p, const char *text, size_t len, const char *origin,
                                    HutchError *reterr) {
         _cleanup_(json_decrefp) json_t *root = NULL;
-        _cleanup_(json_ctx_done) JsonCtx c = {};
+        HutchError e = {};
         _cleanup_free_ char *name = NULL;
         unsigned line = 0, column = 0;
         json_error_t jerr;
@@ -1107,21 +879,19 @@ static int policy_load_json_origin(Policy *p, const char *text, size_t len, cons
                 return r;
         }
 
-        r = json_dispatch_object(&c, root, policy_table, ELEMENTSOF(policy_table), p);
+        r = json_fields_decode_with(root, policy_fields, ELEMENTSOF(policy_fields), p,
+                                    &policy_decode_options, &e);
         if (r >= 0)
                 return 0;
-        if (!c.failed || !c.err_pointer) /* out of memory before anything was recorded */
-                return r;
 
         /* A pointer that names nothing leaves the line unknown (0). */
-        (void)json_locate(text, len, c.err_pointer, c.err_at_key, &line, &column);
+        (void)json_locate(text, len, e.pointer, e.at_key, &line, &column);
         if (origin && line > 0)
-                r = hutch_error_set_pointer(reterr, c.err.errnum, c.err_pointer,
-                                            "%s line %u: %s: %s", name, line, c.err_pointer,
-                                            c.err.msg);
+                r = hutch_error_set_pointer(reterr, e.errnum, e.pointer, "%s line %u: %s: %s", name,
+                                            line, e.pointer, e.msg);
         else
-                r = hutch_error_set_pointer(reterr, c.err.errnum, c.err_pointer, "%s: %s: %s", name,
-                                            c.err_pointer, c.err.msg);
+                r = hutch_error_set_pointer(reterr, e.errnum, e.pointer, "%s: %s: %s", name,
+                                            e.pointer, e.msg);
         if (reterr) {
                 reterr->line = line;
                 reterr->column = column;
