@@ -465,3 +465,20 @@ int hutch_ext_snapshot_export(const char *snap, const char *path, const HutchExt
  * a suggestion, and its image must be in the image store. */
 int hutch_ext_snapshot_import(const char *path, const char *name, const HutchExtProgress *p,
                               char **ret_name, HutchError *reterr);
+
+/* ---- files owned by a user (issue 20: E2B's files written "as" a user) ----
+ * hutch_file_write(), hutch_file_mkdir() and hutch_file_move() of hutch.h
+ * with @user (a --user spec: NAME, UID, NAME:GROUP, UID:GID; NULL: as
+ * those, owned by the sandbox's root), resolved in the sandbox's own
+ * /etc/passwd and /etc/group: the file written, the directory made and
+ * the missing parents made on the way are that user's (fchown() on the
+ * descriptor, never a path; docs/api.md "Files"). An existing directory
+ * keeps its owner. -EINVAL with @reterr for a user the sandbox lacks;
+ * -EPERM when the sandbox cannot hand out the user's ids (not in its
+ * user namespace: a sandbox without a range of ids has only root). */
+int hutch_ext_file_write(const char *name, const char *path, const void *data, size_t len,
+                         unsigned mode, const char *user, HutchError *reterr);
+int hutch_ext_file_mkdir(const char *name, const char *path, unsigned mode, const char *user,
+                         HutchError *reterr);
+int hutch_ext_file_move(const char *name, const char *from, const char *to, unsigned flags,
+                        const char *user, HutchError *reterr);

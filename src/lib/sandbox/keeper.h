@@ -21,7 +21,7 @@
  *   client -> keeper {"op":"freeze"} -> {"op":"ok"}; the sandbox stays
  *                    frozen until {"op":"thaw"} or the connection closes
  *   client -> keeper {"op":"file","action":"read|write|list|stat|remove",
- *                     "path":S,"mode":N,"max":N}   + one fd for the data
+ *                     "path":S,"mode":N,"max":N[,"user":S]}   + one fd for the data
  *                    -> {"op":"started","id":N}, {"op":"outcome",...}: the
  *                    file operation of src/shared/file-op.h, run by a process
  *                    of the sandbox; its exit_code is 0 or the errno
@@ -164,6 +164,8 @@ typedef struct KeeperFile {
         uint64_t max;     /* read: the largest file accepted */
         int data_fd;      /* write: the bytes, from its offset to EOF; read, list, stat: where
                            * the result is written (borrowed) */
+        const char *user; /* write, mkdir, move: who owns what they create (a --user spec,
+                           * file-op.h's USER), or NULL: the keeper's identity (root) */
 } KeeperFile;
 
 /* Runs a file operation (src/shared/file-op.h) in the sandbox of the
