@@ -482,3 +482,15 @@ int hutch_ext_file_mkdir(const char *name, const char *path, unsigned mode, cons
                          HutchError *reterr);
 int hutch_ext_file_move(const char *name, const char *from, const char *to, unsigned flags,
                         const char *user, HutchError *reterr);
+
+/* ---- pause that keeps memory (issue 20: E2B's pause) ----
+ * Freezes (@on) or thaws running sandbox @name whole (its cgroup: v2
+ * cgroup.freeze or the v1 freezer; a microVM's QEMU): its processes stay,
+ * using no CPU, until the thaw or the keeper's end (an idle stop, `hutch
+ * stop`: thawed, then stopped). Not tied to the caller's connection, as
+ * the snapshot's freeze is. Execs and file operations are refused while
+ * it is paused. Idempotent. Returns 0, -ENOTCONN when it is not running,
+ * -EPERM with @reterr when the keeper refused (a sandbox without a
+ * cgroup of its own, as for a user without delegated cgroups: "no
+ * cgroup: this sandbox cannot be frozen"), or another -errno. */
+int hutch_ext_pause(const char *name, bool on, HutchError *reterr);

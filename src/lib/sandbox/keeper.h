@@ -20,6 +20,10 @@
  *   client -> keeper {"op":"stop"} | {"op":"ping"} -> {"op":"ok",...}
  *   client -> keeper {"op":"freeze"} -> {"op":"ok"}; the sandbox stays
  *                    frozen until {"op":"thaw"} or the connection closes
+ *   client -> keeper {"op":"pause"} | {"op":"unpause"} -> {"op":"ok"}: frozen
+ *                    until "unpause" on any connection or the keeper's end
+ *                    (E2B's pause, issue 20); execs and files are refused
+ *                    meanwhile
  *   client -> keeper {"op":"file","action":"read|write|list|stat|remove",
  *                     "path":S,"mode":N,"max":N[,"user":S]}   + one fd for the data
  *                    -> {"op":"started","id":N}, {"op":"outcome",...}: the
@@ -136,7 +140,7 @@ int keeper_exec_answer(int sock, uint64_t *ret_id, int *ret_exit_code, char **re
 int keeper_exec_signal(int sock, int sig);
 
 /* Sends {"op":@op} and waits for the answer ("ok"): for stop, ping,
- * freeze, thaw. Returns 0, or -errno with @reterr. */
+ * freeze, thaw, pause, unpause. Returns 0, or -errno with @reterr. */
 int keeper_simple(int sock, const char *op, HutchError *reterr);
 
 /* The wire, for a client's own requests (api/processes.c): sends @obj
