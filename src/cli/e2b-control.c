@@ -858,6 +858,7 @@ static int connect_or_resume(E2bRequest *req, const char *id, bool resume) {
         TimeoutBody b = {.timeout = 0};
         _cleanup_close_ int lock = -EBADF;
         json_t *root = NULL, *rec = NULL;
+        hutch_error err = {};
         bool paused, auto_pause_given;
         uint64_t end;
         int r, status;
@@ -877,8 +878,14 @@ static int connect_or_resume(E2bRequest *req, const char *id, bool resume) {
                 json_decref(rec);
                 return 0;
         }
-        /* A paused sandbox's files are kept; its processes start again
-         * on demand (hutch starts a stopped sandbox with its next exec). */
+        /* A frozen sandbox is thawed, its processes go on; a stopped
+         * one's files are kept and its processes start again on demand
+         * (hutch starts a stopped sandbox with its next exec). */
+        if (paused && e2b_sandbox_unpause_locked(rec, &err) < 0) {
+                (void)reply_hutch_error(req, -err.code, &err, "cannot resume the sandbox");
+                json_decref(rec);
+                return 0;
+        }
         end = time_realtime_ms() + b.timeout * 1000;
         if (paused || end > rec_u64(rec, "endAt"))
                 (void)json_object_set_new(rec, "endAt", json_integer((json_int_t)end));

@@ -34,6 +34,7 @@
 #include "api/hutch-ext.h"
 #include "base64.h"
 #include "e2b-envd.h"
+#include "e2b-internal.h"
 #include "fd-util.h"
 #include "hutch.h"
 #include "json-fields.h"
@@ -59,6 +60,9 @@
 /* After the outcome, output still in the pipes is read for this long. */
 #define EOF_GRACE_MS 200
 #define PING_INTERVAL_MS 30000
+/* How often a broker with listeners looks whether its sandbox was paused
+ * (frozen: the keeper connection stays, issue 20). */
+#define PAUSE_CHECK_MS 250
 
 /* ---- the broker's socket ---- */
 
@@ -460,6 +464,56 @@ static bool broker_output(Broker *b, size_t k) {
 }
 
 /* Runs the broker until the exec's outcome and its output's end. */
+/* Whether the broker's sandbox is paused now (its record says so). */
+static bool broker_paused(const Broker *b) {
+        json_t *rec = NULL;
+        bool paused;
+
+        if (e2b_table_load(b->call->req->srv, b->call->sbx.id, &rec) < 0)
+                return false;
+        paused = json_is_string(json_object_get(rec, "state")) &&
+                 strcmp(json_string_value(json_object_get(rec, "state")), "paused") == 0;
+        json_decref(rec);
+        return paused;
+}
+
+/* A pause that froze the sandbox (issue 20) ends the streams, as E2B's
+ * does (its envd is paused with the sandbox), and the Start client's
+ * with them; the command goes on when it is resumed, and Connect finds it
+ * again by its pid. */
+static void broker_end_listeners(Broker *b) {
+        _cleanup_free_ char *end =
+                connect_end_stream_json(CONNECT_UNAVAILABLE, "the sandbox was paused");
+        _cleanup_free_ char *wire = NULL;
+
+        if (end && asprintf(&wire, "%c%s", EV_END, end) < 0)
+                wire = NULL;
+        for (size_t i = 0; i < SUBSCRIBERS_MAX; i++) {
+                if (b->subs[i] < 0)
+                        continue;
+                if (wire)
+                        (void)send(b->subs[i], wire, strlen(wire), MSG_NOSIGNAL);
+                b->subs[i] = safe_close(b->subs[i]);
+        }
+        if (b->client) {
+                (void)envd_stream_end(b->call, CONNECT_UNAVAILABLE, "the sandbox was paused");
+                /* The broker goes on with the command and never reads
+                 * this connection again: closed, so that the client does
+                 * not send its next request on it. */
+                (void)shutdown(b->call->req->conn->fd, SHUT_RDWR);
+        }
+        b->client = false;
+}
+
+static bool broker_listened(const Broker *b) {
+        if (b->client)
+                return true;
+        for (size_t i = 0; i < SUBSCRIBERS_MAX; i++)
+                if (b->subs[i] >= 0)
+                        return true;
+        return false;
+}
+
 static int broker_run(Broker *b, uint64_t timeout_ms) {
         _cleanup_free_ char *outcome = NULL;
         uint64_t start = now_ms(), deadline = timeout_ms ? start + timeout_ms : 0;
@@ -492,6 +546,8 @@ static int broker_run(Broker *b, uint64_t timeout_ms) {
                         wait = deadline > now ? (int)MIN(deadline - now, (uint64_t)wait) : 0;
                 if (have_outcome)
                         wait = drain_until > now ? (int)(drain_until - now) : 0;
+                else if (broker_listened(b))
+                        wait = MIN(wait, PAUSE_CHECK_MS);
                 if (b->out[0] < 0 && b->out[1] < 0 && have_outcome)
                         break;
                 r = poll(p, np, wait);
@@ -538,6 +594,8 @@ static int broker_run(Broker *b, uint64_t timeout_ms) {
                                 broker_ctl(b, i);
                 if (p[ictl + CONTROLS_MAX].revents)
                         b->client = false;
+                if (!have_outcome && broker_listened(b) && broker_paused(b))
+                        broker_end_listeners(b);
                 if (b->client && now - last_ping >= PING_INTERVAL_MS) {
                         last_ping = now;
                         broker_send_all(b, event_message("keepalive", json_object()));

@@ -16,6 +16,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "api/hutch-ext.h"
 #include "base64.h"
 #include "e2b-envd-form.h"
 #include "e2b-envd.h"
@@ -577,10 +578,29 @@ static int fs_list_dir(EnvdCall *call, const FsMessage *args) {
         return envd_reply_message(call, json_pack("{s:o}", "entries", arr));
 }
 
+/* The hutch --user spec the owner of what a file call creates is (NULL:
+ * the sandbox's root, as for a call without a user), in @ret_spec; on
+ * failure the call is answered. */
+static int fs_owner(EnvdCall *call, const char **ret_spec) {
+        int r = envd_user_spec(call->sbx.name, call->user, ret_spec);
+
+        if (r < 0)
+                (void)envd_reply_code(call, connect_code_from_errno(-r),
+                                      "cannot read sandbox '%s''s policy: %s", call->sbx.name,
+                                      strerror(-r));
+        return r;
+}
+
+static int envd_reply_core_error(EnvdCall *call, int r, const HutchError *err) {
+        return envd_reply_code(call, connect_code_from_errno(err->errnum > 0 ? err->errnum : -r),
+                               "%s", err->msg[0] ? err->msg : strerror(-r));
+}
+
 static int fs_make_dir(EnvdCall *call, const FsMessage *args) {
         hutch_file_info info = {};
         hutch_error err = {};
-        const char *path = args->path;
+        HutchError herr = {};
+        const char *path = args->path, *owner = NULL;
         json_t *e = NULL;
         int r;
 
@@ -592,9 +612,12 @@ static int fs_make_dir(EnvdCall *call, const FsMessage *args) {
         if (r != -ENOENT)
                 return envd_reply_hutch_error(call, r, &err);
         err = (hutch_error){};
-        r = hutch_file_mkdir(call->sbx.name, path, 0755 | HUTCH_FILE_PARENTS, &err);
+        /* What it makes is the call's user's (E2B's MakeDir as `user`). */
+        if (fs_owner(call, &owner) < 0)
+                return 0;
+        r = hutch_ext_file_mkdir(call->sbx.name, path, 0755 | HUTCH_FILE_PARENTS, owner, &herr);
         if (r < 0)
-                return envd_reply_hutch_error(call, r, &err);
+                return envd_reply_core_error(call, r, &herr);
         r = stat_entry(call->sbx.name, path, &e, &err);
         if (r < 0)
                 return envd_reply_hutch_error(call, r, &err);
@@ -603,14 +626,18 @@ static int fs_make_dir(EnvdCall *call, const FsMessage *args) {
 
 static int fs_move(EnvdCall *call, const FsMessage *args) {
         hutch_error err = {};
-        const char *from = args->source, *to = args->destination;
+        HutchError herr = {};
+        const char *from = args->source, *to = args->destination, *owner = NULL;
         json_t *e = NULL;
         int r;
 
-        r = hutch_file_move(call->sbx.name, from, to, HUTCH_FILE_PARENTS | HUTCH_FILE_REPLACE,
-                            &err);
+        /* The parents it makes are the call's user's. */
+        if (fs_owner(call, &owner) < 0)
+                return 0;
+        r = hutch_ext_file_move(call->sbx.name, from, to, HUTCH_FILE_PARENTS | HUTCH_FILE_REPLACE,
+                                owner, &herr);
         if (r < 0)
-                return envd_reply_hutch_error(call, r, &err);
+                return envd_reply_core_error(call, r, &herr);
         r = stat_entry(call->sbx.name, to, &e, &err);
         if (r < 0)
                 return envd_reply_hutch_error(call, r, &err);
@@ -1081,7 +1108,8 @@ static int files_post(E2bRequest *req) {
         const char *enc = e2b_request_header(req, "Content-Encoding");
         E2bSandboxRef sbx = {};
         EnvdUser euser = ENVD_USER_DEFAULT;
-        hutch_error err = {};
+        HutchError err = {};
+        const char *owner = NULL;
         json_t *arr = NULL;
         size_t len = 0, n = 0;
         int r;
@@ -1106,6 +1134,10 @@ static int files_post(E2bRequest *req) {
                                   r == -EACCES   ? "the access token or signature is wrong"
                                   : r == -EAGAIN ? "the sandbox is paused"
                                                  : "sandbox not found");
+        /* The files written (and the parents made) are the user's. */
+        r = envd_user_spec(sbx.name, euser, &owner);
+        if (r < 0)
+                return rest_error(req, 500, "cannot read the sandbox's policy");
         r = read_body(req, ENVD_FILE_MAX + (64U << 10), &body, &len);
         if (r == -E2BIG)
                 return rest_error(req, 413, "the upload is larger than 256 MiB");
@@ -1141,12 +1173,12 @@ static int files_post(E2bRequest *req) {
                         r = -EINVAL;
                         break;
                 }
-                err = (hutch_error){};
+                err = (HutchError){};
                 if (ENVD_FILE_MAX < parts[i].len)
                         r = -EFBIG;
                 else
-                        r = hutch_file_write(sbx.name, dest, parts[i].data, parts[i].len,
-                                             0644 | HUTCH_FILE_PARENTS, &err);
+                        r = hutch_ext_file_write(sbx.name, dest, parts[i].data, parts[i].len,
+                                                 0644 | HUTCH_FILE_PARENTS, owner, &err);
                 if (r >= 0 && arr)
                         (void)json_array_append_new(arr, json_pack("{s:s,s:s,s:s}", "name",
                                                                    last_part(dest), "type", "file",
@@ -1156,8 +1188,8 @@ static int files_post(E2bRequest *req) {
                 free(parts[i].filename);
         if (r < 0) {
                 json_decref(arr);
-                return rest_error(req, files_status(r),
-                                  err.message[0] ? err.message : strerror(-r));
+                return rest_error(req, files_status(err.errnum > 0 ? -err.errnum : r),
+                                  err.msg[0] ? err.msg : strerror(-r));
         }
         r = e2b_reply_json(req, 200, arr);
         return r < 0 ? r : 0;

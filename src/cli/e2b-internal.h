@@ -88,9 +88,15 @@ int e2b_rules_to_secrets(const E2bServer *srv, const char *id, json_t *rules, js
 int e2b_metrics_sample(const char *name, json_t **ret, hutch_error *err);
 /* Removes sandbox @id's secrets folder. */
 void e2b_rules_remove(const E2bServer *srv, const char *id);
-/* Pauses @rec (its lock held by the caller): the hutch sandbox stopped,
- * files kept; the record saved as paused. */
+/* Pauses @rec (its lock held by the caller): the hutch sandbox frozen
+ * whole, its processes kept (hutch_ext_pause()), or where it cannot be
+ * frozen stopped, files kept; the record saved as paused, "pausedMemory"
+ * saying which. */
 int e2b_sandbox_pause_locked(const E2bServer *srv, json_t *rec, hutch_error *err);
+/* Thaws @rec's hutch sandbox when its pause froze it (the caller saves
+ * the record, resumed): 0 (also when it was stopped meanwhile), or -errno
+ * with @err. */
+int e2b_sandbox_unpause_locked(json_t *rec, hutch_error *err);
 
 /* Whether a running sandbox's end is at or before @now_ms. */
 bool e2b_table_expired(const E2bServer *srv, uint64_t now_ms);

@@ -386,14 +386,46 @@ int e2b_sandbox_kill(const E2bServer *srv, const char *id, hutch_error *err) {
 }
 
 int e2b_sandbox_pause_locked(const E2bServer *srv, json_t *rec, hutch_error *err) {
+        const char *name = rec_str(rec, "name");
+        HutchError herr = {};
+        bool memory;
         int r;
 
-        r = hutch_stop(rec_str(rec, "name"), err);
-        if (r < 0)
-                return r;
-        if (json_object_set_new(rec, "state", json_string("paused")) < 0)
+        /* E2B's pause keeps the processes: frozen where the host can
+         * (issue 20), else stopped with its files kept, and the record
+         * says which (docs/e2b.md "Pause"). */
+        r = hutch_ext_pause(name, true, &herr);
+        memory = r >= 0;
+        if (!memory) {
+                log_info("E2B sandbox '%s' cannot be frozen (%s): stopped, its files kept",
+                         rec_str(rec, "sandboxID"), herr.msg[0] ? herr.msg : strerror(-r));
+                r = hutch_stop(name, err);
+                if (r < 0)
+                        return r;
+        }
+        if (json_object_set_new(rec, "state", json_string("paused")) < 0 ||
+            json_object_set_new(rec, "pausedMemory", json_boolean(memory)) < 0)
                 return -ENOMEM;
         return e2b_table_save(srv, rec);
+}
+
+int e2b_sandbox_unpause_locked(json_t *rec, hutch_error *err) {
+        HutchError herr = {};
+        int r = 0;
+
+        if (json_is_true(json_object_get(rec, "pausedMemory")))
+                r = hutch_ext_pause(rec_str(rec, "name"), false, &herr);
+        (void)json_object_del(rec, "pausedMemory");
+        /* Stopped meanwhile (its keeper's idle stop, a snapshot): its
+         * files are there, its processes start again on demand. */
+        if (r == -ENOTCONN)
+                r = 0;
+        if (r < 0 && err) {
+                *err = (hutch_error){.code = herr.errnum > 0 ? herr.errnum : -r};
+                (void)snprintf(err->message, sizeof(err->message), "%s",
+                               herr.msg[0] ? herr.msg : strerror(-r));
+        }
+        return r;
 }
 
 static bool rec_expired(json_t *rec, uint64_t now_ms) {

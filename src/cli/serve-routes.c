@@ -19,6 +19,7 @@
 #include <event2/buffer.h>
 #include <event2/http.h>
 
+#include "api/hutch-ext.h"
 #include "fd-util.h"
 #include "parse-util.h"
 #include "serve.h"
@@ -324,11 +325,11 @@ static int query_mode_parents(const ServeCtx *c, unsigned def, unsigned *ret) {
 
 /* Writes the raw request body to ?path (atomically: a temp file renamed
  * over it), created with ?mode (default 0644), with its missing parents
- * when ?parents=true. */
+ * when ?parents=true, owned by ?user when given (hutch_ext_file_write()). */
 void serve_file_write(ServeCtx *c) {
         _cleanup_free_ char *data = NULL;
         const char *path = query_path(c);
-        hutch_error err = {};
+        HutchError err = {};
         unsigned mode;
         size_t len = 0;
         int r;
@@ -336,10 +337,13 @@ void serve_file_write(ServeCtx *c) {
         if (!path || query_mode_parents(c, 0644, &mode) < 0)
                 return;
         r = serve_body(c, &data, &len);
-        if (r >= 0)
-                r = hutch_file_write(c->param, path, data, len, mode, &err);
         if (r < 0) {
-                serve_reply_api_error(c->req, r, &err, NULL);
+                serve_reply_errno(c->req, -r, NULL, "%s", strerror(-r));
+                return;
+        }
+        r = hutch_ext_file_write(c->param, path, data, len, mode, serve_query(c, "user"), &err);
+        if (r < 0) {
+                serve_reply_hutch_error(c->req, r, &err);
                 return;
         }
         serve_reply_json(c->req, 200,
@@ -443,18 +447,19 @@ void serve_file_stat(ServeCtx *c) {
 }
 
 /* Makes directory ?path with ?mode (default 0755); ?parents=true makes
- * the missing ones too and accepts an existing directory. */
+ * the missing ones too and accepts an existing directory; what it makes
+ * is owned by ?user when given. */
 void serve_file_mkdir(ServeCtx *c) {
         const char *path = query_path(c);
-        hutch_error err = {};
+        HutchError err = {};
         unsigned mode;
         int r;
 
         if (!path || query_mode_parents(c, 0755, &mode) < 0)
                 return;
-        r = hutch_file_mkdir(c->param, path, mode, &err);
+        r = hutch_ext_file_mkdir(c->param, path, mode, serve_query(c, "user"), &err);
         if (r < 0) {
-                serve_reply_api_error(c->req, r, &err, NULL);
+                serve_reply_hutch_error(c->req, r, &err);
                 return;
         }
         serve_reply_json(c->req, 200, json_pack("{s:s}", "path", path));
@@ -463,6 +468,7 @@ void serve_file_mkdir(ServeCtx *c) {
 typedef struct MoveArgs {
         const char *from, *to;
         bool replace, parents;
+        const char *user;
 } MoveArgs;
 
 static const ServeField move_fields[] = {
@@ -470,22 +476,25 @@ static const ServeField move_fields[] = {
         {"to", SERVE_FIELD_STRING, offsetof(MoveArgs, to), true},
         {"replace", SERVE_FIELD_BOOL, offsetof(MoveArgs, replace), false},
         {"parents", SERVE_FIELD_BOOL, offsetof(MoveArgs, parents), false},
+        {"user", SERVE_FIELD_STRING, offsetof(MoveArgs, user), false},
 };
 
-/* {from, to, replace?, parents?}: renames inside the sandbox. */
+/* {from, to, replace?, parents?, user?}: renames inside the sandbox; the
+ * parents it makes are owned by user when given. */
 void serve_file_move(ServeCtx *c) {
         _cleanup_(json_decrefp) json_t *root = NULL;
-        hutch_error err = {};
+        HutchError err = {};
         MoveArgs a = {};
         int r;
 
         if (serve_body_object(c, move_fields, ELEMENTSOF(move_fields), &a, &root) < 0)
                 return;
-        r = hutch_file_move(
-                c->param, a.from, a.to,
-                (a.replace ? HUTCH_FILE_REPLACE : 0) | (a.parents ? HUTCH_FILE_PARENTS : 0), &err);
+        r = hutch_ext_file_move(c->param, a.from, a.to,
+                                (a.replace ? HUTCH_FILE_REPLACE : 0) |
+                                        (a.parents ? HUTCH_FILE_PARENTS : 0),
+                                a.user, &err);
         if (r < 0) {
-                serve_reply_api_error(c->req, r, &err, NULL);
+                serve_reply_hutch_error(c->req, r, &err);
                 return;
         }
         serve_reply_json(c->req, 200, json_pack("{s:s,s:s}", "from", a.from, "to", a.to));

@@ -57,7 +57,7 @@ static void serve_version(ServeCtx *c);
 static void serve_routes(ServeCtx *c);
 
 static const char *const query_path[] = {"path", NULL};
-static const char *const query_path_mode[] = {"path", "mode", "parents", NULL};
+static const char *const query_path_mode[] = {"path", "mode", "parents", "user", NULL};
 static const char *const query_path_parents[] = {"path", "parents", NULL};
 static const char *const query_path_list[] = {"path", "recursive", "depth", NULL};
 static const char *const query_limit[] = {"limit", NULL};

@@ -26,7 +26,7 @@
 /* The HTTP API's version (GET /v1/version; docs/api.md "Versions"):
  * the minor grows with each compatible change of shapes or routes. */
 #define SERVE_API_VERSION_MAJOR 1
-#define SERVE_API_VERSION_MINOR 6
+#define SERVE_API_VERSION_MINOR 7
 
 /* Caps on what a client can make the server hold (docs/api.md). */
 #define SERVE_HEADERS_MAX (16U << 10)      /* request line + headers */

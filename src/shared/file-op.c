@@ -16,6 +16,7 @@
 #include "fd-util.h"
 #include "file-op.h"
 #include "file-tar.h"
+#include "image-user.h"
 #include "parse-util.h"
 #include "strv.h"
 
@@ -98,25 +99,47 @@ static int open_dir_nofollow(int dirfd, const char *name, int flags) {
         return negative_errno();
 }
 
+/* Gives @fd (any descriptor, O_PATH too) to @owner (NULL: nothing to
+ * do). SECURITY: on the descriptor, never by a path. The kernel refuses
+ * an id its user namespace does not map with EINVAL: -EPERM here, as for
+ * a caller without CAP_CHOWN. */
+static int give_owner(int fd, const FileOpOwner *owner) {
+        if (!owner)
+                return 0;
+        if (fchownat(fd, "", owner->uid, owner->gid, AT_EMPTY_PATH) >= 0)
+                return 0;
+        return errno == EINVAL ? -EPERM : negative_errno();
+}
+
 /* Opens directory @name of @dirfd like open_dir_nofollow(), creating it
- * (0755) first when it does not exist and @create is set. */
-static int open_or_make_dir(int dirfd, const char *name, bool create) {
-        int fd = open_dir_nofollow(dirfd, name, O_PATH);
+ * (0755, given to @owner) first when it does not exist and @create is
+ * set. */
+static int open_or_make_dir(int dirfd, const char *name, bool create, const FileOpOwner *owner) {
+        _cleanup_close_ int fd = open_dir_nofollow(dirfd, name, O_PATH);
+        bool made;
+        int r;
 
         if (fd != -ENOENT || !create)
-                return fd;
-        if (mkdirat(dirfd, name, 0755) < 0 && errno != EEXIST)
+                return TAKE_FD(fd);
+        made = mkdirat(dirfd, name, 0755) >= 0;
+        if (!made && errno != EEXIST)
                 return negative_errno();
         /* SECURITY: opened again without following: a symlink that took
          * its place meanwhile is -ELOOP. */
-        return open_dir_nofollow(dirfd, name, O_PATH);
+        fd = open_dir_nofollow(dirfd, name, O_PATH);
+        if (fd < 0 || !made)
+                return TAKE_FD(fd);
+        r = give_owner(fd, owner);
+        if (r < 0)
+                return r;
+        return TAKE_FD(fd);
 }
 
 /* Opens the directory holding @path's last component (@ret_name; NULL
  * when @path is "/" itself, whose directory is the root), creating the
- * missing directories on the way with @parents. */
-static int open_parent(int root_fd, const char *cwd, const char *path, bool parents, int *ret_dirfd,
-                       char **ret_name) {
+ * missing directories on the way with @parents (given to @owner). */
+static int open_parent(int root_fd, const char *cwd, const char *path, bool parents,
+                       const FileOpOwner *owner, int *ret_dirfd, char **ret_name) {
         _cleanup_strv_free_ char **parts = NULL;
         _cleanup_close_ int fd = -EBADF;
         size_t n;
@@ -130,7 +153,7 @@ static int open_parent(int root_fd, const char *cwd, const char *path, bool pare
         if (fd < 0)
                 return negative_errno();
         for (size_t i = 0; i + 1 < n; i++) {
-                int next = open_or_make_dir(fd, parts[i], parents);
+                int next = open_or_make_dir(fd, parts[i], parents, owner);
 
                 if (next < 0)
                         return next;
@@ -211,7 +234,8 @@ static int op_read(int dirfd, const char *name, uint64_t max, int out_fd) {
         return (uint64_t)st.st_size > max ? -EFBIG : 0;
 }
 
-static int op_write(int dirfd, const char *name, unsigned mode, int in_fd) {
+static int op_write(int dirfd, const char *name, unsigned mode, const FileOpOwner *owner,
+                    int in_fd) {
         _cleanup_close_ int fd = -EBADF;
         char tmp[32];
         uint64_t rnd = 0;
@@ -238,6 +262,9 @@ static int op_write(int dirfd, const char *name, unsigned mode, int in_fd) {
         if (fd < 0)
                 return negative_errno();
         r = copy_file_data(in_fd, fd);
+        /* Before fchmod(): a chown clears set-group-id bits. */
+        if (r >= 0)
+                r = give_owner(fd, owner);
         if (r >= 0 && fchmod(fd, mode) < 0)
                 r = negative_errno();
         if (r >= 0 && renameat(dirfd, tmp, dirfd, name) < 0)
@@ -310,7 +337,7 @@ static int op_remove(int dirfd, const char *name) {
         return errno == EEXIST ? -ENOTEMPTY : negative_errno();
 }
 
-static int op_mkdir(int dirfd, const char *name, unsigned mode) {
+static int op_mkdir(int dirfd, const char *name, unsigned mode, const FileOpOwner *owner) {
         struct stat st;
         bool parents = mode & FILE_OP_PARENTS;
 
@@ -319,8 +346,18 @@ static int op_mkdir(int dirfd, const char *name, unsigned mode) {
                 return -EINVAL;
         if (!name)
                 return parents ? 0 : -EEXIST;
-        if (mkdirat(dirfd, name, mode) >= 0)
-                return 0;
+        if (mkdirat(dirfd, name, mode) >= 0) {
+                _cleanup_close_ int fd = -EBADF;
+
+                if (!owner)
+                        return 0;
+                /* SECURITY: the directory made, opened without following
+                 * (a symlink that took its place is -ELOOP). */
+                fd = open_dir_nofollow(dirfd, name, O_PATH);
+                if (fd < 0)
+                        return fd;
+                return give_owner(fd, owner);
+        }
         if (errno != EEXIST || !parents)
                 return negative_errno();
         if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
@@ -371,14 +408,14 @@ static int move_file_across(int dirfd, const char *name, int to_dirfd, const cha
                 return negative_errno();
         if (fstat(fd, &st) < 0)
                 return negative_errno();
-        r = op_write(to_dirfd, to_name, st.st_mode & 0777, fd);
+        r = op_write(to_dirfd, to_name, st.st_mode & 0777, NULL, fd);
         if (r < 0)
                 return r;
         return unlinkat(dirfd, name, 0) < 0 ? negative_errno() : 0;
 }
 
 static int op_move(int root_fd, const char *cwd, int dirfd, const char *name, unsigned mode,
-                   int in_fd) {
+                   const FileOpOwner *owner, int in_fd) {
         _cleanup_free_ char *to = NULL, *to_name = NULL;
         _cleanup_close_ int to_dirfd = -EBADF;
         size_t len = 0;
@@ -391,7 +428,7 @@ static int op_move(int root_fd, const char *cwd, int dirfd, const char *name, un
                 return r == -EFBIG ? -ENAMETOOLONG : r;
         if (len == 0 || strlen(to) != len)
                 return -EINVAL;
-        r = open_parent(root_fd, cwd, to, mode & FILE_OP_PARENTS, &to_dirfd, &to_name);
+        r = open_parent(root_fd, cwd, to, mode & FILE_OP_PARENTS, owner, &to_dirfd, &to_name);
         if (r < 0)
                 return r;
         if (!to_name)
@@ -482,7 +519,7 @@ static int op_walk(int dirfd, const char *name, uint64_t max, int out_fd) {
 }
 
 int file_op_run(int root_fd, const char *cwd, FileOpAction action, const char *path, unsigned mode,
-                uint64_t max, int in_fd, int out_fd) {
+                uint64_t max, const FileOpOwner *owner, int in_fd, int out_fd) {
         _cleanup_free_ char *name = NULL;
         _cleanup_close_ int dirfd = -EBADF;
         bool parents =
@@ -492,14 +529,16 @@ int file_op_run(int root_fd, const char *cwd, FileOpAction action, const char *p
 
         if (mode & ~(FILE_OP_FLAGS | 0777))
                 return -EINVAL;
-        r = open_parent(root_fd, cwd, path, parents, &dirfd, &name);
+        if (owner && action != FILE_OP_WRITE && action != FILE_OP_MKDIR && action != FILE_OP_MOVE)
+                return -EINVAL;
+        r = open_parent(root_fd, cwd, path, parents, owner, &dirfd, &name);
         if (r < 0)
                 return r;
         switch (action) {
         case FILE_OP_READ:
                 return op_read(dirfd, name, max, out_fd);
         case FILE_OP_WRITE:
-                return op_write(dirfd, name, mode, in_fd);
+                return op_write(dirfd, name, mode, owner, in_fd);
         case FILE_OP_LIST:
                 return op_list(dirfd, name, out_fd);
         case FILE_OP_STAT:
@@ -507,9 +546,9 @@ int file_op_run(int root_fd, const char *cwd, FileOpAction action, const char *p
         case FILE_OP_REMOVE:
                 return op_remove(dirfd, name);
         case FILE_OP_MKDIR:
-                return op_mkdir(dirfd, name, mode);
+                return op_mkdir(dirfd, name, mode, owner);
         case FILE_OP_MOVE:
-                return op_move(root_fd, cwd, dirfd, name, mode, in_fd);
+                return op_move(root_fd, cwd, dirfd, name, mode, owner, in_fd);
         case FILE_OP_WALK:
                 return op_walk(dirfd, name, max, out_fd);
         case FILE_OP_PACK:
@@ -523,14 +562,79 @@ int file_op_run(int root_fd, const char *cwd, FileOpAction action, const char *p
         }
 }
 
+/* The text of the sandbox's @path (/etc/passwd, /etc/group) in @ret, NULL
+ * when it has none; opened below @root_fd without following a symlink. */
+static int read_user_db(int root_fd, const char *path, char **ret) {
+        _cleanup_free_ char *name = NULL, *text = NULL;
+        _cleanup_close_ int dirfd = -EBADF, fd = -EBADF;
+        struct stat st;
+        int r;
+
+        r = open_parent(root_fd, "/", path, false, NULL, &dirfd, &name);
+        if (r == -ENOENT) {
+                *ret = NULL;
+                return 0;
+        }
+        if (r < 0)
+                return r;
+        fd = openat(dirfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+        if (fd < 0 && errno == ENOENT) {
+                *ret = NULL;
+                return 0;
+        }
+        if (fd < 0)
+                return negative_errno();
+        if (fstat(fd, &st) < 0)
+                return negative_errno();
+        if (!S_ISREG(st.st_mode))
+                return -EINVAL;
+        r = read_full_fd(fd, IMAGE_USER_FILE_MAX, &text, NULL);
+        if (r < 0)
+                return r;
+        *ret = TAKE_PTR(text);
+        return 0;
+}
+
+/* Resolves @spec (NULL for none: @ret_set false) in the sandbox's user
+ * database. -FILE_OP_NO_USER for a name it lacks. */
+static int owner_resolve(int root_fd, const char *spec, FileOpOwner *ret, bool *ret_set) {
+        _cleanup_free_ char *passwd = NULL, *group = NULL;
+        HutchError err = {};
+        ImageUser u;
+        int r;
+
+        if (!spec) {
+                *ret_set = false;
+                return 0;
+        }
+        if (!spec[0])
+                return -EINVAL;
+        r = read_user_db(root_fd, "/etc/passwd", &passwd);
+        if (r >= 0)
+                r = read_user_db(root_fd, "/etc/group", &group);
+        if (r < 0)
+                return r;
+        r = image_user_resolve(spec, passwd, group, &u, &err);
+        if (r < 0)
+                return r == -ENOENT ? -FILE_OP_NO_USER : r;
+        *ret = (FileOpOwner){.uid = u.uid, .gid = u.gid};
+        /* Already ours: nothing to give (a sandbox whose only id is root
+         * writes "as root" without CAP_CHOWN). */
+        *ret_set = u.uid != geteuid() || u.gid != getegid();
+        return 0;
+}
+
 int file_op_main(const char *cwd, char *const *argv) {
         _cleanup_close_ int root = -EBADF;
         FileOpAction action;
+        FileOpOwner owner = {};
+        bool owned = false;
         uint64_t max;
         uint32_t mode;
+        size_t n = strv_length(argv);
         int r;
 
-        if (strv_length(argv) != FILE_OP_ARGC)
+        if (n != FILE_OP_ARGC && n != FILE_OP_ARGC - 1)
                 return EINVAL;
         action = file_op_action_from_string(argv[1]);
         if (action < 0 || safe_atou32(argv[3], &mode) < 0 || safe_atou64(argv[4], &max) < 0)
@@ -538,7 +642,10 @@ int file_op_main(const char *cwd, char *const *argv) {
         root = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC);
         if (root < 0)
                 return errno > 0 && errno < 125 ? errno : EIO;
-        r = file_op_run(root, cwd, action, argv[2], mode, max, STDIN_FILENO, STDOUT_FILENO);
+        r = owner_resolve(root, n == FILE_OP_ARGC ? argv[5] : NULL, &owner, &owned);
+        if (r >= 0)
+                r = file_op_run(root, cwd, action, argv[2], mode, max, owned ? &owner : NULL,
+                                STDIN_FILENO, STDOUT_FILENO);
         /* 125 and up mean "could not start" (exec_child); no errno this
          * returns is that large, but make sure. */
         if (r < 0)

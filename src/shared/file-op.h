@@ -9,8 +9,12 @@
  * and root, with its identity, capabilities (none), landlock rules and
  * seccomp filter, in the exec's cgroup.
  *
- *   argv  FILE_OP_ARGV0 ACTION PATH MODE MAX   (MODE and MAX in decimal;
- *         MODE holds the FILE_OP_* flags above the permission bits)
+ *   argv  FILE_OP_ARGV0 ACTION PATH MODE MAX USER   (MODE and MAX in
+ *         decimal; MODE holds the FILE_OP_* flags above the permission
+ *         bits; USER, optional (an exec's argv carries no empty string),
+ *         is the owner of what a write, mkdir or move creates, a --user
+ *         spec resolved in the sandbox's /etc/passwd and /etc/group: see
+ *         file_op_run()'s @owner)
  *   fd 0  write: the bytes to write (read to EOF); move: the destination
  *         path (read to EOF, at most PATH_MAX bytes)
  *   fd 1  read: the file's bytes; list and walk: a JSON array of entries;
@@ -31,6 +35,7 @@
  * files beyond the sandbox's own view are not reachable at all. */
 
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "macro.h"
 
@@ -38,7 +43,10 @@
  * starts with 0x01 (the keeper refuses it). */
 #define FILE_OP_ARGV0 "\001hutch-file"
 #define FILE_OP_ARGV0_PREFIX '\001'
-#define FILE_OP_ARGC 5
+#define FILE_OP_ARGC 6
+/* file_op_main()'s status when USER is not in the sandbox's /etc/passwd
+ * (or /etc/group): no file operation fails with it otherwise. */
+#define FILE_OP_NO_USER ESRCH
 
 /* Flags or-ed into MODE. PARENTS: write and mkdir create the missing
  * directories of the path (0755), and mkdir of an existing directory
@@ -70,6 +78,13 @@ typedef enum FileOpAction {
         _FILE_OP_ACTION_MAX,
         _FILE_OP_ACTION_INVALID = -EINVAL,
 } FileOpAction;
+
+/* Who owns what an operation creates (issue 20: E2B's files written "as"
+ * a user). */
+typedef struct FileOpOwner {
+        uid_t uid;
+        gid_t gid;
+} FileOpOwner;
 
 /* "read", "write", "list", "stat", "remove", "mkdir", "move", "walk",
  * "pack", "unpack";
@@ -106,13 +121,26 @@ FileOpAction file_op_action_from_string(const char *s);
  *           @out_fd (sandbox/file-tar.h)
  * FILE_OP_PARENTS in @mode makes write and mkdir create missing
  * directories on the way, each opened without following a symlink as
- * the path's own are. Returns 0 or -errno: -EINVAL for an empty path or a relative @cwd,
+ * the path's own are.
+ * @owner (NULL: none) owns what write, mkdir and move create: the written
+ * file, the directory made, and the missing directories FILE_OP_PARENTS
+ * makes (an existing one keeps its owner), each given with fchown() on
+ * the descriptor this opened without following a symlink, never by a
+ * path; -EINVAL with another action. SECURITY: the kernel takes only ids
+ * of the sandbox's user namespace (an unmapped one: -EPERM here), and the
+ * call needs CAP_CHOWN there (a sandbox whose only id is root: -EPERM).
+ * Returns 0 or -errno: -EINVAL for an empty path or a relative @cwd,
  * -ENAMETOOLONG, -EXDEV for ".." above "/", -ELOOP for a symlink in the way,
  * -EBUSY to write or remove "/" itself, and the errors of the calls. */
 int file_op_run(int root_fd, const char *cwd, FileOpAction action, const char *path, unsigned mode,
-                uint64_t max, int in_fd, int out_fd);
+                uint64_t max, const FileOpOwner *owner, int in_fd, int out_fd);
 
 /* The builtin's entry point in the child init forked (fds 0 and 1 set up,
- * @cwd the request's): parses @argv (FILE_OP_ARGC entries) and runs the
- * operation from "/". Returns the exit status: 0 or a positive errno. */
+ * @cwd the request's): parses @argv (FILE_OP_ARGC entries, or one less
+ * without USER) and runs the
+ * operation from "/". A USER is resolved with image_user_resolve() in the
+ * sandbox's /etc/passwd and /etc/group, each opened below "/" without
+ * following a symlink (FILE_OP_NO_USER when not found); the caller's own
+ * uid and gid need no fchown(). Returns the exit status: 0 or a positive
+ * errno. */
 int file_op_main(const char *cwd, char *const *argv);

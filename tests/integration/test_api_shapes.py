@@ -24,7 +24,7 @@ from test_serve import create, make_workspace, server  # noqa: F401 (fixture)
 
 def test_version_is_1_4(server):
     v = server.api.ok("GET", "/v1/version").json
-    assert (v["api_major"], v["api_minor"]) == (1, 6)
+    assert (v["api_major"], v["api_minor"]) == (1, 7)
 
 
 def test_exec_env_object(server):

@@ -644,3 +644,32 @@ typedef struct HutchExtPullOptions {
  * fd with its flock in @ret_layout_fd (each may be NULL). */
 int hutch_ext_pull(const HutchExtPullRef *r, const HutchExtPullOptions *o, const char *layout_dir,
                    char **ret_digest, int *ret_layout_fd, HutchError *reterr);
+
+/* ---- files owned by a user (issue 20: E2B's files written "as" a user) ----
+ * hutch_file_write(), hutch_file_mkdir() and hutch_file_move() of hutch.h
+ * with @user (a --user spec: NAME, UID, NAME:GROUP, UID:GID; NULL: as
+ * those, owned by the sandbox's root), resolved in the sandbox's own
+ * /etc/passwd and /etc/group: the file written, the directory made and
+ * the missing parents made on the way are that user's (fchown() on the
+ * descriptor, never a path; docs/api.md "Files"). An existing directory
+ * keeps its owner. -EINVAL with @reterr for a user the sandbox lacks;
+ * -EPERM when the sandbox cannot hand out the user's ids (not in its
+ * user namespace: a sandbox without a range of ids has only root). */
+int hutch_ext_file_write(const char *name, const char *path, const void *data, size_t len,
+                         unsigned mode, const char *user, HutchError *reterr);
+int hutch_ext_file_mkdir(const char *name, const char *path, unsigned mode, const char *user,
+                         HutchError *reterr);
+int hutch_ext_file_move(const char *name, const char *from, const char *to, unsigned flags,
+                        const char *user, HutchError *reterr);
+
+/* ---- pause that keeps memory (issue 20: E2B's pause) ----
+ * Freezes (@on) or thaws running sandbox @name whole (its cgroup: v2
+ * cgroup.freeze or the v1 freezer; a microVM's QEMU): its processes stay,
+ * using no CPU, until the thaw or the keeper's end (an idle stop, `hutch
+ * stop`: thawed, then stopped). Not tied to the caller's connection, as
+ * the snapshot's freeze is. Execs and file operations are refused while
+ * it is paused. Idempotent. Returns 0, -ENOTCONN when it is not running,
+ * -EPERM with @reterr when the keeper refused (a sandbox without a
+ * cgroup of its own, as for a user without delegated cgroups: "no
+ * cgroup: this sandbox cannot be frozen"), or another -errno. */
+int hutch_ext_pause(const char *name, bool on, HutchError *reterr);

@@ -44,6 +44,7 @@ typedef struct KeeperCore {
         uint64_t next_id;       /* the last exec id given */
         uint64_t idle_since_ms; /* when the last exec ended (keeper_core_idle()) */
         bool stop, frozen;
+        bool paused;      /* frozen by "pause" (E2B's pause, issue 20): held by no connection */
         HutchError error; /* why the keeper stopped, when it was not asked to */
 } KeeperCore;
 

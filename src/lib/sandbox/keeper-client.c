@@ -254,6 +254,10 @@ int keeper_file(int sock, const KeeperFile *req, HutchError *reterr) {
                 return hutch_error_set(reterr, EINVAL, "invalid file request");
         obj = json_pack("{s:s,s:s,s:s,s:I,s:I}", "op", "file", "action", action, "path", req->path,
                         "mode", (json_int_t)req->mode, "max", (json_int_t)req->max);
+        if (obj && req->user && json_object_set_new(obj, "user", json_string(req->user)) < 0) {
+                json_decref(obj);
+                obj = NULL;
+        }
         if (!obj)
                 return hutch_error_set(reterr, EINVAL,
                                        "the path is not valid UTF-8 (or out of memory)");

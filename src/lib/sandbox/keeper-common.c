@@ -369,9 +369,15 @@ int keeper_file_request_parse(json_t *req, const Policy *p, size_t n_fds, Keeper
         json_t *mode_j = json_object_get(req, "mode"), *max_j = json_object_get(req, "max");
         const char *action = json_string_value(json_object_get(req, "action"));
         const char *path = json_string_value(json_object_get(req, "path"));
+        json_t *user_j = json_object_get(req, "user");
+        FileOpAction a = file_op_action_from_string(action);
 
-        if (file_op_action_from_string(action) < 0 || !path || !path[0] ||
-            strlen(path) >= PATH_MAX || !json_is_integer(mode_j) ||
+        /* The owner of what the operation creates (file-op.h): only
+         * write, mkdir and move create anything. */
+        if (user_j && (!json_is_string(user_j) || !user_spec_is_valid(json_string_value(user_j)) ||
+                       (a != FILE_OP_WRITE && a != FILE_OP_MKDIR && a != FILE_OP_MOVE)))
+                return -EINVAL;
+        if (a < 0 || !path || !path[0] || strlen(path) >= PATH_MAX || !json_is_integer(mode_j) ||
             json_integer_value(mode_j) < 0 ||
             (json_integer_value(mode_j) & ~(json_int_t)(0777 | FILE_OP_FLAGS)) != 0 ||
             !json_is_integer(max_j) || json_integer_value(max_j) < 0 || n_fds != 1)
@@ -380,6 +386,7 @@ int keeper_file_request_parse(json_t *req, const Policy *p, size_t n_fds, Keeper
                 .action = action,
                 .path = path,
                 .cwd = p->workspace ? POLICY_SANDBOX_WORKSPACE : POLICY_SANDBOX_HOME,
+                .user = user_j ? json_string_value(user_j) : NULL,
         };
         (void)snprintf(ret->mode, sizeof(ret->mode), "%lld", (long long)json_integer_value(mode_j));
         (void)snprintf(ret->max, sizeof(ret->max), "%lld", (long long)json_integer_value(max_j));

@@ -39,6 +39,39 @@ static bool op_is(const char *op, const char *name) {
         return strcmp(op, name) == 0;
 }
 
+/* {"op":"pause"} (@on) or {"op":"unpause"}: the whole sandbox frozen
+ * (backend.h's freeze_cgroup) until "unpause" from any connection or the
+ * keeper's end, not while a connection lives as "freeze" holds it: E2B's
+ * pause, whose sandbox outlives the request (issue 20). Idempotent. The
+ * keeper refuses execs and file operations meanwhile (they would wait in
+ * the frozen cgroup). Returns < 0 (answered) to close @c. */
+static int pause_handle(KeeperCore *k, KeeperConn *c, bool on) {
+        Cgroup *cg = k->ops->freeze_cgroup(k);
+        int r;
+
+        if (on != k->paused) {
+                if (on && k->frozen) {
+                        keeper_send_error(c->fd, "the sandbox is frozen for a snapshot");
+                        return -EBUSY;
+                }
+                if (!cg) {
+                        keeper_send_error(c->fd, "no cgroup: this sandbox cannot be frozen");
+                        return -EOPNOTSUPP;
+                }
+                r = cgroup_set_frozen(cg, on);
+                if (r < 0) {
+                        /* Half-frozen is no state to leave it in. */
+                        if (on)
+                                (void)cgroup_set_frozen(cg, false);
+                        keeper_send_error(c->fd, on ? "failed to freeze the sandbox"
+                                                    : "failed to thaw the sandbox");
+                        return r;
+                }
+                k->paused = k->frozen = on;
+        }
+        return keeper_send_json(c->fd, json_pack("{s:s}", "op", "ok"), NULL, 0);
+}
+
 /* One message on a connection. Returns < 0 to close it. */
 static int conn_handle(KeeperCore *k, KeeperConn *c) {
         const SandboxBackendOps *ops = k->ops;
@@ -57,6 +90,9 @@ static int conn_handle(KeeperCore *k, KeeperConn *c) {
                 if (sig > 0)
                         ops->signal(k, c->exec_id, sig);
                 r = 0;
+        } else if (k->paused && (op_is(op, "exec") || op_is(op, "file"))) {
+                keeper_send_error(c->fd, "the sandbox is paused");
+                r = -EBUSY;
         } else if (op_is(op, "exec")) {
                 r = ops->exec(k, c, req, fds, n_fds);
         } else if (op_is(op, "file")) {
@@ -79,6 +115,8 @@ static int conn_handle(KeeperCore *k, KeeperConn *c) {
                 k->stop = true;
                 c->kind = KEEPER_CONN_STOP; /* answered when everything is down */
                 r = 0;
+        } else if (op_is(op, "pause") || op_is(op, "unpause")) {
+                r = pause_handle(k, c, op_is(op, "pause"));
         } else if (op_is(op, "freeze") || op_is(op, "thaw")) {
                 r = keeper_freeze(c, ops->freeze_cgroup(k), op[0] == 'f', &k->frozen);
         } else if (op_is(op, "limits") && ops->limits) {
@@ -186,6 +224,11 @@ int keeper_core_run(KeeperCore *k, char *const *caller_env, HutchError *reterr) 
 
         keeper_loop(k);
 
+        /* A paused (or frozen) sandbox is thawed to be stopped: the v1
+         * freezer holds SIGKILL until then. */
+        if (k->frozen && k->ops->freeze_cgroup(k))
+                (void)cgroup_set_frozen(k->ops->freeze_cgroup(k), false);
+        k->frozen = k->paused = false;
         k->ops->halt(k);
         (void)unlink(cfg->socket_path);
         k->listen_fd = safe_close(k->listen_fd);

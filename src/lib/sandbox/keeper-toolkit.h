@@ -138,11 +138,14 @@ void keeper_exec_request_done(KeeperExecRequest *x);
 int keeper_exec_admit(int fd, bool stopping, size_t n_execs);
 
 /* A file request, checked: {"op":"file","action":A,"path":P,"mode":N,
- * "max":N} with one fd (the data), for the builtin of file-op.h, whose
- * argv is FILE_OP_ARGV0 @action @path @mode @max, run in @cwd (the
- * workspace, or $HOME). The strings are borrowed from the request. */
+ * "max":N[,"user":S]} with one fd (the data), for the builtin of
+ * file-op.h, whose argv is FILE_OP_ARGV0 @action @path @mode @max @user,
+ * run in @cwd (the workspace, or $HOME). @user is NULL without one (the
+ * argv ends before it), else a user_spec_is_valid() spec, only for write,
+ * mkdir and move. The strings
+ * are borrowed from the request. */
 typedef struct KeeperFileRequest {
-        const char *action, *path, *cwd;
+        const char *action, *path, *cwd, *user;
         char mode[24], max[24];
 } KeeperFileRequest;
 

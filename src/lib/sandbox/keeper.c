@@ -479,15 +479,16 @@ static int file_start(KeeperCore *core, KeeperConn *c, json_t *req, int fds[3], 
                 keeper_send_error(c->fd, "failed to open /dev/null");
                 return negative_errno();
         }
-        return exec_launch(k, c,
-                           &(ExecSpec){
-                                   .argv = (char *[]){(char *)FILE_OP_ARGV0, (char *)f.action,
-                                                      (char *)f.path, f.mode, f.max, NULL},
-                                   .cwd = f.cwd,
-                                   .timeout_ms = k->core.cfg->policy->timeout_ms,
-                                   .builtin = true,
-                                   .fds = (int[3]){fds[0], fds[0], null_fd},
-                           });
+        return exec_launch(
+                k, c,
+                &(ExecSpec){
+                        .argv = (char *[]){(char *)FILE_OP_ARGV0, (char *)f.action, (char *)f.path,
+                                           f.mode, f.max, (char *)f.user, NULL},
+                        .cwd = f.cwd,
+                        .timeout_ms = k->core.cfg->policy->timeout_ms,
+                        .builtin = true,
+                        .fds = (int[3]){fds[0], fds[0], null_fd},
+                });
 }
 
 /* {"op":"limits","policy":TEXT}: the new policy's memory, swap, cpus and

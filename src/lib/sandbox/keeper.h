@@ -20,8 +20,12 @@
  *   client -> keeper {"op":"stop"} | {"op":"ping"} -> {"op":"ok",...}
  *   client -> keeper {"op":"freeze"} -> {"op":"ok"}; the sandbox stays
  *                    frozen until {"op":"thaw"} or the connection closes
+ *   client -> keeper {"op":"pause"} | {"op":"unpause"} -> {"op":"ok"}: frozen
+ *                    until "unpause" on any connection or the keeper's end
+ *                    (E2B's pause, issue 20); execs and files are refused
+ *                    meanwhile
  *   client -> keeper {"op":"file","action":"read|write|list|stat|remove",
- *                     "path":S,"mode":N,"max":N}   + one fd for the data
+ *                     "path":S,"mode":N,"max":N[,"user":S]}   + one fd for the data
  *                    -> {"op":"started","id":N}, {"op":"outcome",...}: the
  *                    file operation of src/shared/file-op.h, run by a process
  *                    of the sandbox; its exit_code is 0 or the errno
@@ -136,7 +140,7 @@ int keeper_exec_answer(int sock, uint64_t *ret_id, int *ret_exit_code, char **re
 int keeper_exec_signal(int sock, int sig);
 
 /* Sends {"op":@op} and waits for the answer ("ok"): for stop, ping,
- * freeze, thaw. Returns 0, or -errno with @reterr. */
+ * freeze, thaw, pause, unpause. Returns 0, or -errno with @reterr. */
 int keeper_simple(int sock, const char *op, HutchError *reterr);
 
 /* The wire, for a client's own requests (api/processes.c): sends @obj
@@ -164,6 +168,8 @@ typedef struct KeeperFile {
         uint64_t max;     /* read: the largest file accepted */
         int data_fd;      /* write: the bytes, from its offset to EOF; read, list, stat: where
                            * the result is written (borrowed) */
+        const char *user; /* write, mkdir, move: who owns what they create (a --user spec,
+                           * file-op.h's USER), or NULL: the keeper's identity (root) */
 } KeeperFile;
 
 /* Runs a file operation (src/shared/file-op.h) in the sandbox of the

@@ -415,7 +415,8 @@ static int file_request(KeeperCore *core, KeeperConn *c, json_t *req, int fds[3]
         }
         r = exec_add(k, c,
                      &(VmExecSpec){.argv = (char *[]){(char *)FILE_OP_ARGV0, (char *)f.action,
-                                                      (char *)f.path, f.mode, f.max, NULL},
+                                                      (char *)f.path, f.mode, f.max, (char *)f.user,
+                                                      NULL},
                                    .env = k->v.env,
                                    .cwd = f.cwd,
                                    .timeout_ms = k->core.cfg->policy->timeout_ms,
