@@ -8,6 +8,8 @@
 # where the integration tests install it (~/.cache/hutch-tests/node, see
 # tests/integration/test_e2b_control.py) or in $HUTCH_TEST_NODE_MODULES.
 # Usage: bench/bench-e2b.sh [ROUNDS] [RUNS]    # default 20 rounds, 200 runs
+# HUTCH_BUILD_DIR=DIR takes hutch from another build (an A/B against main's:
+# run the two alternately with small counts on a loaded machine).
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
@@ -21,11 +23,12 @@ if [ ! -f "$sdk" ]; then
         exit 1
 fi
 
-if [ ! -f build/build.ninja ]; then
-        meson setup build
+build=${HUTCH_BUILD_DIR:-build}
+if [ ! -f "$build/build.ninja" ]; then
+        meson setup "$build"
 fi
-ninja -C build >/dev/null
-hutch=$PWD/build/src/cli/hutch
+ninja -C "$build" >/dev/null
+hutch=$(cd "$build" && pwd)/src/cli/hutch
 
 work=$(mktemp -d)
 export HUTCH_HOME=$work/home HUTCH_STATE_DIR=$work/state

@@ -480,7 +480,8 @@ int shipped_binary_find(const char *env_name, const char *name, const char *buil
         return *ret ? 0 : negative_errno();
 }
 
-int write_file_atomic(const char *dir, const char *name, const void *data, size_t len) {
+static int write_file_rename(const char *dir, const char *name, const void *data, size_t len,
+                             bool durable) {
         _cleanup_free_ char *tmp = NULL, *path = NULL;
         _cleanup_close_ int fd = -EBADF, dfd = -EBADF;
         int r;
@@ -497,7 +498,7 @@ int write_file_atomic(const char *dir, const char *name, const void *data, size_
         if (fd < 0)
                 return negative_errno();
         r = loop_write(fd, data, len);
-        if (r >= 0 && fsync(fd) < 0)
+        if (r >= 0 && durable && fsync(fd) < 0)
                 r = negative_errno();
         if (r >= 0 && rename(tmp, path) < 0)
                 r = negative_errno();
@@ -505,8 +506,18 @@ int write_file_atomic(const char *dir, const char *name, const void *data, size_
                 (void)unlink(tmp);
                 return r;
         }
+        if (!durable)
+                return 0;
         dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         if (dfd >= 0)
                 (void)fsync(dfd);
         return 0;
+}
+
+int write_file_atomic(const char *dir, const char *name, const void *data, size_t len) {
+        return write_file_rename(dir, name, data, len, true);
+}
+
+int write_file_replace(const char *dir, const char *name, const void *data, size_t len) {
+        return write_file_rename(dir, name, data, len, false);
 }

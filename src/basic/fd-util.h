@@ -137,3 +137,8 @@ int shipped_binary_find(const char *env_name, const char *name, const char *buil
  * an fsync of @dir. A reader sees the old file or the whole new one.
  * Returns 0 or -errno (the temporary file is removed). */
 int write_file_atomic(const char *dir, const char *name, const void *data, size_t len);
+/* The same without either fsync: a reader sees the old file or the whole
+ * new one, but after a power loss the old one may be what is on disk.
+ * Only for a file whose older content is as good after a crash (issue
+ * 20: the E2B table's state changes its server's start undoes anyway). */
+int write_file_replace(const char *dir, const char *name, const void *data, size_t len);

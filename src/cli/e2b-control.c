@@ -573,7 +573,10 @@ static int route_create(E2bRequest *req, const char *unused) {
         (void)json_object_set_new(rec, "state", json_string("running"));
         (void)json_object_set_new(rec, "startedAt", json_integer((json_int_t)now));
         (void)json_object_set_new(rec, "endAt", json_integer((json_int_t)(now + b.timeout * 1000)));
-        r = e2b_table_save(req->srv, rec);
+        /* The durable "creating" record above is what a crash needs (the
+         * server's next start destroys its sandbox); this one need not
+         * wait for the disk. */
+        r = e2b_table_save_volatile(req->srv, rec);
         if (r < 0) {
                 (void)hutch_destroy(name, NULL);
                 e2b_table_remove(req->srv, id);

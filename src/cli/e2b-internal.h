@@ -50,6 +50,11 @@ int e2b_table_lock(const E2bServer *srv, const char *id);
 /* Record @id: -ENOENT when there is none (or @id is malformed). */
 int e2b_table_load(const E2bServer *srv, const char *id, json_t **ret);
 int e2b_table_save(const E2bServer *srv, json_t *rec);
+/* Saves a record whose previous content, durable, is as good after a crash
+ * (the server's start destroys every sandbox of its table): without the
+ * fsyncs (issue 20's create and kill latency). A reader sees the old
+ * record or the new one. */
+int e2b_table_save_volatile(const E2bServer *srv, json_t *rec);
 /* Removes record @id and its lock file. */
 void e2b_table_remove(const E2bServer *srv, const char *id);
 /* Every record, as a JSON array (unordered). */

@@ -158,6 +158,15 @@ int e2b_table_save(const E2bServer *srv, json_t *rec) {
         return write_file_atomic(srv->table_dir, name, text, strlen(text));
 }
 
+int e2b_table_save_volatile(const E2bServer *srv, json_t *rec) {
+        _cleanup_free_ char *text = json_dumps(rec, JSON_COMPACT), *name = NULL;
+        const char *id = json_string_value(json_object_get(rec, "sandboxID"));
+
+        if (!text || !id || asprintf(&name, "%s.json", id) < 0)
+                return -ENOMEM;
+        return write_file_replace(srv->table_dir, name, text, strlen(text));
+}
+
 void e2b_table_remove(const E2bServer *srv, const char *id) {
         _cleanup_free_ char *json = NULL, *lock = NULL;
 
@@ -349,8 +358,11 @@ int e2b_sandbox_kill_begin(const E2bServer *srv, const char *id, int *ret_lock, 
                 r = 0;
         if (r >= 0 && json_object_set_new(rec, "state", json_string("killing")) < 0)
                 r = -ENOMEM;
+        /* For the readers until the files are gone (list, health): lost
+         * in a crash, the "running" record before it has its sandbox
+         * destroyed at the server's next start all the same. */
         if (r >= 0)
-                r = e2b_table_save(srv, rec);
+                r = e2b_table_save_volatile(srv, rec);
         json_decref(rec);
         if (r < 0)
                 return r;

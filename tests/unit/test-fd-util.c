@@ -1,4 +1,5 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -302,3 +303,36 @@ TEST(fds_batched_carry_more_than_one_message) {
 }
 
 DEFINE_TEST_MAIN
+
+/* write_file_atomic() and write_file_replace() (the same without the
+ * fsyncs): the whole new content replaces the old, no temporary file is
+ * left, and a folder that is not there is -ENOENT with nothing written. */
+TEST(write_file_atomic_and_replace) {
+        char dir[] = "/tmp/test-fd-util-XXXXXX";
+        _cleanup_free_ char *path = NULL, *text = NULL, *again = NULL;
+        struct dirent *de;
+        size_t n = 0;
+        DIR *d;
+
+        ASSERT_TRUE(mkdtemp(dir) != NULL);
+        ASSERT_TRUE(asprintf(&path, "%s/rec.json", dir) > 0);
+        ASSERT_OK(write_file_atomic(dir, "rec.json", "old content", 11));
+        ASSERT_OK(write_file_replace(dir, "rec.json", "new", 3));
+        ASSERT_OK(read_full_file(path, 64, &text));
+        ASSERT_STREQ(text, "new");
+        ASSERT_OK(write_file_atomic(dir, "rec.json", "newer", 5));
+        ASSERT_OK(read_full_file(path, 64, &again));
+        ASSERT_STREQ(again, "newer");
+        d = opendir(dir);
+        ASSERT_TRUE(d != NULL);
+        while ((de = readdir(d)))
+                if (strcmp(de->d_name, ".") != 0 && strcmp(de->d_name, "..") != 0)
+                        n++;
+        (void)closedir(d);
+        ASSERT_EQ(n, 1);
+
+        ASSERT_ERROR(write_file_replace("/nonexistent-hutch-test", "rec.json", "x", 1), ENOENT);
+        ASSERT_ERROR(write_file_atomic("/nonexistent-hutch-test", "rec.json", "x", 1), ENOENT);
+        ASSERT_OK(unlink(path));
+        ASSERT_OK(rmdir(dir));
+}

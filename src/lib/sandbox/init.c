@@ -671,20 +671,31 @@ _noreturn_ static void stem_main(int sock, int *cg_fds, size_t n_cg, char *buf) 
         exec_run(&req);
 }
 
-static void stem_drop(Stem *stem) {
+/* The prepared processes, oldest first (SYNC_STEMS_MAX, sync.h). */
+typedef struct Stems {
+        Stem s[SYNC_STEMS_MAX];
+        size_t n;
+} Stems;
+
+/* Forgets @stems->s[@i] (killing it with @kill), keeping the order. */
+static void stem_remove(Stems *stems, size_t i, bool kill_it) {
+        Stem *stem = stems->s + i;
+
         stem->sock = safe_close(stem->sock);
-        if (stem->pid > 0)
+        if (kill_it && stem->pid > 0)
                 (void)kill(stem->pid, SIGKILL); /* reaped by serve_reap() */
-        *stem = (Stem){.sock = -EBADF};
+        memmove(stems->s + i, stems->s + i + 1, sizeof(Stem) * (stems->n - i - 1));
+        stems->n--;
 }
 
-/* SYNC_OP_STEM: a new prepared process (the old one, if the keeper
- * replaced it, goes). */
-static void stem_fork(const SyncMsg *m, int *fds, char *buf, Stem *stem) {
+/* SYNC_OP_STEM: a new prepared process (the oldest, when SYNC_STEMS_MAX
+ * wait already, goes: the keeper replaced it). */
+static void stem_fork(const SyncMsg *m, int *fds, char *buf, Stems *stems) {
         int pair[2];
         pid_t pid;
 
-        stem_drop(stem);
+        if (stems->n == SYNC_STEMS_MAX)
+                stem_remove(stems, 0, true);
         if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, pair) < 0)
                 return;
         pid = fork();
@@ -697,7 +708,7 @@ static void stem_fork(const SyncMsg *m, int *fds, char *buf, Stem *stem) {
                 (void)close(pair[0]);
                 return;
         }
-        *stem = (Stem){.id = m->values[0], .pid = pid, .sock = pair[0]};
+        stems->s[stems->n++] = (Stem){.id = m->values[0], .pid = pid, .sock = pair[0]};
 }
 
 typedef struct RunningExec {
@@ -716,7 +727,7 @@ static void exec_request_done(ExecRequest *req) {
 /* One SYNC_OP_EXEC: fork the command, or report why not (the exec ends
  * with status 125 and a line on its stderr). */
 static void serve_exec(const InitArgs *a, const SyncMsg *m, int *fds, char *buf, RunningExec *execs,
-                       size_t *n_execs, Stem *stem) {
+                       size_t *n_execs, Stems *stems) {
         ExecRequest req = {
                 .id = m->values[0], .n_fds = m->n_fds, .tty = m->values[2] & SYNC_EXEC_TTY};
         const char *why = NULL;
@@ -734,8 +745,14 @@ static void serve_exec(const InitArgs *a, const SyncMsg *m, int *fds, char *buf,
                 why = "too many commands running in this sandbox";
         pid = 0;
         if (!why && (m->values[2] & SYNC_EXEC_STEM)) {
+                size_t i = 0;
+                Stem *stem;
+
                 /* The prepared process runs it: it sits in its cgroup. */
-                if (stem->pid <= 0 || stem->id != req.id || req.n_fds != 3 ||
+                while (i < stems->n && stems->s[i].id != req.id)
+                        i++;
+                stem = i < stems->n ? stems->s + i : &(Stem){.sock = -EBADF};
+                if (stem->pid <= 0 || req.n_fds != 3 ||
                     sync_send_values(
                             stem->sock, SYNC_OP_EXEC,
                             (uint64_t[3]){req.id, m->values[1], m->values[2] & SYNC_EXEC_TTY},
@@ -746,12 +763,8 @@ static void serve_exec(const InitArgs *a, const SyncMsg *m, int *fds, char *buf,
                         pid = stem->pid;
                         execs[(*n_execs)++] = (RunningExec){.id = req.id, .pid = stem->pid};
                 }
-                if (why)
-                        stem_drop(stem);
-                else {
-                        stem->sock = safe_close(stem->sock);
-                        *stem = (Stem){.sock = -EBADF};
-                }
+                if (i < stems->n)
+                        stem_remove(stems, i, why != NULL);
         } else if (!why) {
                 sigset_t all, old;
 
@@ -779,7 +792,7 @@ static void serve_exec(const InitArgs *a, const SyncMsg *m, int *fds, char *buf,
         exec_request_done(&req);
 }
 
-static void serve_reap(const InitArgs *a, RunningExec *execs, size_t *n_execs, Stem *stem) {
+static void serve_reap(const InitArgs *a, RunningExec *execs, size_t *n_execs, Stems *stems) {
         for (;;) {
                 int st;
                 pid_t p = waitpid(-1, &st, WNOHANG);
@@ -788,10 +801,11 @@ static void serve_reap(const InitArgs *a, RunningExec *execs, size_t *n_execs, S
                         return;
                 /* A prepared process that died unused: forget its pid
                  * before it can be reused by another process. */
-                if (stem->pid == p) {
-                        stem->pid = 0;
-                        stem->sock = safe_close(stem->sock);
-                }
+                for (size_t i = 0; i < stems->n; i++)
+                        if (stems->s[i].pid == p) {
+                                stem_remove(stems, i, false);
+                                break;
+                        }
                 for (size_t i = 0; i < *n_execs; i++)
                         if (execs[i].pid == p) {
                                 /* What it left running goes with it. The
@@ -813,7 +827,7 @@ static void serve_reap(const InitArgs *a, RunningExec *execs, size_t *n_execs, S
  * when the keeper closes the socket (or, with the keeper, by SIGKILL). */
 _noreturn_ static void serve(const InitArgs *a, const sigset_t *mask, unsigned fallbacks) {
         static RunningExec execs[INIT_MAX_EXECS];
-        Stem stem = {.sock = -EBADF};
+        Stems stems = {};
         size_t n_execs = 0;
         _cleanup_free_ char *buf = NULL;
         int sigfd;
@@ -857,7 +871,7 @@ _noreturn_ static void serve(const InitArgs *a, const sigset_t *mask, unsigned f
 
                         while (read(sigfd, &si, sizeof(si)) == sizeof(si))
                                 ;
-                        serve_reap(a, execs, &n_execs, &stem);
+                        serve_reap(a, execs, &n_execs, &stems);
                 }
                 if (!pfd[0].revents)
                         continue;
@@ -867,11 +881,11 @@ _noreturn_ static void serve(const InitArgs *a, const sigset_t *mask, unsigned f
                 if (r <= 0)
                         _exit(0);
                 if (m.op == SYNC_OP_EXEC) {
-                        serve_exec(a, &m, fds, buf, execs, &n_execs, &stem);
+                        serve_exec(a, &m, fds, buf, execs, &n_execs, &stems);
                         continue;
                 }
                 if (m.op == SYNC_OP_STEM) {
-                        stem_fork(&m, fds, buf, &stem);
+                        stem_fork(&m, fds, buf, &stems);
                         for (size_t i = 0; i < ELEMENTSOF(fds); i++)
                                 fds[i] = safe_close(fds[i]);
                         continue;

@@ -60,8 +60,11 @@ typedef struct Keeper {
         Exec execs[KEEPER_MAX_EXECS];
         size_t n_execs;
         CgroupStats counters; /* the sandbox's, read at the last exec's end */
-        Cgroup *stem_cgroup;  /* the next exec's, its process prepared (stem_prepare()) */
-        uint64_t stem_id;
+        /* The next execs' cgroups, their processes prepared
+         * (stem_prepare()), oldest first. */
+        Cgroup *stem_cgroup[SYNC_STEMS_MAX];
+        uint64_t stem_id[SYNC_STEMS_MAX];
+        size_t n_stems;
         uint64_t pipe_ids[2 * KEEPER_MAX_EXECS]; /* poll_fill(): whose log pipe each is */
         size_t n_pipes;
 } Keeper;
@@ -98,7 +101,8 @@ static void exec_free(Keeper *k, Exec *e) {
                 keeper_core_idle(&k->core);
 }
 
-static void stem_prepare(Keeper *k);
+static void stem_prepare(Keeper *k, size_t want);
+static int stem_prepare_one(Keeper *k);
 
 /* "started" goes to the client that asked for @e once init said it
  * started it, with its pid known (SYNC_OP_STARTED), or that it could not
@@ -192,9 +196,9 @@ static void exec_finished(Keeper *k, Exec *e, int status) {
         /* The next exec's process, while the client reads its answer (not
          * while this exec ran: moving a process into a cgroup holds up the
          * command's forks and exit). First: a client that calls again at
-         * once must find it ready; removing this exec's cgroup can wait
+         * once must find one ready; removing this exec's cgroup can wait
          * (while init forks the new process). */
-        stem_prepare(k);
+        stem_prepare(k, SYNC_STEMS_MAX);
         exec_free(k, e);
 }
 
@@ -243,12 +247,21 @@ typedef struct ExecSpec {
 /* Starts @x: its cgroup, then SYNC_OP_EXEC to init. Answers "started" on
  * @c, which then waits for the outcome (unless detached). Returns < 0 to
  * close @c. */
-/* Prepares the next exec's cgroup and has init fork the process that will
- * run it into it now (SYNC_OP_STEM): moving a process into a cgroup can
- * wait for an RCU grace period (~15 ms when no move happened lately), which
- * this keeps off the next request's path. Without cgroups there is nothing
- * to prepare. Best effort: on failure the next exec takes the usual path. */
-static void stem_prepare(Keeper *k) {
+/* Prepares an exec's cgroup and has init fork the process that will run
+ * it into it now (SYNC_OP_STEM), until @want are: moving a process
+ * into a cgroup can wait for an RCU grace period (~15 ms when no move
+ * happened lately), which this keeps off the request's path. There are two
+ * (issue 20): a client that calls again as soon as an exec ended (E2B's
+ * commands.run in a loop) takes the one prepared at the end of the exec
+ * before, whose move is over, not the one whose move has just begun. An
+ * exec takes the oldest. Without cgroups there is nothing to prepare. Best
+ * effort: on failure an exec takes the usual path. */
+static void stem_prepare(Keeper *k, size_t want) {
+        while (k->n_stems < MIN(want, (size_t)SYNC_STEMS_MAX) && stem_prepare_one(k) >= 0)
+                ;
+}
+
+static int stem_prepare_one(Keeper *k) {
         _cleanup_free_ char *name = NULL;
         int cg_fds[SYNC_EXEC_FDS_MAX - 3];
         size_t n_cg = 0;
@@ -257,12 +270,12 @@ static void stem_prepare(Keeper *k) {
         uint64_t id;
         int r;
 
-        if (!k->st.rc.cgroup || k->stem_cgroup || k->core.stop)
-                return;
+        if (!k->st.rc.cgroup || k->core.stop)
+                return -ECANCELED;
         id = ++k->core.next_id;
         if (asprintf(&name, "x-%llu", (unsigned long long)id) < 0) {
                 name = NULL;
-                return;
+                return -ENOMEM;
         }
         r = cgroup_new_child(k->st.rc.cgroup, name, &cg, &ignored);
         if (r >= 0)
@@ -275,10 +288,11 @@ static void stem_prepare(Keeper *k) {
         if (r < 0) {
                 if (cg)
                         (void)cgroup_destroy(cg);
-                return;
+                return r;
         }
-        k->stem_cgroup = cg;
-        k->stem_id = id;
+        k->stem_cgroup[k->n_stems] = cg;
+        k->stem_id[k->n_stems++] = id;
+        return 0;
 }
 
 /* Keeps the keeper and init (@init) on the CPU the keeper runs on: an exec
@@ -329,7 +343,7 @@ static int exec_launch(Keeper *k, KeeperConn *c, const ExecSpec *x) {
 
         e = &k->execs[k->n_execs];
         *e = (Exec){
-                .id = k->stem_cgroup ? k->stem_id : ++k->core.next_id,
+                .id = k->n_stems > 0 ? k->stem_id[0] : ++k->core.next_id,
                 .conn_fd = x->detach ? -EBADF : c->fd,
                 .start_fd = -EBADF,
                 .stdin_w = -EBADF,
@@ -349,9 +363,12 @@ static int exec_launch(Keeper *k, KeeperConn *c, const ExecSpec *x) {
         /* The sandbox's counters as of the last exec's end: reading them
          * here would cost two cgroup walks per exec. */
         e->before = k->counters;
-        if (k->stem_cgroup) {
+        if (k->n_stems > 0) {
                 /* The prepared process is in this cgroup already. */
-                e->cgroup = TAKE_PTR(k->stem_cgroup);
+                e->cgroup = k->stem_cgroup[0];
+                k->n_stems--;
+                memmove(k->stem_cgroup, k->stem_cgroup + 1, sizeof(Cgroup *) * k->n_stems);
+                memmove(k->stem_id, k->stem_id + 1, sizeof(uint64_t) * k->n_stems);
                 use_stem = true;
         } else if (k->st.rc.cgroup) {
                 HutchError ignored = {};
@@ -686,7 +703,9 @@ static void ns_ready(KeeperCore *core) {
 
         if (k->st.rc.cgroup)
                 (void)cgroup_stats(k->st.rc.cgroup, &k->counters);
-        stem_prepare(k);
+        /* One: the first exec, which may follow at once, need not wait
+         * for a second; the first exec's end prepares the other. */
+        stem_prepare(k, 1);
 }
 
 /* Down: every exec, init (and with it the pid namespace). */
@@ -705,9 +724,9 @@ static void ns_halt(KeeperCore *core) {
                 (void)waitpid(k->st.pid, NULL, 0);
                 k->st.pid = 0;
         }
-        /* The prepared process died with init; its cgroup goes. */
-        if (k->stem_cgroup)
-                (void)cgroup_destroy(TAKE_PTR(k->stem_cgroup));
+        /* The prepared processes died with init; their cgroups go. */
+        while (k->n_stems > 0)
+                (void)cgroup_destroy(k->stem_cgroup[--k->n_stems]);
 }
 
 /* The cgroups and the proxy. */

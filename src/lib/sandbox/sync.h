@@ -68,7 +68,9 @@
  *                                       (off the request's path: a cgroup move
  *                                       can wait for an RCU grace period) and
  *                                       waits; an SYNC_OP_EXEC with values[2]
- *                                       = 1 and that id is run by it
+ *                                       = 1 and that id is run by it. Up to
+ *                                       SYNC_STEMS_MAX wait at once (a new one
+ *                                       beyond replaces the oldest)
  */
 
 #include <stdint.h>
@@ -83,6 +85,8 @@
 #define SYNC_EXEC_TTY UINT64_C(2)
 /* Descriptors of one exec request: stdio and up to six cgroup.procs. */
 #define SYNC_EXEC_FDS_MAX 9
+/* Prepared processes (SYNC_OP_STEM) init keeps at once. */
+#define SYNC_STEMS_MAX 2
 
 typedef enum SyncOp {
         SYNC_OP_GO = 1,
