@@ -5,6 +5,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+/* The test reads the Policy the flags filled (the CLI itself cannot). */
+#include "policy/policy.h"
 #include "run-flags.h"
 #include "strv.h"
 #include "test-util.h"
