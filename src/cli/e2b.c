@@ -822,6 +822,7 @@ static pid_t spawn(const sigset_t *old_mask, int close_fds[], size_t n_close) {
 
 static int build_server(E2bServer *srv, const E2bArgs *a) {
         _cleanup_(run_args_done) RunArgs args = {.json_fd = -EBADF};
+        HutchExtPolicyView view;
         HutchError err = {};
         int r;
 
@@ -840,11 +841,12 @@ static int build_server(E2bServer *srv, const E2bArgs *a) {
                 log_error("--json is not a flag of hutch serve --e2b");
                 return -EINVAL;
         }
-        r = policy_to_json(args.policy, &srv->policy_json);
+        r = hutch_ext_policy_to_json(args.policy, &srv->policy_json);
         if (r < 0)
                 return log_error_errno(r, "cannot write the policy: %m");
-        if (args.policy->allow_hosts) {
-                srv->allow_ceiling = strv_copy(args.policy->allow_hosts);
+        hutch_ext_policy_view(args.policy, &view);
+        if (view.allow_hosts) {
+                srv->allow_ceiling = strv_copy(view.allow_hosts);
                 if (!srv->allow_ceiling)
                         return log_oom();
         }

@@ -70,9 +70,11 @@ static int mcp_policy(const RunArgs *args, const char *cwd, hutch_policy **ret, 
         _cleanup_free_ char *json = NULL, *ws = NULL;
         hutch_policy *p;
         hutch_error err = {};
+        HutchExtPolicyView view;
         int r;
 
-        r = policy_to_json(args->policy, &json);
+        hutch_ext_policy_view(args->policy, &view);
+        r = hutch_ext_policy_to_json(args->policy, &json);
         if (r < 0) {
                 log_error("cannot use this policy: %s",
                           r == -EILSEQ ? "a path or value is not valid UTF-8" : strerror(-r));
@@ -82,7 +84,7 @@ static int mcp_policy(const RunArgs *args, const char *cwd, hutch_policy **ret, 
         if (!p)
                 return log_error_errno(-ENOMEM, "out of memory");
         r = hutch_policy_load_json(p, json, &err);
-        if (r >= 0 && !args->policy->workspace) {
+        if (r >= 0 && !view.workspace) {
                 if (asprintf(&ws, "%s:overlay", cwd) < 0)
                         r = -ENOMEM;
                 else
@@ -275,7 +277,10 @@ int verb_mcp(int argc, char **argv) {
         if (!name) {
                 /* Named after the workspace: a client that starts servers
                  * elsewhere than in the project can pass --workspace. */
-                mcp_default_name(args.policy->workspace ? args.policy->workspace : cwd, dflt);
+                HutchExtPolicyView view;
+
+                hutch_ext_policy_view(args.policy, &view);
+                mcp_default_name(view.workspace ? view.workspace : cwd, dflt);
                 name = dflt;
         }
         s.name = strdup(name);

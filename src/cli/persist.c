@@ -55,6 +55,7 @@ static json_t *degraded_json(char **degraded) {
 int verb_create(int argc, char **argv) {
         _cleanup_(run_args_done) RunArgs args = {.json_fd = -EBADF};
         _cleanup_(hutch_ext_created_done) HutchExtCreated rec = {};
+        HutchExtPolicyView view;
         HutchError err = {};
         const char *name;
         int r;
@@ -80,7 +81,8 @@ int verb_create(int argc, char **argv) {
         }
         if (!name)
                 name = args.command[0];
-        ports_warn_exposed(args.policy->ports);
+        hutch_ext_policy_view(args.policy, &view);
+        ports_warn_exposed(view.ports);
         /* With --from and no policy flag, the snapshot's policy. */
         r = hutch_ext_create(name, args.from && !args.policy_given ? NULL : args.policy, args.from,
                              args.idle_timeout_ms, &rec, &err);

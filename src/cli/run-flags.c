@@ -53,19 +53,42 @@ enum {
         ARG_INTERACTIVE,
 };
 
-/* The limit flags, in the order of PolicyLimit. */
+/* The flags that set the policy, and what each sets (hutch-ext.h). */
 static const struct {
         int arg;
-        PolicyLimit limit;
-        const char *flag;
-} limit_flags[] = {
-        {ARG_MEMORY, POLICY_LIMIT_MEMORY, "--memory"},
-        {ARG_MEMORY_SWAP, POLICY_LIMIT_MEMORY_SWAP, "--memory-swap"},
-        {ARG_CPUS, POLICY_LIMIT_CPUS, "--cpus"},
-        {ARG_PIDS, POLICY_LIMIT_PIDS, "--pids"},
-        {ARG_TIMEOUT, POLICY_LIMIT_TIMEOUT, "--timeout"},
-        {ARG_DISK, POLICY_LIMIT_DISK, "--disk"},
-        {ARG_OUTPUT_LIMIT, POLICY_LIMIT_OUTPUT, "--output-limit"},
+        HutchExtFlag flag;
+} policy_flags[] = {
+        {'v', HUTCH_EXT_FLAG_VOLUME},
+        {'w', HUTCH_EXT_FLAG_WORKDIR},
+        {'u', HUTCH_EXT_FLAG_USER},
+        {'e', HUTCH_EXT_FLAG_ENV},
+        {ARG_ENV_PASS, HUTCH_EXT_FLAG_ENV_PASS},
+        {ARG_WORKSPACE, HUTCH_EXT_FLAG_WORKSPACE},
+        {ARG_TMPFS, HUTCH_EXT_FLAG_TMPFS},
+        {ARG_READ_ONLY, HUTCH_EXT_FLAG_READ_ONLY},
+        {ARG_HOSTNAME, HUTCH_EXT_FLAG_HOSTNAME},
+        {ARG_NETWORK, HUTCH_EXT_FLAG_NETWORK},
+        {ARG_DNS, HUTCH_EXT_FLAG_DNS},
+        {ARG_ALLOW_DEGRADED, HUTCH_EXT_FLAG_ALLOW_DEGRADED},
+        {ARG_ALLOW_HOST, HUTCH_EXT_FLAG_ALLOW_HOST},
+        {'p', HUTCH_EXT_FLAG_PUBLISH},
+        {ARG_DENY_HOST, HUTCH_EXT_FLAG_DENY_HOST},
+        {ARG_ALLOW_PRIVATE, HUTCH_EXT_FLAG_ALLOW_PRIVATE},
+        {ARG_RESOLVE, HUTCH_EXT_FLAG_RESOLVE},
+        {ARG_AUDIT_LOG, HUTCH_EXT_FLAG_AUDIT_LOG},
+        {ARG_SECRET, HUTCH_EXT_FLAG_SECRET},
+        {ARG_UPSTREAM_CA, HUTCH_EXT_FLAG_UPSTREAM_CA},
+        {ARG_BACKEND, HUTCH_EXT_FLAG_BACKEND},
+        {ARG_VM_ACCEL, HUTCH_EXT_FLAG_VM_ACCEL},
+        {ARG_VM_KERNEL, HUTCH_EXT_FLAG_VM_KERNEL},
+        {ARG_IMAGE, HUTCH_EXT_FLAG_IMAGE},
+        {ARG_MEMORY, HUTCH_EXT_FLAG_MEMORY},
+        {ARG_MEMORY_SWAP, HUTCH_EXT_FLAG_MEMORY_SWAP},
+        {ARG_CPUS, HUTCH_EXT_FLAG_CPUS},
+        {ARG_PIDS, HUTCH_EXT_FLAG_PIDS},
+        {ARG_TIMEOUT, HUTCH_EXT_FLAG_TIMEOUT},
+        {ARG_DISK, HUTCH_EXT_FLAG_DISK},
+        {ARG_OUTPUT_LIMIT, HUTCH_EXT_FLAG_OUTPUT_LIMIT},
 };
 
 static const struct option run_options[] = {
@@ -197,7 +220,7 @@ void run_args_usage(FILE *f) {
 void run_args_done(RunArgs *a) {
         if (!a)
                 return;
-        a->policy = policy_free(a->policy);
+        a->policy = hutch_ext_policy_free(a->policy);
         a->command = strv_free(a->command);
         free(a->json_path);
         a->json_path = NULL;
@@ -414,83 +437,11 @@ static int run_args_check_mode(RunArgs *a, RunArgsMode mode, int c, const char *
         }
 }
 
-/* --allow-host also takes a URL (http:// or https://) and uses its host
- * and port: "https://api.example.com/v1" is "api.example.com:443". Sets
- * *@ret to NULL when @value is not a URL. */
-static int allow_host_from_url(const char *value, char **ret, HutchError *reterr) {
-        const char *sep = strstr(value, "://"), *host, *end;
-        const char *port = NULL;
-        size_t len;
-
-        *ret = NULL;
-        if (!sep)
-                return 0;
-        if (strncasecmp(value, "https://", 8) == 0)
-                port = "443";
-        else if (strncasecmp(value, "http://", 7) == 0)
-                port = "80";
-        else
-                return hutch_error_set(reterr, EINVAL,
-                                       "invalid --allow-host '%s': give a host name (and a "
-                                       "port), not a URL of scheme '%.*s'",
-                                       value, (int)MIN((size_t)(sep - value), (size_t)16), value);
-        host = sep + 3;
-        if (strchr(host, '@'))
-                return hutch_error_set(reterr, EINVAL,
-                                       "invalid --allow-host '%s': give a host name, not a URL "
-                                       "with a user name",
-                                       value);
-        len = strcspn(host, "/?#");
-        end = host + len;
-        if (len == 0)
-                return hutch_error_set(reterr, EINVAL,
-                                       "invalid --allow-host '%s': the URL has no host name",
-                                       value);
-        /* An explicit port stays; otherwise the scheme's. */
-        if (memchr(host, ':', len)) {
-                *ret = strndup(host, len);
-                return *ret ? 0 : -ENOMEM;
-        }
-        if (asprintf(ret, "%.*s:%s", (int)(end - host), host, port) < 0) {
-                *ret = NULL;
-                return -ENOMEM;
-        }
-        return 0;
-}
-
-/* Applies one flag of the second pass to @a. */
-static int run_args_apply(RunArgs *a, int c, const char *value, HutchError *reterr) {
-        int r;
-
+/* Applies one flag of the second pass to @a: in @mode, a workspace
+ * without a mode is an overlay but for hutch run. */
+static int run_args_apply(RunArgs *a, RunArgsMode mode, int c, const char *value,
+                          HutchError *reterr) {
         switch (c) {
-        case 'v':
-                return policy_add_bind_spec(a->policy, value, reterr);
-        case 'w':
-                return policy_set_workdir(a->policy, value, reterr);
-        case 'u':
-                return policy_set_user(a->policy, value, reterr);
-        case 'e':
-                return policy_add_env_spec(a->policy, value, reterr);
-        case ARG_ENV_PASS:
-                if (!env_name_is_valid(value))
-                        return hutch_error_set(reterr, EINVAL,
-                                               "invalid environment variable name '%s' in "
-                                               "--env-pass (expected [A-Za-z_][A-Za-z0-9_]*)",
-                                               value);
-                return policy_add_env_spec(a->policy, value, reterr);
-        case ARG_WORKSPACE:
-                return policy_set_workspace_spec(a->policy, value, reterr);
-        case ARG_TMPFS:
-                return policy_add_tmpfs_spec(a->policy, value, reterr);
-        case ARG_READ_ONLY:
-                a->policy->read_only = true;
-                return 0;
-        case ARG_HOSTNAME:
-                return policy_set_hostname(a->policy, value, reterr);
-        case ARG_NETWORK:
-                return policy_set_network(a->policy, value, reterr);
-        case ARG_DNS:
-                return policy_set_dns(a->policy, value, reterr);
         case ARG_JSON: {
                 char *copy;
 
@@ -508,184 +459,35 @@ static int run_args_apply(RunArgs *a, int c, const char *value, HutchError *rete
                 return 0;
         case ARG_JSON_FD:
                 return run_args_parse_json_fd(value, &a->json_fd, reterr);
-        case ARG_ALLOW_DEGRADED:
-                a->policy->allow_degraded = true;
-                return 0;
-        case ARG_ALLOW_HOST: {
-                _cleanup_free_ char *host = NULL;
-
-                r = allow_host_from_url(value, &host, reterr);
-                if (r < 0)
-                        return r;
-                return policy_add_allow_host(a->policy, host ? host : value, "--allow-host",
-                                             reterr);
-        }
-        case 'p':
-                return policy_add_port(a->policy, value, "--publish", reterr);
-        case ARG_DENY_HOST:
-                return policy_add_deny_host(a->policy, value, "--deny-host", reterr);
-        case ARG_ALLOW_PRIVATE:
-                return policy_add_allow_private(a->policy, value, "--allow-private", reterr);
-        case ARG_RESOLVE:
-                return policy_add_resolve(a->policy, value, "--resolve", reterr);
-        case ARG_AUDIT_LOG:
-                return policy_set_audit_log(a->policy, value, reterr);
-        case ARG_SECRET:
-                return policy_add_secret_spec(a->policy, value, reterr);
-        case ARG_UPSTREAM_CA:
-                return policy_add_upstream_ca(a->policy, value, "--upstream-ca", reterr);
-        case ARG_BACKEND:
-                return policy_set_backend(a->policy, value, reterr);
-        case ARG_VM_ACCEL:
-                return policy_set_vm_accel(a->policy, value, reterr);
-        case ARG_VM_KERNEL:
-                return policy_set_vm_kernel(a->policy, value, reterr);
-        case ARG_IMAGE:
-                return policy_set_image(a->policy, value, reterr);
-        case ARG_FROM:
-        case ARG_IDLE_TIMEOUT:
-                return 0; /* run_args_check_mode() */
-        case ARG_MEMORY:
-        case ARG_MEMORY_SWAP:
-        case ARG_CPUS:
-        case ARG_PIDS:
-        case ARG_TIMEOUT:
-        case ARG_DISK:
-        case ARG_OUTPUT_LIMIT:
-                for (size_t i = 0; i < ELEMENTSOF(limit_flags); i++)
-                        if (limit_flags[i].arg == c)
-                                return policy_set_limit(a->policy, limit_flags[i].limit, value,
-                                                        limit_flags[i].flag, reterr);
-                return -EINVAL;
+        case ARG_WORKSPACE:
+                return hutch_ext_policy_flag(a->policy,
+                                             mode == RUN_ARGS_RUN
+                                                     ? HUTCH_EXT_FLAG_WORKSPACE
+                                                     : HUTCH_EXT_FLAG_WORKSPACE_OVERLAY,
+                                             value, reterr);
         default:
-                return 0; /* --policy and --help: handled by the first pass */
+                break;
         }
+        for (size_t i = 0; i < ELEMENTSOF(policy_flags); i++)
+                if (policy_flags[i].arg == c)
+                        return hutch_ext_policy_flag(a->policy, policy_flags[i].flag, value,
+                                                     reterr);
+        return 0; /* --policy, --help, --from, --idle-timeout: the first pass */
 }
 
-/* Whether @path is @dir or below it ("/" is above everything). */
-static bool path_is_below(const char *path, const char *dir) {
-        size_t n = strlen(dir);
-
-        if (strcmp(dir, "/") == 0)
-                return true;
-        return strncmp(path, dir, n) == 0 && (path[n] == '\0' || path[n] == '/');
-}
-
-/* One mount point of a one-shot namespace sandbox: what is at @target
- * when the command starts. @source: the host directory shown there, or
- * NULL for an empty tmpfs (and the root). */
-typedef struct WorkdirMount {
-        const char *target;
-        const char *source;
-} WorkdirMount;
-
-/* -w DIR must exist when the command starts: for a one-shot sandbox of the
- * namespace backend this is known before anything is created (the root is
- * empty but for the mount points; the system directories, the workspace
- * and the binds show host directories; tmpfs mounts start empty). What
- * cannot be told from here (a host directory hutch may not read) is left
- * to the sandbox. */
-int run_args_check_workdir(const Policy *p, HutchError *reterr) {
-        static const char *const fixed[] = {"/tmp", "/dev/shm", POLICY_SANDBOX_HOME, "/proc",
-                                            "/dev"};
-        static const char *const system[] = {"/usr",   "/bin",   "/sbin",   "/lib",
-                                             "/lib32", "/lib64", "/libx32", "/etc"};
-        _cleanup_free_ WorkdirMount *m = NULL;
-        _cleanup_free_ char *host = NULL;
-        const WorkdirMount *best = NULL;
-        size_t n = 0, max;
-        struct stat st;
-
-        /* An image's root is known only when the sandbox starts. */
-        if (!p->workdir || p->backend != SANDBOX_BACKEND_NS || p->image)
-                return 0;
-        max = ELEMENTSOF(fixed) + ELEMENTSOF(system) + 2 + p->n_tmpfs + p->n_binds;
-        m = calloc(max, sizeof(*m));
-        if (!m)
-                return -ENOMEM;
-        m[n++] = (WorkdirMount){"/", NULL};
-        for (size_t i = 0; i < ELEMENTSOF(fixed); i++)
-                m[n++] = (WorkdirMount){fixed[i], NULL};
-        for (size_t i = 0; i < ELEMENTSOF(system); i++)
-                m[n++] = (WorkdirMount){system[i], system[i]};
-        if (p->workspace)
-                m[n++] = (WorkdirMount){POLICY_SANDBOX_WORKSPACE, p->workspace};
-        for (size_t i = 0; i < p->n_tmpfs; i++)
-                if (!p->workspace || strcmp(p->tmpfs[i].path, POLICY_SANDBOX_WORKSPACE) != 0)
-                        m[n++] = (WorkdirMount){p->tmpfs[i].path, NULL};
-        for (size_t i = 0; i < p->n_binds; i++)
-                m[n++] = (WorkdirMount){p->binds[i].target, p->binds[i].source};
-
-        /* /proc, /dev and /run have contents of their own; a mount point
-         * and its parents always exist. */
-        if (path_is_below(p->workdir, "/proc") || path_is_below(p->workdir, "/dev") ||
-            path_is_below(p->workdir, "/run"))
-                return 0;
-        for (size_t i = 0; i < n; i++)
-                if (path_is_below(m[i].target, p->workdir))
-                        return 0;
-        /* The deepest mount at or above the working directory; the last of
-         * equals (a later bind replaces an earlier one). */
-        for (size_t i = 0; i < n; i++)
-                if (path_is_below(p->workdir, m[i].target) &&
-                    (!best || strlen(m[i].target) >= strlen(best->target)))
-                        best = &m[i];
-        if (best && best->source) {
-                const char *rest =
-                        p->workdir + (strcmp(best->target, "/") == 0 ? 0 : strlen(best->target));
-
-                if (asprintf(&host, "%s%s", best->source, rest) < 0) {
-                        host = NULL;
-                        return -ENOMEM;
-                }
-                if (stat(host, &st) >= 0) {
-                        if (S_ISDIR(st.st_mode))
-                                return 0;
-                        return hutch_error_set(reterr, ENOTDIR,
-                                               "-w '%s': not a directory in the sandbox (it is "
-                                               "the host's '%s')",
-                                               p->workdir, host);
-                }
-                if (errno != ENOENT && errno != ENOTDIR)
-                        return 0;
-                return hutch_error_set(reterr, ENOENT,
-                                       "-w '%s': no such directory in the sandbox (it would be "
-                                       "the host's '%s')",
-                                       p->workdir, host);
-        }
-        if (!best || strcmp(best->target, "/") == 0)
-                return hutch_error_set(reterr, ENOENT,
-                                       "-w '%s': no such directory in the sandbox (its root "
-                                       "holds only the system directories and the mounts; see "
-                                       "'Defaults' in docs/cli-run.md)",
-                                       p->workdir);
-        return hutch_error_set(reterr, ENOENT,
-                               "-w '%s': no such directory in the sandbox (the tmpfs at '%s' "
-                               "starts empty)",
-                               p->workdir, best->target);
+int run_args_check_workdir(const struct Policy *p, HutchError *reterr) {
+        return hutch_ext_policy_check_workdir(p, reterr);
 }
 
 int run_args_parse(int argc, char **argv, RunArgs *ret, HutchError *reterr) {
         return run_args_parse_mode(argc, argv, RUN_ARGS_RUN, ret, reterr);
 }
 
-/* create: "--workspace DIR" without a mode means an overlay. */
-static const char *workspace_default_overlay(const char *value, char **buf) {
-        const char *colon = strrchr(value, ':');
-
-        if (colon && workspace_mode_from_string(colon + 1) >= 0)
-                return value;
-        if (asprintf(buf, "%s:overlay", value) < 0) {
-                *buf = NULL;
-                return NULL;
-        }
-        return *buf;
-}
-
 static int run_args_parse_full(int argc, char **argv, RunArgsMode mode, const char *base_json,
                                RunArgs *ret, HutchError *reterr) {
         _cleanup_(run_args_done) RunArgs a = {.json_fd = -EBADF};
         _cleanup_strv_free_ char **policy_files = NULL;
+        HutchExtPolicyView view;
         bool help = false;
         int c, first, r;
 
@@ -713,11 +515,11 @@ static int run_args_parse_full(int argc, char **argv, RunArgsMode mode, const ch
         }
         first = optind;
 
-        a.policy = policy_new();
+        a.policy = hutch_ext_policy_new();
         if (!a.policy)
                 return -ENOMEM;
         if (base_json) {
-                r = policy_load_json(a.policy, base_json, strlen(base_json), reterr);
+                r = hutch_ext_policy_load_json(a.policy, base_json, reterr);
                 if (r < 0)
                         return r;
         }
@@ -731,35 +533,27 @@ static int run_args_parse_full(int argc, char **argv, RunArgsMode mode, const ch
         }
 
         STRV_FOREACH(f, policy_files) {
-                r = policy_load_file(a.policy, *f, reterr);
+                r = hutch_ext_policy_load_file(a.policy, *f, reterr);
                 if (r < 0)
                         return r;
         }
 
         optind = 0;
         while ((c = getopt_long(argc, argv, run_optstring, run_options, NULL)) >= 0) {
-                _cleanup_free_ char *buf = NULL;
-                const char *value = optarg;
-
-                if (mode != RUN_ARGS_RUN && c == ARG_WORKSPACE) {
-                        value = workspace_default_overlay(optarg, &buf);
-                        if (!value)
-                                return -ENOMEM;
-                }
-                r = run_args_apply(&a, c, value, reterr);
+                r = run_args_apply(&a, mode, c, optarg, reterr);
                 if (r < 0)
                         return r;
         }
 
+        hutch_ext_policy_view(a.policy, &view);
         if (a.json_path && a.json_fd >= 0)
                 return hutch_error_set(reterr, EINVAL, "--json and --json-fd cannot be combined");
         /* With an image, no command means its Entrypoint and Cmd. */
-        if (first >= argc && mode == RUN_ARGS_RUN && !a.policy->image)
+        if (first >= argc && mode == RUN_ARGS_RUN && !view.image)
                 return hutch_error_set(reterr, EINVAL,
                                        "missing command (usage: hutch run [FLAGS] -- CMD "
                                        "[ARGS...])");
-        if (mode != RUN_ARGS_RUN && a.policy->workspace &&
-            a.policy->workspace_mode == WORKSPACE_MODE_COPY)
+        if (mode != RUN_ARGS_RUN && view.workspace_copy)
                 return hutch_error_set(reterr, EINVAL,
                                        "a persistent sandbox cannot copy its workspace at every "
                                        "start: use ':overlay' (the default) or ':mount'");
@@ -769,7 +563,7 @@ static int run_args_parse_full(int argc, char **argv, RunArgsMode mode, const ch
                         return r;
         }
 
-        r = policy_validate(a.policy, reterr);
+        r = hutch_ext_policy_validate(a.policy, reterr);
         if (r < 0)
                 return r;
 

@@ -2,14 +2,15 @@
 #pragma once
 
 /* Flag parsing for `hutch run`, kept apart from run.c so unit tests can
- * cover it. Fills the same Policy the JSON policy file fills. */
+ * cover it. Fills the same Policy the JSON policy file fills, through
+ * hutch-ext.h's door (the CLI never sees its fields). */
 
 #include <getopt.h>
 #include <stdbool.h>
 #include <stdio.h>
 
+#include "api/hutch-ext.h"
 #include "hutch-error.h"
-#include "policy/policy.h"
 
 typedef enum RunArgsMode {
         RUN_ARGS_RUN,    /* hutch run [FLAGS] -- CMD... */
@@ -20,7 +21,7 @@ typedef enum RunArgsMode {
 } RunArgsMode;
 
 typedef struct RunArgs {
-        Policy *policy;           /* owned */
+        struct Policy *policy;    /* owned; hutch_ext_policy_*() */
         char **command;           /* owned; argv of the command, at least one entry (run), or
                                    * the positional arguments (create) */
         char *json_path;          /* --json FILE, or NULL */
@@ -72,7 +73,7 @@ const char *option_nearest(const char *arg, const struct option *options);
  * binds show host directories; tmpfs mounts start empty). -ENOENT or
  * -ENOTDIR with @reterr naming the path; 0 when it exists or cannot be
  * told from the host. */
-int run_args_check_workdir(const Policy *p, HutchError *reterr);
+int run_args_check_workdir(const struct Policy *p, HutchError *reterr);
 
 /* After a command exited 127 (not found): prints a hint to stderr when
  * @command[0] contains a space (use separate words or sh -c) or looks like

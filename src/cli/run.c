@@ -30,11 +30,11 @@ static int write_outcome(int fd, const HutchExtOutcome *o) {
 
 /* A limit above what the machine has is allowed (it is simply no limit)
  * but probably a mistake, so say so. */
-static void warn_limits_beyond_machine(const Policy *p) {
+static void warn_limits_beyond_machine(const HutchExtPolicyView *p) {
         long pages = sysconf(_SC_PHYS_PAGES), page_size = sysconf(_SC_PAGESIZE);
         long cpus = sysconf(_SC_NPROCESSORS_ONLN);
 
-        if ((p->limits_explicit & (1U << POLICY_LIMIT_MEMORY)) && pages > 0 && page_size > 0 &&
+        if (p->memory_explicit && pages > 0 && page_size > 0 &&
             p->memory_max > (uint64_t)pages * (uint64_t)page_size)
                 log_warning("--memory %llu bytes is more than this machine has (%llu bytes)",
                             (unsigned long long)p->memory_max,
@@ -45,14 +45,14 @@ static void warn_limits_beyond_machine(const Policy *p) {
 }
 
 /* Limits the user asked for that run as rlimits (--allow-degraded). */
-static void warn_degraded(const Policy *p, const HutchExtOutcome *o) {
+static void warn_degraded(const HutchExtPolicyView *p, const HutchExtOutcome *o) {
         unsigned asked = o->degraded & p->limits_explicit;
 
-        for (int i = 0; i < _POLICY_LIMIT_MAX; i++)
+        for (unsigned i = 0; hutch_ext_policy_limit_name(i); i++)
                 if (asked & (1U << i))
                         log_warning("the %s limit was not enforced by a cgroup (degraded run, see "
                                     "'hutch doctor')",
-                                    policy_limit_to_string(i));
+                                    hutch_ext_policy_limit_name(i));
 }
 
 /* The first start of a microVM of a given shape builds its template (a
@@ -79,10 +79,10 @@ static void template_build_notice(bool done, bool ok) {
 }
 
 /* -t: why this run cannot have a terminal, or NULL. */
-static const char *run_tty_refusal(const RunArgs *args) {
+static const char *run_tty_refusal(const HutchExtPolicyView *view) {
         if (!isatty(STDIN_FILENO))
                 return TERMINAL_NOT_A_TTY " (-t needs a terminal on stdin)";
-        if (args->policy->output_limit)
+        if (view->output_limit)
                 return "-t and --output-limit do not go together: a terminal's output is not cut";
         return NULL;
 }
@@ -126,6 +126,7 @@ int verb_run(int argc, char **argv) {
         _cleanup_close_ int json_fd = -EBADF;
         HutchError err = {};
         _cleanup_(hutch_ext_outcome_done) HutchExtOutcome o = HUTCH_EXT_OUTCOME_NULL;
+        HutchExtPolicyView view;
         int r;
 
         r = run_args_parse(argc, argv, &args, &err);
@@ -137,14 +138,15 @@ int verb_run(int argc, char **argv) {
                 run_args_usage(stdout);
                 return 0;
         }
-        ports_warn_exposed(args.policy->ports);
+        hutch_ext_policy_view(args.policy, &view);
+        ports_warn_exposed(view.ports);
         r = run_args_check_workdir(args.policy, &err);
         if (r < 0) {
                 log_error("%s", err.msg[0] ? err.msg : strerror(-r));
                 return HUTCH_EXIT_FAILURE;
         }
-        if (args.tty && run_tty_refusal(&args)) {
-                log_error("%s", run_tty_refusal(&args));
+        if (args.tty && run_tty_refusal(&view)) {
+                log_error("%s", run_tty_refusal(&view));
                 return HUTCH_EXIT_FAILURE;
         }
 
@@ -165,14 +167,13 @@ int verb_run(int argc, char **argv) {
                 }
         }
 
-        warn_limits_beyond_machine(args.policy);
-        if (args.policy->workspace && args.policy->workspace_mode == WORKSPACE_MODE_MOUNT &&
-            !args.policy->read_only)
+        warn_limits_beyond_machine(&view);
+        if (view.workspace_mount && !view.read_only)
                 log_warning("workspace '%s' is mounted read-write: changes inside are live on "
                             "the host",
-                            args.policy->workspace);
+                            view.workspace);
 
-        if (args.policy->backend == SANDBOX_BACKEND_VM && isatty(STDERR_FILENO))
+        if (view.vm && isatty(STDERR_FILENO))
                 hutch_ext_vm_template_hook(template_build_notice);
         if (args.tty)
                 r = run_with_terminal(&args, environ, &o, &err);
@@ -183,7 +184,7 @@ int verb_run(int argc, char **argv) {
                 return HUTCH_EXIT_FAILURE;
         }
 
-        warn_degraded(args.policy, &o);
+        warn_degraded(&view, &o);
         if (o.exit_code == 127)
                 command_not_found_hint(args.command);
         if (!args.quiet)

@@ -5,6 +5,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+/* The test reads the Policy the flags filled (the CLI itself cannot). */
+#include "policy/policy.h"
 #include "run-flags.h"
 #include "strv.h"
 #include "test-util.h"
@@ -500,6 +502,40 @@ TEST(run_args_done_is_idempotent) {
         run_args_done(&a);
         run_args_done(NULL);
         ASSERT_NULL(a.policy);
+}
+
+/* The door (hutch-ext.h): every flag with a value refuses a bad one
+ * with an error naming it, the valueless ones set the policy, and the
+ * view shows what the verbs read. */
+TEST(ext_policy_door) {
+        _cleanup_(hutch_ext_policy_freep) struct Policy *p = hutch_ext_policy_new();
+        HutchExtPolicyView v;
+        HutchError e;
+
+        ASSERT_NOT_NULL(p);
+        hutch_ext_policy_view(p, &v);
+        ASSERT_FALSE(v.read_only);
+        ASSERT_FALSE(v.vm);
+        ASSERT_NULL(v.workspace);
+        ASSERT_OK(hutch_ext_policy_flag(p, HUTCH_EXT_FLAG_READ_ONLY, NULL, &e));
+        ASSERT_OK(hutch_ext_policy_flag(p, HUTCH_EXT_FLAG_MEMORY, "1g", &e));
+        ASSERT_OK(hutch_ext_policy_flag(p, HUTCH_EXT_FLAG_PUBLISH, "8080", &e));
+        hutch_ext_policy_view(p, &v);
+        ASSERT_TRUE(v.read_only);
+        ASSERT_TRUE(v.memory_explicit);
+        ASSERT_EQ(v.memory_max, 1ULL << 30);
+        ASSERT_EQ(strv_length((char **)v.ports), 1);
+        ASSERT_STREQ(hutch_ext_policy_limit_name(POLICY_LIMIT_MEMORY), "memory");
+        ASSERT_NULL(hutch_ext_policy_limit_name(_POLICY_LIMIT_MAX));
+        for (int f = 0; f < _HUTCH_EXT_FLAG_MAX; f++) {
+                if (f == HUTCH_EXT_FLAG_READ_ONLY || f == HUTCH_EXT_FLAG_ALLOW_DEGRADED)
+                        continue;
+                e = (HutchError){};
+                ASSERT_TRUE(hutch_ext_policy_flag(p, f, f == HUTCH_EXT_FLAG_BACKEND ? "nope" : "",
+                                                  &e) < 0);
+        }
+        ASSERT_ERROR(hutch_ext_policy_flag(p, _HUTCH_EXT_FLAG_MAX, "x", &e), EINVAL);
+        ASSERT_ERROR(hutch_ext_policy_flag(p, HUTCH_EXT_FLAG_MEMORY, NULL, &e), EINVAL);
 }
 
 DEFINE_TEST_MAIN

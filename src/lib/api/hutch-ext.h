@@ -12,6 +12,7 @@
  * Each function takes a sandbox by name and opens the store itself, as
  * hutch.h's functions do. */
 
+#include <errno.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -673,3 +674,104 @@ int hutch_ext_file_move(const char *name, const char *from, const char *to, unsi
  * cgroup of its own, as for a user without delegated cgroups: "no
  * cgroup: this sandbox cannot be frozen"), or another -errno. */
 int hutch_ext_pause(const char *name, bool on, HutchError *reterr);
+
+/* ---- issue 16 (h16p): the run flags' policy (src/cli/run-flags.c) ----
+ * The CLI's run flags (hutch run, create, update; the serve, mcp and E2B
+ * servers' defaults) fill a struct Policy (policy/policy.h) through these
+ * calls only; the CLI never sees its fields. A flag's value is applied as
+ * the flag named says, with the flag's own error messages. */
+
+/* A new policy with the documented defaults (docs/policy.md), or NULL
+ * (no memory). hutch_ext_policy_free() accepts NULL and returns NULL. */
+struct Policy *hutch_ext_policy_new(void);
+struct Policy *hutch_ext_policy_free(struct Policy *p);
+DEFINE_POINTER_CLEANUP(struct Policy, hutch_ext_policy_free)
+
+/* Applies the JSON policy @json (a NUL-terminated object) or the JSON
+ * file @path over @p: -EINVAL (or the file's errno) with @reterr. */
+int hutch_ext_policy_load_json(struct Policy *p, const char *json, HutchError *reterr);
+int hutch_ext_policy_load_file(struct Policy *p, const char *path, HutchError *reterr);
+
+/* Checks @p as a whole against the host (policy_validate()). */
+int hutch_ext_policy_validate(const struct Policy *p, HutchError *reterr);
+
+/* @p as the JSON that hutch_ext_policy_load_json() takes back, in @ret (a
+ * new string). -ENOMEM, or -EINVAL for a policy JSON cannot hold. */
+int hutch_ext_policy_to_json(const struct Policy *p, char **ret);
+
+/* The run flags that set the policy, one per flag. */
+typedef enum HutchExtFlag {
+        HUTCH_EXT_FLAG_VOLUME,            /* -v SRC:DST[:ro] */
+        HUTCH_EXT_FLAG_WORKDIR,           /* -w DIR */
+        HUTCH_EXT_FLAG_USER,              /* -u USER */
+        HUTCH_EXT_FLAG_ENV,               /* -e K[=V] */
+        HUTCH_EXT_FLAG_ENV_PASS,          /* --env-pass K */
+        HUTCH_EXT_FLAG_WORKSPACE,         /* --workspace DIR[:MODE] (hutch run: mount) */
+        HUTCH_EXT_FLAG_WORKSPACE_OVERLAY, /* the same where no MODE means overlay (create) */
+        HUTCH_EXT_FLAG_TMPFS,             /* --tmpfs PATH[:size=N] */
+        HUTCH_EXT_FLAG_READ_ONLY,         /* --read-only (no value) */
+        HUTCH_EXT_FLAG_HOSTNAME,          /* --hostname */
+        HUTCH_EXT_FLAG_NETWORK,           /* --network */
+        HUTCH_EXT_FLAG_DNS,               /* --dns */
+        HUTCH_EXT_FLAG_ALLOW_DEGRADED,    /* --allow-degraded (no value) */
+        HUTCH_EXT_FLAG_ALLOW_HOST,        /* --allow-host HOST[:PORT] or an http(s) URL */
+        HUTCH_EXT_FLAG_PUBLISH,           /* -p */
+        HUTCH_EXT_FLAG_DENY_HOST,         /* --deny-host */
+        HUTCH_EXT_FLAG_ALLOW_PRIVATE,     /* --allow-private */
+        HUTCH_EXT_FLAG_RESOLVE,           /* --resolve */
+        HUTCH_EXT_FLAG_AUDIT_LOG,         /* --audit-log */
+        HUTCH_EXT_FLAG_SECRET,            /* --secret */
+        HUTCH_EXT_FLAG_UPSTREAM_CA,       /* --upstream-ca */
+        HUTCH_EXT_FLAG_BACKEND,           /* --backend */
+        HUTCH_EXT_FLAG_VM_ACCEL,          /* --vm-accel */
+        HUTCH_EXT_FLAG_VM_KERNEL,         /* --vm-kernel */
+        HUTCH_EXT_FLAG_IMAGE,             /* --image */
+        HUTCH_EXT_FLAG_MEMORY,            /* --memory */
+        HUTCH_EXT_FLAG_MEMORY_SWAP,       /* --memory-swap */
+        HUTCH_EXT_FLAG_CPUS,              /* --cpus */
+        HUTCH_EXT_FLAG_PIDS,              /* --pids */
+        HUTCH_EXT_FLAG_TIMEOUT,           /* --timeout */
+        HUTCH_EXT_FLAG_DISK,              /* --disk */
+        HUTCH_EXT_FLAG_OUTPUT_LIMIT,      /* --output-limit */
+        _HUTCH_EXT_FLAG_MAX,
+        _HUTCH_EXT_FLAG_INVALID = -EINVAL,
+} HutchExtFlag;
+
+/* Applies run flag @flag with @value (ignored by the flags without one)
+ * to @p. -EINVAL with @reterr naming the flag and value (e.g. "invalid
+ * size '12q' in --tmpfs '/tmp:size=12q'"), or -ENOMEM. */
+int hutch_ext_policy_flag(struct Policy *p, HutchExtFlag flag, const char *value,
+                          HutchError *reterr);
+
+/* What the CLI verbs read of a policy; the pointers are borrowed from the
+ * policy and live as long as it is unchanged. */
+typedef struct HutchExtPolicyView {
+        const char *image;        /* --image, or NULL */
+        const char *workspace;    /* the workspace's host path, or NULL */
+        bool workspace_mount;     /* the workspace is mounted (not copied, no overlay) */
+        bool workspace_copy;      /* the workspace is copied in */
+        bool read_only;           /* --read-only */
+        bool vm;                  /* --backend vm */
+        uint64_t output_limit;    /* bytes per stream; 0: none */
+        bool memory_explicit;     /* --memory was given (memory_max is the user's) */
+        uint64_t memory_max;      /* bytes */
+        uint32_t cpu_millis;      /* 1000: one CPU; 0: no quota */
+        unsigned limits_explicit; /* 1 << limit, as HutchExtOutcome's degraded */
+        char *const *ports;       /* -p entries, or NULL */
+        char *const *allow_hosts; /* --allow-host entries, or NULL */
+} HutchExtPolicyView;
+
+void hutch_ext_policy_view(const struct Policy *p, HutchExtPolicyView *ret);
+
+/* The name of limit @limit (a bit number of limits_explicit and of
+ * HutchExtOutcome's degraded: "memory", "cpus", ...), or NULL past the
+ * last. */
+const char *hutch_ext_policy_limit_name(unsigned limit);
+
+/* Checks before anything is created that -w names a directory that will
+ * exist when a one-shot sandbox of the namespace backend starts (the root
+ * holds only mount points; the system directories, the workspace and the
+ * binds show host directories; tmpfs mounts start empty). -ENOENT or
+ * -ENOTDIR with @reterr naming the path; 0 when it exists or cannot be
+ * told from the host. */
+int hutch_ext_policy_check_workdir(const struct Policy *p, HutchError *reterr);
