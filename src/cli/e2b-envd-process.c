@@ -517,7 +517,7 @@ static bool broker_listened(const Broker *b) {
 static int broker_run(Broker *b, uint64_t timeout_ms) {
         _cleanup_free_ char *outcome = NULL;
         uint64_t start = now_ms(), deadline = timeout_ms ? start + timeout_ms : 0;
-        uint64_t drain_until = 0, last_ping = start;
+        uint64_t drain_until = 0, last_ping = start, paused_since = 0;
         bool have_outcome = false, timed_out = false;
         int exit_code = 0, r;
         ConnectCode code = CONNECT_OK;
@@ -527,6 +527,7 @@ static int broker_run(Broker *b, uint64_t timeout_ms) {
                 size_t np = 0, ictl;
                 int wait = PING_INTERVAL_MS;
                 uint64_t now;
+                bool paused = false;
 
                 for (size_t k = 0; k < 2; k++)
                         p[np++] = (struct pollfd){.fd = b->out[k], .events = POLLIN};
@@ -542,11 +543,11 @@ static int broker_run(Broker *b, uint64_t timeout_ms) {
                 p[np++] = (struct pollfd){.fd = b->client ? b->call->req->conn->fd : -1,
                                           .events = POLLRDHUP};
                 now = now_ms();
-                if (deadline && !timed_out)
+                if (deadline && !timed_out && !paused_since)
                         wait = deadline > now ? (int)MIN(deadline - now, (uint64_t)wait) : 0;
                 if (have_outcome)
                         wait = drain_until > now ? (int)(drain_until - now) : 0;
-                else if (broker_listened(b))
+                else if (broker_listened(b) || (deadline && !timed_out))
                         wait = MIN(wait, PAUSE_CHECK_MS);
                 if (b->out[0] < 0 && b->out[1] < 0 && have_outcome)
                         break;
@@ -554,7 +555,18 @@ static int broker_run(Broker *b, uint64_t timeout_ms) {
                 if (r < 0 && errno != EINTR)
                         return -errno;
                 now = now_ms();
-                if (deadline && !timed_out && now >= deadline) {
+                if (!have_outcome && (broker_listened(b) || (deadline && !timed_out)))
+                        paused = broker_paused(b);
+                /* The time the sandbox was paused (frozen) does not count
+                 * against timeoutMs, as E2B's whole VM stops: the deadline
+                 * moves on by it at the resume (docs/e2b.md "Pause"). */
+                if (deadline && !timed_out && paused && !paused_since)
+                        paused_since = now;
+                else if (deadline && !timed_out && !paused && paused_since) {
+                        deadline += now - paused_since;
+                        paused_since = 0;
+                }
+                if (deadline && !timed_out && !paused_since && now >= deadline) {
                         /* The call's deadline (timeoutMs): the command is
                          * killed, as its stream ends. */
                         timed_out = true;
@@ -594,7 +606,7 @@ static int broker_run(Broker *b, uint64_t timeout_ms) {
                                 broker_ctl(b, i);
                 if (p[ictl + CONTROLS_MAX].revents)
                         b->client = false;
-                if (!have_outcome && broker_listened(b) && broker_paused(b))
+                if (!have_outcome && broker_listened(b) && paused)
                         broker_end_listeners(b);
                 if (b->client && now - last_ping >= PING_INTERVAL_MS) {
                         last_ping = now;

@@ -578,16 +578,104 @@ static int fs_list_dir(EnvdCall *call, const FsMessage *args) {
         return envd_reply_message(call, json_pack("{s:o}", "entries", arr));
 }
 
+/* The image User of the image @ref names in the store, in @ret_user
+ * (NULL: it has none). */
+static int image_user(const char *ref, char **ret_user) {
+        _cleanup_(hutch_ext_images_freep) HutchExtImages *s = NULL;
+        _cleanup_(hutch_ext_image_done) HutchExtImage im = {};
+        HutchError err = {};
+        json_t *o, *u;
+        char *user = NULL;
+        int r;
+
+        r = hutch_ext_images_open(&s, &err);
+        if (r < 0)
+                return r;
+        r = hutch_ext_image_get(s, ref, &im, &err);
+        if (r < 0)
+                return r;
+        if (!im.json)
+                return -ENOMEM;
+        o = json_loads(im.json, 0, NULL);
+        if (!o)
+                return -EINVAL;
+        u = json_object_get(json_object_get(o, "config"), "User");
+        if (json_is_string(u) && json_string_length(u) > 0) {
+                user = strdup(json_string_value(u));
+                if (!user) {
+                        json_decref(o);
+                        return -ENOMEM;
+                }
+        }
+        json_decref(o);
+        *ret_user = user;
+        return 0;
+}
+
+int envd_file_owner(const char *sandbox, EnvdUser user, char **ret_spec) {
+        _cleanup_free_ char *policy = NULL;
+        hutch_error err = {};
+        const char *spec = NULL;
+        char *owner = NULL;
+        json_t *o, *v;
+        int r;
+
+        if (user != ENVD_USER_DEFAULT) {
+                r = envd_user_spec(sandbox, user, &spec);
+                if (r < 0)
+                        return r;
+                if (spec) {
+                        owner = strdup(spec);
+                        if (!owner)
+                                return -ENOMEM;
+                }
+                *ret_spec = owner;
+                return 0;
+        }
+        /* No user named: the one a command without a user runs as (the
+         * sandbox's init: its policy's user, else the image's User, else
+         * root), so that what a command and a file call make agree. */
+        r = hutch_get_policy(sandbox, &policy, &err);
+        if (r < 0)
+                return r;
+        o = json_loads(policy, 0, NULL);
+        if (!o)
+                return -EINVAL;
+        v = json_object_get(o, "user");
+        if (json_is_string(v) && json_string_length(v) > 0)
+                owner = strdup(json_string_value(v));
+        else {
+                v = json_object_get(o, "image");
+                if (json_is_string(v) && json_string_length(v) > 0) {
+                        /* SECURITY: an image that cannot be read fails the
+                         * call, never makes the file root's instead. */
+                        r = image_user(json_string_value(v), &owner);
+                        json_decref(o);
+                        if (r < 0)
+                                return r;
+                        *ret_spec = owner;
+                        return 0;
+                }
+                json_decref(o);
+                *ret_spec = NULL;
+                return 0;
+        }
+        json_decref(o);
+        if (!owner)
+                return -ENOMEM;
+        *ret_spec = owner;
+        return 0;
+}
+
 /* The hutch --user spec the owner of what a file call creates is (NULL:
- * the sandbox's root, as for a call without a user), in @ret_spec; on
- * failure the call is answered. */
-static int fs_owner(EnvdCall *call, const char **ret_spec) {
-        int r = envd_user_spec(call->sbx.name, call->user, ret_spec);
+ * the sandbox's root), in @ret_spec; on failure the call is answered. */
+static int fs_owner(EnvdCall *call, char **ret_spec) {
+        int r = envd_file_owner(call->sbx.name, call->user, ret_spec);
 
         if (r < 0)
                 (void)envd_reply_code(call, connect_code_from_errno(-r),
-                                      "cannot read sandbox '%s''s policy: %s", call->sbx.name,
-                                      strerror(-r));
+                                      "cannot find who owns what sandbox '%s' makes: %s",
+                                      call->sbx.name, strerror(-r));
         return r;
 }
 
@@ -600,7 +688,8 @@ static int fs_make_dir(EnvdCall *call, const FsMessage *args) {
         hutch_file_info info = {};
         hutch_error err = {};
         HutchError herr = {};
-        const char *path = args->path, *owner = NULL;
+        _cleanup_free_ char *owner = NULL;
+        const char *path = args->path;
         json_t *e = NULL;
         int r;
 
@@ -627,7 +716,8 @@ static int fs_make_dir(EnvdCall *call, const FsMessage *args) {
 static int fs_move(EnvdCall *call, const FsMessage *args) {
         hutch_error err = {};
         HutchError herr = {};
-        const char *from = args->source, *to = args->destination, *owner = NULL;
+        _cleanup_free_ char *owner = NULL;
+        const char *from = args->source, *to = args->destination;
         json_t *e = NULL;
         int r;
 
@@ -1109,7 +1199,7 @@ static int files_post(E2bRequest *req) {
         E2bSandboxRef sbx = {};
         EnvdUser euser = ENVD_USER_DEFAULT;
         HutchError err = {};
-        const char *owner = NULL;
+        _cleanup_free_ char *owner = NULL;
         json_t *arr = NULL;
         size_t len = 0, n = 0;
         int r;
@@ -1135,9 +1225,9 @@ static int files_post(E2bRequest *req) {
                                   : r == -EAGAIN ? "the sandbox is paused"
                                                  : "sandbox not found");
         /* The files written (and the parents made) are the user's. */
-        r = envd_user_spec(sbx.name, euser, &owner);
+        r = envd_file_owner(sbx.name, euser, &owner);
         if (r < 0)
-                return rest_error(req, 500, "cannot read the sandbox's policy");
+                return rest_error(req, 500, "cannot find who owns what the sandbox makes");
         r = read_body(req, ENVD_FILE_MAX + (64U << 10), &body, &len);
         if (r == -E2BIG)
                 return rest_error(req, 413, "the upload is larger than 256 MiB");

@@ -41,6 +41,14 @@ typedef enum EnvdUser {
  * sandbox's policy). */
 int envd_user_spec(const char *sandbox, EnvdUser user, const char **ret_spec);
 
+/* The `--user` spec whose files a creating file call (POST /files,
+ * MakeDir, Move) of @user makes in sandbox @sandbox, in @ret_spec (owned
+ * by the caller; NULL: the sandbox's root): envd_user_spec()'s for a
+ * named user; for ENVD_USER_DEFAULT the user a command without a user
+ * runs as (the policy's user, else the image's User, else root). 0, or
+ * -errno (reading the sandbox's policy or its image). */
+int envd_file_owner(const char *sandbox, EnvdUser user, char **ret_spec);
+
 /* A Connect call being answered. */
 typedef struct EnvdCall {
         E2bRequest *req;

@@ -82,3 +82,33 @@ TEST(poll_timeout) {
 }
 
 DEFINE_TEST_MAIN
+
+/* A pause moves what is not due yet by the paused time: the --timeout
+ * counts running time only; one already over stays over. */
+TEST(shift_moves_what_is_not_due_yet) {
+        CommandDeadline d = {};
+
+        command_deadline_start(&d, 1000, 500);
+        command_deadline_shift(&d, 60000);
+        ASSERT_EQ(command_deadline_next(&d, false), (uint64_t)61500);
+        ASSERT_EQ(command_deadline_check(&d, 61499, false), COMMAND_DUE_NONE);
+        ASSERT_EQ(command_deadline_check(&d, 61500, false), COMMAND_DUE_TIMEOUT);
+        command_deadline_shift(&d, 1000);
+        ASSERT_EQ(command_deadline_next(&d, false), UINT64_MAX);
+        command_deadline_grace(&d, 2000, 100);
+        command_deadline_shift(&d, 50);
+        ASSERT_EQ(command_deadline_check(&d, 2149, false), COMMAND_DUE_NONE);
+        ASSERT_EQ(command_deadline_check(&d, 2150, false), COMMAND_DUE_KILL);
+}
+
+/* Without a --timeout a shift makes none; a shift never wraps. */
+TEST(shift_makes_no_timeout_and_saturates) {
+        CommandDeadline d = {};
+
+        command_deadline_start(&d, 1000, 0);
+        command_deadline_shift(&d, 5000);
+        ASSERT_EQ(command_deadline_next(&d, false), UINT64_MAX);
+        command_deadline_start(&d, 1000, 500);
+        command_deadline_shift(&d, UINT64_MAX - 10);
+        ASSERT_EQ(command_deadline_next(&d, false), UINT64_MAX);
+}

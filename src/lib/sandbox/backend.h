@@ -44,8 +44,9 @@ typedef struct KeeperCore {
         uint64_t next_id;       /* the last exec id given */
         uint64_t idle_since_ms; /* when the last exec ended (keeper_core_idle()) */
         bool stop, frozen;
-        bool paused;      /* frozen by "pause" (E2B's pause, issue 20): held by no connection */
-        HutchError error; /* why the keeper stopped, when it was not asked to */
+        bool paused;        /* frozen by "pause" (E2B's pause, issue 20): held by no connection */
+        uint64_t paused_ms; /* paused: since then (time_monotonic_ms()) */
+        HutchError error;   /* why the keeper stopped, when it was not asked to */
 } KeeperCore;
 
 struct SandboxBackendOps {
@@ -78,6 +79,11 @@ struct SandboxBackendOps {
          * that are due at @now. */
         uint64_t (*next_deadline)(KeeperCore *k);
         void (*deadlines)(KeeperCore *k, uint64_t now);
+        /* The sandbox was paused for @by ms (issue 20): every exec's
+         * deadlines move @by later, so a --timeout counts running time
+         * only (E2B's VM stops whole). The keeper checks no deadline
+         * while paused. */
+        void (*deadlines_shift)(KeeperCore *k, uint64_t by);
         /* The execs the keeper holds (running, or waiting to run). */
         size_t (*running)(KeeperCore *k);
 

@@ -11,6 +11,15 @@ void command_deadline_grace(CommandDeadline *d, uint64_t now, uint64_t grace_ms)
                 d->grace_end_ms = MAX(now + grace_ms, 1U);
 }
 
+void command_deadline_shift(CommandDeadline *d, uint64_t by) {
+        if (d->timeout_end_ms && !d->timed_out)
+                d->timeout_end_ms =
+                        d->timeout_end_ms > UINT64_MAX - by ? UINT64_MAX : d->timeout_end_ms + by;
+        if (d->grace_end_ms)
+                d->grace_end_ms =
+                        d->grace_end_ms > UINT64_MAX - by ? UINT64_MAX : d->grace_end_ms + by;
+}
+
 uint64_t command_deadline_next(const CommandDeadline *d, bool exited) {
         uint64_t next = UINT64_MAX;
 

@@ -31,6 +31,11 @@ void command_deadline_start(CommandDeadline *d, uint64_t now, uint64_t timeout_m
 /* A kill's grace of @grace_ms from @now (0: none). */
 void command_deadline_grace(CommandDeadline *d, uint64_t now, uint64_t grace_ms);
 
+/* The command's clock stood still for @by ms (its sandbox was paused,
+ * frozen: issue 20): what is not due yet, its --timeout and a kill's
+ * grace, moves @by later, so frozen time does not count. */
+void command_deadline_shift(CommandDeadline *d, uint64_t by);
+
 /* The earliest time something is due, or UINT64_MAX. A command that
  * @exited (its output may still be on its way) has no --timeout left. */
 uint64_t command_deadline_next(const CommandDeadline *d, bool exited);

@@ -68,6 +68,12 @@ static int pause_handle(KeeperCore *k, KeeperConn *c, bool on) {
                         return r;
                 }
                 k->paused = k->frozen = on;
+                /* The frozen time does not count against the execs'
+                 * --timeout (deadline.h's command_deadline_shift()). */
+                if (on)
+                        k->paused_ms = time_monotonic_ms();
+                else
+                        k->ops->deadlines_shift(k, time_monotonic_ms() - k->paused_ms);
         }
         return keeper_send_json(c->fd, json_pack("{s:s}", "op", "ok"), NULL, 0);
 }
@@ -137,7 +143,8 @@ static int conn_handle(KeeperCore *k, KeeperConn *c) {
 }
 
 static int poll_timeout(KeeperCore *k, uint64_t idle_ms) {
-        uint64_t now = time_monotonic_ms(), next = k->ops->next_deadline(k);
+        uint64_t now = time_monotonic_ms();
+        uint64_t next = k->paused ? UINT64_MAX : k->ops->next_deadline(k);
 
         if (k->ops->running(k) == 0)
                 next = MIN(next, k->idle_since_ms + idle_ms);
@@ -171,7 +178,8 @@ static void keeper_loop(KeeperCore *k) {
                 if (poll(pfd, n, poll_timeout(k, idle_ms)) < 0 && errno != EINTR)
                         break;
                 now = time_monotonic_ms();
-                ops->deadlines(k, now);
+                if (!k->paused)
+                        ops->deadlines(k, now);
                 if (ops->running(k) == 0 && now >= k->idle_since_ms + idle_ms)
                         k->stop = true;
                 if (pfd[1].revents) {

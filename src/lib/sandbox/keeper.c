@@ -790,6 +790,13 @@ static uint64_t ns_next_deadline(KeeperCore *core) {
         return next;
 }
 
+static void ns_deadlines_shift(KeeperCore *core, uint64_t by) {
+        Keeper *k = keeper_of(core);
+
+        for (size_t i = 0; i < k->n_execs; i++)
+                command_deadline_shift(&k->execs[i].dl, by);
+}
+
 static void ns_deadlines(KeeperCore *core, uint64_t now) {
         Keeper *k = keeper_of(core);
 
@@ -868,6 +875,7 @@ static const SandboxBackendOps ns_ops = {
         .poll_handle = ns_poll_handle,
         .next_deadline = ns_next_deadline,
         .deadlines = ns_deadlines,
+        .deadlines_shift = ns_deadlines_shift,
         .running = ns_running,
         .exec = exec_start,
         .file = file_start,

@@ -791,6 +791,22 @@ static void vm_keeper_poll_handle(KeeperCore *core, const struct pollfd *pfd) {
         vm_forwards_poll_handle(&k->fwd, pfd + 2 + k->n_polled * VM_SESSION_NPOLL);
 }
 
+/* Paused for @by ms: the VM stood still (QEMU's cgroup frozen), so its
+ * commands' timeouts, kill graces and start bounds move on by that. */
+static void vm_deadlines_shift(KeeperCore *core, uint64_t by) {
+        VmKeeper *k = keeper_of(core);
+
+        for (size_t i = 0; i < k->n_execs; i++) {
+                VmExec *e = k->execs[i];
+
+                command_deadline_shift(&e->dl, by);
+                if (e->ss.kill_sent_ms)
+                        e->ss.kill_sent_ms += by;
+                if (e->sent_ms)
+                        e->sent_ms += by;
+        }
+}
+
 static uint64_t vm_next_deadline(KeeperCore *core) {
         VmKeeper *k = keeper_of(core);
         uint64_t next = UINT64_MAX;
@@ -843,6 +859,7 @@ static const SandboxBackendOps vm_ops = {
         .poll_handle = vm_keeper_poll_handle,
         .next_deadline = vm_next_deadline,
         .deadlines = vm_deadlines,
+        .deadlines_shift = vm_deadlines_shift,
         .running = vm_running,
         .exec = exec_request,
         .file = file_request,
