@@ -101,14 +101,16 @@ static int open_dir_nofollow(int dirfd, const char *name, int flags) {
 
 /* Gives @fd (any descriptor, O_PATH too) to @owner (NULL: nothing to
  * do). SECURITY: on the descriptor, never by a path. The kernel refuses
- * an id its user namespace does not map with EINVAL: -EPERM here, as for
- * a caller without CAP_CHOWN. */
+ * an id its user namespace does not map with EINVAL, and one the mount's
+ * idmap cannot store with EOVERFLOW (a host tree bound into a sandbox of
+ * root maps the sandbox's root alone: sandbox.c open_detached_tree()):
+ * both -EPERM here, as for a caller without CAP_CHOWN. */
 static int give_owner(int fd, const FileOpOwner *owner) {
         if (!owner)
                 return 0;
         if (fchownat(fd, "", owner->uid, owner->gid, AT_EMPTY_PATH) >= 0)
                 return 0;
-        return errno == EINVAL ? -EPERM : negative_errno();
+        return errno == EINVAL || errno == EOVERFLOW ? -EPERM : negative_errno();
 }
 
 /* Opens directory @name of @dirfd like open_dir_nofollow(), creating it

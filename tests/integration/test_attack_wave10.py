@@ -16,8 +16,13 @@ them prepared, and the next execs (two since h20p) ended with 125 "the
 prepared process is gone". Init now keeps each one's cgroup and forks
 the exec afresh into it (src/lib/sandbox/init.c serve_exec())."""
 
+import os
+import subprocess
+
 import pytest
 
+from test_e2b_file_owner import PlainServer, images, sh  # noqa: F401  (a fixture)
+from test_e2b_user import subids  # noqa: F401  (a fixture)
 from test_persistent import root_store  # noqa: F401  (the fixture)
 
 # One child of the command's shell: a subshell.
@@ -72,3 +77,60 @@ def test_execs_run_after_the_sandbox_killed_its_prepared_processes(root_store):
     # The twin: an exec forked afresh still gets a cgroup of its own, not
     # the sandbox's (where a kill of the exec would miss it).
     assert len(set(cgroups)) == 3 and all("/x-" in c for c in cgroups), cgroups
+
+
+# ---- files written as a user (h20u) ----
+
+def test_a_hard_link_to_a_host_file_written_as_user_leaves_the_host_file_alone(images):
+    """A file of the host, bound read-write, hard-linked by the sandbox
+    within the bind, then written "as user" through the API at the link.
+    The write makes a new file and renames it over the link, so the host
+    file keeps its owner, mode and bytes (no fchown() reaches it); the
+    twin: the new file at the link's name is the user's, on the host too.
+    A sandbox of root holds a host tree through an idmap of its root
+    alone, which cannot store uid 1000 (EOVERFLOW): that write was a 500
+    "Value too large for defined data type" on main; now 403
+    permission_denied naming the reason, with nothing left behind."""
+    runner = images.runner
+    host = runner.make_dir(name="bound")
+    victim = host / "victim.txt"
+    victim.write_text("host's\n")
+    os.chmod(victim, 0o600)
+    runner.chown(victim)
+    before = os.stat(victim)
+    srv = PlainServer(images)
+    try:
+        api = srv.api
+        api.ok("POST", "/v1/sandboxes",
+               {"name": "hl", "policy": {"image": "e2bu",
+                                         "binds": [{"source": str(host), "target": "/data"}]}},
+               status=201)
+        sh(api, "hl", "ln /data/victim.txt /data/link")
+        base = "/v1/sandboxes/hl/files"
+        r = api.call("PUT", f"{base}?path=/data/link&user=user", b"agent's\n")
+        after = os.stat(victim)
+        assert (after.st_uid, after.st_gid, after.st_mode, after.st_ino) == \
+            (before.st_uid, before.st_gid, before.st_mode, before.st_ino)
+        assert victim.read_text() == "host's\n"
+        names = sorted(p.name for p in host.iterdir())
+        if runner.mode == "root":
+            assert r.status == 403, r
+            assert r.error["code"] == "permission_denied" and "bound" in r.error["message"], r
+            assert names == ["link", "victim.txt"], names
+            assert os.stat(host / "link").st_ino == before.st_ino
+        else:
+            assert r.status == 200, r
+            # The twin: the file at the link's name is new and the user's.
+            link = os.stat(host / "link")
+            assert link.st_ino != before.st_ino and (host / "link").read_text() == "agent's\n"
+            assert link.st_uid != before.st_uid, (link.st_uid, before.st_uid)
+            assert sh(api, "hl", "stat -c %u /data/link") == "1000\n"
+            assert names == ["link", "victim.txt"], names
+        # The twin in both modes: written as root, the bind takes it.
+        api.ok("PUT", f"{base}?path=/data/root.txt&user=root", b"r")
+        assert (host / "root.txt").read_text() == "r"
+    finally:
+        srv.stop()
+        r = images.hutch("rm", "--force", "hl")
+        assert r.returncode == 0 or "no sandbox" in r.stderr, r.stderr
+        subprocess.run(["rm", "-rf", str(host)], check=False)
