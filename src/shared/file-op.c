@@ -132,8 +132,11 @@ static int open_or_make_dir(int dirfd, const char *name, bool create, const File
         if (fd < 0 || !made)
                 return TAKE_FD(fd);
         r = give_owner(fd, owner);
-        if (r < 0)
+        if (r < 0) {
+                /* Not left behind as root's (empty: just made). */
+                (void)unlinkat(dirfd, name, AT_REMOVEDIR);
                 return r;
+        }
         return TAKE_FD(fd);
 }
 
@@ -342,6 +345,7 @@ static int op_remove(int dirfd, const char *name) {
 static int op_mkdir(int dirfd, const char *name, unsigned mode, const FileOpOwner *owner) {
         struct stat st;
         bool parents = mode & FILE_OP_PARENTS;
+        int r;
 
         mode &= ~FILE_OP_FLAGS;
         if (mode > 0777)
@@ -358,7 +362,10 @@ static int op_mkdir(int dirfd, const char *name, unsigned mode, const FileOpOwne
                 fd = open_dir_nofollow(dirfd, name, O_PATH);
                 if (fd < 0)
                         return fd;
-                return give_owner(fd, owner);
+                r = give_owner(fd, owner);
+                if (r < 0)
+                        (void)unlinkat(dirfd, name, AT_REMOVEDIR);
+                return r;
         }
         if (errno != EEXIST || !parents)
                 return negative_errno();

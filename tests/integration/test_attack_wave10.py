@@ -118,6 +118,12 @@ def test_a_hard_link_to_a_host_file_written_as_user_leaves_the_host_file_alone(i
             assert r.error["code"] == "permission_denied" and "bound" in r.error["message"], r
             assert names == ["link", "victim.txt"], names
             assert os.stat(host / "link").st_ino == before.st_ino
+            # Nor are the directories it would have made left as root's.
+            r = api.call("PUT", f"{base}?path=/data/new/deeper/f&parents=true&user=user", b"x")
+            assert r.status == 403, r
+            r = api.call("POST", f"{base}/mkdir?path=/data/made&user=user")
+            assert r.status == 403, r
+            assert sorted(p.name for p in host.iterdir()) == names
         else:
             assert r.status == 200, r
             # The twin: the file at the link's name is new and the user's.
