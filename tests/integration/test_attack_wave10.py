@@ -23,7 +23,9 @@ import pytest
 
 from test_e2b_file_owner import PlainServer, images, sh  # noqa: F401  (a fixture)
 from test_e2b_user import subids  # noqa: F401  (a fixture)
-from test_persistent import root_store  # noqa: F401  (the fixture)
+from test_limits import delegated  # noqa: F401  (a fixture)
+from test_persistent import cg_store, root_store  # noqa: F401  (fixtures)
+from test_processes import detach, made, wait_json
 
 # One child of the command's shell: a subshell.
 ONE_CHILD = "(true); echo ok"
@@ -62,15 +64,16 @@ KILL_PREPARED = (
 )
 
 
-def test_execs_run_after_the_sandbox_killed_its_prepared_processes(root_store):
-    store = root_store
+def test_execs_run_after_the_sandbox_killed_its_prepared_processes(cg_store):
+    # As root, and as the user in delegated cgroups (v1, hybrid).
+    store = cg_store
     store.create("box")
     store.sh("box", "true")  # from its end on, two are prepared
     assert int(store.sh("box", KILL_PREPARED)) >= 1
     seen = []
     cgroups = []
     for _ in range(3):
-        r = store.exec("box", "sh", "-c", "grep '^0::' /proc/self/cgroup")
+        r = store.exec("box", "cat", "/proc/self/cgroup")
         seen.append((r.returncode, r.stderr))
         cgroups.append(r.stdout)
     assert seen == [(0, "")] * 3, seen
@@ -140,3 +143,23 @@ def test_a_hard_link_to_a_host_file_written_as_user_leaves_the_host_file_alone(i
         r = images.hutch("rm", "--force", "hl")
         assert r.returncode == 0 or "no sandbox" in r.stderr, r.stderr
         subprocess.run(["rm", "-rf", str(host)], check=False)
+
+
+# How many sleeps run in the sandbox.
+SLEEPS = "cat /proc/[0-9]*/comm 2>/dev/null | grep -c '^sleep$' || true"
+
+
+def test_a_kill_reaches_an_exec_forked_for_a_killed_prepared_process(cg_store):
+    # The twin of the above from the other side: the exec forked afresh
+    # is in its cgroup, so `hutch kill` ends it and what it forked.
+    store = cg_store
+    store.create("box")
+    store.sh("box", "true")
+    store.sh("box", KILL_PREPARED)
+    xid = detach(store, "box", "sleep 1000 & touch /tmp/up; wait")
+    assert made(store, "box", "/tmp/up")
+    assert store.sh("box", SLEEPS).strip() == "1"
+    r = store.hutch("kill", "box", xid)
+    assert r.returncode == 0, r.stderr
+    assert wait_json(store, "box", xid)["reason"] == "killed"
+    assert store.sh("box", SLEEPS).strip() == "0"
