@@ -45,6 +45,24 @@ def test_a_small_pids_limit_gives_every_exec_the_room_of_the_first(root_store, p
     assert seen == [(0, want, "")] * 4, seen
 
 
+def test_a_pids_limit_lowered_while_running_gives_the_next_exec_its_room(root_store):
+    # Two were prepared under the default limit; `hutch update --pids 3`
+    # drops one, or the next exec's subshell failed to fork (exit 2).
+    store = root_store
+    store.create("box")
+    store.sh("box", "true")
+    r = store.hutch("update", "box", "--pids", "3")
+    assert r.returncode == 0, r.stderr
+    seen = [store.exec("box", "sh", "-c", ONE_CHILD) for _ in range(3)]
+    assert [(r.returncode, r.stdout) for r in seen] == [(0, "ok\n")] * 3, \
+        [(r.returncode, r.stderr) for r in seen]
+    # The twin: raised again, two are prepared and the execs run on.
+    r = store.hutch("update", "box", "--pids", "1000")
+    assert r.returncode == 0, r.stderr
+    for _ in range(3):
+        assert store.sh("box", ONE_CHILD) == "ok\n"
+
+
 def test_a_small_pids_limit_still_holds(root_store):
     # The twin: the limit is enforced, for the first exec and the later
     # ones alike (one process more than it leaves fails to fork).

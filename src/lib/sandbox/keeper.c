@@ -544,6 +544,13 @@ static int limits_update(KeeperCore *core, KeeperConn *c, json_t *req) {
                 keeper_send_error(c->fd, e.msg);
                 return 0;
         }
+        /* Lowered under KEEPER_STEMS_PIDS_MIN: the prepared processes
+         * beyond one go (their cgroups' removal kills them; init forks
+         * an exec that names one afresh), or the next exec would have a
+         * process fewer (stem_prepare()). */
+        if (k->st.rc.limits.pids_max > 0 && k->st.rc.limits.pids_max < KEEPER_STEMS_PIDS_MIN)
+                while (k->n_stems > 1)
+                        (void)cgroup_destroy(k->stem_cgroup[--k->n_stems]);
         return keeper_send_json(c->fd, json_pack("{s:s}", "op", "ok"), NULL, 0);
 }
 
