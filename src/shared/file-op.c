@@ -101,14 +101,16 @@ static int open_dir_nofollow(int dirfd, const char *name, int flags) {
 
 /* Gives @fd (any descriptor, O_PATH too) to @owner (NULL: nothing to
  * do). SECURITY: on the descriptor, never by a path. The kernel refuses
- * an id its user namespace does not map with EINVAL: -EPERM here, as for
- * a caller without CAP_CHOWN. */
+ * an id its user namespace does not map with EINVAL, and one the mount's
+ * idmap cannot store with EOVERFLOW (a host tree bound into a sandbox of
+ * root maps the sandbox's root alone: sandbox.c open_detached_tree()):
+ * both -EPERM here, as for a caller without CAP_CHOWN. */
 static int give_owner(int fd, const FileOpOwner *owner) {
         if (!owner)
                 return 0;
         if (fchownat(fd, "", owner->uid, owner->gid, AT_EMPTY_PATH) >= 0)
                 return 0;
-        return errno == EINVAL ? -EPERM : negative_errno();
+        return errno == EINVAL || errno == EOVERFLOW ? -EPERM : negative_errno();
 }
 
 /* Opens directory @name of @dirfd like open_dir_nofollow(), creating it
@@ -130,8 +132,11 @@ static int open_or_make_dir(int dirfd, const char *name, bool create, const File
         if (fd < 0 || !made)
                 return TAKE_FD(fd);
         r = give_owner(fd, owner);
-        if (r < 0)
+        if (r < 0) {
+                /* Not left behind as root's (empty: just made). */
+                (void)unlinkat(dirfd, name, AT_REMOVEDIR);
                 return r;
+        }
         return TAKE_FD(fd);
 }
 
@@ -340,6 +345,7 @@ static int op_remove(int dirfd, const char *name) {
 static int op_mkdir(int dirfd, const char *name, unsigned mode, const FileOpOwner *owner) {
         struct stat st;
         bool parents = mode & FILE_OP_PARENTS;
+        int r;
 
         mode &= ~FILE_OP_FLAGS;
         if (mode > 0777)
@@ -356,7 +362,10 @@ static int op_mkdir(int dirfd, const char *name, unsigned mode, const FileOpOwne
                 fd = open_dir_nofollow(dirfd, name, O_PATH);
                 if (fd < 0)
                         return fd;
-                return give_owner(fd, owner);
+                r = give_owner(fd, owner);
+                if (r < 0)
+                        (void)unlinkat(dirfd, name, AT_REMOVEDIR);
+                return r;
         }
         if (errno != EEXIST || !parents)
                 return negative_errno();

@@ -57,8 +57,9 @@ static int file_as(const char *name, KeeperFile *req, const void *data, size_t l
         if (r == -EPERM && user)
                 return hutch_error_set(reterr, EPERM,
                                        "cannot %s '%s' as user '%s' in sandbox '%s': the "
-                                       "sandbox cannot hand out that user's ids (a sandbox "
-                                       "without a range of ids has only root)",
+                                       "sandbox cannot hand out that user's ids there (a "
+                                       "sandbox without a range of ids has only root, and a "
+                                       "host directory bound into it by root only its root)",
                                        file_op_action_to_string(req->action), req->path, user,
                                        name);
         return r;

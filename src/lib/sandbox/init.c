@@ -635,8 +635,12 @@ _noreturn_ static void exec_run(const ExecRequest *req) {
  * already, waiting on @sock for the request. */
 typedef struct Stem {
         uint64_t id;
-        pid_t pid; /* 0: none */
+        pid_t pid; /* 0: none (gone, or never forked) */
         int sock;
+        /* Its cgroup.procs (the keeper's SYNC_OP_STEM), kept: when the
+         * process is gone the exec is forked afresh into them. */
+        int cg_fds[SYNC_EXEC_FDS_MAX - 3];
+        size_t n_cg;
 } Stem;
 
 /* The stem's life: into the cgroup (the slow part, done while nobody
@@ -684,31 +688,44 @@ static void stem_remove(Stems *stems, size_t i, bool kill_it) {
         stem->sock = safe_close(stem->sock);
         if (kill_it && stem->pid > 0)
                 (void)kill(stem->pid, SIGKILL); /* reaped by serve_reap() */
+        for (size_t j = 0; j < stem->n_cg; j++)
+                stem->cg_fds[j] = safe_close(stem->cg_fds[j]);
         memmove(stems->s + i, stems->s + i + 1, sizeof(Stem) * (stems->n - i - 1));
         stems->n--;
 }
 
 /* SYNC_OP_STEM: a new prepared process (the oldest, when SYNC_STEMS_MAX
- * wait already, goes: the keeper replaced it). */
+ * wait already, goes: the keeper replaced it). Takes @fds (its
+ * cgroup.procs). The keeper counts it prepared whatever happens here, so
+ * it is recorded even when it cannot be forked (--pids reached): the exec
+ * that takes it is then forked afresh (serve_exec()). */
 static void stem_fork(const SyncMsg *m, int *fds, char *buf, Stems *stems) {
-        int pair[2];
-        pid_t pid;
+        Stem *stem;
+        int pair[2] = {-EBADF, -EBADF};
+        pid_t pid = -1;
 
         if (stems->n == SYNC_STEMS_MAX)
                 stem_remove(stems, 0, true);
-        if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, pair) < 0)
-                return;
-        pid = fork();
+        stem = stems->s + stems->n++;
+        *stem = (Stem){.id = m->values[0], .sock = -EBADF, .n_cg = m->n_fds};
+        for (size_t j = 0; j < m->n_fds && j < ELEMENTSOF(stem->cg_fds); j++) {
+                stem->cg_fds[j] = fds[j];
+                fds[j] = -EBADF;
+        }
+        stem->n_cg = MIN(stem->n_cg, ELEMENTSOF(stem->cg_fds));
+        if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, pair) >= 0)
+                pid = fork();
         if (pid == 0) {
                 (void)close(pair[0]);
-                stem_main(pair[1], fds, m->n_fds, buf);
+                stem_main(pair[1], stem->cg_fds, stem->n_cg, buf);
         }
-        (void)close(pair[1]);
+        (void)safe_close(pair[1]);
         if (pid < 0) {
-                (void)close(pair[0]);
+                (void)safe_close(pair[0]);
                 return;
         }
-        stems->s[stems->n++] = (Stem){.id = m->values[0], .pid = pid, .sock = pair[0]};
+        stem->pid = pid;
+        stem->sock = pair[0];
 }
 
 typedef struct RunningExec {
@@ -752,20 +769,28 @@ static void serve_exec(const InitArgs *a, const SyncMsg *m, int *fds, char *buf,
                 while (i < stems->n && stems->s[i].id != req.id)
                         i++;
                 stem = i < stems->n ? stems->s + i : &(Stem){.sock = -EBADF};
-                if (stem->pid <= 0 || req.n_fds != 3 ||
+                if (stem->pid > 0 && req.n_fds == 3 &&
                     sync_send_values(
                             stem->sock, SYNC_OP_EXEC,
                             (uint64_t[3]){req.id, m->values[1], m->values[2] & SYNC_EXEC_TTY},
-                            req.fds, 3) < 0 ||
-                    send(stem->sock, buf, (size_t)len, MSG_NOSIGNAL) < 0)
-                        why = "the prepared process is gone";
-                else {
+                            req.fds, 3) >= 0 &&
+                    send(stem->sock, buf, (size_t)len, MSG_NOSIGNAL) >= 0) {
                         pid = stem->pid;
                         execs[(*n_execs)++] = (RunningExec){.id = req.id, .pid = stem->pid};
-                }
+                } else if (req.n_fds == 3 && stem->n_cg > 0) {
+                        /* Gone (killed inside the sandbox, or never forked
+                         * under --pids): forked afresh below, into the
+                         * same cgroup (never the shim's way: that is for a
+                         * sandbox without cgroups). */
+                        for (size_t j = 0; j < stem->n_cg; j++)
+                                req.fds[req.n_fds++] = TAKE_FD(stem->cg_fds[j]);
+                        stem->n_cg = 0;
+                } else
+                        why = "the prepared process is gone";
                 if (i < stems->n)
-                        stem_remove(stems, i, why != NULL);
-        } else if (!why) {
+                        stem_remove(stems, i, pid == 0);
+        }
+        if (!why && pid == 0) {
                 sigset_t all, old;
 
                 /* Blocked in the child until it can take them (exec_child()). */
@@ -803,7 +828,9 @@ static void serve_reap(const InitArgs *a, RunningExec *execs, size_t *n_execs, S
                  * before it can be reused by another process. */
                 for (size_t i = 0; i < stems->n; i++)
                         if (stems->s[i].pid == p) {
-                                stem_remove(stems, i, false);
+                                /* Its cgroup stays the next exec's. */
+                                stems->s[i].pid = 0;
+                                stems->s[i].sock = safe_close(stems->s[i].sock);
                                 break;
                         }
                 for (size_t i = 0; i < *n_execs; i++)

@@ -54,6 +54,10 @@ typedef struct Exec {
         int stdin_w;         /* stdin_pipe: the write end of its stdin, or -EBADF */
 } Exec;
 
+/* Below this --pids limit the keeper prepares one exec process, not
+ * SYNC_STEMS_MAX (stem_prepare()). */
+#define KEEPER_STEMS_PIDS_MIN 64
+
 typedef struct Keeper {
         KeeperCore core; /* first: the ops get the Keeper back by a cast */
         RunState st;
@@ -257,6 +261,15 @@ typedef struct ExecSpec {
  * exec takes the oldest. Without cgroups there is nothing to prepare. Best
  * effort: on failure an exec takes the usual path. */
 static void stem_prepare(Keeper *k, size_t want) {
+        uint64_t pids = k->st.rc.limits.pids_max;
+
+        /* The prepared processes count towards --pids: under a small limit
+         * a second one would leave the next exec's command a process fewer
+         * than the first exec's had (and at 2, init's fork of it fails
+         * where the keeper counts it prepared: the exec that takes it ends
+         * with "the prepared process is gone"). One there, as before. */
+        if (pids > 0 && pids < KEEPER_STEMS_PIDS_MIN)
+                want = MIN(want, (size_t)1);
         while (k->n_stems < MIN(want, (size_t)SYNC_STEMS_MAX) && stem_prepare_one(k) >= 0)
                 ;
 }
@@ -531,6 +544,13 @@ static int limits_update(KeeperCore *core, KeeperConn *c, json_t *req) {
                 keeper_send_error(c->fd, e.msg);
                 return 0;
         }
+        /* Lowered under KEEPER_STEMS_PIDS_MIN: the prepared processes
+         * beyond one go (their cgroups' removal kills them; init forks
+         * an exec that names one afresh), or the next exec would have a
+         * process fewer (stem_prepare()). */
+        if (k->st.rc.limits.pids_max > 0 && k->st.rc.limits.pids_max < KEEPER_STEMS_PIDS_MIN)
+                while (k->n_stems > 1)
+                        (void)cgroup_destroy(k->stem_cgroup[--k->n_stems]);
         return keeper_send_json(c->fd, json_pack("{s:s}", "op", "ok"), NULL, 0);
 }
 
