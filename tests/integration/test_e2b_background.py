@@ -13,17 +13,14 @@ Claims, each with its twin:
     dropped command kept its slot, that client waits (for a slot that
     frees only when a request's 60 s receive timeout passes)."""
 
-import json
 import os
-import shutil
 import socket
-import subprocess
 import time
 from pathlib import Path
 
 import pytest
 
-from test_e2b_envd import API_KEY, E2bServer, e2b_modules  # noqa: F401 (fixture)
+from test_e2b_envd import API_KEY, E2bServer, e2b_modules, run_driver  # noqa: F401 (fixture)
 
 HERE = Path(__file__).resolve().parent
 DRIVER = HERE / "e2b-background.mjs"
@@ -38,21 +35,7 @@ def server(sbx):
 
 
 def drive(server, modules, tmp_path, *args):
-    node = shutil.which("node")
-    assert node, "needs node"
-    lib = tmp_path / "e2b-lib"
-    if not lib.exists():
-        lib.mkdir()
-        shutil.copy2(DRIVER, lib / DRIVER.name)
-        (lib / "node_modules").symlink_to(modules)
-    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(tmp_path),
-           "E2B_API_URL": server.api, "E2B_SANDBOX_URL": server.envd, "E2B_API_KEY": API_KEY}
-    r = subprocess.run([node, str(lib / DRIVER.name), *args], env=env, capture_output=True,
-                       text=True, timeout=300, cwd=str(lib))
-    assert r.returncode == 0, r.stdout + r.stderr
-    out = json.loads(r.stdout.strip().splitlines()[-1])
-    assert "error" not in out, out
-    return out
+    return run_driver(server, modules, tmp_path, DRIVER, *args)
 
 
 def children(pid):

@@ -17,15 +17,12 @@ one without a User. Claims, each with its twin:
 Run as root and as the test user with sub-ids (the sandbox then has a
 range of ids, so uid 1000 exists inside)."""
 
-import json
 import os
-import shutil
-import subprocess
 
 import pytest
 
 import imageutil
-from test_e2b_envd import API_KEY, e2b_modules  # noqa: F401 (fixture)
+from test_e2b_envd import e2b_modules, run_driver  # noqa: F401 (fixture)
 from test_e2b_user import Server, e2b_layer, subids  # noqa: F401 (fixture)
 from test_image_run import Images
 
@@ -53,21 +50,7 @@ def server(images):
 
 
 def drive(server, modules, tmp_path, template):
-    node = shutil.which("node")
-    assert node, "needs node"
-    lib = tmp_path / "e2b-lib"
-    if not lib.exists():
-        lib.mkdir()
-        shutil.copy2(DRIVER, lib / "e2b-default-owner.mjs")
-        (lib / "node_modules").symlink_to(modules)
-    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(tmp_path),
-           "E2B_API_URL": server.api, "E2B_SANDBOX_URL": server.envd, "E2B_API_KEY": API_KEY}
-    r = subprocess.run([node, str(lib / "e2b-default-owner.mjs"), template], env=env,
-                       capture_output=True, text=True, timeout=300, cwd=str(lib))
-    assert r.returncode == 0, r.stdout + r.stderr
-    out = json.loads(r.stdout.strip().splitlines()[-1])
-    assert "error" not in out, json.dumps(out)
-    return out
+    return run_driver(server, modules, tmp_path, DRIVER, template)
 
 
 def test_no_user_writes_as_the_images_user(server, e2b_modules, tmp_path):

@@ -12,13 +12,11 @@ sandbox left and no process of its marker alive."""
 import http.client
 import json
 import os
-import select
 import shutil
 import signal
 import socket
 import struct
 import subprocess
-import time
 import uuid
 from pathlib import Path
 
@@ -119,23 +117,42 @@ def server(sbx):
     s.stop()
 
 
-def drive(server, modules, tmp_path, scenario, arg=None):
-    """Runs one scenario of e2b-envd.mjs; returns its JSON."""
+def sdk_script(modules, tmp_path, driver):
+    """@driver (a .mjs of this folder) copied into tmp_path/e2b-lib beside
+    the e2b SDK's node_modules: (node, the copy's path)."""
     node = shutil.which("node")
     assert node, "needs node"
     lib = tmp_path / "e2b-lib"
-    if not lib.exists():
-        lib.mkdir()
-        shutil.copy2(DRIVER, lib / DRIVER.name)
+    lib.mkdir(exist_ok=True)
+    if not (lib / "node_modules").exists():
         (lib / "node_modules").symlink_to(modules)
-    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(tmp_path),
-           "E2B_API_URL": server.api, "E2B_SANDBOX_URL": server.envd, "E2B_API_KEY": API_KEY}
-    r = subprocess.run([node, str(lib / DRIVER.name), scenario, *([arg] if arg else [])],
-                       env=env, capture_output=True, text=True, timeout=300, cwd=str(lib))
+    script = lib / os.path.basename(driver)
+    if not script.exists():
+        shutil.copy2(driver, script)
+    return node, script
+
+
+def sdk_env(server, tmp_path):
+    """The environment that points the SDK at @server."""
+    return {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(tmp_path),
+            "E2B_API_URL": server.api, "E2B_SANDBOX_URL": server.envd, "E2B_API_KEY": API_KEY}
+
+
+def run_driver(server, modules, tmp_path, driver, *args):
+    """Runs SDK driver @driver with @args to its end; returns the JSON of
+    its last line, which must not hold an "error"."""
+    node, script = sdk_script(modules, tmp_path, driver)
+    r = subprocess.run([node, str(script), *args], env=sdk_env(server, tmp_path),
+                       capture_output=True, text=True, timeout=300, cwd=str(script.parent))
     assert r.returncode == 0, r.stdout + r.stderr
     out = json.loads(r.stdout.strip().splitlines()[-1])
     assert "error" not in out, out
     return out
+
+
+def drive(server, modules, tmp_path, scenario, arg=None):
+    """Runs one scenario of e2b-envd.mjs; returns its JSON."""
+    return run_driver(server, modules, tmp_path, DRIVER, scenario, *([arg] if arg else []))
 
 
 def test_commands(server, e2b_modules, tmp_path):

@@ -18,13 +18,12 @@ paused or not."""
 
 import json
 import os
-import shutil
 import subprocess
 import time
 import uuid
 
 from conftest import live_with_marker
-from test_e2b_envd import API_KEY, e2b_modules, server  # noqa: F401 (fixtures)
+from test_e2b_envd import e2b_modules, sdk_env, sdk_script, server  # noqa: F401 (fixtures)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 DRIVER = os.path.join(HERE, "e2b-pause-memory.mjs")
@@ -49,18 +48,11 @@ def ticks_move(pid, seconds=1.0):
 
 
 def test_pause_keeps_the_running_counter(server, e2b_modules, tmp_path):  # noqa: F811
-    node = shutil.which("node")
-    assert node, "needs node"
-    lib = tmp_path / "e2b-lib"
-    lib.mkdir()
-    shutil.copy2(DRIVER, lib / "e2b-pause-memory.mjs")
-    (lib / "node_modules").symlink_to(e2b_modules)
+    node, script = sdk_script(e2b_modules, tmp_path, DRIVER)
     marker = f"hutchcount{uuid.uuid4().hex[:10]}"
-    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(tmp_path),
-           "E2B_API_URL": server.api, "E2B_SANDBOX_URL": server.envd, "E2B_API_KEY": API_KEY}
-    p = subprocess.Popen([node, str(lib / "e2b-pause-memory.mjs"), marker], env=env,
+    p = subprocess.Popen([node, str(script), marker], env=sdk_env(server, tmp_path),
                          stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                         text=True, cwd=str(lib))
+                         text=True, cwd=str(script.parent))
     try:
         line = p.stdout.readline()
         assert line, p.stderr.read()

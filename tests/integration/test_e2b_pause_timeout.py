@@ -14,30 +14,21 @@ gone, which is checked instead)."""
 
 import json
 import os
-import shutil
 import subprocess
 import uuid
 
 from conftest import live_with_marker
-from test_e2b_envd import API_KEY, e2b_modules, server  # noqa: F401 (fixtures)
+from test_e2b_envd import e2b_modules, sdk_env, sdk_script, server  # noqa: F401 (fixtures)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 DRIVER = os.path.join(HERE, "e2b-pause-timeout.mjs")
 
 
 def start(server, modules, tmp_path, marker, mode):
-    node = shutil.which("node")
-    assert node, "needs node"
-    lib = tmp_path / "e2b-lib"
-    if not lib.exists():
-        lib.mkdir()
-        shutil.copy2(DRIVER, lib / "e2b-pause-timeout.mjs")
-        (lib / "node_modules").symlink_to(modules)
-    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(tmp_path),
-           "E2B_API_URL": server.api, "E2B_SANDBOX_URL": server.envd, "E2B_API_KEY": API_KEY}
-    return subprocess.Popen([node, str(lib / "e2b-pause-timeout.mjs"), marker, mode], env=env,
+    node, script = sdk_script(modules, tmp_path, DRIVER)
+    return subprocess.Popen([node, str(script), marker, mode], env=sdk_env(server, tmp_path),
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, cwd=str(lib))
+                            stderr=subprocess.PIPE, text=True, cwd=str(script.parent))
 
 
 def finish(p, go=True):

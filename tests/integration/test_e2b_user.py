@@ -28,7 +28,7 @@ import pytest
 import imageutil
 from conftest import IS_ROOT
 from subids import SubIds
-from test_e2b_envd import API_KEY, READY_TIMEOUT, e2b_modules  # noqa: F401 (fixture)
+from test_e2b_envd import API_KEY, READY_TIMEOUT, e2b_modules, run_driver  # noqa: F401 (fixture)
 from test_image_run import Images
 from test_serve import read_line
 
@@ -118,21 +118,7 @@ def server(request, subids):
 
 
 def drive(server, modules, tmp_path, template):
-    node = shutil.which("node")
-    assert node, "needs node"
-    lib = tmp_path / "e2b-lib"
-    if not lib.exists():
-        lib.mkdir()
-        shutil.copy2(DRIVER, lib / "e2b-user.mjs")
-        (lib / "node_modules").symlink_to(modules)
-    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(tmp_path),
-           "E2B_API_URL": server.api, "E2B_SANDBOX_URL": server.envd, "E2B_API_KEY": API_KEY}
-    r = subprocess.run([node, str(lib / "e2b-user.mjs"), template], env=env, capture_output=True,
-                       text=True, timeout=300, cwd=str(lib))
-    assert r.returncode == 0, r.stdout + r.stderr
-    out = json.loads(r.stdout.strip().splitlines()[-1])
-    assert "error" not in out, out
-    return out
+    return run_driver(server, modules, tmp_path, DRIVER, template)
 
 
 def test_user_and_root_on_an_e2b_template(server, e2b_modules, tmp_path):
