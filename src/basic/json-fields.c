@@ -223,8 +223,32 @@ static int field_parse(const JsonFieldsOptions *o, const JsonFieldDef *f, const 
         return -e.errnum;
 }
 
+/* Checks the member @key of value @v against its field @f: a custom one is
+ * parsed, another type checked (stored later, by field_store()). */
+static int member_check(const JsonFieldsOptions *o, const JsonFieldDef *f, const char *key,
+                        json_t *v, void *dest, HutchError *reterr) {
+        char ptr[HUTCH_ERROR_POINTER_MAX];
+        long bad;
+
+        if (f->type == JSON_FIELD_CUSTOM)
+                return field_parse(o, f, key, v, dest, reterr);
+        if (json_is_null(v))
+                return 0;
+        bad = field_check(f, v);
+        if (bad == -1)
+                return 0;
+        json_member_pointer(ptr, sizeof(ptr), key, bad >= 0 ? bad : -1);
+        return refuse(o, JSON_FIELDS_WRONG_TYPE, key, f, v, ptr, false, reterr, "'%s' must be %s%s",
+                      f->name, field_type_name(f->type),
+                      f->type == JSON_FIELD_STRING || f->type == JSON_FIELD_STRV ||
+                                      f->type == JSON_FIELD_ENV
+                              ? " (without NUL characters)"
+                              : "");
+}
+
 int json_fields_decode_with(json_t *obj, const JsonFieldDef *fields, size_t n_fields, void *dest,
                             const JsonFieldsOptions *o, HutchError *reterr) {
+        unsigned flags = o ? o->flags : 0;
         char ptr[HUTCH_ERROR_POINTER_MAX];
         const char *key;
         json_t *v;
@@ -234,42 +258,33 @@ int json_fields_decode_with(json_t *obj, const JsonFieldDef *fields, size_t n_fi
          * custom fields, parsed as they come. */
         json_object_foreach(obj, key, v) {
                 const JsonFieldDef *f = json_fields_find(fields, n_fields, key);
-                long bad;
 
-                if (!f) {
+                if (!f && !(flags & JSON_FIELDS_OPEN)) {
                         json_member_pointer(ptr, sizeof(ptr), key, -1);
                         return refuse(o, JSON_FIELDS_UNKNOWN, key, NULL, v, ptr, true, reterr,
                                       "unknown field '%.64s'", key);
                 }
-                if (f->type == JSON_FIELD_CUSTOM) {
-                        r = field_parse(o, f, key, v, dest, reterr);
-                        if (r < 0)
-                                return r;
+                if (!f || (flags & JSON_FIELDS_TABLE_ORDER))
                         continue;
-                }
-                if (json_is_null(v))
-                        continue;
-                bad = field_check(f, v);
-                if (bad == -1)
-                        continue;
-                json_member_pointer(ptr, sizeof(ptr), key, bad >= 0 ? bad : -1);
-                return refuse(o, JSON_FIELDS_WRONG_TYPE, key, f, v, ptr, false, reterr,
-                              "'%s' must be %s%s", f->name, field_type_name(f->type),
-                              f->type == JSON_FIELD_STRING || f->type == JSON_FIELD_STRV ||
-                                              f->type == JSON_FIELD_ENV
-                                      ? " (without NUL characters)"
-                                      : "");
+                r = member_check(o, f, key, v, dest, reterr);
+                if (r < 0)
+                        return r;
         }
         for (size_t i = 0; i < n_fields; i++) {
                 v = json_object_get(obj, fields[i].name);
                 if (fields[i].mandatory &&
                     (!v || (json_is_null(v) && fields[i].type != JSON_FIELD_CUSTOM))) {
-                        if (o && (o->flags & JSON_FIELDS_MISSING_AT_OBJECT))
+                        if (flags & JSON_FIELDS_MISSING_AT_OBJECT)
                                 ptr[0] = '\0';
                         else
                                 json_member_pointer(ptr, sizeof(ptr), fields[i].name, -1);
                         return refuse(o, JSON_FIELDS_MISSING, fields[i].name, &fields[i], NULL, ptr,
                                       false, reterr, "missing field '%s'", fields[i].name);
+                }
+                if (v && (flags & JSON_FIELDS_TABLE_ORDER)) {
+                        r = member_check(o, &fields[i], fields[i].name, v, dest, reterr);
+                        if (r < 0)
+                                return r;
                 }
         }
         for (size_t i = 0; i < n_fields && r >= 0; i++) {

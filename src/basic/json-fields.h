@@ -5,8 +5,9 @@
  * table of {name, type, offset, mandatory} per object, one decoder for
  * every JSON document hutch reads from a client or a file: the API's
  * request bodies (src/cli/serve-*.c), the policy document (one table per
- * object, src/lib/policy/policy-json.c), the members a proxy configuration
- * and a snapshot archive's manifest may have (json_fields_find()).
+ * object, src/lib/policy/policy-json.c), MCP's tool arguments, hutch-proxy's
+ * configuration document and its secrets (src/proxy/proxy-config.c) and a
+ * snapshot archive's manifest and its layers (src/lib/store/archive-import.c).
  *
  * The errors are the API's: "unknown field 'x'", "'x' must be a string",
  * "missing field 'x'", each -EINVAL with @reterr's JSON pointer naming the
@@ -76,6 +77,18 @@ typedef enum JsonFieldsFlags {
          * it ("/binds/1"), not the member ("/binds/1/target"): the policy's
          * way, so a locator finds a line. */
         JSON_FIELDS_MISSING_AT_OBJECT = 1 << 0,
+        /* The members are taken in the table's order, not the document's:
+         * first every member is checked to be named (unless
+         * JSON_FIELDS_OPEN), then each field in turn is checked for being
+         * missing, of its type, and parsed, before the next field is looked
+         * at. For a document whose fields depend on the ones before (a
+         * format and its version first; a count before the list it bounds),
+         * so the error reported is the one of the first field that fails. */
+        JSON_FIELDS_TABLE_ORDER = 1 << 1,
+        /* Members the table does not name are left alone, not refused: for
+         * an object that holds a caller's members beside the decoder's own
+         * (a snapshot archive's manifest). */
+        JSON_FIELDS_OPEN = 1 << 2,
 } JsonFieldsFlags;
 
 /* What the decoder itself refuses (JsonFieldsOptions.message). */
@@ -114,11 +127,13 @@ const char *json_fields_unknown(json_t *obj, const JsonFieldDef *fields, size_t 
  * JSON_FIELD_CUSTOM field, where null is a value like any other (refused
  * unless json_types has JSON_TYPE_NULL, and then present for "mandatory"). The members are checked
  * in the document's order, and a JSON_FIELD_CUSTOM member is parsed as it is met (so the first
- * error in the document is the one reported); then missing mandatory members; the other types are
- * stored only after all of that passed. Unknown members (@reterr->at_key set), wrong types and
- * missing mandatory members are -EINVAL with @reterr's pointer naming the member; a parse's own
- * error keeps its errno and message, its pointer behind the member's; -ENOMEM with "out of memory".
- * On failure the STRV and ENV destinations already filled are freed and reset to NULL. */
+ * error in the document is the one reported); then missing mandatory members (with
+ * JSON_FIELDS_TABLE_ORDER: unknown members first, then field by field in the table's order); the
+ * other types are stored only after all of that passed. Unknown members (@reterr->at_key set),
+ * wrong types and missing mandatory members are -EINVAL with @reterr's pointer naming the member; a
+ * parse's own error keeps its errno and message, its pointer behind the member's; -ENOMEM with "out
+ * of memory". On failure the STRV and ENV destinations already filled are freed and reset to NULL.
+ */
 int json_fields_decode(json_t *obj, const JsonFieldDef *fields, size_t n_fields, void *dest,
                        HutchError *reterr);
 /* Same, with @options (NULL: the defaults). */

@@ -380,36 +380,32 @@ ProxyConfig *proxy_config_free(ProxyConfig *c) {
         return NULL;
 }
 
-static int json_value_string(json_t *v, char *buf, size_t size, const char **ret) {
-        if (json_is_string(v)) {
-                *ret = json_string_value(v);
-                return 0;
-        }
+/* The command-line spelling of the JSON scalar @v (a string, an integer
+ * or a boolean: its field's json_types), in @buf if it needs one. */
+static const char *json_value_string(json_t *v, char *buf, size_t size) {
         if (json_is_integer(v)) {
                 (void)snprintf(buf, size, "%" JSON_INTEGER_FORMAT, json_integer_value(v));
-                *ret = buf;
-                return 0;
+                return buf;
         }
-        if (json_is_boolean(v)) {
-                *ret = json_is_true(v) ? "true" : "false";
-                return 0;
-        }
-        return -EINVAL;
+        if (json_is_boolean(v))
+                return json_is_true(v) ? "true" : "false";
+        return json_string_value(v);
 }
 
-static bool json_type_ok(const ConfigOption *o, json_t *v) {
+/* The JSON types option @o's member takes (JsonTypeMask). */
+static unsigned option_json_types(const ConfigOption *o) {
         switch (o->type) {
         case OPT_STRING:
-                return json_is_string(v);
+                return JSON_TYPE_STRING;
         case OPT_INT:
-                return json_is_integer(v);
+                return JSON_TYPE_INTEGER;
         case OPT_BOOL:
-                return json_is_boolean(v);
+                return JSON_TYPE_BOOLEAN;
         case OPT_STRING_LIST:
         case OPT_INT_LIST:
-                return json_is_array(v);
+                return JSON_TYPE_ARRAY;
         }
-        return false;
+        return 0;
 }
 
 static const char *json_type_expected(const ConfigOption *o) {
@@ -428,70 +424,33 @@ static const char *json_type_expected(const ConfigOption *o) {
         return "?";
 }
 
-/* Applies one member: scalars directly, arrays element by element, each
- * through the option's setter; errors carry the member's JSON pointer. */
-static int json_apply(ProxyConfig *c, const ConfigOption *o, json_t *v, HutchError *reterr) {
-        char num[32], pointer[HUTCH_ERROR_POINTER_MAX];
-        const char *s;
+/* Applies the member @v of the option in @f->data to the ProxyConfig
+ * @dest: a scalar directly, an array element by element, each through the
+ * option's setter as its command-line spelling. */
+static int parse_option(const JsonFieldDef *f, json_t *v, void *dest, HutchError *reterr) {
+        const ConfigOption *o = f->data;
+        char num[32], pointer[32];
         HutchError e = {};
         size_t i;
         json_t *item;
         int r;
 
-        if (!json_type_ok(o, v)) {
-                (void)snprintf(pointer, sizeof(pointer), "/%s", o->json);
-                return hutch_error_set_pointer(reterr, EINVAL, pointer, "'%s' must be %s", o->json,
-                                               json_type_expected(o));
-        }
         if (o->type != OPT_STRING_LIST && o->type != OPT_INT_LIST) {
-                r = json_value_string(v, num, sizeof(num), &s);
-                if (r >= 0)
-                        r = o->set(c, s, &e);
-                else
-                        (void)hutch_error_set(&e, -r, "'%s' must be %s", o->json,
-                                              json_type_expected(o));
-                if (r < 0) {
-                        (void)snprintf(pointer, sizeof(pointer), "/%s", o->json);
-                        return hutch_error_set_pointer(reterr, -r, pointer, "%s", e.msg);
-                }
+                r = o->set(dest, json_value_string(v, num, sizeof(num)), &e);
+                if (r < 0)
+                        return hutch_error_set(reterr, -r, "%s", e.msg);
                 return 0;
         }
         json_array_foreach(v, i, item) {
-                (void)snprintf(pointer, sizeof(pointer), "/%s/%zu", o->json, i);
+                (void)snprintf(pointer, sizeof(pointer), "/%zu", i);
                 if ((o->type == OPT_STRING_LIST && !json_is_string(item)) ||
                     (o->type == OPT_INT_LIST && !json_is_integer(item)))
                         return hutch_error_set_pointer(reterr, EINVAL, pointer, "'%s' must be %s",
                                                        o->json, json_type_expected(o));
-                r = json_value_string(item, num, sizeof(num), &s);
-                if (r < 0)
-                        return hutch_error_set_pointer(reterr, -r, pointer, "'%s' must be %s",
-                                                       o->json, json_type_expected(o));
-                r = o->set(c, s, &e);
+                r = o->set(dest, json_value_string(item, num, sizeof(num)), &e);
                 if (r < 0)
                         return hutch_error_set_pointer(reterr, -r, pointer, "%s", e.msg);
         }
-        return 0;
-}
-
-static int secret_string(json_t *obj, const char *key, bool required, size_t index, char **ret,
-                         HutchError *reterr) {
-        char pointer[HUTCH_ERROR_POINTER_MAX];
-        json_t *v = json_object_get(obj, key);
-
-        (void)snprintf(pointer, sizeof(pointer), "/secrets/%zu/%s", index, key);
-        if (!v && !required) {
-                *ret = NULL;
-                return 0;
-        }
-        if (!json_is_string(v) || json_string_length(v) == 0)
-                return hutch_error_set_pointer(reterr, EINVAL, pointer,
-                                               "'%s' of a secret must be a non-empty string", key);
-        if (strlen(json_string_value(v)) != json_string_length(v))
-                return hutch_error_set_pointer(reterr, EINVAL, pointer,
-                                               "'%s' of a secret must not contain NUL", key);
-        *ret = strdup(json_string_value(v));
-        if (!*ret)
-                return hutch_error_set(reterr, ENOMEM, "out of memory");
         return 0;
 }
 
@@ -502,107 +461,126 @@ static bool printable_token(const char *s) {
         return true;
 }
 
-/* Refuses a key of secret @obj that is not one of docs/network.md's. */
-static int secret_check_keys(json_t *obj, size_t index, HutchError *reterr) {
-        /* Names only: load_secret() reads each member itself. */
-        static const JsonFieldDef known[] = {
-                {"name", JSON_FIELD_ANY},        {"placeholder", JSON_FIELD_ANY},
-                {"value", JSON_FIELD_ANY},       {"hosts", JSON_FIELD_ANY},
-                {"header", JSON_FIELD_ANY},      {"query", JSON_FIELD_ANY},
-                {"path_prefix", JSON_FIELD_ANY}, {"methods", JSON_FIELD_ANY},
-        };
-        char pointer[HUTCH_ERROR_POINTER_MAX];
-        const char *key;
+/* One element of "secrets" as decoded: its strings (the value apart) and
+ * its lists, borrowed, which are read once the strings are checked. */
+typedef struct SecretDecode {
+        ProxySecret s;
+        char *value;
+        json_t *hosts;
+        json_t *methods;
+} SecretDecode;
 
-        key = json_fields_unknown(obj, known, ELEMENTSOF(known));
-        if (key) {
-                (void)snprintf(pointer, sizeof(pointer), "/secrets/%zu/%s", index, key);
-                return hutch_error_set_pointer(reterr, EINVAL, pointer,
-                                               "unknown key '%s' in a secret", key);
-        }
+/* A string member of a secret: non-empty, without NUL, copied. */
+static int parse_secret_string(const JsonFieldDef *f, json_t *v, void *dest, HutchError *reterr) {
+        char **field = (char **)(void *)((char *)dest + f->offset);
+
+        if (json_string_length(v) == 0)
+                return hutch_error_set(reterr, EINVAL,
+                                       "'%s' of a secret must be a non-empty string", f->name);
+        if (strlen(json_string_value(v)) != json_string_length(v))
+                return hutch_error_set(reterr, EINVAL, "'%s' of a secret must not contain NUL",
+                                       f->name);
+        *field = strdup(json_string_value(v));
+        if (!*field)
+                return hutch_error_set(reterr, ENOMEM, "out of memory");
         return 0;
 }
 
-/* Checks the strings of secret @s (its @value apart) at @pointer. */
-static int secret_check_strings(const ProxySecret *s, const char *value, const char *pointer,
-                                HutchError *reterr) {
+static int parse_secret_list(const JsonFieldDef *f, json_t *v, void *dest, HutchError *reterr) {
+        *(json_t **)(void *)((char *)dest + f->offset) = v;
+        return 0;
+}
+
+#define SECRET_STRING(name, member, mandatory)                                                     \
+        {                                                                                          \
+                name, JSON_FIELD_CUSTOM, offsetof(SecretDecode, member), mandatory,                \
+                        parse_secret_string, JSON_TYPE_STRING                                      \
+        }
+
+/* docs/network.md's members of a secret, in the order they are checked.
+ * "hosts" takes any type here: that it is a non-empty array is checked
+ * with the secret's name, once the strings are (secret_load_hosts()). */
+static const JsonFieldDef secret_fields[] = {
+        SECRET_STRING("name", s.name, true),
+        SECRET_STRING("placeholder", s.placeholder, true),
+        SECRET_STRING("value", value, true),
+        SECRET_STRING("header", s.header, false),
+        SECRET_STRING("query", s.query, false),
+        SECRET_STRING("path_prefix", s.path_prefix, false),
+        {"hosts", JSON_FIELD_CUSTOM, offsetof(SecretDecode, hosts), false, parse_secret_list,
+         JSON_TYPE_OBJECT | JSON_TYPE_ARRAY | JSON_TYPE_STRING | JSON_TYPE_INTEGER |
+                 JSON_TYPE_REAL | JSON_TYPE_BOOLEAN | JSON_TYPE_NULL},
+        {"methods", JSON_FIELD_CUSTOM, offsetof(SecretDecode, methods), false, parse_secret_list,
+         JSON_TYPE_ARRAY},
+};
+
+/* The decoder's refusals, in the words a secret's errors have always had. */
+static int secret_refusal(JsonFieldsRefusal what, const char *key, const JsonFieldDef *f, json_t *v,
+                          const void *userdata, HutchError *reterr) {
+        switch (what) {
+        case JSON_FIELDS_UNKNOWN:
+                return hutch_error_set(reterr, EINVAL, "unknown key '%s' in a secret", key);
+        case JSON_FIELDS_WRONG_TYPE:
+        case JSON_FIELDS_MISSING:
+                if (f->parse == parse_secret_list)
+                        return hutch_error_set(reterr, EINVAL, "'%s' must be a non-empty array",
+                                               f->name);
+                return hutch_error_set(reterr, EINVAL,
+                                       "'%s' of a secret must be a non-empty string", f->name);
+        }
+        return -EINVAL;
+}
+
+/* Checks the strings of secret @s (its @value apart); errors point at the
+ * secret. */
+static int secret_check_strings(const ProxySecret *s, const char *value, HutchError *reterr) {
         /* SECURITY: a value is spliced into header lines; a placeholder is
          * searched for in them. Both must be printable without spaces, and
          * of one length so a body keeps its Content-Length. */
         if (!printable_token(value) || !printable_token(s->placeholder))
-                return hutch_error_set_pointer(reterr, EINVAL, pointer,
-                                               "secret '%s': the value and the placeholder must be "
-                                               "printable ASCII without spaces",
-                                               s->name);
+                return hutch_error_set(reterr, EINVAL,
+                                       "secret '%s': the value and the placeholder must be "
+                                       "printable ASCII without spaces",
+                                       s->name);
         if (strlen(value) != s->placeholder_len || strcmp(value, s->placeholder) == 0)
-                return hutch_error_set_pointer(reterr, EINVAL, pointer,
-                                               "secret '%s': the placeholder must differ from the "
-                                               "value and have the same length",
-                                               s->name);
+                return hutch_error_set(reterr, EINVAL,
+                                       "secret '%s': the placeholder must differ from the "
+                                       "value and have the same length",
+                                       s->name);
         if (s->placeholder_len > PROXY_SECRET_VALUE_MAX)
-                return hutch_error_set_pointer(reterr, E2BIG, pointer,
-                                               "secret '%s': longer than %d bytes", s->name,
-                                               PROXY_SECRET_VALUE_MAX);
+                return hutch_error_set(reterr, E2BIG, "secret '%s': longer than %d bytes", s->name,
+                                       PROXY_SECRET_VALUE_MAX);
         if (s->header && !printable_token(s->header))
-                return hutch_error_set_pointer(reterr, EINVAL, pointer,
-                                               "secret '%s': invalid header name", s->name);
+                return hutch_error_set(reterr, EINVAL, "secret '%s': invalid header name", s->name);
         /* SECURITY: the query lane is matched as "NAME=" at a parameter's
          * start: a name holding '=', '&' or '#' could split a parameter. */
         if (s->query && (!printable_token(s->query) || strpbrk(s->query, "=&#?%")))
-                return hutch_error_set_pointer(reterr, EINVAL, pointer,
-                                               "secret '%s': invalid query parameter name",
-                                               s->name);
+                return hutch_error_set(reterr, EINVAL, "secret '%s': invalid query parameter name",
+                                       s->name);
         if (s->path_prefix && s->path_prefix[0] != '/')
-                return hutch_error_set_pointer(reterr, EINVAL, pointer,
-                                               "secret '%s': path_prefix must start with '/'",
-                                               s->name);
+                return hutch_error_set(reterr, EINVAL,
+                                       "secret '%s': path_prefix must start with '/'", s->name);
         return 0;
 }
 
-/* Reads the string fields of secret @obj into @s and its value into
- * @ret_value. */
-static int secret_load_strings(json_t *obj, size_t index, ProxySecret *s, char **ret_value,
-                               HutchError *reterr) {
-        int r;
-
-        r = secret_string(obj, "name", true, index, &s->name, reterr);
-        if (r >= 0)
-                r = secret_string(obj, "placeholder", true, index, &s->placeholder, reterr);
-        if (r >= 0)
-                r = secret_string(obj, "value", true, index, ret_value, reterr);
-        if (r >= 0)
-                r = secret_string(obj, "header", false, index, &s->header, reterr);
-        if (r >= 0)
-                r = secret_string(obj, "query", false, index, &s->query, reterr);
-        if (r >= 0)
-                r = secret_string(obj, "path_prefix", false, index, &s->path_prefix, reterr);
-        if (r < 0)
-                return r;
-        s->placeholder_len = strlen(s->placeholder);
-        return 0;
-}
-
-/* The secret's "hosts" @v: its own list, and allowed like --allow. */
-static int secret_load_hosts(ProxyConfig *c, ProxySecret *s, json_t *v, size_t index,
-                             HutchError *reterr) {
+/* The secret's "hosts" @v (NULL when absent): its own list, and allowed
+ * like --allow. */
+static int secret_load_hosts(ProxyConfig *c, ProxySecret *s, json_t *v, HutchError *reterr) {
         char pointer[HUTCH_ERROR_POINTER_MAX];
         json_t *item;
         size_t i;
         int r;
 
-        if (!json_is_array(v) || json_array_size(v) == 0) {
-                (void)snprintf(pointer, sizeof(pointer), "/secrets/%zu", index);
-                return hutch_error_set_pointer(reterr, EINVAL, pointer,
-                                               "secret '%s': 'hosts' must be a non-empty array",
-                                               s->name);
-        }
+        if (!json_is_array(v) || json_array_size(v) == 0)
+                return hutch_error_set(reterr, EINVAL,
+                                       "secret '%s': 'hosts' must be a non-empty array", s->name);
         s->hosts = allowlist_new();
         if (!s->hosts)
                 return hutch_error_set(reterr, ENOMEM, "out of memory");
         json_array_foreach(v, i, item) {
                 HutchError e = {};
 
-                (void)snprintf(pointer, sizeof(pointer), "/secrets/%zu/hosts/%zu", index, i);
+                (void)snprintf(pointer, sizeof(pointer), "/hosts/%zu", i);
                 if (!json_is_string(item))
                         return hutch_error_set_pointer(reterr, EINVAL, pointer,
                                                        "a host of a secret must be a string");
@@ -616,22 +594,20 @@ static int secret_load_hosts(ProxyConfig *c, ProxySecret *s, json_t *v, size_t i
         return 0;
 }
 
-/* The secret's optional "methods" @v (NULL: any method). */
-static int secret_load_methods(ProxySecret *s, json_t *v, size_t index, HutchError *reterr) {
-        char pointer[HUTCH_ERROR_POINTER_MAX];
+/* The secret's optional "methods" array @v (NULL: any method). */
+static int secret_load_methods(ProxySecret *s, json_t *v, HutchError *reterr) {
         json_t *item;
         size_t i;
 
         if (!v)
                 return 0;
-        (void)snprintf(pointer, sizeof(pointer), "/secrets/%zu/methods", index);
-        if (!json_is_array(v) || json_array_size(v) == 0)
-                return hutch_error_set_pointer(reterr, EINVAL, pointer,
+        if (json_array_size(v) == 0)
+                return hutch_error_set_pointer(reterr, EINVAL, "/methods",
                                                "'methods' must be a non-empty array");
         json_array_foreach(v, i, item) {
                 if (!json_is_string(item) || !printable_token(json_string_value(item)) ||
                     json_string_length(item) == 0)
-                        return hutch_error_set_pointer(reterr, EINVAL, pointer,
+                        return hutch_error_set_pointer(reterr, EINVAL, "/methods",
                                                        "'methods' must hold method names");
                 if (strv_extend(&s->methods, json_string_value(item)) < 0)
                         return hutch_error_set(reterr, ENOMEM, "out of memory");
@@ -641,17 +617,14 @@ static int secret_load_methods(ProxySecret *s, json_t *v, size_t index, HutchErr
 
 /* Adds @s to @c, taking it over on success; a placeholder used twice is
  * refused. */
-static int secret_append(ProxyConfig *c, ProxySecret *s, size_t index, HutchError *reterr) {
-        char pointer[HUTCH_ERROR_POINTER_MAX];
+static int secret_append(ProxyConfig *c, ProxySecret *s, HutchError *reterr) {
         ProxySecret *grown;
 
         for (size_t i = 0; i < c->n_secrets; i++)
-                if (strcmp(c->secrets[i].placeholder, s->placeholder) == 0) {
-                        (void)snprintf(pointer, sizeof(pointer), "/secrets/%zu", index);
-                        return hutch_error_set_pointer(reterr, EINVAL, pointer,
-                                                       "secret '%s': the placeholder is used twice",
-                                                       s->name);
-                }
+                if (strcmp(c->secrets[i].placeholder, s->placeholder) == 0)
+                        return hutch_error_set(reterr, EINVAL,
+                                               "secret '%s': the placeholder is used twice",
+                                               s->name);
         grown = reallocarray(c->secrets, c->n_secrets + 1, sizeof(*grown));
         if (!grown)
                 return hutch_error_set(reterr, ENOMEM, "out of memory");
@@ -661,63 +634,107 @@ static int secret_append(ProxyConfig *c, ProxySecret *s, size_t index, HutchErro
         return 0;
 }
 
-/* One element of "secrets" (docs/network.md). */
-static int load_secret(ProxyConfig *c, json_t *obj, size_t index, HutchError *reterr) {
-        char pointer[HUTCH_ERROR_POINTER_MAX];
-        _cleanup_free_ char *value = NULL;
-        ProxySecret s = {};
+/* One element @obj of "secrets" (docs/network.md), added to @c; errors
+ * point below the element. */
+static int load_secret(ProxyConfig *c, json_t *obj, HutchError *reterr) {
+        /* In the table's order: unknown keys first, then the strings,
+         * which the checks of the lists name. */
+        static const JsonFieldsOptions decode_options = {.flags = JSON_FIELDS_TABLE_ORDER,
+                                                         .message = secret_refusal};
+        SecretDecode d = {};
         int r;
 
-        (void)snprintf(pointer, sizeof(pointer), "/secrets/%zu", index);
         if (!json_is_object(obj))
-                return hutch_error_set_pointer(reterr, EINVAL, pointer,
-                                               "a secret must be an object");
+                return hutch_error_set(reterr, EINVAL, "a secret must be an object");
         if (c->n_secrets >= PROXY_SECRETS_MAX)
-                return hutch_error_set_pointer(reterr, E2BIG, pointer,
-                                               "too many secrets (at most %d)", PROXY_SECRETS_MAX);
-        r = secret_check_keys(obj, index, reterr);
-        if (r >= 0)
-                r = secret_load_strings(obj, index, &s, &value, reterr);
-        if (r >= 0)
-                r = secret_check_strings(&s, value, pointer, reterr);
+                return hutch_error_set(reterr, E2BIG, "too many secrets (at most %d)",
+                                       PROXY_SECRETS_MAX);
+        r = json_fields_decode_with(obj, secret_fields, ELEMENTSOF(secret_fields), &d,
+                                    &decode_options, reterr);
         if (r >= 0) {
-                r = proxy_secret_set_value(&s, value, strlen(value));
+                d.s.placeholder_len = strlen(d.s.placeholder);
+                r = secret_check_strings(&d.s, d.value, reterr);
+        }
+        if (r >= 0) {
+                r = proxy_secret_set_value(&d.s, d.value, strlen(d.value));
                 if (r < 0)
                         r = hutch_error_set(reterr, -r, "out of memory");
         }
         if (r >= 0)
-                r = secret_load_hosts(c, &s, json_object_get(obj, "hosts"), index, reterr);
+                r = secret_load_hosts(c, &d.s, d.hosts, reterr);
         if (r >= 0)
-                r = secret_load_methods(&s, json_object_get(obj, "methods"), index, reterr);
+                r = secret_load_methods(&d.s, d.methods, reterr);
         if (r >= 0)
-                r = secret_append(c, &s, index, reterr);
-        if (value)
-                explicit_bzero(value, strlen(value));
-        proxy_secret_done(&s);
+                r = secret_append(c, &d.s, reterr);
+        /* SECURITY: the value's copy outside its guarded mapping. */
+        if (d.value)
+                explicit_bzero(d.value, strlen(d.value));
+        free(d.value);
+        proxy_secret_done(&d.s);
         return r;
 }
 
-static int load_secrets(ProxyConfig *c, json_t *v, HutchError *reterr) {
+/* "secrets": JSON only, since a value never travels in argv. */
+static int parse_secrets(const JsonFieldDef *f, json_t *v, void *dest, HutchError *reterr) {
         json_t *item;
         size_t i;
         int r;
 
-        if (!json_is_array(v))
-                return hutch_error_set_pointer(reterr, EINVAL, "/secrets",
-                                               "'secrets' must be an array of objects");
         json_array_foreach(v, i, item) {
-                r = load_secret(c, item, i, reterr);
-                if (r < 0)
+                r = load_secret(dest, item, reterr);
+                if (r < 0) {
+                        json_error_prefix_index(reterr, i);
                         return r;
+                }
         }
         return 0;
 }
 
+/* The decoder's refusals, in the words the configuration's errors have
+ * always had. */
+static int config_refusal(JsonFieldsRefusal what, const char *key, const JsonFieldDef *f, json_t *v,
+                          const void *userdata, HutchError *reterr) {
+        switch (what) {
+        case JSON_FIELDS_UNKNOWN:
+                return hutch_error_set(reterr, EINVAL, "unknown configuration key '%s'", key);
+        case JSON_FIELDS_WRONG_TYPE:
+        case JSON_FIELDS_MISSING:
+                if (!f->data)
+                        return hutch_error_set(reterr, EINVAL, "'%s' must be an array of objects",
+                                               f->name);
+                return hutch_error_set(reterr, EINVAL, "'%s' must be %s", f->name,
+                                       json_type_expected(f->data));
+        }
+        return -EINVAL;
+}
+
+/* Fills @fields (room for ELEMENTSOF(options) + 1) with the configuration
+ * document's members: "secrets" and each option's JSON name, so that the
+ * document and the command line share the options' table. Returns their
+ * number. */
+static size_t config_fields(JsonFieldDef *fields) {
+        size_t n = 0;
+
+        fields[n++] = (JsonFieldDef){.name = "secrets",
+                                     .type = JSON_FIELD_CUSTOM,
+                                     .parse = parse_secrets,
+                                     .json_types = JSON_TYPE_ARRAY};
+        for (size_t i = 0; i < ELEMENTSOF(options); i++)
+                if (options[i].json)
+                        fields[n++] = (JsonFieldDef){.name = options[i].json,
+                                                     .type = JSON_FIELD_CUSTOM,
+                                                     .parse = parse_option,
+                                                     .json_types = option_json_types(&options[i]),
+                                                     .data = &options[i]};
+        return n;
+}
+
 int proxy_config_load_json(ProxyConfig *c, const char *text, size_t len, HutchError *reterr) {
+        static const JsonFieldsOptions decode_options = {.message = config_refusal};
+        JsonFieldDef fields[ELEMENTSOF(options) + 1];
         json_error_t jerr;
-        const char *key;
-        json_t *root, *v;
-        int r = 0;
+        json_t *root;
+        int r;
 
         root = json_loadb(text, len, JSON_REJECT_DUPLICATES, &jerr);
         if (!root) {
@@ -733,32 +750,9 @@ int proxy_config_load_json(ProxyConfig *c, const char *text, size_t len, HutchEr
                 return hutch_error_set_pointer(reterr, EINVAL, "",
                                                "the configuration must be a JSON object");
         }
-        json_object_foreach(root, key, v) {
-                const ConfigOption *o = NULL;
-
-                if (strcmp(key, "secrets") == 0) {
-                        /* JSON only: a value never travels in argv. */
-                        r = load_secrets(c, v, reterr);
-                        if (r < 0)
-                                break;
-                        continue;
-                }
-
-                for (size_t i = 0; i < ELEMENTSOF(options); i++)
-                        if (options[i].json && strcmp(options[i].json, key) == 0)
-                                o = &options[i];
-                if (!o) {
-                        char pointer[HUTCH_ERROR_POINTER_MAX];
-
-                        (void)snprintf(pointer, sizeof(pointer), "/%s", key);
-                        r = hutch_error_set_pointer(reterr, EINVAL, pointer,
-                                                    "unknown configuration key '%s'", key);
-                        break;
-                }
-                r = json_apply(c, o, v, reterr);
-                if (r < 0)
-                        break;
-        }
+        /* In the document's order, each member applied as it is met. */
+        r = json_fields_decode_with(root, fields, config_fields(fields), c, &decode_options,
+                                    reterr);
         json_decref(root);
         return r;
 }

@@ -1004,6 +1004,95 @@ TEST(import_bad_archives) {
         }
 }
 
+/* The manifest's refusals word for word, with their pointers: format and
+ * version first (a newer archive is told so, whatever else it holds), then
+ * each layer's keys and members in a fixed order; members the manifest does
+ * not define are the exporter's caller's and pass. */
+#define MANIFEST_OF(top, layer)                                                                    \
+        "{" top "\"layers\": [{\"dir\": \"layers/0\", \"entries\": 2, \"files\": {" F_HELLO        \
+        "}" layer "}]}"
+#define V1 "\"format\": \"hutch-snapshot\", \"format_version\": 1, "
+TEST(import_manifest_refusals) {
+        static const struct {
+                const char *manifest;
+                int err; /* 0: imported */
+                const char *msg, *pointer;
+        } cases[] = {
+                {MANIFEST_OF(V1 "\"name\": \"t\", \"created\": 5, ", ""), 0},
+                {MANIFEST_OF(V1, ""), 0},
+                {MANIFEST_OF("\"format\": \"hutch-snapshot\", \"format_version\": 2, ", ""),
+                 EPROTONOSUPPORT,
+                 "snapshot format_version 2 is not supported: this hutch reads format_version 1",
+                 "/format_version"},
+                /* A newer version's layers may hold keys this one does not know. */
+                {MANIFEST_OF("\"format\": \"hutch-snapshot\", \"format_version\": 2, ",
+                             ", \"mode\": 1"),
+                 EPROTONOSUPPORT,
+                 "snapshot format_version 2 is not supported: this hutch reads format_version 1",
+                 "/format_version"},
+                {MANIFEST_OF(V1, ", \"mode\": 1"), EINVAL,
+                 "snapshot manifest: /layers/0: unknown key 'mode'", "/layers/0/mode"},
+                {MANIFEST_OF("\"format_version\": 2, \"format\": \"tar\", ", ""), EINVAL,
+                 "not a hutch snapshot: the manifest's \"format\" is not \"hutch-snapshot\"",
+                 "/format"},
+                {MANIFEST_OF("\"format_version\": 2, ", ""), EINVAL,
+                 "not a hutch snapshot: the manifest's \"format\" is not \"hutch-snapshot\"",
+                 "/format"},
+                {MANIFEST_OF("\"format\": \"hutch-snapshot\", \"format_version\": 1.0, ", ""),
+                 EINVAL, "snapshot manifest: \"format_version\" must be an integer",
+                 "/format_version"},
+                {"{" V1 "\"layers\": {}}", EINVAL, "snapshot manifest: \"layers\" must be an array",
+                 "/layers"},
+                {"{\"format\": \"hutch-snapshot\", \"format_version\": 1}", EINVAL,
+                 "snapshot manifest: \"layers\" must be an array", "/layers"},
+                {"{" V1 "\"layers\": [1]}", EINVAL,
+                 "snapshot manifest: /layers/0: must be an object", "/layers/0"},
+                /* An unknown key is found before a bad member, wherever it is. */
+                {"{" V1 "\"layers\": [{\"dir\": \"x\", \"mode\": 1}]}", EINVAL,
+                 "snapshot manifest: /layers/0: unknown key 'mode'", "/layers/0/mode"},
+                {"{" V1 "\"layers\": [{\"entries\": 2, \"files\": {}}]}", EINVAL,
+                 "snapshot manifest: /layers/0/dir: must be the string \"layers/<index>\"",
+                 "/layers/0/dir"},
+                {"{" V1 "\"layers\": [{\"dir\": \"layers/0\", \"entries\": \"2\", \"files\": {}}]}",
+                 EINVAL,
+                 "snapshot manifest: /layers/0/entries: must be an integer from 1 to "
+                 "SNAPSHOT_ARCHIVE_ENTRIES_MAX",
+                 "/layers/0/entries"},
+                {"{" V1 "\"layers\": [{\"dir\": \"layers/0\", \"entries\": 2, \"files\": []}]}",
+                 EINVAL, "snapshot manifest: /layers/0/files: must be an object",
+                 "/layers/0/files"},
+                /* "files" is checked against "entries", whichever comes first. */
+                {"{" V1 "\"layers\": [{\"files\": {" F_HELLO "}, \"entries\": 1, \"dir\": "
+                 "\"layers/0\"}]}",
+                 EINVAL,
+                 "snapshot manifest: /layers/0/files: lists more files than the layer has "
+                 "entries besides its root",
+                 "/layers/0/files"},
+        };
+        static const Spec specs[] = {ROOT, FILE_F, {NULL}};
+
+        for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
+                _cleanup_free_ char *manifest = NULL;
+                char *dest = tmpdir_new();
+                int d = dir_open(AT_FDCWD, dest), r;
+                int fd = archive_make(cases[i].manifest, specs, MAKE_ZSTD | MAKE_SUM);
+                HutchError err = {};
+
+                r = snapshot_archive_import(fd, d, &manifest, &err);
+                if (cases[i].err == 0 ? r < 0
+                                      : r != -cases[i].err || strcmp(err.msg, cases[i].msg) != 0 ||
+                                                strcmp(err.pointer, cases[i].pointer) != 0)
+                        fail_msg("%s: r=%d '%s' at '%s', expected -%d '%s' at '%s'",
+                                 cases[i].manifest, r, err.msg, err.pointer, cases[i].err,
+                                 cases[i].msg, cases[i].pointer);
+                ASSERT_OK(snapshot_archive_clear(d));
+                (void)close(d);
+                (void)close(fd);
+                ASSERT_OK(rmdir(dest));
+                free(dest);
+        }
+}
+
 TEST(import_bounds) {
         Spec deep[2] = {{NULL}}, long_path[2] = {{NULL}};
         char path[SNAPSHOT_ARCHIVE_PATH_MAX + 64];

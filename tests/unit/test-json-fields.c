@@ -263,6 +263,56 @@ TEST(custom_missing_mandatory) {
         ASSERT_STREQ(err.msg, "invalid size 'lots'");
 }
 
+TEST(table_order_takes_the_fields_in_the_tables_order) {
+        HutchError err = {};
+        Custom c = {};
+
+        ASSERT_OK(decode_custom("{\"c\":{},\"b\":true}", JSON_FIELDS_TABLE_ORDER, &c, &err));
+        ASSERT_STREQ(c.order, "bc");
+        c = (Custom){};
+        ASSERT_OK(decode_custom("{\"c\":{},\"b\":true}", 0, &c, &err));
+        ASSERT_STREQ(c.order, "cb");
+        /* A missing mandatory field fails in its turn, before a later bad one. */
+        ASSERT_ERROR(decode_custom("{\"c\":1}", JSON_FIELDS_TABLE_ORDER, &c, &err), EINVAL);
+        ASSERT_STREQ(err.msg, "missing field 'b'");
+        ASSERT_STREQ(err.pointer, "/b");
+        ASSERT_ERROR(decode_custom("{\"c\":1}", 0, &c, &err), EINVAL);
+        ASSERT_STREQ(err.msg, "expected an object, got an integer");
+        ASSERT_STREQ(err.pointer, "/c");
+        /* Unknown members first, wherever they are in the document. */
+        ASSERT_ERROR(
+                decode_custom("{\"a/size\":\"lots\",\"zz\":1}", JSON_FIELDS_TABLE_ORDER, &c, &err),
+                EINVAL);
+        ASSERT_STREQ(err.msg, "unknown field 'zz'");
+        ASSERT_STREQ(err.pointer, "/zz");
+        ASSERT_TRUE(err.at_key);
+        /* The built-in types are checked in turn too, and stored. */
+        ASSERT_ERROR(decode_custom("{\"b\":true,\"argv\":[1]}", JSON_FIELDS_TABLE_ORDER, &c, &err),
+                     EINVAL);
+        ASSERT_STREQ(err.pointer, "/argv/0");
+        ASSERT_OK(
+                decode_custom("{\"b\":true,\"argv\":[\"x\"]}", JSON_FIELDS_TABLE_ORDER, &c, &err));
+        ASSERT_STREQ(c.argv[0], "x");
+        c.argv = strv_free(c.argv);
+}
+
+TEST(open_leaves_unnamed_members_alone) {
+        HutchError err = {};
+        Custom c = {};
+
+        ASSERT_OK(decode_custom("{\"zz\":1,\"b\":true}", JSON_FIELDS_OPEN, &c, &err));
+        ASSERT_STREQ(c.order, "b");
+        ASSERT_ERROR(decode_custom("{\"zz\":1,\"b\":true}", 0, &c, &err), EINVAL);
+        ASSERT_STREQ(err.msg, "unknown field 'zz'");
+        /* Open still checks the members it names, and their presence. */
+        ASSERT_ERROR(
+                decode_custom("{\"zz\":1}", JSON_FIELDS_OPEN | JSON_FIELDS_TABLE_ORDER, &c, &err),
+                EINVAL);
+        ASSERT_STREQ(err.msg, "missing field 'b'");
+        ASSERT_ERROR(decode_custom("{\"zz\":1,\"b\":2}", JSON_FIELDS_OPEN, &c, &err), EINVAL);
+        ASSERT_STREQ(err.pointer, "/b");
+}
+
 TEST(error_prefix) {
         HutchError e = {};
         char key[400];

@@ -583,6 +583,67 @@ TEST(config_json) {
         }
 }
 
+/* The configuration document's refusals, word for word with their
+ * pointers: what the field-table decoder reports in the proxy's own words
+ * (an unknown key, a wrong type, a missing member), each with an accepted
+ * twin. */
+#define SECRET_WITH(extra)                                                                         \
+        "{\"secrets\": [{\"name\": \"K\", \"placeholder\": \"PH_aaaaaaaa\", \"value\": "           \
+        "\"sk-realval1\", \"hosts\": [\"api.test\"]" extra "}]}"
+TEST(config_json_messages) {
+        static const struct {
+                const char *json;
+                int err; /* 0: accepted */
+                const char *msg, *pointer;
+        } table[] = {
+                {"{\"surprise\": 1}", EINVAL, "unknown configuration key 'surprise'", "/surprise"},
+                {"{\"verbose\": \"yes\"}", EINVAL, "'verbose' must be a boolean", "/verbose"},
+                {"{\"verbose\": true}", 0},
+                {"{\"audit_log\": null}", EINVAL, "'audit_log' must be a string", "/audit_log"},
+                {"{\"audit_log\": \"/tmp/a\"}", 0},
+                {"{\"listen_fds\": 3}", EINVAL, "'listen_fds' must be an array of integers",
+                 "/listen_fds"},
+                {"{\"secrets\": {}}", EINVAL, "'secrets' must be an array of objects", "/secrets"},
+                {"{\"secrets\": [1]}", EINVAL, "a secret must be an object", "/secrets/0"},
+                {SECRET_WITH(", \"bogus\": 1"), EINVAL, "unknown key 'bogus' in a secret",
+                 "/secrets/0/bogus"},
+                {SECRET_WITH(""), 0},
+                {SECRET_WITH(", \"header\": 3"), EINVAL,
+                 "'header' of a secret must be a non-empty string", "/secrets/0/header"},
+                {SECRET_WITH(", \"header\": \"X-Key\""), 0},
+                {"{\"secrets\": [{\"placeholder\": \"PH_aaaaaaaa\", \"value\": \"sk-realval1\", "
+                 "\"hosts\": [\"api.test\"]}]}",
+                 EINVAL, "'name' of a secret must be a non-empty string", "/secrets/0/name"},
+                {SECRET_WITH(", \"methods\": \"GET\""), EINVAL,
+                 "'methods' must be a non-empty array", "/secrets/0/methods"},
+                {SECRET_WITH(", \"methods\": [\"GET\"]"), 0},
+                {"{\"secrets\": [{\"name\": \"K\", \"placeholder\": \"PH_aaaaaaaa\", \"value\": "
+                 "\"sk-realval1\", \"hosts\": \"api.test\"}]}",
+                 EINVAL, "secret 'K': 'hosts' must be a non-empty array", "/secrets/0"},
+                /* The unknown key is found first, wherever it is. */
+                {"{\"secrets\": [{\"name\": 5, \"bogus\": 1}]}", EINVAL,
+                 "unknown key 'bogus' in a secret", "/secrets/0/bogus"},
+        };
+
+        for (size_t i = 0; i < ELEMENTSOF(table); i++) {
+                _cleanup_(proxy_config_freep) ProxyConfig *c = proxy_config_new();
+                HutchError e = {};
+                int r;
+
+                ASSERT_NOT_NULL(c);
+                r = proxy_config_load_json(c, table[i].json, strlen(table[i].json), &e);
+                if (table[i].err == 0) {
+                        if (r < 0)
+                                fail_msg("%s: %s", table[i].json, e.msg);
+                        continue;
+                }
+                if (r != -table[i].err || strcmp(e.msg, table[i].msg) != 0 ||
+                    strcmp(e.pointer, table[i].pointer) != 0)
+                        fail_msg("%s: r=%d '%s' at '%s', expected '%s' at '%s'", table[i].json, r,
+                                 e.msg, e.pointer, table[i].msg, table[i].pointer);
+        }
+}
+
 /* A running proxy's policy change: only the four live keys, all of it
  * valid or nothing; the swap leaves everything else as it was. */
 TEST(config_live_policy) {

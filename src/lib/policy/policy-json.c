@@ -48,16 +48,13 @@ typedef struct JsonWorkspace {
         WorkspaceMode mode;
 } JsonWorkspace;
 
-typedef struct JsonBind {
+/* An element of "binds" or "tmpfs": each table fills its own members. */
+typedef struct JsonMount {
         const char *source;
-        const char *target;
+        const char *target; /* a bind's target, a tmpfs' path */
         bool read_only;
-} JsonBind;
-
-typedef struct JsonTmpfs {
-        const char *path;
         uint64_t size;
-} JsonTmpfs;
+} JsonMount;
 
 /* A missing member points at the object that lacks it. */
 static const JsonFieldsOptions policy_decode_options = {.flags = JSON_FIELDS_MISSING_AT_OBJECT};
@@ -172,19 +169,20 @@ static const JsonFieldDef workspace_fields[] = {
 };
 
 static const JsonFieldDef bind_fields[] = {
-        CUSTOM("source", JSON_TYPE_STRING, parse_nonempty_string, offsetof(JsonBind, source), true,
+        CUSTOM("source", JSON_TYPE_STRING, parse_nonempty_string, offsetof(JsonMount, source), true,
                NULL),
-        CUSTOM("target", JSON_TYPE_STRING, parse_target, offsetof(JsonBind, target), true, NULL),
-        CUSTOM("read_only", JSON_TYPE_BOOLEAN, parse_bool, offsetof(JsonBind, read_only), false,
+        CUSTOM("target", JSON_TYPE_STRING, parse_target, offsetof(JsonMount, target), true, NULL),
+        CUSTOM("read_only", JSON_TYPE_BOOLEAN, parse_bool, offsetof(JsonMount, read_only), false,
                NULL),
 };
 
 static const bool is_tmpfs = true;
 
 static const JsonFieldDef tmpfs_fields[] = {
-        CUSTOM("path", JSON_TYPE_STRING, parse_target, offsetof(JsonTmpfs, path), true, &is_tmpfs),
+        CUSTOM("path", JSON_TYPE_STRING, parse_target, offsetof(JsonMount, target), true,
+               &is_tmpfs),
         CUSTOM("size", JSON_TYPE_STRING | JSON_TYPE_INTEGER, parse_size_field,
-               offsetof(JsonTmpfs, size), false, NULL),
+               offsetof(JsonMount, size), false, NULL),
 };
 
 static int parse_workspace(const JsonFieldDef *f, json_t *v, void *dest, HutchError *reterr) {
@@ -208,41 +206,40 @@ static int parse_workspace(const JsonFieldDef *f, json_t *v, void *dest, HutchEr
         return 0;
 }
 
-static int parse_binds(const JsonFieldDef *f, json_t *v, void *dest, HutchError *reterr) {
-        json_t *item;
-        size_t i;
-        int r;
-
-        json_array_foreach(v, i, item) {
-                JsonBind b = {};
-                HutchError e = {};
-
-                r = decode_object(item, bind_fields, ELEMENTSOF(bind_fields), &b, reterr);
-                if (r >= 0) {
-                        r = policy_add_bind(dest, b.source, b.target, b.read_only, NULL, &e);
-                        if (r < 0)
-                                r = fail_from(reterr, r, &e);
-                }
-                if (r < 0) {
-                        json_error_prefix_index(reterr, i);
-                        return r;
-                }
-        }
-        return 0;
+static int bind_add(Policy *p, const JsonMount *m, HutchError *reterr) {
+        return policy_add_bind(p, m->source, m->target, m->read_only, NULL, reterr);
 }
 
-static int parse_tmpfs(const JsonFieldDef *f, json_t *v, void *dest, HutchError *reterr) {
+static int tmpfs_add(Policy *p, const JsonMount *m, HutchError *reterr) {
+        return policy_add_tmpfs(p, m->target, m->size, NULL, reterr);
+}
+
+/* JsonFieldDef.data of "binds" and "tmpfs": how each element is decoded,
+ * then added to the Policy. */
+typedef struct PolicyMountsRef {
+        const JsonFieldDef *fields;
+        size_t n_fields;
+        int (*add)(Policy *p, const JsonMount *m, HutchError *reterr);
+} PolicyMountsRef;
+
+static const PolicyMountsRef binds_ref = {bind_fields, ELEMENTSOF(bind_fields), bind_add};
+static const PolicyMountsRef tmpfs_ref = {tmpfs_fields, ELEMENTSOF(tmpfs_fields), tmpfs_add};
+
+/* A list of mount entries ("binds", "tmpfs"), each an object decoded by
+ * its table and added in the document's order. */
+static int parse_mounts(const JsonFieldDef *f, json_t *v, void *dest, HutchError *reterr) {
+        const PolicyMountsRef *ref = f->data;
         json_t *item;
         size_t i;
         int r;
 
         json_array_foreach(v, i, item) {
-                JsonTmpfs t = {.size = POLICY_DEFAULT_TMP_SIZE};
+                JsonMount m = {.size = POLICY_DEFAULT_TMP_SIZE};
                 HutchError e = {};
 
-                r = decode_object(item, tmpfs_fields, ELEMENTSOF(tmpfs_fields), &t, reterr);
+                r = decode_object(item, ref->fields, ref->n_fields, &m, reterr);
                 if (r >= 0) {
-                        r = policy_add_tmpfs(dest, t.path, t.size, NULL, &e);
+                        r = ref->add(dest, &m, &e);
                         if (r < 0)
                                 r = fail_from(reterr, r, &e);
                 }
@@ -494,8 +491,8 @@ static int parse_secrets(const JsonFieldDef *f, json_t *v, void *dest, HutchErro
 
 static const JsonFieldDef policy_fields[] = {
         CUSTOM("workspace", JSON_TYPE_STRING | JSON_TYPE_OBJECT, parse_workspace, 0, false, NULL),
-        CUSTOM("binds", JSON_TYPE_ARRAY, parse_binds, 0, false, NULL),
-        CUSTOM("tmpfs", JSON_TYPE_ARRAY, parse_tmpfs, 0, false, NULL),
+        CUSTOM("binds", JSON_TYPE_ARRAY, parse_mounts, 0, false, &binds_ref),
+        CUSTOM("tmpfs", JSON_TYPE_ARRAY, parse_mounts, 0, false, &tmpfs_ref),
         CUSTOM("env", JSON_TYPE_OBJECT, parse_env, 0, false, NULL),
         LIST("env_pass", add_env_pass),
         SETTER("workdir", policy_set_workdir),

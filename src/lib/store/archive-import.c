@@ -193,58 +193,118 @@ static int import_read_exact(Import *im, void *buf, size_t size) {
 }
 
 /* An error about layer @i of the manifest, or its member @field (one of
- * ours, which needs no escaping in a JSON pointer). */
-_printf_(5, 6) static int manifest_fail_layer(Import *im, int errnum, size_t i, const char *field,
-                                              const char *fmt, ...) {
-        char pointer[64], what[256];
+ * ours, which needs no escaping in a JSON pointer), named in the message;
+ * @reterr's pointer is left "" for the decoder to fill in. */
+_printf_(5, 6) static int layer_fail(HutchError *reterr, int errnum, size_t i, const char *field,
+                                     const char *fmt, ...) {
+        char what[256];
         va_list ap;
 
-        (void)snprintf(pointer, sizeof(pointer), "/layers/%zu%s%s", i, field ? "/" : "",
-                       field ?: "");
         va_start(ap, fmt);
         (void)vsnprintf(what, sizeof(what), fmt, ap);
         va_end(ap);
-        return hutch_error_set_pointer(im->reterr, errnum, pointer, "snapshot manifest: %s: %s",
-                                       pointer, what);
+        return hutch_error_set(reterr, errnum, "snapshot manifest: /layers/%zu%s%s: %s", i,
+                               field ? "/" : "", field ?: "", what);
 }
 
-/* Checks the "files" of layer @i: keys are paths below the layer, values
- * SHA-256 hex strings. */
-static int manifest_check_files(Import *im, size_t i, json_t *files) {
+/* One element of "layers" as decoded (its fields in the table's order: each
+ * is checked against the ones before it). */
+typedef struct LayerDecode {
+        size_t index;
+        uint64_t *total; /* the entries of the layers so far */
+        uint64_t entries;
+        json_t *files;
+} LayerDecode;
+
+static int parse_layer_dir(const JsonFieldDef *f, json_t *v, void *dest, HutchError *reterr) {
+        LayerDecode *d = dest;
+        char want[LAYER_PREFIX_MAX];
+
+        (void)snprintf(want, sizeof(want), LAYERS_DIR "/%zu", d->index);
+        if (strcmp(json_string_value(v), want) != 0)
+                return layer_fail(reterr, EINVAL, d->index, "dir",
+                                  "must be the string \"layers/<index>\"");
+        return 0;
+}
+
+static int parse_layer_entries(const JsonFieldDef *f, json_t *v, void *dest, HutchError *reterr) {
+        LayerDecode *d = dest;
+        json_int_t count = json_integer_value(v);
+
+        if (count < 1 || count > (json_int_t)SNAPSHOT_ARCHIVE_ENTRIES_MAX)
+                return layer_fail(reterr, EINVAL, d->index, "entries",
+                                  "must be an integer from 1 to SNAPSHOT_ARCHIVE_ENTRIES_MAX");
+        *d->total += (uint64_t)count;
+        if (*d->total > SNAPSHOT_ARCHIVE_ENTRIES_MAX)
+                return layer_fail(reterr, E2BIG, d->index, "entries",
+                                  "more entries in all than SNAPSHOT_ARCHIVE_ENTRIES_MAX");
+        d->entries = (uint64_t)count;
+        return 0;
+}
+
+/* "files": keys are paths below the layer, values SHA-256 hex strings, and
+ * fewer of them than the layer's entries (checked before: table order). */
+static int parse_layer_files(const JsonFieldDef *f, json_t *v, void *dest, HutchError *reterr) {
+        LayerDecode *d = dest;
         const char *key;
         json_t *value;
 
-        json_object_foreach(files, key, value) {
+        if (json_object_size(v) >= d->entries)
+                return layer_fail(reterr, EINVAL, d->index, "files",
+                                  "lists more files than the layer has entries besides its root");
+        json_object_foreach(v, key, value) {
                 const char *why;
                 int r;
 
                 r = snapshot_archive_relpath_check(key, &why);
                 if (r < 0)
-                        return manifest_fail_layer(im, -r, i, "files", "a file has %s: '%s'", why,
-                                                   key);
+                        return layer_fail(reterr, -r, d->index, "files", "a file has %s: '%s'", why,
+                                          key);
                 if (!json_is_string(value) || !sha256_hex_is_valid(json_string_value(value)))
-                        return manifest_fail_layer(im, EINVAL, i, "files",
-                                                   "the checksum of '%s' must be 64 lowercase "
-                                                   "hex digits",
-                                                   key);
+                        return layer_fail(reterr, EINVAL, d->index, "files",
+                                          "the checksum of '%s' must be 64 lowercase hex digits",
+                                          key);
         }
+        d->files = v;
         return 0;
 }
 
-/* Checks "layers" and sets up im->layers from it. */
-static int manifest_check_layers(Import *im, json_t *layers) {
-        uint64_t total = 0;
-        size_t n;
+/* The decoder's refusals of a layer's members, in the manifest's words. */
+static int layer_refusal(JsonFieldsRefusal what, const char *key, const JsonFieldDef *f, json_t *v,
+                         const void *userdata, HutchError *reterr) {
+        const LayerDecode *d = userdata;
 
-        if (!json_is_array(layers))
-                return hutch_error_set_pointer(im->reterr, EINVAL, "/layers",
-                                               "snapshot manifest: \"layers\" must be an array");
-        n = json_array_size(layers);
+        switch (what) {
+        case JSON_FIELDS_UNKNOWN:
+                return layer_fail(reterr, EINVAL, d->index, NULL, "unknown key '%s'", key);
+        case JSON_FIELDS_WRONG_TYPE:
+        case JSON_FIELDS_MISSING:
+                return layer_fail(reterr, EINVAL, d->index, f->name, "%s", (const char *)f->data);
+        }
+        return -EINVAL;
+}
+
+/* A layer's members, in the order they are checked; JsonFieldDef.data is
+ * what a value of another type (or none) is told. */
+static const JsonFieldDef layer_fields[] = {
+        {"dir", JSON_FIELD_CUSTOM, 0, true, parse_layer_dir, JSON_TYPE_STRING,
+         "must be the string \"layers/<index>\""},
+        {"entries", JSON_FIELD_CUSTOM, 0, true, parse_layer_entries, JSON_TYPE_INTEGER,
+         "must be an integer from 1 to SNAPSHOT_ARCHIVE_ENTRIES_MAX"},
+        {"files", JSON_FIELD_CUSTOM, 0, true, parse_layer_files, JSON_TYPE_OBJECT,
+         "must be an object"},
+};
+
+/* "layers": sets up im->layers from it. */
+static int parse_layers(const JsonFieldDef *f, json_t *v, void *dest, HutchError *reterr) {
+        size_t n = json_array_size(v);
+        Import *im = dest;
+        uint64_t total = 0;
+
         if (n == 0 || n > SNAPSHOT_ARCHIVE_LAYERS_MAX)
-                return hutch_error_set_pointer(im->reterr, EINVAL, "/layers",
-                                               "snapshot manifest: a snapshot has 1 to %d "
-                                               "layers, not %zu",
-                                               SNAPSHOT_ARCHIVE_LAYERS_MAX, n);
+                return hutch_error_set(reterr, EINVAL,
+                                       "snapshot manifest: a snapshot has 1 to %d layers, not %zu",
+                                       SNAPSHOT_ARCHIVE_LAYERS_MAX, n);
         im->layers = calloc(n, sizeof(ImportLayer));
         if (!im->layers)
                 return -ENOMEM;
@@ -253,92 +313,87 @@ static int manifest_check_layers(Import *im, json_t *layers) {
                 im->layers[i].fd = -EBADF;
 
         for (size_t i = 0; i < n; i++) {
-                /* Names only: each is checked below. */
-                static const JsonFieldDef layer_fields[] = {
-                        {"dir", JSON_FIELD_ANY},
-                        {"entries", JSON_FIELD_ANY},
-                        {"files", JSON_FIELD_ANY},
-                };
-                json_t *layer = json_array_get(layers, i), *dir, *entries, *files;
+                json_t *layer = json_array_get(v, i);
+                LayerDecode d = {.index = i, .total = &total};
+                /* Unknown keys first, then dir, entries and files. */
+                JsonFieldsOptions o = {
+                        .flags = JSON_FIELDS_TABLE_ORDER, .message = layer_refusal, .userdata = &d};
                 ImportLayer *l = &im->layers[i];
-                char want[LAYER_PREFIX_MAX];
-                const char *key;
-                json_int_t count;
                 int r;
 
                 if (!json_is_object(layer))
-                        return manifest_fail_layer(im, EINVAL, i, NULL, "must be an object");
-                key = json_fields_unknown(layer, layer_fields, ELEMENTSOF(layer_fields));
-                if (key)
-                        return manifest_fail_layer(im, EINVAL, i, NULL, "unknown key '%s'", key);
-                dir = json_object_get(layer, "dir");
-                (void)snprintf(want, sizeof(want), LAYERS_DIR "/%zu", i);
-                if (!json_is_string(dir) || strcmp(json_string_value(dir), want) != 0)
-                        return manifest_fail_layer(im, EINVAL, i, "dir",
-                                                   "must be the string "
-                                                   "\"layers/<index>\"");
-                entries = json_object_get(layer, "entries");
-                count = json_integer_value(entries);
-                if (!json_is_integer(entries) || count < 1 ||
-                    count > (json_int_t)SNAPSHOT_ARCHIVE_ENTRIES_MAX)
-                        return manifest_fail_layer(im, EINVAL, i, "entries",
-                                                   "must be an integer from 1 to "
-                                                   "SNAPSHOT_ARCHIVE_ENTRIES_MAX");
-                total += (uint64_t)count;
-                if (total > SNAPSHOT_ARCHIVE_ENTRIES_MAX)
-                        return manifest_fail_layer(im, E2BIG, i, "entries",
-                                                   "more entries in all than "
-                                                   "SNAPSHOT_ARCHIVE_ENTRIES_MAX");
-                files = json_object_get(layer, "files");
-                if (!json_is_object(files))
-                        return manifest_fail_layer(im, EINVAL, i, "files", "must be an object");
-                if (json_object_size(files) >= (size_t)count)
-                        return manifest_fail_layer(im, EINVAL, i, "files",
-                                                   "lists more files than the layer has "
-                                                   "entries besides its root");
-                r = manifest_check_files(im, i, files);
-                if (r < 0)
+                        r = layer_fail(reterr, EINVAL, i, NULL, "must be an object");
+                else
+                        r = json_fields_decode_with(layer, layer_fields, ELEMENTSOF(layer_fields),
+                                                    &d, &o, reterr);
+                if (r < 0) {
+                        json_error_prefix_index(reterr, i);
                         return r;
-                l->files = files;
-                l->entries = (uint64_t)count;
-                l->pending = json_copy(files);
+                }
+                l->files = d.files;
+                l->entries = d.entries;
+                l->pending = json_copy(d.files);
                 if (!l->pending)
                         return -ENOMEM;
         }
         return 0;
 }
 
-/* Checks the manifest @root: its format and version first, since a later
- * version may change everything else. */
+static int parse_format(const JsonFieldDef *f, json_t *v, void *dest, HutchError *reterr) {
+        if (strcmp(json_string_value(v), SNAPSHOT_ARCHIVE_FORMAT) != 0)
+                return hutch_error_set(reterr, EINVAL, "%s", (const char *)f->data);
+        return 0;
+}
+
+static int parse_format_version(const JsonFieldDef *f, json_t *v, void *dest, HutchError *reterr) {
+        json_int_t version = json_integer_value(v);
+
+        if (version > SNAPSHOT_ARCHIVE_FORMAT_VERSION)
+                return hutch_error_set(reterr, EPROTONOSUPPORT,
+                                       "snapshot format_version %lld is not supported: "
+                                       "this hutch reads format_version %d",
+                                       (long long)version, SNAPSHOT_ARCHIVE_FORMAT_VERSION);
+        if (version != SNAPSHOT_ARCHIVE_FORMAT_VERSION)
+                return hutch_error_set(reterr, EINVAL, "snapshot format_version %lld is not valid",
+                                       (long long)version);
+        return 0;
+}
+
+/* The manifest's own members, in the order they are checked: the format
+ * and its version first, since a later version may change everything else.
+ * Its other members are the exporter's caller's (archive.h). .data is what
+ * a value of another type (or none) is told. */
+static const JsonFieldDef manifest_fields[] = {
+        {"format", JSON_FIELD_CUSTOM, 0, true, parse_format, JSON_TYPE_STRING,
+         "not a hutch snapshot: the manifest's \"format\" is not \"" SNAPSHOT_ARCHIVE_FORMAT "\""},
+        {"format_version", JSON_FIELD_CUSTOM, 0, true, parse_format_version, JSON_TYPE_INTEGER,
+         "snapshot manifest: \"format_version\" must be an integer"},
+        {"layers", JSON_FIELD_CUSTOM, 0, true, parse_layers, JSON_TYPE_ARRAY,
+         "snapshot manifest: \"layers\" must be an array"},
+};
+
+static int manifest_refusal(JsonFieldsRefusal what, const char *key, const JsonFieldDef *f,
+                            json_t *v, const void *userdata, HutchError *reterr) {
+        switch (what) {
+        case JSON_FIELDS_WRONG_TYPE:
+        case JSON_FIELDS_MISSING:
+                return hutch_error_set(reterr, EINVAL, "%s", (const char *)f->data);
+        case JSON_FIELDS_UNKNOWN: /* not with JSON_FIELDS_OPEN */
+                break;
+        }
+        return -EINVAL;
+}
+
+/* Checks the manifest @root and sets up im->layers from it. */
 static int manifest_check(Import *im, json_t *root) {
-        json_t *format, *version;
-        json_int_t v;
+        static const JsonFieldsOptions o = {.flags = JSON_FIELDS_TABLE_ORDER | JSON_FIELDS_OPEN,
+                                            .message = manifest_refusal};
 
         if (!json_is_object(root))
                 return hutch_error_set(im->reterr, EINVAL,
                                        "snapshot manifest: the top level must be an object");
-        format = json_object_get(root, "format");
-        if (!json_is_string(format) ||
-            strcmp(json_string_value(format), SNAPSHOT_ARCHIVE_FORMAT) != 0)
-                return hutch_error_set_pointer(im->reterr, EINVAL, "/format",
-                                               "not a hutch snapshot: the manifest's \"format\" "
-                                               "is not \"" SNAPSHOT_ARCHIVE_FORMAT "\"");
-        version = json_object_get(root, "format_version");
-        if (!json_is_integer(version))
-                return hutch_error_set_pointer(im->reterr, EINVAL, "/format_version",
-                                               "snapshot manifest: \"format_version\" must be "
-                                               "an integer");
-        v = json_integer_value(version);
-        if (v > SNAPSHOT_ARCHIVE_FORMAT_VERSION)
-                return hutch_error_set_pointer(im->reterr, EPROTONOSUPPORT, "/format_version",
-                                               "snapshot format_version %lld is not supported: "
-                                               "this hutch reads format_version %d",
-                                               (long long)v, SNAPSHOT_ARCHIVE_FORMAT_VERSION);
-        if (v != SNAPSHOT_ARCHIVE_FORMAT_VERSION)
-                return hutch_error_set_pointer(im->reterr, EINVAL, "/format_version",
-                                               "snapshot format_version %lld is not valid",
-                                               (long long)v);
-        return manifest_check_layers(im, json_object_get(root, "layers"));
+        return json_fields_decode_with(root, manifest_fields, ELEMENTSOF(manifest_fields), im, &o,
+                                       im->reterr);
 }
 
 /* Reads and checks the first entry, manifest.json; returns its text. */
