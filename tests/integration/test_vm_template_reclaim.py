@@ -75,11 +75,12 @@ def test_next_vm_start_frees_a_removed_stores_templates(stores):
     gone.vm_true()
     kept, orphan = live.templates(), gone.templates()
     assert kept != orphan and full(kept) and full(orphan)
-    assert (orphan / "store").read_text().endswith("/vm-templates.path")
     gone.remove()
     nxt = stores()
     nxt.vm_true()
     assert not orphan.exists(), f"{orphan} outlived its store"
+    # Each folder names the record that gave it out (docs/vm.md).
+    assert (kept / "store").read_text() == str((live.home / "vm-templates.path").resolve())
     # Twin: the live store's folder is left, with its template, and is
     # still the one it records; the new store has its own.
     assert full(kept) and live.templates() == kept
