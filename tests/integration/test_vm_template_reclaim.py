@@ -30,10 +30,13 @@ class ShmStore:
         self.dir = runner.make_dir(mode=0o700, name="tmpl-store")
         self.home = self.dir / "home"
         self.env = {"HUTCH_HOME": str(self.home), "HUTCH_STATE_DIR": str(self.dir / "state")}
+        self.folder = None  # its template folder, once a VM ran
+
 
     def vm_true(self):
         r = self.runner.run([*TCG, "--", "true"], env=self.env, timeout=VM_TIMEOUT)
         assert r.returncode == 0, r.stderr
+        self.folder = self.templates()
 
     def templates(self):
         """The /dev/shm folder this store records (checked to be one)."""
@@ -46,7 +49,11 @@ class ShmStore:
         shutil.rmtree(self.dir)
 
     def close(self):
+        """Frees its folder even when the store is gone and the test
+        failed (the code under test did not free it)."""
         free_vm_templates(self.home)
+        if self.folder:
+            shutil.rmtree(self.folder, ignore_errors=True)
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
