@@ -7,8 +7,9 @@ The next VM start of any store of the same user, and `hutch gc`, remove a
 folder whose store is gone; a live store's folder is never touched.
 
 The stores here are on /tmp (not tmpfs), so the templates go to /dev/shm.
-Run as the caller (root in CI): each store's first VM is a cold boot under
-TCG, so few cases on purpose.
+As root and as the unprivileged user (each reclaims only its own
+folders); each store's first VM is a cold boot under TCG, so few cases on
+purpose.
 """
 
 import shutil
@@ -58,11 +59,11 @@ class ShmStore:
 
 
 @pytest.fixture
-def stores(caller):
+def stores(sbx):
     made = []
 
     def make():
-        s = ShmStore(caller)
+        s = ShmStore(sbx)
         made.append(s)
         return s
 
