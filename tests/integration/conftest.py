@@ -14,6 +14,7 @@ non-root caller, "root" skips and "user" runs as the caller itself.
 
 import os
 import pwd
+import re
 import shutil
 import select
 import signal
@@ -34,6 +35,97 @@ SUBID_COUNT = 65536
 # As root, a one-shot run maps onto a range of the machine's id pool
 # (issue 15; src/lib/store/id-pool.h): 2^31 up, SUBID_COUNT ids a range.
 ID_POOL_BASE = 1 << 31
+
+# ---- microVM template folders (docs/vm.md "Templates") ----
+# A store whose runtime folder is not on tmpfs keeps its VM templates (guest
+# RAM) in /dev/shm/hutch-vm-UID-XXXXXX, recorded in its vm-templates.path:
+# removing the store does not free them. Every fixture that removes a store
+# in which a VM may have run calls free_vm_templates() first, and the
+# session fails if a folder of a store it made is left (pytest_sessionfinish).
+VM_TEMPLATE_DIR = re.compile(r"hutch-vm-[0-9]+-[A-Za-z0-9]{6}")
+# Every folder made through tempfile.mkdtemp() in this session (stores live
+# in them): a leftover template folder is this session's when the record
+# its `store` file names is in one. Other suites may run on the machine at
+# the same time; their folders are theirs.
+SESSION_DIRS = []
+_mkdtemp = tempfile.mkdtemp
+
+
+def _recording_mkdtemp(*args, **kw):
+    d = _mkdtemp(*args, **kw)
+    SESSION_DIRS.append(os.path.realpath(d))
+    return d
+
+
+tempfile.mkdtemp = _recording_mkdtemp
+
+
+def vm_template_dirs():
+    """The microVM template folders in /dev/shm, of any user."""
+    return {p for p in Path("/dev/shm").iterdir() if VM_TEMPLATE_DIR.fullmatch(p.name)}
+
+
+def free_vm_templates(home):
+    """Removes the /dev/shm folder of VM templates that the store @home
+    records (if any): the guest RAM in it outlives the store otherwise."""
+    try:
+        text = (Path(home) / "vm-templates.path").read_text()
+    except OSError:
+        return
+    p = Path(text)
+    if p.parent == Path("/dev/shm") and VM_TEMPLATE_DIR.fullmatch(p.name):
+        shutil.rmtree(p, ignore_errors=True)
+
+
+def free_vm_templates_under(top, depth=4):
+    """free_vm_templates() of every store up to @depth levels below @top (a
+    runner's folder: its default store, servers' and tests' stores)."""
+    for root, dirs, files in os.walk(top):
+        if "vm-templates.path" in files:
+            free_vm_templates(root)
+        if len(Path(root).relative_to(top).parts) >= depth - 1:
+            dirs.clear()
+
+
+def vm_template_owner(folder):
+    """The record (a store's vm-templates.path) that gave @folder out, from
+    its `store` file, or None."""
+    try:
+        return (folder / "store").read_text()
+    except OSError:
+        return None
+
+
+_VM_TEMPLATES_AT_START = set()
+
+
+def pytest_sessionstart(session):
+    _VM_TEMPLATES_AT_START.update(vm_template_dirs())
+
+
+def pytest_sessionfinish(session, exitstatus):
+    """Fails the run, naming them, if template folders of stores this
+    session made are left in /dev/shm (a CI run was OOM-killed next to
+    15 GiB of them)."""
+    ours = list(SESSION_DIRS)
+    # tmp_path's folders: this session's numbered base (pytest keeps no
+    # public name for it once the session ends).
+    factory = getattr(session.config, "_tmp_path_factory", None)
+    if getattr(factory, "_basetemp", None):
+        ours.append(os.path.realpath(factory._basetemp))
+    left = []
+    for d in sorted(vm_template_dirs() - _VM_TEMPLATES_AT_START):
+        owner = vm_template_owner(d)
+        if owner and any(owner.startswith(t + "/") for t in ours):
+            left.append(f"{d} (of {owner})")
+    if left:
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+        msg = "VM template folders left in /dev/shm by this session: " + ", ".join(left)
+        tr = session.config.pluginmanager.get_plugin("terminalreporter")
+        if tr:
+            tr.write_line(msg, red=True, bold=True)
+        else:
+            print(msg)
 
 
 def is_pool_map(line):
@@ -272,6 +364,7 @@ def root_runner(binaries):
     base = Path(tempfile.mkdtemp(prefix="hutch-root-"))
     hutch, pdir = stage_binaries(base, *binaries)
     yield Runner("root", hutch, pdir, 0, 0, base)
+    free_vm_templates_under(base)
     shutil.rmtree(base, ignore_errors=True)
 
 
@@ -289,6 +382,7 @@ def user_runner(binaries):
     base = Path(tempfile.mkdtemp(prefix="hutch-user-"))
     hutch, pdir = stage_binaries(base, *binaries)
     yield Runner("user", hutch, pdir, uid, gid, base)
+    free_vm_templates_under(base)
     shutil.rmtree(base, ignore_errors=True)
 
 

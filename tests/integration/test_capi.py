@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import BUILD, REPO, live_with_marker
+from conftest import BUILD, REPO, free_vm_templates, live_with_marker
 from diskutil import data_of, has_image
 
 # ---- the installation ----
@@ -180,6 +180,7 @@ class Api:
     def cleanup(self):
         for name in self.names:
             self.probe("destroy", name)
+        free_vm_templates(self.home)
         assert self.keepers() == [], "a keeper outlived its sandbox's destroy"
 
 

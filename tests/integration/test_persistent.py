@@ -21,6 +21,8 @@ import os
 import signal
 import stat
 import subprocess
+import sys
+import tempfile
 import time
 import uuid
 from pathlib import Path
@@ -30,7 +32,8 @@ import pytest
 
 import cgroupctl
 from cgroupctl import poll_until
-from conftest import IS_ROOT, live_with_marker, wait_pidfds
+from conftest import (IS_ROOT, descendants, free_vm_templates, kill_quietly, live_with_marker,
+                      wait_pidfds)
 from diskutil import data_of
 from proxyutil import Upstream
 from test_limits import delegated, user_modes  # noqa: F401 (fixture)
@@ -88,12 +91,30 @@ class Store:
     def exec(self, name, *cmd, flags=(), **kw):
         return self.hutch("exec", name, *flags, "--", *cmd, **kw)
 
-    def exec_pid(self, name, *cmd):
-        """exec NAME -- CMD: (CompletedProcess, the client's pid)."""
-        p = self.popen("exec", name, "--", *cmd, stdout=PIPE, stderr=PIPE)
-        out, err = p.communicate(timeout=60)
+    def exec_reaped(self, name, *cmd, timeout=60):
+        """exec NAME -- CMD under a child subreaper (REAPER): every process
+        it starts that outlives its parent (the keeper, detached by a
+        double fork, and whatever the keeper leaves) is reparented to the
+        reaper, which waits for all of them. Returns (CompletedProcess, the
+        pids it reaped, the pids still alive after @timeout s: killed)."""
+        fd, pidfile = tempfile.mkstemp(prefix="hutch-reaped-")
+        os.close(fd)
+        argv = self.runner.argv(["exec", name, "--", *cmd], verb=None)
+        p = subprocess.Popen([sys.executable, "-c", REAPER, pidfile, *argv],
+                             env=self.runner.env(self.env()), cwd=str(self.runner.base_dir),
+                             stdin=DEVNULL, stdout=PIPE, stderr=PIPE, text=True)
+        alive = set()
+        try:
+            out, err = p.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            alive = descendants(p.pid)
+            for pid in alive:  # ours: started by this exec
+                kill_quietly(pid)
+            out, err = p.communicate(timeout=30)
         self.note_keepers()
-        return subprocess.CompletedProcess(p.args, p.returncode, out, err), p.pid
+        reaped = {int(x) for x in Path(pidfile).read_text().split()}
+        os.unlink(pidfile)
+        return subprocess.CompletedProcess(p.args, p.returncode, out, err), reaped, alive
 
     def sh(self, name, script, flags=(), **kw):
         """exec NAME -- sh -c SCRIPT; fails the test unless it exits 0."""
@@ -202,6 +223,7 @@ class Store:
         r = self.hutch("ls", "--json")
         if r.returncode != 0 or json.loads(r.stdout) != []:
             problems.append(f"sandboxes left after rm --force: {r.stdout} {r.stderr}")
+        free_vm_templates(self.home)
         subprocess.run(["rm", "-rf", "--one-file-system", str(self.dir)], check=False)
         assert not problems, "; ".join(problems)
 
@@ -226,36 +248,44 @@ def cg_store(request):
     s.finalize()
 
 
-def run_cgroups():
-    """Every sandbox cgroup ("run-<pid>-<hex>") of the host, wherever its
-    base is."""
-    return {d for d in cgroupctl.cgroup_dirs(depth=3) if d.name.startswith("run-")}
+# Store.exec_reaped()'s reaper: `python3 -c REAPER PIDFILE ARGV...` runs
+# ARGV as a child subreaper (PR_SET_CHILD_SUBREAPER), waits until every
+# process reparented to it is gone, writes each pid it reaped (not ARGV's
+# own) to PIDFILE as it goes, and exits as ARGV did.
+REAPER = """
+import ctypes, os, sys
+if ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0) != 0:
+    sys.exit(126)
+child = os.fork()
+if child == 0:
+    os.execvp(sys.argv[2], sys.argv[2:])
+code = 126
+with open(sys.argv[1], "w") as out:
+    while True:
+        try:
+            pid, status = os.wait()
+        except ChildProcessError:
+            break
+        if pid == child:
+            code = os.waitstatus_to_exitcode(status) & 0xFF
+        else:
+            out.write(f"{pid}\\n")
+            out.flush()
+sys.exit(code)
+"""
 
 
-def process_alive(pid):
-    try:
-        st = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    return st.rsplit(")", 1)[1].split()[0] != "Z"
+def left_behind(reaped, alive):
+    """What a keeper that failed to start left: processes still alive
+    (Store.exec_reaped's @alive) and the sandbox cgroups ("run-<pid>-<hex>")
+    of the processes it started (@reaped), once the ones being removed are
+    gone (10 s at most). Only this exec's own processes are looked at."""
 
+    def cgroups():
+        return [d for pid in reaped for d in cgroupctl.run_dirs(pid)]
 
-def leaked_cgroups(before, client_pid):
-    """The sandbox cgroups made since @before by a keeper that
-    `hutch exec` @client_pid started (its grandchild: a pid a little above
-    its own) and that is gone, once the ones being removed are (10 s at
-    most). Other users' sandboxes come and go meanwhile: the pid tells
-    ours."""
-
-    def ours(d):
-        pid = int(d.name.split("-")[1])
-        return client_pid < pid < client_pid + 500 and not process_alive(pid)
-
-    def leaked():
-        return [d for d in run_cgroups() - before if ours(d)]
-
-    poll_until(lambda: not leaked(), 10)
-    return leaked()
+    poll_until(lambda: not cgroups(), 10)
+    return sorted(alive) + [str(d) for d in cgroups()]
 
 
 def workspace(store, files):
@@ -1058,8 +1088,7 @@ def test_keeper_that_cannot_start_leaves_nothing(store):
     subprocess.run(["rm", "-rf", str(ws)], check=True)
     before = store.listing()
     seen = set(store.keepers)
-    cgroups = run_cgroups()
-    r, client = store.exec_pid("box", "true")
+    r, reaped, alive = store.exec_reaped("box", "true")
     assert r.returncode == 125, r.stderr
     assert str(ws) in r.stderr and "box" in r.stderr, r.stderr
     assert len(r.stderr.strip().splitlines()) == 1, r.stderr
@@ -1068,7 +1097,8 @@ def test_keeper_that_cannot_start_leaves_nothing(store):
     assert store.state_of("box") == "stopped"
     assert not (store.state / "box" / "keeper.sock").exists()
     assert store.keepers == seen  # no keeper stayed long enough to be seen
-    assert not leaked_cgroups(cgroups, client)
+    assert reaped, "the keeper was not started (nothing was reaped)"
+    assert not left_behind(reaped, alive)
     # Twin: with the folder back it starts.
     ws.mkdir()
     (ws / "f").write_text("back\n")
@@ -1089,8 +1119,7 @@ def test_layer_with_a_symlink_for_a_persistent_dir_is_refused(store):
         (upper / "var").symlink_to("/etc")
         os.lchown(upper / "var", *(os.lstat(upper)[4:6]))
     before = store.listing(state=False)
-    cgroups = run_cgroups()
-    r, client = store.exec_pid("box", "ls", "/var/")
+    r, reaped, alive = store.exec_reaped("box", "ls", "/var/")
     assert r.returncode == 125, (r.stdout, r.stderr)
     assert "/var is no longer a directory" in r.stderr, r.stderr
     assert r.stdout == ""
@@ -1101,7 +1130,7 @@ def test_layer_with_a_symlink_for_a_persistent_dir_is_refused(store):
     assert poll_until(lambda: "/var is no longer a directory" in log.read_text(), 10)
     assert not (store.state / "box" / "keeper.sock").exists()
     assert not store.keeper_pids() and store.state_of("box") == "stopped"
-    assert not leaked_cgroups(cgroups, client)
+    assert reaped and not left_behind(reaped, alive)
     # Twin: with the change undone it starts (the old /var/f went with it).
     with data_of(store.home, store.state, "box") as data:
         (data / "upper-1" / "root" / "var").unlink()

@@ -25,7 +25,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import REPO, kill_quietly, live_with_marker, wait_pidfds
+from conftest import REPO, free_vm_templates, kill_quietly, live_with_marker, wait_pidfds
 
 SPEC = REPO / "docs" / "api.yaml"
 READY_TIMEOUT = 30
@@ -260,6 +260,7 @@ class Server:
             rm = self.hutch("rm", "--force", sb["name"])
             if rm.returncode != 0:
                 errors.append(f"hutch rm --force {sb['name']} failed: {rm.stderr}")
+        free_vm_templates(self.home)
         assert not errors, "\n".join(errors)
 
     def fingerprint(self):

@@ -34,7 +34,7 @@ import pytest
 
 import cgroupctl
 from cgroupctl import poll_until
-from conftest import IS_ROOT, kill_quietly
+from conftest import IS_ROOT, free_vm_templates, kill_quietly
 from diskutil import data_of
 
 GIB = 1 << 30
@@ -226,6 +226,7 @@ class Hutch:
             problems.append(f"cgroups left behind: {[str(d) for d in dirs]}")
             for d in dirs:
                 cgroupctl.remove_tree(d)
+        free_vm_templates(self.home)
         shutil.rmtree(self.home, ignore_errors=True)
         shutil.rmtree(self.state, ignore_errors=True)
         assert not problems, "; ".join(problems)

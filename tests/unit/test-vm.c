@@ -3,6 +3,7 @@
  * resolver, the cpio writer, QEMU's command line and the finders. */
 #include <fcntl.h>
 #include <stdlib.h>
+#include <sys/file.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -10,6 +11,7 @@
 #include "agent-protocol.h"
 #include "crc32.h"
 #include "fd-util.h"
+#include "rm-rf.h"
 #include "sha256.h"
 #include "strv.h"
 #include "test-util.h"
@@ -498,14 +500,84 @@ TEST(template_dir_on_tmpfs_only) {
         ASSERT_OK(chmod(a, 0777));
         ASSERT_OK(vm_template_dir("/proc", t, &d));
         ASSERT_TRUE(strcmp(d, a) != 0);
-        (void)rmdir(a);
-        (void)rmdir(d);
+        ASSERT_OK(rm_rf_at(AT_FDCWD, a));
+        ASSERT_OK(rm_rf_at(AT_FDCWD, d));
         ASSERT_TRUE(asprintf(&rec, "%s/vm-templates.path", t) >= 0);
         (void)unlink(rec);
         (void)rmdir(t);
         /* /dev/shm is tmpfs (Debian mounts it so). */
         ASSERT_OK(vm_template_dir("/dev/shm", "/nonexistent", &b));
         ASSERT_STREQ(b, "/dev/shm/vm-templates");
+}
+
+/* A store of its own for template_dirs_*: a folder under /tmp (never tmpfs
+ * here: /proc stands in for a runtime folder that is not). */
+static char *shm_store_new(void) {
+        char *t = strdup("/tmp/hutch-test-vm-store-XXXXXX");
+
+        ASSERT_NOT_NULL(t);
+        ASSERT_NOT_NULL(mkdtemp(t));
+        return t;
+}
+
+static bool dir_exists(const char *path) {
+        struct stat st;
+
+        return lstat(path, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+TEST(template_dirs_of_a_removed_store_are_reclaimed) {
+        _cleanup_free_ char *gone = shm_store_new(), *live = shm_store_new();
+        _cleanup_free_ char *a = NULL, *b = NULL, *b2 = NULL, *owner = NULL, *text = NULL;
+
+        ASSERT_OK(vm_template_dir("/proc", gone, &a));
+        ASSERT_OK(vm_template_dir("/proc", live, &b));
+        /* Each folder names the record that gave it out. */
+        ASSERT_TRUE(asprintf(&owner, "%s/store", a) >= 0);
+        ASSERT_OK(read_full_file(owner, 4096, &text));
+        ASSERT_TRUE(strstr(text, "/vm-templates.path") != NULL);
+        /* The store is removed: the next VM start of any store frees its
+         * folder, and leaves the live store's alone (the twin). */
+        ASSERT_OK(rm_rf_at(AT_FDCWD, gone));
+        ASSERT_OK(vm_template_dir("/proc", live, &b2));
+        ASSERT_FALSE(dir_exists(a));
+        ASSERT_STREQ(b2, b);
+        ASSERT_TRUE(dir_exists(b));
+        ASSERT_OK(rm_rf_at(AT_FDCWD, b));
+        ASSERT_OK(rm_rf_at(AT_FDCWD, live));
+}
+
+TEST(template_dirs_not_proven_orphaned_are_left) {
+        _cleanup_free_ char *s1 = shm_store_new(), *s2 = shm_store_new();
+        _cleanup_free_ char *a = NULL, *b = NULL, *x = NULL, *rec = NULL, *plain = NULL;
+        _cleanup_close_ int fd = -EBADF;
+
+        ASSERT_OK(vm_template_dir("/proc", s1, &a));
+        /* A folder without an owner file (an older hutch's) proves
+         * nothing: it stays. */
+        ASSERT_TRUE(asprintf(&plain, "/dev/shm/hutch-vm-%u-XXXXXX", (unsigned)geteuid()) >= 0);
+        ASSERT_NOT_NULL(mkdtemp(plain));
+        /* A store handing out a folder holds its record's lock: its folder
+         * is left even when the record does not name it yet. */
+        ASSERT_TRUE(asprintf(&rec, "%s/vm-templates.path", s1) >= 0);
+        fd = open(rec, O_RDWR | O_CLOEXEC);
+        ASSERT_TRUE(fd >= 0);
+        ASSERT_OK(ftruncate(fd, 0));
+        ASSERT_OK(flock(fd, LOCK_EX));
+        ASSERT_OK(vm_template_dir("/proc", s2, &b));
+        ASSERT_TRUE(dir_exists(a));
+        ASSERT_TRUE(dir_exists(plain));
+        /* Unlocked, a record that names no folder (or another one) no
+         * longer owns it: reclaimed. */
+        ASSERT_OK(flock(fd, LOCK_UN));
+        ASSERT_OK(vm_template_dir("/proc", s2, &x));
+        ASSERT_STREQ(x, b);
+        ASSERT_FALSE(dir_exists(a));
+        ASSERT_TRUE(dir_exists(plain));
+        ASSERT_OK(rm_rf_at(AT_FDCWD, plain));
+        ASSERT_OK(rm_rf_at(AT_FDCWD, b));
+        ASSERT_OK(rm_rf_at(AT_FDCWD, s1));
+        ASSERT_OK(rm_rf_at(AT_FDCWD, s2));
 }
 
 TEST(tsc_hints_format) {

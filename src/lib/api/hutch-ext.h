@@ -360,7 +360,8 @@ int hutch_ext_destroy(const char *name, bool force, HutchError *reterr);
 int hutch_ext_sandbox_file(const char *name_or_id, const char *sub, char **ret_name,
                            char **ret_path, HutchError *reterr);
 
-/* store_gc(): the leftovers removed in @ret_removed. */
+/* store_gc(), then vm_templates_reclaim() (the microVM template folders of
+ * removed stores): the leftovers removed in @ret_removed. */
 int hutch_ext_gc(unsigned *ret_removed, HutchError *reterr);
 
 /* The sandboxes' names, sorted (a strv). A failure to list them says

@@ -499,28 +499,6 @@ int keeper_conn_recv(const KeeperConn *c, json_t **ret_req, const char **ret_op,
         return 1;
 }
 
-int keeper_freeze(KeeperConn *c, Cgroup *cg, bool on, bool *frozen) {
-        int r;
-
-        if (on && *frozen) {
-                keeper_send_error(c->fd, "the sandbox is already frozen");
-                return -EBUSY;
-        }
-        if (!cg) {
-                keeper_send_error(c->fd, "no cgroup: this sandbox cannot be frozen");
-                return -EOPNOTSUPP;
-        }
-        r = cgroup_set_frozen(cg, on);
-        if (r < 0) {
-                keeper_send_error(c->fd, "failed to freeze the sandbox");
-                return r;
-        }
-        *frozen = on;
-        c->kind = on ? KEEPER_CONN_FREEZE : KEEPER_CONN_NEW;
-        (void)keeper_send_json(c->fd, json_pack("{s:s}", "op", "ok"), NULL, 0);
-        return 0;
-}
-
 int keeper_send_ping(int fd, size_t running) {
         (void)keeper_send_json(fd,
                                json_pack("{s:s,s:i,s:i}", "op", "ok", "running", (int)running,

@@ -19,15 +19,20 @@ void keeper_core_idle(KeeperCore *k) {
         k->idle_since_ms = time_monotonic_ms();
 }
 
-void keeper_core_conn_close(KeeperCore *k, KeeperConn *c) {
-        if (c->kind == KEEPER_CONN_FREEZE && k->frozen) {
-                Cgroup *cg = k->ops->freeze_cgroup(k);
+/* Thaws the sandbox if it is frozen (a freeze connection that closed, or
+ * the keeper's end: the v1 freezer holds SIGKILL until then). */
+static void core_thaw(KeeperCore *k) {
+        Cgroup *cg = k->ops->freeze_cgroup(k);
 
-                if (cg) {
-                        (void)cgroup_set_frozen(cg, false);
-                        k->frozen = false;
-                }
+        if (k->frozen && cg) {
+                (void)cgroup_set_frozen(cg, false);
+                k->frozen = false;
         }
+}
+
+void keeper_core_conn_close(KeeperCore *k, KeeperConn *c) {
+        if (c->kind == KEEPER_CONN_FREEZE)
+                core_thaw(k);
         /* Its exec forgets the connection first, so that ending it leaves
          * the connection alone. */
         if (c->kind == KEEPER_CONN_EXEC)
@@ -39,35 +44,64 @@ static bool op_is(const char *op, const char *name) {
         return strcmp(op, name) == 0;
 }
 
-/* {"op":"pause"} (@on) or {"op":"unpause"}: the whole sandbox frozen
- * (backend.h's freeze_cgroup) until "unpause" from any connection or the
- * keeper's end, not while a connection lives as "freeze" holds it: E2B's
- * pause, whose sandbox outlives the request (issue 20). Idempotent. The
- * keeper refuses execs and file operations meanwhile (they would wait in
- * the frozen cgroup). Returns < 0 (answered) to close @c. */
-static int pause_handle(KeeperCore *k, KeeperConn *c, bool on) {
+/* Freezes (@on) or thaws the whole sandbox (backend.h's freeze_cgroup),
+ * the step that "pause"/"unpause" and "freeze"/"thaw" share, and records
+ * it in k->frozen. A freeze of a frozen sandbox is refused with @busy. A
+ * freeze that fails is undone: half-frozen is no state to leave it in. 0,
+ * or < 0 with @c answered: -EBUSY, -EOPNOTSUPP without a cgroup, else the
+ * freezer's -errno. */
+static int core_set_frozen(KeeperCore *k, KeeperConn *c, bool on, const char *busy) {
         Cgroup *cg = k->ops->freeze_cgroup(k);
         int r;
 
+        if (on && k->frozen) {
+                keeper_send_error(c->fd, busy);
+                return -EBUSY;
+        }
+        if (!cg) {
+                keeper_send_error(c->fd, "no cgroup: this sandbox cannot be frozen");
+                return -EOPNOTSUPP;
+        }
+        r = cgroup_set_frozen(cg, on);
+        if (r < 0) {
+                if (on)
+                        (void)cgroup_set_frozen(cg, false);
+                keeper_send_error(c->fd, on ? "failed to freeze the sandbox"
+                                            : "failed to thaw the sandbox");
+                return r;
+        }
+        k->frozen = on;
+        return 0;
+}
+
+/* {"op":"freeze"} (@on) or "thaw" on @c: a snapshot's freeze, held while
+ * @c lives as a freeze connection (keeper_core_conn_close() thaws).
+ * Returns < 0 (answered) to close @c. */
+static int freeze_handle(KeeperCore *k, KeeperConn *c, bool on) {
+        int r;
+
+        r = core_set_frozen(k, c, on, "the sandbox is already frozen");
+        if (r < 0)
+                return r;
+        c->kind = on ? KEEPER_CONN_FREEZE : KEEPER_CONN_NEW;
+        (void)keeper_send_json(c->fd, json_pack("{s:s}", "op", "ok"), NULL, 0);
+        return 0;
+}
+
+/* {"op":"pause"} (@on) or {"op":"unpause"}: the whole sandbox frozen
+ * until "unpause" from any connection or the keeper's end, not while a
+ * connection lives as "freeze" holds it: E2B's pause, whose sandbox
+ * outlives the request (issue 20). Idempotent. The keeper refuses execs
+ * and file operations meanwhile (they would wait in the frozen cgroup).
+ * Returns < 0 (answered) to close @c. */
+static int pause_handle(KeeperCore *k, KeeperConn *c, bool on) {
+        int r;
+
         if (on != k->paused) {
-                if (on && k->frozen) {
-                        keeper_send_error(c->fd, "the sandbox is frozen for a snapshot");
-                        return -EBUSY;
-                }
-                if (!cg) {
-                        keeper_send_error(c->fd, "no cgroup: this sandbox cannot be frozen");
-                        return -EOPNOTSUPP;
-                }
-                r = cgroup_set_frozen(cg, on);
-                if (r < 0) {
-                        /* Half-frozen is no state to leave it in. */
-                        if (on)
-                                (void)cgroup_set_frozen(cg, false);
-                        keeper_send_error(c->fd, on ? "failed to freeze the sandbox"
-                                                    : "failed to thaw the sandbox");
+                r = core_set_frozen(k, c, on, "the sandbox is frozen for a snapshot");
+                if (r < 0)
                         return r;
-                }
-                k->paused = k->frozen = on;
+                k->paused = on;
                 /* The frozen time does not count against the execs'
                  * --timeout (deadline.h's command_deadline_shift()). */
                 if (on)
@@ -124,7 +158,7 @@ static int conn_handle(KeeperCore *k, KeeperConn *c) {
         } else if (op_is(op, "pause") || op_is(op, "unpause")) {
                 r = pause_handle(k, c, op_is(op, "pause"));
         } else if (op_is(op, "freeze") || op_is(op, "thaw")) {
-                r = keeper_freeze(c, ops->freeze_cgroup(k), op[0] == 'f', &k->frozen);
+                r = freeze_handle(k, c, op[0] == 'f');
         } else if (op_is(op, "limits") && ops->limits) {
                 r = ops->limits(k, c, req);
         } else if (op_is(op, "network") && ops->proxy) {
@@ -232,10 +266,8 @@ int keeper_core_run(KeeperCore *k, char *const *caller_env, HutchError *reterr) 
 
         keeper_loop(k);
 
-        /* A paused (or frozen) sandbox is thawed to be stopped: the v1
-         * freezer holds SIGKILL until then. */
-        if (k->frozen && k->ops->freeze_cgroup(k))
-                (void)cgroup_set_frozen(k->ops->freeze_cgroup(k), false);
+        /* A paused (or frozen) sandbox is thawed to be stopped. */
+        core_thaw(k);
         k->frozen = k->paused = false;
         k->ops->halt(k);
         (void)unlink(cfg->socket_path);

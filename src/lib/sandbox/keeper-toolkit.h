@@ -73,12 +73,6 @@ bool keeper_peer_allowed(int fd);
 int keeper_conn_recv(const KeeperConn *c, json_t **ret_req, const char **ret_op, int fds[3],
                      size_t *ret_n_fds);
 
-/* {"op":"freeze"} (@on) or "thaw" on @c: freezes or thaws @cg (NULL: the
- * sandbox has none, refused), records it in @frozen and answers. Returns
- * < 0 (answered) to close @c. A freeze connection thaws when it closes
- * (the caller's part). */
-int keeper_freeze(KeeperConn *c, Cgroup *cg, bool on, bool *frozen);
-
 /* Answers "ping" ({"op":"ok","running":N,"pid":P}); returns -ECONNRESET:
  * the connection is done. */
 int keeper_send_ping(int fd, size_t running);

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* QEMU microvm: the command line, the process, QMP, templates, and the
  * host end of the agent's port (see vm.h). */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
@@ -1203,14 +1204,104 @@ static bool shm_dir_is_ours(const char *path) {
                (st.st_mode & 0077) == 0;
 }
 
+/* The file in a /dev/shm folder that names the record (the store's
+ * vm-templates.path, canonical) that gave the folder out: the claim that
+ * vm_templates_reclaim() checks. Only we can write it (the folder is 0700). */
+#define SHM_DIR_OWNER "store"
+
+/* Whether the folder @dfd (@path, checked by shm_dir_is_ours()) is proven
+ * orphaned: its owner file names a record that is gone, or one of ours
+ * that names another folder now, read under a shared lock on it that
+ * stays held through @rec_fd (the caller's to close after the removal), so
+ * that no VM of that store is handed the folder meanwhile. A folder
+ * without an owner file (an older hutch's) proves nothing; one being made
+ * has its record locked by its maker: not proven either. */
+static bool shm_dir_orphaned(int dfd, const char *path, int *rec_fd) {
+        _cleanup_free_ char *owner = NULL, *text = NULL;
+        struct stat st;
+        size_t len;
+        int r;
+
+        r = read_full_file_at(dfd, SHM_DIR_OWNER, O_NOFOLLOW, PATH_MAX, &owner);
+        if (r < 0 || owner[0] != '/' || strchr(owner, '\n'))
+                return false;
+        *rec_fd = open(owner, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+        if (*rec_fd < 0)
+                return errno == ENOENT || errno == ENOTDIR;
+        /* SECURITY: a record is ours only as a file of our own; another
+         * user's file that names this folder proves nothing either way. */
+        if (fstat(*rec_fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_uid != geteuid())
+                return false;
+        /* A store handing out a folder right now holds the lock: wait for
+         * nobody, the next VM start looks again. */
+        if (flock(*rec_fd, LOCK_SH | LOCK_NB) < 0)
+                return false;
+        r = read_full_fd(*rec_fd, PATH_MAX, &text, &len);
+        return r >= 0 && strlen(text) == len && strcmp(text, path) != 0;
+}
+
+/* vm.h. Holds no record's lock but the one it checks (two stores
+ * reclaiming at once never wait for each other). */
+unsigned vm_templates_reclaim(void) {
+        _cleanup_(closedirp) DIR *d = NULL;
+        unsigned n = 0;
+        char prefix[64];
+        struct dirent *de;
+
+        (void)snprintf(prefix, sizeof(prefix), "hutch-vm-%u-", (unsigned)geteuid());
+        d = opendir("/dev/shm");
+        if (!d)
+                return 0;
+        while ((de = readdir(d))) {
+                _cleanup_free_ char *path = NULL;
+                _cleanup_close_ int dfd = -EBADF, rec_fd = -EBADF;
+                struct stat st;
+
+                if (strncmp(de->d_name, prefix, strlen(prefix)) != 0)
+                        continue;
+                if (asprintf(&path, "/dev/shm/%s", de->d_name) < 0)
+                        break;
+                if (!shm_dir_is_ours(path))
+                        continue;
+                /* SECURITY: the folder opened without following a link and
+                 * checked again through its fd; /dev/shm is sticky, so no
+                 * other user can rename it away from under us. */
+                dfd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+                if (dfd < 0 || fstat(dfd, &st) < 0 || st.st_uid != geteuid() ||
+                    (st.st_mode & 0077) != 0)
+                        continue;
+                if (!shm_dir_orphaned(dfd, path, &rec_fd))
+                        continue;
+                if (rm_rf_at(AT_FDCWD, path) >= 0)
+                        n++;
+        }
+        return n;
+}
+
+/* Writes @record (a canonical path) as the owner file of the new folder
+ * @dir. 0 or -errno. */
+static int shm_dir_claim(const char *dir, const char *record) {
+        _cleanup_close_ int dfd = -EBADF, fd = -EBADF;
+
+        dfd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (dfd < 0)
+                return negative_errno();
+        fd = openat(dfd, SHM_DIR_OWNER, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+        if (fd < 0)
+                return negative_errno();
+        return loop_write(fd, record, strlen(record));
+}
+
 /* SECURITY: /dev/shm is writable by every user, so the folder there has
  * a random name made by mkdtemp() (never one another user made first:
  * issue 26) and is recorded in @record_dir (the caller's store) for the
  * next VMs; made anew when the recorded one is gone (a reboot) or is not
  * a private folder of ours. The record's lock keeps two VMs starting at
- * once to one folder. */
+ * once to one folder. A new folder names its record (SHM_DIR_OWNER) before
+ * the record names it, under that lock: vm_templates_reclaim() frees it once
+ * the record is gone. */
 static int shm_dir_recorded(const char *record_dir, char **ret) {
-        _cleanup_free_ char *rec = NULL, *text = NULL, *fresh = NULL;
+        _cleanup_free_ char *rec = NULL, *text = NULL, *fresh = NULL, *canon = NULL;
         _cleanup_close_ int fd = -EBADF;
         size_t len;
         int r;
@@ -1228,15 +1319,21 @@ static int shm_dir_recorded(const char *record_dir, char **ret) {
                 *ret = TAKE_PTR(text);
                 return 0;
         }
+        canon = realpath(rec, NULL);
+        if (!canon)
+                return negative_errno();
         if (asprintf(&fresh, "/dev/shm/hutch-vm-%u-XXXXXX", (unsigned)geteuid()) < 0) {
                 fresh = NULL;
                 return -ENOMEM;
         }
         if (!mkdtemp(fresh))
                 return negative_errno();
-        if (ftruncate(fd, 0) < 0 || pwrite(fd, fresh, strlen(fresh), 0) != (ssize_t)strlen(fresh)) {
+        r = shm_dir_claim(fresh, canon);
+        if (r >= 0 &&
+            (ftruncate(fd, 0) < 0 || pwrite(fd, fresh, strlen(fresh), 0) != (ssize_t)strlen(fresh)))
                 r = errno > 0 ? -errno : -EIO;
-                (void)rmdir(fresh);
+        if (r < 0) {
+                (void)rm_rf_at(AT_FDCWD, fresh);
                 return r;
         }
         *ret = TAKE_PTR(fresh);
@@ -1248,6 +1345,7 @@ int vm_template_dir(const char *runtime_dir, const char *record_dir, char **ret)
 
         if (statfs(runtime_dir, &sf) == 0 && (unsigned long)sf.f_type == TMPFS_MAGIC)
                 return asprintf(ret, "%s/vm-templates", runtime_dir) < 0 ? -ENOMEM : 0;
+        (void)vm_templates_reclaim();
         return shm_dir_recorded(record_dir, ret);
 }
 

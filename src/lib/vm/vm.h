@@ -173,6 +173,17 @@ void vm_set_template_build_hook(void (*hook)(bool done, bool ok));
  * or the -errno of the record or of mkdtemp(). */
 int vm_template_dir(const char *runtime_dir, const char *record_dir, char **ret);
 
+/* Frees the guest RAM of removed stores: removes the caller's folders
+ * /dev/shm/hutch-vm-UID-XXXXXX (private and its own, checked through an
+ * fd opened without following links) whose owner file names a record
+ * (a store's vm-templates.path) that is gone or names another folder
+ * now, each checked under that record's lock. A folder that cannot be
+ * proven orphaned (no owner file: an older hutch's; a record another user
+ * owns; a store handing out a folder right now) is left alone, and so is
+ * every live store's. vm_template_dir() calls it before each VM's start on
+ * /dev/shm, `hutch gc` too. Best effort: returns how many it removed. */
+unsigned vm_templates_reclaim(void);
+
 /* Kills QEMU (if running), waits for it, and frees @vm. Returns NULL. */
 Vm *vm_free(Vm *vm);
 DEFINE_POINTER_CLEANUP(Vm, vm_free)
