@@ -716,9 +716,9 @@ static int route_metrics(E2bRequest *req, const char *id) {
 
 static int route_delete(E2bRequest *req, const char *id) {
         hutch_error err = {};
-        int lock = -EBADF, r;
+        int lock = -EBADF, keeper = -EBADF, r;
 
-        r = e2b_sandbox_kill_begin(req->srv, id, &lock, &err);
+        r = e2b_sandbox_kill_begin(req->srv, id, &lock, &keeper, &err);
         if (r == -ENOENT) {
                 (void)e2b_reply_error(req, 404, "sandbox '%s' not found", id);
                 return 0;
@@ -733,7 +733,7 @@ static int route_delete(E2bRequest *req, const char *id) {
         req->close = true;
         (void)e2b_reply(req, 204, NULL, NULL, 0);
         (void)shutdown(req->conn->fd, SHUT_WR);
-        r = e2b_sandbox_kill_end(req->srv, id, lock, &err);
+        r = e2b_sandbox_kill_end(req->srv, id, lock, keeper, &err);
         if (r < 0 && r != -ENOENT)
                 log_error("cannot remove the files of E2B sandbox '%s': %s", id,
                           err.message[0] ? err.message : strerror(-r));

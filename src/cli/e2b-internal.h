@@ -67,16 +67,20 @@ int e2b_sandbox_find(const E2bServer *srv, const char *id, E2bSandboxRef *out);
  * removed. -ENOENT when unknown. */
 int e2b_sandbox_kill(const E2bServer *srv, const char *id, hutch_error *err);
 /* The two halves of e2b_sandbox_kill(), so that a client's kill is
- * answered once the sandbox's processes are gone, before its files are
- * removed (tens to hundreds of ms). _begin locks @id, stops the hutch
- * sandbox and saves the record as "killing" (which, like "creating", no
- * route shows: gone for the client); on success *ret_lock is the held
- * lock. _end (with that lock, which it closes) destroys the hutch
- * sandbox and removes the record. A server that ends between the two
- * leaves a "killing" record, destroyed as every record is at its next
- * start. */
-int e2b_sandbox_kill_begin(const E2bServer *srv, const char *id, int *ret_lock, hutch_error *err);
-int e2b_sandbox_kill_end(const E2bServer *srv, const char *id, int lock, hutch_error *err);
+ * answered once the sandbox's processes are gone, before its keeper's
+ * exit (its disk image's release) and the removal of its files (tens to
+ * hundreds of ms). _begin locks @id, stops the hutch sandbox's processes
+ * (hutch_ext_halt()) and saves the record as "killing" (which, like
+ * "creating", no route shows: gone for the client); on success *ret_lock
+ * is the held lock and *ret_keeper a pidfd of the exiting keeper, or
+ * -EBADF. _end (with both, which it closes) waits for the keeper's exit,
+ * destroys the hutch sandbox and removes the record. A server that ends
+ * between the two leaves a "killing" record, destroyed as every record is
+ * at its next start. */
+int e2b_sandbox_kill_begin(const E2bServer *srv, const char *id, int *ret_lock, int *ret_keeper,
+                           hutch_error *err);
+int e2b_sandbox_kill_end(const E2bServer *srv, const char *id, int lock, int keeper,
+                         hutch_error *err);
 /* E2B's network.rules (@rules, the create request's) as hutch secrets
  * added to @policy (docs/e2b.md "network.rules"): each header a rule sets
  * for a host becomes secret E2B_RULE_<HOST>_<HEADER> bound to that host

@@ -4,6 +4,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,6 +25,9 @@
 #include "time-util.h"
 
 #define RECORD_MAX (1U << 20)
+/* How long a kill's end waits for the keeper's exit on its pidfd before
+ * hutch_destroy() takes over (its own wait is the judge). */
+#define E2B_KEEPER_EXIT_WAIT_MS 10000
 
 static int random_fill(void *p, size_t n) {
         ssize_t k = getrandom(p, n, 0);
@@ -339,8 +343,10 @@ int e2b_sandbox_lookup_signature(const E2bServer *srv, const char *path, const c
         return found;
 }
 
-int e2b_sandbox_kill_begin(const E2bServer *srv, const char *id, int *ret_lock, hutch_error *err) {
-        _cleanup_close_ int lock = -EBADF;
+int e2b_sandbox_kill_begin(const E2bServer *srv, const char *id, int *ret_lock, int *ret_keeper,
+                           hutch_error *err) {
+        _cleanup_close_ int lock = -EBADF, keeper = -EBADF;
+        HutchError herr = {};
         json_t *rec = NULL;
         int r;
 
@@ -353,9 +359,17 @@ int e2b_sandbox_kill_begin(const E2bServer *srv, const char *id, int *ret_lock, 
                 e2b_table_remove(srv, id);
                 return r == -EBADMSG ? -ENOENT : r;
         }
-        r = hutch_stop(rec_str(rec, "name"), err);
+        /* Answered once its processes are gone: the keeper's exit and
+         * its disk image's release are waited for by the removal of its
+         * files after the answer (issue 20, docs/e2b.md). */
+        r = hutch_ext_halt(rec_str(rec, "name"), &keeper, &herr);
         if (r == -ENOENT)
                 r = 0;
+        if (r < 0 && err) {
+                *err = (hutch_error){.code = herr.errnum > 0 ? herr.errnum : -r};
+                (void)snprintf(err->message, sizeof(err->message), "%s",
+                               herr.msg[0] ? herr.msg : strerror(-r));
+        }
         if (r >= 0 && json_object_set_new(rec, "state", json_string("killing")) < 0)
                 r = -ENOMEM;
         /* For the readers until the files are gone (list, health): lost
@@ -367,13 +381,22 @@ int e2b_sandbox_kill_begin(const E2bServer *srv, const char *id, int *ret_lock, 
         if (r < 0)
                 return r;
         *ret_lock = TAKE_FD(lock);
+        *ret_keeper = TAKE_FD(keeper);
         return 0;
 }
 
-int e2b_sandbox_kill_end(const E2bServer *srv, const char *id, int lock, hutch_error *err) {
-        _cleanup_close_ int held = lock;
+int e2b_sandbox_kill_end(const E2bServer *srv, const char *id, int lock, int keeper,
+                         hutch_error *err) {
+        _cleanup_close_ int held = lock, exiting = keeper;
         json_t *rec = NULL;
         int r;
+
+        /* The keeper's exit, on its pidfd: hutch_destroy() would poll for
+         * it. Bounded by hutch_destroy()'s own wait, which stays the
+         * judge. */
+        if (exiting >= 0)
+                (void)poll(&(struct pollfd){.fd = exiting, .events = POLLIN}, 1,
+                           E2B_KEEPER_EXIT_WAIT_MS);
 
         r = e2b_table_load(srv, id, &rec);
         if (r < 0) {
@@ -389,12 +412,12 @@ int e2b_sandbox_kill_end(const E2bServer *srv, const char *id, int lock, hutch_e
 }
 
 int e2b_sandbox_kill(const E2bServer *srv, const char *id, hutch_error *err) {
-        int lock = -EBADF, r;
+        int lock = -EBADF, keeper = -EBADF, r;
 
-        r = e2b_sandbox_kill_begin(srv, id, &lock, err);
+        r = e2b_sandbox_kill_begin(srv, id, &lock, &keeper, err);
         if (r < 0)
                 return r;
-        return e2b_sandbox_kill_end(srv, id, lock, err);
+        return e2b_sandbox_kill_end(srv, id, lock, keeper, err);
 }
 
 int e2b_sandbox_pause_locked(const E2bServer *srv, json_t *rec, hutch_error *err) {

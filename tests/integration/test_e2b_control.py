@@ -25,6 +25,7 @@ from pathlib import Path
 import pytest
 
 from conftest import kill_quietly, node_package
+from test_e2b_envd import kills_done
 from test_serve import read_line
 
 HERE = Path(__file__).resolve().parent
@@ -92,6 +93,7 @@ class E2bServer:
         return self.runner.run_raw(list(args), env=self.env, **kw)
 
     def sandboxes(self):
+        kills_done(self.home)
         r = self.hutch("ls", "--json")
         assert r.returncode == 0, r.stderr
         return {sb["name"]: sb for sb in json.loads(r.stdout)}

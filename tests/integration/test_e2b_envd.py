@@ -22,6 +22,7 @@ from pathlib import Path
 
 import pytest
 
+from cgroupctl import poll_until
 from conftest import live_with_marker, node_package, wait_pidfds
 from test_serve import read_line
 
@@ -38,6 +39,22 @@ def e2b_modules():
     if pkg is None:
         pytest.fail(f"cannot install {E2B_SPEC} with npm (needs the npm registry once)")
     return pkg.parent  # node_modules
+
+
+def kills_done(home, timeout=30):
+    """Waits until no E2B record of the store @home says "killing": a kill
+    is answered once the sandbox's processes are gone, and its keeper's
+    exit and the removal of its files follow (docs/e2b.md), the hutch
+    sandbox listed until then."""
+    def killing():
+        for rec in (Path(home) / "e2b").glob("*.json"):
+            try:
+                if json.loads(rec.read_text()).get("state") == "killing":
+                    return True
+            except (OSError, ValueError):
+                continue
+        return False
+    poll_until(lambda: not killing(), timeout)
 
 
 class E2bServer:
@@ -70,6 +87,7 @@ class E2bServer:
         self.envd_port = int(self.envd.rsplit(":", 1)[1])
 
     def sandboxes(self):
+        kills_done(self.home)
         ls = self.runner.run_raw(["ls", "--json"], env=self.env)
         assert ls.returncode == 0, ls.stderr
         return json.loads(ls.stdout)

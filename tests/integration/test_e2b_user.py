@@ -28,7 +28,8 @@ import pytest
 import imageutil
 from conftest import IS_ROOT
 from subids import SubIds
-from test_e2b_envd import API_KEY, READY_TIMEOUT, e2b_modules, run_driver  # noqa: F401 (fixture)
+from test_e2b_envd import (API_KEY, READY_TIMEOUT, e2b_modules,  # noqa: F401 (fixture)
+                           kills_done, run_driver)
 from test_image_run import Images
 from test_serve import read_line
 
@@ -98,6 +99,7 @@ class Server:
         self.proc.stderr.close()
 
     def sandboxes(self):
+        kills_done(self.images.store.home)
         r = self.images.hutch("ls", "--json")
         assert r.returncode == 0, r.stderr
         return json.loads(r.stdout)

@@ -676,6 +676,19 @@ int hutch_ext_file_move(const char *name, const char *from, const char *to, unsi
  * cgroup: this sandbox cannot be frozen"), or another -errno. */
 int hutch_ext_pause(const char *name, bool on, HutchError *reterr);
 
+/* ---- issue 20 (h20r): E2B's kill answers once the processes are gone ----
+ * Stops running sandbox @name's processes, as hutch_stop(), but returns
+ * once its keeper has answered (every process of the sandbox has ended,
+ * its cgroups and proxy are removed), not after the keeper's own exit and
+ * the release of its disk image (the ext4 unmount and the loop device's
+ * detach, ~10-25 ms), which hutch_destroy() still waits for. For a caller
+ * that destroys the sandbox next. @ret_keeper: a pidfd of the exiting
+ * keeper (readable once it has exited: wait on it before the destroy,
+ * which would poll), or -EBADF when there is none (it was not running, or
+ * no pidfd). Returns 0 (also when it was not running), or -errno with
+ * @reterr. */
+int hutch_ext_halt(const char *name, int *ret_keeper, HutchError *reterr);
+
 /* ---- issue 16 (h16p): the run flags' policy (src/cli/run-flags.c) ----
  * The CLI's run flags (hutch run, create, update; the serve, mcp and E2B
  * servers' defaults) fill a struct Policy (policy/policy.h) through these

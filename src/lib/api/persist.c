@@ -362,8 +362,14 @@ static int keeper_pidfd(int sock) {
         return fd < 0 ? -EBADF : fd;
 }
 
-int persist_stop(const Store *s, const char *name, HutchError *reterr) {
-        _cleanup_free_ char *image = NULL;
+/* Sends "stop" to @name's keeper and reads its answer. 0 when none runs
+ * (no socket); 1 when it answered: the sandbox is down (its execs, init
+ * and with it every process of its pid namespace ended, its cgroups and
+ * proxy removed: keeper-loop.c), the keeper exiting; 2 when it closed
+ * without an answer: it was stopping already (idle) as we came, and is
+ * down only once it has exited. @ret_pidfd: the keeper's pidfd (taken
+ * while the connection is open), or -EBADF, on 1 and 2. */
+static int stop_request(const Store *s, const char *name, int *ret_pidfd, HutchError *reterr) {
         _cleanup_close_ int sock = -EBADF, pidfd = -EBADF;
         int r;
 
@@ -372,20 +378,28 @@ int persist_stop(const Store *s, const char *name, HutchError *reterr) {
                 return 0; /* not running */
         pidfd = keeper_pidfd(sock);
         r = keeper_simple(sock, "stop", reterr);
-        /* No answer: it was stopping already (idle) as we came; it is
-         * waited for below all the same. A keeper that exits with our
-         * request still unread resets the connection (ECONNRESET) rather
-         * than closing it (EPIPE). */
+        /* A keeper that exits with our request still unread resets the
+         * connection (ECONNRESET) rather than closing it (EPIPE). */
         if (r == -EPIPE || r == -ECONNRESET) {
                 if (reterr)
                         *reterr = (HutchError){};
+                r = 2;
         } else if (r < 0)
                 return r;
-        /* The keeper answers once the sandbox is down, then removes its
-         * cgroups and proxy and exits: stopped means that is done too.
-         * Its exit is awaited on its pidfd (issue 20: the 10 ms poll below
-         * cost a stop up to that much); the check after it stays the
-         * judge (and the only wait without a pidfd). */
+        else
+                r = 1;
+        *ret_pidfd = TAKE_FD(pidfd);
+        return r;
+}
+
+/* Waits for the keeper of @name, which was told to stop, to exit, and for
+ * its disk image to be released: stopped means that is done too. Its exit
+ * is awaited on @pidfd where there is one (issue 20: the 10 ms poll below
+ * cost a stop up to that much); the check after it stays the judge (and
+ * the only wait without a pidfd). Returns 1 or -errno. */
+static int stop_wait(const Store *s, const char *name, int pidfd, HutchError *reterr) {
+        _cleanup_free_ char *image = NULL;
+
         if (pidfd >= 0)
                 (void)poll(&(struct pollfd){.fd = pidfd, .events = POLLIN}, 1,
                            KEEPER_EXIT_TIMEOUT_MS);
@@ -406,6 +420,30 @@ int persist_stop(const Store *s, const char *name, HutchError *reterr) {
                                        "use",
                                        name);
         return 1;
+}
+
+int persist_stop(const Store *s, const char *name, HutchError *reterr) {
+        _cleanup_close_ int pidfd = -EBADF;
+        int r;
+
+        r = stop_request(s, name, &pidfd, reterr);
+        if (r <= 0)
+                return r;
+        return stop_wait(s, name, pidfd, reterr);
+}
+
+int persist_halt(const Store *s, const char *name, int *ret_pidfd, HutchError *reterr) {
+        _cleanup_close_ int pidfd = -EBADF;
+        int r;
+
+        r = stop_request(s, name, &pidfd, reterr);
+        /* Not answered: down only once the keeper has exited. */
+        if (r == 2)
+                r = stop_wait(s, name, pidfd, reterr);
+        if (r < 0)
+                return r;
+        *ret_pidfd = TAKE_FD(pidfd);
+        return r;
 }
 
 /* A running sandbox's data/ (@data, its path in the store) as its keeper
@@ -955,6 +993,10 @@ int persist_destroy(Store *s, const char *name, bool force, HutchError *reterr) 
                                                "--force",
                                                rec->name);
                 r = persist_stop(s, rec->name, reterr);
+                /* No socket, and its lock still held: a keeper on its way
+                 * out (persist_halt() does not wait for its exit). */
+                if (r == 0)
+                        r = stop_wait(s, rec->name, -EBADF, reterr);
                 if (r < 0)
                         return r;
         }

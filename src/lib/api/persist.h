@@ -50,6 +50,15 @@ int persist_connect(const Store *s, const char *name, bool start, int *ret_sock,
  * did, or -errno. */
 int persist_stop(const Store *s, const char *name, HutchError *reterr);
 
+/* Stops the sandbox's processes: returns once the keeper has answered
+ * "stop" (its execs and init have ended, and with init every process of
+ * its pid namespace; its cgroups and proxy are removed), without waiting
+ * for the keeper's own exit and the release of its disk image, as
+ * persist_stop() does (persist_destroy() waits for those). @ret_pidfd: a
+ * pidfd of the exiting keeper, or -EBADF. 1 when it ran, 0 when it did
+ * not, or -errno. */
+int persist_halt(const Store *s, const char *name, int *ret_pidfd, HutchError *reterr);
+
 /* Starts the sandbox when needed and runs @req in it: keeper_exec() over
  * persist_connect(). */
 int persist_exec(Store *s, const char *name, const KeeperExec *req, int forward_sigfd,

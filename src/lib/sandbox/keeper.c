@@ -71,6 +71,9 @@ typedef struct Keeper {
         size_t n_stems;
         uint64_t pipe_ids[2 * KEEPER_MAX_EXECS]; /* poll_fill(): whose log pipe each is */
         size_t n_pipes;
+        /* The sandbox's mount namespace, held from its start until after
+         * "stop" is answered (ns_start(), sandbox_keep_ns()), or -EBADF. */
+        int mnt_ns_fd;
 } Keeper;
 
 static Keeper *keeper_of(KeeperCore *core) {
@@ -707,6 +710,22 @@ static int ns_start(KeeperCore *core, char *const *caller_env, HutchError *reter
         if (r < 0)
                 return r;
         core->sigfd = k->st.sigfd;
+        /* Issue 20: init's exit tears down the mount namespace it is the
+         * last user of (its overlays, /proc, tmpfs: umounts that wait for
+         * an RCU grace period, ~8 ms a stop), and only then are the other
+         * processes of its pid namespace killed and is init reaped.
+         * Holding the namespace here makes init's exit, and so the end of
+         * every process of the sandbox, quick; the mounts go when the
+         * keeper lets go of it, after "stop" is answered: nothing runs in
+         * them then, and `hutch stop` waits for the keeper's exit all the
+         * same. Best effort: without it the teardown is init's, as
+         * before. Init is alive (unreaped: ours), so the pid is its. */
+        {
+                char path[64];
+
+                (void)snprintf(path, sizeof(path), "/proc/%d/ns/mnt", (int)k->st.pid);
+                k->mnt_ns_fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+        }
         pin_to_one_cpu(k->st.pid);
         return 0;
 }
@@ -924,7 +943,10 @@ int sandbox_keep_ns(const KeeperConfig *cfg, char *const *caller_env, HutchError
         k->core = (KeeperCore){
                 .cfg = cfg, .ops = &ns_ops, .next_id = keeper_history_last_id(cfg->history_path)};
         run_state_init(&k->st);
+        k->mnt_ns_fd = -EBADF;
         r = keeper_core_run(&k->core, caller_env, reterr);
         run_state_done(&k->st);
+        /* "stop" is answered: the sandbox's mounts go now (ns_start()). */
+        k->mnt_ns_fd = safe_close(k->mnt_ns_fd);
         return r;
 }

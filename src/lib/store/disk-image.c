@@ -130,6 +130,62 @@ int disk_image_make(const char *image, uint64_t size, const char *src, HutchErro
                                msg[0] ? msg : "no message");
 }
 
+/* Copies [@start, @end) of @in to the same offsets of @out. */
+static int copy_range(int in, int out, off_t start, off_t end) {
+        off_t from = start, to = start;
+
+        while (from < end) {
+                ssize_t n = copy_file_range(in, &from, out, &to, (size_t)(end - from), 0);
+
+                if (n < 0 && errno == EINTR)
+                        continue;
+                if (n < 0)
+                        return negative_errno();
+                if (n == 0)
+                        return -EIO; /* the template shrank under us */
+        }
+        return 0;
+}
+
+int disk_image_copy(const char *template, const char *image, HutchError *reterr) {
+        _cleanup_close_ int in = -EBADF, out = -EBADF;
+        struct stat st;
+        off_t data = 0, hole;
+        int r;
+
+        in = open(template, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NOCTTY);
+        if (in < 0)
+                return hutch_error_set(reterr, errno, "cannot open %s: %m", template);
+        if (fstat(in, &st) < 0)
+                return hutch_error_set(reterr, errno, "cannot stat %s: %m", template);
+        if (!S_ISREG(st.st_mode) || (uint64_t)st.st_size < DISK_IMAGE_MIN_SIZE ||
+            (uint64_t)st.st_size > DISK_IMAGE_MAX_SIZE)
+                return hutch_error_set(reterr, EINVAL, "%s is not a disk image", template);
+        out = open(image, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+        if (out < 0)
+                return hutch_error_set(reterr, errno, "cannot create %s: %m", image);
+        if (ftruncate(out, st.st_size) < 0)
+                return hutch_error_set(reterr, errno, "cannot size %s: %m", image);
+        for (;;) {
+                data = lseek(in, data, SEEK_DATA);
+                if (data < 0 && errno == ENXIO)
+                        break; /* only a hole left */
+                if (data < 0)
+                        return hutch_error_set(reterr, errno, "cannot read %s: %m", template);
+                hole = lseek(in, data, SEEK_HOLE);
+                if (hole < 0)
+                        return hutch_error_set(reterr, errno, "cannot read %s: %m", template);
+                r = copy_range(in, out, data, hole);
+                if (r < 0)
+                        return hutch_error_set(reterr, -r, "cannot copy %s to %s: %s", template,
+                                               image, strerror(-r));
+                data = hole;
+        }
+        if (fdatasync(out) < 0)
+                return hutch_error_set(reterr, errno, "cannot write %s: %m", image);
+        return 0;
+}
+
 /* Configures a free loop device over @image_fd (autoclear): its fd, with
  * its path in @dev. */
 static int loop_attach(int image_fd, bool read_only, char *dev, size_t dev_size) {

@@ -47,6 +47,15 @@ int disk_image_supported(HutchError *reterr);
  * failure. Returns 0 or -errno with @reterr. */
 int disk_image_make(const char *image, uint64_t size, const char *src, HutchError *reterr);
 
+/* Creates @image (must not exist; mode 0600) as a copy of the image
+ * @template (made by disk_image_make()), in place of a new mkfs.ext4 run:
+ * the same size, the template's data copied (copy_file_range() over its
+ * SEEK_DATA extents) and its holes left holes, so the copy is as sparse
+ * as the template; then flushed to disk (fdatasync), as mkfs.ext4 flushes
+ * what it makes. The copy has the template's file system UUID. The caller
+ * removes @image on failure. Returns 0 or -errno with @reterr. */
+int disk_image_copy(const char *template, const char *image, HutchError *reterr);
+
 /* Attaches @image to a free loop device (autoclear) and mounts its ext4
  * (nosuid, nodev; with @read_only the loop device, the file system and the
  * mount are read-only, and the image file is not written at all) as a
