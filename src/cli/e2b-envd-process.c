@@ -297,15 +297,14 @@ typedef struct Broker {
         uint64_t id;
 } Broker;
 
-static void broker_send_all(Broker *b, json_t *msg) {
+/* Sends @msg (borrowed) to the broker's subscribers. */
+static void broker_send_subs(Broker *b, const json_t *msg) {
         _cleanup_free_ char *text = msg ? json_dumps(msg, JSON_COMPACT) : NULL;
         _cleanup_free_ char *wire = NULL;
         size_t len;
 
-        if (!text) {
-                json_decref(msg);
+        if (!text)
                 return;
-        }
         len = strlen(text);
         for (size_t i = 0; i < SUBSCRIBERS_MAX; i++) {
                 if (b->subs[i] < 0)
@@ -320,6 +319,13 @@ static void broker_send_all(Broker *b, json_t *msg) {
                 if (send(b->subs[i], wire, len + 1, MSG_NOSIGNAL | MSG_DONTWAIT) < 0)
                         b->subs[i] = safe_close(b->subs[i]); /* too slow or gone */
         }
+}
+
+/* Sends @msg (taken) to the subscribers and the Start client. */
+static void broker_send_all(Broker *b, json_t *msg) {
+        if (!msg)
+                return;
+        broker_send_subs(b, msg);
         if (b->client && envd_stream_message(b->call, msg) < 0)
                 b->client = false;
         else if (!b->client)
@@ -517,17 +523,18 @@ static bool broker_listened(const Broker *b) {
 static int broker_run(Broker *b, uint64_t timeout_ms) {
         _cleanup_free_ char *outcome = NULL;
         uint64_t start = now_ms(), deadline = timeout_ms ? start + timeout_ms : 0;
-        uint64_t drain_until = 0, last_ping = start, paused_since = 0;
-        bool have_outcome = false, timed_out = false;
+        uint64_t drain_until = 0, last_ping = start, paused_since = 0, pause_checked = start;
+        bool have_outcome = false, timed_out = false, paused = false;
         int exit_code = 0, r;
         ConnectCode code = CONNECT_OK;
+        const char *why;
+        json_t *last = NULL;
 
         for (;;) {
                 struct pollfd p[5 + CONTROLS_MAX];
                 size_t np = 0, ictl;
                 int wait = PING_INTERVAL_MS;
                 uint64_t now;
-                bool paused = false;
 
                 for (size_t k = 0; k < 2; k++)
                         p[np++] = (struct pollfd){.fd = b->out[k], .events = POLLIN};
@@ -548,15 +555,24 @@ static int broker_run(Broker *b, uint64_t timeout_ms) {
                 if (have_outcome)
                         wait = drain_until > now ? (int)(drain_until - now) : 0;
                 else if (broker_listened(b) || (deadline && !timed_out))
-                        wait = MIN(wait, PAUSE_CHECK_MS);
+                        wait = MIN(wait, pause_checked + PAUSE_CHECK_MS > now
+                                                 ? (int)(pause_checked + PAUSE_CHECK_MS - now)
+                                                 : 0);
                 if (b->out[0] < 0 && b->out[1] < 0 && have_outcome)
                         break;
                 r = poll(p, np, wait);
                 if (r < 0 && errno != EINTR)
                         return -errno;
                 now = now_ms();
-                if (!have_outcome && (broker_listened(b) || (deadline && !timed_out)))
+                /* The record is read every PAUSE_CHECK_MS, not at each
+                 * wake-up (issue 20: each output or outcome would read
+                 * it), and always before a deadline kills the command. */
+                if (!have_outcome && (broker_listened(b) || (deadline && !timed_out)) &&
+                    (now - pause_checked >= PAUSE_CHECK_MS ||
+                     (deadline && !timed_out && !paused_since && now >= deadline))) {
                         paused = broker_paused(b);
+                        pause_checked = now;
+                }
                 /* The time the sandbox was paused (frozen) does not count
                  * against timeoutMs, as E2B's whole VM stops: the deadline
                  * moves on by it at the resume (docs/e2b.md "Pause"). */
@@ -624,12 +640,13 @@ static int broker_run(Broker *b, uint64_t timeout_ms) {
         if (timed_out)
                 code = CONNECT_DEADLINE_EXCEEDED;
         if (code == CONNECT_OK)
-                broker_send_all(b, end_event(exit_code, outcome));
+                last = end_event(exit_code, outcome);
+        why = code == CONNECT_DEADLINE_EXCEEDED ? "the command's timeout passed"
+              : code == CONNECT_OK              ? NULL
+                                                : "the sandbox was stopped or killed";
+        broker_send_subs(b, last);
         {
-                _cleanup_free_ char *end = connect_end_stream_json(
-                        code, code == CONNECT_DEADLINE_EXCEEDED ? "the command's timeout passed"
-                              : code == CONNECT_OK              ? NULL
-                                                   : "the sandbox was stopped or killed");
+                _cleanup_free_ char *end = connect_end_stream_json(code, why);
 
                 for (size_t i = 0; end && i < SUBSCRIBERS_MAX; i++) {
                         _cleanup_free_ char *wire = NULL;
@@ -640,12 +657,13 @@ static int broker_run(Broker *b, uint64_t timeout_ms) {
                                 (void)send(b->subs[i], wire, strlen(wire), MSG_NOSIGNAL);
                 }
         }
-        if (b->client)
-                (void)envd_stream_end(b->call, code,
-                                      code == CONNECT_DEADLINE_EXCEEDED
-                                              ? "the command's timeout passed"
-                                      : code == CONNECT_OK ? NULL
-                                                           : "the sandbox was stopped or killed");
+        /* The end event and the end-of-stream frame in one write (issue
+         * 20: the client wakes once for them). */
+        if (b->client && last)
+                (void)envd_stream_last(b->call, TAKE_PTR(last), code, why);
+        else if (b->client)
+                (void)envd_stream_end(b->call, code, why);
+        json_decref(last);
         return 0;
 }
 

@@ -74,34 +74,41 @@ static const char stream_head[] = "HTTP/1.1 200 OK\r\n"
                                   "Cache-Control: no-store\r\n"
                                   "\r\n";
 
-/* One chunk of the chunked body holding @a then @b, then @tail (the
- * body's last chunk, or ""), in one write (small writes in a row would
- * wait on Nagle's algorithm and the peer's delayed ACK: tens of ms per
- * message; and each segment wakes the client once more), after the
- * stream's head when it is pending. */
-static int write_chunk(EnvdCall *call, const void *a, size_t alen, const void *b, size_t blen,
-                       const char *tail) {
-        _cleanup_free_ char *buf = NULL;
-        size_t total = 0, extra = sizeof(stream_head) + 48;
-        int n, r;
+/* A piece of a chunk (write_chunk()). */
+typedef struct ChunkPart {
+        const void *p;
+        size_t len;
+} ChunkPart;
 
-        if (alen > SIZE_MAX - extra - blen)
-                return -EMSGSIZE;
-        buf = malloc(alen + blen + extra);
+/* One chunk of the chunked body holding the @n @parts in turn, then @tail
+ * (the body's last chunk, or ""), in one write (small writes in a row
+ * would wait on Nagle's algorithm and the peer's delayed ACK: tens of ms
+ * per message; and each segment wakes the client once more), after the
+ * stream's head when it is pending. */
+static int write_chunk(EnvdCall *call, const ChunkPart *parts, size_t n, const char *tail) {
+        _cleanup_free_ char *buf = NULL;
+        size_t total = 0, data = 0, extra = sizeof(stream_head) + 48;
+        int k, r;
+
+        for (size_t i = 0; i < n; i++) {
+                if (parts[i].len > SIZE_MAX - extra - data)
+                        return -EMSGSIZE;
+                data += parts[i].len;
+        }
+        buf = malloc(data + extra);
         if (!buf)
                 return -ENOMEM;
         if (call->head_pending) {
                 memcpy(buf, stream_head, sizeof(stream_head) - 1);
                 total = sizeof(stream_head) - 1;
         }
-        n = snprintf(buf + total, 32, "%zx\r\n", alen + blen);
-        total += (size_t)n;
-        if (alen > 0)
-                memcpy(buf + total, a, alen);
-        total += alen;
-        if (blen > 0)
-                memcpy(buf + total, b, blen);
-        total += blen;
+        k = snprintf(buf + total, 32, "%zx\r\n", data);
+        total += (size_t)k;
+        for (size_t i = 0; i < n; i++) {
+                if (parts[i].len > 0)
+                        memcpy(buf + total, parts[i].p, parts[i].len);
+                total += parts[i].len;
+        }
         memcpy(buf + total, "\r\n", 2);
         total += 2;
         assert(strlen(tail) <= 8);
@@ -139,7 +146,7 @@ static int stream_frame(EnvdCall *call, uint8_t flags, const char *text, const c
         r = connect_envelope_head(flags, len, h);
         if (r < 0)
                 return r;
-        return write_chunk(call, h, sizeof(h), text, len, tail);
+        return write_chunk(call, (const ChunkPart[]){{h, sizeof(h)}, {text, len}}, 2, tail);
 }
 
 int envd_stream_message(EnvdCall *call, json_t *obj) {
@@ -158,6 +165,29 @@ int envd_stream_end(EnvdCall *call, ConnectCode code, const char *message) {
                 return -ENOMEM;
         /* The end-of-stream frame and the body's last chunk, together. */
         return stream_frame(call, CONNECT_FLAG_END_STREAM, text, "0\r\n\r\n");
+}
+
+int envd_stream_last(EnvdCall *call, json_t *obj, ConnectCode code, const char *message) {
+        _cleanup_free_ char *text = obj ? json_dumps(obj, JSON_COMPACT) : NULL;
+        _cleanup_free_ char *end = connect_end_stream_json(code, message);
+        uint8_t h[CONNECT_ENVELOPE_HEAD], he[CONNECT_ENVELOPE_HEAD];
+        int r;
+
+        json_decref(obj);
+        if (!text || !end)
+                return -ENOMEM;
+        r = connect_envelope_head(0, strlen(text), h);
+        if (r >= 0)
+                r = connect_envelope_head(CONNECT_FLAG_END_STREAM, strlen(end), he);
+        if (r < 0)
+                return r;
+        /* Issue 20: one segment, so the client wakes once for the end of
+         * a command, not once per frame. */
+        return write_chunk(
+                call,
+                (const ChunkPart[]){
+                        {h, sizeof(h)}, {text, strlen(text)}, {he, sizeof(he)}, {end, strlen(end)}},
+                4, "0\r\n\r\n");
 }
 
 /* ---- requests ---- */
