@@ -226,10 +226,28 @@ static int envd_user_parse(const E2bRequest *req, const char *username, EnvdUser
         return 0;
 }
 
-int envd_user_spec(const char *sandbox, EnvdUser user, const char **ret_spec) {
+/* Sandbox @sandbox's policy (hutch_get_policy()) as JSON, in @ret (the
+ * caller's): the one reader of it for the user checks below. */
+static int sandbox_policy(const char *sandbox, json_t **ret) {
         _cleanup_free_ char *policy = NULL;
         hutch_error err = {};
-        json_t *o, *image;
+        json_t *o;
+        int r;
+
+        r = hutch_get_policy(sandbox, &policy, &err);
+        if (r < 0)
+                return r;
+        o = json_loads(policy, 0, NULL);
+        if (!json_is_object(o)) {
+                json_decref(o);
+                return -EINVAL;
+        }
+        *ret = o;
+        return 0;
+}
+
+int envd_user_spec(const char *sandbox, EnvdUser user, const char **ret_spec) {
+        json_t *o = NULL, *image;
         bool host_base;
         int r;
 
@@ -249,12 +267,9 @@ int envd_user_spec(const char *sandbox, EnvdUser user, const char **ret_spec) {
          * there the sandbox's own user is E2B's "user" (docs/e2b.md
          * "Templates"). Any image (or a snapshot of one) names it, and
          * one without it refuses the command (exit 125, naming it). */
-        r = hutch_get_policy(sandbox, &policy, &err);
+        r = sandbox_policy(sandbox, &o);
         if (r < 0)
                 return r;
-        o = json_loads(policy, 0, NULL);
-        if (!o)
-                return -EINVAL;
         image = json_object_get(o, "image");
         host_base = !json_is_string(image) || json_string_length(image) == 0;
         json_decref(o);
@@ -643,11 +658,9 @@ static int image_user(const char *ref, char **ret_user) {
 }
 
 int envd_file_owner(const char *sandbox, EnvdUser user, char **ret_spec) {
-        _cleanup_free_ char *policy = NULL;
-        hutch_error err = {};
         const char *spec = NULL;
         char *owner = NULL;
-        json_t *o, *v;
+        json_t *o = NULL, *v;
         int r;
 
         if (user != ENVD_USER_DEFAULT) {
@@ -665,12 +678,9 @@ int envd_file_owner(const char *sandbox, EnvdUser user, char **ret_spec) {
         /* No user named: the one a command without a user runs as (the
          * sandbox's init: its policy's user, else the image's User, else
          * root), so that what a command and a file call make agree. */
-        r = hutch_get_policy(sandbox, &policy, &err);
+        r = sandbox_policy(sandbox, &o);
         if (r < 0)
                 return r;
-        o = json_loads(policy, 0, NULL);
-        if (!o)
-                return -EINVAL;
         v = json_object_get(o, "user");
         if (json_is_string(v) && json_string_length(v) > 0)
                 owner = strdup(json_string_value(v));

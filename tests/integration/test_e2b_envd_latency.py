@@ -27,8 +27,8 @@ def server(sbx):
     s.stop()
 
 
-def start_request(sid, token, cmd, args):
-    body = envelope(json.dumps({"process": {"cmd": cmd, "args": args}}).encode())
+def start_request(sid, token, msg):
+    body = envelope(json.dumps(msg).encode())
     head = (f"POST /process.Process/Start HTTP/1.1\r\nHost: 127.0.0.1\r\n"
             f"E2b-Sandbox-Id: {sid}\r\nX-Access-Token: {token}\r\n"
             f"Content-Type: application/connect+json\r\nContent-Length: {len(body)}\r\n"
@@ -94,7 +94,7 @@ def frames_of(data):
 def one_start(sock, sid, token, cmd, args):
     """Runs one Start on keep-alive @sock: (its frames, whether the frames
     after the start event came in one recv with the body's end)."""
-    sock.sendall(start_request(sid, token, cmd, args))
+    sock.sendall(start_request(sid, token, {"process": {"cmd": cmd, "args": args}}))
     rd = Reader(sock)
     head = rd.head()
     assert head[0] == "HTTP/1.1 200 OK", head
@@ -153,4 +153,70 @@ def test_stream_still_carries_output_and_a_failure_in_order(server):
     finally:
         assert server.kill(sid) == 204
     # A kill answers before the sandbox's files are removed (README).
+    wait_for(lambda: server.sandboxes() == [], what="the killed sandbox's removal")
+
+
+def read_start_frame(sock):
+    """Reads a Start answer's head and its first chunk: the start event's pid."""
+    rd = Reader(sock)
+    assert rd.head()[0] == "HTTP/1.1 200 OK"
+    _, data = rd.chunk()
+    flags, msg = frames_of(data)[0]
+    assert flags == 0, msg
+    return rd, int(msg["event"]["start"]["pid"])
+
+
+def close_stdin(server, sid, token, pid):
+    """CloseStdin on a connection of its own: (HTTP status, the answer)."""
+    with socket.create_connection(("127.0.0.1", server.envd_port), timeout=60) as c:
+        body = json.dumps({"process": {"pid": pid}}).encode()
+        c.sendall((f"POST /process.Process/CloseStdin HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                   f"E2b-Sandbox-Id: {sid}\r\nX-Access-Token: {token}\r\n"
+                   f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n"
+                   f"Connection: close\r\n\r\n").encode() + body)
+        data = b""
+        while chunk := c.recv(1 << 16):
+            data += chunk
+    head, _, payload = data.partition(b"\r\n\r\n")
+    return int(head.split()[1]), json.loads(payload)
+
+
+def test_broker_socket_replaces_a_stale_one(server, sbx):
+    """A broker binds its socket first and removes a stale file in the way
+    only then: a process whose socket name a dead socket file held is still
+    reached (CloseStdin ends its cat), and a pid with only a stale file is
+    not_found, never a refused connection taken for a live process."""
+    sid, token = server.create()
+    folder = server.home / "e2b" / "envd"
+    try:
+        with socket.create_connection(("127.0.0.1", server.envd_port), timeout=60) as sock:
+            frames, _ = one_start(sock, sid, token, "/bin/true", [])
+            first = int(frames[0][1]["event"]["start"]["pid"])
+            stale = []
+            for pid in range(first + 1, first + 4):
+                path = folder / f"e2b-{sid}-{pid}.sock"
+                s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+                s.bind(str(path))
+                s.close()  # the file stays: a dead broker's socket
+                sbx.chown(path)
+                stale.append(pid)
+            sock.sendall(start_request(sid, token,
+                                       {"process": {"cmd": "/bin/cat"}, "stdin": True}))
+            rd, pid = read_start_frame(sock)
+            assert pid in stale, (pid, stale)
+            assert close_stdin(server, sid, token, pid) == (200, {})
+            frames = []
+            while True:
+                _, data = rd.chunk()
+                if not data:
+                    break
+                frames += frames_of(data)
+            assert frames[-2][1]["event"]["end"]["status"] == "exit status 0", frames
+            assert frames[-1] == (2, {}), frames
+            # The twin: a stale file with no broker behind it is not_found.
+            unused = [p for p in stale if p != pid][-1]
+            st, ans = close_stdin(server, sid, token, unused)
+            assert (st, ans["code"]) == (404, "not_found"), ans
+    finally:
+        assert server.kill(sid) == 204
     wait_for(lambda: server.sandboxes() == [], what="the killed sandbox's removal")
