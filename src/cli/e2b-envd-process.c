@@ -576,9 +576,11 @@ static int broker_run(Broker *b, uint64_t timeout_ms) {
                 now = now_ms();
                 /* The record is read every PAUSE_CHECK_MS, not at each
                  * wake-up (issue 20: each output or outcome would read
-                 * it), and always before a deadline kills the command. */
+                 * it); at each wake-up while it was last seen paused (a
+                 * resume is seen before a new listener is ended), and
+                 * always before a deadline kills the command. */
                 if (!have_outcome && (broker_listened(b) || (deadline && !timed_out)) &&
-                    (now - pause_checked >= PAUSE_CHECK_MS ||
+                    (paused || now - pause_checked >= PAUSE_CHECK_MS ||
                      (deadline && !timed_out && !paused_since && now >= deadline))) {
                         paused = broker_paused(b);
                         pause_checked = now;
