@@ -4,7 +4,9 @@
 # bench/bench-e2b.sh: E2B's SDK against a local `hutch serve --e2b`
 # (docs/e2b.md): the whole round trip Sandbox.create() +
 # commands.run("true") + kill(), and commands.run("true") in a running
-# sandbox, p50/p90 (bench/bench-e2b.mjs). Needs node and the `e2b` package
+# sandbox, p50/p90, with the rows that split the latter (the SDK's Connect
+# round trip, a Start without the shell, the login shell timed inside the
+# sandbox: bench/bench-e2b.mjs). Needs node and the `e2b` package
 # where the integration tests install it (~/.cache/hutch-tests/node, see
 # tests/integration/test_e2b_control.py) or in $HUTCH_TEST_NODE_MODULES.
 # Usage: bench/bench-e2b.sh [ROUNDS] [RUNS]    # default 20 rounds, 200 runs

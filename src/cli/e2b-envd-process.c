@@ -66,17 +66,27 @@
 
 /* ---- the broker's socket ---- */
 
-/* The folder of the brokers' sockets, opened O_PATH (made on first use). */
+/* The folder of the brokers' sockets, opened O_PATH and made on first use,
+ * then kept (issue 20: a mkdir() and an open() less per call): a borrowed
+ * fd, never closed by the caller. Safe as a process-wide cache: a
+ * connection's fork is single-threaded and its server's folder does not
+ * move while it runs. */
 static int broker_dir(const E2bServer *srv) {
+        static int cached = -EBADF;
         _cleanup_free_ char *dir = NULL;
         int fd;
 
+        if (cached >= 0)
+                return cached;
         if (asprintf(&dir, "%s/envd", srv->table_dir) < 0)
                 return -ENOMEM;
         if (mkdir(dir, 0700) < 0 && errno != EEXIST)
                 return -errno;
         fd = open(dir, O_PATH | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
-        return fd < 0 ? -errno : fd;
+        if (fd < 0)
+                return -errno;
+        cached = fd;
+        return fd;
 }
 
 /* The socket's address, through /proc/self/fd so that a long store path
@@ -97,10 +107,10 @@ static int broker_addr(int dirfd, const char *sbx, uint64_t id, struct sockaddr_
 /* Connects to the broker of process @id of @sbx: a new fd, -ENOENT when
  * there is none (the process ended, or was not started by envd). */
 static int broker_connect(const EnvdCall *call, uint64_t id) {
-        _cleanup_close_ int dirfd = -EBADF, fd = -EBADF;
+        _cleanup_close_ int fd = -EBADF;
         struct sockaddr_un sa;
         socklen_t len;
-        int r;
+        int dirfd, r;
 
         dirfd = broker_dir(call->req->srv);
         if (dirfd < 0)
@@ -288,7 +298,7 @@ typedef struct Broker {
         int out[2]; /* stdout, stderr read ends (or out[0] the pty master) */
         int master; /* the pty master, or -EBADF */
         int listen; /* the broker socket */
-        int dirfd;  /* its folder */
+        int dirfd;  /* its folder (broker_dir(): borrowed) */
         char sock_name[128];
         bool client;   /* the Start client still listens */
         bool released; /* its connection slot was given back (e2b_conn_release()) */
@@ -297,15 +307,14 @@ typedef struct Broker {
         uint64_t id;
 } Broker;
 
-static void broker_send_all(Broker *b, json_t *msg) {
+/* Sends @msg (borrowed) to the broker's subscribers. */
+static void broker_send_subs(Broker *b, const json_t *msg) {
         _cleanup_free_ char *text = msg ? json_dumps(msg, JSON_COMPACT) : NULL;
         _cleanup_free_ char *wire = NULL;
         size_t len;
 
-        if (!text) {
-                json_decref(msg);
+        if (!text)
                 return;
-        }
         len = strlen(text);
         for (size_t i = 0; i < SUBSCRIBERS_MAX; i++) {
                 if (b->subs[i] < 0)
@@ -320,6 +329,13 @@ static void broker_send_all(Broker *b, json_t *msg) {
                 if (send(b->subs[i], wire, len + 1, MSG_NOSIGNAL | MSG_DONTWAIT) < 0)
                         b->subs[i] = safe_close(b->subs[i]); /* too slow or gone */
         }
+}
+
+/* Sends @msg (taken) to the subscribers and the Start client. */
+static void broker_send_all(Broker *b, json_t *msg) {
+        if (!msg)
+                return;
+        broker_send_subs(b, msg);
         if (b->client && envd_stream_message(b->call, msg) < 0)
                 b->client = false;
         else if (!b->client)
@@ -517,17 +533,18 @@ static bool broker_listened(const Broker *b) {
 static int broker_run(Broker *b, uint64_t timeout_ms) {
         _cleanup_free_ char *outcome = NULL;
         uint64_t start = now_ms(), deadline = timeout_ms ? start + timeout_ms : 0;
-        uint64_t drain_until = 0, last_ping = start, paused_since = 0;
-        bool have_outcome = false, timed_out = false;
+        uint64_t drain_until = 0, last_ping = start, paused_since = 0, pause_checked = start;
+        bool have_outcome = false, timed_out = false, paused = false;
         int exit_code = 0, r;
         ConnectCode code = CONNECT_OK;
+        const char *why;
+        json_t *last = NULL;
 
         for (;;) {
                 struct pollfd p[5 + CONTROLS_MAX];
                 size_t np = 0, ictl;
                 int wait = PING_INTERVAL_MS;
                 uint64_t now;
-                bool paused = false;
 
                 for (size_t k = 0; k < 2; k++)
                         p[np++] = (struct pollfd){.fd = b->out[k], .events = POLLIN};
@@ -548,15 +565,26 @@ static int broker_run(Broker *b, uint64_t timeout_ms) {
                 if (have_outcome)
                         wait = drain_until > now ? (int)(drain_until - now) : 0;
                 else if (broker_listened(b) || (deadline && !timed_out))
-                        wait = MIN(wait, PAUSE_CHECK_MS);
+                        wait = MIN(wait, pause_checked + PAUSE_CHECK_MS > now
+                                                 ? (int)(pause_checked + PAUSE_CHECK_MS - now)
+                                                 : 0);
                 if (b->out[0] < 0 && b->out[1] < 0 && have_outcome)
                         break;
                 r = poll(p, np, wait);
                 if (r < 0 && errno != EINTR)
                         return -errno;
                 now = now_ms();
-                if (!have_outcome && (broker_listened(b) || (deadline && !timed_out)))
+                /* The record is read every PAUSE_CHECK_MS, not at each
+                 * wake-up (issue 20: each output or outcome would read
+                 * it); at each wake-up while it was last seen paused (a
+                 * resume is seen before a new listener is ended), and
+                 * always before a deadline kills the command. */
+                if (!have_outcome && (broker_listened(b) || (deadline && !timed_out)) &&
+                    (paused || now - pause_checked >= PAUSE_CHECK_MS ||
+                     (deadline && !timed_out && !paused_since && now >= deadline))) {
                         paused = broker_paused(b);
+                        pause_checked = now;
+                }
                 /* The time the sandbox was paused (frozen) does not count
                  * against timeoutMs, as E2B's whole VM stops: the deadline
                  * moves on by it at the resume (docs/e2b.md "Pause"). */
@@ -624,12 +652,13 @@ static int broker_run(Broker *b, uint64_t timeout_ms) {
         if (timed_out)
                 code = CONNECT_DEADLINE_EXCEEDED;
         if (code == CONNECT_OK)
-                broker_send_all(b, end_event(exit_code, outcome));
+                last = end_event(exit_code, outcome);
+        why = code == CONNECT_DEADLINE_EXCEEDED ? "the command's timeout passed"
+              : code == CONNECT_OK              ? NULL
+                                                : "the sandbox was stopped or killed";
+        broker_send_subs(b, last);
         {
-                _cleanup_free_ char *end = connect_end_stream_json(
-                        code, code == CONNECT_DEADLINE_EXCEEDED ? "the command's timeout passed"
-                              : code == CONNECT_OK              ? NULL
-                                                   : "the sandbox was stopped or killed");
+                _cleanup_free_ char *end = connect_end_stream_json(code, why);
 
                 for (size_t i = 0; end && i < SUBSCRIBERS_MAX; i++) {
                         _cleanup_free_ char *wire = NULL;
@@ -640,12 +669,13 @@ static int broker_run(Broker *b, uint64_t timeout_ms) {
                                 (void)send(b->subs[i], wire, strlen(wire), MSG_NOSIGNAL);
                 }
         }
-        if (b->client)
-                (void)envd_stream_end(b->call, code,
-                                      code == CONNECT_DEADLINE_EXCEEDED
-                                              ? "the command's timeout passed"
-                                      : code == CONNECT_OK ? NULL
-                                                           : "the sandbox was stopped or killed");
+        /* The end event and the end-of-stream frame in one write (issue
+         * 20: the client wakes once for them). */
+        if (b->client && last)
+                (void)envd_stream_last(b->call, TAKE_PTR(last), code, why);
+        else if (b->client)
+                (void)envd_stream_end(b->call, code, why);
+        json_decref(last);
         return 0;
 }
 
@@ -653,7 +683,7 @@ static void broker_done(Broker *b) {
         if (b->listen >= 0 && b->dirfd >= 0 && b->sock_name[0])
                 (void)unlinkat(b->dirfd, b->sock_name, 0);
         b->listen = safe_close(b->listen);
-        b->dirfd = safe_close(b->dirfd);
+        b->dirfd = -EBADF;
         b->stream = hutch_ext_exec_stream_close(b->stream);
         b->in_fd = safe_close(b->in_fd);
         if (b->master < 0)
@@ -682,9 +712,14 @@ static int broker_listen(Broker *b) {
         b->listen = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
         if (b->listen < 0)
                 return -errno;
-        /* A socket left by a broker of an earlier server with the same id. */
-        (void)unlinkat(b->dirfd, b->sock_name, 0);
-        if (bind(b->listen, (struct sockaddr *)&sa, len) < 0 || listen(b->listen, 16) < 0)
+        r = bind(b->listen, (struct sockaddr *)&sa, len);
+        if (r < 0 && errno == EADDRINUSE) {
+                /* A socket left by a broker of an earlier server with the
+                 * same id (ids are unique in a server's sandbox). */
+                (void)unlinkat(b->dirfd, b->sock_name, 0);
+                r = bind(b->listen, (struct sockaddr *)&sa, len);
+        }
+        if (r < 0 || listen(b->listen, 16) < 0)
                 return -errno;
         return 0;
 }

@@ -74,34 +74,41 @@ static const char stream_head[] = "HTTP/1.1 200 OK\r\n"
                                   "Cache-Control: no-store\r\n"
                                   "\r\n";
 
-/* One chunk of the chunked body holding @a then @b, then @tail (the
- * body's last chunk, or ""), in one write (small writes in a row would
- * wait on Nagle's algorithm and the peer's delayed ACK: tens of ms per
- * message; and each segment wakes the client once more), after the
- * stream's head when it is pending. */
-static int write_chunk(EnvdCall *call, const void *a, size_t alen, const void *b, size_t blen,
-                       const char *tail) {
-        _cleanup_free_ char *buf = NULL;
-        size_t total = 0, extra = sizeof(stream_head) + 48;
-        int n, r;
+/* A piece of a chunk (write_chunk()). */
+typedef struct ChunkPart {
+        const void *p;
+        size_t len;
+} ChunkPart;
 
-        if (alen > SIZE_MAX - extra - blen)
-                return -EMSGSIZE;
-        buf = malloc(alen + blen + extra);
+/* One chunk of the chunked body holding the @n @parts in turn, then @tail
+ * (the body's last chunk, or ""), in one write (small writes in a row
+ * would wait on Nagle's algorithm and the peer's delayed ACK: tens of ms
+ * per message; and each segment wakes the client once more), after the
+ * stream's head when it is pending. */
+static int write_chunk(EnvdCall *call, const ChunkPart *parts, size_t n, const char *tail) {
+        _cleanup_free_ char *buf = NULL;
+        size_t total = 0, data = 0, extra = sizeof(stream_head) + 48;
+        int k, r;
+
+        for (size_t i = 0; i < n; i++) {
+                if (parts[i].len > SIZE_MAX - extra - data)
+                        return -EMSGSIZE;
+                data += parts[i].len;
+        }
+        buf = malloc(data + extra);
         if (!buf)
                 return -ENOMEM;
         if (call->head_pending) {
                 memcpy(buf, stream_head, sizeof(stream_head) - 1);
                 total = sizeof(stream_head) - 1;
         }
-        n = snprintf(buf + total, 32, "%zx\r\n", alen + blen);
-        total += (size_t)n;
-        if (alen > 0)
-                memcpy(buf + total, a, alen);
-        total += alen;
-        if (blen > 0)
-                memcpy(buf + total, b, blen);
-        total += blen;
+        k = snprintf(buf + total, 32, "%zx\r\n", data);
+        total += (size_t)k;
+        for (size_t i = 0; i < n; i++) {
+                if (parts[i].len > 0)
+                        memcpy(buf + total, parts[i].p, parts[i].len);
+                total += parts[i].len;
+        }
         memcpy(buf + total, "\r\n", 2);
         total += 2;
         assert(strlen(tail) <= 8);
@@ -139,7 +146,7 @@ static int stream_frame(EnvdCall *call, uint8_t flags, const char *text, const c
         r = connect_envelope_head(flags, len, h);
         if (r < 0)
                 return r;
-        return write_chunk(call, h, sizeof(h), text, len, tail);
+        return write_chunk(call, (const ChunkPart[]){{h, sizeof(h)}, {text, len}}, 2, tail);
 }
 
 int envd_stream_message(EnvdCall *call, json_t *obj) {
@@ -158,6 +165,29 @@ int envd_stream_end(EnvdCall *call, ConnectCode code, const char *message) {
                 return -ENOMEM;
         /* The end-of-stream frame and the body's last chunk, together. */
         return stream_frame(call, CONNECT_FLAG_END_STREAM, text, "0\r\n\r\n");
+}
+
+int envd_stream_last(EnvdCall *call, json_t *obj, ConnectCode code, const char *message) {
+        _cleanup_free_ char *text = obj ? json_dumps(obj, JSON_COMPACT) : NULL;
+        _cleanup_free_ char *end = connect_end_stream_json(code, message);
+        uint8_t h[CONNECT_ENVELOPE_HEAD], he[CONNECT_ENVELOPE_HEAD];
+        int r;
+
+        json_decref(obj);
+        if (!text || !end)
+                return -ENOMEM;
+        r = connect_envelope_head(0, strlen(text), h);
+        if (r >= 0)
+                r = connect_envelope_head(CONNECT_FLAG_END_STREAM, strlen(end), he);
+        if (r < 0)
+                return r;
+        /* Issue 20: one segment, so the client wakes once for the end of
+         * a command, not once per frame. */
+        return write_chunk(
+                call,
+                (const ChunkPart[]){
+                        {h, sizeof(h)}, {text, strlen(text)}, {he, sizeof(he)}, {end, strlen(end)}},
+                4, "0\r\n\r\n");
 }
 
 /* ---- requests ---- */
@@ -196,10 +226,28 @@ static int envd_user_parse(const E2bRequest *req, const char *username, EnvdUser
         return 0;
 }
 
-int envd_user_spec(const char *sandbox, EnvdUser user, const char **ret_spec) {
+/* Sandbox @sandbox's policy (hutch_get_policy()) as JSON, in @ret (the
+ * caller's): the one reader of it for the user checks below. */
+static int sandbox_policy(const char *sandbox, json_t **ret) {
         _cleanup_free_ char *policy = NULL;
         hutch_error err = {};
-        json_t *o, *image;
+        json_t *o;
+        int r;
+
+        r = hutch_get_policy(sandbox, &policy, &err);
+        if (r < 0)
+                return r;
+        o = json_loads(policy, 0, NULL);
+        if (!json_is_object(o)) {
+                json_decref(o);
+                return -EINVAL;
+        }
+        *ret = o;
+        return 0;
+}
+
+int envd_user_spec(const char *sandbox, EnvdUser user, const char **ret_spec) {
+        json_t *o = NULL, *image;
         bool host_base;
         int r;
 
@@ -219,12 +267,9 @@ int envd_user_spec(const char *sandbox, EnvdUser user, const char **ret_spec) {
          * there the sandbox's own user is E2B's "user" (docs/e2b.md
          * "Templates"). Any image (or a snapshot of one) names it, and
          * one without it refuses the command (exit 125, naming it). */
-        r = hutch_get_policy(sandbox, &policy, &err);
+        r = sandbox_policy(sandbox, &o);
         if (r < 0)
                 return r;
-        o = json_loads(policy, 0, NULL);
-        if (!o)
-                return -EINVAL;
         image = json_object_get(o, "image");
         host_base = !json_is_string(image) || json_string_length(image) == 0;
         json_decref(o);
@@ -613,11 +658,9 @@ static int image_user(const char *ref, char **ret_user) {
 }
 
 int envd_file_owner(const char *sandbox, EnvdUser user, char **ret_spec) {
-        _cleanup_free_ char *policy = NULL;
-        hutch_error err = {};
         const char *spec = NULL;
         char *owner = NULL;
-        json_t *o, *v;
+        json_t *o = NULL, *v;
         int r;
 
         if (user != ENVD_USER_DEFAULT) {
@@ -635,12 +678,9 @@ int envd_file_owner(const char *sandbox, EnvdUser user, char **ret_spec) {
         /* No user named: the one a command without a user runs as (the
          * sandbox's init: its policy's user, else the image's User, else
          * root), so that what a command and a file call make agree. */
-        r = hutch_get_policy(sandbox, &policy, &err);
+        r = sandbox_policy(sandbox, &o);
         if (r < 0)
                 return r;
-        o = json_loads(policy, 0, NULL);
-        if (!o)
-                return -EINVAL;
         v = json_object_get(o, "user");
         if (json_is_string(v) && json_string_length(v) > 0)
                 owner = strdup(json_string_value(v));

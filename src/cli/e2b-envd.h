@@ -78,6 +78,9 @@ int envd_stream_begin(EnvdCall *call);
 void envd_stream_begin_with_next(EnvdCall *call);
 int envd_stream_message(EnvdCall *call, json_t *obj); /* @obj taken */
 int envd_stream_end(EnvdCall *call, ConnectCode code, const char *message);
+/* The last message @obj (taken) and the end-of-stream frame in one write
+ * (one segment: the client wakes once, issue 20); -ENOMEM without @obj. */
+int envd_stream_last(EnvdCall *call, json_t *obj, ConnectCode code, const char *message);
 
 /* The process service: Start, Connect, List, SendInput, SendSignal,
  * CloseStdin, Update, StreamInput (e2b-envd-process.c). @method is the
