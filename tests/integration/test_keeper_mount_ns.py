@@ -10,6 +10,7 @@ no process of the sandbox is left."""
 import os
 from pathlib import Path
 
+from cgroupctl import poll_until
 from conftest import live_with_marker
 from test_persistent import root_store  # noqa: F401 (fixture)
 from test_persistent_disk import keeper_pid
@@ -43,7 +44,8 @@ def test_the_sandboxs_mount_namespace_goes_with_stop(root_store):
     # The twin: while it runs, init has it, and the keeper holds it too.
     held = holders(ns)
     assert init in held and keeper in held, (held, init, keeper)
-    assert live_with_marker("mntnsmarker")
+    # A detached exec returns before its bash has exec'd the marked sleep.
+    assert poll_until(lambda: live_with_marker("mntnsmarker"), 30)
     r = s.hutch("stop", "m")
     assert r.returncode == 0, r.stderr
     assert holders(ns) == set()
