@@ -12,6 +12,12 @@
 //   - inside the sandbox, timed there in a loop (no client, no server):
 //     `/bin/bash -l -c true` (the login shell's own cost: the host base's
 //     /etc/profile) and `/bin/true` (one fork + exec), per call.
+// Last, the floor under commands.run("true") that no server can go below on
+// this machine: the Connect round trip with nothing started plus the login
+// shell's own time (the two happen one after the other: the shell starts
+// once the request is in and the client has its answer once the shell has
+// ended), and what the server adds above it (its exec path: the keeper, the
+// sandbox's init, the streamed frames).
 // The per-call rows run interleaved (one of each in turn), so that a
 // loaded machine weighs on them alike; "client CPU" is node's own CPU
 // time per call (the SDK's client: undici, Connect, streams).
@@ -93,4 +99,9 @@ for (let i = 0; i < LOOPS; i++) {
 }
 row(`  in the sandbox: bash -l -c true (x${LOOP_N})`, login);
 row(`  in the sandbox: /bin/true (x${LOOP_N})`, bare);
+const floor = pct(times[1], 50) + pct(login, 50);
+console.log(
+  `floor: Connect round trip + login shell        ${floor.toFixed(2).padStart(7)} ms` +
+    `   server's exec path above it ${(pct(times[0], 50) - floor).toFixed(2)} ms (p50s)`,
+);
 await sbx.kill();
