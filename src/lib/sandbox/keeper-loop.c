@@ -75,11 +75,17 @@ static int core_set_frozen(KeeperCore *k, KeeperConn *c, bool on, const char *bu
 }
 
 /* {"op":"freeze"} (@on) or "thaw" on @c: a snapshot's freeze, held while
- * @c lives as a freeze connection (keeper_core_conn_close() thaws).
- * Returns < 0 (answered) to close @c. */
+ * @c lives as a freeze connection (keeper_core_conn_close() thaws). Only
+ * the connection that froze thaws: a "thaw" from any other would undo a
+ * pause, or another's snapshot freeze, behind its back. Returns < 0
+ * (answered) to close @c. */
 static int freeze_handle(KeeperCore *k, KeeperConn *c, bool on) {
         int r;
 
+        if (!on && c->kind != KEEPER_CONN_FREEZE) {
+                keeper_send_error(c->fd, "nothing to thaw: this connection holds no freeze");
+                return -EINVAL;
+        }
         r = core_set_frozen(k, c, on, "the sandbox is already frozen");
         if (r < 0)
                 return r;

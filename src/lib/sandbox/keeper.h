@@ -19,7 +19,8 @@
  *   client -> keeper {"op":"signal","signal":N}   (on an exec's connection)
  *   client -> keeper {"op":"stop"} | {"op":"ping"} -> {"op":"ok",...}
  *   client -> keeper {"op":"freeze"} -> {"op":"ok"}; the sandbox stays
- *                    frozen until {"op":"thaw"} or the connection closes
+ *                    frozen until {"op":"thaw"} on that connection or its
+ *                    close; a "thaw" on any other is refused
  *   client -> keeper {"op":"pause"} | {"op":"unpause"} -> {"op":"ok"}: frozen
  *                    until "unpause" on any connection or the keeper's end
  *                    (E2B's pause, issue 20); execs and files are refused
