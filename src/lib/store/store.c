@@ -1870,6 +1870,23 @@ int store_gc(Store *s, unsigned *ret_removed, HutchError *reterr) {
                 return -ENOMEM;
         }
         (void)gc_temp(s, dir, &n);
+        /* The disk templates (disk_template()): a cache that the next
+         * create of a size makes again; the store's lock keeps creates,
+         * which copy them, out meanwhile. */
+        free(dir);
+        if (asprintf(&dir, "%s/disk-templates", s->home) < 0) {
+                dir = NULL;
+                return -ENOMEM;
+        }
+        {
+                _cleanup_(closedirp) DIR *d = opendir(dir);
+                struct dirent *de;
+
+                while (d && (de = readdir(d)))
+                        if (strcmp(de->d_name, ".") != 0 && strcmp(de->d_name, "..") != 0 &&
+                            store_rm_rf(s, dirfd(d), de->d_name) >= 0)
+                                n++;
+        }
         /* Ranges of the id pool held for this store's sandboxes that are
          * gone (an rm that was interrupted). SECURITY: only when every
          * sandbox's record was read: a range of one that could not be
