@@ -18,20 +18,11 @@ import socket
 import time
 from pathlib import Path
 
-import pytest
-
-from test_e2b_envd import API_KEY, E2bServer, e2b_modules, run_driver  # noqa: F401 (fixture)
+from test_e2b_envd import API_KEY, e2b_modules, run_driver, server  # noqa: F401 (fixtures)
 
 HERE = Path(__file__).resolve().parent
 DRIVER = HERE / "e2b-background.mjs"
 CAP = 256
-
-
-@pytest.fixture
-def server(sbx):
-    s = E2bServer(sbx)
-    yield s
-    s.stop()
 
 
 def drive(server, modules, tmp_path, *args):

@@ -12,19 +12,10 @@ import json
 import socket
 import struct
 
-import pytest
-
 from test_e2b_control import wait_for
-from test_e2b_envd import E2bServer, envelope
+from test_e2b_envd import envelope, server  # noqa: F401 (fixture)
 
 ROUNDS = 20
-
-
-@pytest.fixture
-def server(sbx):
-    s = E2bServer(sbx)
-    yield s
-    s.stop()
 
 
 def start_request(sid, token, msg):
