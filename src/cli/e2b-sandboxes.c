@@ -530,23 +530,52 @@ void e2b_table_sweep(const E2bServer *srv, uint64_t now_ms) {
         json_decref(all);
 }
 
-void e2b_table_destroy_all(const E2bServer *srv) {
-        json_t *all = NULL, *rec;
-        size_t i;
+/* A record that cannot be read: its sandbox goes by the name its create
+ * gave it ("e2b-<id>", e2b-control.c), and the record with it. The
+ * running and killing states are written without fsync (docs/e2b.md), so
+ * after a power loss a record can be empty: its sandbox must not outlive
+ * it unseen. */
+static void destroy_unreadable(const E2bServer *srv, const char *id) {
+        char name[E2B_ID_LEN + 5];
+        hutch_error err = {};
+        int r;
 
-        if (e2b_table_list(srv, &all) < 0)
+        (void)snprintf(name, sizeof(name), "e2b-%s", id);
+        r = hutch_destroy(name, &err);
+        if (r < 0 && r != -ENOENT) {
+                log_error("cannot destroy E2B sandbox '%s' (its record is unreadable): %s", id,
+                          err.message[0] ? err.message : strerror(-r));
                 return;
-        json_array_foreach(all, i, rec) {
-                const char *id = rec_str(rec, "sandboxID");
+        }
+        e2b_table_remove(srv, id);
+}
+
+void e2b_table_destroy_all(const E2bServer *srv) {
+        _cleanup_(closedirp) DIR *d = opendir(srv->table_dir);
+        struct dirent *de;
+
+        while (d && (de = readdir(d))) {
+                char id[E2B_ID_LEN + 1];
                 hutch_error err = {};
+                json_t *rec = NULL;
                 int r;
 
-                if (!id)
+                if (strlen(de->d_name) != E2B_ID_LEN + 5 ||
+                    strcmp(de->d_name + E2B_ID_LEN, ".json") != 0)
+                        continue;
+                memcpy(id, de->d_name, E2B_ID_LEN);
+                id[E2B_ID_LEN] = '\0';
+                r = e2b_table_load(srv, id, &rec);
+                if (r == -EBADMSG) {
+                        destroy_unreadable(srv, id);
+                        continue;
+                }
+                json_decref(rec);
+                if (r < 0)
                         continue;
                 r = e2b_sandbox_kill(srv, id, &err);
                 if (r < 0 && r != -ENOENT)
                         log_error("cannot destroy E2B sandbox '%s': %s", id,
                                   err.message[0] ? err.message : strerror(-r));
         }
-        json_decref(all);
 }

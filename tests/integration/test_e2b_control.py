@@ -469,6 +469,32 @@ def test_killed_server_leftovers_destroyed_by_the_next(e2b):
         nxt.cleanup()
 
 
+def test_an_unreadable_record_does_not_keep_its_sandbox(e2b):
+    """The running and killing states are written without fsync
+    (docs/e2b.md): after a power loss a record can be empty. The next
+    server destroys its sandbox all the same (by the name its create gave
+    it) and removes the record; the twin, a readable record, is the test
+    above."""
+    srv = e2b.start()
+    empty = srv.sdk("create")["sandboxId"]
+    garbled = srv.sdk("create")["sandboxId"]
+    srv.proc.kill()
+    srv.proc.communicate()
+    table = srv.home / "e2b"
+    (table / f"{empty}.json").write_text("")
+    (table / f"{garbled}.json").write_text('{"sandboxID": "')
+    assert {name_of(empty), name_of(garbled)} <= set(srv.sandboxes())
+    nxt = E2bServer(srv.runner, srv.sdk_path, (), same_store_as=srv)
+    try:
+        assert srv.sandboxes() == {}
+        assert not (table / f"{empty}.json").exists()
+        assert not (table / f"{garbled}.json").exists()
+        assert nxt.sdk("list") == []
+        nxt.stop()
+    finally:
+        nxt.cleanup()
+
+
 def test_refuses_to_start_without_a_usable_key(e2b):
     runner = e2b.runner
     d = runner.make_dir(mode=0o700, name="e2b-nokey")
