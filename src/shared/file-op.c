@@ -239,8 +239,12 @@ static int op_read(int dirfd, const char *name, uint64_t max, int out_fd) {
         return (uint64_t)st.st_size > max ? -EFBIG : 0;
 }
 
-static int op_write(int dirfd, const char *name, unsigned mode, const FileOpOwner *owner,
-                    int in_fd) {
+/* Writes @in_fd's data to @name of @dirfd through a temp file renamed
+ * over it, given to @owner, with @mode, or with the mode of the regular
+ * file it replaces when @keep_mode (a write keeps a file's mode, a move
+ * brings its own). */
+static int write_file_as(int dirfd, const char *name, unsigned mode, bool keep_mode,
+                         const FileOpOwner *owner, int in_fd) {
         _cleanup_close_ int fd = -EBADF;
         char tmp[32];
         uint64_t rnd = 0;
@@ -256,7 +260,7 @@ static int op_write(int dirfd, const char *name, unsigned mode, const FileOpOwne
                 if (S_ISDIR(st.st_mode))
                         return -EISDIR;
                 /* SECURITY: never set-user-id or set-group-id. */
-                if (S_ISREG(st.st_mode))
+                if (S_ISREG(st.st_mode) && keep_mode)
                         mode = st.st_mode & 01777;
         } else if (errno != ENOENT)
                 return negative_errno();
@@ -277,6 +281,11 @@ static int op_write(int dirfd, const char *name, unsigned mode, const FileOpOwne
         if (r < 0)
                 (void)unlinkat(dirfd, tmp, 0);
         return r;
+}
+
+static int op_write(int dirfd, const char *name, unsigned mode, const FileOpOwner *owner,
+                    int in_fd) {
+        return write_file_as(dirfd, name, mode, true, owner, in_fd);
 }
 
 static int op_list(int dirfd, const char *name, int out_fd) {
@@ -393,7 +402,9 @@ static int rename_noreplace(int dirfd, const char *name, int to_dirfd, const cha
 }
 
 /* A move between two file systems of the sandbox (the workspace and
- * /tmp): a regular file is copied as op_write() writes one, then the
+ * /tmp): a regular file is copied as op_write() writes one, with the
+ * source's owner and mode as a rename keeps them (where the target file
+ * system cannot hold that owner, -EPERM and the source stays), then the
  * source removed; anything else stays -EXDEV. */
 static int move_file_across(int dirfd, const char *name, int to_dirfd, const char *to_name,
                             bool replace) {
@@ -417,7 +428,8 @@ static int move_file_across(int dirfd, const char *name, int to_dirfd, const cha
                 return negative_errno();
         if (fstat(fd, &st) < 0)
                 return negative_errno();
-        r = op_write(to_dirfd, to_name, st.st_mode & 0777, NULL, fd);
+        r = write_file_as(to_dirfd, to_name, st.st_mode & 0777, false,
+                          &(FileOpOwner){.uid = st.st_uid, .gid = st.st_gid}, fd);
         if (r < 0)
                 return r;
         return unlinkat(dirfd, name, 0) < 0 ? negative_errno() : 0;

@@ -138,6 +138,19 @@ def test_api_user_owns_what_it_writes(images):
                                         "parents": True, "user": "user"})
         assert sh(api, "own", "cd /home/user; stat -c %u a a/b.txt r.txt none.txt m m/n p "
                   "p/q.txt 2>/dev/null || true") == "1000\n1000\n0\n1000\n1000\n1000\n0\n"
+        # A move across file systems (the image's layer to /tmp's tmpfs)
+        # keeps the file's owner and mode, as a rename does, also over a
+        # file that had others (it used to be root's, with the replaced
+        # file's mode).
+        api.ok("PUT", f"{base}?path=/home/user/x.txt&user=user", b"x")
+        api.ok("PUT", f"{base}?path=/tmp/y.txt&user=root", b"y")
+        sh(api, "own", "chmod 640 /home/user/x.txt; chmod 600 /tmp/y.txt")
+        api.ok("POST", f"{base}/move", {"from": "/home/user/x.txt", "to": "/tmp/y.txt",
+                                        "replace": True})
+        assert sh(api, "own", "stat -c '%u %g %a' /tmp/y.txt") == "1000 1000 640\n"
+        api.ok("POST", f"{base}/move", {"from": "/tmp/y.txt", "to": "/home/user/z.txt"})
+        assert sh(api, "own", "stat -c '%u %g %a' /home/user/z.txt; cat /home/user/z.txt; "
+                  "ls /tmp /home/user | grep -c '^[xy].txt$' || true") == "1000 1000 640\nx0\n"
         # An unknown user: 400 naming it, nothing written.
         r = api.call("PUT", f"{base}?path=/home/user/ghost.txt&user=ghost", b"x")
         assert r.status == 400 and "ghost" in r.error["message"], r
@@ -153,3 +166,42 @@ def test_api_user_owns_what_it_writes(images):
         srv.stop()
         r = images.hutch("rm", "--force", "own")
         assert r.returncode == 0 or "no sandbox" in r.stderr, r.stderr
+
+
+def test_a_move_into_a_bind_that_cannot_hold_the_owner(images):
+    """A move across file systems keeps the file's owner (docs/api.md); a
+    host folder bound into a sandbox of root is idmapped for its root
+    alone and cannot hold the user's file: 403, and the file stays where
+    it was, nothing left in the host folder. The twin: a root's file
+    moves there; as the test user (whose bind holds the sandbox's ids)
+    the user's file moves and stays the user's."""
+    runner = images.runner
+    host = runner.make_dir(name="movebind")
+    srv = PlainServer(images)
+    try:
+        api = srv.api
+        api.ok("POST", "/v1/sandboxes",
+               {"name": "mb", "policy": {"image": "e2bu",
+                                         "binds": [{"source": str(host), "target": "/data"}]}},
+               status=201)
+        base = "/v1/sandboxes/mb/files"
+        api.ok("PUT", f"{base}?path=/tmp/u.txt&user=user", b"u")
+        api.ok("PUT", f"{base}?path=/tmp/r.txt&user=root", b"r")
+        r = api.call("POST", f"{base}/move", {"from": "/tmp/u.txt", "to": "/data/u.txt"})
+        if runner.mode == "root":
+            assert r.status == 403 and r.error["code"] == "permission_denied", r
+            assert sh(api, "mb", "stat -c %u /tmp/u.txt; cat /tmp/u.txt") == "1000\nu"
+            assert list(host.iterdir()) == []
+        else:
+            assert r.status == 200, r
+            assert sh(api, "mb", "stat -c %u /data/u.txt; test ! -e /tmp/u.txt && echo gone") \
+                == "1000\ngone\n"
+        api.ok("POST", f"{base}/move", {"from": "/tmp/r.txt", "to": "/data/r.txt"})
+        assert (host / "r.txt").read_text() == "r"
+        assert sh(api, "mb", "stat -c %u /data/r.txt; test ! -e /tmp/r.txt && echo gone") == \
+            "0\ngone\n"
+    finally:
+        srv.stop()
+        r = images.hutch("rm", "--force", "mb")
+        assert r.returncode == 0 or "no sandbox" in r.stderr, r.stderr
+        subprocess.run(["rm", "-rf", str(host)], check=False)
