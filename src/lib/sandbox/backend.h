@@ -46,6 +46,7 @@ typedef struct KeeperCore {
         bool stop, frozen;
         bool paused;        /* frozen by "pause" (E2B's pause, issue 20): held by no connection */
         uint64_t paused_ms; /* paused: since then (time_monotonic_ms()) */
+        bool freeze_held;   /* a connection holds a "freeze" (a snapshot's) */
         HutchError error;   /* why the keeper stopped, when it was not asked to */
 } KeeperCore;
 

@@ -31,8 +31,12 @@ static void core_thaw(KeeperCore *k) {
 }
 
 void keeper_core_conn_close(KeeperCore *k, KeeperConn *c) {
-        if (c->kind == KEEPER_CONN_FREEZE)
-                core_thaw(k);
+        /* A freeze of a paused sandbox ends with it still paused. */
+        if (c->kind == KEEPER_CONN_FREEZE) {
+                k->freeze_held = false;
+                if (!k->paused)
+                        core_thaw(k);
+        }
         /* Its exec forgets the connection first, so that ending it leaves
          * the connection alone. */
         if (c->kind == KEEPER_CONN_EXEC)
@@ -77,18 +81,23 @@ static int core_set_frozen(KeeperCore *k, KeeperConn *c, bool on, const char *bu
 /* {"op":"freeze"} (@on) or "thaw" on @c: a snapshot's freeze, held while
  * @c lives as a freeze connection (keeper_core_conn_close() thaws). Only
  * the connection that froze thaws: a "thaw" from any other would undo a
- * pause, or another's snapshot freeze, behind its back. Returns < 0
- * (answered) to close @c. */
+ * pause, or another's snapshot freeze, behind its back. A paused sandbox
+ * is frozen already: its freeze is granted as it is and its end leaves it
+ * paused ("unpause" waits for it), so that a snapshot of it keeps its
+ * processes (refused, the E2B snapshot stopped it: they ended). Returns
+ * < 0 (answered) to close @c. */
 static int freeze_handle(KeeperCore *k, KeeperConn *c, bool on) {
-        int r;
+        int r = 0;
 
         if (!on && c->kind != KEEPER_CONN_FREEZE) {
                 keeper_send_error(c->fd, "nothing to thaw: this connection holds no freeze");
                 return -EINVAL;
         }
-        r = core_set_frozen(k, c, on, "the sandbox is already frozen");
+        if (!k->paused || (on && k->freeze_held))
+                r = core_set_frozen(k, c, on, "the sandbox is already frozen");
         if (r < 0)
                 return r;
+        k->freeze_held = on;
         c->kind = on ? KEEPER_CONN_FREEZE : KEEPER_CONN_NEW;
         (void)keeper_send_json(c->fd, json_pack("{s:s}", "op", "ok"), NULL, 0);
         return 0;
@@ -104,6 +113,10 @@ static int pause_handle(KeeperCore *k, KeeperConn *c, bool on) {
         int r;
 
         if (on != k->paused) {
+                if (!on && k->freeze_held) {
+                        keeper_send_error(c->fd, "the sandbox is frozen for a snapshot");
+                        return -EBUSY;
+                }
                 r = core_set_frozen(k, c, on, "the sandbox is frozen for a snapshot");
                 if (r < 0)
                         return r;

@@ -20,7 +20,10 @@
  *   client -> keeper {"op":"stop"} | {"op":"ping"} -> {"op":"ok",...}
  *   client -> keeper {"op":"freeze"} -> {"op":"ok"}; the sandbox stays
  *                    frozen until {"op":"thaw"} on that connection or its
- *                    close; a "thaw" on any other is refused
+ *                    close; a "thaw" on any other is refused. A paused
+ *                    sandbox's freeze is granted as it is (frozen already)
+ *                    and its end leaves it paused; "unpause" is refused
+ *                    while it is held
  *   client -> keeper {"op":"pause"} | {"op":"unpause"} -> {"op":"ok"}: frozen
  *                    until "unpause" on any connection or the keeper's end
  *                    (E2B's pause, issue 20); execs and files are refused

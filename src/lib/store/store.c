@@ -739,6 +739,18 @@ static int make_data_dir(const Store *s, const char *dir, uint64_t gen) {
         return r;
 }
 
+/* Whether the template @path can be copied as the image of @size bytes
+ * (disk_template()): 1 yes, 0 no (something else is there), -ENOENT when
+ * there is none. */
+static int template_usable(const char *path, uint64_t size) {
+        struct stat st;
+
+        if (lstat(path, &st) < 0)
+                return errno == ENOENT ? -ENOENT : 0;
+        return S_ISREG(st.st_mode) && st.st_uid == geteuid() && !(st.st_mode & 0022) &&
+               (uint64_t)st.st_size == size;
+}
+
 /* The empty disk image that new sandboxes' images of @size bytes are
  * copies of (issue 20: mkfs.ext4 was ~35 ms of every create; a copy of its
  * few hundred KiB of data is ~1 ms): disk-templates/ in the store, one per
@@ -765,9 +777,21 @@ static int disk_template(const Store *s, uint64_t size, uint64_t gen, char **ret
             asprintf(&src, "%s/data", tmp) < 0 || asprintf(&logs, "%s/logs", src) < 0 ||
             asprintf(&img, "%s/" DISK_IMAGE_NAME, tmp) < 0)
                 return -ENOMEM;
-        if (access(path, F_OK) == 0) {
+        /* SECURITY: a template is used only when it is what its name
+         * says: a regular file of ours, of exactly @size bytes (trusted by
+         * name, one of another size gave a sandbox a disk of that size,
+         * not its limit); anything else there is removed and made again
+         * (the copy opens it without following links). */
+        q = template_usable(path, size);
+        if (q > 0) {
                 *ret = TAKE_PTR(path);
                 return 0;
+        }
+        if (q == 0) {
+                q = store_rm_rf(s, AT_FDCWD, path);
+                if (q < 0 && q != -ENOENT)
+                        return hutch_error_set(reterr, -q, "cannot remove %s: %s", path,
+                                               strerror(-q));
         }
         if (mkdir(dir, 0700) < 0 && errno != EEXIST)
                 return hutch_error_set(reterr, errno, "cannot create %s: %m", dir);
@@ -812,6 +836,11 @@ static int make_disk_image(const Store *s, const char *tmp, const char *data, ui
         q = disk_template(s, size, gen, &template, reterr);
         if (q >= 0)
                 q = disk_image_copy(template, image, reterr);
+        /* Fail closed: the limit is the image's size (the template may
+         * have been swapped since it was checked). */
+        if (q >= 0 && template_usable(image, size) <= 0)
+                q = hutch_error_set(reterr, EIO, "%s is not a disk image of %llu bytes", image,
+                                    (unsigned long long)size);
         if (q < 0)
                 return q;
         {
