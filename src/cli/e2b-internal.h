@@ -100,7 +100,8 @@ void e2b_rules_remove(const E2bServer *srv, const char *id);
 /* Pauses @rec (its lock held by the caller): the hutch sandbox frozen
  * whole, its processes kept (hutch_ext_pause()), or where it cannot be
  * frozen stopped, files kept; the record saved as paused, "pausedMemory"
- * saying which. */
+ * saying which. -EBUSY with @err, nothing done, while a snapshot holds it
+ * frozen. */
 int e2b_sandbox_pause_locked(const E2bServer *srv, json_t *rec, hutch_error *err);
 /* Thaws @rec's hutch sandbox when its pause froze it (the caller saves
  * the record, resumed): 0 (also when it was stopped meanwhile), or -errno

@@ -430,6 +430,16 @@ int e2b_sandbox_pause_locked(const E2bServer *srv, json_t *rec, hutch_error *err
          * (issue 20), else stopped with its files kept, and the record
          * says which (docs/e2b.md "Pause"). */
         r = hutch_ext_pause(name, true, &herr);
+        /* Frozen for a snapshot meanwhile (hutch snapshot): not a sandbox
+         * that cannot be frozen, so not stopped either; the caller tries
+         * again later or answers 409. */
+        if (r == -EBUSY) {
+                if (err) {
+                        *err = (hutch_error){.code = EBUSY};
+                        (void)snprintf(err->message, sizeof(err->message), "%s", herr.msg);
+                }
+                return r;
+        }
         memory = r >= 0;
         if (!memory) {
                 log_info("E2B sandbox '%s' cannot be frozen (%s): stopped, its files kept",
@@ -509,7 +519,8 @@ void e2b_table_sweep(const E2bServer *srv, uint64_t now_ms) {
                 }
                 if (json_is_true(json_object_get(cur, "autoPause"))) {
                         r = e2b_sandbox_pause_locked(srv, cur, &err);
-                        if (r >= 0) {
+                        /* Busy (a snapshot's freeze): the next sweep. */
+                        if (r >= 0 || r == -EBUSY) {
                                 json_decref(cur);
                                 continue;
                         }

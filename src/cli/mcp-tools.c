@@ -848,7 +848,8 @@ static json_t *tool_snapshot(McpServer *s, const McpArgs *a) {
         r = sandbox_ensure(s, &herr);
         if (r >= 0)
                 r = hutch_snapshot(s->name, full, &herr);
-        if (r == -EPERM && hutch_get(s->name, &info, &ignored) >= 0 && info.running) {
+        if ((r == -EOPNOTSUPP || r == -EPERM) && hutch_get(s->name, &info, &ignored) >= 0 &&
+            info.running) {
                 /* The running sandbox refused to be frozen (an unprivileged
                  * user without a delegated cgroup has nothing to freeze it
                  * with): every exec of this server has ended, so stop it

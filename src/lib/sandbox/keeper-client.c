@@ -37,10 +37,13 @@ int keeper_connect(const char *socket_path) {
 static int answer_error(json_t *ans, HutchError *reterr) {
         const char *op = json_string_value(json_object_get(ans, "op"));
         const char *msg = json_string_value(json_object_get(ans, "message"));
+        json_int_t e = json_integer_value(json_object_get(ans, "errno"));
 
+        /* A refusal is -EPERM unless the keeper named its reason
+         * (keeper_send_refusal(): busy, or no freezer). */
         if (op && strcmp(op, "error") == 0)
-                return hutch_error_set(reterr, EPERM, "the sandbox refused: %s",
-                                       msg ? msg : "no reason given");
+                return hutch_error_set(reterr, e == EBUSY || e == EOPNOTSUPP ? (int)e : EPERM,
+                                       "the sandbox refused: %s", msg ? msg : "no reason given");
         return hutch_error_set(reterr, EPROTO, "unexpected answer from the sandbox's keeper");
 }
 

@@ -44,6 +44,12 @@ void keeper_send_error(int fd, const char *msg) {
         (void)keeper_send_json(fd, json_pack("{s:s,s:s}", "op", "error", "message", msg), NULL, 0);
 }
 
+void keeper_send_refusal(int fd, int err, const char *msg) {
+        (void)keeper_send_json(
+                fd, json_pack("{s:s,s:s,s:i}", "op", "error", "message", msg, "errno", err), NULL,
+                0);
+}
+
 /* Receives one JSON object (and up to @max_fds fds). Returns 1, 0 on EOF,
  * or -errno (-EBADMSG for anything but a JSON object). */
 int keeper_recv_json(int fd, json_t **ret, int *fds, size_t max_fds) {

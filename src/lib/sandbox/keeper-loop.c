@@ -59,11 +59,11 @@ static int core_set_frozen(KeeperCore *k, KeeperConn *c, bool on, const char *bu
         int r;
 
         if (on && k->frozen) {
-                keeper_send_error(c->fd, busy);
+                keeper_send_refusal(c->fd, EBUSY, busy);
                 return -EBUSY;
         }
         if (!cg) {
-                keeper_send_error(c->fd, "no cgroup: this sandbox cannot be frozen");
+                keeper_send_refusal(c->fd, EOPNOTSUPP, "no cgroup: this sandbox cannot be frozen");
                 return -EOPNOTSUPP;
         }
         r = cgroup_set_frozen(cg, on);
@@ -114,7 +114,7 @@ static int pause_handle(KeeperCore *k, KeeperConn *c, bool on) {
 
         if (on != k->paused) {
                 if (!on && k->freeze_held) {
-                        keeper_send_error(c->fd, "the sandbox is frozen for a snapshot");
+                        keeper_send_refusal(c->fd, EBUSY, "the sandbox is frozen for a snapshot");
                         return -EBUSY;
                 }
                 r = core_set_frozen(k, c, on, "the sandbox is frozen for a snapshot");

@@ -144,7 +144,9 @@ int keeper_exec_answer(int sock, uint64_t *ret_id, int *ret_exit_code, char **re
 int keeper_exec_signal(int sock, int sig);
 
 /* Sends {"op":@op} and waits for the answer ("ok"): for stop, ping,
- * freeze, thaw, pause, unpause. Returns 0, or -errno with @reterr. */
+ * freeze, thaw, pause, unpause. Returns 0, or -errno with @reterr: a
+ * refusal is -EPERM, or the reason the keeper named: -EBUSY (frozen
+ * already: another's freeze, a pause), -EOPNOTSUPP (no cgroup to freeze). */
 int keeper_simple(int sock, const char *op, HutchError *reterr);
 
 /* The wire, for a client's own requests (api/processes.c): sends @obj
