@@ -365,6 +365,10 @@ int e2b_sandbox_kill_begin(const E2bServer *srv, const char *id, int *ret_lock, 
         r = hutch_ext_halt(rec_str(rec, "name"), &keeper, &herr);
         if (r == -ENOENT)
                 r = 0;
+        /* SECURITY: its proxy is gone with it: the real values of its
+         * rules go before the answer, not with its files after it. */
+        if (r >= 0)
+                e2b_rules_remove(srv, id);
         if (r < 0 && err) {
                 *err = (hutch_error){.code = herr.errnum > 0 ? herr.errnum : -r};
                 (void)snprintf(err->message, sizeof(err->message), "%s",
