@@ -17,14 +17,13 @@ stopped the sandbox: its processes ended, though the client had paused it
 to keep them. Now the freeze of a paused sandbox is granted as it is, its
 end leaves the sandbox paused, and an unpause waits for it."""
 
-import http.client
 import json
 import os
 from pathlib import Path
 
 from cgroupctl import poll_until
 from conftest import live_with_marker
-from test_e2b_envd import API_KEY, server  # noqa: F401 (fixture)
+from test_e2b_envd import server  # noqa: F401 (fixture)
 
 from test_persistent import root_store  # noqa: F401 (fixture)
 from test_persistent_disk import ENOSPC_TEXT, MIB, fill, image_of
@@ -70,18 +69,6 @@ def test_a_symlink_in_a_templates_place_is_not_followed(root_store):
     fill(s, "b", "/root/big")
 
 
-def e2b(server, method, path, body=None):
-    host, port = server.api[len("http://"):].rsplit(":", 1)
-    c = http.client.HTTPConnection(host, int(port), timeout=120)
-    try:
-        c.request(method, path, body=None if body is None else json.dumps(body),
-                  headers={"X-API-Key": API_KEY, "Content-Type": "application/json"})
-        r = c.getresponse()
-        return r.status, r.read()
-    finally:
-        c.close()
-
-
 def frozen(pid):
     """Whether process @pid's cgroup (v2) is frozen (found by its
     cgroup.procs: the sandbox has a cgroup namespace of its own)."""
@@ -106,9 +93,9 @@ def test_a_snapshot_of_a_paused_sandbox_keeps_its_processes(server):
     assert r.returncode == 0, r.stderr
     assert poll_until(lambda: live_with_marker(marker), 30)
     (pid,) = live_with_marker(marker)
-    assert e2b(server, "POST", f"/sandboxes/{sid}/pause")[0] == 204
+    assert server.control("POST", f"/sandboxes/{sid}/pause")[0] == 204
     rec = json.loads((server.home / "e2b" / f"{sid}.json").read_text())
-    status, body = e2b(server, "POST", f"/sandboxes/{sid}/snapshots", {"name": "while-paused"})
+    status, body = server.control("POST", f"/sandboxes/{sid}/snapshots", {"name": "while-paused"})
     assert status == 201, body
     if not rec["pausedMemory"]:
         # Where it cannot be frozen, the pause stopped it (docs/e2b.md).
@@ -117,17 +104,17 @@ def test_a_snapshot_of_a_paused_sandbox_keeps_its_processes(server):
     # The claim: still there, still frozen, still paused.
     assert list(live_with_marker(marker)) == [pid]
     assert frozen(pid)
-    assert e2b(server, "GET", f"/sandboxes/{sid}")[0] == 200
+    assert server.control("GET", f"/sandboxes/{sid}")[0] == 200
     rec = json.loads((server.home / "e2b" / f"{sid}.json").read_text())
     assert rec["state"] == "paused", rec
     # The twin: the resume thaws it, and a snapshot of a running sandbox
     # leaves it running.
-    assert e2b(server, "POST", f"/sandboxes/{sid}/resume", {"timeout": 60})[0] == 201
+    assert server.control("POST", f"/sandboxes/{sid}/resume", {"timeout": 60})[0] == 201
     assert list(live_with_marker(marker)) == [pid] and not frozen(pid)
-    status, body = e2b(server, "POST", f"/sandboxes/{sid}/snapshots", {"name": "running"})
+    status, body = server.control("POST", f"/sandboxes/{sid}/snapshots", {"name": "running"})
     assert status == 201, body
     assert list(live_with_marker(marker)) == [pid] and not frozen(pid)
     # The snapshot taken while paused holds the sandbox's files.
     r = server.runner.run_raw(["snapshot", "ls"], env=server.env)
     assert "while-paused" in r.stdout, (r.stdout, r.stderr)
-    assert e2b(server, "DELETE", f"/sandboxes/{sid}")[0] == 204
+    assert server.control("DELETE", f"/sandboxes/{sid}")[0] == 204

@@ -118,6 +118,19 @@ class E2bServer:
         assert r.status == 201, body
         return body["sandboxID"], body["envdAccessToken"]
 
+    def control(self, method, path, body=None):
+        """One request to the control plane with the API key: (status,
+        body bytes)."""
+        host, port = self.api[len("http://"):].rsplit(":", 1)
+        c = http.client.HTTPConnection(host, int(port), timeout=120)
+        try:
+            c.request(method, path, body=None if body is None else json.dumps(body),
+                      headers={"X-API-Key": API_KEY, "Content-Type": "application/json"})
+            r = c.getresponse()
+            return r.status, r.read()
+        finally:
+            c.close()
+
     def kill(self, sid):
         host, port = self.api[len("http://"):].rsplit(":", 1)
         c = http.client.HTTPConnection(host, int(port), timeout=120)

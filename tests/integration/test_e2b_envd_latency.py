@@ -10,10 +10,10 @@ bytes), as root and as the unprivileged test user (`sbx`)."""
 
 import json
 import socket
-import struct
 
 from test_e2b_control import wait_for
 from test_e2b_envd import envelope, server  # noqa: F401 (fixture)
+from test_e2b_envd import frames as frames_of
 
 ROUNDS = 20
 
@@ -73,15 +73,6 @@ class Reader:
         return at, data
 
 
-def frames_of(data):
-    out, i = [], 0
-    while i < len(data):
-        flags, n = struct.unpack(">BI", data[i:i + 5])
-        out.append((flags, json.loads(data[i + 5:i + 5 + n])))
-        i += 5 + n
-    return out
-
-
 def one_start(sock, sid, token, cmd, args):
     """Runs one Start on keep-alive @sock: (its frames, whether the frames
     after the start event came in one recv with the body's end)."""
@@ -89,7 +80,7 @@ def one_start(sock, sid, token, cmd, args):
     rd = Reader(sock)
     head = rd.head()
     assert head[0] == "HTTP/1.1 200 OK", head
-    frames, tail_from = [], None
+    seen, tail_from = [], None
     while True:
         at, data = rd.chunk()
         if not data:
@@ -97,12 +88,12 @@ def one_start(sock, sid, token, cmd, args):
         got = frames_of(data)
         if any(f == 2 for f, _ in got) or any("end" in m.get("event", {}) for _, m in got):
             tail_from = at if tail_from is None else tail_from
-        frames += got
+        seen += got
     body_end = rd.pos
     assert rd.buf == b"", rd.buf  # nothing after the body: the next request's turn
     # Was everything from the end event's chunk to the body's end in one recv()?
     one = any(a <= tail_from and body_end <= b for a, b in rd.recvs)
-    return frames, one
+    return seen, one
 
 
 def test_command_end_and_end_of_stream_leave_in_one_write(server):
@@ -196,14 +187,14 @@ def test_broker_socket_replaces_a_stale_one(server, sbx):
             rd, pid = read_start_frame(sock)
             assert pid in stale, (pid, stale)
             assert close_stdin(server, sid, token, pid) == (200, {})
-            frames = []
+            seen = []
             while True:
                 _, data = rd.chunk()
                 if not data:
                     break
-                frames += frames_of(data)
-            assert frames[-2][1]["event"]["end"]["status"] == "exit status 0", frames
-            assert frames[-1] == (2, {}), frames
+                seen += frames_of(data)
+            assert seen[-2][1]["event"]["end"]["status"] == "exit status 0", seen
+            assert seen[-1] == (2, {}), seen
             # The twin: a stale file with no broker behind it is not_found.
             unused = [p for p in stale if p != pid][-1]
             st, ans = close_stdin(server, sid, token, unused)

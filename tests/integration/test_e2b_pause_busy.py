@@ -9,7 +9,6 @@ own): 409 naming the snapshot, the marked process still there; the twin:
 once the snapshot's freeze is let go, the same pause is a 204 and keeps
 the process frozen, and resume runs it again."""
 
-import http.client
 import json
 import socket
 import uuid
@@ -18,7 +17,7 @@ import pytest
 
 from cgroupctl import poll_until
 from conftest import live_with_marker
-from test_e2b_envd import API_KEY, E2bServer
+from test_e2b_envd import E2bServer
 from test_e2b_pause_memory import ticks_move
 
 
@@ -27,18 +26,6 @@ def server(root_runner):
     s = E2bServer(root_runner)
     yield s
     s.stop()
-
-
-def control(srv, method, path, body=None):
-    host, port = srv.api[len("http://"):].rsplit(":", 1)
-    c = http.client.HTTPConnection(host, int(port), timeout=120)
-    try:
-        c.request(method, path, body=json.dumps(body) if body is not None else None,
-                  headers={"X-API-Key": API_KEY, "Content-Type": "application/json"})
-        r = c.getresponse()
-        return r.status, r.read()
-    finally:
-        c.close()
 
 
 def test_a_pause_during_a_snapshot_is_409_and_stops_nothing(server):
@@ -56,15 +43,15 @@ def test_a_pause_during_a_snapshot_is_409_and_stops_nothing(server):
         holder.connect(str(server.state / name / "keeper.sock"))
         holder.send(json.dumps({"op": "freeze"}).encode())
         assert json.loads(holder.recv(65536)) == {"op": "ok"}
-        status, body = control(server, "POST", f"/sandboxes/{sid}/pause")
+        status, body = server.control("POST", f"/sandboxes/{sid}/pause")
         assert status == 409 and b"snapshot" in body, (status, body)
         assert set(live_with_marker(marker)) == {pid}
         assert not ticks_move(pid)
     # The twin: the freeze let go, the process runs; the pause keeps it.
     assert poll_until(lambda: ticks_move(pid), 30)
-    status, body = control(server, "POST", f"/sandboxes/{sid}/pause")
+    status, body = server.control("POST", f"/sandboxes/{sid}/pause")
     assert status == 204, (status, body)
     assert set(live_with_marker(marker)) == {pid} and not ticks_move(pid)
-    status, body = control(server, "POST", f"/sandboxes/{sid}/resume", {})
+    status, body = server.control("POST", f"/sandboxes/{sid}/resume", {})
     assert status == 201, (status, body)
     assert poll_until(lambda: ticks_move(pid), 30)
