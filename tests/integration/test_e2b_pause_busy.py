@@ -5,7 +5,8 @@ moment (docs/e2b.md "Pause"): the keeper refuses the pause as busy
 stopping the sandbox. It used to take any refusal for "cannot be frozen"
 and stop it: its processes, which the pause is there to keep, ended and
 the answer was 204. Claims, as root (its sandboxes have a cgroup of their
-own): 409 naming the snapshot, the marked process still there; the twin:
+own): 409 naming the snapshot, the marked process still there (E2B's
+own snapshot meanwhile: 409 too); the twin:
 once the snapshot's freeze is let go, the same pause is a 204 and keeps
 the process frozen, and resume runs it again."""
 
@@ -45,6 +46,10 @@ def test_a_pause_during_a_snapshot_is_409_and_stops_nothing(server):
         assert json.loads(holder.recv(65536)) == {"op": "ok"}
         status, body = server.control("POST", f"/sandboxes/{sid}/pause")
         assert status == 409 and b"snapshot" in body, (status, body)
+        assert set(live_with_marker(marker)) == {pid}
+        # E2B's own snapshot meanwhile: busy too, not a stop either.
+        status, body = server.control("POST", f"/sandboxes/{sid}/snapshots", {"name": "busy"})
+        assert status == 409, (status, body)
         assert set(live_with_marker(marker)) == {pid}
         assert not ticks_move(pid)
     # The twin: the freeze let go, the process runs; the pause keeps it.
