@@ -45,7 +45,8 @@ int e2b_chunk_size_parse(const char *line, uint64_t *ret);
 int e2b_table_open(E2bServer *srv);
 void e2b_table_close(E2bServer *srv);
 
-/* The lock of sandbox @id (blocking): an fd to close, or -errno. */
+/* The lock of sandbox @id (blocking): an fd to close, or -errno. Held on
+ * the file its name holds (one removed while we waited is taken again). */
 int e2b_table_lock(const E2bServer *srv, const char *id);
 /* Record @id: -ENOENT when there is none (or @id is malformed). */
 int e2b_table_load(const E2bServer *srv, const char *id, json_t **ret);

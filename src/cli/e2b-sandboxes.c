@@ -121,13 +121,28 @@ int e2b_table_lock(const E2bServer *srv, const char *id) {
                 path = NULL;
                 return -ENOMEM;
         }
-        fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
-        if (fd < 0)
-                return negative_errno();
-        while (flock(fd, LOCK_EX) < 0)
-                if (errno != EINTR)
+        for (;;) {
+                struct stat a, b;
+
+                fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+                if (fd < 0)
                         return negative_errno();
-        return TAKE_FD(fd);
+                while (flock(fd, LOCK_EX) < 0)
+                        if (errno != EINTR)
+                                return negative_errno();
+                /* The holder before us may have removed the lock file
+                 * (e2b_table_remove()): a lock on that file is no lock,
+                 * since the next opener makes a new one. Again on the file
+                 * the name holds now. */
+                if (fstat(fd, &a) < 0)
+                        return negative_errno();
+                if (stat(path, &b) < 0) {
+                        if (errno != ENOENT)
+                                return negative_errno();
+                } else if (a.st_dev == b.st_dev && a.st_ino == b.st_ino)
+                        return TAKE_FD(fd);
+                fd = safe_close(fd);
+        }
 }
 
 int e2b_table_load(const E2bServer *srv, const char *id, json_t **ret) {

@@ -1,7 +1,15 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* The pure parts of hutch serve --e2b (src/cli/e2b-util.c). */
+#include <errno.h>
+#include <fcntl.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "api/hutch-ext.h"
 #include "e2b-internal.h"
@@ -116,6 +124,89 @@ TEST(allow_within) {
         ASSERT_FALSE(hutch_ext_host_within(ceiling, ""));
         ASSERT_FALSE(hutch_ext_host_within(empty, "api.example.test"));
         ASSERT_FALSE(hutch_ext_host_within(NULL, "api.example.test"));
+}
+
+/* Whether process @pid waits for a flock (a "->" line of /proc/locks). */
+static bool waits_for_lock(pid_t pid) {
+        char line[256], want[32];
+        bool found = false;
+        FILE *f = fopen("/proc/locks", "re");
+
+        if (!f)
+                return false;
+        (void)snprintf(want, sizeof(want), " %d ", (int)pid);
+        while (!found && fgets(line, sizeof(line), f))
+                found = strstr(line, "->") && strstr(line, want);
+        (void)fclose(f);
+        return found;
+}
+
+/* A sandbox's lock taken by a waiter after its holder removed the lock
+ * file (e2b_table_remove(): a kill's end) is on the file the name holds
+ * then: a later opener cannot take it too. On the removed file two
+ * requests held "the" lock at once. */
+TEST(table_lock_after_the_file_was_removed) {
+        char dir[] = "/tmp/test-e2b-lock-XXXXXX", path[128];
+        E2bServer srv = {.table_lock = -EBADF};
+        int go[2], locked[2], held, fd, status;
+        char c = 0;
+        pid_t pid;
+
+        ASSERT_NOT_NULL(mkdtemp(dir));
+        srv.table_dir = dir;
+        (void)snprintf(path, sizeof(path), "%s/%s.lock", dir, ID);
+        ASSERT_OK(pipe2(go, O_CLOEXEC));
+        ASSERT_OK(pipe2(locked, O_CLOEXEC));
+        held = e2b_table_lock(&srv, ID);
+        ASSERT_OK(held);
+        pid = fork();
+        ASSERT_OK(pid);
+        if (pid == 0) {
+                int w;
+
+                /* The parent's lock is on the description this copy
+                 * shares: only the parent holds it. */
+                (void)close(held);
+                (void)close(go[1]);
+                (void)close(locked[0]);
+                (void)alarm(60); /* never left behind by a failed test */
+                w = e2b_table_lock(&srv, ID);
+
+                c = w >= 0 ? 'y' : 'n';
+                (void)!write(locked[1], &c, 1);
+                (void)!read(go[0], &c, 1);
+                _exit(0);
+        }
+        /* Only the child's ends: a child gone is an EOF, not a hang. */
+        ASSERT_OK(close(locked[1]));
+        ASSERT_OK(close(go[0]));
+        locked[1] = go[0] = -EBADF;
+        for (int i = 0; i < 10000 && !waits_for_lock(pid); i++)
+                (void)usleep(1000);
+        ASSERT_TRUE(waits_for_lock(pid));
+        /* The holder's end: the file removed, then the lock let go. */
+        ASSERT_OK(unlink(path));
+        ASSERT_OK(close(held));
+        ASSERT_EQ(read(locked[0], &c, 1), 1);
+        ASSERT_EQ(c, 'y');
+        /* The next opener finds the waiter's lock on the file of that name. */
+        fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+        ASSERT_OK(fd);
+        ASSERT_EQ(flock(fd, LOCK_EX | LOCK_NB), -1);
+        ASSERT_EQ(errno, EWOULDBLOCK);
+        ASSERT_OK(close(fd));
+        ASSERT_EQ(write(go[1], &c, 1), 1);
+        ASSERT_EQ(waitpid(pid, &status, 0), pid);
+        ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+        /* Its twin: once the waiter let go, the lock is free. */
+        fd = open(path, O_RDWR | O_CLOEXEC | O_NOFOLLOW);
+        ASSERT_OK(fd);
+        ASSERT_OK(flock(fd, LOCK_EX | LOCK_NB));
+        ASSERT_OK(close(fd));
+        ASSERT_OK(unlink(path));
+        ASSERT_OK(rmdir(dir));
+        ASSERT_OK(close(go[1]));
+        ASSERT_OK(close(locked[0]));
 }
 
 DEFINE_TEST_MAIN
