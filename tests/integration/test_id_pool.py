@@ -386,3 +386,24 @@ def test_serve_diff_and_apply_reach_files_of_a_users_sub_ids(user_runner, user_s
         assert (ws / "d42" / "f").stat().st_uid == user_runner.uid
     finally:
         srv.cleanup()
+
+
+def test_a_killed_writers_temp_files_go_with_the_next_write(pstore):
+    # write_file_atomic() writes ".id-pool.tmp-PID" and renames it over the
+    # pool file; a writer killed in between left it for good (30 of them
+    # had piled up in /var/lib/hutch on the machine the tests run on). The
+    # next write, under the pool's lock, removes them; nothing else of the
+    # folder goes.
+    st = pstore
+    st.pool.mkdir(parents=True, exist_ok=True)
+    stale = [st.pool / ".id-pool.tmp-999999", st.pool / ".id-pool.tmp-1"]
+    for f in stale:
+        f.write_text("hutch-id-pool 1\n")
+    other = st.pool / "keep.txt"
+    other.write_text("x")
+    st.create("a")
+    st.sh("a", "true")
+    assert pool_entries(st.pool, st.home), "the create wrote the pool"
+    assert [f for f in stale if f.exists()] == []
+    assert other.read_text() == "x"
+    assert not [p for p in st.pool.iterdir() if p.name.startswith(".id-pool.tmp-")]

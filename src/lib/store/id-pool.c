@@ -1,4 +1,5 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -174,10 +175,25 @@ static int pool_open(bool exclusive, int *ret_lock, Pool *ret) {
         return 0;
 }
 
+/* Removes the temp files of the pool's earlier writes that a killed
+ * writer left (write_file_atomic() names them ".id-pool.tmp-PID"): the
+ * caller holds the pool's lock, so no write is under way. */
+static void pool_temps_remove(void) {
+        _cleanup_(closedirp) DIR *d = opendir(pool_dir());
+        struct dirent *de;
+
+        while (d && (de = readdir(d)))
+                if (strncmp(de->d_name, ".id-pool.tmp-", 13) == 0)
+                        (void)unlinkat(dirfd(d), de->d_name, 0);
+}
+
+/* Writes @p as the pool file; the caller holds the pool's lock. */
 static int pool_write(const Pool *p) {
         _cleanup_free_ char *text = NULL;
         size_t len = 0;
         FILE *f;
+
+        pool_temps_remove();
 
         f = open_memstream(&text, &len);
         if (!f)
