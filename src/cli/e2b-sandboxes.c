@@ -231,6 +231,16 @@ int e2b_table_list(const E2bServer *srv, json_t **ret) {
         return 0;
 }
 
+/* @herr (the core's, from a call that returned @r < 0) as @err, the
+ * public form; nothing without @err. */
+static void error_from(hutch_error *err, const HutchError *herr, int r) {
+        if (!err)
+                return;
+        *err = (hutch_error){.code = herr->errnum > 0 ? herr->errnum : -r};
+        (void)snprintf(err->message, sizeof(err->message), "%s",
+                       herr->msg[0] ? herr->msg : strerror(-r));
+}
+
 static const char *rec_str(json_t *rec, const char *key) {
         return json_string_value(json_object_get(rec, key));
 }
@@ -384,11 +394,8 @@ int e2b_sandbox_kill_begin(const E2bServer *srv, const char *id, int *ret_lock, 
          * rules go before the answer, not with its files after it. */
         if (r >= 0)
                 e2b_rules_remove(srv, id);
-        if (r < 0 && err) {
-                *err = (hutch_error){.code = herr.errnum > 0 ? herr.errnum : -r};
-                (void)snprintf(err->message, sizeof(err->message), "%s",
-                               herr.msg[0] ? herr.msg : strerror(-r));
-        }
+        if (r < 0)
+                error_from(err, &herr, r);
         if (r >= 0 && json_object_set_new(rec, "state", json_string("killing")) < 0)
                 r = -ENOMEM;
         /* For the readers until the files are gone (list, health): lost
@@ -453,10 +460,7 @@ int e2b_sandbox_pause_locked(const E2bServer *srv, json_t *rec, hutch_error *err
          * that cannot be frozen, so not stopped either; the caller tries
          * again later or answers 409. */
         if (r == -EBUSY) {
-                if (err) {
-                        *err = (hutch_error){.code = EBUSY};
-                        (void)snprintf(err->message, sizeof(err->message), "%s", herr.msg);
-                }
+                error_from(err, &herr, r);
                 return r;
         }
         memory = r >= 0;
@@ -484,11 +488,8 @@ int e2b_sandbox_unpause_locked(json_t *rec, hutch_error *err) {
          * files are there, its processes start again on demand. */
         if (r == -ENOTCONN)
                 r = 0;
-        if (r < 0 && err) {
-                *err = (hutch_error){.code = herr.errnum > 0 ? herr.errnum : -r};
-                (void)snprintf(err->message, sizeof(err->message), "%s",
-                               herr.msg[0] ? herr.msg : strerror(-r));
-        }
+        if (r < 0)
+                error_from(err, &herr, r);
         return r;
 }
 
