@@ -32,9 +32,7 @@ static void send_refusal(int fd, int err, const char *fmt, ...) {
         va_start(ap, fmt);
         (void)vsnprintf(msg, sizeof(msg), fmt, ap);
         va_end(ap);
-        (void)keeper_send_json(
-                fd, json_pack("{s:s,s:s,s:i}", "op", "error", "message", msg, "errno", err), NULL,
-                0);
+        keeper_send_refusal(fd, err, msg);
 }
 
 int exec_history_find(const char *path, uint64_t id, int *ret_exit_code, char **ret_outcome_json) {

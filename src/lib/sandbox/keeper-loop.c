@@ -159,12 +159,8 @@ static int conn_handle(KeeperCore *k, KeeperConn *c) {
         } else if (exec_table_op(op) && !op_is(op, "list") && !op_is(op, "stdin") &&
                    keeper_conns_waiting(&k->conns) >= KEEPER_MAX_WAITERS) {
                 /* The waiters' places are bounded (keeper-toolkit.h). */
-                (void)keeper_send_json(c->fd,
-                                       json_pack("{s:s,s:s,s:i}", "op", "error", "message",
-                                                 "too many connections wait for execs in this "
-                                                 "sandbox",
-                                                 "errno", EAGAIN),
-                                       NULL, 0);
+                keeper_send_refusal(c->fd, EAGAIN,
+                                    "too many connections wait for execs in this sandbox");
                 r = -ECONNRESET;
         } else if (exec_table_op(op)) {
                 r = exec_table_handle(&ops->table, k, k->cfg, c, req, op);

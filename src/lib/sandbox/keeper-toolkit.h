@@ -84,7 +84,8 @@ int keeper_request_signal(json_t *req);
 /* {"op":"error","message":@msg} */
 void keeper_send_error(int fd, const char *msg);
 /* {"op":"error","message":@msg,"errno":@err}: a refusal whose reason a
- * client tells apart (keeper_simple() returns -@err with it). */
+ * client tells apart (keeper_simple() returns -EBUSY and -EOPNOTSUPP so;
+ * the exec table's clients read theirs). */
 void keeper_send_refusal(int fd, int err, const char *msg);
 
 /* {"op":"network","policy":TEXT} (keeper-policy.c): the new policy's
