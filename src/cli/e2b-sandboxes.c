@@ -200,6 +200,16 @@ void e2b_table_remove(const E2bServer *srv, const char *id) {
                 lock = NULL;
 }
 
+/* Whether @name is a record's file name in the table ("<id>.json"), its
+ * id into @id. */
+static bool record_id(const char *name, char id[E2B_ID_LEN + 1]) {
+        if (strlen(name) != E2B_ID_LEN + 5 || strcmp(name + E2B_ID_LEN, ".json") != 0)
+                return false;
+        memcpy(id, name, E2B_ID_LEN);
+        id[E2B_ID_LEN] = '\0';
+        return true;
+}
+
 int e2b_table_list(const E2bServer *srv, json_t **ret) {
         _cleanup_(closedirp) DIR *d = opendir(srv->table_dir);
         json_t *arr = json_array();
@@ -213,13 +223,10 @@ int e2b_table_list(const E2bServer *srv, json_t **ret) {
         }
         while ((de = readdir(d))) {
                 char id[E2B_ID_LEN + 1];
-                size_t n = strlen(de->d_name);
                 json_t *rec;
 
-                if (n != E2B_ID_LEN + 5 || strcmp(de->d_name + E2B_ID_LEN, ".json") != 0)
+                if (!record_id(de->d_name, id))
                         continue;
-                memcpy(id, de->d_name, E2B_ID_LEN);
-                id[E2B_ID_LEN] = '\0';
                 if (e2b_table_load(srv, id, &rec) < 0)
                         continue;
                 if (json_array_append_new(arr, rec) < 0) {
@@ -591,11 +598,8 @@ void e2b_table_destroy_all(const E2bServer *srv) {
                 json_t *rec = NULL;
                 int r;
 
-                if (strlen(de->d_name) != E2B_ID_LEN + 5 ||
-                    strcmp(de->d_name + E2B_ID_LEN, ".json") != 0)
+                if (!record_id(de->d_name, id))
                         continue;
-                memcpy(id, de->d_name, E2B_ID_LEN);
-                id[E2B_ID_LEN] = '\0';
                 r = e2b_table_load(srv, id, &rec);
                 if (r == -EBADMSG) {
                         destroy_unreadable(srv, id);
